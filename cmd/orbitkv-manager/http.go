@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
+)
+
+// healthState answers Health frames and GET /health.
+type healthState struct {
+	disp      *channel.Dispatcher
+	mode      channel.PollMode
+	started   time.Time
+	serviceID [16]byte
+	draining  atomic.Bool
+}
+
+func newHealth(d *channel.Dispatcher, mode channel.PollMode, started time.Time, serviceID [16]byte) *healthState {
+	return &healthState{disp: d, mode: mode, started: started, serviceID: serviceID}
+}
+
+func (h *healthState) setDraining() { h.draining.Store(true) }
+
+// reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.
+func (h *healthState) reply() *lifecyclepb.HealthReply {
+	st := "serving"
+	if h.draining.Load() {
+		st = "draining"
+	}
+	return &lifecyclepb.HealthReply{
+		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: version,
+		PollMode: h.mode.String(), Requests: h.disp.Requests(),
+	}
+}
+
+type httpServer struct {
+	srv *http.Server
+	log *slog.Logger
+}
+
+func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dispatcher, log *slog.Logger) (*httpServer, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-addr %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--http-addr %q: must be a loopback address (health, metrics and pprof are unauthenticated)", addr)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "orbitkv_sessions", Help: "Live sessions."},
+			func() float64 { return float64(table.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_requests_total", Help: "Channel requests handled by the dispatcher."},
+			func() float64 { return float64(d.Requests()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_invalid_requests_total", Help: "Channel requests refused as invalid, stale-session or stale-generation."},
+			func() float64 { return float64(d.Invalid()) }),
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		rep := h.reply()
+		w.Header().Set("Content-Type", "application/json")
+		if rep.Status != "serving" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(map[string]any{
+			"status": rep.Status, "version": rep.Version, "poll_mode": rep.PollMode,
+			"uptime_s": time.Duration(rep.UptimeNs).Seconds(), "requests": rep.Requests,
+			"sessions": table.Len(), "epoch": table.Spec().Epoch,
+			"service_id": hex.EncodeToString(h.serviceID[:]),
+		})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-addr %s: %w", addr, err)
+	}
+	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log: log}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("http server stopped", slog.Any("err", err))
+		}
+	}()
+	return s, nil
+}
+
+func (s *httpServer) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+}

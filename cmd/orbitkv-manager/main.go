@@ -1,0 +1,214 @@
+// Command orbitkv-manager is the OrbitKV node-local KV-cache Manager.
+//
+// It serves inference processes on this host through a mode-0600 Unix
+// bootstrap socket and per-session shared-memory slots (DESIGN.md §3, §5).
+// Run with --help for the flags.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/session"
+)
+
+// version is set at link time (-ldflags "-X main.version=...").
+var version = "dev"
+
+const usage = `orbitkv-manager: the OrbitKV node-local KV-cache Manager.
+
+Inference processes on this host connect through a Unix socket (mode 0600,
+same uid only), receive a sealed shared-memory slot, an eventfd and the
+doorbell, and then exchange fixed 64-byte messages with the Manager.
+
+Usage:
+  orbitkv-manager [flags]
+
+Examples:
+  orbitkv-manager                                    # socket /tmp/orbitkv-127.0.0.1-7470.sock
+  orbitkv-manager --poll-mode spin                   # lowest latency, one core busy
+  orbitkv-manager --bootstrap-socket /run/okv.sock --http-addr ""
+
+Flags:
+`
+
+type config struct {
+	listen       string
+	socket       string
+	pollMode     string
+	spinWindow   time.Duration
+	httpAddr     string
+	maxSessions  uint
+	descBytes    string
+	helloTimeout time.Duration
+	logLevel     string
+	logFormat    string
+	showVersion  bool
+}
+
+func parseFlags(args []string) (*config, *flag.FlagSet, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("orbitkv-manager", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; the bootstrap socket path /tmp/orbitkv-<host>-<port>.sock is derived from it (no TCP port is opened in this build)")
+	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
+	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
+	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration`, 0..1s)")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
+	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
+	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
+	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	return c, fs, nil
+}
+
+func newLogger(c *config) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch c.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
+}
+
+func main() {
+	c, _, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
+		os.Exit(2)
+	}
+	if c.showVersion {
+		fmt.Printf("orbitkv-manager %s (abi %d, bootstrap %d)\n", version, abi.Version, abi.BootstrapVersion)
+		return
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
+		os.Exit(2)
+	}
+	if err := run(c, log); err != nil {
+		log.Error("manager failed", slog.Any("err", err))
+		os.Exit(1)
+	}
+}
+
+func randomEpoch() (uint64, [16]byte) {
+	var b [24]byte
+	rand.Read(b[:]) // never fails on Linux (crypto/rand docs)
+	var id [16]byte
+	copy(id[:], b[8:])
+	return binary.LittleEndian.Uint64(b[:8]) | 1, id // nonzero
+}
+
+func run(c *config, log *slog.Logger) error {
+	mode, err := channel.ParsePollMode(c.pollMode)
+	if err != nil {
+		return fmt.Errorf("--poll-mode: %w", err)
+	}
+	desc, err := humanize.ParseBytes(c.descBytes)
+	if err != nil {
+		return fmt.Errorf("--desc-bytes %q: %w", c.descBytes, err)
+	}
+	if desc > 64<<20 {
+		return fmt.Errorf("--desc-bytes %s: limit is 64MiB", c.descBytes)
+	}
+	path := c.socket
+	if path == "" {
+		if path, err = lifecycle.SocketPath(c.listen); err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+	}
+	epoch, serviceID := randomEpoch()
+	table, err := session.NewTable(session.Spec{Epoch: epoch, MaxSessions: uint32(c.maxSessions), DescCapacity: uint32(desc)})
+	if err != nil {
+		return err
+	}
+	disp, err := channel.New(channel.Spec{Epoch: epoch, MaxSessions: uint32(c.maxSessions),
+		PollMode: mode, SpinWindow: c.spinWindow, Logger: log})
+	if err != nil {
+		return err
+	}
+	go disp.Run()
+	started := time.Now()
+	health := newHealth(disp, mode, started, serviceID)
+	srv, err := bootstrap.New(bootstrap.Config{
+		Path: path, Epoch: epoch, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
+		Table: table, Dispatcher: disp, Health: health.reply, Logger: log,
+	})
+	if err != nil {
+		disp.Stop()
+		<-disp.Done()
+		disp.Close()
+		return err
+	}
+	var httpSrv *httpServer
+	if c.httpAddr != "" {
+		if httpSrv, err = startHTTP(c.httpAddr, health, table, disp, log); err != nil {
+			srv.Close()
+			disp.Stop()
+			<-disp.Done()
+			disp.Close()
+			return err
+		}
+	}
+	log.Info("orbitkv-manager serving", slog.String("socket", path), slog.String("poll_mode", mode.String()),
+		slog.Duration("spin_window", c.spinWindow), slog.String("http", c.httpAddr),
+		slog.Uint64("epoch", epoch), slog.Uint64("max_sessions", uint64(c.maxSessions)),
+		slog.String("desc_bytes", humanize.IBytes(desc)), slog.String("version", version))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown requested; closing sessions", slog.Int("sessions", table.Len()))
+	case err = <-serveErr:
+		log.Error("bootstrap server stopped", slog.Any("err", err))
+	}
+	health.setDraining()
+	srv.Close() // sessions first: each is detached and released
+	disp.Stop()
+	<-disp.Done()
+	disp.Close()
+	if httpSrv != nil {
+		httpSrv.shutdown()
+	}
+	log.Info("orbitkv-manager stopped", slog.Uint64("requests", disp.Requests()), slog.Duration("uptime", time.Since(started)))
+	return err
+}

@@ -1,0 +1,281 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
+)
+
+// Limits on lifecycle frame contents (beyond the 16 MiB body limit).
+const (
+	maxInstanceIDBytes = 256
+	maxLabels          = 64
+	maxLabelBytes      = 256
+	maxRegions         = lifecycle.MaxFiles
+)
+
+// appError is an application error: answered with an error frame, the
+// connection stays open.
+type appError struct {
+	status abi.Status
+	field  string
+	msg    string
+}
+
+func (e *appError) Error() string { return e.field + ": " + e.msg }
+
+func invalid(field, format string, args ...any) *appError {
+	return &appError{abi.StatusInvalid, field, fmt.Sprintf(format, args...)}
+}
+
+// frameLoop reads lifecycle frames until the peer closes, a frame is
+// malformed, or the session unregisters.
+func (s *Server) frameLoop(cn *conn) {
+	sess := cn.sess
+	log := s.log.With(slog.Uint64("slot", uint64(sess.Index)), slog.Int("pid", int(sess.Peer.PID)))
+	for {
+		f, err := lifecycle.ReadFrame(cn.c, s.cfg.Epoch)
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
+				// Peer closed: process exit or okv_close. Teardown follows.
+			case errors.Is(err, net.ErrClosed):
+				// Manager shutdown closed the connection.
+			case errors.Is(err, lifecycle.ErrMalformed):
+				log.Warn("lifecycle frame malformed; closing connection", slog.Any("err", err))
+			default:
+				log.Info("bootstrap connection read failed", slog.Any("err", err))
+			}
+			return
+		}
+		code := f.Header.Code
+		if code.IsReply() || code == lifecycle.CodeError {
+			f.Close()
+			log.Warn("lifecycle frame malformed; closing connection",
+				slog.String("field", "code"), slog.String("detail", fmt.Sprintf("client sent %v, which only the Manager sends", code)))
+			return
+		}
+		reply, aerr, fatal := s.handleFrame(cn, &f)
+		f.Close() // fds the handler kept were dup'ed
+		if fatal != nil {
+			log.Warn("lifecycle frame malformed; closing connection", slog.Any("err", fatal))
+			return
+		}
+		cn.wmu.Lock()
+		if aerr != nil {
+			log.Info("lifecycle request refused", slog.String("code", code.String()),
+				slog.String("field", aerr.field), slog.String("detail", aerr.msg))
+			err = lifecycle.WriteError(cn.c, s.cfg.Epoch, uint32(aerr.status), aerr.field, aerr.msg)
+		} else {
+			err = lifecycle.WriteFrame(cn.c, code.Reply(), s.cfg.Epoch, reply, nil)
+		}
+		cn.wmu.Unlock()
+		if err != nil {
+			log.Info("lifecycle reply failed", slog.Any("err", err))
+			return
+		}
+		if code == lifecycle.CodeUnregister && aerr == nil {
+			log.Info("session unregistered")
+			return
+		}
+	}
+}
+
+// handleFrame returns the reply, or an application error, or a fatal
+// (malformed) error that closes the connection.
+func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appError, error) {
+	sess := cn.sess
+	if f.Header.Code != lifecycle.CodeRegisterBuffers && len(f.Files) > 0 {
+		return nil, invalid("fds", "%d fds sent with %v; only RegisterBuffers carries fds", len(f.Files), f.Header.Code), nil
+	}
+	switch f.Header.Code {
+	case lifecycle.CodeRegisterInstance:
+		var req lifecyclepb.RegisterInstanceRequest
+		if err := f.Unmarshal(&req); err != nil {
+			return nil, nil, err
+		}
+		if aerr := checkToken(sess, req.GetClientToken()); aerr != nil {
+			return nil, aerr, nil
+		}
+		if aerr := checkInstance(&req); aerr != nil {
+			return nil, aerr, nil
+		}
+		sess.MarkRegistered(req.GetInstanceId())
+		return &lifecyclepb.RegisterInstanceReply{SlotIndex: sess.Index}, nil, nil
+	case lifecycle.CodeRegisterBuffers:
+		var req lifecyclepb.RegisterBuffersRequest
+		if err := f.Unmarshal(&req); err != nil {
+			return nil, nil, err
+		}
+		if aerr := checkToken(sess, req.GetClientToken()); aerr != nil {
+			return nil, aerr, nil
+		}
+		if !sess.Registered() {
+			return nil, &appError{abi.StatusInvalid, "code", "RegisterBuffers before RegisterInstance"}, nil
+		}
+		bufs, total, aerr := buffersFromRequest(&req, f.Files)
+		if aerr != nil {
+			return nil, aerr, nil
+		}
+		sess.AddBuffers(bufs)
+		return &lifecyclepb.RegisterBuffersReply{Regions: uint32(len(bufs)), TotalBytes: total}, nil, nil
+	case lifecycle.CodeHealth:
+		var req lifecyclepb.HealthRequest
+		if err := f.Unmarshal(&req); err != nil {
+			return nil, nil, err
+		}
+		return s.health(), nil, nil
+	case lifecycle.CodeWatchSession:
+		var req lifecyclepb.WatchSessionRequest
+		if err := f.Unmarshal(&req); err != nil {
+			return nil, nil, err
+		}
+		cn.wmu.Lock()
+		cn.watched = true
+		cn.wmu.Unlock()
+		return &lifecyclepb.WatchSessionReply{State: "active", SlotIndex: sess.Index, Epoch: s.cfg.Epoch}, nil, nil
+	case lifecycle.CodeUnregister:
+		var req lifecyclepb.UnregisterRequest
+		if err := f.Unmarshal(&req); err != nil {
+			return nil, nil, err
+		}
+		if aerr := checkToken(sess, req.GetClientToken()); aerr != nil {
+			return nil, aerr, nil
+		}
+		return &lifecyclepb.UnregisterReply{}, nil, nil
+	}
+	return nil, nil, fmt.Errorf("lifecycle: unhandled frame code %v: %w", f.Header.Code, lifecycle.ErrMalformed)
+}
+
+func checkToken(sess *session.Session, token uint64) *appError {
+	if token != sess.Token {
+		return &appError{abi.StatusInvalid, "client_token", "does not match the token of this session's bootstrap reply"}
+	}
+	return nil
+}
+
+func checkInstance(req *lifecyclepb.RegisterInstanceRequest) *appError {
+	if n := len(req.GetInstanceId()); n > maxInstanceIDBytes {
+		return invalid("instance_id", "%d bytes, limit %d", n, maxInstanceIDBytes)
+	}
+	if n := len(req.GetLabels()); n > maxLabels {
+		return invalid("labels", "%d entries, limit %d", n, maxLabels)
+	}
+	for k, v := range req.GetLabels() {
+		if len(k) > maxLabelBytes || len(v) > maxLabelBytes {
+			return invalid("labels["+trunc(k)+"]", "key or value longer than %d bytes", maxLabelBytes)
+		}
+	}
+	return nil
+}
+
+func trunc(s string) string {
+	if len(s) > 32 {
+		s = s[:32]
+	}
+	if !utf8.ValidString(s) {
+		return "?"
+	}
+	return s
+}
+
+// buffersFromRequest validates regions against the frame's fds and dups the
+// fds it keeps (the frame's own files are closed by the caller).
+func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.File) ([]session.Buffer, uint64, *appError) {
+	regions := req.GetRegions()
+	if len(regions) == 0 || len(regions) > maxRegions {
+		return nil, 0, invalid("regions", "%d regions, want 1..%d", len(regions), maxRegions)
+	}
+	var out []session.Buffer
+	var total uint64
+	fail := func(aerr *appError) ([]session.Buffer, uint64, *appError) {
+		for _, b := range out {
+			if b.File != nil {
+				b.File.Close()
+			}
+		}
+		return nil, 0, aerr
+	}
+	for i, r := range regions {
+		field := func(name string) string { return fmt.Sprintf("regions[%d].%s", i, name) }
+		switch {
+		case r.GetLayers() == 0 || r.GetLayers() > 4096:
+			return fail(invalid(field("layers"), "%d, want 1..4096", r.GetLayers()))
+		case r.GetPageBytes() == 0 || r.GetPageBytes() > 1<<30:
+			return fail(invalid(field("page_bytes"), "%d, want 1..%d", r.GetPageBytes(), 1<<30))
+		case r.GetPageCount() == 0 || r.GetPageCount() > 1<<32:
+			return fail(invalid(field("page_count"), "%d, want 1..%d", r.GetPageCount(), uint64(1)<<32))
+		}
+		need := uint64(r.GetLayers()) * r.GetPageBytes() * r.GetPageCount()
+		if need/r.GetPageCount()/r.GetPageBytes() != uint64(r.GetLayers()) || r.GetBytes() < need {
+			return fail(invalid(field("bytes"), "%d, smaller than layers*page_bytes*page_count", r.GetBytes()))
+		}
+		b := session.Buffer{Offset: r.GetOffset(), Bytes: r.GetBytes(), Layers: r.GetLayers(),
+			PageBytes: r.GetPageBytes(), PageCount: r.GetPageCount(), Device: r.GetDevice()}
+		if h := r.GetCudaIpcHandle(); len(h) > 0 {
+			if len(h) != 64 {
+				return fail(invalid(field("cuda_ipc_handle"), "%d bytes, want 64 (cudaIpcMemHandle_t)", len(h)))
+			}
+			b.CUDAIPC = append([]byte(nil), h...)
+		} else {
+			idx := r.GetFdIndex()
+			if int(idx) >= len(files) {
+				return fail(invalid(field("fd_index"), "%d, frame carries %d fds", idx, len(files)))
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(int(files[idx].Fd()), &st); err != nil {
+				return fail(invalid(field("fd_index"), "fstat: %v", err))
+			}
+			if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > uint64(st.Size) {
+				return fail(invalid(field("bytes"), "offset %d + bytes %d exceeds the fd size %d", r.GetOffset(), r.GetBytes(), st.Size))
+			}
+			fd, err := unix.FcntlInt(files[idx].Fd(), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return fail(&appError{abi.StatusInternal, field("fd_index"), "dup: " + err.Error()})
+			}
+			b.File = os.NewFile(uintptr(fd), "orbitkv-buffer")
+		}
+		out = append(out, b)
+		total += r.GetBytes()
+	}
+	return out, total, nil
+}
+
+func (s *Server) health() *lifecyclepb.HealthReply {
+	var h *lifecyclepb.HealthReply
+	if s.cfg.Health != nil {
+		h = s.cfg.Health()
+	} else {
+		h = &lifecyclepb.HealthReply{Status: "serving"}
+	}
+	h.Epoch = s.cfg.Epoch
+	h.ServiceId = s.cfg.ServiceID[:]
+	h.Sessions = uint32(s.cfg.Table.Len())
+	h.ManagerPid = s.pid
+	h.AbiVersion = abi.Version
+	return h
+}
+
+// notifyClosing sends an unsolicited WatchSession reply with state
+// "closing" if the connection asked to watch its session.
+func (s *Server) notifyClosing(cn *conn, reason string) {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	if !cn.watched || cn.sess == nil {
+		return
+	}
+	lifecycle.WriteFrame(cn.c, lifecycle.CodeWatchSession.Reply(), s.cfg.Epoch,
+		&lifecyclepb.WatchSessionReply{State: "closing", Reason: reason, SlotIndex: cn.sess.Index, Epoch: s.cfg.Epoch}, nil)
+}

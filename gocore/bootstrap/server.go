@@ -1,0 +1,271 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
+)
+
+// Config configures a Server; a plain value.
+type Config struct {
+	Path         string         // bootstrap socket path
+	Epoch        uint64         // Manager epoch (nonzero)
+	ServiceID    [16]byte       // random per incarnation
+	HelloTimeout time.Duration  // how long a new connection may take to send its hello; default 5s
+	Table        *session.Table // sessions
+	Dispatcher   *channel.Dispatcher
+	Health       func() *lifecyclepb.HealthReply // fills the Manager-wide part of Health
+	Logger       *slog.Logger
+}
+
+// Server accepts bootstrap connections and runs their lifecycle frames.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	ln  *net.UnixListener
+	uid uint32
+	pid uint32
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// conn is one bootstrap connection and, after a successful hello, its session.
+type conn struct {
+	c       *net.UnixConn
+	sess    *session.Session
+	wmu     sync.Mutex // serialises frame writes (watch events vs replies)
+	watched bool
+}
+
+// New listens on cfg.Path (see Listen) and returns a Server ready to Serve.
+func New(cfg Config) (*Server, error) {
+	if cfg.Epoch == 0 || cfg.Table == nil || cfg.Dispatcher == nil {
+		return nil, errors.New("bootstrap: config needs a nonzero epoch, a session table and a dispatcher")
+	}
+	if cfg.HelloTimeout <= 0 {
+		cfg.HelloTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ln, err := Listen(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg: cfg, log: cfg.Logger, ln: ln,
+		uid: uint32(os.Getuid()), pid: uint32(os.Getpid()),
+		conns: map[*conn]struct{}{},
+	}, nil
+}
+
+// Path returns the socket path.
+func (s *Server) Path() string { return s.cfg.Path }
+
+// Serve accepts connections until Close. It returns nil after Close.
+func (s *Server) Serve() error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				s.log.Error("bootstrap accept: out of file descriptors; retrying in 100ms", slog.Any("err", err))
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("bootstrap: accept: %w", err)
+		}
+		cn := &conn{c: c}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[cn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(cn)
+	}
+}
+
+// Close stops accepting, tells watchers their sessions are closing, closes
+// every connection (tearing each session down) and waits for the teardowns,
+// then removes the socket path. Sessions are closed before the caller stops
+// the dispatcher.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	for _, c := range conns {
+		s.notifyClosing(c, "manager shutting down")
+		c.c.Close()
+	}
+	s.wg.Wait()
+	os.Remove(s.cfg.Path)
+}
+
+func (s *Server) serveConn(cn *conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, cn)
+		s.mu.Unlock()
+		cn.c.Close()
+	}()
+	sess, err := s.handshake(cn.c)
+	if err != nil {
+		return
+	}
+	cn.wmu.Lock()
+	cn.sess = sess
+	cn.wmu.Unlock()
+	start := time.Now()
+	defer func() {
+		s.cfg.Dispatcher.Detach(sess)
+		s.cfg.Table.Close(sess)
+		s.log.Info("session closed", slog.Uint64("slot", uint64(sess.Index)),
+			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.Peer.InstanceID),
+			slog.Duration("age", time.Since(start)), slog.Int("sessions", s.cfg.Table.Len()))
+	}()
+	s.frameLoop(cn)
+}
+
+// handshake runs steps 1–3 of doc.go; on failure it has logged and replied.
+func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		s.log.Warn("bootstrap refused: SO_PEERCRED failed", slog.Any("err", err))
+		return nil, err
+	}
+	log := s.log.With(slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)))
+	if cred.Uid != s.uid {
+		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.Uid, s.uid)
+		log.Warn("bootstrap refused", slog.String("field", "uid"), slog.String("detail", msg))
+		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil)
+		return nil, errors.New(msg)
+	}
+	c.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
+	buf := make([]byte, abi.HelloSize)
+	if n, err := io.ReadFull(c, buf); err != nil {
+		detail := fmt.Sprintf("read %d of %d hello bytes: %v", n, abi.HelloSize, err)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			detail = fmt.Sprintf("no hello within %v (got %d of %d bytes)", s.cfg.HelloTimeout, n, abi.HelloSize)
+		}
+		log.Warn("bootstrap refused", slog.String("field", "hello"), slog.String("detail", detail))
+		return nil, errors.New(detail)
+	}
+	c.SetReadDeadline(time.Time{})
+	hello, err := abi.DecodeHello(buf)
+	if err != nil {
+		var he *abi.HelloError
+		errors.As(err, &he)
+		log.Warn("bootstrap refused", slog.String("field", he.Field), slog.String("detail", he.Detail))
+		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil)
+		return nil, err
+	}
+	peer := session.Peer{PID: cred.Pid, UID: cred.Uid, Role: hello.Role, InstanceID: hello.InstanceIDString()}
+	sess, err := s.cfg.Table.Open(peer)
+	if err != nil {
+		st := abi.BootInternal
+		if errors.Is(err, session.ErrFull) {
+			st = abi.BootFull
+		}
+		log.Warn("bootstrap refused", slog.String("field", "session"), slog.Any("err", err))
+		s.writeReply(c, abi.RefusedReply(st, err.Error()), nil)
+		return nil, err
+	}
+	if err := s.cfg.Dispatcher.Attach(sess); err != nil {
+		log.Warn("bootstrap refused", slog.String("field", "session"), slog.Any("err", err))
+		s.cfg.Table.Close(sess)
+		s.writeReply(c, abi.RefusedReply(abi.BootInternal, err.Error()), nil)
+		return nil, err
+	}
+	spec := s.cfg.Table.Spec()
+	reply := abi.HelloReply{
+		Magic: abi.BootstrapMagic, ProtocolVersion: abi.BootstrapVersion, Status: abi.BootOK,
+		Epoch: s.cfg.Epoch, ServiceID: s.cfg.ServiceID, ClientToken: sess.Token,
+		InitialGeneration: sess.InitialGeneration, SlotIndex: sess.Index,
+		SlotBytes: sess.SlotBytes(), DescOffset: abi.SlotDescOffset, DescCapacity: sess.DescCapacity(),
+		MaxFrameBody: abi.MaxFrameBody, ManagerPID: s.pid, MaxSessions: spec.MaxSessions,
+	}
+	files := []*os.File{sess.SlotFile(), sess.EventFile(), s.cfg.Dispatcher.DoorbellFile()}
+	if err := s.writeReply(c, reply, files); err != nil {
+		log.Warn("bootstrap reply failed", slog.Any("err", err))
+		s.cfg.Dispatcher.Detach(sess)
+		s.cfg.Table.Close(sess)
+		return nil, err
+	}
+	log.Info("session opened", slog.Uint64("slot", uint64(sess.Index)),
+		slog.String("role", hello.Role.String()), slog.String("instance", peer.InstanceID),
+		slog.Int("sessions", s.cfg.Table.Len()))
+	return sess, nil
+}
+
+func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, files []*os.File) error {
+	b := r.AppendTo(make([]byte, 0, abi.HelloReplySize))
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	c.SetWriteDeadline(time.Now().Add(s.cfg.HelloTimeout))
+	defer c.SetWriteDeadline(time.Time{})
+	n, _, err := c.WriteMsgUnix(b, oob, nil)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("short reply write: %d of %d bytes", n, len(b))
+	}
+	return err
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}

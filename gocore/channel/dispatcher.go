@@ -1,0 +1,267 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/session"
+)
+
+// PollMode is how the dispatcher waits for requests: spin, adaptive (the
+// default) or park; see native/src/server.h.
+type PollMode = native.PollMode
+
+// Poll modes.
+const (
+	PollSpin     = native.PollSpin
+	PollAdaptive = native.PollAdaptive
+	PollPark     = native.PollPark
+)
+
+// ParsePollMode parses the --poll-mode flag value: spin, adaptive or park.
+func ParsePollMode(s string) (PollMode, error) { return native.ParsePollMode(s) }
+
+// ErrStopped is returned by Attach after the dispatcher stopped.
+var ErrStopped = errors.New("channel: dispatcher stopped")
+
+// Spec configures a Dispatcher; a plain value.
+type Spec struct {
+	Epoch       uint64
+	MaxSessions uint32          // ≤ abi.ControlSlot
+	PollMode    PollMode      // spin, adaptive or park (zero value: spin)
+	SpinWindow  time.Duration   // adaptive: spin this long after the last request
+	MaxBatch    int             // events per crossing; default 64
+	Logger      *slog.Logger
+}
+
+// Validate checks the limits of s.
+func (s Spec) Validate() error {
+	switch {
+	case s.Epoch == 0:
+		return errors.New("channel spec: epoch must be nonzero")
+	case s.MaxSessions == 0 || s.MaxSessions > abi.ControlSlot:
+		return fmt.Errorf("channel spec: max sessions %d, want 1..%d", s.MaxSessions, abi.ControlSlot)
+	case s.SpinWindow < 0 || s.SpinWindow > time.Second:
+		return fmt.Errorf("channel spec: spin window %v, want 0..1s", s.SpinWindow)
+	case s.MaxBatch != 0 && (s.MaxBatch < 2 || s.MaxBatch > 4096):
+		return fmt.Errorf("channel spec: max batch %d, want 2..4096", s.MaxBatch)
+	}
+	return nil
+}
+
+// sessionState is the dispatcher's private view of one attached session;
+// touched only by the dispatcher goroutine.
+type sessionState struct {
+	sess    *session.Session
+	limits  abi.RequestLimits
+	lastLog time.Time // rate limit for invalid-request logs
+	dropped int       // invalid-request logs suppressed since lastLog
+}
+
+type controlOp struct {
+	attach *session.Session
+	detach *session.Session
+	done   chan error
+}
+
+// Dispatcher serves every session's slot from one goroutine.
+type Dispatcher struct {
+	spec   Spec
+	log    *slog.Logger
+	dbFile *os.File
+	db     []byte
+	srv    *native.Server
+
+	mu      sync.Mutex
+	ops     []controlOp
+	stopped bool
+
+	requests atomic.Uint64 // requests handled, for Health and metrics
+	invalid  atomic.Uint64 // requests refused
+	states   []*sessionState
+	done     chan struct{}
+}
+
+// New creates the doorbell memfd (sealed against grow, shrink and further
+// seals), maps it and makes the poll loop. Close releases them.
+func New(spec Spec) (*Dispatcher, error) {
+	if spec.MaxBatch == 0 {
+		spec.MaxBatch = 64
+	}
+	if spec.Logger == nil {
+		spec.Logger = slog.Default()
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	size := (abi.DoorbellSize + 4095) &^ 4095
+	fd, err := unix.MemfdCreate("orbitkv-doorbell", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create doorbell: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "orbitkv-doorbell")
+	fail := func(err error) (*Dispatcher, error) { f.Close(); return nil, err }
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail(fmt.Errorf("ftruncate doorbell: %w", err))
+	}
+	db, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fail(fmt.Errorf("mmap doorbell: %w", err))
+	}
+	writeDoorbellHeader(db, spec)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		unix.Munmap(db)
+		return fail(fmt.Errorf("seal doorbell memfd: %w", err))
+	}
+	srv, err := native.NewServer(db, spec.MaxSessions, spec.PollMode, spec.SpinWindow, spec.MaxBatch)
+	if err != nil {
+		unix.Munmap(db)
+		return fail(err)
+	}
+	return &Dispatcher{
+		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
+		states: make([]*sessionState, spec.MaxSessions),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// DoorbellFile is the doorbell memfd sent to every client (borrowed).
+func (d *Dispatcher) DoorbellFile() *os.File { return d.dbFile }
+
+// Requests returns how many channel requests were handled since start.
+func (d *Dispatcher) Requests() uint64 { return d.requests.Load() }
+
+// Invalid returns how many channel requests were refused as invalid or stale.
+func (d *Dispatcher) Invalid() uint64 { return d.invalid.Load() }
+
+// PollMode returns the configured poll mode.
+func (d *Dispatcher) PollMode() PollMode { return d.spec.PollMode }
+
+// Attach makes the dispatcher serve s. It returns once the dispatcher has
+// applied it (the dispatcher must be running), or ErrStopped.
+func (d *Dispatcher) Attach(s *session.Session) error {
+	return d.control(controlOp{attach: s})
+}
+
+// Detach stops serving s and records its last accepted generation. When it
+// returns the dispatcher no longer touches s's slot mapping. After the
+// dispatcher stopped it returns at once (the loop is gone).
+func (d *Dispatcher) Detach(s *session.Session) {
+	d.control(controlOp{detach: s})
+}
+
+func (d *Dispatcher) control(op controlOp) error {
+	op.done = make(chan error, 1)
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return ErrStopped
+	}
+	d.ops = append(d.ops, op)
+	d.mu.Unlock()
+	d.srv.Ring()
+	select {
+	case err := <-op.done:
+		return err
+	case <-d.done:
+		return ErrStopped
+	}
+}
+
+// Stop makes Run return after posting the replies of its current batch.
+// Sessions still attached are no longer served. Safe from any goroutine.
+func (d *Dispatcher) Stop() {
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.srv.Ring()
+}
+
+// Done is closed when Run has returned.
+func (d *Dispatcher) Done() <-chan struct{} { return d.done }
+
+// Run serves the channel until Stop. Call it on its own goroutine; it locks
+// that goroutine to its OS thread.
+func (d *Dispatcher) Run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(d.done)
+	nrep := 0
+	for {
+		events := d.srv.Step(nrep)
+		nrep = 0
+		replies := d.srv.Replies()
+		var handled uint64
+		for i := range events {
+			e := &events[i]
+			if e.Kind == native.EventControl {
+				if d.applyControl() {
+					d.srv.Post(nrep)
+					return
+				}
+				continue
+			}
+			st := d.states[e.Slot]
+			if st == nil {
+				continue // detached between ring and step
+			}
+			replies[nrep] = native.Reply{Slot: e.Slot, Msg: d.handle(st, &e.Msg)}
+			nrep++
+			handled++
+		}
+		d.requests.Add(handled)
+	}
+}
+
+// applyControl applies queued attach/detach operations; reports whether the
+// dispatcher must stop.
+func (d *Dispatcher) applyControl() (stop bool) {
+	d.mu.Lock()
+	ops := d.ops
+	d.ops = nil
+	stop = d.stopped
+	d.mu.Unlock()
+	for _, op := range ops {
+		switch {
+		case op.attach != nil:
+			s := op.attach
+			err := d.srv.Attach(s.Index, s.Slot(), 0)
+			if err == nil {
+				d.states[s.Index] = &sessionState{sess: s, limits: abi.RequestLimits{
+					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,
+					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
+				}}
+			}
+			op.done <- err
+		case op.detach != nil:
+			s := op.detach
+			if st := d.states[s.Index]; st != nil && st.sess == s {
+				s.SetLastGeneration(st.limits.LastGen)
+				d.srv.Detach(s.Index)
+				d.states[s.Index] = nil
+			}
+			op.done <- nil
+		}
+	}
+	return stop
+}
+
+// Close frees the poll loop and the doorbell. Call after Run returned.
+func (d *Dispatcher) Close() {
+	d.srv.Close()
+	if d.db != nil {
+		unix.Munmap(d.db)
+		d.db = nil
+	}
+	d.dbFile.Close()
+}

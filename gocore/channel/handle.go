@@ -1,0 +1,52 @@
+package channel
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// invalidLogEvery bounds invalid-request log lines to one per session per
+// interval; the rest are counted and reported with the next line.
+const invalidLogEvery = time.Second
+
+// handle validates one request and returns its response. Runs on the
+// dispatcher goroutine; must not block.
+func (d *Dispatcher) handle(st *sessionState, m *abi.Message) abi.Message {
+	if rerr := m.ValidateRequest(st.limits); rerr != nil {
+		d.invalid.Add(1)
+		d.logInvalid(st, m, rerr)
+		return m.Response(d.spec.Epoch, rerr.Status, uint64(rerr.Field), 0)
+	}
+	st.limits.LastGen = m.Generation
+	switch abi.Command(m.Code) {
+	case abi.CmdPing:
+		return m.Response(d.spec.Epoch, abi.StatusOK, m.Arg0, 0)
+	case abi.CmdShutdown:
+		// The session ends when its bootstrap socket closes; Shutdown only
+		// acknowledges so the client can close without a timeout.
+		return m.Response(d.spec.Epoch, abi.StatusOK, 0, 0)
+	default:
+		// Cache operations arrive with later issues.
+		return m.Response(d.spec.Epoch, abi.StatusUnsupported, 0, 0)
+	}
+}
+
+func (d *Dispatcher) logInvalid(st *sessionState, m *abi.Message, rerr *abi.RequestError) {
+	now := time.Now()
+	if now.Sub(st.lastLog) < invalidLogEvery {
+		st.dropped++
+		return
+	}
+	d.log.Warn("channel request refused",
+		slog.Uint64("slot", uint64(st.sess.Index)),
+		slog.Int("pid", int(st.sess.Peer.PID)),
+		slog.String("field", rerr.Field.String()),
+		slog.String("status", rerr.Status.String()),
+		slog.String("detail", rerr.Detail),
+		slog.String("command", abi.Command(m.Code).String()),
+		slog.Int("suppressed_since_last", st.dropped))
+	st.lastLog = now
+	st.dropped = 0
+}

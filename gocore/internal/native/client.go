@@ -1,0 +1,124 @@
+//go:build cgo
+
+package native
+
+/*
+#include <stdlib.h>
+#include "orbitkv/client.h"
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+)
+
+// ConnectOptions mirrors struct okv_connect_options.
+type ConnectOptions struct {
+	SocketPath  string        // bootstrap socket; "" = derive from ManagerAddr
+	ManagerAddr string        // "host:port"; "" with SocketPath "" = 127.0.0.1:7470
+	InstanceID  string        // ≤ 64 bytes of printable ASCII
+	Role        uint32        // abi.Role
+	Spin        time.Duration // spin before parking; 0 = 50 µs
+	Timeout     time.Duration // control-call deadline; 0 = 5 s
+}
+
+// Client is a liborbitkv client (an owning okv_client handle). Not safe for
+// concurrent use; Close releases it.
+type Client struct {
+	c *C.okv_client
+}
+
+// Health mirrors struct okv_health.
+type Health struct {
+	Status     string
+	Epoch      uint64
+	ServiceID  [16]byte
+	Sessions   uint32
+	ManagerPID uint32
+	Uptime     time.Duration
+	Requests   uint64
+	PollMode   string
+	Version    string
+}
+
+func clientErr(c *C.okv_client, rc C.int) error {
+	e := &ClientError{Code: int(rc)}
+	if c != nil {
+		e.Detail = C.GoString(C.okv_last_error(c))
+	}
+	return e
+}
+
+// Connect bootstraps a session with a Manager (okv_connect). Errors are
+// *ClientError.
+func Connect(o ConnectOptions) (*Client, error) {
+	var co C.struct_okv_connect_options
+	var toFree []unsafe.Pointer
+	cstr := func(s string) *C.char {
+		if s == "" {
+			return nil
+		}
+		p := C.CString(s)
+		toFree = append(toFree, unsafe.Pointer(p))
+		return p
+	}
+	defer func() {
+		for _, p := range toFree {
+			C.free(p)
+		}
+	}()
+	co.socket_path = cstr(o.SocketPath)
+	co.manager_addr = cstr(o.ManagerAddr)
+	co.instance_id = cstr(o.InstanceID)
+	co.role = C.uint32_t(o.Role)
+	co.spin_ns = C.uint32_t(o.Spin.Nanoseconds())
+	co.timeout_ms = C.uint32_t(o.Timeout.Milliseconds())
+	var c *C.okv_client
+	if rc := C.okv_connect(&co, &c); rc != 0 {
+		return nil, &ClientError{Code: int(rc)}
+	}
+	return &Client{c: c}, nil
+}
+
+// Ping round-trips v through the shared-memory channel and returns the echo.
+func (c *Client) Ping(v uint64) (uint64, error) {
+	var echo C.uint64_t
+	if rc := C.okv_ping(c.c, C.uint64_t(v), &echo); rc != 0 {
+		return 0, clientErr(c.c, rc)
+	}
+	return uint64(echo), nil
+}
+
+// Health asks the Manager for its Health lifecycle frame.
+func (c *Client) Health() (Health, error) {
+	var h C.struct_okv_health
+	if rc := C.okv_health(c.c, &h); rc != 0 {
+		return Health{}, clientErr(c.c, rc)
+	}
+	out := Health{
+		Status:     C.GoString(&h.status[0]),
+		Epoch:      uint64(h.epoch),
+		Sessions:   uint32(h.sessions),
+		ManagerPID: uint32(h.manager_pid),
+		Uptime:     time.Duration(h.uptime_ns),
+		Requests:   uint64(h.requests),
+		PollMode:   C.GoString(&h.poll_mode[0]),
+		Version:    C.GoString(&h.version[0]),
+	}
+	for i := range out.ServiceID {
+		out.ServiceID[i] = byte(h.service_id[i])
+	}
+	return out, nil
+}
+
+// Epoch returns the Manager epoch of the session.
+func (c *Client) Epoch() uint64 { return uint64(C.okv_epoch(c.c)) }
+
+// Close unregisters (best effort) and frees the client. Idempotent.
+func (c *Client) Close() {
+	if c.c != nil {
+		C.okv_close(c.c)
+		c.c = nil
+	}
+}

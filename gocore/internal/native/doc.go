@@ -1,0 +1,25 @@
+// Package native is the only Go package that imports "C" (CONVENTIONS.md #9).
+//
+// It wraps three pieces of native/:
+//
+//   - the Manager's channel poll loop (native/src/server.c) as Server: one
+//     cgo crossing per batch (Step posts the previous batch's replies and
+//     returns the next batch of requests), with event and reply arrays
+//     allocated once in C memory and viewed from Go without copies;
+//   - liborbitkv's client (native/src/client.c) as Client, for Go tools
+//     (orbitkv-bench, orbitkvctl, tests);
+//   - the C layout of abi.h (Layout), so gocore/abi can prove its mirror.
+//
+// The C sources are compiled into this package through unity files
+// (csrc.c) rather than linked from the CMake build, so `go build` needs
+// nothing but a C compiler and libprotobuf-c.
+//
+// Memory ownership: C never keeps a pointer into the Go heap. Slot and
+// doorbell mappings handed to Server are mmap'd memory owned by
+// gocore/session (not Go heap) and must stay mapped until Detach returns.
+// Arrays returned by Events/Replies live in C memory owned by the Server and
+// stay valid until Close.
+//
+// A build without cgo compiles (native_nocgo.go) and every constructor
+// returns ErrNoCgo.
+package native

@@ -1,0 +1,94 @@
+//go:build cgo
+
+package native
+
+/*
+#include <stddef.h>
+#include "orbitkv/abi.h"
+#include "server.h"
+
+#define OKVL_OFF(t, f) offsetof(struct t, f)
+static const size_t okvl_values[] = {
+	sizeof(struct okv_msg),
+	OKVL_OFF(okv_msg, magic), OKVL_OFF(okv_msg, abi_version), OKVL_OFF(okv_msg, code),
+	OKVL_OFF(okv_msg, request_id), OKVL_OFF(okv_msg, epoch), OKVL_OFF(okv_msg, desc_offset),
+	OKVL_OFF(okv_msg, desc_length), OKVL_OFF(okv_msg, generation), OKVL_OFF(okv_msg, arg0),
+	OKVL_OFF(okv_msg, arg1), OKVL_OFF(okv_msg, reserved),
+	sizeof(struct okv_hello),
+	OKVL_OFF(okv_hello, protocol_version), OKVL_OFF(okv_hello, abi_version),
+	OKVL_OFF(okv_hello, pid), OKVL_OFF(okv_hello, role), OKVL_OFF(okv_hello, instance_id),
+	OKVL_OFF(okv_hello, reserved),
+	sizeof(struct okv_hello_reply),
+	OKVL_OFF(okv_hello_reply, status), OKVL_OFF(okv_hello_reply, epoch),
+	OKVL_OFF(okv_hello_reply, service_id), OKVL_OFF(okv_hello_reply, client_token),
+	OKVL_OFF(okv_hello_reply, initial_generation), OKVL_OFF(okv_hello_reply, slot_index),
+	OKVL_OFF(okv_hello_reply, slot_bytes), OKVL_OFF(okv_hello_reply, desc_offset),
+	OKVL_OFF(okv_hello_reply, desc_capacity), OKVL_OFF(okv_hello_reply, max_frame_body),
+	OKVL_OFF(okv_hello_reply, manager_pid), OKVL_OFF(okv_hello_reply, max_sessions),
+	OKVL_OFF(okv_hello_reply, error),
+	sizeof(struct okv_slot), OKVL_OFF(okv_slot, request), OKVL_OFF(okv_slot, response),
+	OKVL_OFF(okv_slot, wait), OKVL_OFF(okv_slot_header, slot_bytes),
+	OKVL_OFF(okv_slot_header, slot_index), OKVL_OFF(okv_slot_header, desc_offset),
+	OKVL_OFF(okv_slot_header, desc_capacity), OKVL_OFF(okv_slot_header, epoch),
+	OKVL_OFF(okv_slot_header, initial_generation),
+	sizeof(struct okv_doorbell), OKVL_OFF(okv_doorbell, max_sessions),
+	OKVL_OFF(okv_doorbell, epoch), OKVL_OFF(okv_doorbell, seq),
+	OKVL_OFF(okv_doorbell, server_parked), OKVL_OFF(okv_doorbell, summary),
+	OKVL_OFF(okv_doorbell, pending),
+	sizeof(struct okvi_event), OKVL_OFF(okvi_event, prev_gen), OKVL_OFF(okvi_event, msg),
+	sizeof(struct okvi_reply), OKVL_OFF(okvi_reply, msg),
+};
+static size_t okvl_value(int i) { return okvl_values[i]; }
+static int okvl_count(void) { return (int)(sizeof(okvl_values) / sizeof(okvl_values[0])); }
+*/
+import "C"
+
+import "fmt"
+
+// layoutNames lists okvl_values in order.
+var layoutNames = []string{
+	"sizeof(okv_msg)",
+	"okv_msg.magic", "okv_msg.abi_version", "okv_msg.code",
+	"okv_msg.request_id", "okv_msg.epoch", "okv_msg.desc_offset",
+	"okv_msg.desc_length", "okv_msg.generation", "okv_msg.arg0",
+	"okv_msg.arg1", "okv_msg.reserved",
+	"sizeof(okv_hello)",
+	"okv_hello.protocol_version", "okv_hello.abi_version",
+	"okv_hello.pid", "okv_hello.role", "okv_hello.instance_id",
+	"okv_hello.reserved",
+	"sizeof(okv_hello_reply)",
+	"okv_hello_reply.status", "okv_hello_reply.epoch",
+	"okv_hello_reply.service_id", "okv_hello_reply.client_token",
+	"okv_hello_reply.initial_generation", "okv_hello_reply.slot_index",
+	"okv_hello_reply.slot_bytes", "okv_hello_reply.desc_offset",
+	"okv_hello_reply.desc_capacity", "okv_hello_reply.max_frame_body",
+	"okv_hello_reply.manager_pid", "okv_hello_reply.max_sessions",
+	"okv_hello_reply.error",
+	"sizeof(okv_slot)", "okv_slot.request", "okv_slot.response",
+	"okv_slot.wait", "okv_slot_header.slot_bytes",
+	"okv_slot_header.slot_index", "okv_slot_header.desc_offset",
+	"okv_slot_header.desc_capacity", "okv_slot_header.epoch",
+	"okv_slot_header.initial_generation",
+	"sizeof(okv_doorbell)", "okv_doorbell.max_sessions",
+	"okv_doorbell.epoch", "okv_doorbell.seq",
+	"okv_doorbell.server_parked", "okv_doorbell.summary",
+	"okv_doorbell.pending",
+	"sizeof(okvi_event)", "okvi_event.prev_gen", "okvi_event.msg",
+	"sizeof(okvi_reply)", "okvi_reply.msg",
+}
+
+// Layout returns the sizes and offsets of the shared layouts as the C
+// compiler laid them out, keyed "struct.field" (offset in bytes) and
+// "sizeof(struct)" (bytes). gocore/abi's layout test compares its Go mirrors
+// against these values.
+func Layout() map[string]uintptr {
+	n := int(C.okvl_count())
+	if n != len(layoutNames) {
+		panic(fmt.Sprintf("native: layout table has %d C values and %d names", n, len(layoutNames)))
+	}
+	m := make(map[string]uintptr, n)
+	for i, name := range layoutNames {
+		m[name] = uintptr(C.okvl_value(C.int(i)))
+	}
+	return m
+}

@@ -1,0 +1,196 @@
+//go:build cgo
+
+package native
+
+/*
+#include <stdlib.h>
+#include "server.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// PollMode is how the dispatcher waits for requests (server.h).
+type PollMode int
+
+// Poll modes.
+const (
+	PollSpin     PollMode = C.OKVI_POLL_SPIN     // never park; one core busy
+	PollAdaptive PollMode = C.OKVI_POLL_ADAPTIVE // spin for the window after the last request, then park
+	PollPark     PollMode = C.OKVI_POLL_PARK     // park whenever nothing is pending
+)
+
+// ParsePollMode parses "spin", "adaptive" or "park".
+func ParsePollMode(s string) (PollMode, error) {
+	switch s {
+	case "spin":
+		return PollSpin, nil
+	case "adaptive":
+		return PollAdaptive, nil
+	case "park":
+		return PollPark, nil
+	}
+	return 0, fmt.Errorf("poll mode %q: want spin, adaptive or park", s)
+}
+
+// String returns the flag spelling of m.
+func (m PollMode) String() string {
+	switch m {
+	case PollSpin:
+		return "spin"
+	case PollAdaptive:
+		return "adaptive"
+	case PollPark:
+		return "park"
+	}
+	return fmt.Sprintf("PollMode(%d)", int(m))
+}
+
+// EventKind says what a returned Event is.
+type EventKind uint32
+
+// Event kinds (enum okvi_event_kind).
+const (
+	EventRequest EventKind = C.OKVI_EV_REQUEST // a new request line
+	EventControl EventKind = C.OKVI_EV_CONTROL // the control slot rang
+)
+
+// Event mirrors struct okvi_event (80 bytes): a private copy of one request
+// line and the generation seen before it.
+type Event struct {
+	Slot    uint32
+	Kind    EventKind
+	PrevGen uint64
+	Msg     abi.Message
+}
+
+// Reply mirrors struct okvi_reply (80 bytes): one response to post.
+type Reply struct {
+	Slot      uint32
+	Reserved0 uint32
+	Reserved1 uint64
+	Msg       abi.Message
+}
+
+// ServerStats mirrors struct okvi_server_stats.
+type ServerStats struct {
+	Requests   uint64 // request events returned
+	Replies    uint64 // responses posted
+	Parks      uint64 // futex sleeps
+	Steps      uint64 // Step calls (cgo crossings)
+	StrayRings uint64 // doorbell bits of unattached slots
+}
+
+// ErrBadSlot is returned by Attach for an index out of range or in use.
+var ErrBadSlot = errors.New("native: slot index out of range or already attached")
+
+// Server is the Manager's poll loop over one doorbell. It is owned by a
+// single dispatcher goroutine: every method except Ring must be called from
+// that goroutine only.
+type Server struct {
+	s        *C.struct_okvi_server
+	db       *C.struct_okv_doorbell
+	events   []Event // C memory, len maxBatch
+	replies  []Reply // C memory, len maxBatch
+	cEvents  *C.struct_okvi_event
+	cReplies *C.struct_okvi_reply
+}
+
+// NewServer makes a poll loop over the doorbell mapping db (at least
+// abi.DoorbellSize bytes of mmap'd memory that stays mapped until Close).
+// maxSessions < abi.MaxSessions; maxBatch ≥ 2 is the largest batch of
+// events one Step returns and of replies one Step posts.
+func NewServer(db []byte, maxSessions uint32, mode PollMode, spinWindow time.Duration, maxBatch int) (*Server, error) {
+	if len(db) < abi.DoorbellSize || maxBatch < 2 {
+		return nil, fmt.Errorf("native: doorbell of %d bytes (want >= %d), batch %d (want >= 2)", len(db), abi.DoorbellSize, maxBatch)
+	}
+	cdb := (*C.struct_okv_doorbell)(unsafe.Pointer(&db[0]))
+	s := C.okvi_server_new(cdb, C.uint32_t(maxSessions), C.int(mode), C.uint64_t(spinWindow.Nanoseconds()))
+	if s == nil {
+		return nil, fmt.Errorf("native: okvi_server_new(max_sessions=%d, mode=%v) refused: max_sessions must be 1..%d", maxSessions, mode, abi.ControlSlot)
+	}
+	ev := (*C.struct_okvi_event)(C.calloc(C.size_t(maxBatch), C.sizeof_struct_okvi_event))
+	rp := (*C.struct_okvi_reply)(C.calloc(C.size_t(maxBatch), C.sizeof_struct_okvi_reply))
+	if ev == nil || rp == nil {
+		C.free(unsafe.Pointer(ev))
+		C.free(unsafe.Pointer(rp))
+		C.okvi_server_free(s)
+		return nil, errors.New("native: out of memory for event arrays")
+	}
+	return &Server{
+		s: s, db: cdb, cEvents: ev, cReplies: rp,
+		events:  unsafe.Slice((*Event)(unsafe.Pointer(ev)), maxBatch),
+		replies: unsafe.Slice((*Reply)(unsafe.Pointer(rp)), maxBatch),
+	}, nil
+}
+
+// Replies returns the reply array (C memory, valid until Close). Fill the
+// first n entries and pass n to the next Step.
+func (s *Server) Replies() []Reply { return s.replies }
+
+// SetMode changes the poll mode and spin window for the next Step.
+func (s *Server) SetMode(mode PollMode, spinWindow time.Duration) {
+	C.okvi_server_set_mode(s.s, C.int(mode), C.uint64_t(spinWindow.Nanoseconds()))
+}
+
+// Attach starts polling the slot mapping at index. seenGen is the request
+// generation currently in the slot's request line (0 for a fresh slot).
+func (s *Server) Attach(index uint32, slot []byte, seenGen uint64) error {
+	if len(slot) < abi.SlotDescOffset {
+		return fmt.Errorf("native: slot mapping of %d bytes, want >= %d", len(slot), abi.SlotDescOffset)
+	}
+	rc := C.okvi_server_attach(s.s, C.uint32_t(index), (*C.struct_okv_slot)(unsafe.Pointer(&slot[0])), C.uint64_t(seenGen))
+	if rc != 0 {
+		return fmt.Errorf("attach slot %d: %w", index, ErrBadSlot)
+	}
+	return nil
+}
+
+// Detach stops polling index; afterwards the mapping may be unmapped.
+func (s *Server) Detach(index uint32) { C.okvi_server_detach(s.s, C.uint32_t(index)) }
+
+// Step posts the first nReplies entries of Replies(), then blocks (per poll
+// mode) until at least one event arrives, and returns the events. The
+// returned slice aliases C memory and is valid until the next Step. One cgo
+// crossing; no allocation.
+func (s *Server) Step(nReplies int) []Event {
+	n := C.okvi_server_step(s.s, s.cReplies, C.int(nReplies), s.cEvents, C.int(len(s.events)))
+	if n < 0 {
+		// Only bad arguments produce this, which NewServer rules out.
+		panic(fmt.Sprintf("native: okvi_server_step returned %d", int(n)))
+	}
+	return s.events[:int(n)]
+}
+
+// Post posts the first nReplies entries of Replies() without waiting for
+// requests; the dispatcher uses it once when it stops.
+func (s *Server) Post(nReplies int) { C.okvi_server_post(s.s, s.cReplies, C.int(nReplies)) }
+
+// Ring makes the current or next Step return an EventControl. Safe from any
+// goroutine.
+func (s *Server) Ring() { C.okvi_server_control_ring(s.db) }
+
+// Stats returns the poll loop's counters (dispatcher goroutine only).
+func (s *Server) Stats() ServerStats {
+	var st C.struct_okvi_server_stats
+	C.okvi_server_stats(s.s, &st)
+	return ServerStats{uint64(st.requests), uint64(st.replies), uint64(st.parks), uint64(st.steps), uint64(st.stray_rings)}
+}
+
+// Close frees the server and its arrays; the doorbell is not unmapped.
+func (s *Server) Close() {
+	if s.s == nil {
+		return
+	}
+	C.okvi_server_free(s.s)
+	C.free(unsafe.Pointer(s.cEvents))
+	C.free(unsafe.Pointer(s.cReplies))
+	s.s, s.events, s.replies = nil, nil, nil
+}

@@ -1,0 +1,138 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// ErrFull is returned by Open when every slot index is in use.
+var ErrFull = errors.New("session: no free slot (max sessions reached)")
+
+// Spec is the validated configuration of a Table; a plain value.
+type Spec struct {
+	Epoch        uint64 // Manager epoch (nonzero)
+	MaxSessions  uint32 // 1 .. abi.ControlSlot
+	DescCapacity uint32 // descriptor area bytes, 4 KiB .. 64 MiB, multiple of 4 KiB
+}
+
+// Validate checks the limits of s and names the field that is out of range.
+func (s Spec) Validate() error {
+	switch {
+	case s.Epoch == 0:
+		return errors.New("session spec: epoch must be nonzero")
+	case s.MaxSessions == 0 || s.MaxSessions > abi.ControlSlot:
+		return fmt.Errorf("session spec: max sessions %d, want 1..%d", s.MaxSessions, abi.ControlSlot)
+	case s.DescCapacity < 4096 || s.DescCapacity > 64<<20 || s.DescCapacity%4096 != 0:
+		return fmt.Errorf("session spec: descriptor capacity %d bytes, want a multiple of 4096 in [4096, 64 MiB]", s.DescCapacity)
+	}
+	return nil
+}
+
+// Peer is who is behind a connection, from SO_PEERCRED and the hello.
+type Peer struct {
+	PID        int32
+	UID        uint32
+	Role       abi.Role
+	InstanceID string
+}
+
+// Buffer is one engine KV buffer registered by RegisterBuffers. The Manager
+// keeps the fd (host backend) until the session closes; a later issue maps it.
+type Buffer struct {
+	File      *os.File // nil for the CUDA backend
+	Offset    uint64   // bytes into File
+	Bytes     uint64   // region length in bytes
+	Layers    uint32
+	PageBytes uint64
+	PageCount uint64
+	CUDAIPC   []byte
+	Device    uint32
+}
+
+// Session is one connected process. Fields set by Open are immutable; the
+// mutable parts (buffers, registration) are guarded by mu.
+type Session struct {
+	Index             uint32
+	Token             uint64 // client token: random, proves lifecycle frames come from the owner
+	Epoch             uint64
+	InitialGeneration uint64
+	Peer              Peer
+	Opened            time.Time
+
+	slotFile  *os.File
+	slot      []byte
+	eventFile *os.File
+
+	lastGen atomic.Uint64 // highest accepted request generation, set by the dispatcher
+
+	mu         sync.Mutex
+	registered bool
+	buffers    []Buffer
+}
+
+// SlotFile is the sealed slot memfd (borrowed; closed by Table.Close).
+func (s *Session) SlotFile() *os.File { return s.slotFile }
+
+// EventFile is the session eventfd (borrowed; closed by Table.Close).
+func (s *Session) EventFile() *os.File { return s.eventFile }
+
+// Slot is the Manager's mapping of the slot; valid until Table.Close. Only
+// the dispatcher reads the request and writes the response through it.
+func (s *Session) Slot() []byte { return s.slot }
+
+// SlotBytes is the memfd size: the control page plus the descriptor area.
+func (s *Session) SlotBytes() uint32 { return uint32(len(s.slot)) }
+
+// DescCapacity is the descriptor area size in bytes.
+func (s *Session) DescCapacity() uint32 { return uint32(len(s.slot)) - abi.SlotDescOffset }
+
+// SetLastGeneration records the highest request generation the dispatcher
+// accepted; Table.Close starts the next session at this index beyond it.
+func (s *Session) SetLastGeneration(g uint64) { s.lastGen.Store(g) }
+
+// MarkRegistered records a successful RegisterInstance with its instance id.
+func (s *Session) MarkRegistered(instanceID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.registered = true
+	if instanceID != "" {
+		s.Peer.InstanceID = instanceID
+	}
+}
+
+// Registered reports whether RegisterInstance succeeded.
+func (s *Session) Registered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered
+}
+
+// AddBuffers takes ownership of the buffers (and their files).
+func (s *Session) AddBuffers(b []Buffer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buffers = append(s.buffers, b...)
+}
+
+// BufferCount returns the number of registered buffers.
+func (s *Session) BufferCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buffers)
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("session: crypto/rand failed: " + err.Error()) // rand.Read never fails on Linux ≥ 3.17
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}

@@ -1,0 +1,174 @@
+package session
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// Table hands out slot indexes and creates and destroys sessions. Safe for
+// concurrent use.
+type Table struct {
+	spec Spec
+
+	mu      sync.Mutex
+	free    []uint32 // free indexes, lowest last
+	highGen []uint64 // per index: highest generation any session used
+	live    map[uint32]*Session
+	count   atomic.Int32
+}
+
+// NewTable validates spec and makes an empty table.
+func NewTable(spec Spec) (*Table, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Table{spec: spec, highGen: make([]uint64, spec.MaxSessions), live: map[uint32]*Session{}}
+	for i := int(spec.MaxSessions) - 1; i >= 0; i-- {
+		t.free = append(t.free, uint32(i))
+	}
+	return t, nil
+}
+
+// Spec returns the table's spec.
+func (t *Table) Spec() Spec { return t.spec }
+
+// Len returns the number of live sessions.
+func (t *Table) Len() int { return int(t.count.Load()) }
+
+// Sessions returns a snapshot of the live sessions.
+func (t *Table) Sessions() []*Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Session, 0, len(t.live))
+	for _, s := range t.live {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Open allocates a slot index and creates the session's sealed slot memfd
+// (mapped, header written) and eventfd. Errors: ErrFull, or a wrapped system
+// error from memfd_create/ftruncate/mmap/fcntl/eventfd.
+func (t *Table) Open(p Peer) (*Session, error) {
+	t.mu.Lock()
+	if len(t.free) == 0 {
+		t.mu.Unlock()
+		return nil, ErrFull
+	}
+	idx := t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	// First generation: odd and beyond everything the index has seen.
+	gen := (t.highGen[idx] + 2) | 1
+	t.mu.Unlock()
+
+	s, err := t.create(idx, gen, p)
+	if err != nil {
+		t.mu.Lock()
+		t.free = append(t.free, idx)
+		t.mu.Unlock()
+		return nil, err
+	}
+	t.mu.Lock()
+	t.live[idx] = s
+	t.mu.Unlock()
+	t.count.Add(1)
+	return s, nil
+}
+
+func (t *Table) create(idx uint32, gen uint64, p Peer) (s *Session, err error) {
+	size := int(abi.SlotDescOffset + t.spec.DescCapacity)
+	fd, err := unix.MemfdCreate(fmt.Sprintf("orbitkv-slot-%d", idx), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create slot: %w", err)
+	}
+	slotFile := os.NewFile(uintptr(fd), "orbitkv-slot")
+	defer func() {
+		if err != nil {
+			slotFile.Close()
+		}
+	}()
+	if err = unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, fmt.Errorf("ftruncate slot to %d bytes: %w", size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap slot: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Munmap(mem)
+		}
+	}()
+	writeSlotHeader(mem, idx, t.spec, gen)
+	if _, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		return nil, fmt.Errorf("seal slot memfd: %w", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	return &Session{
+		Index: idx, Token: randomUint64(), Epoch: t.spec.Epoch, InitialGeneration: gen,
+		Peer: p, Opened: time.Now(),
+		slotFile: slotFile, slot: mem, eventFile: os.NewFile(uintptr(efd), "orbitkv-eventfd"),
+	}, nil
+}
+
+// writeSlotHeader fills line 0 of the slot (struct okv_slot_header).
+func writeSlotHeader(mem []byte, idx uint32, spec Spec, gen uint64) {
+	le := binary.LittleEndian
+	le.PutUint32(mem[0:], abi.SlotMagic)
+	le.PutUint16(mem[4:], abi.Version)
+	le.PutUint32(mem[8:], uint32(len(mem)))
+	le.PutUint32(mem[12:], idx)
+	le.PutUint32(mem[16:], abi.SlotDescOffset)
+	le.PutUint32(mem[20:], spec.DescCapacity)
+	le.PutUint64(mem[24:], spec.Epoch)
+	le.PutUint64(mem[32:], gen)
+}
+
+// Close releases everything s owns: unmaps the slot (the caller must have
+// detached it from the dispatcher first), closes the memfd, the eventfd and
+// registered buffer files, and frees the index, remembering the highest
+// generation the slot used. Idempotent.
+func (t *Table) Close(s *Session) {
+	t.mu.Lock()
+	if t.live[s.Index] != s {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.live, s.Index)
+	t.mu.Unlock()
+
+	// Only generations the dispatcher accepted count: the raw request line is
+	// client-written and could hold anything.
+	high := max(s.InitialGeneration, s.lastGen.Load()+1)
+	if s.slot != nil {
+		unix.Munmap(s.slot)
+		s.slot = nil
+	}
+	s.slotFile.Close()
+	s.eventFile.Close()
+	s.mu.Lock()
+	for _, b := range s.buffers {
+		if b.File != nil {
+			b.File.Close()
+		}
+	}
+	s.buffers = nil
+	s.mu.Unlock()
+
+	t.mu.Lock()
+	t.highGen[s.Index] = max(t.highGen[s.Index], high)
+	t.free = append(t.free, s.Index)
+	t.mu.Unlock()
+	t.count.Add(-1)
+}

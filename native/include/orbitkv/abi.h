@@ -1,0 +1,364 @@
+/*
+ * orbitkv/abi.h — every byte layout shared between OrbitKV processes.
+ *
+ * This header is the single source of truth for the wire contracts of
+ * DESIGN.md §5: the 64-byte channel message (§5.2), the per-session slot and
+ * the shared doorbell (the shared-memory channel), the bootstrap hello/reply
+ * (§5.1) and the lifecycle frame header (§5.1). Go mirrors these layouts in
+ * gocore/abi; a Go test compares its offsets against the values compiled here.
+ *
+ * Rules (DESIGN.md §5):
+ *  - all integers are little-endian (x86-64 and aarch64 hosts; checked below);
+ *  - no packed structs: every field sits at its natural alignment;
+ *  - version numbers are compared for exact equality; client and Manager are
+ *    upgraded together (spec, "Both native clients and the Manager must be
+ *    rebuilt together").
+ */
+#ifndef ORBITKV_ABI_H
+#define ORBITKV_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "OrbitKV wire layouts are little-endian; big-endian hosts are not supported"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions and magics                                                       */
+/* ------------------------------------------------------------------------ */
+
+/** Magic of a channel message: "OKV1" read as little-endian bytes. */
+#define OKV_MSG_MAGIC 0x31564B4Fu
+/** Channel ABI version; bumped on any change of a layout in this header. */
+#define OKV_ABI_VERSION 1u
+/** Bootstrap protocol version (spec: "The bootstrap protocol is version 2"). */
+#define OKV_BOOTSTRAP_VERSION 2u
+/** Magic of the bootstrap hello and reply: "OKVB". */
+#define OKV_BOOTSTRAP_MAGIC 0x42564B4Fu
+/** Magic of a lifecycle frame header: "OKVF". */
+#define OKV_FRAME_MAGIC 0x46564B4Fu
+/** Magic of the slot header: "OKVS". */
+#define OKV_SLOT_MAGIC 0x53564B4Fu
+/** Magic of the doorbell header: "OKVD". */
+#define OKV_DOORBELL_MAGIC 0x44564B4Fu
+
+/** Cache line size assumed by every layout (x86-64, Neoverse). */
+#define OKV_CACHE_LINE 64u
+
+/* ------------------------------------------------------------------------ */
+/* Commands and statuses (DESIGN.md §5.2)                                    */
+/* ------------------------------------------------------------------------ */
+
+/** Request codes carried in okv_msg.code of a request. */
+enum okv_command {
+	OKV_CMD_PING = 1,          /* arg0 echoed in the response's arg0 */
+	OKV_CMD_QUERY_BUNDLE = 2,  /* later issue */
+	OKV_CMD_POLL = 3,          /* later issue */
+	OKV_CMD_CLAIM = 4,         /* later issue */
+	OKV_CMD_CANCEL_QUERY = 5,  /* later issue */
+	OKV_CMD_PUBLISH = 6,       /* later issue */
+	OKV_CMD_RESTORE = 7,       /* later issue */
+	OKV_CMD_RESTORE_POLL = 8,  /* later issue */
+	OKV_CMD_RELEASE = 9,       /* later issue */
+	OKV_CMD_SHUTDOWN = 10,     /* client announces it is closing its session */
+	OKV_CMD_MAX = 10
+};
+
+/** Status codes carried in okv_msg.code of a response. */
+enum okv_status {
+	OKV_STATUS_OK = 0,
+	OKV_STATUS_LOADING = 1,
+	OKV_STATUS_MISS = 2,
+	OKV_STATUS_CANDIDATES = 3,
+	OKV_STATUS_UNADMITTED = 4,
+	OKV_STATUS_INVALID = 5,           /* arg0 = enum okv_field that failed */
+	OKV_STATUS_STALE_SESSION = 6,     /* epoch of another Manager lifetime */
+	OKV_STATUS_STALE_GENERATION = 7,  /* even or non-increasing generation */
+	OKV_STATUS_TIMEOUT = 8,
+	OKV_STATUS_INTERNAL = 9,
+	OKV_STATUS_UNSUPPORTED = 10,      /* known command this build does not serve */
+	OKV_STATUS_MAX = 10
+};
+
+/**
+ * Which field of a message made it invalid; carried in arg0 of an
+ * OKV_STATUS_INVALID response so the client can name it.
+ */
+enum okv_field {
+	OKV_FIELD_NONE = 0,
+	OKV_FIELD_MAGIC = 1,
+	OKV_FIELD_ABI_VERSION = 2,
+	OKV_FIELD_CODE = 3,
+	OKV_FIELD_EPOCH = 4,
+	OKV_FIELD_DESC_OFFSET = 5,
+	OKV_FIELD_DESC_LENGTH = 6,
+	OKV_FIELD_GENERATION = 7,
+	OKV_FIELD_RESERVED = 8,
+	OKV_FIELD_MAX = 8
+};
+
+/* ------------------------------------------------------------------------ */
+/* The 64-byte channel message (DESIGN.md §5.2)                             */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * One request or response. Lives in the request or response cache line of a
+ * session slot. The writer fills every other field first and stores
+ * `generation` last with release ordering; the reader loads `generation` with
+ * acquire ordering and then copies the rest. Requests carry odd generations;
+ * the response to request generation g carries g + 1.
+ */
+struct okv_msg {
+	uint32_t magic;        /*  0: OKV_MSG_MAGIC */
+	uint16_t abi_version;  /*  4: OKV_ABI_VERSION */
+	uint16_t code;         /*  6: enum okv_command (request) / okv_status (response) */
+	uint64_t request_id;   /*  8: chosen by the client, echoed */
+	uint64_t epoch;        /* 16: Manager incarnation epoch from the bootstrap reply */
+	uint32_t desc_offset;  /* 24: byte offset of the descriptor from the slot start */
+	uint32_t desc_length;  /* 28: descriptor length in bytes (0 = none) */
+	uint64_t generation;   /* 32: odd request, request + 1 response; futex word = low 32 bits */
+	uint64_t arg0;         /* 40: opcode-specific */
+	uint64_t arg1;         /* 48: opcode-specific */
+	uint64_t reserved;     /* 56: must be zero */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Per-session slot (a sealed memfd, one per session)                         */
+/* ------------------------------------------------------------------------ */
+
+/** Default descriptor area of a slot: 64 KiB. */
+#define OKV_DEFAULT_DESC_CAPACITY (64u * 1024u)
+/** Byte offset of the descriptor area inside a slot (one page). */
+#define OKV_SLOT_DESC_OFFSET 4096u
+
+/** Line 0 of a slot: written once by the Manager before the fd is sent. */
+struct okv_slot_header {
+	uint32_t magic;          /*  0: OKV_SLOT_MAGIC */
+	uint16_t abi_version;    /*  4: OKV_ABI_VERSION */
+	uint16_t reserved0;      /*  6 */
+	uint32_t slot_bytes;     /*  8: total size of the memfd */
+	uint32_t slot_index;     /* 12: index of this session's doorbell bit */
+	uint32_t desc_offset;    /* 16: OKV_SLOT_DESC_OFFSET */
+	uint32_t desc_capacity;  /* 20: bytes of descriptor area */
+	uint64_t epoch;          /* 24: Manager epoch */
+	uint64_t initial_generation; /* 32: first request generation (odd) */
+	uint64_t reserved1[3];   /* 40 */
+};
+
+/** Line 3 of a slot: the client's park flag (Dekker handshake with the Manager). */
+struct okv_slot_wait {
+	uint32_t client_parked;  /*  0: 1 while the client sleeps on the response futex */
+	uint32_t reserved0;
+	uint64_t reserved1[7];
+};
+
+/**
+ * The whole slot. Request and response sit on separate cache lines so the
+ * client's writes never invalidate the line the Manager writes, and vice
+ * versa. The descriptor area starts at OKV_SLOT_DESC_OFFSET.
+ */
+struct okv_slot {
+	struct okv_slot_header header; /*   0 */
+	struct okv_msg request;        /*  64: written by the client */
+	struct okv_msg response;       /* 128: written by the Manager */
+	struct okv_slot_wait wait;     /* 192: written by the client, read by the Manager */
+	uint8_t reserved[OKV_SLOT_DESC_OFFSET - 256];
+	/* descriptor area follows at OKV_SLOT_DESC_OFFSET */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Doorbell (one memfd per Manager, shared by every session)                 */
+/* ------------------------------------------------------------------------ */
+
+/** Pending bitmap words; 64 sessions each. */
+#define OKV_DOORBELL_WORDS 64u
+/** Largest number of sessions one Manager can serve (64 words x 64 bits). */
+#define OKV_MAX_SESSIONS (OKV_DOORBELL_WORDS * 64u)
+/** Reserved slot index the Manager rings for its own control events. */
+#define OKV_CONTROL_SLOT (OKV_MAX_SESSIONS - 1u)
+
+/**
+ * The doorbell lets the Manager find sessions with a pending request in time
+ * independent of the number of idle sessions: a client sets its bit in
+ * `pending`, then the word's bit in `summary`; the Manager exchanges
+ * `summary` with zero and then each flagged `pending` word with zero.
+ * `seq` is the Manager's futex word: a client that sees `server_parked`
+ * increments it and wakes the Manager.
+ */
+struct okv_doorbell {
+	/* line 0: read-only after init */
+	uint32_t magic;          /*   0: OKV_DOORBELL_MAGIC */
+	uint16_t abi_version;    /*   4 */
+	uint16_t reserved0;      /*   6 */
+	uint32_t max_sessions;   /*   8 */
+	uint32_t reserved1;      /*  12 */
+	uint64_t epoch;          /*  16 */
+	uint64_t reserved2[5];   /*  24 */
+	/* line 1 */
+	uint32_t seq;            /*  64: Manager futex word, bumped by a waking client */
+	uint32_t reserved3[15];
+	/* line 2 */
+	uint32_t server_parked;  /* 128: 1 while the Manager sleeps on `seq` */
+	uint32_t reserved4[15];
+	/* line 3 */
+	uint64_t summary;        /* 192: bit w set = pending[w] may be nonzero */
+	uint64_t reserved5[7];
+	/* lines 4..11 */
+	uint64_t pending[OKV_DOORBELL_WORDS]; /* 256: bit i of word w = slot 64*w+i rang */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Bootstrap (DESIGN.md §5.1)                                               */
+/* ------------------------------------------------------------------------ */
+
+/** Role of a connecting process (informational; logged and shown in Health). */
+enum okv_role {
+	OKV_ROLE_UNSPECIFIED = 0,
+	OKV_ROLE_SCHEDULER = 1,
+	OKV_ROLE_WORKER = 2,
+	OKV_ROLE_TOOL = 3,
+	OKV_ROLE_BENCH = 4,
+	OKV_ROLE_MAX = 4
+};
+
+/** Bytes of the instance id field, NUL-padded, no NUL required when full. */
+#define OKV_INSTANCE_ID_BYTES 64u
+/** Bytes of the service identity (random per Manager incarnation). */
+#define OKV_SERVICE_ID_BYTES 16u
+/** Bytes of the error text of a refused hello, NUL-padded. */
+#define OKV_BOOTSTRAP_ERROR_BYTES 128u
+
+/** Client → Manager, first bytes on a new bootstrap connection. */
+struct okv_hello {
+	uint32_t magic;             /*  0: OKV_BOOTSTRAP_MAGIC */
+	uint16_t protocol_version;  /*  4: OKV_BOOTSTRAP_VERSION */
+	uint16_t abi_version;       /*  6: OKV_ABI_VERSION */
+	uint32_t pid;               /*  8: informational; SO_PEERCRED is authoritative */
+	uint32_t role;              /* 12: enum okv_role */
+	uint8_t instance_id[OKV_INSTANCE_ID_BYTES]; /* 16 */
+	uint64_t reserved[2];       /* 80: must be zero */
+};
+
+/** Status of a bootstrap reply. */
+enum okv_bootstrap_status {
+	OKV_BOOT_OK = 0,
+	OKV_BOOT_BAD_MAGIC = 1,
+	OKV_BOOT_BAD_VERSION = 2,
+	OKV_BOOT_BAD_FIELD = 3,
+	OKV_BOOT_FULL = 4,          /* no free slot */
+	OKV_BOOT_INTERNAL = 5,
+	OKV_BOOT_MAX = 5
+};
+
+/**
+ * Manager → client. On OKV_BOOT_OK it travels with SCM_RIGHTS carrying
+ * exactly three fds in this order: slot memfd, session eventfd, doorbell
+ * memfd. On any other status no fds travel, `error` says why, and the
+ * Manager closes the connection.
+ */
+struct okv_hello_reply {
+	uint32_t magic;             /*   0: OKV_BOOTSTRAP_MAGIC */
+	uint16_t protocol_version;  /*   4: OKV_BOOTSTRAP_VERSION */
+	uint16_t status;            /*   6: enum okv_bootstrap_status */
+	uint64_t epoch;             /*   8: Manager incarnation epoch (nonzero) */
+	uint8_t service_id[OKV_SERVICE_ID_BYTES]; /* 16: random per incarnation */
+	uint64_t client_token;      /*  32: random per session */
+	uint64_t initial_generation;/*  40: first request generation (odd) */
+	uint32_t slot_index;        /*  48 */
+	uint32_t slot_bytes;        /*  52: size of the slot memfd */
+	uint32_t desc_offset;       /*  56: OKV_SLOT_DESC_OFFSET */
+	uint32_t desc_capacity;     /*  60 */
+	uint32_t max_frame_body;    /*  64: OKV_FRAME_MAX_BODY */
+	uint32_t manager_pid;       /*  68: for pidfd_open(2) */
+	uint32_t max_sessions;      /*  72 */
+	uint32_t reserved0;         /*  76 */
+	char error[OKV_BOOTSTRAP_ERROR_BYTES]; /* 80 */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle frames (DESIGN.md §5.1)                                        */
+/* ------------------------------------------------------------------------ */
+
+/** Largest lifecycle frame body: 16 MiB (spec: "16 MiB metadata limit"). */
+#define OKV_FRAME_MAX_BODY (16u * 1024u * 1024u)
+/** Largest number of fds that may travel with one frame (RegisterBuffers). */
+#define OKV_FRAME_MAX_FDS 64u
+
+/** Lifecycle frame codes; a reply carries the request code | OKV_FRAME_REPLY. */
+enum okv_frame_code {
+	OKV_FRAME_REGISTER_INSTANCE = 1,
+	OKV_FRAME_REGISTER_BUFFERS = 2,
+	OKV_FRAME_HEALTH = 3,
+	OKV_FRAME_WATCH_SESSION = 4,
+	OKV_FRAME_UNREGISTER = 5,
+	OKV_FRAME_CODE_MAX = 5,
+	OKV_FRAME_REPLY = 0x8000,
+	OKV_FRAME_ERROR = 0xFFFF    /* body: lifecycle.Error */
+};
+
+/** Header of a lifecycle frame; `length` bytes of protobuf body follow. */
+struct okv_frame_header {
+	uint32_t magic;     /*  0: OKV_FRAME_MAGIC */
+	uint16_t version;   /*  4: OKV_BOOTSTRAP_VERSION */
+	uint16_t code;      /*  6: enum okv_frame_code */
+	uint64_t epoch;     /*  8: Manager epoch from the reply */
+	uint32_t length;    /* 16: body bytes, <= OKV_FRAME_MAX_BODY */
+	uint32_t reserved;  /* 20: must be zero */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Layout checks                                                            */
+/* ------------------------------------------------------------------------ */
+
+#define OKV_ASSERT_OFFSET(type, field, off) \
+	_Static_assert(offsetof(struct type, field) == (off), #type "." #field " offset")
+
+_Static_assert(sizeof(struct okv_msg) == 64, "okv_msg is 64 bytes");
+OKV_ASSERT_OFFSET(okv_msg, magic, 0);
+OKV_ASSERT_OFFSET(okv_msg, abi_version, 4);
+OKV_ASSERT_OFFSET(okv_msg, code, 6);
+OKV_ASSERT_OFFSET(okv_msg, request_id, 8);
+OKV_ASSERT_OFFSET(okv_msg, epoch, 16);
+OKV_ASSERT_OFFSET(okv_msg, desc_offset, 24);
+OKV_ASSERT_OFFSET(okv_msg, desc_length, 28);
+OKV_ASSERT_OFFSET(okv_msg, generation, 32);
+OKV_ASSERT_OFFSET(okv_msg, arg0, 40);
+OKV_ASSERT_OFFSET(okv_msg, arg1, 48);
+OKV_ASSERT_OFFSET(okv_msg, reserved, 56);
+
+_Static_assert(sizeof(struct okv_slot_header) == 64, "slot header is one line");
+_Static_assert(sizeof(struct okv_slot_wait) == 64, "slot wait is one line");
+_Static_assert(sizeof(struct okv_slot) == OKV_SLOT_DESC_OFFSET, "slot control page");
+OKV_ASSERT_OFFSET(okv_slot, request, 64);
+OKV_ASSERT_OFFSET(okv_slot, response, 128);
+OKV_ASSERT_OFFSET(okv_slot, wait, 192);
+OKV_ASSERT_OFFSET(okv_slot_header, epoch, 24);
+OKV_ASSERT_OFFSET(okv_slot_header, initial_generation, 32);
+
+OKV_ASSERT_OFFSET(okv_doorbell, seq, 64);
+OKV_ASSERT_OFFSET(okv_doorbell, server_parked, 128);
+OKV_ASSERT_OFFSET(okv_doorbell, summary, 192);
+OKV_ASSERT_OFFSET(okv_doorbell, pending, 256);
+_Static_assert(sizeof(struct okv_doorbell) == 256 + 8 * OKV_DOORBELL_WORDS, "doorbell size");
+
+_Static_assert(sizeof(struct okv_hello) == 96, "hello size");
+OKV_ASSERT_OFFSET(okv_hello, instance_id, 16);
+OKV_ASSERT_OFFSET(okv_hello, reserved, 80);
+_Static_assert(sizeof(struct okv_hello_reply) == 208, "hello reply size");
+OKV_ASSERT_OFFSET(okv_hello_reply, client_token, 32);
+OKV_ASSERT_OFFSET(okv_hello_reply, slot_index, 48);
+OKV_ASSERT_OFFSET(okv_hello_reply, max_frame_body, 64);
+OKV_ASSERT_OFFSET(okv_hello_reply, error, 80);
+_Static_assert(sizeof(struct okv_frame_header) == 24, "frame header size");
+OKV_ASSERT_OFFSET(okv_frame_header, epoch, 8);
+OKV_ASSERT_OFFSET(okv_frame_header, length, 16);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORBITKV_ABI_H */

@@ -1,0 +1,428 @@
+/*
+ * client.c — liborbitkv: connect, ping, health, close (orbitkv/client.h).
+ *
+ * Bootstrap follows DESIGN.md §5.1: hello → reply + SCM_RIGHTS (slot memfd,
+ * eventfd, doorbell memfd), pidfd_open(2) of the Manager (pid taken from
+ * SO_PEERCRED, which the kernel fills, and cross-checked with the reply),
+ * then a RegisterInstance lifecycle frame. Control calls then use the
+ * shared-memory slot (channel.h).
+ */
+#define _GNU_SOURCE
+#include "orbitkv/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "client_internal.h"
+#include "lifecycle.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define OKV_DEFAULT_SPIN_NS 50000u
+#define OKV_DEFAULT_TIMEOUT_MS 5000u
+/* Park rounds while waiting for a reply: check the Manager's pidfd this often. */
+#define OKV_PARK_ROUND_NS 50000000ull
+
+struct okv_client {
+	int sock;          /* bootstrap socket (owning) */
+	int slot_fd;       /* slot memfd (owning) */
+	int event_fd;      /* session eventfd (owning) */
+	int doorbell_fd;   /* doorbell memfd (owning) */
+	int pidfd;         /* pidfd of the Manager (owning) */
+	struct okv_slot *slot;
+	size_t slot_bytes;
+	struct okv_doorbell *db;
+	size_t db_bytes;
+	struct okv_hello_reply reply;
+	uint64_t next_gen;  /* generation of the next request (odd) */
+	uint64_t next_request_id;
+	uint64_t spin_ns;
+	uint32_t timeout_ms;
+	int broken;         /* the channel state is unknown (timeout, bad reply) */
+	char last_error[256];
+};
+
+static void set_err(okv_client *c, const char *fmt, const char *detail)
+{
+	snprintf(c->last_error, sizeof(c->last_error), fmt, detail);
+}
+
+/* Read exactly n bytes of the reply, collecting up to 3 fds from the first
+ * segment that carries SCM_RIGHTS. */
+static int recv_reply(int sock, void *buf, size_t n, int fds[3], int *nfds, int timeout_ms)
+{
+	size_t got = 0;
+	*nfds = 0;
+	uint64_t deadline = okvi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	while (got < n) {
+		uint64_t now = okvi_now_ns();
+		if (now >= deadline)
+			return OKV_ETIMEDOUT;
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+		int prc = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+		if (prc < 0 && errno == EINTR)
+			continue;
+		if (prc < 0)
+			return -errno;
+		if (prc == 0)
+			return OKV_ETIMEDOUT;
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int) * OKV_FRAME_MAX_FDS)];
+		} cbuf;
+		struct iovec iov = { .iov_base = (char *)buf + got, .iov_len = n - got };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+		ssize_t r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			int cnt = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int *in = (int *)CMSG_DATA(cm);
+			for (int i = 0; i < cnt; i++) {
+				if (*nfds < 3)
+					fds[(*nfds)++] = in[i];
+				else
+					close(in[i]); /* more fds than the protocol allows */
+			}
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int map_fd(int fd, size_t want, int exact, void **out)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (exact ? (size_t)st.st_size != want : (size_t)st.st_size < want)
+		return OKV_EPROTO;
+	void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+static void client_free(okv_client *c)
+{
+	if (c->slot)
+		munmap(c->slot, c->slot_bytes);
+	if (c->db)
+		munmap(c->db, c->db_bytes);
+	int *fds[] = { &c->sock, &c->slot_fd, &c->event_fd, &c->doorbell_fd, &c->pidfd };
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+	free(c);
+}
+
+static int open_socket(const struct okv_connect_options *o, okv_client *c)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	if (o->socket_path) {
+		if (strlen(o->socket_path) >= sizeof(path))
+			return -ENAMETOOLONG;
+		strcpy(path, o->socket_path);
+	} else {
+		int rc = okv_socket_path(o->manager_addr ? o->manager_addr : "127.0.0.1:7470",
+					 path, sizeof(path));
+		if (rc < 0)
+			return rc;
+	}
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0)
+		return -errno;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		set_err(c, "connect %s", path);
+		return e;
+	}
+	return 0;
+}
+
+/* Check the fds the Manager sent: sizes, seals, magics (DESIGN.md §5.1). */
+static int adopt_fds(okv_client *c, const int fds[3])
+{
+	c->slot_fd = fds[0];
+	c->event_fd = fds[1];
+	c->doorbell_fd = fds[2];
+	int seals = fcntl(c->slot_fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_GROW | F_SEAL_SHRINK)) != (F_SEAL_GROW | F_SEAL_SHRINK)) {
+		set_err(c, "%s", "slot memfd is not sealed against grow and shrink");
+		return OKV_EPROTO;
+	}
+	c->slot_bytes = c->reply.slot_bytes;
+	int rc = map_fd(c->slot_fd, c->slot_bytes, 1, (void **)&c->slot);
+	if (rc) {
+		set_err(c, "%s", "slot memfd size differs from reply.slot_bytes");
+		return rc;
+	}
+	c->db_bytes = sizeof(struct okv_doorbell);
+	rc = map_fd(c->doorbell_fd, c->db_bytes, 0, (void **)&c->db);
+	if (rc) {
+		set_err(c, "%s", "doorbell memfd smaller than struct okv_doorbell");
+		return rc;
+	}
+	const struct okv_slot_header *h = &c->slot->header;
+	if (h->magic != OKV_SLOT_MAGIC || h->abi_version != OKV_ABI_VERSION ||
+	    h->epoch != c->reply.epoch || h->slot_index != c->reply.slot_index ||
+	    h->desc_offset != c->reply.desc_offset || h->desc_capacity != c->reply.desc_capacity) {
+		set_err(c, "%s", "slot header disagrees with the bootstrap reply");
+		return OKV_EPROTO;
+	}
+	if (c->db->magic != OKV_DOORBELL_MAGIC || c->db->abi_version != OKV_ABI_VERSION ||
+	    c->db->epoch != c->reply.epoch) {
+		set_err(c, "%s", "doorbell header disagrees with the bootstrap reply");
+		return OKV_EPROTO;
+	}
+	return 0;
+}
+
+static int connect_steps(const struct okv_connect_options *o, okv_client *c)
+{
+	int rc = open_socket(o, c);
+	if (rc)
+		return rc;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		return -errno;
+	struct okv_hello hello;
+	rc = okvi_hello_encode(&hello, (uint32_t)getpid(), o->role, o->instance_id);
+	if (rc)
+		return rc;
+	if (send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+		return errno ? -errno : OKV_EPROTO;
+	struct okv_hello_reply raw;
+	int fds[3] = { -1, -1, -1 }, nfds = 0;
+	rc = recv_reply(c->sock, &raw, sizeof(raw), fds, &nfds, (int)c->timeout_ms);
+	if (rc == 0)
+		rc = okvi_hello_reply_check(&raw, sizeof(raw), &c->reply,
+					    c->last_error, sizeof(c->last_error));
+	if (rc == 0 && nfds != 3) {
+		set_err(c, "%s", "bootstrap reply carried the wrong number of fds (want 3)");
+		rc = OKV_EPROTO;
+	}
+	if (rc) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return rc;
+	}
+	rc = adopt_fds(c, fds);
+	if (rc)
+		return rc;
+	if (c->reply.manager_pid != (uint32_t)cred.pid) {
+		set_err(c, "%s", "reply.manager_pid differs from SO_PEERCRED pid");
+		return OKV_EPROTO;
+	}
+	c->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+	if (c->pidfd < 0)
+		return -errno;
+	c->next_gen = c->reply.initial_generation;
+	return okvi_register_instance(c->sock, c->reply.epoch, c->reply.client_token,
+				      o->instance_id ? o->instance_id : "", (int)c->timeout_ms,
+				      c->last_error, sizeof(c->last_error));
+}
+
+int okv_connect(const struct okv_connect_options *opts, okv_client **out)
+{
+	if (!opts || !out)
+		return -EINVAL;
+	*out = NULL;
+	okv_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->sock = c->slot_fd = c->event_fd = c->doorbell_fd = c->pidfd = -1;
+	c->spin_ns = opts->spin_ns ? opts->spin_ns : OKV_DEFAULT_SPIN_NS;
+	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : OKV_DEFAULT_TIMEOUT_MS;
+	int rc = connect_steps(opts, c);
+	if (rc) {
+		client_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Called between park rounds: is the Manager process still alive? */
+static int manager_alive(void *ctx)
+{
+	okv_client *c = ctx;
+	struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+	if (poll(&p, 1, 0) > 0)
+		return OKV_EMANAGER_DIED;
+	return 0;
+}
+
+int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t request_id,
+			    uint64_t generation, char *err, size_t errlen)
+{
+	const char *field = NULL;
+	if (m->magic != OKV_MSG_MAGIC)
+		field = "magic";
+	else if (m->abi_version != OKV_ABI_VERSION)
+		field = "abi_version";
+	else if (m->generation != generation)
+		field = "generation";
+	else if (m->code > OKV_STATUS_MAX)
+		field = "code (status > OKV_STATUS_MAX)";
+	else if (m->request_id != request_id)
+		field = "request_id";
+	else if (m->epoch != epoch && m->code != OKV_STATUS_STALE_SESSION)
+		field = "epoch";
+	else if (m->reserved != 0)
+		field = "reserved";
+	if (field) {
+		snprintf(err, errlen, "malformed response: field %s", field);
+		return OKV_EPROTO;
+	}
+	switch (m->code) {
+	case OKV_STATUS_OK:
+		return 0;
+	case OKV_STATUS_STALE_SESSION:
+		snprintf(err, errlen, "Manager epoch %llu differs from session epoch %llu",
+			 (unsigned long long)m->epoch, (unsigned long long)epoch);
+		return OKV_ESTALE_SESSION;
+	case OKV_STATUS_STALE_GENERATION:
+		snprintf(err, errlen, "Manager refused request generation %llu",
+			 (unsigned long long)(generation - 1));
+		return OKV_ESTALE_GENERATION;
+	case OKV_STATUS_INVALID:
+		snprintf(err, errlen, "Manager refused the request: field %s",
+			 okvi_field_name(m->arg0));
+		return OKV_EINVALID;
+	case OKV_STATUS_UNSUPPORTED:
+		return OKV_EUNSUPPORTED;
+	case OKV_STATUS_TIMEOUT:
+		return OKV_ETIMEDOUT;
+	default:
+		return OKV_EINTERNAL;
+	}
+}
+
+const char *okvi_field_name(uint64_t field)
+{
+	static const char *const names[] = {
+		[OKV_FIELD_NONE] = "none",
+		[OKV_FIELD_MAGIC] = "magic",
+		[OKV_FIELD_ABI_VERSION] = "abi_version",
+		[OKV_FIELD_CODE] = "code",
+		[OKV_FIELD_EPOCH] = "epoch",
+		[OKV_FIELD_DESC_OFFSET] = "desc_offset",
+		[OKV_FIELD_DESC_LENGTH] = "desc_length",
+		[OKV_FIELD_GENERATION] = "generation",
+		[OKV_FIELD_RESERVED] = "reserved",
+	};
+	return field <= OKV_FIELD_MAX ? names[field] : "unknown";
+}
+
+int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct okv_msg *resp)
+{
+	if (!c || !c->slot)
+		return OKV_ECLOSED;
+	if (c->broken)
+		return OKV_ECLOSED;
+	struct okv_msg *rq = &c->slot->request;
+	uint64_t gen = c->next_gen;
+	c->next_gen += 2;
+	uint64_t id = ++c->next_request_id;
+	rq->magic = OKV_MSG_MAGIC;
+	rq->abi_version = OKV_ABI_VERSION;
+	rq->code = code;
+	rq->request_id = id;
+	rq->epoch = c->reply.epoch;
+	rq->desc_offset = 0;
+	rq->desc_length = 0;
+	rq->arg0 = arg0;
+	rq->arg1 = arg1;
+	rq->reserved = 0;
+	/* Release: the Manager load-acquires the generation, then reads the line. */
+	__atomic_store_n(&rq->generation, gen, __ATOMIC_RELEASE);
+	okvi_doorbell_ring(c->db, c->reply.slot_index);
+	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	int rc = okvi_wait_response(c->slot, gen + 1, c->spin_ns, deadline,
+				    OKV_PARK_ROUND_NS, manager_alive, c);
+	if (rc) {
+		/* Outcome unknown: the Manager may still answer this generation.
+		 * Later calls use newer generations, so a late answer is ignored. */
+		if (rc == OKV_ETIMEDOUT)
+			set_err(c, "%s", "no reply within the deadline; outcome unknown");
+		else
+			c->broken = 1;
+		return rc;
+	}
+	memcpy(resp, &c->slot->response, sizeof(*resp));
+	return okvi_msg_check_response(resp, c->reply.epoch, id, gen + 1,
+				       c->last_error, sizeof(c->last_error));
+}
+
+int okv_ping(okv_client *c, uint64_t value, uint64_t *echo)
+{
+	struct okv_msg resp;
+	int rc = okvi_call(c, OKV_CMD_PING, value, 0, &resp);
+	if (rc == 0 && echo)
+		*echo = resp.arg0;
+	return rc;
+}
+
+int okv_health(okv_client *c, struct okv_health *out)
+{
+	if (!c || !out)
+		return -EINVAL;
+	if (c->sock < 0)
+		return OKV_ECLOSED;
+	return okvi_health(c->sock, c->reply.epoch, (int)c->timeout_ms, out,
+			   c->last_error, sizeof(c->last_error));
+}
+
+void okv_close(okv_client *c)
+{
+	if (!c)
+		return;
+	if (c->sock >= 0 && !c->broken)
+		okvi_unregister(c->sock, c->reply.epoch, c->reply.client_token, 200);
+	client_free(c);
+}
+
+const char *okv_last_error(const okv_client *c)
+{
+	return c ? c->last_error : "no client";
+}
+
+uint64_t okv_epoch(const okv_client *c)
+{
+	return c ? c->reply.epoch : 0;
+}
+
+int okv_notification_fd(const okv_client *c)
+{
+	return c ? c->event_fd : -1;
+}
+
+int okv_manager_pidfd(const okv_client *c)
+{
+	return c ? c->pidfd : -1;
+}

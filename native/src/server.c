@@ -1,0 +1,213 @@
+/*
+ * server.c — the Manager's channel poll loop. See server.h for the contract
+ * and channel.h for the memory-ordering protocol.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "channel.h"
+
+struct okvi_server {
+	struct okv_doorbell *db;
+	uint32_t max_sessions;
+	int mode;
+	uint64_t spin_window_ns;
+	uint64_t last_activity_ns; /* CLOCK_MONOTONIC of the last request/reply */
+	struct okvi_server_stats stats;
+	struct okv_slot **slots;   /* [OKV_MAX_SESSIONS], NULL = not attached */
+	uint64_t *seen_gen;        /* [OKV_MAX_SESSIONS], last generation observed */
+};
+
+struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessions,
+				    int mode, uint64_t spin_window_ns)
+{
+	if (!db || max_sessions == 0 || max_sessions > OKV_CONTROL_SLOT ||
+	    mode < OKVI_POLL_SPIN || mode > OKVI_POLL_PARK)
+		return NULL;
+	struct okvi_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->slots = calloc(OKV_MAX_SESSIONS, sizeof(*s->slots));
+	s->seen_gen = calloc(OKV_MAX_SESSIONS, sizeof(*s->seen_gen));
+	if (!s->slots || !s->seen_gen) {
+		okvi_server_free(s);
+		return NULL;
+	}
+	s->db = db;
+	s->max_sessions = max_sessions;
+	s->mode = mode;
+	s->spin_window_ns = spin_window_ns;
+	s->last_activity_ns = okvi_now_ns();
+	return s;
+}
+
+void okvi_server_free(struct okvi_server *s)
+{
+	if (!s)
+		return;
+	free(s->slots);
+	free(s->seen_gen);
+	free(s);
+}
+
+void okvi_server_set_mode(struct okvi_server *s, int mode, uint64_t spin_window_ns)
+{
+	if (mode >= OKVI_POLL_SPIN && mode <= OKVI_POLL_PARK)
+		s->mode = mode;
+	s->spin_window_ns = spin_window_ns;
+}
+
+int okvi_server_attach(struct okvi_server *s, uint32_t slot_index,
+		       struct okv_slot *slot, uint64_t seen_gen)
+{
+	if (!slot || slot_index >= s->max_sessions)
+		return -EINVAL;
+	if (s->slots[slot_index])
+		return -EBUSY;
+	s->slots[slot_index] = slot;
+	s->seen_gen[slot_index] = seen_gen;
+	return 0;
+}
+
+void okvi_server_detach(struct okvi_server *s, uint32_t slot_index)
+{
+	if (slot_index < s->max_sessions)
+		s->slots[slot_index] = NULL;
+}
+
+void okvi_server_control_ring(struct okv_doorbell *db)
+{
+	okvi_doorbell_ring(db, OKV_CONTROL_SLOT);
+}
+
+void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out)
+{
+	*out = s->stats;
+}
+
+/*
+ * Collect events from the doorbell. Clears summary, then each flagged pending
+ * word (a client sets pending first, then summary, so a bit set after our
+ * summary exchange keeps its summary bit for the next pass: nothing is lost).
+ * Bits that do not fit in `events` are put back.
+ */
+static int collect(struct okvi_server *s, struct okvi_event *events, int max)
+{
+	struct okv_doorbell *db = s->db;
+	if (__atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0)
+		return 0;
+	uint64_t summary = __atomic_exchange_n(&db->summary, 0, __ATOMIC_SEQ_CST);
+	int n = 0;
+	int control = 0;
+	while (summary) {
+		uint32_t w = (uint32_t)__builtin_ctzll(summary);
+		summary &= summary - 1;
+		uint64_t bits = __atomic_exchange_n(&db->pending[w], 0, __ATOMIC_SEQ_CST);
+		while (bits) {
+			uint32_t b = (uint32_t)__builtin_ctzll(bits);
+			uint32_t idx = w * 64u + b;
+			if (n >= max - 1) {
+				/* Keep one entry free for a control event; push the rest
+				 * back and flag the word again for the next step. */
+				__atomic_fetch_or(&db->pending[w], bits, __ATOMIC_SEQ_CST);
+				__atomic_fetch_or(&db->summary, 1ull << w, __ATOMIC_SEQ_CST);
+				break;
+			}
+			bits &= bits - 1;
+			if (idx == OKV_CONTROL_SLOT) {
+				control = 1;
+				continue;
+			}
+			struct okv_slot *slot = idx < s->max_sessions ? s->slots[idx] : NULL;
+			if (!slot) {
+				s->stats.stray_rings++;
+				continue;
+			}
+			uint64_t g = __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE);
+			if (g == s->seen_gen[idx])
+				continue; /* repeated ring for a request already taken */
+			struct okvi_event *e = &events[n++];
+			e->slot = idx;
+			e->kind = OKVI_EV_REQUEST;
+			e->prev_gen = s->seen_gen[idx];
+			memcpy(&e->msg, &slot->request, sizeof(e->msg));
+			/* The copy may race with a misbehaving client rewriting its own
+			 * line; use the generation we acquired, never a newer one. */
+			e->msg.generation = g;
+			s->seen_gen[idx] = g;
+			s->stats.requests++;
+		}
+	}
+	if (control) {
+		struct okvi_event *e = &events[n++];
+		memset(e, 0, sizeof(*e));
+		e->slot = OKV_CONTROL_SLOT;
+		e->kind = OKVI_EV_CONTROL;
+	}
+	return n;
+}
+
+/* Sleep on the doorbell until a client or the control path rings. */
+static void park(struct okvi_server *s)
+{
+	struct okv_doorbell *db = s->db;
+	uint32_t seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
+	/* Dekker: store parked, then load summary; a client stores summary,
+	 * then loads parked. One of us sees the other. */
+	__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0) {
+		s->stats.parks++;
+		okvi_futex_wait(&db->seq, seq, 0);
+	}
+	__atomic_store_n(&db->server_parked, 0u, __ATOMIC_SEQ_CST);
+}
+
+int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, int nreplies)
+{
+	if (nreplies < 0)
+		return -EINVAL;
+	for (int i = 0; i < nreplies; i++) {
+		uint32_t idx = replies[i].slot;
+		if (idx < s->max_sessions && s->slots[idx]) {
+			okvi_post_response(s->slots[idx], &replies[i].msg);
+			s->stats.replies++;
+		}
+	}
+	if (nreplies > 0)
+		s->last_activity_ns = okvi_now_ns();
+	return 0;
+}
+
+int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
+		     int nreplies, struct okvi_event *events, int max_events)
+{
+	if (max_events < 2 || nreplies < 0)
+		return -EINVAL;
+	s->stats.steps++;
+	okvi_server_post(s, replies, nreplies);
+	unsigned iter = 0;
+	for (;;) {
+		int n = collect(s, events, max_events);
+		if (n > 0) {
+			if (s->mode == OKVI_POLL_ADAPTIVE)
+				s->last_activity_ns = okvi_now_ns();
+			return n;
+		}
+		if (s->mode == OKVI_POLL_SPIN) {
+			okvi_cpu_relax();
+			continue;
+		}
+		if (s->mode == OKVI_POLL_ADAPTIVE) {
+			okvi_cpu_relax();
+			if ((++iter & 63u) != 0)
+				continue;
+			if (okvi_now_ns() - s->last_activity_ns < s->spin_window_ns)
+				continue;
+		}
+		park(s);
+	}
+}

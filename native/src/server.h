@@ -1,0 +1,109 @@
+/*
+ * server.h — the Manager's channel poll loop (compiled only into the Manager
+ * through cgo, and into C tests).
+ *
+ * One dispatcher thread owns an okvi_server. okvi_server_step posts the
+ * replies of the previous batch and then waits for the next batch of
+ * requests, so the Go dispatcher crosses into C once per batch
+ * (CONVENTIONS.md #10). Attach and detach are called by the same thread
+ * between steps; other threads only call okvi_server_control_ring to make a
+ * step return (session attach/detach queued, shutdown).
+ *
+ * Waiting follows the poll mode:
+ *   spin      never parks (a dedicated core);
+ *   adaptive  spins for spin_window_ns after the last request, then parks;
+ *   park      parks as soon as nothing is pending.
+ * A parked Manager sleeps on the doorbell's seq futex with no timeout; a
+ * request rings the doorbell and wakes it (channel.h), so no request ever
+ * waits on a timer.
+ */
+#ifndef ORBITKV_SERVER_H
+#define ORBITKV_SERVER_H
+
+#include <stdint.h>
+
+#include "orbitkv/abi.h"
+
+enum okvi_poll_mode {
+	OKVI_POLL_SPIN = 0,
+	OKVI_POLL_ADAPTIVE = 1,
+	OKVI_POLL_PARK = 2
+};
+
+enum okvi_event_kind {
+	OKVI_EV_REQUEST = 1, /* a new request line: msg is a private copy */
+	OKVI_EV_CONTROL = 2  /* the control slot rang: check the control queue */
+};
+
+/** One event returned by a step (80 bytes; mirrored in Go). */
+struct okvi_event {
+	uint32_t slot;      /* slot index */
+	uint32_t kind;      /* enum okvi_event_kind */
+	uint64_t prev_gen;  /* request generation seen before this one */
+	struct okv_msg msg; /* copy of the request line */
+};
+
+/** One reply to post (80 bytes; mirrored in Go). */
+struct okvi_reply {
+	uint32_t slot;      /* slot index the reply goes to */
+	uint32_t reserved0;
+	uint64_t reserved1;
+	struct okv_msg msg; /* full response, generation = request + 1 */
+};
+
+/** Counters of the poll loop; read by the dispatcher thread only. */
+struct okvi_server_stats {
+	uint64_t requests;     /* request events returned */
+	uint64_t replies;      /* responses posted */
+	uint64_t parks;        /* times the loop slept on the futex */
+	uint64_t steps;        /* okvi_server_step calls */
+	uint64_t stray_rings;  /* doorbell bits of unattached slots */
+};
+
+struct okvi_server;
+
+/**
+ * Create a server over a mapped doorbell. max_sessions ≤ OKV_MAX_SESSIONS - 1
+ * (the last index is the control slot). Returns NULL on bad arguments or
+ * ENOMEM.
+ */
+struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessions,
+				    int mode, uint64_t spin_window_ns);
+/** Free the server (does not unmap the doorbell or any slot). */
+void okvi_server_free(struct okvi_server *s);
+/** Change the poll mode and window; dispatcher thread only. */
+void okvi_server_set_mode(struct okvi_server *s, int mode, uint64_t spin_window_ns);
+
+/**
+ * Attach a mapped slot at slot_index (dispatcher thread, between steps).
+ * `seen_gen` is the request generation currently in the line (0 for a fresh
+ * slot). Returns 0 or -EINVAL / -EBUSY.
+ */
+int okvi_server_attach(struct okvi_server *s, uint32_t slot_index,
+		       struct okv_slot *slot, uint64_t seen_gen);
+/** Detach the slot at slot_index; after it returns the server never touches
+ *  that mapping again, so the caller may unmap it. */
+void okvi_server_detach(struct okvi_server *s, uint32_t slot_index);
+
+/**
+ * Post `nreplies` replies, then wait (per poll mode) until at least one event
+ * is available, and return up to max_events of them (≥ 1). Requests that do
+ * not fit stay pending for the next step. Returns the count or -EINVAL.
+ */
+int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
+		     int nreplies, struct okvi_event *events, int max_events);
+
+/** Post replies without waiting for requests (used once at shutdown).
+ *  Returns 0 or -EINVAL. */
+int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, int nreplies);
+
+/** Make the current or next step return a control event. Any thread. */
+void okvi_server_control_ring(struct okv_doorbell *db);
+
+/** Copy the counters. Dispatcher thread only. */
+void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out);
+
+_Static_assert(sizeof(struct okvi_event) == 80, "event size");
+_Static_assert(sizeof(struct okvi_reply) == 80, "reply size");
+
+#endif /* ORBITKV_SERVER_H */
