@@ -13,41 +13,10 @@ import (
 	"unsafe"
 )
 
-// ConnectOptions mirrors struct okv_connect_options.
-type ConnectOptions struct {
-	SocketPath  string        // bootstrap socket; "" = derive from ManagerAddr
-	ManagerAddr string        // "host:port"; "" with SocketPath "" = 127.0.0.1:7470
-	InstanceID  string        // ≤ 64 bytes of printable ASCII
-	Role        uint32        // abi.Role
-	Spin        time.Duration // spin before parking; 0 = 50 µs
-	Timeout     time.Duration // control-call deadline; 0 = 5 s
-}
-
 // Client is a liborbitkv client (an owning okv_client handle). Not safe for
 // concurrent use; Close releases it.
 type Client struct {
 	c *C.okv_client
-}
-
-// Health mirrors struct okv_health.
-type Health struct {
-	Status     string
-	Epoch      uint64
-	ServiceID  [16]byte
-	Sessions   uint32
-	ManagerPID uint32
-	Uptime     time.Duration
-	Requests   uint64
-	PollMode   string
-	Version    string
-}
-
-func clientErr(c *C.okv_client, rc C.int) error {
-	e := &ClientError{Code: int(rc)}
-	if c != nil {
-		e.Detail = C.GoString(C.okv_last_error(c))
-	}
-	return e
 }
 
 // Connect bootstraps a session with a Manager (okv_connect). Errors are
@@ -76,7 +45,7 @@ func Connect(o ConnectOptions) (*Client, error) {
 	co.timeout_ms = C.uint32_t(o.Timeout.Milliseconds())
 	var c *C.okv_client
 	if rc := C.okv_connect(&co, &c); rc != 0 {
-		return nil, &ClientError{Code: int(rc)}
+		return nil, newClientError(nil, rc)
 	}
 	return &Client{c: c}, nil
 }
@@ -85,7 +54,7 @@ func Connect(o ConnectOptions) (*Client, error) {
 func (c *Client) Ping(v uint64) (uint64, error) {
 	var echo C.uint64_t
 	if rc := C.okv_ping(c.c, C.uint64_t(v), &echo); rc != 0 {
-		return 0, clientErr(c.c, rc)
+		return 0, newClientError(c.c, rc)
 	}
 	return uint64(echo), nil
 }
@@ -94,7 +63,7 @@ func (c *Client) Ping(v uint64) (uint64, error) {
 func (c *Client) Health() (Health, error) {
 	var h C.struct_okv_health
 	if rc := C.okv_health(c.c, &h); rc != 0 {
-		return Health{}, clientErr(c.c, rc)
+		return Health{}, newClientError(c.c, rc)
 	}
 	out := Health{
 		Status:     C.GoString(&h.status[0]),

@@ -5,6 +5,7 @@ package native
 /*
 #include <stddef.h>
 #include "orbitkv/abi.h"
+#include "orbitkv/client.h"
 #include "server.h"
 
 #define OKVL_OFF(t, f) offsetof(struct t, f)
@@ -38,6 +39,14 @@ static const size_t okvl_values[] = {
 	sizeof(struct okvi_event), OKVL_OFF(okvi_event, prev_gen), OKVL_OFF(okvi_event, msg),
 	sizeof(struct okvi_reply), OKVL_OFF(okvi_reply, msg),
 };
+static const long long okvl_enums[] = {
+	OKVI_POLL_SPIN, OKVI_POLL_ADAPTIVE, OKVI_POLL_PARK, OKVI_EV_REQUEST, OKVI_EV_CONTROL,
+	OKV_EPROTO, OKV_EVERSION, OKV_EREFUSED, OKV_ESTALE_SESSION, OKV_ESTALE_GENERATION,
+	OKV_EINVALID, OKV_ETIMEDOUT, OKV_EMANAGER_DIED, OKV_ECLOSED, OKV_EINTERNAL,
+	OKV_EUNSUPPORTED, OKV_EAPPLICATION,
+};
+static long long okvl_enum(int i) { return okvl_enums[i]; }
+static int okvl_enum_count(void) { return (int)(sizeof(okvl_enums) / sizeof(okvl_enums[0])); }
 static size_t okvl_value(int i) { return okvl_values[i]; }
 static int okvl_count(void) { return (int)(sizeof(okvl_values) / sizeof(okvl_values[0])); }
 */
@@ -91,4 +100,36 @@ func Layout() map[string]uintptr {
 		m[name] = uintptr(C.okvl_value(C.int(i)))
 	}
 	return m
+}
+
+// enumNames lists okvl_enums in order, with the Go value that must match.
+var enumNames = []struct {
+	name    string
+	goValue int64
+}{
+	{"OKVI_POLL_SPIN", int64(PollSpin)}, {"OKVI_POLL_ADAPTIVE", int64(PollAdaptive)},
+	{"OKVI_POLL_PARK", int64(PollPark)}, {"OKVI_EV_REQUEST", int64(EventRequest)},
+	{"OKVI_EV_CONTROL", int64(EventControl)},
+	{"OKV_EPROTO", CodeProto}, {"OKV_EVERSION", CodeVersion}, {"OKV_EREFUSED", CodeRefused},
+	{"OKV_ESTALE_SESSION", CodeStaleSession}, {"OKV_ESTALE_GENERATION", CodeStaleGen},
+	{"OKV_EINVALID", CodeInvalid}, {"OKV_ETIMEDOUT", CodeTimedOut},
+	{"OKV_EMANAGER_DIED", CodeManagerDied}, {"OKV_ECLOSED", CodeClosed},
+	{"OKV_EINTERNAL", CodeInternal}, {"OKV_EUNSUPPORTED", CodeUnsupported},
+	{"OKV_EAPPLICATION", CodeApplication},
+}
+
+// EnumMismatches compares the Go constants of this package with the C enum
+// values they mirror and returns one line per difference (nil when equal).
+func EnumMismatches() []string {
+	n := int(C.okvl_enum_count())
+	if n != len(enumNames) {
+		return []string{fmt.Sprintf("C has %d enum values, Go lists %d", n, len(enumNames))}
+	}
+	var out []string
+	for i, e := range enumNames {
+		if c := int64(C.okvl_enum(C.int(i))); c != e.goValue {
+			out = append(out, fmt.Sprintf("%s: C %d, Go %d", e.name, c, e.goValue))
+		}
+	}
+	return out
 }

@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "orbitkv-integration-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-o", dir, "../../cmd/orbitkv-manager", "../../cmd/orbitkvctl")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output for assertions while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// waitOutput waits until the process printed want, or fails after d.
+func (p *proc) waitOutput(t *testing.T, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %v; output:\n%s", p.cmd.Path, want, d, p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (p *proc) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err // keep it for Cleanup
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s did not exit within %v; output:\n%s", p.cmd.Path, d, p.out.String())
+		return nil
+	}
+}
+
+func startManager(t *testing.T) (*proc, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "")
+	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	return m, sock
+}
+
+// sessions asks the Manager (through a fresh orbitkvctl session) how many
+// sessions are live, not counting the asking one.
+func sessions(t *testing.T, sock string) int {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, "orbitkvctl"), "--socket", sock, "health").CombinedOutput()
+	if err != nil {
+		t.Fatalf("orbitkvctl health: %v\n%s", err, out)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "sessions" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("health sessions %q: %v", f[1], err)
+			}
+			return n - 1
+		}
+	}
+	t.Fatalf("health output has no sessions line:\n%s", out)
+	return 0
+}
+
+func waitSessions(t *testing.T, sock string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := sessions(t, sock)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live sessions = %d, want %d", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestKilledClientLosesOnlyItsSession(t *testing.T) {
+	m, sock := startManager(t)
+	const n = 4
+	clients := make([]*proc, n)
+	for i := range clients {
+		clients[i] = start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "3", "--interval", "1ms", "--hold")
+	}
+	for _, c := range clients {
+		c.waitOutput(t, "holding session", 10*time.Second)
+	}
+	waitSessions(t, sock, n)
+
+	victim := clients[0]
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	victim.wait(t, 5*time.Second)
+	waitSessions(t, sock, n-1)
+	if !strings.Contains(m.out.String(), "msg=\"session closed\" slot=") {
+		t.Errorf("manager log has no session-closed line:\n%s", m.out.String())
+	}
+
+	for i, c := range clients[1:] {
+		c.cmd.Process.Signal(syscall.SIGUSR1)
+		c.waitOutput(t, "ping ok", 5*time.Second)
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		if err := c.wait(t, 5*time.Second); err != nil {
+			t.Errorf("client %d exited with %v:\n%s", i+1, err, c.out.String())
+		}
+	}
+	// Idle invariant (DESIGN.md §6.8): no sessions remain.
+	waitSessions(t, sock, 0)
+
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("manager exited with %v:\n%s", err, m.out.String())
+	}
+	if !strings.Contains(m.out.String(), "orbitkv-manager stopped") {
+		t.Errorf("manager log lacks the stop line:\n%s", m.out.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s still exists after shutdown (stat err %v)", sock, err)
+	}
+}
+
+func TestShutdownClosesSessionsFirst(t *testing.T) {
+	m, sock := startManager(t)
+	c := start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "1", "--hold")
+	c.waitOutput(t, "holding session", 10*time.Second)
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("manager exited with %v:\n%s", err, m.out.String())
+	}
+	log := m.out.String()
+	closed := strings.Index(log, "session closed")
+	stopped := strings.Index(log, "orbitkv-manager stopped")
+	if closed < 0 || stopped < 0 || closed > stopped {
+		t.Errorf("want the session closed before the manager stopped; log:\n%s", log)
+	}
+}
+
+func TestPingAfterManagerDeathFailsFast(t *testing.T) {
+	m, sock := startManager(t)
+	c := start(t, "orbitkvctl", "--socket", sock, "--timeout", "30s", "ping", "--count", "1", "--hold")
+	c.waitOutput(t, "holding session", 10*time.Second)
+	m.cmd.Process.Signal(syscall.SIGKILL)
+	m.wait(t, 5*time.Second)
+	t0 := time.Now()
+	c.cmd.Process.Signal(syscall.SIGUSR1)
+	err := c.wait(t, 10*time.Second)
+	if err == nil {
+		t.Fatalf("client survived a dead Manager:\n%s", c.out.String())
+	}
+	// The client learns of the death from the Manager's pidfd, not from its
+	// 30 s deadline.
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("client took %v to notice the dead Manager", d)
+	}
+	if !strings.Contains(c.out.String(), "exited") {
+		t.Errorf("client error does not say the Manager exited:\n%s", c.out.String())
+	}
+}
+
