@@ -1,0 +1,126 @@
+/*
+ * errors.c — okv_strerror (the one table from return codes to text,
+ * CONVENTIONS.md habit 7) and okv_socket_path (DESIGN.md §5.1), both public
+ * (orbitkv/client.h). Go twin of okv_socket_path: gocore/lifecycle.SocketPath.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "orbitkv/client.h"
+
+/*
+ * Static description of a code returned by any okv_ function: 0, an OKV_E*
+ * code of client.h, or -errno (glibc's strerrordesc_np, which unlike
+ * strerror is thread-safe and never formats into a shared buffer). Any other
+ * value gives "unknown error". Never NULL; the string lives forever.
+ */
+const char *okv_strerror(int err)
+{
+	switch (err) {
+	case OKV_OK:
+		return "success";
+	case OKV_EPROTO:
+		return "malformed reply or frame from the Manager";
+	case OKV_EVERSION:
+		return "ABI or bootstrap protocol version mismatch with the Manager";
+	case OKV_EREFUSED:
+		return "Manager refused the hello";
+	case OKV_ESTALE_SESSION:
+		return "stale session: message from another Manager epoch";
+	case OKV_ESTALE_GENERATION:
+		return "stale generation: even or non-increasing request generation";
+	case OKV_EINVALID:
+		return "Manager rejected an invalid request field";
+	case OKV_ETIMEDOUT:
+		return "no reply within the deadline; outcome unknown";
+	case OKV_EMANAGER_DIED:
+		return "the Manager process exited";
+	case OKV_ECLOSED:
+		return "client closed or session ended";
+	case OKV_EINTERNAL:
+		return "Manager internal error";
+	case OKV_EUNSUPPORTED:
+		return "Manager does not serve this command";
+	case OKV_EAPPLICATION:
+		return "Manager sent an error frame";
+	default:
+		break;
+	}
+	if (err < 0 && err > -4096) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+		const char *s = strerrordesc_np(-err);
+		if (s != NULL)
+			return s;
+#endif
+	}
+	return "unknown error";
+}
+
+/* Largest socket path: sizeof(sockaddr_un.sun_path) - 1 (107 on Linux). */
+#define OKVI_MAX_SOCKET_PATH (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+/*
+ * Derive the bootstrap socket path of a Manager listen address
+ * (DESIGN.md §5.1): "127.0.0.1:7470" -> "/tmp/orbitkv-127.0.0.1-7470.sock",
+ * "[::1]:7470" -> "/tmp/orbitkv-::1-7470.sock". Rules (same as the Go
+ * SocketPath): host:port; an IPv6 host is bracketed and loses its brackets;
+ * an unbracketed host holds no ':'; the host is non-empty and holds no '/',
+ * '[' or ']'; the port is ASCII digits with value <= 65535, written back in
+ * canonical decimal ("007470" -> "7470").
+ * Returns the path length (excluding the NUL) written into buf; -EINVAL for
+ * a NULL argument or a bad address; -ENAMETOOLONG when the path exceeds
+ * 107 bytes (sizeof sun_path - 1) or does not fit in buflen with its NUL.
+ */
+int okv_socket_path(const char *manager_addr, char *buf, size_t buflen)
+{
+	const char *host, *port;
+	size_t hostlen;
+	unsigned long value = 0;
+	int n;
+
+	if (manager_addr == NULL || buf == NULL)
+		return -EINVAL;
+	if (manager_addr[0] == '[') {
+		const char *end = strchr(manager_addr, ']');
+		if (end == NULL || end[1] != ':')
+			return -EINVAL; /* unclosed bracket or no port after it */
+		host = manager_addr + 1;
+		hostlen = (size_t)(end - host);
+		port = end + 2;
+	} else {
+		const char *colon = strrchr(manager_addr, ':');
+		if (colon == NULL)
+			return -EINVAL; /* missing port */
+		host = manager_addr;
+		hostlen = (size_t)(colon - host);
+		port = colon + 1;
+		if (memchr(host, ':', hostlen) != NULL)
+			return -EINVAL; /* unbracketed IPv6 */
+	}
+	if (hostlen == 0 || memchr(host, '/', hostlen) != NULL || memchr(host, '[', hostlen) != NULL ||
+	    memchr(host, ']', hostlen) != NULL)
+		return -EINVAL;
+	if (port[0] == '\0')
+		return -EINVAL;
+	for (const char *p = port; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		value = value * 10 + (unsigned long)(*p - '0');
+		if (value > 65535)
+			return -EINVAL;
+	}
+	if (hostlen > OKVI_MAX_SOCKET_PATH)
+		return -ENAMETOOLONG; /* keeps the %.*s precision in int range */
+	n = snprintf(buf, buflen, "/tmp/orbitkv-%.*s-%lu.sock", (int)hostlen, host, value);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n > OKVI_MAX_SOCKET_PATH || (size_t)n >= buflen) {
+		if (buflen > 0)
+			buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return n;
+}

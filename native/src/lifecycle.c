@@ -1,0 +1,493 @@
+/*
+ * lifecycle.c — client side of the bootstrap hello and lifecycle frames
+ * (DESIGN.md §5.1). See lifecycle.h for the contract of each function; the
+ * Go twin of the frame codec is gocore/lifecycle.
+ */
+#define _GNU_SOURCE
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/lifecycle.pb-c.h"
+
+/* Control buffer for up to OKV_FRAME_MAX_FDS fds, aligned for cmsghdr. */
+union okvi_cmsg_buf {
+	char buf[CMSG_SPACE(sizeof(int) * OKV_FRAME_MAX_FDS)];
+	struct cmsghdr align;
+};
+
+/* Write a message into err (if there is room) and return rc. */
+__attribute__((format(printf, 4, 5))) static int okvi_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	if (err != NULL && errlen > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* Whether rc is a -errno (every OKV_E* code lies below -1000). */
+static bool okvi_is_errno(int rc)
+{
+	return rc < 0 && rc > OKV_EPROTO;
+}
+
+/* Copy src into a fixed field of dstlen bytes, truncating, NUL-terminated. */
+static void okvi_copy_str(char *dst, size_t dstlen, const char *src)
+{
+	size_t n = src == NULL ? 0 : strnlen(src, dstlen - 1);
+	if (n > 0)
+		memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static const char *const okvi_boot_status_names[] = {
+	[OKV_BOOT_OK] = "OK",
+	[OKV_BOOT_BAD_MAGIC] = "BAD_MAGIC",
+	[OKV_BOOT_BAD_VERSION] = "BAD_VERSION",
+	[OKV_BOOT_BAD_FIELD] = "BAD_FIELD",
+	[OKV_BOOT_FULL] = "FULL",
+	[OKV_BOOT_INTERNAL] = "INTERNAL",
+};
+
+int okvi_hello_encode(struct okv_hello *h, uint32_t pid, uint32_t role, const char *instance_id)
+{
+	size_t n = instance_id == NULL ? 0 : strnlen(instance_id, OKV_INSTANCE_ID_BYTES + 1);
+
+	memset(h, 0, sizeof(*h));
+	if (n > OKV_INSTANCE_ID_BYTES || role > OKV_ROLE_MAX)
+		return -EINVAL;
+	h->magic = OKV_BOOTSTRAP_MAGIC;
+	h->protocol_version = OKV_BOOTSTRAP_VERSION;
+	h->abi_version = OKV_ABI_VERSION;
+	h->pid = pid;
+	h->role = role;
+	if (n > 0)
+		memcpy(h->instance_id, instance_id, n);
+	return 0;
+}
+
+int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *out, char *err, size_t errlen)
+{
+	struct okv_hello_reply r;
+
+	if (n != sizeof(r))
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply length %zu differs from %zu", n, sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	*out = r;
+	if (r.magic != OKV_BOOTSTRAP_MAGIC)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply magic 0x%08x differs from OKV_BOOTSTRAP_MAGIC 0x%08x",
+				 r.magic, OKV_BOOTSTRAP_MAGIC);
+	if (r.protocol_version != OKV_BOOTSTRAP_VERSION)
+		return okvi_fail(err, errlen, OKV_EVERSION, "hello reply protocol_version %u differs from %u",
+				 (unsigned)r.protocol_version, OKV_BOOTSTRAP_VERSION);
+	if (r.status > OKV_BOOT_MAX)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply status %u exceeds limit %u", (unsigned)r.status,
+				 OKV_BOOT_MAX);
+	if (memchr(r.error, '\0', sizeof(r.error)) == NULL)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply error text not NUL-terminated within %zu bytes",
+				 sizeof(r.error));
+	if (r.status != OKV_BOOT_OK)
+		return okvi_fail(err, errlen, OKV_EREFUSED, "hello refused (%s): %s", okvi_boot_status_names[r.status],
+				 r.error);
+	if (r.epoch == 0)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply epoch is 0; must be nonzero");
+	if ((r.initial_generation & 1u) == 0)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply initial_generation %llu is even; must be odd",
+				 (unsigned long long)r.initial_generation);
+	if (r.desc_offset != OKV_SLOT_DESC_OFFSET)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply desc_offset %u differs from %u", r.desc_offset,
+				 OKV_SLOT_DESC_OFFSET);
+	if (r.desc_capacity == 0 || r.desc_capacity > OKVI_MAX_DESC_CAPACITY)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply desc_capacity %u outside 1..%u", r.desc_capacity,
+				 OKVI_MAX_DESC_CAPACITY);
+	if ((uint64_t)r.slot_bytes != (uint64_t)r.desc_offset + r.desc_capacity)
+		return okvi_fail(err, errlen, OKV_EPROTO,
+				 "hello reply slot_bytes %u differs from desc_offset + desc_capacity = %llu", r.slot_bytes,
+				 (unsigned long long)r.desc_offset + r.desc_capacity);
+	if (r.max_sessions > OKV_MAX_SESSIONS)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply max_sessions %u exceeds limit %u", r.max_sessions,
+				 OKV_MAX_SESSIONS);
+	if (r.slot_index >= r.max_sessions)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply slot_index %u not below max_sessions %u",
+				 r.slot_index, r.max_sessions);
+	if (r.slot_index == OKV_CONTROL_SLOT)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply slot_index %u is OKV_CONTROL_SLOT, reserved",
+				 r.slot_index);
+	if (r.max_frame_body != OKV_FRAME_MAX_BODY)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply max_frame_body %u differs from %u",
+				 r.max_frame_body, OKV_FRAME_MAX_BODY);
+	if (r.manager_pid == 0)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply manager_pid is 0; must be a process id");
+	return 0;
+}
+
+/* Whether code is a request, the reply of one, or the error code. */
+static bool okvi_frame_code_known(uint16_t code)
+{
+	uint16_t req;
+
+	if (code == OKV_FRAME_ERROR)
+		return true;
+	req = code & (uint16_t)~OKV_FRAME_REPLY;
+	return req >= OKV_FRAME_REGISTER_INSTANCE && req <= OKV_FRAME_CODE_MAX;
+}
+
+int okvi_frame_header_check(const void *buf, size_t n, uint64_t epoch, struct okv_frame_header *out, char *err,
+			    size_t errlen)
+{
+	struct okv_frame_header h;
+
+	if (n != sizeof(h))
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame header length %zu differs from %zu", n, sizeof(h));
+	memcpy(&h, buf, sizeof(h));
+	*out = h;
+	if (h.magic != OKV_FRAME_MAGIC)
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame magic 0x%08x differs from OKV_FRAME_MAGIC 0x%08x", h.magic,
+				 OKV_FRAME_MAGIC);
+	if (h.version != OKV_BOOTSTRAP_VERSION)
+		return okvi_fail(err, errlen, OKV_EVERSION, "frame version %u differs from protocol version %u",
+				 (unsigned)h.version, OKV_BOOTSTRAP_VERSION);
+	if (!okvi_frame_code_known(h.code))
+		return okvi_fail(err, errlen, OKV_EPROTO,
+				 "frame code 0x%04x unknown (requests 1..%u, their replies |0x8000, error 0xffff)",
+				 (unsigned)h.code, (unsigned)OKV_FRAME_CODE_MAX);
+	if (h.epoch != epoch)
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame epoch %llu differs from session epoch %llu",
+				 (unsigned long long)h.epoch, (unsigned long long)epoch);
+	if (h.length > OKV_FRAME_MAX_BODY)
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame body length %u exceeds limit %u", h.length,
+				 OKV_FRAME_MAX_BODY);
+	if (h.reserved != 0)
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame reserved 0x%x must be zero", h.reserved);
+	return 0;
+}
+
+/* Milliseconds of CLOCK_MONOTONIC: deadlines ignore wall-clock steps. */
+static int64_t okvi_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait until sock has one of events or deadline_ms (okvi_now_ms time; < 0 =
+ * none) passes; EINTR retries with the time left. Returns 0, OKV_ETIMEDOUT
+ * or -errno of poll(2). */
+static int okvi_wait(int sock, short events, int64_t deadline_ms)
+{
+	struct pollfd p = { .fd = sock, .events = events };
+
+	for (;;) {
+		int timeout = -1;
+		int rc;
+
+		if (deadline_ms >= 0) {
+			int64_t left = deadline_ms - okvi_now_ms();
+			/* A deadline already due still polls once, so timeout 0
+			 * reads what is already there. */
+			timeout = left <= 0 ? 0 : left > 0x7fffffff ? 0x7fffffff : (int)left;
+		}
+		rc = poll(&p, 1, timeout);
+		if (rc > 0)
+			return 0;
+		if (rc == 0) {
+			if (okvi_now_ms() >= deadline_ms)
+				return OKV_ETIMEDOUT;
+			continue; /* woke early: wait for the rest */
+		}
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, uint32_t len, const int *fds,
+		    int nfds)
+{
+	struct okv_frame_header h = {
+		.magic = OKV_FRAME_MAGIC,
+		.version = OKV_BOOTSTRAP_VERSION,
+		.code = code,
+		.epoch = epoch,
+		.length = len,
+	};
+	union okvi_cmsg_buf cbuf;
+	const uint8_t *b = body;
+	size_t total = sizeof(h) + (size_t)len;
+	size_t sent = 0;
+
+	if (len > OKV_FRAME_MAX_BODY || nfds < 0 || nfds > (int)OKV_FRAME_MAX_FDS || (body == NULL && len > 0) ||
+	    (fds == NULL && nfds > 0))
+		return -EINVAL;
+	memset(&cbuf, 0, sizeof(cbuf));
+	if (nfds > 0) {
+		struct cmsghdr *c = &cbuf.align;
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	while (sent < total) {
+		struct iovec iov[2];
+		struct msghdr m = { .msg_iov = iov };
+		ssize_t w;
+
+		if (sent < sizeof(h)) {
+			iov[0].iov_base = (uint8_t *)&h + sent;
+			iov[0].iov_len = sizeof(h) - sent;
+			iov[1].iov_base = (void *)b;
+			iov[1].iov_len = len;
+			m.msg_iovlen = len > 0 ? 2 : 1;
+		} else {
+			iov[0].iov_base = (void *)(b + (sent - sizeof(h)));
+			iov[0].iov_len = total - sent;
+			m.msg_iovlen = 1;
+		}
+		/* The fds ride with the first byte only; once any byte went out,
+		 * they went with it. */
+		if (sent == 0 && nfds > 0) {
+			m.msg_control = cbuf.buf;
+			m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		}
+		w = sendmsg(sock, &m, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				int rc = okvi_wait(sock, POLLOUT, -1);
+				if (rc != 0)
+					return rc;
+				continue;
+			}
+			return -errno;
+		}
+		sent += (size_t)w;
+	}
+	return 0;
+}
+
+/* Close every fd of the control messages of m; return how many there were
+ * (MSG_CTRUNC counts as one more: the kernel dropped some). */
+static int okvi_close_rights(struct msghdr *m)
+{
+	int count = (m->msg_flags & MSG_CTRUNC) ? 1 : 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < n; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+				close(fd);
+			}
+			count += (int)n;
+		}
+	}
+	return count;
+}
+
+/* Read exactly n bytes before deadline_ms. *got counts bytes read. Returns
+ * 0, OKV_ETIMEDOUT, OKV_EPROTO (fds arrived), 1 at end of stream, -errno. */
+static int okvi_recv_exact(int sock, void *buf, size_t n, int64_t deadline_ms, size_t *got, char *err, size_t errlen)
+{
+	*got = 0;
+	while (*got < n) {
+		union okvi_cmsg_buf cbuf;
+		struct iovec iov = { .iov_base = (uint8_t *)buf + *got, .iov_len = n - *got };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+				    .msg_controllen = sizeof(cbuf.buf) };
+		ssize_t r;
+		int nfds;
+
+		int rc = okvi_wait(sock, POLLIN, deadline_ms);
+		if (rc != 0)
+			return rc;
+		r = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+				continue;
+			return -errno;
+		}
+		nfds = okvi_close_rights(&m);
+		if (nfds > 0)
+			return okvi_fail(err, errlen, OKV_EPROTO, "frame carried %d fds; frames to a client carry none",
+					 nfds);
+		if (r == 0)
+			return 1;
+		*got += (size_t)r;
+	}
+	return 0;
+}
+
+int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body, char *err,
+		    size_t errlen)
+{
+	uint8_t hb[sizeof(struct okv_frame_header)];
+	int64_t deadline = timeout_ms < 0 ? -1 : okvi_now_ms() + timeout_ms;
+	uint8_t *b;
+	size_t got;
+	int rc;
+
+	*body = NULL;
+	rc = okvi_recv_exact(sock, hb, sizeof(hb), deadline, &got, err, errlen);
+	if (rc == 1 && got == 0)
+		return okvi_fail(err, errlen, OKV_ECLOSED, "bootstrap socket closed by the Manager");
+	if (rc == 1)
+		return okvi_fail(err, errlen, OKV_EPROTO, "frame header ends after %zu of %zu bytes", got, sizeof(hb));
+	if (rc == OKV_ETIMEDOUT)
+		return okvi_fail(err, errlen, rc, "no frame header within %d ms", timeout_ms);
+	if (okvi_is_errno(rc))
+		return okvi_fail(err, errlen, rc, "receiving frame header: %s", okv_strerror(rc));
+	if (rc != 0)
+		return rc; /* OKV_EPROTO with err written */
+	rc = okvi_frame_header_check(hb, sizeof(hb), epoch, h, err, errlen);
+	if (rc != 0)
+		return rc;
+	/* length <= OKV_FRAME_MAX_BODY was checked above, before allocating. */
+	b = malloc(h->length > 0 ? h->length : 1);
+	if (b == NULL)
+		return okvi_fail(err, errlen, -ENOMEM, "allocating a frame body of %u bytes", h->length);
+	rc = okvi_recv_exact(sock, b, h->length, deadline, &got, err, errlen);
+	if (rc == 1)
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "frame body ends after %zu of %u bytes", got, h->length);
+	else if (rc == OKV_ETIMEDOUT)
+		rc = okvi_fail(err, errlen, rc, "frame body incomplete (%zu of %u bytes) after %d ms", got, h->length,
+			       timeout_ms);
+	else if (okvi_is_errno(rc))
+		rc = okvi_fail(err, errlen, rc, "receiving frame body: %s", okv_strerror(rc));
+	if (rc != 0) {
+		free(b);
+		return rc;
+	}
+	*body = b;
+	return 0;
+}
+
+/* One request/reply round trip. On success *reply is the unpacked reply
+ * (free with protobuf_c_message_free_unpacked). An error frame becomes
+ * OKV_EAPPLICATION with "field: message" in err. */
+static int okvi_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, int timeout_ms,
+		     const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply, char *err, size_t errlen)
+{
+	size_t n = protobuf_c_message_get_packed_size(req);
+	struct okv_frame_header h;
+	uint8_t *buf;
+	int rc;
+
+	*reply = NULL;
+	if (n > OKV_FRAME_MAX_BODY)
+		return okvi_fail(err, errlen, -EINVAL, "frame body length %zu exceeds limit %u", n, OKV_FRAME_MAX_BODY);
+	buf = malloc(n > 0 ? n : 1);
+	if (buf == NULL)
+		return okvi_fail(err, errlen, -ENOMEM, "allocating a frame body of %zu bytes", n);
+	protobuf_c_message_pack(req, buf);
+	rc = okvi_frame_send(sock, code, epoch, buf, (uint32_t)n, NULL, 0);
+	free(buf);
+	if (rc != 0)
+		return okvi_fail(err, errlen, rc, "sending frame code %u: %s", (unsigned)code, okv_strerror(rc));
+	rc = okvi_frame_recv(sock, epoch, timeout_ms, &h, &buf, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (h.code == OKV_FRAME_ERROR) {
+		Orbitkv__Lifecycle__V1__Error *e = orbitkv__lifecycle__v1__error__unpack(NULL, h.length, buf);
+		free(buf);
+		if (e == NULL)
+			return okvi_fail(err, errlen, OKV_EPROTO, "error frame body (%u bytes) is not a lifecycle Error",
+					 h.length);
+		rc = okvi_fail(err, errlen, OKV_EAPPLICATION, "%s: %s", e->field, e->message);
+		orbitkv__lifecycle__v1__error__free_unpacked(e, NULL);
+		return rc;
+	}
+	if (h.code != (uint16_t)(code | OKV_FRAME_REPLY)) {
+		free(buf);
+		return okvi_fail(err, errlen, OKV_EPROTO, "reply code 0x%04x differs from expected 0x%04x",
+				 (unsigned)h.code, (unsigned)(code | OKV_FRAME_REPLY));
+	}
+	*reply = protobuf_c_message_unpack(reply_desc, NULL, h.length, buf);
+	free(buf);
+	if (*reply == NULL)
+		return okvi_fail(err, errlen, OKV_EPROTO, "reply body (%u bytes) is not a valid %s", h.length,
+				 reply_desc->name);
+	return 0;
+}
+
+int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char *instance_id, int timeout_ms,
+			   char *err, size_t errlen)
+{
+	Orbitkv__Lifecycle__V1__RegisterInstanceRequest req = ORBITKV__LIFECYCLE__V1__REGISTER_INSTANCE_REQUEST__INIT;
+	ProtobufCMessage *reply;
+	int rc;
+
+	if (instance_id == NULL)
+		return okvi_fail(err, errlen, -EINVAL, "instance_id is NULL");
+	if (strnlen(instance_id, OKVI_MAX_FRAME_INSTANCE_ID + 1) > OKVI_MAX_FRAME_INSTANCE_ID)
+		return okvi_fail(err, errlen, -EINVAL, "instance_id length exceeds limit %u", OKVI_MAX_FRAME_INSTANCE_ID);
+	req.client_token = token;
+	req.instance_id = (char *)instance_id;
+	rc = okvi_call(sock, epoch, OKV_FRAME_REGISTER_INSTANCE, &req.base, timeout_ms,
+		       &orbitkv__lifecycle__v1__register_instance_reply__descriptor, &reply, err, errlen);
+	if (rc == 0)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out, char *err, size_t errlen)
+{
+	Orbitkv__Lifecycle__V1__HealthRequest req = ORBITKV__LIFECYCLE__V1__HEALTH_REQUEST__INIT;
+	Orbitkv__Lifecycle__V1__HealthReply *r;
+	ProtobufCMessage *reply;
+	int rc;
+
+	rc = okvi_call(sock, epoch, OKV_FRAME_HEALTH, &req.base, timeout_ms,
+		       &orbitkv__lifecycle__v1__health_reply__descriptor, &reply, err, errlen);
+	if (rc != 0)
+		return rc;
+	r = (Orbitkv__Lifecycle__V1__HealthReply *)reply;
+	if (r->epoch != epoch) {
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "health reply epoch %llu differs from session epoch %llu",
+			       (unsigned long long)r->epoch, (unsigned long long)epoch);
+	} else if (r->service_id.len != OKV_SERVICE_ID_BYTES) {
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "health reply service_id length %zu differs from %u",
+			       r->service_id.len, OKV_SERVICE_ID_BYTES);
+	} else {
+		memset(out, 0, sizeof(*out));
+		okvi_copy_str(out->status, sizeof(out->status), r->status);
+		okvi_copy_str(out->poll_mode, sizeof(out->poll_mode), r->poll_mode);
+		okvi_copy_str(out->version, sizeof(out->version), r->version);
+		out->epoch = r->epoch;
+		memcpy(out->service_id, r->service_id.data, OKV_SERVICE_ID_BYTES);
+		out->sessions = r->sessions;
+		out->manager_pid = r->manager_pid;
+		out->uptime_ns = r->uptime_ns;
+		out->requests = r->requests;
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms)
+{
+	Orbitkv__Lifecycle__V1__UnregisterRequest req = ORBITKV__LIFECYCLE__V1__UNREGISTER_REQUEST__INIT;
+	ProtobufCMessage *reply;
+	int rc;
+
+	req.client_token = token;
+	rc = okvi_call(sock, epoch, OKV_FRAME_UNREGISTER, &req.base, timeout_ms,
+		       &orbitkv__lifecycle__v1__unregister_reply__descriptor, &reply, NULL, 0);
+	if (rc == 0)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}

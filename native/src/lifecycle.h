@@ -1,0 +1,143 @@
+/*
+ * lifecycle.h — internal: the client side of the OrbitKV bootstrap socket
+ * after connect(2): the hello and its reply (DESIGN.md §5.1) and the
+ * lifecycle frames that follow it (struct okv_frame_header + protobuf body,
+ * proto/lifecycle.proto). Go twin: gocore/lifecycle.
+ *
+ * Not part of the public API: every symbol is okvi_-prefixed and hidden by
+ * native/liborbitkv.map. Users: client.c, tests, fuzz targets.
+ *
+ * Return values follow client.h: 0 on success, -errno for system errors, or
+ * an OKV_E* code. Functions that take (err, errlen) write a NUL-terminated
+ * sentence naming the field and the limit into err on failure (err may be
+ * NULL when errlen is 0); on success err is left untouched.
+ *
+ * None of these functions keeps state; they are safe to call from several
+ * threads on different sockets.
+ */
+#ifndef ORBITKV_LIFECYCLE_H
+#define ORBITKV_LIFECYCLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orbitkv/abi.h"
+#include "orbitkv/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Largest desc_capacity a hello reply may announce: 64 MiB. */
+#define OKVI_MAX_DESC_CAPACITY (64u * 1024u * 1024u)
+/** Largest instance id of a RegisterInstance frame in bytes
+ *  (proto/lifecycle.proto: "at most 256 bytes"). */
+#define OKVI_MAX_FRAME_INSTANCE_ID 256u
+
+/**
+ * Fill *h with a hello: magic, OKV_BOOTSTRAP_VERSION, OKV_ABI_VERSION, pid,
+ * role (enum okv_role) and instance_id NUL-padded to OKV_INSTANCE_ID_BYTES
+ * (no NUL needed when it is exactly 64 bytes). Reserved fields are zeroed.
+ * instance_id NULL means empty.
+ * Returns 0, or -EINVAL when instance_id exceeds 64 bytes or role exceeds
+ * OKV_ROLE_MAX (h is then zeroed).
+ */
+int okvi_hello_encode(struct okv_hello *h, uint32_t pid, uint32_t role, const char *instance_id);
+
+/**
+ * Validate the n bytes of a hello reply and copy them into *out.
+ * Rules (abi.h struct okv_hello_reply): n == sizeof(struct okv_hello_reply)
+ * (208); magic OKV_BOOTSTRAP_MAGIC; protocol_version OKV_BOOTSTRAP_VERSION;
+ * status <= OKV_BOOT_MAX; error NUL-terminated within its 128 bytes; then,
+ * for status OKV_BOOT_OK: epoch != 0; initial_generation odd; desc_offset ==
+ * OKV_SLOT_DESC_OFFSET; 0 < desc_capacity <= 64 MiB; slot_bytes ==
+ * desc_offset + desc_capacity; max_sessions <= OKV_MAX_SESSIONS; slot_index <
+ * max_sessions and != OKV_CONTROL_SLOT (reserved for the Manager);
+ * max_frame_body == OKV_FRAME_MAX_BODY; manager_pid != 0 (for pidfd_open).
+ * buf needs no alignment. *out receives the bytes whenever n is right, even
+ * when a later rule fails, so the caller can log them.
+ * Returns 0; OKV_EVERSION for a protocol version mismatch; OKV_EREFUSED for
+ * a valid reply with status != OK, with "hello refused (<status>): <error
+ * text>" in err; OKV_EPROTO for anything else, err naming field and limit.
+ */
+int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *out, char *err, size_t errlen);
+
+/**
+ * Validate the n bytes of a frame header against the session epoch and copy
+ * them into *out. Rules, in wire order: n == 24; magic OKV_FRAME_MAGIC;
+ * version OKV_BOOTSTRAP_VERSION; code a request 1..OKV_FRAME_CODE_MAX, the
+ * reply of one, or OKV_FRAME_ERROR; epoch equal; length <=
+ * OKV_FRAME_MAX_BODY; reserved zero. buf needs no alignment; *out receives
+ * the bytes whenever n is right.
+ * Returns 0, OKV_EVERSION (version) or OKV_EPROTO (anything else, including
+ * another epoch), err naming the field and the limit.
+ */
+int okvi_frame_header_check(const void *buf, size_t n, uint64_t epoch, struct okv_frame_header *out, char *err,
+			    size_t errlen);
+
+/**
+ * Send one frame: header (code, epoch, len) then len body bytes, with nfds
+ * fds attached as one SCM_RIGHTS message to the first header byte. Loops on
+ * partial writes and EINTR, waits with poll(2) on EAGAIN of a non-blocking
+ * socket, and sends with MSG_NOSIGNAL (a dead peer gives -EPIPE, not
+ * SIGPIPE). The caller keeps its fds.
+ * Returns 0; -EINVAL for len > OKV_FRAME_MAX_BODY, nfds outside
+ * 0..OKV_FRAME_MAX_FDS, body NULL with len > 0 or fds NULL with nfds > 0;
+ * -errno of sendmsg(2)/poll(2). After a send error mid-frame the stream is
+ * unusable.
+ */
+int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, uint32_t len, const int *fds,
+		    int nfds);
+
+/**
+ * Receive one frame within timeout_ms milliseconds (< 0 = no deadline, 0 =
+ * only bytes already queued; the deadline covers the whole frame and runs
+ * on CLOCK_MONOTONIC). The header is checked
+ * with okvi_frame_header_check before the body is allocated. On success *h
+ * is the header and *body a malloc'd buffer of h->length bytes (at least one
+ * byte allocated, so never NULL) that the caller frees.
+ * Replies to the client carry no fds: any fd received is closed and the
+ * frame is OKV_EPROTO.
+ * Returns 0; OKV_ETIMEDOUT at the deadline; OKV_ECLOSED when the Manager
+ * closed the socket before the first header byte; OKV_EPROTO for a frame
+ * cut short, a bad header or fds; OKV_EVERSION; -ENOMEM; -errno of
+ * recvmsg(2)/poll(2). On error *body is NULL and the stream position is
+ * unknown (close the socket), except after OKV_ECLOSED.
+ */
+int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body, char *err,
+		    size_t errlen);
+
+/**
+ * RegisterInstance round trip: sends RegisterInstanceRequest{client_token =
+ * token, instance_id} (code 1) and waits timeout_ms (< 0 = forever) for its
+ * reply (code 0x8001, body RegisterInstanceReply).
+ * Returns 0; -EINVAL when instance_id is NULL or over 256 bytes;
+ * OKV_EAPPLICATION for an error frame, with "field: message" in err;
+ * OKV_EPROTO for another code or an undecodable body; errors of
+ * okvi_frame_send / okvi_frame_recv.
+ */
+int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char *instance_id, int timeout_ms,
+			   char *err, size_t errlen);
+
+/**
+ * Health round trip: sends HealthRequest (code 3), waits for HealthReply
+ * (code 0x8003) and fills *out. Strings longer than their okv_health field
+ * are truncated (always NUL-terminated). The reply's epoch must equal epoch
+ * and its service_id must be exactly OKV_SERVICE_ID_BYTES bytes (else
+ * OKV_EPROTO). Other returns as okvi_register_instance.
+ */
+int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out, char *err, size_t errlen);
+
+/**
+ * Unregister round trip: sends UnregisterRequest{client_token = token}
+ * (code 5) and waits for UnregisterReply (code 0x8005); the Manager then
+ * closes the connection. Returns 0, OKV_EAPPLICATION, OKV_EPROTO or the
+ * errors of okvi_frame_send / okvi_frame_recv (no error text: callers use
+ * it for a best-effort close).
+ */
+int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORBITKV_LIFECYCLE_H */
