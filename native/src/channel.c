@@ -35,7 +35,7 @@ int okvi_futex_wake(uint32_t *word, int n)
 	return rc < 0 ? -errno : (int)rc;
 }
 
-void okvi_doorbell_ring(struct okv_doorbell *db, uint32_t slot_index)
+int okvi_doorbell_ring(struct okv_doorbell *db, uint32_t slot_index)
 {
 	uint32_t w = slot_index / 64u, b = slot_index % 64u;
 	/* seq_cst RMWs: the pending bit must be visible before the summary bit
@@ -49,7 +49,9 @@ void okvi_doorbell_ring(struct okv_doorbell *db, uint32_t slot_index)
 		 * changed value and does not sleep (futex(2) EAGAIN). */
 		__atomic_fetch_add(&db->seq, 1, __ATOMIC_SEQ_CST);
 		okvi_futex_wake(&db->seq, 1);
+		return 1;
 	}
+	return 0;
 }
 
 static inline uint64_t load_gen(const struct okv_msg *m)
@@ -108,7 +110,7 @@ int okvi_wait_response(struct okv_slot *slot, uint64_t want, uint64_t spin_ns,
 	return 0;
 }
 
-void okvi_post_response(struct okv_slot *slot, const struct okv_msg *msg)
+int okvi_post_response(struct okv_slot *slot, const struct okv_msg *msg)
 {
 	struct okv_msg *r = &slot->response;
 	/* Every field but generation, then generation with release: the client
@@ -119,6 +121,9 @@ void okvi_post_response(struct okv_slot *slot, const struct okv_msg *msg)
 	__atomic_store_n(&r->generation, msg->generation, __ATOMIC_SEQ_CST);
 	/* seq_cst store then seq_cst load: Dekker pair with the client's
 	 * "store client_parked; load generation" in okvi_wait_response. */
-	if (__atomic_load_n(&slot->wait.client_parked, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&slot->wait.client_parked, __ATOMIC_SEQ_CST)) {
 		okvi_futex_wake((uint32_t *)&r->generation, 1);
+		return 1;
+	}
+	return 0;
 }

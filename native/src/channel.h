@@ -61,8 +61,9 @@ int okvi_futex_wake(uint32_t *word, int n);
  * Tell the Manager that `slot_index` has a pending request: set its pending
  * bit, then its summary bit, and wake the Manager if it is parked.
  * Cost when the Manager spins: two locked RMWs and one load.
+ * Returns 1 if the Manager was parked (this call woke it), else 0.
  */
-void okvi_doorbell_ring(struct okv_doorbell *db, uint32_t slot_index);
+int okvi_doorbell_ring(struct okv_doorbell *db, uint32_t slot_index);
 
 /**
  * Wait until the response line's generation equals `want`: spin up to spin_ns,
@@ -77,7 +78,8 @@ int okvi_wait_response(struct okv_slot *slot, uint64_t want, uint64_t spin_ns,
 /**
  * Publish a response (Manager side): copy `msg` into the response line with
  * generation stored last (release), then wake the client if it parked.
+ * Returns 1 if the client was parked (this call woke it), else 0.
  */
-void okvi_post_response(struct okv_slot *slot, const struct okv_msg *msg);
+int okvi_post_response(struct okv_slot *slot, const struct okv_msg *msg);
 
 #endif /* ORBITKV_CHANNEL_H */

@@ -361,9 +361,12 @@ int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct
 	rq->reserved = 0;
 	/* Release: the Manager load-acquires the generation, then reads the line. */
 	__atomic_store_n(&rq->generation, gen, __ATOMIC_RELEASE);
-	okvi_doorbell_ring(c->db, c->reply.slot_index);
+	/* If the Manager was parked it needs a wakeup (10–100 µs on a VM) and may
+	 * be scheduled on this very CPU: spinning would only compete with it, so
+	 * park at once. A spinning Manager answers within the spin budget. */
+	int woke = okvi_doorbell_ring(c->db, c->reply.slot_index);
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-	int rc = okvi_wait_response(c->slot, gen + 1, c->spin_ns, deadline,
+	int rc = okvi_wait_response(c->slot, gen + 1, woke ? 0 : c->spin_ns, deadline,
 				    OKV_PARK_ROUND_NS, manager_alive, c);
 	if (rc) {
 		/* Outcome unknown: the Manager may still answer this generation.

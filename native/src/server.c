@@ -17,6 +17,7 @@ struct okvi_server {
 	int mode;
 	uint64_t spin_window_ns;
 	uint64_t last_activity_ns; /* CLOCK_MONOTONIC of the last request/reply */
+	int cold;                  /* the last post had to wake a parked client */
 	struct okvi_server_stats stats;
 	struct okv_slot **slots;   /* [OKV_MAX_SESSIONS], NULL = not attached */
 	uint64_t *seen_gen;        /* [OKV_MAX_SESSIONS], last generation observed */
@@ -170,13 +171,16 @@ int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, in
 {
 	if (nreplies < 0)
 		return -EINVAL;
+	int woke = 0;
 	for (int i = 0; i < nreplies; i++) {
 		uint32_t idx = replies[i].slot;
 		if (idx < s->max_sessions && s->slots[idx]) {
-			okvi_post_response(s->slots[idx], &replies[i].msg);
+			woke |= okvi_post_response(s->slots[idx], &replies[i].msg);
 			s->stats.replies++;
 		}
 	}
+	if (nreplies > 0)
+		s->cold = woke;
 	if (nreplies > 0)
 		s->last_activity_ns = okvi_now_ns();
 	return 0;
@@ -205,7 +209,10 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 			okvi_cpu_relax();
 			if ((++iter & 63u) != 0)
 				continue;
-			if (okvi_now_ns() - s->last_activity_ns < s->spin_window_ns)
+			/* A client we just had to wake is not in a tight loop, and on a
+			 * small machine it may be queued on this very CPU: spinning
+			 * now would delay it by the whole window. Park at once. */
+			if (!s->cold && okvi_now_ns() - s->last_activity_ns < s->spin_window_ns)
 				continue;
 		}
 		park(s);
