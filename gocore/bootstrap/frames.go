@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,11 @@ const (
 	maxLabels          = 64
 	maxLabelBytes      = 256
 	maxRegions         = lifecycle.MaxFiles
+	// maxBuffersPerSession caps the buffer fds a session may make the
+	// Manager hold across RegisterBuffers calls.
+	maxBuffersPerSession = 256
+	// replyWriteTimeout bounds a reply write to a client that stopped reading.
+	replyWriteTimeout = 5 * time.Second
 )
 
 // appError is an application error: answered with an error frame, the
@@ -74,6 +80,7 @@ func (s *Server) frameLoop(cn *conn) {
 			return
 		}
 		cn.wmu.Lock()
+		cn.c.SetWriteDeadline(time.Now().Add(replyWriteTimeout))
 		if aerr != nil {
 			log.Info("lifecycle request refused", slog.String("code", code.String()),
 				slog.String("field", aerr.field), slog.String("detail", aerr.msg))
@@ -124,6 +131,9 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		}
 		if !sess.Registered() {
 			return nil, &appError{abi.StatusInvalid, "code", "RegisterBuffers before RegisterInstance"}, nil
+		}
+		if have := sess.BufferCount(); have+len(req.GetRegions()) > maxBuffersPerSession {
+			return nil, invalid("regions", "%d regions on top of %d registered, limit %d per session", len(req.GetRegions()), have, maxBuffersPerSession), nil
 		}
 		bufs, total, aerr := buffersFromRequest(&req, f.Files)
 		if aerr != nil {

@@ -130,6 +130,13 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.ln.Close()
+	// One deadline for all: it also ends a write already blocked on a client
+	// that stopped reading, so a stuck client delays shutdown by at most 1 s
+	// in total, not per client.
+	deadline := time.Now().Add(time.Second)
+	for _, c := range conns {
+		c.c.SetWriteDeadline(deadline)
+	}
 	for _, c := range conns {
 		s.notifyClosing(c, "manager shutting down")
 		c.c.Close()

@@ -37,10 +37,10 @@ var ErrStopped = errors.New("channel: dispatcher stopped")
 // Spec configures a Dispatcher; a plain value.
 type Spec struct {
 	Epoch       uint64
-	MaxSessions uint32          // ≤ abi.ControlSlot
+	MaxSessions uint32        // ≤ abi.ControlSlot
 	PollMode    PollMode      // spin, adaptive or park (zero value: spin)
-	SpinWindow  time.Duration   // adaptive: spin this long after the last request
-	MaxBatch    int             // events per crossing; default 64
+	SpinWindow  time.Duration // adaptive: spin this long after the last request
+	MaxBatch    int           // events per crossing; default 64
 	Logger      *slog.Logger
 }
 

@@ -315,10 +315,14 @@ int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t re
 			 okvi_field_name(m->arg0));
 		return OKV_EINVALID;
 	case OKV_STATUS_UNSUPPORTED:
+		snprintf(err, errlen, "Manager does not serve this command (status Unsupported)");
 		return OKV_EUNSUPPORTED;
 	case OKV_STATUS_TIMEOUT:
+		snprintf(err, errlen, "Manager answered Timeout");
 		return OKV_ETIMEDOUT;
 	default:
+		snprintf(err, errlen, "Manager answered status %u where this call expects Ok",
+			 (unsigned)m->code);
 		return OKV_EINTERNAL;
 	}
 }

@@ -1,0 +1,373 @@
+package bootstrap_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
+)
+
+func header(code lifecycle.Code, epoch uint64, length uint32) []byte {
+	return lifecycle.NewHeader(code, epoch, length).AppendTo(nil)
+}
+
+// A malformed lifecycle frame closes the connection (and so the session)
+// with a log line naming the field; another session keeps working.
+func TestMalformedFrameClosesTheConnection(t *testing.T) {
+	h := newHarness(t)
+	other := connect(t, h.path)
+	tests := []struct {
+		name      string
+		send      []byte
+		halfClose bool     // shut our write side after sending (truncation)
+		log       []string // parts of the log line
+	}{
+		{name: "an oversized body length is refused before reading it",
+			send: header(lifecycle.CodeHealth, testEpoch, lifecycle.MaxBody+1),
+			log:  []string{"frame malformed", "body length 16777217 exceeds limit 16777216"}},
+		{name: "a header cut short by close is truncated",
+			send: header(lifecycle.CodeHealth, testEpoch, 0)[:10], halfClose: true,
+			log: []string{"frame malformed", "header ends after 10 of 24"}},
+		{name: "a body cut short by close is truncated",
+			send: append(header(lifecycle.CodeHealth, testEpoch, 100), make([]byte, 20)...), halfClose: true,
+			log: []string{"frame malformed", "body ends after 20 of 100"}},
+		{name: "an unknown frame code is refused naming the code",
+			send: header(lifecycle.Code(9), testEpoch, 0),
+			log:  []string{"frame malformed", "frame code 0x0009 unknown"}},
+		{name: "a reply code sent by the client is refused naming the code",
+			send: header(lifecycle.CodeHealth.Reply(), testEpoch, 0),
+			log:  []string{"frame malformed", "field=code", "only the Manager sends"}},
+		{name: "an error frame sent by the client is refused naming the code",
+			send: header(lifecycle.CodeError, testEpoch, 0),
+			log:  []string{"frame malformed", "field=code", "only the Manager sends"}},
+		{name: "a stale epoch is refused naming the epoch",
+			send: header(lifecycle.CodeHealth, testEpoch+2, 0),
+			log:  []string{"frame malformed", "frame epoch", "differs from Manager epoch"}},
+		{name: "a wrong frame magic is refused naming the magic",
+			send: func() []byte {
+				b := header(lifecycle.CodeHealth, testEpoch, 0)
+				b[0] ^= 0xff
+				return b
+			}(),
+			log: []string{"frame malformed", "frame magic"}},
+		{name: "a wrong frame version is refused naming the version",
+			send: func() []byte {
+				hd := lifecycle.NewHeader(lifecycle.CodeHealth, testEpoch, 0)
+				hd.Version = 1
+				return hd.AppendTo(nil)
+			}(),
+			log: []string{"frame malformed", "frame version 1"}},
+		{name: "nonzero reserved in the header is refused naming it",
+			send: func() []byte {
+				hd := lifecycle.NewHeader(lifecycle.CodeHealth, testEpoch, 0)
+				hd.Reserved = 1
+				return hd.AppendTo(nil)
+			}(),
+			log: []string{"frame malformed", "frame reserved"}},
+		{name: "an undecodable protobuf body is refused naming the message",
+			send: append(header(lifecycle.CodeHealth, testEpoch, 3), 0xff, 0xff, 0xff),
+			log:  []string{"frame malformed", "not a valid orbitkv.lifecycle.v1.HealthRequest"}},
+		{name: "an undecodable RegisterInstance body is refused naming the message",
+			send: append(header(lifecycle.CodeRegisterInstance, testEpoch, 2), 0x0a, 0x05),
+			log:  []string{"frame malformed", "RegisterInstanceRequest"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := connect(t, h.path)
+			rc.health(t) // the session is fully up
+			mark := h.logs.mark()
+			if _, err := rc.c.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			if tc.halfClose {
+				rc.c.CloseWrite()
+			}
+			expectClosed(t, rc.c)
+			h.waitLine(t, mark, append([]string{"slot=" + itoa(rc.reply.SlotIndex)}, tc.log...)...)
+			// Socket close tears the session down at once.
+			h.waitSessions(t, 1)
+			other.ping(t, 8)
+			other.health(t)
+		})
+	}
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// newMemfd returns a memfd of size bytes, closed at cleanup.
+func newMemfd(t *testing.T, size int64) *os.File {
+	t.Helper()
+	fd, err := unix.MemfdCreate("okv-test-buffer", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "okv-test-buffer")
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func region(fdIndex uint32, bytes uint64) *lifecyclepb.BufferRegion {
+	return &lifecyclepb.BufferRegion{FdIndex: fdIndex, Bytes: bytes, Layers: 2, PageBytes: 4096, PageCount: 16}
+}
+
+// An application error is answered with an error frame naming the field,
+// logged, and the connection stays usable.
+func TestApplicationErrorKeepsTheConnection(t *testing.T) {
+	h := newHarness(t)
+	const okBytes = 2 * 4096 * 16
+	tests := []struct {
+		name     string
+		register bool // RegisterInstance first
+		code     lifecycle.Code
+		body     func(rc *rawClient) proto.Message
+		files    int   // memfds to attach
+		fileSize int64 // bytes of each
+		field    string
+	}{
+		{name: "RegisterInstance with a wrong client token names client_token",
+			code: lifecycle.CodeRegisterInstance,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterInstanceRequest{ClientToken: rc.reply.ClientToken ^ 1, InstanceId: "x"}
+			},
+			field: "client_token"},
+		{name: "RegisterInstance with an overlong instance id names instance_id",
+			code: lifecycle.CodeRegisterInstance,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterInstanceRequest{ClientToken: rc.reply.ClientToken, InstanceId: strings.Repeat("i", 257)}
+			},
+			field: "instance_id"},
+		{name: "RegisterBuffers before RegisterInstance names code",
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(0, okBytes)}}
+			},
+			files: 1, fileSize: okBytes, field: "code"},
+		{name: "RegisterBuffers with a wrong client token names client_token", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: 1, Regions: []*lifecyclepb.BufferRegion{region(0, okBytes)}}
+			},
+			files: 1, fileSize: okBytes, field: "client_token"},
+		{name: "RegisterBuffers with fd_index out of range names regions[0].fd_index", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(1, okBytes)}}
+			},
+			files: 1, fileSize: okBytes, field: "regions[0].fd_index"},
+		{name: "RegisterBuffers with bytes beyond the memfd size names regions[1].bytes", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken,
+					Regions: []*lifecyclepb.BufferRegion{region(0, okBytes), region(1, 2*okBytes)}}
+			},
+			files: 2, fileSize: okBytes, field: "regions[1].bytes"},
+		{name: "RegisterBuffers with bytes below layers*page_bytes*page_count names regions[0].bytes", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(0, okBytes-1)}}
+			},
+			files: 1, fileSize: okBytes, field: "regions[0].bytes"},
+		{name: "RegisterBuffers with no regions names regions", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken}
+			},
+			field: "regions"},
+		{name: "RegisterBuffers with zero layers names regions[0].layers", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				r := region(0, okBytes)
+				r.Layers = 0
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{r}}
+			},
+			files: 1, fileSize: okBytes, field: "regions[0].layers"},
+		{name: "Health carrying an fd names fds",
+			code:  lifecycle.CodeHealth,
+			body:  func(rc *rawClient) proto.Message { return &lifecyclepb.HealthRequest{} },
+			files: 1, fileSize: 4096, field: "fds"},
+		{name: "Unregister with a wrong client token names client_token",
+			code: lifecycle.CodeUnregister,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.UnregisterRequest{ClientToken: rc.reply.ClientToken + 1}
+			},
+			field: "client_token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := connect(t, h.path)
+			if tc.register {
+				rc.register(t, "engine")
+			}
+			var files []*os.File
+			for range tc.files {
+				files = append(files, newMemfd(t, tc.fileSize))
+			}
+			mark := h.logs.mark()
+			f := rc.frame(t, tc.code, tc.body(rc), files...)
+			if f.Header.Code != lifecycle.CodeError {
+				t.Fatalf("got %v, want an error frame", f.Header.Code)
+			}
+			var e lifecyclepb.Error
+			if err := f.Unmarshal(&e); err != nil {
+				t.Fatal(err)
+			}
+			if e.GetField() != tc.field || e.GetStatus() != uint32(abi.StatusInvalid) || e.GetMessage() == "" {
+				t.Errorf("error frame %v, want field %q status Invalid with a message", &e, tc.field)
+			}
+			h.waitLine(t, mark, "lifecycle request refused", "field="+tc.field)
+			rc.health(t) // the connection stays usable
+			rc.ping(t, 4)
+			for _, s := range h.table.Sessions() {
+				if s.Index == rc.reply.SlotIndex && s.BufferCount() != 0 {
+					t.Errorf("a refused RegisterBuffers left %d buffers", s.BufferCount())
+				}
+			}
+		})
+		h.waitSessions(t, 0)
+	}
+}
+
+func TestRegisterBuffersWithAMemfd(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "engine-7")
+	const regionBytes = 2 * 4096 * 16
+	mfd := newMemfd(t, 4*regionBytes)
+	req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{
+		region(0, regionBytes),
+		{FdIndex: 0, Offset: regionBytes, Bytes: 3 * regionBytes, Layers: 2, PageBytes: 4096, PageCount: 48},
+	}}
+	var r lifecyclepb.RegisterBuffersReply
+	rc.expectReply(t, rc.frame(t, lifecycle.CodeRegisterBuffers, req, mfd), lifecycle.CodeRegisterBuffers, &r)
+	if r.GetRegions() != 2 || r.GetTotalBytes() != 4*regionBytes {
+		t.Fatalf("reply %v, want 2 regions of %d bytes in total", &r, 4*regionBytes)
+	}
+	sessions := h.table.Sessions()
+	if len(sessions) != 1 || sessions[0].BufferCount() != 2 || !sessions[0].Registered() ||
+		sessions[0].Peer.InstanceID != "engine-7" || sessions[0].Peer.UID != uint32(os.Getuid()) {
+		t.Fatalf("session state after RegisterBuffers: %+v", sessions)
+	}
+	// The Manager holds its own duplicate: closing ours leaves the buffer.
+	mfd.Close()
+	rc.health(t)
+	if h.table.Sessions()[0].BufferCount() != 2 {
+		t.Fatal("buffers lost when the client closed its fd")
+	}
+}
+
+func TestHealthReportsTheManager(t *testing.T) {
+	h := newHarness(t)
+	a, b := connect(t, h.path), connect(t, h.path)
+	hr := a.health(t)
+	if hr.GetSessions() != 2 || hr.GetStatus() != "serving" || len(hr.GetServiceId()) != 16 || hr.GetServiceId()[0] != 1 {
+		t.Fatalf("health %v", hr)
+	}
+	b.close()
+	h.waitSessions(t, 1)
+	if got := a.health(t).GetSessions(); got != 1 {
+		t.Fatalf("health sessions %d after one closed, want 1", got)
+	}
+}
+
+func TestWatchSessionReportsActiveThenClosing(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "watcher")
+	var w lifecyclepb.WatchSessionReply
+	rc.expectReply(t, rc.frame(t, lifecycle.CodeWatchSession, &lifecyclepb.WatchSessionRequest{}), lifecycle.CodeWatchSession, &w)
+	if w.GetState() != "active" || w.GetSlotIndex() != rc.reply.SlotIndex || w.GetEpoch() != testEpoch {
+		t.Fatalf("watch reply %v, want active for slot %d", &w, rc.reply.SlotIndex)
+	}
+	unwatched := connect(t, h.path)
+	h.close(t) // Server.Close: watchers hear "closing", every session ends
+	rc.expectReply(t, rc.readFrame(t), lifecycle.CodeWatchSession, &w)
+	if w.GetState() != "closing" || w.GetReason() == "" || w.GetSlotIndex() != rc.reply.SlotIndex {
+		t.Fatalf("watch event %v, want closing with a reason", &w)
+	}
+	expectClosed(t, rc.c)
+	expectClosed(t, unwatched.c) // no frame for a session that did not watch
+}
+
+func TestUnregisterClosesTheSession(t *testing.T) {
+	h := newHarness(t)
+	other := connect(t, h.path)
+	rc := connect(t, h.path)
+	rc.register(t, "leaving")
+	mark := h.logs.mark()
+	var r lifecyclepb.UnregisterReply
+	rc.expectReply(t, rc.frame(t, lifecycle.CodeUnregister, &lifecyclepb.UnregisterRequest{ClientToken: rc.reply.ClientToken}),
+		lifecycle.CodeUnregister, &r)
+	expectClosed(t, rc.c)
+	h.waitSessions(t, 1)
+	h.waitLine(t, mark, "session unregistered", "slot="+itoa(rc.reply.SlotIndex))
+	h.waitLine(t, mark, "session closed", "instance=leaving")
+	other.ping(t, 1)
+}
+
+// Socket close is process death: the session is torn down at once, with no
+// Unregister and while the dispatcher is parked.
+func TestSocketCloseTearsTheSessionDownAtOnce(t *testing.T) {
+	h := newHarness(t)
+	clients := []*rawClient{connect(t, h.path), connect(t, h.path), connect(t, h.path)}
+	for i, rc := range clients {
+		rc.register(t, "engine")
+		rc.ping(t, uint64(i))
+	}
+	for i, rc := range clients {
+		start := time.Now()
+		rc.close()
+		h.waitSessions(t, len(clients)-1-i)
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("teardown of slot %d took %v", rc.reply.SlotIndex, took)
+		}
+		for _, left := range clients[i+1:] {
+			left.ping(t, 100)
+		}
+	}
+}
+
+// Server.Close must finish even when a client stopped reading: its replies
+// fill the socket, the connection's frame loop blocks in a write while
+// holding the connection's write lock, and Close must still close it.
+func TestServerCloseFinishesWhenAClientStopsReading(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	var w lifecyclepb.WatchSessionReply
+	rc.expectReply(t, rc.frame(t, lifecycle.CodeWatchSession, &lifecyclepb.WatchSessionRequest{}), lifecycle.CodeWatchSession, &w)
+	// Send Health requests without reading any reply until our own writes
+	// block: by then the Manager's replies have filled the socket.
+	req := header(lifecycle.CodeHealth, testEpoch, 0)
+	batch := make([]byte, 0, 4096*len(req))
+	for range 4096 {
+		batch = append(batch, req...)
+	}
+	rc.c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	for {
+		if _, err := rc.c.Write(batch); err != nil {
+			break
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		h.close(t)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(3 * time.Second):
+		t.Errorf("Server.Close blocked for 3s behind a client that does not read its replies")
+		rc.close() // unblocks the Manager's write so the test can end
+		<-closed
+	}
+}
