@@ -8,7 +8,15 @@
 //     allocated once in C memory and viewed from Go without copies;
 //   - liborbitkv's client (native/src/client.c) as Client, for Go tools
 //     (orbitkv-bench, orbitkvctl, tests);
-//   - the C layout of abi.h (Layout), so gocore/abi can prove its mirror.
+//   - the C layout of abi.h (Layout), so gocore/abi can prove its mirror;
+//   - the channel benchmark loops (native/bench: raw shm-spin, futex and
+//     Unix-socket ping-pongs, and okv_ping timed in C), one crossing per run,
+//     re-exported to cmd/orbitkv-bench by gocore/pingpong.
+//
+// Build cache: Go keys its cache on the files of this directory, not on the
+// native/ sources the unity files include. The Makefile passes a hash of
+// native/ in CGO_CFLAGS so an edit there rebuilds this package; when you
+// call go directly after editing C, use `go build -a` or `make`.
 //
 // The C sources are compiled into this package through unity files
 // (csrc.c) rather than linked from the CMake build, so `go build` needs

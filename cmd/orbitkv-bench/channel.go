@@ -1,0 +1,254 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
+)
+
+// idleSessions is the number of idle orbitkv sessions held open while the
+// Manager's CPU time is read (issue: "idle Manager with 4 connected
+// sessions").
+const idleSessions = 4
+
+// idleSettle is how long the idle sessions sit before the CPU window opens,
+// so connect work and an adaptive spin window are not counted.
+const idleSettle = 500 * time.Millisecond
+
+// channelRun holds one run's results.
+type channelRun struct {
+	cfg        channelConfig
+	report     Report
+	manager    *manager
+	pollMode   string // from Health when known
+	idleWindow time.Duration
+}
+
+// runChannel is `orbitkv-bench channel`.
+func runChannel(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseChannelFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	run := &channelRun{cfg: cfg, report: Report{BackToBack: map[string]Stats{}, PerMs: map[string]Stats{}}}
+	if cfg.needsManager() {
+		if cfg.socket != "" {
+			run.manager = &manager{socket: cfg.socket}
+		} else {
+			if run.manager, err = startManager(&cfg); err != nil {
+				return err
+			}
+		}
+		defer run.manager.stop()
+		// Interrupted: stop a Manager the bench started and remove its
+		// temporary directory (peers die with us by PR_SET_PDEATHSIG).
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		go func() {
+			if sig, ok := <-sigs; ok {
+				run.manager.stop()
+				fmt.Fprintf(stderr, "orbitkv-bench channel: %v\n", sig)
+				os.Exit(130)
+			}
+		}()
+	}
+	// One sample buffer, reused by every subject and cadence.
+	buf := make([]uint64, max(cfg.n, cfg.perMsN))
+	for _, s := range cfg.subjects {
+		if !cfg.json {
+			fmt.Fprintf(stderr, "measuring %s ...\n", s)
+		}
+		if err := run.measure(s, buf); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	if cfg.needsManager() && cfg.idle > 0 {
+		if !cfg.json {
+			fmt.Fprintf(stderr, "measuring idle Manager CPU with %d sessions for %v ...\n", idleSessions, cfg.idle)
+		}
+		pct, err := run.idleCPU()
+		if err != nil {
+			return fmt.Errorf("idle CPU: %w", err)
+		}
+		run.report.IdleCPUPercent = &pct
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(run.report)
+	}
+	return writeTable(stdout, run.header(), &run.report, cfg.subjects)
+}
+
+// measure runs one subject at both cadences and records its Stats.
+func (r *channelRun) measure(subject string, buf []uint64) error {
+	var (
+		timeRun func(warmup int, period time.Duration, out []uint64) error
+		cleanup func() error
+	)
+	switch subject {
+	case subjectOrbitKV:
+		c, err := r.connect("orbitkv-bench-ping")
+		if err != nil {
+			return err
+		}
+		if h, err := c.Health(); err == nil {
+			r.pollMode = h.PollMode
+			if r.manager.pid == 0 {
+				r.manager.pid = int(h.ManagerPID)
+			}
+		}
+		next := uint64(1)
+		timeRun = func(warmup int, period time.Duration, out []uint64) error {
+			err := pingpong.Ping(c, next, warmup, period, out)
+			next += uint64(warmup + len(out))
+			return err
+		}
+		cleanup = func() error { c.Close(); return nil }
+	case subjectGRPC:
+		stdin, stdinW, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		stdoutR, stdoutW, err := os.Pipe()
+		if err != nil {
+			stdin.Close()
+			stdinW.Close()
+			return err
+		}
+		p, err := startPeer(subjectGRPC, nil, r.cfg.peerIdle, stdin, stdoutW)
+		stdin.Close()
+		stdoutW.Close()
+		if err != nil {
+			stdinW.Close()
+			stdoutR.Close()
+			return err
+		}
+		stop := func() error { stdinW.Close(); err := p.wait(5 * time.Second); stdoutR.Close(); return err }
+		port, err := readPortLine(stdoutR, 10*time.Second)
+		if err != nil {
+			return errors.Join(err, stop())
+		}
+		g, err := dialGRPC(port)
+		if err != nil {
+			return errors.Join(err, stop())
+		}
+		timeRun = g.measure
+		cleanup = func() error { g.close(); return stop() }
+	default:
+		kind, err := pingpong.ParseKind(subject)
+		if err != nil {
+			return err
+		}
+		b, peerFile, err := pingpong.NewBaseline(kind)
+		if err != nil {
+			return err
+		}
+		p, err := startPeer(subject, peerFile, r.cfg.peerIdle, nil, nil)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		timeRun = b.Measure
+		cleanup = func() error {
+			b.Close() // stop flag / EOF: the peer exits by itself
+			return p.wait(3 * time.Second)
+		}
+	}
+
+	err := r.cadences(subject, timeRun, buf)
+	if cerr := cleanup(); err == nil && cerr != nil {
+		err = fmt.Errorf("stopping: %w", cerr)
+	}
+	return err
+}
+
+// cadences times subject back-to-back and then at one round trip per ms.
+func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, []uint64) error, buf []uint64) error {
+	out := buf[:r.cfg.n]
+	if err := timeRun(r.cfg.warmup, 0, out); err != nil {
+		return fmt.Errorf("back-to-back: %w", err)
+	}
+	r.report.BackToBack[subject] = summarize(out)
+	if r.cfg.perMsN > 0 {
+		out = buf[:r.cfg.perMsN]
+		if err := timeRun(r.cfg.perMsWarmup, perMsPeriod, out); err != nil {
+			return fmt.Errorf("per-ms: %w", err)
+		}
+		r.report.PerMs[subject] = summarize(out)
+	}
+	if r.manager != nil {
+		return r.manager.alive()
+	}
+	return nil
+}
+
+func (r *channelRun) connect(instance string) (*client.Client, error) {
+	c, err := client.Connect(client.Options{
+		SocketPath: r.manager.socket,
+		InstanceID: fmt.Sprintf("%s-%d", instance, os.Getpid()),
+		Role:       pingpong.RoleBench,
+		Spin:       r.cfg.clientSpin,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Manager at %s: %w", r.manager.socket, err)
+	}
+	return c, nil
+}
+
+// idleCPU holds idleSessions sessions open and returns the Manager's CPU
+// time over the window as a percentage of one core.
+func (r *channelRun) idleCPU() (float64, error) {
+	var clients []*client.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i := range idleSessions {
+		c, err := r.connect(fmt.Sprintf("orbitkv-bench-idle%d", i))
+		if err != nil {
+			return 0, err
+		}
+		clients = append(clients, c)
+	}
+	if r.manager.pid == 0 {
+		h, err := clients[0].Health()
+		if err != nil {
+			return 0, fmt.Errorf("asking the Manager for its pid: %w", err)
+		}
+		r.manager.pid = int(h.ManagerPID)
+	}
+	time.Sleep(idleSettle)
+	t0, err := cpuTicks(r.manager.pid)
+	if err != nil {
+		return 0, err
+	}
+	w0 := time.Now()
+	time.Sleep(r.cfg.idle)
+	t1, err := cpuTicks(r.manager.pid)
+	if err != nil {
+		return 0, err
+	}
+	r.idleWindow = time.Since(w0)
+	if err := r.manager.alive(); err != nil {
+		return 0, err
+	}
+	return cpuPercent(t1-t0, pingpong.ClockTicksPerSecond(), r.idleWindow), nil
+}
+
+// cpuPercent converts ticks of CPU time over wall into percent of one core.
+func cpuPercent(ticks uint64, ticksPerSecond int, wall time.Duration) float64 {
+	if ticksPerSecond <= 0 || wall <= 0 {
+		return 0
+	}
+	return float64(ticks) / float64(ticksPerSecond) / wall.Seconds() * 100
+}

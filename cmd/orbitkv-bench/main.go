@@ -1,0 +1,95 @@
+// Command orbitkv-bench runs OrbitKV's system benchmark suites. Each suite is
+// a subcommand with its own flags and a README under bench/ stating its
+// method:
+//
+//	orbitkv-bench channel   round-trip latency of Ping through liborbitkv
+//	                        beside raw shm spin, futex, UDS and gRPC baselines
+//
+// `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
+// flags. The hidden subcommand __peer is the other end of a baseline: the
+// bench re-executes itself to start it (never fork() from Go).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one subcommand of the dispatcher.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+	hidden  bool
+}
+
+func commands() []command {
+	return []command{
+		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
+		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},
+	}
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// dispatch runs the subcommand named by args[0] and returns the exit status:
+// 0 on success, 2 on a usage error, 1 on any other failure.
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, new(*usageError)):
+			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "orbitkv-bench: unknown suite %q\n", name)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: orbitkv-bench SUITE [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "suites:")
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "orbitkv-bench help SUITE prints a suite's flags; bench/README.md describes the suites.")
+}
+
+// usageError is a bad flag or argument; dispatch exits 2 on it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// manager is the Manager the bench talks to: started by the bench (cmd set)
+// or named by --socket.
+type manager struct {
+	socket  string
+	pid     int       // 0 until known (external: from the Health reply)
+	cmd     *exec.Cmd // nil for an external Manager
+	exited  chan error
+	tempDir string
+	logPath string
+	stopped sync.Once
+}
+
+// findManagerBin returns --manager-bin, else orbitkv-manager next to this
+// binary, else ./bin/orbitkv-manager.
+func findManagerBin(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	var tried []string
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "orbitkv-manager")
+		tried = append(tried, p)
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	p := filepath.Join("bin", "orbitkv-manager")
+	tried = append(tried, p)
+	if isExecutable(p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("no Manager binary (tried %s); build it (go build -o bin/ ./cmd/...) or pass --manager-bin or --socket",
+		strings.Join(tried, ", "))
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// startManager starts bin/orbitkv-manager on a temporary bootstrap socket
+// with --poll-mode and waits until the socket accepts connections.
+func startManager(cfg *channelConfig) (*manager, error) {
+	bin, err := findManagerBin(cfg.managerBin)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "orbitkv-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a temporary directory for the Manager: %w", err)
+	}
+	m := &manager{socket: filepath.Join(dir, "manager.sock"), tempDir: dir, logPath: filepath.Join(dir, "manager.log")}
+	logf, err := os.Create(m.logPath)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("creating the Manager log: %w", err)
+	}
+	defer logf.Close()
+	// --http-addr "": no loopback HTTP port that could collide with a
+	// Manager already running on this host; --manager-args come last and
+	// win (Go's flag package keeps the last value).
+	args := append([]string{"--bootstrap-socket", m.socket, "--poll-mode", cfg.pollMode, "--http-addr", ""}, cfg.managerArgs...)
+	m.cmd = exec.Command(bin, args...)
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	m.pid = m.cmd.Process.Pid
+	m.exited = make(chan error, 1)
+	go func() { m.exited <- m.cmd.Wait() }()
+	if err := m.waitAccepting(10 * time.Second); err != nil {
+		m.stop()
+		return nil, fmt.Errorf("%s %s: %w%s", bin, strings.Join(args, " "), err, m.logTail())
+	}
+	return m, nil
+}
+
+// waitAccepting polls the bootstrap socket until a connect succeeds.
+func (m *manager) waitAccepting(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case err := <-m.exited:
+			m.exited <- err
+			return fmt.Errorf("Manager exited before its socket accepted: %v", err)
+		default:
+		}
+		conn, err := net.DialTimeout("unix", m.socket, 100*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bootstrap socket %s did not accept within %v: %w", m.socket, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports an error if a Manager the bench started has exited.
+func (m *manager) alive() error {
+	if m.cmd == nil {
+		return nil
+	}
+	select {
+	case err := <-m.exited:
+		m.exited <- err
+		return fmt.Errorf("the Manager exited: %v%s", err, m.logTail())
+	default:
+		return nil
+	}
+}
+
+// stop ends a Manager the bench started: SIGTERM, then SIGKILL after 5 s,
+// and removes its temporary directory. An external Manager is left alone.
+// Safe to call more than once and from several goroutines.
+func (m *manager) stop() {
+	if m.cmd == nil {
+		return
+	}
+	m.stopped.Do(m.stopOnce)
+}
+
+func (m *manager) stopOnce() {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-m.exited:
+		m.exited <- err
+	case <-time.After(5 * time.Second):
+		_ = m.cmd.Process.Kill()
+		err := <-m.exited
+		m.exited <- err
+	}
+	os.RemoveAll(m.tempDir)
+}
+
+func (m *manager) logTail() string {
+	if m.logPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(m.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return "\nManager log (tail):\n" + string(b)
+}
+
+// cpuTicks returns utime+stime of process pid from /proc/PID/stat, in
+// clock ticks (sysconf(_SC_CLK_TCK) per second).
+func cpuTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of the Manager: %w", err)
+	}
+	return parseStatTicks(string(b))
+}
+
+// parseStatTicks extracts utime (field 14) + stime (field 15) of a
+// /proc/PID/stat line. The command name (field 2) is in parentheses and may
+// hold spaces or ')', so fields are counted after the last ')'.
+func parseStatTicks(stat string) (uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc/PID/stat: no ')'")
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state), so field k is f[k-3].
+	if len(f) < 13 {
+		return 0, fmt.Errorf("malformed /proc/PID/stat: %d fields after the name, want ≥ 13", len(f))
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("malformed /proc/PID/stat utime/stime: %w", err)
+	}
+	return u + s, nil
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+)
+
+// header describes the conditions of a run in one line.
+func (r *channelRun) header() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "orbitkv-bench channel: %d CPUs", runtime.NumCPU())
+	if m := cpuModel(); m != "" {
+		fmt.Fprintf(&b, " (%s)", m)
+	}
+	switch {
+	case r.manager == nil:
+	case r.manager.cmd != nil:
+		fmt.Fprintf(&b, ", Manager pid %d started by the bench, --poll-mode %s", r.manager.pid, r.cfg.pollMode)
+	default:
+		fmt.Fprintf(&b, ", Manager pid %d at %s", r.manager.pid, r.manager.socket)
+		if r.pollMode != "" {
+			fmt.Fprintf(&b, ", poll mode %s", r.pollMode)
+		}
+	}
+	fmt.Fprintf(&b, ", n=%d back-to-back, %d per ms", r.cfg.n, r.cfg.perMsN)
+	return b.String()
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo, or "".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// us formats nanoseconds as microseconds with 2 decimals.
+func us(ns uint64) string { return fmt.Sprintf("%.2f", float64(ns)/1000) }
+
+// ratio formats a/b as "12.34x" ("0.0012x" below 0.01, so a tiny ratio
+// does not print as zero), or "-" without a reference.
+func ratio(a, b uint64) string {
+	if b == 0 {
+		return "-"
+	}
+	r := float64(a) / float64(b)
+	if r < 0.01 {
+		return fmt.Sprintf("%.4fx", r)
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
+
+// writeTable prints the human-readable report: one row per subject and
+// cadence with the subject's p50 and p99 over orbitkv_ping's at the same
+// cadence, then the idle CPU and the issue's targets.
+func writeTable(w io.Writer, header string, rep *Report, subjects []string) error {
+	if header != "" {
+		fmt.Fprintln(w, header)
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "subject\tcadence\tp50 µs\tp99 µs\tp99.9 µs\tn\tp50 / orbitkv\tp99 / orbitkv\t")
+	for _, cad := range []struct {
+		name  string
+		stats map[string]Stats
+	}{{"back_to_back", rep.BackToBack}, {"per_ms", rep.PerMs}} {
+		ref, hasRef := cad.stats[subjectOrbitKV]
+		for _, s := range subjects {
+			st, ok := cad.stats[s]
+			if !ok {
+				continue
+			}
+			r50, r99 := "-", "-"
+			if hasRef {
+				r50, r99 = ratio(st.P50, ref.P50), ratio(st.P99, ref.P99)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", s, cad.name, us(st.P50), us(st.P99), us(st.P999), st.N, r50, r99)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if rep.IdleCPUPercent != nil {
+		fmt.Fprintf(w, "idle Manager CPU with %d sessions: %.2f%% of one core\n\n", idleSessions, *rep.IdleCPUPercent)
+	}
+	lines := targets(rep)
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "targets (issue 2):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range lines {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
+	}
+	return tw.Flush()
+}
+
+// target is one line of the issue's acceptance targets.
+type target struct {
+	name     string
+	measured string
+	ok       bool
+}
+
+func (t target) verdict() string {
+	if t.ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+// targets checks the issue's targets that the report has the numbers for.
+// Ratios compare p50 unless the name says otherwise.
+func targets(rep *Report) []target {
+	var out []target
+	b2b, perMs := rep.BackToBack, rep.PerMs
+	okv, hasOKV := b2b[subjectOrbitKV]
+	if hasOKV {
+		out = append(out,
+			target{"back-to-back orbitkv_ping p50 ≤ 2 µs", us(okv.P50) + " µs", okv.P50 <= 2000},
+			target{"back-to-back orbitkv_ping p99 ≤ 10 µs", us(okv.P99) + " µs", okv.P99 <= 10000})
+		if s, ok := b2b[subjectShmSpin]; ok && s.P50 > 0 {
+			out = append(out, target{"orbitkv_ping p50 within 10x of shm_spin", ratio(okv.P50, s.P50), okv.P50 <= 10*s.P50})
+		}
+		if s, ok := b2b[subjectUDS]; ok && okv.P50 > 0 {
+			out = append(out, target{"uds p50 ≥ 30x orbitkv_ping", ratio(s.P50, okv.P50), s.P50 >= 30*okv.P50})
+		}
+		if s, ok := b2b[subjectGRPC]; ok && okv.P50 > 0 {
+			out = append(out, target{"grpc p50 ≥ 100x orbitkv_ping", ratio(s.P50, okv.P50), s.P50 >= 100*okv.P50})
+		}
+	}
+	if o, ok := perMs[subjectOrbitKV]; ok {
+		if f, ok := perMs[subjectFutex]; ok && f.P50 > 0 && f.P99 > 0 {
+			out = append(out,
+				target{"per-ms orbitkv_ping p50 ≤ 1.1x futex", ratio(o.P50, f.P50), o.P50*10 <= f.P50*11},
+				target{"per-ms orbitkv_ping p99 ≤ 1.1x futex", ratio(o.P99, f.P99), o.P99*10 <= f.P99*11})
+		}
+	}
+	if rep.IdleCPUPercent != nil {
+		p := *rep.IdleCPUPercent
+		out = append(out, target{fmt.Sprintf("idle Manager, %d sessions, ≤ 1%% of a core", idleSessions), fmt.Sprintf("%.2f%%", p), p <= 1})
+	}
+	return out
+}
