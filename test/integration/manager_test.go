@@ -225,4 +225,3 @@ func TestPingAfterManagerDeathFailsFast(t *testing.T) {
 		t.Errorf("client error does not say the Manager exited:\n%s", c.out.String())
 	}
 }
-

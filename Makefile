@@ -1,0 +1,200 @@
+# Makefile — drives the whole OrbitKV build. `make help` lists the targets.
+#
+# Go builds the Manager and tools (cgo compiles the C it needs through unity
+# files in gocore/internal/native); CMake builds native/ (liborbitkv, C tests,
+# fuzzers) into build/. Every target that builds first runs scripts/deps.sh,
+# which installs missing Debian packages and does nothing when all are there.
+
+MAKEFLAGS += --no-print-directory
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := all
+
+export PATH := /usr/local/go/bin:$(PATH)
+export CGO_ENABLED := 1
+# Go caches cgo objects by the files in the package directory, but
+# gocore/internal/native compiles native/ through unity files that include
+# sources from outside it. A hash of native/ in CGO_CFLAGS (part of Go's cache
+# key) makes every edit there rebuild the package.
+NATIVE_HASH := $(shell cat $$(find native -name '*.[ch]' | LC_ALL=C sort) 2>/dev/null | sha256sum | cut -c1-16)
+export CGO_CFLAGS := -g -O2 -DOKV_NATIVE_HASH=$(NATIVE_HASH)
+
+GO          ?= go
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD       := build
+NATIVE_DIR  := $(BUILD)/native
+ASAN_DIR    := $(BUILD)/asan
+CLANG_DIR   := $(BUILD)/clang
+FUZZ_DIR    := $(BUILD)/fuzz
+
+# Go tests: every package under -race. GO_NORACE_PKGS (import paths) moves
+# packages too slow under the race detector to a plain run.
+GO_NORACE_PKGS ?=
+GO_TEST_FLAGS  ?= -count=1 -timeout=15m
+
+# Fuzzing: seconds per target (a trailing "s" is accepted: FUZZTIME=60s).
+FUZZTIME       ?= 60s
+SMOKE_FUZZTIME ?= 10s
+
+# Benchmark suites of orbitkv-bench that `make bench` runs, in order.
+BENCH_SUITES := channel
+
+# `make demo` runs this target; a later issue points it at the trace replay.
+DEMO_TARGET := demo-channel
+
+# Stages of `make test`, in order. An `e2e` target, once some Makefile part
+# defines it, runs last (see the test recipe).
+TEST_STAGES := lint test-go test-native test-asan test-clang fuzz-smoke check-generated
+
+MANAGER_ADDR := 127.0.0.1:7470
+MANAGER_SOCK := /tmp/orbitkv-$(subst :,-,$(MANAGER_ADDR)).sock
+
+# $(call cmake_build,DIR,CONFIGURE-PREFIX,CONFIGURE-ARGS[,TARGET]):
+# configure DIR once (CMake re-globs and reconfigures itself later), build.
+define cmake_build
+	test -f $(1)/CMakeCache.txt || $(2) cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(3)
+	cmake --build $(1) -j $(JOBS) $(if $(4),--target $(4))
+endef
+
+.PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
+	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-channel clean
+
+help: ## List the targets (this text)
+	@echo "OrbitKV — make targets:"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
+
+all: deps native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
+
+deps: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
+	@scripts/deps.sh
+
+native: deps ## Build liborbitkv (.so/.a) and the C tests into build/native
+	$(call cmake_build,$(NATIVE_DIR),,)
+
+go: deps ## Build the Go commands of cmd/ into bin/
+	$(if $(wildcard cmd/*/*.go),$(GO) build -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
+
+# ---- tests ------------------------------------------------------------------
+
+test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code
+	@failed=""; total=$$(date +%s); \
+	for stage in $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e); do \
+		start=$$(date +%s); echo "==> $$stage"; \
+		if $(MAKE) --no-print-directory $$stage; then \
+			echo "<== $$stage ok ($$(( $$(date +%s) - start ))s)"; \
+		else \
+			echo "<== $$stage FAILED ($$(( $$(date +%s) - start ))s)"; failed="$$failed $$stage"; \
+		fi; \
+	done; \
+	echo "make test: $$(( $$(date +%s) - total ))s"; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
+	echo "make test: all stages passed"
+
+lint: ## go vet and gofmt (gofmt -l must print nothing)
+	$(GO) vet ./...
+	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './$(BUILD)/*' | xargs -r gofmt -l); \
+	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
+
+test-go: ## Go tests with the race detector
+	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
+	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
+
+test-native: native ## C tests (ctest) of the normal build
+	ctest --test-dir $(NATIVE_DIR) --output-on-failure
+
+test-asan: deps ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan)
+	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --test-dir $(ASAN_DIR) --output-on-failure
+
+test-clang: deps ## Build native/ with clang (-Wall -Wextra -Werror) into build/clang
+	$(call cmake_build,$(CLANG_DIR),CC=clang,)
+
+# ---- fuzzing ----------------------------------------------------------------
+
+# $(call fuzz_all,SECONDS,CORPUS-MODE): every Go fuzz target (found with
+# `go test -list`) and every libFuzzer target for SECONDS each. CORPUS-MODE
+# "tmp": libFuzzer works on a temporary copy of the committed seeds,
+# native/fuzz/corpus/<name>/ or, without the fuzz_ prefix, corpus/<short>/;
+# "keep": on build/fuzz/corpus/<name>/, seeded from it and kept between runs.
+# Crash inputs land in build/fuzz/artifacts/<name>/ (Go keeps its crashers in
+# the package's testdata/fuzz/, to be committed as regression seeds).
+define fuzz_all
+	@secs=$(patsubst %s,%,$(1)); failed=""; \
+	pkgs=$$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=$(BUILD) '^func Fuzz[A-Z0-9_]' . \
+		| xargs -r -n1 dirname | sort -u || true); \
+	for pkg in $$pkgs; do \
+		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "==> go fuzz $$pkg $$fz ($${secs}s)"; \
+			$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" $$pkg || failed="$$failed $$fz"; \
+		done; \
+	done; \
+	for bin in $$(find $(FUZZ_DIR) -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort); do \
+		name=$$(basename $$bin); \
+		if [ "$(2)" = keep ]; then corpus=$(FUZZ_DIR)/corpus/$$name; mkdir -p $$corpus; \
+		else corpus=$$(mktemp -d); fi; \
+		seeds=native/fuzz/corpus/$$name; [ -d $$seeds ] || seeds=native/fuzz/corpus/$${name#fuzz_}; \
+		if [ -d $$seeds ]; then cp -r $$seeds/. $$corpus/; else echo "no seed corpus for $$name"; fi; \
+		mkdir -p $(FUZZ_DIR)/artifacts/$$name; \
+		echo "==> libFuzzer $$name ($${secs}s, corpus $$corpus)"; \
+		$$bin -max_total_time=$$secs -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_DIR)/artifacts/$$name/ $$corpus \
+			>$(FUZZ_DIR)/$$name.log 2>&1 || { tail -n 60 $(FUZZ_DIR)/$$name.log; failed="$$failed $$name"; }; \
+		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_DIR)/$$name.log || true; \
+		if [ "$(2)" != keep ]; then rm -rf $$corpus; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets failed:$$failed"; exit 1; fi
+endef
+
+fuzz-build: deps
+	$(call cmake_build,$(FUZZ_DIR),CC=clang,-DORBITKV_FUZZ=ON,orbitkv_fuzzers)
+
+fuzz-smoke: fuzz-build ## Each Go and libFuzzer fuzz target for SMOKE_FUZZTIME (10s)
+	$(call fuzz_all,$(SMOKE_FUZZTIME),tmp)
+
+fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer corpus kept in build/fuzz/corpus
+	$(call fuzz_all,$(FUZZTIME),keep)
+
+# ---- generated code ---------------------------------------------------------
+
+check-generated: deps ## Regenerate protobuf code and fail if it differs from what is committed
+	@if [ -x scripts/gen-proto.sh ]; then scripts/gen-proto.sh; else echo "no scripts/gen-proto.sh yet"; fi
+	@if ! git rev-parse --git-dir >/dev/null 2>&1; then echo "not a git checkout: diff skipped"; exit 0; fi; \
+	git diff --exit-code -- proto native/src/proto || \
+		{ echo "generated code differs from the committed version: run scripts/gen-proto.sh and commit"; exit 1; }; \
+	if [ -n "$$(git ls-files -- proto native/src/proto)" ]; then \
+		new=$$(git ls-files --others --exclude-standard -- proto native/src/proto); \
+		if [ -n "$$new" ]; then echo "generated files not committed:"; echo "$$new"; exit 1; fi; \
+	fi
+
+# ---- running ----------------------------------------------------------------
+
+bench: all ## Run the benchmark suites of bin/orbitkv-bench (see bench/README.md)
+	@for suite in $(BENCH_SUITES); do echo "==> orbitkv-bench $$suite"; bin/orbitkv-bench $$suite; done
+
+demo: $(DEMO_TARGET) ## Run the main job on embedded defaults
+
+# Starts the Manager on its embedded defaults, runs the channel benchmark
+# against its bootstrap socket, stops the Manager (also on failure). A
+# socket file left from an earlier run is not taken for the new Manager's:
+# the loop waits for a socket with a different inode.
+demo-channel: all
+	@log=$$(mktemp /tmp/orbitkv-demo.XXXXXX.log); \
+	old=$$(stat -c %i $(MANAGER_SOCK) 2>/dev/null || echo none); \
+	bin/orbitkv-manager >$$log 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true' EXIT; \
+	echo "==> orbitkv-manager pid $$pid on $(MANAGER_ADDR) (log $$log)"; \
+	for i in $$(seq 100); do \
+		[ -S $(MANAGER_SOCK) ] && [ "$$(stat -c %i $(MANAGER_SOCK))" != "$$old" ] && break; \
+		kill -0 $$pid 2>/dev/null || { echo "orbitkv-manager exited:"; cat $$log; exit 1; }; \
+		sleep 0.1; \
+	done; \
+	[ -S $(MANAGER_SOCK) ] || { echo "no socket $(MANAGER_SOCK) after 10s:"; cat $$log; exit 1; }; \
+	echo "==> orbitkv-bench channel --socket $(MANAGER_SOCK)"; \
+	bin/orbitkv-bench channel --socket $(MANAGER_SOCK); \
+	kill $$pid; wait $$pid || true; trap - EXIT; \
+	echo "==> orbitkv-manager stopped; its log:"; tail -n 20 $$log; rm -f $$log
+
+clean: ## Remove bin/ and build/
+	rm -rf bin $(BUILD)
