@@ -193,6 +193,11 @@ func (d *Dispatcher) Done() <-chan struct{} { return d.done }
 // Run serves the channel until Stop. Call it on its own goroutine; it locks
 // that goroutine to its OS thread.
 func (d *Dispatcher) Run() {
+	// The dispatcher sleeps holding its P (native.Server.Step); the rest of
+	// the Manager needs at least one more.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(d.done)

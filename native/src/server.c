@@ -6,6 +6,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ struct okvi_server {
 	uint64_t spin_window_ns;
 	uint64_t last_activity_ns; /* CLOCK_MONOTONIC of the last request/reply */
 	int cold;                  /* the last post had to wake a parked client */
+	int caller_parks;          /* return 0 instead of sleeping (see server.h) */
+	uint32_t park_seq;         /* seq value to FUTEX_WAIT on after such a return */
 	struct okvi_server_stats stats;
 	struct okv_slot **slots;   /* [OKV_MAX_SESSIONS], NULL = not attached */
 	uint64_t *seen_gen;        /* [OKV_MAX_SESSIONS], last generation observed */
@@ -192,6 +195,8 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 	if (max_events < 2 || nreplies < 0)
 		return -EINVAL;
 	s->stats.steps++;
+	if (s->caller_parks)
+		__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
 	okvi_server_post(s, replies, nreplies);
 	unsigned iter = 0;
 	for (;;) {
@@ -206,15 +211,43 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 			continue;
 		}
 		if (s->mode == OKVI_POLL_ADAPTIVE) {
-			okvi_cpu_relax();
-			if ((++iter & 63u) != 0)
+			if (s->cold) {
+				/* The client we just had to wake may be queued on this
+				 * very CPU (the kernel often places a wakee on the
+				 * waker's CPU): a plain spin would delay it by the whole
+				 * window. Yield while we wait instead; when nothing else
+				 * is runnable here, sched_yield returns at once. */
+				sched_yield();
+			} else {
+				okvi_cpu_relax();
+				if ((++iter & 63u) != 0)
+					continue;
+			}
+			if (okvi_now_ns() - s->last_activity_ns < s->spin_window_ns)
 				continue;
-			/* A client we just had to wake is not in a tight loop, and on a
-			 * small machine it may be queued on this very CPU: spinning
-			 * now would delay it by the whole window. Park at once. */
-			if (!s->cold && okvi_now_ns() - s->last_activity_ns < s->spin_window_ns)
-				continue;
+		}
+		if (s->caller_parks) {
+			/* Same Dekker handshake as park(), but the caller sleeps. */
+			uint32_t seq = __atomic_load_n(&s->db->seq, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&s->db->server_parked, 1u, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&s->db->summary, __ATOMIC_SEQ_CST) == 0) {
+				s->park_seq = seq;
+				s->stats.parks++;
+				return 0;
+			}
+			__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
+			continue;
 		}
 		park(s);
 	}
+}
+
+void okvi_server_set_caller_parks(struct okvi_server *s, int on)
+{
+	s->caller_parks = on ? 1 : 0;
+}
+
+uint32_t okvi_server_park_seq(const struct okvi_server *s)
+{
+	return s->park_seq;
 }

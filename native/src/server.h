@@ -87,11 +87,25 @@ void okvi_server_detach(struct okvi_server *s, uint32_t slot_index);
 
 /**
  * Post `nreplies` replies, then wait (per poll mode) until at least one event
- * is available, and return up to max_events of them (≥ 1). Requests that do
- * not fit stay pending for the next step. Returns the count or -EINVAL.
+ * is available, and return up to max_events of them (≥ 1; 0 only in
+ * caller-parks mode, see below). Requests that do not fit stay pending for
+ * the next step. Returns the count or -EINVAL.
  */
 int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 		     int nreplies, struct okvi_event *events, int max_events);
+
+/**
+ * Caller-parks mode: instead of sleeping in the kernel itself, a step that
+ * would park leaves server_parked set and returns 0; the caller then sleeps
+ * with FUTEX_WAIT on &db->seq for the value okvi_server_park_seq returns, and
+ * calls the next step when woken (which clears server_parked). The Go
+ * dispatcher uses this so the sleep happens outside a cgo call: Go's runtime
+ * wakes its sysmon thread whenever a long cgo call returns, an extra
+ * cross-CPU wakeup on every request that arrives at a parked Manager.
+ */
+void okvi_server_set_caller_parks(struct okvi_server *s, int on);
+/** The futex value for the caller's sleep after a step returned 0. */
+uint32_t okvi_server_park_seq(const struct okvi_server *s);
 
 /** Post replies without waiting for requests (used once at shutdown).
  *  Returns 0 or -EINVAL. */
