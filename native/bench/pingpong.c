@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "pingpong.h"
+#include "channel.h" /* okvi_cpu_relax, okvi_now_ns */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,24 +68,6 @@ struct okvb_chan {
 	uint8_t echo[OKVB_MSG_BYTES];
 };
 
-static inline void okvb_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#else
-	__asm__ __volatile__("" ::: "memory");
-#endif
-}
-
-static inline uint64_t okvb_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void okvb_ns_to_ts(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000ull);
@@ -114,7 +97,7 @@ int okvb_measure(okvb_fn fn, void *ctx, uint64_t n, uint64_t warmup,
 {
 	if (fn == NULL || (n > 0 && out == NULL))
 		return -EINVAL;
-	uint64_t tick = okvb_now_ns();
+	uint64_t tick = okvi_now_ns();
 	for (uint64_t i = 0; i < warmup + n; i++) {
 		if (period_ns > 0) {
 			tick += period_ns;
@@ -124,9 +107,9 @@ int okvb_measure(okvb_fn fn, void *ctx, uint64_t n, uint64_t warmup,
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 				;
 		}
-		uint64_t t0 = okvb_now_ns();
+		uint64_t t0 = okvi_now_ns();
 		int rc = fn(ctx);
-		uint64_t t1 = okvb_now_ns();
+		uint64_t t1 = okvi_now_ns();
 		if (rc != 0)
 			return rc;
 		if (i >= warmup)
@@ -234,9 +217,9 @@ static int okvb_rt_shm(struct okvb_chan *ch, int spin)
 		/* Acquire pairs with the peer's release store of resp.seq:
 		 * once we see seq, the response body is complete. */
 		while (__atomic_load_n(&shm->resp.seq, __ATOMIC_ACQUIRE) != seq) {
-			okvb_pause();
+			okvi_cpu_relax();
 			if ((++spins & 0xFFFFu) == 0) {
-				uint64_t now = okvb_now_ns();
+				uint64_t now = okvi_now_ns();
 				if (deadline == 0)
 					deadline = now + OKVB_RT_TIMEOUT_NS;
 				else if (now > deadline)
@@ -335,7 +318,7 @@ static int okvb_peer_check(pid_t parent_pid, uint64_t idle_since, uint64_t idle_
 {
 	if (getppid() != parent_pid)
 		return -ESRCH;
-	if (idle_ns > 0 && okvb_now_ns() - idle_since > idle_ns)
+	if (idle_ns > 0 && okvi_now_ns() - idle_since > idle_ns)
 		return -ETIMEDOUT;
 	return 0;
 }
@@ -345,14 +328,14 @@ static int okvb_peer_shm(struct okvb_shm *shm, int spin, pid_t parent_pid, uint6
 	/* Requests beyond the last one answered: the parent may have sent the
 	 * first request before this process started. */
 	uint32_t last = __atomic_load_n(&shm->resp.seq, __ATOMIC_RELAXED);
-	uint64_t idle_since = okvb_now_ns();
+	uint64_t idle_since = okvi_now_ns();
 	for (;;) {
 		uint32_t v;
 		unsigned spins = 0;
 		/* Acquire pairs with the parent's release store of req.seq. */
 		while ((v = __atomic_load_n(&shm->req.seq, __ATOMIC_ACQUIRE)) == last) {
 			if (spin) {
-				okvb_pause();
+				okvi_cpu_relax();
 				if ((++spins & 0xFFFFFu) != 0)
 					continue;
 			} else if (okvb_futex_wait(&shm->req.seq, last, OKVB_PEER_CHECK_NS) == 0 ||
@@ -373,7 +356,7 @@ static int okvb_peer_shm(struct okvb_shm *shm, int spin, pid_t parent_pid, uint6
 			okvb_futex_wake(&shm->resp.seq);
 		last = v;
 		/* After the response is published: off the parent's critical path. */
-		idle_since = okvb_now_ns();
+		idle_since = okvi_now_ns();
 	}
 }
 
@@ -383,7 +366,7 @@ static int okvb_peer_uds(int fd, pid_t parent_pid, uint64_t idle_ns)
 	if (rc != 0)
 		return rc;
 	uint8_t buf[OKVB_MSG_BYTES];
-	uint64_t idle_since = okvb_now_ns();
+	uint64_t idle_since = okvi_now_ns();
 	for (;;) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 		if (r == 0)
@@ -401,7 +384,7 @@ static int okvb_peer_uds(int fd, pid_t parent_pid, uint64_t idle_ns)
 		ssize_t w = send(fd, buf, (size_t)r, MSG_NOSIGNAL);
 		if (w < 0)
 			return errno == EPIPE ? 0 : -errno;
-		idle_since = okvb_now_ns();
+		idle_since = okvi_now_ns();
 	}
 }
 

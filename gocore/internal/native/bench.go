@@ -19,46 +19,6 @@ import (
 	"unsafe"
 )
 
-// BenchKind names one raw round-trip baseline of orbitkv-bench channel
-// (native/bench/pingpong.h; bench/channel/README.md states the method).
-type BenchKind int
-
-// The raw baselines. Values equal enum okvb_kind.
-const (
-	// BenchShmSpin: a 64-byte message each way on two cache lines of a
-	// shared memfd; both sides spin with a pause hint.
-	BenchShmSpin BenchKind = C.OKVB_SHM_SPIN
-	// BenchFutex: the same mapping; both sides sleep in FUTEX_WAIT on shared
-	// futexes and wake each other with FUTEX_WAKE, never spinning.
-	BenchFutex BenchKind = C.OKVB_FUTEX
-	// BenchUDS: blocking send/read of 64 bytes on a SOCK_SEQPACKET socketpair.
-	BenchUDS BenchKind = C.OKVB_UDS
-)
-
-// String returns the subject name used by orbitkv-bench ("shm_spin",
-// "futex", "uds").
-func (k BenchKind) String() string {
-	switch k {
-	case BenchShmSpin:
-		return "shm_spin"
-	case BenchFutex:
-		return "futex"
-	case BenchUDS:
-		return "uds"
-	}
-	return fmt.Sprintf("BenchKind(%d)", int(k))
-}
-
-// ParseBenchKind is the inverse of String.
-func ParseBenchKind(s string) (BenchKind, error) {
-	for _, k := range []BenchKind{BenchShmSpin, BenchFutex, BenchUDS} {
-		if k.String() == s {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown bench baseline %q (want shm_spin, futex or uds)", s)
-}
-
 // BenchPingPong is the parent's end of a raw baseline. It is not safe for
 // concurrent use.
 type BenchPingPong struct {

@@ -7,6 +7,7 @@ package native
 #include "orbitkv/abi.h"
 #include "orbitkv/client.h"
 #include "server.h"
+#include "pingpong.h"
 
 #define OKVL_OFF(t, f) offsetof(struct t, f)
 static const size_t okvl_values[] = {
@@ -43,7 +44,7 @@ static const long long okvl_enums[] = {
 	OKVI_POLL_SPIN, OKVI_POLL_ADAPTIVE, OKVI_POLL_PARK, OKVI_EV_REQUEST, OKVI_EV_CONTROL,
 	OKV_EPROTO, OKV_EVERSION, OKV_EREFUSED, OKV_ESTALE_SESSION, OKV_ESTALE_GENERATION,
 	OKV_EINVALID, OKV_ETIMEDOUT, OKV_EMANAGER_DIED, OKV_ECLOSED, OKV_EINTERNAL,
-	OKV_EUNSUPPORTED, OKV_EAPPLICATION,
+	OKV_EUNSUPPORTED, OKV_EAPPLICATION, OKVB_SHM_SPIN, OKVB_FUTEX, OKVB_UDS,
 };
 static long long okvl_enum(int i) { return okvl_enums[i]; }
 static int okvl_enum_count(void) { return (int)(sizeof(okvl_enums) / sizeof(okvl_enums[0])); }
@@ -116,6 +117,8 @@ var enumNames = []struct {
 	{"OKV_EMANAGER_DIED", CodeManagerDied}, {"OKV_ECLOSED", CodeClosed},
 	{"OKV_EINTERNAL", CodeInternal}, {"OKV_EUNSUPPORTED", CodeUnsupported},
 	{"OKV_EAPPLICATION", CodeApplication},
+	{"OKVB_SHM_SPIN", int64(BenchShmSpin)}, {"OKVB_FUTEX", int64(BenchFutex)},
+	{"OKVB_UDS", int64(BenchUDS)},
 }
 
 // EnumMismatches compares the Go constants of this package with the C enum
