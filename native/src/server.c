@@ -251,3 +251,8 @@ uint32_t okvi_server_park_seq(const struct okvi_server *s)
 {
 	return s->park_seq;
 }
+
+void okvi_server_park_wait(struct okvi_server *s)
+{
+	okvi_futex_wait(&s->db->seq, s->park_seq, 0);
+}

@@ -106,6 +106,9 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 void okvi_server_set_caller_parks(struct okvi_server *s, int on);
 /** The futex value for the caller's sleep after a step returned 0. */
 uint32_t okvi_server_park_seq(const struct okvi_server *s);
+/** The caller's sleep done in C (FUTEX_WAIT on &db->seq for park_seq, no
+ *  timeout): for callers that want to block inside a foreign call. */
+void okvi_server_park_wait(struct okvi_server *s);
 
 /** Post replies without waiting for requests (used once at shutdown).
  *  Returns 0 or -EINVAL. */

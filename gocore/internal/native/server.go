@@ -23,6 +23,11 @@ import (
 // checks it.
 const doorbellSeqOffset = 64
 
+// rawParkWindow bounds the dispatcher's raw (P-holding) futex sleep; see
+// Step. It covers a scheduler that asks once per step (about a millisecond)
+// and bounds how long a stop-the-world can wait for the dispatcher.
+const rawParkWindow = 2 * time.Millisecond
+
 // Server is the Manager's poll loop over one doorbell. It is owned by a
 // single dispatcher goroutine: every method except Ring must be called from
 // that goroutine only.
@@ -33,6 +38,7 @@ type Server struct {
 	replies  []Reply // C memory, len maxBatch
 	cEvents  *C.struct_okvi_event
 	cReplies *C.struct_okvi_reply
+	rawPark  unix.Timespec // rawParkWindow, for FUTEX_WAIT
 }
 
 // NewServer makes a poll loop over the doorbell mapping db (at least
@@ -59,6 +65,7 @@ func NewServer(db []byte, maxSessions uint32, mode PollMode, spinWindow time.Dur
 	C.okvi_server_set_caller_parks(s, 1)
 	return &Server{
 		s: s, db: cdb, cEvents: ev, cReplies: rp,
+		rawPark: unix.NsecToTimespec(rawParkWindow.Nanoseconds()),
 		events:  unsafe.Slice((*Event)(unsafe.Pointer(ev)), maxBatch),
 		replies: unsafe.Slice((*Reply)(unsafe.Pointer(rp)), maxBatch),
 	}, nil
@@ -91,17 +98,20 @@ func (s *Server) Detach(index uint32) { C.okvi_server_detach(s.s, C.uint32_t(ind
 
 // Step posts the first nReplies entries of Replies(), then waits (per poll
 // mode) until at least one event arrives, and returns the events. The
-// returned slice aliases C memory and is valid until the next Step. One cgo
-// crossing; no allocation.
+// returned slice aliases C memory and is valid until the next Step. No
+// allocation.
 //
-// When the poll mode says to park, the goroutine sleeps on the doorbell
-// futex with a raw system call rather than inside the cgo call: a long cgo
-// call gives up its P, and taking it back wakes the runtime's sysmon thread
-// (strace shows one futex wake and one 20 µs nanosleep per request), which
-// costs every request that reaches a parked Manager a cross-CPU wakeup. The
-// raw sleep keeps the P, so GOMAXPROCS must be at least 2 (Dispatcher.Run
-// ensures it); sysmon's preemption signal interrupts the sleep (EINTR) at
-// most every 10 ms and Step simply parks again.
+// Parking happens in two stages. First the goroutine sleeps on the doorbell
+// futex with a raw system call for at most rawParkWindow: a long cgo call
+// gives up its P, and taking it back wakes the runtime's sysmon thread
+// (strace showed one futex wake and one 20 µs nanosleep per request), an
+// extra cross-CPU wakeup for every request that reaches a parked Manager.
+// The raw sleep keeps the P, so GOMAXPROCS must be at least 2
+// (Dispatcher.Run ensures it). Go's signal handlers restart the futex after a
+// preemption signal (SA_RESTART), so a raw sleep never returns for the
+// runtime: it must stay short, or a stop-the-world (and every goroutine with
+// it) would wait for the next request. After rawParkWindow the goroutine
+// sleeps inside a cgo call instead, where the runtime can take its P.
 func (s *Server) Step(nReplies int) []Event {
 	for {
 		n := C.okvi_server_step(s.s, s.cReplies, C.int(nReplies), s.cEvents, C.int(len(s.events)))
@@ -115,10 +125,13 @@ func (s *Server) Step(nReplies int) []Event {
 		nReplies = 0
 		seq := uint32(C.okvi_server_park_seq(s.s))
 		// FUTEX_WAIT (shared: the word is in a MAP_SHARED memfd) on the
-		// doorbell's seq (abi.h offset 64), no timeout. EAGAIN (value
-		// changed) and EINTR (signal) both mean: step again.
-		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.db))+doorbellSeqOffset,
-			0 /* FUTEX_WAIT */, uintptr(seq), 0, 0, 0)
+		// doorbell's seq (abi.h offset 64). EAGAIN (value changed) and a
+		// wake both mean: step again.
+		_, _, errno := unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.db))+doorbellSeqOffset,
+			0 /* FUTEX_WAIT */, uintptr(seq), uintptr(unsafe.Pointer(&s.rawPark)), 0, 0)
+		if errno == unix.ETIMEDOUT {
+			C.okvi_server_park_wait(s.s)
+		}
 	}
 }
 
