@@ -103,6 +103,50 @@ func newLogger(c *config) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 }
 
+// settings are the validated flag values.
+type settings struct {
+	mode        channel.PollMode
+	descBytes   uint32
+	socket      string
+	maxSessions uint32
+}
+
+// validate checks every flag against its limit; each error names the flag.
+func validate(c *config) (*settings, error) {
+	st := &settings{}
+	var err error
+	if st.mode, err = channel.ParsePollMode(c.pollMode); err != nil {
+		return nil, fmt.Errorf("--poll-mode: %w", err)
+	}
+	if c.spinWindow < 0 || c.spinWindow > time.Second {
+		return nil, fmt.Errorf("--spin-window %v: want 0..1s", c.spinWindow)
+	}
+	if c.maxSessions < 1 || c.maxSessions > abi.ControlSlot {
+		return nil, fmt.Errorf("--max-sessions %d: want 1..%d", c.maxSessions, abi.ControlSlot)
+	}
+	st.maxSessions = uint32(c.maxSessions)
+	desc, err := humanize.ParseBytes(c.descBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--desc-bytes %q: not a size (examples: 64KiB, 1MiB; KiB = 1024 bytes, kB = 1000)", c.descBytes)
+	}
+	if desc < 4096 || desc > 64<<20 || desc%4096 != 0 {
+		return nil, fmt.Errorf("--desc-bytes %s (%d bytes): want a multiple of 4KiB in 4KiB..64MiB", c.descBytes, desc)
+	}
+	st.descBytes = uint32(desc)
+	if c.helloTimeout <= 0 || c.helloTimeout > time.Minute {
+		return nil, fmt.Errorf("--hello-timeout %v: want more than 0 and at most 1m", c.helloTimeout)
+	}
+	st.socket = c.socket
+	if st.socket == "" {
+		if st.socket, err = lifecycle.SocketPath(c.listen); err != nil {
+			return nil, fmt.Errorf("--listen %q: %w", c.listen, err)
+		}
+	} else if len(st.socket) > lifecycle.MaxSocketPath {
+		return nil, fmt.Errorf("--bootstrap-socket: path is %d bytes, the limit for a Unix socket is %d", len(st.socket), lifecycle.MaxSocketPath)
+	}
+	return st, nil
+}
+
 func main() {
 	c, _, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
@@ -121,7 +165,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
 		os.Exit(2)
 	}
-	if err := run(c, log); err != nil {
+	st, err := validate(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
+		os.Exit(2)
+	}
+	if err := run(c, st, log); err != nil {
 		log.Error("manager failed", slog.Any("err", err))
 		os.Exit(1)
 	}
@@ -135,30 +184,14 @@ func randomEpoch() (uint64, [16]byte) {
 	return binary.LittleEndian.Uint64(b[:8]) | 1, id // nonzero
 }
 
-func run(c *config, log *slog.Logger) error {
-	mode, err := channel.ParsePollMode(c.pollMode)
-	if err != nil {
-		return fmt.Errorf("--poll-mode: %w", err)
-	}
-	desc, err := humanize.ParseBytes(c.descBytes)
-	if err != nil {
-		return fmt.Errorf("--desc-bytes %q: %w", c.descBytes, err)
-	}
-	if desc > 64<<20 {
-		return fmt.Errorf("--desc-bytes %s: limit is 64MiB", c.descBytes)
-	}
-	path := c.socket
-	if path == "" {
-		if path, err = lifecycle.SocketPath(c.listen); err != nil {
-			return fmt.Errorf("--listen: %w", err)
-		}
-	}
+func run(c *config, st *settings, log *slog.Logger) error {
+	mode, path := st.mode, st.socket
 	epoch, serviceID := randomEpoch()
-	table, err := session.NewTable(session.Spec{Epoch: epoch, MaxSessions: uint32(c.maxSessions), DescCapacity: uint32(desc)})
+	table, err := session.NewTable(session.Spec{Epoch: epoch, MaxSessions: st.maxSessions, DescCapacity: st.descBytes})
 	if err != nil {
 		return err
 	}
-	disp, err := channel.New(channel.Spec{Epoch: epoch, MaxSessions: uint32(c.maxSessions),
+	disp, err := channel.New(channel.Spec{Epoch: epoch, MaxSessions: st.maxSessions,
 		PollMode: mode, SpinWindow: c.spinWindow, Logger: log})
 	if err != nil {
 		return err
@@ -174,7 +207,7 @@ func run(c *config, log *slog.Logger) error {
 		disp.Stop()
 		<-disp.Done()
 		disp.Close()
-		return err
+		return fmt.Errorf("--bootstrap-socket %s: %w", path, err)
 	}
 	var httpSrv *httpServer
 	if c.httpAddr != "" {
@@ -189,7 +222,7 @@ func run(c *config, log *slog.Logger) error {
 	log.Info("orbitkv-manager serving", slog.String("socket", path), slog.String("poll_mode", mode.String()),
 		slog.Duration("spin_window", c.spinWindow), slog.String("http", c.httpAddr),
 		slog.Uint64("epoch", epoch), slog.Uint64("max_sessions", uint64(c.maxSessions)),
-		slog.String("desc_bytes", humanize.IBytes(desc)), slog.String("version", version))
+		slog.String("desc_bytes", humanize.IBytes(uint64(st.descBytes))), slog.String("version", version))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -38,6 +38,8 @@ type Server struct {
 	uid uint32
 	pid uint32
 
+	refusals refusalLog // rate limit for refusal log lines
+
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
@@ -181,7 +183,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 	log := s.log.With(slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)))
 	if cred.Uid != s.uid {
 		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.Uid, s.uid)
-		log.Warn("bootstrap refused", slog.String("field", "uid"), slog.String("detail", msg))
+		s.refusals.warn(log, "uid", slog.String("detail", msg))
 		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil)
 		return nil, errors.New(msg)
 	}
@@ -193,7 +195,13 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			detail = fmt.Sprintf("no hello within %v (got %d of %d bytes)", s.cfg.HelloTimeout, n, abi.HelloSize)
 		}
-		log.Warn("bootstrap refused", slog.String("field", "hello"), slog.String("detail", detail))
+		if n == 0 && errors.Is(err, io.EOF) {
+			// Connected and closed without a byte: a liveness probe (for
+			// example another Manager checking the path), not an attack.
+			log.Debug("bootstrap connection closed before its hello")
+			return nil, errors.New(detail)
+		}
+		s.refusals.warn(log, "hello", slog.String("detail", detail))
 		return nil, errors.New(detail)
 	}
 	c.SetReadDeadline(time.Time{})
@@ -201,7 +209,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 	if err != nil {
 		var he *abi.HelloError
 		errors.As(err, &he)
-		log.Warn("bootstrap refused", slog.String("field", he.Field), slog.String("detail", he.Detail))
+		s.refusals.warn(log, he.Field, slog.String("detail", he.Detail))
 		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil)
 		return nil, err
 	}
@@ -212,12 +220,12 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		if errors.Is(err, session.ErrFull) {
 			st = abi.BootFull
 		}
-		log.Warn("bootstrap refused", slog.String("field", "session"), slog.Any("err", err))
+		s.refusals.warn(log, "session", slog.Any("err", err))
 		s.writeReply(c, abi.RefusedReply(st, err.Error()), nil)
 		return nil, err
 	}
 	if err := s.cfg.Dispatcher.Attach(sess); err != nil {
-		log.Warn("bootstrap refused", slog.String("field", "session"), slog.Any("err", err))
+		s.refusals.warn(log, "session", slog.Any("err", err))
 		s.cfg.Table.Close(sess)
 		s.writeReply(c, abi.RefusedReply(abi.BootInternal, err.Error()), nil)
 		return nil, err

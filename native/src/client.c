@@ -137,29 +137,73 @@ static void client_free(okv_client *c)
 	free(c);
 }
 
-static int open_socket(const struct okv_connect_options *o, okv_client *c)
+/* Hint for a failed connect(2) on the bootstrap socket. */
+static const char *connect_hint(int err)
+{
+	switch (err) {
+	case ENOENT:
+	case ECONNREFUSED:
+		return "is orbitkv-manager running at this path?";
+	case EACCES:
+	case EPERM:
+		return "the socket is mode 0600: connect as the Manager's user";
+	case EAGAIN:
+		return "the Manager is not accepting connections";
+	default:
+		return "";
+	}
+}
+
+/*
+ * Connect within the deadline: a Unix stream connect(2) blocks while the
+ * listener's backlog is full (a Manager that stopped accepting), so connect
+ * non-blocking and retry EAGAIN until the deadline (unix(7): "EAGAIN ... the
+ * backlog of the listening socket is full").
+ */
+static int open_socket(const struct okv_connect_options *o, okv_client *c, uint64_t deadline)
 {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	if (o->socket_path) {
-		if (strlen(o->socket_path) >= sizeof(path))
+		if (strlen(o->socket_path) >= sizeof(path)) {
+			snprintf(c->last_error, sizeof(c->last_error),
+				 "socket path is %zu bytes, the limit is %zu", strlen(o->socket_path),
+				 sizeof(path) - 1);
 			return -ENAMETOOLONG;
+		}
 		strcpy(path, o->socket_path);
 	} else {
-		int rc = okv_socket_path(o->manager_addr ? o->manager_addr : "127.0.0.1:7470",
-					 path, sizeof(path));
-		if (rc < 0)
+		const char *addr = o->manager_addr ? o->manager_addr : "127.0.0.1:7470";
+		int rc = okv_socket_path(addr, path, sizeof(path));
+		if (rc < 0) {
+			snprintf(c->last_error, sizeof(c->last_error),
+				 "manager address \"%.64s\" is not host:port with a port 0..65535", addr);
 			return rc;
+		}
 	}
-	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->sock < 0)
 		return -errno;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
-		set_err(c, "connect %s", path);
-		return e;
+	for (;;) {
+		if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			break;
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if (e == EAGAIN && okvi_now_ns() < deadline) {
+			struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 }; /* 1 ms */
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		snprintf(c->last_error, sizeof(c->last_error), "connect %s: %s%s%s", path,
+			 strerror(e), *connect_hint(e) ? "; " : "", connect_hint(e));
+		return e == EAGAIN ? OKV_ETIMEDOUT : -e;
 	}
+	/* The rest of the protocol uses blocking I/O with poll(2) deadlines. */
+	int fl = fcntl(c->sock, F_GETFL);
+	if (fl < 0 || fcntl(c->sock, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return -errno;
 	return 0;
 }
 
@@ -203,7 +247,8 @@ static int adopt_fds(okv_client *c, const int fds[3])
 
 static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 {
-	int rc = open_socket(o, c);
+	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	int rc = open_socket(o, c, deadline);
 	if (rc)
 		return rc;
 	struct ucred cred;
@@ -247,8 +292,11 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 				      c->last_error, sizeof(c->last_error));
 }
 
-int okv_connect(const struct okv_connect_options *opts, okv_client **out)
+int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
+		    char *err, size_t errlen)
 {
+	if (err && errlen)
+		err[0] = 0;
 	if (!opts || !out)
 		return -EINVAL;
 	*out = NULL;
@@ -260,11 +308,18 @@ int okv_connect(const struct okv_connect_options *opts, okv_client **out)
 	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : OKV_DEFAULT_TIMEOUT_MS;
 	int rc = connect_steps(opts, c);
 	if (rc) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s", c->last_error);
 		client_free(c);
 		return rc;
 	}
 	*out = c;
 	return 0;
+}
+
+int okv_connect(const struct okv_connect_options *opts, okv_client **out)
+{
+	return okv_connect_err(opts, out, NULL, 0);
 }
 
 /* Called between park rounds: is the Manager process still alive? */

@@ -44,8 +44,11 @@ func Connect(o ConnectOptions) (*Client, error) {
 	co.spin_ns = C.uint32_t(o.Spin.Nanoseconds())
 	co.timeout_ms = C.uint32_t(o.Timeout.Milliseconds())
 	var c *C.okv_client
-	if rc := C.okv_connect(&co, &c); rc != 0 {
-		return nil, newClientError(nil, rc)
+	var reason [512]C.char
+	if rc := C.okv_connect_err(&co, &c, &reason[0], C.size_t(len(reason))); rc != 0 {
+		e := newClientError(nil, rc).(*ClientError)
+		e.Detail = C.GoString(&reason[0])
+		return nil, e
 	}
 	return &Client{c: c}, nil
 }

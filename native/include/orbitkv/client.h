@@ -88,6 +88,17 @@ struct okv_health {
 int okv_connect(const struct okv_connect_options *opts, okv_client **out);
 
 /**
+ * okv_connect that also explains a failure: on a nonzero return, err (if not
+ * NULL) holds a NUL-terminated reason of at most errlen - 1 bytes, such as the
+ * Manager's refusal text ("peer uid 1000 differs from the Manager's uid 0"),
+ * the socket path and a hint for a failed connect(2), or the field of the
+ * bootstrap reply that was malformed. The whole call, connect(2) included,
+ * is bounded by timeout_ms.
+ */
+int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
+		    char *err, size_t errlen);
+
+/**
  * Round trip a Ping through the shared-memory channel; *echo receives the
  * Manager's copy of `value` (may be NULL). Spins up to spin_ns, then parks on
  * the response futex; checks the Manager's pidfd while parked.
