@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -64,6 +65,7 @@ type config struct {
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("orbitkv-manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // main prints errors and, for --help, the usage
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -71,7 +73,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; the bootstrap socket path /tmp/orbitkv-<host>-<port>.sock is derived from it (no TCP port is opened in this build)")
 	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
 	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
-	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration`, 0..1s)")
+	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration` with a unit, e.g. 50us; 0..1s)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
@@ -148,12 +150,14 @@ func validate(c *config) (*settings, error) {
 }
 
 func main() {
-	c, _, err := parseFlags(os.Args[1:])
+	c, fs, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fs.Usage()
 		os.Exit(0)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
+		fmt.Fprintf(os.Stderr, "orbitkv-manager: %v\nRun 'orbitkv-manager --help' for the flags.\n", err)
 		os.Exit(2)
 	}
 	if c.showVersion {
