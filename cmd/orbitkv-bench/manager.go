@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,31 +23,7 @@ type manager struct {
 	exited  chan error
 	tempDir string
 	logPath string
-	stderr  *tailBuffer // last bytes of a started Manager's stderr
 	stopped sync.Once
-}
-
-// tailBuffer keeps the last max bytes written to it; safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 // quoteCommand renders bin and args as a shell-like command line, quoting
@@ -115,10 +90,10 @@ func startManager(cfg *channelConfig) (*manager, error) {
 	// win (Go's flag package keeps the last value).
 	args := append([]string{"--bootstrap-socket", m.socket, "--poll-mode", cfg.pollMode, "--http-addr", ""}, cfg.managerArgs...)
 	m.cmd = exec.Command(bin, args...)
-	// The log gets both streams; stderr is also kept in memory (last 4 KiB)
-	// so a Manager that exits at once can explain why in the bench's error.
-	m.stderr = &tailBuffer{max: 4096}
-	m.cmd.Stdout, m.cmd.Stderr = logf, io.MultiWriter(logf, m.stderr)
+	// Both streams go straight to the log file (the child gets the fd): no
+	// pipe, so nothing in the bench can make the Manager's writes fail with
+	// EPIPE (SIGPIPE for a Go program writing to stderr).
+	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -128,8 +103,9 @@ func startManager(cfg *channelConfig) (*manager, error) {
 	m.exited = make(chan error, 1)
 	go func() { m.exited <- m.cmd.Wait() }()
 	if err := m.waitAccepting(10 * time.Second); err != nil {
+		tail := m.logTail() // before stop removes the log
 		m.stop()
-		return nil, fmt.Errorf("%s: %w%s", quoteCommand(bin, args), err, m.stderrTail())
+		return nil, fmt.Errorf("%s: %w%s", quoteCommand(bin, args), err, tail)
 	}
 	return m, nil
 }
@@ -191,25 +167,6 @@ func (m *manager) stopOnce() {
 		m.exited <- err
 	}
 	os.RemoveAll(m.tempDir)
-}
-
-// stderrTail returns the last lines of a started Manager's stderr (at most
-// 4 KiB, the first partial line dropped), or "".
-func (m *manager) stderrTail() string {
-	if m.stderr == nil {
-		return ""
-	}
-	s := m.stderr.String()
-	if len(s) == m.stderr.max {
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return ""
-	}
-	return "\nManager stderr (last lines):\n" + s
 }
 
 func (m *manager) logTail() string {
