@@ -193,7 +193,9 @@ demo-channel: all
 	[ -S $(MANAGER_SOCK) ] || { echo "no socket $(MANAGER_SOCK) after 10s:"; cat $$log; exit 1; }; \
 	echo "==> orbitkv-bench channel --socket $(MANAGER_SOCK)"; \
 	bin/orbitkv-bench channel --socket $(MANAGER_SOCK); \
-	kill $$pid; wait $$pid || true; trap - EXIT; \
+	kill $$pid; for i in $$(seq 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+	kill -0 $$pid 2>/dev/null && { echo "orbitkv-manager did not stop within 10s of SIGTERM; killing it"; kill -9 $$pid; }; \
+	wait $$pid || true; trap - EXIT; \
 	echo "==> orbitkv-manager stopped; its log:"; tail -n 20 $$log; rm -f $$log
 
 clean: ## Remove bin/ and build/
