@@ -120,8 +120,8 @@ func parseArgs(args []string) (config, error) {
 	if c.version {
 		return c, nil
 	}
-	if c.timeout < time.Millisecond {
-		return c, fmt.Errorf("--timeout must be >= 1ms (got %v)", c.timeout)
+	if c.timeout < time.Millisecond || c.timeout > time.Hour {
+		return c, fmt.Errorf("--timeout must be between 1ms and 1h (got %v)", c.timeout)
 	}
 	if g.NArg() == 0 {
 		return c, errors.New("no subcommand (want health or ping)")

@@ -255,7 +255,7 @@ func TestRegisterBuffersWithAMemfd(t *testing.T) {
 	}
 	sessions := h.table.Sessions()
 	if len(sessions) != 1 || sessions[0].BufferCount() != 2 || !sessions[0].Registered() ||
-		sessions[0].Peer.InstanceID != "engine-7" || sessions[0].Peer.UID != uint32(os.Getuid()) {
+		sessions[0].InstanceID() != "engine-7" || sessions[0].Peer.UID != uint32(os.Getuid()) {
 		t.Fatalf("session state after RegisterBuffers: %+v", sessions)
 	}
 	// The Manager holds its own duplicate: closing ours leaves the buffer.

@@ -167,7 +167,7 @@ func (s *Server) serveConn(cn *conn) {
 		s.cfg.Dispatcher.Detach(sess)
 		s.cfg.Table.Close(sess)
 		s.log.Info("session closed", slog.Uint64("slot", uint64(sess.Index)),
-			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.Peer.InstanceID),
+			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.InstanceID()),
 			slog.Duration("age", time.Since(start)), slog.Int("sessions", s.cfg.Table.Len()))
 	}()
 	s.frameLoop(cn)

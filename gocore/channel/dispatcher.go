@@ -144,18 +144,16 @@ func (d *Dispatcher) Requests() uint64 { return d.requests.Load() }
 // Invalid returns how many channel requests were refused as invalid or stale.
 func (d *Dispatcher) Invalid() uint64 { return d.invalid.Load() }
 
-// PollMode returns the configured poll mode.
-func (d *Dispatcher) PollMode() PollMode { return d.spec.PollMode }
-
 // Attach makes the dispatcher serve s. It returns once the dispatcher has
-// applied it (the dispatcher must be running), or ErrStopped.
+// applied it (Run must have been started): nil, ErrStopped, or an error
+// wrapping native.ErrBadSlot for an index out of range or already attached.
 func (d *Dispatcher) Attach(s *session.Session) error {
 	return d.control(controlOp{attach: s})
 }
 
 // Detach stops serving s and records its last accepted generation. When it
-// returns the dispatcher no longer touches s's slot mapping. After the
-// dispatcher stopped it returns at once (the loop is gone).
+// returns the dispatcher no longer touches s's slot mapping: either it
+// applied the detach, or Run has returned. Run must have been started.
 func (d *Dispatcher) Detach(s *session.Session) {
 	d.control(controlOp{detach: s})
 }
@@ -165,6 +163,9 @@ func (d *Dispatcher) control(op controlOp) error {
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()
+		// Run may not have seen the stop yet and may still read slots:
+		// wait until it has returned, so a detached slot can be unmapped.
+		<-d.done
 		return ErrStopped
 	}
 	d.ops = append(d.ops, op)

@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A parked dispatcher must not hold up the Go runtime: a stop-the-world
@@ -54,5 +56,28 @@ func gcWhileParked(t *testing.T, mode string) {
 	time.Sleep(50 * time.Millisecond) // let it park
 	for i := 0; i < 3; i++ {
 		runtime.GC()
+	}
+}
+
+// The park flag sits in the doorbell, which every client can write. A
+// client that clears it must not keep the Manager's own control events
+// (here: Stop) from waking the dispatcher.
+func TestStopWakesADispatcherWhoseParkFlagAClientCleared(t *testing.T) {
+	d := newTestDispatcher(t)
+	go d.Run()
+	time.Sleep(30 * time.Millisecond) // parked, past the raw window
+	const serverParkedOffset = 128    // abi.h struct okv_doorbell.server_parked
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&d.db[serverParkedOffset])), 0)
+	t0 := time.Now()
+	d.Stop()
+	select {
+	case <-d.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("dispatcher did not stop within 5 s")
+	}
+	// The 100 ms park bound would also end the sleep; the control ring must
+	// not need it.
+	if dt := time.Since(t0); dt > 50*time.Millisecond {
+		t.Errorf("Stop took %v with the park flag cleared, want a direct wakeup", dt)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"google.golang.org/protobuf/proto"
@@ -92,26 +93,39 @@ func readFrame(r msgReader, epoch uint64) (Frame, error) {
 		closeFiles(files)
 		return Frame{}, err
 	}
-	if err := readFull(r, hdr[:], oob, &files, "header"); err != nil {
+	if err := readFull(r, hdr[:], oob, &files, "header", 0, HeaderSize); err != nil {
 		return fail(err)
 	}
 	h, err := DecodeHeader(hdr[:], epoch)
 	if err != nil {
 		return fail(err)
 	}
-	// Length is validated (<= MaxBody) before this allocation.
-	body := make([]byte, h.Length)
-	if err := readFull(r, body, oob, &files, "body"); err != nil {
-		return fail(err)
+	// Length is validated (<= MaxBody), and the body grows as its bytes
+	// arrive (bodyChunk at a time): a peer that announces 16 MiB and stalls
+	// pins only what it actually sent.
+	total := int(h.Length)
+	body := make([]byte, 0, min(total, bodyChunk))
+	for len(body) < total {
+		n := min(total-len(body), bodyChunk)
+		body = slices.Grow(body, n)
+		if err := readFull(r, body[len(body):len(body)+n], oob, &files, "body", len(body), total); err != nil {
+			return fail(err)
+		}
+		body = body[:len(body)+n]
 	}
 	return Frame{Header: h, Body: body, Files: files}, nil
 }
 
-// readFull reads len(b) bytes, appending received fds to *files. It
-// returns plain io.EOF when the stream ends before the first header byte, a
-// truncation error naming part when it ends later, a malformed error for bad
-// or excess control data, and the reader's error otherwise.
-func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string) error {
+// bodyChunk is the step in which ReadFrame grows a body buffer.
+const bodyChunk = 64 << 10
+
+// readFull reads len(b) bytes, appending received fds to *files. b is the
+// part of a header or body that starts after `before` of its `total` bytes
+// (for error messages). It returns plain io.EOF when the stream ends before
+// the first header byte, a truncation error naming part when it ends later,
+// a malformed error for bad or excess control data, and the reader's error
+// otherwise.
+func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string, before, total int) error {
 	got := 0
 	for got < len(b) {
 		n, oobn, flags, _, err := r.ReadMsgUnix(b[got:], oob)
@@ -129,19 +143,19 @@ func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string) error 
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				if got == 0 && part == "header" {
+				if got == 0 && before == 0 && part == "header" {
 					return io.EOF
 				}
-				return fmt.Errorf("lifecycle: frame %s ends after %d of %d bytes: %w", part, got, len(b), errTruncated)
+				return fmt.Errorf("lifecycle: frame %s ends after %d of %d bytes: %w", part, before+got, total, errTruncated)
 			}
 			return fmt.Errorf("lifecycle: reading frame %s: %w", part, err)
 		}
 		if n == 0 {
 			// A stream read of zero bytes without error is end of stream.
-			if got == 0 && part == "header" {
+			if got == 0 && before == 0 && part == "header" {
 				return io.EOF
 			}
-			return fmt.Errorf("lifecycle: frame %s ends after %d of %d bytes: %w", part, got, len(b), errTruncated)
+			return fmt.Errorf("lifecycle: frame %s ends after %d of %d bytes: %w", part, before+got, total, errTruncated)
 		}
 	}
 	return nil

@@ -50,9 +50,9 @@ type Buffer struct {
 	File      *os.File // nil for the CUDA backend
 	Offset    uint64   // bytes into File
 	Bytes     uint64   // region length in bytes
-	Layers    uint32
-	PageBytes uint64
-	PageCount uint64
+	Layers    uint32   // KV layers in the region
+	PageBytes uint64   // bytes of one page of one layer
+	PageCount uint64   // pages per layer
 	CUDAIPC   []byte
 	Device    uint32
 }
@@ -75,6 +75,7 @@ type Session struct {
 
 	mu         sync.Mutex
 	registered bool
+	instanceID string // from RegisterInstance; Peer.InstanceID is the hello's
 	buffers    []Buffer
 }
 
@@ -103,9 +104,18 @@ func (s *Session) MarkRegistered(instanceID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.registered = true
-	if instanceID != "" {
-		s.Peer.InstanceID = instanceID
+	s.instanceID = instanceID
+}
+
+// InstanceID is the id from RegisterInstance, or the hello's when the
+// session has not registered one.
+func (s *Session) InstanceID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.instanceID != "" {
+		return s.instanceID
 	}
+	return s.Peer.InstanceID
 }
 
 // Registered reports whether RegisterInstance succeeded.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +21,6 @@ type Table struct {
 	free    []uint32 // free indexes, lowest last
 	highGen []uint64 // per index: highest generation any session used
 	live    map[uint32]*Session
-	count   atomic.Int32
 }
 
 // NewTable validates spec and makes an empty table.
@@ -41,7 +39,11 @@ func NewTable(spec Spec) (*Table, error) {
 func (t *Table) Spec() Spec { return t.spec }
 
 // Len returns the number of live sessions.
-func (t *Table) Len() int { return int(t.count.Load()) }
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}
 
 // Sessions returns a snapshot of the live sessions.
 func (t *Table) Sessions() []*Session {
@@ -79,7 +81,6 @@ func (t *Table) Open(p Peer) (*Session, error) {
 	t.mu.Lock()
 	t.live[idx] = s
 	t.mu.Unlock()
-	t.count.Add(1)
 	return s, nil
 }
 
@@ -170,5 +171,4 @@ func (t *Table) Close(s *Session) {
 	t.highGen[s.Index] = max(t.highGen[s.Index], high)
 	t.free = append(t.free, s.Index)
 	t.mu.Unlock()
-	t.count.Add(-1)
 }

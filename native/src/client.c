@@ -259,8 +259,11 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	rc = okvi_hello_encode(&hello, (uint32_t)getpid(), o->role, o->instance_id);
 	if (rc)
 		return rc;
-	if (send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
-		return errno ? -errno : OKV_EPROTO;
+	ssize_t n = send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(hello))
+		return OKV_EPROTO; /* a 96-byte send on a fresh stream socket is never short */
 	struct okv_hello_reply raw;
 	int fds[3] = { -1, -1, -1 }, nfds = 0;
 	rc = recv_reply(c->sock, &raw, sizeof(raw), fds, &nfds, (int)c->timeout_ms);
@@ -300,6 +303,12 @@ int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
 	if (!opts || !out)
 		return -EINVAL;
 	*out = NULL;
+	if (opts->timeout_ms > OKV_MAX_TIMEOUT_MS) {
+		if (err && errlen)
+			snprintf(err, errlen, "timeout_ms %u exceeds the limit %u (1 hour)",
+				 opts->timeout_ms, OKV_MAX_TIMEOUT_MS);
+		return -EINVAL;
+	}
 	okv_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

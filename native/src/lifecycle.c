@@ -379,7 +379,7 @@ int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_h
 /* One request/reply round trip. On success *reply is the unpacked reply
  * (free with protobuf_c_message_free_unpacked). An error frame becomes
  * OKV_EAPPLICATION with "field: message" in err. */
-static int okvi_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, int timeout_ms,
+static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, int timeout_ms,
 		     const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply, char *err, size_t errlen)
 {
 	size_t n = protobuf_c_message_get_packed_size(req);
@@ -437,7 +437,7 @@ int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char 
 		return okvi_fail(err, errlen, -EINVAL, "instance_id length exceeds limit %u", OKVI_MAX_FRAME_INSTANCE_ID);
 	req.client_token = token;
 	req.instance_id = (char *)instance_id;
-	rc = okvi_call(sock, epoch, OKV_FRAME_REGISTER_INSTANCE, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_REGISTER_INSTANCE, &req.base, timeout_ms,
 		       &orbitkv__lifecycle__v1__register_instance_reply__descriptor, &reply, err, errlen);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
@@ -451,7 +451,7 @@ int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out
 	ProtobufCMessage *reply;
 	int rc;
 
-	rc = okvi_call(sock, epoch, OKV_FRAME_HEALTH, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_HEALTH, &req.base, timeout_ms,
 		       &orbitkv__lifecycle__v1__health_reply__descriptor, &reply, err, errlen);
 	if (rc != 0)
 		return rc;
@@ -485,7 +485,7 @@ int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms)
 	int rc;
 
 	req.client_token = token;
-	rc = okvi_call(sock, epoch, OKV_FRAME_UNREGISTER, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_UNREGISTER, &req.base, timeout_ms,
 		       &orbitkv__lifecycle__v1__unregister_reply__descriptor, &reply, NULL, 0);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);

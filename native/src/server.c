@@ -86,6 +86,11 @@ void okvi_server_detach(struct okvi_server *s, uint32_t slot_index)
 void okvi_server_control_ring(struct okv_doorbell *db)
 {
 	okvi_doorbell_ring(db, OKV_CONTROL_SLOT);
+	/* Wake unconditionally: server_parked lives in client-writable memory,
+	 * and a client that cleared it must not be able to keep the Manager's
+	 * own control events (attach, detach, stop) from waking it. */
+	__atomic_fetch_add(&db->seq, 1, __ATOMIC_SEQ_CST);
+	okvi_futex_wake(&db->seq, 1);
 }
 
 void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out)
@@ -155,19 +160,33 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 	return n;
 }
 
-/* Sleep on the doorbell until a client or the control path rings. */
-static void park(struct okvi_server *s)
+/*
+ * Arm the park handshake. Dekker: store server_parked, then load summary; a
+ * client stores summary, then loads server_parked, so one of us sees the
+ * other. Returns 1 with *seq set when the caller may sleep on db->seq
+ * (server_parked stays 1); 0 when a ring arrived meanwhile (cleared again).
+ */
+static int arm_park(struct okvi_server *s, uint32_t *seq)
 {
 	struct okv_doorbell *db = s->db;
-	uint32_t seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
-	/* Dekker: store parked, then load summary; a client stores summary,
-	 * then loads parked. One of us sees the other. */
+	*seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0) {
 		s->stats.parks++;
-		okvi_futex_wait(&db->seq, seq, 0);
+		return 1;
 	}
 	__atomic_store_n(&db->server_parked, 0u, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+/* Sleep on the doorbell until a client or the control path rings. */
+static void park(struct okvi_server *s)
+{
+	uint32_t seq;
+	if (arm_park(s, &seq)) {
+		okvi_futex_wait(&s->db->seq, seq, OKVI_PARK_MAX_NS);
+		__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
+	}
 }
 
 int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, int nreplies)
@@ -182,10 +201,10 @@ int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, in
 			s->stats.replies++;
 		}
 	}
-	if (nreplies > 0)
+	if (nreplies > 0) {
 		s->cold = woke;
-	if (nreplies > 0)
 		s->last_activity_ns = okvi_now_ns();
+	}
 	return 0;
 }
 
@@ -227,15 +246,11 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 				continue;
 		}
 		if (s->caller_parks) {
-			/* Same Dekker handshake as park(), but the caller sleeps. */
-			uint32_t seq = __atomic_load_n(&s->db->seq, __ATOMIC_SEQ_CST);
-			__atomic_store_n(&s->db->server_parked, 1u, __ATOMIC_SEQ_CST);
-			if (__atomic_load_n(&s->db->summary, __ATOMIC_SEQ_CST) == 0) {
-				s->park_seq = seq;
-				s->stats.parks++;
+			uint32_t seq;
+			if (arm_park(s, &seq)) {
+				s->park_seq = seq; /* the caller sleeps; next step clears the flag */
 				return 0;
 			}
-			__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
 			continue;
 		}
 		park(s);
@@ -254,5 +269,5 @@ uint32_t okvi_server_park_seq(const struct okvi_server *s)
 
 void okvi_server_park_wait(struct okvi_server *s)
 {
-	okvi_futex_wait(&s->db->seq, s->park_seq, 0);
+	okvi_futex_wait(&s->db->seq, s->park_seq, OKVI_PARK_MAX_NS);
 }

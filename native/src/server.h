@@ -13,9 +13,10 @@
  *   spin      never parks (a dedicated core);
  *   adaptive  spins for spin_window_ns after the last request, then parks;
  *   park      parks as soon as nothing is pending.
- * A parked Manager sleeps on the doorbell's seq futex with no timeout; a
- * request rings the doorbell and wakes it (channel.h), so no request ever
- * waits on a timer.
+ * A parked Manager sleeps on the doorbell's seq futex; a request rings the
+ * doorbell and wakes it (channel.h), so no request waits on a timer. The
+ * sleep is still bounded by OKVI_PARK_MAX_NS as a guard against clients
+ * that scribble on the shared doorbell.
  */
 #ifndef ORBITKV_SERVER_H
 #define ORBITKV_SERVER_H
@@ -23,6 +24,14 @@
 #include <stdint.h>
 
 #include "orbitkv/abi.h"
+
+/**
+ * Longest single sleep of a parked poll loop: 100 ms. The park flag lives in
+ * the doorbell, which every session can write; a misbehaving client that
+ * clears it makes other clients' rings skip the wakeup, and this bound turns
+ * that from a hang into a delay. Idle cost: 10 wakeups a second.
+ */
+#define OKVI_PARK_MAX_NS 100000000ull
 
 enum okvi_poll_mode {
 	OKVI_POLL_SPIN = 0,

@@ -9,6 +9,7 @@ package native
 import "C"
 
 import (
+	"fmt"
 	"time"
 	"unsafe"
 )
@@ -41,6 +42,12 @@ func Connect(o ConnectOptions) (*Client, error) {
 	co.manager_addr = cstr(o.ManagerAddr)
 	co.instance_id = cstr(o.InstanceID)
 	co.role = C.uint32_t(o.Role)
+	if o.Spin < 0 || o.Spin > time.Second {
+		return nil, fmt.Errorf("native: client spin %v: want 0..1s", o.Spin)
+	}
+	if o.Timeout < 0 || o.Timeout > time.Hour {
+		return nil, fmt.Errorf("native: client timeout %v: want 0..1h (0 = 5s)", o.Timeout)
+	}
 	co.spin_ns = C.uint32_t(o.Spin.Nanoseconds())
 	co.timeout_ms = C.uint32_t(o.Timeout.Milliseconds())
 	var c *C.okv_client

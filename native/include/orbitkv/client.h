@@ -40,6 +40,9 @@ enum okv_error {
 	OKV_EAPPLICATION = -1012     /* Manager sent an error frame (okv_last_error) */
 };
 
+/** Largest okv_connect_options.timeout_ms: one hour. */
+#define OKV_MAX_TIMEOUT_MS 3600000u
+
 /** Options for okv_connect. Zero-initialise, then set what you need. */
 struct okv_connect_options {
 	/** Bootstrap socket path; NULL = derive from `manager_addr`. */
@@ -55,7 +58,8 @@ struct okv_connect_options {
 	/** Nanoseconds a call spins on the response line before it parks on the
 	 *  futex; 0 = default 50 µs. */
 	uint32_t spin_ns;
-	/** Milliseconds a control call waits for its reply; 0 = default 5000. */
+	/** Milliseconds a control call waits for its reply; 0 = default 5000;
+	 *  at most OKV_MAX_TIMEOUT_MS (larger is -EINVAL). */
 	uint32_t timeout_ms;
 	uint32_t reserved;
 };
