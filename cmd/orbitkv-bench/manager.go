@@ -117,7 +117,7 @@ func (m *manager) waitAccepting(timeout time.Duration) error {
 		select {
 		case err := <-m.exited:
 			m.exited <- err
-			return fmt.Errorf("Manager exited before its socket accepted: %v", err)
+			return fmt.Errorf("the Manager exited before its socket accepted: %v", err)
 		default:
 		}
 		conn, err := net.DialTimeout("unix", m.socket, 100*time.Millisecond)

@@ -312,7 +312,7 @@ func ping(opts client.Options, cfg config, stdout io.Writer) error {
 			fmt.Fprintln(stdout, "ping ok")
 		case <-tick.C:
 			if err := pingOnce(); err != nil {
-				return fmt.Errorf("Manager went away: %w", err)
+				return fmt.Errorf("the Manager went away: %w", err)
 			}
 		}
 	}

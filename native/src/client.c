@@ -60,8 +60,8 @@ static void set_err(okv_client *c, const char *fmt, const char *detail)
 	snprintf(c->last_error, sizeof(c->last_error), fmt, detail);
 }
 
-/* Read exactly n bytes of the reply, collecting up to 3 fds from the first
- * segment that carries SCM_RIGHTS. */
+/* Read exactly n bytes of the reply, collecting up to 3 fds from the
+ * segments that carry SCM_RIGHTS (extra fds are closed). */
 static int recv_reply(int sock, void *buf, size_t n, int fds[3], int *nfds, int timeout_ms)
 {
 	size_t got = 0;

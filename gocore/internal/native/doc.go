@@ -1,6 +1,6 @@
 // Package native is the only Go package that imports "C" (CONVENTIONS.md #9).
 //
-// It wraps three pieces of native/:
+// It wraps four pieces of native/:
 //
 //   - the Manager's channel poll loop (native/src/server.c) as Server: one
 //     cgo crossing per batch (Step posts the previous batch's replies and
@@ -19,7 +19,7 @@
 // call go directly after editing C, use `go build -a` or `make`.
 //
 // The C sources are compiled into this package through unity files
-// (csrc.c) rather than linked from the CMake build, so `go build` needs
+// (csrc_*.c, bench_csrc.c) rather than linked from the CMake build, so `go build` needs
 // nothing but a C compiler and libprotobuf-c.
 //
 // Memory ownership: C never keeps a pointer into the Go heap. Slot and
