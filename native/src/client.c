@@ -60,56 +60,6 @@ static void set_err(okv_client *c, const char *fmt, const char *detail)
 	snprintf(c->last_error, sizeof(c->last_error), fmt, detail);
 }
 
-/* Read exactly n bytes of the reply, collecting up to 3 fds from the
- * segments that carry SCM_RIGHTS (extra fds are closed). */
-static int recv_reply(int sock, void *buf, size_t n, int fds[3], int *nfds, int timeout_ms)
-{
-	size_t got = 0;
-	*nfds = 0;
-	uint64_t deadline = okvi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	while (got < n) {
-		uint64_t now = okvi_now_ns();
-		if (now >= deadline)
-			return OKV_ETIMEDOUT;
-		struct pollfd p = { .fd = sock, .events = POLLIN };
-		int prc = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
-		if (prc < 0 && errno == EINTR)
-			continue;
-		if (prc < 0)
-			return -errno;
-		if (prc == 0)
-			return OKV_ETIMEDOUT;
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int) * OKV_FRAME_MAX_FDS)];
-		} cbuf;
-		struct iovec iov = { .iov_base = (char *)buf + got, .iov_len = n - got };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-				     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
-		ssize_t r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			int cnt = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			int *in = (int *)CMSG_DATA(cm);
-			for (int i = 0; i < cnt; i++) {
-				if (*nfds < 3)
-					fds[(*nfds)++] = in[i];
-				else
-					close(in[i]); /* more fds than the protocol allows */
-			}
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 static int map_fd(int fd, size_t want, int exact, void **out)
 {
 	struct stat st;
@@ -266,7 +216,17 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 		return OKV_EPROTO; /* a 96-byte send on a fresh stream socket is never short */
 	struct okv_hello_reply raw;
 	int fds[3] = { -1, -1, -1 }, nfds = 0;
-	rc = recv_reply(c->sock, &raw, sizeof(raw), fds, &nfds, (int)c->timeout_ms);
+	size_t got = 0;
+	int64_t deadline_ms = (int64_t)(okvi_now_ns() / 1000000u) + (int64_t)c->timeout_ms;
+	rc = okvi_recv_exact_fds(c->sock, &raw, sizeof(raw), deadline_ms, &got, fds, 3, &nfds,
+				 c->last_error, sizeof(c->last_error));
+	if (rc == 1) {
+		snprintf(c->last_error, sizeof(c->last_error),
+			 "Manager closed the connection after %zu of %zu reply bytes", got, sizeof(raw));
+		rc = OKV_EPROTO;
+	} else if (rc == OKV_ETIMEDOUT) {
+		snprintf(c->last_error, sizeof(c->last_error), "no bootstrap reply within %u ms", c->timeout_ms);
+	}
 	if (rc == 0)
 		rc = okvi_hello_reply_check(&raw, sizeof(raw), &c->reply,
 					    c->last_error, sizeof(c->last_error));

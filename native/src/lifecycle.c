@@ -279,11 +279,14 @@ int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, u
 	return 0;
 }
 
-/* Close every fd of the control messages of m; return how many there were
- * (MSG_CTRUNC counts as one more: the kernel dropped some). */
-static int okvi_close_rights(struct msghdr *m)
+/*
+ * Take the fds of m's SCM_RIGHTS control messages: keep up to keep_max of
+ * them in keep[] (advancing *kept), close the rest. Returns how many were
+ * closed (MSG_CTRUNC counts as one more: the kernel dropped some).
+ */
+static int okvi_take_rights(struct msghdr *m, int *keep, int keep_max, int *kept)
 {
-	int count = (m->msg_flags & MSG_CTRUNC) ? 1 : 0;
+	int closed = (m->msg_flags & MSG_CTRUNC) ? 1 : 0;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -291,26 +294,31 @@ static int okvi_close_rights(struct msghdr *m)
 			for (size_t i = 0; i < n; i++) {
 				int fd;
 				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-				close(fd);
+				if (keep && *kept < keep_max) {
+					keep[(*kept)++] = fd;
+				} else {
+					close(fd);
+					closed++;
+				}
 			}
-			count += (int)n;
 		}
 	}
-	return count;
+	return closed;
 }
 
-/* Read exactly n bytes before deadline_ms. *got counts bytes read. Returns
- * 0, OKV_ETIMEDOUT, OKV_EPROTO (fds arrived), 1 at end of stream, -errno. */
-static int okvi_recv_exact(int sock, void *buf, size_t n, int64_t deadline_ms, size_t *got, char *err, size_t errlen)
+int okvi_recv_exact_fds(int sock, void *buf, size_t n, int64_t deadline_ms, size_t *got, int *fds, int max_fds,
+			int *nfds, char *err, size_t errlen)
 {
 	*got = 0;
+	if (nfds)
+		*nfds = 0;
 	while (*got < n) {
 		union okvi_cmsg_buf cbuf;
 		struct iovec iov = { .iov_base = (uint8_t *)buf + *got, .iov_len = n - *got };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
 				    .msg_controllen = sizeof(cbuf.buf) };
 		ssize_t r;
-		int nfds;
+		int closed;
 
 		int rc = okvi_wait(sock, POLLIN, deadline_ms);
 		if (rc != 0)
@@ -321,15 +329,24 @@ static int okvi_recv_exact(int sock, void *buf, size_t n, int64_t deadline_ms, s
 				continue;
 			return -errno;
 		}
-		nfds = okvi_close_rights(&m);
-		if (nfds > 0)
+		closed = okvi_take_rights(&m, fds, max_fds, nfds);
+		if (closed > 0 && max_fds == 0)
 			return okvi_fail(err, errlen, OKV_EPROTO, "frame carried %d fds; frames to a client carry none",
-					 nfds);
+					 closed);
+		if (closed > 0)
+			return okvi_fail(err, errlen, OKV_EPROTO, "%d more fds than the %d this message carries", closed,
+					 max_fds);
 		if (r == 0)
 			return 1;
 		*got += (size_t)r;
 	}
 	return 0;
+}
+
+/* Receive exactly n bytes that carry no fds (a frame to a client). */
+static int okvi_recv_exact(int sock, void *buf, size_t n, int64_t deadline_ms, size_t *got, char *err, size_t errlen)
+{
+	return okvi_recv_exact_fds(sock, buf, n, deadline_ms, got, NULL, 0, NULL, err, errlen);
 }
 
 int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body, char *err,

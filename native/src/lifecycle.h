@@ -90,6 +90,17 @@ int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, u
 		    int nfds);
 
 /**
+ * Receive exactly n bytes from sock by `deadline_ms` (CLOCK_MONOTONIC ms,
+ * -1 = none), keeping up to max_fds SCM_RIGHTS fds in fds[] (*nfds counts
+ * them; the caller owns them, also on error). *got is the bytes received.
+ * Returns 0; 1 when the peer closed first (see *got); OKV_ETIMEDOUT; -errno;
+ * OKV_EPROTO when more fds than max_fds arrived (the extra are closed; err
+ * says so). fds may be NULL with max_fds 0: any fd is then an error.
+ */
+int okvi_recv_exact_fds(int sock, void *buf, size_t n, int64_t deadline_ms, size_t *got, int *fds, int max_fds,
+			int *nfds, char *err, size_t errlen);
+
+/**
  * Receive one frame within timeout_ms milliseconds (< 0 = no deadline, 0 =
  * only bytes already queued; the deadline covers the whole frame and runs
  * on CLOCK_MONOTONIC). The header is checked
