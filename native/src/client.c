@@ -210,10 +210,13 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	if (rc)
 		return rc;
 	ssize_t n = send(c->sock, &hello, sizeof(hello), MSG_NOSIGNAL);
-	if (n < 0)
-		return -errno;
-	if (n != (ssize_t)sizeof(hello))
+	int send_err = n < 0 ? errno : 0;
+	if (send_err && send_err != EPIPE && send_err != ECONNRESET)
+		return -send_err;
+	if (n >= 0 && n != (ssize_t)sizeof(hello))
 		return OKV_EPROTO; /* a 96-byte send on a fresh stream socket is never short */
+	/* After EPIPE still read: a Manager that refuses a peer by SO_PEERCRED
+	 * answers (and closes) before our hello arrives; its reason is queued. */
 	struct okv_hello_reply raw;
 	int fds[3] = { -1, -1, -1 }, nfds = 0;
 	size_t got = 0;
@@ -223,7 +226,7 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	if (rc == 1) {
 		snprintf(c->last_error, sizeof(c->last_error),
 			 "Manager closed the connection after %zu of %zu reply bytes", got, sizeof(raw));
-		rc = OKV_EPROTO;
+		rc = send_err ? -send_err : OKV_EPROTO;
 	} else if (rc == OKV_ETIMEDOUT) {
 		snprintf(c->last_error, sizeof(c->last_error), "no bootstrap reply within %u ms", c->timeout_ms);
 	}
