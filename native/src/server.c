@@ -269,5 +269,16 @@ uint32_t okvi_server_park_seq(const struct okvi_server *s)
 
 void okvi_server_park_wait(struct okvi_server *s)
 {
-	okvi_futex_wait(&s->db->seq, s->park_seq, OKVI_PARK_MAX_NS);
+	struct okv_doorbell *db = s->db;
+	for (;;) {
+		if (okvi_futex_wait(&db->seq, s->park_seq, OKVI_PARK_MAX_NS) != -ETIMEDOUT)
+			return;
+		/* Timed out. Stay in this call (an idle Manager must not bounce
+		 * through Go ten times a second) unless a ring was missed: a client
+		 * may have cleared server_parked, so re-arm it and look again. */
+		__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 ||
+		    __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) != s->park_seq)
+			return;
+	}
 }
