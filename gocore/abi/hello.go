@@ -73,6 +73,7 @@ type HelloError struct {
 	Detail string
 }
 
+// Error implements error: the field and the detail.
 func (e *HelloError) Error() string { return fmt.Sprintf("abi: hello %s: %s", e.Field, e.Detail) }
 
 // DecodeHello parses and validates a hello of exactly HelloSize bytes: magic,

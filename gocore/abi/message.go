@@ -185,6 +185,7 @@ type RequestError struct {
 	Detail string // includes the value and the limit
 }
 
+// Error implements error: the field and the detail.
 func (e *RequestError) Error() string {
 	return fmt.Sprintf("abi: request %s: %s", e.Field, e.Detail)
 }

@@ -118,6 +118,7 @@ type ClientError struct {
 	Detail string // okv_last_error, may be empty
 }
 
+// Error implements error: the field and the detail.
 func (e *ClientError) Error() string {
 	if e.Detail != "" {
 		return "liborbitkv: " + e.Text + ": " + e.Detail
