@@ -70,6 +70,8 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 			func() float64 { return float64(d.Requests()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_invalid_requests_total", Help: "Channel requests refused as invalid, stale-session or stale-generation."},
 			func() float64 { return float64(d.Invalid()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_parks_total", Help: "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup."},
+			func() float64 { return float64(d.Parks()) }),
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {

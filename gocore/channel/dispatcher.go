@@ -141,6 +141,10 @@ func (d *Dispatcher) DoorbellFile() *os.File { return d.dbFile }
 // Requests returns how many channel requests were handled since start.
 func (d *Dispatcher) Requests() uint64 { return d.requests.Load() }
 
+// Parks returns how many times the dispatcher went to sleep for lack of
+// requests (each makes the next request pay a wakeup).
+func (d *Dispatcher) Parks() uint64 { return d.srv.Parks() }
+
 // Invalid returns how many channel requests were refused as invalid or stale.
 func (d *Dispatcher) Invalid() uint64 { return d.invalid.Load() }
 

@@ -81,3 +81,18 @@ func TestStopWakesADispatcherWhoseParkFlagAClientCleared(t *testing.T) {
 		t.Errorf("Stop took %v with the park flag cleared, want a direct wakeup", dt)
 	}
 }
+
+func TestAnIdleDispatcherCountsItsParks(t *testing.T) {
+	d := newTestDispatcher(t)
+	if d.Parks() != 0 {
+		t.Fatalf("Parks() = %d before Run", d.Parks())
+	}
+	go d.Run()
+	time.Sleep(30 * time.Millisecond)
+	n := d.Parks()
+	d.Stop()
+	<-d.Done()
+	if n == 0 {
+		t.Error("an idle dispatcher reported no parks")
+	}
+}

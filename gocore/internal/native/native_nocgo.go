@@ -28,6 +28,9 @@ func (*Server) Step(int) []Event { return nil }
 // Post does nothing.
 func (*Server) Post(int) {}
 
+// Parks returns 0.
+func (*Server) Parks() uint64 { return 0 }
+
 // Ring does nothing.
 func (*Server) Ring() {}
 

@@ -11,6 +11,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,6 +44,7 @@ type Server struct {
 	cEvents  *C.struct_okvi_event
 	cReplies *C.struct_okvi_reply
 	rawPark  unix.Timespec // rawParkWindow, for FUTEX_WAIT
+	parks    atomic.Uint64 // times Step went to sleep; read by any goroutine
 }
 
 // NewServer makes a poll loop over the doorbell mapping db (at least
@@ -127,6 +129,7 @@ func (s *Server) Step(nReplies int) []Event {
 			return s.events[:int(n)]
 		}
 		nReplies = 0
+		s.parks.Add(1)
 		seq := uint32(C.okvi_server_park_seq(s.s))
 		// FUTEX_WAIT (shared: the word is in a MAP_SHARED memfd) on the
 		// doorbell's seq (abi.h offset 64). EAGAIN (value changed) and a
@@ -142,6 +145,10 @@ func (s *Server) Step(nReplies int) []Event {
 // Post posts the first nReplies entries of Replies() without waiting for
 // requests; the dispatcher uses it once when it stops.
 func (s *Server) Post(nReplies int) { C.okvi_server_post(s.s, s.cReplies, C.int(nReplies)) }
+
+// Parks returns how many times Step went to sleep because nothing was
+// pending; each costs the next request a wakeup. Safe from any goroutine.
+func (s *Server) Parks() uint64 { return s.parks.Load() }
 
 // Ring makes the current or next Step return an EventControl. Safe from any
 // goroutine.
