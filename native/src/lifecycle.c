@@ -217,6 +217,12 @@ static int okvi_wait(int sock, short events, int64_t deadline_ms)
 int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, uint32_t len, const int *fds,
 		    int nfds)
 {
+	return okvi_frame_send_until(sock, code, epoch, body, len, fds, nfds, -1);
+}
+
+int okvi_frame_send_until(int sock, uint16_t code, uint64_t epoch, const void *body, uint32_t len,
+			  const int *fds, int nfds, int64_t deadline_ms)
+{
 	struct okv_frame_header h = {
 		.magic = OKV_FRAME_MAGIC,
 		.version = OKV_BOOTSTRAP_VERSION,
@@ -262,12 +268,13 @@ int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, u
 			m.msg_control = cbuf.buf;
 			m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
 		}
-		w = sendmsg(sock, &m, MSG_NOSIGNAL);
+		/* With a deadline never block in sendmsg itself: wait in poll(2). */
+		w = sendmsg(sock, &m, MSG_NOSIGNAL | (deadline_ms >= 0 ? MSG_DONTWAIT : 0));
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				int rc = okvi_wait(sock, POLLOUT, -1);
+				int rc = okvi_wait(sock, POLLOUT, deadline_ms);
 				if (rc != 0)
 					return rc;
 				continue;
@@ -411,7 +418,8 @@ static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const Protob
 	if (buf == NULL)
 		return okvi_fail(err, errlen, -ENOMEM, "allocating a frame body of %zu bytes", n);
 	protobuf_c_message_pack(req, buf);
-	rc = okvi_frame_send(sock, code, epoch, buf, (uint32_t)n, NULL, 0);
+	rc = okvi_frame_send_until(sock, code, epoch, buf, (uint32_t)n, NULL, 0,
+				   timeout_ms < 0 ? -1 : okvi_now_ms() + timeout_ms);
 	free(buf);
 	if (rc != 0)
 		return okvi_fail(err, errlen, rc, "sending frame code %u: %s", (unsigned)code, okv_strerror(rc));

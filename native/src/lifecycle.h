@@ -90,6 +90,15 @@ int okvi_frame_send(int sock, uint16_t code, uint64_t epoch, const void *body, u
 		    int nfds);
 
 /**
+ * okvi_frame_send bounded by deadline_ms (CLOCK_MONOTONIC ms; -1 = none):
+ * with a deadline, sendmsg(2) never blocks and a full socket buffer is waited
+ * out with poll(2) until the deadline, then OKV_ETIMEDOUT (the stream is then
+ * unusable: part of the frame may have gone out).
+ */
+int okvi_frame_send_until(int sock, uint16_t code, uint64_t epoch, const void *body, uint32_t len,
+			  const int *fds, int nfds, int64_t deadline_ms);
+
+/**
  * Receive exactly n bytes from sock by `deadline_ms` (CLOCK_MONOTONIC ms,
  * -1 = none), keeping up to max_fds SCM_RIGHTS fds in fds[] (*nfds counts
  * them; the caller owns them, also on error). *got is the bytes received.

@@ -776,6 +776,26 @@ static void test_strerror(void)
 	CHECK(strcmp(okv_strerror(-2147483647 - 1), "unknown error") == 0, "INT_MIN is unknown");
 }
 
+/* A peer that stopped reading: a bounded send gives up at its deadline. */
+static void test_send_deadline(void)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+	int small = 4096;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	static char body[1 << 20];
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t now_ms = (int64_t)t0.tv_sec * 1000 + t0.tv_nsec / 1000000;
+	int rc = okvi_frame_send_until(sv[0], OKV_FRAME_HEALTH, 1, body, sizeof(body), NULL, 0, now_ms + 100);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CHECK(rc == OKV_ETIMEDOUT, "send to a peer that never reads: rc %d, want OKV_ETIMEDOUT\n", rc);
+	CHECK(ms >= 90 && ms < 2000, "bounded send took %.1f ms, want about 100\n", ms);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	int before = count_fds();
@@ -785,6 +805,7 @@ int main(void)
 	test_frame_header_check();
 	test_send_recv();
 	test_send_fds();
+	test_send_deadline();
 	test_large_frame();
 	test_register_instance();
 	test_health_unregister();
