@@ -33,7 +33,7 @@ for tool in protoc protoc-c; do
 done
 
 have_protoc="$(protoc --version)"
-have_protoc_c="$(protoc-c --version | head -n 1)"
+have_protoc_c="$(protoc-c --version | sed -n 1p)"  # sed reads all: no SIGPIPE under pipefail
 if [ "$have_protoc" != "$want_protoc" ]; then
 	echo "gen-proto: warning: $have_protoc differs from $want_protoc used for the committed code" >&2
 fi
