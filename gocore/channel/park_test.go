@@ -63,23 +63,30 @@ func gcWhileParked(t *testing.T, mode string) {
 // client that clears it must not keep the Manager's own control events
 // (here: Stop) from waking the dispatcher.
 func TestStopWakesADispatcherWhoseParkFlagAClientCleared(t *testing.T) {
-	d := newTestDispatcher(t)
-	go d.Run()
-	time.Sleep(30 * time.Millisecond) // parked, past the raw window
-	const serverParkedOffset = 128    // abi.h struct okv_doorbell.server_parked
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&d.db[serverParkedOffset])), 0)
-	t0 := time.Now()
-	d.Stop()
-	select {
-	case <-d.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("dispatcher did not stop within 5 s")
+	// Without the direct wakeup every attempt takes the 100 ms park bound;
+	// with it, a stop takes microseconds. Three attempts keep a loaded CI
+	// machine from turning one slow wakeup into a failure.
+	var times []time.Duration
+	for attempt := 0; attempt < 3; attempt++ {
+		d := newTestDispatcher(t)
+		go d.Run()
+		time.Sleep(30 * time.Millisecond) // parked, past the raw window
+		const serverParkedOffset = 128    // abi.h struct okv_doorbell.server_parked
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&d.db[serverParkedOffset])), 0)
+		t0 := time.Now()
+		d.Stop()
+		select {
+		case <-d.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("dispatcher did not stop within 5 s")
+		}
+		dt := time.Since(t0)
+		if dt < 50*time.Millisecond {
+			return
+		}
+		times = append(times, dt)
 	}
-	// The 100 ms park bound would also end the sleep; the control ring must
-	// not need it.
-	if dt := time.Since(t0); dt > 50*time.Millisecond {
-		t.Errorf("Stop took %v with the park flag cleared, want a direct wakeup", dt)
-	}
+	t.Errorf("Stop took %v with the park flag cleared, want a direct wakeup (< 50 ms) at least once", times)
 }
 
 func TestAnIdleDispatcherCountsItsParks(t *testing.T) {
