@@ -362,9 +362,12 @@ func (x *RegisterBuffersRequest) GetRegions() []*BufferRegion {
 }
 
 type RegisterBuffersReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Regions       uint32                 `protobuf:"varint,1,opt,name=regions,proto3" json:"regions,omitempty"`
-	TotalBytes    uint64                 `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Regions    uint32                 `protobuf:"varint,1,opt,name=regions,proto3" json:"regions,omitempty"`
+	TotalBytes uint64                 `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	// Buffer id of the first region of this request; the others follow in
+	// order. Ids count from 0 per session and name buffers in Publish/Restore.
+	FirstBufferId uint32 `protobuf:"varint,3,opt,name=first_buffer_id,json=firstBufferId,proto3" json:"first_buffer_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -413,6 +416,13 @@ func (x *RegisterBuffersReply) GetTotalBytes() uint64 {
 	return 0
 }
 
+func (x *RegisterBuffersReply) GetFirstBufferId() uint32 {
+	if x != nil {
+		return x.FirstBufferId
+	}
+	return 0
+}
+
 // HealthRequest (code 3).
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -451,19 +461,29 @@ func (*HealthRequest) Descriptor() ([]byte, []int) {
 }
 
 type HealthReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // "serving" or "draining"
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	ServiceId     []byte                 `protobuf:"bytes,3,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes
-	Sessions      uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`                   // live sessions
-	UptimeNs      uint64                 `protobuf:"varint,5,opt,name=uptime_ns,json=uptimeNs,proto3" json:"uptime_ns,omitempty"`
-	Version       string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`                   // Manager build version
-	PollMode      string                 `protobuf:"bytes,7,opt,name=poll_mode,json=pollMode,proto3" json:"poll_mode,omitempty"` // spin | adaptive | park
-	Requests      uint64                 `protobuf:"varint,8,opt,name=requests,proto3" json:"requests,omitempty"`                // channel requests served since start
-	ManagerPid    uint32                 `protobuf:"varint,9,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`
-	AbiVersion    uint32                 `protobuf:"varint,10,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Status     string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // "serving" or "draining"
+	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	ServiceId  []byte                 `protobuf:"bytes,3,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes
+	Sessions   uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`                   // live sessions
+	UptimeNs   uint64                 `protobuf:"varint,5,opt,name=uptime_ns,json=uptimeNs,proto3" json:"uptime_ns,omitempty"`
+	Version    string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`                   // Manager build version
+	PollMode   string                 `protobuf:"bytes,7,opt,name=poll_mode,json=pollMode,proto3" json:"poll_mode,omitempty"` // spin | adaptive | park
+	Requests   uint64                 `protobuf:"varint,8,opt,name=requests,proto3" json:"requests,omitempty"`                // channel requests served since start
+	ManagerPid uint32                 `protobuf:"varint,9,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`
+	AbiVersion uint32                 `protobuf:"varint,10,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`
+	// Cache state (DESIGN.md §6: on an idle Manager leases, pins,
+	// reserved_bytes and operations are zero).
+	Blocks           uint64 `protobuf:"varint,11,opt,name=blocks,proto3" json:"blocks,omitempty"` // sealed blocks resident in RAM
+	RamUsedBytes     uint64 `protobuf:"varint,12,opt,name=ram_used_bytes,json=ramUsedBytes,proto3" json:"ram_used_bytes,omitempty"`
+	RamCapacityBytes uint64 `protobuf:"varint,13,opt,name=ram_capacity_bytes,json=ramCapacityBytes,proto3" json:"ram_capacity_bytes,omitempty"`
+	Leases           uint64 `protobuf:"varint,14,opt,name=leases,proto3" json:"leases,omitempty"`
+	Pins             uint64 `protobuf:"varint,15,opt,name=pins,proto3" json:"pins,omitempty"`
+	ReservedBytes    uint64 `protobuf:"varint,16,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"`
+	Operations       uint64 `protobuf:"varint,17,opt,name=operations,proto3" json:"operations,omitempty"` // copies in flight or awaiting RestorePoll
+	Evictions        uint64 `protobuf:"varint,18,opt,name=evictions,proto3" json:"evictions,omitempty"`   // blocks evicted since start
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HealthReply) Reset() {
@@ -562,6 +582,62 @@ func (x *HealthReply) GetManagerPid() uint32 {
 func (x *HealthReply) GetAbiVersion() uint32 {
 	if x != nil {
 		return x.AbiVersion
+	}
+	return 0
+}
+
+func (x *HealthReply) GetBlocks() uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+func (x *HealthReply) GetRamUsedBytes() uint64 {
+	if x != nil {
+		return x.RamUsedBytes
+	}
+	return 0
+}
+
+func (x *HealthReply) GetRamCapacityBytes() uint64 {
+	if x != nil {
+		return x.RamCapacityBytes
+	}
+	return 0
+}
+
+func (x *HealthReply) GetLeases() uint64 {
+	if x != nil {
+		return x.Leases
+	}
+	return 0
+}
+
+func (x *HealthReply) GetPins() uint64 {
+	if x != nil {
+		return x.Pins
+	}
+	return 0
+}
+
+func (x *HealthReply) GetReservedBytes() uint64 {
+	if x != nil {
+		return x.ReservedBytes
+	}
+	return 0
+}
+
+func (x *HealthReply) GetOperations() uint64 {
+	if x != nil {
+		return x.Operations
+	}
+	return 0
+}
+
+func (x *HealthReply) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
 	}
 	return 0
 }
@@ -788,12 +864,13 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\x06device\x18\b \x01(\rR\x06device\"y\n" +
 	"\x16RegisterBuffersRequest\x12!\n" +
 	"\fclient_token\x18\x01 \x01(\x04R\vclientToken\x12<\n" +
-	"\aregions\x18\x02 \x03(\v2\".orbitkv.lifecycle.v1.BufferRegionR\aregions\"Q\n" +
+	"\aregions\x18\x02 \x03(\v2\".orbitkv.lifecycle.v1.BufferRegionR\aregions\"y\n" +
 	"\x14RegisterBuffersReply\x12\x18\n" +
 	"\aregions\x18\x01 \x01(\rR\aregions\x12\x1f\n" +
 	"\vtotal_bytes\x18\x02 \x01(\x04R\n" +
-	"totalBytes\"\x0f\n" +
-	"\rHealthRequest\"\xa8\x02\n" +
+	"totalBytes\x12&\n" +
+	"\x0ffirst_buffer_id\x18\x03 \x01(\rR\rfirstBufferId\"\x0f\n" +
+	"\rHealthRequest\"\xa5\x04\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1d\n" +
@@ -808,7 +885,17 @@ const file_lifecycle_proto_rawDesc = "" +
 	"managerPid\x12\x1f\n" +
 	"\vabi_version\x18\n" +
 	" \x01(\rR\n" +
-	"abiVersion\"\x15\n" +
+	"abiVersion\x12\x16\n" +
+	"\x06blocks\x18\v \x01(\x04R\x06blocks\x12$\n" +
+	"\x0eram_used_bytes\x18\f \x01(\x04R\framUsedBytes\x12,\n" +
+	"\x12ram_capacity_bytes\x18\r \x01(\x04R\x10ramCapacityBytes\x12\x16\n" +
+	"\x06leases\x18\x0e \x01(\x04R\x06leases\x12\x12\n" +
+	"\x04pins\x18\x0f \x01(\x04R\x04pins\x12%\n" +
+	"\x0ereserved_bytes\x18\x10 \x01(\x04R\rreservedBytes\x12\x1e\n" +
+	"\n" +
+	"operations\x18\x11 \x01(\x04R\n" +
+	"operations\x12\x1c\n" +
+	"\tevictions\x18\x12 \x01(\x04R\tevictions\"\x15\n" +
 	"\x13WatchSessionRequest\"v\n" +
 	"\x11WatchSessionReply\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +

@@ -35,7 +35,7 @@ extern "C" {
 /** Magic of a channel message: "OKV1" read as little-endian bytes. */
 #define OKV_MSG_MAGIC 0x31564B4Fu
 /** Channel ABI version; bumped on any change of a layout in this header. */
-#define OKV_ABI_VERSION 1u
+#define OKV_ABI_VERSION 2u
 /** Bootstrap protocol version (spec: "The bootstrap protocol is version 2"). */
 #define OKV_BOOTSTRAP_VERSION 2u
 /** Magic of the bootstrap hello and reply: "OKVB". */
@@ -57,14 +57,14 @@ extern "C" {
 /** Request codes carried in okv_msg.code of a request. */
 enum okv_command {
 	OKV_CMD_PING = 1,          /* arg0 echoed in the response's arg0 */
-	OKV_CMD_QUERY_BUNDLE = 2,  /* later issue */
+	OKV_CMD_QUERY_BUNDLE = 2,  /* descriptor: okv_query_desc */
 	OKV_CMD_POLL = 3,          /* later issue */
 	OKV_CMD_CLAIM = 4,         /* later issue */
 	OKV_CMD_CANCEL_QUERY = 5,  /* later issue */
-	OKV_CMD_PUBLISH = 6,       /* later issue */
-	OKV_CMD_RESTORE = 7,       /* later issue */
-	OKV_CMD_RESTORE_POLL = 8,  /* later issue */
-	OKV_CMD_RELEASE = 9,       /* later issue */
+	OKV_CMD_PUBLISH = 6,       /* descriptor: okv_publish_desc */
+	OKV_CMD_RESTORE = 7,       /* descriptor: okv_restore_desc */
+	OKV_CMD_RESTORE_POLL = 8,  /* arg0 = operation id */
+	OKV_CMD_RELEASE = 9,       /* arg0 = lease id */
 	OKV_CMD_SHUTDOWN = 10,     /* client announces it is closing its session */
 	OKV_CMD_MAX = 10
 };
@@ -99,7 +99,22 @@ enum okv_field {
 	OKV_FIELD_DESC_LENGTH = 6,
 	OKV_FIELD_GENERATION = 7,
 	OKV_FIELD_RESERVED = 8,
-	OKV_FIELD_MAX = 8
+	/* descriptor payload fields (DESIGN.md §5.3); arg1 of the Invalid
+	 * response then carries the index of the offending entry, or 0 */
+	OKV_FIELD_DESC_MAGIC = 9,
+	OKV_FIELD_DESC_SCHEMA = 10,
+	OKV_FIELD_DESC_FLAGS = 11,
+	OKV_FIELD_DESC_RESERVED = 12,
+	OKV_FIELD_COUNT = 13,        /* entry or hash count vs descriptor length */
+	OKV_FIELD_BUFFER_ID = 14,    /* no registered buffer with this id */
+	OKV_FIELD_PAGE = 15,         /* page index out of range, repeated, or busy */
+	OKV_FIELD_LAYERS = 16,       /* layer set does not match the buffer */
+	OKV_FIELD_LEASE_ID = 17,     /* unknown, released, or another session's lease */
+	OKV_FIELD_BLOCK = 18,        /* block index outside the lease */
+	OKV_FIELD_BLOCK_BYTES = 19,  /* block size differs from the buffer's page layout */
+	OKV_FIELD_OP_ID = 20,        /* unknown or already consumed operation */
+	OKV_FIELD_NAMESPACE = 21,    /* all-zero namespace */
+	OKV_FIELD_MAX = 21
 };
 
 /* ------------------------------------------------------------------------ */
@@ -125,6 +140,135 @@ struct okv_msg {
 	uint64_t arg0;         /* 40: opcode-specific */
 	uint64_t arg1;         /* 48: opcode-specific */
 	uint64_t reserved;     /* 56: must be zero */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Cache identity and descriptor payloads (DESIGN.md §5.3, §5.4)             */
+/* ------------------------------------------------------------------------ */
+
+/** A block hash: 16 bytes chosen by the engine (a chained prefix hash). */
+struct okv_block_hash {
+	uint8_t bytes[16];
+};
+
+/** A namespace: the 16-byte fingerprint of a cache identity (§5.4); see
+ *  okv_namespace_fingerprint in client.h. All-zero is never valid. */
+struct okv_namespace {
+	uint8_t bytes[16];
+};
+
+/** Descriptor magics: "OKVQ", "OKVA" (query answer), "OKVP", "OKVR". */
+#define OKV_QUERY_MAGIC 0x51564B4Fu
+#define OKV_QUERY_RESULT_MAGIC 0x41564B4Fu
+#define OKV_PUBLISH_MAGIC 0x50564B4Fu
+#define OKV_RESTORE_MAGIC 0x52564B4Fu
+/** Schema versions of the descriptors (DESIGN.md §5.3: QueryBundle is 5). */
+#define OKV_QUERY_SCHEMA 5u
+#define OKV_PUBLISH_SCHEMA 1u
+#define OKV_RESTORE_SCHEMA 1u
+
+/** QueryBundle flags (DESIGN.md §5.3). This build serves leased reads only
+ *  (flags 0); the others answer Unsupported until the operation-semantics
+ *  work lands. */
+enum okv_query_flags {
+	OKV_QUERY_WAIT_FOR_FULL_PREFIX = 1u << 0,
+	OKV_QUERY_WARMUP = 1u << 1,
+	OKV_QUERY_DISCOVER = 1u << 2,
+	OKV_QUERY_RECOVERY = 1u << 3,
+	OKV_QUERY_PREPARE = 1u << 4,
+	OKV_QUERY_FLAGS_ALL = 0x1Fu
+};
+
+/**
+ * QueryBundle request descriptor: this header, then hash_count
+ * struct okv_block_hash at offset 64 (the hash chain, first block first).
+ * desc_length must equal 64 + 16 * hash_count.
+ * Response: Ok with arg0 = hit count (≥ 1) and arg1 = lease id, or Miss
+ * (arg0 = 0, no lease); on Ok and Miss the Manager also writes a
+ * struct okv_query_result over the start of the descriptor.
+ */
+struct okv_query_desc {
+	uint32_t magic;          /*  0: OKV_QUERY_MAGIC */
+	uint16_t schema;         /*  4: OKV_QUERY_SCHEMA */
+	uint16_t flags;          /*  6: enum okv_query_flags */
+	uint64_t op_id;          /*  8: ticket operation id (0: untracked leased read) */
+	uint32_t revision;       /* 16: ticket revision */
+	uint32_t hash_count;     /* 20: hashes that follow, ≥ 1 */
+	uint64_t request_id;     /* 24: engine request id (informational) */
+	uint64_t group;          /* 32: request group (informational) */
+	uint32_t recovery_first; /* 40: recovery range (OKV_QUERY_RECOVERY only) */
+	uint32_t recovery_count; /* 44 */
+	struct okv_namespace ns; /* 48 */
+	/* struct okv_block_hash hashes[hash_count] at 64 */
+};
+
+/** Written by the Manager over the query descriptor before an Ok or Miss. */
+struct okv_query_result {
+	uint32_t magic;          /*  0: OKV_QUERY_RESULT_MAGIC */
+	uint16_t schema;         /*  4: OKV_QUERY_SCHEMA */
+	uint16_t status;         /*  6: enum okv_status, as in the response */
+	uint32_t hit_count;      /*  8: leading blocks resident and leased */
+	uint32_t reserved0;      /* 12 */
+	uint64_t lease_id;       /* 16: 0 on Miss */
+	uint64_t lease_bytes;    /* 24: bytes reserved by the lease */
+	uint64_t block_bytes;    /* 32: bytes of one leased block (all layers) */
+	uint64_t reserved1[3];   /* 40 */
+};
+
+/**
+ * Publish request descriptor: this header, then count struct
+ * okv_publish_entry at offset 64. desc_length = 64 + 24 * count.
+ * A block is one page index across the layer set of the buffer: block bytes
+ * = layer_count * page_bytes. This build requires the full layer set
+ * (layer_first 0, layer_count = the buffer's layers).
+ * Response: Ok with arg0 = blocks newly stored, arg1 = blocks already
+ * resident (skipped); Unadmitted (nothing stored) when the RAM tier cannot
+ * free enough unpinned frames for the chunk. The copy has completed and the
+ * blocks are visible when the response is posted.
+ */
+struct okv_publish_desc {
+	uint32_t magic;          /*  0: OKV_PUBLISH_MAGIC */
+	uint16_t schema;         /*  4: OKV_PUBLISH_SCHEMA */
+	uint16_t flags;          /*  6: must be 0 */
+	uint32_t buffer_id;      /*  8: from okv_register_buffer */
+	uint32_t count;          /* 12: entries that follow, ≥ 1 */
+	struct okv_namespace ns; /* 16 */
+	uint32_t layer_first;    /* 32 */
+	uint32_t layer_count;    /* 36 */
+	uint64_t reserved[3];    /* 40: must be zero */
+	/* struct okv_publish_entry entries[count] at 64 */
+};
+
+/** One (block hash, source page) pair of a Publish. */
+struct okv_publish_entry {
+	struct okv_block_hash hash; /*  0 */
+	uint32_t page;              /* 16: page index in the buffer, < page_count */
+	uint32_t reserved;          /* 20: must be zero */
+};
+
+/**
+ * Restore request descriptor: this header, then count struct
+ * okv_restore_entry at offset 64. desc_length = 64 + 8 * count.
+ * Response: Ok with arg0 = operation id. The copy runs on the Manager's
+ * copy workers; its terminal state is signalled on the session eventfd and
+ * consumed by RestorePoll (arg0 = operation id): Ok (arg0 = bytes copied),
+ * Loading (still copying) or Internal (copy failed).
+ */
+struct okv_restore_desc {
+	uint32_t magic;          /*  0: OKV_RESTORE_MAGIC */
+	uint16_t schema;         /*  4: OKV_RESTORE_SCHEMA */
+	uint16_t flags;          /*  6: must be 0 */
+	uint32_t buffer_id;      /*  8: destination buffer */
+	uint32_t count;          /* 12: entries that follow, ≥ 1 */
+	uint64_t lease_id;       /* 16: from QueryBundle, this session's */
+	uint64_t reserved[5];    /* 24: must be zero */
+	/* struct okv_restore_entry entries[count] at 64 */
+};
+
+/** One (leased block, destination page) pair of a Restore. */
+struct okv_restore_entry {
+	uint32_t block;          /* 0: index into the lease, < hit count */
+	uint32_t page;           /* 4: destination page, < page_count */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -357,6 +501,33 @@ OKV_ASSERT_OFFSET(okv_hello_reply, error, 80);
 _Static_assert(sizeof(struct okv_frame_header) == 24, "frame header size");
 OKV_ASSERT_OFFSET(okv_frame_header, epoch, 8);
 OKV_ASSERT_OFFSET(okv_frame_header, length, 16);
+
+_Static_assert(sizeof(struct okv_query_desc) == 64, "query desc header");
+OKV_ASSERT_OFFSET(okv_query_desc, op_id, 8);
+OKV_ASSERT_OFFSET(okv_query_desc, hash_count, 20);
+OKV_ASSERT_OFFSET(okv_query_desc, request_id, 24);
+OKV_ASSERT_OFFSET(okv_query_desc, group, 32);
+OKV_ASSERT_OFFSET(okv_query_desc, recovery_first, 40);
+OKV_ASSERT_OFFSET(okv_query_desc, ns, 48);
+_Static_assert(sizeof(struct okv_query_result) == 64, "query result");
+OKV_ASSERT_OFFSET(okv_query_result, hit_count, 8);
+OKV_ASSERT_OFFSET(okv_query_result, lease_id, 16);
+OKV_ASSERT_OFFSET(okv_query_result, lease_bytes, 24);
+OKV_ASSERT_OFFSET(okv_query_result, block_bytes, 32);
+_Static_assert(sizeof(struct okv_publish_desc) == 64, "publish desc header");
+OKV_ASSERT_OFFSET(okv_publish_desc, buffer_id, 8);
+OKV_ASSERT_OFFSET(okv_publish_desc, count, 12);
+OKV_ASSERT_OFFSET(okv_publish_desc, ns, 16);
+OKV_ASSERT_OFFSET(okv_publish_desc, layer_first, 32);
+OKV_ASSERT_OFFSET(okv_publish_desc, layer_count, 36);
+OKV_ASSERT_OFFSET(okv_publish_desc, reserved, 40);
+_Static_assert(sizeof(struct okv_publish_entry) == 24, "publish entry");
+_Static_assert(sizeof(struct okv_restore_desc) == 64, "restore desc header");
+OKV_ASSERT_OFFSET(okv_restore_desc, buffer_id, 8);
+OKV_ASSERT_OFFSET(okv_restore_desc, count, 12);
+OKV_ASSERT_OFFSET(okv_restore_desc, lease_id, 16);
+OKV_ASSERT_OFFSET(okv_restore_desc, reserved, 24);
+_Static_assert(sizeof(struct okv_restore_entry) == 8, "restore entry");
 
 #ifdef __cplusplus
 }

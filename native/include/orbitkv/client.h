@@ -37,7 +37,10 @@ enum okv_error {
 	OKV_ECLOSED = -1009,         /* client already closed or session ended */
 	OKV_EINTERNAL = -1010,       /* Manager answered Internal */
 	OKV_EUNSUPPORTED = -1011,    /* Manager does not serve this command */
-	OKV_EAPPLICATION = -1012     /* Manager sent an error frame (okv_last_error) */
+	OKV_EAPPLICATION = -1012,    /* Manager sent an error frame (okv_last_error) */
+	OKV_EPENDING = -1013,        /* restore still copying: poll or wait again */
+	OKV_EUNADMITTED = -1014,     /* capacity pressure: nothing done, retry later */
+	OKV_E2BIG = -1015            /* batch does not fit the slot's descriptor area */
 };
 
 /** Largest okv_connect_options.timeout_ms: one hour. */
@@ -79,6 +82,14 @@ struct okv_health {
 	uint64_t requests;
 	char poll_mode[16];     /* "spin" / "adaptive" / "park" */
 	char version[32];
+	/* cache state; all zero on an idle Manager except blocks and bytes */
+	uint64_t blocks;             /* sealed blocks resident in RAM */
+	uint64_t ram_used_bytes;     /* bytes of frames holding blocks */
+	uint64_t ram_capacity_bytes; /* --ram-capacity */
+	uint64_t leases;             /* live leases */
+	uint64_t pins;               /* block pins (leases + copies) */
+	uint64_t reserved_bytes;     /* bytes reserved by live leases */
+	uint64_t operations;         /* copies in flight or awaiting RestorePoll */
 };
 
 /**
@@ -131,6 +142,161 @@ uint64_t okv_epoch(const okv_client *c);
 int okv_notification_fd(const okv_client *c);
 /** pidfd of the Manager (borrowed); readable when the Manager exits. */
 int okv_manager_pidfd(const okv_client *c);
+
+/* ------------------------------------------------------------------------ */
+/* Cache identity (DESIGN.md §5.4)                                           */
+/* ------------------------------------------------------------------------ */
+
+/** The cache identity of an engine's KV blocks. Strings may be NULL (= "");
+ *  each is at most 1024 bytes. */
+struct okv_namespace_spec {
+	const char *model_id;         /* e.g. "meta-llama/Llama-3.1-8B" */
+	const char *weights_revision; /* commit or checksum of the weights */
+	const char *dtype;            /* KV dtype: "bfloat16", "fp8_e4m3" */
+	const char *kv_layout;        /* engine layout name, e.g. "vllm-nhd" */
+	uint32_t block_tokens;        /* tokens per block, ≥ 1 */
+	uint32_t tp_rank, tp_size;    /* tensor parallel; size ≥ 1, rank < size */
+	uint32_t pp_rank, pp_size;    /* pipeline parallel */
+	uint32_t cp_rank, cp_size;    /* context parallel */
+	const char *adapter_id;       /* LoRA/adapter id, NULL or "" = none */
+	const char *tenant_salt;      /* isolates tenants sharing a model */
+};
+
+/**
+ * Fingerprint a cache identity: the first 16 bytes of SHA-256 over the
+ * domain tag "orbitkv.namespace.v1" and then every field of spec in the
+ * order declared, each as a 4-byte little-endian length followed by its
+ * bytes (integers as 4-byte little-endian values, so length 4). The same
+ * bytes in every process and language (gocore and the Python package
+ * compute it the same way). Errors: -EINVAL (NULL, block_tokens 0, a size
+ * 0, a rank ≥ its size, a string over 1024 bytes).
+ */
+int okv_namespace_fingerprint(const struct okv_namespace_spec *spec, struct okv_namespace *out);
+
+/* ------------------------------------------------------------------------ */
+/* Engine buffers (host backend)                                             */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * An engine KV buffer in shared memory: one memfd holding `layers` layers
+ * of `page_count` pages of `page_bytes` bytes, layer-major: page p of layer
+ * l starts at base + (l * page_count + p) * page_bytes.
+ */
+struct okv_buffer {
+	void *base;           /* mapping, MAP_SHARED, read-write */
+	uint64_t bytes;       /* layers * page_count * page_bytes */
+	int fd;               /* memfd, sealed against shrink and grow */
+	uint32_t layers;
+	uint64_t page_bytes;
+	uint64_t page_count;
+};
+
+/**
+ * Allocate a buffer: memfd_create(2) with MFD_ALLOW_SEALING, ftruncate,
+ * F_SEAL_SHRINK | F_SEAL_GROW (so the Manager's mapping can never lose its
+ * pages: a shrink would SIGBUS the copy workers), mmap MAP_SHARED and
+ * pre-fault. Errors: -EINVAL (a zero dimension, page_bytes not a multiple
+ * of 64, overflow), -ENOMEM and other -errno.
+ */
+int okv_buffer_alloc(uint32_t layers, uint64_t page_bytes, uint64_t page_count, struct okv_buffer *out);
+/** Unmap and close; zeroes *b. NULL or a zeroed buffer is a no-op. */
+void okv_buffer_free(struct okv_buffer *b);
+/** Address of page `page` of layer `layer` (no bounds check). */
+static inline void *okv_buffer_page(const struct okv_buffer *b, uint32_t layer, uint64_t page)
+{
+	return (uint8_t *)b->base + ((uint64_t)layer * b->page_count + page) * b->page_bytes;
+}
+
+/**
+ * Register a buffer with the Manager (RegisterBuffers lifecycle frame, the
+ * memfd passed with SCM_RIGHTS); the Manager maps it and checks its seals.
+ * *buffer_id names it in Publish and Restore. The buffer must stay allocated
+ * until okv_close. Errors: OKV_EAPPLICATION (okv_last_error names the field
+ * and limit), OKV_ETIMEDOUT, OKV_EPROTO, OKV_ECLOSED, -EINVAL.
+ */
+int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id);
+
+/* ------------------------------------------------------------------------ */
+/* Cache operations (DESIGN.md §5.3)                                         */
+/* ------------------------------------------------------------------------ */
+
+/** A lease returned by okv_query. */
+struct okv_lease {
+	uint64_t lease_id;     /* 0 when hit_count is 0 (no lease to release) */
+	uint32_t hit_count;    /* leading hashes resident, pinned by the lease */
+	uint32_t reserved;
+	uint64_t lease_bytes;  /* bytes the lease pins and reserves */
+	uint64_t block_bytes;  /* bytes of one leased block */
+};
+
+/**
+ * QueryBundle, leased read: the longest resident prefix of hashes[0..n).
+ * On hit_count ≥ 1 the Manager pins those blocks under a lease that this
+ * session must end with okv_release (or by closing). hit_count 0 returns 0
+ * with lease_id 0. n ≤ okv_max_query_hashes(c), else OKV_E2BIG.
+ * Errors: OKV_EINVALID (okv_last_error names the field), OKV_E2BIG, and the
+ * channel errors of okv_ping.
+ */
+int okv_query(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes,
+	      uint32_t n, struct okv_lease *out);
+
+/** Result of okv_publish, summed over its chunks. */
+struct okv_publish_result {
+	uint32_t stored;   /* blocks copied in and made visible */
+	uint32_t present;  /* blocks already resident (not copied) */
+};
+
+/**
+ * Publish n blocks: block i is page pages[i] of every layer of buffer
+ * buffer_id, stored under (ns, hashes[i]). The copy (D2H on a GPU backend)
+ * has completed and the blocks are visible when this returns. A batch larger
+ * than the slot is sent as several chunks, each a contiguous range of
+ * entries over all layers. Errors: OKV_EUNADMITTED (the RAM tier has no
+ * unpinned frames; chunks before it stay published, *out counts them),
+ * OKV_EINVALID, and the channel errors.
+ */
+int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
+		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
+		struct okv_publish_result *out);
+
+/**
+ * Start copying leased blocks into pages of buffer buffer_id (H2D on a GPU
+ * backend): entries[i] copies lease block entries[i].block into page
+ * entries[i].page of every layer. *op_id names the operation for
+ * okv_restore_poll / okv_restore_wait. The destination pages belong to the
+ * Manager's copy workers until a terminal result: do not touch them before.
+ * n ≤ okv_max_restore_entries(c), else OKV_E2BIG.
+ * Errors: OKV_EINVALID (unknown or foreign lease, page out of range or in
+ * an in-flight restore, block outside the lease), OKV_E2BIG, channel errors.
+ */
+int okv_restore(okv_client *c, uint64_t lease_id, uint32_t buffer_id,
+		const struct okv_restore_entry *entries, uint32_t n, uint64_t *op_id);
+
+/**
+ * Non-blocking: 0 when the restore completed (the operation is consumed;
+ * a second poll answers OKV_EINVALID), OKV_EPENDING while it copies,
+ * OKV_EINTERNAL when the copy failed, OKV_EINVALID for an unknown id.
+ */
+int okv_restore_poll(okv_client *c, uint64_t op_id);
+
+/**
+ * Block until the restore reaches a terminal state or timeout_ms passes:
+ * polls, then sleeps on the session eventfd (okv_notification_fd) for at
+ * most 50 ms at a time, so a lost notification costs at most 50 ms.
+ * Returns as okv_restore_poll; OKV_ETIMEDOUT when the deadline passed (the
+ * destination pages are still the Manager's), OKV_EMANAGER_DIED.
+ */
+int okv_restore_wait(okv_client *c, uint64_t op_id, uint32_t timeout_ms);
+
+/** End a lease: its pins and reserved bytes are released. Errors:
+ *  OKV_EINVALID (unknown, released or another session's lease). */
+int okv_release(okv_client *c, uint64_t lease_id);
+
+/** Largest n for okv_query / entries for okv_restore in one call, and per
+ *  chunk of okv_publish, given this session's descriptor area. */
+uint32_t okv_max_query_hashes(const okv_client *c);
+uint32_t okv_max_restore_entries(const okv_client *c);
+uint32_t okv_max_publish_entries(const okv_client *c);
 
 /** Derive the bootstrap socket path of a Manager listen address:
  *  "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock" (DESIGN.md §5.1).

@@ -950,7 +950,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_buffers_reques
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__register_buffers_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__register_buffers_reply__field_descriptors[2] =
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__register_buffers_reply__field_descriptors[3] =
 {
   {
     "regions",
@@ -976,15 +976,28 @@ static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__register_buffers_r
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "first_buffer_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__RegisterBuffersReply, first_buffer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned orbitkv__lifecycle__v1__register_buffers_reply__field_indices_by_name[] = {
+  2,   /* field[2] = first_buffer_id */
   0,   /* field[0] = regions */
   1,   /* field[1] = total_bytes */
 };
 static const ProtobufCIntRange orbitkv__lifecycle__v1__register_buffers_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_buffers_reply__descriptor =
 {
@@ -994,7 +1007,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_buffers_reply_
   "Orbitkv__Lifecycle__V1__RegisterBuffersReply",
   "orbitkv.lifecycle.v1",
   sizeof(Orbitkv__Lifecycle__V1__RegisterBuffersReply),
-  2,
+  3,
   orbitkv__lifecycle__v1__register_buffers_reply__field_descriptors,
   orbitkv__lifecycle__v1__register_buffers_reply__field_indices_by_name,
   1,  orbitkv__lifecycle__v1__register_buffers_reply__number_ranges,
@@ -1019,7 +1032,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_request__descrip
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__field_descriptors[10] =
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__field_descriptors[18] =
 {
   {
     "status",
@@ -1141,13 +1154,117 @@ static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "blocks",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, blocks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ram_used_bytes",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, ram_used_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ram_capacity_bytes",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, ram_capacity_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leases",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, leases),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pins",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, pins),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reserved_bytes",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, reserved_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "operations",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, operations),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "evictions",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, evictions),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned orbitkv__lifecycle__v1__health_reply__field_indices_by_name[] = {
   9,   /* field[9] = abi_version */
+  10,   /* field[10] = blocks */
   1,   /* field[1] = epoch */
+  17,   /* field[17] = evictions */
+  13,   /* field[13] = leases */
   8,   /* field[8] = manager_pid */
+  16,   /* field[16] = operations */
+  14,   /* field[14] = pins */
   6,   /* field[6] = poll_mode */
+  12,   /* field[12] = ram_capacity_bytes */
+  11,   /* field[11] = ram_used_bytes */
   7,   /* field[7] = requests */
+  15,   /* field[15] = reserved_bytes */
   2,   /* field[2] = service_id */
   3,   /* field[3] = sessions */
   0,   /* field[0] = status */
@@ -1157,7 +1274,7 @@ static const unsigned orbitkv__lifecycle__v1__health_reply__field_indices_by_nam
 static const ProtobufCIntRange orbitkv__lifecycle__v1__health_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_reply__descriptor =
 {
@@ -1167,7 +1284,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_reply__descripto
   "Orbitkv__Lifecycle__V1__HealthReply",
   "orbitkv.lifecycle.v1",
   sizeof(Orbitkv__Lifecycle__V1__HealthReply),
-  10,
+  18,
   orbitkv__lifecycle__v1__health_reply__field_descriptors,
   orbitkv__lifecycle__v1__health_reply__field_indices_by_name,
   1,  orbitkv__lifecycle__v1__health_reply__number_ranges,

@@ -169,10 +169,15 @@ struct  Orbitkv__Lifecycle__V1__RegisterBuffersReply
   ProtobufCMessage base;
   uint32_t regions;
   uint64_t total_bytes;
+  /*
+   * Buffer id of the first region of this request; the others follow in
+   * order. Ids count from 0 per session and name buffers in Publish/Restore.
+   */
+  uint32_t first_buffer_id;
 };
 #define ORBITKV__LIFECYCLE__V1__REGISTER_BUFFERS_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__register_buffers_reply__descriptor) \
-    , 0, 0 }
+    , 0, 0, 0 }
 
 
 /*
@@ -218,10 +223,31 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
   uint64_t requests;
   uint32_t manager_pid;
   uint32_t abi_version;
+  /*
+   * Cache state (DESIGN.md §6: on an idle Manager leases, pins,
+   * reserved_bytes and operations are zero).
+   */
+  /*
+   * sealed blocks resident in RAM
+   */
+  uint64_t blocks;
+  uint64_t ram_used_bytes;
+  uint64_t ram_capacity_bytes;
+  uint64_t leases;
+  uint64_t pins;
+  uint64_t reserved_bytes;
+  /*
+   * copies in flight or awaiting RestorePoll
+   */
+  uint64_t operations;
+  /*
+   * blocks evicted since start
+   */
+  uint64_t evictions;
 };
 #define ORBITKV__LIFECYCLE__V1__HEALTH_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__health_reply__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
