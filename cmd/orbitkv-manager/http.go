@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
@@ -42,10 +43,16 @@ func (h *healthState) reply() *lifecyclepb.HealthReply {
 	if h.draining.Load() {
 		st = "draining"
 	}
-	return &lifecyclepb.HealthReply{
+	r := &lifecyclepb.HealthReply{
 		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: version,
 		PollMode: h.mode.String(), Requests: h.disp.Requests(),
 	}
+	if svc := h.disp.Cache(); svc != nil {
+		cs := svc.Stats()
+		r.Blocks, r.RamUsedBytes, r.RamCapacityBytes = cs.Blocks, cs.UsedBytes, cs.CapacityBytes
+		r.Leases, r.Pins, r.ReservedBytes, r.Operations, r.Evictions = cs.Leases, cs.Pins, cs.ReservedBytes, cs.Operations, cs.Evictions
+	}
+	return r
 }
 
 type httpServer struct {
@@ -73,6 +80,9 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_parks_total", Help: "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup."},
 			func() float64 { return float64(d.Parks()) }),
 	)
+	if svc := d.Cache(); svc != nil {
+		registerCacheMetrics(reg, svc)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		rep := h.reply()
@@ -85,6 +95,9 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 			"uptime_s": time.Duration(rep.UptimeNs).Seconds(), "requests": rep.Requests,
 			"sessions": table.Len(), "epoch": table.Spec().Epoch,
 			"service_id": hex.EncodeToString(h.serviceID[:]),
+			"blocks":     rep.Blocks, "ram_used_bytes": rep.RamUsedBytes, "ram_capacity_bytes": rep.RamCapacityBytes,
+			"leases": rep.Leases, "pins": rep.Pins, "reserved_bytes": rep.ReservedBytes,
+			"operations": rep.Operations, "evictions": rep.Evictions,
 		})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -108,4 +121,33 @@ func (s *httpServer) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s.srv.Shutdown(ctx)
+}
+
+// registerCacheMetrics exposes the cache counters an operator graphs: RAM
+// tier fill, eviction rate, lease and pin counts, copy throughput.
+func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
+	gauge := func(name, help string, f func(cache.Stats) uint64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(f(svc.Stats())) }))
+	}
+	counter := func(name, help string, f func(cache.Stats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(svc.Stats())) }))
+	}
+	gauge("orbitkv_ram_blocks", "Sealed blocks resident in the RAM tier.", func(s cache.Stats) uint64 { return s.Blocks })
+	gauge("orbitkv_ram_used_bytes", "Bytes of RAM tier chunks holding blocks (sealed or publishing).", func(s cache.Stats) uint64 { return s.UsedBytes })
+	gauge("orbitkv_ram_capacity_bytes", "Usable bytes of the RAM tier.", func(s cache.Stats) uint64 { return s.CapacityBytes })
+	gauge("orbitkv_leases", "Live leases.", func(s cache.Stats) uint64 { return s.Leases })
+	gauge("orbitkv_block_pins", "Block pins held by leases and in-flight copies.", func(s cache.Stats) uint64 { return s.Pins })
+	gauge("orbitkv_reserved_bytes", "Bytes reserved by live leases.", func(s cache.Stats) uint64 { return s.ReservedBytes })
+	gauge("orbitkv_operations", "Copies in flight plus restores awaiting RestorePoll.", func(s cache.Stats) uint64 { return s.Operations })
+	counter("orbitkv_evictions_total", "Blocks evicted from the RAM tier.", func(s cache.Stats) uint64 { return s.Evictions })
+	counter("orbitkv_published_blocks_total", "Blocks published (copied in and sealed).", func(s cache.Stats) uint64 { return s.Published })
+	counter("orbitkv_published_bytes_total", "Bytes copied by publishes.", func(s cache.Stats) uint64 { return s.PublishBytes })
+	counter("orbitkv_restored_blocks_total", "Blocks restored into engine buffers.", func(s cache.Stats) uint64 { return s.Restored })
+	counter("orbitkv_restored_bytes_total", "Bytes copied by restores.", func(s cache.Stats) uint64 { return s.RestoreBytes })
+	counter("orbitkv_queries_total", "QueryBundle requests served.", func(s cache.Stats) uint64 { return s.Queries })
+	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", func(s cache.Stats) uint64 { return s.QueryHits })
+	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", func(s cache.Stats) uint64 { return s.Unadmitted })
+	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", func(s cache.Stats) uint64 { return s.Invalid })
 }

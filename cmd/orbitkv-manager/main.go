@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -23,9 +24,11 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -43,6 +46,7 @@ Usage:
 Examples:
   orbitkv-manager                                    # socket /tmp/orbitkv-127.0.0.1-7470.sock
   orbitkv-manager --poll-mode spin                   # lowest latency, one core busy
+  orbitkv-manager --ram-capacity 64GiB --copy-workers 8
   orbitkv-manager --bootstrap-socket /run/okv.sock --http-addr ""
 
 Flags:
@@ -60,6 +64,10 @@ type config struct {
 	logLevel     string
 	logFormat    string
 	showVersion  bool
+	ramCapacity  string
+	chunkBytes   string
+	copyWorkers  int
+	prefault     bool
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -78,6 +86,10 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
+	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
+	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
+	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
@@ -111,7 +123,12 @@ type settings struct {
 	descBytes   uint32
 	socket      string
 	maxSessions uint32
+	cache       cache.Spec
 }
+
+// defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
+// at least 1 and at most 4.
+func defaultCopyWorkers() int { return max(1, min(4, runtime.NumCPU()-1)) }
 
 // validate checks every flag against its limit; each error names the flag.
 func validate(c *config) (*settings, error) {
@@ -137,6 +154,21 @@ func validate(c *config) (*settings, error) {
 	st.descBytes = uint32(desc)
 	if c.helloTimeout <= 0 || c.helloTimeout > time.Minute {
 		return nil, fmt.Errorf("--hello-timeout %v: want more than 0 and at most 1m", c.helloTimeout)
+	}
+	capBytes, err := humanize.ParseBytes(c.ramCapacity)
+	if err != nil {
+		return nil, fmt.Errorf("--ram-capacity %q: not a size (examples: 4GiB, 512MiB)", c.ramCapacity)
+	}
+	chunk, err := humanize.ParseBytes(c.chunkBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--ram-chunk-bytes %q: not a size (examples: 16KiB, 2MiB)", c.chunkBytes)
+	}
+	st.cache = cache.Spec{RAMCapacity: capBytes, ChunkBytes: chunk, Prefault: c.prefault, CopyWorkers: c.copyWorkers}
+	if err := (ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk}).Validate(); err != nil {
+		return nil, fmt.Errorf("--ram-capacity %s / --ram-chunk-bytes %s: %w", c.ramCapacity, c.chunkBytes, err)
+	}
+	if c.copyWorkers < 1 || c.copyWorkers > cache.MaxCopyWorkers {
+		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, cache.MaxCopyWorkers)
 	}
 	st.socket = c.socket
 	if st.socket == "" {
@@ -195,11 +227,17 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cs := st.cache
+	cs.Logger = log
+	prefaultStart := time.Now()
 	disp, err := channel.New(channel.Spec{Epoch: epoch, MaxSessions: st.maxSessions,
-		PollMode: mode, SpinWindow: c.spinWindow, Logger: log})
+		PollMode: mode, SpinWindow: c.spinWindow, Logger: log, Cache: &cs})
 	if err != nil {
 		return err
 	}
+	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.RAMCapacity)),
+		slog.String("chunk", humanize.IBytes(cs.ChunkBytes)), slog.Bool("prefault", cs.Prefault),
+		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers))
 	go disp.Run()
 	started := time.Now()
 	health := newHealth(disp, mode, started, serviceID)

@@ -39,7 +39,7 @@ func TestDecodeHello(t *testing.T) {
 			status: BootBadMagic, field: "magic"},
 		{name: "protocol version 1 is BadVersion", bytes: func() []byte { h := validHello(); h.ProtocolVersion = 1; return h.AppendTo(nil) },
 			status: BootBadVersion, field: "protocol_version"},
-		{name: "ABI version 2 is BadVersion", bytes: func() []byte { h := validHello(); h.ABIVersion = 2; return h.AppendTo(nil) },
+		{name: "ABI version 1 is BadVersion", bytes: func() []byte { h := validHello(); h.ABIVersion = 1; return h.AppendTo(nil) },
 			status: BootBadVersion, field: "abi_version"},
 		{name: "an unknown role is BadField", bytes: func() []byte { h := validHello(); h.Role = 5; return h.AppendTo(nil) },
 			status: BootBadField, field: "role"},

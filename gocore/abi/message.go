@@ -98,7 +98,9 @@ const (
 )
 
 var fieldNames = [...]string{"none", "magic", "abi_version", "code", "epoch", "desc_offset",
-	"desc_length", "generation", "reserved"}
+	"desc_length", "generation", "reserved", "desc_magic", "desc_schema", "desc_flags",
+	"desc_reserved", "count", "buffer_id", "page", "layers", "lease_id", "block",
+	"block_bytes", "op_id", "namespace"}
 
 // String returns the C field name ("desc_offset").
 func (f Field) String() string {
@@ -228,6 +230,12 @@ func (m *Message) ValidateRequest(l RequestLimits) *RequestError {
 		return &RequestError{StatusInvalid, FieldDescLength, fmt.Sprintf("%d at offset %d passes the area end %d", m.DescLength, m.DescOffset, end)}
 	}
 	return nil
+}
+
+// WithStatus returns a copy of response m with status st.
+func (m Message) WithStatus(st Status) Message {
+	m.Code = uint16(st)
+	return m
 }
 
 // Response builds the response to request m: same request id, the given

@@ -139,8 +139,8 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if aerr != nil {
 			return nil, aerr, nil
 		}
-		sess.AddBuffers(bufs)
-		return &lifecyclepb.RegisterBuffersReply{Regions: uint32(len(bufs)), TotalBytes: total}, nil, nil
+		first := sess.AddBuffers(bufs)
+		return &lifecyclepb.RegisterBuffersReply{Regions: uint32(len(bufs)), TotalBytes: total, FirstBufferId: first}, nil, nil
 	case lifecycle.CodeHealth:
 		var req lifecyclepb.HealthRequest
 		if err := f.Unmarshal(&req); err != nil {
@@ -212,9 +212,7 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 	var total uint64
 	fail := func(aerr *appError) ([]session.Buffer, uint64, *appError) {
 		for _, b := range out {
-			if b.File != nil {
-				b.File.Close()
-			}
+			closeBuffer(&b)
 		}
 		return nil, 0, aerr
 	}
@@ -251,16 +249,40 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > uint64(st.Size) {
 				return fail(invalid(field("bytes"), "offset %d + bytes %d exceeds the fd size %d", r.GetOffset(), r.GetBytes(), st.Size))
 			}
+			// The copy workers read and write this memory: a client that
+			// could shrink the memfd would make them fault (SIGBUS) and kill
+			// the Manager, so the shrink seal is required (fcntl(2), "File
+			// Sealing"; okv_buffer_alloc sets it).
+			seals, err := unix.FcntlInt(files[idx].Fd(), unix.F_GET_SEALS, 0)
+			if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_SHRINK (okv_buffer_alloc does it); seals 0x%x, err %v", seals, err))
+			}
 			fd, err := unix.FcntlInt(files[idx].Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				return fail(&appError{abi.StatusInternal, field("fd_index"), "dup: " + err.Error()})
 			}
 			b.File = os.NewFile(uintptr(fd), "orbitkv-buffer")
+			page := uint64(os.Getpagesize())
+			delta := r.GetOffset() % page
+			m, err := unix.Mmap(fd, int64(r.GetOffset()-delta), int(delta+r.GetBytes()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				b.File.Close()
+				return fail(&appError{abi.StatusInternal, field("bytes"), fmt.Sprintf("mmap %d bytes: %v", r.GetBytes(), err)})
+			}
+			b.SetMapping(m, delta)
 		}
 		out = append(out, b)
 		total += r.GetBytes()
 	}
 	return out, total, nil
+}
+
+// closeBuffer unmaps and closes a buffer that was never handed to a session.
+func closeBuffer(b *session.Buffer) {
+	b.Unmap()
+	if b.File != nil {
+		b.File.Close()
+	}
 }
 
 func (s *Server) health() *lifecyclepb.HealthReply {

@@ -102,10 +102,20 @@ func TestMalformedFrameClosesTheConnection(t *testing.T) {
 
 func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 
-// newMemfd returns a memfd of size bytes, closed at cleanup.
+// newMemfd returns a memfd of size bytes sealed against shrinking (as
+// okv_buffer_alloc makes them), closed at cleanup.
 func newMemfd(t *testing.T, size int64) *os.File {
 	t.Helper()
-	fd, err := unix.MemfdCreate("okv-test-buffer", unix.MFD_CLOEXEC)
+	f := newUnsealedMemfd(t, size)
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func newUnsealedMemfd(t *testing.T, size int64) *os.File {
+	t.Helper()
+	fd, err := unix.MemfdCreate("okv-test-buffer", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +142,7 @@ func TestApplicationErrorKeepsTheConnection(t *testing.T) {
 		code     lifecycle.Code
 		body     func(rc *rawClient) proto.Message
 		files    int   // memfds to attach
+		unsealed bool  // attach memfds without F_SEAL_SHRINK
 		fileSize int64 // bytes of each
 		field    string
 	}{
@@ -192,6 +203,12 @@ func TestApplicationErrorKeepsTheConnection(t *testing.T) {
 				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{r}}
 			},
 			files: 1, fileSize: okBytes, field: "regions[0].layers"},
+		{name: "RegisterBuffers with a memfd that can shrink names regions[0].fd_index", register: true,
+			code: lifecycle.CodeRegisterBuffers,
+			body: func(rc *rawClient) proto.Message {
+				return &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(0, okBytes)}}
+			},
+			files: 1, fileSize: okBytes, unsealed: true, field: "regions[0].fd_index"},
 		{name: "Health carrying an fd names fds",
 			code:  lifecycle.CodeHealth,
 			body:  func(rc *rawClient) proto.Message { return &lifecyclepb.HealthRequest{} },
@@ -211,7 +228,11 @@ func TestApplicationErrorKeepsTheConnection(t *testing.T) {
 			}
 			var files []*os.File
 			for range tc.files {
-				files = append(files, newMemfd(t, tc.fileSize))
+				if tc.unsealed {
+					files = append(files, newUnsealedMemfd(t, tc.fileSize))
+				} else {
+					files = append(files, newMemfd(t, tc.fileSize))
+				}
 			}
 			mark := h.logs.mark()
 			f := rc.frame(t, tc.code, tc.body(rc), files...)

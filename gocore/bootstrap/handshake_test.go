@@ -27,7 +27,7 @@ func TestHelloIsRefused(t *testing.T) {
 	}{
 		{"wrong magic is refused with BadMagic", func(x *abi.Hello) { x.Magic = abi.MsgMagic }, abi.BootBadMagic, "magic"},
 		{"protocol version 1 is refused with BadVersion", func(x *abi.Hello) { x.ProtocolVersion = 1 }, abi.BootBadVersion, "protocol_version"},
-		{"ABI version 2 is refused with BadVersion", func(x *abi.Hello) { x.ABIVersion = 2 }, abi.BootBadVersion, "abi_version"},
+		{"another ABI version is refused with BadVersion", func(x *abi.Hello) { x.ABIVersion = abi.Version + 1 }, abi.BootBadVersion, "abi_version"},
 		{"an unknown role is refused with BadField", func(x *abi.Hello) { x.Role = 77 }, abi.BootBadField, "role"},
 		{"nonzero reserved is refused with BadField", func(x *abi.Hello) { x.Reserved[0] = 1 }, abi.BootBadField, "reserved"},
 		{"a non-printable instance id is refused with BadField", func(x *abi.Hello) { x.InstanceID[3] = 0x07 }, abi.BootBadField, "instance_id"},

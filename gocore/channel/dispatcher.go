@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
@@ -42,6 +43,10 @@ type Spec struct {
 	SpinWindow  time.Duration // adaptive: spin this long after the last request
 	MaxBatch    int           // events per crossing; default 64
 	Logger      *slog.Logger
+	// Cache, when set, makes the dispatcher serve the cache commands
+	// (QueryBundle, Publish, Restore, RestorePoll, Release) through a
+	// cache.Service it creates; nil answers them Unsupported.
+	Cache *cache.Spec
 }
 
 // Validate checks the limits of s.
@@ -90,6 +95,8 @@ type Dispatcher struct {
 	invalid  atomic.Uint64 // requests refused
 	states   []*sessionState
 	done     chan struct{}
+	svc      *cache.Service // nil without Spec.Cache
+	svcOpen  bool           // svc not yet closed
 }
 
 // New creates the doorbell memfd (sealed against grow, shrink and further
@@ -128,12 +135,30 @@ func New(spec Spec) (*Dispatcher, error) {
 		unix.Munmap(db)
 		return fail(err)
 	}
+	var svc *cache.Service
+	if spec.Cache != nil {
+		cs := *spec.Cache
+		cs.Epoch = spec.Epoch
+		if cs.Logger == nil {
+			cs.Logger = spec.Logger
+		}
+		if svc, err = cache.New(cs, db); err != nil {
+			srv.Close()
+			unix.Munmap(db)
+			return fail(err)
+		}
+	}
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
 		states: make([]*sessionState, spec.MaxSessions),
 		done:   make(chan struct{}),
+		svc:    svc, svcOpen: svc != nil,
 	}, nil
 }
+
+// Cache returns the cache service, or nil when Spec.Cache was nil. Only
+// its Stats method may be called from outside the dispatcher goroutine.
+func (d *Dispatcher) Cache() *cache.Service { return d.svc }
 
 // DoorbellFile is the doorbell memfd sent to every client (borrowed).
 func (d *Dispatcher) DoorbellFile() *os.File { return d.dbFile }
@@ -155,9 +180,11 @@ func (d *Dispatcher) Attach(s *session.Session) error {
 	return d.control(controlOp{attach: s})
 }
 
-// Detach stops serving s and records its last accepted generation. When it
-// returns the dispatcher no longer touches s's slot mapping: either it
-// applied the detach, or Run has returned. Run must have been started.
+// Detach stops serving s and records its last accepted generation; its cache
+// state is torn down (DESIGN.md §5.1) and Detach waits until the copies it
+// had in flight drained. When it returns the dispatcher and the copy engine
+// no longer touch s's slot or buffer mappings: either the detach completed,
+// or Run has returned. Run must have been started.
 func (d *Dispatcher) Detach(s *session.Session) {
 	d.control(controlOp{detach: s})
 }
@@ -207,16 +234,25 @@ func (d *Dispatcher) Run() {
 	defer runtime.UnlockOSThread()
 	defer close(d.done)
 	nrep := 0
+	replies := d.srv.Replies() // room for a batch of events plus a batch of completions
+	post := func(slot uint32, m abi.Message) {
+		replies[nrep] = native.Reply{Slot: slot, Msg: m}
+		nrep++
+	}
 	for {
 		events := d.srv.Step(nrep)
 		nrep = 0
-		replies := d.srv.Replies()
 		var handled uint64
 		for i := range events {
 			e := &events[i]
 			if e.Kind == native.EventControl {
-				if d.applyControl() {
+				stop := d.applyControl()
+				if d.svc != nil && d.svc.Complete(d.spec.MaxBatch, post) {
+					d.srv.Ring() // more completions: come back next step
+				}
+				if stop {
 					d.srv.Post(nrep)
+					d.closeCache()
 					return
 				}
 				continue
@@ -225,11 +261,22 @@ func (d *Dispatcher) Run() {
 			if st == nil {
 				continue // detached between ring and step
 			}
-			replies[nrep] = native.Reply{Slot: e.Slot, Msg: d.handle(st, &e.Msg)}
-			nrep++
+			if m, ok := d.handle(st, &e.Msg); ok {
+				replies[nrep] = native.Reply{Slot: e.Slot, Msg: m}
+				nrep++
+			}
 			handled++
 		}
 		d.requests.Add(handled)
+	}
+}
+
+// closeCache waits for the copy engine to finish every queued copy and frees
+// the RAM tier; after it, no session memory is touched.
+func (d *Dispatcher) closeCache() {
+	if d.svcOpen {
+		d.svc.Close()
+		d.svcOpen = false
 	}
 }
 
@@ -251,23 +298,36 @@ func (d *Dispatcher) applyControl() (stop bool) {
 					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,
 					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
 				}}
+				if d.svc != nil {
+					d.svc.Attach(s)
+				}
 			}
 			op.done <- err
 		case op.detach != nil:
 			s := op.detach
-			if st := d.states[s.Index]; st != nil && st.sess == s {
-				s.SetLastGeneration(st.limits.LastGen)
-				d.srv.Detach(s.Index)
-				d.states[s.Index] = nil
+			st := d.states[s.Index]
+			if st == nil || st.sess != s {
+				op.done <- nil
+				continue
 			}
-			op.done <- nil
+			s.SetLastGeneration(st.limits.LastGen)
+			d.srv.Detach(s.Index)
+			d.states[s.Index] = nil
+			if d.svc == nil {
+				op.done <- nil
+				continue
+			}
+			done := op.done
+			d.svc.Detach(s, func() { done <- nil })
 		}
 	}
 	return stop
 }
 
-// Close frees the poll loop and the doorbell. Call after Run returned.
+// Close frees the poll loop and the doorbell. Call after Run returned (or
+// when Run was never started).
 func (d *Dispatcher) Close() {
+	d.closeCache()
 	d.srv.Close()
 	if d.db != nil {
 		unix.Munmap(d.db)

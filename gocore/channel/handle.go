@@ -11,26 +11,30 @@ import (
 // interval; the rest are counted and reported with the next line.
 const invalidLogEvery = time.Second
 
-// handle validates one request and returns its response. Runs on the
-// dispatcher goroutine; must not block.
-func (d *Dispatcher) handle(st *sessionState, m *abi.Message) abi.Message {
+// handle validates one request and returns its response, or ok=false when
+// the response is deferred (a Publish answers once its copy completed).
+// Runs on the dispatcher goroutine; must not block.
+func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message, ok bool) {
 	if rerr := m.ValidateRequest(st.limits); rerr != nil {
 		d.invalid.Add(1)
 		d.logInvalid(st, m, rerr)
-		return m.Response(d.spec.Epoch, rerr.Status, uint64(rerr.Field), 0)
+		return m.Response(d.spec.Epoch, rerr.Status, uint64(rerr.Field), 0), true
 	}
 	st.limits.LastGen = m.Generation
 	switch abi.Command(m.Code) {
 	case abi.CmdPing:
-		return m.Response(d.spec.Epoch, abi.StatusOK, m.Arg0, 0)
+		return m.Response(d.spec.Epoch, abi.StatusOK, m.Arg0, 0), true
 	case abi.CmdShutdown:
 		// The session ends when its bootstrap socket closes; Shutdown only
 		// acknowledges so the client can close without a timeout.
-		return m.Response(d.spec.Epoch, abi.StatusOK, 0, 0)
-	default:
-		// Cache operations arrive with later issues.
-		return m.Response(d.spec.Epoch, abi.StatusUnsupported, 0, 0)
+		return m.Response(d.spec.Epoch, abi.StatusOK, 0, 0), true
+	case abi.CmdQueryBundle, abi.CmdPublish, abi.CmdRestore, abi.CmdRestorePoll, abi.CmdRelease:
+		if d.svc != nil {
+			return d.svc.Handle(st.sess, m)
+		}
 	}
+	// Poll, Claim, CancelQuery: the operation-semantics issue.
+	return m.Response(d.spec.Epoch, abi.StatusUnsupported, 0, 0), true
 }
 
 func (d *Dispatcher) logInvalid(st *sessionState, m *abi.Message, rerr *abi.RequestError) {

@@ -28,14 +28,14 @@ func TestHandleAnswersPingAndAdvancesTheGeneration(t *testing.T) {
 	d := newTestDispatcher(t)
 	st := &sessionState{sess: &session.Session{}, limits: abi.RequestLimits{Epoch: 9, DescOffset: abi.SlotDescOffset, DescCapacity: 4096}}
 	m := ping(1)
-	r := d.handle(st, &m)
+	r, _ := d.handle(st, &m)
 	if abi.Status(r.Code) != abi.StatusOK || r.Arg0 != 42 || r.Generation != 2 || r.RequestID != 5 || r.Epoch != 9 {
 		t.Fatalf("response %+v, want Ok echoing arg0 42 at generation 2", r)
 	}
 	if st.limits.LastGen != 1 {
 		t.Errorf("LastGen = %d, want 1", st.limits.LastGen)
 	}
-	again := d.handle(st, &m) // the same generation again is stale
+	again, _ := d.handle(st, &m) // the same generation again is stale
 	if abi.Status(again.Code) != abi.StatusStaleGeneration || abi.Field(again.Arg0) != abi.FieldGeneration {
 		t.Errorf("replayed generation answered %v field %v, want StaleGeneration/generation", abi.Status(again.Code), abi.Field(again.Arg0))
 	}
@@ -51,7 +51,7 @@ func TestHandleDoesNotAllocateOnTheHotPath(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		m := ping(gen)
 		gen += 2
-		if r := d.handle(st, &m); abi.Status(r.Code) != abi.StatusOK {
+		if r, _ := d.handle(st, &m); abi.Status(r.Code) != abi.StatusOK {
 			t.Fatalf("status %v", abi.Status(r.Code))
 		}
 	})

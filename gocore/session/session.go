@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/orbitkv/orbitkv/gocore/abi"
 )
 
@@ -44,8 +46,12 @@ type Peer struct {
 	InstanceID string
 }
 
-// Buffer is one engine KV buffer registered by RegisterBuffers. The Manager
-// keeps the fd (host backend) until the session closes; a later issue maps it.
+// Buffer is one engine KV buffer registered by RegisterBuffers. For the host
+// backend the Manager keeps the fd and a shared mapping of the region until
+// the session closes (Table.Close unmaps it after the dispatcher drained the
+// session's copies). The layout is layer-major: page p of layer l starts at
+// byte (l*PageCount + p) * PageBytes of the region (liborbitkv's
+// okv_buffer).
 type Buffer struct {
 	File      *os.File // nil for the CUDA backend
 	Offset    uint64   // bytes into File
@@ -55,6 +61,17 @@ type Buffer struct {
 	PageCount uint64   // pages per layer
 	CUDAIPC   []byte
 	Device    uint32
+	// Mem is the region mapped MAP_SHARED read-write (host backend; nil
+	// otherwise); mapping is the whole page-aligned mapping it lies in.
+	Mem     []byte
+	mapping []byte
+}
+
+// SetMapping records the page-aligned mapping m of which the region is
+// m[delta:delta+Bytes]; Table.Close unmaps m.
+func (b *Buffer) SetMapping(m []byte, delta uint64) {
+	b.mapping = m
+	b.Mem = m[delta : delta+b.Bytes : delta+b.Bytes]
 }
 
 // Session is one connected process. Fields set by Open are immutable; the
@@ -125,11 +142,34 @@ func (s *Session) Registered() bool {
 	return s.registered
 }
 
-// AddBuffers takes ownership of the buffers (and their files).
-func (s *Session) AddBuffers(b []Buffer) {
+// Unmap unmaps the buffer's mapping (idempotent); only for buffers not
+// handed to a session, whose mappings Table.Close unmaps.
+func (b *Buffer) Unmap() {
+	if b.mapping != nil {
+		unix.Munmap(b.mapping)
+		b.mapping, b.Mem = nil, nil
+	}
+}
+
+// AddBuffers takes ownership of the buffers (their files and mappings) and
+// returns the id of the first: ids count from 0 in registration order.
+func (s *Session) AddBuffers(b []Buffer) uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	first := uint32(len(s.buffers))
 	s.buffers = append(s.buffers, b...)
+	return first
+}
+
+// Buffer returns a copy of buffer id's description (its Mem aliases the
+// mapping, valid until Table.Close), or false for an unknown id.
+func (s *Session) Buffer(id uint32) (Buffer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uint64(id) >= uint64(len(s.buffers)) {
+		return Buffer{}, false
+	}
+	return s.buffers[id], true
 }
 
 // BufferCount returns the number of registered buffers.

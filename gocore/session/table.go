@@ -160,6 +160,9 @@ func (t *Table) Close(s *Session) {
 	s.eventFile.Close()
 	s.mu.Lock()
 	for _, b := range s.buffers {
+		if b.mapping != nil {
+			unix.Munmap(b.mapping)
+		}
 		if b.File != nil {
 			b.File.Close()
 		}

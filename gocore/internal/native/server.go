@@ -61,7 +61,9 @@ func NewServer(db []byte, maxSessions uint32, mode PollMode, spinWindow time.Dur
 		return nil, fmt.Errorf("native: okvi_server_new(max_sessions=%d, mode=%v) refused: max_sessions must be 1..%d", maxSessions, mode, abi.ControlSlot)
 	}
 	ev := (*C.struct_okvi_event)(C.calloc(C.size_t(maxBatch), C.sizeof_struct_okvi_event))
-	rp := (*C.struct_okvi_reply)(C.calloc(C.size_t(maxBatch), C.sizeof_struct_okvi_reply))
+	// Replies: one per event plus one per copy completion drained in the
+	// same step (the dispatcher drains at most maxBatch).
+	rp := (*C.struct_okvi_reply)(C.calloc(C.size_t(2*maxBatch), C.sizeof_struct_okvi_reply))
 	if ev == nil || rp == nil {
 		C.free(unsafe.Pointer(ev))
 		C.free(unsafe.Pointer(rp))
@@ -73,12 +75,12 @@ func NewServer(db []byte, maxSessions uint32, mode PollMode, spinWindow time.Dur
 		s: s, db: cdb, cEvents: ev, cReplies: rp,
 		rawPark: unix.NsecToTimespec(rawParkWindow.Nanoseconds()),
 		events:  unsafe.Slice((*Event)(unsafe.Pointer(ev)), maxBatch),
-		replies: unsafe.Slice((*Reply)(unsafe.Pointer(rp)), maxBatch),
+		replies: unsafe.Slice((*Reply)(unsafe.Pointer(rp)), 2*maxBatch),
 	}, nil
 }
 
-// Replies returns the reply array (C memory, valid until Close). Fill the
-// first n entries and pass n to the next Step.
+// Replies returns the reply array (C memory, valid until Close; 2*maxBatch
+// entries). Fill the first n entries and pass n to the next Step.
 func (s *Server) Replies() []Reply { return s.replies }
 
 // SetMode changes the poll mode and spin window for the next Step.

@@ -1,0 +1,171 @@
+package abi
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+func queryDesc(n int, ns byte) []byte {
+	b := make([]byte, DescHeaderSize+n*HashSize)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], QueryMagic)
+	le.PutUint16(b[4:], QuerySchema)
+	le.PutUint32(b[20:], uint32(n))
+	b[48] = ns
+	for i := 0; i < n; i++ {
+		b[DescHeaderSize+i*HashSize] = byte(i + 1)
+	}
+	return b
+}
+
+func publishDesc(n int) []byte {
+	b := make([]byte, DescHeaderSize+n*PublishEntrySize)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], PublishMagic)
+	le.PutUint16(b[4:], PublishSchema)
+	le.PutUint32(b[8:], 3)
+	le.PutUint32(b[12:], uint32(n))
+	b[16] = 7
+	le.PutUint32(b[36:], 4)
+	for i := 0; i < n; i++ {
+		e := b[DescHeaderSize+i*PublishEntrySize:]
+		e[0] = byte(i)
+		le.PutUint32(e[16:], uint32(100+i))
+	}
+	return b
+}
+
+func restoreDesc(n int) []byte {
+	b := make([]byte, DescHeaderSize+n*RestoreEntrySize)
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], RestoreMagic)
+	le.PutUint16(b[4:], RestoreSchema)
+	le.PutUint32(b[8:], 1)
+	le.PutUint32(b[12:], uint32(n))
+	le.PutUint64(b[16:], 42)
+	for i := 0; i < n; i++ {
+		le.PutUint32(b[DescHeaderSize+i*RestoreEntrySize:], uint32(i))
+		le.PutUint32(b[DescHeaderSize+i*RestoreEntrySize+4:], uint32(10+i))
+	}
+	return b
+}
+
+func TestDecodeQueryReadsEveryField(t *testing.T) {
+	b := queryDesc(3, 9)
+	q, err := DecodeQuery(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Len() != 3 || q.NS[0] != 9 || q.Hash(2)[0] != 3 {
+		t.Fatalf("decoded %+v", q)
+	}
+}
+
+func TestDescriptorsRejectMalformedInputNamingTheField(t *testing.T) {
+	le := binary.LittleEndian
+	cases := []struct {
+		name   string
+		decode func([]byte) *DescError
+		b      []byte
+		edit   func([]byte) []byte
+		field  Field
+		status Status
+	}{
+		{"a short query is refused by length", qd, queryDesc(1, 1), func(b []byte) []byte { return b[:40] }, FieldDescLength, StatusInvalid},
+		{"a query with a wrong magic", qd, queryDesc(1, 1), func(b []byte) []byte { b[0] ^= 1; return b }, FieldDescMagic, StatusInvalid},
+		{"a query with another schema", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[4:], 4); return b }, FieldDescSchema, StatusInvalid},
+		{"a hash count beyond the descriptor", qd, queryDesc(2, 1), func(b []byte) []byte { le.PutUint32(b[20:], 3); return b }, FieldCount, StatusInvalid},
+		{"a hash count of zero", qd, queryDesc(0, 1), nil, FieldCount, StatusInvalid},
+		{"unknown query flags", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], 0x80); return b }, FieldDescFlags, StatusInvalid},
+		{"known but unserved query flags", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], QueryWaitFullPref); return b }, FieldDescFlags, StatusUnsupported},
+		{"an all-zero namespace", qd, queryDesc(1, 0), nil, FieldNamespace, StatusInvalid},
+		{"a publish with trailing bytes", pd, publishDesc(2), func(b []byte) []byte { return append(b, 0) }, FieldCount, StatusInvalid},
+		{"a publish with flags", pd, publishDesc(2), func(b []byte) []byte { b[6] = 1; return b }, FieldDescFlags, StatusInvalid},
+		{"a publish with header reserved bytes", pd, publishDesc(2), func(b []byte) []byte { b[50] = 1; return b }, FieldDescReserved, StatusInvalid},
+		{"a publish entry with its reserved word set", pd, publishDesc(2), func(b []byte) []byte { b[DescHeaderSize+PublishEntrySize+20] = 1; return b }, FieldDescReserved, StatusInvalid},
+		{"a publish with an all-zero namespace", pd, publishDesc(1), func(b []byte) []byte { b[16] = 0; return b }, FieldNamespace, StatusInvalid},
+		{"a restore with a wrong magic", rd, restoreDesc(1), func(b []byte) []byte { b[3] = 0; return b }, FieldDescMagic, StatusInvalid},
+		{"a restore with header reserved bytes", rd, restoreDesc(1), func(b []byte) []byte { b[30] = 1; return b }, FieldDescReserved, StatusInvalid},
+		{"a restore count larger than the entries", rd, restoreDesc(1), func(b []byte) []byte { le.PutUint32(b[12:], 1000); return b }, FieldCount, StatusInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.b
+			if c.edit != nil {
+				b = c.edit(b)
+			}
+			err := c.decode(b)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if err.Field != c.field || err.Status != c.status {
+				t.Fatalf("got %v %v (%s), want %v %v", err.Status, err.Field, err.Detail, c.status, c.field)
+			}
+			if err.Detail == "" {
+				t.Fatal("no detail")
+			}
+		})
+	}
+}
+
+func qd(b []byte) *DescError { _, e := DecodeQuery(b); return e }
+func pd(b []byte) *DescError { _, e := DecodePublish(b); return e }
+func rd(b []byte) *DescError { _, e := DecodeRestore(b); return e }
+
+func TestPublishAndRestoreEntriesDecode(t *testing.T) {
+	p, err := DecodePublish(publishDesc(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, page := p.Entry(2); h[0] != 2 || page != 102 || p.BufferID != 3 || p.LayerCount != 4 || p.Len() != 3 {
+		t.Fatalf("publish entry 2: %v %d", h, page)
+	}
+	r, err := DecodeRestore(restoreDesc(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blk, page := r.Entry(3); blk != 3 || page != 13 || r.LeaseID != 42 || r.Len() != 4 {
+		t.Fatalf("restore entry 3: %d %d", blk, page)
+	}
+}
+
+func TestQueryResultLayout(t *testing.T) {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = 0xff
+	}
+	PutQueryResult(b, StatusOK, 7, 9, 700, 100)
+	le := binary.LittleEndian
+	if le.Uint32(b) != QueryResultMagic || le.Uint32(b[8:]) != 7 || le.Uint64(b[16:]) != 9 || le.Uint64(b[24:]) != 700 || le.Uint64(b[32:]) != 100 || b[12] != 0 || b[63] != 0 {
+		t.Fatalf("result bytes %x", b)
+	}
+}
+
+// FuzzDescriptors feeds arbitrary bytes to every descriptor decoder: none
+// may panic, and an accepted descriptor's entries lie inside the input.
+func FuzzDescriptors(f *testing.F) {
+	f.Add(queryDesc(2, 1))
+	f.Add(publishDesc(2))
+	f.Add(restoreDesc(2))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if q, err := DecodeQuery(b); err == nil {
+			if DescHeaderSize+q.Len()*HashSize != len(b) || q.Len() == 0 {
+				t.Fatalf("query of %d hashes accepted from %d bytes", q.Len(), len(b))
+			}
+			_ = q.Hash(q.Len() - 1)
+		}
+		if p, err := DecodePublish(b); err == nil {
+			if DescHeaderSize+p.Len()*PublishEntrySize != len(b) {
+				t.Fatalf("publish of %d entries accepted from %d bytes", p.Len(), len(b))
+			}
+			_, _ = p.Entry(p.Len() - 1)
+		}
+		if r, err := DecodeRestore(b); err == nil {
+			if DescHeaderSize+r.Len()*RestoreEntrySize != len(b) {
+				t.Fatalf("restore of %d entries accepted from %d bytes", r.Len(), len(b))
+			}
+			_, _ = r.Entry(r.Len() - 1)
+		}
+	})
+}

@@ -1,0 +1,23 @@
+// Package cache serves the cache operations of the channel (DESIGN.md §5.3):
+// QueryBundle (leased read), Publish, Restore, RestorePoll and Release,
+// over the RAM tier (gocore/tier/ram), the block index (gocore/index), the
+// lease table (gocore/lease) and the native copy engine
+// (gocore/internal/native, native/src/copy.c).
+//
+// Threading: a Service is owned by the dispatcher goroutine
+// (gocore/channel); every method except Stats runs there, so the cache
+// state needs no locks. Copies run on the copy engine's worker threads; a
+// finished copy rings the doorbell's control slot and the dispatcher calls
+// Complete, which posts the deferred Publish replies and signals restore
+// completions on the session eventfd.
+//
+// Rules kept here (DESIGN.md §6): a block becomes visible only after its
+// publish copy completed (rule 2); restore destination pages are the copy
+// engine's until RestorePoll reports a terminal state, and teardown waits
+// for a session's copies to drain before its buffers may be unmapped
+// (rule 3); a leased or in-copy block is never evicted (rule 4); with no
+// sessions, leases, pins, reserved bytes and operations are zero (rule 8).
+//
+// Descriptors are copied out of the shared slot before they are decoded,
+// so a client rewriting its slot meanwhile cannot change what was checked.
+package cache

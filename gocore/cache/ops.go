@@ -1,0 +1,355 @@
+package cache
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/session"
+)
+
+func invalid(f abi.Field, i int, format string, args ...any) *abi.DescError {
+	return &abi.DescError{Status: abi.StatusInvalid, Field: f, Index: uint64(i), Detail: fmt.Sprintf(format, args...)}
+}
+
+// query serves QueryBundle as a leased read: the longest resident prefix of
+// the chain is pinned under a new lease.
+func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
+	b, derr := s.descriptor(st, m)
+	if derr != nil {
+		return abi.Message{}, derr
+	}
+	q, derr := abi.DecodeQuery(b)
+	if derr != nil {
+		return abi.Message{}, derr
+	}
+	s.stats.queries.Add(1)
+	out := st.sess.Slot()[m.DescOffset:]
+	hits := s.hits[:0]
+	for i, n := 0, q.Len(); i < n; i++ {
+		blk := s.idx.Lookup(index.Key{NS: q.NS, Hash: q.Hash(i)})
+		if blk == nil {
+			break
+		}
+		hits = append(hits, blk)
+	}
+	s.hits = hits[:0]
+	if len(hits) == 0 {
+		abi.PutQueryResult(out, abi.StatusMiss, 0, 0, 0, 0)
+		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
+	}
+	if st.leases >= MaxLeasesPerSession {
+		s.stats.unadmitted.Add(1)
+		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
+	}
+	blocks := make([]*index.Block, len(hits))
+	copy(blocks, hits)
+	for _, blk := range blocks {
+		s.idx.Pin(blk)
+	}
+	l := s.leases.Add(st.owner, blocks)
+	st.leases++
+	s.stats.queryHits.Add(uint64(len(blocks)))
+	abi.PutQueryResult(out, abi.StatusOK, uint32(len(blocks)), l.ID, l.Bytes, blocks[0].Bytes)
+	return m.Response(s.epoch, abi.StatusOK, uint64(len(blocks)), l.ID), nil
+}
+
+// release ends a lease of the session.
+func (s *Service) release(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
+	l := s.leases.Get(st.owner, m.Arg0)
+	if l == nil {
+		return abi.Message{}, invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", m.Arg0)
+	}
+	s.endLease(st, l)
+	return m.Response(s.epoch, abi.StatusOK, 0, 0), nil
+}
+
+func (s *Service) endLease(st *sessState, l *lease.Lease) {
+	for _, blk := range l.Blocks {
+		s.idx.Unpin(blk)
+	}
+	s.leases.Remove(l)
+	st.leases--
+}
+
+// publish allocates frames for the blocks not yet resident, inserts them as
+// Publishing (invisible) and submits one copy job; the reply is deferred
+// until the job completes (Complete seals them, then answers).
+func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *abi.DescError) {
+	b, derr := s.descriptor(st, m)
+	if derr != nil {
+		return abi.Message{}, true, derr
+	}
+	p, derr := abi.DecodePublish(b)
+	if derr != nil {
+		return abi.Message{}, true, derr
+	}
+	buf, derr := buffer(st, p.BufferID)
+	if derr != nil {
+		return abi.Message{}, true, derr
+	}
+	if p.LayerFirst != 0 || p.LayerCount != buf.Layers {
+		return abi.Message{}, true, invalid(abi.FieldLayers, 0, "layers [%d, +%d), this build publishes the buffer's full layer set [0, +%d)", p.LayerFirst, p.LayerCount, buf.Layers)
+	}
+	blockBytes := uint64(buf.Layers) * buf.PageBytes
+	n := p.Len()
+	fresh := 0
+	for i := 0; i < n; i++ {
+		h, page := p.Entry(i)
+		if uint64(page) >= buf.PageCount {
+			return abi.Message{}, true, invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, p.BufferID, buf.PageCount)
+		}
+		if !s.idx.Contains(index.Key{NS: p.NS, Hash: h}) {
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
+	}
+	per := s.arena.ChunksFor(blockBytes)
+	if !s.makeRoom(uint64(per) * uint64(fresh)) {
+		s.stats.unadmitted.Add(1)
+		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), true, nil
+	}
+	o := &op{id: s.nextOp, kind: opPublish, st: st}
+	s.nextOp++
+	segs := s.segs[:0]
+	for i := 0; i < n; i++ {
+		h, page := p.Entry(i)
+		k := index.Key{NS: p.NS, Hash: h}
+		if s.idx.Contains(k) { // resident, or a repeat within this batch
+			o.present++
+			continue
+		}
+		chunks, err := s.arena.Alloc(make([]uint32, 0, per), per)
+		if err != nil { // cannot happen: makeRoom freed enough
+			panic("cache: allocation after makeRoom failed: " + err.Error())
+		}
+		blk := s.idx.Insert(k, blockBytes, chunks)
+		o.blocks = append(o.blocks, blk)
+		segs = s.blockSegs(segs, blk, &buf, page, true)
+	}
+	o.stored = uint32(len(o.blocks))
+	o.bytes = uint64(o.stored) * blockBytes
+	o.reply = m.Response(s.epoch, abi.StatusOK, uint64(o.stored), uint64(o.present))
+	s.segs = segs[:0]
+	if err := s.copier.Submit(o.id, segs); err != nil {
+		s.log.Error("copy engine refused a publish job", "err", err, "segments", len(segs))
+		s.abortPublish(o)
+		return m.Response(s.epoch, abi.StatusInternal, 0, 0), true, nil
+	}
+	s.ops[o.id] = o
+	st.inflight++
+	return abi.Message{}, false, nil
+}
+
+// makeRoom evicts least recently used unpinned blocks until need chunks are
+// free; false (nothing evicted) when even evicting all of them would not do.
+func (s *Service) makeRoom(need uint64) bool {
+	free := uint64(s.arena.Free())
+	if free >= need {
+		return true
+	}
+	if free+s.idx.EvictableChunks() < need {
+		return false
+	}
+	for uint64(s.arena.Free()) < need {
+		blk := s.idx.EvictOldest()
+		s.arena.Release(blk.Chunks)
+		s.stats.evictions.Add(1)
+	}
+	return true
+}
+
+func (s *Service) abortPublish(o *op) {
+	for _, blk := range o.blocks {
+		s.idx.Abort(blk)
+		s.arena.Release(blk.Chunks)
+	}
+	o.blocks = nil
+}
+
+// restore validates (lease block, destination page) pairs, pins the blocks
+// for the copy, marks the pages busy and submits one copy job.
+func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
+	b, derr := s.descriptor(st, m)
+	if derr != nil {
+		return abi.Message{}, derr
+	}
+	r, derr := abi.DecodeRestore(b)
+	if derr != nil {
+		return abi.Message{}, derr
+	}
+	l := s.leases.Get(st.owner, r.LeaseID)
+	if l == nil {
+		return abi.Message{}, invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", r.LeaseID)
+	}
+	buf, derr := buffer(st, r.BufferID)
+	if derr != nil {
+		return abi.Message{}, derr
+	}
+	blockBytes := uint64(buf.Layers) * buf.PageBytes
+	n := r.Len()
+	o := &op{id: s.nextOp, kind: opRestore, st: st, blocks: make([]*index.Block, 0, n), pages: make([]pageKey, 0, n)}
+	for i := 0; i < n; i++ {
+		blkIdx, page := r.Entry(i)
+		switch {
+		case uint64(blkIdx) >= uint64(len(l.Blocks)):
+			return abi.Message{}, invalid(abi.FieldBlock, i, "%d, lease %d holds %d blocks", blkIdx, l.ID, len(l.Blocks))
+		case uint64(page) >= buf.PageCount:
+			return abi.Message{}, invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, r.BufferID, buf.PageCount)
+		case l.Blocks[blkIdx].Bytes != blockBytes:
+			return abi.Message{}, invalid(abi.FieldBlockBytes, i, "block holds %d bytes, a page of buffer %d across its %d layers holds %d", l.Blocks[blkIdx].Bytes, r.BufferID, buf.Layers, blockBytes)
+		}
+		pk := pageKey{r.BufferID, page}
+		if busy, ok := st.busy[pk]; ok {
+			if busy == o.id {
+				return abi.Message{}, invalid(abi.FieldPage, i, "%d appears twice in this restore", page)
+			}
+			st.clearBusy(o) // undo the pages marked so far
+			return abi.Message{}, invalid(abi.FieldPage, i, "%d is the destination of in-flight restore %d", page, busy)
+		}
+		st.busy[pk] = o.id
+		o.pages = append(o.pages, pk)
+		o.blocks = append(o.blocks, l.Blocks[blkIdx])
+	}
+	s.nextOp++
+	segs := s.segs[:0]
+	for i, blk := range o.blocks {
+		segs = s.blockSegs(segs, blk, &buf, o.pages[i].page, false)
+		s.idx.Pin(blk)
+	}
+	o.bytes = uint64(n) * blockBytes
+	s.segs = segs[:0]
+	if err := s.copier.Submit(o.id, segs); err != nil {
+		s.log.Error("copy engine refused a restore job", "err", err, "segments", len(segs))
+		for _, blk := range o.blocks {
+			s.idx.Unpin(blk)
+		}
+		st.clearBusy(o)
+		return m.Response(s.epoch, abi.StatusInternal, 0, 0), nil
+	}
+	s.ops[o.id] = o
+	st.restores[o.id] = o
+	st.inflight++
+	return m.Response(s.epoch, abi.StatusOK, o.id, 0), nil
+}
+
+func (st *sessState) clearBusy(o *op) {
+	for _, pk := range o.pages {
+		if st.busy[pk] == o.id {
+			delete(st.busy, pk)
+		}
+	}
+}
+
+// restorePoll reports a restore's state and consumes a terminal one.
+func (s *Service) restorePoll(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
+	o := st.restores[m.Arg0]
+	if o == nil {
+		return abi.Message{}, invalid(abi.FieldOpID, 0, "%d: no restore of this session awaits a poll", m.Arg0)
+	}
+	if !o.done {
+		return m.Response(s.epoch, abi.StatusLoading, 0, 0), nil
+	}
+	delete(st.restores, o.id)
+	s.done--
+	if o.status != 0 {
+		return m.Response(s.epoch, abi.StatusInternal, uint64(-int64(o.status)), 0), nil
+	}
+	return m.Response(s.epoch, abi.StatusOK, o.bytes, 0), nil
+}
+
+// blockSegs appends the copy segments between blk's chunks and page `page`
+// of every layer of buf: toArena = publish (engine → tier), else restore.
+// The block's bytes are the layers in order, each PageBytes long, laid over
+// its chunks in order; segments split at chunk boundaries.
+func (s *Service) blockSegs(segs []native.CopySeg, blk *index.Block, buf *session.Buffer, page uint32, toArena bool) []native.CopySeg {
+	cb := s.arena.ChunkBytes()
+	base := uintptr(unsafe.Pointer(&buf.Mem[0]))
+	var off uint64 // byte offset in the block
+	for l := uint64(0); l < uint64(buf.Layers); l++ {
+		pageAddr := base + uintptr((l*buf.PageCount+uint64(page))*buf.PageBytes)
+		for done := uint64(0); done < buf.PageBytes; {
+			c := off / cb
+			in := off % cb
+			n := min(cb-in, buf.PageBytes-done)
+			tier := s.arena.Addr(blk.Chunks[c]) + uintptr(in)
+			eng := pageAddr + uintptr(done)
+			if toArena {
+				segs = append(segs, native.CopySeg{Src: eng, Dst: tier, Len: n})
+			} else {
+				segs = append(segs, native.CopySeg{Src: tier, Dst: eng, Len: n})
+			}
+			done += n
+			off += n
+		}
+	}
+	return segs
+}
+
+// Complete drains finished copies (one cgo crossing): publishes are sealed
+// (or discarded when their session is closing or the copy failed) and
+// answered through post; restores are marked done and signalled on the
+// session eventfd. It handles at most limit completions (post is called at
+// most limit times) and returns true if more may be pending (the caller
+// should come back, for example by ringing the control slot).
+func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (more bool) {
+	limit = max(1, min(limit, len(s.comps)))
+	n := s.copier.Drain(s.comps[:limit])
+	for i := 0; i < n; i++ {
+		c := &s.comps[i]
+		o := s.ops[c.Token]
+		if o == nil {
+			s.log.Error("copy completion for an unknown job", "token", c.Token)
+			continue
+		}
+		delete(s.ops, c.Token)
+		st := o.st
+		st.inflight--
+		switch o.kind {
+		case opPublish:
+			switch {
+			case c.Status != 0:
+				s.log.Error("publish copy failed", "slot", st.sess.Index, "errno", -c.Status)
+				s.abortPublish(o)
+				if !st.closing {
+					post(st.sess.Index, o.reply.WithStatus(abi.StatusInternal))
+				}
+			case st.closing:
+				s.abortPublish(o) // the publisher went away: never half-visible
+			default:
+				for _, blk := range o.blocks {
+					s.idx.Seal(blk)
+				}
+				s.stats.published.Add(uint64(o.stored))
+				s.stats.publishBytes.Add(o.bytes)
+				post(st.sess.Index, o.reply)
+			}
+		case opRestore:
+			for _, blk := range o.blocks {
+				s.idx.Unpin(blk)
+			}
+			st.clearBusy(o)
+			o.done, o.status = true, c.Status
+			if c.Status == 0 {
+				s.stats.restored.Add(uint64(len(o.blocks)))
+				s.stats.restoreBytes.Add(o.bytes)
+			} else {
+				s.log.Error("restore copy failed", "slot", st.sess.Index, "errno", -c.Status)
+			}
+			if st.closing {
+				delete(st.restores, o.id)
+			} else {
+				s.done++
+				signal(st)
+			}
+		}
+		s.maybeFinish(st)
+	}
+	s.publishStats()
+	return n == limit
+}

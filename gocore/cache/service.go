@@ -1,0 +1,324 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+)
+
+// Limits.
+const (
+	// MaxLeasesPerSession bounds the leases one session may hold; more
+	// queries answer Unadmitted until it releases some.
+	MaxLeasesPerSession = 4096
+	// MaxCopyWorkers bounds Spec.CopyWorkers.
+	MaxCopyWorkers = 64
+	// maxDrain bounds the completions one Complete call handles; the rest
+	// wait for the next control event.
+	maxDrain = 4096
+)
+
+// Spec configures a Service; a plain value.
+type Spec struct {
+	Epoch       uint64 // Manager epoch, stamped on responses
+	RAMCapacity uint64 // bytes of the RAM tier
+	ChunkBytes  uint64 // RAM tier chunk size (ram.Spec.ChunkBytes)
+	Prefault    bool   // pre-fault the RAM tier at start
+	CopyWorkers int    // native copy threads, 1..MaxCopyWorkers
+	Logger      *slog.Logger
+}
+
+// Validate names the field and limit that s violates.
+func (s Spec) Validate() error {
+	if s.CopyWorkers < 1 || s.CopyWorkers > MaxCopyWorkers {
+		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, MaxCopyWorkers)
+	}
+	return ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes}.Validate()
+}
+
+// Service is the cache state of one Manager. See the package doc for its
+// threading rules.
+type Service struct {
+	epoch  uint64
+	log    *slog.Logger
+	arena  *ram.Arena
+	idx    *index.Index
+	leases *lease.Table
+	copier *native.CopyEngine
+
+	sessions map[uint32]*sessState // by slot index
+	ops      map[uint64]*op        // copies in flight, by token
+	nextOp   uint64
+	done     int // restore operations completed but not yet polled
+
+	scratch []byte // private copy of a descriptor
+	segs    []native.CopySeg
+	comps   []native.CopyCompletion
+	hits    []*index.Block
+
+	stats counters
+}
+
+// New creates the RAM tier and the copy engine. db is the doorbell mapping
+// (the copy engine rings its control slot when copies finish).
+func New(s Spec, db []byte) (*Service, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	arena, err := ram.New(ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Prefault: s.Prefault})
+	if err != nil {
+		return nil, err
+	}
+	cp, err := native.NewCopyEngine(db, s.CopyWorkers)
+	if err != nil {
+		arena.Close()
+		return nil, fmt.Errorf("copy engine: %w", err)
+	}
+	svc := &Service{
+		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(), leases: lease.New(), copier: cp,
+		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
+		comps: make([]native.CopyCompletion, maxDrain),
+	}
+	svc.stats.capacity.Store(arena.CapacityBytes())
+	return svc, nil
+}
+
+// Close waits for every copy in flight to finish (the copy engine drains its
+// queue), then frees the RAM tier. Sessions must be detached first; after
+// Close no memory of any session is touched.
+func (s *Service) Close() {
+	s.copier.Close()
+	s.arena.Close()
+}
+
+// sessState is the cache's view of one attached session.
+type sessState struct {
+	sess      *session.Session
+	owner     lease.Owner
+	eventFD   int
+	leases    int                // live leases owned
+	restores  map[uint64]*op     // restore ops by id until RestorePoll consumes them
+	busy      map[pageKey]uint64 // destination pages of in-flight restores → op id
+	inflight  int                // copies in flight
+	closing   bool
+	onDrained func()
+}
+
+type pageKey struct {
+	buffer uint32
+	page   uint32
+}
+
+type opKind uint8
+
+const (
+	opPublish opKind = iota + 1
+	opRestore
+)
+
+// op is one copy job.
+type op struct {
+	id              uint64
+	kind            opKind
+	st              *sessState
+	blocks          []*index.Block // publish: new blocks; restore: blocks pinned for the copy
+	pages           []pageKey      // restore: busy destination pages
+	reply           abi.Message    // publish: the response posted on completion
+	stored, present uint32
+	done            bool
+	status          int32
+	bytes           uint64
+}
+
+// Attach starts serving s's cache commands.
+func (s *Service) Attach(sess *session.Session) {
+	s.sessions[sess.Index] = &sessState{
+		sess: sess, owner: lease.Owner{Slot: sess.Index, Token: sess.Token},
+		eventFD:  int(sess.EventFile().Fd()),
+		restores: make(map[uint64]*op), busy: make(map[pageKey]uint64),
+	}
+	s.publishStats()
+}
+
+// Detach tears s down (DESIGN.md §5.1): its leases end and their pins and
+// reservations are released now; copies already accepted keep their own
+// pins and run to completion. drained is called (on the dispatcher
+// goroutine) once no copy of s is in flight, possibly before Detach
+// returns; only then may s's buffers be unmapped. Half-published blocks of
+// s are discarded, never sealed.
+func (s *Service) Detach(sess *session.Session, drained func()) {
+	st := s.sessions[sess.Index]
+	if st == nil || st.sess != sess {
+		drained()
+		return
+	}
+	st.closing = true
+	if st.leases > 0 {
+		for _, l := range s.leases.Owned(st.owner) {
+			s.endLease(st, l)
+		}
+	}
+	for id, o := range st.restores {
+		if o.done {
+			delete(st.restores, id)
+			s.done--
+		}
+	}
+	st.onDrained = drained
+	s.maybeFinish(st)
+	s.publishStats()
+}
+
+func (s *Service) maybeFinish(st *sessState) {
+	if !st.closing || st.inflight > 0 || st.onDrained == nil {
+		return
+	}
+	delete(s.sessions, st.sess.Index)
+	f := st.onDrained
+	st.onDrained = nil
+	f()
+}
+
+// Handle serves one cache command of sess (the message already passed
+// abi.ValidateRequest). It returns the response, or ok=false when the
+// response is deferred until a copy completes (Publish); Complete posts it.
+func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool) {
+	st := s.sessions[sess.Index]
+	if st == nil || st.sess != sess || st.closing {
+		return m.Response(s.epoch, abi.StatusStaleSession, 0, 0), true
+	}
+	var derr *abi.DescError
+	switch abi.Command(m.Code) {
+	case abi.CmdQueryBundle:
+		resp, derr = s.query(st, m)
+	case abi.CmdPublish:
+		resp, ok, derr = s.publish(st, m)
+		if derr == nil && !ok {
+			s.publishStats()
+			return resp, false
+		}
+	case abi.CmdRestore:
+		resp, derr = s.restore(st, m)
+	case abi.CmdRestorePoll:
+		resp, derr = s.restorePoll(st, m)
+	case abi.CmdRelease:
+		resp, derr = s.release(st, m)
+	default:
+		return m.Response(s.epoch, abi.StatusUnsupported, 0, 0), true
+	}
+	if derr != nil {
+		s.stats.invalid.Add(1)
+		s.logRefused(st, m, derr)
+		return m.Response(s.epoch, derr.Status, uint64(derr.Field), derr.Index), true
+	}
+	s.publishStats()
+	return resp, true
+}
+
+// descriptor copies the request's descriptor out of the shared slot.
+func (s *Service) descriptor(st *sessState, m *abi.Message) ([]byte, *abi.DescError) {
+	if m.DescLength == 0 {
+		return nil, &abi.DescError{Status: abi.StatusInvalid, Field: abi.FieldDescLength, Detail: "this command needs a descriptor"}
+	}
+	slot := st.sess.Slot()
+	s.scratch = append(s.scratch[:0], slot[m.DescOffset:m.DescOffset+m.DescLength]...)
+	return s.scratch, nil
+}
+
+func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
+	s.log.Debug("cache request refused", slog.Uint64("slot", uint64(st.sess.Index)),
+		slog.String("command", abi.Command(m.Code).String()), slog.String("status", e.Status.String()),
+		slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index), slog.String("detail", e.Detail))
+}
+
+// buffer returns the session's host buffer id or a DescError.
+func buffer(st *sessState, id uint32) (session.Buffer, *abi.DescError) {
+	b, ok := st.sess.Buffer(id)
+	if !ok {
+		return b, &abi.DescError{Status: abi.StatusInvalid, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d: no registered buffer with this id", id)}
+	}
+	if b.Mem == nil {
+		return b, &abi.DescError{Status: abi.StatusUnsupported, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d is a CUDA buffer; this build copies host memory only", id)}
+	}
+	return b, nil
+}
+
+var eventOne = [8]byte{1}
+
+// signal adds 1 to the session eventfd (eventfd(2): a write adds the 8-byte
+// value to the counter and wakes readers).
+func signal(st *sessState) {
+	_, err := unix.Write(st.eventFD, eventOne[:])
+	if err != nil && !errors.Is(err, unix.EAGAIN) {
+		// EAGAIN: the counter is saturated, the client is already notified.
+		_ = err
+	}
+}
+
+// counters are published for Stats (read from any goroutine).
+type counters struct {
+	blocks, usedBytes, capacity, leases, pins, reserved, operations atomic.Uint64
+	evictions, published, restored, unadmitted, invalid             atomic.Uint64
+	publishBytes, restoreBytes, queries, queryHits                  atomic.Uint64
+}
+
+func (s *Service) publishStats() {
+	is := s.idx.Stats()
+	s.stats.blocks.Store(uint64(is.Blocks))
+	s.stats.usedBytes.Store(uint64(s.arena.Chunks()-s.arena.Free()) * s.arena.ChunkBytes())
+	s.stats.leases.Store(uint64(s.leases.Len()))
+	s.stats.pins.Store(uint64(is.Pins))
+	s.stats.reserved.Store(s.leases.ReservedBytes())
+	s.stats.operations.Store(uint64(len(s.ops) + s.done))
+}
+
+// Stats is a snapshot of the cache counters; safe from any goroutine.
+type Stats struct {
+	Blocks        uint64 // sealed blocks resident
+	UsedBytes     uint64 // bytes of allocated chunks (sealed and publishing)
+	CapacityBytes uint64
+	Leases        uint64
+	Pins          uint64
+	ReservedBytes uint64
+	Operations    uint64 // copies in flight plus restores awaiting RestorePoll
+	Evictions     uint64
+	Published     uint64 // blocks stored
+	Restored      uint64 // blocks restored
+	PublishBytes  uint64
+	RestoreBytes  uint64
+	Unadmitted    uint64 // publishes and queries refused for capacity
+	Invalid       uint64 // cache requests refused as invalid
+	Queries       uint64
+	QueryHits     uint64 // blocks leased by queries
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Blocks: c.blocks.Load(), UsedBytes: c.usedBytes.Load(), CapacityBytes: c.capacity.Load(),
+		Leases: c.leases.Load(), Pins: c.pins.Load(), ReservedBytes: c.reserved.Load(),
+		Operations: c.operations.Load(), Evictions: c.evictions.Load(), Published: c.published.Load(),
+		Restored: c.restored.Load(), PublishBytes: c.publishBytes.Load(), RestoreBytes: c.restoreBytes.Load(),
+		Unadmitted: c.unadmitted.Load(), Invalid: c.invalid.Load(), Queries: c.queries.Load(), QueryHits: c.queryHits.Load(),
+	}
+}
+
+// Idle reports whether the idle invariant of DESIGN.md §6 rule 8 holds for
+// this snapshot (meaningful when no session is attached).
+func (st Stats) Idle() bool {
+	return st.Leases == 0 && st.Pins == 0 && st.ReservedBytes == 0 && st.Operations == 0
+}
