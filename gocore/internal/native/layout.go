@@ -7,6 +7,7 @@ package native
 #include "orbitkv/abi.h"
 #include "orbitkv/client.h"
 #include "server.h"
+#include "copy.h"
 #include "pingpong.h"
 
 #define OKVL_OFF(t, f) offsetof(struct t, f)
@@ -39,6 +40,11 @@ static const size_t okvl_values[] = {
 	OKVL_OFF(okv_doorbell, pending),
 	sizeof(struct okvi_event), OKVL_OFF(okvi_event, prev_gen), OKVL_OFF(okvi_event, msg),
 	sizeof(struct okvi_reply), OKVL_OFF(okvi_reply, msg),
+	sizeof(struct okvi_copy_seg), OKVL_OFF(okvi_copy_seg, src), OKVL_OFF(okvi_copy_seg, dst),
+	OKVL_OFF(okvi_copy_seg, len),
+	sizeof(struct okvi_copy_completion), OKVL_OFF(okvi_copy_completion, token),
+	OKVL_OFF(okvi_copy_completion, status), OKVL_OFF(okvi_copy_completion, reserved),
+	OKVL_OFF(okvi_copy_completion, bytes),
 };
 static const long long okvl_enums[] = {
 	OKVI_POLL_SPIN, OKVI_POLL_ADAPTIVE, OKVI_POLL_PARK, OKVI_EV_REQUEST, OKVI_EV_CONTROL,
@@ -85,6 +91,11 @@ var layoutNames = []string{
 	"okv_doorbell.pending",
 	"sizeof(okvi_event)", "okvi_event.prev_gen", "okvi_event.msg",
 	"sizeof(okvi_reply)", "okvi_reply.msg",
+	"sizeof(okvi_copy_seg)", "okvi_copy_seg.src", "okvi_copy_seg.dst",
+	"okvi_copy_seg.len",
+	"sizeof(okvi_copy_completion)", "okvi_copy_completion.token",
+	"okvi_copy_completion.status", "okvi_copy_completion.reserved",
+	"okvi_copy_completion.bytes",
 }
 
 // Layout returns the sizes and offsets of the shared layouts as the C

@@ -40,6 +40,57 @@ func (*Server) Stats() ServerStats { return ServerStats{} }
 // Close does nothing.
 func (*Server) Close() {}
 
+// CopySeg mirrors struct okvi_copy_seg; see copy.go (the cgo build), whose
+// declaration this repeats so callers compile without cgo.
+type CopySeg struct {
+	Src, Dst uintptr
+	Len      uint64
+}
+
+// CopyCompletion mirrors struct okvi_copy_completion; see copy.go.
+type CopyCompletion struct {
+	Token  uint64
+	Status int32
+	_      uint32
+	Bytes  uint64
+}
+
+// Err returns nil for a zero Status, ErrNoCgo otherwise (no job completes
+// without cgo).
+func (c CopyCompletion) Err() error {
+	if c.Status == 0 {
+		return nil
+	}
+	return ErrNoCgo
+}
+
+// CopyEngine is unavailable without cgo; NewCopyEngine returns ErrNoCgo.
+type CopyEngine struct{}
+
+// NewCopyEngine returns ErrNoCgo.
+func NewCopyEngine([]byte, int) (*CopyEngine, error) { return nil, ErrNoCgo }
+
+// Submit returns ErrNoCgo.
+func (*CopyEngine) Submit(uint64, []CopySeg) error { return ErrNoCgo }
+
+// Drain returns 0.
+func (*CopyEngine) Drain([]CopyCompletion) int { return 0 }
+
+// Inflight returns 0.
+func (*CopyEngine) Inflight() uint64 { return 0 }
+
+// Backend returns "".
+func (*CopyEngine) Backend() string { return "" }
+
+// Close does nothing.
+func (*CopyEngine) Close() {}
+
+// Bench returns 0.
+func (*CopyEngine) Bench([]CopySeg, int) time.Duration { return 0 }
+
+// MemcpyBench returns 0.
+func MemcpyBench(uintptr, uintptr, uint64, int) time.Duration { return 0 }
+
 // Client is unavailable without cgo; Connect returns ErrNoCgo.
 type Client struct{}
 
