@@ -29,6 +29,7 @@ PACKAGES=(
 	protobuf-compiler
 	protobuf-c-compiler
 	libprotobuf-c-dev
+	libssl-dev              # libcrypto: SHA-256 of the namespace fingerprint
 	git
 	ca-certificates
 	curl                    # with unzip: fetching Go when it is missing

@@ -1,5 +1,6 @@
 /*
- * client.c — liborbitkv: connect, ping, health, close (orbitkv/client.h).
+ * client.c — liborbitkv: connect, ping, health, close (orbitkv/client.h),
+ * and the channel round trip the cache operations of ops.c build on.
  *
  * Bootstrap follows DESIGN.md §5.1: hello → reply + SCM_RIGHTS (slot memfd,
  * eventfd, doorbell memfd), pidfd_open(2) of the Manager (pid taken from
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,28 +38,13 @@
 /* Park rounds while waiting for a reply: check the Manager's pidfd this often. */
 #define OKV_PARK_ROUND_NS 50000000ull
 
-struct okv_client {
-	int sock;          /* bootstrap socket (owning) */
-	int slot_fd;       /* slot memfd (owning) */
-	int event_fd;      /* session eventfd (owning) */
-	int doorbell_fd;   /* doorbell memfd (owning) */
-	int pidfd;         /* pidfd of the Manager (owning) */
-	struct okv_slot *slot;
-	size_t slot_bytes;
-	struct okv_doorbell *db;
-	size_t db_bytes;
-	struct okv_hello_reply reply;
-	uint64_t next_gen;  /* generation of the next request (odd) */
-	uint64_t next_request_id;
-	uint64_t spin_ns;
-	uint32_t timeout_ms;
-	int broken;         /* the channel state is unknown (timeout, bad reply) */
-	char last_error[256];
-};
 
-static void set_err(okv_client *c, const char *fmt, const char *detail)
+void okvi_set_error(okv_client *c, const char *fmt, ...)
 {
-	snprintf(c->last_error, sizeof(c->last_error), fmt, detail);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+	va_end(ap);
 }
 
 static int map_fd(int fd, size_t want, int exact, void **out)
@@ -84,6 +71,7 @@ static void client_free(okv_client *c)
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] >= 0)
 			close(*fds[i]);
+	free(c->buf_layers);
 	free(c);
 }
 
@@ -165,31 +153,31 @@ static int adopt_fds(okv_client *c, const int fds[3])
 	c->doorbell_fd = fds[2];
 	int seals = fcntl(c->slot_fd, F_GET_SEALS);
 	if (seals < 0 || (seals & (F_SEAL_GROW | F_SEAL_SHRINK)) != (F_SEAL_GROW | F_SEAL_SHRINK)) {
-		set_err(c, "%s", "slot memfd is not sealed against grow and shrink");
+		okvi_set_error(c, "%s", "slot memfd is not sealed against grow and shrink");
 		return OKV_EPROTO;
 	}
 	c->slot_bytes = c->reply.slot_bytes;
 	int rc = map_fd(c->slot_fd, c->slot_bytes, 1, (void **)&c->slot);
 	if (rc) {
-		set_err(c, "%s", "slot memfd size differs from reply.slot_bytes");
+		okvi_set_error(c, "%s", "slot memfd size differs from reply.slot_bytes");
 		return rc;
 	}
 	c->db_bytes = sizeof(struct okv_doorbell);
 	rc = map_fd(c->doorbell_fd, c->db_bytes, 0, (void **)&c->db);
 	if (rc) {
-		set_err(c, "%s", "doorbell memfd smaller than struct okv_doorbell");
+		okvi_set_error(c, "%s", "doorbell memfd smaller than struct okv_doorbell");
 		return rc;
 	}
 	const struct okv_slot_header *h = &c->slot->header;
 	if (h->magic != OKV_SLOT_MAGIC || h->abi_version != OKV_ABI_VERSION ||
 	    h->epoch != c->reply.epoch || h->slot_index != c->reply.slot_index ||
 	    h->desc_offset != c->reply.desc_offset || h->desc_capacity != c->reply.desc_capacity) {
-		set_err(c, "%s", "slot header disagrees with the bootstrap reply");
+		okvi_set_error(c, "%s", "slot header disagrees with the bootstrap reply");
 		return OKV_EPROTO;
 	}
 	if (c->db->magic != OKV_DOORBELL_MAGIC || c->db->abi_version != OKV_ABI_VERSION ||
 	    c->db->epoch != c->reply.epoch) {
-		set_err(c, "%s", "doorbell header disagrees with the bootstrap reply");
+		okvi_set_error(c, "%s", "doorbell header disagrees with the bootstrap reply");
 		return OKV_EPROTO;
 	}
 	return 0;
@@ -234,7 +222,7 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 		rc = okvi_hello_reply_check(&raw, sizeof(raw), &c->reply,
 					    c->last_error, sizeof(c->last_error));
 	if (rc == 0 && nfds != 3) {
-		set_err(c, "%s", "bootstrap reply carried the wrong number of fds (want 3)");
+		okvi_set_error(c, "%s", "bootstrap reply carried the wrong number of fds (want 3)");
 		rc = OKV_EPROTO;
 	}
 	if (rc) {
@@ -246,7 +234,7 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	if (rc)
 		return rc;
 	if (c->reply.manager_pid != (uint32_t)cred.pid) {
-		set_err(c, "%s", "reply.manager_pid differs from SO_PEERCRED pid");
+		okvi_set_error(c, "%s", "reply.manager_pid differs from SO_PEERCRED pid");
 		return OKV_EPROTO;
 	}
 	c->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
@@ -329,6 +317,12 @@ int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t re
 	switch (m->code) {
 	case OKV_STATUS_OK:
 		return 0;
+	case OKV_STATUS_LOADING:
+		snprintf(err, errlen, "Manager answered Loading: the operation is still running");
+		return OKV_EPENDING;
+	case OKV_STATUS_UNADMITTED:
+		snprintf(err, errlen, "Manager answered Unadmitted: no capacity now, nothing was done");
+		return OKV_EUNADMITTED;
 	case OKV_STATUS_STALE_SESSION:
 		snprintf(err, errlen, "Manager epoch %llu differs from session epoch %llu",
 			 (unsigned long long)m->epoch, (unsigned long long)epoch);
@@ -338,8 +332,13 @@ int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t re
 			 (unsigned long long)(generation - 1));
 		return OKV_ESTALE_GENERATION;
 	case OKV_STATUS_INVALID:
-		snprintf(err, errlen, "Manager refused the request: field %s",
-			 okvi_field_name(m->arg0));
+		/* Descriptor fields carry the offending entry's index in arg1. */
+		if (m->arg0 >= OKV_FIELD_DESC_MAGIC && m->arg0 <= OKV_FIELD_MAX)
+			snprintf(err, errlen, "Manager refused the request: field %s, entry %llu",
+				 okvi_field_name(m->arg0), (unsigned long long)m->arg1);
+		else
+			snprintf(err, errlen, "Manager refused the request: field %s",
+				 okvi_field_name(m->arg0));
 		return OKV_EINVALID;
 	case OKV_STATUS_UNSUPPORTED:
 		snprintf(err, errlen, "Manager does not serve this command (status Unsupported)");
@@ -347,7 +346,10 @@ int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t re
 	case OKV_STATUS_TIMEOUT:
 		snprintf(err, errlen, "Manager answered Timeout");
 		return OKV_ETIMEDOUT;
-	default:
+	case OKV_STATUS_INTERNAL:
+		snprintf(err, errlen, "Manager answered Internal");
+		return OKV_EINTERNAL;
+	default: /* Miss, Candidates: only callers that expect them accept them */
 		snprintf(err, errlen, "Manager answered status %u where this call expects Ok",
 			 (unsigned)m->code);
 		return OKV_EINTERNAL;
@@ -366,11 +368,56 @@ const char *okvi_field_name(uint64_t field)
 		[OKV_FIELD_DESC_LENGTH] = "desc_length",
 		[OKV_FIELD_GENERATION] = "generation",
 		[OKV_FIELD_RESERVED] = "reserved",
+		[OKV_FIELD_DESC_MAGIC] = "desc_magic",
+		[OKV_FIELD_DESC_SCHEMA] = "desc_schema",
+		[OKV_FIELD_DESC_FLAGS] = "desc_flags",
+		[OKV_FIELD_DESC_RESERVED] = "desc_reserved",
+		[OKV_FIELD_COUNT] = "count",
+		[OKV_FIELD_BUFFER_ID] = "buffer_id",
+		[OKV_FIELD_PAGE] = "page",
+		[OKV_FIELD_LAYERS] = "layers",
+		[OKV_FIELD_LEASE_ID] = "lease_id",
+		[OKV_FIELD_BLOCK] = "block",
+		[OKV_FIELD_BLOCK_BYTES] = "block_bytes",
+		[OKV_FIELD_OP_ID] = "op_id",
+		[OKV_FIELD_NAMESPACE] = "namespace",
 	};
+	_Static_assert(sizeof(names) / sizeof(names[0]) == OKV_FIELD_MAX + 1, "a name for every okv_field");
 	return field <= OKV_FIELD_MAX ? names[field] : "unknown";
 }
 
-int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct okv_msg *resp)
+int okvi_desc_acquire(okv_client *c)
+{
+	if (!c || !c->slot || c->broken)
+		return OKV_ECLOSED;
+	if (!c->desc_busy_gen)
+		return 0;
+	/* The Manager serves a slot's requests one at a time, so once the
+	 * response line holds the busy generation or a later one it is done
+	 * with that descriptor. Rare path: poll in 1 ms steps on the pidfd,
+	 * which also notices a dead Manager. */
+	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+	for (;;) {
+		if (__atomic_load_n(&c->slot->response.generation, __ATOMIC_ACQUIRE) >= c->desc_busy_gen) {
+			c->desc_busy_gen = 0;
+			return 0;
+		}
+		if (okvi_now_ns() >= deadline) {
+			okvi_set_error(c, "the Manager has not answered an earlier request that timed out "
+					  "and may still read the descriptor area");
+			return OKV_ETIMEDOUT;
+		}
+		struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+		if (poll(&p, 1, 1) > 0) {
+			c->broken = 1;
+			okvi_set_error(c, "the Manager exited");
+			return OKV_EMANAGER_DIED;
+		}
+	}
+}
+
+int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
+		   struct okv_msg *resp)
 {
 	if (!c || !c->slot)
 		return OKV_ECLOSED;
@@ -385,12 +432,13 @@ int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct
 	rq->code = code;
 	rq->request_id = id;
 	rq->epoch = c->reply.epoch;
-	rq->desc_offset = 0;
-	rq->desc_length = 0;
+	rq->desc_offset = desc_length ? OKV_SLOT_DESC_OFFSET : 0;
+	rq->desc_length = desc_length;
 	rq->arg0 = arg0;
 	rq->arg1 = arg1;
 	rq->reserved = 0;
-	/* Release: the Manager load-acquires the generation, then reads the line. */
+	/* Release: the Manager load-acquires the generation, then reads the line
+	 * and the descriptor the caller wrote before this call. */
 	__atomic_store_n(&rq->generation, gen, __ATOMIC_RELEASE);
 	/* If the Manager was parked it needs a wakeup (10–100 µs on a VM) and may
 	 * be scheduled on this very CPU: spinning would only compete with it, so
@@ -402,15 +450,23 @@ int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct
 	if (rc) {
 		/* Outcome unknown: the Manager may still answer this generation.
 		 * Later calls use newer generations, so a late answer is ignored. */
-		if (rc == OKV_ETIMEDOUT)
-			set_err(c, "%s", "no reply within the deadline; outcome unknown");
-		else
+		if (rc == OKV_ETIMEDOUT) {
+			okvi_set_error(c, "%s", "no reply within the deadline; outcome unknown");
+			if (desc_length)
+				c->desc_busy_gen = gen + 1;
+		} else {
 			c->broken = 1;
+		}
 		return rc;
 	}
 	memcpy(resp, &c->slot->response, sizeof(*resp));
 	return okvi_msg_check_response(resp, c->reply.epoch, id, gen + 1,
 				       c->last_error, sizeof(c->last_error));
+}
+
+int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct okv_msg *resp)
+{
+	return okvi_call_desc(c, code, arg0, arg1, 0, resp);
 }
 
 int okv_ping(okv_client *c, uint64_t value, uint64_t *echo)

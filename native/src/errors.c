@@ -46,6 +46,12 @@ const char *okv_strerror(int err)
 		return "Manager does not serve this command";
 	case OKV_EAPPLICATION:
 		return "Manager sent an error frame";
+	case OKV_EPENDING:
+		return "restore still copying; poll or wait again";
+	case OKV_EUNADMITTED:
+		return "Manager has no capacity now (unadmitted); nothing was done, retry later";
+	case OKV_E2BIG:
+		return "batch does not fit the session's descriptor area";
 	default:
 		break;
 	}

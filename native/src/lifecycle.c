@@ -400,11 +400,12 @@ int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_h
 	return 0;
 }
 
-/* One request/reply round trip. On success *reply is the unpacked reply
+/* One request/reply round trip, nfds fds riding with the request. On success *reply is the unpacked reply
  * (free with protobuf_c_message_free_unpacked). An error frame becomes
  * OKV_EAPPLICATION with "field: message" in err. */
-static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, int timeout_ms,
-		     const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply, char *err, size_t errlen)
+static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, const int *fds,
+			   int nfds, int timeout_ms, const ProtobufCMessageDescriptor *reply_desc,
+			   ProtobufCMessage **reply, char *err, size_t errlen)
 {
 	size_t n = protobuf_c_message_get_packed_size(req);
 	struct okv_frame_header h;
@@ -418,7 +419,7 @@ static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const Protob
 	if (buf == NULL)
 		return okvi_fail(err, errlen, -ENOMEM, "allocating a frame body of %zu bytes", n);
 	protobuf_c_message_pack(req, buf);
-	rc = okvi_frame_send_until(sock, code, epoch, buf, (uint32_t)n, NULL, 0,
+	rc = okvi_frame_send_until(sock, code, epoch, buf, (uint32_t)n, fds, nfds,
 				   timeout_ms < 0 ? -1 : okvi_now_ms() + timeout_ms);
 	free(buf);
 	if (rc != 0)
@@ -462,7 +463,7 @@ int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char 
 		return okvi_fail(err, errlen, -EINVAL, "instance_id length exceeds limit %u", OKVI_MAX_FRAME_INSTANCE_ID);
 	req.client_token = token;
 	req.instance_id = (char *)instance_id;
-	rc = okvi_frame_call(sock, epoch, OKV_FRAME_REGISTER_INSTANCE, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_REGISTER_INSTANCE, &req.base, NULL, 0, timeout_ms,
 		       &orbitkv__lifecycle__v1__register_instance_reply__descriptor, &reply, err, errlen);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
@@ -476,7 +477,7 @@ int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out
 	ProtobufCMessage *reply;
 	int rc;
 
-	rc = okvi_frame_call(sock, epoch, OKV_FRAME_HEALTH, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_HEALTH, &req.base, NULL, 0, timeout_ms,
 		       &orbitkv__lifecycle__v1__health_reply__descriptor, &reply, err, errlen);
 	if (rc != 0)
 		return rc;
@@ -498,7 +499,51 @@ int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out
 		out->manager_pid = r->manager_pid;
 		out->uptime_ns = r->uptime_ns;
 		out->requests = r->requests;
+		out->blocks = r->blocks;
+		out->ram_used_bytes = r->ram_used_bytes;
+		out->ram_capacity_bytes = r->ram_capacity_bytes;
+		out->leases = r->leases;
+		out->pins = r->pins;
+		out->reserved_bytes = r->reserved_bytes;
+		out->operations = r->operations;
+		out->evictions = r->evictions;
 	}
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+int okvi_register_buffer(int sock, uint64_t epoch, uint64_t token, const struct okv_buffer *b, int timeout_ms,
+			 uint32_t *first_id, char *err, size_t errlen)
+{
+	Orbitkv__Lifecycle__V1__RegisterBuffersRequest req = ORBITKV__LIFECYCLE__V1__REGISTER_BUFFERS_REQUEST__INIT;
+	Orbitkv__Lifecycle__V1__BufferRegion region = ORBITKV__LIFECYCLE__V1__BUFFER_REGION__INIT;
+	Orbitkv__Lifecycle__V1__BufferRegion *regions[1] = { &region };
+	Orbitkv__Lifecycle__V1__RegisterBuffersReply *r;
+	ProtobufCMessage *reply;
+	int rc;
+
+	region.fd_index = 0;
+	region.offset = 0;
+	region.bytes = b->bytes;
+	region.layers = b->layers;
+	region.page_bytes = b->page_bytes;
+	region.page_count = b->page_count;
+	req.client_token = token;
+	req.n_regions = 1;
+	req.regions = regions;
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_REGISTER_BUFFERS, &req.base, &b->fd, 1, timeout_ms,
+			     &orbitkv__lifecycle__v1__register_buffers_reply__descriptor, &reply, err, errlen);
+	if (rc != 0)
+		return rc;
+	r = (Orbitkv__Lifecycle__V1__RegisterBuffersReply *)reply;
+	if (r->regions != 1)
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "register buffers reply counts %u regions; 1 was sent",
+			       r->regions);
+	else if (r->total_bytes != b->bytes)
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "register buffers reply total_bytes %llu differs from %llu sent",
+			       (unsigned long long)r->total_bytes, (unsigned long long)b->bytes);
+	else
+		*first_id = r->first_buffer_id;
 	protobuf_c_message_free_unpacked(reply, NULL);
 	return rc;
 }
@@ -510,7 +555,7 @@ int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms)
 	int rc;
 
 	req.client_token = token;
-	rc = okvi_frame_call(sock, epoch, OKV_FRAME_UNREGISTER, &req.base, timeout_ms,
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_UNREGISTER, &req.base, NULL, 0, timeout_ms,
 		       &orbitkv__lifecycle__v1__unregister_reply__descriptor, &reply, NULL, 0);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);

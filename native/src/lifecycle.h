@@ -149,6 +149,19 @@ int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char 
 int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out, char *err, size_t errlen);
 
 /**
+ * RegisterBuffers round trip for one host buffer: sends
+ * RegisterBuffersRequest{client_token = token, regions = [{fd_index 0,
+ * offset 0, bytes, layers, page_bytes, page_count}]} (code 2) with b->fd as
+ * the frame's one SCM_RIGHTS fd, waits for RegisterBuffersReply (code
+ * 0x8002) and stores its first_buffer_id in *first_id. The reply must count
+ * 1 region and total_bytes = b->bytes (else OKV_EPROTO). Other returns as
+ * okvi_register_instance (an error frame is OKV_EAPPLICATION, "field:
+ * message" in err, e.g. "regions[0].bytes: ...").
+ */
+int okvi_register_buffer(int sock, uint64_t epoch, uint64_t token, const struct okv_buffer *b, int timeout_ms,
+			 uint32_t *first_id, char *err, size_t errlen);
+
+/**
  * Unregister round trip: sends UnregisterRequest{client_token = token}
  * (code 5) and waits for UnregisterReply (code 0x8005); the Manager then
  * closes the connection. Returns 0, OKV_EAPPLICATION, OKV_EPROTO or the

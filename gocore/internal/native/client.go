@@ -84,6 +84,15 @@ func (c *Client) Health() (Health, error) {
 		Requests:   uint64(h.requests),
 		PollMode:   C.GoString(&h.poll_mode[0]),
 		Version:    C.GoString(&h.version[0]),
+
+		Blocks:           uint64(h.blocks),
+		RAMUsedBytes:     uint64(h.ram_used_bytes),
+		RAMCapacityBytes: uint64(h.ram_capacity_bytes),
+		Leases:           uint64(h.leases),
+		Pins:             uint64(h.pins),
+		ReservedBytes:    uint64(h.reserved_bytes),
+		Operations:       uint64(h.operations),
+		Evictions:        uint64(h.evictions),
 	}
 	for i := range out.ServiceID {
 		out.ServiceID[i] = byte(h.service_id[i])

@@ -45,12 +45,15 @@ static const size_t okvl_values[] = {
 	sizeof(struct okvi_copy_completion), OKVL_OFF(okvi_copy_completion, token),
 	OKVL_OFF(okvi_copy_completion, status), OKVL_OFF(okvi_copy_completion, reserved),
 	OKVL_OFF(okvi_copy_completion, bytes),
+	sizeof(struct okv_namespace), sizeof(struct okv_block_hash),
+	sizeof(struct okv_restore_entry), OKVL_OFF(okv_restore_entry, page),
 };
 static const long long okvl_enums[] = {
 	OKVI_POLL_SPIN, OKVI_POLL_ADAPTIVE, OKVI_POLL_PARK, OKVI_EV_REQUEST, OKVI_EV_CONTROL,
 	OKV_EPROTO, OKV_EVERSION, OKV_EREFUSED, OKV_ESTALE_SESSION, OKV_ESTALE_GENERATION,
 	OKV_EINVALID, OKV_ETIMEDOUT, OKV_EMANAGER_DIED, OKV_ECLOSED, OKV_EINTERNAL,
-	OKV_EUNSUPPORTED, OKV_EAPPLICATION, OKVB_SHM_SPIN, OKVB_FUTEX, OKVB_UDS,
+	OKV_EUNSUPPORTED, OKV_EAPPLICATION, OKV_EPENDING, OKV_EUNADMITTED, OKV_E2BIG,
+	OKVB_SHM_SPIN, OKVB_FUTEX, OKVB_UDS,
 };
 static long long okvl_enum(int i) { return okvl_enums[i]; }
 static int okvl_enum_count(void) { return (int)(sizeof(okvl_enums) / sizeof(okvl_enums[0])); }
@@ -96,6 +99,8 @@ var layoutNames = []string{
 	"sizeof(okvi_copy_completion)", "okvi_copy_completion.token",
 	"okvi_copy_completion.status", "okvi_copy_completion.reserved",
 	"okvi_copy_completion.bytes",
+	"sizeof(okv_namespace)", "sizeof(okv_block_hash)",
+	"sizeof(okv_restore_entry)", "okv_restore_entry.page",
 }
 
 // Layout returns the sizes and offsets of the shared layouts as the C
@@ -127,7 +132,8 @@ var enumNames = []struct {
 	{"OKV_EINVALID", CodeInvalid}, {"OKV_ETIMEDOUT", CodeTimedOut},
 	{"OKV_EMANAGER_DIED", CodeManagerDied}, {"OKV_ECLOSED", CodeClosed},
 	{"OKV_EINTERNAL", CodeInternal}, {"OKV_EUNSUPPORTED", CodeUnsupported},
-	{"OKV_EAPPLICATION", CodeApplication},
+	{"OKV_EAPPLICATION", CodeApplication}, {"OKV_EPENDING", CodePending},
+	{"OKV_EUNADMITTED", CodeUnadmitted}, {"OKV_E2BIG", Code2Big},
 	{"OKVB_SHM_SPIN", int64(BenchShmSpin)}, {"OKVB_FUTEX", int64(BenchFutex)},
 	{"OKVB_UDS", int64(BenchUDS)},
 }

@@ -4,7 +4,7 @@ package native
 
 /*
 #cgo CFLAGS: -std=gnu11 -O2 -Wall -Wextra -Werror -I${SRCDIR}/../../../native/include -I${SRCDIR}/../../../native/src -I${SRCDIR}/../../../native/bench
-#cgo LDFLAGS: -lprotobuf-c
+#cgo LDFLAGS: -lprotobuf-c -lcrypto
 #include "orbitkv/client.h"
 */
 import "C"

@@ -109,6 +109,72 @@ func (*Client) Epoch() uint64 { return 0 }
 // Close does nothing.
 func (*Client) Close() {}
 
+// Fingerprint returns ErrNoCgo (gocore/identity computes the same bytes in
+// pure Go).
+func Fingerprint(NamespaceSpec) (Namespace, error) { return Namespace{}, ErrNoCgo }
+
+// Buffer is unavailable without cgo; AllocBuffer returns ErrNoCgo.
+type Buffer struct{}
+
+// AllocBuffer returns ErrNoCgo.
+func AllocBuffer(uint32, uint64, uint64) (*Buffer, error) { return nil, ErrNoCgo }
+
+// Bytes returns nil.
+func (*Buffer) Bytes() []byte { return nil }
+
+// Page panics: no buffer can exist without cgo.
+func (*Buffer) Page(uint32, uint64) []byte { panic("native: Buffer.Page without cgo") }
+
+// Layers returns 0.
+func (*Buffer) Layers() uint32 { return 0 }
+
+// PageBytes returns 0.
+func (*Buffer) PageBytes() uint64 { return 0 }
+
+// PageCount returns 0.
+func (*Buffer) PageCount() uint64 { return 0 }
+
+// FD returns -1.
+func (*Buffer) FD() int { return -1 }
+
+// Free does nothing.
+func (*Buffer) Free() {}
+
+// RegisterBuffer returns ErrNoCgo.
+func (*Client) RegisterBuffer(*Buffer) (uint32, error) { return 0, ErrNoCgo }
+
+// Query returns ErrNoCgo.
+func (*Client) Query(Namespace, []BlockHash) (Lease, error) { return Lease{}, ErrNoCgo }
+
+// Publish returns ErrNoCgo.
+func (*Client) Publish(Namespace, uint32, []BlockHash, []uint32) (PublishResult, error) {
+	return PublishResult{}, ErrNoCgo
+}
+
+// Restore returns ErrNoCgo.
+func (*Client) Restore(uint64, uint32, []RestoreEntry) (uint64, error) { return 0, ErrNoCgo }
+
+// RestorePoll returns ErrNoCgo.
+func (*Client) RestorePoll(uint64) (bool, error) { return false, ErrNoCgo }
+
+// RestoreWait returns ErrNoCgo.
+func (*Client) RestoreWait(uint64, time.Duration) error { return ErrNoCgo }
+
+// Release returns ErrNoCgo.
+func (*Client) Release(uint64) error { return ErrNoCgo }
+
+// MaxQueryHashes returns 0.
+func (*Client) MaxQueryHashes() int { return 0 }
+
+// MaxRestoreEntries returns 0.
+func (*Client) MaxRestoreEntries() int { return 0 }
+
+// MaxPublishEntries returns 0.
+func (*Client) MaxPublishEntries() int { return 0 }
+
+// NotificationFD returns -1.
+func (*Client) NotificationFD() int { return -1 }
+
 // Layout returns an empty map: there is no C layout without cgo.
 func Layout() map[string]uintptr { return map[string]uintptr{} }
 

@@ -108,6 +108,17 @@ type Health struct {
 	Requests   uint64
 	PollMode   string
 	Version    string
+
+	// Cache state; on an idle Manager Leases, Pins, ReservedBytes and
+	// Operations are zero.
+	Blocks           uint64 // sealed blocks resident in RAM
+	RAMUsedBytes     uint64 // bytes of frames holding blocks
+	RAMCapacityBytes uint64 // the Manager's --ram-capacity
+	Leases           uint64 // live leases
+	Pins             uint64 // block pins (leases + copies)
+	ReservedBytes    uint64 // bytes reserved by live leases
+	Operations       uint64 // copies in flight or awaiting RestorePoll
+	Evictions        uint64 // blocks evicted since the Manager started
 }
 
 // ClientError is an error code of liborbitkv (a negative okv_error or
@@ -141,4 +152,7 @@ const (
 	CodeInternal     = -1010
 	CodeUnsupported  = -1011
 	CodeApplication  = -1012
+	CodePending      = -1013 // restore still copying (RestorePoll maps it to done = false)
+	CodeUnadmitted   = -1014 // no capacity now, nothing done; retry later
+	Code2Big         = -1015 // batch does not fit the session's descriptor area
 )

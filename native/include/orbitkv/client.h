@@ -82,7 +82,8 @@ struct okv_health {
 	uint64_t requests;
 	char poll_mode[16];     /* "spin" / "adaptive" / "park" */
 	char version[32];
-	/* cache state; all zero on an idle Manager except blocks and bytes */
+	/* cache state: on an idle Manager leases, pins, reserved_bytes and
+	 * operations are zero */
 	uint64_t blocks;             /* sealed blocks resident in RAM */
 	uint64_t ram_used_bytes;     /* bytes of frames holding blocks */
 	uint64_t ram_capacity_bytes; /* --ram-capacity */
@@ -90,6 +91,7 @@ struct okv_health {
 	uint64_t pins;               /* block pins (leases + copies) */
 	uint64_t reserved_bytes;     /* bytes reserved by live leases */
 	uint64_t operations;         /* copies in flight or awaiting RestorePoll */
+	uint64_t evictions;          /* blocks evicted since the Manager started */
 };
 
 /**
@@ -138,7 +140,9 @@ const char *okv_last_error(const okv_client *c);
 
 /** Manager epoch of this session. */
 uint64_t okv_epoch(const okv_client *c);
-/** Session eventfd (borrowed: do not close); readable when a restore ends. */
+/** Session eventfd (borrowed: do not close); readable when a restore ends.
+ *  okv_restore_wait reads it to reset it; a caller that polls it itself
+ *  reads it too, then asks okv_restore_poll which restore ended. */
 int okv_notification_fd(const okv_client *c);
 /** pidfd of the Manager (borrowed); readable when the Manager exits. */
 int okv_manager_pidfd(const okv_client *c);
@@ -169,7 +173,7 @@ struct okv_namespace_spec {
  * bytes (integers as 4-byte little-endian values, so length 4). The same
  * bytes in every process and language (gocore and the Python package
  * compute it the same way). Errors: -EINVAL (NULL, block_tokens 0, a size
- * 0, a rank ≥ its size, a string over 1024 bytes).
+ * 0, a rank ≥ its size, a string over 1024 bytes); -EIO if libcrypto fails.
  */
 int okv_namespace_fingerprint(const struct okv_namespace_spec *spec, struct okv_namespace *out);
 
@@ -195,8 +199,9 @@ struct okv_buffer {
  * Allocate a buffer: memfd_create(2) with MFD_ALLOW_SEALING, ftruncate,
  * F_SEAL_SHRINK | F_SEAL_GROW (so the Manager's mapping can never lose its
  * pages: a shrink would SIGBUS the copy workers), mmap MAP_SHARED and
- * pre-fault. Errors: -EINVAL (a zero dimension, page_bytes not a multiple
- * of 64, overflow), -ENOMEM and other -errno.
+ * pre-fault (MAP_POPULATE). On failure *out is zeroed with fd -1.
+ * Errors: -EINVAL (a zero dimension, page_bytes not a multiple of 64,
+ * overflow), -ENOMEM and other -errno.
  */
 int okv_buffer_alloc(uint32_t layers, uint64_t page_bytes, uint64_t page_count, struct okv_buffer *out);
 /** Unmap and close; zeroes *b. NULL or a zeroed buffer is a no-op. */
@@ -210,9 +215,11 @@ static inline void *okv_buffer_page(const struct okv_buffer *b, uint32_t layer, 
 /**
  * Register a buffer with the Manager (RegisterBuffers lifecycle frame, the
  * memfd passed with SCM_RIGHTS); the Manager maps it and checks its seals.
- * *buffer_id names it in Publish and Restore. The buffer must stay allocated
- * until okv_close. Errors: OKV_EAPPLICATION (okv_last_error names the field
- * and limit), OKV_ETIMEDOUT, OKV_EPROTO, OKV_ECLOSED, -EINVAL.
+ * *buffer_id names it in Publish and Restore; the client remembers the
+ * buffer's layer count by id (okv_publish needs it). The buffer must stay
+ * allocated until okv_close. Errors: OKV_EAPPLICATION (okv_last_error names
+ * the field and limit), OKV_ETIMEDOUT, OKV_EPROTO, OKV_ECLOSED, -EINVAL
+ * (NULL, or a buffer not allocated by okv_buffer_alloc).
  */
 int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id);
 
@@ -233,9 +240,11 @@ struct okv_lease {
  * QueryBundle, leased read: the longest resident prefix of hashes[0..n).
  * On hit_count ≥ 1 the Manager pins those blocks under a lease that this
  * session must end with okv_release (or by closing). hit_count 0 returns 0
- * with lease_id 0. n ≤ okv_max_query_hashes(c), else OKV_E2BIG.
- * Errors: OKV_EINVALID (okv_last_error names the field), OKV_E2BIG, and the
- * channel errors of okv_ping.
+ * with lease_id 0. 1 ≤ n ≤ okv_max_query_hashes(c): 0 is -EINVAL, more is
+ * OKV_E2BIG (nothing sent). The Manager's okv_query_result must agree with
+ * the response line (else OKV_EPROTO).
+ * Errors: OKV_EINVALID (okv_last_error names the field and entry),
+ * OKV_EUNADMITTED, OKV_E2BIG, -EINVAL, and the channel errors of okv_ping.
  */
 int okv_query(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes,
 	      uint32_t n, struct okv_lease *out);
@@ -250,10 +259,12 @@ struct okv_publish_result {
  * Publish n blocks: block i is page pages[i] of every layer of buffer
  * buffer_id, stored under (ns, hashes[i]). The copy (D2H on a GPU backend)
  * has completed and the blocks are visible when this returns. A batch larger
- * than the slot is sent as several chunks, each a contiguous range of
- * entries over all layers. Errors: OKV_EUNADMITTED (the RAM tier has no
- * unpinned frames; chunks before it stay published, *out counts them),
- * OKV_EINVALID, and the channel errors.
+ * than the slot is sent as several chunks of at most
+ * okv_max_publish_entries(c) entries, each a contiguous range of entries
+ * over all layers; n 0 does nothing and returns 0. out may be NULL.
+ * Errors: OKV_EUNADMITTED (the RAM tier has no unpinned frames; chunks
+ * before it stay published, *out counts them), OKV_EINVALID, -EINVAL
+ * (buffer_id not registered through this client), and the channel errors.
  */
 int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
@@ -265,7 +276,7 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
  * entries[i].page of every layer. *op_id names the operation for
  * okv_restore_poll / okv_restore_wait. The destination pages belong to the
  * Manager's copy workers until a terminal result: do not touch them before.
- * n ≤ okv_max_restore_entries(c), else OKV_E2BIG.
+ * 1 ≤ n ≤ okv_max_restore_entries(c): 0 is -EINVAL, more is OKV_E2BIG.
  * Errors: OKV_EINVALID (unknown or foreign lease, page out of range or in
  * an in-flight restore, block outside the lease), OKV_E2BIG, channel errors.
  */
@@ -282,9 +293,11 @@ int okv_restore_poll(okv_client *c, uint64_t op_id);
 /**
  * Block until the restore reaches a terminal state or timeout_ms passes:
  * polls, then sleeps on the session eventfd (okv_notification_fd) for at
- * most 50 ms at a time, so a lost notification costs at most 50 ms.
- * Returns as okv_restore_poll; OKV_ETIMEDOUT when the deadline passed (the
- * destination pages are still the Manager's), OKV_EMANAGER_DIED.
+ * most 50 ms at a time, so a lost notification costs at most 50 ms; a
+ * readable eventfd is read to reset it. timeout_ms above OKV_MAX_TIMEOUT_MS
+ * counts as OKV_MAX_TIMEOUT_MS. Returns as okv_restore_poll; OKV_ETIMEDOUT
+ * when the deadline passed (the destination pages are still the
+ * Manager's), OKV_EMANAGER_DIED (the Manager's pidfd became readable).
  */
 int okv_restore_wait(okv_client *c, uint64_t op_id, uint32_t timeout_ms);
 

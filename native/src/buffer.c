@@ -1,0 +1,123 @@
+/*
+ * buffer.c — engine KV buffers of the host backend (orbitkv/client.h
+ * "Engine buffers"): allocation as a sealed memfd and registration with the
+ * Manager (RegisterBuffers lifecycle frame, DESIGN.md §5.1).
+ *
+ * The memfd is sealed against shrink and grow before it is mapped or sent:
+ * the Manager maps the same pages for its copy workers, and a shrink would
+ * turn their copies into SIGBUS. Registration records the buffer's layer
+ * count in the client, by buffer id, because a Publish descriptor must name
+ * the buffer's full layer set (abi.h struct okv_publish_desc).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "lifecycle.h"
+
+int okv_buffer_alloc(uint32_t layers, uint64_t page_bytes, uint64_t page_count, struct okv_buffer *out)
+{
+	uint64_t per_layer, bytes;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	if (layers == 0 || page_bytes == 0 || page_count == 0 || page_bytes % 64 != 0)
+		return -EINVAL;
+	/* ftruncate takes an off_t and mmap a size_t: stay below both. */
+	if (__builtin_mul_overflow(page_bytes, page_count, &per_layer) ||
+	    __builtin_mul_overflow(per_layer, (uint64_t)layers, &bytes) || bytes > (uint64_t)INT64_MAX ||
+	    bytes > (uint64_t)SIZE_MAX)
+		return -EINVAL;
+	int fd = memfd_create("orbitkv-kv-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	if (ftruncate(fd, (off_t)bytes) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	/* MAP_POPULATE pre-faults: the engine's first writes and the Manager's
+	 * first copies do not take page faults. */
+	void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	out->base = p;
+	out->bytes = bytes;
+	out->fd = fd;
+	out->layers = layers;
+	out->page_bytes = page_bytes;
+	out->page_count = page_count;
+	return 0;
+}
+
+void okv_buffer_free(struct okv_buffer *b)
+{
+	/* A zeroed buffer has fd 0 (stdin): base tells a live buffer apart. */
+	if (!b || !b->base)
+		return;
+	munmap(b->base, (size_t)b->bytes);
+	if (b->fd >= 0)
+		close(b->fd);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Remember that buffer `id` has `layers` layers (c->buf_layers grows). */
+static int record_buffer(okv_client *c, uint32_t id, uint32_t layers)
+{
+	if (id >= c->buf_count) {
+		uint32_t n = c->buf_count ? c->buf_count : 8;
+		while (n <= id)
+			n *= 2;
+		uint32_t *t = realloc(c->buf_layers, (size_t)n * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		memset(t + c->buf_count, 0, (size_t)(n - c->buf_count) * sizeof(*t));
+		c->buf_layers = t;
+		c->buf_count = n;
+	}
+	c->buf_layers[id] = layers;
+	return 0;
+}
+
+int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id)
+{
+	uint32_t id = 0;
+	int rc;
+
+	if (!c || !b || !buffer_id)
+		return -EINVAL;
+	if (c->sock < 0)
+		return OKV_ECLOSED;
+	if (!b->base || b->fd < 0 || b->layers == 0 || b->page_bytes == 0 || b->page_count == 0) {
+		okvi_set_error(c, "buffer is not allocated (okv_buffer_alloc) or was freed");
+		return -EINVAL;
+	}
+	rc = okvi_register_buffer(c->sock, c->reply.epoch, c->reply.client_token, b, (int)c->timeout_ms, &id,
+				  c->last_error, sizeof(c->last_error));
+	if (rc)
+		return rc;
+	if (id > OKVI_MAX_BUFFER_ID) {
+		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
+			       OKVI_MAX_BUFFER_ID);
+		return OKV_EPROTO;
+	}
+	rc = record_buffer(c, id, b->layers);
+	if (rc) {
+		okvi_set_error(c, "recording buffer %u: out of memory", id);
+		return rc;
+	}
+	*buffer_id = id;
+	return 0;
+}

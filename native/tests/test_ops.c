@@ -1,0 +1,946 @@
+/*
+ * test_ops.c — tests of the cache API of liborbitkv: engine buffers (seals,
+ * layout, registration), okv_max_* and the descriptor encoding of every
+ * cache operation against a fake Manager. The namespace fingerprint is
+ * tested in test_identity.c.
+ *
+ * The fake Manager is a thread that watches the request line of a slot
+ * mapped in this process, records each request and its descriptor, and
+ * answers as the test scripts it (okvi_post_response, the Manager's own
+ * primitive). The client is built by hand around that slot (client_internal.h
+ * exposes struct okv_client), so no bootstrap is needed; RegisterBuffers
+ * replies are queued on a socketpair before the call, as test_lifecycle does.
+ * Standalone: prints each failed check, exits 1 if any failed.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "client_internal.h"
+#include "lifecycle.h"
+#include "proto/lifecycle.pb-c.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...)                                                                 \
+	do {                                                                             \
+		__atomic_fetch_add(&checks, 1, __ATOMIC_SEQ_CST);                        \
+		if (!(cond)) {                                                           \
+			__atomic_fetch_add(&failures, 1, __ATOMIC_SEQ_CST);              \
+			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                    \
+			fputc('\n', stderr);                                             \
+		}                                                                        \
+	} while (0)
+
+#define EPOCH 0x0123456789abcdefull
+#define TOKEN 0x5151ull
+#define SLOT_BYTES (OKV_SLOT_DESC_OFFSET + OKV_DEFAULT_DESC_CAPACITY)
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static void test_buffer_alloc(void)
+{
+	struct okv_buffer b;
+
+	CHECK(okv_buffer_alloc(3, 128, 5, &b) == 0, "alloc 3 layers x 5 pages x 128 bytes");
+	CHECK(b.base != NULL && b.bytes == 3 * 5 * 128 && b.layers == 3 && b.page_bytes == 128 &&
+		      b.page_count == 5 && b.fd >= 0,
+	      "buffer fields");
+	int seals = fcntl(b.fd, F_GET_SEALS);
+	CHECK(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW),
+	      "sealed against shrink and grow: 0x%x", seals);
+	CHECK((seals & F_SEAL_WRITE) == 0, "not sealed against writes: 0x%x", seals);
+	errno = 0;
+	CHECK(ftruncate(b.fd, 128) < 0 && errno == EPERM, "shrinking fails with EPERM: %s", strerror(errno));
+	errno = 0;
+	CHECK(ftruncate(b.fd, 1 << 20) < 0 && errno == EPERM, "growing fails with EPERM: %s", strerror(errno));
+	CHECK(fcntl(b.fd, F_GETFD) & FD_CLOEXEC, "memfd is close-on-exec");
+	/* Layer-major layout: page p of layer l at (l * page_count + p) * page_bytes. */
+	CHECK((uint8_t *)okv_buffer_page(&b, 0, 0) == (uint8_t *)b.base, "page 0 of layer 0");
+	CHECK((uint8_t *)okv_buffer_page(&b, 2, 4) == (uint8_t *)b.base + (2 * 5 + 4) * 128, "page 4 of layer 2");
+	memset(okv_buffer_page(&b, 2, 4), 0xAB, 128);
+	{
+		uint8_t x = 0;
+		CHECK(pread(b.fd, &x, 1, (2 * 5 + 4) * 128 + 127) == 1 && x == 0xAB, "mapping is shared with the fd");
+	}
+	okv_buffer_free(&b);
+	CHECK(b.base == NULL && b.bytes == 0 && b.layers == 0, "free zeroes the buffer");
+	okv_buffer_free(&b); /* zeroed: no-op, must not close fd 0 */
+	okv_buffer_free(NULL);
+
+	CHECK(okv_buffer_alloc(0, 64, 1, &b) == -EINVAL && b.base == NULL, "zero layers");
+	CHECK(okv_buffer_alloc(1, 0, 1, &b) == -EINVAL, "zero page bytes");
+	CHECK(okv_buffer_alloc(1, 64, 0, &b) == -EINVAL, "zero pages");
+	CHECK(okv_buffer_alloc(1, 96, 1, &b) == -EINVAL, "page bytes not a multiple of 64");
+	CHECK(okv_buffer_alloc(4096, 1ull << 40, 1ull << 30, &b) == -EINVAL, "size overflow");
+	CHECK(okv_buffer_alloc(1, 64, 1, NULL) == -EINVAL, "NULL out");
+}
+
+/* ---- fake Manager --------------------------------------------------------- */
+
+/* What the fake Manager saw of one request. */
+struct seen {
+	struct okv_msg msg;
+	uint8_t desc[64 + 24 * 16];
+};
+
+typedef void (*handler_fn)(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp);
+
+static struct {
+	struct okv_slot *slot;
+	uint64_t start_gen; /* request generation before the thread started */
+	pthread_t thr;
+	int stop;
+	handler_fn handler;
+	int hold;           /* while set, the current request is not answered */
+	struct seen seen[16];
+	int nseen;
+	int polls;          /* RestorePoll requests answered */
+	int ready_after;    /* restore_ready: Loading until this many polls */
+	int event_fd;       /* signalled by restore_ready when the copy ends */
+} fm;
+
+static void *fm_run(void *arg)
+{
+	(void)arg;
+	uint64_t last = fm.start_gen;
+	while (!__atomic_load_n(&fm.stop, __ATOMIC_SEQ_CST)) {
+		uint64_t g = __atomic_load_n(&fm.slot->request.generation, __ATOMIC_ACQUIRE);
+		if (g == last) {
+			struct timespec ts = { 0, 20000 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		last = g;
+		struct okv_msg rq;
+		memcpy(&rq, &fm.slot->request, sizeof(rq));
+		uint8_t *desc = (uint8_t *)fm.slot + OKV_SLOT_DESC_OFFSET;
+		if (fm.nseen < 16) {
+			struct seen *s = &fm.seen[fm.nseen++];
+			s->msg = rq;
+			memcpy(s->desc, desc, sizeof(s->desc));
+		}
+		struct okv_msg resp;
+		memset(&resp, 0, sizeof(resp));
+		resp.magic = OKV_MSG_MAGIC;
+		resp.abi_version = OKV_ABI_VERSION;
+		resp.request_id = rq.request_id;
+		resp.epoch = rq.epoch;
+		resp.generation = g + 1;
+		/* A slow Manager: it has read the request and not answered yet. */
+		while (__atomic_load_n(&fm.hold, __ATOMIC_SEQ_CST)) {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+		fm.handler(&rq, desc, &resp);
+		okvi_post_response(fm.slot, &resp);
+	}
+	return NULL;
+}
+
+static void *map_shared(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	return p;
+}
+
+/* A client around a slot in this process; *manager_sock is the Manager's end
+ * of its bootstrap socket. */
+static okv_client *fake_client(int *manager_sock)
+{
+	okv_client *c = calloc(1, sizeof(*c));
+	int sv[2];
+
+	if (!c || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		perror("fake client");
+		exit(2);
+	}
+	c->sock = sv[0];
+	*manager_sock = sv[1];
+	c->slot_fd = c->doorbell_fd = -1;
+	c->slot_bytes = SLOT_BYTES;
+	c->slot = map_shared(SLOT_BYTES);
+	c->db_bytes = sizeof(struct okv_doorbell);
+	c->db = map_shared(c->db_bytes);
+	c->event_fd = eventfd(0, EFD_CLOEXEC);
+	c->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (c->event_fd < 0 || c->pidfd < 0) {
+		perror("eventfd/pidfd_open");
+		exit(2);
+	}
+	c->reply.epoch = EPOCH;
+	c->reply.client_token = TOKEN;
+	c->reply.slot_index = 0;
+	c->reply.desc_offset = OKV_SLOT_DESC_OFFSET;
+	c->reply.desc_capacity = OKV_DEFAULT_DESC_CAPACITY;
+	c->reply.initial_generation = 1;
+	c->next_gen = 1;
+	c->spin_ns = 20000;
+	c->timeout_ms = 5000;
+	return c;
+}
+
+static void fm_start(okv_client *c, handler_fn h)
+{
+	memset(&fm, 0, sizeof(fm));
+	fm.slot = c->slot;
+	fm.start_gen = c->slot->request.generation;
+	fm.handler = h;
+	fm.event_fd = c->event_fd;
+	if (pthread_create(&fm.thr, NULL, fm_run, NULL) != 0) {
+		perror("pthread_create");
+		exit(2);
+	}
+}
+
+static void fm_stop(void)
+{
+	__atomic_store_n(&fm.stop, 1, __ATOMIC_SEQ_CST);
+	pthread_join(fm.thr, NULL);
+}
+
+static void fm_script(handler_fn h)
+{
+	fm.handler = h; /* main thread only, between calls */
+	fm.nseen = 0;
+	fm.polls = 0;
+}
+
+static struct okv_namespace test_ns(void)
+{
+	struct okv_namespace ns;
+	for (int i = 0; i < 16; i++)
+		ns.bytes[i] = (uint8_t)(0x10 + i);
+	return ns;
+}
+
+static struct okv_block_hash test_hash(uint32_t i)
+{
+	struct okv_block_hash h;
+	for (int k = 0; k < 16; k++)
+		h.bytes[k] = (uint8_t)(i * 31 + (uint32_t)k);
+	return h;
+}
+
+/* ---- okv_max_* -------------------------------------------------------------- */
+
+static void test_max_entries(void)
+{
+	int ms;
+	okv_client *c = fake_client(&ms);
+
+	CHECK(okv_max_query_hashes(c) == (65536 - 64) / 16, "query: %u", okv_max_query_hashes(c));
+	CHECK(okv_max_restore_entries(c) == (65536 - 64) / 8, "restore: %u", okv_max_restore_entries(c));
+	CHECK(okv_max_publish_entries(c) == (65536 - 64) / 24, "publish: %u", okv_max_publish_entries(c));
+	c->reply.desc_capacity = 64 + 24 * 3 + 23;
+	CHECK(okv_max_publish_entries(c) == 3 && okv_max_query_hashes(c) == 5 && okv_max_restore_entries(c) == 11,
+	      "a small area rounds down");
+	c->reply.desc_capacity = 63;
+	CHECK(okv_max_query_hashes(c) == 0 && okv_max_publish_entries(c) == 0 && okv_max_restore_entries(c) == 0,
+	      "an area below the header holds nothing");
+	CHECK(okv_max_query_hashes(NULL) == 0 && okv_max_publish_entries(NULL) == 0 &&
+		      okv_max_restore_entries(NULL) == 0,
+	      "NULL client");
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
+/* ---- query ---------------------------------------------------------------------- */
+
+static void write_result(uint8_t *desc, uint16_t status, uint32_t hits, uint64_t lease)
+{
+	struct okv_query_result r = {
+		.magic = OKV_QUERY_RESULT_MAGIC,
+		.schema = OKV_QUERY_SCHEMA,
+		.status = status,
+		.hit_count = hits,
+		.lease_id = lease,
+		.lease_bytes = hits * 4096ull,
+		.block_bytes = 4096,
+	};
+	memcpy(desc, &r, sizeof(r));
+}
+
+static void q_hit(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	write_result(desc, OKV_STATUS_OK, 2, 77);
+	resp->code = OKV_STATUS_OK;
+	resp->arg0 = 2;
+	resp->arg1 = 77;
+}
+
+static void q_miss(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	write_result(desc, OKV_STATUS_MISS, 0, 0);
+	resp->code = OKV_STATUS_MISS;
+}
+
+static void q_disagree(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	write_result(desc, OKV_STATUS_OK, 3, 77);
+	resp->code = OKV_STATUS_OK;
+	resp->arg0 = 2;
+	resp->arg1 = 77;
+}
+
+static void q_bad_magic(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	q_hit(rq, desc, resp);
+	memcpy(desc, "XXXX", 4);
+}
+
+static void q_too_many_hits(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	write_result(desc, OKV_STATUS_OK, 9, 5);
+	resp->code = OKV_STATUS_OK;
+	resp->arg0 = 9;
+	resp->arg1 = 5;
+}
+
+static void invalid_count_3(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	resp->code = OKV_STATUS_INVALID;
+	resp->arg0 = OKV_FIELD_COUNT;
+	resp->arg1 = 3;
+}
+
+static void unadmitted(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	resp->code = OKV_STATUS_UNADMITTED;
+}
+
+static void test_query(void)
+{
+	int ms;
+	okv_client *c = fake_client(&ms);
+	struct okv_namespace ns = test_ns();
+	struct okv_block_hash hashes[4];
+	struct okv_lease l;
+	int rc;
+
+	for (uint32_t i = 0; i < 4; i++)
+		hashes[i] = test_hash(i);
+	fm_start(c, q_hit);
+
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == 0, "query hit: %d %s", rc, okv_last_error(c));
+	CHECK(l.hit_count == 2 && l.lease_id == 77 && l.lease_bytes == 8192 && l.block_bytes == 4096 &&
+		      l.reserved == 0,
+	      "lease: hits %u id %llu bytes %llu block %llu", l.hit_count, (unsigned long long)l.lease_id,
+	      (unsigned long long)l.lease_bytes, (unsigned long long)l.block_bytes);
+	CHECK(fm.nseen == 1, "one request");
+	{
+		const struct seen *s = &fm.seen[0];
+		struct okv_query_desc h;
+		memcpy(&h, s->desc, sizeof(h));
+		CHECK(s->msg.code == OKV_CMD_QUERY_BUNDLE && s->msg.desc_offset == OKV_SLOT_DESC_OFFSET &&
+			      s->msg.desc_length == 64 + 16 * 4 && s->msg.arg0 == 0 && s->msg.arg1 == 0,
+		      "request line: code %u offset %u length %u", s->msg.code, s->msg.desc_offset,
+		      s->msg.desc_length);
+		CHECK(h.magic == OKV_QUERY_MAGIC && h.schema == OKV_QUERY_SCHEMA && h.flags == 0 && h.op_id == 0 &&
+			      h.revision == 0 && h.hash_count == 4 && h.request_id == 0 && h.group == 0 &&
+			      h.recovery_first == 0 && h.recovery_count == 0,
+		      "query header");
+		CHECK(memcmp(&h.ns, &ns, sizeof(ns)) == 0, "namespace at offset 48");
+		CHECK(memcmp(s->desc + 64, hashes, sizeof(hashes)) == 0, "hashes at offset 64");
+	}
+
+	fm_script(q_miss);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == 0 && l.hit_count == 0 && l.lease_id == 0, "miss: %d hits %u lease %llu", rc, l.hit_count,
+	      (unsigned long long)l.lease_id);
+
+	fm_script(q_disagree);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == OKV_EPROTO && strstr(okv_last_error(c), "hit_count") != NULL && l.lease_id == 0,
+	      "result disagrees with arg0: %d %s", rc, okv_last_error(c));
+	fm_script(q_bad_magic);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == OKV_EPROTO && strstr(okv_last_error(c), "field magic") != NULL, "bad result magic: %d %s", rc,
+	      okv_last_error(c));
+	fm_script(q_too_many_hits);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == OKV_EPROTO && strstr(okv_last_error(c), "more hits than hashes") != NULL,
+	      "more hits than hashes: %d %s", rc, okv_last_error(c));
+
+	fm_script(invalid_count_3);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == OKV_EINVALID && strcmp(okv_last_error(c), "Manager refused the request: field count, entry 3") == 0,
+	      "invalid: %d \"%s\"", rc, okv_last_error(c));
+	fm_script(unadmitted);
+	rc = okv_query(c, &ns, hashes, 4, &l);
+	CHECK(rc == OKV_EUNADMITTED, "unadmitted query: %d", rc);
+
+	/* Local checks send nothing. */
+	fm_script(q_hit);
+	CHECK(okv_query(c, &ns, hashes, 0, &l) == -EINVAL, "0 hashes");
+	CHECK(okv_query(c, &ns, hashes, okv_max_query_hashes(c) + 1, &l) == OKV_E2BIG, "one hash too many");
+	CHECK(okv_query(c, NULL, hashes, 1, &l) == -EINVAL, "NULL namespace");
+	CHECK(okv_query(c, &ns, NULL, 1, &l) == -EINVAL, "NULL hashes");
+	CHECK(okv_query(c, &ns, hashes, 1, NULL) == -EINVAL, "NULL lease");
+	CHECK(okv_query(NULL, &ns, hashes, 1, &l) == -EINVAL, "NULL client");
+	CHECK(fm.nseen == 0, "nothing sent for refused arguments: %d", fm.nseen);
+	/* Exactly the limit fits (hashes beyond 4 are whatever the area holds). */
+	c->reply.desc_capacity = 64 + 16 * 4;
+	CHECK(okv_query(c, &ns, hashes, 4, &l) == 0 && fm.nseen == 1, "4 hashes fill a 128-byte area");
+	CHECK(okv_query(c, &ns, hashes, 5, &l) == OKV_E2BIG, "5 do not");
+
+	fm_stop();
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
+/* ---- buffers registration and publish ---------------------------------------- */
+
+/* Queue a RegisterBuffersReply on the Manager end. */
+static void queue_register_reply(int ms, uint32_t regions, uint64_t total, uint32_t first_id)
+{
+	Orbitkv__Lifecycle__V1__RegisterBuffersReply r = ORBITKV__LIFECYCLE__V1__REGISTER_BUFFERS_REPLY__INIT;
+	uint8_t buf[64];
+	r.regions = regions;
+	r.total_bytes = total;
+	r.first_buffer_id = first_id;
+	size_t n = orbitkv__lifecycle__v1__register_buffers_reply__pack(&r, buf);
+	if (okvi_frame_send(ms, OKV_FRAME_REGISTER_BUFFERS | OKV_FRAME_REPLY, EPOCH, buf, (uint32_t)n, NULL, 0) != 0)
+		exit(2);
+}
+
+/* Read the RegisterBuffers request the client sent; returns the unpacked
+ * request (free it) and the fd that came with it in *fd (close it). */
+static Orbitkv__Lifecycle__V1__RegisterBuffersRequest *read_register_request(int ms, int *fd)
+{
+	struct okv_frame_header h;
+	uint8_t hb[sizeof(h)];
+	char err[256] = "";
+	size_t got;
+	int nfds = 0;
+
+	*fd = -1;
+	int rc = okvi_recv_exact_fds(ms, hb, sizeof(hb), -1, &got, fd, 1, &nfds, err, sizeof(err));
+	CHECK(rc == 0 && nfds == 1, "request header with one fd: %d nfds %d %s", rc, nfds, err);
+	rc = okvi_frame_header_check(hb, sizeof(hb), EPOCH, &h, err, sizeof(err));
+	CHECK(rc == 0 && h.code == OKV_FRAME_REGISTER_BUFFERS, "header: %d code %u %s", rc, h.code, err);
+	uint8_t *body = malloc(h.length + 1);
+	rc = okvi_recv_exact_fds(ms, body, h.length, -1, &got, NULL, 0, NULL, err, sizeof(err));
+	CHECK(rc == 0, "body: %d %s", rc, err);
+	Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q =
+		orbitkv__lifecycle__v1__register_buffers_request__unpack(NULL, h.length, body);
+	free(body);
+	return q;
+}
+
+static void test_register_buffer(void)
+{
+	int ms, fd;
+	okv_client *c = fake_client(&ms);
+	struct okv_buffer b;
+	uint32_t id = 99;
+	int rc;
+
+	CHECK(okv_buffer_alloc(3, 64, 8, &b) == 0, "alloc");
+	queue_register_reply(ms, 1, b.bytes, 2);
+	rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == 0 && id == 2, "register: %d id %u %s", rc, id, okv_last_error(c));
+	CHECK(c->buf_count > 2 && c->buf_layers[2] == 3 && c->buf_layers[0] == 0, "layers recorded by id");
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		CHECK(q && q->client_token == TOKEN && q->n_regions == 1, "request token and one region");
+		if (q && q->n_regions == 1) {
+			const Orbitkv__Lifecycle__V1__BufferRegion *r = q->regions[0];
+			CHECK(r->fd_index == 0 && r->offset == 0 && r->bytes == b.bytes && r->layers == 3 &&
+				      r->page_bytes == 64 && r->page_count == 8,
+			      "region fields");
+		}
+		struct stat st1, st2;
+		CHECK(fd >= 0 && fstat(fd, &st1) == 0 && fstat(b.fd, &st2) == 0 && st1.st_ino == st2.st_ino,
+		      "the buffer's memfd travelled");
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+
+	/* An error frame: OKV_EAPPLICATION with "field: message". */
+	{
+		Orbitkv__Lifecycle__V1__Error e = ORBITKV__LIFECYCLE__V1__ERROR__INIT;
+		uint8_t buf[256];
+		e.status = OKV_STATUS_INVALID;
+		e.field = "regions[0].layers";
+		e.message = "5000, want 1..4096";
+		size_t n = orbitkv__lifecycle__v1__error__pack(&e, buf);
+		if (okvi_frame_send(ms, OKV_FRAME_ERROR, EPOCH, buf, (uint32_t)n, NULL, 0) != 0)
+			exit(2);
+	}
+	rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == OKV_EAPPLICATION && strcmp(okv_last_error(c), "regions[0].layers: 5000, want 1..4096") == 0,
+	      "error frame: %d \"%s\"", rc, okv_last_error(c));
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+
+	/* A reply that does not match the request is a protocol error. */
+	queue_register_reply(ms, 2, b.bytes, 3);
+	rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == OKV_EPROTO && strstr(okv_last_error(c), "counts 2 regions") != NULL, "two regions: %d %s", rc,
+	      okv_last_error(c));
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+	queue_register_reply(ms, 1, b.bytes, OKVI_MAX_BUFFER_ID + 1);
+	rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == OKV_EPROTO, "buffer id beyond the client's table: %d %s", rc, okv_last_error(c));
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+
+	struct okv_buffer zero;
+	memset(&zero, 0, sizeof(zero));
+	CHECK(okv_register_buffer(c, &zero, &id) == -EINVAL, "a zeroed buffer is refused before sending");
+	CHECK(okv_register_buffer(c, NULL, &id) == -EINVAL, "NULL buffer");
+	CHECK(okv_register_buffer(c, &b, NULL) == -EINVAL, "NULL id");
+	okv_buffer_free(&b);
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
+/* Publish: store all but the first entry of every chunk. */
+static void p_ok(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	struct okv_publish_desc h;
+	memcpy(&h, desc, sizeof(h));
+	resp->code = OKV_STATUS_OK;
+	resp->arg0 = h.count - 1;
+	resp->arg1 = 1;
+}
+
+/* First chunk Ok, then Unadmitted. */
+static void p_then_unadmitted(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	if (fm.nseen == 1)
+		p_ok(rq, desc, resp);
+	else
+		resp->code = OKV_STATUS_UNADMITTED;
+}
+
+static void p_overcount(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	p_ok(rq, desc, resp);
+	resp->arg1 = 2;
+}
+
+static void test_publish(void)
+{
+	int ms, fd;
+	okv_client *c = fake_client(&ms);
+	struct okv_namespace ns = test_ns();
+	struct okv_block_hash hashes[7];
+	uint32_t pages[7];
+	struct okv_publish_result res;
+	struct okv_buffer b;
+	uint32_t id;
+	int rc;
+
+	for (uint32_t i = 0; i < 7; i++) {
+		hashes[i] = test_hash(100 + i);
+		pages[i] = 6 - i;
+	}
+	CHECK(okv_buffer_alloc(5, 64, 8, &b) == 0, "alloc");
+	queue_register_reply(ms, 1, b.bytes, 1);
+	CHECK(okv_register_buffer(c, &b, &id) == 0 && id == 1, "register");
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+	fm_start(c, p_ok);
+
+	/* 7 entries in chunks of 3: 3 + 3 + 1. */
+	c->reply.desc_capacity = 64 + 24 * 3;
+	rc = okv_publish(c, &ns, 1, hashes, pages, 7, &res);
+	CHECK(rc == 0 && res.stored == 2 + 2 + 0 && res.present == 3, "publish: %d stored %u present %u %s", rc,
+	      res.stored, res.present, okv_last_error(c));
+	CHECK(fm.nseen == 3, "three chunks: %d", fm.nseen);
+	for (int k = 0; k < fm.nseen && k < 3; k++) {
+		const struct seen *s = &fm.seen[k];
+		uint32_t want = k < 2 ? 3 : 1;
+		struct okv_publish_desc h;
+		memcpy(&h, s->desc, sizeof(h));
+		CHECK(s->msg.code == OKV_CMD_PUBLISH && s->msg.desc_offset == OKV_SLOT_DESC_OFFSET &&
+			      s->msg.desc_length == 64 + 24 * want,
+		      "chunk %d request line: length %u", k, s->msg.desc_length);
+		CHECK(h.magic == OKV_PUBLISH_MAGIC && h.schema == OKV_PUBLISH_SCHEMA && h.flags == 0 &&
+			      h.buffer_id == 1 && h.count == want && h.layer_first == 0 && h.layer_count == 5 &&
+			      h.reserved[0] == 0 && h.reserved[1] == 0 && h.reserved[2] == 0 &&
+			      memcmp(&h.ns, &ns, sizeof(ns)) == 0,
+		      "chunk %d header: buffer %u count %u layers %u+%u", k, h.buffer_id, h.count, h.layer_first,
+		      h.layer_count);
+		for (uint32_t i = 0; i < want; i++) {
+			struct okv_publish_entry e;
+			uint32_t at = (uint32_t)k * 3 + i;
+			memcpy(&e, s->desc + 64 + 24 * i, sizeof(e));
+			CHECK(memcmp(&e.hash, &hashes[at], 16) == 0 && e.page == pages[at] && e.reserved == 0,
+			      "chunk %d entry %u: page %u, want %u", k, i, e.page, pages[at]);
+		}
+	}
+
+	fm_script(p_then_unadmitted);
+	rc = okv_publish(c, &ns, 1, hashes, pages, 7, &res);
+	CHECK(rc == OKV_EUNADMITTED && res.stored == 2 && res.present == 1 && fm.nseen == 2,
+	      "unadmitted second chunk: %d stored %u present %u chunks %d", rc, res.stored, res.present, fm.nseen);
+	fm_script(invalid_count_3);
+	rc = okv_publish(c, &ns, 1, hashes, pages, 7, &res);
+	CHECK(rc == OKV_EINVALID && res.stored == 0 && fm.nseen == 1, "invalid first chunk: %d", rc);
+	fm_script(p_overcount);
+	rc = okv_publish(c, &ns, 1, hashes, pages, 3, &res);
+	CHECK(rc == OKV_EPROTO && strstr(okv_last_error(c), "exceeds the 3 entries") != NULL,
+	      "stored + present > count: %d %s", rc, okv_last_error(c));
+
+	fm_script(p_ok);
+	CHECK(okv_publish(c, &ns, 0, hashes, pages, 1, &res) == -EINVAL &&
+		      strstr(okv_last_error(c), "buffer_id 0 was not registered") != NULL,
+	      "unknown buffer id 0: %s", okv_last_error(c));
+	CHECK(okv_publish(c, &ns, 1000, hashes, pages, 1, &res) == -EINVAL, "unknown buffer id 1000");
+	CHECK(okv_publish(c, &ns, 1, NULL, pages, 1, &res) == -EINVAL, "NULL hashes");
+	CHECK(okv_publish(c, &ns, 1, hashes, NULL, 1, &res) == -EINVAL, "NULL pages");
+	CHECK(okv_publish(c, &ns, 1, hashes, pages, 0, &res) == 0 && res.stored == 0, "0 entries: nothing to do");
+	CHECK(fm.nseen == 0, "nothing sent: %d", fm.nseen);
+
+	fm_stop();
+	okv_buffer_free(&b);
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
+/* ---- restore, poll, wait, release -------------------------------------------- */
+
+static void r_ok(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)desc;
+	resp->code = OKV_STATUS_OK;
+	if (rq->code == OKV_CMD_RESTORE)
+		resp->arg0 = 555;
+}
+
+static void poll_loading(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	fm.polls++;
+	resp->code = OKV_STATUS_LOADING;
+}
+
+static void poll_internal(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	resp->code = OKV_STATUS_INTERNAL;
+}
+
+static void poll_unknown(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	resp->code = OKV_STATUS_INVALID;
+	resp->arg0 = OKV_FIELD_OP_ID;
+}
+
+/* Loading for the first fm.ready_after polls; the poll that finds the copy
+ * done answers Ok. The eventfd is written when the copy "ends", at the
+ * ready_after-th poll, as the Manager's copy worker would. */
+static void restore_ready(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
+{
+	(void)rq;
+	(void)desc;
+	fm.polls++;
+	if (fm.polls < fm.ready_after) {
+		resp->code = OKV_STATUS_LOADING;
+		return;
+	}
+	if (fm.polls == fm.ready_after) {
+		uint64_t one = 1;
+		if (write(fm.event_fd, &one, sizeof(one)) != sizeof(one))
+			exit(2);
+		resp->code = OKV_STATUS_LOADING;
+		return;
+	}
+	resp->code = OKV_STATUS_OK;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void test_restore(void)
+{
+	int ms;
+	okv_client *c = fake_client(&ms);
+	struct okv_restore_entry ent[3] = { { 0, 7 }, { 1, 3 }, { 2, 0 } };
+	uint64_t op = 1;
+	int rc;
+
+	fm_start(c, r_ok);
+	rc = okv_restore(c, 77, 4, ent, 3, &op);
+	CHECK(rc == 0 && op == 555, "restore: %d op %llu", rc, (unsigned long long)op);
+	{
+		const struct seen *s = &fm.seen[0];
+		struct okv_restore_desc h;
+		memcpy(&h, s->desc, sizeof(h));
+		CHECK(s->msg.code == OKV_CMD_RESTORE && s->msg.desc_offset == OKV_SLOT_DESC_OFFSET &&
+			      s->msg.desc_length == 64 + 8 * 3,
+		      "request line: length %u", s->msg.desc_length);
+		CHECK(h.magic == OKV_RESTORE_MAGIC && h.schema == OKV_RESTORE_SCHEMA && h.flags == 0 &&
+			      h.buffer_id == 4 && h.count == 3 && h.lease_id == 77,
+		      "restore header");
+		int zero = 1;
+		for (int i = 0; i < 5; i++)
+			zero &= h.reserved[i] == 0;
+		CHECK(zero, "reserved words are zero");
+		CHECK(memcmp(s->desc + 64, ent, sizeof(ent)) == 0, "entries at offset 64");
+	}
+	CHECK(okv_restore(c, 77, 4, ent, 0, &op) == -EINVAL && op == 0, "0 entries");
+	CHECK(okv_restore(c, 77, 4, ent, okv_max_restore_entries(c) + 1, &op) == OKV_E2BIG, "too many entries");
+	CHECK(okv_restore(c, 77, 4, NULL, 1, &op) == -EINVAL, "NULL entries");
+	CHECK(okv_restore(c, 77, 4, ent, 1, NULL) == -EINVAL, "NULL op id");
+
+	/* Poll: each status maps to its code; the op id travels in arg0. */
+	fm_script(r_ok);
+	CHECK(okv_restore_poll(c, 555) == 0, "poll done");
+	CHECK(fm.seen[0].msg.code == OKV_CMD_RESTORE_POLL && fm.seen[0].msg.arg0 == 555 &&
+		      fm.seen[0].msg.desc_length == 0 && fm.seen[0].msg.desc_offset == 0,
+	      "poll request line");
+	fm_script(poll_loading);
+	CHECK(okv_restore_poll(c, 555) == OKV_EPENDING, "poll loading");
+	fm_script(poll_internal);
+	CHECK(okv_restore_poll(c, 555) == OKV_EINTERNAL, "poll failed copy");
+	fm_script(poll_unknown);
+	rc = okv_restore_poll(c, 556);
+	CHECK(rc == OKV_EINVALID && strstr(okv_last_error(c), "field op_id") != NULL, "poll unknown: %d %s", rc,
+	      okv_last_error(c));
+
+	/* Wait: wakes on the eventfd, polls again, returns 0. */
+	fm_script(restore_ready);
+	fm.ready_after = 3;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = okv_restore_wait(c, 555, 5000);
+	CHECK(rc == 0 && fm.polls == 4, "wait: %d after %d polls", rc, fm.polls);
+	CHECK(ms_since(&t0) < 1000, "wait took %.1f ms", ms_since(&t0));
+	{
+		uint64_t v;
+		struct pollfd p = { .fd = c->event_fd, .events = POLLIN };
+		CHECK(poll(&p, 1, 0) == 0 || read(c->event_fd, &v, sizeof(v)) < 0, "wait drained the eventfd");
+	}
+	/* Without a notification every round is at most 50 ms: the deadline. */
+	fm_script(poll_loading);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = okv_restore_wait(c, 555, 120);
+	double took = ms_since(&t0);
+	CHECK(rc == OKV_ETIMEDOUT && took >= 115 && took < 2000, "wait timeout: %d after %.1f ms", rc, took);
+	/* 0, 50, 100, 120 ms on an idle machine; fewer when it is loaded. */
+	CHECK(fm.polls >= 2 && fm.polls <= 10, "polled %d times in 120 ms (rounds of 50 ms)", fm.polls);
+	fm_script(poll_internal);
+	CHECK(okv_restore_wait(c, 555, 1000) == OKV_EINTERNAL, "wait: failed copy");
+
+	/* Release sends the lease id in arg0. */
+	fm_script(r_ok);
+	CHECK(okv_release(c, 77) == 0, "release");
+	CHECK(fm.seen[0].msg.code == OKV_CMD_RELEASE && fm.seen[0].msg.arg0 == 77 && fm.seen[0].msg.desc_length == 0,
+	      "release request line");
+	fm_script(invalid_count_3);
+	CHECK(okv_release(c, 78) == OKV_EINVALID, "release refused");
+
+	/* A Manager that exits during a wait: its pidfd becomes readable. */
+	{
+		pid_t child = fork();
+		if (child == 0)
+			_exit(0);
+		int pfd = (int)syscall(SYS_pidfd_open, child, 0);
+		CHECK(pfd >= 0, "pidfd of the child");
+		waitpid(child, NULL, 0);
+		int mine = c->pidfd;
+		c->pidfd = pfd;
+		fm_script(poll_loading);
+		rc = okv_restore_wait(c, 555, 2000);
+		CHECK(rc == OKV_EMANAGER_DIED, "wait with a dead Manager: %d", rc);
+		CHECK(okv_restore_poll(c, 555) == OKV_ECLOSED, "the client is closed afterwards");
+		c->pidfd = mine;
+		close(pfd);
+	}
+	fm_stop();
+	okv_close(c);
+	close(ms);
+}
+
+/* A descriptor request that timed out keeps the area until the Manager
+ * answers it: the next operation must not rewrite it meanwhile. */
+static void test_desc_busy_after_timeout(void)
+{
+	int ms;
+	okv_client *c = fake_client(&ms);
+	struct okv_namespace ns = test_ns();
+	struct okv_block_hash h1[2] = { test_hash(1), test_hash(2) };
+	struct okv_lease l;
+	uint8_t before[64 + 32];
+	int rc;
+
+	fm_start(c, q_miss);
+	c->timeout_ms = 60;
+	__atomic_store_n(&fm.hold, 1, __ATOMIC_SEQ_CST);
+	rc = okv_query(c, &ns, h1, 2, &l);
+	CHECK(rc == OKV_ETIMEDOUT, "held query times out: %d", rc);
+	memcpy(before, okvi_desc(c), sizeof(before));
+	rc = okvi_desc_acquire(c);
+	CHECK(rc == OKV_ETIMEDOUT && strstr(okv_last_error(c), "may still read the descriptor") != NULL,
+	      "area busy while the Manager holds the request: %d %s", rc, okv_last_error(c));
+	rc = okv_query(c, &ns, h1, 1, &l);
+	CHECK(rc == OKV_ETIMEDOUT, "a second query cannot start: %d", rc);
+	CHECK(memcmp(before, okvi_desc(c), sizeof(before)) == 0, "the descriptor was not rewritten");
+	/* The Manager answers late: the area is free again. */
+	__atomic_store_n(&fm.hold, 0, __ATOMIC_SEQ_CST);
+	c->timeout_ms = 5000;
+	for (int i = 0; i < 5000 && __atomic_load_n(&c->slot->response.generation, __ATOMIC_ACQUIRE) < 2; i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	CHECK(okvi_desc_acquire(c) == 0 && c->desc_busy_gen == 0, "free once the late answer is posted");
+	rc = okv_query(c, &ns, h1, 2, &l);
+	CHECK(rc == 0 && l.hit_count == 0, "the next query works: %d %s", rc, okv_last_error(c));
+	fm_stop();
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
+static void test_closed_client(void)
+{
+	int ms;
+	okv_client *c = fake_client(&ms);
+	struct okv_namespace ns = test_ns();
+	struct okv_block_hash h = test_hash(0);
+	struct okv_restore_entry e = { 0, 0 };
+	struct okv_lease l;
+	uint64_t op;
+
+	c->broken = 1;
+	CHECK(okv_query(c, &ns, &h, 1, &l) == OKV_ECLOSED, "query");
+	CHECK(okv_restore(c, 1, 0, &e, 1, &op) == OKV_ECLOSED, "restore");
+	CHECK(okv_restore_poll(c, 1) == OKV_ECLOSED, "poll");
+	CHECK(okv_restore_wait(c, 1, 10) == OKV_ECLOSED, "wait");
+	CHECK(okv_release(c, 1) == OKV_ECLOSED, "release");
+	CHECK(okv_restore_wait(NULL, 1, 10) == -EINVAL, "wait NULL");
+	okv_close(c);
+	close(ms);
+}
+
+static void test_strerror_new_codes(void)
+{
+	static const int codes[] = { OKV_EPENDING, OKV_EUNADMITTED, OKV_E2BIG };
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		CHECK(strcmp(okv_strerror(codes[i]), "unknown error") != 0, "okv_strerror(%d) = %s", codes[i],
+		      okv_strerror(codes[i]));
+	static const struct {
+		uint64_t field;
+		const char *name;
+	} names[] = {
+		{ OKV_FIELD_DESC_MAGIC, "desc_magic" }, { OKV_FIELD_DESC_SCHEMA, "desc_schema" },
+		{ OKV_FIELD_DESC_FLAGS, "desc_flags" }, { OKV_FIELD_DESC_RESERVED, "desc_reserved" },
+		{ OKV_FIELD_COUNT, "count" },		{ OKV_FIELD_BUFFER_ID, "buffer_id" },
+		{ OKV_FIELD_PAGE, "page" },		{ OKV_FIELD_LAYERS, "layers" },
+		{ OKV_FIELD_LEASE_ID, "lease_id" },	{ OKV_FIELD_BLOCK, "block" },
+		{ OKV_FIELD_BLOCK_BYTES, "block_bytes" }, { OKV_FIELD_OP_ID, "op_id" },
+		{ OKV_FIELD_NAMESPACE, "namespace" },	{ OKV_FIELD_MAX + 1, "unknown" },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		CHECK(strcmp(okvi_field_name(names[i].field), names[i].name) == 0, "field %llu: %s, want %s",
+		      (unsigned long long)names[i].field, okvi_field_name(names[i].field), names[i].name);
+}
+
+int main(void)
+{
+	int before = count_fds();
+
+	test_buffer_alloc();
+	test_max_entries();
+	test_query();
+	test_register_buffer();
+	test_publish();
+	test_restore();
+	test_desc_busy_after_timeout();
+	test_closed_client();
+	test_strerror_new_codes();
+	CHECK(count_fds() == before, "no fd leaked: %d open before, %d after", before, count_fds());
+	if (failures != 0) {
+		fprintf(stderr, "test_ops: %d of %d checks failed\n", failures, checks);
+		return 1;
+	}
+	printf("test_ops: all %d checks passed\n", checks);
+	return 0;
+}
