@@ -145,7 +145,11 @@ func (r *rig) idle() {
 var ns1 = abi.Namespace{1}
 var ns2 = abi.Namespace{2}
 
-func hash(i int) abi.BlockHash { var h abi.BlockHash; binary.LittleEndian.PutUint64(h[:], uint64(i)+1000); return h }
+func hash(i int) abi.BlockHash {
+	var h abi.BlockHash
+	binary.LittleEndian.PutUint64(h[:], uint64(i)+1000)
+	return h
+}
 
 func queryDesc(ns abi.Namespace, hashes ...abi.BlockHash) []byte {
 	b := make([]byte, 64+16*len(hashes))

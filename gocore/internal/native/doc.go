@@ -1,12 +1,17 @@
 // Package native is the only Go package that imports "C" (CONVENTIONS.md #9).
 //
-// It wraps four pieces of native/:
+// It wraps five pieces of native/:
 //
 //   - the Manager's channel poll loop (native/src/server.c) as Server: one
 //     cgo crossing per batch (Step posts the previous batch's replies and
 //     returns the next batch of requests), with event and reply arrays
 //     allocated once in C memory and viewed from Go without copies;
-//   - liborbitkv's client (native/src/client.c) as Client, for Go tools
+//   - the copy engine (native/src/copy.c) as CopyEngine: worker threads
+//     behind one copy-backend interface (host memcpy now, CUDA later); one
+//     crossing submits a whole job's segments, one drains a batch of
+//     completions;
+//   - liborbitkv's client (native/src/client.c, ops.c, buffer.c,
+//     identity.c) as Client, Buffer and Fingerprint, for Go tools
 //     (orbitkv-bench, orbitkvctl, tests);
 //   - the C layout of abi.h (Layout), so gocore/abi can prove its mirror;
 //   - the channel benchmark loops (native/bench: raw shm-spin, futex and
@@ -25,6 +30,9 @@
 // Memory ownership: C never keeps a pointer into the Go heap. Slot and
 // doorbell mappings handed to Server are mmap'd memory owned by
 // gocore/session (not Go heap) and must stay mapped until Detach returns.
+// CopyEngine.Submit copies the segment array into C memory; the addresses
+// in it point into mappings (RAM tier, engine buffers) that the caller keeps
+// mapped until the job's completion has been drained.
 // Arrays returned by Events/Replies live in C memory owned by the Server and
 // stay valid until Close.
 //
