@@ -37,10 +37,10 @@ FUZZTIME       ?= 60s
 SMOKE_FUZZTIME ?= 10s
 
 # Benchmark suites of orbitkv-bench that `make bench` runs, in order.
-BENCH_SUITES := channel
+BENCH_SUITES := channel replay copy
 
-# `make demo` runs this target; a later issue points it at the trace replay.
-DEMO_TARGET := demo-channel
+# `make demo` runs this target: the trace replay, the main job.
+DEMO_TARGET := demo-replay
 
 # Stages of `make test`, in order. An `e2e` target, once some Makefile part
 # defines it, runs last (see the test recipe).
@@ -57,7 +57,7 @@ define cmake_build
 endef
 
 .PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
-	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-channel clean
+	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean
 
 help: ## List the targets (this text)
 	@echo "OrbitKV — make targets:"
@@ -173,7 +173,21 @@ check-generated: deps ## Regenerate protobuf code and fail if it differs from wh
 bench: all ## Run the benchmark suites of bin/orbitkv-bench (see bench/README.md)
 	@for suite in $(BENCH_SUITES); do echo "==> orbitkv-bench $$suite"; bin/orbitkv-bench $$suite; done
 
-demo: $(DEMO_TARGET) ## Run the main job on embedded defaults
+demo: $(DEMO_TARGET) ## Run the main job on embedded defaults: replay the Mooncake conversation trace
+
+# The main job: bin/orbitkv-bench replay starts a Manager on its embedded
+# defaults (4GiB RAM tier) on a temporary socket, replays the Mooncake
+# conversation trace with 4 client processes, prints the report and stops
+# the Manager (also on failure or Ctrl-C). Progress and errors go to a log
+# file, printed when the replay fails.
+demo-replay: all
+	@log=$$(mktemp /tmp/orbitkv-demo.XXXXXX.log); \
+	echo "==> bin/orbitkv-bench replay --clients 4 (Manager started and stopped by the bench; about a minute; log $$log)"; \
+	if bin/orbitkv-bench replay --clients 4 --trace bench/traces/mooncake-conversation.jsonl.gz 2>$$log; then \
+		rm -f $$log; \
+	else \
+		rc=$$?; echo "==> orbitkv-bench replay failed (exit $$rc); its log:"; cat $$log; rm -f $$log; exit $$rc; \
+	fi
 
 # Starts the Manager on its embedded defaults, runs the channel benchmark
 # against its bootstrap socket, stops the Manager (also on failure). A

@@ -2,12 +2,16 @@
 // a subcommand with its own flags and a README under bench/ stating its
 // method:
 //
+//	orbitkv-bench replay    the main job: a Mooncake trace replayed by N client
+//	                        processes (query, restore + verify, publish, release)
+//	orbitkv-bench copy      Publish and Restore throughput beside memcpy
 //	orbitkv-bench channel   round-trip latency of Ping through liborbitkv
 //	                        beside raw shm spin, futex, UDS and gRPC baselines
 //
 // `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
-// flags. The hidden subcommand __peer is the other end of a baseline: the
-// bench re-executes itself to start it (never fork() from Go).
+// flags. The hidden subcommands __peer (the other end of a baseline) and
+// __replay-worker (one replay client) are started by the bench re-executing
+// itself (never fork() from Go).
 package main
 
 import (
@@ -28,8 +32,11 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: runReplay},
+		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: runCopy},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},
+		{name: replayWorkerCommand, summary: "internal: one replay client", run: runReplayWorker, hidden: true},
 	}
 }
 

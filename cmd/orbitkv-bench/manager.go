@@ -67,10 +67,24 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// startManager starts bin/orbitkv-manager on a temporary bootstrap socket
-// with --poll-mode and waits until the socket accepts connections.
+// startManager starts bin/orbitkv-manager for the channel suite: on a
+// temporary bootstrap socket with --poll-mode and --manager-args.
 func startManager(cfg *channelConfig) (*manager, error) {
-	bin, err := findManagerBin(cfg.managerBin)
+	return launchManager(managerSpec{bin: cfg.managerBin,
+		args: append([]string{"--poll-mode", cfg.pollMode}, cfg.managerArgs...)})
+}
+
+// managerSpec says how to start a Manager for a bench.
+type managerSpec struct {
+	bin           string        // --manager-bin; "" = findManagerBin's default
+	args          []string      // arguments after the bench's own
+	acceptTimeout time.Duration // 0 = 10 s; a big pre-faulted RAM tier needs more
+}
+
+// launchManager starts a Manager on a temporary bootstrap socket without
+// the HTTP port and waits until the socket accepts connections.
+func launchManager(spec managerSpec) (*manager, error) {
+	bin, err := findManagerBin(spec.bin)
 	if err != nil {
 		return nil, err
 	}
@@ -86,9 +100,9 @@ func startManager(cfg *channelConfig) (*manager, error) {
 	}
 	defer logf.Close()
 	// --http-addr "": no loopback HTTP port that could collide with a
-	// Manager already running on this host; --manager-args come last and
-	// win (Go's flag package keeps the last value).
-	args := append([]string{"--bootstrap-socket", m.socket, "--poll-mode", cfg.pollMode, "--http-addr", ""}, cfg.managerArgs...)
+	// Manager already running on this host; spec.args come last and win
+	// (Go's flag package keeps the last value).
+	args := append([]string{"--bootstrap-socket", m.socket, "--http-addr", ""}, spec.args...)
 	m.cmd = exec.Command(bin, args...)
 	// Both streams go straight to the log file (the child gets the fd): no
 	// pipe, so nothing in the bench can make the Manager's writes fail with
@@ -102,7 +116,11 @@ func startManager(cfg *channelConfig) (*manager, error) {
 	m.pid = m.cmd.Process.Pid
 	m.exited = make(chan error, 1)
 	go func() { m.exited <- m.cmd.Wait() }()
-	if err := m.waitAccepting(10 * time.Second); err != nil {
+	timeout := spec.acceptTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if err := m.waitAccepting(timeout); err != nil {
 		tail := m.logTail() // before stop removes the log
 		m.stop()
 		return nil, fmt.Errorf("%s: %w%s", quoteCommand(bin, args), err, tail)

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/client"
+)
+
+// copyTarget is the copy suite's target: Publish and Restore reach at least
+// this fraction of a plain memcpy of the same bytes in the same run.
+const copyTarget = 0.80
+
+// copyConfig is the parsed, validated flag set of `orbitkv-bench copy`.
+type copyConfig struct {
+	sizes       []uint64 // block sizes over all layers, in report order
+	blocks      int      // blocks per Publish / Restore batch
+	layers      uint32   // layers a block spans
+	iters       int      // timed batches per size and subject
+	warmup      int      // untimed batches first
+	json        bool
+	managerBin  string
+	managerArgs []string
+}
+
+func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
+	var cfg copyConfig
+	fs := flag.NewFlagSet("copy", flag.ContinueOnError)
+	fs.SetOutput(out)
+	sizes := fs.String("sizes", "256KiB,512KiB,1MiB,2MiB", "comma-separated block `sizes` (over all layers)")
+	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per Publish and Restore batch")
+	layers := fs.Uint("layers", 4, "layers a block spans (page bytes = size / layers, a multiple of 64)")
+	fs.IntVar(&cfg.iters, "iters", 30, "timed batches per size and subject (the median is reported)")
+	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	fs.String("manager-args", "", "extra space-separated arguments for the Manager (e.g. \"--copy-workers 2\")")
+	fs.Usage = func() {
+		fmt.Fprintln(out, "usage: orbitkv-bench copy [flags]")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Copy throughput of the host backend: Publish (engine buffer → RAM tier) of a batch")
+		fmt.Fprintln(out, "of fresh hashes and Restore (RAM tier → engine buffer) of a leased batch, each as")
+		fmt.Fprintln(out, "GB/s and as a ratio to a plain memcpy of the same bytes measured in the same run.")
+		fmt.Fprintln(out, "Starts its own Manager with a RAM tier of 4 batches of the largest size.")
+		fmt.Fprintln(out, "Method: bench/README.md.")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "flags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return cfg, err
+		}
+		return cfg, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+	switch {
+	case *layers < 1 || *layers > maxReplayLayers:
+		return cfg, usagef("--layers must be between 1 and %d, got %d", maxReplayLayers, *layers)
+	case cfg.blocks < 1 || cfg.blocks > 4096:
+		return cfg, usagef("--blocks must be between 1 and 4096, got %d", cfg.blocks)
+	case cfg.iters < 1:
+		return cfg, usagef("--iters must be at least 1, got %d", cfg.iters)
+	case cfg.warmup < 0:
+		return cfg, usagef("--warmup must be at least 0, got %d", cfg.warmup)
+	}
+	cfg.layers = uint32(*layers)
+	for _, s := range strings.Split(*sizes, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := humanize.ParseBytes(s)
+		if err != nil {
+			return cfg, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
+		}
+		switch {
+		case n == 0 || n > 256<<20:
+			return cfg, usagef("--sizes: %s must be between 1 byte and 256MiB", s)
+		case n%uint64(cfg.layers) != 0 || (n/uint64(cfg.layers))%pageAlign != 0:
+			return cfg, usagef("--sizes: %s (%d bytes) / --layers %d must be a whole multiple of %d bytes per page", s, n, cfg.layers, pageAlign)
+		case slices.Contains(cfg.sizes, n):
+			return cfg, usagef("--sizes: %s named twice", s)
+		}
+		cfg.sizes = append(cfg.sizes, n)
+	}
+	if len(cfg.sizes) == 0 {
+		return cfg, usagef("--sizes names no size")
+	}
+	if max := slices.Max(cfg.sizes); max*uint64(cfg.blocks) > 4<<30 {
+		return cfg, usagef("--blocks %d × %s = more than 4GiB per batch", cfg.blocks, humanize.IBytes(max))
+	}
+	return cfg, nil
+}
+
+// copySize is the result for one block size. GB/s are 10^9 bytes per second
+// over the median batch; ratios are subject / memcpy.
+type copySize struct {
+	BlockBytes   uint64  `json:"block_bytes"`
+	BatchBytes   uint64  `json:"batch_bytes"`
+	MemcpyGBps   float64 `json:"memcpy_gbps"`
+	PublishGBps  float64 `json:"publish_gbps"`
+	RestoreGBps  float64 `json:"restore_gbps"`
+	PublishRatio float64 `json:"publish_ratio"`
+	RestoreRatio float64 `json:"restore_ratio"`
+}
+
+// copyReport is the one JSON object `orbitkv-bench copy --json` prints.
+type copyReport struct {
+	Blocks           int        `json:"blocks"`
+	Layers           uint32     `json:"layers"`
+	Iters            int        `json:"iters"`
+	RAMCapacityBytes uint64     `json:"ram_capacity_bytes"`
+	Baseline         string     `json:"baseline"` // how memcpy was measured
+	Sizes            []copySize `json:"sizes"`
+
+	header string
+}
+
+// copyCapacity is the RAM tier the copy suite asks for: 4 batches of the
+// largest size (a pinned restore batch, the publish batch in flight, and
+// room for LRU to evict without touching either), at least 256MiB, rounded
+// up to 2MiB.
+func copyCapacity(cfg *copyConfig) uint64 {
+	c := max(4*slices.Max(cfg.sizes)*uint64(cfg.blocks), 256<<20)
+	return (c + 2<<20 - 1) &^ (2<<20 - 1)
+}
+
+// runCopy is `orbitkv-bench copy`.
+func runCopy(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseCopyFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	capacity := copyCapacity(&cfg)
+	m, err := launchManager(ramManager(cfg.managerBin, capacity, cfg.managerArgs))
+	if err != nil {
+		return err
+	}
+	defer m.stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			m.stop()
+			fmt.Fprintf(stderr, "orbitkv-bench copy: %v\n", sig)
+			os.Exit(130)
+		}
+	}()
+	c, err := client.Connect(client.Options{SocketPath: m.socket, InstanceID: fmt.Sprintf("copy-%d", os.Getpid()), Role: uint32(abi.RoleBench)})
+	if err != nil {
+		return fmt.Errorf("connecting to the Manager at %s: %w", m.socket, err)
+	}
+	// A registered buffer must stay allocated until the session ends.
+	var registered []*client.Buffer
+	defer func() {
+		c.Close()
+		for _, b := range registered {
+			b.Free()
+		}
+	}()
+	rep := &copyReport{Blocks: cfg.blocks, Layers: cfg.layers, Iters: cfg.iters, RAMCapacityBytes: capacity, Baseline: memcpyBaseline}
+	rep.header = fmt.Sprintf("orbitkv-bench copy: %d CPUs", runtime.NumCPU())
+	if model := cpuModel(); model != "" {
+		rep.header += " (" + model + ")"
+	}
+	rep.header += fmt.Sprintf(", Manager pid %d started by the bench, --ram-capacity %s; %d blocks per batch over %d layers, median of %d batches",
+		m.pid, humanize.IBytes(capacity), cfg.blocks, cfg.layers, cfg.iters)
+	var next uint64 // hash counter: every published batch is fresh
+	for _, size := range cfg.sizes {
+		if !cfg.json {
+			fmt.Fprintf(stderr, "measuring %s blocks ...\n", humanize.IBytes(size))
+		}
+		r, err := measureCopy(c, &cfg, size, &next, &registered)
+		if err != nil {
+			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, managerExit(m))
+		}
+		rep.Sizes = append(rep.Sizes, r)
+	}
+	if cfg.json {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	return writeCopyTable(stdout, rep)
+}
+
+func managerExit(m *manager) string {
+	if err := m.alive(); err != nil {
+		return "\n" + err.Error()
+	}
+	return ""
+}
+
+// copyBench is one block size's buffers: src is registered with the
+// Manager (Publish reads it, Restore writes it); dst is a second buffer of
+// the same shape, the memcpy baseline's destination.
+type copyBench struct {
+	c          *client.Client
+	cfg        *copyConfig
+	ns         client.Namespace
+	src, dst   *client.Buffer
+	bufID      uint32
+	batchBytes uint64
+	hashes     []client.BlockHash
+	pages      []uint32
+	entries    []client.RestoreEntry
+}
+
+// measureCopy measures memcpy, Publish and Restore of one block size. The
+// baseline runs interleaved with each subject, batch by batch, so both see
+// the same machine state.
+func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, registered *[]*client.Buffer) (copySize, error) {
+	b := &copyBench{c: c, cfg: cfg, batchBytes: size * uint64(cfg.blocks)}
+	spec := replayNamespace
+	spec.KVLayout = "orbitkv-bench-copy"
+	spec.TenantSalt = fmt.Sprint(size)
+	var err error
+	if b.ns, err = client.Fingerprint(spec); err != nil {
+		return copySize{}, fmt.Errorf("namespace fingerprint: %w", err)
+	}
+	pageBytes := size / uint64(cfg.layers)
+	if b.src, err = client.AllocBuffer(cfg.layers, pageBytes, uint64(cfg.blocks)); err != nil {
+		return copySize{}, fmt.Errorf("allocating the engine buffer: %w", err)
+	}
+	*registered = append(*registered, b.src) // freed after the session closes
+	if b.dst, err = client.AllocBuffer(cfg.layers, pageBytes, uint64(cfg.blocks)); err != nil {
+		return copySize{}, fmt.Errorf("allocating the memcpy destination: %w", err)
+	}
+	defer b.dst.Free()
+	if b.bufID, err = c.RegisterBuffer(b.src); err != nil {
+		return copySize{}, fmt.Errorf("registering the engine buffer: %w", err)
+	}
+	fillPage(b.src.Bytes(), size)
+	b.hashes = make([]client.BlockHash, cfg.blocks)
+	b.pages = make([]uint32, cfg.blocks)
+	for i := range b.pages {
+		b.pages[i] = uint32(i)
+		b.entries = append(b.entries, client.RestoreEntry{Block: uint32(i), Page: uint32(i)})
+	}
+
+	var base, pub, res []time.Duration
+	for i := range cfg.warmup + cfg.iters {
+		m := b.memcpy()
+		p, err := b.publish(next)
+		if err != nil {
+			return copySize{}, err
+		}
+		if i >= cfg.warmup {
+			base, pub = append(base, m), append(pub, p)
+		}
+	}
+	// The last published batch is resident: lease it and restore it
+	// repeatedly. The first restore lands in a zeroed buffer and is checked.
+	l, err := c.Query(b.ns, b.hashes)
+	if err != nil {
+		return copySize{}, fmt.Errorf("query: %w", err)
+	}
+	defer func() {
+		if l.ID != 0 {
+			c.Release(l.ID)
+		}
+	}()
+	if int(l.Hits) != cfg.blocks {
+		return copySize{}, fmt.Errorf("query of the batch just published hit %d of %d blocks", l.Hits, cfg.blocks)
+	}
+	clear(b.src.Bytes())
+	if _, err := b.restore(l.ID); err != nil {
+		return copySize{}, err
+	}
+	if bad := verifyPage(b.src.Bytes(), size); bad != 0 {
+		return copySize{}, fmt.Errorf("restored batch differs from the published one in %d bytes", bad)
+	}
+	for i := range cfg.warmup + cfg.iters {
+		m := b.memcpy()
+		r, err := b.restore(l.ID)
+		if err != nil {
+			return copySize{}, err
+		}
+		if i >= cfg.warmup {
+			base, res = append(base, m), append(res, r)
+		}
+	}
+	if err := c.Release(l.ID); err != nil {
+		return copySize{}, fmt.Errorf("release: %w", err)
+	}
+	l.ID = 0
+	out := copySize{BlockBytes: size, BatchBytes: b.batchBytes,
+		MemcpyGBps: b.gbps(base), PublishGBps: b.gbps(pub), RestoreGBps: b.gbps(res)}
+	if out.MemcpyGBps > 0 {
+		out.PublishRatio, out.RestoreRatio = out.PublishGBps/out.MemcpyGBps, out.RestoreGBps/out.MemcpyGBps
+	}
+	return out, nil
+}
+
+// gbps is the batch bytes over the median duration, in GB/s.
+func (b *copyBench) gbps(d []time.Duration) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return gbps(b.batchBytes, uint64(d[(len(d)-1)/2]))
+}
+
+// memcpy copies the batch's bytes from src to dst once.
+func (b *copyBench) memcpy() time.Duration {
+	n := b.batchBytes
+	return memcpyOnce(unsafe.Pointer(unsafe.SliceData(b.dst.Bytes())), unsafe.Pointer(unsafe.SliceData(b.src.Bytes())), n)
+}
+
+// publish stores the batch under fresh hashes and times the call.
+func (b *copyBench) publish(next *uint64) (time.Duration, error) {
+	for i := range b.hashes {
+		*next++
+		b.hashes[i] = blockHash(*next)
+	}
+	t := time.Now()
+	pr, err := b.c.Publish(b.ns, b.bufID, b.hashes, b.pages)
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("publish of %d blocks: %w", len(b.hashes), err)
+	}
+	if int(pr.Stored) != len(b.hashes) {
+		return 0, fmt.Errorf("publish of %d fresh blocks stored %d (%d present)", len(b.hashes), pr.Stored, pr.Present)
+	}
+	return d, nil
+}
+
+// restore copies the leased batch into src and times Restore + RestoreWait.
+func (b *copyBench) restore(lease uint64) (time.Duration, error) {
+	t := time.Now()
+	op, err := b.c.Restore(lease, b.bufID, b.entries)
+	if err == nil {
+		err = b.c.RestoreWait(op, restoreTimeout)
+	}
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("restore of %d blocks: %w", len(b.entries), err)
+	}
+	return d, nil
+}
+
+func writeCopyTable(w io.Writer, rep *copyReport) error {
+	if rep.header != "" {
+		fmt.Fprintln(w, rep.header)
+	}
+	fmt.Fprintf(w, "baseline: %s\n\n", rep.Baseline)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "block\tbatch\tmemcpy GB/s\tpublish GB/s\tpublish / memcpy\trestore GB/s\trestore / memcpy\t")
+	for _, s := range rep.Sizes {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", humanize.IBytes(s.BlockBytes), humanize.IBytes(s.BatchBytes),
+			s.MemcpyGBps, s.PublishGBps, s.PublishRatio, s.RestoreGBps, s.RestoreRatio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "targets (bench/README.md):")
+	fmt.Fprintln(w, "  informational: a MISSED target does not fail the run (exit status stays 0)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range rep.Sizes {
+		for _, sub := range []struct {
+			name  string
+			ratio float64
+		}{{"publish", s.PublishRatio}, {"restore", s.RestoreRatio}} {
+			t := target{fmt.Sprintf("%s %s ≥ %.2fx memcpy", humanize.IBytes(s.BlockBytes), sub.name, copyTarget),
+				fmt.Sprintf("%.2fx", sub.ratio), sub.ratio >= copyTarget}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
+		}
+	}
+	return tw.Flush()
+}
+
+// memcpyBaseline says how the baseline was measured.
+const memcpyBaseline = "memcpy(3) of the batch bytes between two engine-shaped memfd buffers, one C call per batch (native.MemcpyBench)"
+
+// memcpyOnce copies n bytes from src to dst once and returns how long it took.
+func memcpyOnce(dst, src unsafe.Pointer, n uint64) time.Duration {
+	return client.MemcpyBench(uintptr(dst), uintptr(src), n, 1)
+}

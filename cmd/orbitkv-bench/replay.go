@@ -1,0 +1,292 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/orbitkv/orbitkv/gocore/trace"
+)
+
+// defaultTrace is the main job's trace, relative to the repository root.
+const defaultTrace = "bench/traces/mooncake-conversation.jsonl.gz"
+
+// Limits of the replay flags.
+const (
+	maxReplayClients = 64
+	maxReplayLayers  = 256
+	pageAlign        = 64 // okv_buffer_alloc wants page bytes a multiple of 64
+)
+
+// replayConfig is the parsed, validated flag set of `orbitkv-bench replay`.
+type replayConfig struct {
+	tracePath   string   // --trace; "" = the default trace, found by findTrace
+	clients     int      // worker processes
+	blockBytes  uint64   // bytes of one KV block over all layers
+	layers      uint32   // layers a block spans; page bytes = blockBytes/layers
+	ramCapacity uint64   // --ram-capacity of a Manager the bench starts
+	socket      string   // running Manager's bootstrap socket; "" = start one
+	managerBin  string   // Manager binary; "" = next to this binary, then bin/
+	managerArgs []string // extra Manager arguments
+	json        bool     // print the JSON report instead of the table
+	limit       int      // replay the first limit requests; 0 = all
+}
+
+// pageBytes is the bytes of one block in one layer.
+func (c *replayConfig) pageBytes() uint64 { return c.blockBytes / uint64(c.layers) }
+
+// sizeValue is a flag.Value for a byte count written as "64KiB", "4GiB" or
+// "65536" (go-humanize: KiB = 1024 bytes, kB = 1000).
+type sizeValue struct{ n *uint64 }
+
+func (s sizeValue) String() string {
+	if s.n == nil {
+		return ""
+	}
+	return humanize.IBytes(*s.n)
+}
+
+func (s sizeValue) Set(v string) error {
+	n, err := humanize.ParseBytes(v)
+	if err != nil {
+		return errors.New("not a size (examples: 16KiB, 64KiB, 4GiB; KiB = 1024 bytes, kB = 1000)")
+	}
+	*s.n = n
+	return nil
+}
+
+func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
+	fs.StringVar(&cfg.tracePath, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+defaultTrace+" beside this binary's ../, then under the working directory)")
+	fs.IntVar(&cfg.clients, "clients", cfg.clients, "client processes; client i replays requests i, i+N, i+2N, … in trace order")
+	fs.Var(sizeValue{&cfg.blockBytes}, "block-bytes", "`size` of one KV block summed over its layers")
+	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
+	fs.Var(sizeValue{&cfg.ramCapacity}, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
+	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
+	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	fs.String("manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\")")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	fs.IntVar(&cfg.limit, "limit", 0, "replay only the first N requests of the trace (0 = all)")
+	fs.Usage = func() {
+		fmt.Fprintln(out, "usage: orbitkv-bench replay [flags]")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "The main job: replays a Mooncake trace against a Manager with N client processes")
+		fmt.Fprintln(out, "sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit")
+		fmt.Fprintln(out, "prefix into the client's engine buffer and verify every byte, fill the missed")
+		fmt.Fprintln(out, "pages, Publish them, Release the lease. Reports the hit ratio beside the trace's")
+		fmt.Fprintln(out, "infinite-cache bound, mismatched bytes, round-trip percentiles per operation and")
+		fmt.Fprintln(out, "copy throughput. Method: bench/README.md.")
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "flags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseReplayFlags parses and validates the replay suite's arguments.
+// Errors are *usageError (or flag.ErrHelp); each names its flag.
+func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
+	var cfg replayConfig
+	var layers uint
+	fs := replayFlags(&cfg, &layers, out)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return cfg, err
+		}
+		return cfg, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+
+	switch {
+	case cfg.clients < 1 || cfg.clients > maxReplayClients:
+		return cfg, usagef("--clients must be between 1 and %d, got %d", maxReplayClients, cfg.clients)
+	case layers < 1 || layers > maxReplayLayers:
+		return cfg, usagef("--layers must be between 1 and %d, got %d", maxReplayLayers, layers)
+	case cfg.limit < 0:
+		return cfg, usagef("--limit must be at least 0 (0 = every request), got %d", cfg.limit)
+	}
+	cfg.layers = uint32(layers)
+	if cfg.blockBytes == 0 || cfg.blockBytes > 1<<30 {
+		return cfg, usagef("--block-bytes must be between 1 byte and 1GiB, got %d", cfg.blockBytes)
+	}
+	if cfg.blockBytes%uint64(cfg.layers) != 0 {
+		return cfg, usagef("--block-bytes %s (%d bytes) is not divisible by --layers %d",
+			humanize.IBytes(cfg.blockBytes), cfg.blockBytes, cfg.layers)
+	}
+	if pb := cfg.pageBytes(); pb%pageAlign != 0 {
+		return cfg, usagef("--block-bytes %s / --layers %d = %d bytes per page, which must be a multiple of %d",
+			humanize.IBytes(cfg.blockBytes), cfg.layers, pb, pageAlign)
+	}
+	if cfg.ramCapacity < cfg.blockBytes {
+		return cfg, usagef("--ram-capacity %s is smaller than one block (--block-bytes %s)",
+			humanize.IBytes(cfg.ramCapacity), humanize.IBytes(cfg.blockBytes))
+	}
+	if cfg.socket != "" {
+		for _, name := range []string{"manager-bin", "manager-args", "ram-capacity"} {
+			if set[name] {
+				return cfg, usagef("--%s configures a Manager the bench starts; it cannot be used with --socket", name)
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// findTrace returns --trace, else the default trace found from this
+// binary's directory (bin/../bench/traces/…), else from the working
+// directory. A missing file is an error naming every path tried.
+func findTrace(flagValue string) (string, error) {
+	if flagValue != "" {
+		if _, err := os.Stat(flagValue); err != nil {
+			return "", fmt.Errorf("--trace %s: %w", flagValue, err)
+		}
+		return flagValue, nil
+	}
+	var tried []string
+	if self, err := os.Executable(); err == nil {
+		tried = append(tried, filepath.Join(filepath.Dir(self), "..", defaultTrace))
+	}
+	tried = append(tried, defaultTrace)
+	for _, p := range tried {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return filepath.Clean(p), nil
+		}
+	}
+	return "", fmt.Errorf("no trace file (tried %s); pass --trace FILE", strings.Join(tried, ", "))
+}
+
+// replayPlan is the validated work of one run, computed before anything starts.
+type replayPlan struct {
+	tracePath string
+	requests  []trace.Request // after --limit
+	bound     trace.Bound     // infinite-cache bound of requests
+	unique    uint64          // distinct hash ids: the working set in blocks
+	maxBlocks int             // hash ids of the longest request
+}
+
+// loadPlan reads and validates the whole trace (a malformed line is an
+// error naming its line number) and computes its bound.
+func loadPlan(cfg *replayConfig) (*replayPlan, error) {
+	path, err := findTrace(cfg.tracePath)
+	if err != nil {
+		return nil, err
+	}
+	reqs, err := trace.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%s: the trace has no requests", path)
+	}
+	if cfg.limit > 0 && cfg.limit < len(reqs) {
+		reqs = reqs[:cfg.limit]
+	}
+	p := &replayPlan{tracePath: path, requests: reqs, bound: trace.InfiniteCacheBound(reqs)}
+	seen := make(map[uint64]struct{})
+	for _, q := range reqs {
+		p.maxBlocks = max(p.maxBlocks, len(q.HashIDs))
+		for _, h := range q.HashIDs {
+			seen[h] = struct{}{}
+		}
+	}
+	p.unique = uint64(len(seen))
+	return p, nil
+}
+
+// partition returns the hash ids of the requests client i of n replays:
+// requests i, i+n, i+2n, … in trace order.
+func partition(reqs []trace.Request, i, n int) [][]uint64 {
+	var out [][]uint64
+	for j := i; j < len(reqs); j += n {
+		out = append(out, reqs[j].HashIDs)
+	}
+	return out
+}
+
+// runReplay is `orbitkv-bench replay`.
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseReplayFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	plan, err := loadPlan(&cfg)
+	if err != nil {
+		return err
+	}
+	var m *manager
+	if cfg.socket != "" {
+		m = &manager{socket: cfg.socket}
+	} else {
+		if m, err = launchManager(ramManager(cfg.managerBin, cfg.ramCapacity, cfg.managerArgs)); err != nil {
+			return err
+		}
+	}
+	defer m.stop()
+
+	run := &replayRun{cfg: cfg, plan: plan, manager: m, stderr: stderr}
+	// Interrupted: kill the workers, stop a Manager the bench started and
+	// remove its temporary directory, exit 130.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			run.killWorkers()
+			m.stop()
+			fmt.Fprintf(stderr, "orbitkv-bench replay: %v\n", sig)
+			os.Exit(130)
+		}
+	}()
+
+	if !cfg.json {
+		fmt.Fprintf(stderr, "replaying %d requests (%d blocks) of %s with %d clients ...\n",
+			len(plan.requests), plan.bound.Blocks, plan.tracePath, cfg.clients)
+	}
+	rep, err := run.execute()
+	if err != nil {
+		return err
+	}
+	if cfg.json {
+		err = writeReplayJSON(stdout, rep)
+	} else {
+		err = writeReplayTable(stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Mismatches != 0 {
+		return fmt.Errorf("%d restored bytes differ from what was published", rep.Mismatches)
+	}
+	if rep.idleViolation != "" {
+		return fmt.Errorf("the Manager is not idle after the clients exited: %s", rep.idleViolation)
+	}
+	return nil
+}
+
+// ramManager is a Manager with a RAM tier of capacity bytes; --manager-args
+// come last and win. The Manager pre-faults its RAM tier before it accepts
+// (seconds per GiB on a small VM), so the wait for its socket grows with
+// the capacity.
+func ramManager(bin string, capacity uint64, extra []string) managerSpec {
+	return managerSpec{bin: bin,
+		args:          append([]string{"--ram-capacity", fmt.Sprint(capacity)}, extra...),
+		acceptTimeout: 30*time.Second + time.Duration(capacity>>30)*15*time.Second}
+}
+
+// elapsedSeconds is d in seconds, rounded to the microsecond.
+func elapsedSeconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }

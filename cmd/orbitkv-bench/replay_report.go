@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+)
+
+// rttStats are nearest-rank percentiles of one operation's round trips, ns.
+type rttStats struct {
+	P50  uint64 `json:"p50"`
+	P99  uint64 `json:"p99"`
+	P999 uint64 `json:"p999"`
+	N    int    `json:"n"`
+}
+
+// replayReport is the one JSON object `orbitkv-bench replay --json` prints
+// (bench/README.md describes every field). Throughputs are GB/s of 10^9
+// bytes; RAMCapacityBytes is 0 when unknown (an external Manager that does
+// not report it).
+type replayReport struct {
+	Trace               string              `json:"trace"`
+	Requests            uint64              `json:"requests"`
+	Blocks              uint64              `json:"blocks"`
+	HitBlocks           uint64              `json:"hit_blocks"`
+	HitRatio            float64             `json:"hit_ratio"`
+	BoundBlocks         uint64              `json:"bound_blocks"`
+	BoundHitBlocks      uint64              `json:"bound_hit_blocks"`
+	BoundHitRatio       float64             `json:"bound_hit_ratio"`
+	WorkingSetBytes     uint64              `json:"working_set_bytes"` // distinct blocks × block bytes
+	Mismatches          uint64              `json:"mismatches"`
+	Unadmitted          uint64              `json:"unadmitted"`        // Publish calls refused for capacity
+	UnadmittedBlocks    uint64              `json:"unadmitted_blocks"` // blocks those calls did not store
+	StoredBlocks        uint64              `json:"stored_blocks"`
+	PresentBlocks       uint64              `json:"present_blocks"` // published, but another client had stored them
+	RestoredBytes       uint64              `json:"restored_bytes"`
+	PublishedBytes      uint64              `json:"published_bytes"`
+	RTT                 map[string]rttStats `json:"rtt_ns"`
+	RestoreGBps         float64             `json:"restore_gbps"`
+	PublishGBps         float64             `json:"publish_gbps"`
+	WallS               float64             `json:"wall_s"`
+	Clients             int                 `json:"clients"`
+	BlockBytes          uint64              `json:"block_bytes"`
+	Layers              uint32              `json:"layers"`
+	RAMCapacityBytes    uint64              `json:"ram_capacity_bytes"`
+	ManagerBlocks       uint64              `json:"manager_blocks"`         // resident after the run
+	ManagerRAMUsedBytes uint64              `json:"manager_ram_used_bytes"` // after the run
+	IdleInvariant       string              `json:"idle_invariant"`         // "ok", "not checked: …" or "violated: …"
+
+	header        string // conditions of the run, first line of the table
+	idleViolation string // non-empty: the run fails
+}
+
+// header describes the conditions of a run in one line.
+func (r *replayRun) header() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "orbitkv-bench replay: %d CPUs", runtime.NumCPU())
+	if m := cpuModel(); m != "" {
+		fmt.Fprintf(&b, " (%s)", m)
+	}
+	if r.manager.cmd != nil {
+		fmt.Fprintf(&b, ", Manager pid %d started by the bench", r.manager.pid)
+	} else {
+		fmt.Fprintf(&b, ", Manager at %s", r.manager.socket)
+	}
+	return b.String()
+}
+
+func writeReplayJSON(w io.Writer, rep *replayReport) error {
+	return json.NewEncoder(w).Encode(rep)
+}
+
+// writeReplayTable prints the human-readable report: the counts, the
+// throughputs, a row per operation and the targets of bench/README.md.
+// Lines carry no trailing blanks.
+func writeReplayTable(w io.Writer, rep *replayReport) error {
+	var b strings.Builder
+	if err := replayTable(&b, rep); err != nil {
+		return err
+	}
+	lines := strings.SplitAfter(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(strings.TrimSuffix(l, "\n"), " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
+	return err
+}
+
+func replayTable(w io.Writer, rep *replayReport) error {
+	if rep.header != "" {
+		fmt.Fprintln(w, rep.header)
+	}
+	capacity := "unknown"
+	if rep.RAMCapacityBytes != 0 {
+		capacity = humanize.IBytes(rep.RAMCapacityBytes)
+	}
+	fmt.Fprintf(w, "trace %s: %d clients, %s blocks (%d layers × %s), RAM capacity %s, working set %s\n\n",
+		rep.Trace, rep.Clients, humanize.IBytes(rep.BlockBytes), rep.Layers,
+		humanize.IBytes(rep.BlockBytes/uint64(max(rep.Layers, 1))), capacity, humanize.IBytes(rep.WorkingSetBytes))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "requests\t%d\t\n", rep.Requests)
+	fmt.Fprintf(tw, "blocks\t%d\t\n", rep.Blocks)
+	fmt.Fprintf(tw, "hit blocks\t%d\t\n", rep.HitBlocks)
+	fmt.Fprintf(tw, "hit ratio\t%.4f\t\n", rep.HitRatio)
+	fmt.Fprintf(tw, "bound hit ratio\t%.4f\tinfinite cache: %d of %d blocks\n", rep.BoundHitRatio, rep.BoundHitBlocks, rep.BoundBlocks)
+	fmt.Fprintf(tw, "mismatched bytes\t%d\tmust be 0\n", rep.Mismatches)
+	fmt.Fprintf(tw, "unadmitted publishes\t%d\t%d blocks not stored for capacity\n", rep.Unadmitted, rep.UnadmittedBlocks)
+	fmt.Fprintf(tw, "restore\t%.2f GB/s\t%s restored\n", rep.RestoreGBps, humanize.IBytes(rep.RestoredBytes))
+	fmt.Fprintf(tw, "publish\t%.2f GB/s\t%s stored, %d blocks already present\n", rep.PublishGBps, humanize.IBytes(rep.PublishedBytes), rep.PresentBlocks)
+	fmt.Fprintf(tw, "wall time\t%.2f s\t\n", rep.WallS)
+	fmt.Fprintf(tw, "Manager after the run\t%d blocks\t%s RAM used; idle invariant %s\n",
+		rep.ManagerBlocks, humanize.IBytes(rep.ManagerRAMUsedBytes), rep.IdleInvariant)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tp50 µs\tp99 µs\tp99.9 µs\tn\t")
+	for _, op := range opNames {
+		st := rep.RTT[op]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t\n", op, us(st.P50), us(st.P99), us(st.P999), st.N)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "targets (bench/README.md):")
+	fmt.Fprintln(w, "  informational, except mismatched bytes: a nonzero count fails the run (exit status 1)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range replayTargets(rep) {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !boundReachable(rep) {
+		fmt.Fprintf(w, "  hit ratio vs bound: %+.4f, no target (the RAM capacity is below the working set, so LRU evicts)\n",
+			rep.HitRatio-rep.BoundHitRatio)
+	}
+	return nil
+}
+
+// boundReachable reports whether the RAM tier holds the whole working set.
+func boundReachable(rep *replayReport) bool {
+	return rep.RAMCapacityBytes != 0 && rep.RAMCapacityBytes >= rep.WorkingSetBytes
+}
+
+// replayTargets checks the replay's targets. The bound is reachable only
+// when the RAM tier holds the whole working set: then one client matches
+// it exactly and several clients, whose requests interleave differently
+// from the trace order, come within 0.01.
+func replayTargets(rep *replayReport) []target {
+	out := []target{{"0 mismatched bytes", fmt.Sprint(rep.Mismatches), rep.Mismatches == 0}}
+	diff := rep.HitRatio - rep.BoundHitRatio
+	measured := fmt.Sprintf("%+.4f (%+d blocks)", diff, int64(rep.HitBlocks)-int64(rep.BoundHitBlocks))
+	switch {
+	case !boundReachable(rep):
+	case rep.Clients == 1:
+		out = append(out, target{"hit ratio = bound (1 client, capacity ≥ working set)", measured, rep.HitBlocks == rep.BoundHitBlocks})
+	default:
+		out = append(out, target{"hit ratio within 0.01 of the bound (capacity ≥ working set)", measured, math.Abs(diff) <= 0.01})
+	}
+	return out
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/client"
+)
+
+// Bounds of the replay's process handling.
+const (
+	workerReadyTimeout = 60 * time.Second // connect, allocate and register
+	idleCheckTimeout   = 5 * time.Second  // sessions of exited workers torn down
+	pageMargin         = 8                // engine pages beyond the longest request
+	stderrKeep         = 8 << 10          // bytes of a worker's stderr kept for an error
+)
+
+// replayRun is one run of the replay: the plan, the Manager and the workers.
+type replayRun struct {
+	cfg     replayConfig
+	plan    *replayPlan
+	manager *manager
+	stderr  io.Writer
+
+	mu      sync.Mutex // guards workers and killed against the signal handler
+	workers []*workerProc
+	killed  bool
+}
+
+// workerProc is one started worker process.
+type workerProc struct {
+	index  int
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *tailBuffer
+}
+
+// workerEvent is what a worker's reader goroutine reports: ready (res nil,
+// err nil), a result, or a failure.
+type workerEvent struct {
+	index int
+	res   *workerResult
+	at    time.Time // when the result line arrived
+	err   error
+}
+
+// execute starts the workers, releases them together, merges their results
+// and checks the Manager's idle invariant.
+func (r *replayRun) execute() (*replayReport, error) {
+	n := r.cfg.clients
+	pageCount := uint64(r.plan.maxBlocks + pageMargin)
+	ready := make(chan workerEvent, n)
+	done := make(chan workerEvent, n)
+	defer r.killWorkers()
+	for i := range n {
+		w, err := r.startWorker(i)
+		if err != nil {
+			return nil, err
+		}
+		in := workerInput{Socket: r.manager.socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
+			Layers: r.cfg.layers, PageCount: pageCount, Requests: partition(r.plan.requests, i, n)}
+		go w.talk(in, ready, done)
+	}
+	for range n {
+		select {
+		case ev := <-ready:
+			if ev.err != nil {
+				return nil, r.failure(ev)
+			}
+		case <-time.After(workerReadyTimeout):
+			return nil, fmt.Errorf("the clients were not ready within %v%s", workerReadyTimeout, r.managerState())
+		}
+	}
+	start := time.Now()
+	for _, w := range r.workers {
+		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
+			return nil, fmt.Errorf("client %d: releasing it: %w", w.index, err)
+		}
+		w.stdin.Close()
+	}
+	results := make([]*workerResult, n)
+	var last time.Time
+	for range n {
+		ev := <-done
+		if ev.err != nil {
+			return nil, r.failure(ev)
+		}
+		results[ev.index] = ev.res
+		if ev.at.After(last) {
+			last = ev.at
+		}
+	}
+	rep := r.merge(results, last.Sub(start))
+	if err := r.checkIdle(rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// startWorker re-executes this binary as the hidden worker subcommand.
+func (r *replayRun) startWorker(i int) (*workerProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this binary to start client %d: %w", i, err)
+	}
+	w := &workerProc{index: i, cmd: exec.Command(self, replayWorkerCommand), stderr: &tailBuffer{max: stderrKeep}}
+	w.cmd.Stderr = w.stderr
+	// A worker dies with the bench, whatever kills the bench.
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w.stdout = bufio.NewReader(out)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.killed {
+		return nil, errors.New("interrupted")
+	}
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting client %d: %w", i, err)
+	}
+	r.workers = append(r.workers, w)
+	return w, nil
+}
+
+// talk runs the parent's side of the worker protocol (see workerInput) and
+// reaps the process; it reports on ready and then on done.
+func (w *workerProc) talk(in workerInput, ready, done chan<- workerEvent) {
+	fail := func(ch chan<- workerEvent, err error) {
+		werr := w.cmd.Wait()
+		ch <- workerEvent{index: w.index, err: errors.Join(err, werr)}
+	}
+	line, err := json.Marshal(&in)
+	if err == nil {
+		_, err = w.stdin.Write(append(line, '\n'))
+	}
+	if err != nil {
+		fail(ready, fmt.Errorf("sending the work: %w", err))
+		return
+	}
+	s, err := w.stdout.ReadString('\n')
+	if err != nil || s != "ready\n" {
+		fail(ready, fmt.Errorf("waiting for ready: got %q (%v)", s, err))
+		return
+	}
+	ready <- workerEvent{index: w.index}
+	b, err := w.stdout.ReadBytes('\n')
+	at := time.Now()
+	if err != nil {
+		fail(done, fmt.Errorf("reading the result: %w", err))
+		return
+	}
+	res := &workerResult{}
+	if err := json.Unmarshal(b, res); err != nil {
+		fail(done, fmt.Errorf("decoding the result: %w", err))
+		return
+	}
+	if err := w.cmd.Wait(); err != nil {
+		done <- workerEvent{index: w.index, err: err}
+		return
+	}
+	done <- workerEvent{index: w.index, res: res, at: at}
+}
+
+// failure describes a failed worker with its stderr and the Manager's state.
+func (r *replayRun) failure(ev workerEvent) error {
+	w := r.workers[ev.index]
+	msg := fmt.Sprintf("client %d (pid %d) failed: %v", ev.index, w.cmd.Process.Pid, ev.err)
+	if s := strings.TrimSpace(w.stderr.String()); s != "" {
+		msg += "\nits stderr:\n" + s
+	}
+	return errors.New(msg + r.managerState())
+}
+
+// managerState is "" while a Manager the bench started runs, else why not.
+func (r *replayRun) managerState() string {
+	if err := r.manager.alive(); err != nil {
+		return "\n" + err.Error()
+	}
+	return ""
+}
+
+// killWorkers SIGKILLs every worker still running. Safe from any goroutine
+// and more than once.
+func (r *replayRun) killWorkers() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killed = true
+	for _, w := range r.workers {
+		if w.cmd.ProcessState == nil {
+			_ = w.cmd.Process.Kill()
+		}
+	}
+}
+
+// merge sums the workers' counters and computes exact percentiles over all
+// their round-trip samples.
+func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayReport {
+	rep := &replayReport{
+		Trace: r.plan.tracePath, BoundBlocks: r.plan.bound.Blocks, BoundHitBlocks: r.plan.bound.HitBlocks,
+		BoundHitRatio: r.plan.bound.HitRatio(), WorkingSetBytes: r.plan.unique * r.cfg.blockBytes,
+		Clients: r.cfg.clients, BlockBytes: r.cfg.blockBytes, Layers: r.cfg.layers,
+		WallS: elapsedSeconds(wall), RTT: map[string]rttStats{},
+	}
+	if r.manager.cmd != nil {
+		rep.RAMCapacityBytes = r.cfg.ramCapacity
+	}
+	var restoreNS, publishNS uint64
+	samples := map[string][]uint64{}
+	for _, res := range results {
+		rep.Requests += res.Requests
+		rep.Blocks += res.Blocks
+		rep.HitBlocks += res.HitBlocks
+		rep.Mismatches += res.Mismatches
+		rep.Unadmitted += res.Unadmitted
+		rep.UnadmittedBlocks += res.UnadmittedBlocks
+		rep.StoredBlocks += res.StoredBlocks
+		rep.PresentBlocks += res.PresentBlocks
+		rep.RestoredBytes += res.RestoredBytes
+		rep.PublishedBytes += res.PublishedBytes
+		restoreNS += res.RestoreNS
+		publishNS += res.PublishNS
+		for op, s := range res.Samples {
+			samples[op] = append(samples[op], s...)
+		}
+	}
+	if rep.Blocks > 0 {
+		rep.HitRatio = float64(rep.HitBlocks) / float64(rep.Blocks)
+	}
+	rep.RestoreGBps = gbps(rep.RestoredBytes, restoreNS)
+	rep.PublishGBps = gbps(rep.PublishedBytes, publishNS)
+	for _, op := range opNames {
+		st := summarize(samples[op])
+		rep.RTT[op] = rttStats{P50: st.P50, P99: st.P99, P999: st.P999, N: st.N}
+	}
+	rep.header = r.header()
+	return rep
+}
+
+// gbps is bytes per nanosecond, i.e. GB/s (10^9 bytes), or 0 without time.
+func gbps(bytes, ns uint64) float64 {
+	if ns == 0 {
+		return 0
+	}
+	return float64(bytes) / float64(ns)
+}
+
+// checkIdle asks the Manager, once the workers have exited, whether it is
+// idle (DESIGN §6): no other session, and no leases, pins, reserved bytes
+// or operations. Session teardown runs after the disconnect, so it polls
+// for idleCheckTimeout. An external Manager with other sessions is not
+// checked (their leases are not ours).
+func (r *replayRun) checkIdle(rep *replayReport) error {
+	c, err := client.Connect(client.Options{SocketPath: r.manager.socket, InstanceID: "replay-check", Role: uint32(abi.RoleBench)})
+	if err != nil {
+		return fmt.Errorf("connecting to check the Manager's idle state: %w%s", err, r.managerState())
+	}
+	defer c.Close()
+	deadline := time.Now().Add(idleCheckTimeout)
+	for {
+		h, err := c.Health()
+		if err != nil {
+			return fmt.Errorf("Health after the run: %w%s", err, r.managerState())
+		}
+		rep.ManagerBlocks, rep.ManagerRAMUsedBytes = uint64(h.Blocks), uint64(h.RAMUsedBytes)
+		if h.RAMCapacityBytes != 0 {
+			rep.RAMCapacityBytes = uint64(h.RAMCapacityBytes)
+		}
+		others := int64(h.Sessions) - 1
+		busy := fmt.Sprintf("%d other sessions, %d leases, %d pins, %d reserved bytes, %d operations",
+			others, uint64(h.Leases), uint64(h.Pins), uint64(h.ReservedBytes), uint64(h.Operations))
+		if others == 0 && h.Leases == 0 && h.Pins == 0 && h.ReservedBytes == 0 && h.Operations == 0 {
+			rep.IdleInvariant = "ok"
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if r.manager.cmd == nil && others > 0 {
+				rep.IdleInvariant = fmt.Sprintf("not checked: the external Manager has %d other sessions", others)
+				return nil
+			}
+			rep.IdleInvariant = "violated: " + busy
+			rep.idleViolation = busy
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it; safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if over := t.b.Len() - t.max; over > 0 {
+		t.b.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}
