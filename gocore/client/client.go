@@ -23,3 +23,7 @@ type Error = native.ClientError
 
 // Connect bootstraps a session (okv_connect). Errors are *Error.
 func Connect(o Options) (*Client, error) { return native.Connect(o) }
+
+// CodeInvalid is Error.Code when the Manager answered Invalid; the error's
+// detail names the field (and entry) it refused.
+const CodeInvalid = native.CodeInvalid

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir, "../../cmd/orbitkv-manager", "../../cmd/orbitkvctl")
+	cmd := exec.Command("go", "build", "-o", dir, "../../cmd/orbitkv-manager", "../../cmd/orbitkvctl", "./testclient")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)

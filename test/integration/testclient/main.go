@@ -1,0 +1,186 @@
+// Command testclient is a cache client for the integration tests: it runs
+// publish and restore loops against a Manager so a test can SIGKILL it in
+// the middle of a copy, and it verifies every visible block of a hash range.
+// Block content is a deterministic function of (hash id, layer, byte), so a
+// block that is visible but half-copied shows up as mismatched bytes.
+//
+//	testclient loop   SOCKET FIRST COUNT   publish FIRST..FIRST+COUNT in batches, then restore them, forever
+//	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/client"
+)
+
+const (
+	layers    = 4
+	pageBytes = 256 << 10 // 1 MiB blocks: copies last long enough to be interrupted
+	batch     = 16
+)
+
+func main() {
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: testclient loop|verify SOCKET FIRST COUNT")
+		os.Exit(2)
+	}
+	first, err1 := strconv.ParseUint(os.Args[3], 10, 64)
+	count, err2 := strconv.ParseUint(os.Args[4], 10, 64)
+	if err1 != nil || err2 != nil || count == 0 || count%batch != 0 {
+		fmt.Fprintf(os.Stderr, "FIRST and COUNT must be integers, COUNT a positive multiple of %d\n", batch)
+		os.Exit(2)
+	}
+	c, err := client.Connect(client.Options{SocketPath: os.Args[2], InstanceID: "testclient-" + os.Args[1]})
+	if err != nil {
+		fail("connect", err)
+	}
+	buf, err := client.AllocBuffer(layers, pageBytes, batch)
+	if err != nil {
+		fail("alloc", err)
+	}
+	id, err := c.RegisterBuffer(buf)
+	if err != nil {
+		fail("register", err)
+	}
+	ns, err := client.Fingerprint(client.NamespaceSpec{ModelID: "integration-testclient", BlockTokens: 16, TPSize: 1, PPSize: 1, CPSize: 1})
+	if err != nil {
+		fail("fingerprint", err)
+	}
+	switch os.Args[1] {
+	case "loop":
+		loop(c, buf, id, ns, first, count)
+	case "verify":
+		bad := verify(c, buf, id, ns, first, count)
+		c.Close()
+		if bad {
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func fail(what string, err error) {
+	fmt.Fprintf(os.Stderr, "testclient: %s: %v\n", what, err)
+	os.Exit(1)
+}
+
+func hashOf(h uint64) client.BlockHash {
+	var b client.BlockHash
+	binary.LittleEndian.PutUint64(b[:], h)
+	binary.LittleEndian.PutUint64(b[8:], 0x7473657467746e69)
+	return b
+}
+
+func word(h uint64, layer, w int) uint64 {
+	z := h*0x9e3779b97f4a7c15 + uint64(layer)<<56 + uint64(w)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	return z ^ z>>27
+}
+
+func fill(buf *client.Buffer, page int, h uint64) {
+	for l := 0; l < layers; l++ {
+		p := buf.Page(uint32(l), uint64(page))
+		for w := 0; w < len(p)/8; w++ {
+			binary.LittleEndian.PutUint64(p[8*w:], word(h, l, w))
+		}
+	}
+}
+
+func mismatches(buf *client.Buffer, page int, h uint64) int {
+	bad := 0
+	for l := 0; l < layers; l++ {
+		p := buf.Page(uint32(l), uint64(page))
+		for w := 0; w < len(p)/8; w++ {
+			if binary.LittleEndian.Uint64(p[8*w:]) != word(h, l, w) {
+				bad++
+			}
+		}
+	}
+	return bad
+}
+
+// loop publishes the range in batches, then restores it batch by batch,
+// until killed. It prints "running" once the first publish landed.
+func loop(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) {
+	pages := make([]uint32, batch)
+	for i := range pages {
+		pages[i] = uint32(i)
+	}
+	announced := false
+	for round := uint64(0); ; round++ {
+		base := first + (round*batch)%count
+		hashes := make([]client.BlockHash, batch)
+		for i := range hashes {
+			hashes[i] = hashOf(base + uint64(i))
+			fill(buf, i, base+uint64(i))
+		}
+		if _, err := c.Publish(ns, id, hashes, pages); err != nil {
+			fail("publish", err)
+		}
+		if !announced {
+			fmt.Println("running")
+			announced = true
+		}
+		l, err := c.Query(ns, hashes)
+		if err != nil {
+			fail("query", err)
+		}
+		if l.Hits == 0 {
+			continue
+		}
+		entries := make([]client.RestoreEntry, l.Hits)
+		for i := range entries {
+			entries[i] = client.RestoreEntry{Block: uint32(i), Page: uint32(i)}
+		}
+		op, err := c.Restore(l.ID, id, entries)
+		if err != nil {
+			fail("restore", err)
+		}
+		if err := c.RestoreWait(op, 10*time.Second); err != nil {
+			fail("restore wait", err)
+		}
+		if err := c.Release(l.ID); err != nil {
+			fail("release", err)
+		}
+	}
+}
+
+// verify restores each visible block of the range (one query per block, so
+// a gap does not hide later blocks) and counts mismatched words.
+func verify(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) bool {
+	visible, bad := 0, 0
+	for h := first; h < first+count; h++ {
+		l, err := c.Query(ns, []client.BlockHash{hashOf(h)})
+		if err != nil {
+			fail("query", err)
+		}
+		if l.Hits == 0 {
+			continue
+		}
+		visible++
+		clear(buf.Page(0, 0))
+		op, err := c.Restore(l.ID, id, []client.RestoreEntry{{Block: 0, Page: 0}})
+		if err != nil {
+			fail("restore", err)
+		}
+		if err := c.RestoreWait(op, 10*time.Second); err != nil {
+			fail("restore wait", err)
+		}
+		if n := mismatches(buf, 0, h); n > 0 {
+			fmt.Printf("block %d: %d mismatched words\n", h, n)
+			bad++
+		}
+		if err := c.Release(l.ID); err != nil {
+			fail("release", err)
+		}
+	}
+	fmt.Printf("visible %d mismatched %d\n", visible, bad)
+	return bad > 0
+}
