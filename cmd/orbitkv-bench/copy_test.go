@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseCopyFlagsDefaults(t *testing.T) {
+	cfg, err := parseCopyFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{256 << 10, 512 << 10, 1 << 20, 2 << 20}; !slices.Equal(cfg.sizes, want) {
+		t.Errorf("sizes = %v, want %v", cfg.sizes, want)
+	}
+	if cfg.blocks != 32 || cfg.layers != 4 || cfg.iters < 1 || cfg.json {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	if got := copyCapacity(&cfg); got != 256<<20 {
+		t.Errorf("capacity = %d, want 4 batches of 32 × 2MiB = 256MiB", got)
+	}
+}
+
+func TestParseCopyFlagsRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a size that is not a size", []string{"--sizes", "1MiB,lots"}, `--sizes: "lots" is not a size`},
+		{"a size not divisible into pages", []string{"--sizes", "1000"}, "--sizes: 1000 (1000 bytes) / --layers 4 must be a whole multiple of 64"},
+		{"a size named twice", []string{"--sizes", "1MiB,1024KiB"}, "--sizes: 1024KiB named twice"},
+		{"no size", []string{"--sizes", ","}, "--sizes names no size"},
+		{"zero blocks", []string{"--blocks", "0"}, "--blocks must be between 1 and 4096"},
+		{"zero layers", []string{"--layers", "0"}, "--layers must be between 1 and 256"},
+		{"zero iterations", []string{"--iters", "0"}, "--iters must be at least 1"},
+		{"a batch over 4GiB", []string{"--sizes", "256MiB", "--blocks", "17"}, "more than 4GiB per batch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseCopyFlags(tt.args, io.Discard)
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCopyRunsAgainstTheManager(t *testing.T) {
+	dir := binaries(t)
+	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "copy", "--sizes", "64KiB,256KiB", "--blocks", "8", "--iters", "3", "--warmup", "1", "--json")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("orbitkv-bench copy: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var rep copyReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("decoding %s: %v", out, err)
+	}
+	if len(rep.Sizes) != 2 || rep.Sizes[1].BlockBytes != 256<<10 || rep.Sizes[1].BatchBytes != 8*256<<10 {
+		t.Fatalf("report = %+v", rep)
+	}
+	for _, s := range rep.Sizes {
+		if s.MemcpyGBps <= 0 || s.PublishGBps <= 0 || s.RestoreGBps <= 0 {
+			t.Errorf("size %d: a throughput is not positive: %+v", s.BlockBytes, s)
+		}
+	}
+}
