@@ -96,24 +96,43 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	}
 	blockBytes := uint64(buf.Layers) * buf.PageBytes
 	n := p.Len()
-	fresh := 0
 	for i := 0; i < n; i++ {
-		h, page := p.Entry(i)
-		if uint64(page) >= buf.PageCount {
+		if _, page := p.Entry(i); uint64(page) >= buf.PageCount {
 			return abi.Message{}, true, invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, p.BufferID, buf.PageCount)
 		}
-		if !s.idx.Contains(index.Key{NS: p.NS, Hash: h}) {
+	}
+	// Pin the batch's resident blocks while room is made, so eviction
+	// cannot remove a block this batch counts as present (it would then
+	// need a frame nobody reserved).
+	fresh := 0
+	present := s.hits[:0]
+	for i := 0; i < n; i++ {
+		h, _ := p.Entry(i)
+		k := index.Key{NS: p.NS, Hash: h}
+		if blk := s.idx.Lookup(k); blk != nil {
+			s.idx.Pin(blk)
+			present = append(present, blk)
+		} else if !s.idx.Contains(k) {
 			fresh++
 		}
 	}
+	unpin := func() {
+		for _, blk := range present {
+			s.idx.Unpin(blk)
+		}
+		s.hits = present[:0]
+	}
 	if fresh == 0 {
+		unpin()
 		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
 	}
 	per := s.arena.ChunksFor(blockBytes)
 	if !s.makeRoom(uint64(per) * uint64(fresh)) {
+		unpin()
 		s.stats.unadmitted.Add(1)
 		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), true, nil
 	}
+	defer unpin()
 	o := &op{id: s.nextOp, kind: opPublish, st: st}
 	s.nextOp++
 	segs := s.segs[:0]

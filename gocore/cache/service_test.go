@@ -406,3 +406,27 @@ func TestTeardownDrainsCopiesAndDiscardsHalfPublishedBlocks(t *testing.T) {
 		t.Fatalf("blocks %d, want the one completed publish", r.svc.Stats().Blocks)
 	}
 }
+
+// A publish whose batch names resident blocks and needs eviction must not
+// evict those blocks and then lack frames for them (found by the replay at
+// a small capacity).
+func TestPublishNeverEvictsBlocksOfItsOwnBatch(t *testing.T) {
+	r := newRig(t, 8*8192) // 4 blocks of 2 chunks
+	a, amem := r.open()
+	for p := 0; p < 4; p++ {
+		fill(amem, p, byte(p))
+	}
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
+	// hash(0) is the least recently used; republish it with 3 new blocks.
+	resp := r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(4), hash(5), hash(6)}, []uint32{0, 1, 2, 3}), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 3 || resp.Arg1 != 1 {
+		t.Fatalf("publish: %v stored %d present %d", status(resp), resp.Arg0, resp.Arg1)
+	}
+	if q := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(4), hash(5), hash(6)), 0); q.Arg0 != 4 {
+		t.Fatalf("query hits %d, want all 4 of the batch", q.Arg0)
+	} else {
+		r.call(a, abi.CmdRelease, nil, q.Arg1)
+	}
+	r.close(a)
+	r.idle()
+}
