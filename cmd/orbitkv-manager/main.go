@@ -127,8 +127,8 @@ type settings struct {
 }
 
 // defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
-// at least 1 and at most 4.
-func defaultCopyWorkers() int { return max(1, min(4, runtime.NumCPU()-1)) }
+// at least 2 (so one large job is split across two threads) and at most 4.
+func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
 
 // validate checks every flag against its limit; each error names the flag.
 func validate(c *config) (*settings, error) {
