@@ -2,6 +2,8 @@
 package main
 
 import (
+	"github.com/dustin/go-humanize"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -255,6 +257,9 @@ func health(opts client.Options, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "status     %s\nversion    %s\npid        %d\nepoch      %d\nservice_id %x\nsessions   %d\npoll_mode  %s\nrequests   %d\nuptime     %v\n",
 		h.Status, h.Version, h.ManagerPID, h.Epoch, h.ServiceID, h.Sessions, h.PollMode, h.Requests, h.Uptime.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "blocks     %d\nram        %s of %s\nevictions  %d\nleases     %d\npins       %d\nreserved   %s\noperations %d\n",
+		h.Blocks, humanize.IBytes(h.RAMUsedBytes), humanize.IBytes(h.RAMCapacityBytes), h.Evictions,
+		h.Leases, h.Pins, humanize.IBytes(h.ReservedBytes), h.Operations)
 	return nil
 }
 
