@@ -135,7 +135,7 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if have := sess.BufferCount(); have+len(req.GetRegions()) > maxBuffersPerSession {
 			return nil, invalid("regions", "%d regions on top of %d registered, limit %d per session", len(req.GetRegions()), have, maxBuffersPerSession), nil
 		}
-		bufs, total, aerr := buffersFromRequest(&req, f.Files)
+		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()))
 		if aerr != nil {
 			return nil, aerr, nil
 		}
@@ -203,7 +203,7 @@ func trunc(s string) string {
 
 // buffersFromRequest validates regions against the frame's fds and dups the
 // fds it keeps (the frame's own files are closed by the caller).
-func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.File) ([]session.Buffer, uint64, *appError) {
+func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.File, own map[fileID]bool) ([]session.Buffer, uint64, *appError) {
 	regions := req.GetRegions()
 	if len(regions) == 0 || len(regions) > maxRegions {
 		return nil, 0, invalid("regions", "%d regions, want 1..%d", len(regions), maxRegions)
@@ -242,20 +242,28 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if int(idx) >= len(files) {
 				return fail(invalid(field("fd_index"), "%d, frame carries %d fds", idx, len(files)))
 			}
+			// The copy workers read and write this memory: a client that
+			// could shrink the memfd would make them fault (SIGBUS) and kill
+			// the Manager, so the shrink seal is required (fcntl(2), "File
+			// Sealing"; okv_buffer_alloc sets it). Seals first, size second:
+			// once F_SEAL_SHRINK is set the size can only grow, so the size
+			// checked below stays true.
+			seals, err := unix.FcntlInt(files[idx].Fd(), unix.F_GET_SEALS, 0)
+			if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_SHRINK (okv_buffer_alloc does it); seals 0x%x, err %v", seals, err))
+			}
+			if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
+				return fail(invalid(field("fd_index"), "memfd is sealed against writes (seals 0x%x); Restore writes into engine buffers", seals))
+			}
 			var st unix.Stat_t
 			if err := unix.Fstat(int(files[idx].Fd()), &st); err != nil {
 				return fail(invalid(field("fd_index"), "fstat: %v", err))
 			}
+			if own[fileID{st.Dev, st.Ino}] {
+				return fail(invalid(field("fd_index"), "is one of the Manager's own memfds (session slot or doorbell), not an engine buffer"))
+			}
 			if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > uint64(st.Size) {
 				return fail(invalid(field("bytes"), "offset %d + bytes %d exceeds the fd size %d", r.GetOffset(), r.GetBytes(), st.Size))
-			}
-			// The copy workers read and write this memory: a client that
-			// could shrink the memfd would make them fault (SIGBUS) and kill
-			// the Manager, so the shrink seal is required (fcntl(2), "File
-			// Sealing"; okv_buffer_alloc sets it).
-			seals, err := unix.FcntlInt(files[idx].Fd(), unix.F_GET_SEALS, 0)
-			if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_SHRINK (okv_buffer_alloc does it); seals 0x%x, err %v", seals, err))
 			}
 			fd, err := unix.FcntlInt(files[idx].Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
@@ -275,6 +283,26 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 		total += r.GetBytes()
 	}
 	return out, total, nil
+}
+
+// fileID identifies an open file by device and inode (fstat(2)).
+type fileID struct {
+	dev uint64
+	ino uint64
+}
+
+// ownFiles are the identities of the Manager's memfds a client holds: they
+// must never be registered as engine buffers (a restore would write cached
+// bytes into the doorbell or the slot).
+func ownFiles(files ...*os.File) map[fileID]bool {
+	m := make(map[fileID]bool, len(files))
+	for _, f := range files {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil {
+			m[fileID{st.Dev, st.Ino}] = true
+		}
+	}
+	return m
 }
 
 // closeBuffer unmaps and closes a buffer that was never handed to a session.

@@ -392,3 +392,37 @@ func TestServerCloseFinishesWhenAClientStopsReading(t *testing.T) {
 		<-closed
 	}
 }
+
+// The Manager's own memfds and write-sealed memfds are not engine buffers.
+func TestRegisterBuffersRefusesTheManagersOwnMemfds(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "engine")
+	writeSealed := newMemfd(t, 4096)
+	if _, err := unix.FcntlInt(writeSealed.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		file *os.File
+		size uint64
+		want string
+	}{
+		{"the session slot", rc.files[0], uint64(len(rc.slot)), "own memfds"},
+		{"the doorbell", rc.files[2], 4096, "own memfds"},
+		{"a write-sealed memfd", writeSealed, 4096, "sealed against writes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken,
+				Regions: []*lifecyclepb.BufferRegion{{FdIndex: 0, Bytes: c.size, Layers: 1, PageBytes: c.size, PageCount: 1}}}
+			f := rc.frame(t, lifecycle.CodeRegisterBuffers, req, c.file)
+			var e lifecyclepb.Error
+			if f.Header.Code != lifecycle.CodeError || f.Unmarshal(&e) != nil {
+				t.Fatalf("got %v, want an error frame", f.Header.Code)
+			}
+			if e.GetField() != "regions[0].fd_index" || !strings.Contains(e.GetMessage(), c.want) {
+				t.Fatalf("error %v, want regions[0].fd_index mentioning %q", &e, c.want)
+			}
+		})
+	}
+}

@@ -97,8 +97,12 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	blockBytes := uint64(buf.Layers) * buf.PageBytes
 	n := p.Len()
 	for i := 0; i < n; i++ {
-		if _, page := p.Entry(i); uint64(page) >= buf.PageCount {
+		_, page := p.Entry(i)
+		if uint64(page) >= buf.PageCount {
 			return abi.Message{}, true, invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, p.BufferID, buf.PageCount)
+		}
+		if busy, ok := st.busy[pageKey{p.BufferID, page}]; ok {
+			return abi.Message{}, true, invalid(abi.FieldPage, i, "%d is the destination of in-flight restore %d: its bytes are not settled", page, busy)
 		}
 	}
 	// Pin the batch's resident blocks while room is made, so eviction
@@ -113,9 +117,13 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 			s.idx.Pin(blk)
 			present = append(present, blk)
 		} else if !s.idx.Contains(k) {
-			fresh++
+			if _, dup := s.batch[k]; !dup { // a hash repeated in the batch needs one frame
+				s.batch[k] = struct{}{}
+				fresh++
+			}
 		}
 	}
+	clear(s.batch)
 	unpin := func() {
 		for _, blk := range present {
 			s.idx.Unpin(blk)
@@ -213,27 +221,9 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	blockBytes := uint64(buf.Layers) * buf.PageBytes
 	n := r.Len()
 	o := &op{id: s.nextOp, kind: opRestore, st: st, blocks: make([]*index.Block, 0, n), pages: make([]pageKey, 0, n)}
-	for i := 0; i < n; i++ {
-		blkIdx, page := r.Entry(i)
-		switch {
-		case uint64(blkIdx) >= uint64(len(l.Blocks)):
-			return abi.Message{}, invalid(abi.FieldBlock, i, "%d, lease %d holds %d blocks", blkIdx, l.ID, len(l.Blocks))
-		case uint64(page) >= buf.PageCount:
-			return abi.Message{}, invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, r.BufferID, buf.PageCount)
-		case l.Blocks[blkIdx].Bytes != blockBytes:
-			return abi.Message{}, invalid(abi.FieldBlockBytes, i, "block holds %d bytes, a page of buffer %d across its %d layers holds %d", l.Blocks[blkIdx].Bytes, r.BufferID, buf.Layers, blockBytes)
-		}
-		pk := pageKey{r.BufferID, page}
-		if busy, ok := st.busy[pk]; ok {
-			if busy == o.id {
-				return abi.Message{}, invalid(abi.FieldPage, i, "%d appears twice in this restore", page)
-			}
-			st.clearBusy(o) // undo the pages marked so far
-			return abi.Message{}, invalid(abi.FieldPage, i, "%d is the destination of in-flight restore %d", page, busy)
-		}
-		st.busy[pk] = o.id
-		o.pages = append(o.pages, pk)
-		o.blocks = append(o.blocks, l.Blocks[blkIdx])
+	if derr := s.restoreEntries(st, o, l, &r, &buf, blockBytes); derr != nil {
+		st.clearBusy(o) // undo the pages marked so far
+		return abi.Message{}, derr
 	}
 	s.nextOp++
 	segs := s.segs[:0]
@@ -255,6 +245,34 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	st.restores[o.id] = o
 	st.inflight++
 	return m.Response(s.epoch, abi.StatusOK, o.id, 0), nil
+}
+
+// restoreEntries validates r's entries against lease l and buffer buf and
+// marks each destination page busy under o (the caller clears them on an
+// error).
+func (s *Service) restoreEntries(st *sessState, o *op, l *lease.Lease, r *abi.RestoreDesc, buf *session.Buffer, blockBytes uint64) *abi.DescError {
+	for i, n := 0, r.Len(); i < n; i++ {
+		blkIdx, page := r.Entry(i)
+		switch {
+		case uint64(blkIdx) >= uint64(len(l.Blocks)):
+			return invalid(abi.FieldBlock, i, "%d, lease %d holds %d blocks", blkIdx, l.ID, len(l.Blocks))
+		case uint64(page) >= buf.PageCount:
+			return invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, r.BufferID, buf.PageCount)
+		case l.Blocks[blkIdx].Bytes != blockBytes:
+			return invalid(abi.FieldBlockBytes, i, "block holds %d bytes, a page of buffer %d across its %d layers holds %d", l.Blocks[blkIdx].Bytes, r.BufferID, buf.Layers, blockBytes)
+		}
+		pk := pageKey{r.BufferID, page}
+		if busy, ok := st.busy[pk]; ok {
+			if busy == o.id {
+				return invalid(abi.FieldPage, i, "%d appears twice in this restore", page)
+			}
+			return invalid(abi.FieldPage, i, "%d is the destination of in-flight restore %d", page, busy)
+		}
+		st.busy[pk] = o.id
+		o.pages = append(o.pages, pk)
+		o.blocks = append(o.blocks, l.Blocks[blkIdx])
+	}
+	return nil
 }
 
 func (st *sessState) clearBusy(o *op) {

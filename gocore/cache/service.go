@@ -65,6 +65,7 @@ type Service struct {
 	segs    []native.CopySeg
 	comps   []native.CopyCompletion
 	hits    []*index.Block
+	batch   map[index.Key]struct{} // fresh keys of the publish being admitted
 
 	stats counters
 }
@@ -90,7 +91,7 @@ func New(s Spec, db []byte) (*Service, error) {
 	svc := &Service{
 		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(), leases: lease.New(), copier: cp,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
-		comps: make([]native.CopyCompletion, maxDrain),
+		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 	}
 	svc.stats.capacity.Store(arena.CapacityBytes())
 	return svc, nil

@@ -430,3 +430,77 @@ func TestPublishNeverEvictsBlocksOfItsOwnBatch(t *testing.T) {
 	r.close(a)
 	r.idle()
 }
+
+// A refused restore leaves no destination page marked busy (found by a
+// break-it run: the page stayed refused for the rest of the session).
+func TestARefusedRestoreReleasesItsPages(t *testing.T) {
+	r := newRig(t, 1<<20)
+	a, amem := r.open()
+	fill(amem, 0, 3)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1)}, []uint32{0, 1}), 0)
+	lease := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(1)), 0).Arg1
+	for _, bad := range [][2][]uint32{
+		{{0, 1}, {5, 5}},  // page twice
+		{{0, 9}, {6, 7}},  // block outside the lease
+		{{0, 0}, {4, 99}}, // page out of range
+	} {
+		if resp := r.call(a, abi.CmdRestore, restoreDesc(lease, bad[0], bad[1]), 0); status(resp) != abi.StatusInvalid {
+			t.Fatalf("restore %v: %v, want Invalid", bad, status(resp))
+		}
+	}
+	resp := r.call(a, abi.CmdRestore, restoreDesc(lease, []uint32{0, 1, 0}, []uint32{5, 6, 4}), 0)
+	if status(resp) != abi.StatusOK {
+		t.Fatalf("restore into the pages of refused restores: %v field %v", status(resp), abi.Field(resp.Arg0))
+	}
+	r.wait(a, resp.Arg0)
+	check(t, amem, 5, 3)
+	r.call(a, abi.CmdRelease, nil, lease)
+	r.close(a)
+	r.idle()
+}
+
+// A hash repeated in one publish needs one frame: it must not evict a frame
+// per repetition, nor be refused when one frame is free.
+func TestAHashRepeatedInAPublishTakesOneFrame(t *testing.T) {
+	r := newRig(t, 8*8192) // 4 blocks of 2 chunks
+	a, amem := r.open()
+	fill(amem, 0, 1)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2)}, []uint32{0, 1, 2}), 0)
+	hs := make([]abi.BlockHash, 100)
+	ps := make([]uint32, 100)
+	for i := range hs {
+		hs[i] = hash(9)
+	}
+	resp := r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs, ps), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 1 || resp.Arg1 != 99 {
+		t.Fatalf("publish of one hash 100 times: %v stored %d present %d", status(resp), resp.Arg0, resp.Arg1)
+	}
+	if ev := r.svc.Stats().Evictions; ev != 0 {
+		t.Fatalf("%d evictions for a block that fit in the free frame", ev)
+	}
+	r.close(a)
+	r.idle()
+}
+
+// A page being restored into cannot be published from: its bytes are not
+// settled.
+func TestPublishFromAPageUnderRestoreIsRefused(t *testing.T) {
+	r := newRig(t, 1<<20)
+	a, amem := r.open()
+	fill(amem, 0, 1)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0)}, []uint32{0}), 0)
+	lease := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0).Arg1
+	copy(a.Slot()[abi.SlotDescOffset:], restoreDesc(lease, []uint32{0}, []uint32{3}))
+	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdRestore), Epoch: tEpoch,
+		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 8}
+	r.gen[a] += 2
+	op, _ := r.svc.Handle(a, &m) // completions not drained yet: still in flight
+	resp := r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(5)}, []uint32{3}), 0)
+	if status(resp) != abi.StatusInvalid || abi.Field(resp.Arg0) != abi.FieldPage {
+		t.Fatalf("publish from a page under restore: %v %v", status(resp), abi.Field(resp.Arg0))
+	}
+	r.wait(a, op.Arg0)
+	r.call(a, abi.CmdRelease, nil, lease)
+	r.close(a)
+	r.idle()
+}

@@ -421,8 +421,12 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 {
 	if (!c || !c->slot)
 		return OKV_ECLOSED;
-	if (c->broken)
+	if (c->broken) {
+		okvi_set_error(c, "%s", "session ended earlier (Manager died or sent a malformed reply); reconnect");
 		return OKV_ECLOSED;
+	}
+	/* okv_last_error describes this call only. */
+	c->last_error[0] = '\0';
 	struct okv_msg *rq = &c->slot->request;
 	uint64_t gen = c->next_gen;
 	c->next_gen += 2;
@@ -456,6 +460,8 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 				c->desc_busy_gen = gen + 1;
 		} else {
 			c->broken = 1;
+			if (rc == OKV_EMANAGER_DIED)
+				okvi_set_error(c, "%s", "the Manager process exited while this call waited for its reply");
 		}
 		return rc;
 	}
