@@ -238,7 +238,8 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	defer m.stop()
 
-	run := &replayRun{cfg: cfg, plan: plan, manager: m, stderr: stderr}
+	run := &replayRun{cfg: cfg, plan: plan, manager: m, stderr: stderr,
+		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	// Interrupted: kill the workers, stop a Manager the bench started and
 	// remove its temporary directory, exit 130.
 	sigs := make(chan os.Signal, 1)

@@ -32,6 +32,7 @@ type replayRun struct {
 	plan    *replayPlan
 	manager *manager
 	stderr  io.Writer
+	salt    string // tenant salt of this run's namespace (replayNamespace)
 
 	mu      sync.Mutex // guards workers and killed against the signal handler
 	workers []*workerProc
@@ -70,7 +71,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 			return nil, err
 		}
 		in := workerInput{Socket: r.manager.socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
-			Layers: r.cfg.layers, PageCount: pageCount, Requests: partition(r.plan.requests, i, n)}
+			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n)}
 		go w.talk(in, ready, done)
 	}
 	for range n {

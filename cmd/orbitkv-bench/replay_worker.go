@@ -34,7 +34,10 @@ const (
 var opNames = [numOps]string{"query", "publish", "restore", "release"}
 
 // replayNamespace is the cache identity every replay client shares, so the
-// clients hit each other's blocks as engines of one model would.
+// clients hit each other's blocks as engines of one model would. Each run
+// salts it (TenantSalt) with a run id, so a replay against a Manager that
+// served an earlier run (--socket) starts from an empty cache, as the bound
+// assumes.
 var replayNamespace = client.NamespaceSpec{
 	ModelID:     "mooncake-trace-replay",
 	Dtype:       "bfloat16",
@@ -61,6 +64,7 @@ type workerInput struct {
 	BlockBytes uint64     `json:"block_bytes"`
 	Layers     uint32     `json:"layers"`
 	PageCount  uint64     `json:"page_count"`
+	RunSalt    string     `json:"run_salt"` // tenant salt of this run's namespace
 	Requests   [][]uint64 `json:"requests"` // hash ids of the worker's requests, in trace order
 }
 
@@ -141,7 +145,9 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 	}
 	w := &replayWorker{in: in}
 	var err error
-	if w.ns, err = client.Fingerprint(replayNamespace); err != nil {
+	spec := replayNamespace
+	spec.TenantSalt = in.RunSalt
+	if w.ns, err = client.Fingerprint(spec); err != nil {
 		return nil, fmt.Errorf("namespace fingerprint: %w", err)
 	}
 	w.nsLo = namespaceLo(w.ns)

@@ -382,7 +382,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 				delete(st.restores, o.id)
 			} else {
 				s.done++
-				signal(st)
+				st.notify.signal()
 			}
 		}
 		s.maybeFinish(st)

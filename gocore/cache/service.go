@@ -1,12 +1,9 @@
 package cache
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -109,7 +106,7 @@ func (s *Service) Close() {
 type sessState struct {
 	sess      *session.Session
 	owner     lease.Owner
-	eventFD   int
+	notify    *notifier
 	leases    int                // live leases owned
 	restores  map[uint64]*op     // restore ops by id until RestorePoll consumes them
 	busy      map[pageKey]uint64 // destination pages of in-flight restores → op id
@@ -148,7 +145,7 @@ type op struct {
 func (s *Service) Attach(sess *session.Session) {
 	s.sessions[sess.Index] = &sessState{
 		sess: sess, owner: lease.Owner{Slot: sess.Index, Token: sess.Token},
-		eventFD:  int(sess.EventFile().Fd()),
+		notify:   newNotifier(sess.EventFile(), s.log),
 		restores: make(map[uint64]*op), busy: make(map[pageKey]uint64),
 	}
 	s.publishStats()
@@ -188,6 +185,7 @@ func (s *Service) maybeFinish(st *sessState) {
 		return
 	}
 	delete(s.sessions, st.sess.Index)
+	st.notify.stop()
 	f := st.onDrained
 	st.onDrained = nil
 	f()
@@ -255,18 +253,6 @@ func buffer(st *sessState, id uint32) (session.Buffer, *abi.DescError) {
 		return b, &abi.DescError{Status: abi.StatusUnsupported, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d is a CUDA buffer; this build copies host memory only", id)}
 	}
 	return b, nil
-}
-
-var eventOne = [8]byte{1}
-
-// signal adds 1 to the session eventfd (eventfd(2): a write adds the 8-byte
-// value to the counter and wakes readers).
-func signal(st *sessState) {
-	_, err := unix.Write(st.eventFD, eventOne[:])
-	if err != nil && !errors.Is(err, unix.EAGAIN) {
-		// EAGAIN: the counter is saturated, the client is already notified.
-		_ = err
-	}
 }
 
 // counters are published for Stats (read from any goroutine).

@@ -504,3 +504,38 @@ func TestPublishFromAPageUnderRestoreIsRefused(t *testing.T) {
 	r.close(a)
 	r.idle()
 }
+
+// A client that clears O_NONBLOCK on its eventfd and fills the counter
+// cannot block the dispatcher: completions keep flowing for it and others.
+func TestAHostileEventfdCannotBlockTheDispatcher(t *testing.T) {
+	r := newRig(t, 1<<20)
+	a, amem := r.open()
+	b, _ := r.open()
+	fd := int(a.EventFile().Fd())
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	var max [8]byte
+	binary.LittleEndian.PutUint64(max[:], 0xfffffffffffffffe)
+	if _, err := unix.Write(fd, max[:]); err != nil {
+		t.Fatal(err)
+	}
+	fill(amem, 0, 8)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0)}, []uint32{0}), 0)
+	lease := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0).Arg1
+	for i := 0; i < 3; i++ {
+		op := r.call(a, abi.CmdRestore, restoreDesc(lease, []uint32{0}, []uint32{uint32(1 + i)}), 0).Arg0
+		if st := r.wait(a, op); status(st) != abi.StatusOK { // completes although the eventfd is full
+			t.Fatalf("restore %d: %v", i, status(st))
+		}
+	}
+	if resp := r.call(b, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0); status(resp) != abi.StatusOK {
+		t.Fatalf("other session's query: %v", status(resp))
+	}
+	r.call(a, abi.CmdRelease, nil, lease)
+	r.close(a)
+	r.close(b)
+	r.idle()
+}
