@@ -67,9 +67,10 @@ type Service struct {
 	stats counters
 }
 
-// New creates the RAM tier and the copy engine. db is the doorbell mapping
-// (the copy engine rings its control slot when copies finish).
-func New(s Spec, db []byte) (*Service, error) {
+// New creates the RAM tier and the copy engine. srv is the dispatcher's poll
+// loop, whose control event the copy engine raises when copies finish; it
+// must outlive the Service.
+func New(s Spec, srv *native.Server) (*Service, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func New(s Spec, db []byte) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := native.NewCopyEngine(db, s.CopyWorkers)
+	cp, err := native.NewCopyEngineFor(srv, s.CopyWorkers)
 	if err != nil {
 		arena.Close()
 		return nil, fmt.Errorf("copy engine: %w", err)

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
@@ -31,11 +32,15 @@ type rig struct {
 
 func newRig(t *testing.T, capacity uint64) *rig {
 	t.Helper()
-	db, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	db, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Spec{Epoch: tEpoch, RAMCapacity: capacity, ChunkBytes: 4096, CopyWorkers: 2}, db)
+	srv, err := native.NewServer(db, 8, native.PollPark, 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Spec{Epoch: tEpoch, RAMCapacity: capacity, ChunkBytes: 4096, CopyWorkers: 2}, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +51,7 @@ func newRig(t *testing.T, capacity uint64) *rig {
 	r := &rig{t: t, svc: svc, table: table, db: db, gen: map[*session.Session]uint64{}}
 	t.Cleanup(func() {
 		svc.Close()
+		srv.Close()
 		unix.Munmap(db)
 	})
 	return r

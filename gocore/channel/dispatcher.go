@@ -142,7 +142,7 @@ func New(spec Spec) (*Dispatcher, error) {
 		if cs.Logger == nil {
 			cs.Logger = spec.Logger
 		}
-		if svc, err = cache.New(cs, db); err != nil {
+		if svc, err = cache.New(cs, srv); err != nil {
 			srv.Close()
 			unix.Munmap(db)
 			return fail(err)

@@ -66,6 +66,7 @@ struct copy_job {
 struct okvi_copy_engine {
 	const struct okvi_copy_backend *backend;
 	struct okv_doorbell *db; /* borrowed; may be NULL */
+	uint32_t *ring_word;     /* borrowed; Manager-private "control pending" word, may be NULL */
 	int nworkers;            /* threads started */
 	pthread_t *threads;
 
@@ -130,8 +131,19 @@ static void push_completion(struct okvi_copy_engine *e, uint64_t token, int32_t 
 	c->bytes = bytes;
 	e->cq_count++;
 	pthread_mutex_unlock(&e->cq_mu);
-	if (was_empty && e->db)
+	if (was_empty && e->db) {
+		/* The private word first (seq_cst, read by the dispatcher's collect):
+		 * the doorbell bit lives in client-writable memory and a client
+		 * could clear it, which would lose this completion's wakeup. */
+		if (e->ring_word)
+			__atomic_store_n(e->ring_word, 1u, __ATOMIC_SEQ_CST);
 		okvi_server_control_ring(e->db);
+	}
+}
+
+void okvi_copy_set_ring_word(struct okvi_copy_engine *e, uint32_t *word)
+{
+	e->ring_word = word;
 }
 
 /* Copy piece p of j: find its segment (last i with first[i] <= p; empty

@@ -143,4 +143,11 @@ _Static_assert(sizeof(struct okvi_copy_completion) == 24, "copy completion size"
 _Static_assert(offsetof(struct okvi_copy_completion, status) == 8, "completion status");
 _Static_assert(offsetof(struct okvi_copy_completion, bytes) == 16, "completion bytes");
 
+/**
+ * Also set *word to 1 before each ring: the Manager's private "control
+ * pending" word (okvi_server_ctl_word), which a client cannot clear the way
+ * it can clear the doorbell's control bit. Call before the first submit.
+ */
+void okvi_copy_set_ring_word(struct okvi_copy_engine *e, uint32_t *word);
+
 #endif /* ORBITKV_COPY_H */

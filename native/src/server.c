@@ -22,6 +22,7 @@ struct okvi_server {
 	int caller_parks;          /* return 0 instead of sleeping (see server.h) */
 	uint32_t park_seq;         /* seq value to FUTEX_WAIT on after such a return */
 	struct okvi_server_stats stats;
+	uint32_t ctl_pending;      /* private control flag, see okvi_server_ctl_word */
 	struct okv_slot **slots;   /* [OKV_MAX_SESSIONS], NULL = not attached */
 	uint64_t *seen_gen;        /* [OKV_MAX_SESSIONS], last generation observed */
 };
@@ -107,11 +108,13 @@ void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *ou
 static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 {
 	struct okv_doorbell *db = s->db;
-	if (__atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0)
+	int control = 0;
+	if (__atomic_load_n(&s->ctl_pending, __ATOMIC_RELAXED) != 0)
+		control = (int)__atomic_exchange_n(&s->ctl_pending, 0u, __ATOMIC_SEQ_CST);
+	if (!control && __atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0)
 		return 0;
 	uint64_t summary = __atomic_exchange_n(&db->summary, 0, __ATOMIC_SEQ_CST);
 	int n = 0;
-	int control = 0;
 	while (summary) {
 		uint32_t w = (uint32_t)__builtin_ctzll(summary);
 		summary &= summary - 1;
@@ -171,7 +174,8 @@ static int arm_park(struct okvi_server *s, uint32_t *seq)
 	struct okv_doorbell *db = s->db;
 	*seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0) {
+	if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) == 0) {
 		s->stats.parks++;
 		return 1;
 	}
@@ -262,6 +266,17 @@ void okvi_server_set_caller_parks(struct okvi_server *s, int on)
 	s->caller_parks = on ? 1 : 0;
 }
 
+uint32_t *okvi_server_ctl_word(struct okvi_server *s)
+{
+	return &s->ctl_pending;
+}
+
+void okvi_server_ring(struct okvi_server *s)
+{
+	__atomic_store_n(&s->ctl_pending, 1u, __ATOMIC_SEQ_CST);
+	okvi_server_control_ring(s->db);
+}
+
 uint32_t okvi_server_park_seq(const struct okvi_server *s)
 {
 	return s->park_seq;
@@ -278,6 +293,7 @@ void okvi_server_park_wait(struct okvi_server *s)
 		 * may have cleared server_parked, so re-arm it and look again. */
 		__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 ||
+		    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) != 0 ||
 		    __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) != s->park_seq)
 			return;
 	}

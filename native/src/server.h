@@ -126,6 +126,17 @@ int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, in
 /** Make the current or next step return a control event. Any thread. */
 void okvi_server_control_ring(struct okv_doorbell *db);
 
+/**
+ * The server's private "control pending" word: a thread of the Manager's
+ * process that stores 1 here (seq_cst) before okvi_server_control_ring
+ * gets its control event even if a client cleared the doorbell's control
+ * bit (the doorbell is client-writable memory). The copy engine uses it.
+ */
+uint32_t *okvi_server_ctl_word(struct okvi_server *s);
+/** Set the private word, then ring: a control event that clients cannot
+ *  suppress. Any thread of the Manager. */
+void okvi_server_ring(struct okvi_server *s);
+
 /** Copy the counters. Dispatcher thread only. */
 void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out);
 

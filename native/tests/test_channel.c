@@ -302,6 +302,26 @@ static void test_control_ring_wakes_parked_step(void)
 	munmap(db, sizeof(*db));
 }
 
+/* okvi_server_ring survives a client that clears the doorbell's summary and
+ * control bit right after the ring: the private word still yields the event. */
+static void test_private_ring_survives_a_scribbled_doorbell(void)
+{
+	struct okv_doorbell *db = new_doorbell();
+	struct okvi_server *srv = okvi_server_new(db, 8, OKVI_POLL_SPIN, 0);
+	CHECK(srv != NULL, "okvi_server_new");
+	okvi_server_ring(srv);
+	/* The hostile client. */
+	__atomic_store_n(&db->summary, 0, __ATOMIC_SEQ_CST);
+	for (uint32_t w = 0; w < OKV_DOORBELL_WORDS; w++)
+		__atomic_store_n(&db->pending[w], 0, __ATOMIC_SEQ_CST);
+	struct okvi_event ev[4];
+	int n = okvi_server_step(srv, NULL, 0, ev, 4);
+	CHECK(n == 1 && ev[0].kind == OKVI_EV_CONTROL, "step after a scribbled ring returned %d events, want the control event", n);
+	CHECK(*okvi_server_ctl_word(srv) == 0, "private word consumed");
+	okvi_server_free(srv);
+	munmap(db, sizeof(*db));
+}
+
 /* More rung sessions than max_events: every step returns at most max_events
  * events, and over several steps every request and the control ring arrive
  * exactly once. Driven synchronously (spin mode, only while work is pending). */
@@ -438,6 +458,7 @@ int main(void)
 	test_wait_deadline();
 	test_batch_overflow_loses_nothing();
 	test_control_ring_wakes_parked_step();
+	test_private_ring_survives_a_scribbled_doorbell();
 	test_round_trips(OKVI_POLL_PARK);
 	test_round_trips(OKVI_POLL_ADAPTIVE);
 	test_round_trips(OKVI_POLL_SPIN);

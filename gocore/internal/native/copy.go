@@ -5,6 +5,7 @@ package native
 /*
 #include <errno.h>
 #include "copy.h"
+#include "server.h"
 */
 import "C"
 
@@ -62,6 +63,19 @@ type CopyEngine struct {
 	e *C.struct_okvi_copy_engine // owned; nil after Close
 }
 
+// NewCopyEngineFor starts an engine whose completions wake srv's poll loop
+// through its doorbell and its private control word (okvi_server_ctl_word),
+// so a client scribbling on the shared doorbell cannot lose a completion's
+// wakeup. srv must outlive the engine (Close the engine first).
+func NewCopyEngineFor(srv *Server, workers int) (*CopyEngine, error) {
+	e, err := newCopyEngine(srv.db, workers)
+	if err != nil {
+		return nil, err
+	}
+	C.okvi_copy_set_ring_word(e.e, srv.ctlWord())
+	return e, nil
+}
+
 // NewCopyEngine starts an engine with workers threads (1..64).
 // db is the doorbell mapping (at least abi.DoorbellSize bytes of mmap'd
 // memory, borrowed: it must stay mapped until Close) whose control slot a
@@ -69,15 +83,19 @@ type CopyEngine struct {
 // or nil for no ring. Errors wrap unix.EINVAL, unix.ENOMEM or
 // pthread_create's errno.
 func NewCopyEngine(db []byte, workers int) (*CopyEngine, error) {
-	if workers < 1 || workers > maxCopyWorkers {
-		return nil, fmt.Errorf("native: copy engine with %d workers (want 1..%d): %w", workers, maxCopyWorkers, unix.EINVAL)
-	}
 	var cdb *C.struct_okv_doorbell
 	if db != nil {
 		if len(db) < abi.DoorbellSize {
 			return nil, fmt.Errorf("native: copy engine doorbell of %d bytes (want >= %d): %w", len(db), abi.DoorbellSize, unix.EINVAL)
 		}
 		cdb = (*C.struct_okv_doorbell)(unsafe.Pointer(&db[0]))
+	}
+	return newCopyEngine(cdb, workers)
+}
+
+func newCopyEngine(cdb *C.struct_okv_doorbell, workers int) (*CopyEngine, error) {
+	if workers < 1 || workers > maxCopyWorkers {
+		return nil, fmt.Errorf("native: copy engine with %d workers (want 1..%d): %w", workers, maxCopyWorkers, unix.EINVAL)
 	}
 	e, err := C.okvi_copy_engine_new(nil, C.int(workers), cdb)
 	if e == nil {

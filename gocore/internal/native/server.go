@@ -152,9 +152,14 @@ func (s *Server) Post(nReplies int) { C.okvi_server_post(s.s, s.cReplies, C.int(
 // pending; each costs the next request a wakeup. Safe from any goroutine.
 func (s *Server) Parks() uint64 { return s.parks.Load() }
 
-// Ring makes the current or next Step return an EventControl. Safe from any
-// goroutine.
-func (s *Server) Ring() { C.okvi_server_control_ring(s.db) }
+// Ring makes the current or next Step return an EventControl, through a
+// private flag a client cannot clear (okvi_server_ring). Safe from any
+// goroutine until Close.
+func (s *Server) Ring() { C.okvi_server_ring(s.s) }
+
+// ctlWord is the server's private control-pending word (okvi_server_ctl_word)
+// for the copy engine.
+func (s *Server) ctlWord() *C.uint32_t { return C.okvi_server_ctl_word(s.s) }
 
 // Stats returns the poll loop's counters (dispatcher goroutine only).
 func (s *Server) Stats() ServerStats {
