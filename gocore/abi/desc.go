@@ -25,6 +25,43 @@ const (
 	QueryWaitFullPref = 1 << 0 // OKV_QUERY_WAIT_FOR_FULL_PREFIX
 )
 
+// Byte offsets of the descriptor fields (abi.h); DescOffsets lists them for
+// the layout test against the C compiler's offsetof.
+const (
+	qFlags, qOpID, qRevision, qHashCount     = 6, 8, 16, 20
+	qRequestID, qGroup, qRecFirst, qRecCount = 24, 32, 40, 44
+	qNS                                      = 48
+	rsStatus, rsHits, rsLease, rsLeaseBytes  = 6, 8, 16, 24
+	rsBlockBytes                             = 32
+	pBuffer, pCount, pNS, pLayerFirst        = 8, 12, 16, 32
+	pLayerCount, pReserved                   = 36, 40
+	peHash, pePage, peReserved               = 0, 16, 20
+	rBuffer, rCount, rLease, rReserved       = 8, 12, 16, 24
+	reBlock, rePage                          = 0, 4
+)
+
+// DescOffsets maps "struct.field" (as gocore/internal/native.Layout names
+// them) to the offsets this package's decoders use.
+var DescOffsets = map[string]uintptr{
+	"okv_query_desc.flags": qFlags, "okv_query_desc.op_id": qOpID, "okv_query_desc.revision": qRevision,
+	"okv_query_desc.hash_count": qHashCount, "okv_query_desc.request_id": qRequestID,
+	"okv_query_desc.group": qGroup, "okv_query_desc.recovery_first": qRecFirst,
+	"okv_query_desc.recovery_count": qRecCount, "okv_query_desc.ns": qNS,
+	"sizeof(okv_query_desc)":  DescHeaderSize,
+	"okv_query_result.status": rsStatus, "okv_query_result.hit_count": rsHits,
+	"okv_query_result.lease_id": rsLease, "okv_query_result.lease_bytes": rsLeaseBytes,
+	"okv_query_result.block_bytes": rsBlockBytes, "sizeof(okv_query_result)": QueryResultSize,
+	"okv_publish_desc.buffer_id": pBuffer, "okv_publish_desc.count": pCount, "okv_publish_desc.ns": pNS,
+	"okv_publish_desc.layer_first": pLayerFirst, "okv_publish_desc.layer_count": pLayerCount,
+	"okv_publish_desc.reserved": pReserved, "sizeof(okv_publish_desc)": DescHeaderSize,
+	"okv_publish_entry.hash": peHash, "okv_publish_entry.page": pePage, "okv_publish_entry.reserved": peReserved,
+	"sizeof(okv_publish_entry)":  PublishEntrySize,
+	"okv_restore_desc.buffer_id": rBuffer, "okv_restore_desc.count": rCount, "okv_restore_desc.lease_id": rLease,
+	"okv_restore_desc.reserved": rReserved, "sizeof(okv_restore_desc)": DescHeaderSize,
+	"okv_restore_entry.block": reBlock, "okv_restore_entry.page": rePage, "sizeof(okv_restore_entry)": RestoreEntrySize,
+	"sizeof(okv_block_hash)": HashSize,
+}
+
 // Descriptor fields named by an Invalid response (enum okv_field 9..21).
 const (
 	FieldDescMagic    Field = 9
@@ -117,19 +154,19 @@ func (q *QueryDesc) Hash(i int) (h BlockHash) {
 // other than none are Unsupported in this build.
 func DecodeQuery(b []byte) (QueryDesc, *DescError) {
 	var q QueryDesc
-	n, err := checkHeader(b, QueryMagic, QuerySchema, 20, HashSize)
+	n, err := checkHeader(b, QueryMagic, QuerySchema, qHashCount, HashSize)
 	if err != nil {
 		return q, err
 	}
 	le := binary.LittleEndian
-	q.Flags = le.Uint16(b[6:])
-	q.OpID = le.Uint64(b[8:])
-	q.Revision = le.Uint32(b[16:])
-	q.RequestID = le.Uint64(b[24:])
-	q.Group = le.Uint64(b[32:])
-	q.RecoveryFirst = le.Uint32(b[40:])
-	q.RecoveryCount = le.Uint32(b[44:])
-	copy(q.NS[:], b[48:64])
+	q.Flags = le.Uint16(b[qFlags:])
+	q.OpID = le.Uint64(b[qOpID:])
+	q.Revision = le.Uint32(b[qRevision:])
+	q.RequestID = le.Uint64(b[qRequestID:])
+	q.Group = le.Uint64(b[qGroup:])
+	q.RecoveryFirst = le.Uint32(b[qRecFirst:])
+	q.RecoveryCount = le.Uint32(b[qRecCount:])
+	copy(q.NS[:], b[qNS:qNS+16])
 	switch {
 	case q.Flags&^QueryFlagsAll != 0:
 		return q, descInvalid(FieldDescFlags, 0, "0x%x has bits outside 0x%x", q.Flags, QueryFlagsAll)
@@ -137,6 +174,10 @@ func DecodeQuery(b []byte) (QueryDesc, *DescError) {
 		return q, &DescError{StatusUnsupported, FieldDescFlags, 0, fmt.Sprintf("0x%x: this build serves leased reads only (flags 0)", q.Flags)}
 	case q.NS == Namespace{}:
 		return q, descInvalid(FieldNamespace, 0, "all zero; use okv_namespace_fingerprint")
+	case q.OpID != 0 || q.Revision != 0:
+		return q, &DescError{StatusUnsupported, FieldOpID, 0, fmt.Sprintf("ticket op_id %d revision %d: this build serves untracked leased reads only (0, 0)", q.OpID, q.Revision)}
+	case q.RecoveryFirst != 0 || q.RecoveryCount != 0:
+		return q, descInvalid(FieldDescReserved, 0, "recovery range set without the recovery flag")
 	}
 	q.Hashes = b[DescHeaderSize : DescHeaderSize+int(n)*HashSize]
 	return q, nil
@@ -148,11 +189,11 @@ func PutQueryResult(b []byte, st Status, hits uint32, leaseID, leaseBytes, block
 	clear(b[:QueryResultSize])
 	le.PutUint32(b[0:], QueryResultMagic)
 	le.PutUint16(b[4:], QuerySchema)
-	le.PutUint16(b[6:], uint16(st))
-	le.PutUint32(b[8:], hits)
-	le.PutUint64(b[16:], leaseID)
-	le.PutUint64(b[24:], leaseBytes)
-	le.PutUint64(b[32:], blockBytes)
+	le.PutUint16(b[rsStatus:], uint16(st))
+	le.PutUint32(b[rsHits:], hits)
+	le.PutUint64(b[rsLease:], leaseID)
+	le.PutUint64(b[rsLeaseBytes:], leaseBytes)
+	le.PutUint64(b[rsBlockBytes:], blockBytes)
 }
 
 // PublishDesc is a decoded struct okv_publish_desc; entries alias the input.
@@ -170,8 +211,8 @@ func (p *PublishDesc) Len() int { return len(p.entries) / PublishEntrySize }
 // Entry returns entry i: its block hash and source page.
 func (p *PublishDesc) Entry(i int) (h BlockHash, page uint32) {
 	e := p.entries[i*PublishEntrySize:]
-	copy(h[:], e[:16])
-	return h, binary.LittleEndian.Uint32(e[16:])
+	copy(h[:], e[peHash:peHash+16])
+	return h, binary.LittleEndian.Uint32(e[pePage:])
 }
 
 // DecodePublish decodes a Publish descriptor from a private copy b. Entry
@@ -179,7 +220,7 @@ func (p *PublishDesc) Entry(i int) (h BlockHash, page uint32) {
 // knows the buffer.
 func DecodePublish(b []byte) (PublishDesc, *DescError) {
 	var p PublishDesc
-	n, err := checkHeader(b, PublishMagic, PublishSchema, 12, PublishEntrySize)
+	n, err := checkHeader(b, PublishMagic, PublishSchema, pCount, PublishEntrySize)
 	if err != nil {
 		return p, err
 	}
@@ -187,21 +228,21 @@ func DecodePublish(b []byte) (PublishDesc, *DescError) {
 	if f := le.Uint16(b[6:]); f != 0 {
 		return p, descInvalid(FieldDescFlags, 0, "0x%x, must be 0", f)
 	}
-	for off := 40; off < 64; off += 8 {
+	for off := pReserved; off < DescHeaderSize; off += 8 {
 		if le.Uint64(b[off:]) != 0 {
 			return p, descInvalid(FieldDescReserved, 0, "header bytes 40..63 must be zero")
 		}
 	}
-	p.BufferID = le.Uint32(b[8:])
-	copy(p.NS[:], b[16:32])
-	p.LayerFirst = le.Uint32(b[32:])
-	p.LayerCount = le.Uint32(b[36:])
+	p.BufferID = le.Uint32(b[pBuffer:])
+	copy(p.NS[:], b[pNS:pNS+16])
+	p.LayerFirst = le.Uint32(b[pLayerFirst:])
+	p.LayerCount = le.Uint32(b[pLayerCount:])
 	if p.NS == (Namespace{}) {
 		return p, descInvalid(FieldNamespace, 0, "all zero; use okv_namespace_fingerprint")
 	}
 	p.entries = b[DescHeaderSize : DescHeaderSize+int(n)*PublishEntrySize]
 	for i := 0; i < int(n); i++ {
-		if le.Uint32(p.entries[i*PublishEntrySize+20:]) != 0 {
+		if le.Uint32(p.entries[i*PublishEntrySize+peReserved:]) != 0 {
 			return p, descInvalid(FieldDescReserved, uint64(i), "entry reserved word must be zero")
 		}
 	}
@@ -221,13 +262,13 @@ func (r *RestoreDesc) Len() int { return len(r.entries) / RestoreEntrySize }
 // Entry returns entry i: the lease block index and the destination page.
 func (r *RestoreDesc) Entry(i int) (block, page uint32) {
 	e := r.entries[i*RestoreEntrySize:]
-	return binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+	return binary.LittleEndian.Uint32(e[reBlock:]), binary.LittleEndian.Uint32(e[rePage:])
 }
 
 // DecodeRestore decodes a Restore descriptor from a private copy b.
 func DecodeRestore(b []byte) (RestoreDesc, *DescError) {
 	var r RestoreDesc
-	n, err := checkHeader(b, RestoreMagic, RestoreSchema, 12, RestoreEntrySize)
+	n, err := checkHeader(b, RestoreMagic, RestoreSchema, rCount, RestoreEntrySize)
 	if err != nil {
 		return r, err
 	}
@@ -235,13 +276,13 @@ func DecodeRestore(b []byte) (RestoreDesc, *DescError) {
 	if f := le.Uint16(b[6:]); f != 0 {
 		return r, descInvalid(FieldDescFlags, 0, "0x%x, must be 0", f)
 	}
-	for off := 24; off < 64; off += 8 {
+	for off := rReserved; off < DescHeaderSize; off += 8 {
 		if le.Uint64(b[off:]) != 0 {
 			return r, descInvalid(FieldDescReserved, 0, "header bytes 24..63 must be zero")
 		}
 	}
-	r.BufferID = le.Uint32(b[8:])
-	r.LeaseID = le.Uint64(b[16:])
+	r.BufferID = le.Uint32(b[rBuffer:])
+	r.LeaseID = le.Uint64(b[rLease:])
 	r.entries = b[DescHeaderSize : DescHeaderSize+int(n)*RestoreEntrySize]
 	return r, nil
 }

@@ -105,3 +105,40 @@ func TestLayoutMatchesC(t *testing.T) {
 		}
 	})
 }
+
+// TestDescriptorOffsetsMatchC proves the offsets the descriptor decoders
+// read against abi.h's descriptor structs.
+func TestDescriptorOffsetsMatchC(t *testing.T) {
+	c := native.Layout()
+	if len(c) == 0 {
+		t.Skip("built without cgo: native.Layout has no C values to compare against")
+	}
+	for name, off := range DescOffsets {
+		cv, ok := c[name]
+		if !ok {
+			t.Errorf("%s: not in native.Layout", name)
+			continue
+		}
+		if cv != off {
+			t.Errorf("%s: Go %d, C %d", name, off, cv)
+		}
+	}
+}
+
+// TestDescriptorConstantsMatchC compares magics, schemas and limits.
+func TestDescriptorConstantsMatchC(t *testing.T) {
+	c := native.Layout()
+	if len(c) == 0 {
+		t.Skip("built without cgo")
+	}
+	for name, v := range map[string]uintptr{
+		"OKV_QUERY_MAGIC": QueryMagic, "OKV_QUERY_RESULT_MAGIC": QueryResultMagic,
+		"OKV_PUBLISH_MAGIC": PublishMagic, "OKV_RESTORE_MAGIC": RestoreMagic,
+		"OKV_QUERY_SCHEMA": QuerySchema, "OKV_PUBLISH_SCHEMA": PublishSchema, "OKV_RESTORE_SCHEMA": RestoreSchema,
+		"OKV_QUERY_FLAGS_ALL": QueryFlagsAll, "OKV_FIELD_MAX": uintptr(FieldNamespace),
+	} {
+		if c[name] != v {
+			t.Errorf("%s: Go %#x, C %#x", name, v, c[name])
+		}
+	}
+}

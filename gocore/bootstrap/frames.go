@@ -28,6 +28,10 @@ const (
 	// maxBuffersPerSession caps the buffer fds a session may make the
 	// Manager hold across RegisterBuffers calls.
 	maxBuffersPerSession = 256
+	// maxBufferBytesPerSession caps the engine memory one session may have
+	// the Manager map (4 TiB): the Manager's address space (128 TiB) is
+	// shared by every session, the RAM tier and the Go heap.
+	maxBufferBytesPerSession = 4 << 40
 	// replyWriteTimeout bounds a reply write to a client that stopped reading.
 	replyWriteTimeout = 5 * time.Second
 )
@@ -51,6 +55,8 @@ func invalid(field, format string, args ...any) *appError {
 func (s *Server) frameLoop(cn *conn) {
 	sess := cn.sess
 	log := s.log.With(slog.Uint64("slot", uint64(sess.Index)), slog.Int("pid", int(sess.Peer.PID)))
+	var lastRefusal time.Time
+	suppressed := 0
 	for {
 		f, err := lifecycle.ReadFrame(cn.c, s.cfg.Epoch)
 		if err != nil {
@@ -82,8 +88,15 @@ func (s *Server) frameLoop(cn *conn) {
 		cn.wmu.Lock()
 		cn.c.SetWriteDeadline(time.Now().Add(replyWriteTimeout))
 		if aerr != nil {
-			log.Info("lifecycle request refused", slog.String("code", code.String()),
-				slog.String("field", aerr.field), slog.String("detail", aerr.msg))
+			// At most one line a second per connection; the rest are counted.
+			if now := time.Now(); now.Sub(lastRefusal) >= time.Second {
+				log.Info("lifecycle request refused", slog.String("code", code.String()),
+					slog.String("field", aerr.field), slog.String("detail", aerr.msg),
+					slog.Int("suppressed_since_last", suppressed))
+				lastRefusal, suppressed = now, 0
+			} else {
+				suppressed++
+			}
 			err = lifecycle.WriteError(cn.c, s.cfg.Epoch, uint32(aerr.status), aerr.field, aerr.msg)
 		} else {
 			err = lifecycle.WriteFrame(cn.c, code.Reply(), s.cfg.Epoch, reply, nil)
@@ -134,6 +147,13 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		}
 		if have := sess.BufferCount(); have+len(req.GetRegions()) > maxBuffersPerSession {
 			return nil, invalid("regions", "%d regions on top of %d registered, limit %d per session", len(req.GetRegions()), have, maxBuffersPerSession), nil
+		}
+		var want uint64
+		for _, r := range req.GetRegions() {
+			want += min(r.GetBytes(), maxBufferBytesPerSession+1) // no wrap: each term is capped
+		}
+		if have := sess.BufferBytes(); have+want > maxBufferBytesPerSession {
+			return nil, invalid("regions", "%d bytes on top of %d registered, limit %d bytes (4 TiB) per session", want, have, uint64(maxBufferBytesPerSession)), nil
 		}
 		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()))
 		if aerr != nil {

@@ -105,6 +105,9 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 			return abi.Message{}, true, invalid(abi.FieldPage, i, "%d is the destination of in-flight restore %d: its bytes are not settled", page, busy)
 		}
 	}
+	if derr := s.checkSegments(n, &buf, p.BufferID); derr != nil {
+		return abi.Message{}, true, derr
+	}
 	// Pin the batch's resident blocks while room is made, so eviction
 	// cannot remove a block this batch counts as present (it would then
 	// need a frame nobody reserved).
@@ -155,7 +158,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 		if err != nil { // cannot happen: makeRoom freed enough
 			panic("cache: allocation after makeRoom failed: " + err.Error())
 		}
-		blk := s.idx.Insert(k, blockBytes, chunks)
+		blk := s.idx.Insert(k, blockBytes, buf.Layers, chunks)
 		o.blocks = append(o.blocks, blk)
 		segs = s.blockSegs(segs, blk, &buf, page, true)
 	}
@@ -170,7 +173,20 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	}
 	s.ops[o.id] = o
 	st.inflight++
+	st.publishing++
 	return abi.Message{}, false, nil
+}
+
+// checkSegments refuses a batch whose copy job would exceed the copy
+// engine's segment limit, before anything is evicted or marked.
+func (s *Service) checkSegments(n int, buf *session.Buffer, bufID uint32) *abi.DescError {
+	perLayer := (buf.PageBytes+s.arena.ChunkBytes()-1)/s.arena.ChunkBytes() + 1 // a page straddles at most this many chunks
+	segs := uint64(n) * uint64(buf.Layers) * perLayer
+	if segs > native.MaxCopySegments {
+		limit := uint64(native.MaxCopySegments) / (uint64(buf.Layers) * perLayer)
+		return invalid(abi.FieldCount, 0, "%d entries of buffer %d need up to %d copy segments, the limit is %d: send at most %d entries per request", n, bufID, segs, native.MaxCopySegments, limit)
+	}
+	return nil
 }
 
 // makeRoom evicts least recently used unpinned blocks until need chunks are
@@ -220,6 +236,13 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	}
 	blockBytes := uint64(buf.Layers) * buf.PageBytes
 	n := r.Len()
+	if derr := s.checkSegments(n, &buf, r.BufferID); derr != nil {
+		return abi.Message{}, derr
+	}
+	if len(st.restores) >= MaxOpsPerSession || len(s.ops)+s.done >= MaxOps {
+		s.stats.unadmitted.Add(1)
+		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
+	}
 	o := &op{id: s.nextOp, kind: opRestore, st: st, blocks: make([]*index.Block, 0, n), pages: make([]pageKey, 0, n)}
 	if derr := s.restoreEntries(st, o, l, &r, &buf, blockBytes); derr != nil {
 		st.clearBusy(o) // undo the pages marked so far
@@ -258,8 +281,8 @@ func (s *Service) restoreEntries(st *sessState, o *op, l *lease.Lease, r *abi.Re
 			return invalid(abi.FieldBlock, i, "%d, lease %d holds %d blocks", blkIdx, l.ID, len(l.Blocks))
 		case uint64(page) >= buf.PageCount:
 			return invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, r.BufferID, buf.PageCount)
-		case l.Blocks[blkIdx].Bytes != blockBytes:
-			return invalid(abi.FieldBlockBytes, i, "block holds %d bytes, a page of buffer %d across its %d layers holds %d", l.Blocks[blkIdx].Bytes, r.BufferID, buf.Layers, blockBytes)
+		case l.Blocks[blkIdx].Bytes != blockBytes || l.Blocks[blkIdx].Layers != buf.Layers:
+			return invalid(abi.FieldBlockBytes, i, "block holds %d bytes over %d layers, a page of buffer %d holds %d bytes over %d layers", l.Blocks[blkIdx].Bytes, l.Blocks[blkIdx].Layers, r.BufferID, blockBytes, buf.Layers)
 		}
 		pk := pageKey{r.BufferID, page}
 		if busy, ok := st.busy[pk]; ok {
@@ -349,6 +372,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 		st.inflight--
 		switch o.kind {
 		case opPublish:
+			st.publishing--
 			switch {
 			case c.Status != 0:
 				s.log.Error("publish copy failed", "slot", st.sess.Index, "errno", -c.Status)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -18,6 +19,12 @@ const (
 	// MaxLeasesPerSession bounds the leases one session may hold; more
 	// queries answer Unadmitted until it releases some.
 	MaxLeasesPerSession = 4096
+	// MaxOpsPerSession and MaxOps bound the restore operations in flight or
+	// awaiting RestorePoll, per session and per Manager (DESIGN.md §6 rule
+	// 5); beyond them a Restore answers Unadmitted. Expiry of unpolled
+	// results is the operation-semantics work.
+	MaxOpsPerSession = 128
+	MaxOps           = 1024
 	// MaxCopyWorkers bounds Spec.CopyWorkers.
 	MaxCopyWorkers = 64
 	// maxDrain bounds the completions one Complete call handles; the rest
@@ -105,15 +112,18 @@ func (s *Service) Close() {
 
 // sessState is the cache's view of one attached session.
 type sessState struct {
-	sess      *session.Session
-	owner     lease.Owner
-	notify    *notifier
-	leases    int                // live leases owned
-	restores  map[uint64]*op     // restore ops by id until RestorePoll consumes them
-	busy      map[pageKey]uint64 // destination pages of in-flight restores → op id
-	inflight  int                // copies in flight
-	closing   bool
-	onDrained func()
+	sess       *session.Session
+	owner      lease.Owner
+	notify     *notifier
+	leases     int                // live leases owned
+	restores   map[uint64]*op     // restore ops by id until RestorePoll consumes them
+	busy       map[pageKey]uint64 // destination pages of in-flight restores → op id
+	inflight   int                // copies in flight
+	publishing int                // publishes in flight (deferred replies)
+	lastLog    time.Time          // rate limit of refusal logs
+	dropped    int
+	closing    bool
+	onDrained  func()
 }
 
 type pageKey struct {
@@ -200,6 +210,14 @@ func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Messag
 	if st == nil || st.sess != sess || st.closing {
 		return m.Response(s.epoch, abi.StatusStaleSession, 0, 0), true
 	}
+	if st.publishing > 0 {
+		// A client only sends while a Publish is deferred after it timed
+		// out waiting: until that copy finishes its source pages are still
+		// being read, so no cache operation of this session succeeds
+		// (client.h, okv_publish).
+		s.stats.unadmitted.Add(1)
+		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), true
+	}
 	var derr *abi.DescError
 	switch abi.Command(m.Code) {
 	case abi.CmdQueryBundle:
@@ -238,10 +256,20 @@ func (s *Service) descriptor(st *sessState, m *abi.Message) ([]byte, *abi.DescEr
 	return s.scratch, nil
 }
 
+// logRefused logs a refused cache request, at most once per second per
+// session; the lines suppressed meanwhile are counted in the next one.
 func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
-	s.log.Debug("cache request refused", slog.Uint64("slot", uint64(st.sess.Index)),
+	now := time.Now()
+	if now.Sub(st.lastLog) < time.Second {
+		st.dropped++
+		return
+	}
+	s.log.Warn("cache request refused", slog.Uint64("slot", uint64(st.sess.Index)),
+		slog.Int("pid", int(st.sess.Peer.PID)),
 		slog.String("command", abi.Command(m.Code).String()), slog.String("status", e.Status.String()),
-		slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index), slog.String("detail", e.Detail))
+		slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index), slog.String("detail", e.Detail),
+		slog.Int("suppressed_since_last", st.dropped))
+	st.lastLog, st.dropped = now, 0
 }
 
 // buffer returns the session's host buffer id or a DescError.

@@ -545,3 +545,33 @@ func TestAHostileEventfdCannotBlockTheDispatcher(t *testing.T) {
 	r.close(b)
 	r.idle()
 }
+
+// While a publish of the session still copies (its client timed out and
+// moved on), the session's other cache operations are Unadmitted: the
+// source pages are still being read.
+func TestCacheCallsWaitForAnOutstandingPublish(t *testing.T) {
+	r := newRig(t, 1<<20)
+	a, amem := r.open()
+	fill(amem, 0, 4)
+	copy(a.Slot()[abi.SlotDescOffset:], publishDesc(ns1, tLayers, []abi.BlockHash{hash(0)}, []uint32{0}))
+	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdPublish), Epoch: tEpoch,
+		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 24}
+	r.gen[a] += 2
+	if _, ok := r.svc.Handle(a, &m); ok {
+		t.Fatal("publish answered before its copy")
+	}
+	if resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0); status(resp) != abi.StatusUnadmitted {
+		t.Fatalf("query during the publish: %v, want Unadmitted", status(resp))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.svc.Stats().Blocks == 0 && time.Now().Before(deadline) {
+		r.svc.Complete(64, func(uint32, abi.Message) {})
+	}
+	resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
+	if status(resp) != abi.StatusOK {
+		t.Fatalf("query after the publish: %v", status(resp))
+	}
+	r.call(a, abi.CmdRelease, nil, resp.Arg1)
+	r.close(a)
+	r.idle()
+}

@@ -235,7 +235,14 @@ func (d *Dispatcher) Run() {
 	defer close(d.done)
 	nrep := 0
 	replies := d.srv.Replies() // room for a batch of events plus a batch of completions
+	// post queues a deferred reply (a Publish whose copy completed). It is
+	// dropped when the client has since sent a newer request (it gave up
+	// waiting, OKV_ETIMEDOUT): a late answer must not overwrite the newer
+	// request's response in the line.
 	post := func(slot uint32, m abi.Message) {
+		if st := d.states[slot]; st == nil || m.Generation != st.limits.LastGen+1 {
+			return
+		}
 		replies[nrep] = native.Reply{Slot: slot, Msg: m}
 		nrep++
 	}

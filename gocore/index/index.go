@@ -24,6 +24,7 @@ const (
 type Block struct {
 	Key    Key
 	Bytes  uint64   // block bytes (all layers)
+	Layers uint32   // layers the block spans: Bytes/Layers bytes each
 	Chunks []uint32 // RAM tier chunk ids, in byte order
 	state  State
 	pins   int32
@@ -68,13 +69,13 @@ func (x *Index) Lookup(k Key) *Block {
 // Contains reports whether any block (sealed or publishing) holds k.
 func (x *Index) Contains(k Key) bool { _, ok := x.m[k]; return ok }
 
-// Insert adds a Publishing block for k; it panics if k is present (the
+// Insert adds a Publishing block for k of bytes over layers; it panics if k is present (the
 // caller checks Contains first).
-func (x *Index) Insert(k Key, bytes uint64, chunks []uint32) *Block {
+func (x *Index) Insert(k Key, bytes uint64, layers uint32, chunks []uint32) *Block {
 	if _, ok := x.m[k]; ok {
 		panic("index: Insert of a present key")
 	}
-	b := &Block{Key: k, Bytes: bytes, Chunks: chunks, state: Publishing}
+	b := &Block{Key: k, Bytes: bytes, Layers: layers, Chunks: chunks, state: Publishing}
 	x.m[k] = b
 	return b
 }

@@ -7,14 +7,14 @@ import (
 func key(i byte) Key { return Key{NS: [16]byte{1}, Hash: [16]byte{i}} }
 
 func sealed(x *Index, i byte) *Block {
-	b := x.Insert(key(i), 100, []uint32{uint32(i)})
+	b := x.Insert(key(i), 100, 1, []uint32{uint32(i)})
 	x.Seal(b)
 	return b
 }
 
 func TestPublishingBlocksAreInvisibleUntilSealed(t *testing.T) {
 	x := New()
-	b := x.Insert(key(1), 100, []uint32{1})
+	b := x.Insert(key(1), 100, 1, []uint32{1})
 	if x.Lookup(key(1)) != nil {
 		t.Fatal("a publishing block is visible")
 	}
@@ -68,7 +68,7 @@ func TestEvictionIsLeastRecentlyUsedAndSkipsPinnedBlocks(t *testing.T) {
 
 func TestAbortRemovesAPublishingBlock(t *testing.T) {
 	x := New()
-	b := x.Insert(key(1), 100, []uint32{1})
+	b := x.Insert(key(1), 100, 1, []uint32{1})
 	x.Abort(b)
 	if x.Contains(key(1)) || x.Stats().Entries != 0 {
 		t.Fatal("aborted block still present")

@@ -172,6 +172,17 @@ func (s *Session) Buffer(id uint32) (Buffer, bool) {
 	return s.buffers[id], true
 }
 
+// BufferBytes returns the bytes of all registered buffers.
+func (s *Session) BufferBytes() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, b := range s.buffers {
+		n += b.Bytes
+	}
+	return n
+}
+
 // BufferCount returns the number of registered buffers.
 func (s *Session) BufferCount() int {
 	s.mu.Lock()

@@ -104,10 +104,20 @@ int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buf
 		okvi_set_error(c, "buffer is not allocated (okv_buffer_alloc) or was freed");
 		return -EINVAL;
 	}
+	if (c->lc_broken) {
+		okvi_set_error(c, "%s", "an earlier lifecycle call timed out or failed mid-frame; reconnect");
+		return OKV_ECLOSED;
+	}
 	rc = okvi_register_buffer(c->sock, c->reply.epoch, c->reply.client_token, b, (int)c->timeout_ms, &id,
 				  c->last_error, sizeof(c->last_error));
-	if (rc)
+	if (rc) {
+		/* A timeout or an I/O error may leave a reply unread, and the next
+		 * call would take it for its own; an error frame or a complete
+		 * but wrong reply leaves the stream in sync. */
+		if (okvi_lifecycle_desynced(rc))
+			c->lc_broken = 1;
 		return rc;
+	}
 	if (id > OKVI_MAX_BUFFER_ID) {
 		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
 			       OKVI_MAX_BUFFER_ID);

@@ -490,15 +490,22 @@ int okv_health(okv_client *c, struct okv_health *out)
 		return -EINVAL;
 	if (c->sock < 0)
 		return OKV_ECLOSED;
-	return okvi_health(c->sock, c->reply.epoch, (int)c->timeout_ms, out,
-			   c->last_error, sizeof(c->last_error));
+	if (c->lc_broken) {
+		okvi_set_error(c, "%s", "an earlier lifecycle call timed out or failed mid-frame; reconnect");
+		return OKV_ECLOSED;
+	}
+	int rc = okvi_health(c->sock, c->reply.epoch, (int)c->timeout_ms, out,
+			     c->last_error, sizeof(c->last_error));
+	if (okvi_lifecycle_desynced(rc))
+		c->lc_broken = 1;
+	return rc;
 }
 
 void okv_close(okv_client *c)
 {
 	if (!c)
 		return;
-	if (c->sock >= 0 && !c->broken)
+	if (c->sock >= 0 && !c->broken && !c->lc_broken)
 		okvi_unregister(c->sock, c->reply.epoch, c->reply.client_token, 200);
 	client_free(c);
 }

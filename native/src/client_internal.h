@@ -33,7 +33,10 @@ struct okv_client {
 	uint64_t next_request_id;
 	uint64_t spin_ns;
 	uint32_t timeout_ms;
-	int broken;         /* the channel state is unknown (Manager died, bad reply) */
+	int broken;
+	int lc_broken;      /* a lifecycle call timed out or failed mid-frame: the
+			     * socket's frame stream is out of sync; later lifecycle
+			     * calls fail with OKV_ECLOSED (reconnect) */         /* the channel state is unknown (Manager died, bad reply) */
 	/* Response generation of a descriptor request that timed out: until the
 	 * Manager has answered it (or a later request), it may still read the
 	 * descriptor area, so nothing may be written there (0 = none). */
@@ -98,6 +101,13 @@ int okvi_desc_acquire(okv_client *c);
 static inline uint8_t *okvi_desc(okv_client *c)
 {
 	return (uint8_t *)c->slot + OKV_SLOT_DESC_OFFSET;
+}
+
+/** Whether a lifecycle call's return code may have left a reply unread on
+ *  the socket (a timeout or an I/O -errno). */
+static inline int okvi_lifecycle_desynced(int rc)
+{
+	return rc == OKV_ETIMEDOUT || (rc < 0 && rc > OKV_EPROTO);
 }
 
 #endif /* ORBITKV_CLIENT_INTERNAL_H */

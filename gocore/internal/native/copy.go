@@ -190,3 +190,6 @@ func (e *CopyEngine) Bench(segs []CopySeg, iters int) time.Duration {
 	}
 	return time.Duration(C.okvi_copy_bench(e.e, (*C.struct_okvi_copy_seg)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)), C.int(iters)))
 }
+
+// MaxCopySegments is the most segments one Submit takes (OKVI_COPY_MAX_SEGS).
+const MaxCopySegments = maxCopySegs

@@ -47,6 +47,8 @@ static const size_t okvl_values[] = {
 	OKVL_OFF(okvi_copy_completion, bytes),
 	sizeof(struct okv_namespace), sizeof(struct okv_block_hash),
 	sizeof(struct okv_restore_entry), OKVL_OFF(okv_restore_entry, page),
+	sizeof(struct okv_query_desc), OKVL_OFF(okv_query_desc, flags), OKVL_OFF(okv_query_desc, op_id), OKVL_OFF(okv_query_desc, revision), OKVL_OFF(okv_query_desc, hash_count), OKVL_OFF(okv_query_desc, request_id), OKVL_OFF(okv_query_desc, group), OKVL_OFF(okv_query_desc, recovery_first), OKVL_OFF(okv_query_desc, recovery_count), OKVL_OFF(okv_query_desc, ns), sizeof(struct okv_query_result), OKVL_OFF(okv_query_result, status), OKVL_OFF(okv_query_result, hit_count), OKVL_OFF(okv_query_result, lease_id), OKVL_OFF(okv_query_result, lease_bytes), OKVL_OFF(okv_query_result, block_bytes), sizeof(struct okv_publish_desc), OKVL_OFF(okv_publish_desc, buffer_id), OKVL_OFF(okv_publish_desc, count), OKVL_OFF(okv_publish_desc, ns), OKVL_OFF(okv_publish_desc, layer_first), OKVL_OFF(okv_publish_desc, layer_count), OKVL_OFF(okv_publish_desc, reserved), sizeof(struct okv_publish_entry), OKVL_OFF(okv_publish_entry, hash), OKVL_OFF(okv_publish_entry, page), OKVL_OFF(okv_publish_entry, reserved), sizeof(struct okv_restore_desc), OKVL_OFF(okv_restore_desc, buffer_id), OKVL_OFF(okv_restore_desc, count), OKVL_OFF(okv_restore_desc, lease_id), OKVL_OFF(okv_restore_desc, reserved), OKVL_OFF(okv_restore_entry, block),
+	OKV_QUERY_MAGIC, OKV_QUERY_RESULT_MAGIC, OKV_PUBLISH_MAGIC, OKV_RESTORE_MAGIC, OKV_QUERY_SCHEMA, OKV_PUBLISH_SCHEMA, OKV_RESTORE_SCHEMA, OKV_QUERY_FLAGS_ALL, OKV_FIELD_MAX,
 };
 static const long long okvl_enums[] = {
 	OKVI_POLL_SPIN, OKVI_POLL_ADAPTIVE, OKVI_POLL_PARK, OKVI_EV_REQUEST, OKVI_EV_CONTROL,
@@ -101,6 +103,8 @@ var layoutNames = []string{
 	"okvi_copy_completion.bytes",
 	"sizeof(okv_namespace)", "sizeof(okv_block_hash)",
 	"sizeof(okv_restore_entry)", "okv_restore_entry.page",
+	"sizeof(okv_query_desc)", "okv_query_desc.flags", "okv_query_desc.op_id", "okv_query_desc.revision", "okv_query_desc.hash_count", "okv_query_desc.request_id", "okv_query_desc.group", "okv_query_desc.recovery_first", "okv_query_desc.recovery_count", "okv_query_desc.ns", "sizeof(okv_query_result)", "okv_query_result.status", "okv_query_result.hit_count", "okv_query_result.lease_id", "okv_query_result.lease_bytes", "okv_query_result.block_bytes", "sizeof(okv_publish_desc)", "okv_publish_desc.buffer_id", "okv_publish_desc.count", "okv_publish_desc.ns", "okv_publish_desc.layer_first", "okv_publish_desc.layer_count", "okv_publish_desc.reserved", "sizeof(okv_publish_entry)", "okv_publish_entry.hash", "okv_publish_entry.page", "okv_publish_entry.reserved", "sizeof(okv_restore_desc)", "okv_restore_desc.buffer_id", "okv_restore_desc.count", "okv_restore_desc.lease_id", "okv_restore_desc.reserved", "okv_restore_entry.block",
+	"OKV_QUERY_MAGIC", "OKV_QUERY_RESULT_MAGIC", "OKV_PUBLISH_MAGIC", "OKV_RESTORE_MAGIC", "OKV_QUERY_SCHEMA", "OKV_PUBLISH_SCHEMA", "OKV_RESTORE_SCHEMA", "OKV_QUERY_FLAGS_ALL", "OKV_FIELD_MAX",
 }
 
 // Layout returns the sizes and offsets of the shared layouts as the C

@@ -180,3 +180,6 @@ func Layout() map[string]uintptr { return map[string]uintptr{} }
 
 // EnumMismatches returns nil: there is no C to compare with without cgo.
 func EnumMismatches() []string { return nil }
+
+// MaxCopySegments mirrors the cgo build's constant (OKVI_COPY_MAX_SEGS).
+const MaxCopySegments = 1 << 20
