@@ -275,6 +275,14 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
 				return fail(invalid(field("fd_index"), "memfd is sealed against writes (seals 0x%x); Restore writes into engine buffers", seals))
 			}
+			// Only plain shmem memfds: a hugetlbfs memfd accepts the seals too,
+			// but a hole punched into it is refilled from the hugepage pool
+			// on the next fault, and an empty pool raises SIGBUS in a copy
+			// worker (hugepage buffers come with the hugepages work).
+			var sfs unix.Statfs_t
+			if err := unix.Fstatfs(int(files[idx].Fd()), &sfs); err != nil || sfs.Type != unix.TMPFS_MAGIC {
+				return fail(invalid(field("fd_index"), "must be a memfd on shmem (statfs type 0x%x, want TMPFS_MAGIC 0x%x; hugetlbfs buffers are not served yet)", uint64(sfs.Type), unix.TMPFS_MAGIC))
+			}
 			var st unix.Stat_t
 			if err := unix.Fstat(int(files[idx].Fd()), &st); err != nil {
 				return fail(invalid(field("fd_index"), "fstat: %v", err))

@@ -426,3 +426,34 @@ func TestRegisterBuffersRefusesTheManagersOwnMemfds(t *testing.T) {
 		})
 	}
 }
+
+// A hugetlbfs memfd is refused (a punched hole refilled from an empty
+// hugepage pool would SIGBUS a copy worker).
+func TestRegisterBuffersRefusesHugetlbMemfds(t *testing.T) {
+	fd, err := unix.MemfdCreate("okv-test-huge", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_HUGETLB)
+	if err != nil {
+		t.Skipf("no hugetlb memfd on this host: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "okv-test-huge")
+	defer f.Close()
+	const size = 2 << 20
+	if err := f.Truncate(size); err != nil {
+		t.Skipf("cannot size a hugetlb memfd: %v", err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Skipf("cannot seal a hugetlb memfd: %v", err)
+	}
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "engine")
+	req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken,
+		Regions: []*lifecyclepb.BufferRegion{{FdIndex: 0, Bytes: size, Layers: 1, PageBytes: size, PageCount: 1}}}
+	fr := rc.frame(t, lifecycle.CodeRegisterBuffers, req, f)
+	var e lifecyclepb.Error
+	if fr.Header.Code != lifecycle.CodeError || fr.Unmarshal(&e) != nil {
+		t.Fatalf("got %v, want an error frame", fr.Header.Code)
+	}
+	if e.GetField() != "regions[0].fd_index" || !strings.Contains(e.GetMessage(), "hugetlbfs") {
+		t.Fatalf("error %v, want regions[0].fd_index naming hugetlbfs", &e)
+	}
+}

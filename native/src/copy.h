@@ -63,7 +63,13 @@ struct okvi_copy_completion {
 /**
  * One copy backend. copy() moves n segments and returns 0 or -errno (a
  * positive return is taken as -EIO). It must not return before the bytes are
- * in place at the destination, or it reports failure. Workers call it
+ * in place at the destination, or it reports failure; a failure means
+ * nothing of the job is still in flight (the Manager then reuses the source
+ * and destination memory). A backend that cannot establish that its device
+ * stopped touching the memory (a DMA that neither completed nor was
+ * cancelled) must abort() the process instead of returning (DESIGN.md §6
+ * rule 9: terminate rather than recycle memory that may still be written).
+ * Workers call it
  * concurrently with one piece each (n == 1 today), so it must be thread-safe.
  * The host backend is memcpy; a CUDA backend (cudaMemcpyAsync on a
  * per-worker stream, then an event wait) slots in here.
