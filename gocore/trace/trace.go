@@ -18,7 +18,7 @@ const (
 )
 
 // ErrMalformed is wrapped by every error about the content of a trace.
-var ErrMalformed = errors.New("trace: malformed")
+var ErrMalformed = errors.New("malformed trace")
 
 // Request is one trace line.
 type Request struct {
@@ -78,6 +78,9 @@ func (r *Reader) Next() (Request, error) {
 	if err := r.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return Request{}, fmt.Errorf("trace: line %d: longer than %d bytes: %w", r.line+1, MaxLineBytes, ErrMalformed)
+		}
+		if r.gz != nil {
+			return Request{}, fmt.Errorf("trace: line %d: reading the gzip stream (truncated or corrupt file?): %v: %w", r.line+1, err, ErrMalformed)
 		}
 		return Request{}, fmt.Errorf("trace: line %d: %v: %w", r.line+1, err, ErrMalformed)
 	}
