@@ -210,13 +210,14 @@ func managerExit(m *manager) string {
 
 // copyBench is one block size's buffers: src is registered with the
 // Manager (Publish reads it, Restore writes it); dst is a second buffer of
-// copyRotation times its size, the memcpy baseline's rotating destination.
+// rotation times its size, the memcpy baseline's rotating destination.
 type copyBench struct {
 	c          *client.Client
 	cfg        *copyConfig
 	ns         client.Namespace
 	src, dst   *client.Buffer
 	rounds     uint64 // memcpy calls so far: picks the destination slice
+	rotation   uint64 // batch-sized destination slices the baseline cycles through
 	bufID      uint32
 	batchBytes uint64
 	hashes     []client.BlockHash
@@ -241,11 +242,12 @@ func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, r
 		return copySize{}, fmt.Errorf("allocating the engine buffer: %w", err)
 	}
 	*registered = append(*registered, b.src) // freed after the session closes
-	// The memcpy destination rotates over copyRotation batches, as the
-	// Manager's frames rotate over its RAM tier (LRU reuses the oldest), so
-	// the baseline does not write into cache lines the previous round left
-	// hot while the subject always writes into cold frames.
-	if b.dst, err = client.AllocBuffer(cfg.layers, pageBytes, copyRotation*uint64(cfg.blocks)); err != nil {
+	// The memcpy destination rotates over as many batches as fill the
+	// Manager's RAM tier, as the Manager's frames rotate over it (LRU reuses
+	// the oldest): both write into memory of the same footprint, so neither
+	// writes into cache lines the previous round left hot.
+	b.rotation = max(1, copyCapacity(cfg)/b.batchBytes)
+	if b.dst, err = client.AllocBuffer(cfg.layers, pageBytes, b.rotation*uint64(cfg.blocks)); err != nil {
 		return copySize{}, fmt.Errorf("allocating the memcpy destination: %w", err)
 	}
 	defer b.dst.Free()
@@ -323,14 +325,10 @@ func (b *copyBench) gbps(d []time.Duration) float64 {
 	return gbps(b.batchBytes, uint64(d[(len(d)-1)/2]))
 }
 
-// copyRotation is how many batch-sized destinations the memcpy baseline
-// cycles through: the tier holds 4 batches of the largest size (copyCapacity).
-const copyRotation = 4
-
 // memcpy copies the batch's bytes from src to the next destination slice.
 func (b *copyBench) memcpy() time.Duration {
 	n := b.batchBytes
-	dst := b.dst.Bytes()[(b.rounds%copyRotation)*n:]
+	dst := b.dst.Bytes()[(b.rounds%b.rotation)*n:]
 	b.rounds++
 	return memcpyOnce(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(b.src.Bytes())), n)
 }
@@ -399,7 +397,7 @@ func writeCopyTable(w io.Writer, rep *copyReport) error {
 }
 
 // memcpyBaseline says how the baseline was measured.
-const memcpyBaseline = "memcpy(3) of the batch bytes from the engine buffer into the next of 4 batch-sized destinations (as the tier's frames rotate), one C call per batch (native.MemcpyBench)"
+const memcpyBaseline = "memcpy(3) of the batch bytes from the engine buffer into the next batch-sized slice of a destination as large as the Manager's RAM tier (as the tier's frames rotate), one C call per batch (native.MemcpyBench)"
 
 // memcpyOnce copies n bytes from src to dst once and returns how long it took.
 func memcpyOnce(dst, src unsafe.Pointer, n uint64) time.Duration {
