@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -47,12 +46,14 @@ func (c *channelConfig) has(subject string) bool { return slices.Contains(c.subj
 // needsManager reports whether the run talks to a Manager at all.
 func (c *channelConfig) needsManager() bool { return c.has(subjectOrbitKV) }
 
-func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("channel", flag.ContinueOnError)
-	fs.SetOutput(out)
+func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, out io.Writer) *suiteFlags {
+	fs := newSuiteFlags("channel", out,
+		"Round-trip latency of a 64-byte Ping through liborbitkv and the Manager, beside",
+		"raw baselines in the same run: shm spin, futex and Unix-socket ping-pong with a",
+		"peer process, and a gRPC health Check on loopback. Two cadences: back-to-back,",
+		"and one round trip per millisecond. Then the Manager's CPU use with 4 idle",
+		"sessions. Method: bench/channel/README.md.")
 	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
-	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	fs.String("manager-args", "", "extra space-separated arguments for a Manager the bench starts")
 	fs.StringVar(&cfg.pollMode, "poll-mode", "adaptive", "--poll-mode of a Manager the bench starts: spin, adaptive or park")
 	fs.IntVar(&cfg.n, "n", 100000, "back-to-back round trips timed per subject")
 	fs.IntVar(&cfg.perMsN, "per-ms-n", 2000, "round trips timed per subject at one per millisecond")
@@ -63,18 +64,6 @@ func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, ou
 	fs.Float64Var(idleSeconds, "idle-seconds", 3, "seconds 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")
 	fs.DurationVar(&cfg.peerIdle, "peer-idle", 30*time.Second, "a baseline peer process exits after this long without a request")
-	fs.Usage = func() {
-		fmt.Fprintln(out, "usage: orbitkv-bench channel [flags]")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "Round-trip latency of a 64-byte Ping through liborbitkv and the Manager, beside")
-		fmt.Fprintln(out, "raw baselines in the same run: shm spin, futex and Unix-socket ping-pong with a")
-		fmt.Fprintln(out, "peer process, and a gRPC health Check on loopback. Two cadences: back-to-back,")
-		fmt.Fprintln(out, "and one round trip per millisecond. Then the Manager's CPU use with 4 idle")
-		fmt.Fprintln(out, "sessions. Method: bench/channel/README.md.")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
@@ -85,18 +74,12 @@ func parseChannelFlags(args []string, out io.Writer) (channelConfig, error) {
 	var subjects string
 	var idleSeconds float64
 	fs := channelFlags(&cfg, &subjects, &idleSeconds, out)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	if err := fs.parse(args); err != nil {
+		return cfg, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+	cfg.managerBin, cfg.managerArgs = fs.manager()
 
 	switch {
 	case cfg.n < 1:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,38 +38,22 @@ type copyConfig struct {
 
 func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 	var cfg copyConfig
-	fs := flag.NewFlagSet("copy", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := newSuiteFlags("copy", out,
+		"Copy throughput of the host backend: Publish (engine buffer → RAM tier) of a batch",
+		"of fresh hashes and Restore (RAM tier → engine buffer) of a leased batch, each as",
+		"GB/s and as a ratio to a plain memcpy of the same bytes measured in the same run.",
+		"Starts its own Manager with a RAM tier of 4 batches of the largest size (at least",
+		"256 MiB). Method: bench/README.md.")
 	sizes := fs.String("sizes", "256KiB,512KiB,1MiB,2MiB", "comma-separated block `sizes` (over all layers)")
 	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per Publish and Restore batch")
 	layers := fs.Uint("layers", 4, "layers a block spans (page bytes = size / layers, a multiple of 64)")
 	fs.IntVar(&cfg.iters, "iters", 30, "timed batches per size and subject (the median is reported)")
 	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
-	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	fs.String("manager-args", "", "extra space-separated arguments for the Manager (e.g. \"--copy-workers 2\")")
-	fs.Usage = func() {
-		fmt.Fprintln(out, "usage: orbitkv-bench copy [flags]")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "Copy throughput of the host backend: Publish (engine buffer → RAM tier) of a batch")
-		fmt.Fprintln(out, "of fresh hashes and Restore (RAM tier → engine buffer) of a leased batch, each as")
-		fmt.Fprintln(out, "GB/s and as a ratio to a plain memcpy of the same bytes measured in the same run.")
-		fmt.Fprintln(out, "Starts its own Manager with a RAM tier of 4 batches of the largest size.")
-		fmt.Fprintln(out, "Method: bench/README.md.")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
+	if err := fs.parse(args); err != nil {
+		return cfg, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+	cfg.managerBin, cfg.managerArgs = fs.manager()
 	switch {
 	case *layers < 1 || *layers > maxReplayLayers:
 		return cfg, usagef("--layers must be between 1 and %d, got %d", maxReplayLayers, *layers)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,36 +29,21 @@ type queryConfig struct {
 
 func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	var cfg queryConfig
-	fs := flag.NewFlagSet("query", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := newSuiteFlags("query", out,
+		"Round trip of a QueryBundle (leased read) of --hashes resident blocks through",
+		"liborbitkv, beside a Ping (the channel's floor) in the same run: back to back",
+		"(hot: both sides spinning) and after --cold-gap pauses (cold: both parked).",
+		"The lease of each query is released between samples (not timed).",
+		"Starts its own Manager. Method: bench/README.md.")
 	fs.IntVar(&cfg.hashes, "hashes", 32, "resident hashes per QueryBundle (`count`, 1..1024)")
 	fs.IntVar(&cfg.iters, "iters", 20000, "timed back-to-back round trips per subject")
 	fs.IntVar(&cfg.coldIters, "cold-iters", 500, "timed round trips per subject with --cold-gap between them")
 	fs.DurationVar(&cfg.coldGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
-	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	fs.String("manager-args", "", "extra space-separated arguments for the Manager (e.g. \"--poll-mode spin\")")
-	fs.Usage = func() {
-		fmt.Fprintln(out, "usage: orbitkv-bench query [flags]")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "Round trip of a QueryBundle (leased read) of --hashes resident blocks through")
-		fmt.Fprintln(out, "liborbitkv, beside a Ping (the channel's floor) in the same run: back to back")
-		fmt.Fprintln(out, "(hot: both sides spinning) and after --cold-gap pauses (cold: both parked).")
-		fmt.Fprintln(out, "The lease of each query is released between samples (not timed).")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
+	if err := fs.parse(args); err != nil {
+		return cfg, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+	cfg.managerBin, cfg.managerArgs = fs.manager()
 	switch {
 	case cfg.hashes < 1 || cfg.hashes > 1024:
 		return cfg, usagef("--hashes must be between 1 and 1024, got %d", cfg.hashes)

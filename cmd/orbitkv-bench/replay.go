@@ -64,9 +64,14 @@ func (s sizeValue) Set(v string) error {
 	return nil
 }
 
-func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(out)
+func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suiteFlags {
+	fs := newSuiteFlags("replay", out,
+		"The main job: replays a Mooncake trace against a Manager with N client processes",
+		"sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit",
+		"prefix into the client's engine buffer and verify every byte, fill the missed",
+		"pages, Publish them, Release the lease. Reports the hit ratio beside the trace's",
+		"infinite-cache bound, mismatched bytes, round-trip percentiles per operation and",
+		"copy throughput. Method: bench/README.md.")
 	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
 	fs.StringVar(&cfg.tracePath, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+defaultTrace+" beside this binary's ../, then under the working directory)")
 	fs.IntVar(&cfg.clients, "clients", cfg.clients, "client processes; client i replays requests i, i+N, i+2N, … in trace order")
@@ -74,23 +79,8 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *flag.FlagSet {
 	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
 	fs.Var(sizeValue{&cfg.ramCapacity}, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
 	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
-	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	fs.String("manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\")")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.IntVar(&cfg.limit, "limit", 0, "replay only the first N requests of the trace (0 = all)")
-	fs.Usage = func() {
-		fmt.Fprintln(out, "usage: orbitkv-bench replay [flags]")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "The main job: replays a Mooncake trace against a Manager with N client processes")
-		fmt.Fprintln(out, "sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit")
-		fmt.Fprintln(out, "prefix into the client's engine buffer and verify every byte, fill the missed")
-		fmt.Fprintln(out, "pages, Publish them, Release the lease. Reports the hit ratio beside the trace's")
-		fmt.Fprintln(out, "infinite-cache bound, mismatched bytes, round-trip percentiles per operation and")
-		fmt.Fprintln(out, "copy throughput. Method: bench/README.md.")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
@@ -100,18 +90,12 @@ func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	var cfg replayConfig
 	var layers uint
 	fs := replayFlags(&cfg, &layers, out)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	if err := fs.parse(args); err != nil {
+		return cfg, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg.managerArgs = strings.Fields(fs.Lookup("manager-args").Value.String())
+	cfg.managerBin, cfg.managerArgs = fs.manager()
 
 	switch {
 	case cfg.clients < 1 || cfg.clients > maxReplayClients:

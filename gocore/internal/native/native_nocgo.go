@@ -40,21 +40,6 @@ func (*Server) Stats() ServerStats { return ServerStats{} }
 // Close does nothing.
 func (*Server) Close() {}
 
-// CopySeg mirrors struct okvi_copy_seg; see copy.go (the cgo build), whose
-// declaration this repeats so callers compile without cgo.
-type CopySeg struct {
-	Src, Dst uintptr
-	Len      uint64
-}
-
-// CopyCompletion mirrors struct okvi_copy_completion; see copy.go.
-type CopyCompletion struct {
-	Token  uint64
-	Status int32
-	_      uint32
-	Bytes  uint64
-}
-
 // Err returns nil for a zero Status, ErrNoCgo otherwise (no job completes
 // without cgo).
 func (c CopyCompletion) Err() error {
@@ -183,3 +168,6 @@ func EnumMismatches() []string { return nil }
 
 // MaxCopySegments mirrors the cgo build's constant (OKVI_COPY_MAX_SEGS).
 const MaxCopySegments = 1 << 20
+
+// NewCopyEngineFor returns ErrNoCgo.
+func NewCopyEngineFor(*Server, int) (*CopyEngine, error) { return nil, ErrNoCgo }
