@@ -30,23 +30,11 @@
 #include "channel.h"
 #include "client_internal.h"
 #include "server.h"
+#include "check.h"
 
 #define EPOCH 0x1234567890abcdefull
 #define WAIT_DEADLINE_NS (5ull * 1000000000ull) /* generous: TSan is slow */
 #define NCLIENTS 2
-
-static int failures;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, \
-				__LINE__, #cond);                            \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			__atomic_fetch_add(&failures, 1, __ATOMIC_SEQ_CST); \
-		}                                                            \
-	} while (0)
 
 /* MAP_SHARED anonymous memory: the channel uses shared (not _PRIVATE)
  * futexes, as it does on the real memfd mappings. */

@@ -23,23 +23,11 @@
 #include <time.h>
 
 #include "copy.h"
+#include "check.h"
 
 #define DEADLINE_NS (20ull * 1000000000ull) /* generous: sanitizers are slow */
 #define MIB (1ull << 20)
 #define GUARD 64 /* bytes checked on each side of a destination */
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__,   \
-				__LINE__, #cond);                              \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			__atomic_fetch_add(&failures, 1, __ATOMIC_SEQ_CST);   \
-		}                                                              \
-	} while (0)
 
 static uint64_t now_ns(void)
 {

@@ -11,20 +11,7 @@
 #include <string.h>
 
 #include "orbitkv/client.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		checks++;                                                        \
-		if (!(cond)) {                                                   \
-			failures++;                                              \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fputc('\n', stderr);                                     \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 static void hex16(const uint8_t *b, char out[33])
 {

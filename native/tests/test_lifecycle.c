@@ -20,35 +20,9 @@
 
 #include "../src/lifecycle.h"
 #include "../src/proto/lifecycle.pb-c.h"
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		checks++;                                                        \
-		if (!(cond)) {                                                   \
-			failures++;                                              \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fputc('\n', stderr);                                     \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 #define EPOCH 0x1122334455667788ull
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (d == NULL)
-		return -1;
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
 
 static void pair(int sv[2])
 {

@@ -34,41 +34,15 @@
 #include "client_internal.h"
 #include "lifecycle.h"
 #include "proto/lifecycle.pb-c.h"
+#include "check.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
 
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		__atomic_fetch_add(&checks, 1, __ATOMIC_SEQ_CST);                        \
-		if (!(cond)) {                                                           \
-			__atomic_fetch_add(&failures, 1, __ATOMIC_SEQ_CST);              \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                             \
-		}                                                                        \
-	} while (0)
-
 #define EPOCH 0x0123456789abcdefull
 #define TOKEN 0x5151ull
 #define SLOT_BYTES (OKV_SLOT_DESC_OFFSET + OKV_DEFAULT_DESC_CAPACITY)
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (d == NULL)
-		return -1;
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
 
 /* ---- buffers ------------------------------------------------------------ */
 
