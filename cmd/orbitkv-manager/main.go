@@ -68,6 +68,7 @@ type config struct {
 	chunkBytes   string
 	copyWorkers  int
 	prefault     bool
+	maxBufBytes  string
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -89,6 +90,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
 	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
@@ -124,6 +126,7 @@ type settings struct {
 	socket      string
 	maxSessions uint32
 	cache       cache.Spec
+	maxBufBytes uint64
 }
 
 // defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
@@ -169,6 +172,12 @@ func validate(c *config) (*settings, error) {
 	}
 	if c.copyWorkers < 1 || c.copyWorkers > cache.MaxCopyWorkers {
 		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, cache.MaxCopyWorkers)
+	}
+	if st.maxBufBytes, err = humanize.ParseBytes(c.maxBufBytes); err != nil {
+		return nil, fmt.Errorf("--max-buffer-bytes %q: not a size (examples: 32TiB, 512GiB)", c.maxBufBytes)
+	}
+	if st.maxBufBytes < 1<<30 || st.maxBufBytes > 64<<40 {
+		return nil, fmt.Errorf("--max-buffer-bytes %s: want 1GiB..64TiB (half of the 128 TiB address space at most)", c.maxBufBytes)
 	}
 	st.socket = c.socket
 	if st.socket == "" {
@@ -244,6 +253,7 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	srv, err := bootstrap.New(bootstrap.Config{
 		Path: path, Epoch: epoch, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
 		Table: table, Dispatcher: disp, Health: health.reply, Logger: log,
+		MaxBufferBytes: st.maxBufBytes,
 	})
 	if err != nil {
 		disp.Stop()

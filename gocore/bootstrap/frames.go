@@ -155,10 +155,15 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if have := sess.BufferBytes(); have+want > maxBufferBytesPerSession {
 			return nil, invalid("regions", "%d bytes on top of %d registered, limit %d bytes (4 TiB) per session", want, have, uint64(maxBufferBytesPerSession)), nil
 		}
+		if !s.reserveMapped(want) {
+			return nil, invalid("regions", "%d bytes would pass the Manager-wide limit of %d bytes of registered buffers (--max-buffer-bytes)", want, s.cfg.MaxBufferBytes), nil
+		}
 		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()))
 		if aerr != nil {
+			s.releaseMapped(want)
 			return nil, aerr, nil
 		}
+		s.releaseMapped(want - total) // want ≥ total: want caps each region
 		first := sess.AddBuffers(bufs)
 		return &lifecyclepb.RegisterBuffersReply{Regions: uint32(len(bufs)), TotalBytes: total, FirstBufferId: first}, nil, nil
 	case lifecycle.CodeHealth:
@@ -269,7 +274,10 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			// once F_SEAL_SHRINK is set the size can only grow, so the size
 			// checked below stays true.
 			seals, err := unix.FcntlInt(files[idx].Fd(), unix.F_GET_SEALS, 0)
-			if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+			if err != nil {
+				return fail(invalid(field("fd_index"), "is not a memfd (F_GET_SEALS: %v); allocate buffers with okv_buffer_alloc", err))
+			}
+			if seals&unix.F_SEAL_SHRINK == 0 {
 				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_SHRINK (okv_buffer_alloc does it); seals 0x%x, err %v", seals, err))
 			}
 			if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
@@ -303,6 +311,9 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			m, err := unix.Mmap(fd, int64(r.GetOffset()-delta), int(delta+r.GetBytes()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 			if err != nil {
 				b.File.Close()
+				if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+					return fail(invalid(field("fd_index"), "cannot be mapped read-write (%v): pass the memfd opened read-write", err))
+				}
 				return fail(&appError{abi.StatusInternal, field("bytes"), fmt.Sprintf("mmap %d bytes: %v", r.GetBytes(), err)})
 			}
 			b.SetMapping(m, delta)

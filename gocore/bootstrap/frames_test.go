@@ -457,3 +457,33 @@ func TestRegisterBuffersRefusesHugetlbMemfds(t *testing.T) {
 		t.Fatalf("error %v, want regions[0].fd_index naming hugetlbfs", &e)
 	}
 }
+
+// The Manager-wide budget of mapped buffer bytes holds across sessions and
+// is returned when a session closes.
+func TestRegisteredBufferBytesAreBoundedAcrossSessions(t *testing.T) {
+	const regionBytes = 2 * 4096 * 16
+	h := newHarness(t, func(o *harnessOptions) { o.maxBufBytes = 3 * regionBytes })
+	register := func(rc *rawClient) *lifecycle.Frame {
+		req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken,
+			Regions: []*lifecyclepb.BufferRegion{region(0, regionBytes), region(1, regionBytes)}}
+		f := rc.frame(t, lifecycle.CodeRegisterBuffers, req, newMemfd(t, regionBytes), newMemfd(t, regionBytes))
+		return &f
+	}
+	a := connect(t, h.path)
+	a.register(t, "a")
+	if f := register(a); f.Header.Code == lifecycle.CodeError {
+		t.Fatal("first session's 2 regions refused under a 3-region budget")
+	}
+	b := connect(t, h.path)
+	b.register(t, "b")
+	f := register(b)
+	var e lifecyclepb.Error
+	if f.Header.Code != lifecycle.CodeError || f.Unmarshal(&e) != nil || e.GetField() != "regions" || !strings.Contains(e.GetMessage(), "Manager-wide") {
+		t.Fatalf("second session's 2 regions: %v %v, want an error naming the Manager-wide limit", f.Header.Code, &e)
+	}
+	a.close()
+	h.waitSessions(t, 1)
+	if f := register(b); f.Header.Code == lifecycle.CodeError {
+		t.Fatal("budget not returned when the first session closed")
+	}
+}

@@ -105,6 +105,7 @@ type harnessOptions struct {
 	helloTimeout time.Duration
 	maxSessions  uint32
 	pollMode     channel.PollMode
+	maxBufBytes  uint64 // Config.MaxBufferBytes; 0 = default
 }
 
 // harness is an in-process Manager: session.Table + channel.Dispatcher
@@ -151,7 +152,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	h := &harness{path: filepath.Join(dir, "m.sock"), dir: dir, table: table, disp: disp, logs: logs,
 		serveErr: make(chan error, 1)}
 	h.srv, err = bootstrap.New(bootstrap.Config{Path: h.path, Epoch: testEpoch, ServiceID: [16]byte{1, 2, 3},
-		HelloTimeout: o.helloTimeout, Table: table, Dispatcher: disp, Logger: log})
+		HelloTimeout: o.helloTimeout, Table: table, Dispatcher: disp, Logger: log, MaxBufferBytes: o.maxBufBytes})
 	if err != nil {
 		disp.Stop()
 		<-disp.Done()

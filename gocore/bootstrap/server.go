@@ -28,7 +28,16 @@ type Config struct {
 	Dispatcher   *channel.Dispatcher
 	Health       func() *lifecyclepb.HealthReply // fills the Manager-wide part of Health
 	Logger       *slog.Logger
+	// MaxBufferBytes bounds the engine buffer bytes all sessions together
+	// may have the Manager map (RegisterBuffers); 0 = DefaultMaxBufferBytes.
+	// The Manager's virtual address space (128 TiB on x86-64) also holds
+	// the Go heap, the RAM tier and the slots: a client must not be able
+	// to fill it.
+	MaxBufferBytes uint64
 }
+
+// DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 32 TiB.
+const DefaultMaxBufferBytes = 32 << 40
 
 // Server accepts bootstrap connections and runs their lifecycle frames.
 type Server struct {
@@ -43,6 +52,7 @@ type Server struct {
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
+	mapped  uint64 // buffer bytes registered by live sessions, under mu
 	wg      sync.WaitGroup
 }
 
@@ -61,6 +71,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 5 * time.Second
+	}
+	if cfg.MaxBufferBytes == 0 {
+		cfg.MaxBufferBytes = DefaultMaxBufferBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -165,6 +178,7 @@ func (s *Server) serveConn(cn *conn) {
 	start := time.Now()
 	defer func() {
 		s.cfg.Dispatcher.Detach(sess)
+		s.releaseMapped(sess.BufferBytes())
 		s.cfg.Table.Close(sess)
 		s.log.Info("session closed", slog.Uint64("slot", uint64(sess.Index)),
 			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.InstanceID()),
@@ -283,4 +297,23 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 		return nil, err
 	}
 	return cred, cerr
+}
+
+// reserveMapped takes n bytes of the Manager-wide buffer budget; false when
+// they do not fit.
+func (s *Server) reserveMapped(n uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > s.cfg.MaxBufferBytes-s.mapped {
+		return false
+	}
+	s.mapped += n
+	return true
+}
+
+// releaseMapped returns n bytes to the budget.
+func (s *Server) releaseMapped(n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mapped -= min(n, s.mapped)
 }

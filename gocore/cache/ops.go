@@ -41,7 +41,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		abi.PutQueryResult(out, abi.StatusMiss, 0, 0, 0, 0)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
-	if st.leases >= MaxLeasesPerSession {
+	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased {
 		s.stats.unadmitted.Add(1)
 		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
 	}
@@ -52,6 +52,8 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	}
 	l := s.leases.Add(st.owner, blocks)
 	st.leases++
+	st.leased += len(blocks)
+	s.leased += len(blocks)
 	s.stats.queryHits.Add(uint64(len(blocks)))
 	abi.PutQueryResult(out, abi.StatusOK, uint32(len(blocks)), l.ID, l.Bytes, blocks[0].Bytes)
 	return m.Response(s.epoch, abi.StatusOK, uint64(len(blocks)), l.ID), nil
@@ -73,6 +75,8 @@ func (s *Service) endLease(st *sessState, l *lease.Lease) {
 	}
 	s.leases.Remove(l)
 	st.leases--
+	st.leased -= len(l.Blocks)
+	s.leased -= len(l.Blocks)
 }
 
 // publish allocates frames for the blocks not yet resident, inserts them as

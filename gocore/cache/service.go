@@ -19,6 +19,12 @@ const (
 	// MaxLeasesPerSession bounds the leases one session may hold; more
 	// queries answer Unadmitted until it releases some.
 	MaxLeasesPerSession = 4096
+	// MaxLeasedBlocksPerSession and MaxLeasedBlocks bound the block
+	// references leases hold (each costs the Manager a pointer and a pin),
+	// per session and per Manager; a query that would pass either answers
+	// Unadmitted. 2^20 references are 8 MiB of lease memory.
+	MaxLeasedBlocksPerSession = 1 << 20
+	MaxLeasedBlocks           = 1 << 24
 	// MaxOpsPerSession and MaxOps bound the restore operations in flight or
 	// awaiting RestorePoll, per session and per Manager (DESIGN.md §6 rule
 	// 5); beyond them a Restore answers Unadmitted. Expiry of unpolled
@@ -64,6 +70,10 @@ type Service struct {
 	ops      map[uint64]*op        // copies in flight, by token
 	nextOp   uint64
 	done     int // restore operations completed but not yet polled
+	leased   int // block references held by all leases
+	// lease limits (MaxLeasedBlocksPerSession, MaxLeasedBlocks); fields so
+	// tests can lower them
+	maxLeasedSession, maxLeased int
 
 	scratch []byte // private copy of a descriptor
 	segs    []native.CopySeg
@@ -97,6 +107,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(), leases: lease.New(), copier: cp,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
 		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
+		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
 	}
 	svc.stats.capacity.Store(arena.CapacityBytes())
 	return svc, nil
@@ -116,6 +127,7 @@ type sessState struct {
 	owner      lease.Owner
 	notify     *notifier
 	leases     int                // live leases owned
+	leased     int                // block references held by those leases
 	restores   map[uint64]*op     // restore ops by id until RestorePoll consumes them
 	busy       map[pageKey]uint64 // destination pages of in-flight restores → op id
 	inflight   int                // copies in flight

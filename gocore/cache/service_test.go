@@ -575,3 +575,33 @@ func TestCacheCallsWaitForAnOutstandingPublish(t *testing.T) {
 	r.close(a)
 	r.idle()
 }
+
+// Leases hold block references up to a per-session and a Manager-wide
+// limit; beyond them a query answers Unadmitted and holds nothing.
+func TestLeasedBlocksAreBounded(t *testing.T) {
+	r := newRig(t, 1<<20)
+	r.svc.maxLeasedSession, r.svc.maxLeased = 5, 7
+	a, amem := r.open()
+	b, _ := r.open()
+	fill(amem, 0, 1)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2)}, []uint32{0, 1, 2}), 0)
+	q := queryDesc(ns1, hash(0), hash(1), hash(2))
+	if resp := r.call(a, abi.CmdQueryBundle, q, 0); status(resp) != abi.StatusOK {
+		t.Fatalf("first lease: %v", status(resp))
+	}
+	if resp := r.call(a, abi.CmdQueryBundle, q, 0); status(resp) != abi.StatusUnadmitted {
+		t.Fatalf("6 references in one session: %v, want Unadmitted", status(resp))
+	}
+	if resp := r.call(b, abi.CmdQueryBundle, q, 0); status(resp) != abi.StatusOK {
+		t.Fatalf("other session's first lease: %v", status(resp))
+	}
+	if resp := r.call(b, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(1)), 0); status(resp) != abi.StatusUnadmitted {
+		t.Fatalf("8 references in the Manager: %v, want Unadmitted", status(resp))
+	}
+	if st := r.svc.Stats(); st.Leases != 2 || st.Pins != 6 {
+		t.Fatalf("leases %d pins %d after refusals, want 2 and 6", st.Leases, st.Pins)
+	}
+	r.close(a)
+	r.close(b)
+	r.idle()
+}

@@ -266,10 +266,13 @@ struct okv_publish_result {
  * before it stay published, *out counts them), OKV_EINVALID, -EINVAL
  * (buffer_id not registered through this client), and the channel errors.
  * After OKV_ETIMEDOUT the outcome is unknown: the Manager may still be
- * reading the source pages. Until that copy finishes the Manager answers
- * every cache operation of this session OKV_EUNADMITTED, so do not rewrite
- * the source pages before a later cache operation on this client succeeded;
- * treat the blocks as not published (the Manager drops its late answer).
+ * reading the source pages, and the blocks become visible if that copy
+ * completes (a later okv_query tells). Until it completes, calls that carry
+ * a descriptor (query, publish, restore) wait for the Manager's answer to
+ * the timed-out request and fail OKV_ETIMEDOUT if it does not come in their
+ * own timeout, and the Manager answers release and restore polls
+ * OKV_EUNADMITTED. So do not rewrite the source pages before a later cache
+ * operation on this client succeeded.
  */
 int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
