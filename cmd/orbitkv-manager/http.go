@@ -124,7 +124,8 @@ func (s *httpServer) shutdown() {
 }
 
 // registerCacheMetrics exposes the cache counters an operator graphs: RAM
-// tier fill, eviction rate, lease and pin counts, copy throughput.
+// tier fill, eviction rate, lease and pin counts, copy throughput, and
+// whether the tier got hugepages.
 func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	gauge := func(name, help string, f func(cache.Stats) uint64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
@@ -150,4 +151,15 @@ func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", func(s cache.Stats) uint64 { return s.QueryHits })
 	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", func(s cache.Stats) uint64 { return s.Unadmitted })
 	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", func(s cache.Stats) uint64 { return s.Invalid })
+	// The tier's backing is fixed at start: one series, set once.
+	huge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "orbitkv_ram_hugepages",
+		Help: "1 when the RAM tier is backed by 2 MiB hugetlb pages, 0 when not; the label fallback says why not (empty when 1)."},
+		[]string{"fallback"})
+	st := svc.Stats()
+	if st.RAMHuge {
+		huge.WithLabelValues("").Set(1)
+	} else {
+		huge.WithLabelValues(st.RAMFallback).Set(0)
+	}
+	reg.MustRegister(huge)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -69,6 +70,7 @@ type config struct {
 	copyWorkers  int
 	prefault     bool
 	maxBufBytes  string
+	hugepages    string
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -92,6 +94,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
+	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
@@ -170,6 +173,9 @@ func validate(c *config) (*settings, error) {
 	if err := (ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk}).Validate(); err != nil {
 		return nil, fmt.Errorf("--ram-capacity %s / --ram-chunk-bytes %s: %w", c.ramCapacity, c.chunkBytes, err)
 	}
+	if st.cache.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
+		return nil, fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages)
+	}
 	if c.copyWorkers < 1 || c.copyWorkers > cache.MaxCopyWorkers {
 		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, cache.MaxCopyWorkers)
 	}
@@ -244,8 +250,10 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rs := disp.Cache().Stats()
 	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.RAMCapacity)),
 		slog.String("chunk", humanize.IBytes(cs.ChunkBytes)), slog.Bool("prefault", cs.Prefault),
+		slog.String("hugepages", cs.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
 		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers))
 	go disp.Run()
 	started := time.Now()

@@ -12,6 +12,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // Limits.
@@ -40,11 +41,12 @@ const (
 
 // Spec configures a Service; a plain value.
 type Spec struct {
-	Epoch       uint64 // Manager epoch, stamped on responses
-	RAMCapacity uint64 // bytes of the RAM tier
-	ChunkBytes  uint64 // RAM tier chunk size (ram.Spec.ChunkBytes)
-	Prefault    bool   // pre-fault the RAM tier at start
-	CopyWorkers int    // native copy threads, 1..MaxCopyWorkers
+	Epoch       uint64         // Manager epoch, stamped on responses
+	RAMCapacity uint64         // bytes of the RAM tier
+	ChunkBytes  uint64         // RAM tier chunk size (ram.Spec.ChunkBytes)
+	Prefault    bool           // pre-fault the RAM tier at start
+	Hugepages   hugepages.Mode // RAM tier backing (ram.Spec.Hugepages); the zero value is Off
+	CopyWorkers int            // native copy threads, 1..MaxCopyWorkers
 	Logger      *slog.Logger
 }
 
@@ -53,7 +55,7 @@ func (s Spec) Validate() error {
 	if s.CopyWorkers < 1 || s.CopyWorkers > MaxCopyWorkers {
 		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, MaxCopyWorkers)
 	}
-	return ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes}.Validate()
+	return ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Hugepages: s.Hugepages}.Validate()
 }
 
 // Service is the cache state of one Manager. See the package doc for its
@@ -94,7 +96,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
-	arena, err := ram.New(ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Prefault: s.Prefault})
+	arena, err := ram.New(ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Prefault: s.Prefault, Hugepages: s.Hugepages})
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +112,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
 	}
 	svc.stats.capacity.Store(arena.CapacityBytes())
+	svc.stats.ramHuge, svc.stats.ramFallback = arena.Huge(), arena.Fallback()
 	return svc, nil
 }
 
@@ -301,6 +304,8 @@ type counters struct {
 	blocks, usedBytes, capacity, leases, pins, reserved, operations atomic.Uint64
 	evictions, published, restored, unadmitted, invalid             atomic.Uint64
 	publishBytes, restoreBytes, queries, queryHits                  atomic.Uint64
+	ramHuge                                                         bool   // set in New, then read-only
+	ramFallback                                                     string // set in New, then read-only
 }
 
 func (s *Service) publishStats() {
@@ -331,6 +336,8 @@ type Stats struct {
 	Invalid       uint64 // cache requests refused as invalid
 	Queries       uint64
 	QueryHits     uint64 // blocks leased by queries
+	RAMHuge       bool   // the RAM tier is backed by 2 MiB hugetlb pages
+	RAMFallback   string // why not ("" when RAMHuge); see ram.Arena.Fallback
 }
 
 // Stats returns the counters.
@@ -342,6 +349,7 @@ func (s *Service) Stats() Stats {
 		Operations: c.operations.Load(), Evictions: c.evictions.Load(), Published: c.published.Load(),
 		Restored: c.restored.Load(), PublishBytes: c.publishBytes.Load(), RestoreBytes: c.restoreBytes.Load(),
 		Unadmitted: c.unadmitted.Load(), Invalid: c.invalid.Load(), Queries: c.queries.Load(), QueryHits: c.queryHits.Load(),
+		RAMHuge: c.ramHuge, RAMFallback: c.ramFallback,
 	}
 }
 

@@ -3,10 +3,9 @@ package ram
 import (
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // Limits of a Spec.
@@ -24,7 +23,11 @@ var ErrNoSpace = errors.New("ram tier: not enough free chunks")
 type Spec struct {
 	CapacityBytes uint64 // total bytes; rounded down to whole chunks
 	ChunkBytes    uint64 // bytes per chunk: a multiple of 4 KiB in [4 KiB, 64 MiB]
-	Prefault      bool   // MAP_POPULATE the whole arena at creation
+	Prefault      bool   // fault the whole arena in at creation
+	// Hugepages says whether the memfd must, may or must not be backed by
+	// 2 MiB hugetlb pages (hugepages.Mode; the zero value is Off). It does
+	// not change ChunkBytes or the capacity.
+	Hugepages hugepages.Mode
 }
 
 // Validate names the field and limit that s violates.
@@ -36,6 +39,10 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("ram tier: capacity %d bytes is less than one chunk (%d bytes)", s.CapacityBytes, s.ChunkBytes)
 	case s.CapacityBytes/s.ChunkBytes > MaxChunks:
 		return fmt.Errorf("ram tier: capacity %d bytes is more than %d chunks of %d bytes", s.CapacityBytes, uint64(MaxChunks), s.ChunkBytes)
+	case s.CapacityBytes > hugepages.MaxBytes:
+		return fmt.Errorf("ram tier: capacity %d bytes, want at most %d", s.CapacityBytes, uint64(hugepages.MaxBytes))
+	case s.Hugepages != hugepages.Off && s.Hugepages != hugepages.Prefer && s.Hugepages != hugepages.Require:
+		return fmt.Errorf("ram tier: hugepages mode %v: %w", s.Hugepages, hugepages.ErrBadMode)
 	}
 	return nil
 }
@@ -43,45 +50,43 @@ func (s Spec) Validate() error {
 // Arena is a mapped, pre-faulted memfd carved into chunks.
 type Arena struct {
 	spec  Spec
-	file  *os.File
-	mem   []byte
+	mem   *hugepages.Arena
+	base  []byte   // mem.Bytes(), valid until Close
 	free  []uint32 // stack of free chunk ids
 	total uint32
 }
 
-// New creates the memfd ("orbitkv-ram-tier"), sizes it and maps it shared.
-// With Prefault it populates every page now (this takes about a second per
-// few GiB and commits the memory: the tier's capacity is a promise).
+// New creates the memfd ("orbitkv-ram-tier") through hugepages.New, sizes
+// it and maps it shared. With Prefault it populates every page now (this
+// takes about a second per few GiB on 4 KiB pages and commits the memory:
+// the tier's capacity is a promise). A hugetlb arena is faulted in 2 MiB
+// pages, which are never split, and its pages are allocated at New even
+// without Prefault (see the hugepages package). Errors: Validate's; with
+// Spec.Hugepages Require, one wrapping hugepages.ErrUnavailable that names
+// the shortfall; an errno from creating or mapping the memfd.
 func New(s Spec) (*Arena, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	n := s.CapacityBytes / s.ChunkBytes
 	size := n * s.ChunkBytes
-	fd, err := unix.MemfdCreate("orbitkv-ram-tier", unix.MFD_CLOEXEC)
+	mem, err := hugepages.New(hugepages.Spec{Bytes: size, Mode: s.Hugepages, Name: "orbitkv-ram-tier", Prefault: s.Prefault})
 	if err != nil {
-		return nil, fmt.Errorf("ram tier: memfd_create: %w", err)
+		return nil, fmt.Errorf("ram tier: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "orbitkv-ram-tier")
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ram tier: ftruncate %d bytes: %w", size, err)
-	}
-	flags := unix.MAP_SHARED
-	if s.Prefault {
-		flags |= unix.MAP_POPULATE
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, flags)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ram tier: mmap %d bytes: %w", size, err)
-	}
-	a := &Arena{spec: s, file: f, mem: mem, total: uint32(n), free: make([]uint32, n)}
+	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), free: make([]uint32, n)}
 	for i := range a.free {
 		a.free[i] = uint32(n) - 1 - uint32(i) // pop order 0, 1, 2, ...
 	}
 	return a, nil
 }
+
+// Huge reports whether the tier is backed by 2 MiB hugetlb pages.
+func (a *Arena) Huge() bool { return a.mem.Huge() }
+
+// Fallback is why the tier is not hugetlb-backed ("" when Huge); see
+// hugepages.Arena.Fallback.
+func (a *Arena) Fallback() string { return a.mem.Fallback() }
 
 // ChunkBytes is the chunk size in bytes.
 func (a *Arena) ChunkBytes() uint64 { return a.spec.ChunkBytes }
@@ -122,24 +127,18 @@ func (a *Arena) Release(ids []uint32) {
 
 // Addr is the address of the first byte of chunk id, for the copy engine.
 func (a *Arena) Addr(id uint32) uintptr {
-	return uintptr(unsafe.Pointer(&a.mem[0])) + uintptr(uint64(id)*a.spec.ChunkBytes)
+	return uintptr(unsafe.Pointer(&a.base[0])) + uintptr(uint64(id)*a.spec.ChunkBytes)
 }
 
 // Chunk is chunk id's bytes (valid until Close).
 func (a *Arena) Chunk(id uint32) []byte {
 	off := uint64(id) * a.spec.ChunkBytes
-	return a.mem[off : off+a.spec.ChunkBytes : off+a.spec.ChunkBytes]
+	return a.base[off : off+a.spec.ChunkBytes : off+a.spec.ChunkBytes]
 }
 
-// Close unmaps and closes the memfd. No copy may be in flight.
+// Close unmaps and closes the memfd (hugetlb pages go back to the pool).
+// No copy may be in flight. A second Close returns nil.
 func (a *Arena) Close() error {
-	if a.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(a.mem)
-	a.mem = nil
-	if cerr := a.file.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	a.base = nil
+	return a.mem.Close()
 }
