@@ -35,6 +35,7 @@ func commands() []command {
 		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: runReplay},
 		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: runCopy},
 		{name: "query", summary: "QueryBundle of 32 resident hashes: round trip hot and cold, beside Ping", run: runQuery},
+		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},
 		{name: replayWorkerCommand, summary: "internal: one replay client", run: runReplayWorker, hidden: true},
