@@ -37,6 +37,7 @@ type replayReport struct {
 	Mismatches          uint64              `json:"mismatches"`
 	Unadmitted          uint64              `json:"unadmitted"`        // Publish calls refused for capacity
 	UnadmittedBlocks    uint64              `json:"unadmitted_blocks"` // blocks those calls did not store
+	LoadingWaits        uint64              `json:"loading_waits"`     // queries answered Loading (SSD prefetch) and asked again
 	StoredBlocks        uint64              `json:"stored_blocks"`
 	PresentBlocks       uint64              `json:"present_blocks"` // published, but another client had stored them
 	RestoredBytes       uint64              `json:"restored_bytes"`
@@ -112,6 +113,9 @@ func replayTable(w io.Writer, rep *replayReport) error {
 	fmt.Fprintf(tw, "bound hit ratio\t%.4f\tinfinite cache: %d of %d blocks\n", rep.BoundHitRatio, rep.BoundHitBlocks, rep.BoundBlocks)
 	fmt.Fprintf(tw, "mismatched bytes\t%d\tmust be 0\n", rep.Mismatches)
 	fmt.Fprintf(tw, "unadmitted publishes\t%d\t%d blocks not stored for capacity\n", rep.Unadmitted, rep.UnadmittedBlocks)
+	if rep.LoadingWaits > 0 {
+		fmt.Fprintf(tw, "loading waits\t%d\tqueries answered Loading while the SSD tier prefetched\n", rep.LoadingWaits)
+	}
 	fmt.Fprintf(tw, "restore\t%.2f GB/s\t%s restored\n", rep.RestoreGBps, humanize.IBytes(rep.RestoredBytes))
 	fmt.Fprintf(tw, "publish\t%.2f GB/s\t%s stored, %d blocks already present\n", rep.PublishGBps, humanize.IBytes(rep.PublishedBytes), rep.PresentBlocks)
 	fmt.Fprintf(tw, "wall time\t%.2f s\t\n", rep.WallS)

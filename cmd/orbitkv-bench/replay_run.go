@@ -231,6 +231,7 @@ func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayRe
 		rep.Mismatches += res.Mismatches
 		rep.Unadmitted += res.Unadmitted
 		rep.UnadmittedBlocks += res.UnadmittedBlocks
+		rep.LoadingWaits += res.LoadingWaits
 		rep.StoredBlocks += res.StoredBlocks
 		rep.PresentBlocks += res.PresentBlocks
 		rep.RestoredBytes += res.RestoredBytes

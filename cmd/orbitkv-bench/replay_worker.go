@@ -77,6 +77,7 @@ type workerResult struct {
 	Mismatches       uint64              `json:"mismatches"`
 	Unadmitted       uint64              `json:"unadmitted"`        // Publish calls refused for capacity
 	UnadmittedBlocks uint64              `json:"unadmitted_blocks"` // blocks those calls did not store
+	LoadingWaits     uint64              `json:"loading_waits"`     // queries answered Loading (SSD prefetch) and asked again
 	StoredBlocks     uint64              `json:"stored_blocks"`
 	PresentBlocks    uint64              `json:"present_blocks"`
 	RestoredBytes    uint64              `json:"restored_bytes"`
@@ -287,7 +288,7 @@ func (w *replayWorker) query(hashes []client.BlockHash) (int, error) {
 	for hits < len(hashes) {
 		n := min(len(hashes)-hits, w.maxQ)
 		t := time.Now()
-		l, err := w.c.Query(w.ns, hashes[hits:hits+n])
+		l, err := w.queryUntilReady(hashes[hits : hits+n])
 		w.since(opQuery, t)
 		if err != nil {
 			return hits, fmt.Errorf("query of %d hashes: %w", n, err)
@@ -308,6 +309,33 @@ func (w *replayWorker) query(hashes []client.BlockHash) (int, error) {
 		}
 	}
 	return hits, nil
+}
+
+// loadingRetry is how long the replay waits before asking again after a
+// query answered Loading (blocks being prefetched from the SSD tier), and
+// loadingTimeout how long it keeps asking.
+const (
+	loadingRetry   = 50 * time.Microsecond
+	loadingTimeout = 10 * time.Second
+)
+
+// queryUntilReady queries hashes, asking again while the Manager answers
+// Loading (the SSD tier prefetches the chain into RAM); the timed round trip
+// includes the waits.
+func (w *replayWorker) queryUntilReady(hashes []client.BlockHash) (client.Lease, error) {
+	deadline := time.Now().Add(loadingTimeout)
+	for {
+		l, err := w.c.Query(w.ns, hashes)
+		var ce *client.Error
+		if err == nil || !errors.As(err, &ce) || ce.Code != client.CodePending {
+			return l, err
+		}
+		w.res.LoadingWaits++
+		if time.Now().After(deadline) {
+			return l, fmt.Errorf("still Loading after %v: %w", loadingTimeout, err)
+		}
+		time.Sleep(loadingRetry)
+	}
 }
 
 // restore copies every leased block i of the request into page i and waits

@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -71,6 +74,7 @@ type config struct {
 	prefault     bool
 	maxBufBytes  string
 	hugepages    string
+	eviction     string
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -92,6 +96,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
 	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.StringVar(&c.eviction, "eviction", evict.Default, "RAM tier eviction `policy`: "+strings.Join(evict.Names(), ", ")+" (orbitkv-bench policy compares them)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
@@ -169,7 +174,10 @@ func validate(c *config) (*settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ram-chunk-bytes %q: not a size (examples: 16KiB, 2MiB)", c.chunkBytes)
 	}
-	st.cache = cache.Spec{RAMCapacity: capBytes, ChunkBytes: chunk, Prefault: c.prefault, CopyWorkers: c.copyWorkers}
+	st.cache = cache.Spec{RAMCapacity: capBytes, ChunkBytes: chunk, Prefault: c.prefault, CopyWorkers: c.copyWorkers, Eviction: c.eviction}
+	if !slices.Contains(evict.Names(), c.eviction) {
+		return nil, fmt.Errorf("--eviction %q: want one of %s", c.eviction, strings.Join(evict.Names(), ", "))
+	}
 	if err := (ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk}).Validate(); err != nil {
 		return nil, fmt.Errorf("--ram-capacity %s / --ram-chunk-bytes %s: %w", c.ramCapacity, c.chunkBytes, err)
 	}
@@ -254,7 +262,8 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.RAMCapacity)),
 		slog.String("chunk", humanize.IBytes(cs.ChunkBytes)), slog.Bool("prefault", cs.Prefault),
 		slog.String("hugepages", cs.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
-		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers))
+		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers),
+		slog.String("eviction", cs.Eviction))
 	go disp.Run()
 	started := time.Now()
 	health := newHealth(disp, mode, started, serviceID)

@@ -13,6 +13,12 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 	}{
 		{"the defaults are valid", nil, ""},
 		{"an unknown poll mode is refused", []string{"--poll-mode", "fast"}, "--poll-mode"},
+		{"an unknown hugepages mode is refused", []string{"--hugepages", "yes"}, "--hugepages"},
+		{"an unknown eviction policy is refused", []string{"--eviction", "random"}, "--eviction \"random\": want one of"},
+		{"a RAM capacity that is not a size is refused", []string{"--ram-capacity", "lots"}, "--ram-capacity \"lots\": not a size"},
+		{"a RAM tier smaller than a chunk is refused", []string{"--ram-capacity", "4KiB"}, "--ram-capacity 4KiB"},
+		{"zero copy workers are refused", []string{"--copy-workers", "0"}, "--copy-workers 0: want 1..64"},
+		{"a buffer budget over 64 TiB is refused", []string{"--max-buffer-bytes", "100TiB"}, "--max-buffer-bytes 100TiB: want 1GiB..64TiB"},
 		{"a negative spin window is refused", []string{"--spin-window", "-1us"}, "--spin-window -1µs: want 0..1s"},
 		{"a spin window over a second is refused", []string{"--spin-window", "2s"}, "want 0..1s"},
 		{"zero sessions are refused", []string{"--max-sessions", "0"}, "--max-sessions 0: want 1..4095"},

@@ -162,7 +162,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 		if err != nil { // cannot happen: makeRoom freed enough
 			panic("cache: allocation after makeRoom failed: " + err.Error())
 		}
-		blk := s.idx.Insert(k, blockBytes, buf.Layers, chunks)
+		blk := s.idx.Insert(k, blockBytes, buf.Layers, uint32(i), chunks)
 		o.blocks = append(o.blocks, blk)
 		segs = s.blockSegs(segs, blk, &buf, page, true)
 	}
@@ -193,8 +193,9 @@ func (s *Service) checkSegments(n int, buf *session.Buffer, bufID uint32) *abi.D
 	return nil
 }
 
-// makeRoom evicts least recently used unpinned blocks until need chunks are
-// free; false (nothing evicted) when even evicting all of them would not do.
+// makeRoom evicts the eviction policy's victims (never pinned blocks) until
+// need chunks are free; false (nothing evicted) when even evicting every
+// unpinned block would not do.
 func (s *Service) makeRoom(need uint64) bool {
 	free := uint64(s.arena.Free())
 	if free >= need {
@@ -204,7 +205,7 @@ func (s *Service) makeRoom(need uint64) bool {
 		return false
 	}
 	for uint64(s.arena.Free()) < need {
-		blk := s.idx.EvictOldest()
+		blk := s.idx.Evict()
 		s.arena.Release(blk.Chunks)
 		s.stats.evictions.Add(1)
 	}

@@ -3,10 +3,13 @@ package cache
 import (
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lease"
@@ -47,6 +50,7 @@ type Spec struct {
 	Prefault    bool           // pre-fault the RAM tier at start
 	Hugepages   hugepages.Mode // RAM tier backing (ram.Spec.Hugepages); the zero value is Off
 	CopyWorkers int            // native copy threads, 1..MaxCopyWorkers
+	Eviction    string         // eviction policy name (gocore/evict); "" = evict.Default
 	Logger      *slog.Logger
 }
 
@@ -54,6 +58,9 @@ type Spec struct {
 func (s Spec) Validate() error {
 	if s.CopyWorkers < 1 || s.CopyWorkers > MaxCopyWorkers {
 		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, MaxCopyWorkers)
+	}
+	if s.Eviction != "" && !slices.Contains(evict.Names(), s.Eviction) {
+		return fmt.Errorf("cache spec: eviction policy %q, want one of %s", s.Eviction, strings.Join(evict.Names(), ", "))
 	}
 	return ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Hugepages: s.Hugepages}.Validate()
 }
@@ -100,13 +107,24 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	name := s.Eviction
+	if name == "" {
+		name = evict.Default
+	}
+	// The policy sizes its queues in blocks; the tier knows chunks, and a
+	// block takes at least one.
+	pol, err := evict.New(name, int(arena.Chunks()))
+	if err != nil {
+		arena.Close()
+		return nil, err
+	}
 	cp, err := native.NewCopyEngineFor(srv, s.CopyWorkers)
 	if err != nil {
 		arena.Close()
 		return nil, fmt.Errorf("copy engine: %w", err)
 	}
 	svc := &Service{
-		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(), leases: lease.New(), copier: cp,
+		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(pol), leases: lease.New(), copier: cp,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
 		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,

@@ -1,13 +1,22 @@
 package index
 
 import (
+	"encoding/binary"
+
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/evict"
 )
 
 // Key identifies a block: namespace then block hash.
 type Key struct {
 	NS   abi.Namespace
 	Hash abi.BlockHash
+}
+
+// digest is a 64-bit mix of k for the policy's ghost lists.
+func (k Key) digest() uint64 {
+	le := binary.LittleEndian
+	return le.Uint64(k.Hash[:8]) ^ le.Uint64(k.Hash[8:])*0x9e3779b97f4a7c15 ^ le.Uint64(k.NS[:8])
 }
 
 // State of a block.
@@ -19,8 +28,8 @@ const (
 	Sealed                      // visible to lookups
 )
 
-// Block is one cached block. Fields other than Chunks and Bytes are owned by
-// the Index.
+// Block is one cached block. Fields other than Chunks, Bytes and Layers are
+// owned by the Index.
 type Block struct {
 	Key    Key
 	Bytes  uint64   // block bytes (all layers)
@@ -28,9 +37,7 @@ type Block struct {
 	Chunks []uint32 // RAM tier chunk ids, in byte order
 	state  State
 	pins   int32
-	// LRU links; non-nil only while on the list (sealed, unpinned).
-	prev, next *Block
-	onLRU      bool
+	node   evict.Node // the eviction policy's state; in the policy while sealed
 }
 
 // State is the block's state.
@@ -39,23 +46,24 @@ func (b *Block) State() State { return b.state }
 // Pins is the block's pin count.
 func (b *Block) Pins() int32 { return b.pins }
 
-// Index is the block map plus the LRU list of evictable blocks.
+// Index is the block map plus the eviction policy over its sealed blocks.
 type Index struct {
 	m         map[Key]*Block
-	head      Block // sentinel: head.next = most recent, head.prev = least recent
-	lruLen    int
-	lruChunks uint64 // chunks held by evictable blocks
+	pol       evict.Policy
+	evictable uint64 // chunks of sealed unpinned blocks
+	nEvict    int    // sealed unpinned blocks
 	sealed    int
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
 }
 
-// New returns an empty index.
-func New() *Index {
-	x := &Index{m: make(map[Key]*Block)}
-	x.head.next, x.head.prev = &x.head, &x.head
-	return x
+// New returns an empty index that evicts with pol (gocore/evict).
+func New(pol evict.Policy) *Index {
+	return &Index{m: make(map[Key]*Block), pol: pol}
 }
+
+// Policy is the index's eviction policy.
+func (x *Index) Policy() evict.Policy { return x.pol }
 
 // Lookup returns the sealed block for k, or nil (absent or still publishing).
 func (x *Index) Lookup(k Key) *Block {
@@ -69,18 +77,21 @@ func (x *Index) Lookup(k Key) *Block {
 // Contains reports whether any block (sealed or publishing) holds k.
 func (x *Index) Contains(k Key) bool { _, ok := x.m[k]; return ok }
 
-// Insert adds a Publishing block for k of bytes over layers; it panics if k is present (the
-// caller checks Contains first).
-func (x *Index) Insert(k Key, bytes uint64, layers uint32, chunks []uint32) *Block {
+// Insert adds a Publishing block for k of bytes over layers; depth is its
+// position within the publish batch that stores it (0 = first), which a
+// prefix-aware policy uses (evict.Node.Depth). It panics if k is present
+// (the caller checks Contains first).
+func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks []uint32) *Block {
 	if _, ok := x.m[k]; ok {
 		panic("index: Insert of a present key")
 	}
 	b := &Block{Key: k, Bytes: bytes, Layers: layers, Chunks: chunks, state: Publishing}
+	b.node = evict.Node{Key: k.digest(), Depth: depth, Owner: b}
 	x.m[k] = b
 	return b
 }
 
-// Seal makes a Publishing block visible and evictable (if unpinned).
+// Seal makes a Publishing block visible and hands it to the policy.
 func (x *Index) Seal(b *Block) {
 	if b.state != Publishing {
 		panic("index: Seal of a block that is not publishing")
@@ -88,8 +99,13 @@ func (x *Index) Seal(b *Block) {
 	b.state = Sealed
 	x.sealed++
 	x.bytes += b.Bytes
-	if b.pins == 0 {
-		x.pushFront(b)
+	x.pol.Insert(&b.node)
+	x.evictable += uint64(len(b.Chunks))
+	x.nEvict++
+	if b.pins > 0 { // pinned while publishing (not done today): keep it so
+		x.pol.Pin(&b.node)
+		x.evictable -= uint64(len(b.Chunks))
+		x.nEvict--
 	}
 }
 
@@ -103,17 +119,19 @@ func (x *Index) Abort(b *Block) {
 	b.state = 0
 }
 
-// Pin keeps b from eviction (a lease or a copy reads it).
+// Pin keeps b from eviction (a lease or a copy reads it); for the policy it
+// is an access.
 func (x *Index) Pin(b *Block) {
-	if b.onLRU {
-		x.unlink(b)
-	}
 	b.pins++
 	x.pins++
+	if b.pins == 1 && b.state == Sealed {
+		x.pol.Pin(&b.node)
+		x.evictable -= uint64(len(b.Chunks))
+		x.nEvict--
+	}
 }
 
-// Unpin drops one pin; the last one puts a sealed block at the LRU's most
-// recent end.
+// Unpin drops one pin; the last one makes a sealed block evictable again.
 func (x *Index) Unpin(b *Block) {
 	if b.pins <= 0 {
 		panic("index: Unpin of an unpinned block")
@@ -121,32 +139,32 @@ func (x *Index) Unpin(b *Block) {
 	b.pins--
 	x.pins--
 	if b.pins == 0 && b.state == Sealed {
-		x.pushFront(b)
+		x.pol.Unpin(&b.node)
+		x.evictable += uint64(len(b.Chunks))
+		x.nEvict++
 	}
 }
 
-// Touch marks an evictable block most recently used.
-func (x *Index) Touch(b *Block) {
-	if b.onLRU {
-		x.unlink(b)
-		x.pushFront(b)
-	}
-}
+// EvictableChunks is the number of chunks eviction could free.
+func (x *Index) EvictableChunks() uint64 { return x.evictable }
 
-// EvictableChunks is the number of chunks the LRU list could free.
-func (x *Index) EvictableChunks() uint64 { return x.lruChunks }
-
-// EvictOldest removes the least recently used unpinned sealed block and
-// returns it (the caller releases its chunks), or nil if none.
-func (x *Index) EvictOldest() *Block {
-	b := x.head.prev
-	if b == &x.head {
+// Evict removes the block the policy chooses among the unpinned sealed ones
+// and returns it (the caller releases its chunks), or nil if none.
+func (x *Index) Evict() *Block {
+	n := x.pol.Victim()
+	if n == nil {
 		return nil
 	}
-	x.unlink(b)
+	b := n.Owner.(*Block)
+	if b.pins != 0 || b.state != Sealed {
+		panic("index: the eviction policy chose a pinned or unsealed block")
+	}
+	x.pol.Remove(n)
 	delete(x.m, b.Key)
 	x.sealed--
 	x.bytes -= b.Bytes
+	x.evictable -= uint64(len(b.Chunks))
+	x.nEvict--
 	b.state = 0
 	return b
 }
@@ -162,22 +180,5 @@ type Stats struct {
 
 // Stats returns the counters.
 func (x *Index) Stats() Stats {
-	return Stats{Blocks: x.sealed, Bytes: x.bytes, Pins: x.pins, Evictable: x.lruLen, Entries: len(x.m)}
-}
-
-func (x *Index) pushFront(b *Block) {
-	b.prev, b.next = &x.head, x.head.next
-	x.head.next.prev = b
-	x.head.next = b
-	b.onLRU = true
-	x.lruLen++
-	x.lruChunks += uint64(len(b.Chunks))
-}
-
-func (x *Index) unlink(b *Block) {
-	b.prev.next, b.next.prev = b.next, b.prev
-	b.prev, b.next = nil, nil
-	b.onLRU = false
-	x.lruLen--
-	x.lruChunks -= uint64(len(b.Chunks))
+	return Stats{Blocks: x.sealed, Bytes: x.bytes, Pins: x.pins, Evictable: x.nEvict, Entries: len(x.m)}
 }

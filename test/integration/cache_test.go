@@ -19,7 +19,7 @@ import (
 func startCacheManager(t *testing.T, capacity string) (*proc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--ram-capacity", capacity)
+	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--ram-capacity", capacity, "--hugepages", "off")
 	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
 	return m, sock
 }

@@ -102,7 +102,7 @@ func (p *proc) wait(t *testing.T, d time.Duration) error {
 func startManager(t *testing.T) (*proc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--ram-capacity", "64MiB")
+	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--ram-capacity", "64MiB", "--hugepages", "off")
 	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
 	return m, sock
 }
