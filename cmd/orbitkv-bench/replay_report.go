@@ -147,7 +147,7 @@ func replayTable(w io.Writer, rep *replayReport) error {
 		return err
 	}
 	if !boundReachable(rep) {
-		fmt.Fprintf(w, "  hit ratio vs bound: %+.4f, no target (the RAM capacity is below the working set, so LRU evicts)\n",
+		fmt.Fprintf(w, "  hit ratio vs bound: %+.4f, no target (the RAM capacity is below the working set, so the eviction policy evicts)\n",
 			rep.HitRatio-rep.BoundHitRatio)
 	}
 	return nil
