@@ -150,6 +150,20 @@ func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	counter("orbitkv_queries_total", "QueryBundle requests served.", func(s cache.Stats) uint64 { return s.Queries })
 	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", func(s cache.Stats) uint64 { return s.QueryHits })
 	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", func(s cache.Stats) uint64 { return s.Unadmitted })
+	if svc.Stats().SSD {
+		gauge("orbitkv_ssd_blocks", "Blocks resident on the SSD tier.", func(s cache.Stats) uint64 { return s.SSDBlocks })
+		gauge("orbitkv_ssd_used_bytes", "Bytes of SSD tier slots in use.", func(s cache.Stats) uint64 { return s.SSDUsedBytes })
+		gauge("orbitkv_ssd_capacity_bytes", "Bytes of the SSD tier's data file.", func(s cache.Stats) uint64 { return s.SSDCapacityBytes })
+		gauge("orbitkv_ssd_recovered_blocks", "Blocks the SSD tier's index gave back at start (warm restart).", func(s cache.Stats) uint64 { return s.SSDRecovered })
+		counter("orbitkv_ssd_writes_total", "Blocks demoted from RAM to SSD (durable).", func(s cache.Stats) uint64 { return s.SSDWrites })
+		counter("orbitkv_ssd_reads_total", "Blocks read back from SSD and verified.", func(s cache.Stats) uint64 { return s.SSDReads })
+		counter("orbitkv_ssd_corrupt_total", "SSD blocks that failed their CRC32C check: dropped and treated as misses, never served.", func(s cache.Stats) uint64 { return s.SSDCorrupt })
+		counter("orbitkv_ssd_not_admitted_total", "Evicted blocks the SSD admission rule declined.", func(s cache.Stats) uint64 { return s.SSDNotAdmitted })
+		counter("orbitkv_ssd_evictions_total", "Blocks the SSD tier evicted (FIFO) to make room.", func(s cache.Stats) uint64 { return s.SSDEvictions })
+		counter("orbitkv_ssd_demote_skipped_total", "Evicted blocks not demoted: no staging buffer, larger than a slot, or the tier busy.", func(s cache.Stats) uint64 { return s.SSDDemoteSkipped })
+		counter("orbitkv_ssd_prefetch_total", "Blocks prefetched from SSD into RAM for a query.", func(s cache.Stats) uint64 { return s.SSDPrefetches })
+		counter("orbitkv_ssd_prefetch_failures_total", "Prefetches that failed (corrupt or I/O error) and became misses.", func(s cache.Stats) uint64 { return s.SSDPrefetchFails })
+	}
 	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", func(s cache.Stats) uint64 { return s.Invalid })
 	// The tier's backing is fixed at start: one series, set once.
 	huge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "orbitkv_ram_hugepages",

@@ -32,6 +32,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/hugepages"
 )
 
@@ -75,6 +76,11 @@ type config struct {
 	maxBufBytes  string
 	hugepages    string
 	eviction     string
+	ssdDir       string
+	ssdCapacity  string
+	ssdSlot      string
+	ssdAdmission string
+	ssdWorkers   int
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -97,6 +103,11 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
 	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
 	fs.StringVar(&c.eviction, "eviction", evict.Default, "RAM tier eviction `policy`: "+strings.Join(evict.Names(), ", ")+" (orbitkv-bench policy compares them)")
+	fs.StringVar(&c.ssdDir, "ssd-dir", "", "`directory` of the SSD tier on a filesystem that takes O_DIRECT (empty: no SSD tier); its blocks survive a restart")
+	fs.StringVar(&c.ssdCapacity, "ssd-capacity", "64GiB", "bytes of the SSD tier's data file (`size`), preallocated")
+	fs.StringVar(&c.ssdSlot, "ssd-slot-bytes", "64KiB", "largest block the SSD tier stores (`size`, a multiple of 4KiB); every block takes a slot of this size plus a 4 KiB header, so set it to the engine's block size")
+	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
+	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..64)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
@@ -187,6 +198,22 @@ func validate(c *config) (*settings, error) {
 	if c.copyWorkers < 1 || c.copyWorkers > cache.MaxCopyWorkers {
 		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, cache.MaxCopyWorkers)
 	}
+	if c.ssdDir != "" {
+		sp := ssd.Spec{Dir: c.ssdDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
+		if sp.CapacityBytes, err = humanize.ParseBytes(c.ssdCapacity); err != nil {
+			return nil, fmt.Errorf("--ssd-capacity %q: not a size (examples: 64GiB, 2TiB)", c.ssdCapacity)
+		}
+		if sp.SlotBytes, err = humanize.ParseBytes(c.ssdSlot); err != nil {
+			return nil, fmt.Errorf("--ssd-slot-bytes %q: not a size (examples: 64KiB, 2MiB)", c.ssdSlot)
+		}
+		if c.ssdWorkers < 1 || c.ssdWorkers > 64 {
+			return nil, fmt.Errorf("--ssd-io-workers %d: want 1..64", c.ssdWorkers)
+		}
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("--ssd-dir/--ssd-capacity/--ssd-slot-bytes/--ssd-admission: %w", err)
+		}
+		st.cache.SSD = &sp
+	}
 	if st.maxBufBytes, err = humanize.ParseBytes(c.maxBufBytes); err != nil {
 		return nil, fmt.Errorf("--max-buffer-bytes %q: not a size (examples: 32TiB, 512GiB)", c.maxBufBytes)
 	}
@@ -264,6 +291,12 @@ func run(c *config, st *settings, log *slog.Logger) error {
 		slog.String("hugepages", cs.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
 		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers),
 		slog.String("eviction", cs.Eviction))
+	if cs.SSD != nil {
+		ss := disp.Cache().Stats()
+		log.Info("ssd tier ready", slog.String("dir", cs.SSD.Dir), slog.String("capacity", humanize.IBytes(ss.SSDCapacityBytes)),
+			slog.String("slot", humanize.IBytes(cs.SSD.SlotBytes)), slog.Uint64("recovered_blocks", ss.SSDRecovered),
+			slog.String("admission", cs.SSD.Admission))
+	}
 	go disp.Run()
 	started := time.Now()
 	health := newHealth(disp, mode, started, serviceID)

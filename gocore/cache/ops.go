@@ -37,6 +37,20 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		hits = append(hits, blk)
 	}
 	s.hits = hits[:0]
+	if s.ssd != nil && len(hits) < q.Len() {
+		// The chain may continue on SSD: prefetch it and answer Loading.
+		// The RAM prefix is pinned meanwhile so making room cannot evict it.
+		for _, blk := range hits {
+			s.idx.Pin(blk)
+		}
+		loading := s.prefetch(q.NS, func(i int) [16]byte { return q.Hash(i) }, len(hits), q.Len())
+		for _, blk := range hits {
+			s.idx.Unpin(blk)
+		}
+		if loading {
+			return m.Response(s.epoch, abi.StatusLoading, uint64(len(hits)), 0), nil
+		}
+	}
 	if len(hits) == 0 {
 		abi.PutQueryResult(out, abi.StatusMiss, 0, 0, 0, 0)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
@@ -206,6 +220,9 @@ func (s *Service) makeRoom(need uint64) bool {
 	}
 	for uint64(s.arena.Free()) < need {
 		blk := s.idx.Evict()
+		if s.ssd != nil {
+			s.demote(blk) // copies the bytes out first: the chunks are free after
+		}
 		s.arena.Release(blk.Chunks)
 		s.stats.evictions.Add(1)
 	}
@@ -416,6 +433,10 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 		}
 		s.maybeFinish(st)
 	}
+	more = n == limit
+	if s.ssd != nil && s.completeSSD(limit) {
+		more = true
+	}
 	s.publishStats()
-	return n == limit
+	return more
 }

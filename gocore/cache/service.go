@@ -15,6 +15,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/hugepages"
 )
 
@@ -51,7 +52,13 @@ type Spec struct {
 	Hugepages   hugepages.Mode // RAM tier backing (ram.Spec.Hugepages); the zero value is Off
 	CopyWorkers int            // native copy threads, 1..MaxCopyWorkers
 	Eviction    string         // eviction policy name (gocore/evict); "" = evict.Default
-	Logger      *slog.Logger
+	// SSD, when set, adds the SSD tier (gocore/tier/ssd) below RAM: blocks
+	// the RAM tier evicts are demoted to it, and queries prefetch from it.
+	SSD *ssd.Spec
+	// SSDStagingBytes is the memory holding demoted blocks until the SSD
+	// has them (0: DefaultSSDStagingBytes).
+	SSDStagingBytes uint64
+	Logger          *slog.Logger
 }
 
 // Validate names the field and limit that s violates.
@@ -74,6 +81,7 @@ type Service struct {
 	idx    *index.Index
 	leases *lease.Table
 	copier *native.CopyEngine
+	ssd    *ssdTier // nil without Spec.SSD
 
 	sessions map[uint32]*sessState // by slot index
 	ops      map[uint64]*op        // copies in flight, by token
@@ -118,13 +126,23 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		arena.Close()
 		return nil, err
 	}
+	var st *ssdTier
+	if s.SSD != nil {
+		if st, err = openSSD(*s.SSD, s.SSDStagingBytes, s.Logger, srv.Ring); err != nil {
+			arena.Close()
+			return nil, fmt.Errorf("ssd tier: %w", err)
+		}
+	}
 	cp, err := native.NewCopyEngineFor(srv, s.CopyWorkers)
 	if err != nil {
+		if st != nil {
+			st.close()
+		}
 		arena.Close()
 		return nil, fmt.Errorf("copy engine: %w", err)
 	}
 	svc := &Service{
-		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(pol), leases: lease.New(), copier: cp,
+		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(pol), leases: lease.New(), copier: cp, ssd: st,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
 		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
@@ -139,6 +157,9 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 // Close no memory of any session is touched.
 func (s *Service) Close() {
 	s.copier.Close()
+	if s.ssd != nil {
+		s.ssd.close() // its reads write into RAM tier frames
+	}
 	s.arena.Close()
 }
 
@@ -333,7 +354,11 @@ func (s *Service) publishStats() {
 	s.stats.leases.Store(uint64(s.leases.Len()))
 	s.stats.pins.Store(uint64(is.Pins))
 	s.stats.reserved.Store(s.leases.ReservedBytes())
-	s.stats.operations.Store(uint64(len(s.ops) + s.done))
+	ops := len(s.ops) + s.done
+	if s.ssd != nil {
+		ops += len(s.ssd.loading)
+	}
+	s.stats.operations.Store(uint64(ops))
 }
 
 // Stats is a snapshot of the cache counters; safe from any goroutine.
@@ -354,14 +379,29 @@ type Stats struct {
 	Invalid       uint64 // cache requests refused as invalid
 	Queries       uint64
 	QueryHits     uint64 // blocks leased by queries
-	RAMHuge       bool   // the RAM tier is backed by 2 MiB hugetlb pages
-	RAMFallback   string // why not ("" when RAMHuge); see ram.Arena.Fallback
+
+	// SSD tier (zero without one).
+	SSD              bool
+	SSDBlocks        uint64 // blocks resident on SSD
+	SSDUsedBytes     uint64
+	SSDCapacityBytes uint64
+	SSDWrites        uint64 // blocks demoted (durable)
+	SSDReads         uint64 // blocks read back and verified
+	SSDCorrupt       uint64 // blocks that failed their checksum (dropped, never served)
+	SSDRecovered     uint64 // blocks the index gave back at start (warm restart)
+	SSDNotAdmitted   uint64 // demotions declined by the admission rule
+	SSDEvictions     uint64 // blocks the SSD tier evicted (FIFO) to make room
+	SSDDemoteSkipped uint64 // evicted blocks not demoted: no staging buffer, too big, or the tier busy
+	SSDPrefetches    uint64 // blocks prefetched into RAM
+	SSDPrefetchFails uint64 // prefetches that failed (corrupt or I/O): misses
+	RAMHuge          bool   // the RAM tier is backed by 2 MiB hugetlb pages
+	RAMFallback      string // why not ("" when RAMHuge); see ram.Arena.Fallback
 }
 
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
 	c := &s.stats
-	return Stats{
+	st := Stats{
 		Blocks: c.blocks.Load(), UsedBytes: c.usedBytes.Load(), CapacityBytes: c.capacity.Load(),
 		Leases: c.leases.Load(), Pins: c.pins.Load(), ReservedBytes: c.reserved.Load(),
 		Operations: c.operations.Load(), Evictions: c.evictions.Load(), Published: c.published.Load(),
@@ -369,6 +409,16 @@ func (s *Service) Stats() Stats {
 		Unadmitted: c.unadmitted.Load(), Invalid: c.invalid.Load(), Queries: c.queries.Load(), QueryHits: c.queryHits.Load(),
 		RAMHuge: c.ramHuge, RAMFallback: c.ramFallback,
 	}
+	if s.ssd != nil {
+		ss := s.ssd.store.Stats()
+		st.SSD = true
+		st.SSDBlocks, st.SSDUsedBytes, st.SSDCapacityBytes = ss.Blocks, ss.UsedBytes, ss.CapacityBytes
+		st.SSDWrites, st.SSDReads, st.SSDCorrupt, st.SSDRecovered = ss.Writes, ss.Reads, ss.Corrupt, ss.Recovered
+		st.SSDNotAdmitted, st.SSDEvictions = ss.NotAdmitted, ss.Evictions
+		st.SSDDemoteSkipped = s.ssd.demoteSkipped.Load() + ss.Busy
+		st.SSDPrefetches, st.SSDPrefetchFails = s.ssd.prefetches.Load(), s.ssd.prefetchFails.Load()
+	}
+	return st
 }
 
 // Idle reports whether the idle invariant of DESIGN.md §6 rule 8 holds for

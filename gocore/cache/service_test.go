@@ -2,6 +2,7 @@ package cache
 
 import (
 	"encoding/binary"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
 const (
@@ -32,6 +34,11 @@ type rig struct {
 
 func newRig(t *testing.T, capacity uint64) *rig {
 	t.Helper()
+	return newRigSSD(t, capacity, nil)
+}
+
+func newRigSSD(t *testing.T, capacity uint64, ssdSpec *ssd.Spec) *rig {
+	t.Helper()
 	db, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func newRig(t *testing.T, capacity uint64) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Spec{Epoch: tEpoch, RAMCapacity: capacity, ChunkBytes: 4096, CopyWorkers: 2}, srv)
+	svc, err := New(Spec{Epoch: tEpoch, RAMCapacity: capacity, ChunkBytes: 4096, CopyWorkers: 2, SSD: ssdSpec}, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,5 +610,70 @@ func TestLeasedBlocksAreBounded(t *testing.T) {
 	}
 	r.close(a)
 	r.close(b)
+	r.idle()
+}
+
+// ssdDir is a directory on a filesystem that takes O_DIRECT (not tmpfs), or
+// the test is skipped with the reason.
+func ssdDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-cache-ssd-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// Blocks the RAM tier evicts are demoted to the SSD tier; a query of them
+// answers Loading while they are read back, then leases them with the
+// bytes they were published with.
+func TestEvictedBlocksComeBackFromTheSSDTier(t *testing.T) {
+	blockBytes := uint64(tLayers * tPageBytes)
+	spec := &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
+	r := newRigSSD(t, 4*blockBytes, spec) // 4 blocks of RAM
+	if r.svc.ssd == nil {
+		t.Fatal("no SSD tier")
+	}
+	a, amem := r.open()
+	for p := 0; p < 8; p++ {
+		fill(amem, p, byte(40+p))
+	}
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(4), hash(5), hash(6), hash(7)}, []uint32{4, 5, 6, 7}), 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.svc.ssd.store.Stats().Writes < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("demoted blocks not durable: %+v", r.svc.ssd.store.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q := queryDesc(ns1, hash(0), hash(1), hash(2), hash(3))
+	resp := r.call(a, abi.CmdQueryBundle, q, 0)
+	if status(resp) != abi.StatusLoading {
+		t.Fatalf("query of demoted blocks: %v, want Loading", status(resp))
+	}
+	for status(resp) == abi.StatusLoading {
+		if time.Now().After(deadline) {
+			t.Fatal("prefetch never finished")
+		}
+		r.svc.Complete(64, func(uint32, abi.Message) {})
+		resp = r.call(a, abi.CmdQueryBundle, q, 0)
+	}
+	if status(resp) != abi.StatusOK || resp.Arg0 != 4 {
+		t.Fatalf("query after the prefetch: %v hits %d", status(resp), resp.Arg0)
+	}
+	for p := 0; p < 8; p++ {
+		fill(amem, p, 0) // scribble over the sources
+	}
+	op := r.call(a, abi.CmdRestore, restoreDesc(resp.Arg1, []uint32{0, 1, 2, 3}, []uint32{0, 1, 2, 3}), 0).Arg0
+	if st := r.wait(a, op); status(st) != abi.StatusOK {
+		t.Fatalf("restore: %v", status(st))
+	}
+	for p := 0; p < 4; p++ {
+		check(t, amem, p, byte(40+p))
+	}
+	r.call(a, abi.CmdRelease, nil, resp.Arg1)
+	r.close(a)
 	r.idle()
 }

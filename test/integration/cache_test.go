@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -307,5 +308,47 @@ func TestKilledClientsLeaveNoHalfPublishedBlock(t *testing.T) {
 	if visible == 0 {
 		t.Fatal("no block of the killed clients was visible: the check verified nothing")
 	}
+	assertIdle(t, sock)
+}
+
+// SIGKILL the Manager while clients publish through a small RAM tier onto
+// the SSD tier, start a new one on the same --ssd-dir, and check that the
+// demoted blocks are served again with the bytes they were published with.
+func TestSSDBlocksSurviveAManagerKill(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-it-ssd-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	args := func(sock string) []string {
+		return []string{"--bootstrap-socket", sock, "--http-addr", "", "--hugepages", "off", "--ram-capacity", "16MiB",
+			"--ssd-dir", dir, "--ssd-capacity", "512MiB", "--ssd-slot-bytes", "1MiB"}
+	}
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := start(t, "orbitkv-manager", args(sock)...)
+	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	const count = 256 // 256 MiB of 1 MiB blocks through a 16 MiB RAM tier
+	p := start(t, "testclient", "loop", sock, "0", fmt.Sprint(count))
+	p.waitOutput(t, "running", 20*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	m.cmd.Process.Signal(syscall.SIGKILL) // mid-demotion, most likely
+	m.wait(t, 5*time.Second)
+	p.wait(t, 10*time.Second) // the client sees the Manager die
+
+	m2 := start(t, "orbitkv-manager", args(sock)...)
+	m2.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	if !strings.Contains(m2.out.String(), "recovered_blocks=") || strings.Contains(m2.out.String(), "recovered_blocks=0 ") {
+		t.Fatalf("the restarted Manager recovered no SSD blocks:\n%s", m2.out.String())
+	}
+	out, err := exec.Command(filepath.Join(binDir, "testclient"), "verify", sock, "0", fmt.Sprint(count)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+	var visible, bad int
+	fmt.Sscanf(string(out)[strings.LastIndex(string(out), "visible"):], "visible %d mismatched %d", &visible, &bad)
+	if bad != 0 || visible <= 16 {
+		t.Fatalf("after the restart %d blocks visible (want more than the 16 a RAM tier holds), %d mismatched:\n%s", visible, bad, out)
+	}
+	t.Logf("after the restart: %s", strings.TrimSpace(string(out)))
 	assertIdle(t, sock)
 }

@@ -10,6 +10,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -152,12 +153,26 @@ func loop(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, 
 	}
 }
 
+// queryReady queries one hash, asking again while the Manager answers
+// Loading (an SSD prefetch).
+func queryReady(c *client.Client, ns client.Namespace, h client.BlockHash) (client.Lease, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := c.Query(ns, []client.BlockHash{h})
+		var ce *client.Error
+		if err == nil || !errors.As(err, &ce) || ce.Code != client.CodePending || time.Now().After(deadline) {
+			return l, err
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // verify restores each visible block of the range (one query per block, so
 // a gap does not hide later blocks) and counts mismatched words.
 func verify(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) bool {
 	visible, bad := 0, 0
 	for h := first; h < first+count; h++ {
-		l, err := c.Query(ns, []client.BlockHash{hashOf(h)})
+		l, err := queryReady(c, ns, hashOf(h))
 		if err != nil {
 			fail("query", err)
 		}

@@ -1,0 +1,248 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
+)
+
+// ssdTier is the SSD tier as the cache service drives it (DESIGN.md §7):
+//
+//   - demotion, write-behind: a block the RAM tier evicts is copied into a
+//     page-aligned staging buffer (so its frames can be reused at once) and
+//     handed to ssd.Store.Write; the staging buffer returns to its pool when
+//     the write is durable or refused. No staging buffer free: the block is
+//     not demoted (counted).
+//   - prefetch: a query whose chain continues on SSD past its RAM prefix
+//     answers Loading and starts reading that run into newly allocated RAM
+//     frames (Publishing blocks, invisible); the reads complete on store
+//     goroutines, which queue the result and raise the dispatcher's control
+//     event; Complete seals the blocks (visible) or, on ErrCorrupt or an I/O
+//     error, discards them: a block that fails its checksum is a miss, never
+//     served.
+type ssdTier struct {
+	store   *ssd.Store
+	slot    uint64 // ssd.Spec.SlotBytes: the largest block the tier takes
+	staging *staging
+	events  chan ssdEvent
+	ring    func()
+	loading map[index.Key]*index.Block // prefetches in flight
+
+	demoteSkipped atomic.Uint64 // evicted blocks not demoted: no staging buffer, or too big
+	prefetches    atomic.Uint64 // blocks read back into RAM
+	prefetchFails atomic.Uint64 // prefetches that failed (corrupt, I/O): treated as misses
+}
+
+// ssdEvent is a finished prefetch read, queued by a store goroutine.
+type ssdEvent struct {
+	blk *index.Block
+	err error
+}
+
+// maxPrefetchRun bounds the blocks one query prefetches.
+const maxPrefetchRun = 1024
+
+// DefaultSSDStagingBytes is the default memory for demotions in flight
+// (Spec.SSDStagingBytes): blocks evicted faster than the SSD takes them
+// beyond it are not demoted.
+const DefaultSSDStagingBytes = 256 << 20
+
+func openSSD(spec ssd.Spec, stagingBytes uint64, log *slog.Logger, ring func()) (*ssdTier, error) {
+	if stagingBytes == 0 {
+		stagingBytes = DefaultSSDStagingBytes
+	}
+	// One staging buffer per write in flight: the store's pending-write
+	// bound is the pool's size, so a Write never waits for a buffer.
+	n := int(max(16, min(stagingBytes/max(spec.SlotBytes, 1), 65536)))
+	spec.MaxPendingWrites = n
+	st, err := ssd.Open(spec, log)
+	if err != nil {
+		return nil, err
+	}
+	stg, err := newStaging(n, spec.SlotBytes)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &ssdTier{store: st, slot: spec.SlotBytes, staging: stg, ring: ring,
+		events: make(chan ssdEvent, maxDrain), loading: make(map[index.Key]*index.Block)}, nil
+}
+
+func (t *ssdTier) close() {
+	t.store.Close() // waits for queued I/O: staging and RAM frames are still mapped
+	t.staging.close()
+}
+
+func ssdKey(k index.Key) ssd.Key { return ssd.Key{NS: k.NS, Hash: k.Hash} }
+
+// demote offers an evicted block to the SSD tier; the caller releases its
+// chunks right after (the bytes are copied into a staging buffer first).
+func (s *Service) demote(blk *index.Block) {
+	t := s.ssd
+	if blk.Bytes > t.slot {
+		t.demoteSkipped.Add(1)
+		return
+	}
+	k := ssdKey(blk.Key)
+	if m, ok := t.store.Contains(k); ok && m.Bytes == blk.Bytes && m.Layers == blk.Layers {
+		return // already on SSD
+	}
+	i, buf := t.staging.get()
+	if buf == nil {
+		t.demoteSkipped.Add(1)
+		return
+	}
+	off := uint64(0)
+	for _, c := range blk.Chunks {
+		off += uint64(copy(buf[off:blk.Bytes], s.arena.Chunk(c)))
+	}
+	n := (blk.Bytes + 4095) &^ 4095
+	clear(buf[blk.Bytes:n])
+	t.store.Write(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, [][]byte{buf[:n]}, func(error) {
+		t.staging.put(i) // durable or refused (counted by the store): the buffer is free
+	})
+}
+
+// prefetch starts reading the SSD run of q's chain from hash position from
+// on; it returns true if the query must answer Loading (a prefetch runs or
+// was started for the block at position from).
+func (s *Service) prefetch(ns [16]byte, hashAt func(int) [16]byte, from, n int) bool {
+	t := s.ssd
+	first := index.Key{NS: ns, Hash: hashAt(from)}
+	if _, ok := t.loading[first]; ok {
+		return true
+	}
+	if s.idx.Contains(first) { // being published by a client: not ours to load
+		return false
+	}
+	type item struct {
+		k index.Key
+		m ssd.Meta
+	}
+	var run []item
+	for j := from; j < n && len(run) < maxPrefetchRun; j++ {
+		k := index.Key{NS: ns, Hash: hashAt(j)}
+		if s.idx.Contains(k) {
+			break
+		}
+		m, ok := t.store.Contains(ssdKey(k))
+		if !ok {
+			break
+		}
+		run = append(run, item{k, m})
+	}
+	// Bound the reads in flight by the completion queue, so a store
+	// goroutine never waits long to hand its result over.
+	if room := cap(t.events) - len(t.loading); len(run) > room {
+		run = run[:max(room, 0)]
+	}
+	if len(run) == 0 {
+		return false
+	}
+	var need uint64
+	for _, it := range run {
+		need += uint64(s.arena.ChunksFor(it.m.Bytes))
+	}
+	if !s.makeRoom(need) {
+		// Not even room for the run: load as much of its head as fits.
+		for len(run) > 0 && !s.makeRoom(need) {
+			need -= uint64(s.arena.ChunksFor(run[len(run)-1].m.Bytes))
+			run = run[:len(run)-1]
+		}
+		if len(run) == 0 {
+			return false
+		}
+	}
+	for d, it := range run {
+		per := s.arena.ChunksFor(it.m.Bytes)
+		chunks, err := s.arena.Alloc(make([]uint32, 0, per), per)
+		if err != nil {
+			panic("cache: allocation after makeRoom failed: " + err.Error())
+		}
+		blk := s.idx.Insert(it.k, it.m.Bytes, it.m.Layers, uint32(d), chunks)
+		t.loading[it.k] = blk
+		dst := make([][]byte, len(chunks))
+		for i, c := range chunks {
+			dst[i] = s.arena.Chunk(c)
+		}
+		t.store.Read(ssdKey(it.k), it.m, dst, func(err error) {
+			t.events <- ssdEvent{blk: blk, err: err} // never blocks: reads in flight ≤ cap(events)
+			t.ring()
+		})
+	}
+	return true
+}
+
+// completeSSD applies finished prefetches (dispatcher goroutine).
+func (s *Service) completeSSD(limit int) (more bool) {
+	t := s.ssd
+	for i := 0; i < limit; i++ {
+		select {
+		case ev := <-t.events:
+			delete(t.loading, ev.blk.Key)
+			if ev.err != nil {
+				t.prefetchFails.Add(1)
+				if !errors.Is(ev.err, ssd.ErrNotFound) {
+					s.log.Warn("ssd prefetch failed; the block is a miss", slog.Any("err", ev.err))
+				}
+				s.idx.Abort(ev.blk)
+				s.arena.Release(ev.blk.Chunks)
+				continue
+			}
+			t.prefetches.Add(1)
+			s.idx.Seal(ev.blk)
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// staging is a pool of page-aligned buffers (one anonymous mapping) that
+// hold demoted blocks until the SSD write finished. Safe for concurrent use:
+// store goroutines return buffers.
+type staging struct {
+	mu   sync.Mutex
+	mem  []byte
+	size uint64
+	free []int
+}
+
+func newStaging(n int, size uint64) (*staging, error) {
+	mem, err := unix.Mmap(-1, 0, n*int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("ssd staging buffers (%d × %d bytes): %w", n, size, err)
+	}
+	s := &staging{mem: mem, size: size}
+	for i := n - 1; i >= 0; i-- {
+		s.free = append(s.free, i)
+	}
+	return s, nil
+}
+
+func (s *staging) get() (int, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.free) == 0 {
+		return -1, nil
+	}
+	i := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	off := uint64(i) * s.size
+	return i, s.mem[off : off+s.size : off+s.size]
+}
+
+func (s *staging) put(i int) {
+	s.mu.Lock()
+	s.free = append(s.free, i)
+	s.mu.Unlock()
+}
+
+func (s *staging) close() { unix.Munmap(s.mem) }
