@@ -1,0 +1,200 @@
+// Package ssd is the SSD tier's block store: fixed-size slots in one data
+// file on an SSD, read and written with O_DIRECT by a bounded pool of I/O
+// goroutines, every block checksummed, and an append-only index log that
+// lets a restarted Manager serve the blocks again (warm restart;
+// DESIGN.md §7, issue 5 items 2-4).
+//
+// It owns the files under Spec.Dir and nothing else: it knows blocks by
+// Key and Meta, not the RAM tier, leases or sessions. The Manager's cache
+// imports it: it demotes blocks evicted from RAM with Write (the sources
+// are RAM tier chunks), prefetches with Read into freshly allocated chunks
+// (answering Loading meanwhile), and learns what survived a restart from
+// Keys. A Store is safe for concurrent use and never blocks its caller on
+// I/O; done callbacks run on the store's goroutines and must not block.
+//
+// # Files
+//
+//	Spec.Dir/blocks.dat      the data file: Slots() slots, preallocated with fallocate(2)
+//	Spec.Dir/index.log       the index: a header record and then fixed-size records, appended
+//	Spec.Dir/index.log.tmp   a compaction in progress (removed by Open if a crash left it)
+//
+// blocks.dat is flock(2)ed while open, so a second Store (or Manager) on
+// the same directory gets ErrLocked.
+//
+// # Data file
+//
+// Slot i occupies bytes [i*S, (i+1)*S) of blocks.dat, S = HeaderBytes +
+// SlotBytes. Its first 4096 bytes are the slot header; the block's bytes
+// follow, rounded up to whole 4 KiB pages (the tail of the last page and
+// of the slot are unspecified). The header is a whole page, and SlotBytes
+// a multiple of it, so every header and every block starts on a 4 KiB
+// boundary of the file: O_DIRECT needs offsets, lengths and memory aligned
+// to the device's logical block (Open checks the filesystem's figures with
+// statx STATX_DIOALIGN), and one preadv or pwritev moves the header and
+// the block together. Slot header, little-endian, fields at natural
+// alignment:
+//
+//	offset size field
+//	     0    8 magic "OKVSLOT1"
+//	     8    4 version, 1
+//	    12    4 CRC32C of the block's Meta.Bytes bytes
+//	    16   16 Key.NS, the namespace fingerprint
+//	    32   16 Key.Hash, the block hash
+//	    48    8 Meta.Bytes
+//	    56    8 generation: the Write's sequence number, also in the put record
+//	    64    4 Meta.Layers
+//	    68    4 reserved, zero
+//	    72    4 CRC32C of bytes 0..71
+//	    76 4020 zero
+//
+// # Index log
+//
+// Every record is RecordBytes (80) bytes, so the log is a header record
+// followed by records at multiples of 80, and a torn append can only leave
+// a partial last record. Header record:
+//
+//	offset size field
+//	     0    8 magic "OKVINDX1"
+//	     8    4 version, 1
+//	    12    4 HeaderBytes, 4096
+//	    16    8 SlotBytes the data file was laid out with
+//	    24   52 reserved, zero
+//	    76    4 CRC32C of bytes 0..75
+//
+// Records:
+//
+//	offset size field
+//	     0    1 kind: 1 put (Key is at slot), 2 delete (Key at slot with generation is gone)
+//	     1    1 version, 1
+//	     2    2 reserved, zero
+//	     4    4 slot
+//	     8    8 generation
+//	    16   16 Key.NS
+//	    32   16 Key.Hash
+//	    48    8 Meta.Bytes (put; zero in a delete)
+//	    56    4 Meta.Layers (put)
+//	    60    4 CRC32C of the block (put)
+//	    64   12 reserved, zero
+//	    76    4 CRC32C of bytes 0..75
+//
+// Multi-byte fields are little-endian; the CRC32C is hash/crc32's
+// Castagnoli polynomial, which Go computes with the SSE4.2 CRC32
+// instruction on amd64 (faster than the disk). The generation numbers of
+// the blocks are the FIFO order.
+//
+// # Write path: data before index
+//
+// Write reserves a slot (a free one, else the oldest block's: FIFO
+// eviction) and queues the block. A worker computes its CRC32C and writes
+// header and data with one pwritev. The committer goroutine then takes
+// every block written meanwhile (group commit): one fdatasync of
+// blocks.dat makes the batch's data durable (and the extent conversion of
+// the preallocated file), then one write of the batch's put records to the
+// index and one fdatasync of it, then the blocks become visible to
+// Contains and Read and their done(nil) run. A put record therefore never
+// reaches the disk before its data, and done(nil) means durable.
+//
+// Delete, and the dropping of a block that fails a read, append a delete
+// record with the next commit. Eviction writes no record: the put record
+// of the block that reuses the slot displaces the old occupant on replay.
+// Admission "second-hit" keeps a bounded FIFO of 64-bit fingerprints of
+// the keys offered once (as many as the store has slots); a key is written
+// when offered again while remembered, and declined (ErrNotAdmitted) the
+// first time.
+//
+// # Open: replay and warm restart
+//
+// Open reads index.log and applies its records in order until the first
+// one that is incomplete or fails its checksum; the file is cut back to
+// there (a torn tail after a crash, or damage: only complete, checksummed
+// records count). A put of key K at slot S displaces K's earlier block and
+// S's earlier occupant; a delete removes K only if K is still at that slot
+// with that generation. Records naming a slot beyond the data file (the
+// capacity shrank) or an impossible Meta are dropped. A log with no
+// complete header, or written for another SlotBytes, is discarded whole
+// and a fresh one written (temp file, fsync, rename, fsync of the
+// directory): another layout never matches old records. Another namespace
+// never does either: the namespace is half of every key.
+//
+// A slot whose data was written but whose put record never reached the
+// log is simply free after a restart. The one window the log cannot see:
+// a crash while a Write was overwriting an evicted block's slot leaves the
+// old block's put record naming a half-overwritten slot. Read catches it
+// (the header must name the key, Meta and generation of the index record,
+// and the data must match the CRC32C), and Open reads back the oldest
+// blocks, the FIFO victims, plus a random sample (Spec.VerifyOnOpen, 64 by
+// default) and drops those that fail (Stats.DroppedAtOpen).
+//
+// When the log holds more than 4 records per resident block (and at least
+// 4096), the committer rewrites it with one put per resident block (temp
+// file, fsync, rename, fsync of the directory).
+//
+// # Integrity
+//
+// Every Read verifies the slot header (magic, version, its own CRC32C, and
+// that it names the key, Meta, CRC and generation of the index) and the
+// CRC32C of the data against the one written with it. A mismatch answers
+// ErrCorrupt: the block is dropped (and a delete record logged), counted
+// in Stats.Corrupt, and logged with the slot; the caller treats it as a
+// miss and never serves the bytes. Read also refuses a Meta other than
+// the stored one (ErrMeta), so a block of another size or shape is a miss.
+//
+// # I/O engine: a pread/pwrite pool, not io_uring
+//
+// Spec.IOWorkers goroutines (4 by default) take queued operations, reads
+// before writes (a read is a client waiting; a write is background
+// demotion), and do one preadv or pwritev each (IOV_MAX iovecs per call;
+// the RAM tier's 16 KiB chunks make 128 iovecs for a 2 MiB block). A
+// goroutine blocked in a system call holds an OS thread, so IOWorkers is
+// also the number of I/Os in flight.
+//
+// The issue asked to measure io_uring against the pool. No Go io_uring
+// library is available to this project: none is on its package list, and
+// the module proxy refused the well-known ones asked for by name
+// (pawelgaczynski/giouring, iceber/iouring-go, godzie44/go-uring). So
+// uring_test.go carries a minimal ring over the raw system calls
+// (io_uring_setup, io_uring_enter, IORING_OP_READV), for the benchmark
+// only, and BenchmarkRead compares engine=pool (qd goroutines doing
+// preadv), engine=uring (one goroutine keeping qd READVs in flight on one
+// ring, the same iovecs) and engine=store (Store.Read, checks included),
+// 256 KiB and 2 MiB blocks at queue depths 4 and 16. On the development
+// VM (2 vCPUs, a virtio disk, Linux 6.18, ext4) all three are bound by the
+// device at 1.1-1.3 GB/s, and pool and uring are within each other's
+// noise (medians of 3 runs of 2 s, GB/s, pool/uring: 256 KiB qd4
+// 1.31/1.29, qd16 1.28/1.24; 2 MiB qd4 1.16/1.10, qd16 1.33/1.18). The
+// ring spends less CPU per 256 KiB read (22-37 µs against 48-63: no thread
+// wakes per I/O), the same per 2 MiB read (about 130-150 µs). The store
+// itself spends 100-140 µs per 256 KiB read and about 600 µs per 2 MiB
+// read, most of it the CRC32C reading the block from memory the disk has
+// just written (CRC32C of data in cache runs at 24 GB/s here). io_uring is
+// not faster here and would not remove that cost, so the store keeps the
+// pool and carries no io_uring binding of its own. On a faster NVMe device,
+// where CPU per I/O matters more, rerun the comparison: `go test -run '^$'
+// -bench BenchmarkRead ./gocore/tier/ssd` (cpu-µs/op is the CPU metric).
+//
+// # Destination memory
+//
+// How fast an O_DIRECT read lands depends on the memory it lands in: the
+// kernel maps the caller's pages into the request, and physically
+// contiguous pages presumably make fewer, larger segments. On the
+// development VM,
+// reads into pre-faulted 4 KiB pages (today's RAM tier) run at 0.9-1.4
+// GB/s, and the same reads into transparent huge pages at 1.9-2.7 GB/s,
+// for the store and for a plain sequential read alike. `orbitkv-bench ssd`
+// measures both (--memory 4k,thp) against a plain O_DIRECT sequential read
+// of the same file into the same memory; a second, dd-style baseline that
+// reads every slot into one small reused buffer is reported beside it, and
+// is fast or slow depending on where that buffer's pages happen to lie. A
+// hugepage-backed RAM tier (issue 5 item 1) is thus worth about 2x to SSD
+// prefetch here.
+//
+// # Limits
+//
+// SlotBytes is a multiple of 4096 up to 1 GiB; a store has fewer than
+// 2^31 slots (slot numbers are 32-bit in the log). Every block takes a
+// whole slot, so blocks much smaller than SlotBytes waste space: the
+// Manager sizes SlotBytes to its largest block. Eviction is FIFO by
+// generation (a later refinement may use the RAM tier's eviction policy);
+// a block pinned by a read in flight is skipped, and a Write finding every
+// slot written or read answers ErrBusy, as it does past MaxPendingWrites.
+package ssd

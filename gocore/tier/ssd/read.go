@@ -1,0 +1,107 @@
+package ssd
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Read reads block k into dst and verifies it, asynchronously. dst is the
+// destination: page-aligned buffers of whole 4 KiB pages (the RAM tier's
+// chunks), together at least m.Bytes rounded up to 4 KiB; the block's
+// bytes land in its first m.Bytes bytes. m must equal the block's stored
+// Meta (else ErrMeta: a block of another size or shape is a miss).
+//
+// done(err) is called exactly once: from a store goroutine when the read
+// finished, or before Read returns, on the caller's goroutine, for
+// ErrNotFound, ErrMeta, ErrAlign and ErrClosed. done must not block; the
+// caller keeps dst (the slice and the memory) unchanged until done. On
+// err == nil dst holds the block, verified: the slot header names k, m
+// and the generation of the index record, and the CRC32C of the bytes
+// equals the one written with them. On ErrCorrupt (or an I/O error) the
+// block is dropped from the store, logged and counted, and dst holds
+// unspecified bytes: the caller treats it as a miss and never serves them.
+func (s *Store) Read(k Key, m Meta, dst [][]byte, done func(error)) {
+	s.mu.Lock()
+	e := s.resident[k]
+	var err error
+	switch {
+	case s.closed:
+		err = ErrClosed
+	case e == nil:
+		err = ErrNotFound
+	case e.meta != m:
+		err = ErrMeta
+	default:
+		err = checkBufs(dst, roundUp(m.Bytes))
+	}
+	if err != nil {
+		s.mu.Unlock()
+		done(err)
+		return
+	}
+	e.pins++
+	s.q.push(getOp(opRead, e, dst, done))
+	s.mu.Unlock()
+}
+
+// readSlot reads o.e's slot header into hdr and its data into o.bufs with
+// one preadv, and checks both.
+func (s *Store) readSlot(hdr []byte, o *op) error {
+	e := o.e
+	o.iov = buildIov(o.iov[:0], hdr, o.bufs, roundUp(e.meta.Bytes))
+	if err := rwv(unix.SYS_PREADV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
+		return fmt.Errorf("ssd tier: reading slot %d of %s: %w", e.slot, s.dataPath, err)
+	}
+	h, ok := parseSlotHeader(hdr)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: slot %d: the header is damaged or was never written", ErrCorrupt, e.slot)
+	case h.key != e.key || h.gen != e.gen || h.meta != e.meta || h.crc != e.crc:
+		return fmt.Errorf("%w: slot %d: the header names generation %d, not the index's %d (the slot was overwritten)", ErrCorrupt, e.slot, h.gen, e.gen)
+	}
+	if c := crcOf(o.bufs, e.meta.Bytes); c != e.crc {
+		return fmt.Errorf("%w: slot %d: data CRC32C %08x, written %08x", ErrCorrupt, e.slot, c, e.crc)
+	}
+	return nil
+}
+
+// finishRead unpins the block, drops it if the read failed, and calls done.
+func (s *Store) finishRead(o *op, err error) {
+	e, done, verify := o.e, o.done, o.kind == opVerify
+	s.mu.Lock()
+	e.pins--
+	switch {
+	case err == nil && !verify:
+		s.st.Reads++
+		s.st.ReadBytes += e.meta.Bytes
+	case err != nil:
+		switch {
+		case verify:
+			// Expected after a crash: see verifyOnOpen.
+			s.st.DroppedAtOpen++
+		case errors.Is(err, ErrCorrupt):
+			s.st.Corrupt++
+		default:
+			s.st.ReadErrors++
+		}
+		if e.state == stateResident {
+			// The delete record keeps the block gone after a restart.
+			s.unlink(e)
+			s.commitQ.push(getOp(opDelete, e, nil, nil))
+		}
+	}
+	if e.state == stateDead && e.pins == 0 && s.slots[e.slot] == e {
+		s.freeSlot(e.slot)
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil && verify:
+		s.log.Warn("ssd tier: recovered block dropped: it failed its check at open", "slot", e.slot, "err", err)
+	case err != nil:
+		s.log.Warn("ssd tier: block dropped: it failed its read; answered as a miss", "slot", e.slot, "err", err)
+	}
+	putOp(o)
+	done(err)
+}

@@ -1,0 +1,138 @@
+package ssd
+
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// opKind is what an op asks of a worker or the committer.
+type opKind uint8
+
+const (
+	opRead   opKind = iota // a worker reads and verifies a block
+	opWrite                // a worker writes a block; the committer appends its put record
+	opDelete               // the committer appends a delete record
+	opVerify               // a worker reads and verifies a block for Open (not counted as a Read)
+)
+
+// op is one queued operation. Ops are pooled so that Read allocates
+// nothing in the steady state.
+type op struct {
+	kind opKind
+	e    *entry
+	bufs [][]byte // the caller's src or dst; not copied
+	done func(error)
+	err  error
+	iov  []unix.Iovec // scratch for buildIov, kept with the pooled op
+}
+
+var opPool = sync.Pool{New: func() any { return new(op) }}
+
+func getOp(kind opKind, e *entry, bufs [][]byte, done func(error)) *op {
+	o := opPool.Get().(*op)
+	o.kind, o.e, o.bufs, o.done, o.err = kind, e, bufs, done, nil
+	return o
+}
+
+func putOp(o *op) {
+	o.e, o.bufs, o.done, o.err = nil, nil, nil, nil
+	o.iov = o.iov[:0]
+	opPool.Put(o)
+}
+
+// ring is a growable FIFO of ops.
+type ring struct {
+	buf        []*op
+	head, size int
+}
+
+func (r *ring) push(o *op) {
+	if r.size == len(r.buf) {
+		nb := make([]*op, max(16, 2*len(r.buf)))
+		for i := range r.size {
+			nb[i] = r.buf[(r.head+i)%len(r.buf)]
+		}
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = o
+	r.size++
+}
+
+func (r *ring) pop() *op {
+	o := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return o
+}
+
+// queue holds the ops waiting for a worker. Reads go first: they are a
+// client's restore or prefetch, while writes are background demotion.
+type queue struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	reads  ring
+	writes ring
+	closed bool
+}
+
+func (q *queue) init() { q.cond.L = &q.mu }
+
+func (q *queue) push(o *op) {
+	q.mu.Lock()
+	if o.kind == opRead || o.kind == opVerify {
+		q.reads.push(o)
+	} else {
+		q.writes.push(o)
+	}
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pop waits for an op; nil once the queue is closed and empty.
+func (q *queue) pop() *op {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		switch {
+		case q.reads.size > 0:
+			return q.reads.pop()
+		case q.writes.size > 0:
+			return q.writes.pop()
+		case q.closed:
+			return nil
+		}
+		q.cond.Wait()
+	}
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// worker is one I/O goroutine. hdr is its page-aligned slot-header buffer
+// (an anonymous mapping, so O_DIRECT can use it), reused for every op.
+type worker struct {
+	hdr []byte
+}
+
+func (s *Store) runWorker(w *worker) {
+	defer s.workers.Done()
+	for {
+		o := s.q.pop()
+		if o == nil {
+			return
+		}
+		switch o.kind {
+		case opRead, opVerify:
+			s.finishRead(o, s.readSlot(w.hdr, o))
+		case opWrite:
+			o.err = s.writeSlot(w.hdr, o)
+			s.commitQ.push(o)
+		}
+	}
+}

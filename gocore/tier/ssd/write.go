@@ -1,0 +1,112 @@
+package ssd
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Write stores block k, of Meta m, from src asynchronously (write-behind
+// demotion). src is the source: page-aligned buffers of whole 4 KiB pages
+// (the RAM tier's chunks), together at least m.Bytes rounded up to 4 KiB;
+// the block is their first m.Bytes bytes. The caller keeps src (the slice
+// and the memory) unchanged until done.
+//
+// The block goes to a free slot, or to the oldest block's slot (FIFO
+// eviction) when none is free. A worker computes the CRC32C of the bytes
+// and writes the slot header and the data with one pwritev; the committer
+// fdatasyncs the data file, then appends the put record to the index log
+// and fdatasyncs it (data before index), then makes the block visible to
+// Contains and Read and calls done(nil). So when done(nil) runs, the block
+// survives a crash.
+//
+// done(err) is called exactly once: from a store goroutine when the write
+// finished, or before Write returns, on the caller's goroutine, for nil
+// (the block is already resident with the same Meta), ErrNotAdmitted (the
+// first offer under AdmitSecondHit), ErrBusy, ErrMeta (m outside the
+// Spec), ErrAlign and ErrClosed. done must not block. A Write of a key
+// whose Write with the same Meta is in flight shares that write's outcome.
+// A resident block with another Meta is replaced when the new one is
+// durable.
+func (s *Store) Write(k Key, m Meta, src [][]byte, done func(error)) {
+	if err := s.checkMeta(m); err != nil {
+		done(err)
+		return
+	}
+	if err := checkBufs(src, roundUp(m.Bytes)); err != nil {
+		done(err)
+		return
+	}
+	s.mu.Lock()
+	err := s.startWrite(k, m, src, done)
+	s.mu.Unlock()
+	if err != errQueued {
+		done(err)
+	}
+}
+
+// errQueued is startWrite's answer when done will be called later.
+var errQueued = fmt.Errorf("queued")
+
+// startWrite decides a Write under s.mu: it returns the immediate answer,
+// or errQueued after queuing the write or joining one in flight.
+func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error)) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if e := s.resident[k]; e != nil && e.meta == m {
+		s.st.Present++
+		return nil
+	}
+	if e := s.writing[k]; e != nil {
+		if e.meta != m {
+			s.st.Busy++
+			return ErrBusy
+		}
+		e.waiters = append(e.waiters, done)
+		return errQueued
+	}
+	if s.admit != nil && !s.admit.offer(k) {
+		s.st.NotAdmitted++
+		return ErrNotAdmitted
+	}
+	if s.pending >= s.spec.MaxPendingWrites {
+		s.st.Busy++
+		return ErrBusy
+	}
+	slot, ok := s.takeSlot()
+	if !ok {
+		s.st.Busy++
+		return ErrBusy
+	}
+	e := &entry{key: k, meta: m, gen: s.nextGen, slot: slot, state: stateWriting}
+	s.nextGen++
+	s.slots[slot] = e
+	s.writing[k] = e
+	s.pending++
+	s.q.push(getOp(opWrite, e, src, done))
+	return errQueued
+}
+
+func (s *Store) checkMeta(m Meta) error {
+	switch {
+	case m.Bytes == 0 || m.Bytes > s.spec.SlotBytes:
+		return fmt.Errorf("%w: Bytes %d, want 1 to SlotBytes %d", ErrMeta, m.Bytes, s.spec.SlotBytes)
+	case m.Layers == 0:
+		return fmt.Errorf("%w: Layers 0, want at least 1", ErrMeta)
+	}
+	return nil
+}
+
+// writeSlot computes the block's CRC32C and writes the slot header (from
+// hdr) and the data with one pwritev.
+func (s *Store) writeSlot(hdr []byte, o *op) error {
+	e := o.e
+	e.crc = crcOf(o.bufs, e.meta.Bytes)
+	putSlotHeader(hdr, slotHeader{key: e.key, meta: e.meta, crc: e.crc, gen: e.gen})
+	o.iov = buildIov(o.iov[:0], hdr, o.bufs, roundUp(e.meta.Bytes))
+	if err := rwv(unix.SYS_PWRITEV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
+		return fmt.Errorf("ssd tier: writing slot %d of %s: %w", e.slot, s.dataPath, err)
+	}
+	return nil
+}
