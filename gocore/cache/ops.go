@@ -43,14 +43,18 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		for _, blk := range hits {
 			s.idx.Pin(blk)
 		}
-		loading := s.prefetch(q.NS, func(i int) [16]byte { return q.Hash(i) }, len(hits), q.Len())
+		loading := s.prefetch(st, q.NS, func(i int) [16]byte { return q.Hash(i) }, len(hits), q.Len())
 		for _, blk := range hits {
 			s.idx.Unpin(blk)
 		}
 		if loading {
+			// Keep what earlier prefetches held: this chain is still loading.
 			return m.Response(s.epoch, abi.StatusLoading, uint64(len(hits)), 0), nil
 		}
 	}
+	// This query's answer is final: what earlier prefetches held for the
+	// session is either leased below or no longer wanted.
+	defer s.releaseHolds(st)
 	if len(hits) == 0 {
 		abi.PutQueryResult(out, abi.StatusMiss, 0, 0, 0, 0)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil

@@ -174,6 +174,7 @@ type sessState struct {
 	busy       map[pageKey]uint64 // destination pages of in-flight restores → op id
 	inflight   int                // copies in flight
 	publishing int                // publishes in flight (deferred replies)
+	holds      []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
 	lastLog    time.Time          // rate limit of refusal logs
 	dropped    int
 	closing    bool
@@ -229,6 +230,7 @@ func (s *Service) Detach(sess *session.Session, drained func()) {
 		return
 	}
 	st.closing = true
+	s.releaseHolds(st)
 	if st.leases > 0 {
 		for _, l := range s.leases.Owned(st.owner) {
 			s.endLease(st, l)

@@ -43,6 +43,7 @@ type ssdTier struct {
 // ssdEvent is a finished prefetch read, queued by a store goroutine.
 type ssdEvent struct {
 	blk *index.Block
+	st  *sessState // the session whose query asked for the block
 	err error
 }
 
@@ -94,6 +95,9 @@ func (s *Service) demote(blk *index.Block) {
 	if m, ok := t.store.Contains(k); ok && m.Bytes == blk.Bytes && m.Layers == blk.Layers {
 		return // already on SSD
 	}
+	if !t.store.Admit(k) {
+		return // declined by the admission rule: no copy spent on it
+	}
 	i, buf := t.staging.get()
 	if buf == nil {
 		t.demoteSkipped.Add(1)
@@ -105,7 +109,7 @@ func (s *Service) demote(blk *index.Block) {
 	}
 	n := (blk.Bytes + 4095) &^ 4095
 	clear(buf[blk.Bytes:n])
-	t.store.Write(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, [][]byte{buf[:n]}, func(error) {
+	t.store.WriteAdmitted(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, [][]byte{buf[:n]}, func(error) {
 		t.staging.put(i) // durable or refused (counted by the store): the buffer is free
 	})
 }
@@ -113,8 +117,11 @@ func (s *Service) demote(blk *index.Block) {
 // prefetch starts reading the SSD run of q's chain from hash position from
 // on; it returns true if the query must answer Loading (a prefetch runs or
 // was started for the block at position from).
-func (s *Service) prefetch(ns [16]byte, hashAt func(int) [16]byte, from, n int) bool {
+func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte, from, n int) bool {
 	t := s.ssd
+	if len(st.holds) >= maxPrefetchRun {
+		s.releaseHolds(st) // a session holds at most one run's worth
+	}
 	first := index.Key{NS: ns, Hash: hashAt(from)}
 	if _, ok := t.loading[first]; ok {
 		return true
@@ -127,11 +134,16 @@ func (s *Service) prefetch(ns [16]byte, hashAt func(int) [16]byte, from, n int) 
 		m ssd.Meta
 	}
 	var run []item
+	defer clear(s.batch)
 	for j := from; j < n && len(run) < maxPrefetchRun; j++ {
 		k := index.Key{NS: ns, Hash: hashAt(j)}
 		if s.idx.Contains(k) {
 			break
 		}
+		if _, dup := s.batch[k]; dup { // a hash repeated in the chain: load it once
+			break
+		}
+		s.batch[k] = struct{}{}
 		m, ok := t.store.Contains(ssdKey(k))
 		if !ok {
 			break
@@ -173,7 +185,7 @@ func (s *Service) prefetch(ns [16]byte, hashAt func(int) [16]byte, from, n int) 
 			dst[i] = s.arena.Chunk(c)
 		}
 		t.store.Read(ssdKey(it.k), it.m, dst, func(err error) {
-			t.events <- ssdEvent{blk: blk, err: err} // never blocks: reads in flight ≤ cap(events)
+			t.events <- ssdEvent{blk: blk, st: st, err: err} // never blocks: reads in flight ≤ cap(events)
 			t.ring()
 		})
 	}
@@ -198,6 +210,13 @@ func (s *Service) completeSSD(limit int) (more bool) {
 			}
 			t.prefetches.Add(1)
 			s.idx.Seal(ev.blk)
+			if st := ev.st; !st.closing && s.sessions[st.sess.Index] == st {
+				// Held for the asking session until its next query, so
+				// another session's prefetch or publish cannot evict the run
+				// before it is leased (found starving two clients).
+				s.idx.Pin(ev.blk)
+				st.holds = append(st.holds, ev.blk)
+			}
 		default:
 			return false
 		}
@@ -246,3 +265,11 @@ func (s *staging) put(i int) {
 }
 
 func (s *staging) close() { unix.Munmap(s.mem) }
+
+// releaseHolds unpins the blocks prefetched for st's earlier query.
+func (s *Service) releaseHolds(st *sessState) {
+	for _, blk := range st.holds {
+		s.idx.Unpin(blk)
+	}
+	st.holds = st.holds[:0]
+}

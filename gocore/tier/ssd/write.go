@@ -29,6 +29,38 @@ import (
 // A resident block with another Meta is replaced when the new one is
 // durable.
 func (s *Store) Write(k Key, m Meta, src [][]byte, done func(error)) {
+	s.write(k, m, src, done, false)
+}
+
+// Admit records an offer of k under the admission rule and reports whether
+// the block is to be written now: true under AdmitAll, for a block already
+// resident or being written, and for a second-hit offer the filter
+// remembers. A caller that must copy the block before it can Write (the
+// Manager's demotion) asks first, so a declined block costs no copy; it then
+// writes with WriteAdmitted, which does not apply the rule again.
+func (s *Store) Admit(k Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.resident[k] != nil || s.writing[k] != nil || s.admit == nil {
+		return true
+	}
+	if !s.admit.offer(k) {
+		s.st.NotAdmitted++
+		return false
+	}
+	return true
+}
+
+// WriteAdmitted is Write for a block Admit accepted: the admission rule is
+// not applied again.
+func (s *Store) WriteAdmitted(k Key, m Meta, src [][]byte, done func(error)) {
+	s.write(k, m, src, done, true)
+}
+
+func (s *Store) write(k Key, m Meta, src [][]byte, done func(error), admitted bool) {
 	if err := s.checkMeta(m); err != nil {
 		done(err)
 		return
@@ -38,7 +70,7 @@ func (s *Store) Write(k Key, m Meta, src [][]byte, done func(error)) {
 		return
 	}
 	s.mu.Lock()
-	err := s.startWrite(k, m, src, done)
+	err := s.startWrite(k, m, src, done, admitted)
 	s.mu.Unlock()
 	if err != errQueued {
 		done(err)
@@ -50,7 +82,7 @@ var errQueued = fmt.Errorf("queued")
 
 // startWrite decides a Write under s.mu: it returns the immediate answer,
 // or errQueued after queuing the write or joining one in flight.
-func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error)) error {
+func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error), admitted bool) error {
 	if s.closed {
 		return ErrClosed
 	}
@@ -66,7 +98,7 @@ func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error)) error 
 		e.waiters = append(e.waiters, done)
 		return errQueued
 	}
-	if s.admit != nil && !s.admit.offer(k) {
+	if !admitted && s.admit != nil && !s.admit.offer(k) {
 		s.st.NotAdmitted++
 		return ErrNotAdmitted
 	}
