@@ -240,6 +240,34 @@ func TestAdmissionSecondHit(t *testing.T) {
 	}
 }
 
+// Admit applies the rule once, before the caller copies the block, and
+// WriteAdmitted writes without applying it again.
+func TestAdmitThenWriteAdmitted(t *testing.T) {
+	spec := testSpec(directDir(t), 4)
+	spec.Admission = AdmitSecondHit
+	st := mustOpen(t, spec)
+	defer st.Close()
+	k, m := key(5, 1), Meta{Bytes: 4096, Layers: 1}
+	if st.Admit(k) {
+		t.Fatal("first offer admitted under second-hit")
+	}
+	if !st.Admit(k) {
+		t.Fatal("second offer declined")
+	}
+	src := alignedBuf(t, 4096)
+	fill(src, k)
+	if err := call(t, func(done func(error)) { st.WriteAdmitted(k, m, [][]byte{src}, done) }); err != nil {
+		t.Fatalf("WriteAdmitted = %v", err)
+	}
+	mustRead(t, st, k, m)
+	if !st.Admit(k) {
+		t.Fatal("a resident block is declined")
+	}
+	if s := st.Stats(); s.NotAdmitted != 1 || s.Writes != 1 {
+		t.Errorf("Stats = %+v, want NotAdmitted 1, Writes 1", s)
+	}
+}
+
 func TestGhostForgetsTheOldest(t *testing.T) {
 	g := newGhost(2)
 	a, b, c := key(0, 1), key(0, 2), key(0, 3)
