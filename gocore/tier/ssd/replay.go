@@ -84,6 +84,14 @@ func replay(b []byte, slotBytes uint64, nslots uint32) replayed {
 	for _, e := range byKey {
 		r.entries = append(r.entries, e)
 	}
-	slices.SortFunc(r.entries, func(a, b *entry) int { return cmp.Compare(a.gen, b.gen) })
+	// Generation order (oldest first), slot number breaking ties so the
+	// order is a function of the log alone: a damaged or hand-made log can
+	// hold two records of one generation (found by FuzzReplay).
+	slices.SortFunc(r.entries, func(a, b *entry) int {
+		if c := cmp.Compare(a.gen, b.gen); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.slot, b.slot)
+	})
 	return r
 }
