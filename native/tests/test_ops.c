@@ -538,6 +538,40 @@ static void test_register_buffer(void)
 	close(ms);
 }
 
+/* A RegisterBuffers that times out leaves the lifecycle stream out of sync
+ * (its late reply would be read as the next call's): later lifecycle calls
+ * fail with OKV_ECLOSED instead of reading it. */
+static void test_lifecycle_timeout_desyncs(void)
+{
+	int ms, fd;
+	okv_client *c = fake_client(&ms);
+	struct okv_buffer b;
+	uint32_t id = 0;
+
+	CHECK(okv_buffer_alloc(1, 64, 4, &b) == 0, "alloc");
+	c->timeout_ms = 50; /* nothing queued: the reply never comes */
+	int rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == OKV_ETIMEDOUT, "register without a reply: %d, want OKV_ETIMEDOUT", rc);
+	{
+		Orbitkv__Lifecycle__V1__RegisterBuffersRequest *q = read_register_request(ms, &fd);
+		if (q)
+			orbitkv__lifecycle__v1__register_buffers_request__free_unpacked(q, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+	queue_register_reply(ms, 1, b.bytes, 7); /* the late reply */
+	c->timeout_ms = 5000;
+	rc = okv_register_buffer(c, &b, &id);
+	CHECK(rc == OKV_ECLOSED && strstr(okv_last_error(c), "reconnect") != NULL,
+	      "register after a timeout: %d \"%s\", want OKV_ECLOSED", rc, okv_last_error(c));
+	struct okv_health h;
+	CHECK(okv_health(c, &h) == OKV_ECLOSED, "health after a timeout refused too");
+	okv_buffer_free(&b);
+	c->broken = 1;
+	okv_close(c);
+	close(ms);
+}
+
 /* Publish: store all but the first entry of every chunk. */
 static void p_ok(const struct okv_msg *rq, uint8_t *desc, struct okv_msg *resp)
 {
@@ -905,6 +939,7 @@ int main(void)
 	test_max_entries();
 	test_query();
 	test_register_buffer();
+	test_lifecycle_timeout_desyncs();
 	test_publish();
 	test_restore();
 	test_desc_busy_after_timeout();
