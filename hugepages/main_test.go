@@ -5,29 +5,15 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/orbitkv/orbitkv/internal/fdcheck"
 )
 
 // TestMain fails the package when a test leaves an fd open or an arena
 // mapped (CONVENTIONS.md #15): every Arena owns a memfd and a mapping, and
 // a leaked hugetlb arena would also keep its pages out of the pool.
 func TestMain(m *testing.M) {
-	warmPoller()
-	before, err := openFDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hugepages test: counting fds:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	after, err := openFDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hugepages test: counting fds:", err)
-		os.Exit(1)
-	}
-	if code == 0 && after != before {
-		fmt.Fprintf(os.Stderr, "hugepages test: %d fds open before the tests, %d after: a test leaked fds\n", before, after)
-		code = 1
-	}
+	code := fdcheck.Run(m, "hugepages", 0, nil)
 	if maps, err := os.ReadFile("/proc/self/maps"); err == nil && code == 0 {
 		for _, l := range strings.Split(string(maps), "\n") {
 			if strings.Contains(l, "memfd:okv-test") {
@@ -37,25 +23,4 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// warmPoller makes the runtime open its netpoller fds (epoll, eventfd),
-// which stay open for the life of the process, before the "before" count.
-func warmPoller() {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return
-	}
-	r.SetReadDeadline(time.Now())
-	r.Close()
-	w.Close()
-}
-
-// openFDs counts the entries of /proc/self/fd (minus the one ReadDir opens).
-func openFDs() (int, error) {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0, err
-	}
-	return len(ents) - 1, nil
 }

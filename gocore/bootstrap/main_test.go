@@ -1,10 +1,11 @@
 package bootstrap_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/fdcheck"
 )
 
 // childSocketEnv, when set, makes the test binary act as a bootstrap client
@@ -20,58 +21,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childSocketEnv); path != "" {
 		os.Exit(runChildClient(path))
 	}
-	warmPoller()
-	before, err := openFDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bootstrap test: counting fds:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	// Connections close asynchronously in the runtime's poller; give the last
-	// ones a moment before counting.
-	after := before
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if after, err = openFDs(); err != nil || after <= before || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bootstrap test: counting fds:", err)
-		os.Exit(1)
-	}
-	if code == 0 && after != before {
-		fmt.Fprintf(os.Stderr, "bootstrap test: %d fds open before the tests, %d after: a test leaked fds\n", before, after)
-		listFDs()
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// warmPoller makes the runtime open its netpoller fds (epoll, eventfd), which
-// stay open for the life of the process, before the "before" count.
-func warmPoller() {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return
-	}
-	r.SetReadDeadline(time.Now())
-	r.Close()
-	w.Close()
-}
-
-// openFDs counts the entries of /proc/self/fd (minus the one ReadDir opens).
-func openFDs() (int, error) {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0, err
-	}
-	return len(ents) - 1, nil
-}
-
-func listFDs() {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range ents {
-		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		fmt.Fprintf(os.Stderr, "  fd %s -> %s\n", e.Name(), target)
-	}
+	// Connections close asynchronously in the runtime's poller: allow the
+	// last ones 2 s before counting.
+	os.Exit(fdcheck.Run(m, "bootstrap", 2*time.Second, nil))
 }

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/orbitkv/orbitkv/internal/fdcheck"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
@@ -193,7 +194,7 @@ func TestReadFrameRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := socketpair(t)
 			files := tempFiles(t, tt.files)
-			before, _ := openFDs()
+			before, _ := fdcheck.Count()
 			if len(tt.send) > 0 {
 				sendRaw(t, a, tt.send, files)
 			}
@@ -206,7 +207,7 @@ func TestReadFrameRejects(t *testing.T) {
 				f.Close()
 				t.Fatalf("ReadFrame accepted %d bytes: %+v", len(tt.send), f.Header)
 			}
-			if after, _ := openFDs(); after != before {
+			if after, _ := fdcheck.Count(); after != before {
 				t.Errorf("%d fds open before ReadFrame, %d after: received fds leaked", before, after)
 			}
 			if tt.eof {

@@ -6,39 +6,18 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/orbitkv/orbitkv/internal/fdcheck"
 )
 
 // TestMain fails the package when a test leaves a file descriptor open: the
 // codec owns fds received with frames and must close every one on error.
 func TestMain(m *testing.M) {
-	before, err := openFDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lifecycle test: counting fds:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if devNull != nil {
-		devNull.Close()
-	}
-	after, err := openFDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lifecycle test: counting fds:", err)
-		os.Exit(1)
-	}
-	if code == 0 && after != before {
-		fmt.Fprintf(os.Stderr, "lifecycle test: %d fds open before the tests, %d after: a test leaked fds\n", before, after)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// openFDs counts the entries of /proc/self/fd (minus the one ReadDir opens).
-func openFDs() (int, error) {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return 0, err
-	}
-	return len(ents) - 1, nil
+	os.Exit(fdcheck.Run(m, "lifecycle", 0, func() {
+		if devNull != nil {
+			devNull.Close()
+		}
+	}))
 }
 
 // socketpair returns both ends of a connected AF_UNIX SOCK_STREAM pair, the

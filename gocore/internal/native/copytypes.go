@@ -1,7 +1,7 @@
 package native
 
 // Types of the copy engine shared by the cgo build (copy.go) and the
-// stubs (native_nocgo.go).
+// no-cgo build (native_nocgo.go), whose constructors return ErrNoCgo.
 
 // CopySeg mirrors struct okvi_copy_seg (24 bytes; TestCopyLayoutMatchesC):
 // copy Len bytes from address Src to address Dst. Both addresses point into

@@ -22,6 +22,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/identity"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/internal/fdcheck"
 )
 
 const e2eEpoch = 0x0e2e0000cafe0001
@@ -40,28 +41,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(managerEnv); path != "" {
 		os.Exit(runManager(path))
 	}
-	// The runtime's poller opens its fds on first use; open them now.
-	if r, w, err := os.Pipe(); err == nil {
-		r.SetReadDeadline(time.Now())
-		r.Close()
-		w.Close()
-	}
-	before := openFDs()
-	code := m.Run()
-	if after := openFDs(); code == 0 && after > before {
-		fmt.Fprintf(os.Stderr, "native test: %d fds open before the tests, %d after\n", before, after)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-// openFDs counts the entries of /proc/self/fd (minus the one ReadDir opens).
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return -1
-	}
-	return len(ents) - 1
+	os.Exit(fdcheck.Run(m, "native", 0, nil))
 }
 
 // runManager serves a Manager (session table, dispatcher with the cache
