@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -65,27 +64,15 @@ func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 		return cfg, usagef("--warmup must be at least 0, got %d", cfg.warmup)
 	}
 	cfg.layers = uint32(*layers)
-	for _, s := range strings.Split(*sizes, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
+	var err error
+	cfg.sizes, err = parseSizes(*sizes, func(n uint64) string {
+		if n%uint64(cfg.layers) != 0 || (n/uint64(cfg.layers))%pageAlign != 0 {
+			return fmt.Sprintf("/ --layers %d must be a whole multiple of %d bytes per page", cfg.layers, pageAlign)
 		}
-		n, err := humanize.ParseBytes(s)
-		if err != nil {
-			return cfg, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
-		}
-		switch {
-		case n == 0 || n > 256<<20:
-			return cfg, usagef("--sizes: %s must be between 1 byte and 256MiB", s)
-		case n%uint64(cfg.layers) != 0 || (n/uint64(cfg.layers))%pageAlign != 0:
-			return cfg, usagef("--sizes: %s (%d bytes) / --layers %d must be a whole multiple of %d bytes per page", s, n, cfg.layers, pageAlign)
-		case slices.Contains(cfg.sizes, n):
-			return cfg, usagef("--sizes: %s named twice", s)
-		}
-		cfg.sizes = append(cfg.sizes, n)
-	}
-	if len(cfg.sizes) == 0 {
-		return cfg, usagef("--sizes names no size")
+		return ""
+	})
+	if err != nil {
+		return cfg, err
 	}
 	if max := slices.Max(cfg.sizes); max*uint64(cfg.blocks) > 4<<30 {
 		return cfg, usagef("--blocks %d × %s = more than 4GiB per batch", cfg.blocks, humanize.IBytes(max))

@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // suiteFlags is the flag handling every suite shares: the usage text, the
@@ -52,4 +55,37 @@ func (f *suiteFlags) parse(args []string) error {
 // manager returns --manager-bin and the fields of --manager-args.
 func (f *suiteFlags) manager() (string, []string) {
 	return f.managerBin, strings.Fields(f.managerArgs)
+}
+
+// parseSizes parses --sizes: comma-separated sizes (256KiB, 2MiB), each
+// at most 256 MiB, none twice, at least one. check (may be nil) adds a
+// suite's own rule; its error text follows "--sizes: SIZE (N bytes) ".
+func parseSizes(value string, check func(n uint64) string) ([]uint64, error) {
+	var out []uint64
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := humanize.ParseBytes(s)
+		if err != nil {
+			return nil, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
+		}
+		switch {
+		case n == 0 || n > 256<<20:
+			return nil, usagef("--sizes: %s must be between 1 byte and 256MiB", s)
+		case slices.Contains(out, n):
+			return nil, usagef("--sizes: %s named twice", s)
+		}
+		if check != nil {
+			if why := check(n); why != "" {
+				return nil, usagef("--sizes: %s (%d bytes) %s", s, n, why)
+			}
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--sizes names no size")
+	}
+	return out, nil
 }

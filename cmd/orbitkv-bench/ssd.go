@@ -100,25 +100,15 @@ func parseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	case cfg.ioWorkers < 1 || cfg.ioWorkers > ssd.MaxIOWorkers:
 		return cfg, usagef("--io-workers must be between 1 and %d, got %d", ssd.MaxIOWorkers, cfg.ioWorkers)
 	}
-	for _, s := range strings.Split(*sizes, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
+	var err error
+	cfg.sizes, err = parseSizes(*sizes, func(n uint64) string {
+		if n%4096 != 0 {
+			return "must be a multiple of 4KiB up to 256MiB"
 		}
-		n, err := humanize.ParseBytes(s)
-		if err != nil {
-			return cfg, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
-		}
-		switch {
-		case n == 0 || n%4096 != 0 || n > 256<<20:
-			return cfg, usagef("--sizes: %s (%d bytes) must be a multiple of 4KiB up to 256MiB", s, n)
-		case slices.Contains(cfg.sizes, n):
-			return cfg, usagef("--sizes: %s named twice", s)
-		}
-		cfg.sizes = append(cfg.sizes, n)
-	}
-	if len(cfg.sizes) == 0 {
-		return cfg, usagef("--sizes names no size")
+		return ""
+	})
+	if err != nil {
+		return cfg, err
 	}
 	if max := slices.Max(cfg.sizes); max*uint64(cfg.blocks) > 16<<30 {
 		return cfg, usagef("--blocks %d × %s = more than 16GiB per size (the file and the read buffers)", cfg.blocks, humanize.IBytes(max))
