@@ -8,7 +8,7 @@ import (
 // Wire constants; each equals the macro of the same meaning in abi.h.
 const (
 	MsgMagic         = 0x31564B4F // OKV_MSG_MAGIC
-	Version          = 2          // OKV_ABI_VERSION
+	Version          = 3          // OKV_ABI_VERSION
 	MessageSize      = 64         // sizeof(struct okv_msg)
 	CacheLine        = 64         // OKV_CACHE_LINE
 	SlotDescOffset   = 4096       // OKV_SLOT_DESC_OFFSET

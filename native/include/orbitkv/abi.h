@@ -35,7 +35,7 @@ extern "C" {
 /** Magic of a channel message: "OKV1" read as little-endian bytes. */
 #define OKV_MSG_MAGIC 0x31564B4Fu
 /** Channel ABI version; bumped on any change of a layout in this header. */
-#define OKV_ABI_VERSION 2u
+#define OKV_ABI_VERSION 3u
 /** Bootstrap protocol version (spec: "The bootstrap protocol is version 2"). */
 #define OKV_BOOTSTRAP_VERSION 2u
 /** Magic of the bootstrap hello and reply: "OKVB". */
@@ -58,9 +58,9 @@ extern "C" {
 enum okv_command {
 	OKV_CMD_PING = 1,          /* arg0 echoed in the response's arg0 */
 	OKV_CMD_QUERY_BUNDLE = 2,  /* descriptor: okv_query_desc */
-	OKV_CMD_POLL = 3,          /* later issue */
-	OKV_CMD_CLAIM = 4,         /* later issue */
-	OKV_CMD_CANCEL_QUERY = 5,  /* later issue */
+	OKV_CMD_POLL = 3,          /* arg0 = op id, arg1 = revision; see "Query tickets" */
+	OKV_CMD_CLAIM = 4,         /* arg0 = op id, arg1 = revision (a preparation) */
+	OKV_CMD_CANCEL_QUERY = 5,  /* arg0 = op id, arg1 = revision */
 	OKV_CMD_PUBLISH = 6,       /* descriptor: okv_publish_desc */
 	OKV_CMD_RESTORE = 7,       /* descriptor: okv_restore_desc */
 	OKV_CMD_RESTORE_POLL = 8,  /* arg0 = operation id */
@@ -114,7 +114,10 @@ enum okv_field {
 	OKV_FIELD_BLOCK_BYTES = 19,  /* block size differs from the buffer's page layout */
 	OKV_FIELD_OP_ID = 20,        /* unknown or already consumed operation */
 	OKV_FIELD_NAMESPACE = 21,    /* all-zero namespace */
-	OKV_FIELD_MAX = 21
+	OKV_FIELD_REVISION = 22,     /* zero, lower than the live one, or same with a changed request */
+	OKV_FIELD_REQUEST = 23,      /* a revision changed request_id or group */
+	OKV_FIELD_RECOVERY_RANGE = 24, /* recovery range empty or outside the hashes */
+	OKV_FIELD_MAX = 24
 };
 
 /* ------------------------------------------------------------------------ */
@@ -167,25 +170,66 @@ struct okv_namespace {
 #define OKV_PUBLISH_SCHEMA 1u
 #define OKV_RESTORE_SCHEMA 1u
 
-/** QueryBundle flags (DESIGN.md §5.3). This build serves leased reads only
- *  (flags 0); the others answer Unsupported until the operation-semantics
- *  work lands. */
+/** QueryBundle flags (DESIGN.md §5.3; spec "Channel ABI 5" paragraph).
+ *  Every flag needs a ticket (op_id ≠ 0). Allowed sets: 0, WAIT, DISCOVER,
+ *  WARMUP, RECOVERY (waits by nature), PREPARE, PREPARE|WAIT,
+ *  PREPARE|RECOVERY; anything else is Invalid (field desc_flags). */
 enum okv_query_flags {
+	/** Pending SSD reads of the chain are awaited (Loading until the whole
+	 *  available prefix is resident) instead of answering the RAM prefix. */
 	OKV_QUERY_WAIT_FOR_FULL_PREFIX = 1u << 0,
+	/** Prepare pages (prefetch into RAM) without a lease; answered at once
+	 *  and retired without polling; skipped under warmup-budget pressure. */
 	OKV_QUERY_WARMUP = 1u << 1,
+	/** Metadata only: Candidates (blocks available locally), never a lease,
+	 *  no bytes reserved; retired at once. */
 	OKV_QUERY_DISCOVER = 1u << 2,
+	/** Leased read of exactly hashes [recovery_first, +recovery_count):
+	 *  all of it leased or Miss, never partial. Not counted as a lookup. */
 	OKV_QUERY_RECOVERY = 1u << 3,
+	/** The result stays at the Manager until Claim (exact revision) or
+	 *  expiry; Poll reports readiness without consuming it. */
 	OKV_QUERY_PREPARE = 1u << 4,
 	OKV_QUERY_FLAGS_ALL = 0x1Fu
 };
 
 /**
- * QueryBundle request descriptor: this header, then hash_count
- * struct okv_block_hash at offset 64 (the hash chain, first block first).
- * desc_length must equal 64 + 16 * hash_count.
- * Response: Ok with arg0 = hit count (≥ 1) and arg1 = lease id, or Miss
- * (arg0 = 0, no lease); on Ok and Miss the Manager also writes a
- * struct okv_query_result over the start of the descriptor.
+ * Query tickets (DESIGN.md §6 rules 1, 5, 6; spec "Channel ABI 5").
+ *
+ * op_id 0 is an untracked leased read: flags must be 0; the answer is final
+ * (Ok, Miss, Unadmitted) except Loading while SSD blocks of the chain are
+ * read, after which the client resubmits.
+ *
+ * op_id ≠ 0 is a ticket of this session (the authenticated instance):
+ *  - a new ticket needs op_id greater than every op id the session used
+ *    before and revision ≥ 1; it is admitted within the operation bounds
+ *    (128 per session, 1024 per Manager, flags) or answered Unadmitted
+ *    (nothing kept; retry with a fresh op id);
+ *  - op_id of a live ticket with a higher revision replaces its hashes,
+ *    flags and namespace (request_id and group must stay: else Invalid
+ *    field request); the same revision with the same request is a poll;
+ *    the same revision with a changed request, or a lower revision, is
+ *    Invalid field revision;
+ *  - op_id of a retired ticket (terminal result delivered, cancelled) is
+ *    Invalid field op_id; of an expired one, Timeout. Neither submits work.
+ * Answers: Ok/Miss/Candidates are terminal and retire the ticket as they
+ * are delivered (a PREPARE ticket: by Claim); Loading leaves it live: Poll
+ * with (op_id, revision) until terminal. A ticket expires 60 s (flag) after
+ * its latest revision; a late Poll, Claim or Cancel then answers Timeout
+ * (a bounded tombstone per session remembers it). Expiry, Cancel and
+ * disconnect drop an undelivered lease; SSD reads it started drain first,
+ * still counted against the bounds.
+ *
+ * Poll (arg0 op id, arg1 revision; optional descriptor ≥ 64 bytes where the
+ * Manager writes struct okv_query_result on a terminal answer): the ticket's
+ * state; arg1 below the live revision is Invalid field revision (an old
+ * poll never consumes a replacement); above it, Invalid field revision.
+ * Claim (same arguments): consumes a ready PREPARE ticket of exactly that
+ * revision (Ok with lease, or Miss); Loading while preparing; any other
+ * case (not a preparation, other revision, retired, expired) Unadmitted.
+ * CancelQuery (same arguments): Ok (arg0 = 1) retires a live ticket of that
+ * revision; a lower revision is Invalid field revision; retired is Invalid
+ * field op_id; expired is Timeout.
  */
 struct okv_query_desc {
 	uint32_t magic;          /*  0: OKV_QUERY_MAGIC */
@@ -202,17 +246,23 @@ struct okv_query_desc {
 	/* struct okv_block_hash hashes[hash_count] at 64 */
 };
 
-/** Written by the Manager over the query descriptor before an Ok or Miss. */
+/** Written by the Manager over the query descriptor (QueryBundle) or into
+ *  the Poll/Claim descriptor with every Ok, Miss or Candidates answer. */
 struct okv_query_result {
 	uint32_t magic;          /*  0: OKV_QUERY_RESULT_MAGIC */
 	uint16_t schema;         /*  4: OKV_QUERY_SCHEMA */
 	uint16_t status;         /*  6: enum okv_status, as in the response */
-	uint32_t hit_count;      /*  8: leading blocks resident and leased */
-	uint32_t reserved0;      /* 12 */
-	uint64_t lease_id;       /* 16: 0 on Miss */
+	uint32_t hit_count;      /*  8: Ok: blocks leased; Candidates: leading blocks
+	                          *     available locally (RAM, then SSD); WARMUP Ok:
+	                          *     blocks being prefetched (0 = skipped) */
+	uint32_t ram_hits;       /* 12: leading blocks resident in RAM now */
+	uint64_t lease_id;       /* 16: 0 unless Ok with a lease */
 	uint64_t lease_bytes;    /* 24: bytes reserved by the lease */
 	uint64_t block_bytes;    /* 32: bytes of one leased block (all layers) */
-	uint64_t reserved1[3];   /* 40 */
+	uint64_t op_id;          /* 40: the ticket (0: untracked) */
+	uint32_t revision;       /* 48: the ticket revision answered */
+	uint32_t first;          /* 52: chain position of lease block 0 (recovery_first) */
+	uint64_t reserved1;      /* 56: zero */
 };
 
 /**
@@ -511,6 +561,10 @@ OKV_ASSERT_OFFSET(okv_query_desc, recovery_first, 40);
 OKV_ASSERT_OFFSET(okv_query_desc, ns, 48);
 _Static_assert(sizeof(struct okv_query_result) == 64, "query result");
 OKV_ASSERT_OFFSET(okv_query_result, hit_count, 8);
+OKV_ASSERT_OFFSET(okv_query_result, ram_hits, 12);
+OKV_ASSERT_OFFSET(okv_query_result, op_id, 40);
+OKV_ASSERT_OFFSET(okv_query_result, revision, 48);
+OKV_ASSERT_OFFSET(okv_query_result, first, 52);
 OKV_ASSERT_OFFSET(okv_query_result, lease_id, 16);
 OKV_ASSERT_OFFSET(okv_query_result, lease_bytes, 24);
 OKV_ASSERT_OFFSET(okv_query_result, block_bytes, 32);

@@ -40,7 +40,10 @@ enum okv_error {
 	OKV_EAPPLICATION = -1012,    /* Manager sent an error frame (okv_last_error) */
 	OKV_EPENDING = -1013,        /* restore still copying: poll or wait again */
 	OKV_EUNADMITTED = -1014,     /* capacity pressure: nothing done, retry later */
-	OKV_E2BIG = -1015            /* batch does not fit the slot's descriptor area */
+	OKV_E2BIG = -1015,           /* batch does not fit the slot's descriptor area */
+	OKV_EEXPIRED = -1016,        /* Manager answered Timeout: the ticket or restore expired */
+	OKV_EFENCED = -1017          /* a publish's outcome is ambiguous: its source pages stay
+	                              * the Manager's until it exits (okv_publish) */
 };
 
 /** Largest okv_connect_options.timeout_ms: one hour. */
@@ -318,6 +321,114 @@ int okv_release(okv_client *c, uint64_t lease_id);
 uint32_t okv_max_query_hashes(const okv_client *c);
 uint32_t okv_max_restore_entries(const okv_client *c);
 uint32_t okv_max_publish_entries(const okv_client *c);
+
+/* ------------------------------------------------------------------------ */
+/* Query tickets (abi.h "Query tickets"; spec "Channel ABI 5")                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * An immutable batch of block hashes, built once per lookup and shared by
+ * reference: a ticket keeps a reference while live, and a prefix view of a
+ * batch is (batch, length), so okv_ticket_revise compares identity in
+ * constant time (same batch pointer, same length) instead of hashes.
+ * Reference counted; not thread-safe (one client thread per batch).
+ */
+typedef struct okv_block_hashes okv_block_hashes;
+
+/** Copy hashes[0..n) into a new batch (refcount 1). n ≥ 1. Errors: -EINVAL,
+ *  -ENOMEM. */
+int okv_block_hashes_new(const struct okv_block_hash *hashes, uint32_t n, okv_block_hashes **out);
+/** Take one more reference; returns b. */
+okv_block_hashes *okv_block_hashes_ref(okv_block_hashes *b);
+/** Drop one reference; the last frees the batch. NULL is a no-op. */
+void okv_block_hashes_unref(okv_block_hashes *b);
+/** Hash count and first hash of a batch. */
+uint32_t okv_block_hashes_len(const okv_block_hashes *b);
+const struct okv_block_hash *okv_block_hashes_data(const okv_block_hashes *b);
+
+/** What a ticket asks (struct okv_query_desc of abi.h). */
+struct okv_query_spec {
+	struct okv_namespace ns;
+	okv_block_hashes *hashes; /* the batch; the ticket takes its own reference */
+	uint32_t prefix_len;      /* hashes[0..prefix_len) are sent; 0 = the whole batch */
+	uint32_t flags;           /* enum okv_query_flags */
+	uint64_t request_id;      /* engine request (kept across revisions) */
+	uint64_t group;           /* request group (kept across revisions) */
+	uint32_t recovery_first;  /* OKV_QUERY_RECOVERY: leased range of the view */
+	uint32_t recovery_count;
+};
+
+/** A ticket's answer (struct okv_query_result plus the response status). */
+struct okv_query_answer {
+	uint16_t status;       /* enum okv_status: Ok, Miss, Candidates, Loading */
+	uint16_t reserved0;
+	uint32_t hit_count;    /* as okv_query_result.hit_count */
+	uint32_t ram_hits;
+	uint32_t first;        /* chain position of lease block 0 */
+	uint64_t lease_id;     /* Ok with a lease: end it with okv_release */
+	uint64_t lease_bytes;
+	uint64_t block_bytes;
+	uint64_t op_id;
+	uint32_t revision;
+	uint32_t reserved1;
+};
+
+/** A query ticket owned by liborbitkv: op id (increasing per client) and
+ *  revision, and the view it last sent. */
+typedef struct okv_ticket okv_ticket;
+
+/**
+ * Submit a query under a fresh ticket. 0: terminal answer in *ans (Ok, Miss,
+ * Candidates; WARMUP: Ok, hit_count = blocks warming), the ticket is retired
+ * (*out is still set: free it with okv_ticket_free). OKV_EPENDING: Loading;
+ * the ticket is live: okv_ticket_poll (or okv_ticket_claim for PREPARE).
+ * OKV_EUNADMITTED: operation bounds full, *out NULL: retry later with a new
+ * submit. Errors: OKV_EINVALID, OKV_E2BIG (view longer than
+ * okv_max_query_hashes), -EINVAL, -ENOMEM, channel errors.
+ */
+int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_ticket **out,
+		      struct okv_query_answer *ans);
+/**
+ * Poll a live ticket without resending hashes. 0: terminal (*ans), the
+ * ticket is retired; OKV_EPENDING: still loading (or a PREPARE ticket is
+ * ready: ans->status Candidates, claim it); OKV_EEXPIRED: expired at the
+ * Manager (retired); OKV_EINVALID: not live. A retired ticket is answered
+ * OKV_EINVALID locally without a message (unknown polls never submit work).
+ */
+int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans);
+/**
+ * Replace a live ticket's view, flags or namespace with revision + 1 (same
+ * request_id and group). The same batch pointer, prefix length, flags and
+ * namespace as the live revision is a poll (constant-time comparison; no
+ * hashes resent). Returns as okv_ticket_submit.
+ */
+int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec *spec,
+		      struct okv_query_answer *ans);
+/** Claim a PREPARE ticket's result (exact revision): 0 (Ok with a lease or
+ *  Miss; retired), OKV_EPENDING (preparing), OKV_EUNADMITTED (retired,
+ *  expired or revised at the Manager: submit a fresh ordinary query). */
+int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans);
+/** Cancel a live ticket (its undelivered lease is dropped by the Manager):
+ *  0, OKV_EEXPIRED, OKV_EINVALID (already retired), channel errors. */
+int okv_ticket_cancel(okv_client *c, okv_ticket *t);
+/** Free a ticket; a live one is cancelled first (errors ignored). NULL ok. */
+void okv_ticket_free(okv_client *c, okv_ticket *t);
+/** The ticket's op id, current revision, and whether it is live. */
+uint64_t okv_ticket_op_id(const okv_ticket *t);
+uint32_t okv_ticket_revision(const okv_ticket *t);
+int okv_ticket_live(const okv_ticket *t);
+
+/**
+ * Raw ticket messages, for tests and tools that need to send what the
+ * ticket API never sends (an old revision, a retired op id). okv_op_submit
+ * sends spec under (op_id, revision) as given; the client's next ticket op
+ * id moves past op_id. Return codes as the ticket calls; *ans may be NULL.
+ */
+int okv_op_submit(okv_client *c, uint64_t op_id, uint32_t revision, const struct okv_query_spec *spec,
+		  struct okv_query_answer *ans);
+int okv_op_poll(okv_client *c, uint64_t op_id, uint32_t revision, struct okv_query_answer *ans);
+int okv_op_claim(okv_client *c, uint64_t op_id, uint32_t revision, struct okv_query_answer *ans);
+int okv_op_cancel(okv_client *c, uint64_t op_id, uint32_t revision);
 
 /** Derive the bootstrap socket path of a Manager listen address:
  *  "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock" (DESIGN.md §5.1).
