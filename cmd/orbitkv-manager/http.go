@@ -18,6 +18,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -51,6 +52,7 @@ func (h *healthState) reply() *lifecyclepb.HealthReply {
 		cs := svc.Stats()
 		r.Blocks, r.RamUsedBytes, r.RamCapacityBytes = cs.Blocks, cs.UsedBytes, cs.CapacityBytes
 		r.Leases, r.Pins, r.ReservedBytes, r.Operations, r.Evictions = cs.Leases, cs.Pins, cs.ReservedBytes, cs.Operations, cs.Evictions
+		r.Tickets, r.Lookups, r.DistinctLookups = cs.Tickets, cs.Lookups, cs.DistinctLookups
 	}
 	return r
 }
@@ -98,12 +100,19 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 			"blocks":     rep.Blocks, "ram_used_bytes": rep.RamUsedBytes, "ram_capacity_bytes": rep.RamCapacityBytes,
 			"leases": rep.Leases, "pins": rep.Pins, "reserved_bytes": rep.ReservedBytes,
 			"operations": rep.Operations, "evictions": rep.Evictions,
+			"tickets": rep.Tickets, "lookups": rep.Lookups, "distinct_lookups": rep.DistinctLookups,
 		})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if failpoint.Enabled {
+		// Test builds only (tag failpoints): pause points and the expiry clock.
+		mux.Handle("/debug/failpoints/", failpoint.Handler())
+		mux.Handle("/debug/clock/", failpoint.Handler())
+		log.Warn("failpoint build: /debug/failpoints and /debug/clock are served; never run this binary in production")
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr %s: %w", addr, err)
@@ -150,6 +159,13 @@ func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	counter("orbitkv_queries_total", "QueryBundle requests served.", func(s cache.Stats) uint64 { return s.Queries })
 	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", func(s cache.Stats) uint64 { return s.QueryHits })
 	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", func(s cache.Stats) uint64 { return s.Unadmitted })
+	gauge("orbitkv_tickets", "Live query tickets (abi.h \"Query tickets\").", func(s cache.Stats) uint64 { return s.Tickets })
+	gauge("orbitkv_tickets_budget_waiting", "Tickets waiting for lease byte budget (--lease-budget).", func(s cache.Stats) uint64 { return s.BudgetWaiting })
+	counter("orbitkv_operations_expired_total", "Tickets and unpolled restore results expired (--op-expiry); late polls answer Timeout.", func(s cache.Stats) uint64 { return s.Expired })
+	counter("orbitkv_discoveries_total", "Discovery queries answered (Candidates, no lease).", func(s cache.Stats) uint64 { return s.Discoveries })
+	counter("orbitkv_warmups_skipped_total", "Warm-ups skipped for the warmup budget (--warmup-budget).", func(s cache.Stats) uint64 { return s.WarmupSkipped })
+	counter("orbitkv_lookups_total", "Logical lookups (queries; tickets except recovery reads and warm-ups).", func(s cache.Stats) uint64 { return s.Lookups })
+	gauge("orbitkv_lookups_distinct", "Distinct logical lookups since start, HyperLogLog estimate (~1% error); lookups_total / this = reuse.", func(s cache.Stats) uint64 { return s.DistinctLookups })
 	if svc.Stats().SSD {
 		gauge("orbitkv_ssd_blocks", "Blocks resident on the SSD tier.", func(s cache.Stats) uint64 { return s.SSDBlocks })
 		gauge("orbitkv_ssd_used_bytes", "Bytes of SSD tier slots in use.", func(s cache.Stats) uint64 { return s.SSDUsedBytes })

@@ -29,6 +29,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -81,6 +82,11 @@ type config struct {
 	ssdSlot      string
 	ssdAdmission string
 	ssdWorkers   int
+	maxOpsSess   int
+	maxOps       int
+	opExpiry     time.Duration
+	leaseBudget  string
+	warmupBudget string
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -109,6 +115,11 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
 	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..64)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
+	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
+	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
+	fs.DurationVar(&c.opExpiry, "op-expiry", cache.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
+	fs.StringVar(&c.leaseBudget, "lease-budget", "", "bytes leases and restores in flight may reserve (`size`; empty: --ram-capacity); a ticket beyond it waits (Loading), an untracked query answers Unadmitted")
+	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -186,6 +197,25 @@ func validate(c *config) (*settings, error) {
 		return nil, fmt.Errorf("--ram-chunk-bytes %q: not a size (examples: 16KiB, 2MiB)", c.chunkBytes)
 	}
 	st.cache = cache.Spec{RAMCapacity: capBytes, ChunkBytes: chunk, Prefault: c.prefault, CopyWorkers: c.copyWorkers, Eviction: c.eviction}
+	if c.maxOpsSess < 1 || c.maxOpsSess > cache.MaxOpsLimit {
+		return nil, fmt.Errorf("--max-ops-per-session %d: want 1..%d", c.maxOpsSess, cache.MaxOpsLimit)
+	}
+	if c.maxOps < 1 || c.maxOps > cache.MaxOpsLimit {
+		return nil, fmt.Errorf("--max-ops %d: want 1..%d", c.maxOps, cache.MaxOpsLimit)
+	}
+	if c.opExpiry < time.Second || c.opExpiry > 24*time.Hour {
+		return nil, fmt.Errorf("--op-expiry %v: want 1s..24h", c.opExpiry)
+	}
+	st.cache.MaxOpsPerSession, st.cache.MaxOps, st.cache.OpExpiry = c.maxOpsSess, c.maxOps, c.opExpiry
+	if c.leaseBudget != "" {
+		if st.cache.LeaseBudget, err = humanize.ParseBytes(c.leaseBudget); err != nil || st.cache.LeaseBudget == 0 {
+			return nil, fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget)
+		}
+	}
+	if st.cache.WarmupBudget, err = humanize.ParseBytes(c.warmupBudget); err != nil || st.cache.WarmupBudget == 0 {
+		return nil, fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget)
+	}
+	st.cache.Clock = failpoint.Clock
 	if !slices.Contains(evict.Names(), c.eviction) {
 		return nil, fmt.Errorf("--eviction %q: want one of %s", c.eviction, strings.Join(evict.Names(), ", "))
 	}

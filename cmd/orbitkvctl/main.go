@@ -260,6 +260,11 @@ func health(opts client.Options, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "blocks     %d\nram        %s of %s\nevictions  %d\nleases     %d\npins       %d\nreserved   %s\noperations %d\n",
 		h.Blocks, humanize.IBytes(h.RAMUsedBytes), humanize.IBytes(h.RAMCapacityBytes), h.Evictions,
 		h.Leases, h.Pins, humanize.IBytes(h.ReservedBytes), h.Operations)
+	reuse := 0.0
+	if h.DistinctLookups > 0 {
+		reuse = float64(h.Lookups) / float64(h.DistinctLookups)
+	}
+	fmt.Fprintf(stdout, "tickets    %d\nlookups    %d (distinct ≈ %d, reuse %.2f×)\n", h.Tickets, h.Lookups, h.DistinctLookups, reuse)
 	return nil
 }
 

@@ -22,8 +22,23 @@ const (
 	RestoreEntrySize  = 8  // struct okv_restore_entry
 	QueryResultSize   = 64 // struct okv_query_result
 	QueryFlagsAll     = 0x1F
-	QueryWaitFullPref = 1 << 0 // OKV_QUERY_WAIT_FOR_FULL_PREFIX
 )
+
+// QueryBundle flags (enum okv_query_flags; semantics in abi.h "Query
+// tickets").
+const (
+	QueryWaitFullPref = 1 << 0 // OKV_QUERY_WAIT_FOR_FULL_PREFIX
+	QueryWarmup       = 1 << 1 // OKV_QUERY_WARMUP
+	QueryDiscover     = 1 << 2 // OKV_QUERY_DISCOVER
+	QueryRecovery     = 1 << 3 // OKV_QUERY_RECOVERY
+	QueryPrepare      = 1 << 4 // OKV_QUERY_PREPARE
+)
+
+// validQueryFlags are the flag sets a QueryBundle may carry (abi.h).
+var validQueryFlags = map[uint16]bool{
+	0: true, QueryWaitFullPref: true, QueryDiscover: true, QueryWarmup: true, QueryRecovery: true,
+	QueryPrepare: true, QueryPrepare | QueryWaitFullPref: true, QueryPrepare | QueryRecovery: true,
+}
 
 // Byte offsets of the descriptor fields (abi.h); DescOffsets lists them for
 // the layout test against the C compiler's offsetof.
@@ -32,7 +47,8 @@ const (
 	qRequestID, qGroup, qRecFirst, qRecCount = 24, 32, 40, 44
 	qNS                                      = 48
 	rsStatus, rsHits, rsLease, rsLeaseBytes  = 6, 8, 16, 24
-	rsBlockBytes                             = 32
+	rsBlockBytes, rsRAMHits, rsOpID          = 32, 12, 40
+	rsRevision, rsFirst                      = 48, 52
 	pBuffer, pCount, pNS, pLayerFirst        = 8, 12, 16, 32
 	pLayerCount, pReserved                   = 36, 40
 	peHash, pePage, peReserved               = 0, 16, 20
@@ -51,6 +67,8 @@ var DescOffsets = map[string]uintptr{
 	"okv_query_result.status": rsStatus, "okv_query_result.hit_count": rsHits,
 	"okv_query_result.lease_id": rsLease, "okv_query_result.lease_bytes": rsLeaseBytes,
 	"okv_query_result.block_bytes": rsBlockBytes, "sizeof(okv_query_result)": QueryResultSize,
+	"okv_query_result.ram_hits": rsRAMHits, "okv_query_result.op_id": rsOpID,
+	"okv_query_result.revision": rsRevision, "okv_query_result.first": rsFirst,
 	"okv_publish_desc.buffer_id": pBuffer, "okv_publish_desc.count": pCount, "okv_publish_desc.ns": pNS,
 	"okv_publish_desc.layer_first": pLayerFirst, "okv_publish_desc.layer_count": pLayerCount,
 	"okv_publish_desc.reserved": pReserved, "sizeof(okv_publish_desc)": DescHeaderSize,
@@ -62,7 +80,7 @@ var DescOffsets = map[string]uintptr{
 	"sizeof(okv_block_hash)": HashSize,
 }
 
-// Descriptor fields named by an Invalid response (enum okv_field 9..21).
+// Descriptor fields named by an Invalid response (enum okv_field 9..24).
 const (
 	FieldDescMagic    Field = 9
 	FieldDescSchema   Field = 10
@@ -77,7 +95,10 @@ const (
 	FieldBlockBytes   Field = 19
 	FieldOpID         Field = 20
 	FieldNamespace    Field = 21
-	fieldMax                = FieldNamespace
+	FieldRevision     Field = 22 // ticket revision: zero, stale, or reused with a changed request
+	FieldRequest      Field = 23 // a revision changed request_id or group
+	FieldRecovery     Field = 24 // recovery range empty or outside the hashes
+	fieldMax                = FieldRecovery
 )
 
 // BlockHash is a 16-byte engine block hash (struct okv_block_hash).
@@ -150,8 +171,10 @@ func (q *QueryDesc) Hash(i int) (h BlockHash) {
 
 // DecodeQuery decodes a QueryBundle descriptor from b, a private copy of the
 // descriptor bytes (never the shared slot: the client may rewrite it
-// meanwhile). Flags outside OKV_QUERY_FLAGS_ALL are Invalid; known flags
-// other than none are Unsupported in this build.
+// meanwhile). It checks each field alone (abi.h "Query tickets"): flags a
+// valid set, flags only with a ticket (op_id ≠ 0), revision ≥ 1 exactly
+// with a ticket, the recovery range only with the recovery flag and then
+// non-empty inside the hashes. Ticket state is the caller's to check.
 func DecodeQuery(b []byte) (QueryDesc, *DescError) {
 	var q QueryDesc
 	n, err := checkHeader(b, QueryMagic, QuerySchema, qHashCount, HashSize)
@@ -167,33 +190,57 @@ func DecodeQuery(b []byte) (QueryDesc, *DescError) {
 	q.RecoveryFirst = le.Uint32(b[qRecFirst:])
 	q.RecoveryCount = le.Uint32(b[qRecCount:])
 	copy(q.NS[:], b[qNS:qNS+16])
+	rec := q.Flags&QueryRecovery != 0
 	switch {
 	case q.Flags&^QueryFlagsAll != 0:
 		return q, descInvalid(FieldDescFlags, 0, "0x%x has bits outside 0x%x", q.Flags, QueryFlagsAll)
-	case q.Flags != 0:
-		return q, &DescError{StatusUnsupported, FieldDescFlags, 0, fmt.Sprintf("0x%x: this build serves leased reads only (flags 0)", q.Flags)}
+	case !validQueryFlags[q.Flags]:
+		return q, descInvalid(FieldDescFlags, 0, "0x%x is not an allowed combination (one of wait, warmup, discover, recovery, prepare; prepare may add wait or recovery)", q.Flags)
 	case q.NS == Namespace{}:
 		return q, descInvalid(FieldNamespace, 0, "all zero; use okv_namespace_fingerprint")
-	case q.OpID != 0 || q.Revision != 0:
-		return q, &DescError{StatusUnsupported, FieldOpID, 0, fmt.Sprintf("ticket op_id %d revision %d: this build serves untracked leased reads only (0, 0)", q.OpID, q.Revision)}
-	case q.RecoveryFirst != 0 || q.RecoveryCount != 0:
-		return q, descInvalid(FieldDescReserved, 0, "recovery range set without the recovery flag")
+	case q.OpID == 0 && q.Flags != 0:
+		return q, descInvalid(FieldOpID, 0, "flags 0x%x need a ticket (op_id ≠ 0)", q.Flags)
+	case q.OpID == 0 && q.Revision != 0:
+		return q, descInvalid(FieldRevision, 0, "%d without a ticket (op_id 0), want 0", q.Revision)
+	case q.OpID != 0 && q.Revision == 0:
+		return q, descInvalid(FieldRevision, 0, "0 for ticket %d, want ≥ 1", q.OpID)
+	case !rec && (q.RecoveryFirst != 0 || q.RecoveryCount != 0):
+		return q, descInvalid(FieldRecovery, 0, "[%d, +%d) set without the recovery flag", q.RecoveryFirst, q.RecoveryCount)
+	case rec && (q.RecoveryCount == 0 || uint64(q.RecoveryFirst)+uint64(q.RecoveryCount) > uint64(n)):
+		return q, descInvalid(FieldRecovery, 0, "[%d, +%d) must be non-empty and inside the %d hashes", q.RecoveryFirst, q.RecoveryCount, n)
 	}
 	q.Hashes = b[DescHeaderSize : DescHeaderSize+int(n)*HashSize]
 	return q, nil
 }
 
-// PutQueryResult writes a struct okv_query_result into b (≥ 64 bytes).
-func PutQueryResult(b []byte, st Status, hits uint32, leaseID, leaseBytes, blockBytes uint64) {
+// QueryResult is a struct okv_query_result as the Manager writes it.
+type QueryResult struct {
+	Status     Status
+	Hits       uint32 // blocks leased (Ok), available (Candidates), warming (warmup Ok)
+	RAMHits    uint32 // leading blocks resident in RAM
+	LeaseID    uint64
+	LeaseBytes uint64
+	BlockBytes uint64
+	OpID       uint64
+	Revision   uint32
+	First      uint32 // chain position of lease block 0
+}
+
+// PutQueryResult writes r as a struct okv_query_result into b (≥ 64 bytes).
+func PutQueryResult(b []byte, r *QueryResult) {
 	le := binary.LittleEndian
 	clear(b[:QueryResultSize])
 	le.PutUint32(b[0:], QueryResultMagic)
 	le.PutUint16(b[4:], QuerySchema)
-	le.PutUint16(b[rsStatus:], uint16(st))
-	le.PutUint32(b[rsHits:], hits)
-	le.PutUint64(b[rsLease:], leaseID)
-	le.PutUint64(b[rsLeaseBytes:], leaseBytes)
-	le.PutUint64(b[rsBlockBytes:], blockBytes)
+	le.PutUint16(b[rsStatus:], uint16(r.Status))
+	le.PutUint32(b[rsHits:], r.Hits)
+	le.PutUint32(b[rsRAMHits:], r.RAMHits)
+	le.PutUint64(b[rsLease:], r.LeaseID)
+	le.PutUint64(b[rsLeaseBytes:], r.LeaseBytes)
+	le.PutUint64(b[rsBlockBytes:], r.BlockBytes)
+	le.PutUint64(b[rsOpID:], r.OpID)
+	le.PutUint32(b[rsRevision:], r.Revision)
+	le.PutUint32(b[rsFirst:], r.First)
 }
 
 // PublishDesc is a decoded struct okv_publish_desc; entries alias the input.

@@ -77,7 +77,25 @@ func TestDescriptorsRejectMalformedInputNamingTheField(t *testing.T) {
 		{"a hash count beyond the descriptor", qd, queryDesc(2, 1), func(b []byte) []byte { le.PutUint32(b[20:], 3); return b }, FieldCount, StatusInvalid},
 		{"a hash count of zero", qd, queryDesc(0, 1), nil, FieldCount, StatusInvalid},
 		{"unknown query flags", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], 0x80); return b }, FieldDescFlags, StatusInvalid},
-		{"known but unserved query flags", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], QueryWaitFullPref); return b }, FieldDescFlags, StatusUnsupported},
+		{"flags without a ticket", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], QueryWaitFullPref); return b }, FieldOpID, StatusInvalid},
+		{"a forbidden flag combination", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint64(b[8:], 1); le.PutUint32(b[16:], 1); le.PutUint16(b[6:], QueryDiscover|QueryWarmup); return b }, FieldDescFlags, StatusInvalid},
+		{"a ticket with revision 0", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint64(b[8:], 5); return b }, FieldRevision, StatusInvalid},
+		{"a revision without a ticket", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint32(b[16:], 2); return b }, FieldRevision, StatusInvalid},
+		{"a recovery range without the flag", qd, queryDesc(2, 1), func(b []byte) []byte { le.PutUint32(b[44:], 1); return b }, FieldRecovery, StatusInvalid},
+		{"a recovery range past the hashes", qd, queryDesc(2, 1), func(b []byte) []byte {
+			le.PutUint64(b[8:], 1)
+			le.PutUint32(b[16:], 1)
+			le.PutUint16(b[6:], QueryRecovery)
+			le.PutUint32(b[40:], 1)
+			le.PutUint32(b[44:], 2)
+			return b
+		}, FieldRecovery, StatusInvalid},
+		{"an empty recovery range", qd, queryDesc(2, 1), func(b []byte) []byte {
+			le.PutUint64(b[8:], 1)
+			le.PutUint32(b[16:], 1)
+			le.PutUint16(b[6:], QueryRecovery)
+			return b
+		}, FieldRecovery, StatusInvalid},
 		{"an all-zero namespace", qd, queryDesc(1, 0), nil, FieldNamespace, StatusInvalid},
 		{"a publish with trailing bytes", pd, publishDesc(2), func(b []byte) []byte { return append(b, 0) }, FieldCount, StatusInvalid},
 		{"a publish with flags", pd, publishDesc(2), func(b []byte) []byte { b[6] = 1; return b }, FieldDescFlags, StatusInvalid},
@@ -134,9 +152,10 @@ func TestQueryResultLayout(t *testing.T) {
 	for i := range b {
 		b[i] = 0xff
 	}
-	PutQueryResult(b, StatusOK, 7, 9, 700, 100)
+	PutQueryResult(b, &QueryResult{Status: StatusOK, Hits: 7, RAMHits: 6, LeaseID: 9, LeaseBytes: 700, BlockBytes: 100, OpID: 11, Revision: 3, First: 2})
 	le := binary.LittleEndian
-	if le.Uint32(b) != QueryResultMagic || le.Uint32(b[8:]) != 7 || le.Uint64(b[16:]) != 9 || le.Uint64(b[24:]) != 700 || le.Uint64(b[32:]) != 100 || b[12] != 0 || b[63] != 0 {
+	if le.Uint32(b) != QueryResultMagic || le.Uint32(b[8:]) != 7 || le.Uint32(b[12:]) != 6 || le.Uint64(b[16:]) != 9 || le.Uint64(b[24:]) != 700 ||
+		le.Uint64(b[32:]) != 100 || le.Uint64(b[40:]) != 11 || le.Uint32(b[48:]) != 3 || le.Uint32(b[52:]) != 2 || b[56] != 0 || b[63] != 0 {
 		t.Fatalf("result bytes %x", b)
 	}
 }

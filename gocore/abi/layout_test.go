@@ -135,7 +135,7 @@ func TestDescriptorConstantsMatchC(t *testing.T) {
 		"OKV_QUERY_MAGIC": QueryMagic, "OKV_QUERY_RESULT_MAGIC": QueryResultMagic,
 		"OKV_PUBLISH_MAGIC": PublishMagic, "OKV_RESTORE_MAGIC": RestoreMagic,
 		"OKV_QUERY_SCHEMA": QuerySchema, "OKV_PUBLISH_SCHEMA": PublishSchema, "OKV_RESTORE_SCHEMA": RestoreSchema,
-		"OKV_QUERY_FLAGS_ALL": QueryFlagsAll, "OKV_FIELD_MAX": uintptr(FieldNamespace),
+		"OKV_QUERY_FLAGS_ALL": QueryFlagsAll, "OKV_FIELD_MAX": uintptr(FieldRecovery),
 	} {
 		if c[name] != v {
 			t.Errorf("%s: Go %#x, C %#x", name, v, c[name])

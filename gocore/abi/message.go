@@ -100,7 +100,7 @@ const (
 var fieldNames = [...]string{"none", "magic", "abi_version", "code", "epoch", "desc_offset",
 	"desc_length", "generation", "reserved", "desc_magic", "desc_schema", "desc_flags",
 	"desc_reserved", "count", "buffer_id", "page", "layers", "lease_id", "block",
-	"block_bytes", "op_id", "namespace"}
+	"block_bytes", "op_id", "namespace", "revision", "request", "recovery_range"}
 
 // String returns the C field name ("desc_offset").
 func (f Field) String() string {

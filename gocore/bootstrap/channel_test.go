@@ -88,8 +88,9 @@ func TestChannelRequestIsRefused(t *testing.T) {
 	}
 }
 
-// Commands of later issues are known, so they are answered Unsupported, not
-// Invalid, and not logged as refused.
+// Without a cache service (this harness has none) the cache commands are
+// known, so they are answered Unsupported, not Invalid, and not logged as
+// refused.
 func TestKnownButUnservedCommandIsUnsupported(t *testing.T) {
 	h := newHarness(t)
 	rc := connect(t, h.path)

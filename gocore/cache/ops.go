@@ -2,9 +2,11 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lease"
@@ -15,8 +17,9 @@ func invalid(f abi.Field, i int, format string, args ...any) *abi.DescError {
 	return &abi.DescError{Status: abi.StatusInvalid, Field: f, Index: uint64(i), Detail: fmt.Sprintf(format, args...)}
 }
 
-// query serves QueryBundle as a leased read: the longest resident prefix of
-// the chain is pinned under a new lease.
+// query serves QueryBundle: a ticket (op_id ≠ 0) goes to submit; op_id 0
+// is an untracked leased read: the longest resident prefix of the chain is
+// pinned under a new lease.
 func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
 	b, derr := s.descriptor(st, m)
 	if derr != nil {
@@ -26,8 +29,10 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if derr != nil {
 		return abi.Message{}, derr
 	}
+	if q.OpID != 0 {
+		return s.submit(st, m, &q)
+	}
 	s.stats.queries.Add(1)
-	out := st.sess.Slot()[m.DescOffset:]
 	hits := s.hits[:0]
 	for i, n := 0, q.Len(); i < n; i++ {
 		blk := s.idx.Lookup(index.Key{NS: q.NS, Hash: q.Hash(i)})
@@ -43,7 +48,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		for _, blk := range hits {
 			s.idx.Pin(blk)
 		}
-		loading := s.prefetch(st, q.NS, func(i int) [16]byte { return q.Hash(i) }, len(hits), q.Len())
+		loading := s.prefetch(st, nil, q.NS, q.Hash, len(hits), q.Len())
 		for _, blk := range hits {
 			s.idx.Unpin(blk)
 		}
@@ -55,16 +60,32 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	// This query's answer is final: what earlier prefetches held for the
 	// session is either leased below or no longer wanted.
 	defer s.releaseHolds(st)
+	s.countLookup(q.NS, q.Hash(q.Len()-1))
+	res := abi.QueryResult{Status: abi.StatusMiss, RAMHits: uint32(len(hits))}
 	if len(hits) == 0 {
-		abi.PutQueryResult(out, abi.StatusMiss, 0, 0, 0, 0)
+		s.putResult(st, m, &res)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
-	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased {
+	var bytes uint64
+	for _, blk := range hits {
+		bytes += blk.Bytes
+	}
+	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased ||
+		s.reservedBytes()+bytes > s.leaseBudget || len(s.budgetQ) > 0 {
+		// An untracked read cannot wait for budget, and does not overtake
+		// tickets that do.
 		s.stats.unadmitted.Add(1)
 		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
 	}
-	blocks := make([]*index.Block, len(hits))
-	copy(blocks, hits)
+	l := s.addLease(st, slices.Clone(hits))
+	s.stats.queryHits.Add(uint64(len(l.Blocks)))
+	res = abi.QueryResult{Status: abi.StatusOK, Hits: uint32(len(l.Blocks)), RAMHits: res.RAMHits, LeaseID: l.ID, LeaseBytes: l.Bytes, BlockBytes: l.Blocks[0].Bytes}
+	s.putResult(st, m, &res)
+	return m.Response(s.epoch, abi.StatusOK, uint64(len(l.Blocks)), l.ID), nil
+}
+
+// addLease pins blocks under a new lease of st.
+func (s *Service) addLease(st *sessState, blocks []*index.Block) *lease.Lease {
 	for _, blk := range blocks {
 		s.idx.Pin(blk)
 	}
@@ -72,9 +93,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	st.leases++
 	st.leased += len(blocks)
 	s.leased += len(blocks)
-	s.stats.queryHits.Add(uint64(len(blocks)))
-	abi.PutQueryResult(out, abi.StatusOK, uint32(len(blocks)), l.ID, l.Bytes, blocks[0].Bytes)
-	return m.Response(s.epoch, abi.StatusOK, uint64(len(blocks)), l.ID), nil
+	return l
 }
 
 // release ends a lease of the session.
@@ -84,6 +103,7 @@ func (s *Service) release(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		return abi.Message{}, invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", m.Arg0)
 	}
 	s.endLease(st, l)
+	s.admitWaiting()
 	return m.Response(s.epoch, abi.StatusOK, 0, 0), nil
 }
 
@@ -265,7 +285,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	if derr := s.checkSegments(n, &buf, r.BufferID); derr != nil {
 		return abi.Message{}, derr
 	}
-	if len(st.restores) >= MaxOpsPerSession || len(s.ops)+s.done >= MaxOps {
+	if !s.admitOp(st) {
 		s.stats.unadmitted.Add(1)
 		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
 	}
@@ -290,8 +310,11 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		st.clearBusy(o)
 		return m.Response(s.epoch, abi.StatusInternal, 0, 0), nil
 	}
+	failpoint.Hit(failpoint.CopySubmitted)
 	s.ops[o.id] = o
 	st.restores[o.id] = o
+	s.restoresAll++
+	s.restoreReserved += o.bytes // the lease's bytes stay reserved until the copy lands
 	st.inflight++
 	return m.Response(s.epoch, abi.StatusOK, o.id, 0), nil
 }
@@ -335,13 +358,21 @@ func (st *sessState) clearBusy(o *op) {
 // restorePoll reports a restore's state and consumes a terminal one.
 func (s *Service) restorePoll(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
 	o := st.restores[m.Arg0]
+	if o != nil && o.done && !s.now().Before(o.deadline) {
+		s.expireRestore(st, o) // found before the sweep did
+		o = nil
+	}
 	if o == nil {
+		if st.expiredRestores.has(m.Arg0) {
+			return m.Response(s.epoch, abi.StatusTimeout, 0, 0), nil
+		}
 		return abi.Message{}, invalid(abi.FieldOpID, 0, "%d: no restore of this session awaits a poll", m.Arg0)
 	}
 	if !o.done {
 		return m.Response(s.epoch, abi.StatusLoading, 0, 0), nil
 	}
 	delete(st.restores, o.id)
+	s.restoresAll--
 	s.done--
 	if o.status != 0 {
 		return m.Response(s.epoch, abi.StatusInternal, uint64(-int64(o.status)), 0), nil
@@ -385,7 +416,12 @@ func (s *Service) blockSegs(segs []native.CopySeg, blk *index.Block, buf *sessio
 // should come back, for example by ringing the control slot).
 func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (more bool) {
 	limit = max(1, min(limit, len(s.comps)))
+	s.sweep()
 	n := s.copier.Drain(s.comps[:limit])
+	released := false
+	if n > 0 {
+		failpoint.Hit(failpoint.CopyComplete)
+	}
 	for i := 0; i < n; i++ {
 		c := &s.comps[i]
 		o := s.ops[c.Token]
@@ -414,6 +450,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 				}
 				s.stats.published.Add(uint64(o.stored))
 				s.stats.publishBytes.Add(o.bytes)
+				failpoint.Hit(failpoint.PublishAck)
 				post(st.sess.Index, o.reply)
 			}
 		case opRestore:
@@ -421,7 +458,11 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 				s.idx.Unpin(blk)
 			}
 			st.clearBusy(o)
+			s.restoreReserved -= o.bytes
+			released = true
 			o.done, o.status = true, c.Status
+			o.deadline = s.now().Add(s.expiry)
+			s.armExpiry(o.deadline)
 			if c.Status == 0 {
 				s.stats.restored.Add(uint64(len(o.blocks)))
 				s.stats.restoreBytes.Add(o.bytes)
@@ -430,12 +471,17 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 			}
 			if st.closing {
 				delete(st.restores, o.id)
+				s.restoresAll--
 			} else {
 				s.done++
+				failpoint.Hit(failpoint.Notification)
 				st.notify.signal()
 			}
 		}
 		s.maybeFinish(st)
+	}
+	if released {
+		s.admitWaiting()
 	}
 	more = n == limit
 	if s.ssd != nil && s.completeSSD(limit) {

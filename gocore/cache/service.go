@@ -30,12 +30,14 @@ const (
 	// Unadmitted. 2^20 references are 8 MiB of lease memory.
 	MaxLeasedBlocksPerSession = 1 << 20
 	MaxLeasedBlocks           = 1 << 24
-	// MaxOpsPerSession and MaxOps bound the restore operations in flight or
-	// awaiting RestorePoll, per session and per Manager (DESIGN.md §6 rule
-	// 5); beyond them a Restore answers Unadmitted. Expiry of unpolled
-	// results is the operation-semantics work.
-	MaxOpsPerSession = 128
-	MaxOps           = 1024
+	// DefaultMaxOpsPerSession and DefaultMaxOps bound the operations
+	// (tickets live or draining, restores in flight or awaiting
+	// RestorePoll) per session and per Manager (DESIGN.md §6 rule 5);
+	// beyond them a ticket or Restore answers Unadmitted.
+	DefaultMaxOpsPerSession = 128
+	DefaultMaxOps           = 1024
+	// MaxOpsLimit bounds Spec.MaxOps and Spec.MaxOpsPerSession.
+	MaxOpsLimit = 1 << 20
 	// MaxCopyWorkers bounds Spec.CopyWorkers.
 	MaxCopyWorkers = 64
 	// maxDrain bounds the completions one Complete call handles; the rest
@@ -58,11 +60,36 @@ type Spec struct {
 	// SSDStagingBytes is the memory holding demoted blocks until the SSD
 	// has them (0: DefaultSSDStagingBytes).
 	SSDStagingBytes uint64
-	Logger          *slog.Logger
+	// Operation bounds and expiry (0: DefaultMaxOpsPerSession,
+	// DefaultMaxOps, DefaultOpExpiry).
+	MaxOpsPerSession int
+	MaxOps           int
+	OpExpiry         time.Duration
+	// LeaseBudget bounds the bytes reserved by leases and restores in
+	// flight; a ticket beyond it waits (Loading), an untracked query
+	// answers Unadmitted. 0: RAMCapacity.
+	LeaseBudget uint64
+	// WarmupBudget bounds the bytes of SSD reads in flight with no owner
+	// (warmup queries, and the tail of queries that do not wait); beyond it
+	// warming is skipped. 0: DefaultWarmupBudget.
+	WarmupBudget uint64
+	// Clock is the time source of expiry (nil: time.Now); tests inject a
+	// fake one (gocore/failpoint in failpoint builds).
+	Clock  func() time.Time
+	Logger *slog.Logger
 }
+
+// DefaultWarmupBudget is the default Spec.WarmupBudget.
+const DefaultWarmupBudget = 256 << 20
 
 // Validate names the field and limit that s violates.
 func (s Spec) Validate() error {
+	if s.MaxOpsPerSession < 0 || s.MaxOpsPerSession > MaxOpsLimit || s.MaxOps < 0 || s.MaxOps > MaxOpsLimit {
+		return fmt.Errorf("cache spec: operation bounds %d per session, %d in all: want 1..%d (0: default)", s.MaxOpsPerSession, s.MaxOps, MaxOpsLimit)
+	}
+	if s.OpExpiry < 0 || (s.OpExpiry != 0 && s.OpExpiry < time.Second) || s.OpExpiry > 24*time.Hour {
+		return fmt.Errorf("cache spec: operation expiry %v, want 1s..24h (0: %v)", s.OpExpiry, DefaultOpExpiry)
+	}
 	if s.CopyWorkers < 1 || s.CopyWorkers > MaxCopyWorkers {
 		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, MaxCopyWorkers)
 	}
@@ -88,6 +115,20 @@ type Service struct {
 	nextOp   uint64
 	done     int // restore operations completed but not yet polled
 	leased   int // block references held by all leases
+
+	// Operation bounds (DESIGN.md §6 rule 5) and their counts.
+	maxOpsSession, maxOps          int
+	tickets, drainingAll           int // live tickets; revoked ones whose SSD reads still run
+	restoresAll                    int // restore ops in flight or awaiting RestorePoll
+	expiry                         time.Duration
+	now                            func() time.Time
+	nextSweep                      time.Time // zero: nothing to expire
+	stopTick                       chan struct{}
+	// Byte budgets.
+	leaseBudget, restoreReserved uint64
+	budgetQ                      []*ticket // tickets waiting for lease budget, oldest first
+	warmupBudget, warming        uint64
+	lookups                      lookupStats
 	// lease limits (MaxLeasedBlocksPerSession, MaxLeasedBlocks); fields so
 	// tests can lower them
 	maxLeasedSession, maxLeased int
@@ -141,12 +182,22 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		arena.Close()
 		return nil, fmt.Errorf("copy engine: %w", err)
 	}
+	base := idBase(s.Epoch)
 	svc := &Service{
-		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(pol), leases: lease.New(), copier: cp, ssd: st,
-		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: 1,
+		epoch: s.Epoch, log: s.Logger, arena: arena, idx: index.New(pol), leases: lease.NewFrom(base), copier: cp, ssd: st,
+		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
+		maxOpsSession: orDefault(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: orDefault(s.MaxOps, DefaultMaxOps),
+		expiry: orDefault(s.OpExpiry, DefaultOpExpiry), now: s.Clock,
+		leaseBudget: orDefault(s.LeaseBudget, s.RAMCapacity), warmupBudget: orDefault(s.WarmupBudget, DefaultWarmupBudget),
+		stopTick: make(chan struct{}),
 		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
 	}
+	if svc.now == nil {
+		svc.now = time.Now
+	}
+	svc.lookups.init()
+	go svc.tick(srv.Ring)
 	svc.stats.capacity.Store(arena.CapacityBytes())
 	svc.stats.ramHuge, svc.stats.ramFallback = arena.Huge(), arena.Fallback()
 	return svc, nil
@@ -156,6 +207,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 // queue), then frees the RAM tier. Sessions must be detached first; after
 // Close no memory of any session is touched.
 func (s *Service) Close() {
+	close(s.stopTick)
 	s.copier.Close()
 	if s.ssd != nil {
 		s.ssd.close() // its reads write into RAM tier frames
@@ -175,6 +227,10 @@ type sessState struct {
 	inflight   int                // copies in flight
 	publishing int                // publishes in flight (deferred replies)
 	holds      []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
+	tickets    map[uint64]*ticket // live tickets by op id
+	maxOpID    uint64             // highest ticket op id seen (ids only grow)
+	draining   int                // revoked tickets whose SSD reads still run
+	expiredTickets, expiredRestores tombs
 	lastLog    time.Time          // rate limit of refusal logs
 	dropped    int
 	closing    bool
@@ -205,6 +261,7 @@ type op struct {
 	done            bool
 	status          int32
 	bytes           uint64
+	deadline        time.Time // restore: when an unpolled result expires
 }
 
 // Attach starts serving s's cache commands.
@@ -212,7 +269,7 @@ func (s *Service) Attach(sess *session.Session) {
 	s.sessions[sess.Index] = &sessState{
 		sess: sess, owner: lease.Owner{Slot: sess.Index, Token: sess.Token},
 		notify:   newNotifier(sess.EventFile(), s.log),
-		restores: make(map[uint64]*op), busy: make(map[pageKey]uint64),
+		restores: make(map[uint64]*op), busy: make(map[pageKey]uint64), tickets: make(map[uint64]*ticket),
 	}
 	s.publishStats()
 }
@@ -231,6 +288,7 @@ func (s *Service) Detach(sess *session.Session, drained func()) {
 	}
 	st.closing = true
 	s.releaseHolds(st)
+	s.revokeAll(st)
 	if st.leases > 0 {
 		for _, l := range s.leases.Owned(st.owner) {
 			s.endLease(st, l)
@@ -240,9 +298,11 @@ func (s *Service) Detach(sess *session.Session, drained func()) {
 		if o.done {
 			delete(st.restores, id)
 			s.done--
+			s.restoresAll--
 		}
 	}
 	st.onDrained = drained
+	s.admitWaiting()
 	s.maybeFinish(st)
 	s.publishStats()
 }
@@ -290,6 +350,12 @@ func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Messag
 		resp, derr = s.restorePoll(st, m)
 	case abi.CmdRelease:
 		resp, derr = s.release(st, m)
+	case abi.CmdPoll:
+		resp, derr = s.poll(st, m)
+	case abi.CmdClaim:
+		resp, derr = s.claim(st, m)
+	case abi.CmdCancelQuery:
+		resp, derr = s.cancel(st, m)
 	default:
 		return m.Response(s.epoch, abi.StatusUnsupported, 0, 0), true
 	}
@@ -345,6 +411,7 @@ type counters struct {
 	blocks, usedBytes, capacity, leases, pins, reserved, operations atomic.Uint64
 	evictions, published, restored, unadmitted, invalid             atomic.Uint64
 	publishBytes, restoreBytes, queries, queryHits                  atomic.Uint64
+	tickets, budgetWaiting, expired, discoveries, warmupSkipped     atomic.Uint64
 	ramHuge                                                         bool   // set in New, then read-only
 	ramFallback                                                     string // set in New, then read-only
 }
@@ -355,12 +422,14 @@ func (s *Service) publishStats() {
 	s.stats.usedBytes.Store(uint64(s.arena.Chunks()-s.arena.Free()) * s.arena.ChunkBytes())
 	s.stats.leases.Store(uint64(s.leases.Len()))
 	s.stats.pins.Store(uint64(is.Pins))
-	s.stats.reserved.Store(s.leases.ReservedBytes())
-	ops := len(s.ops) + s.done
+	s.stats.reserved.Store(s.reservedBytes())
+	ops := len(s.ops) + s.done + s.tickets + s.drainingAll
 	if s.ssd != nil {
 		ops += len(s.ssd.loading)
 	}
 	s.stats.operations.Store(uint64(ops))
+	s.stats.tickets.Store(uint64(s.tickets))
+	s.stats.budgetWaiting.Store(uint64(len(s.budgetQ)))
 }
 
 // Stats is a snapshot of the cache counters; safe from any goroutine.
@@ -381,6 +450,15 @@ type Stats struct {
 	Invalid       uint64 // cache requests refused as invalid
 	Queries       uint64
 	QueryHits     uint64 // blocks leased by queries
+
+	// Operation semantics (abi.h "Query tickets").
+	Tickets         uint64 // live tickets
+	BudgetWaiting   uint64 // tickets waiting for lease byte budget
+	Expired         uint64 // tickets and restore results expired (tombstoned)
+	Discoveries     uint64 // discovery queries answered
+	WarmupSkipped   uint64 // warm-ups skipped for the warmup budget
+	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
+	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
 
 	// SSD tier (zero without one).
 	SSD              bool
@@ -410,7 +488,10 @@ func (s *Service) Stats() Stats {
 		Restored: c.restored.Load(), PublishBytes: c.publishBytes.Load(), RestoreBytes: c.restoreBytes.Load(),
 		Unadmitted: c.unadmitted.Load(), Invalid: c.invalid.Load(), Queries: c.queries.Load(), QueryHits: c.queryHits.Load(),
 		RAMHuge: c.ramHuge, RAMFallback: c.ramFallback,
+		Tickets: c.tickets.Load(), BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load(),
+		Discoveries: c.discoveries.Load(), WarmupSkipped: c.warmupSkipped.Load(),
 	}
+	st.Lookups, st.DistinctLookups = s.lookups.snapshot()
 	if s.ssd != nil {
 		ss := s.ssd.store.Stats()
 		st.SSD = true

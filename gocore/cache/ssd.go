@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
@@ -42,9 +43,11 @@ type ssdTier struct {
 
 // ssdEvent is a finished prefetch read, queued by a store goroutine.
 type ssdEvent struct {
-	blk *index.Block
-	st  *sessState // the session whose query asked for the block
-	err error
+	blk  *index.Block
+	st   *sessState // the session whose untracked query asked for the block
+	tk   *ticket    // or the ticket that did
+	warm bool       // or a warmup (no owner; counted in the warmup budget)
+	err  error
 }
 
 // maxPrefetchRun bounds the blocks one query prefetches.
@@ -114,12 +117,13 @@ func (s *Service) demote(blk *index.Block) {
 	})
 }
 
-// prefetch starts reading the SSD run of q's chain from hash position from
-// on; it returns true if the query must answer Loading (a prefetch runs or
-// was started for the block at position from).
-func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte, from, n int) bool {
+// prefetch starts reading the SSD run of a chain from hash position from
+// on, for an untracked query of st (tk nil: the blocks are held for st's
+// next query) or for ticket tk (held for it); it returns true if the query
+// must answer Loading (a read runs or was started for the block at from).
+func (s *Service) prefetch(st *sessState, tk *ticket, ns [16]byte, hashAt func(int) abi.BlockHash, from, n int) bool {
 	t := s.ssd
-	if len(st.holds) >= maxPrefetchRun {
+	if tk == nil && len(st.holds) >= maxPrefetchRun {
 		s.releaseHolds(st) // a session holds at most one run's worth
 	}
 	first := index.Key{NS: ns, Hash: hashAt(from)}
@@ -129,11 +133,47 @@ func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte
 	if s.idx.Contains(first) { // being published by a client: not ours to load
 		return false
 	}
-	type item struct {
-		k index.Key
-		m ssd.Meta
+	run := s.ssdRun(ns, hashAt, from, n, ^uint64(0))
+	if len(run) == 0 {
+		return false
 	}
-	var run []item
+	s.startReads(run, ssdEvent{st: st, tk: tk})
+	return true
+}
+
+// warm starts reading the SSD run of a chain from position from on into RAM
+// with no owner (DESIGN.md §7, spec "warmup ... skips on warmup-budget
+// pressure"): at most the warmup budget is read at a time; returns the
+// blocks started (0: nothing on SSD, already loading, or no budget).
+func (s *Service) warm(ns [16]byte, hashAt func(int) abi.BlockHash, from, n int) int {
+	t := s.ssd
+	first := index.Key{NS: ns, Hash: hashAt(from)}
+	if _, ok := t.loading[first]; ok || s.idx.Contains(first) || s.warming >= s.warmupBudget {
+		if s.warming >= s.warmupBudget {
+			s.stats.warmupSkipped.Add(1)
+		}
+		return 0
+	}
+	run := s.ssdRun(ns, hashAt, from, n, s.warmupBudget-s.warming)
+	s.startReads(run, ssdEvent{warm: true})
+	for _, it := range run {
+		s.warming += it.m.Bytes
+	}
+	return len(run)
+}
+
+type ssdItem struct {
+	k index.Key
+	m ssd.Meta
+}
+
+// ssdRun returns the leading blocks of positions [from, n) that are on SSD
+// and in no RAM state, within maxBytes, as many as the completion queue and
+// RAM (after eviction) take; room for them is made.
+func (s *Service) ssdRun(ns [16]byte, hashAt func(int) abi.BlockHash, from, n int, maxBytes uint64) []ssdItem {
+	t := s.ssd
+	var run []ssdItem
+	var bytes uint64
 	defer clear(s.batch)
 	for j := from; j < n && len(run) < maxPrefetchRun; j++ {
 		k := index.Key{NS: ns, Hash: hashAt(j)}
@@ -145,10 +185,11 @@ func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte
 		}
 		s.batch[k] = struct{}{}
 		m, ok := t.store.Contains(ssdKey(k))
-		if !ok {
+		if !ok || bytes+m.Bytes > maxBytes {
 			break
 		}
-		run = append(run, item{k, m})
+		bytes += m.Bytes
+		run = append(run, ssdItem{k, m})
 	}
 	// Bound the reads in flight by the completion queue, so a store
 	// goroutine never waits long to hand its result over.
@@ -156,22 +197,24 @@ func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte
 		run = run[:max(room, 0)]
 	}
 	if len(run) == 0 {
-		return false
+		return nil
 	}
 	var need uint64
 	for _, it := range run {
 		need += uint64(s.arena.ChunksFor(it.m.Bytes))
 	}
-	if !s.makeRoom(need) {
-		// Not even room for the run: load as much of its head as fits.
-		for len(run) > 0 && !s.makeRoom(need) {
-			need -= uint64(s.arena.ChunksFor(run[len(run)-1].m.Bytes))
-			run = run[:len(run)-1]
-		}
-		if len(run) == 0 {
-			return false
-		}
+	// Not room for the whole run: load as much of its head as fits.
+	for len(run) > 0 && !s.makeRoom(need) {
+		need -= uint64(s.arena.ChunksFor(run[len(run)-1].m.Bytes))
+		run = run[:len(run)-1]
 	}
+	return run
+}
+
+// startReads inserts run as Publishing blocks in newly allocated frames and
+// queues their SSD reads; each completion is reported as ev with its block.
+func (s *Service) startReads(run []ssdItem, ev ssdEvent) {
+	t := s.ssd
 	for d, it := range run {
 		per := s.arena.ChunksFor(it.m.Bytes)
 		chunks, err := s.arena.Alloc(make([]uint32, 0, per), per)
@@ -184,21 +227,37 @@ func (s *Service) prefetch(st *sessState, ns [16]byte, hashAt func(int) [16]byte
 		for i, c := range chunks {
 			dst[i] = s.arena.Chunk(c)
 		}
+		e := ev
+		e.blk = blk
+		if e.tk != nil {
+			e.tk.reads++
+		}
 		t.store.Read(ssdKey(it.k), it.m, dst, func(err error) {
-			t.events <- ssdEvent{blk: blk, st: st, err: err} // never blocks: reads in flight ≤ cap(events)
+			e.err = err
+			t.events <- e // never blocks: reads in flight ≤ cap(events)
 			t.ring()
 		})
 	}
-	return true
 }
 
-// completeSSD applies finished prefetches (dispatcher goroutine).
+// completeSSD applies finished prefetches (dispatcher goroutine); then
+// tickets waiting for SSD blocks are resolved again.
 func (s *Service) completeSSD(limit int) (more bool) {
 	t := s.ssd
+	got := 0
+	defer func() {
+		if got > 0 {
+			s.resolvePending()
+		}
+	}()
 	for i := 0; i < limit; i++ {
 		select {
 		case ev := <-t.events:
+			got++
 			delete(t.loading, ev.blk.Key)
+			if ev.warm {
+				s.warming -= ev.blk.Bytes
+			}
 			if ev.err != nil {
 				t.prefetchFails.Add(1)
 				if !errors.Is(ev.err, ssd.ErrNotFound) {
@@ -206,11 +265,17 @@ func (s *Service) completeSSD(limit int) (more bool) {
 				}
 				s.idx.Abort(ev.blk)
 				s.arena.Release(ev.blk.Chunks)
+				if ev.tk != nil {
+					s.readDone(ev.tk, nil)
+				}
 				continue
 			}
 			t.prefetches.Add(1)
 			s.idx.Seal(ev.blk)
-			if st := ev.st; !st.closing && s.sessions[st.sess.Index] == st {
+			switch st := ev.st; {
+			case ev.tk != nil:
+				s.readDone(ev.tk, ev.blk)
+			case st != nil && !st.closing && s.sessions[st.sess.Index] == st:
 				// Held for the asking session until its next query, so
 				// another session's prefetch or publish cannot evict the run
 				// before it is leased (found starving two clients).

@@ -28,12 +28,13 @@ func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message,
 		// The session ends when its bootstrap socket closes; Shutdown only
 		// acknowledges so the client can close without a timeout.
 		return m.Response(d.spec.Epoch, abi.StatusOK, 0, 0), true
-	case abi.CmdQueryBundle, abi.CmdPublish, abi.CmdRestore, abi.CmdRestorePoll, abi.CmdRelease:
+	case abi.CmdQueryBundle, abi.CmdPublish, abi.CmdRestore, abi.CmdRestorePoll, abi.CmdRelease,
+		abi.CmdPoll, abi.CmdClaim, abi.CmdCancelQuery:
 		if d.svc != nil {
 			return d.svc.Handle(st.sess, m)
 		}
 	}
-	// Poll, Claim, CancelQuery: the operation-semantics issue.
+	// Without a cache service (Spec.Cache nil) only Ping and Shutdown are served.
 	return m.Response(d.spec.Epoch, abi.StatusUnsupported, 0, 0), true
 }
 

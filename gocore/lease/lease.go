@@ -27,7 +27,13 @@ type Table struct {
 }
 
 // New returns an empty table; ids start at 1.
-func New() *Table { return &Table{next: 1, m: make(map[uint64]*Lease)} }
+func New() *Table { return NewFrom(1) }
+
+// NewFrom returns an empty table whose ids start at first (≥ 1). The cache
+// starts each Manager lifetime at a base derived from its epoch, so a lease
+// id of an earlier lifetime is unknown to a restarted Manager (spec: "a
+// Manager restart rejects every old lease and handle").
+func NewFrom(first uint64) *Table { return &Table{next: max(first, 1), m: make(map[uint64]*Lease)} }
 
 // Add registers a lease over blocks (already pinned by the caller) and
 // returns it with a fresh id.

@@ -507,6 +507,9 @@ int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out
 		out->reserved_bytes = r->reserved_bytes;
 		out->operations = r->operations;
 		out->evictions = r->evictions;
+		out->tickets = r->tickets;
+		out->lookups = r->lookups;
+		out->distinct_lookups = r->distinct_lookups;
 	}
 	protobuf_c_message_free_unpacked(reply, NULL);
 	return rc;

@@ -480,10 +480,14 @@ type HealthReply struct {
 	Leases           uint64 `protobuf:"varint,14,opt,name=leases,proto3" json:"leases,omitempty"`
 	Pins             uint64 `protobuf:"varint,15,opt,name=pins,proto3" json:"pins,omitempty"`
 	ReservedBytes    uint64 `protobuf:"varint,16,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"`
-	Operations       uint64 `protobuf:"varint,17,opt,name=operations,proto3" json:"operations,omitempty"` // copies in flight or awaiting RestorePoll
+	Operations       uint64 `protobuf:"varint,17,opt,name=operations,proto3" json:"operations,omitempty"` // tickets, copies in flight, restores awaiting RestorePoll
 	Evictions        uint64 `protobuf:"varint,18,opt,name=evictions,proto3" json:"evictions,omitempty"`   // blocks evicted since start
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Operation semantics (abi.h "Query tickets").
+	Tickets         uint64 `protobuf:"varint,19,opt,name=tickets,proto3" json:"tickets,omitempty"`                                        // live query tickets
+	Lookups         uint64 `protobuf:"varint,20,opt,name=lookups,proto3" json:"lookups,omitempty"`                                        // logical lookups since start
+	DistinctLookups uint64 `protobuf:"varint,21,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"` // distinct lookups, HyperLogLog estimate
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HealthReply) Reset() {
@@ -638,6 +642,27 @@ func (x *HealthReply) GetOperations() uint64 {
 func (x *HealthReply) GetEvictions() uint64 {
 	if x != nil {
 		return x.Evictions
+	}
+	return 0
+}
+
+func (x *HealthReply) GetTickets() uint64 {
+	if x != nil {
+		return x.Tickets
+	}
+	return 0
+}
+
+func (x *HealthReply) GetLookups() uint64 {
+	if x != nil {
+		return x.Lookups
+	}
+	return 0
+}
+
+func (x *HealthReply) GetDistinctLookups() uint64 {
+	if x != nil {
+		return x.DistinctLookups
 	}
 	return 0
 }
@@ -870,7 +895,7 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\vtotal_bytes\x18\x02 \x01(\x04R\n" +
 	"totalBytes\x12&\n" +
 	"\x0ffirst_buffer_id\x18\x03 \x01(\rR\rfirstBufferId\"\x0f\n" +
-	"\rHealthRequest\"\xa5\x04\n" +
+	"\rHealthRequest\"\x84\x05\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1d\n" +
@@ -895,7 +920,10 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x11 \x01(\x04R\n" +
 	"operations\x12\x1c\n" +
-	"\tevictions\x18\x12 \x01(\x04R\tevictions\"\x15\n" +
+	"\tevictions\x18\x12 \x01(\x04R\tevictions\x12\x18\n" +
+	"\atickets\x18\x13 \x01(\x04R\atickets\x12\x18\n" +
+	"\alookups\x18\x14 \x01(\x04R\alookups\x12)\n" +
+	"\x10distinct_lookups\x18\x15 \x01(\x04R\x0fdistinctLookups\"\x15\n" +
 	"\x13WatchSessionRequest\"v\n" +
 	"\x11WatchSessionReply\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +

@@ -93,6 +93,9 @@ func (c *Client) Health() (Health, error) {
 		ReservedBytes:    uint64(h.reserved_bytes),
 		Operations:       uint64(h.operations),
 		Evictions:        uint64(h.evictions),
+		Tickets:          uint64(h.tickets),
+		Lookups:          uint64(h.lookups),
+		DistinctLookups:  uint64(h.distinct_lookups),
 	}
 	for i := range out.ServiceID {
 		out.ServiceID[i] = byte(h.service_id[i])

@@ -119,6 +119,9 @@ type Health struct {
 	ReservedBytes    uint64 // bytes reserved by live leases
 	Operations       uint64 // copies in flight or awaiting RestorePoll
 	Evictions        uint64 // blocks evicted since the Manager started
+	Tickets          uint64 // live query tickets
+	Lookups          uint64 // logical lookups since start
+	DistinctLookups  uint64 // distinct lookups, HyperLogLog estimate
 }
 
 // ClientError is an error code of liborbitkv (a negative okv_error or

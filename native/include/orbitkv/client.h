@@ -93,8 +93,11 @@ struct okv_health {
 	uint64_t leases;             /* live leases */
 	uint64_t pins;               /* block pins (leases + copies) */
 	uint64_t reserved_bytes;     /* bytes reserved by live leases */
-	uint64_t operations;         /* copies in flight or awaiting RestorePoll */
+	uint64_t operations;         /* tickets, copies in flight, restores awaiting RestorePoll */
 	uint64_t evictions;          /* blocks evicted since the Manager started */
+	uint64_t tickets;            /* live query tickets */
+	uint64_t lookups;            /* logical lookups since start */
+	uint64_t distinct_lookups;   /* distinct lookups (HyperLogLog estimate, ~1% error) */
 };
 
 /**

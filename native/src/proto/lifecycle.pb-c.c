@@ -1032,7 +1032,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_request__descrip
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__health_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__field_descriptors[18] =
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__field_descriptors[21] =
 {
   {
     "status",
@@ -1250,13 +1250,51 @@ static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__health_reply__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "tickets",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, tickets),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lookups",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, lookups),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "distinct_lookups",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__HealthReply, distinct_lookups),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned orbitkv__lifecycle__v1__health_reply__field_indices_by_name[] = {
   9,   /* field[9] = abi_version */
   10,   /* field[10] = blocks */
+  20,   /* field[20] = distinct_lookups */
   1,   /* field[1] = epoch */
   17,   /* field[17] = evictions */
   13,   /* field[13] = leases */
+  19,   /* field[19] = lookups */
   8,   /* field[8] = manager_pid */
   16,   /* field[16] = operations */
   14,   /* field[14] = pins */
@@ -1268,13 +1306,14 @@ static const unsigned orbitkv__lifecycle__v1__health_reply__field_indices_by_nam
   2,   /* field[2] = service_id */
   3,   /* field[3] = sessions */
   0,   /* field[0] = status */
+  18,   /* field[18] = tickets */
   4,   /* field[4] = uptime_ns */
   5,   /* field[5] = version */
 };
 static const ProtobufCIntRange orbitkv__lifecycle__v1__health_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 18 }
+  { 0, 21 }
 };
 const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_reply__descriptor =
 {
@@ -1284,7 +1323,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__health_reply__descripto
   "Orbitkv__Lifecycle__V1__HealthReply",
   "orbitkv.lifecycle.v1",
   sizeof(Orbitkv__Lifecycle__V1__HealthReply),
-  18,
+  21,
   orbitkv__lifecycle__v1__health_reply__field_descriptors,
   orbitkv__lifecycle__v1__health_reply__field_indices_by_name,
   1,  orbitkv__lifecycle__v1__health_reply__number_ranges,

@@ -237,17 +237,32 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
   uint64_t pins;
   uint64_t reserved_bytes;
   /*
-   * copies in flight or awaiting RestorePoll
+   * tickets, copies in flight, restores awaiting RestorePoll
    */
   uint64_t operations;
   /*
    * blocks evicted since start
    */
   uint64_t evictions;
+  /*
+   * Operation semantics (abi.h "Query tickets").
+   */
+  /*
+   * live query tickets
+   */
+  uint64_t tickets;
+  /*
+   * logical lookups since start
+   */
+  uint64_t lookups;
+  /*
+   * distinct lookups, HyperLogLog estimate
+   */
+  uint64_t distinct_lookups;
 };
 #define ORBITKV__LIFECYCLE__V1__HEALTH_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__health_reply__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*

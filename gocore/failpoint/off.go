@@ -1,0 +1,20 @@
+//go:build !failpoints
+
+package failpoint
+
+import (
+	"net/http"
+	"time"
+)
+
+// Enabled reports whether this build has failpoints (tag `failpoints`).
+const Enabled = false
+
+// Hit is a pause point; a no-op in this build.
+func Hit(Name) {}
+
+// Clock is the test clock; nil in this build (use time.Now).
+var Clock func() time.Time
+
+// Handler serves nothing in this build.
+func Handler() http.Handler { return http.NotFoundHandler() }

@@ -1,0 +1,137 @@
+//go:build failpoints
+
+package failpoint
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Enabled reports whether this build has failpoints (tag `failpoints`).
+const Enabled = true
+
+type point struct {
+	armed  bool          // pause the next Hit
+	paused bool          // a Hit is waiting now
+	resume chan struct{} // closed to let it go
+	hits   int
+}
+
+var (
+	mu     sync.Mutex
+	cond   = sync.NewCond(&mu)
+	points = map[Name]*point{}
+	offset atomic.Int64 // test clock offset, nanoseconds
+)
+
+// Hit pauses the calling goroutine (the dispatcher) while name is armed,
+// until Resume; each arm pauses one Hit.
+func Hit(name Name) {
+	mu.Lock()
+	p := points[name]
+	if p == nil || !p.armed {
+		mu.Unlock()
+		return
+	}
+	p.armed, p.paused, p.hits = false, true, p.hits+1
+	ch := p.resume
+	cond.Broadcast()
+	mu.Unlock()
+	<-ch
+	mu.Lock()
+	p.paused = false
+	mu.Unlock()
+}
+
+// Arm makes the next Hit of name pause.
+func Arm(name Name) error {
+	if !slices.Contains(All, name) {
+		return fmt.Errorf("unknown failpoint %q (want one of %v)", name, All)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	p := points[name]
+	if p == nil {
+		p = &point{}
+		points[name] = p
+	}
+	if p.paused {
+		return fmt.Errorf("failpoint %q is paused now; resume it first", name)
+	}
+	p.armed, p.resume = true, make(chan struct{})
+	return nil
+}
+
+// WaitPaused blocks until a Hit of name is paused, or timeout.
+func WaitPaused(name Name, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	go func() { time.Sleep(timeout); mu.Lock(); cond.Broadcast(); mu.Unlock() }()
+	mu.Lock()
+	defer mu.Unlock()
+	for {
+		if p := points[name]; p != nil && p.paused {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		cond.Wait()
+	}
+}
+
+// Resume releases a paused (or disarms an armed) point.
+func Resume(name Name) {
+	mu.Lock()
+	defer mu.Unlock()
+	if p := points[name]; p != nil && (p.paused || p.armed) {
+		p.armed = false
+		close(p.resume)
+	}
+}
+
+// Clock is real time plus the offset Advance added.
+var Clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+
+// Advance moves the test clock forward by d.
+func Advance(d time.Duration) { offset.Add(int64(d)) }
+
+// Handler serves the test controls (loopback HTTP only):
+//
+//	POST /debug/failpoints/arm?name=N      pause the next Hit of N
+//	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once paused, 408 if not in time
+//	POST /debug/failpoints/resume?name=N   release it
+//	POST /debug/clock/advance?by=61s       move the expiry clock forward
+func Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /debug/failpoints/arm", func(w http.ResponseWriter, r *http.Request) {
+		if err := Arm(Name(r.URL.Query().Get("name"))); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})
+	mux.HandleFunc("GET /debug/failpoints/wait", func(w http.ResponseWriter, r *http.Request) {
+		to, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil || to <= 0 || to > time.Minute {
+			http.Error(w, "timeout: want a duration in (0, 1m]", http.StatusBadRequest)
+			return
+		}
+		if !WaitPaused(Name(r.URL.Query().Get("name")), to) {
+			http.Error(w, "not paused in time", http.StatusRequestTimeout)
+		}
+	})
+	mux.HandleFunc("POST /debug/failpoints/resume", func(w http.ResponseWriter, r *http.Request) {
+		Resume(Name(r.URL.Query().Get("name")))
+	})
+	mux.HandleFunc("POST /debug/clock/advance", func(w http.ResponseWriter, r *http.Request) {
+		d, err := time.ParseDuration(r.URL.Query().Get("by"))
+		if err != nil || d < 0 || d > 24*time.Hour {
+			http.Error(w, "by: want a duration in [0, 24h]", http.StatusBadRequest)
+			return
+		}
+		Advance(d)
+	})
+	return mux
+}
