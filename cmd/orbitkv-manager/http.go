@@ -159,6 +159,8 @@ func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	counter("orbitkv_queries_total", "QueryBundle requests served.", func(s cache.Stats) uint64 { return s.Queries })
 	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", func(s cache.Stats) uint64 { return s.QueryHits })
 	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", func(s cache.Stats) uint64 { return s.Unadmitted })
+	counter("orbitkv_query_server_nanoseconds_total", "Dispatcher time spent serving untracked QueryBundles (decode, lookups, lease); divide by orbitkv_query_hashes_total for the cost per hash.", func(s cache.Stats) uint64 { return s.QueryNanos })
+	counter("orbitkv_query_hashes_total", "Hashes carried by untracked QueryBundles.", func(s cache.Stats) uint64 { return s.QueryHashes })
 	gauge("orbitkv_tickets", "Live query tickets (abi.h \"Query tickets\").", func(s cache.Stats) uint64 { return s.Tickets })
 	gauge("orbitkv_tickets_budget_waiting", "Tickets waiting for lease byte budget (--lease-budget).", func(s cache.Stats) uint64 { return s.BudgetWaiting })
 	counter("orbitkv_operations_expired_total", "Tickets and unpolled restore results expired (--op-expiry); late polls answer Timeout.", func(s cache.Stats) uint64 { return s.Expired })

@@ -39,7 +39,7 @@ func TestValidateRequest(t *testing.T) {
 		{name: "wrong magic is Invalid naming magic", edit: func(m *Message) { m.Magic = 0x31564B4E },
 			status: StatusInvalid, field: FieldMagic, detail: "0x31564b4e"},
 		{name: "wrong ABI version is Invalid naming abi_version", edit: func(m *Message) { m.ABIVersion = Version + 1 },
-			status: StatusInvalid, field: FieldABIVersion, detail: "want exactly 2"},
+			status: StatusInvalid, field: FieldABIVersion, detail: "want exactly 3"},
 		{name: "another epoch is StaleSession", edit: func(m *Message) { m.Epoch = 76 },
 			status: StatusStaleSession, field: FieldEpoch, detail: "Manager epoch is 77"},
 		{name: "an even generation is StaleGeneration", edit: func(m *Message) { m.Generation = 12 },
@@ -128,7 +128,7 @@ func TestNamesOfCodes(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{CmdPing.String(), "Ping"}, {CmdShutdown.String(), "Shutdown"}, {Command(0).String(), "Command(0)"},
 		{Command(11).String(), "Command(11)"}, {StatusOK.String(), "Ok"}, {StatusUnsupported.String(), "Unsupported"},
-		{Status(11).String(), "Status(11)"}, {FieldDescOffset.String(), "desc_offset"}, {Field(9).String(), "desc_magic"}, {Field(22).String(), "Field(22)"},
+		{Status(11).String(), "Status(11)"}, {FieldDescOffset.String(), "desc_offset"}, {Field(9).String(), "desc_magic"}, {Field(22).String(), "revision"}, {Field(25).String(), "Field(25)"},
 		{RoleBench.String(), "bench"}, {Role(5).String(), "Role(5)"},
 	}
 	for _, tc := range tests {

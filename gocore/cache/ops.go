@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -32,6 +33,11 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if q.OpID != 0 {
 		return s.submit(st, m, &q)
 	}
+	start := time.Now()
+	defer func() {
+		s.stats.queryNanos.Add(uint64(time.Since(start)))
+		s.stats.queryHashes.Add(uint64(q.Len()))
+	}()
 	s.stats.queries.Add(1)
 	hits := s.hits[:0]
 	for i, n := 0, q.Len(); i < n; i++ {

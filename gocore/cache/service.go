@@ -412,6 +412,7 @@ type counters struct {
 	evictions, published, restored, unadmitted, invalid             atomic.Uint64
 	publishBytes, restoreBytes, queries, queryHits                  atomic.Uint64
 	tickets, budgetWaiting, expired, discoveries, warmupSkipped     atomic.Uint64
+	queryNanos, queryHashes                                         atomic.Uint64
 	ramHuge                                                         bool   // set in New, then read-only
 	ramFallback                                                     string // set in New, then read-only
 }
@@ -450,6 +451,8 @@ type Stats struct {
 	Invalid       uint64 // cache requests refused as invalid
 	Queries       uint64
 	QueryHits     uint64 // blocks leased by queries
+	QueryNanos    uint64 // dispatcher time in untracked QueryBundles (decode, lookups, lease), ns
+	QueryHashes   uint64 // hashes those queries carried
 
 	// Operation semantics (abi.h "Query tickets").
 	Tickets         uint64 // live tickets
@@ -488,6 +491,7 @@ func (s *Service) Stats() Stats {
 		Restored: c.restored.Load(), PublishBytes: c.publishBytes.Load(), RestoreBytes: c.restoreBytes.Load(),
 		Unadmitted: c.unadmitted.Load(), Invalid: c.invalid.Load(), Queries: c.queries.Load(), QueryHits: c.queryHits.Load(),
 		RAMHuge: c.ramHuge, RAMFallback: c.ramFallback,
+		QueryNanos: c.queryNanos.Load(), QueryHashes: c.queryHashes.Load(),
 		Tickets: c.tickets.Load(), BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load(),
 		Discoveries: c.discoveries.Load(), WarmupSkipped: c.warmupSkipped.Load(),
 	}

@@ -39,6 +39,13 @@ func newRig(t *testing.T, capacity uint64) *rig {
 
 func newRigSSD(t *testing.T, capacity uint64, ssdSpec *ssd.Spec) *rig {
 	t.Helper()
+	return newRigWith(t, Spec{RAMCapacity: capacity, SSD: ssdSpec})
+}
+
+// newRigWith builds a rig from spec (Epoch, ChunkBytes and CopyWorkers are
+// filled in).
+func newRigWith(t *testing.T, spec Spec) *rig {
+	t.Helper()
 	db, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +54,8 @@ func newRigSSD(t *testing.T, capacity uint64, ssdSpec *ssd.Spec) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Spec{Epoch: tEpoch, RAMCapacity: capacity, ChunkBytes: 4096, CopyWorkers: 2, SSD: ssdSpec}, srv)
+	spec.Epoch, spec.ChunkBytes, spec.CopyWorkers = tEpoch, 4096, 2
+	svc, err := New(spec, srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +118,15 @@ func (r *rig) close(s *session.Session) {
 // completing deferred publishes.
 func (r *rig) call(s *session.Session, cmd abi.Command, desc []byte, arg0 uint64) abi.Message {
 	r.t.Helper()
+	return r.call2(s, cmd, desc, arg0, 0)
+}
+
+// call2 is call with arg1.
+func (r *rig) call2(s *session.Session, cmd abi.Command, desc []byte, arg0, arg1 uint64) abi.Message {
+	r.t.Helper()
 	copy(s.Slot()[abi.SlotDescOffset:], desc)
 	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(cmd), Epoch: tEpoch,
-		Generation: r.gen[s], Arg0: arg0}
+		Generation: r.gen[s], Arg0: arg0, Arg1: arg1}
 	r.gen[s] += 2
 	if len(desc) > 0 {
 		m.DescOffset, m.DescLength = abi.SlotDescOffset, uint32(len(desc))

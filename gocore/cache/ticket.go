@@ -138,6 +138,7 @@ func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.M
 		tk.deadline = s.now().Add(s.expiry)
 		tk.reloads = 0
 		s.resolve(tk)
+		s.admitWaiting() // what the older revision reserved is free now
 		return s.answer(tk, m), nil
 	}
 	if q.OpID <= st.maxOpID {
@@ -248,9 +249,10 @@ func (s *Service) resolve(t *ticket) {
 		s.settle(t, res, nil)
 		return
 	}
-	if s.reservedBytes()+bytes > s.leaseBudget {
-		// Wait for the byte budget before touching any page: the stored
-		// request is borrowed again when budget frees (admitWaiting).
+	if s.reservedBytes()+bytes > s.leaseBudget || (len(s.budgetQ) > 0 && !t.inBudgetQ) {
+		// Wait for the byte budget before touching any page, behind the
+		// tickets already waiting: the stored request is borrowed again
+		// when budget frees (admitWaiting), never cloned.
 		if !t.inBudgetQ {
 			t.inBudgetQ = true
 			s.budgetQ = append(s.budgetQ, t)
@@ -428,6 +430,7 @@ func (s *Service) cancel(st *sessState, m *abi.Message) (abi.Message, *abi.DescE
 		return resp, derr
 	}
 	s.revoke(tk, false)
+	s.admitWaiting()
 	return m.Response(s.epoch, abi.StatusOK, 1, 0), nil
 }
 
