@@ -16,12 +16,12 @@ const (
 	PublishSchema    = 1          // OKV_PUBLISH_SCHEMA
 	RestoreSchema    = 1          // OKV_RESTORE_SCHEMA
 
-	DescHeaderSize    = 64 // every descriptor header is one cache line
-	HashSize          = 16 // struct okv_block_hash
-	PublishEntrySize  = 24 // struct okv_publish_entry
-	RestoreEntrySize  = 8  // struct okv_restore_entry
-	QueryResultSize   = 64 // struct okv_query_result
-	QueryFlagsAll     = 0x1F
+	DescHeaderSize   = 64 // every descriptor header is one cache line
+	HashSize         = 16 // struct okv_block_hash
+	PublishEntrySize = 24 // struct okv_publish_entry
+	RestoreEntrySize = 8  // struct okv_restore_entry
+	QueryResultSize  = 64 // struct okv_query_result
+	QueryFlagsAll    = 0x1F
 )
 
 // QueryBundle flags (enum okv_query_flags; semantics in abi.h "Query

@@ -78,7 +78,12 @@ func TestDescriptorsRejectMalformedInputNamingTheField(t *testing.T) {
 		{"a hash count of zero", qd, queryDesc(0, 1), nil, FieldCount, StatusInvalid},
 		{"unknown query flags", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], 0x80); return b }, FieldDescFlags, StatusInvalid},
 		{"flags without a ticket", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint16(b[6:], QueryWaitFullPref); return b }, FieldOpID, StatusInvalid},
-		{"a forbidden flag combination", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint64(b[8:], 1); le.PutUint32(b[16:], 1); le.PutUint16(b[6:], QueryDiscover|QueryWarmup); return b }, FieldDescFlags, StatusInvalid},
+		{"a forbidden flag combination", qd, queryDesc(1, 1), func(b []byte) []byte {
+			le.PutUint64(b[8:], 1)
+			le.PutUint32(b[16:], 1)
+			le.PutUint16(b[6:], QueryDiscover|QueryWarmup)
+			return b
+		}, FieldDescFlags, StatusInvalid},
 		{"a ticket with revision 0", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint64(b[8:], 5); return b }, FieldRevision, StatusInvalid},
 		{"a revision without a ticket", qd, queryDesc(1, 1), func(b []byte) []byte { le.PutUint32(b[16:], 2); return b }, FieldRevision, StatusInvalid},
 		{"a recovery range without the flag", qd, queryDesc(2, 1), func(b []byte) []byte { le.PutUint32(b[44:], 1); return b }, FieldRecovery, StatusInvalid},

@@ -117,13 +117,13 @@ type Service struct {
 	leased   int // block references held by all leases
 
 	// Operation bounds (DESIGN.md §6 rule 5) and their counts.
-	maxOpsSession, maxOps          int
-	tickets, drainingAll           int // live tickets; revoked ones whose SSD reads still run
-	restoresAll                    int // restore ops in flight or awaiting RestorePoll
-	expiry                         time.Duration
-	now                            func() time.Time
-	nextSweep                      time.Time // zero: nothing to expire
-	stopTick                       chan struct{}
+	maxOpsSession, maxOps int
+	tickets, drainingAll  int // live tickets; revoked ones whose SSD reads still run
+	restoresAll           int // restore ops in flight or awaiting RestorePoll
+	expiry                time.Duration
+	now                   func() time.Time
+	nextSweep             time.Time // zero: nothing to expire
+	stopTick              chan struct{}
 	// Byte budgets.
 	leaseBudget, restoreReserved uint64
 	budgetQ                      []*ticket // tickets waiting for lease budget, oldest first
@@ -190,7 +190,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		expiry: orDefault(s.OpExpiry, DefaultOpExpiry), now: s.Clock,
 		leaseBudget: orDefault(s.LeaseBudget, s.RAMCapacity), warmupBudget: orDefault(s.WarmupBudget, DefaultWarmupBudget),
 		stopTick: make(chan struct{}),
-		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
+		comps:    make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
 	}
 	if svc.now == nil {
@@ -217,24 +217,24 @@ func (s *Service) Close() {
 
 // sessState is the cache's view of one attached session.
 type sessState struct {
-	sess       *session.Session
-	owner      lease.Owner
-	notify     *notifier
-	leases     int                // live leases owned
-	leased     int                // block references held by those leases
-	restores   map[uint64]*op     // restore ops by id until RestorePoll consumes them
-	busy       map[pageKey]uint64 // destination pages of in-flight restores → op id
-	inflight   int                // copies in flight
-	publishing int                // publishes in flight (deferred replies)
-	holds      []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
-	tickets    map[uint64]*ticket // live tickets by op id
-	maxOpID    uint64             // highest ticket op id seen (ids only grow)
-	draining   int                // revoked tickets whose SSD reads still run
+	sess                            *session.Session
+	owner                           lease.Owner
+	notify                          *notifier
+	leases                          int                // live leases owned
+	leased                          int                // block references held by those leases
+	restores                        map[uint64]*op     // restore ops by id until RestorePoll consumes them
+	busy                            map[pageKey]uint64 // destination pages of in-flight restores → op id
+	inflight                        int                // copies in flight
+	publishing                      int                // publishes in flight (deferred replies)
+	holds                           []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
+	tickets                         map[uint64]*ticket // live tickets by op id
+	maxOpID                         uint64             // highest ticket op id seen (ids only grow)
+	draining                        int                // revoked tickets whose SSD reads still run
 	expiredTickets, expiredRestores tombs
-	lastLog    time.Time          // rate limit of refusal logs
-	dropped    int
-	closing    bool
-	onDrained  func()
+	lastLog                         time.Time // rate limit of refusal logs
+	dropped                         int
+	closing                         bool
+	onDrained                       func()
 }
 
 type pageKey struct {

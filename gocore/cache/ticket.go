@@ -66,7 +66,7 @@ type ticket struct {
 	holds     []*index.Block // blocks its reads brought in, pinned until it leases or is revoked
 	reloads   int
 	inBudgetQ bool
-	expired   bool          // revoked by expiry (a later Poll answers Timeout)
+	expired   bool            // revoked by expiry (a later Poll answers Timeout)
 	res       abi.QueryResult // tkDone/tkReady: the answer to deliver
 	lease     *lease.Lease    // tkDone/tkReady with hits: the undelivered lease
 }

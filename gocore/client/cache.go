@@ -9,8 +9,10 @@ import (
 // The cache API of liborbitkv (DESIGN.md §5.3, §5.4), re-exported for the Go
 // tools outside gocore/ (cmd/ may not import gocore/internal/...). The
 // methods Query, Publish, Restore, RestorePoll, RestoreWait, Release,
-// RegisterBuffer and MaxQueryHashes come with Client, an alias of
-// native.Client; their documentation is there.
+// RegisterBuffer and MaxQueryHashes, and the ticket methods Submit, Poll,
+// Revise, Claim, Cancel, FreeTicket, OpSubmit, OpPoll, OpClaim and
+// OpCancel come with Client, an alias of native.Client; their
+// documentation is there.
 
 // Namespace is the 16-byte fingerprint of a cache identity.
 type Namespace = native.Namespace
@@ -35,10 +37,51 @@ type PublishResult = native.PublishResult
 // RestoreEntry copies lease block Block into page Page of every layer.
 type RestoreEntry = native.RestoreEntry
 
+// BlockHashes is an immutable batch of block hashes in C memory, shared by
+// reference with the tickets that use it; NewBlockHashes makes one, Free
+// drops the caller's reference.
+type BlockHashes = native.BlockHashes
+
+// NewBlockHashes copies hashes into a new batch (okv_block_hashes_new).
+// Errors: *Error (-EINVAL for an empty slice).
+func NewBlockHashes(hashes []BlockHash) (*BlockHashes, error) { return native.NewBlockHashes(hashes) }
+
+// QuerySpec is what a query ticket asks: a prefix view of a batch under a
+// namespace, with Query* flags.
+type QuerySpec = native.QuerySpec
+
+// QueryAnswer is a ticket's answer: the status and the Manager's result.
+type QueryAnswer = native.QueryAnswer
+
+// Ticket is a query ticket; free it with Client.FreeTicket.
+type Ticket = native.Ticket
+
+// Query flags of QuerySpec.Flags (abi.h enum okv_query_flags).
+const (
+	QueryWaitForFullPrefix = native.QueryWaitForFullPrefix // await SSD reads of the whole available prefix
+	QueryWarmup            = native.QueryWarmup            // prefetch into RAM, no lease
+	QueryDiscover          = native.QueryDiscover          // metadata only: Candidates, no lease
+	QueryRecovery          = native.QueryRecovery          // lease exactly the recovery range, or Miss
+	QueryPrepare           = native.QueryPrepare           // keep the result until Claim
+)
+
+// Statuses of QueryAnswer.Status (abi.h enum okv_status).
+const (
+	StatusOK         = native.StatusOK         // leased, or a Warmup answer (LeaseID 0)
+	StatusLoading    = native.StatusLoading    // still loading or preparing: poll again
+	StatusMiss       = native.StatusMiss       // nothing leased
+	StatusCandidates = native.StatusCandidates // Discover answer, or a Prepare ticket ready to Claim
+)
+
 // Error codes of the cache operations, for comparisons with Error.Code.
 const (
 	CodeUnadmitted = native.CodeUnadmitted // no capacity now, nothing done; retry later
 	CodePending    = native.CodePending    // a restore is still copying
+	CodeExpired    = native.CodeExpired    // the Manager answered Timeout: the ticket or restore expired
+	CodeFenced     = native.CodeFenced     // a publish was ambiguous: the buffer's pages stay pinned until the Manager exits
+	CodeTimedOut   = native.CodeTimedOut   // no reply within the deadline; outcome unknown
+	CodeProto      = native.CodeProto      // malformed reply from the Manager
+	CodeClosed     = native.CodeClosed     // client closed or session ended
 )
 
 // Fingerprint computes the Namespace of s (okv_namespace_fingerprint).

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case OKV_STATUS_STALE_GENERATION: want = OKV_ESTALE_GENERATION; break;
 		case OKV_STATUS_INVALID: want = OKV_EINVALID; break;
 		case OKV_STATUS_UNSUPPORTED: want = OKV_EUNSUPPORTED; break;
-		case OKV_STATUS_TIMEOUT: want = OKV_ETIMEDOUT; break;
+		case OKV_STATUS_TIMEOUT: want = OKV_EEXPIRED; break; /* a Manager answer, not OKV_ETIMEDOUT */
 		case OKV_STATUS_LOADING: want = OKV_EPENDING; break;
 		case OKV_STATUS_UNADMITTED: want = OKV_EUNADMITTED; break;
 		default: want = OKV_EINTERNAL; break;

@@ -266,6 +266,7 @@ int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
 	c->sock = c->slot_fd = c->event_fd = c->doorbell_fd = c->pidfd = -1;
 	c->spin_ns = opts->spin_ns ? opts->spin_ns : OKV_DEFAULT_SPIN_NS;
 	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : OKV_DEFAULT_TIMEOUT_MS;
+	c->next_op_id = 1; /* op id 0 is the untracked query (abi.h "Query tickets") */
 	int rc = connect_steps(opts, c);
 	if (rc) {
 		if (err && errlen)
@@ -344,8 +345,10 @@ int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t re
 		snprintf(err, errlen, "Manager does not serve this command (status Unsupported)");
 		return OKV_EUNSUPPORTED;
 	case OKV_STATUS_TIMEOUT:
-		snprintf(err, errlen, "Manager answered Timeout");
-		return OKV_ETIMEDOUT;
+		/* A Manager answer (the ticket or operation expired there), not
+		 * a missing reply: OKV_ETIMEDOUT stays "no reply, outcome unknown". */
+		snprintf(err, errlen, "Manager answered Timeout: the ticket or operation expired");
+		return OKV_EEXPIRED;
 	case OKV_STATUS_INTERNAL:
 		snprintf(err, errlen, "Manager answered Internal");
 		return OKV_EINTERNAL;
@@ -381,6 +384,9 @@ const char *okvi_field_name(uint64_t field)
 		[OKV_FIELD_BLOCK_BYTES] = "block_bytes",
 		[OKV_FIELD_OP_ID] = "op_id",
 		[OKV_FIELD_NAMESPACE] = "namespace",
+		[OKV_FIELD_REVISION] = "revision",
+		[OKV_FIELD_REQUEST] = "request",
+		[OKV_FIELD_RECOVERY_RANGE] = "recovery_range",
 	};
 	_Static_assert(sizeof(names) / sizeof(names[0]) == OKV_FIELD_MAX + 1, "a name for every okv_field");
 	return field <= OKV_FIELD_MAX ? names[field] : "unknown";
@@ -416,8 +422,9 @@ int okvi_desc_acquire(okv_client *c)
 	}
 }
 
-int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
-		   struct okv_msg *resp)
+/* Refuse a call on a closed or broken client (okvi_call_desc and its
+ * no-deadline twin). */
+static int call_usable(okv_client *c)
 {
 	if (!c || !c->slot)
 		return OKV_ECLOSED;
@@ -427,14 +434,23 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 	}
 	/* okv_last_error describes this call only. */
 	c->last_error[0] = '\0';
+	return 0;
+}
+
+/* Write the request line, store its odd generation last and ring the
+ * doorbell. Returns the request generation; *id the request id, *woke
+ * whether the ring woke a parked Manager. */
+static uint64_t post_request(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
+			     uint64_t *id, int *woke)
+{
 	struct okv_msg *rq = &c->slot->request;
 	uint64_t gen = c->next_gen;
 	c->next_gen += 2;
-	uint64_t id = ++c->next_request_id;
+	*id = ++c->next_request_id;
 	rq->magic = OKV_MSG_MAGIC;
 	rq->abi_version = OKV_ABI_VERSION;
 	rq->code = code;
-	rq->request_id = id;
+	rq->request_id = *id;
 	rq->epoch = c->reply.epoch;
 	rq->desc_offset = desc_length ? OKV_SLOT_DESC_OFFSET : 0;
 	rq->desc_length = desc_length;
@@ -447,10 +463,29 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 	/* If the Manager was parked it needs a wakeup (10–100 µs on a VM) and may
 	 * be scheduled on this very CPU: spinning would only compete with it, so
 	 * park at once. A spinning Manager answers within the spin budget. */
-	int woke = okvi_doorbell_ring(c->db, c->reply.slot_index);
+	*woke = okvi_doorbell_ring(c->db, c->reply.slot_index);
+	return gen;
+}
+
+/* Copy the response line of generation gen + 1 and validate it. */
+static int take_response(okv_client *c, uint64_t id, uint64_t gen, struct okv_msg *resp)
+{
+	memcpy(resp, &c->slot->response, sizeof(*resp));
+	return okvi_msg_check_response(resp, c->reply.epoch, id, gen + 1, c->last_error, sizeof(c->last_error));
+}
+
+int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
+		   struct okv_msg *resp)
+{
+	int rc = call_usable(c);
+	if (rc)
+		return rc;
+	uint64_t id;
+	int woke;
+	uint64_t gen = post_request(c, code, arg0, arg1, desc_length, &id, &woke);
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-	int rc = okvi_wait_response(c->slot, gen + 1, woke ? 0 : c->spin_ns, deadline,
-				    OKV_PARK_ROUND_NS, manager_alive, c);
+	rc = okvi_wait_response(c->slot, gen + 1, woke ? 0 : c->spin_ns, deadline, OKV_PARK_ROUND_NS, manager_alive,
+				c);
 	if (rc) {
 		/* Outcome unknown: the Manager may still answer this generation.
 		 * Later calls use newer generations, so a late answer is ignored. */
@@ -465,9 +500,48 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 		}
 		return rc;
 	}
-	memcpy(resp, &c->slot->response, sizeof(*resp));
-	return okvi_msg_check_response(resp, c->reply.epoch, id, gen + 1,
-				       c->last_error, sizeof(c->last_error));
+	return take_response(c, id, gen, resp);
+}
+
+int okvi_call_desc_until_reply(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1,
+			       uint32_t desc_length, struct okv_msg *resp, okvi_overrun_fn overrun, void *ctx)
+{
+	int rc = call_usable(c);
+	if (rc)
+		return rc;
+	if (c->pidfd < 0) {
+		/* Without a pidfd an endless wait could never end. */
+		okvi_set_error(c, "%s", "no pidfd of the Manager: cannot wait for its reply without a deadline");
+		return OKV_ECLOSED;
+	}
+	uint64_t id;
+	int woke;
+	uint64_t gen = post_request(c, code, arg0, arg1, desc_length, &id, &woke);
+	uint64_t start = okvi_now_ns();
+	/* The first watchdog mark is the ordinary deadline; each mark passed
+	 * reports and moves on by the repeat period. The wait itself never
+	 * ends on time: only a reply or the Manager's exit (its pidfd, checked
+	 * between park rounds by manager_alive) ends it. */
+	uint64_t mark = start + (uint64_t)c->timeout_ms * 1000000ull;
+	uint64_t spin = woke ? 0 : c->spin_ns;
+	for (;;) {
+		rc = okvi_wait_response(c->slot, gen + 1, spin, mark, OKV_PARK_ROUND_NS, manager_alive, c);
+		spin = 0;
+		if (rc != OKV_ETIMEDOUT)
+			break;
+		uint64_t now = okvi_now_ns();
+		if (overrun)
+			overrun(c, ctx, now - start);
+		while (mark <= now)
+			mark += OKVI_WATCHDOG_REPEAT_NS;
+	}
+	if (rc) {
+		c->broken = 1;
+		if (rc == OKV_EMANAGER_DIED)
+			okvi_set_error(c, "%s", "the Manager process exited while this call waited for its reply");
+		return rc;
+	}
+	return take_response(c, id, gen, resp);
 }
 
 int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct okv_msg *resp)

@@ -33,10 +33,10 @@ struct okv_client {
 	uint64_t next_request_id;
 	uint64_t spin_ns;
 	uint32_t timeout_ms;
-	int broken;
+	int broken;         /* the channel state is unknown (Manager died, bad reply) */
 	int lc_broken;      /* a lifecycle call timed out or failed mid-frame: the
 			     * socket's frame stream is out of sync; later lifecycle
-			     * calls fail with OKV_ECLOSED (reconnect) */         /* the channel state is unknown (Manager died, bad reply) */
+			     * calls fail with OKV_ECLOSED (reconnect) */
 	/* Response generation of a descriptor request that timed out: until the
 	 * Manager has answered it (or a later request), it may still read the
 	 * descriptor area, so nothing may be written there (0 = none). */
@@ -45,6 +45,17 @@ struct okv_client {
 	 * (0 = no buffer with that id); malloc'd, buf_count entries. */
 	uint32_t *buf_layers;
 	uint32_t buf_count;
+	/* Op id of the next query ticket (tickets.c): starts at 1, strictly
+	 * increasing; okv_op_submit moves it past the op id it sends (abi.h
+	 * "Query tickets": a new ticket needs an op id greater than every one
+	 * the session used). */
+	uint64_t next_op_id;
+	/* Bit b set: a publish from buffer b ended ambiguously (malformed
+	 * acknowledgement, or no clean answer), so the Manager may still read
+	 * its source pages; okv_publish and okv_restore naming b answer
+	 * OKV_EFENCED until the client is closed. A fixed bitmap, so fencing
+	 * never allocates (it must not fail). */
+	uint8_t buf_fenced[(OKVI_MAX_BUFFER_ID + 1) / 8];
 	char last_error[256];
 };
 
@@ -58,9 +69,11 @@ __attribute__((format(printf, 2, 3))) void okvi_set_error(okv_client *c, const c
  * an okv error code: 0 for Ok, OKV_EPENDING for Loading, OKV_EUNADMITTED,
  * OKV_ESTALE_SESSION, OKV_ESTALE_GENERATION, OKV_EINVALID (err names the
  * field, and for a descriptor field the entry index of arg1),
- * OKV_EUNSUPPORTED, OKV_ETIMEDOUT, OKV_EINTERNAL for Internal and for any
- * status the caller must accept itself (Miss, Candidates: m->code tells);
- * OKV_EPROTO for a malformed line (err names the field).
+ * OKV_EUNSUPPORTED, OKV_EEXPIRED for Timeout (a Manager answer: the ticket
+ * or operation expired there; distinct from OKV_ETIMEDOUT, no reply at
+ * all), OKV_EINTERNAL for Internal and for any status the caller must
+ * accept itself (Miss, Candidates: m->code tells); OKV_EPROTO for a
+ * malformed line (err names the field).
  */
 int okvi_msg_check_response(const struct okv_msg *m, uint64_t epoch, uint64_t request_id,
 			    uint64_t generation, char *err, size_t errlen);
@@ -89,6 +102,32 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 		   struct okv_msg *resp);
 
 /**
+ * Called by okvi_call_desc_until_reply each time its wait passes another
+ * watchdog mark: waited_ns since the request was sent (first at the
+ * client's timeout, then every OKVI_WATCHDOG_REPEAT_NS).
+ */
+typedef void (*okvi_overrun_fn)(okv_client *c, void *ctx, uint64_t waited_ns);
+
+/** Watchdog repeat period of okvi_call_desc_until_reply: 60 s (spec: "repeats
+ *  at most once per minute"). */
+#define OKVI_WATCHDOG_REPEAT_NS 60000000000ull
+
+/**
+ * okvi_call_desc without a deadline, for a request whose descriptor names
+ * memory the Manager may still be reading (Publish: spec "once submitted,
+ * the client waits beyond the ordinary IPC timeout until it receives a
+ * reply or the Cache Manager process exits"). Needs c->pidfd ≥ 0 (the
+ * caller checks). Waits until the response or until the Manager's pidfd is
+ * readable (OKV_EMANAGER_DIED, the client is then broken); overrun(c, ctx,
+ * waited) runs when the ordinary timeout has passed and then once per
+ * OKVI_WATCHDOG_REPEAT_NS, it never ends the wait (elapsed time says
+ * nothing about DMA completion). Returns as okvi_call_desc, never
+ * OKV_ETIMEDOUT.
+ */
+int okvi_call_desc_until_reply(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1,
+			       uint32_t desc_length, struct okv_msg *resp, okvi_overrun_fn overrun, void *ctx);
+
+/**
  * Make the descriptor area writable: checks the client is open and, when an
  * earlier descriptor request timed out, waits (up to the client's timeout,
  * watching the Manager's pidfd) until the Manager has answered it or a later
@@ -101,6 +140,88 @@ int okvi_desc_acquire(okv_client *c);
 static inline uint8_t *okvi_desc(okv_client *c)
 {
 	return (uint8_t *)c->slot + OKV_SLOT_DESC_OFFSET;
+}
+
+/* ---- query tickets (ops.c sends and checks, tickets.c keeps state) ---- */
+
+/** flags value of struct okvi_query_expect when the request's flags are not
+ *  known (okv_op_poll / okv_op_claim of a raw op id): flag-specific result
+ *  checks are skipped. */
+#define OKVI_FLAGS_UNKNOWN 0xFFFFFFFFu
+
+/**
+ * What a query result must agree with (abi.h okv_query_result): the op id
+ * and revision sent (0/0 for an untracked okv_query), max_hits = hashes
+ * sent (for Poll/Claim the ticket's view length), the flags of the request
+ * (OKVI_FLAGS_UNKNOWN: any) and its recovery range (OKV_QUERY_RECOVERY).
+ */
+struct okvi_query_expect {
+	uint64_t op_id;
+	uint32_t revision;
+	uint32_t max_hits;
+	uint32_t flags;
+	uint32_t recovery_first;
+	uint32_t recovery_count;
+};
+
+/** One QueryBundle: the descriptor fields and the hashes[0..n) of the view. */
+struct okvi_query_req {
+	struct okv_namespace ns;
+	const struct okv_block_hash *hashes;
+	uint32_t n;
+	uint32_t flags;
+	uint64_t op_id;
+	uint32_t revision;
+	uint64_t request_id;
+	uint64_t group;
+	uint32_t recovery_first;
+	uint32_t recovery_count;
+};
+
+/**
+ * Check the okv_query_result r the Manager wrote against the response line
+ * resp (a well-formed Ok, Miss or Candidates line) and the request *w
+ * (abi.h okv_query_result, "Query tickets"): magic, schema, status = the
+ * response code, hit_count = arg0, lease_id = arg1, reserved1 zero, op_id
+ * and revision as sent, hit_count and ram_hits ≤ w->max_hits; Ok with a
+ * lease has ≥ 1 hit (never for WARMUP or DISCOVER), Ok without one only
+ * for WARMUP; a recovery lease is exactly the range asked (first, count),
+ * a prefix lease starts at position 0; Miss has 0 hits and no lease;
+ * Candidates no lease, and only for DISCOVER or PREPARE. Returns 0 or
+ * OKV_EPROTO with okv_last_error naming the field.
+ */
+int okvi_check_query_result(okv_client *c, const struct okv_msg *resp, const struct okvi_query_expect *w,
+			    const struct okv_query_result *r);
+
+/**
+ * Send one QueryBundle (descriptor okv_query_desc + hashes, desc_length
+ * 64 + 16 n) and decode the answer into *ans (zeroed first; op_id and
+ * revision always set to the request's). Returns 0 for Ok, Miss and
+ * Candidates (ans->status tells; the result was checked against the line
+ * and the request, else OKV_EPROTO naming the field), OKV_EPENDING for
+ * Loading (ans->hit_count = hits so far), and the codes of
+ * okvi_msg_check_response otherwise (OKV_EUNADMITTED, OKV_EINVALID,
+ * OKV_EEXPIRED, ...); *resp is the response line whenever one arrived
+ * (resp->code 0xFFFF when none did). Checks n: 0 is -EINVAL, more than
+ * okv_max_query_hashes is OKV_E2BIG (nothing sent).
+ */
+int okvi_query_call(okv_client *c, const struct okvi_query_req *rq, struct okv_query_answer *ans,
+		    struct okv_msg *resp);
+
+/**
+ * Poll, Claim or CancelQuery of (op_id, revision): Poll and Claim carry a
+ * zeroed 64-byte descriptor the Manager answers into; CancelQuery none.
+ * Poll/Claim return as okvi_query_call (result checked against *want);
+ * CancelQuery returns 0 (Ok with arg0 = 1, else OKV_EPROTO) or the status
+ * error. *resp as in okvi_query_call.
+ */
+int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect *want,
+		    struct okv_query_answer *ans, struct okv_msg *resp);
+
+/** Whether a publish from buffer id b ended ambiguously (c->buf_fenced). */
+static inline int okvi_buffer_fenced(const okv_client *c, uint32_t b)
+{
+	return b <= OKVI_MAX_BUFFER_ID && (c->buf_fenced[b / 8] >> (b % 8)) & 1u;
 }
 
 /** Whether a lifecycle call's return code may have left a reply unread on

@@ -47,11 +47,15 @@ const char *okv_strerror(int err)
 	case OKV_EAPPLICATION:
 		return "Manager sent an error frame";
 	case OKV_EPENDING:
-		return "restore still copying; poll or wait again";
+		return "still running (restore copying, query loading or prepared); poll again";
 	case OKV_EUNADMITTED:
 		return "Manager has no capacity now (unadmitted); nothing was done, retry later";
 	case OKV_E2BIG:
 		return "batch does not fit the session's descriptor area";
+	case OKV_EEXPIRED:
+		return "Manager answered Timeout: the ticket or operation expired";
+	case OKV_EFENCED:
+		return "publish outcome ambiguous: the buffer's pages stay pinned until the Manager exits";
 	default:
 		break;
 	}

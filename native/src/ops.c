@@ -1,7 +1,9 @@
 /*
  * ops.c — the cache operations of liborbitkv (orbitkv/client.h "Cache
  * operations", DESIGN.md §5.3): QueryBundle, Publish, Restore, RestorePoll
- * and Release over the session slot.
+ * and Release over the session slot, and the messages of query tickets
+ * (okvi_query_call, okvi_ticket_msg: encoding and result checks; the
+ * ticket state lives in tickets.c).
  *
  * Each operation writes its descriptor (abi.h okv_query_desc,
  * okv_publish_desc, okv_restore_desc, then its entries at offset 64) into
@@ -12,11 +14,20 @@
  * the descriptor before our acquire load.
  *
  * No allocation and no system call beyond the channel's own on these paths.
+ *
+ * Publish is fenced (spec: "Publish requires a Cache Manager pidfd before
+ * submission. Once submitted, the client waits beyond the ordinary IPC
+ * timeout until it receives a reply or the Cache Manager process exits";
+ * "Malformed descriptor acknowledgements use the same fence"): it waits
+ * with okvi_call_desc_until_reply, a watchdog line reports the overrun,
+ * and an ambiguous acknowledgement marks the buffer fenced (c->buf_fenced)
+ * so no later publish or restore touches its pages.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -56,11 +67,19 @@ uint32_t okv_max_publish_entries(const okv_client *c)
 	return max_entries(c, sizeof(struct okv_publish_entry));
 }
 
-/* Check the okv_query_result the Manager wrote against the response line. */
-static int check_query_result(okv_client *c, const struct okv_msg *resp, uint32_t n,
-			      const struct okv_query_result *r)
+/* A result that disagrees is OKV_EPROTO: the answer cannot be trusted, and
+ * a lease id in it would be guesswork. */
+int okvi_check_query_result(okv_client *c, const struct okv_msg *resp, const struct okvi_query_expect *w,
+			    const struct okv_query_result *r)
 {
+	int known = w->flags != OKVI_FLAGS_UNKNOWN;
+	/* WARMUP answers Ok without a lease; DISCOVER never leases. With the
+	 * flags unknown (a raw op poll) either Ok shape is accepted. */
+	int may_warm = !known || (w->flags & OKV_QUERY_WARMUP);
+	int may_lease = !known || !(w->flags & (OKV_QUERY_WARMUP | OKV_QUERY_DISCOVER));
+	int may_candidates = !known || (w->flags & (OKV_QUERY_DISCOVER | OKV_QUERY_PREPARE));
 	const char *what = NULL;
+
 	if (r->magic != OKV_QUERY_RESULT_MAGIC)
 		what = "magic";
 	else if (r->schema != OKV_QUERY_SCHEMA)
@@ -71,12 +90,34 @@ static int check_query_result(okv_client *c, const struct okv_msg *resp, uint32_
 		what = "hit_count (differs from the response's arg0)";
 	else if (r->lease_id != resp->arg1)
 		what = "lease_id (differs from the response's arg1)";
-	else if (r->hit_count > n)
+	else if (r->reserved1 != 0)
+		what = "reserved1 (not zero)";
+	else if (r->op_id != w->op_id)
+		what = "op_id (differs from the op id sent)";
+	else if (r->revision != w->revision)
+		what = "revision (differs from the revision sent)";
+	else if (r->hit_count > w->max_hits)
 		what = "hit_count (more hits than hashes sent)";
-	else if (resp->code == OKV_STATUS_OK && (r->hit_count == 0 || r->lease_id == 0))
+	else if (r->ram_hits > w->max_hits)
+		what = "ram_hits (more than hashes sent)";
+	else if (resp->code == OKV_STATUS_OK && r->lease_id == 0 && !may_warm)
 		what = "hit_count/lease_id (Ok needs at least one hit and a lease)";
+	else if (resp->code == OKV_STATUS_OK && r->lease_id != 0 && !may_lease)
+		what = "lease_id (a WARMUP or DISCOVER query is never leased)";
+	else if (resp->code == OKV_STATUS_OK && r->lease_id != 0 && r->hit_count == 0)
+		what = "hit_count/lease_id (Ok needs at least one hit and a lease)";
+	else if (resp->code == OKV_STATUS_OK && r->lease_id != 0 && known && (w->flags & OKV_QUERY_RECOVERY) &&
+		 (r->first != w->recovery_first || r->hit_count != w->recovery_count))
+		what = "first/hit_count (a recovery lease is exactly the range asked)";
+	else if (resp->code == OKV_STATUS_OK && r->lease_id != 0 && known && !(w->flags & OKV_QUERY_RECOVERY) &&
+		 r->first != 0)
+		what = "first (a prefix lease starts at chain position 0)";
 	else if (resp->code == OKV_STATUS_MISS && (r->hit_count != 0 || r->lease_id != 0))
 		what = "hit_count/lease_id (Miss carries no hit and no lease)";
+	else if (resp->code == OKV_STATUS_CANDIDATES && r->lease_id != 0)
+		what = "lease_id (Candidates carries no lease)";
+	else if (resp->code == OKV_STATUS_CANDIDATES && !may_candidates)
+		what = "status (Candidates answers only DISCOVER and PREPARE queries)";
 	if (what) {
 		okvi_set_error(c, "malformed query result: field %s", what);
 		return OKV_EPROTO;
@@ -84,55 +125,209 @@ static int check_query_result(okv_client *c, const struct okv_msg *resp, uint32_
 	return 0;
 }
 
-int okv_query(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes,
-	      uint32_t n, struct okv_lease *out)
+/*
+ * Turn the return code and response line of a QueryBundle, Poll or Claim
+ * into the answer: Miss and Candidates (okvi_call_desc's "caller accepts")
+ * become 0 with the result checked, Loading OKV_EPENDING with the hits so
+ * far; anything else passes through.
+ */
+static int decode_answer(okv_client *c, int rc, const struct okv_msg *resp, const struct okvi_query_expect *w,
+			 struct okv_query_answer *ans)
 {
-	struct okv_msg resp;
-	int rc;
+	if (rc == OKV_EINTERNAL && (resp->code == OKV_STATUS_MISS || resp->code == OKV_STATUS_CANDIDATES))
+		rc = 0;
+	if (rc == OKV_EPENDING) {
+		if (resp->arg0 > w->max_hits) {
+			okvi_set_error(c, "malformed Loading answer: %llu hits so far exceed the %u hashes of the view",
+				       (unsigned long long)resp->arg0, w->max_hits);
+			return OKV_EPROTO;
+		}
+		ans->status = OKV_STATUS_LOADING;
+		ans->hit_count = (uint32_t)resp->arg0;
+		return OKV_EPENDING;
+	}
+	if (rc)
+		return rc;
+	struct okv_query_result r;
+	memcpy(&r, okvi_desc(c), sizeof(r));
+	rc = okvi_check_query_result(c, resp, w, &r);
+	if (rc)
+		return rc;
+	ans->status = r.status;
+	ans->hit_count = r.hit_count;
+	ans->ram_hits = r.ram_hits;
+	ans->first = r.first;
+	ans->lease_id = r.lease_id;
+	ans->lease_bytes = r.lease_bytes;
+	ans->block_bytes = r.block_bytes;
+	return 0;
+}
 
-	if (out)
-		memset(out, 0, sizeof(*out));
-	if (!c || !ns || !out || (!hashes && n > 0))
+/* Zero *ans and *resp before a query message; resp->code 0xFFFF marks "no
+ * response line arrived". */
+static void answer_init(struct okv_query_answer *ans, struct okv_msg *resp, uint64_t op_id, uint32_t revision)
+{
+	memset(ans, 0, sizeof(*ans));
+	ans->op_id = op_id;
+	ans->revision = revision;
+	memset(resp, 0, sizeof(*resp));
+	resp->code = 0xFFFF;
+}
+
+int okvi_query_call(okv_client *c, const struct okvi_query_req *rq, struct okv_query_answer *ans,
+		    struct okv_msg *resp)
+{
+	answer_init(ans, resp, rq->op_id, rq->revision);
+	if (!c || (!rq->hashes && rq->n > 0))
 		return -EINVAL;
-	if (n == 0) {
+	if (rq->n == 0) {
 		okvi_set_error(c, "query of 0 hashes; want 1..%u", okv_max_query_hashes(c));
 		return -EINVAL;
 	}
-	if (n > okv_max_query_hashes(c)) {
-		okvi_set_error(c, "query of %u hashes exceeds the limit %u of this session's descriptor area", n,
+	if (rq->n > okv_max_query_hashes(c)) {
+		okvi_set_error(c, "query of %u hashes exceeds the limit %u of this session's descriptor area", rq->n,
 			       okv_max_query_hashes(c));
 		return OKV_E2BIG;
 	}
-	rc = okvi_desc_acquire(c);
+	if (rq->flags > 0xFFFFu) {
+		okvi_set_error(c, "query flags 0x%x do not fit the 16-bit descriptor field", rq->flags);
+		return -EINVAL;
+	}
+	int rc = okvi_desc_acquire(c);
 	if (rc)
 		return rc;
 	uint8_t *d = okvi_desc(c);
 	struct okv_query_desc h = {
 		.magic = OKV_QUERY_MAGIC,
 		.schema = OKV_QUERY_SCHEMA,
-		.hash_count = n,
-		.ns = *ns,
+		.flags = (uint16_t)rq->flags,
+		.op_id = rq->op_id,
+		.revision = rq->revision,
+		.hash_count = rq->n,
+		.request_id = rq->request_id,
+		.group = rq->group,
+		.recovery_first = rq->recovery_first,
+		.recovery_count = rq->recovery_count,
+		.ns = rq->ns,
 	};
 	memcpy(d, &h, sizeof(h));
-	memcpy(d + OKVI_DESC_HEADER, hashes, (size_t)n * sizeof(*hashes));
-	memset(&resp, 0, sizeof(resp));
-	rc = okvi_call_desc(c, OKV_CMD_QUERY_BUNDLE, 0, 0, OKVI_DESC_HEADER + n * (uint32_t)sizeof(*hashes), &resp);
-	/* okvi_call_desc maps Miss to OKV_EINTERNAL with the status in resp.code;
-	 * here Miss is an answer. */
-	if (rc == OKV_EINTERNAL && resp.code == OKV_STATUS_MISS)
-		rc = 0;
+	memcpy(d + OKVI_DESC_HEADER, rq->hashes, (size_t)rq->n * sizeof(*rq->hashes));
+	rc = okvi_call_desc(c, OKV_CMD_QUERY_BUNDLE, 0, 0, OKVI_DESC_HEADER + rq->n * (uint32_t)sizeof(*rq->hashes),
+			    resp);
+	struct okvi_query_expect w = {
+		.op_id = rq->op_id,
+		.revision = rq->revision,
+		.max_hits = rq->n,
+		.flags = rq->flags,
+		.recovery_first = rq->recovery_first,
+		.recovery_count = rq->recovery_count,
+	};
+	return decode_answer(c, rc, resp, &w, ans);
+}
+
+int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect *want,
+		    struct okv_query_answer *ans, struct okv_msg *resp)
+{
+	int rc;
+
+	answer_init(ans, resp, want->op_id, want->revision);
+	if (!c)
+		return -EINVAL;
+	if (code == OKV_CMD_CANCEL_QUERY) {
+		rc = okvi_call(c, code, want->op_id, want->revision, resp);
+		if (rc == 0 && resp->arg0 != 1) {
+			okvi_set_error(c, "malformed CancelQuery answer: Ok with arg0 %llu, want 1",
+				       (unsigned long long)resp->arg0);
+			return OKV_EPROTO;
+		}
+		return rc;
+	}
+	/* Poll and Claim: a zeroed 64-byte area the Manager answers into. */
+	rc = okvi_desc_acquire(c);
 	if (rc)
 		return rc;
-	struct okv_query_result r;
-	memcpy(&r, d, sizeof(r));
-	rc = check_query_result(c, &resp, n, &r);
+	memset(okvi_desc(c), 0, OKVI_DESC_HEADER);
+	rc = okvi_call_desc(c, code, want->op_id, want->revision, OKVI_DESC_HEADER, resp);
+	rc = decode_answer(c, rc, resp, want, ans);
+	if (rc == 0 && code == OKV_CMD_CLAIM && ans->status == OKV_STATUS_CANDIDATES) {
+		okvi_set_error(c, "malformed Claim answer: status Candidates (a claim answers Ok, Miss or Loading)");
+		return OKV_EPROTO;
+	}
+	return rc;
+}
+
+int okv_query(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes,
+	      uint32_t n, struct okv_lease *out)
+{
+	struct okv_query_answer a;
+	struct okv_msg resp;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!c || !ns || !out || (!hashes && n > 0))
+		return -EINVAL;
+	/* The untracked leased read: op id 0, revision 0, flags 0. */
+	struct okvi_query_req rq = { .ns = *ns, .hashes = hashes, .n = n };
+	int rc = okvi_query_call(c, &rq, &a, &resp);
 	if (rc)
 		return rc;
-	out->lease_id = r.lease_id;
-	out->hit_count = r.hit_count;
-	out->lease_bytes = r.lease_bytes;
-	out->block_bytes = r.block_bytes;
+	out->lease_id = a.lease_id;
+	out->hit_count = a.hit_count;
+	out->lease_bytes = a.lease_bytes;
+	out->block_bytes = a.block_bytes;
 	return 0;
+}
+
+/* ---- publish ------------------------------------------------------------ */
+
+/* What the publish watchdog reports. */
+struct publish_watch {
+	uint32_t blocks;
+	uint32_t buffer_id;
+};
+
+/*
+ * The publish watchdog (spec: "logs the first ordinary-deadline overrun and
+ * repeats at most once per minute; it does not treat elapsed time as DMA
+ * completion"): one line on stderr per call, written with one write(2) so
+ * lines of several threads do not interleave.
+ */
+static void publish_overrun(okv_client *c, void *ctx, uint64_t waited_ns)
+{
+	const struct publish_watch *w = ctx;
+	char line[200];
+	int n = snprintf(line, sizeof(line),
+			 "orbitkv: publish of %u blocks to buffer %u waiting %.1fs for the Manager (pid %u); "
+			 "source pages stay pinned\n",
+			 w->blocks, w->buffer_id, (double)waited_ns / 1e9, c->reply.manager_pid);
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+		ssize_t wr = write(STDERR_FILENO, line, len);
+		(void)wr; /* best effort: a closed stderr must not change the wait */
+	}
+}
+
+/* Fence buffer b after an ambiguous publish; okv_last_error keeps the cause
+ * and says what the fence means. */
+static void fence_buffer(okv_client *c, uint32_t b)
+{
+	char cause[sizeof(c->last_error)];
+	snprintf(cause, sizeof(cause), "%s", c->last_error[0] ? c->last_error : "no clean answer");
+	c->buf_fenced[b / 8] |= (uint8_t)(1u << (b % 8));
+	okvi_set_error(c,
+		       "publish acknowledgement is ambiguous (%.150s): pages of buffer %u may still be read by the "
+		       "Manager; they stay pinned until it exits",
+		       cause, b);
+}
+
+/* Refuse an operation on a fenced buffer without sending. */
+static int refuse_fenced(okv_client *c, uint32_t b)
+{
+	okvi_set_error(c,
+		       "pages of buffer %u may still be read by the Manager (an earlier publish ended ambiguously); "
+		       "they stay pinned until it exits",
+		       b);
+	return OKV_EFENCED;
 }
 
 int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
@@ -146,10 +341,18 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		*out = sum;
 	if (!c || !ns || ((!hashes || !pages) && n > 0))
 		return -EINVAL;
+	if (c->pidfd < 0) {
+		okvi_set_error(c, "%s",
+			       "publish needs a pidfd of the Manager: the client waits for the copy however long it "
+			       "takes, until the reply or the Manager's exit");
+		return OKV_ECLOSED;
+	}
 	if (buffer_id >= c->buf_count || c->buf_layers[buffer_id] == 0) {
 		okvi_set_error(c, "buffer_id %u was not registered on this client (okv_register_buffer)", buffer_id);
 		return -EINVAL;
 	}
+	if (okvi_buffer_fenced(c, buffer_id))
+		return refuse_fenced(c, buffer_id);
 	uint32_t per = okv_max_publish_entries(c);
 	if (per == 0)
 		return OKV_E2BIG;
@@ -158,7 +361,7 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		uint32_t cnt = n - first < per ? n - first : per;
 		rc = okvi_desc_acquire(c);
 		if (rc)
-			break;
+			break; /* nothing sent: a clean failure */
 		uint8_t *d = okvi_desc(c);
 		struct okv_publish_desc h = {
 			.magic = OKV_PUBLISH_MAGIC,
@@ -176,16 +379,30 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 			memcpy(&e[i], &pe, sizeof(pe));
 		}
 		struct okv_msg resp;
-		rc = okvi_call_desc(c, OKV_CMD_PUBLISH, 0, 0,
-				    OKVI_DESC_HEADER + cnt * (uint32_t)sizeof(struct okv_publish_entry), &resp);
-		if (rc)
-			break;
-		if (resp.arg0 > cnt || resp.arg1 > cnt - resp.arg0) {
+		memset(&resp, 0, sizeof(resp));
+		resp.code = 0xFFFF;
+		struct publish_watch watch = { .blocks = cnt, .buffer_id = buffer_id };
+		rc = okvi_call_desc_until_reply(c, OKV_CMD_PUBLISH, 0, 0,
+						OKVI_DESC_HEADER + cnt * (uint32_t)sizeof(struct okv_publish_entry),
+						&resp, publish_overrun, &watch);
+		if (rc == 0 && (resp.arg0 > cnt || resp.arg1 > cnt - resp.arg0)) {
 			okvi_set_error(c, "publish reply stored %llu + present %llu exceeds the %u entries sent",
 				       (unsigned long long)resp.arg0, (unsigned long long)resp.arg1, cnt);
 			rc = OKV_EPROTO;
-			break;
 		}
+		/* Ambiguous: a malformed acknowledgement (bad line or counts), or
+		 * a status a Publish never gets (Loading would mean the copy is
+		 * still running; Miss, Candidates are query answers). Every other
+		 * well-formed status is the Manager's clean answer: it is done
+		 * with the pages. OKV_EMANAGER_DIED is clean too: its mappings
+		 * died with it. */
+		if (rc == OKV_EPROTO || rc == OKV_EPENDING ||
+		    (rc == OKV_EINTERNAL && (resp.code == OKV_STATUS_MISS || resp.code == OKV_STATUS_CANDIDATES))) {
+			fence_buffer(c, buffer_id);
+			rc = OKV_EFENCED;
+		}
+		if (rc)
+			break;
 		sum.stored += (uint32_t)resp.arg0;
 		sum.present += (uint32_t)resp.arg1;
 	}
@@ -208,6 +425,8 @@ int okv_restore(okv_client *c, uint64_t lease_id, uint32_t buffer_id,
 		okvi_set_error(c, "restore of 0 entries; want 1..%u", okv_max_restore_entries(c));
 		return -EINVAL;
 	}
+	if (okvi_buffer_fenced(c, buffer_id))
+		return refuse_fenced(c, buffer_id);
 	if (n > okv_max_restore_entries(c)) {
 		okvi_set_error(c, "restore of %u entries exceeds the limit %u of this session's descriptor area", n,
 			       okv_max_restore_entries(c));

@@ -739,10 +739,11 @@ static void test_strerror(void)
 	static const int codes[] = { OKV_EPROTO,	    OKV_EVERSION,     OKV_EREFUSED,   OKV_ESTALE_SESSION,
 				     OKV_ESTALE_GENERATION, OKV_EINVALID,     OKV_ETIMEDOUT,  OKV_EMANAGER_DIED,
 				     OKV_ECLOSED,	    OKV_EINTERNAL,    OKV_EUNSUPPORTED, OKV_EAPPLICATION,
-				     OKV_EPENDING,	    OKV_EUNADMITTED,  OKV_E2BIG };
+				     OKV_EPENDING,	    OKV_EUNADMITTED,  OKV_E2BIG,	OKV_EEXPIRED,
+				     OKV_EFENCED };
 	size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	CHECK(n == (size_t)(OKV_EPROTO - OKV_E2BIG + 1), "every OKV_E* code is listed");
+	CHECK(n == (size_t)(OKV_EPROTO - OKV_EFENCED + 1), "every OKV_E* code is listed");
 	for (size_t i = 0; i < n; i++) {
 		const char *s = okv_strerror(codes[i]);
 		CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown error") != 0, "okv_strerror(%d) = \"%s\"",
@@ -757,7 +758,7 @@ static void test_strerror(void)
 	CHECK(strcmp(okv_strerror(-EPIPE), "Broken pipe") == 0, "-EPIPE");
 	CHECK(strcmp(okv_strerror(EINVAL), "unknown error") == 0, "positive codes are unknown");
 	CHECK(strcmp(okv_strerror(-1000), "unknown error") == 0, "-1000 is unknown");
-	CHECK(strcmp(okv_strerror(OKV_E2BIG - 1), "unknown error") == 0, "below OKV_E2BIG is unknown");
+	CHECK(strcmp(okv_strerror(OKV_EFENCED - 1), "unknown error") == 0, "below OKV_EFENCED is unknown");
 	CHECK(strcmp(okv_strerror(-4095), "unknown error") == 0, "unassigned errno is unknown");
 	CHECK(strcmp(okv_strerror(-2147483647 - 1), "unknown error") == 0, "INT_MIN is unknown");
 }

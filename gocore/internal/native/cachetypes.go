@@ -40,3 +40,81 @@ type RestoreEntry struct {
 	Block uint32 // index into the lease, < Lease.Hits
 	Page  uint32 // destination page, < the buffer's page count
 }
+
+// Query flags of a ticket (QuerySpec.Flags; abi.h enum okv_query_flags,
+// checked against C by TestTicketEnumsMatchC). Every flag needs a ticket
+// (Submit, not Query). Allowed sets: 0, WaitForFullPrefix, Discover,
+// Warmup, Recovery, Prepare, Prepare|WaitForFullPrefix, Prepare|Recovery;
+// the Manager answers any other set CodeInvalid (field desc_flags).
+const (
+	// QueryWaitForFullPrefix awaits pending SSD reads of the chain
+	// (Loading until the whole available prefix is resident) instead of
+	// answering the RAM prefix.
+	QueryWaitForFullPrefix uint32 = 1 << 0
+	// QueryWarmup prefetches into RAM without a lease: answered at once
+	// with StatusOK, LeaseID 0 and Hits = blocks warming (0 = skipped).
+	QueryWarmup uint32 = 1 << 1
+	// QueryDiscover asks metadata only: StatusCandidates (Hits = leading
+	// blocks available locally), never a lease, retired at once.
+	QueryDiscover uint32 = 1 << 2
+	// QueryRecovery leases exactly hashes [RecoveryFirst, +RecoveryCount)
+	// of the view: all of it or StatusMiss, never part.
+	QueryRecovery uint32 = 1 << 3
+	// QueryPrepare keeps the result at the Manager until Claim (exact
+	// revision) or expiry; Poll reports readiness (StatusCandidates)
+	// without consuming it.
+	QueryPrepare uint32 = 1 << 4
+)
+
+// Statuses of a QueryAnswer (abi.h enum okv_status, the ones a query
+// answers with; checked against C by TestTicketEnumsMatchC).
+const (
+	StatusOK         uint16 = 0 // leased (Hits ≥ 1, LeaseID ≠ 0), or a Warmup answer (LeaseID 0)
+	StatusLoading    uint16 = 1 // still reading from SSD or preparing: poll again
+	StatusMiss       uint16 = 2 // nothing leased (Hits 0, LeaseID 0)
+	StatusCandidates uint16 = 3 // Discover answer, or a Prepare ticket ready to Claim
+)
+
+// QuerySpec is what a ticket asks (struct okv_query_spec): the view
+// Hashes[0..PrefixLen) of a batch under NS with Flags. RequestID and Group
+// are the ticket's for its whole life: Revise ignores new values.
+type QuerySpec struct {
+	NS            Namespace
+	Hashes        *BlockHashes // the batch; a ticket keeps its own reference
+	PrefixLen     uint32       // hashes sent from the batch's start; 0 = all
+	Flags         uint32       // Query* flags
+	RequestID     uint64       // engine request (informational)
+	Group         uint64       // request group (informational)
+	RecoveryFirst uint32       // QueryRecovery: first leased chain position
+	RecoveryCount uint32       // QueryRecovery: blocks leased, ≥ 1
+}
+
+// QueryAnswer is a ticket's answer (struct okv_query_answer: the Manager's
+// okv_query_result plus the response status). Fields other than Status,
+// OpID and Revision are zero unless Status is StatusOK, StatusMiss or
+// StatusCandidates; for StatusLoading, Hits counts the hits so far.
+type QueryAnswer struct {
+	Status     uint16 // StatusOK, StatusLoading, StatusMiss or StatusCandidates
+	Hits       uint32 // Ok: blocks leased; Candidates: leading blocks available locally; Warmup: blocks warming
+	RAMHits    uint32 // leading blocks resident in RAM now
+	First      uint32 // chain position of lease block 0 (RecoveryFirst for a recovery lease, else 0)
+	LeaseID    uint64 // Ok with a lease: end it with Release
+	LeaseBytes uint64 // bytes the lease pins and reserves
+	BlockBytes uint64 // bytes of one leased block (all layers)
+	OpID       uint64 // the ticket's op id (0: untracked)
+	Revision   uint32 // the revision answered
+}
+
+// Error codes of query tickets and the publish fence (client.h enum
+// okv_error; checked against C by TestTicketEnumsMatchC), for comparisons
+// with ClientError.Code.
+const (
+	// CodeExpired: the Manager answered Timeout — the ticket (or restore)
+	// expired there. A Manager answer, unlike CodeTimedOut (no reply).
+	CodeExpired = -1016
+	// CodeFenced: a publish's acknowledgement was ambiguous, so the
+	// Manager may still read the buffer's pages; they stay pinned until it
+	// exits, and later Publish and Restore naming that buffer are refused
+	// locally with CodeFenced.
+	CodeFenced = -1017
+)

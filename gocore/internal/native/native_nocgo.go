@@ -171,3 +171,59 @@ const MaxCopySegments = 1 << 20
 
 // NewCopyEngineFor returns ErrNoCgo.
 func NewCopyEngineFor(*Server, int) (*CopyEngine, error) { return nil, ErrNoCgo }
+
+// BlockHashes is unavailable without cgo; NewBlockHashes returns ErrNoCgo.
+type BlockHashes struct{}
+
+// NewBlockHashes returns ErrNoCgo.
+func NewBlockHashes([]BlockHash) (*BlockHashes, error) { return nil, ErrNoCgo }
+
+// Len returns 0.
+func (*BlockHashes) Len() int { return 0 }
+
+// Free does nothing.
+func (*BlockHashes) Free() {}
+
+// Ticket is unavailable without cgo; no ticket can exist.
+type Ticket struct{}
+
+// OpID returns 0.
+func (*Ticket) OpID() uint64 { return 0 }
+
+// Revision returns 0.
+func (*Ticket) Revision() uint32 { return 0 }
+
+// Live returns false.
+func (*Ticket) Live() bool { return false }
+
+// Submit returns ErrNoCgo.
+func (*Client) Submit(QuerySpec) (*Ticket, QueryAnswer, error) { return nil, QueryAnswer{}, ErrNoCgo }
+
+// Poll returns ErrNoCgo.
+func (*Client) Poll(*Ticket) (QueryAnswer, error) { return QueryAnswer{}, ErrNoCgo }
+
+// Revise returns ErrNoCgo.
+func (*Client) Revise(*Ticket, QuerySpec) (QueryAnswer, error) { return QueryAnswer{}, ErrNoCgo }
+
+// Claim returns ErrNoCgo.
+func (*Client) Claim(*Ticket) (QueryAnswer, error) { return QueryAnswer{}, ErrNoCgo }
+
+// Cancel returns ErrNoCgo.
+func (*Client) Cancel(*Ticket) error { return ErrNoCgo }
+
+// FreeTicket does nothing.
+func (*Client) FreeTicket(*Ticket) {}
+
+// OpSubmit returns ErrNoCgo.
+func (*Client) OpSubmit(uint64, uint32, QuerySpec) (QueryAnswer, error) {
+	return QueryAnswer{}, ErrNoCgo
+}
+
+// OpPoll returns ErrNoCgo.
+func (*Client) OpPoll(uint64, uint32) (QueryAnswer, error) { return QueryAnswer{}, ErrNoCgo }
+
+// OpClaim returns ErrNoCgo.
+func (*Client) OpClaim(uint64, uint32) (QueryAnswer, error) { return QueryAnswer{}, ErrNoCgo }
+
+// OpCancel returns ErrNoCgo.
+func (*Client) OpCancel(uint64, uint32) error { return ErrNoCgo }

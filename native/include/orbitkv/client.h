@@ -268,17 +268,30 @@ struct okv_publish_result {
  * than the slot is sent as several chunks of at most
  * okv_max_publish_entries(c) entries, each a contiguous range of entries
  * over all layers; n 0 does nothing and returns 0. out may be NULL.
+ *
+ * Fence (spec: "Publish requires a Cache Manager pidfd before submission.
+ * Once submitted, the client waits beyond the ordinary IPC timeout until it
+ * receives a reply or the Cache Manager process exits"): without a pidfd
+ * of the Manager nothing is sent (OKV_ECLOSED). A sent chunk is waited for
+ * without a deadline, never OKV_ETIMEDOUT; when the ordinary timeout has
+ * passed, a watchdog writes one line to stderr ("orbitkv: publish of N
+ * blocks to buffer B waiting Xs for the Manager (pid P); source pages stay
+ * pinned") and repeats it at most once per minute; elapsed time is never
+ * taken for copy completion. The wait ends with the reply or the Manager's
+ * exit (OKV_EMANAGER_DIED; its mappings die with it). An ambiguous
+ * acknowledgement — a malformed reply (bad line, stored + present beyond
+ * the entries sent) or a status a Publish never gets (Loading, Miss,
+ * Candidates) — returns OKV_EFENCED and fences the buffer: the Manager may
+ * still read its pages, so they stay pinned until the Manager exits, and
+ * every later okv_publish or okv_restore naming buffer_id on this client
+ * returns OKV_EFENCED without sending. Do not rewrite the source pages of
+ * a fenced buffer.
  * Errors: OKV_EUNADMITTED (the RAM tier has no unpinned frames; chunks
- * before it stay published, *out counts them), OKV_EINVALID, -EINVAL
- * (buffer_id not registered through this client), and the channel errors.
- * After OKV_ETIMEDOUT the outcome is unknown: the Manager may still be
- * reading the source pages, and the blocks become visible if that copy
- * completes (a later okv_query tells). Until it completes, calls that carry
- * a descriptor (query, publish, restore) wait for the Manager's answer to
- * the timed-out request and fail OKV_ETIMEDOUT if it does not come in their
- * own timeout, and the Manager answers release and restore polls
- * OKV_EUNADMITTED. So do not rewrite the source pages before a later cache
- * operation on this client succeeded.
+ * before it stay published, *out counts them), OKV_EINVALID, OKV_EFENCED,
+ * OKV_ECLOSED (no pidfd, or a closed client), OKV_EMANAGER_DIED, -EINVAL
+ * (buffer_id not registered through this client), and the other channel
+ * errors of a chunk that was not sent (OKV_ETIMEDOUT: an earlier timed-out
+ * query or restore still holds the descriptor area).
  */
 int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
@@ -292,7 +305,9 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
  * Manager's copy workers until a terminal result: do not touch them before.
  * 1 ≤ n ≤ okv_max_restore_entries(c): 0 is -EINVAL, more is OKV_E2BIG.
  * Errors: OKV_EINVALID (unknown or foreign lease, page out of range or in
- * an in-flight restore, block outside the lease), OKV_E2BIG, channel errors.
+ * an in-flight restore, block outside the lease), OKV_E2BIG, OKV_EFENCED
+ * (buffer_id was fenced by an ambiguous okv_publish; nothing sent),
+ * channel errors.
  */
 int okv_restore(okv_client *c, uint64_t lease_id, uint32_t buffer_id,
 		const struct okv_restore_entry *entries, uint32_t n, uint64_t *op_id);
