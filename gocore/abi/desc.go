@@ -333,3 +333,30 @@ func DecodeRestore(b []byte) (RestoreDesc, *DescError) {
 	r.entries = b[DescHeaderSize : DescHeaderSize+int(n)*RestoreEntrySize]
 	return r, nil
 }
+
+// TicketRef names a ticket in a Poll, Claim or CancelQuery message (abi.h
+// "Query tickets"): arg0 = op id, arg1 = revision, and for Poll and Claim
+// an optional result area of ≥ 64 bytes.
+type TicketRef struct {
+	OpID     uint64
+	Revision uint32
+	Result   bool // the message names a result area (desc_length ≥ 64)
+}
+
+// DecodeTicketRef checks a Poll, Claim or CancelQuery message that already
+// passed ValidateRequest: op id ≠ 0, revision 1..2^32-1, desc_length 0 or
+// ≥ 64 (CancelQuery: 0). Ticket state is the caller's to check.
+func DecodeTicketRef(m *Message) (TicketRef, *DescError) {
+	r := TicketRef{OpID: m.Arg0, Revision: uint32(m.Arg1), Result: m.DescLength >= QueryResultSize}
+	switch {
+	case m.Arg0 == 0:
+		return r, descInvalid(FieldOpID, 0, "0: a %s names a ticket (op_id ≥ 1)", Command(m.Code))
+	case m.Arg1 == 0 || m.Arg1 > 0xFFFF_FFFF:
+		return r, descInvalid(FieldRevision, 0, "%d: want 1..%d", m.Arg1, uint32(0xFFFF_FFFF))
+	case Command(m.Code) == CmdCancelQuery && m.DescLength != 0:
+		return r, descInvalid(FieldDescLength, 0, "%d: CancelQuery carries no descriptor", m.DescLength)
+	case m.DescLength != 0 && m.DescLength < QueryResultSize:
+		return r, descInvalid(FieldDescLength, 0, "%d: want 0 or ≥ %d (the result area)", m.DescLength, QueryResultSize)
+	}
+	return r, nil
+}

@@ -172,12 +172,25 @@ func FuzzDescriptors(f *testing.F) {
 	f.Add(publishDesc(2))
 	f.Add(restoreDesc(2))
 	f.Add([]byte{})
+	rec := queryDesc(3, 1)
+	binary.LittleEndian.PutUint16(rec[6:], QueryRecovery|QueryPrepare)
+	binary.LittleEndian.PutUint64(rec[8:], 9)
+	binary.LittleEndian.PutUint32(rec[16:], 2)
+	binary.LittleEndian.PutUint32(rec[40:], 1)
+	binary.LittleEndian.PutUint32(rec[44:], 2)
+	f.Add(rec)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if q, err := DecodeQuery(b); err == nil {
 			if DescHeaderSize+q.Len()*HashSize != len(b) || q.Len() == 0 {
 				t.Fatalf("query of %d hashes accepted from %d bytes", q.Len(), len(b))
 			}
 			_ = q.Hash(q.Len() - 1)
+			if (q.OpID == 0) != (q.Revision == 0) || (q.OpID == 0 && q.Flags != 0) || !validQueryFlags[q.Flags] {
+				t.Fatalf("ticket fields accepted: op %d rev %d flags %#x", q.OpID, q.Revision, q.Flags)
+			}
+			if q.Flags&QueryRecovery != 0 && (q.RecoveryCount == 0 || int(q.RecoveryFirst)+int(q.RecoveryCount) > q.Len()) {
+				t.Fatalf("recovery range [%d,+%d) accepted over %d hashes", q.RecoveryFirst, q.RecoveryCount, q.Len())
+			}
 		}
 		if p, err := DecodePublish(b); err == nil {
 			if DescHeaderSize+p.Len()*PublishEntrySize != len(b) {
@@ -192,4 +205,44 @@ func FuzzDescriptors(f *testing.F) {
 			_, _ = r.Entry(r.Len() - 1)
 		}
 	})
+}
+
+// FuzzTicketRef feeds arbitrary Poll, Claim and CancelQuery arguments to
+// DecodeTicketRef: an accepted reference names a ticket and a 32-bit
+// revision, and a result area of 0 or ≥ 64 bytes.
+func FuzzTicketRef(f *testing.F) {
+	f.Add(uint16(CmdPoll), uint64(1), uint64(1), uint32(64))
+	f.Add(uint16(CmdClaim), uint64(0), uint64(1), uint32(0))
+	f.Add(uint16(CmdCancelQuery), uint64(3), uint64(1<<32), uint32(64))
+	f.Fuzz(func(t *testing.T, code uint16, arg0, arg1 uint64, descLen uint32) {
+		m := Message{Code: code, Arg0: arg0, Arg1: arg1, DescLength: descLen}
+		r, err := DecodeTicketRef(&m)
+		if err != nil {
+			if err.Status != StatusInvalid || err.Field == FieldNone {
+				t.Fatalf("refusal without a field: %v", err)
+			}
+			return
+		}
+		if r.OpID == 0 || r.Revision == 0 || uint64(r.Revision) != arg1 || (descLen != 0 && descLen < QueryResultSize) ||
+			(Command(code) == CmdCancelQuery && descLen != 0) {
+			t.Fatalf("accepted %+v from op %d rev %d desc %d", r, arg0, arg1, descLen)
+		}
+	})
+}
+
+func TestTicketRefsRejectMalformedArgumentsNamingTheField(t *testing.T) {
+	for _, c := range []struct {
+		m     Message
+		field Field
+	}{
+		{Message{Code: uint16(CmdPoll), Arg0: 0, Arg1: 1}, FieldOpID},
+		{Message{Code: uint16(CmdPoll), Arg0: 1, Arg1: 0}, FieldRevision},
+		{Message{Code: uint16(CmdClaim), Arg0: 1, Arg1: 1 << 32}, FieldRevision},
+		{Message{Code: uint16(CmdPoll), Arg0: 1, Arg1: 1, DescLength: 63}, FieldDescLength},
+		{Message{Code: uint16(CmdCancelQuery), Arg0: 1, Arg1: 1, DescLength: 64}, FieldDescLength},
+	} {
+		if _, err := DecodeTicketRef(&c.m); err == nil || err.Field != c.field {
+			t.Errorf("%+v: %v, want field %v", c.m, err, c.field)
+		}
+	}
 }

@@ -395,7 +395,7 @@ func (s *Service) readDone(t *ticket, blk *index.Block) {
 
 // poll serves Poll (arg0 op id, arg1 revision).
 func (s *Service) poll(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
-	if derr := checkResultArea(m); derr != nil {
+	if _, derr := abi.DecodeTicketRef(m); derr != nil {
 		return abi.Message{}, derr
 	}
 	tk, resp, derr := s.lookupTicket(st, m, "poll")
@@ -409,7 +409,7 @@ func (s *Service) poll(st *sessState, m *abi.Message) (abi.Message, *abi.DescErr
 // is consumed; every other case answers Unadmitted (the client then submits
 // a fresh ordinary query).
 func (s *Service) claim(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
-	if derr := checkResultArea(m); derr != nil {
+	if _, derr := abi.DecodeTicketRef(m); derr != nil {
 		return abi.Message{}, derr
 	}
 	tk := st.tickets[m.Arg0]
@@ -425,6 +425,9 @@ func (s *Service) claim(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 
 // cancel serves CancelQuery.
 func (s *Service) cancel(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
+	if _, derr := abi.DecodeTicketRef(m); derr != nil {
+		return abi.Message{}, derr
+	}
 	tk, resp, derr := s.lookupTicket(st, m, "cancel")
 	if tk == nil {
 		return resp, derr
@@ -456,14 +459,6 @@ func (s *Service) lookupTicket(st *sessState, m *abi.Message, what string) (*tic
 		return nil, abi.Message{}, invalid(abi.FieldRevision, 0, "%d, ticket %d is at revision %d: a %s names the live revision exactly", rev, id, tk.rev, what)
 	}
 	return tk, abi.Message{}, nil
-}
-
-// checkResultArea accepts a Poll/Claim descriptor of 0 or ≥ 64 bytes.
-func checkResultArea(m *abi.Message) *abi.DescError {
-	if m.DescLength != 0 && m.DescLength < abi.QueryResultSize {
-		return invalid(abi.FieldDescLength, 0, "%d, want 0 or ≥ %d (the result area)", m.DescLength, abi.QueryResultSize)
-	}
-	return nil
 }
 
 // discover answers Candidates: how many leading blocks of the chain this

@@ -298,6 +298,17 @@ func (m *Model) Step(sid int, r Req) Resp {
 		return Resp{Status: abi.StatusOK, Arg0: uint64(h), Arg1: key}
 	case Submit:
 		return m.submit(s, r)
+	case Poll, Cancel, Claim:
+		// Malformed references are refused before any state is read
+		// (abi.DecodeTicketRef).
+		switch {
+		case r.OpID == 0:
+			return invalid(abi.FieldOpID)
+		case r.Rev == 0:
+			return invalid(abi.FieldRevision)
+		}
+	}
+	switch r.Kind {
 	case Poll, Cancel:
 		t := s.tickets[r.OpID]
 		if t == nil {

@@ -1,0 +1,269 @@
+package cache
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
+)
+
+// ssdRigClock is demoteFour with a fake expiry clock: 4 blocks of RAM over
+// an SSD tier; hash(0..3) are published, then hash(4..7) push them to SSD.
+func ssdRigClock(t *testing.T, spec Spec) (*rig, *fakeClock) {
+	t.Helper()
+	blockBytes := uint64(tLayers * tPageBytes)
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	spec.RAMCapacity = 4 * blockBytes
+	spec.SSD = &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
+	spec.Clock = clock.Now
+	r := newRigWith(t, spec)
+	a, amem := r.open()
+	for p := 0; p < 8; p++ {
+		fill(amem, p, byte(40+p))
+	}
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 4), pg(4)), 0)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(4, 4), []uint32{4, 5, 6, 7}), 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.svc.ssd.store.Stats().Writes < 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("demotions not durable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.close(a)
+	return r, clock
+}
+
+// drainSSD completes every SSD read in flight.
+func drainSSD(t *testing.T, r *rig) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.svc.ssd.loading) > 0 || len(r.svc.ssd.events) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("SSD reads never completed")
+		}
+		r.svc.Complete(64, func(uint32, abi.Message) {})
+	}
+}
+
+func TestWaitForFullPrefixAnswersLoadingThenTheWholeChainOnPoll(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{})
+	b, bmem := r.open()
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWaitFullPref, 7, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusLoading {
+		t.Fatalf("submit: %v, want Loading (hash 0..3 are on SSD)", status(resp))
+	}
+	// The dispatcher does not wait: a poll before the reads land is Loading.
+	if p := r.call2(b, abi.CmdPoll, make([]byte, 64), 1, 1); status(p) != abi.StatusLoading && status(p) != abi.StatusOK {
+		t.Fatalf("early poll: %v", status(p))
+	}
+	drainSSD(t, r)
+	p := r.call2(b, abi.CmdPoll, make([]byte, 64), 1, 1)
+	if status(p) != abi.StatusOK || p.Arg0 != 4 || p.Arg1 == 0 {
+		t.Fatalf("poll after the reads: %v hits %d lease %d, want Ok 4", status(p), p.Arg0, p.Arg1)
+	}
+	res := b.Slot()[abi.SlotDescOffset:]
+	if le := binary.LittleEndian.Uint64(res[40:]); le != 1 {
+		t.Fatalf("result op_id %d, want 1", le)
+	}
+	// The lease restores the SSD bytes exactly.
+	op := r.call(b, abi.CmdRestore, restoreDesc(p.Arg1, []uint32{0, 3}, []uint32{0, 1}), 0)
+	if done := r.wait(b, op.Arg0); status(done) != abi.StatusOK {
+		t.Fatalf("restore: %v", status(done))
+	}
+	check(t, bmem, 0, 40)
+	check(t, bmem, 1, 43)
+	// Delivered: the ticket is retired; a second poll submits nothing.
+	if again := r.call2(b, abi.CmdPoll, nil, 1, 1); status(again) != abi.StatusInvalid || abi.Field(again.Arg0) != abi.FieldOpID {
+		t.Fatalf("poll of a retired ticket: %v %v", status(again), abi.Field(again.Arg0))
+	}
+	r.call(b, abi.CmdRelease, nil, p.Arg1)
+	r.close(b)
+	r.idle()
+}
+
+func TestWithoutWaitTheRAMPrefixAnswersAtOnceAndTheRestWarms(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{})
+	b, _ := r.open()
+	// hash 4..7 are in RAM, 0..3 on SSD: a chain 4,5 then SSD-only blocks
+	// is not a real chain, so ask for 0..3 (all SSD): a Miss now ...
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, 0, 0, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusMiss {
+		t.Fatalf("submit: %v, want Miss (no wait: the RAM prefix is empty)", status(resp))
+	}
+	if r.svc.warming == 0 {
+		t.Fatal("the SSD run was not warmed")
+	}
+	drainSSD(t, r)
+	if r.svc.warming != 0 {
+		t.Fatalf("warming bytes %d after the reads", r.svc.warming)
+	}
+	// ... and hits on the next lookup.
+	resp = r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 4 {
+		t.Fatalf("second lookup: %v hits %d, want Ok 4", status(resp), resp.Arg0)
+	}
+	r.call(b, abi.CmdRelease, nil, resp.Arg1)
+	r.close(b)
+	r.idle()
+}
+
+func TestWarmupIsRetiredAtOnceAndSkipsBeyondItsBudget(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{WarmupBudget: uint64(tLayers * tPageBytes)}) // one block
+	b, _ := r.open()
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWarmup, 0, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 1 {
+		t.Fatalf("warmup: %v warming %d, want Ok 1 (the budget holds one block)", status(resp), resp.Arg0)
+	}
+	if p := r.call2(b, abi.CmdPoll, nil, 1, 1); status(p) != abi.StatusInvalid {
+		t.Fatalf("poll of a warmup: %v, want Invalid (retired without polling)", status(p))
+	}
+	resp = r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, abi.QueryWarmup, 0, 0, 0, 0, hs(1, 3)...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 0 || r.svc.Stats().WarmupSkipped != 1 {
+		t.Fatalf("warmup over budget: %v warming %d skipped %d, want Ok 0 and one skip", status(resp), resp.Arg0, r.svc.Stats().WarmupSkipped)
+	}
+	drainSSD(t, r)
+	r.close(b)
+	r.idle()
+}
+
+func TestDiscoveryCountsSSDBlocksWithoutALease(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{})
+	b, _ := r.open()
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryDiscover, 0, 0, 0, 0, hs(0, 6)...), 0)
+	if status(resp) != abi.StatusCandidates || resp.Arg0 != 4 || resp.Arg1 != 0 {
+		t.Fatalf("discover: %v %d %d, want Candidates 4 (SSD) and no lease", status(resp), resp.Arg0, resp.Arg1)
+	}
+	if st := r.svc.Stats(); st.Leases != 0 || st.ReservedBytes != 0 || st.Tickets != 0 {
+		t.Fatalf("discovery left state: %+v", st)
+	}
+	r.close(b)
+	r.idle()
+}
+
+// Cancel while the ticket's SSD reads run: its permit is held until they
+// finish, then released without another poll; nothing stays pinned.
+func TestCancelledReadsDrainHoldingTheirPermit(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{MaxOpsPerSession: 1})
+	b, _ := r.open()
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWaitFullPref, 0, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusLoading {
+		t.Fatalf("submit: %v", status(resp))
+	}
+	if c := r.call2(b, abi.CmdCancelQuery, nil, 1, 1); status(c) != abi.StatusOK {
+		t.Fatalf("cancel: %v", status(c))
+	}
+	if r.svc.drainingAll != 1 {
+		t.Fatalf("draining %d, want 1 (reads still in flight hold the permit)", r.svc.drainingAll)
+	}
+	// The permit is held: a new ticket is refused while the reads run.
+	if resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hash(9)), 0); status(resp) != abi.StatusUnadmitted {
+		t.Fatalf("ticket during the drain: %v, want Unadmitted", status(resp))
+	}
+	// A cancelled ticket is retired: old polls and cancels never touch it.
+	if p := r.call2(b, abi.CmdPoll, nil, 1, 1); status(p) != abi.StatusInvalid || abi.Field(p.Arg0) != abi.FieldOpID {
+		t.Fatalf("poll after cancel: %v %v", status(p), abi.Field(p.Arg0))
+	}
+	drainSSD(t, r)
+	if r.svc.drainingAll != 0 || r.svc.Stats().Pins != 0 {
+		t.Fatalf("after the drain: draining %d pins %d", r.svc.drainingAll, r.svc.Stats().Pins)
+	}
+	if resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 3, 1, 0, 0, 0, 0, 0, hash(9)), 0); status(resp) != abi.StatusMiss {
+		t.Fatalf("ticket after the drain: %v, want Miss", status(resp))
+	}
+	r.close(b)
+	r.idle()
+}
+
+// An expired ticket with an undelivered lease (resolved asynchronously)
+// drops it and leaves a tombstone: a late poll is Timeout.
+func TestExpiryDropsTheUndeliveredLeaseAndTombstones(t *testing.T) {
+	r, clock := ssdRigClock(t, Spec{})
+	b, _ := r.open()
+	r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWaitFullPref, 0, 0, 0, 0, hs(0, 4)...), 0)
+	drainSSD(t, r)
+	if st := r.svc.Stats(); st.Leases != 1 {
+		t.Fatalf("leases %d, want the undelivered one", st.Leases)
+	}
+	clock.Advance(DefaultOpExpiry)
+	r.svc.Complete(64, func(uint32, abi.Message) {})
+	if st := r.svc.Stats(); st.Leases != 0 || st.Pins != 0 || st.Tickets != 0 || st.Expired != 1 {
+		t.Fatalf("after expiry: %+v", st)
+	}
+	for _, cmd := range []abi.Command{abi.CmdPoll, abi.CmdCancelQuery} {
+		if p := r.call2(b, cmd, nil, 1, 1); status(p) != abi.StatusTimeout {
+			t.Fatalf("%v after expiry: %v, want Timeout", cmd, status(p))
+		}
+	}
+	if p := r.call2(b, abi.CmdClaim, nil, 1, 1); status(p) != abi.StatusUnadmitted {
+		t.Fatalf("claim after expiry: %v, want Unadmitted", status(p))
+	}
+	// Resubmitting the expired id submits nothing.
+	if p := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 2, 0, 0, 0, 0, 0, hash(0)), 0); status(p) != abi.StatusTimeout {
+		t.Fatalf("resubmit after expiry: %v, want Timeout", status(p))
+	}
+	r.close(b)
+	r.idle()
+}
+
+func TestAnUnpolledRestoreResultExpiresToATombstone(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, Clock: clock.Now})
+	a, _ := r.open()
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 1), pg(1)), 0)
+	q := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
+	op := r.call(a, abi.CmdRestore, restoreDesc(q.Arg1, []uint32{0}, []uint32{3}), 0)
+	for r.svc.done == 0 {
+		r.svc.Complete(64, func(uint32, abi.Message) {})
+	}
+	clock.Advance(DefaultOpExpiry)
+	if p := r.call(a, abi.CmdRestorePoll, nil, op.Arg0); status(p) != abi.StatusTimeout {
+		t.Fatalf("restore poll after expiry: %v, want Timeout", status(p))
+	}
+	if st := r.svc.Stats(); st.Operations != 0 || st.Expired != 1 {
+		t.Fatalf("after expiry: %+v", st)
+	}
+	r.call(a, abi.CmdRelease, nil, q.Arg1)
+	r.close(a)
+	r.idle()
+}
+
+// Lease and restore ids of one Manager lifetime are unknown to the next.
+func TestIDsOfAnotherEpochAreUnknown(t *testing.T) {
+	a, b := idBase(1), idBase(2)
+	if a == b || a&0xffff_ffff_ffff != 1 || b&0xffff_ffff_ffff != 1 {
+		t.Fatalf("id bases %#x %#x", a, b)
+	}
+	r := newRig(t, 1<<20)
+	s, _ := r.open()
+	r.call(s, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 1), pg(1)), 0)
+	q := r.call(s, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
+	if q.Arg1 < idBase(tEpoch) {
+		t.Fatalf("lease id %#x below this epoch's base %#x", q.Arg1, idBase(tEpoch))
+	}
+	if p := r.call(s, abi.CmdRelease, nil, q.Arg1^1<<50); status(p) != abi.StatusInvalid {
+		t.Fatalf("release of another lifetime's id: %v", status(p))
+	}
+	r.call(s, abi.CmdRelease, nil, q.Arg1)
+	r.close(s)
+	r.idle()
+}
+
+func TestDistinctLookupsAreEstimated(t *testing.T) {
+	r := newRig(t, 1<<20)
+	s, _ := r.open()
+	for i := 0; i < 300; i++ {
+		r.call(s, abi.CmdQueryBundle, queryDesc(ns1, hash(i%100)), 0) // 100 distinct, each 3 times
+	}
+	// Recovery reads are not counted again.
+	r.call(s, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryRecovery, 0, 0, 0, 1, hash(500)), 0)
+	st := r.svc.Stats()
+	if st.Lookups != 300 || st.DistinctLookups < 95 || st.DistinctLookups > 105 {
+		t.Fatalf("lookups %d distinct %d, want 300 and about 100", st.Lookups, st.DistinctLookups)
+	}
+	r.close(s)
+	r.idle()
+}
+
