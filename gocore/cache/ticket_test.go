@@ -266,4 +266,3 @@ func TestDistinctLookupsAreEstimated(t *testing.T) {
 	r.close(s)
 	r.idle()
 }
-

@@ -58,9 +58,21 @@ func (c *Client) Query(ns Namespace, hashes []BlockHash) (Lease, error) {
 // under (ns, hashes[i]) (okv_publish); len(hashes) must equal len(pages).
 // A batch larger than MaxPublishEntries is sent in chunks; when it returns,
 // the copies are done and the blocks are visible. On error the result
-// counts the chunks that were published before it. Errors: *ClientError —
-// CodeUnadmitted (no unpinned RAM now; retry later), CodeInvalid, -EINVAL
-// for a buffer id not registered on c, and the channel errors.
+// counts the chunks that were published before it.
+//
+// A sent chunk is waited for without a deadline, until the Manager's reply
+// or its exit (never CodeTimedOut: the Manager may be reading the source
+// pages); past the client's timeout a watchdog line goes to stderr, then
+// at most once a minute. An ambiguous acknowledgement (malformed reply,
+// counts beyond the entries sent, a status Publish never gets) returns
+// CodeFenced and fences bufID: its pages stay pinned until the Manager
+// exits, and later Publish and Restore naming bufID return CodeFenced
+// without sending. Do not rewrite the pages of a fenced buffer.
+//
+// Errors: *ClientError — CodeUnadmitted (no unpinned RAM now; retry
+// later), CodeInvalid, CodeFenced, CodeManagerDied, CodeClosed (closed, or
+// no pidfd of the Manager), -EINVAL for a buffer id not registered on c,
+// and the channel errors of a chunk that was not sent.
 func (c *Client) Publish(ns Namespace, bufID uint32, hashes []BlockHash, pages []uint32) (PublishResult, error) {
 	if c.c == nil {
 		return PublishResult{}, errClosed()
@@ -88,8 +100,9 @@ func (c *Client) Publish(ns Namespace, bufID uint32, hashes []BlockHash, pages [
 // RestoreWait. The destination pages belong to the Manager's copy workers
 // until the operation ends: do not touch them before. len(entries) must be
 // 1..MaxRestoreEntries. Errors: *ClientError — CodeInvalid (unknown lease,
-// page out of range or busy, block outside the lease), Code2Big, and the
-// channel errors.
+// page out of range or busy, block outside the lease), Code2Big,
+// CodeFenced (bufID was fenced by an ambiguous Publish; nothing sent), and
+// the channel errors.
 func (c *Client) Restore(leaseID uint64, bufID uint32, entries []RestoreEntry) (uint64, error) {
 	if c.c == nil {
 		return 0, errClosed()
@@ -110,7 +123,8 @@ func (c *Client) Restore(leaseID uint64, bufID uint32, entries []RestoreEntry) (
 // (okv_restore_poll): (true, nil) when it completed — the operation is
 // consumed and a second poll is CodeInvalid — and (false, nil) while it
 // copies. Errors: *ClientError — CodeInternal (the copy failed; the
-// operation is consumed), CodeInvalid (unknown id), the channel errors.
+// operation is consumed), CodeInvalid (unknown id), CodeExpired (the
+// Manager answered Timeout), the channel errors.
 func (c *Client) RestorePoll(op uint64) (done bool, err error) {
 	if c.c == nil {
 		return false, errClosed()
