@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
+
 	"errors"
 	"log/slog"
 	"os"
@@ -57,7 +59,7 @@ func (n *notifier) run(fd int, log *slog.Logger) {
 
 // signal queues a wakeup without blocking; safe on a nil notifier.
 func (n *notifier) signal() {
-	if n == nil {
+	if n == nil || failpoint.WakeupsDropped() {
 		return
 	}
 	select {

@@ -75,13 +75,14 @@ const (
 
 // Error codes of the cache operations, for comparisons with Error.Code.
 const (
-	CodeUnadmitted = native.CodeUnadmitted // no capacity now, nothing done; retry later
-	CodePending    = native.CodePending    // a restore is still copying
-	CodeExpired    = native.CodeExpired    // the Manager answered Timeout: the ticket or restore expired
-	CodeFenced     = native.CodeFenced     // a publish was ambiguous: the buffer's pages stay pinned until the Manager exits
-	CodeTimedOut   = native.CodeTimedOut   // no reply within the deadline; outcome unknown
-	CodeProto      = native.CodeProto      // malformed reply from the Manager
-	CodeClosed     = native.CodeClosed     // client closed or session ended
+	CodeUnadmitted  = native.CodeUnadmitted  // no capacity now, nothing done; retry later
+	CodePending     = native.CodePending     // a restore is still copying
+	CodeExpired     = native.CodeExpired     // the Manager answered Timeout: the ticket or restore expired
+	CodeFenced      = native.CodeFenced      // a publish was ambiguous: the buffer's pages stay pinned until the Manager exits
+	CodeTimedOut    = native.CodeTimedOut    // no reply within the deadline; outcome unknown
+	CodeProto       = native.CodeProto       // malformed reply from the Manager
+	CodeClosed      = native.CodeClosed      // client closed or session ended
+	CodeManagerDied = native.CodeManagerDied // the Manager process exited (its pidfd became readable)
 )
 
 // Fingerprint computes the Namespace of s (okv_namespace_fingerprint).

@@ -13,6 +13,9 @@ const Enabled = false
 // Hit is a pause point; a no-op in this build.
 func Hit(Name) {}
 
+// WakeupsDropped reports whether eventfd wake-ups are dropped (never here).
+func WakeupsDropped() bool { return false }
+
 // Clock is the test clock; nil in this build (use time.Now).
 var Clock func() time.Time
 

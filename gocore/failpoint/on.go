@@ -93,6 +93,12 @@ func Resume(name Name) {
 	}
 }
 
+var dropWakeups atomic.Bool
+
+// WakeupsDropped reports whether the Manager must skip its eventfd writes
+// (a lost notification: clients must still finish by polling).
+func WakeupsDropped() bool { return dropWakeups.Load() }
+
 // Clock is real time plus the offset Advance added.
 var Clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 
@@ -104,6 +110,7 @@ func Advance(d time.Duration) { offset.Add(int64(d)) }
 //	POST /debug/failpoints/arm?name=N      pause the next Hit of N
 //	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once paused, 408 if not in time
 //	POST /debug/failpoints/resume?name=N   release it
+//	POST /debug/failpoints/drop-wakeups?on=1  skip every eventfd write (0: stop)
 //	POST /debug/clock/advance?by=61s       move the expiry clock forward
 func Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -124,6 +131,9 @@ func Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /debug/failpoints/resume", func(w http.ResponseWriter, r *http.Request) {
 		Resume(Name(r.URL.Query().Get("name")))
+	})
+	mux.HandleFunc("POST /debug/failpoints/drop-wakeups", func(w http.ResponseWriter, r *http.Request) {
+		dropWakeups.Store(r.URL.Query().Get("on") == "1")
 	})
 	mux.HandleFunc("POST /debug/clock/advance", func(w http.ResponseWriter, r *http.Request) {
 		d, err := time.ParseDuration(r.URL.Query().Get("by"))

@@ -30,6 +30,15 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// The failpoint build of the Manager (tag failpoints): pause points and
+	// a test clock behind loopback HTTP; never shipped.
+	fp := exec.Command("go", "build", "-tags", "failpoints", "-o", filepath.Join(dir, "orbitkv-manager-fp"), "../../cmd/orbitkv-manager")
+	fp.Stdout, fp.Stderr = os.Stderr, os.Stderr
+	if err := fp.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the failpoint Manager:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	binDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -6,6 +6,10 @@
 //
 //	testclient loop   SOCKET FIRST COUNT   publish FIRST..FIRST+COUNT in batches, then restore them, forever
 //	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
+//	testclient tickets SOCKET FIRST COUNT  publish the range, lease it with a ticket (wait_for_full_prefix),
+//	                                       restore it, check every byte, release; exit 0 when all held,
+//	                                       3 when the Manager expired the ticket or restore (Timeout),
+//	                                       4 when the Manager died; prints each phase as it starts
 package main
 
 import (
@@ -55,6 +59,9 @@ func main() {
 	switch os.Args[1] {
 	case "loop":
 		loop(c, buf, id, ns, first, count)
+	case "tickets":
+		tickets(c, buf, id, ns, first, count)
+		c.Close()
 	case "verify":
 		bad := verify(c, buf, id, ns, first, count)
 		c.Close()
@@ -198,4 +205,87 @@ func verify(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace
 	}
 	fmt.Printf("visible %d mismatched %d\n", visible, bad)
 	return bad > 0
+}
+
+// exitFor ends the process for err: 3 expired, 4 Manager died, else 1.
+func exitFor(what string, err error) {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case client.CodeExpired:
+			fmt.Printf("expired during %s: %v\n", what, err)
+			os.Exit(3)
+		case client.CodeManagerDied:
+			fmt.Printf("manager died during %s: %v\n", what, err)
+			os.Exit(4)
+		}
+	}
+	fail(what, err)
+}
+
+// tickets runs one ticketed operation through every Manager pause point:
+// publish (copy complete, publish ack), a ticket (admission, reservation),
+// a restore (copy submitted, copy complete, notification), then checks the
+// restored bytes.
+func tickets(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) {
+	n := int(min(count, batch))
+	pages := make([]uint32, n)
+	hashes := make([]client.BlockHash, n)
+	for i := range hashes {
+		pages[i], hashes[i] = uint32(i), hashOf(first+uint64(i))
+		fill(buf, i, first+uint64(i))
+	}
+	fmt.Println("phase publish")
+	if _, err := c.Publish(ns, id, hashes, pages); err != nil {
+		exitFor("publish", err)
+	}
+	bh, err := client.NewBlockHashes(hashes)
+	if err != nil {
+		fail("block hashes", err)
+	}
+	defer bh.Free()
+	fmt.Println("phase ticket")
+	t, ans, err := c.Submit(client.QuerySpec{NS: ns, Hashes: bh, Flags: client.QueryWaitForFullPrefix, RequestID: first})
+	deadline := time.Now().Add(30 * time.Second)
+	for err == nil && t.Live() { // pending (Loading): poll without resending the hashes
+		if time.Now().After(deadline) {
+			fail("ticket", fmt.Errorf("still pending after 30 s"))
+		}
+		time.Sleep(time.Millisecond)
+		ans, err = c.Poll(t)
+	}
+	if err != nil {
+		exitFor("ticket", err)
+	}
+	if t != nil {
+		c.FreeTicket(t)
+	}
+	if ans.Hits != uint32(n) || ans.LeaseID == 0 {
+		fail("ticket", fmt.Errorf("answer %+v, want %d hits and a lease", ans, n))
+	}
+	for i := range pages {
+		clear(buf.Page(0, uint64(i)))
+	}
+	entries := make([]client.RestoreEntry, n)
+	for i := range entries {
+		entries[i] = client.RestoreEntry{Block: uint32(i), Page: uint32(n - 1 - i)}
+	}
+	fmt.Println("phase restore")
+	op, err := c.Restore(ans.LeaseID, id, entries)
+	if err != nil {
+		exitFor("restore", err)
+	}
+	if err := c.RestoreWait(op, 30*time.Second); err != nil {
+		exitFor("restore wait", err)
+	}
+	for i := 0; i < n; i++ {
+		if bad := mismatches(buf, n-1-i, first+uint64(i)); bad > 0 {
+			fmt.Printf("block %d: %d mismatched words\n", first+uint64(i), bad)
+			os.Exit(1)
+		}
+	}
+	if err := c.Release(ans.LeaseID); err != nil {
+		exitFor("release", err)
+	}
+	fmt.Println("phase done")
 }
