@@ -57,7 +57,7 @@ define cmake_build
 endef
 
 .PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
-	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean
+	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean soak
 
 help: ## List the targets (this text)
 	@echo "OrbitKV — make targets:"
@@ -99,6 +99,11 @@ lint: ## go vet and gofmt (gofmt -l must print nothing)
 test-go: ## Go tests with the race detector
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
 	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
+
+SOAK_SEEDS ?= 200
+soak: deps ## Long randomized model runs: SOAK_SEEDS seeds against the cache service, 10 long ones against a Manager binary (about 20 min)
+	$(GO) test -count=1 -run TestTicketsAgreeWithTheModel ./gocore/cache -model.seeds $(SOAK_SEEDS)
+	$(GO) test -count=1 -timeout 60m -run TestManagerAgreesWithTheModel ./test/integration -model.seeds 10 -model.steps 1500
 
 test-native: native ## C tests (ctest) of the normal build
 	ctest --test-dir $(NATIVE_DIR) --output-on-failure

@@ -130,9 +130,15 @@ func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.M
 			return s.answer(tk, m), nil
 		case q.RequestID != tk.reqID || q.Group != tk.group:
 			return abi.Message{}, invalid(abi.FieldRequest, 0, "revision %d changes request %d group %d of ticket %d (request %d group %d)", q.Revision, q.RequestID, q.Group, tk.id, tk.reqID, tk.group)
+		case q.Flags&^abi.QueryWaitFullPref != tk.flags&^abi.QueryWaitFullPref:
+			return abi.Message{}, invalid(abi.FieldDescFlags, 0, "revision %d changes flags %#x of ticket %d to %#x: a revision replaces the hashes and wait_for_full_prefix only", q.Revision, tk.flags, tk.id, q.Flags)
+		case q.NS != tk.ns:
+			return abi.Message{}, invalid(abi.FieldNamespace, 0, "revision %d changes the namespace of ticket %d: a revision replaces the hashes and wait_for_full_prefix only", q.Revision, tk.id)
 		}
-		// A newer revision replaces hashes, flags and namespace; whatever the
-		// older one held (an undelivered lease, pins, a budget wait) goes.
+		// A newer revision replaces the hashes (and recovery range) and the
+		// wait policy (spec: "A newer revision can replace hashes or wait
+		// policy"); whatever the older one held (an undelivered lease, pins,
+		// a budget wait) goes.
 		s.dropResult(tk)
 		tk.set(q)
 		tk.deadline = s.now().Add(s.expiry)

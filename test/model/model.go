@@ -362,6 +362,8 @@ func (m *Model) submit(s *session, r Req) Resp {
 			return m.answer(s, t)
 		case r.ReqID != t.reqID || r.Group != t.group:
 			return invalid(abi.FieldRequest)
+		case r.Flags&^abi.QueryWaitFullPref != t.flags&^abi.QueryWaitFullPref:
+			return invalid(abi.FieldDescFlags)
 		}
 		m.dropResult(t)
 		t.rev, t.flags, t.chain, t.n, t.recFirst, t.recCount = r.Rev, r.Flags, r.Chain, r.Len, r.RecFirst, r.RecCount

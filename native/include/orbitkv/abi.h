@@ -205,9 +205,11 @@ enum okv_query_flags {
  *    before and revision ≥ 1; it is admitted within the operation bounds
  *    (128 per session, 1024 per Manager, flags) or answered Unadmitted
  *    (nothing kept; retry with a fresh op id);
- *  - op_id of a live ticket with a higher revision replaces its hashes,
- *    flags and namespace (request_id and group must stay: else Invalid
- *    field request); the same revision with the same request is a poll;
+ *  - op_id of a live ticket with a higher revision replaces its hashes
+ *    (and recovery range) and its wait policy (OKV_QUERY_WAIT_FOR_FULL_PREFIX);
+ *    request_id and group must stay (else Invalid field request), the other
+ *    flags too (else Invalid field desc_flags), and the namespace (else
+ *    Invalid field namespace); the same revision with the same request is a poll;
  *    the same revision with a changed request, or a lower revision, is
  *    Invalid field revision;
  *  - op_id of a retired ticket (terminal result delivered, cancelled) is

@@ -415,10 +415,13 @@ int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_tick
  */
 int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans);
 /**
- * Replace a live ticket's view, flags or namespace with revision + 1 (same
- * request_id and group). The same batch pointer, prefix length, flags and
- * namespace as the live revision is a poll (constant-time comparison; no
- * hashes resent). Returns as okv_ticket_submit.
+ * Replace a live ticket's view (hashes, recovery range) or wait policy
+ * (OKV_QUERY_WAIT_FOR_FULL_PREFIX) with revision + 1; request_id, group,
+ * namespace and the other flags must stay (the Manager answers Invalid,
+ * field request / desc_flags / namespace, and the live revision stays).
+ * The same batch pointer, prefix length, flags and namespace as the live
+ * revision is a poll (constant-time comparison; no hashes resent). Returns
+ * as okv_ticket_submit.
  */
 int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec *spec,
 		      struct okv_query_answer *ans);
