@@ -127,6 +127,7 @@ type Service struct {
 	// Byte budgets.
 	leaseBudget, restoreReserved uint64
 	budgetQ                      []*ticket // tickets waiting for lease budget, oldest first
+	ticketBytes                  uint64    // hash bytes stored by live tickets (MaxTicketBytes)
 	warmupBudget, warming        uint64
 	lookups                      lookupStats
 	// lease limits (MaxLeasedBlocksPerSession, MaxLeasedBlocks); fields so

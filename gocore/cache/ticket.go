@@ -34,6 +34,11 @@ const (
 	// MaxTombstones bounds the expired ids a session remembers (tickets and
 	// restores each); older ones then answer as retired (Invalid op_id).
 	MaxTombstones = 256
+	// MaxTicketBytes bounds the hash chains all live tickets store (a
+	// ticket keeps a private copy of its request); beyond it a new ticket
+	// answers Unadmitted. With the default bounds (1024 tickets, 64 KiB
+	// descriptor areas) it is never reached.
+	MaxTicketBytes = 256 << 20
 	// maxReloads bounds how often one ticket restarts SSD reads whose blocks
 	// were evicted again before it could lease them.
 	maxReloads = 4
@@ -140,7 +145,7 @@ func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.M
 		// policy"); whatever the older one held (an undelivered lease, pins,
 		// a budget wait) goes.
 		s.dropResult(tk)
-		tk.set(q)
+		s.setTicket(tk, q)
 		tk.deadline = s.now().Add(s.expiry)
 		tk.reloads = 0
 		s.resolve(tk)
@@ -167,9 +172,13 @@ func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.M
 	case q.Flags&abi.QueryWarmup != 0:
 		return s.warmup(st, m, q), nil
 	}
+	if s.ticketBytes+uint64(len(q.Hashes)) > MaxTicketBytes {
+		s.stats.unadmitted.Add(1)
+		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
+	}
 	// The request is copied only now that its permit is held.
 	tk := &ticket{id: q.OpID, st: st, deadline: s.now().Add(s.expiry)}
-	tk.set(q)
+	s.setTicket(tk, q)
 	st.tickets[tk.id] = tk
 	s.tickets++
 	s.armExpiry(tk.deadline)
@@ -178,10 +187,12 @@ func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.M
 }
 
 // set copies q's request into t (one allocation when the chain grows).
-func (t *ticket) set(q *abi.QueryDesc) {
+func (s *Service) setTicket(t *ticket, q *abi.QueryDesc) {
 	t.rev, t.flags, t.reqID, t.group, t.ns = q.Revision, q.Flags, q.RequestID, q.Group, q.NS
 	t.recFirst, t.recCount = q.RecoveryFirst, q.RecoveryCount
+	s.ticketBytes -= uint64(len(t.hashes))
 	t.hashes = append(t.hashes[:0], q.Hashes...)
+	s.ticketBytes += uint64(len(t.hashes))
 	t.state = tkPending
 }
 
@@ -250,7 +261,10 @@ func (s *Service) resolve(t *ticket) {
 		bytes += blk.Bytes
 	}
 	failpoint.Hit(failpoint.Reservation)
-	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased {
+	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased ||
+		bytes > s.leaseBudget {
+		// Limits it cannot wait out (a lease larger than the whole budget
+		// would wait forever and hold every later ticket behind it).
 		res.Status, res.Hits, res.First, res.RAMHits = abi.StatusUnadmitted, 0, 0, 0
 		s.settle(t, res, nil)
 		return
@@ -362,6 +376,8 @@ func (s *Service) leaveBudgetQ(t *ticket) {
 func (s *Service) retire(t *ticket) {
 	delete(t.st.tickets, t.id)
 	s.tickets--
+	s.ticketBytes -= uint64(len(t.hashes))
+	t.hashes = nil
 }
 
 // revoke ends a live ticket without delivering it (Cancel, expiry,

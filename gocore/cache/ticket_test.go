@@ -266,3 +266,31 @@ func TestDistinctLookupsAreEstimated(t *testing.T) {
 	r.close(s)
 	r.idle()
 }
+
+// A ticket whose lease alone exceeds the whole byte budget could never be
+// admitted: it answers Unadmitted instead of waiting at the head of the
+// queue (where it would hold every later ticket until it expired).
+func TestALeaseLargerThanTheBudgetIsRefusedNotQueued(t *testing.T) {
+	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, LeaseBudget: tLayers * tPageBytes})
+	s, _ := r.open()
+	r.call(s, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 2), pg(2)), 0)
+	if resp := r.call(s, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, 0, 0, 0, 0, 0, hs(0, 2)...), 0); status(resp) != abi.StatusUnadmitted {
+		t.Fatalf("two blocks over a one-block budget: %v, want Unadmitted", status(resp))
+	}
+	resp := r.call(s, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hs(0, 1)...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 1 {
+		t.Fatalf("one block: %v %d, want Ok 1 (nothing queued ahead of it)", status(resp), resp.Arg0)
+	}
+	// The budget is full now: the next one waits, and is admitted on release.
+	if w := r.call(s, abi.CmdQueryBundle, ticketDesc(ns1, 3, 1, 0, 0, 0, 0, 0, hs(0, 1)...), 0); status(w) != abi.StatusLoading {
+		t.Fatalf("over the budget: %v, want Loading", status(w))
+	}
+	r.call(s, abi.CmdRelease, nil, resp.Arg1)
+	p := r.call2(s, abi.CmdPoll, make([]byte, 64), 3, 1)
+	if status(p) != abi.StatusOK || p.Arg0 != 1 {
+		t.Fatalf("after the release: %v %d, want Ok 1", status(p), p.Arg0)
+	}
+	r.call(s, abi.CmdRelease, nil, p.Arg1)
+	r.close(s)
+	r.idle()
+}

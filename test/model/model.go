@@ -193,6 +193,13 @@ func (m *Model) resolve(t *ticket) {
 		return
 	}
 	bytes := uint64(h) * m.p.BlockBytes
+	if bytes > m.p.LeaseBudget { // could never be admitted: refused, not queued
+		m.settle(t, Resp{Status: abi.StatusUnadmitted}, 0)
+		if t.flags&abi.QueryPrepare != 0 {
+			t.state = done // an Unadmitted preparation is delivered like any terminal answer
+		}
+		return
+	}
 	inQ := slices.Contains(m.budgetQ, t)
 	if m.reserved+bytes > m.p.LeaseBudget || (len(m.budgetQ) > 0 && !inQ) {
 		if !inQ {
