@@ -35,7 +35,7 @@ func commands() []command {
 		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: runReplay},
 		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: runCopy},
 		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: runSSD},
-		{name: "query", summary: "QueryBundle of 32 resident hashes: round trip hot and cold, beside Ping", run: runQuery},
+		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: runQuery},
 		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},

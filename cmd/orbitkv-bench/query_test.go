@@ -6,49 +6,175 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestQueryFlagsNameTheBadFlag(t *testing.T) {
 	for _, c := range []struct {
+		name string
 		args []string
 		flag string
 	}{
-		{[]string{"--hashes", "0"}, "--hashes"},
-		{[]string{"--hashes", "2000"}, "--hashes"},
-		{[]string{"--iters", "0"}, "--iters"},
-		{[]string{"--cold-gap", "2s"}, "--cold-gap"},
-		{[]string{"extra"}, "unexpected argument"},
+		{"a hash count of 0 is refused", []string{"--hashes", "0"}, "--hashes"},
+		{"a hash count beyond the descriptor limit is refused", []string{"--hashes", "2000000"}, "--hashes"},
+		{"a hash count named twice is refused", []string{"--hashes", "32,1,32"}, "named twice"},
+		{"a hash count that is not a number is refused", []string{"--hashes", "1,lots"}, "--hashes"},
+		{"an empty hash list is refused", []string{"--hashes", ","}, "--hashes"},
+		{"more hashes than resident blocks are refused", []string{"--hashes", "1,20000", "--resident-blocks", "10000"}, "--resident-blocks"},
+		{"0 iterations are refused", []string{"--iters", "0"}, "--iters"},
+		{"a hash budget of 0 is refused", []string{"--hash-budget", "0"}, "--hash-budget"},
+		{"a cold gap over a second is refused", []string{"--cold-gap", "2s"}, "--cold-gap"},
+		{"a Manager without metrics is refused", []string{"--manager-args", "--http-addr="}, "--http-addr"},
+		{"a stray argument is refused", []string{"extra"}, "unexpected argument"},
 	} {
-		_, err := parseQueryFlags(c.args, &bytes.Buffer{})
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.flag) {
-			t.Errorf("%v: got %v, want a usage error naming %s", c.args, err, c.flag)
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseQueryFlags(c.args, &bytes.Buffer{})
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.flag) {
+				t.Errorf("%v: got %v, want a usage error naming %s", c.args, err, c.flag)
+			}
+		})
+	}
+}
+
+func TestQueryFlagsDefaultToTheIssueRows(t *testing.T) {
+	cfg, err := parseQueryFlags(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.hashes, []int{1, 32, 1000, 10000}) || cfg.residentBlocks != 1000000 {
+		t.Errorf("defaults: hashes %v, resident blocks %d; want [1 32 1000 10000] and 1000000", cfg.hashes, cfg.residentBlocks)
+	}
+	if cfg, err = parseQueryFlags([]string{"--hashes", "1000, 1,32"}, &bytes.Buffer{}); err != nil || !slices.Equal(cfg.hashes, []int{1, 32, 1000}) {
+		t.Errorf("--hashes \"1000, 1,32\": got %v, %v; want the counts in ascending order", cfg.hashes, err)
+	}
+}
+
+func TestQueryManagerArgsFitTheLargestRow(t *testing.T) {
+	cfg := queryConfig{hashes: []int{1, 32, 10000}, residentBlocks: 1000000}
+	args, capacity := cfg.queryManagerArgs("127.0.0.1:1")
+	if capacity < 1000000*queryChunkBytes || capacity%(2<<20) != 0 {
+		t.Errorf("capacity %d: want ≥ 1M 4 KiB chunks, a multiple of 2 MiB", capacity)
+	}
+	for flag, want := range map[string]string{
+		"ram-chunk-bytes": "4096",
+		"desc-bytes":      "163840", // 64 + 16 × 10000 bytes, rounded up to 4 KiB
+		"lease-budget":    "640000", // 10000 blocks of 64 bytes
+		"http-addr":       "127.0.0.1:1",
+	} {
+		if got, ok := lastFlagValue(args, flag); !ok || got != want {
+			t.Errorf("--%s = %q (set %v), want %q", flag, got, ok, want)
 		}
+	}
+}
+
+func TestLastFlagValueReadsAsGoFlagDoes(t *testing.T) {
+	args := []string{"--copy-workers", "2", "-http-addr", "a", "--http-addr=b", "--ram-capacity", "1GiB"}
+	if v, ok := lastFlagValue(args, "http-addr"); !ok || v != "b" {
+		t.Errorf("got %q, %v; want the last value b", v, ok)
+	}
+	if _, ok := lastFlagValue(args, "desc-bytes"); ok {
+		t.Error("found a flag that is not there")
+	}
+}
+
+func TestParseQueryCountersReadsBothCounters(t *testing.T) {
+	text := "# HELP orbitkv_query_hashes_total Hashes.\n# TYPE orbitkv_query_hashes_total counter\n" +
+		"orbitkv_query_hashes_total 1.5e+06\norbitkv_query_server_nanoseconds_total 3e+07\norbitkv_sessions 1\n"
+	c, err := parseQueryCounters(strings.NewReader(text))
+	if err != nil || c.hashes != 1.5e6 || c.nanos != 3e7 {
+		t.Errorf("got %+v, %v; want 1.5e6 hashes, 3e7 ns", c, err)
+	}
+	if _, err := parseQueryCounters(strings.NewReader("orbitkv_sessions 1\n")); err == nil || !strings.Contains(err.Error(), metricQueryNanos) {
+		t.Errorf("without the counters: got %v, want an error naming them", err)
 	}
 }
 
 func TestQueryRunsAgainstARealManager(t *testing.T) {
 	dir := binaries(t)
-	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "query", "--iters", "200", "--cold-iters", "5", "--json")
+	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "query", "--resident-blocks", "5000", "--hashes", "1,32,1000",
+		"--iters", "200", "--cold-iters", "5", "--json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("orbitkv-bench query: %v\n%s", err, stderr.String())
 	}
-	var rep queryReport
+	// The keys of the issue, decoded without the suite's own types.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(stdout.Bytes(), &raw); err != nil {
+		t.Fatalf("decoding %q: %v", stdout.String(), err)
+	}
+	for _, k := range []string{"resident_blocks", "server_ns_per_hash", "rows", "poll_rtt_ns", "ping_rtt_ns"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("JSON lacks %q: %s", k, stdout.String())
+		}
+	}
+	var rep struct {
+		ResidentBlocks  int     `json:"resident_blocks"`
+		ServerNsPerHash float64 `json:"server_ns_per_hash"`
+		Rows            []struct {
+			Hashes          int                `json:"hashes"`
+			RTT             map[string]float64 `json:"rtt_ns"`
+			ColdRTT         map[string]float64 `json:"cold_rtt_ns"`
+			ServerNsPerHash float64            `json:"server_ns_per_hash"`
+			ServerHashes    uint64             `json:"server_hashes"`
+		} `json:"rows"`
+		PollRTT       map[string]float64 `json:"poll_rtt_ns"`
+		PingRTT       map[string]float64 `json:"ping_rtt_ns"`
+		ManagerBlocks uint64             `json:"manager_blocks"`
+	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("decoding %q: %v", stdout.String(), err)
 	}
-	for _, m := range []map[string]Stats{rep.Hot, rep.Cold} {
-		for _, op := range []string{"query", "ping"} {
-			if s := m[op]; s.N == 0 || s.P50 == 0 || s.P50 > s.P99 || s.P99 > s.P999 {
-				t.Errorf("%s stats %+v: want samples with ordered percentiles", op, s)
-			}
+	if rep.ResidentBlocks != 5000 || rep.ManagerBlocks != 5000 {
+		t.Errorf("resident blocks %d, Manager blocks %d; want 5000", rep.ResidentBlocks, rep.ManagerBlocks)
+	}
+	positive := func(what string, rtt map[string]float64) {
+		t.Helper()
+		if rtt["p50"] <= 0 || rtt["p99"] < rtt["p50"] {
+			t.Errorf("%s %v: want p50 > 0 and p99 ≥ p50", what, rtt)
 		}
 	}
-	if rep.Hashes != 32 {
-		t.Errorf("hashes %d, want the default 32", rep.Hashes)
+	var counts []int
+	for _, r := range rep.Rows {
+		counts = append(counts, r.Hashes)
+		positive("rtt_ns", r.RTT)
+		positive("cold_rtt_ns", r.ColdRTT)
+		// Every timed query (and its warmup) carried r.Hashes hashes.
+		if r.ServerHashes < 200*uint64(r.Hashes) || r.ServerNsPerHash <= 0 {
+			t.Errorf("row of %d hashes: server %v ns/hash from %d hashes; want a positive figure from ≥ %d hashes",
+				r.Hashes, r.ServerNsPerHash, r.ServerHashes, 200*r.Hashes)
+		}
+	}
+	if !slices.Equal(counts, []int{1, 32, 1000}) {
+		t.Errorf("rows %v, want 1, 32, 1000", counts)
+	}
+	if last := rep.Rows[len(rep.Rows)-1]; rep.ServerNsPerHash != last.ServerNsPerHash {
+		t.Errorf("server_ns_per_hash %v, want the largest row's %v", rep.ServerNsPerHash, last.ServerNsPerHash)
+	}
+	positive("poll_rtt_ns", rep.PollRTT)
+	positive("ping_rtt_ns", rep.PingRTT)
+}
+
+func TestQueryTableNamesEveryRowAndTarget(t *testing.T) {
+	rep := &queryReport{ResidentBlocks: 1000000, ServerNsPerHash: 40,
+		Rows: []queryRow{
+			{Hashes: 32, RTT: rtt{P50: 1500, P99: 3000}, ServerNsPerHash: 60, ServerNsPerQuery: 1920},
+			{Hashes: 1000, RTT: rtt{P50: 45000, P99: 60000}, ServerNsPerHash: 40, ServerNsPerQuery: 40000},
+		},
+		PollRTT: rtt{P50: 400, P99: 600}, PingRTT: rtt{P50: 300, P99: 500}}
+	var b bytes.Buffer
+	if err := writeQueryTable(&b, "header", rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"poll (pending)", "1.50", "QueryBundle of 32 resident hashes, hot p50 ≤ 5µs  1.50 µs  ok",
+		"server time per hash, 1000 hashes (1000000 resident blocks) ≤ 50 ns  40.0 ns  ok",
+		"linear: server ns/hash never rises > 1.25x to the next row  60.0, 40.0  ok",
+		"hot p50 ≤ ping + 1µs  0.40 µs vs ping 0.30 µs (+0.10 µs)  ok"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The Manager's own time in untracked QueryBundles, read from its
+// Prometheus counters (cmd/orbitkv-manager/http.go): dispatcher time spent
+// serving them (decode, lookups, lease) and the hashes they carried.
+const (
+	metricQueryNanos  = "orbitkv_query_server_nanoseconds_total"
+	metricQueryHashes = "orbitkv_query_hashes_total"
+)
+
+// queryCounters is one reading of the two counters.
+type queryCounters struct {
+	nanos, hashes float64
+}
+
+// sub is the change from before to c.
+func (c queryCounters) sub(before queryCounters) queryCounters {
+	return queryCounters{c.nanos - before.nanos, c.hashes - before.hashes}
+}
+
+// scrapeQueryCounters reads GET http://addr/metrics.
+func scrapeQueryCounters(addr string) (queryCounters, error) {
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return queryCounters{}, fmt.Errorf("reading the Manager's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return queryCounters{}, fmt.Errorf("reading the Manager's metrics at %s: HTTP %s", addr, resp.Status)
+	}
+	return parseQueryCounters(resp.Body)
+}
+
+// parseQueryCounters finds the two counters in the Prometheus text format:
+// a line "name value" each (they carry no labels); comments are skipped.
+func parseQueryCounters(r io.Reader) (queryCounters, error) {
+	var c queryCounters
+	var seen int
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case metricQueryNanos:
+			dst = &c.nanos
+		case metricQueryHashes:
+			dst = &c.hashes
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return c, fmt.Errorf("metric %s: value %q is not a number", name, value)
+		}
+		*dst = v
+		seen++
+	}
+	if err := sc.Err(); err != nil {
+		return c, fmt.Errorf("reading the Manager's metrics: %w", err)
+	}
+	if seen != 2 {
+		return c, fmt.Errorf("the Manager's /metrics lacks %s or %s (a Manager built before they were added?)", metricQueryNanos, metricQueryHashes)
+	}
+	return c, nil
+}
+
+// freeLoopbackAddr returns 127.0.0.1:PORT with a port that was free a
+// moment ago (the kernel's pick for port 0), for the Manager's --http-addr.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free loopback port for the Manager's metrics: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// lastFlagValue returns the value of the last --name (or -name) in args,
+// in any of the forms "--name v" and "--name=v", as Go's flag package reads
+// it (the last one wins).
+func lastFlagValue(args []string, name string) (string, bool) {
+	var v string
+	var found bool
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
+		if a == args[i] {
+			continue // not a flag
+		}
+		switch {
+		case a == name && i+1 < len(args):
+			v, found = args[i+1], true
+			i++
+		case strings.HasPrefix(a, name+"="):
+			v, found = a[len(name)+1:], true
+		}
+	}
+	return v, found
+}

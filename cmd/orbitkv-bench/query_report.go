@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets of the query suite (bench/README.md "query").
+const (
+	// queryTarget is issue 3's: QueryBundle of 32 resident hashes, hot
+	// p50 round trip at most 5 µs.
+	queryTarget = 5 * time.Microsecond
+	// serverNsPerHashTarget: the Manager's time per hash of the largest
+	// row, at 1M resident blocks.
+	serverNsPerHashTarget = 50.0
+	// linearSlack: "linear in the hash count" holds when the cost per hash
+	// never rises by more than this factor from a row to the next larger.
+	linearSlack = 1.25
+	// pollOverPing: a poll of a pending ticket costs at most a Ping plus this.
+	pollOverPing = time.Microsecond
+)
+
+// rtt is a round-trip summary in the JSON of the query suite.
+type rtt struct {
+	P50  uint64 `json:"p50"`  // nearest-rank, ns
+	P99  uint64 `json:"p99"`  // ns
+	P999 uint64 `json:"p999"` // ns
+	N    int    `json:"n"`    // timed round trips
+}
+
+func rttOf(s Stats) rtt { return rtt{P50: s.P50, P99: s.P99, P999: s.P999, N: s.N} }
+
+// queryRow is one --hashes count.
+type queryRow struct {
+	Hashes           int     `json:"hashes"`
+	RTT              rtt     `json:"rtt_ns"`              // hot (back to back)
+	ColdRTT          rtt     `json:"cold_rtt_ns"`         // after --cold-gap
+	ServerNsPerHash  float64 `json:"server_ns_per_hash"`  // Δ server ns / Δ hashes over the hot queries
+	ServerNsPerQuery float64 `json:"server_ns_per_query"` // the same per query
+	ServerHashes     uint64  `json:"server_hashes"`       // Δ orbitkv_query_hashes_total it was computed from
+}
+
+// queryReport is the JSON of `orbitkv-bench query --json`.
+type queryReport struct {
+	ResidentBlocks   int        `json:"resident_blocks"`
+	ServerNsPerHash  float64    `json:"server_ns_per_hash"` // the largest row's
+	Rows             []queryRow `json:"rows"`               // ascending hash counts
+	PollRTT          rtt        `json:"poll_rtt_ns"`        // Poll of a pending ticket, hot
+	PingRTT          rtt        `json:"ping_rtt_ns"`        // Ping alternating with it, hot
+	PollColdRTT      rtt        `json:"poll_cold_rtt_ns"`
+	PingColdRTT      rtt        `json:"ping_cold_rtt_ns"`
+	BlockBytes       uint64     `json:"block_bytes"`
+	ManagerBlocks    uint64     `json:"manager_blocks"` // resident blocks the Manager reported
+	PublishS         float64    `json:"publish_s"`      // publishing the resident blocks
+	ManagerStartS    float64    `json:"manager_start_s"`
+	RAMCapacityBytes uint64     `json:"ram_capacity_bytes"`
+	SameChain        bool       `json:"same_chain"`
+}
+
+// marginal is the Manager's extra time per extra hash from row i-1 to row
+// i (0 for the first row).
+func (rep *queryReport) marginal(i int) float64 {
+	if i == 0 {
+		return 0
+	}
+	a, b := rep.Rows[i-1], rep.Rows[i]
+	return (b.ServerNsPerQuery - a.ServerNsPerQuery) / float64(b.Hashes-a.Hashes)
+}
+
+func writeQueryTable(w io.Writer, header string, rep *queryReport) error {
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\thashes\tp50 µs\tp99 µs\tp99.9 µs\tn\tp50 / ping\tserver ns/hash\tserver µs/query\tmarginal ns/hash\tcold p50 µs\tcold p99 µs\tcold p50 / ping\t")
+	ping, pingCold := rep.PingRTT.P50, rep.PingColdRTT.P50
+	for i, r := range rep.Rows {
+		marginal := "-"
+		if i > 0 {
+			marginal = fmt.Sprintf("%.1f", rep.marginal(i))
+		}
+		fmt.Fprintf(tw, "query\t%d\t%s\t%s\t%s\t%d\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t\n", r.Hashes,
+			us(r.RTT.P50), us(r.RTT.P99), us(r.RTT.P999), r.RTT.N, ratio(r.RTT.P50, ping),
+			r.ServerNsPerHash, r.ServerNsPerQuery/1000, marginal,
+			us(r.ColdRTT.P50), us(r.ColdRTT.P99), ratio(r.ColdRTT.P50, pingCold))
+	}
+	for _, op := range []struct {
+		name      string
+		hot, cold rtt
+	}{{"ping", rep.PingRTT, rep.PingColdRTT}, {"poll (pending)", rep.PollRTT, rep.PollColdRTT}} {
+		fmt.Fprintf(tw, "%s\t-\t%s\t%s\t%s\t%d\t%s\t-\t-\t-\t%s\t%s\t%s\t\n", op.name,
+			us(op.hot.P50), us(op.hot.P99), us(op.hot.P999), op.hot.N, ratio(op.hot.P50, ping),
+			us(op.cold.P50), us(op.cold.P99), ratio(op.cold.P50, pingCold))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "targets (bench/README.md):")
+	fmt.Fprintln(w, "  informational: a MISSED target does not fail the run (exit status stays 0)")
+	for _, t := range queryTargets(rep) {
+		if _, err := fmt.Fprintf(w, "  %s  %s  %s\n", t.name, t.measured, t.verdict()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queryTargets checks the targets the report has the numbers for.
+func queryTargets(rep *queryReport) []target {
+	var out []target
+	for _, r := range rep.Rows {
+		if r.Hashes == 32 {
+			out = append(out, target{fmt.Sprintf("QueryBundle of 32 resident hashes, hot p50 ≤ %v", queryTarget),
+				us(r.RTT.P50) + " µs", time.Duration(r.RTT.P50) <= queryTarget})
+		}
+	}
+	last := rep.Rows[len(rep.Rows)-1]
+	at := fmt.Sprintf("%d resident blocks", rep.ResidentBlocks)
+	if rep.ResidentBlocks < 1000000 {
+		at += "; the target is stated at 1,000,000"
+	}
+	out = append(out, target{fmt.Sprintf("server time per hash, %d hashes (%s) ≤ %.0f ns", last.Hashes, at, serverNsPerHashTarget),
+		fmt.Sprintf("%.1f ns", rep.ServerNsPerHash), rep.ServerNsPerHash <= serverNsPerHashTarget})
+	if len(rep.Rows) > 1 {
+		var server, client []string
+		serverOK, clientOK := true, true
+		for i, r := range rep.Rows {
+			server = append(server, fmt.Sprintf("%.1f", r.ServerNsPerHash))
+			client = append(client, fmt.Sprintf("%.1f", float64(r.RTT.P50)/float64(r.Hashes)))
+			if i > 0 {
+				p := rep.Rows[i-1]
+				serverOK = serverOK && r.ServerNsPerHash <= linearSlack*p.ServerNsPerHash
+				clientOK = clientOK && float64(r.RTT.P50)/float64(r.Hashes) <= linearSlack*float64(p.RTT.P50)/float64(p.Hashes)
+			}
+		}
+		out = append(out,
+			target{fmt.Sprintf("linear: server ns/hash never rises > %.2fx to the next row", linearSlack), strings.Join(server, ", "), serverOK},
+			target{fmt.Sprintf("linear: round-trip p50 ns/hash never rises > %.2fx to the next row", linearSlack), strings.Join(client, ", "), clientOK})
+	}
+	for _, p := range []struct {
+		name       string
+		poll, ping uint64
+	}{{"p50", rep.PollRTT.P50, rep.PingRTT.P50}, {"p99", rep.PollRTT.P99, rep.PingRTT.P99}} {
+		out = append(out, target{fmt.Sprintf("poll of a pending ticket, hot %s ≤ ping + %v", p.name, pollOverPing),
+			fmt.Sprintf("%s µs vs ping %s µs (%+.2f µs)", us(p.poll), us(p.ping), (float64(p.poll)-float64(p.ping))/1000),
+			time.Duration(p.poll) <= time.Duration(p.ping)+pollOverPing})
+	}
+	return out
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/client"
+)
+
+// queryRun is one run of the query suite against a Manager the bench
+// started with cfg.queryManagerArgs.
+type queryRun struct {
+	cfg         *queryConfig
+	c           *client.Client
+	m           *manager
+	metricsAddr string
+	progress    io.Writer // one line per phase; io.Discard with --json
+
+	buf    *client.Buffer // registered: free only after c is closed
+	ns     client.Namespace
+	hashes []client.BlockHash // hash i = blockHash(i), all resident
+	next   int                // start of the next query window (moving chains)
+}
+
+// freeBuffer frees the engine buffer; call it after closing the client.
+func (r *queryRun) freeBuffer() {
+	if r.buf != nil {
+		r.buf.Free()
+	}
+}
+
+func (r *queryRun) run() (*queryReport, error) {
+	largest := r.cfg.hashes[len(r.cfg.hashes)-1]
+	if max := r.c.MaxQueryHashes(); max < largest {
+		return nil, fmt.Errorf("the session carries at most %d hashes per query, the largest row needs %d (the Manager's --desc-bytes)", max, largest)
+	}
+	spec := replayNamespace
+	spec.KVLayout = "orbitkv-bench-query"
+	var err error
+	if r.ns, err = client.Fingerprint(spec); err != nil {
+		return nil, err
+	}
+	rep := &queryReport{ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
+	if rep.PublishS, err = r.publish(); err != nil {
+		return nil, err
+	}
+	h, err := r.c.Health()
+	if err != nil {
+		return nil, fmt.Errorf("health after publishing: %w", err)
+	}
+	if h.Blocks != uint64(r.cfg.residentBlocks) || h.Evictions != 0 {
+		return nil, fmt.Errorf("after publishing %d blocks the Manager holds %d (%d evicted); want all resident", r.cfg.residentBlocks, h.Blocks, h.Evictions)
+	}
+	rep.ManagerBlocks = h.Blocks
+	for _, n := range r.cfg.hashes {
+		fmt.Fprintf(r.progress, "measuring QueryBundle of %d hashes ...\n", n)
+		row, err := r.measureRow(n)
+		if err != nil {
+			return nil, fmt.Errorf("QueryBundle of %d hashes: %w", n, err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.ServerNsPerHash = rep.Rows[len(rep.Rows)-1].ServerNsPerHash
+	fmt.Fprintf(r.progress, "measuring Poll of a pending ticket beside Ping ...\n")
+	if err := r.measurePoll(rep); err != nil {
+		return nil, fmt.Errorf("poll of a pending ticket: %w", err)
+	}
+	return rep, nil
+}
+
+// publish stores hashes 0..residentBlocks-1 from the pages of one engine
+// buffer, a publish chunk at a time (pages are reused across calls; their
+// content does not matter here), and returns the seconds it took.
+func (r *queryRun) publish() (float64, error) {
+	total := r.cfg.residentBlocks
+	per := min(total, r.c.MaxPublishEntries())
+	var err error
+	if r.buf, err = client.AllocBuffer(queryLayers, queryPageBytes, uint64(per)); err != nil {
+		return 0, fmt.Errorf("allocating the engine buffer: %w", err)
+	}
+	id, err := r.c.RegisterBuffer(r.buf)
+	if err != nil {
+		return 0, fmt.Errorf("registering the engine buffer: %w", err)
+	}
+	r.hashes = make([]client.BlockHash, total)
+	for i := range r.hashes {
+		r.hashes[i] = blockHash(uint64(i))
+	}
+	pages := make([]uint32, per)
+	for i := range pages {
+		pages[i] = uint32(i)
+	}
+	fmt.Fprintf(r.progress, "publishing %d blocks, %d per call ...\n", total, per)
+	start := time.Now()
+	for i := 0; i < total; i += per {
+		n := min(per, total-i)
+		res, err := r.c.Publish(r.ns, id, r.hashes[i:i+n], pages[:n])
+		if err != nil {
+			return 0, fmt.Errorf("publishing blocks %d..%d: %w", i, i+n-1, err)
+		}
+		if int(res.Stored) != n {
+			return 0, fmt.Errorf("publishing blocks %d..%d: %d stored, %d already present; want %d fresh", i, i+n-1, res.Stored, res.Present, n)
+		}
+	}
+	return elapsedSeconds(time.Since(start)), nil
+}
+
+// window returns the hashes of the next query of n: the first n with
+// --same-chain, else the next n resident hashes after the previous query's,
+// wrapping around, so a lookup finds its index entry cold in the caches.
+func (r *queryRun) window(n int) []client.BlockHash {
+	if r.cfg.sameChain {
+		return r.hashes[:n]
+	}
+	if r.next+n > len(r.hashes) {
+		r.next = 0
+	}
+	w := r.hashes[r.next : r.next+n]
+	r.next += n
+	return w
+}
+
+// measureRow times QueryBundle of n resident hashes hot, reading the
+// Manager's query counters around the hot samples (warmup included: every
+// query of the row carries n hashes), then cold.
+func (r *queryRun) measureRow(n int) (queryRow, error) {
+	query := func() (time.Duration, error) {
+		w := r.window(n)
+		t := time.Now()
+		l, err := r.c.Query(r.ns, w)
+		d := time.Since(t)
+		if err != nil {
+			return 0, err
+		}
+		if int(l.Hits) != n {
+			if l.ID != 0 {
+				r.c.Release(l.ID)
+			}
+			return 0, fmt.Errorf("query hit %d of %d resident blocks", l.Hits, n)
+		}
+		return d, r.c.Release(l.ID)
+	}
+	row := queryRow{Hashes: n}
+	before, err := scrapeQueryCounters(r.metricsAddr)
+	if err != nil {
+		return row, err
+	}
+	hot, err := timeRoundTrips(query, r.cfg.rowIters(r.cfg.iters, n), 0)
+	if err != nil {
+		return row, err
+	}
+	after, err := scrapeQueryCounters(r.metricsAddr)
+	if err != nil {
+		return row, err
+	}
+	d := after.sub(before)
+	if d.hashes <= 0 || d.nanos <= 0 {
+		return row, fmt.Errorf("the Manager's counters moved by %.0f ns and %.0f hashes over %d queries; want both above 0", d.nanos, d.hashes, hot.N)
+	}
+	row.ServerHashes, row.ServerNsPerHash = uint64(d.hashes), d.nanos/d.hashes
+	row.ServerNsPerQuery = d.nanos / (d.hashes / float64(n))
+	cold, err := timeRoundTrips(query, r.cfg.rowIters(r.cfg.coldIters, n), r.cfg.coldGap)
+	if err != nil {
+		return row, err
+	}
+	row.RTT, row.ColdRTT = rttOf(hot), rttOf(cold)
+	return row, nil
+}
+
+// measurePoll times Poll of a ticket that stays pending beside Ping: a
+// lease of the largest row's hashes fills the lease budget (the Manager was
+// started with exactly its bytes), so a ticket for one more block waits for
+// budget and answers Loading until that lease is released. Ping and Poll
+// alternate sample by sample, so both see the same machine state.
+func (r *queryRun) measurePoll(rep *queryReport) error {
+	largest := r.cfg.hashes[len(r.cfg.hashes)-1]
+	held, err := r.c.Query(r.ns, r.hashes[:largest])
+	if err != nil {
+		return fmt.Errorf("leasing %d blocks to fill the lease budget: %w", largest, err)
+	}
+	if int(held.Hits) != largest {
+		return fmt.Errorf("leasing %d blocks to fill the lease budget: hit %d", largest, held.Hits)
+	}
+	bh, err := client.NewBlockHashes(r.hashes[:1])
+	if err != nil {
+		return err
+	}
+	defer bh.Free()
+	tk, ans, err := r.c.Submit(client.QuerySpec{NS: r.ns, Hashes: bh})
+	if err != nil {
+		return fmt.Errorf("submitting the ticket: %w", err)
+	}
+	defer r.c.FreeTicket(tk)
+	if ans.Status != client.StatusLoading || !tk.Live() {
+		return fmt.Errorf("the ticket answered status %d (live %v) with the lease budget full; want Loading (%d)", ans.Status, tk.Live(), client.StatusLoading)
+	}
+	poll := func() (time.Duration, error) {
+		t := time.Now()
+		a, err := r.c.Poll(tk)
+		d := time.Since(t)
+		if err == nil && a.Status != client.StatusLoading {
+			err = fmt.Errorf("poll answered status %d; want Loading (%d)", a.Status, client.StatusLoading)
+		}
+		return d, err
+	}
+	ping := func() (time.Duration, error) {
+		t := time.Now()
+		_, err := r.c.Ping(1)
+		return time.Since(t), err
+	}
+	pollHot, pingHot, err := timeAlternating(poll, ping, r.cfg.iters, 0)
+	if err != nil {
+		return err
+	}
+	pollCold, pingCold, err := timeAlternating(poll, ping, r.cfg.coldIters, r.cfg.coldGap)
+	if err != nil {
+		return err
+	}
+	rep.PollRTT, rep.PingRTT, rep.PollColdRTT, rep.PingColdRTT = rttOf(pollHot), rttOf(pingHot), rttOf(pollCold), rttOf(pingCold)
+	// Releasing the held lease admits the ticket: its next poll answers Ok.
+	if err := r.c.Release(held.ID); err != nil {
+		return fmt.Errorf("releasing the budget lease: %w", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		a, err := r.c.Poll(tk)
+		switch {
+		case err != nil:
+			return fmt.Errorf("poll after the budget freed: %w", err)
+		case a.Status == client.StatusOK:
+			return r.c.Release(a.LeaseID)
+		case a.Status != client.StatusLoading || time.Now().After(deadline):
+			return fmt.Errorf("poll after the budget freed answered status %d; want Ok (%d)", a.Status, client.StatusOK)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// timeAlternating collects n samples each of f and g, alternating which
+// goes first, after a warmup as timeRoundTrips', pausing gap before each
+// call.
+func timeAlternating(f, g func() (time.Duration, error), n int, gap time.Duration) (Stats, Stats, error) {
+	fs, gs := make([]uint64, 0, n), make([]uint64, 0, n)
+	call := func(h func() (time.Duration, error), out *[]uint64, keep bool) error {
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+		d, err := h()
+		if err == nil && keep {
+			*out = append(*out, uint64(d))
+		}
+		return err
+	}
+	for i := -min(n/10+1, 1000); i < n; i++ {
+		first, second := f, g
+		fo, so := &fs, &gs
+		if i%2 != 0 {
+			first, second, fo, so = g, f, &gs, &fs
+		}
+		if err := call(first, fo, i >= 0); err != nil {
+			return Stats{}, Stats{}, err
+		}
+		if err := call(second, so, i >= 0); err != nil {
+			return Stats{}, Stats{}, err
+		}
+	}
+	return summarize(fs), summarize(gs), nil
+}
