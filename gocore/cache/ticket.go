@@ -229,24 +229,33 @@ func (s *Service) resolve(t *ticket) {
 	s.hits = hits[:0]
 	ramHits := len(hits)
 	wait := rec || t.flags&(abi.QueryWaitFullPref|abi.QueryPrepare) != 0
-	if miss < end && s.ssd != nil {
-		if wait && t.reloads < maxReloads {
-			for _, blk := range hits {
-				s.idx.Pin(blk)
-			}
-			loading := s.prefetch(st, t, t.ns, t.hash, miss, end)
-			for _, blk := range hits {
-				s.idx.Unpin(blk)
-			}
-			if loading {
-				t.reloads++
-				t.res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(ramHits)}
-				return
-			}
-		} else if !wait {
+	if miss < end && s.ssd != nil && (!wait || t.reloads < maxReloads) {
+		// Reads make room in RAM: the prefix found above is pinned meanwhile,
+		// so the eviction cannot take a block this ticket is about to lease
+		// (found by a break-it review: an unpinned prefix was evicted by
+		// warm and then leased, and restored another block's bytes).
+		for _, blk := range hits {
+			s.idx.Pin(blk)
+		}
+		loading := false
+		if wait {
+			loading = s.prefetch(st, t, t.ns, t.hash, miss, end)
+		} else {
 			// The caller takes the RAM prefix now; the rest warms for its
 			// next lookup, within the warmup budget.
 			s.warm(t.ns, t.hash, miss, end)
+		}
+		for _, blk := range hits {
+			s.idx.Unpin(blk)
+		}
+		if loading {
+			t.reloads++
+			// Waiting for reads now, not for budget: completeSSD resolves
+			// it again (a queued ticket would be skipped there and wedge
+			// the queue; found by the break-it review).
+			s.leaveBudgetQ(t)
+			t.res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(ramHits)}
+			return
 		}
 	}
 	res := abi.QueryResult{OpID: t.id, Revision: t.rev, RAMHits: uint32(ramHits), First: uint32(first)}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
@@ -292,5 +293,69 @@ func TestALeaseLargerThanTheBudgetIsRefusedNotQueued(t *testing.T) {
 	}
 	r.call(s, abi.CmdRelease, nil, p.Arg1)
 	r.close(s)
+	r.idle()
+}
+
+// A ticket without the wait flag warms its chain's SSD tail; the reads make
+// room in RAM and must not evict the RAM prefix the ticket then leases
+// (break-it review D1: it did, and the restore returned other bytes).
+func TestWarmingNeverEvictsThePrefixATicketLeases(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{Eviction: "lru"}) // RAM: hash 4..7 (LRU order); SSD: hash 0..3
+	b, bmem := r.open()
+	chain := []abi.BlockHash{hash(4), hash(5), hash(0), hash(1)}
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, 0, 0, 0, 0, 0, chain...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != 2 {
+		t.Fatalf("submit: %v hits %d, want Ok 2 (the RAM prefix)", status(resp), resp.Arg0)
+	}
+	drainSSD(t, r) // the warming reads land first: in frames they must not share with the lease
+	op := r.call(b, abi.CmdRestore, restoreDesc(resp.Arg1, []uint32{0, 1}, []uint32{0, 1}), 0)
+	if done := r.wait(b, op.Arg0); status(done) != abi.StatusOK {
+		t.Fatalf("restore: %v", status(done))
+	}
+	check(t, bmem, 0, 44)
+	check(t, bmem, 1, 45)
+	r.call(b, abi.CmdRelease, nil, resp.Arg1)
+	r.close(b)
+	r.idle()
+}
+
+// A ticket waiting for byte budget whose blocks went to SSD meanwhile
+// starts reads when the budget frees; it must be resolved when they land,
+// not left at the head of the budget queue (break-it review D2).
+func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) {
+	blockBytes := uint64(tLayers * tPageBytes)
+	r, _ := ssdRigClock(t, Spec{LeaseBudget: 2 * blockBytes, Eviction: "lru"}) // RAM: hash 4..7; SSD: hash 0..3
+	y, ymem := r.open()
+	x, _ := r.open()
+	hold := r.call(y, abi.CmdQueryBundle, queryDesc(ns1, hash(6)), 0)
+	if status(hold) != abi.StatusOK {
+		t.Fatalf("hold: %v", status(hold))
+	}
+	if w := r.call(x, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWaitFullPref, 0, 0, 0, 0, hash(4), hash(5)), 0); status(w) != abi.StatusLoading {
+		t.Fatalf("waiter: %v, want Loading (budget)", status(w))
+	}
+	// Push hash 4 and 5 out of RAM (to SSD) while the ticket waits.
+	fill(ymem, 0, 88)
+	fill(ymem, 1, 89)
+	r.call(y, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(8), hash(9)}, pg(2)), 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.svc.ssd.store.Stats().Writes < 6 {
+		if time.Now().After(deadline) {
+			t.Fatal("demotions not durable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r.svc.idx.Lookup(index.Key{NS: ns1, Hash: hash(4)}) != nil {
+		t.Skip("hash 4 stayed in RAM: the eviction order differs from what this test arranges")
+	}
+	r.call(y, abi.CmdRelease, nil, hold.Arg1) // budget frees: the waiter starts reads
+	drainSSD(t, r)
+	p := r.call2(x, abi.CmdPoll, make([]byte, 64), 1, 1)
+	if status(p) != abi.StatusOK || p.Arg0 != 2 {
+		t.Fatalf("after the reads: %v hits %d, want Ok 2", status(p), p.Arg0)
+	}
+	r.call(x, abi.CmdRelease, nil, p.Arg1)
+	r.close(x)
+	r.close(y)
 	r.idle()
 }

@@ -218,6 +218,11 @@ int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_tick
 	int rc = view_len(c, spec, &n);
 	if (rc)
 		return rc;
+	if (c->next_op_id == 0 || c->next_op_id == UINT64_MAX) {
+		/* 0 would be an untracked query; ids never go back (abi.h). */
+		okvi_set_error(c, "%s", "this session used up its ticket op ids (2^64 - 1); reconnect");
+		return -EOVERFLOW;
+	}
 	okv_ticket *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -325,11 +330,18 @@ int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 		return -EINVAL;
 	if (!t->live)
 		return refuse_retired(c, t);
+	if (!t->prepare) {
+		/* The Manager would answer Unadmitted and keep the ticket live, so
+		 * retiring it here would orphan it (found by a break-it review). */
+		okvi_set_error(c, "ticket %llu is not a preparation (OKV_QUERY_PREPARE): poll it instead of claiming",
+			       (unsigned long long)t->op_id);
+		return -EINVAL;
+	}
 	struct okvi_query_expect w = ticket_expect(t);
 	int rc = okvi_ticket_msg(c, OKV_CMD_CLAIM, &w, ans, &resp);
 	/* Ok or Miss consume the preparation; Unadmitted means the Manager has
-	 * nothing to claim (not a preparation, another revision, retired or
-	 * expired): either way the ticket is done. */
+	 * nothing to claim for this revision (retired or expired): either way
+	 * the ticket is done. */
 	if (rc == 0 || rc == OKV_EUNADMITTED || rc == OKV_EEXPIRED || unknown_op(rc, &resp))
 		t->live = 0;
 	return rc;
@@ -394,8 +406,8 @@ int okv_op_submit(okv_client *c, uint64_t op_id, uint32_t revision, const struct
 	if (rc)
 		return rc;
 	/* Keep the ticket API's op ids fresh past any id sent here. */
-	if (op_id >= c->next_op_id && op_id != UINT64_MAX)
-		c->next_op_id = op_id + 1;
+	if (op_id >= c->next_op_id)
+		c->next_op_id = op_id == UINT64_MAX ? UINT64_MAX : op_id + 1; /* UINT64_MAX: ids used up */
 	return submit_msg(c, op_id, revision, spec, n, ans, &resp, NULL);
 }
 

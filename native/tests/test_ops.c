@@ -1257,7 +1257,21 @@ static void test_ticket_claim(void)
 	      "claim Ok: %d lease %llu %s", rc, (unsigned long long)a.lease_id, okv_last_error(c));
 	okv_ticket_free(c, t);
 
-	/* Unadmitted claim (expired, revised, not a preparation): retired. */
+	/* A claim of a ticket that is not a preparation is refused locally: the
+	 * Manager would answer Unadmitted and keep it live (never orphan it). */
+	{
+		struct okv_query_spec plain = spec;
+		plain.flags = 0;
+		TK_SCRIPT({ .status = OKV_STATUS_LOADING });
+		CHECK(okv_ticket_submit(c, &plain, &t, &a) == OKV_EPENDING, "submit plain");
+		rc = okv_ticket_claim(c, t, &a);
+		CHECK(rc == -EINVAL && okv_ticket_live(t) && strstr(okv_last_error(c), "not a preparation") != NULL,
+		      "claim of a plain ticket: %d %s", rc, okv_last_error(c));
+		TK_SCRIPT({ .status = OKV_STATUS_OK, .raw = 1, .arg0 = 1 });
+		okv_ticket_free(c, t); /* still live: cancelled */
+	}
+
+	/* Unadmitted claim (expired, revised): retired. */
 	TK_SCRIPT({ .status = OKV_STATUS_LOADING }, { .status = OKV_STATUS_UNADMITTED });
 	CHECK(okv_ticket_submit(c, &spec, &t, &a) == OKV_EPENDING, "submit");
 	rc = okv_ticket_claim(c, t, &a);

@@ -402,7 +402,8 @@ typedef struct okv_ticket okv_ticket;
  * the ticket is live: okv_ticket_poll (or okv_ticket_claim for PREPARE).
  * OKV_EUNADMITTED: operation bounds full, *out NULL: retry later with a new
  * submit. Errors: OKV_EINVALID, OKV_E2BIG (view longer than
- * okv_max_query_hashes), -EINVAL, -ENOMEM, channel errors.
+ * okv_max_query_hashes), -EOVERFLOW (the session used up its op ids:
+ * reconnect), -EINVAL, -ENOMEM, channel errors.
  */
 int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_ticket **out,
 		      struct okv_query_answer *ans);
@@ -427,7 +428,8 @@ int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec 
 		      struct okv_query_answer *ans);
 /** Claim a PREPARE ticket's result (exact revision): 0 (Ok with a lease or
  *  Miss; retired), OKV_EPENDING (preparing), OKV_EUNADMITTED (retired,
- *  expired or revised at the Manager: submit a fresh ordinary query). */
+ *  expired or revised at the Manager: submit a fresh ordinary query);
+ *  -EINVAL without sending for a ticket that is not a PREPARE ticket. */
 int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans);
 /** Cancel a live ticket (its undelivered lease is dropped by the Manager):
  *  0, OKV_EEXPIRED, OKV_EINVALID (already retired), channel errors. */
