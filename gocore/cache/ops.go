@@ -39,14 +39,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		s.stats.queryHashes.Add(uint64(q.Len()))
 	}()
 	s.stats.queries.Add(1)
-	hits := s.hits[:0]
-	for i, n := 0, q.Len(); i < n; i++ {
-		blk := s.idx.Lookup(index.Key{NS: q.NS, Hash: q.Hash(i)})
-		if blk == nil {
-			break
-		}
-		hits = append(hits, blk)
-	}
+	hits := s.idx.Prefix(q.NS, q.Len(), q.Hash, s.hits[:0])
 	s.hits = hits[:0]
 	if s.ssd != nil && len(hits) < q.Len() {
 		// The chain may continue on SSD: prefetch it and answer Loading.

@@ -216,17 +216,9 @@ func (s *Service) resolve(t *ticket) {
 	if rec {
 		first, end = int(t.recFirst), int(t.recFirst+t.recCount)
 	}
-	hits := s.hits[:0]
-	miss := end
-	for i := first; i < end; i++ {
-		blk := s.idx.Lookup(index.Key{NS: t.ns, Hash: t.hash(i)})
-		if blk == nil {
-			miss = i
-			break
-		}
-		hits = append(hits, blk)
-	}
+	hits := s.idx.Prefix(t.ns, end-first, func(i int) abi.BlockHash { return t.hash(first + i) }, s.hits[:0])
 	s.hits = hits[:0]
+	miss := first + len(hits)
 	ramHits := len(hits)
 	wait := rec || t.flags&(abi.QueryWaitFullPref|abi.QueryPrepare) != 0
 	if miss < end && s.ssd != nil && (!wait || t.reloads < maxReloads) {

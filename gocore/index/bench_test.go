@@ -1,0 +1,50 @@
+package index
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/evict"
+)
+
+// BenchmarkPrefix looks up chains of 10,000 hashes among 1M sealed blocks
+// (each chain elsewhere in the set, so lookups miss the CPU caches as a
+// query for an arbitrary chain would); ns/op divided by 10,000 is the cost
+// per hash. BenchmarkPrefixPin adds what a lease adds: a pin and an unpin
+// per block (the eviction policy's bookkeeping).
+func BenchmarkPrefix(b *testing.B)    { benchPrefix(b, false) }
+func BenchmarkPrefixPin(b *testing.B) { benchPrefix(b, true) }
+
+func benchPrefix(b *testing.B, pin bool) {
+	const resident, chain = 1 << 20, 10000
+	pol, _ := evict.New(evict.Default, resident)
+	x := New(pol)
+	ns := abi.Namespace{1}
+	h := func(i int) abi.BlockHash {
+		var k abi.BlockHash
+		binary.LittleEndian.PutUint64(k[:], uint64(i%resident)*0x9e3779b97f4a7c15)
+		return k
+	}
+	for i := 0; i < resident; i++ {
+		x.Seal(x.Insert(Key{NS: ns, Hash: h(i)}, 64, 1, 0, nil))
+	}
+	out := make([]*Block, 0, chain)
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		base := (it * chain) % resident
+		out = x.Prefix(ns, chain, func(i int) abi.BlockHash { return h(base + i) }, out[:0])
+		if len(out) != chain {
+			b.Fatalf("prefix %d", len(out))
+		}
+		if pin {
+			for _, blk := range out {
+				x.Pin(blk)
+			}
+			for _, blk := range out {
+				x.Unpin(blk)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chain), "ns/hash")
+}

@@ -1,0 +1,83 @@
+package index
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/evict"
+)
+
+// The table against a Go map: random inserts and deletes (with the table
+// small enough to wrap around and grow), every key checked after each step
+// batch, and Prefix against Lookup.
+func TestTableAgreesWithAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tab := newTable()
+	want := map[Key]*Block{}
+	var live []*Block
+	mk := func(i uint64) Key {
+		var k Key
+		k.NS[0] = byte(i % 3)
+		for b := 0; b < 8; b++ {
+			k.Hash[b] = byte(i >> (8 * b))
+		}
+		return k
+	}
+	for step := 0; step < 200000; step++ {
+		if len(live) > 0 && rng.IntN(3) == 0 {
+			i := rng.IntN(len(live))
+			b := live[i]
+			tab.del(b)
+			delete(want, b.Key)
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+		} else {
+			k := mk(rng.Uint64N(5000))
+			if _, ok := want[k]; ok {
+				continue
+			}
+			b := &Block{Key: k, state: Sealed}
+			tab.put(b)
+			want[k] = b
+			live = append(live, b)
+		}
+		if step%997 == 0 {
+			for i := uint64(0); i < 5000; i++ {
+				k := mk(i)
+				if got := tab.find(&k, tab.tag(&k)); got != want[k] {
+					t.Fatalf("step %d key %d: table %p, map %p", step, i, got, want[k])
+				}
+			}
+			if tab.n != len(want) {
+				t.Fatalf("step %d: table holds %d, map %d", step, tab.n, len(want))
+			}
+		}
+	}
+}
+
+func TestPrefixStopsAtTheFirstAbsentOrPublishingBlock(t *testing.T) {
+	x := New(evict.NewLRU())
+	ns := abi.Namespace{9}
+	h := func(i int) abi.BlockHash { return abi.BlockHash{byte(i), 1} }
+	for i := 0; i < 30; i++ {
+		b := x.Insert(Key{NS: ns, Hash: h(i)}, 64, 1, 0, []uint32{uint32(i)})
+		if i != 21 {
+			x.Seal(b)
+		}
+	}
+	for _, n := range []int{0, 1, 7, 8, 9, 20, 21, 30} {
+		got := x.Prefix(ns, n, h, nil)
+		if want := min(n, 21); len(got) != want {
+			t.Fatalf("Prefix of %d: %d blocks, want %d", n, len(got), want)
+		}
+		for i, b := range got {
+			if b.Key.Hash != h(i) {
+				t.Fatalf("Prefix block %d holds hash %x", i, b.Key.Hash)
+			}
+		}
+	}
+	if got := x.Prefix(abi.Namespace{8}, 5, h, nil); len(got) != 0 {
+		t.Fatalf("another namespace: %d blocks", len(got))
+	}
+}
