@@ -31,12 +31,12 @@ const (
 // Block is one cached block. Fields other than Chunks, Bytes and Layers are
 // owned by the Index.
 type Block struct {
-	Key    Key   // first: a lookup reads Key and state from one cache line
+	Key    Key // first: a lookup reads Key and state from one cache line
 	state  State
 	pins   int32
-	Bytes  uint64   // block bytes (all layers)
-	Layers uint32   // layers the block spans: Bytes/Layers bytes each
-	Chunks []uint32 // RAM tier chunk ids, in byte order
+	Bytes  uint64     // block bytes (all layers)
+	Layers uint32     // layers the block spans: Bytes/Layers bytes each
+	Chunks []uint32   // RAM tier chunk ids, in byte order
 	node   evict.Node // the eviction policy's state; in the policy while sealed
 }
 
