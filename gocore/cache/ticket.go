@@ -591,10 +591,12 @@ func (s *Service) admitWaiting() {
 	for len(s.budgetQ) > 0 {
 		t := s.budgetQ[0]
 		s.resolve(t)
-		if t.state == tkPending {
-			return
+		if t.inBudgetQ {
+			return // still short of budget: nobody behind it goes first
 		}
-		t.st.notify.signal()
+		if t.state != tkPending { // else it left the queue to read SSD blocks
+			t.st.notify.signal()
+		}
 	}
 }
 
