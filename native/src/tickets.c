@@ -168,7 +168,11 @@ static int apply_answer(okv_ticket *t, int rc, const struct okv_msg *resp, struc
 {
 	if (rc == 0 && t->prepare && ans->status == OKV_STATUS_CANDIDATES)
 		return OKV_EPENDING;
-	if (rc == 0 || rc == OKV_EEXPIRED || unknown_op(rc, resp))
+	/* Unadmitted from a poll or a revision is a settled answer the Manager
+	 * delivered and retired (abi.h: a ticket that cannot be leased, e.g. a
+	 * lease larger than the whole byte budget); a new ticket answered
+	 * Unadmitted was never kept. */
+	if (rc == 0 || rc == OKV_EEXPIRED || rc == OKV_EUNADMITTED || unknown_op(rc, resp))
 		t->live = 0;
 	return rc;
 }

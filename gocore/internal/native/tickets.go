@@ -193,7 +193,7 @@ func (c *Client) Poll(t *Ticket) (QueryAnswer, error) {
 // with revision + 1 under the same op id (okv_ticket_revise). The same
 // *BlockHashes, effective prefix length, flags, namespace and range as the
 // live revision is just a Poll (no hashes resent). Returns as Submit and
-// Poll; on CodeInvalid or CodeUnadmitted the live revision stays.
+// Poll; on CodeInvalid the live revision stays; CodeUnadmitted retires the ticket (the Manager settled it so and dropped it).
 func (c *Client) Revise(t *Ticket, spec QuerySpec) (QueryAnswer, error) {
 	if c.c == nil {
 		return QueryAnswer{}, errClosed()

@@ -411,7 +411,9 @@ int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_tick
  * Poll a live ticket without resending hashes. 0: terminal (*ans), the
  * ticket is retired; OKV_EPENDING: still loading (or a PREPARE ticket is
  * ready: ans->status Candidates, claim it); OKV_EEXPIRED: expired at the
- * Manager (retired); OKV_EINVALID: not live. A retired ticket is answered
+ * Manager (retired); OKV_EUNADMITTED: the Manager could not lease the
+ * result (per-session lease limits, a lease over the whole byte budget) and
+ * retired the ticket: submit again later; OKV_EINVALID: not live. A retired ticket is answered
  * OKV_EINVALID locally without a message (unknown polls never submit work).
  */
 int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans);

@@ -1,0 +1,109 @@
+"""OrbitKV Python client: the node-local KV-cache Manager from an engine.
+
+This package wraps liborbitkv (the C client library, ``native/``) with
+``ctypes`` and the standard library only; every C call releases the GIL.
+Importing it loads the library (``$ORBITKV_LIB``, else the repository's
+``build/native/liborbitkv.so``, else ``liborbitkv.so.0``) and raises
+``ImportError`` naming the paths tried when none loads (run ``make native``).
+
+The pieces, in the order an engine uses them::
+
+    import orbitkv
+
+    ident = orbitkv.CacheIdentity("meta-llama/Llama-3.1-8B", "abc123", "bfloat16", "vllm-nhd",
+                                  block_tokens=16, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1)
+    ns = ident.namespace()                        # 16 bytes, same in C, Go and Python
+
+    with orbitkv.CacheManagerClient(socket_path="/tmp/orbitkv-127.0.0.1-7470.sock") as client:
+        buf = orbitkv.EngineBuffer(layers=32, page_bytes=65536, page_count=1024)
+        bid = client.register_buffer(buf)        # buf stays allocated until client.close()
+
+        hashes = orbitkv.BlockHashes.from_engine(engine_block_hashes)   # once per lookup
+        answer = client.lookup(ns, hashes[:n])   # ticket: query, wait, retire
+        if answer.lease_id:
+            op = client.start_restore(answer.lease_id, bid, [(b, page_of(b)) for b in range(answer.hit_count)])
+            client.wait_restore(op, timeout_s=5.0)
+            client.release(answer.lease_id)
+        client.publish(ns, bid, missing_hashes, missing_pages)   # returns (stored, present)
+
+Public names:
+
+* ``CacheManagerClient`` - one session with the Manager (``client``),
+  ``socket_path_for``, ``QueryFlags``, ``Role``;
+* ``Ticket``, ``QueryAnswer`` - query tickets and their answers (``ticket``);
+* ``CacheIdentity``, ``block_hash16`` - namespaces and block hashes
+  (``identity``);
+* ``BlockHashes``, ``HashView`` - immutable hash batches and prefix views
+  (``hashes``);
+* ``EngineBuffer`` - sealed-memfd engine KV buffers (``buffer``);
+* the exceptions of ``errors``, all subclasses of ``OrbitKVError``;
+* ``LIBRARY_PATH`` - the liborbitkv file that was loaded.
+
+Contracts and limits are those of ``native/include/orbitkv/abi.h`` and
+``client.h`` and DESIGN.md §6; docs/cache.md explains the operations.
+"""
+
+from ._abi import QueryFlags, Role
+from ._native import LIBRARY_PATH
+from .buffer import EngineBuffer
+from .client import CacheManagerClient, QueryAnswer, Ticket, socket_path_for
+from .errors import (
+    BadArgument,
+    BufferInUse,
+    Closed,
+    Expired,
+    Fenced,
+    InternalError,
+    InvalidRequest,
+    ManagerDied,
+    NativeOSError,
+    OrbitKVError,
+    Pending,
+    ProtocolError,
+    Refused,
+    Rejected,
+    Stale,
+    TimedOut,
+    TooBig,
+    Unadmitted,
+    Unsupported,
+    VersionMismatch,
+)
+from .hashes import BlockHashes, HashView
+from .identity import BLOCK_HASH_DOMAIN, CacheIdentity, block_hash16
+
+__all__ = [
+    "CacheManagerClient",
+    "Ticket",
+    "QueryAnswer",
+    "QueryFlags",
+    "Role",
+    "socket_path_for",
+    "CacheIdentity",
+    "block_hash16",
+    "BLOCK_HASH_DOMAIN",
+    "BlockHashes",
+    "HashView",
+    "EngineBuffer",
+    "LIBRARY_PATH",
+    "OrbitKVError",
+    "Unadmitted",
+    "Expired",
+    "InvalidRequest",
+    "TimedOut",
+    "ManagerDied",
+    "Closed",
+    "Fenced",
+    "ProtocolError",
+    "VersionMismatch",
+    "Refused",
+    "Rejected",
+    "Stale",
+    "Unsupported",
+    "InternalError",
+    "TooBig",
+    "Pending",
+    "BadArgument",
+    "NativeOSError",
+    "BufferInUse",
+]

@@ -1,0 +1,436 @@
+"""``CacheManagerClient``: one session with the node's OrbitKV Manager.
+
+A client wraps one liborbitkv ``okv_client``: the bootstrap Unix socket,
+the shared-memory slot and doorbell, the session eventfd and a pidfd of the
+Manager. Every method is one or a few C calls; the wire contracts, limits
+and rules are those of ``native/include/orbitkv/abi.h`` and ``client.h``
+and of DESIGN.md §6 (cited per method).
+
+Threads: liborbitkv's client is not thread-safe, so each call holds the
+client's lock; calls from several threads are serialised, never concurrent.
+The lock is released while ``wait()`` sleeps. The GIL is released inside
+every C call (``ctypes.CDLL``).
+
+Deadlines: every call is bounded: control calls by ``timeout_ms`` (given at
+construction), waits by their ``timeout_s`` (seconds, float), except
+``publish``, which by the spec waits for the Manager's reply however long
+the copy takes, until the reply or the Manager's death (client.h
+okv_publish, "Fence"); a line on stderr reports a long wait.
+
+Closing: ``close()`` (or leaving a ``with`` block) ends the session; every
+later call raises ``Closed``; a closed client never touches freed memory.
+Tickets and registered buffers are released as described on each method.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import select
+import threading
+import weakref
+from typing import Sequence
+
+from . import _abi, _check
+from ._abi import Code, Role
+from ._native import lib
+from .buffer import EngineBuffer
+from .errors import BadArgument, Closed, OrbitKVError, error_from_code
+from .hashes import BlockHashes, HashView
+from .ticket import QueryAnswer, Ticket, TicketOps
+
+__all__ = ["CacheManagerClient", "Ticket", "QueryAnswer", "socket_path_for"]
+
+
+def socket_path_for(manager_addr: str) -> str:
+    """The bootstrap socket path of a Manager listen address:
+    ``"127.0.0.1:7470"`` -> ``"/tmp/orbitkv-127.0.0.1-7470.sock"``
+    (okv_socket_path; DESIGN.md §5.1). Raises ``BadArgument`` naming the
+    address when it is malformed or the path is too long."""
+    if not isinstance(manager_addr, str):
+        raise BadArgument("socket_path_for", _check.EINVAL,
+                          f"manager_addr: want str, got {type(manager_addr).__name__}")
+    buf = ctypes.create_string_buffer(256)
+    n = lib.okv_socket_path(manager_addr.encode("utf-8"), buf, len(buf))
+    if n < 0:
+        raise error_from_code("socket_path_for", n,
+                              f"manager_addr {manager_addr!r} (want host:port, IPv6 as [host]:port)")
+    return buf.value.decode("utf-8")
+
+
+class CacheManagerClient(TicketOps):
+    """A session with the node's OrbitKV Manager (liborbitkv okv_client).
+
+    ``CacheManagerClient(socket_path=None, manager_addr=None,
+    instance_id="", timeout_ms=5000, *, role=Role.WORKER)``
+
+    * exactly one of ``socket_path`` (the Manager's bootstrap socket, e.g.
+      its ``--bootstrap-socket``) or ``manager_addr`` (its ``--listen``
+      "host:port", from which the path ``/tmp/orbitkv-<host>-<port>.sock``
+      is derived by ``okv_socket_path``);
+    * ``instance_id``: sent in the hello, at most 64 bytes of UTF-8;
+    * ``timeout_ms``: how long a control call waits for its reply,
+      1..3,600,000 ms; connecting is bounded by it too;
+    * ``role``: ``orbitkv.Role`` (informational, shown in Health).
+
+    Raises ``BadArgument`` for bad arguments, ``NativeOSError`` (errno
+    ENOENT, ECONNREFUSED, EACCES) when no Manager serves the socket, with
+    the path and a hint in the message; ``Refused`` when the Manager refuses
+    the hello; ``VersionMismatch``, ``ProtocolError``, ``TimedOut``.
+    """
+
+    def __init__(self, socket_path: str | None = None, manager_addr: str | None = None,
+                 instance_id: str = "", timeout_ms: int = 5000, *, role: int = Role.WORKER):
+        self._h: int | None = None
+        self.socket_path = ""
+        self._lock = threading.RLock()
+        self._buffers: dict[int, EngineBuffer] = {}
+        self._tickets: "weakref.WeakSet[Ticket]" = weakref.WeakSet()
+        self._orphans: list[tuple[int, object]] = []
+        self._ans = _abi.QueryAnswerC()
+        if (socket_path is None) == (manager_addr is None):
+            raise BadArgument("connect", _check.EINVAL, "give exactly one of socket_path and manager_addr")
+        if manager_addr is not None:
+            socket_path = socket_path_for(manager_addr)
+        if not isinstance(socket_path, str) or not socket_path:
+            raise BadArgument("connect", _check.EINVAL, f"socket_path: want a non-empty str, got {socket_path!r}")
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or \
+                not 1 <= timeout_ms <= _abi.MAX_TIMEOUT_MS:
+            raise BadArgument("connect", _check.EINVAL,
+                              f"timeout_ms {timeout_ms!r}: want an int in 1..{_abi.MAX_TIMEOUT_MS}")
+        _check.check_u32("connect", "role", role)
+        iid = instance_id.encode("utf-8")
+        if len(iid) > _abi.INSTANCE_ID_BYTES or b"\0" in iid:
+            raise BadArgument("connect", _check.EINVAL,
+                              f"instance_id: {len(iid)} bytes; want at most {_abi.INSTANCE_ID_BYTES}, no NUL")
+        self.socket_path: str = socket_path
+        self.instance_id: str = instance_id
+        self.timeout_ms: int = timeout_ms
+        path = socket_path.encode("utf-8")
+        opts = _abi.ConnectOptions(socket_path=path, instance_id=iid, role=int(role), timeout_ms=timeout_ms)
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(512)
+        rc = lib.okv_connect_err(ctypes.byref(opts), ctypes.byref(out), err, len(err))
+        if rc != 0:
+            detail = err.value.decode("utf-8", "replace")
+            raise error_from_code(f"connect to {socket_path}", rc, detail)
+        self._h = out.value
+        self._poller = select.poll()
+        self._poller.register(lib.okv_notification_fd(self._h), select.POLLIN)
+        self._poller.register(lib.okv_manager_pidfd(self._h), select.POLLIN)
+
+    # ---- plumbing ----
+
+    def _handle(self, op: str) -> int:
+        """The live handle (caller holds the lock); Closed after close()."""
+        h = self._h
+        if h is None:
+            raise Closed(op, Code.ECLOSED, "client closed")
+        if self._orphans:
+            self._free_orphans(h)
+        return h
+
+    def _fail(self, op: str, rc: int, h: int | None = None) -> OrbitKVError:
+        """The exception for return code rc, with okv_last_error's detail
+        (read at once, under the lock: it is valid until the next call)."""
+        detail = lib.okv_last_error(h).decode("utf-8", "replace") if h is not None else ""
+        return error_from_code(op, rc, detail)
+
+    def _orphan(self, ptr: int, keep: object) -> None:
+        # Ticket.__del__: may run in any thread, even inside a locked
+        # section of this one, so it only queues (list.append is atomic);
+        # the next call frees it under the lock. `keep` holds the batch's
+        # Python object until the C ticket has dropped its reference.
+        if self._h is None:
+            lib.okv_ticket_free(None, ptr)
+        else:
+            self._orphans.append((ptr, keep))
+
+    def _free_orphans(self, h: int | None) -> None:
+        while self._orphans:
+            ptr, _keep = self._orphans.pop()
+            lib.okv_ticket_free(h, ptr)  # cancels a live one (best effort)
+
+    # ---- session ----
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() ran (the session may also have ended by itself:
+        calls then raise ``Closed`` or ``ManagerDied``)."""
+        return self._h is None
+
+    @property
+    def epoch(self) -> int:
+        """The Manager epoch of this session (okv_epoch); ``Closed`` after close()."""
+        with self._lock:
+            return lib.okv_epoch(self._handle("epoch"))
+
+    def notification_fd(self) -> int:
+        """The session eventfd (okv_notification_fd; borrowed: do not close).
+
+        Readable when a restore ends or a pending ticket resolves; usable
+        with ``selectors``/``select``/``asyncio`` ``add_reader``. Whoever
+        waits on it reads it (8 bytes; it is non-blocking) to reset it,
+        then asks ``poll_restore`` / ``poll`` what ended: one eventfd
+        serves every operation of the session. Valid until ``close()``."""
+        with self._lock:
+            return lib.okv_notification_fd(self._handle("notification_fd"))
+
+    def manager_pidfd(self) -> int:
+        """pidfd of the Manager (borrowed); readable once the Manager exited."""
+        with self._lock:
+            return lib.okv_manager_pidfd(self._handle("manager_pidfd"))
+
+    @property
+    def max_query_hashes(self) -> int:
+        """Largest hash count of one query (the session's descriptor area)."""
+        with self._lock:
+            return lib.okv_max_query_hashes(self._handle("max_query_hashes"))
+
+    @property
+    def max_restore_entries(self) -> int:
+        """Largest entry count of one start_restore."""
+        with self._lock:
+            return lib.okv_max_restore_entries(self._handle("max_restore_entries"))
+
+    @property
+    def max_publish_entries(self) -> int:
+        """Entries per publish chunk (publish splits larger batches itself)."""
+        with self._lock:
+            return lib.okv_max_publish_entries(self._handle("max_publish_entries"))
+
+    def ping(self, value: int = 0) -> int:
+        """Round trip a Ping through the shared-memory channel; returns the
+        Manager's echo of ``value`` (uint64). Raises ``TimedOut``,
+        ``ManagerDied``, ``Closed``."""
+        _check.check_u64("ping", "value", value)
+        echo = ctypes.c_uint64()
+        with self._lock:
+            h = self._handle("ping")
+            rc = lib.okv_ping(h, value, ctypes.byref(echo))
+            if rc:
+                raise self._fail("ping", rc, h)
+        return echo.value
+
+    def health(self) -> dict:
+        """The Manager's Health frame (okv_health) as a dict with every field
+        of ``struct okv_health``: ``status`` ("serving"/"draining"),
+        ``epoch``, ``service_id`` (16 bytes), ``sessions``, ``manager_pid``,
+        ``uptime_ns``, ``requests``, ``poll_mode``, ``version``, ``blocks``,
+        ``ram_used_bytes``, ``ram_capacity_bytes``, ``leases``, ``pins``,
+        ``reserved_bytes``, ``operations``, ``evictions``, ``tickets``,
+        ``lookups``, ``distinct_lookups`` (counts, bytes, ns).
+        Raises ``TimedOut``, ``Closed``, ``ProtocolError``."""
+        out = _abi.Health()
+        with self._lock:
+            h = self._handle("health")
+            rc = lib.okv_health(h, ctypes.byref(out))
+            if rc:
+                raise self._fail("health", rc, h)
+        result = {}
+        for name, _type in _abi.Health._fields_:
+            v = getattr(out, name)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8", "replace")
+            elif name == "service_id":
+                v = bytes(v)
+            result[name] = v
+        return result
+
+    def close(self) -> None:
+        """End the session (okv_close: Unregister, unmap, close every fd).
+
+        Live tickets are cancelled first (best effort); the Manager releases
+        this session's leases and drops its unpolled restores (docs/cache.md
+        "Session teardown"). Registered buffers are no longer held by the
+        client and may then be closed. Idempotent; never raises."""
+        with self._lock:
+            h = self._h
+            if h is None:
+                return
+            self._free_orphans(h)
+            for t in list(self._tickets):
+                ptr, t._ptr = t._ptr, None
+                if ptr is not None:
+                    if lib.okv_ticket_live(ptr):
+                        t._end = "client closed"
+                    lib.okv_ticket_free(h, ptr)
+            self._h = None
+            lib.okv_close(h)
+            self._free_orphans(None)  # queued while closing: no message
+            self._buffers.clear()
+
+    def __enter__(self) -> "CacheManagerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"CacheManagerClient({self.socket_path!r}, {'closed' if self._h is None else 'open'})"
+
+    # ---- buffers ----
+
+    def register_buffer(self, buf: EngineBuffer) -> int:
+        """Register an engine buffer with the Manager (okv_register_buffer:
+        RegisterBuffers lifecycle frame, the memfd passed with SCM_RIGHTS);
+        returns its buffer id (uint32) for publish and start_restore.
+
+        The client keeps ``buf`` alive until ``close()``, and ``buf.close()``
+        raises while this client is open (client.h: "The buffer must stay
+        allocated until okv_close"). Raises ``BadArgument`` (closed buffer),
+        ``Rejected`` (the Manager's error frame names the field and limit,
+        e.g. regions over 256 buffers or 4 TiB per session), ``TimedOut``,
+        ``Closed``."""
+        if not isinstance(buf, EngineBuffer):
+            raise BadArgument("register_buffer", _check.EINVAL, f"want an EngineBuffer, got {type(buf).__name__}")
+        if buf.closed:
+            raise BadArgument("register_buffer", _check.EINVAL, "buffer is closed")
+        bid = ctypes.c_uint32()
+        with self._lock:
+            h = self._handle("register_buffer")
+            rc = lib.okv_register_buffer(h, ctypes.byref(buf._buf), ctypes.byref(bid))
+            if rc:
+                raise self._fail("register_buffer", rc, h)
+            self._buffers[bid.value] = buf
+            buf._registered(self)
+        return bid.value
+
+    # ---- publish, restore, release ----
+
+    def publish(self, ns: bytes, buffer_id: int, hashes: Sequence[bytes] | BlockHashes | HashView,
+                pages: Sequence[int]) -> tuple[int, int]:
+        """Publish n blocks (okv_publish): block i is page ``pages[i]`` of
+        every layer of buffer ``buffer_id``, stored under (ns, hashes[i]).
+        Returns ``(stored, present)``: blocks copied in and made visible,
+        and blocks already resident (not copied). n = 0 returns (0, 0).
+
+        The copy has completed and the blocks are visible when this returns
+        (DESIGN.md §6 rule 2); batches larger than the slot go in chunks of
+        ``max_publish_entries``. Once a chunk is sent the call waits for the
+        Manager's reply without a deadline, until it comes or the Manager
+        dies (spec "Publish requires a Cache Manager pidfd"); stderr gets a
+        line when the ordinary deadline passes. Do not rewrite the source
+        pages before it returns.
+
+        Raises ``BadArgument`` (lengths differ, a hash not 16 bytes, a page
+        not uint32, ``buffer_id`` not registered through this client),
+        ``Unadmitted`` (RAM tier has no unpinned frames; earlier chunks stay
+        published: ``e.result`` = (stored, present) so far),
+        ``InvalidRequest`` (field page / buffer_id ..., entry named),
+        ``Fenced`` (ambiguous acknowledgement: the buffer's pages stay
+        pinned until the Manager exits), ``ManagerDied``, ``Closed``."""
+        ns_c = _check.namespace("publish", ns)
+        _check.check_u32("publish", "buffer_id", buffer_id)
+        n = len(pages)
+        if n > _abi.U32_MAX:
+            raise BadArgument("publish", _check.EINVAL, f"{n} blocks; limit {_abi.U32_MAX} per call")
+        if len(hashes) != n:
+            raise BadArgument("publish", _check.EINVAL,
+                              f"{len(hashes)} hashes but {n} pages; want one page per hash")
+        if n == 0:
+            return (0, 0)
+        keep: object
+        if isinstance(hashes, BlockHashes):
+            keep, addr = hashes, hashes.data_address
+        elif isinstance(hashes, HashView):
+            keep, addr = hashes.batch, hashes.batch.data_address
+        else:
+            keep = addr = _check.join_hashes("publish", hashes)
+        page_arr = _check.u32_array("publish", "page", pages)
+        res = _abi.PublishResult()
+        with self._lock:
+            h = self._handle("publish")
+            rc = lib.okv_publish(h, ctypes.byref(ns_c), buffer_id, addr, page_arr, n, ctypes.byref(res))
+            if rc:
+                err = self._fail(f"publish to buffer {buffer_id}", rc, h)
+                err.result = (res.stored, res.present)
+                raise err
+        del keep
+        return (res.stored, res.present)
+
+    def start_restore(self, lease_id: int, buffer_id: int, entries: Sequence[tuple[int, int]]) -> int:
+        """Start copying leased blocks into buffer pages (okv_restore):
+        entry (block, page) copies block ``block`` of lease ``lease_id``
+        (0 <= block < hit_count) into page ``page`` of every layer of buffer
+        ``buffer_id``. Returns the operation id (uint64) for
+        ``poll_restore`` / ``wait_restore``; the session eventfd is
+        signalled when it ends.
+
+        The destination pages belong to the Manager's copy workers until a
+        terminal result (DESIGN.md §6 rule 3): do not touch them before.
+        1 .. ``max_restore_entries`` entries. Raises ``InvalidRequest``
+        (unknown or foreign lease, page out of range or busy, block outside
+        the lease, unregistered buffer; field and entry named),
+        ``Unadmitted`` (operation bounds full), ``TooBig``, ``Fenced``,
+        ``BadArgument``, ``TimedOut``, ``ManagerDied``, ``Closed``."""
+        _check.check_u64("start_restore", "lease_id", lease_id)
+        _check.check_u32("start_restore", "buffer_id", buffer_id)
+        n = len(entries)
+        if n == 0:
+            raise BadArgument("start_restore", _check.EINVAL, "no entries; want 1 or more (block, page) pairs")
+        flat = []
+        for i, e in enumerate(entries):
+            try:
+                block, page = e
+            except (TypeError, ValueError):
+                raise BadArgument("start_restore", _check.EINVAL,
+                                  f"entry {i}: want a (block, page) pair, got {e!r}") from None
+            flat.append(block)
+            flat.append(page)
+        arr = _check.u32_array("start_restore", "entry", flat)
+        op = ctypes.c_uint64()
+        with self._lock:
+            h = self._handle("start_restore")
+            rc = lib.okv_restore(h, lease_id, buffer_id, arr, n, ctypes.byref(op))
+            if rc:
+                raise self._fail(f"start_restore of lease {lease_id} into buffer {buffer_id}", rc, h)
+        return op.value
+
+    def poll_restore(self, op_id: int) -> bool:
+        """Non-blocking RestorePoll (okv_restore_poll): True when the restore
+        completed (the id is consumed: a second poll raises
+        ``InvalidRequest`` field op_id), False while it copies. Raises
+        ``InternalError`` (the copy failed), ``InvalidRequest`` (unknown
+        id), ``Expired`` (its result expired unpolled), ``TimedOut``,
+        ``ManagerDied``, ``Closed``."""
+        _check.check_u64("poll_restore", "op_id", op_id)
+        with self._lock:
+            h = self._handle("poll_restore")
+            rc = lib.okv_restore_poll(h, op_id)
+            if rc == 0:
+                return True
+            if rc == Code.EPENDING:
+                return False
+            raise self._fail(f"poll_restore of operation {op_id}", rc, h)
+
+    def wait_restore(self, op_id: int, timeout_s: float) -> None:
+        """Block until the restore completes (okv_restore_wait: polls, then
+        sleeps on the eventfd for at most 50 ms at a time, watching the
+        Manager's pidfd). ``timeout_s`` in seconds (> 0, at most one hour).
+        Raises ``TimedOut`` past the deadline (the destination pages are
+        still the Manager's: do not reuse them), ``ManagerDied``, and the
+        errors of ``poll_restore``. Holds the client's lock while waiting."""
+        _check.check_u64("wait_restore", "op_id", op_id)
+        ms = _check.timeout_ms("wait_restore", timeout_s)
+        with self._lock:
+            h = self._handle("wait_restore")
+            rc = lib.okv_restore_wait(h, op_id, ms)
+            if rc:
+                raise self._fail(f"wait_restore of operation {op_id}", rc, h)
+
+    def release(self, lease_id: int) -> None:
+        """End a lease (okv_release): its pins and reserved bytes go.
+        Raises ``InvalidRequest`` field lease_id (unknown, released or
+        another session's), ``TimedOut``, ``ManagerDied``, ``Closed``."""
+        _check.check_u64("release", "lease_id", lease_id)
+        with self._lock:
+            h = self._handle("release")
+            rc = lib.okv_release(h, lease_id)
+            if rc:
+                raise self._fail(f"release of lease {lease_id}", rc, h)
