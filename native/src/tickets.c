@@ -257,18 +257,29 @@ int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_tick
 	return rc;
 }
 
+/* The start of every call on a live ticket: *ans (or scratch) cleared, the
+ * arguments checked, a retired ticket refused without a message. */
+static int ticket_begin(okv_client *c, const okv_ticket *t, struct okv_query_answer **ans,
+			struct okv_query_answer *scratch)
+{
+	if (!*ans)
+		*ans = scratch;
+	memset(*ans, 0, sizeof(**ans));
+	if (!c || !t)
+		return -EINVAL;
+	if (!t->live)
+		return refuse_retired(c, t);
+	return 0;
+}
+
 int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 {
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 
-	if (!ans)
-		ans = &scratch;
-	memset(ans, 0, sizeof(*ans));
-	if (!c || !t)
-		return -EINVAL;
-	if (!t->live)
-		return refuse_retired(c, t);
+	int rc0 = ticket_begin(c, t, &ans, &scratch);
+	if (rc0)
+		return rc0;
 	struct okvi_query_expect w = ticket_expect(t);
 	int rc = okvi_ticket_msg(c, OKV_CMD_POLL, &w, ans, &resp);
 	return apply_answer(t, rc, &resp, ans);
@@ -327,13 +338,9 @@ int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 
-	if (!ans)
-		ans = &scratch;
-	memset(ans, 0, sizeof(*ans));
-	if (!c || !t)
-		return -EINVAL;
-	if (!t->live)
-		return refuse_retired(c, t);
+	int rc0 = ticket_begin(c, t, &ans, &scratch);
+	if (rc0)
+		return rc0;
 	if (!t->prepare) {
 		/* The Manager would answer Unadmitted and keep the ticket live, so
 		 * retiring it here would orphan it (found by a break-it review). */

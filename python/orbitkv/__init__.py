@@ -47,28 +47,8 @@ from ._abi import QueryFlags, Role
 from ._native import LIBRARY_PATH
 from .buffer import EngineBuffer
 from .client import CacheManagerClient, QueryAnswer, Ticket, socket_path_for
-from .errors import (
-    BadArgument,
-    BufferInUse,
-    Closed,
-    Expired,
-    Fenced,
-    InternalError,
-    InvalidRequest,
-    ManagerDied,
-    NativeOSError,
-    OrbitKVError,
-    Pending,
-    ProtocolError,
-    Refused,
-    Rejected,
-    Stale,
-    TimedOut,
-    TooBig,
-    Unadmitted,
-    Unsupported,
-    VersionMismatch,
-)
+from . import errors as _errors
+from .errors import *  # noqa: F401,F403  (the exception classes; listed in errors.__all__)
 from .hashes import BlockHashes, HashView
 from .identity import BLOCK_HASH_DOMAIN, CacheIdentity, block_hash16
 
@@ -86,24 +66,4 @@ __all__ = [
     "HashView",
     "EngineBuffer",
     "LIBRARY_PATH",
-    "OrbitKVError",
-    "Unadmitted",
-    "Expired",
-    "InvalidRequest",
-    "TimedOut",
-    "ManagerDied",
-    "Closed",
-    "Fenced",
-    "ProtocolError",
-    "VersionMismatch",
-    "Refused",
-    "Rejected",
-    "Stale",
-    "Unsupported",
-    "InternalError",
-    "TooBig",
-    "Pending",
-    "BadArgument",
-    "NativeOSError",
-    "BufferInUse",
-]
+] + [n for n in _errors.__all__ if n != "error_from_code"]

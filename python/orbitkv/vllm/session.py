@@ -1,0 +1,129 @@
+"""A Manager session that survives the Manager going away.
+
+``Session`` wraps one ``CacheManagerClient`` for an engine adapter. An
+adapter must never crash or hang its engine because the Manager restarted:
+when a call ends the session (``ManagerDied``, ``Closed``, ``Stale``,
+``ProtocolError``), ``fail()`` drops the client, and the next ``get()``
+reconnects (at most once per ``reconnect_interval_s``), registering the
+engine buffers again under their new ids: a new Manager epoch. While no
+Manager answers, ``get()`` returns None and the adapter treats every lookup
+as a miss and skips saves.
+
+The first connection is made by the constructor and its failure raises at
+once, naming the option the socket came from: a misconfigured socket is a
+startup error, not a silent cache that never hits.
+
+Not thread-safe by itself; each adapter uses a session from one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .._abi import Code
+from ..buffer import EngineBuffer
+from ..client import CacheManagerClient
+from ..errors import Closed, ManagerDied, OrbitKVError, ProtocolError, Stale, TimedOut
+
+__all__ = ["Session", "SESSION_ENDING"]
+
+log = logging.getLogger("orbitkv.adapter")
+
+#: Errors after which the client is unusable: reconnect.
+SESSION_ENDING = (ManagerDied, Closed, Stale, ProtocolError)
+
+
+class Session:
+    """One reconnecting session with the Manager at ``socket_path``.
+
+    ``option`` names where the path came from (for error messages);
+    ``role`` is an ``orbitkv.Role``. Raises the ``OrbitKVError`` subclass of
+    the failed connect (``NativeOSError`` with errno ENOENT/ECONNREFUSED for
+    a socket nobody serves, ``BadArgument``, ``Refused``, ``TimedOut``),
+    its message prefixed with ``"<who>: <option>=<path>"``."""
+
+    def __init__(self, socket_path: str, option: str, *, who: str, instance_id: str, role: int,
+                 timeout_ms: int = 5000, reconnect_interval_s: float = 1.0):
+        self.socket_path = socket_path
+        self.option = option
+        self.who = who
+        self.instance_id = instance_id[:64]
+        self.role = role
+        self.timeout_ms = timeout_ms
+        self.reconnect_interval_s = reconnect_interval_s
+        self.client: CacheManagerClient | None = None
+        self.epochs: list[int] = []
+        self._buffers: list[EngineBuffer] = []
+        self._ids: dict[int, int] = {}
+        self._last_try = 0.0
+        try:
+            self._connect()
+        except OrbitKVError as e:
+            raise type(e)(f"{who}: {option}={socket_path!r}", e.code, str(e), e.status) from e
+
+    def _connect(self) -> CacheManagerClient:
+        self._last_try = time.monotonic()
+        client = CacheManagerClient(socket_path=self.socket_path, instance_id=self.instance_id,
+                                    timeout_ms=self.timeout_ms, role=self.role)
+        try:
+            ids = {id(b): client.register_buffer(b) for b in self._buffers}
+        except BaseException:
+            client.close()
+            raise
+        self.client, self._ids = client, ids
+        self.epochs.append(client.epoch)
+        return client
+
+    def get(self) -> CacheManagerClient | None:
+        """The live client, reconnecting if the last one ended and the
+        reconnect interval passed; None while no Manager answers."""
+        if self.client is not None and not self.client.closed:
+            return self.client
+        if time.monotonic() - self._last_try < self.reconnect_interval_s:
+            return None
+        try:
+            client = self._connect()
+        except (OrbitKVError, OSError) as e:
+            log.warning("%s: no OrbitKV Manager at %s (%s); treating lookups as misses", self.who,
+                        self.socket_path, e)
+            return None
+        log.warning("%s: reconnected to the OrbitKV Manager at %s (epoch %d)", self.who, self.socket_path,
+                    self.epochs[-1])
+        return client
+
+    def register(self, buf: EngineBuffer) -> int:
+        """Register ``buf`` now and after every reconnect; returns its id in
+        the current session. Raises as ``register_buffer``."""
+        self._buffers.append(buf)
+        client = self.get()
+        if client is None:
+            raise Closed(f"{self.who}: register_buffer", Code.ECLOSED, f"no Manager at {self.socket_path}")
+        try:
+            self._ids[id(buf)] = client.register_buffer(buf)
+        except SESSION_ENDING as e:
+            self.fail(e)
+            raise
+        return self._ids[id(buf)]
+
+    def buffer_id(self, buf: EngineBuffer) -> int:
+        """``buf``'s id in the current session (KeyError when unregistered)."""
+        return self._ids[id(buf)]
+
+    def fail(self, err: BaseException) -> bool:
+        """Record an error of a call on this session: a session-ending one
+        (see ``SESSION_ENDING``) drops the client (True); others (and
+        ``TimedOut``) keep it (False)."""
+        if isinstance(err, SESSION_ENDING) and not isinstance(err, TimedOut):
+            if self.client is not None:
+                log.warning("%s: OrbitKV session ended (%s); will reconnect", self.who, err)
+                self.client.close()
+            self.client = None
+            return True
+        return False
+
+    def close(self) -> None:
+        """Close the client (idempotent); buffers stay the caller's."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
