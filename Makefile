@@ -104,6 +104,11 @@ test-go: ## Go tests with the race detector
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)
 	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
+.PHONY: e2e
+e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~15 s)
+	$(GO) build -tags failpoints -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
+
 SOAK_SEEDS ?= 200
 soak: deps ## Long randomized model runs: SOAK_SEEDS seeds against the cache service, 10 long ones against a Manager binary (about 20 min)
 	$(GO) test -count=1 -run TestTicketsAgreeWithTheModel ./gocore/cache -model.seeds $(SOAK_SEEDS)

@@ -34,6 +34,9 @@ PACKAGES=(
 	ca-certificates
 	curl                    # with unzip: fetching Go when it is missing
 	unzip
+	python3                 # the Python client, adapters and the e2e gate run on Debian's /usr/bin/python3
+	python3-torch           # the e2e gate's test engine (CPU); pulls python3-numpy
+	python3-numpy
 )
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26

@@ -21,16 +21,32 @@ names it in the cache identity.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import weakref
 from typing import Any
 
 from ..buffer import EngineBuffer
 
-__all__ = ["kv_cache_buffer", "find_buffer", "block_dim", "block_bytes"]
+__all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes"]
 
 _lock = threading.Lock()
-_buffers: "weakref.WeakSet[EngineBuffer]" = weakref.WeakSet()
+# buffer -> base address of its Python mapping (EngineBuffer.memoryview()).
+# EngineBuffer.address is liborbitkv's own mapping of the same memfd, a
+# different address: tensors built over memoryview() live at this one.
+_buffers: "weakref.WeakKeyDictionary[EngineBuffer, int]" = weakref.WeakKeyDictionary()
+
+
+def view_address(buf: EngineBuffer) -> int:
+    """Base address of ``buf.memoryview()`` in this process."""
+    mv = buf.memoryview()
+    try:
+        c = (ctypes.c_char * len(mv)).from_buffer(mv)
+        addr = ctypes.addressof(c)
+        del c
+    finally:
+        mv.release()
+    return addr
 
 
 def kv_cache_buffer(layers: int, page_bytes: int, page_count: int) -> EngineBuffer:
@@ -39,17 +55,19 @@ def kv_cache_buffer(layers: int, page_bytes: int, page_count: int) -> EngineBuff
     (zero copy). Layer l, block b is ``buf.page(l, b)``. Raises as
     ``EngineBuffer``."""
     buf = EngineBuffer(layers, page_bytes, page_count)
+    addr = view_address(buf)
     with _lock:
-        _buffers.add(buf)
+        _buffers[buf] = addr
     return buf
 
 
-def find_buffer(address: int) -> EngineBuffer | None:
-    """The remembered, open buffer whose mapping contains ``address``."""
+def find_buffer(address: int) -> tuple[EngineBuffer, int] | None:
+    """(buffer, base address of its memoryview) of the remembered, open
+    buffer whose Python mapping contains ``address``, else None."""
     with _lock:
-        for buf in list(_buffers):
-            if not buf.closed and buf.address <= address < buf.address + buf.nbytes:
-                return buf
+        for buf, base in list(_buffers.items()):
+            if not buf.closed and base <= address < base + buf.nbytes:
+                return buf, base
     return None
 
 

@@ -1,0 +1,47 @@
+"""What the scheduler-side connector tells the workers each step."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._base import KVConnectorMetadata
+
+__all__ = ["LoadSpec", "SaveSpec", "OrbitKVConnectorMetadata"]
+
+
+@dataclasses.dataclass
+class LoadSpec:
+    """Load chain blocks ``first .. len(hashes) - 1`` of request ``req_id``.
+
+    * ``hashes`` - 16-byte hashes of chain blocks 0 .. end-1 (the worker
+      looks the whole prefix up: a lease covers a prefix of the chain);
+    * ``first`` - first block to load (earlier ones are computed locally);
+    * ``block_ids`` - the engine's block ids of chain blocks first .. end-1;
+    * ``lora_id`` - selects the namespace.
+    """
+
+    req_id: str
+    hashes: list[bytes]
+    first: int
+    block_ids: list[int]
+    lora_id: str = ""
+
+
+@dataclasses.dataclass
+class SaveSpec:
+    """Publish the blocks ``block_ids[i]`` under ``hashes[i]`` (full blocks
+    computed by the end of this step)."""
+
+    req_id: str
+    hashes: list[bytes]
+    block_ids: list[int]
+    lora_id: str = ""
+
+
+@dataclasses.dataclass
+class OrbitKVConnectorMetadata(KVConnectorMetadata):
+    """One step's loads and saves (plain data: picklable for vLLM's
+    scheduler -> worker transport)."""
+
+    loads: list[LoadSpec] = dataclasses.field(default_factory=list)
+    saves: list[SaveSpec] = dataclasses.field(default_factory=list)

@@ -1,0 +1,276 @@
+"""Worker side of ``OrbitKVConnector``: restores and publishes blocks.
+
+Per step (vLLM's order): ``start_load_kv`` looks each load's chain up under
+a lease (one ticket per request, ``wait_for_full_prefix`` awaits SSD
+blocks) and starts one restore of the leased blocks into the request's
+pages; the first ``wait_for_layer_load`` waits for every restore's terminal
+result (a restore copies all layers of a block at once), releases the
+leases, and (staging mode) copies layer l into vLLM's tensor; the engine
+reads no page before that. ``save_kv_layer`` (staging mode) copies the
+step's saved blocks out of layer l; ``wait_for_save`` publishes them.
+
+Failures never raise into the engine: a block that is not restored (lease
+shorter than planned, a restore error, the Manager gone) goes into
+``get_block_ids_with_load_errors`` so vLLM recomputes it; a failed publish
+is a future miss. A session the Manager ended is reopened by ``Session``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+from .._abi import Code, QueryFlags, Role
+from ..buffer import EngineBuffer
+from ..errors import Closed, OrbitKVError, TimedOut
+from ..hashes import BlockHashes
+from .kvbuffer import block_bytes, block_dim, find_buffer
+from .metadata import LoadSpec, OrbitKVConnectorMetadata
+from .options import ConnectorOptions, make_identity
+from .session import Session
+
+__all__ = ["WorkerSide"]
+
+log = logging.getLogger("orbitkv.vllm")
+
+
+@dataclasses.dataclass
+class _Restore:
+    spec: LoadSpec
+    lease_id: int
+    ops: list[int]
+    pages: list[int]       # buffer pages, one per restored block
+    block_ids: list[int]   # engine blocks restored (same order)
+
+
+class WorkerSide:
+    """The worker half (one per vLLM worker process: one TP/PP rank)."""
+
+    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], tp_rank: int, pp_rank: int):
+        self.opts = opts
+        self.base = base
+        self.tp_rank, self.pp_rank = tp_rank, pp_rank
+        path, option = opts.socket_for(tp_rank)
+        self.session = Session(path, option, who=f"OrbitKVConnector(worker tp{tp_rank} pp{pp_rank})",
+                               instance_id=f"vllm-worker-tp{tp_rank}-pp{pp_rank}-{os.getpid()}",
+                               role=Role.WORKER, timeout_ms=opts.timeout_ms,
+                               reconnect_interval_s=opts.reconnect_interval_s)
+        self._ns: dict[str, bytes] = {}
+        self.layer_index: dict[str, int] = {}
+        self.kv: list[Any] = []
+        self.buf: EngineBuffer | None = None
+        self.mode = ""
+        self._staging = None   # torch uint8 view [layers, pages, page_bytes] (staging mode)
+        self._pending: list[_Restore] = []
+        self._staged_loads: list[tuple[int, int]] = []   # (page, block id) landed this step
+        self._saves: list[tuple[Any, list[int]]] = []     # (SaveSpec, pages) this step
+        self._step: Any = None
+        self._next_page = 0
+        self._errors: set[int] = set()
+        self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
+                      "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
+                      "leased_blocks": 0}
+
+    # ---- registration ----
+
+    def namespace(self, lora: str = "") -> bytes:
+        ns = self._ns.get(lora)
+        if ns is None:
+            ns = self._ns[lora] = make_identity(self.base, self.tp_rank, self.pp_rank, lora).namespace()
+        return ns
+
+    def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
+        if not kv_caches:
+            raise ValueError("OrbitKVConnector.register_kv_caches: no KV cache tensors")
+        self.layer_index = {name: i for i, name in enumerate(kv_caches)}
+        self.kv = list(kv_caches.values())
+        sizes = {block_bytes(t) for t in self.kv}
+        if len(sizes) != 1:
+            raise ValueError(f"OrbitKVConnector.register_kv_caches: layers differ in block bytes {sorted(sizes)}; "
+                             "OrbitKV pages need one size")
+        page_bytes = sizes.pop()
+        found = find_buffer(self.kv[0].data_ptr())
+        buf, base = found if found else (None, 0)
+        why = self._zero_copy_mismatch(buf, base, page_bytes)
+        if why is None:
+            self.buf, self.mode = buf, "zero-copy"
+        else:
+            import torch
+            self.buf = EngineBuffer(len(self.kv), page_bytes, self.opts.staging_blocks)
+            self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
+                len(self.kv), self.opts.staging_blocks, page_bytes)
+            self.mode = "staging"
+            log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
+        self.session.register(self.buf)
+
+    def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
+        if buf is None:
+            return "KV tensors are not in an orbitkv.vllm.kv_cache_buffer"
+        if buf.layers != len(self.kv) or buf.page_bytes != page_bytes:
+            return f"buffer is {buf.layers} layers x {buf.page_bytes} B pages, KV is {len(self.kv)} x {page_bytes}"
+        for l, t in enumerate(self.kv):
+            if block_dim(t) != 0 or not t.is_contiguous() or t.shape[0] != buf.page_count or \
+                    t.data_ptr() != base + buf.offset(l, 0):
+                return f"layer {l} is not pages 0..{buf.page_count - 1} of buffer layer {l}"
+        return None
+
+    # ---- per step ----
+
+    def _begin(self, meta: Any) -> None:
+        if meta is not self._step:
+            self._step = meta
+            self._next_page = 0
+            self._staged_loads = []
+            self._saves = []
+
+    def _pages(self, n: int) -> list[int]:
+        """n staging pages for this step (fewer when full)."""
+        k = max(0, min(n, self.opts.staging_blocks - self._next_page))
+        pages = list(range(self._next_page, self._next_page + k))
+        self._next_page += k
+        return pages
+
+    def start_load_kv(self, meta: OrbitKVConnectorMetadata) -> None:
+        self._begin(meta)
+        for spec in meta.loads:
+            self._start(spec)
+
+    def _fail_blocks(self, ids: list[int]) -> None:
+        self._errors.update(ids)
+        self.stats["load_error_blocks"] += len(ids)
+
+    def _start(self, spec: LoadSpec) -> None:
+        if not spec.block_ids:
+            return
+        client = self.session.get()
+        if client is None or self.buf is None:
+            self._fail_blocks(spec.block_ids)
+            return
+        flags = QueryFlags.WAIT_FOR_FULL_PREFIX if self.opts.wait_for_full_prefix else 0
+        batch = BlockHashes(spec.hashes)
+        lease = 0
+        try:
+            self.stats["lookups"] += 1
+            a = client.lookup(self.namespace(spec.lora_id), batch, flags=flags, timeout_s=self.opts.load_timeout_s)
+            lease = a.lease_id if a.status == "Ok" else 0
+            hits = min(a.hit_count, len(spec.hashes)) if lease else 0
+            self.stats["leased_blocks"] += hits
+            n = max(0, hits - spec.first)
+            pages = spec.block_ids[:n] if self.mode == "zero-copy" else self._pages(n)
+            n = len(pages)
+            self._fail_blocks(spec.block_ids[n:])
+            if n == 0:
+                if lease:
+                    client.release(lease)
+                return
+            entries = [(spec.first + i, pages[i]) for i in range(n)]
+            step = client.max_restore_entries
+            bid = self.session.buffer_id(self.buf)
+            ops = [client.start_restore(lease, bid, entries[i:i + step]) for i in range(0, n, step)]
+            self._pending.append(_Restore(spec, lease, ops, pages, spec.block_ids[:n]))
+        except OrbitKVError as e:
+            log.warning("OrbitKV load of request %s failed: %s; vLLM recomputes its blocks", spec.req_id, e)
+            self._fail_blocks([b for b in spec.block_ids if b not in self._errors])
+            self._release(lease)
+            self.session.fail(e)
+        finally:
+            batch.close()
+
+    def _release(self, lease: int) -> None:
+        client = self.session.client
+        if lease and client is not None and not client.closed:
+            try:
+                client.release(lease)
+            except OrbitKVError as e:
+                self.session.fail(e)
+
+    def settle(self) -> None:
+        """Wait for every restore of this step to reach its terminal result."""
+        pending, self._pending = self._pending, []
+        for r in pending:
+            client = self.session.client
+            try:
+                if client is None or client.closed:
+                    raise Closed("wait_restore", Code.ECLOSED, "session ended before the restore finished")
+                for op in r.ops:
+                    client.wait_restore(op, self.opts.load_timeout_s)
+                n = len(r.block_ids)
+                self.stats["restored_blocks"] += n
+                self.stats["restored_bytes"] += n * self.buf.layers * self.buf.page_bytes
+                if self.mode == "staging":
+                    self._staged_loads.extend(zip(r.pages, r.block_ids))
+            except OrbitKVError as e:
+                log.warning("OrbitKV restore for request %s failed: %s; vLLM recomputes its blocks",
+                            r.spec.req_id, e)
+                self._fail_blocks(r.block_ids)
+                if isinstance(e, TimedOut):
+                    # The pages are still the Manager's: end the session so
+                    # it drains its copies before anything else happens.
+                    self.session.close()
+                self.session.fail(e)
+            finally:
+                self._release(r.lease_id)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        self.settle()
+        if self.mode == "staging" and self._staged_loads:
+            l = self.layer_index[layer_name]
+            t = self.kv[l]
+            dim = block_dim(t)
+            for page, block in self._staged_loads:
+                dst = t.select(dim, block)
+                src = self._staging[l, page].view(t.dtype).view(dst.shape)
+                dst.copy_(src)
+
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, meta: OrbitKVConnectorMetadata | None) -> None:
+        if meta is None or self.mode != "staging":
+            return
+        self._begin(meta)
+        if not self._saves and meta.saves:
+            self._saves = [(s, self._pages(len(s.block_ids))) for s in meta.saves]
+        l = self.layer_index[layer_name]
+        dim = block_dim(kv_layer)
+        for spec, pages in self._saves:
+            for page, block in zip(pages, spec.block_ids):
+                src = kv_layer.select(dim, block).reshape(-1)
+                self._staging[l, page].copy_(src.view(-1).cpu().view(self._staging.dtype))
+
+    def wait_for_save(self, meta: OrbitKVConnectorMetadata | None) -> None:
+        self.settle()
+        if meta is None or not meta.saves:
+            return
+        self._begin(meta)
+        if self.mode == "zero-copy":
+            work = [(s, list(s.block_ids)) for s in meta.saves]
+        else:
+            work = self._saves
+        client = self.session.get()
+        if client is None or self.buf is None:
+            self.stats["save_errors"] += sum(len(s.hashes) for s, _ in work)
+            return
+        bid = self.session.buffer_id(self.buf)
+        for spec, pages in work:
+            n = len(pages)
+            if n == 0:
+                continue
+            try:
+                stored, present = client.publish(self.namespace(spec.lora_id), bid, spec.hashes[:n], pages)
+                self.stats["published_blocks"] += stored
+                self.stats["present_blocks"] += present
+            except OrbitKVError as e:
+                self.stats["save_errors"] += n
+                log.warning("OrbitKV publish for request %s failed: %s", spec.req_id, e)
+                if self.session.fail(e):
+                    return
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        errors, self._errors = self._errors, set()
+        return errors
+
+    def shutdown(self) -> None:
+        self.settle()
+        self.session.close()
+        if self._staging is not None:
+            self._staging = None

@@ -1,0 +1,300 @@
+"""The vLLM adapter (orbitkv.vllm): options, hashes, construction errors, and
+the connector's bookkeeping against a real Manager, driven the way vLLM's
+scheduler and worker call it. The whole engine path is `make e2e`."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import tempfile
+import unittest
+from types import SimpleNamespace
+
+from . import support
+
+orbitkv = support.import_orbitkv()
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+from orbitkv.vllm import (  # noqa: E402
+    KVConnectorRole,
+    LoadSpec,
+    OptionError,
+    OrbitKVConnector,
+    OrbitKVConnectorMetadata,
+    chain_block_hashes,
+    kv_cache_buffer,
+    parse_options,
+)
+
+BLOCK, LAYERS, NUM_BLOCKS, HEADS, DIM = 4, 2, 8, 2, 4
+
+
+def setUpModule():
+    # The adapters log every recovered failure as a warning; the tests
+    # provoke them on purpose.
+    logging.getLogger("orbitkv").setLevel(logging.ERROR)
+
+
+def config(sock: str, kv_role: str = "kv_both", **extra) -> SimpleNamespace:
+    cfg = {"orbitkv.bootstrap_socket": sock, "orbitkv.kv_layout": "unit-test", "orbitkv.reconnect_interval_s": 0}
+    cfg.update(extra)
+    return SimpleNamespace(
+        model_config=SimpleNamespace(model="unit/model", revision="r1", dtype="float32"),
+        cache_config=SimpleNamespace(block_size=BLOCK, cache_dtype="auto"),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+        kv_transfer_config=SimpleNamespace(kv_role=kv_role, kv_connector_extra_config=cfg))
+
+
+def request(rid: str, prompt: list[int]) -> SimpleNamespace:
+    return SimpleNamespace(request_id=rid, prompt_token_ids=prompt, lora_request=None, cache_salt=None,
+                           mm_features=[])
+
+
+class Blocks:
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def get_block_ids(self):
+        return (self.ids,)
+
+
+def new_step(rid, prompt, block_ids, computed, scheduled):
+    nr = SimpleNamespace(req_id=rid, prompt_token_ids=prompt, block_ids=(list(block_ids),),
+                         num_computed_tokens=computed, lora_request=None)
+    return SimpleNamespace(scheduled_new_reqs=[nr], num_scheduled_tokens={rid: scheduled}, finished_req_ids=set(),
+                           scheduled_cached_reqs=SimpleNamespace(req_ids=[], resumed_req_ids=set(),
+                                                                 new_block_ids=[], num_computed_tokens=[]))
+
+
+def cached_step(rid, computed, scheduled, finished=()):
+    return SimpleNamespace(scheduled_new_reqs=[], num_scheduled_tokens={rid: scheduled},
+                           finished_req_ids=set(finished),
+                           scheduled_cached_reqs=SimpleNamespace(req_ids=[rid], resumed_req_ids=set(),
+                                                                 new_block_ids=[None], num_computed_tokens=[computed]))
+
+
+class TestOptions(unittest.TestCase):
+    def test_defaults_and_prefix(self):
+        o = parse_options({"other.key": 1})
+        self.assertEqual(o.bootstrap_socket, "/tmp/orbitkv-127.0.0.1-7470.sock")
+        self.assertFalse(o.wait_for_full_prefix)
+        o = parse_options({"orbitkv.wait_for_full_prefix": "true", "orbitkv.bootstrap_socket": "/x.sock"})
+        self.assertTrue(o.wait_for_full_prefix)
+        self.assertEqual(o.socket_for(0), ("/x.sock", "orbitkv.bootstrap_socket"))
+
+    def test_bad_options_name_the_key(self):
+        cases = {
+            "unknown key": ({"orbitkv.bootstrap_sockt": "/x"}, "orbitkv.bootstrap_sockt"),
+            "not a bool": ({"orbitkv.wait_for_full_prefix": "maybe"}, "wait_for_full_prefix"),
+            "empty socket": ({"orbitkv.bootstrap_socket": ""}, "bootstrap_socket"),
+            "timeout range": ({"orbitkv.timeout_ms": 0}, "timeout_ms"),
+            "block hashes": ({"orbitkv.block_hashes": "python"}, "block_hashes"),
+            "shard count": ({"orbitkv.tp_shard_bootstrap_sockets": ["/a"]}, "tp_shard_bootstrap_sockets"),
+        }
+        for name, (extra, key) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(OptionError) as cm:
+                    parse_options(extra, tp_size=2)
+                self.assertIn(key, str(cm.exception))
+
+    def test_tp_shard_sockets_pick_the_rank(self):
+        o = parse_options({"orbitkv.tp_shard_bootstrap_sockets": "/a.sock, /b.sock"}, tp_size=2)
+        self.assertEqual(o.socket_for(1), ("/b.sock", "orbitkv.tp_shard_bootstrap_sockets[1]"))
+
+
+class TestChainHashes(unittest.TestCase):
+    def test_a_chain_covers_full_blocks_and_depends_on_every_earlier_token(self):
+        a = chain_block_hashes(list(range(10)), 4)
+        self.assertEqual(len(a), 2)
+        self.assertTrue(all(len(h) == 16 for h in a))
+        self.assertEqual(a, chain_block_hashes(list(range(10)), 4))
+        self.assertEqual(a, chain_block_hashes(list(range(8)) + [99], 4))  # the tail does not count
+        b = chain_block_hashes([1] + list(range(1, 10)), 4)
+        self.assertNotEqual(a[1], b[1])  # block 1 equal, block 0 not: the chain differs
+        self.assertNotEqual(a, chain_block_hashes(list(range(10)), 4, salt="tenant"))
+
+
+class TestConstruction(unittest.TestCase):
+    def test_a_bad_bootstrap_socket_fails_at_construction_naming_the_option(self):
+        path = os.path.join(tempfile.gettempdir(), "orbitkv-no-such-dir", "okv.sock")
+        for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+            with self.subTest(role.name):
+                with support.hang_guard(30):
+                    with self.assertRaises(orbitkv.NativeOSError) as cm:
+                        OrbitKVConnector(config(path), role)
+                self.assertEqual(cm.exception.errno, errno.ENOENT)
+                self.assertIn("orbitkv.bootstrap_socket", str(cm.exception))
+                self.assertIn(path, str(cm.exception))
+
+    def test_a_missing_model_id_or_role_is_refused(self):
+        cfg = config("/x.sock")
+        cfg.model_config.model = ""
+        with self.assertRaises(OptionError):
+            OrbitKVConnector(cfg, KVConnectorRole.WORKER)
+        with self.assertRaises(ValueError):
+            OrbitKVConnector(config("/x.sock"), "driver")
+        with self.assertRaises(OptionError):
+            OrbitKVConnector(config("/x.sock", kv_role="kv_sometimes"), KVConnectorRole.SCHEDULER)
+
+
+@unittest.skipIf(torch is None, "torch not installed (python3-torch)")
+class TestConnector(unittest.TestCase):
+    """Scheduler and worker connectors in one process against a Manager."""
+
+    def setUp(self):
+        from orbitkv.testing.manager import ManagerProcess, free_port
+        if not os.access(support.MANAGER_BIN, os.X_OK):
+            self.skipTest(f"{support.MANAGER_BIN} not built (run `make go`)")
+        self.dir = tempfile.mkdtemp(prefix="orbitkv-pytest-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.sock = os.path.join(self.dir, "okv.sock")
+        self.port = free_port()
+        self.start = lambda: ManagerProcess(support.MANAGER_BIN, self.sock, self.port, ram="64MiB")
+        self.manager = self.start()
+        self.addCleanup(lambda: self.manager.kill())
+        torch.manual_seed(0)
+        # vLLM's FlashAttention layout: [2, num_blocks, block_size, heads, head_dim] -> staging mode.
+        self.kv = {f"layer.{l}": torch.randn(2, NUM_BLOCKS, BLOCK, HEADS, DIM) for l in range(LAYERS)}
+
+    def connectors(self, kv_role="kv_both", kv=None):
+        s = OrbitKVConnector(config(self.sock, kv_role), KVConnectorRole.SCHEDULER)
+        w = OrbitKVConnector(config(self.sock, kv_role), KVConnectorRole.WORKER)
+        w.register_kv_caches(self.kv if kv is None else kv)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        return s, w
+
+    def step(self, s, w, so):
+        meta = s.build_connector_meta(so)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(SimpleNamespace())
+        for name, t in self.kv.items():
+            w.wait_for_layer_load(name)
+            w.save_kv_layer(name, t, None)
+        w.wait_for_save()
+        errors = w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        return meta, errors
+
+    def publish_prompt(self, s, w, rid, prompt, blocks):
+        self.assertEqual(s.get_num_new_matched_tokens(request(rid, prompt), 0), (0, False))
+        meta, errors = self.step(s, w, new_step(rid, prompt, blocks, 0, len(prompt)))
+        s.request_finished(request(rid, prompt), blocks)
+        return meta
+
+    def test_a_published_prefix_is_offered_loaded_byte_exact_and_not_saved_again(self):
+        s, w = self.connectors()
+        prompt = list(range(11))  # 2 full blocks of 4 (+3 tokens)
+        meta = self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        self.assertEqual([sv.block_ids for sv in meta.saves], [[5, 6]])
+        self.assertEqual(w.stats["published_blocks"], 2)
+        want = {n: t[:, [5, 6]].clone() for n, t in self.kv.items()}
+        for t in self.kv.values():
+            t[:, 1:3] = 0
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))  # side-effect free
+        self.assertEqual(s.get_num_new_matched_tokens(req, 4), (4, False))
+        s.update_state_after_alloc(req, Blocks([1, 2, 3]), 8)
+        meta, errors = self.step(s, w, new_step("b", prompt, [1, 2, 3], 8, 3))
+        self.assertEqual(len(meta.loads), 1)
+        self.assertEqual((meta.loads[0].first, meta.loads[0].block_ids), (0, [1, 2]))
+        self.assertEqual(meta.saves, [])
+        self.assertEqual(errors, set())
+        for n, t in self.kv.items():
+            self.assertTrue(torch.equal(t[:, 1:3], want[n]), n)
+        self.assertEqual(w.stats["restored_bytes"], 2 * LAYERS * 2 * BLOCK * HEADS * DIM * 4)
+
+    def test_the_last_prompt_token_is_never_offered(self):
+        s, w = self.connectors()
+        prompt = list(range(8))  # exactly 2 blocks: only block 0 may be loaded
+        self.publish_prompt(s, w, "a", prompt, [0, 1])
+        self.assertEqual(s.get_num_new_matched_tokens(request("b", prompt), 0), (4, False))
+
+    def test_chunked_prefill_saves_each_block_once_when_it_is_complete(self):
+        s, w = self.connectors()
+        prompt = list(range(100, 110))
+        s.get_num_new_matched_tokens(request("c", prompt), 0)
+        saved = []
+        for so in (new_step("c", prompt, [4, 5, 6], 0, 4), cached_step("c", 4, 3), cached_step("c", 7, 3),
+                   cached_step("c", 10, 1)):
+            meta, _ = self.step(s, w, so)
+            saved.append([sv.block_ids for sv in meta.saves])
+        self.assertEqual(saved, [[[4]], [], [[5]], []])
+        s.build_connector_meta(cached_step("c", 11, 0, finished={"c"}))
+        self.assertNotIn("c", s._scheduler._reqs)
+
+    def test_a_shorter_lease_reports_the_missing_blocks_as_load_errors(self):
+        s, w = self.connectors()
+        prompt = list(range(12))
+        self.publish_prompt(s, w, "a", prompt[:9], [0, 1, 2])   # blocks 0 and 1 only
+        hashes = chain_block_hashes(prompt, BLOCK)              # 3 blocks asked
+        meta = OrbitKVConnectorMetadata(loads=[LoadSpec("x", hashes, 0, [3, 4, 7])])
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        w.wait_for_layer_load("layer.0")
+        w.wait_for_save()
+        self.assertEqual(w.get_block_ids_with_load_errors(), {7})
+        self.assertEqual(w.get_block_ids_with_load_errors(), set())  # cleared by the call
+        self.assertEqual(w.stats["restored_blocks"], 2)
+
+    def test_a_dead_manager_turns_loads_into_errors_and_a_new_one_is_reconnected(self):
+        s, w = self.connectors()
+        prompt = list(range(9))
+        self.publish_prompt(s, w, "a", prompt, [0, 1, 2])
+        epoch = w.epochs[0]
+        self.manager.kill()
+        with support.hang_guard(60):
+            self.assertEqual(s.get_num_new_matched_tokens(request("b", prompt), 0), (0, False))
+            meta = OrbitKVConnectorMetadata(loads=[LoadSpec("b", chain_block_hashes(prompt, BLOCK), 0, [3, 4])])
+            w.bind_connector_metadata(meta)
+            w.start_load_kv(None)
+            w.wait_for_layer_load("layer.0")
+            self.assertEqual(w.get_block_ids_with_load_errors(), {3, 4})
+            self.manager = self.start()  # same socket: a new epoch
+            self.assertEqual(s.get_num_new_matched_tokens(request("c", prompt), 0), (0, False))  # empty cache
+            self.publish_prompt(s, w, "d", prompt, [0, 1, 2])
+        self.assertEqual(w.stats["published_blocks"], 4)
+        self.assertEqual(len(w.epochs), 2)
+        self.assertNotEqual(w.epochs[1], epoch)
+        self.assertEqual(s.get_num_new_matched_tokens(request("e", prompt), 0), (8, False))
+
+    def test_kv_roles_restrict_loads_and_saves(self):
+        s, w = self.connectors(kv_role="kv_consumer")
+        prompt = list(range(9))
+        meta = self.publish_prompt(s, w, "a", prompt, [0, 1, 2])
+        self.assertEqual(meta.saves, [])
+        p, pw = self.connectors(kv_role="kv_producer")
+        self.publish_prompt(p, pw, "a", prompt, [0, 1, 2])
+        self.assertEqual(p.get_num_new_matched_tokens(request("b", prompt), 0), (0, False))
+        self.assertEqual(s.get_num_new_matched_tokens(request("b", prompt), 0), (8, False))
+
+    def test_hashes_of_the_wrong_width_are_refused_naming_the_hash(self):
+        _, w = self.connectors()
+        w.bind_connector_metadata(OrbitKVConnectorMetadata(loads=[LoadSpec("x", [b"\0" * 15], 0, [1])]))
+        with self.assertRaises(orbitkv.BadArgument) as cm:
+            w.start_load_kv(None)
+        self.assertIn("hash 0 is 15 bytes", str(cm.exception))
+
+    def test_external_tokens_that_were_not_offered_are_refused(self):
+        s, _ = self.connectors()
+        with self.assertRaises(ValueError):
+            s.update_state_after_alloc(request("z", list(range(9))), Blocks([0, 1]), 8)
+
+    def test_tensors_over_a_kv_cache_buffer_are_used_in_place(self):
+        page = 2 * BLOCK * HEADS * DIM * 4
+        buf = kv_cache_buffer(LAYERS, page, NUM_BLOCKS)
+        mem = torch.frombuffer(buf.memoryview(), dtype=torch.float32).view(LAYERS, NUM_BLOCKS, 2, BLOCK, HEADS, DIM)
+        _, w = self.connectors(kv={f"layer.{l}": mem[l] for l in range(LAYERS)})
+        self.assertEqual(w._worker.mode, "zero-copy")
+        _, w2 = self.connectors(kv={f"layer.{l}": mem[LAYERS - 1 - l] for l in range(LAYERS)})
+        self.assertEqual(w2._worker.mode, "staging")  # layers out of order: not the buffer's layout
+
+
+if __name__ == "__main__":
+    unittest.main()
