@@ -126,8 +126,9 @@ type Service struct {
 	stopTick              chan struct{}
 	// Byte budgets.
 	leaseBudget, restoreReserved uint64
-	budgetQ                      []*ticket // tickets waiting for lease budget, oldest first
-	ticketBytes                  uint64    // hash bytes stored by live tickets (MaxTicketBytes)
+	budgetQ                      []*ticket               // tickets waiting for lease budget, oldest first
+	ticketBytes                  uint64                  // hash bytes stored by live tickets (MaxTicketBytes)
+	heldComps                    []native.CopyCompletion // restore completions withheld (failpoint builds only)
 	warmupBudget, warming        uint64
 	lookups                      lookupStats
 	// lease limits (MaxLeasedBlocksPerSession, MaxLeasedBlocks); fields so

@@ -25,3 +25,10 @@ const (
 
 // All lists every pause point.
 var All = []Name{TicketAdmission, Reservation, CopySubmitted, CopyComplete, Notification, PublishAck}
+
+// RestoreDone is a hold point, not a pause: while held, restore copies
+// complete but their terminal state is withheld (RestorePoll answers
+// Loading) and the dispatcher keeps serving every other request, so a test
+// can tell a client that waits for the terminal result from one that reads
+// its pages earlier.
+const RestoreDone Name = "restore-done"

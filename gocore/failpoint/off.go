@@ -13,6 +13,12 @@ const Enabled = false
 // Hit is a pause point; a no-op in this build.
 func Hit(Name) {}
 
+// Holding reports whether name is held (never in this build).
+func Holding(Name) bool { return false }
+
+// NoteHeld counts a withheld event (nothing in this build).
+func NoteHeld(Name) {}
+
 // WakeupsDropped reports whether eventfd wake-ups are dropped (never here).
 func WakeupsDropped() bool { return false }
 

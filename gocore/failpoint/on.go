@@ -93,6 +93,27 @@ func Resume(name Name) {
 	}
 }
 
+var (
+	holding    sync.Map // Name → *atomic.Bool
+	heldEvents sync.Map // Name → *atomic.Int64, events withheld since the hold began
+)
+
+func holdFlag(name Name) *atomic.Bool {
+	v, _ := holding.LoadOrStore(name, new(atomic.Bool))
+	return v.(*atomic.Bool)
+}
+
+func heldCount(name Name) *atomic.Int64 {
+	v, _ := heldEvents.LoadOrStore(name, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// Holding reports whether name is held (RestoreDone).
+func Holding(name Name) bool { return holdFlag(name).Load() }
+
+// NoteHeld counts one event withheld at name.
+func NoteHeld(name Name) { heldCount(name).Add(1) }
+
 var dropWakeups atomic.Bool
 
 // WakeupsDropped reports whether the Manager must skip its eventfd writes
@@ -111,6 +132,8 @@ func Advance(d time.Duration) { offset.Add(int64(d)) }
 //	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once paused, 408 if not in time
 //	POST /debug/failpoints/resume?name=N   release it
 //	POST /debug/failpoints/drop-wakeups?on=1  skip every eventfd write (0: stop)
+//	POST /debug/failpoints/hold?name=restore-done&on=1  withhold restore completions (0: release them)
+//	GET  /debug/failpoints/held?name=restore-done&timeout=5s  200 once one was withheld, 408 if not in time
 //	POST /debug/clock/advance?by=61s       move the expiry clock forward
 func Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -131,6 +154,32 @@ func Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /debug/failpoints/resume", func(w http.ResponseWriter, r *http.Request) {
 		Resume(Name(r.URL.Query().Get("name")))
+	})
+	mux.HandleFunc("POST /debug/failpoints/hold", func(w http.ResponseWriter, r *http.Request) {
+		name := Name(r.URL.Query().Get("name"))
+		if name != RestoreDone {
+			http.Error(w, fmt.Sprintf("unknown hold point %q (want %q)", name, RestoreDone), http.StatusBadRequest)
+			return
+		}
+		on := r.URL.Query().Get("on") == "1"
+		if on {
+			heldCount(name).Store(0)
+		}
+		holdFlag(name).Store(on) // released completions apply on the next control event (≤ 1 s)
+	})
+	mux.HandleFunc("GET /debug/failpoints/held", func(w http.ResponseWriter, r *http.Request) {
+		name := Name(r.URL.Query().Get("name"))
+		to, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil || to <= 0 || to > time.Minute {
+			http.Error(w, "timeout: want a duration in (0, 1m]", http.StatusBadRequest)
+			return
+		}
+		for deadline := time.Now().Add(to); heldCount(name).Load() == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				http.Error(w, "nothing withheld in time", http.StatusRequestTimeout)
+				return
+			}
+		}
 	})
 	mux.HandleFunc("POST /debug/failpoints/drop-wakeups", func(w http.ResponseWriter, r *http.Request) {
 		dropWakeups.Store(r.URL.Query().Get("on") == "1")
