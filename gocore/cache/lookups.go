@@ -68,9 +68,10 @@ func orDefault[T comparable](v, d T) T {
 // tickEvery is how often the expiry sweep is offered a control event.
 const tickEvery = time.Second
 
-// tick rings the dispatcher's control event every tickEvery while the
-// Service lives, so expiry runs without traffic (Complete calls sweep). An
-// idle Manager pays one wakeup a second.
+// tick rings the dispatcher's control event every tickEvery while
+// something can expire (a ticket or an unpolled restore result: armExpiry)
+// or completions are withheld (failpoint builds), so expiry runs without
+// traffic (Complete calls sweep). An idle Manager is not woken.
 func (s *Service) tick(ring func()) {
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
@@ -79,7 +80,9 @@ func (s *Service) tick(ring func()) {
 		case <-s.stopTick:
 			return
 		case <-t.C:
-			ring()
+			if s.tickWanted.Load() {
+				ring()
+			}
 		}
 	}
 }

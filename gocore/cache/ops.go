@@ -435,6 +435,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 			// keeps serving: a client that reads pages before the terminal
 			// result is caught by the e2e gate.
 			s.heldComps = append(s.heldComps, c)
+			s.tickWanted.Store(true) // the ticker applies them once released
 			failpoint.NoteHeld(failpoint.RestoreDone)
 			continue
 		}

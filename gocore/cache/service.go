@@ -124,6 +124,7 @@ type Service struct {
 	now                   func() time.Time
 	nextSweep             time.Time // zero: nothing to expire
 	stopTick              chan struct{}
+	tickWanted            atomic.Bool // the ticker should ring: something can expire, or completions are withheld
 	// Byte budgets.
 	leaseBudget, restoreReserved uint64
 	budgetQ                      []*ticket               // tickets waiting for lease budget, oldest first

@@ -544,6 +544,7 @@ func (s *Service) armExpiry(d time.Time) {
 	if s.nextSweep.IsZero() || d.Before(s.nextSweep) {
 		s.nextSweep = d
 	}
+	s.tickWanted.Store(true)
 }
 
 // sweep expires due tickets and unpolled restore results of every session
@@ -555,6 +556,7 @@ func (s *Service) sweep() {
 		return
 	}
 	s.nextSweep = time.Time{}
+	defer func() { s.tickWanted.Store(!s.nextSweep.IsZero() || len(s.heldComps) > 0) }()
 	for _, st := range s.sessions {
 		for _, tk := range st.tickets {
 			if !s.expireIfDue(tk) {
