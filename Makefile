@@ -105,7 +105,7 @@ test-python: native go ## Python client tests (Debian /usr/bin/python3, standard
 	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
 .PHONY: e2e
-e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~15 s)
+e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
 	$(GO) build -tags failpoints -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 

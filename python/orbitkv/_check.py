@@ -94,6 +94,15 @@ def join_hashes(op: str, hashes: Sequence[bytes]) -> bytes:
 
 def u32_array(op: str, name: str, values: Sequence[int]) -> ctypes.Array:
     # ctypes wraps out-of-range values silently, so the range is checked.
+    if not isinstance(values, (list, tuple, range)):
+        # numpy arrays, tensors, other iterables: plain ints first (numpy's
+        # truth value and wrapping rules are not ctypes').
+        try:
+            values = values.tolist() if hasattr(values, "tolist") else list(values)
+        except TypeError:
+            raise BadArgument(op, EINVAL, f"{name}s: want a sequence of ints, got {type(values).__name__}") from None
+        if not isinstance(values, list):
+            raise BadArgument(op, EINVAL, f"{name}s: want a sequence of ints, got a scalar {values!r}")
     try:
         arr = (ctypes.c_uint32 * len(values))(*values)
         if not values or (min(values) >= 0 and max(values) <= _abi.U32_MAX):

@@ -124,7 +124,22 @@ class EngineBuffer:
     def offset(self, layer: int, page: int) -> int:
         """Byte offset of page ``page`` of layer ``layer``:
         ``(layer * page_count + page) * page_bytes``. Raises ``IndexError``
-        naming the index out of range."""
+        naming the index out of range, ``TypeError`` for a non-int index,
+        ``Closed`` after ``close()``."""
+        if self._map is None:
+            raise Closed("EngineBuffer.offset", _abi.Code.ECLOSED, "buffer closed")
+        for name, v in (("layer", layer), ("page", page)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                try:
+                    import operator
+                    v = operator.index(v)  # numpy integers
+                except TypeError:
+                    raise TypeError(f"EngineBuffer: {name} index {v!r}: want an int, "
+                                    f"not {type(v).__name__}") from None
+                if name == "layer":
+                    layer = v
+                else:
+                    page = v
         if not 0 <= layer < self._buf.layers:
             raise IndexError(f"EngineBuffer: layer {layer} out of range 0..{self._buf.layers - 1}")
         if not 0 <= page < self._buf.page_count:
@@ -144,7 +159,10 @@ class EngineBuffer:
 
     def page(self, layer: int, page: int) -> memoryview:
         """A writable ``memoryview`` of the ``page_bytes`` bytes of page
-        ``page`` of layer ``layer`` (``IndexError`` when out of range)."""
+        ``page`` of layer ``layer`` (``IndexError`` when out of range,
+        ``Closed`` after ``close()``)."""
+        if self._map is None:
+            raise Closed("EngineBuffer.page", _abi.Code.ECLOSED, "buffer closed")
         off = self.offset(layer, page)
         return self.memoryview()[off:off + self._buf.page_bytes]
 

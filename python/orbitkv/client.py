@@ -20,11 +20,20 @@ okv_publish, "Fence"); a line on stderr reports a long wait.
 Closing: ``close()`` (or leaving a ``with`` block) ends the session; every
 later call raises ``Closed``; a closed client never touches freed memory.
 Tickets and registered buffers are released as described on each method.
+
+Fork: the session belongs to the process that connected (``os.getpid()``
+at connect). In a forked child every call raises ``Closed`` ("this client
+was connected by process P; a forked child must connect its own"), and
+``close()`` / garbage collection in the child only drop the handle: no
+message is sent and nothing of the parent's session is touched (tickets
+are freed without a cancel). The child connects its own client.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno as _errno
+import os
 import select
 import threading
 import weakref
@@ -39,6 +48,33 @@ from .hashes import BlockHashes, HashView
 from .ticket import QueryAnswer, Ticket, TicketOps
 
 __all__ = ["CacheManagerClient", "Ticket", "QueryAnswer", "socket_path_for"]
+
+# Socket errors of a lifecycle call (health, register_buffer) whose Manager
+# went away: the session is over, reported as Closed.
+_SOCKET_GONE = (-_errno.EPIPE, -_errno.ECONNRESET, -_errno.ENOTCONN)
+
+
+class _SessionLock:
+    """The client's lock, refusing a forked child: entering it in a process
+    other than the one that connected raises ``Closed`` before acquiring
+    (another thread of the parent may have held it at fork time, and the
+    session is the parent's anyway)."""
+
+    __slots__ = ("_lock", "_client")
+
+    def __init__(self, client: "CacheManagerClient"):
+        self._lock = threading.RLock()
+        self._client = weakref.ref(client)
+
+    def __enter__(self) -> "_SessionLock":
+        c = self._client()
+        if c is not None and c._pid != os.getpid():
+            raise c._forked_error("call")
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def socket_path_for(manager_addr: str) -> str:
@@ -81,8 +117,9 @@ class CacheManagerClient(TicketOps):
     def __init__(self, socket_path: str | None = None, manager_addr: str | None = None,
                  instance_id: str = "", timeout_ms: int = 5000, *, role: int = Role.WORKER):
         self._h: int | None = None
+        self._pid = os.getpid()
         self.socket_path = ""
-        self._lock = threading.RLock()
+        self._lock = _SessionLock(self)
         self._buffers: dict[int, EngineBuffer] = {}
         self._tickets: "weakref.WeakSet[Ticket]" = weakref.WeakSet()
         self._orphans: list[tuple[int, object]] = []
@@ -93,6 +130,8 @@ class CacheManagerClient(TicketOps):
             socket_path = socket_path_for(manager_addr)
         if not isinstance(socket_path, str) or not socket_path:
             raise BadArgument("connect", _check.EINVAL, f"socket_path: want a non-empty str, got {socket_path!r}")
+        if "\0" in socket_path:
+            raise BadArgument("connect", _check.EINVAL, f"socket_path {socket_path!r}: contains a NUL character")
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or \
                 not 1 <= timeout_ms <= _abi.MAX_TIMEOUT_MS:
             raise BadArgument("connect", _check.EINVAL,
@@ -113,6 +152,7 @@ class CacheManagerClient(TicketOps):
         if rc != 0:
             detail = err.value.decode("utf-8", "replace")
             raise error_from_code(f"connect to {socket_path}", rc, detail)
+        self._pid = os.getpid()
         self._h = out.value
         self._poller = select.poll()
         self._poller.register(lib.okv_notification_fd(self._h), select.POLLIN)
@@ -120,8 +160,33 @@ class CacheManagerClient(TicketOps):
 
     # ---- plumbing ----
 
+    def _forked(self) -> bool:
+        """Whether this process is not the one that connected (a fork child)."""
+        return self._pid != os.getpid()
+
+    def _forked_error(self, op: str) -> Closed:
+        return Closed(op, Code.ECLOSED, f"this client was connected by process {self._pid}; "
+                                        f"a forked child (pid {os.getpid()}) must connect its own")
+
+    def _drop_in_child(self) -> None:
+        """close() in a forked child: forget the handle and free the child's
+        copies of tickets without any message (okv_ticket_free with a NULL
+        client sends nothing); the parent's session is untouched."""
+        if self._h is None:
+            return
+        self._h = None
+        for t in list(self._tickets):
+            ptr, t._ptr = t._ptr, None
+            if ptr is not None:
+                t._end = "client closed (forked child)"
+                lib.okv_ticket_free(None, ptr)
+        self._free_orphans(None)
+        self._buffers.clear()
+
     def _handle(self, op: str) -> int:
         """The live handle (caller holds the lock); Closed after close()."""
+        if self._forked():
+            raise self._forked_error(op)
         h = self._h
         if h is None:
             raise Closed(op, Code.ECLOSED, "client closed")
@@ -133,6 +198,10 @@ class CacheManagerClient(TicketOps):
         """The exception for return code rc, with okv_last_error's detail
         (read at once, under the lock: it is valid until the next call)."""
         detail = lib.okv_last_error(h).decode("utf-8", "replace") if h is not None else ""
+        if rc in _SOCKET_GONE:
+            return Closed(op, Code.ECLOSED, f"the Manager closed this session's socket ({_errno.errorcode[-rc]}: "
+                                            f"it exited or restarted); connect a new client"
+                          + (f"; {detail}" if detail else ""))
         return error_from_code(op, rc, detail)
 
     def _orphan(self, ptr: int, keep: object) -> None:
@@ -140,8 +209,8 @@ class CacheManagerClient(TicketOps):
         # section of this one, so it only queues (list.append is atomic);
         # the next call frees it under the lock. `keep` holds the batch's
         # Python object until the C ticket has dropped its reference.
-        if self._h is None:
-            lib.okv_ticket_free(None, ptr)
+        if self._h is None or self._forked():
+            lib.okv_ticket_free(None, ptr)  # no client: no message
         else:
             self._orphans.append((ptr, keep))
 
@@ -154,9 +223,10 @@ class CacheManagerClient(TicketOps):
 
     @property
     def closed(self) -> bool:
-        """Whether close() ran (the session may also have ended by itself:
-        calls then raise ``Closed`` or ``ManagerDied``)."""
-        return self._h is None
+        """Whether close() ran, or this is a forked child of the process that
+        connected (the session may also have ended by itself: calls then
+        raise ``Closed`` or ``ManagerDied``)."""
+        return self._h is None or self._forked()
 
     @property
     def epoch(self) -> int:
@@ -242,7 +312,13 @@ class CacheManagerClient(TicketOps):
         Live tickets are cancelled first (best effort); the Manager releases
         this session's leases and drops its unpolled restores (docs/cache.md
         "Session teardown"). Registered buffers are no longer held by the
-        client and may then be closed. Idempotent; never raises."""
+        client and may then be closed. Idempotent; never raises.
+
+        In a forked child it only drops the handle (nothing is sent: the
+        session is the parent's)."""
+        if self._forked():
+            self._drop_in_child()
+            return
         with self._lock:
             h = self._h
             if h is None:
@@ -272,7 +348,7 @@ class CacheManagerClient(TicketOps):
             pass
 
     def __repr__(self) -> str:
-        return f"CacheManagerClient({self.socket_path!r}, {'closed' if self._h is None else 'open'})"
+        return f"CacheManagerClient({self.socket_path!r}, {'closed' if self.closed else 'open'})"
 
     # ---- buffers ----
 

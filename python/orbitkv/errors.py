@@ -127,7 +127,15 @@ class InvalidRequest(OrbitKVError):
 class TimedOut(OrbitKVError, TimeoutError):
     """No reply within the deadline (OKV_ETIMEDOUT), or a Python wait passed
     its deadline: the outcome is unknown. A timed-out restore leaves its
-    destination pages the Manager's (do not reuse them)."""
+    destination pages the Manager's (do not reuse them).
+
+    ``no_reply``: True when a control call got no reply within the
+    client's ``timeout_ms`` (the Manager is wedged or the session is
+    broken: the adapters end the session and reconnect); False when a
+    Python wait (``wait``, ``lookup``) passed its own deadline while the
+    Manager kept answering (a ticket still Loading)."""
+
+    no_reply = True
 
 
 class ManagerDied(OrbitKVError):

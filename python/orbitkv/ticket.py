@@ -121,6 +121,8 @@ class Ticket:
     @property
     def live(self) -> bool:
         # Under the client's lock: another thread may be freeing the C ticket.
+        if self._client._forked():
+            return False
         with self._client._lock:
             return self._ptr is not None and bool(lib.okv_ticket_live(self._ptr))
 
@@ -130,6 +132,8 @@ class Ticket:
 
     @property
     def revision(self) -> int:
+        if self._client._forked():
+            return self._revision
         with self._client._lock:
             if self._ptr is not None:
                 self._revision = lib.okv_ticket_revision(self._ptr)
@@ -333,7 +337,13 @@ class TicketOps:
     def retire(self, ticket: Ticket) -> None:
         """Free the ticket (okv_ticket_free); a live one is cancelled first,
         errors ignored (it expires at the Manager anyway). Idempotent; works
-        on a closed client too. The ticket's last answer stays readable."""
+        on a closed client too. The ticket's last answer stays readable.
+        In a forked child it frees the child's copy without a message."""
+        if self._forked():
+            ptr, ticket._ptr = ticket._ptr, None
+            if ptr is not None:
+                lib.okv_ticket_free(None, ptr)
+            return
         with self._lock:
             ptr, ticket._ptr = ticket._ptr, None
             if ptr is not None:
@@ -350,7 +360,14 @@ class TicketOps:
         without holding the client's lock. ``timeout_s`` (seconds, > 0)
         bounds the whole wait: past it ``TimedOut`` is raised and the
         ticket stays live (cancel or retire it, or wait again). Raises as
-        ``poll``."""
+        ``poll``.
+
+        Overrun: each poll is one C call bounded by the client's
+        ``timeout_ms``, not by what is left of ``timeout_s`` (liborbitkv has
+        no per-call deadline), so against a Manager that stopped answering
+        the wait can end up to ``timeout_ms`` late (then ``TimedOut`` with
+        ``no_reply`` True). Ctrl-C (``KeyboardInterrupt``) is delivered when
+        the current C call returns."""
         deadline = _check.deadline("wait", timeout_s)
         while True:
             if not ticket.live:
@@ -362,8 +379,10 @@ class TicketOps:
                 return answer
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimedOut("wait", Code.ETIMEDOUT,
+                err = TimedOut("wait", Code.ETIMEDOUT,
                                f"ticket op id {ticket.op_id} still {answer.status} after {timeout_s:g} s")
+                err.no_reply = False
+                raise err
             self._sleep("wait", min(left, _FALLBACK_S))
 
     def lookup(self, ns: bytes, hashes: HashesLike, *, flags: int = 0, request_id: int = 0, group: int = 0,
@@ -389,8 +408,10 @@ class TicketOps:
                 if not t.live:
                     return answer
                 if time.monotonic() >= deadline:
-                    raise TimedOut("lookup", Code.ETIMEDOUT,
+                    err = TimedOut("lookup", Code.ETIMEDOUT,
                                    f"ticket op id {t.op_id} still preparing after {timeout_s:g} s")
+                    err.no_reply = False
+                    raise err
                 self._sleep("lookup", _FALLBACK_S)
         finally:
             self.retire(t)

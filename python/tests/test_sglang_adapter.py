@@ -148,5 +148,133 @@ class TestStorage(unittest.TestCase):
         self.assertEqual(len(set(st.session.epochs)), 2)
 
 
+class BigHostPool(FakeHostPool):
+    """FakeHostPool with 64 pages."""
+
+    def __init__(self):
+        super().__init__()
+        self.kv = torch.zeros(2, LAYERS, 64 * PAGE, HEADS, DIM)
+
+    def fill(self, page, value):
+        self.kv[:, :, page * PAGE:(page + 1) * PAGE] = value
+
+    def holds(self, page, value):
+        return bool(torch.all(self.kv[:, :, page * PAGE:(page + 1) * PAGE] == value))
+
+
+class TestConcurrencyAndFailures(unittest.TestCase):
+    """HiCache's prefetch and backup threads call one backend at once; a
+    failed publish; the older calls; key hashing."""
+
+    setUp = TestStorage.setUp
+    storage = TestStorage.storage
+    buffer_pool = TestStorage.buffer_pool
+
+    def test_concurrent_get_and_set_through_staging_never_mix_pages(self):
+        import threading
+        import time
+        pool = BigHostPool()
+        st = OrbitKVStorage(storage_config(self.sock, **{"orbitkv.staging_pages": 4}), {})
+        self.addCleanup(st.close)
+        st.register_mem_pool_host(pool)
+        self.assertFalse(st.zero_copy)
+        N = 8
+        for p in range(N):
+            pool.fill(p, float(p + 1))
+        self.assertEqual(st.batch_set_v1([f"A{i}" for i in range(N)], slots(range(N))), [True] * N)
+        stop = time.monotonic() + 1.5
+        wrong, published, errors = [], [], []
+
+        def getter():
+            try:
+                while time.monotonic() < stop:
+                    for p in range(16, 16 + N):
+                        pool.fill(p, -1.0)
+                    ok = st.batch_get_v1([f"A{i}" for i in range(N)], slots(range(16, 16 + N)))
+                    wrong.extend(i for i, good in enumerate(ok) if good and not pool.holds(16 + i, float(i + 1)))
+            except BaseException as e:  # pragma: no cover
+                errors.append(e)
+
+        def setter():
+            try:
+                j = 0
+                while time.monotonic() < stop:
+                    j += 1
+                    base = 32 + (j % 2) * N
+                    for p in range(N):
+                        pool.fill(base + p, 1000.0 + j)
+                    published.append((j, st.batch_set_v1([f"B{j}-{i}" for i in range(N)], slots(range(base, base + N)))))
+            except BaseException as e:  # pragma: no cover
+                errors.append(e)
+
+        with support.hang_guard(60):
+            threads = [threading.Thread(target=getter), threading.Thread(target=setter)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(wrong, [], "pages reported True hold another page's bytes")
+        self.assertGreater(len(published), 2)
+        poisoned = 0
+        for j, res in published[-10:]:
+            for p in range(48, 48 + N):
+                pool.fill(p, -5.0)
+            ok = st.batch_get_v1([f"B{j}-{i}" for i in range(N)], slots(range(48, 48 + N)))
+            for i in range(N):
+                if res[i] and ok[i] and not pool.holds(48 + i, 1000.0 + j):
+                    poisoned += 1
+        self.assertEqual(poisoned, 0, "wrong bytes published under a key")
+
+    def test_a_publish_that_fails_reports_false_for_its_pages(self):
+        pool, _ = self.buffer_pool()
+        st = self.storage(pool)
+        self.assertEqual(st.batch_set_v1(["a"], slots([0])), [True])
+        self.manager.kill()   # the session still holds its client: publish itself fails
+        with support.hang_guard(60):
+            self.assertEqual(st.batch_set_v1(["b", "c"], slots([1, 2])), [False, False])
+        self.assertEqual(st.stats["set_failed_pages"], 2)
+
+    def test_legacy_calls_fail_softly_naming_interface_v1_once(self):
+        pool, _ = self.buffer_pool()
+        st = self.storage(pool)
+        with self.assertLogs("orbitkv.sglang", level="WARNING") as logs:
+            self.assertIsNone(st.get("a"))
+            self.assertEqual(st.batch_get(["a", "b"]), [None, None])
+            self.assertFalse(st.set("a", torch.zeros(4)))
+            self.assertFalse(st.batch_set(["a"], [torch.zeros(4)]))
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("interface_v1", logs.output[0])
+        self.assertFalse(st.exists("nothing"))
+
+    def test_keys_differing_only_late_map_to_different_hashes(self):
+        from orbitkv.sglang import key_hash
+        a, b = "0123456789abcdef" * 4, "0123456789abcdef" * 3 + "0123456789abcdee"
+        self.assertNotEqual(key_hash(a), key_hash(b))
+        pool, _ = self.buffer_pool()
+        st = self.storage(pool)
+        self.assertEqual(st.batch_set_v1([a], slots([0])), [True])
+        self.assertEqual(st.batch_exists([b]), 0)
+
+
+class TestRevision(unittest.TestCase):
+    def test_a_missing_revision_is_derived_from_a_local_model_directory(self):
+        from orbitkv.revision import derive_revision, resolve_revision
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(derive_revision(d), "")   # no config.json
+            with open(os.path.join(d, "config.json"), "w") as f:
+                f.write('{"hidden_size": 64}')
+            r1 = resolve_revision("", d)
+            self.assertTrue(r1.startswith("sha256:"))
+            with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                f.write('{"weight_map": {}}')
+            r2 = resolve_revision(None, d)
+            self.assertNotEqual(r1, r2)
+            self.assertEqual(resolve_revision("abc", d), "abc")
+        with self.assertLogs("orbitkv.adapter", level="WARNING") as logs:
+            self.assertEqual(resolve_revision("", "some-org/some-model-xyz"), "")
+        self.assertIn("could be reused", logs.output[0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -26,6 +26,7 @@ from orbitkv.vllm import (  # noqa: E402
     OptionError,
     OrbitKVConnector,
     OrbitKVConnectorMetadata,
+    SaveSpec,
     chain_block_hashes,
     kv_cache_buffer,
     parse_options,
@@ -117,6 +118,20 @@ class TestChainHashes(unittest.TestCase):
         b = chain_block_hashes([1] + list(range(1, 10)), 4)
         self.assertNotEqual(a[1], b[1])  # block 1 equal, block 0 not: the chain differs
         self.assertNotEqual(a, chain_block_hashes(list(range(10)), 4, salt="tenant"))
+
+
+class TestChainDivergence(unittest.TestCase):
+    def test_prompts_parting_mid_block_share_only_the_blocks_before_it(self):
+        a = list(range(1000, 1080))
+        for at in (55, 60, 63):   # first and second half of block 3 (tokens 48..63)
+            b = a[:at] + [t + 7 for t in a[at:]]
+            ha, hb = chain_block_hashes(a, 16), chain_block_hashes(b, 16)
+            self.assertEqual(ha[:3], hb[:3], at)
+            self.assertTrue(all(x != y for x, y in zip(ha[3:], hb[3:])), at)
+
+    def test_a_block_hash_depends_on_its_parent(self):
+        a, b = [1] * 4 + [2] * 4, [3] * 4 + [2] * 4
+        self.assertNotEqual(chain_block_hashes(a, 4)[1], chain_block_hashes(b, 4)[1])
 
 
 class TestConstruction(unittest.TestCase):
@@ -285,6 +300,41 @@ class TestConnector(unittest.TestCase):
         s, _ = self.connectors()
         with self.assertRaises(ValueError):
             s.update_state_after_alloc(request("z", list(range(9))), Blocks([0, 1]), 8)
+
+    def test_tp_rank_1_never_restores_rank_0_blocks(self):
+        def tp_config(rank):
+            c = config(self.sock)
+            c.parallel_config = SimpleNamespace(tensor_parallel_size=2, pipeline_parallel_size=1, rank=rank)
+            return c
+
+        workers, kvs = [], []
+        for rank in (0, 1):
+            kv = {n: t.clone() for n, t in self.kv.items()}
+            w = OrbitKVConnector(tp_config(rank), KVConnectorRole.WORKER)
+            w.register_kv_caches(kv)
+            self.addCleanup(w.shutdown)
+            workers.append(w)
+            kvs.append(kv)
+        w0, w1 = workers
+        self.assertNotEqual(w0._worker.namespace(), w1._worker.namespace())
+        prompt = list(range(200, 209))
+        hashes = chain_block_hashes(prompt, BLOCK)
+        w0.bind_connector_metadata(OrbitKVConnectorMetadata(saves=[SaveSpec("a", hashes, [0, 1])]))
+        w0.start_load_kv(None)
+        for name, t in kvs[0].items():
+            w0.save_kv_layer(name, t, None)
+        w0.wait_for_save()
+        w0.clear_connector_metadata()
+        self.assertEqual(w0.stats["published_blocks"], 2)
+        for w, want_errors in ((w1, {3, 4}), (w0, set())):
+            w.bind_connector_metadata(OrbitKVConnectorMetadata(loads=[LoadSpec("b", hashes, 0, [3, 4])]))
+            w.start_load_kv(None)
+            w.wait_for_layer_load("layer.0")
+            w.wait_for_save()
+            self.assertEqual(w.get_block_ids_with_load_errors(), want_errors)
+            w.clear_connector_metadata()
+        self.assertEqual(w1.stats["restored_blocks"], 0)
+        self.assertEqual(w0.stats["restored_blocks"], 2)
 
     def test_tensors_over_a_kv_cache_buffer_are_used_in_place(self):
         page = 2 * BLOCK * HEADS * DIM * 4

@@ -19,7 +19,10 @@ token slots, ``page_size`` per page, page k's first slot at
 Configure with ``--hicache-storage-backend dynamic`` and
 ``--hicache-storage-backend-extra-config '{"backend_name": "orbitkv",
 "module_path": "orbitkv.sglang", "class_name": "OrbitKVStorage",
-"orbitkv.bootstrap_socket": "/run/orbitkv.sock"}'``: SGLang's factory
+"interface_v1": 1, "orbitkv.bootstrap_socket": "/run/orbitkv.sock"}'``
+(``interface_v1``: SGLang calls ``batch_get_v1``/``batch_set_v1`` of a
+dynamic backend only when it is set; without it SGLang uses the older
+calls, which this backend answers as failures): SGLang's factory
 calls ``OrbitKVStorage(storage_config, kwargs)``, then
 ``register_mem_pool_host(pool)``. Options (``extra_config``, prefix
 ``orbitkv.``): ``bootstrap_socket``, ``tp_shard_bootstrap_sockets``,
@@ -37,12 +40,22 @@ flat=True)`` / ``set_from_flat_data_page(index, data)``.
 Errors never raise into HiCache's threads: a failure is a False in the
 per-page list (a miss, or a page not backed up), logged; the Manager going
 away is survived by reconnecting (``orbitkv.vllm.session``).
+
+Threads: HiCache calls ``batch_exists``/``batch_get_v1`` from its prefetch
+thread and ``batch_set_v1`` from its backup thread at the same time. Every
+call holds the backend's lock for its whole duration, so the staging pages,
+the session (reconnects) and the counters are used by one call at a time.
+
+The older calls (``get``, ``set``, ``batch_get``, ``batch_set``) are not
+served: they return failure values (None / False per key) and log once that
+``interface_v1`` is missing from the extra config; they never raise.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any, List, Optional
 
 from .._abi import QueryFlags, Role
@@ -51,6 +64,7 @@ from ..client import socket_path_for
 from ..errors import OrbitKVError, TimedOut
 from ..hashes import BlockHashes
 from ..identity import CacheIdentity, block_hash16
+from ..revision import resolve_revision
 from ..vllm.options import DEFAULT_MANAGER_ADDR, OptionError, _bool, _number, _str
 from ..vllm.session import Session
 
@@ -138,6 +152,8 @@ class OrbitKVStorage(HiCacheStorage):
     """
 
     def __init__(self, storage_config: Any, kwargs: Any = None):
+        self._lock = threading.RLock()
+        self._legacy_warned = False
         self.config = storage_config
         tp_size = int(getattr(storage_config, "tp_size", 1) or 1)
         self.opts = _options(getattr(storage_config, "extra_config", None), tp_size)
@@ -184,8 +200,11 @@ class OrbitKVStorage(HiCacheStorage):
             kv_layout = f"sglang-{layout}-flat"
         mla = bool(getattr(self.config, "is_mla_model", False))
         c = self.config
+        model = str(getattr(c, "model_name", "") or "")
+        revision = resolve_revision(self.opts["model_revision"], str(getattr(c, "model_path", "") or model),
+                                    "OrbitKVStorage (orbitkv.model_revision)")
         self.ns = CacheIdentity(
-            str(getattr(c, "model_name", "") or ""), self.opts["model_revision"], dtype, kv_layout, self.page_size,
+            model, revision, dtype, kv_layout, self.page_size,
             0 if mla else self.tp_rank, 1 if mla else int(getattr(c, "tp_size", 1) or 1),
             int(getattr(c, "pp_rank", 0) or 0), int(getattr(c, "pp_size", 1) or 1),
             int(getattr(c, "attn_cp_rank", 0) or 0), int(getattr(c, "attn_cp_size", 1) or 1),
@@ -209,6 +228,10 @@ class OrbitKVStorage(HiCacheStorage):
         """Leading pages of ``keys`` OrbitKV holds (RAM, or RAM and SSD with
         ``wait_for_full_prefix``); 0 on any error."""
         self._ready("batch_exists")
+        with self._lock:
+            return self._batch_exists(keys)
+
+    def _batch_exists(self, keys: List[str]) -> int:
         if not keys:
             return 0
         self.stats["exists_calls"] += 1
@@ -229,7 +252,12 @@ class OrbitKVStorage(HiCacheStorage):
         return n
 
     def exists(self, key: str) -> bool:
-        return self.batch_exists([key]) == 1
+        """Whether OrbitKV holds ``key`` (False on any error, never raises)."""
+        try:
+            return self.batch_exists([key]) == 1
+        except Exception as e:
+            log.warning("OrbitKVStorage.exists: %s; a miss", e)
+            return False
 
     def batch_get_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
         """Restore the pages of ``keys`` into the host pool slots
@@ -238,6 +266,10 @@ class OrbitKVStorage(HiCacheStorage):
         its terminal result; the pool's pages are untouched by the Manager
         afterwards."""
         self._ready("batch_get_v1")
+        with self._lock:
+            return self._batch_get_v1(keys, host_indices)
+
+    def _batch_get_v1(self, keys: List[str], host_indices: Any) -> List[bool]:
         n = len(keys)
         if n == 0:
             return []
@@ -284,7 +316,7 @@ class OrbitKVStorage(HiCacheStorage):
             return got
         except OrbitKVError as e:
             log.warning("OrbitKVStorage.batch_get_v1: %s; pages treated as misses", e)
-            if isinstance(e, TimedOut):
+            if isinstance(e, TimedOut) and lease:
                 self.session.close()  # the pages stay the Manager's until its copies drain
             self.session.fail(e)
             return 0
@@ -299,8 +331,13 @@ class OrbitKVStorage(HiCacheStorage):
     def batch_set_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
         """Publish the host pool pages at ``host_indices`` under ``keys``;
         per-page success (a page already held counts as success). Returns
-        after the Manager's copy completed and the pages are visible."""
+        after the Manager's copy completed and the pages are visible. A page
+        whose publish failed (or may have failed) is False."""
         self._ready("batch_set_v1")
+        with self._lock:
+            return self._batch_set_v1(keys, host_indices)
+
+    def _batch_set_v1(self, keys: List[str], host_indices: Any) -> List[bool]:
         n = len(keys)
         if n == 0:
             return []
@@ -334,25 +371,39 @@ class OrbitKVStorage(HiCacheStorage):
         self.stats["set_failed_pages"] += result.count(False)
         return result
 
-    # ---- the older, non-zero-copy interface (abstract in HiCacheStorage) ----
+    # ---- the older interface (abstract in HiCacheStorage): not served ----
+
+    def _legacy(self, op: str) -> None:
+        if not self._legacy_warned:
+            self._legacy_warned = True
+            log.warning("OrbitKVStorage.%s: not served (OrbitKV copies into registered memory only); "
+                        "add \"interface_v1\": 1 to --hicache-storage-backend-extra-config so SGLang "
+                        "calls batch_get_v1/batch_set_v1. Every get is a miss and every set fails until then.", op)
 
     def get(self, key: str, target_location: Optional[Any] = None, target_sizes: Optional[Any] = None) -> Any:
-        """Not served: OrbitKV copies into registered memory only (use the
-        v1 batch calls, which HiCache prefers for zero-copy backends)."""
-        raise NotImplementedError("OrbitKVStorage serves batch_get_v1/batch_set_v1 only")
+        """Not served: None (a miss), logged once naming ``interface_v1``."""
+        self._legacy("get")
+        return None
 
     def batch_get(self, keys: List[str], target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> Any:
-        raise NotImplementedError("OrbitKVStorage serves batch_get_v1/batch_set_v1 only")
+        """Not served: None per key (misses), logged once."""
+        self._legacy("batch_get")
+        return [None] * len(keys or ())
 
     def set(self, key: str, value: Optional[Any] = None, target_location: Optional[Any] = None,
             target_sizes: Optional[Any] = None) -> bool:
-        raise NotImplementedError("OrbitKVStorage serves batch_get_v1/batch_set_v1 only")
+        """Not served: False (not stored), logged once."""
+        self._legacy("set")
+        return False
 
     def batch_set(self, keys: List[str], values: Optional[Any] = None, target_locations: Optional[Any] = None,
                   target_sizes: Optional[Any] = None) -> bool:
-        raise NotImplementedError("OrbitKVStorage serves batch_get_v1/batch_set_v1 only")
+        """Not served: False (not stored), logged once."""
+        self._legacy("batch_set")
+        return False
 
     def close(self) -> None:
         """Close the Manager session."""
-        self.session.close()
+        with self._lock:
+            self.session.close()

@@ -17,15 +17,26 @@ For the vLLM path and the SGLang path:
   same tokens;
 * a flipped byte in a restored block changes the output: reported
   "detected"; unchanged output fails the control;
-* failpoint copy-complete: while the Manager is paused after the restore's
-  copy but before its completion applies, the load call (vLLM
-  wait_for_layer_load, SGLang batch_get_v1) has not returned 300 ms later,
-  returns only after resume, and the output is right.
+* hold point restore-done: the warm run's restore copies complete but
+  their terminal state is withheld (RestorePoll answers Loading); 300 ms
+  later the load call (vLLM wait_for_layer_load, SGLang batch_get_v1) has
+  not returned and no page was read, while another client's ping and
+  health are answered (the Manager is not paused: the block is the adapter
+  waiting for the terminal result); it returns only after release, and the
+  output and restored bytes are right;
+* staging: engine KV memory outside any OrbitKV buffer (``--staging``), a
+  save and a warm run under their own revision: the warm run decodes the
+  cold tokens with bit-identical logits, restoring the expected bytes
+  through the adapter's staging pages;
+* a prompt pair diverging at token 60 (mid-block 3): after prompt A was
+  saved, prompt B restores blocks 0..2 only and decodes as its cold run.
 
-vLLM only: the Manager SIGKILLed mid-load -> load errors reported, the
-engine recomputes, tokens still right; a new Manager on the same socket
--> the engine reconnects (new epoch). Bad configuration: a connector on a
-missing socket, or on a socket no Manager serves, raises at construction.
+vLLM only: an identity differing only in kv_layout gets no hits; the
+Manager SIGKILLed mid-load (failpoint copy-complete) -> load errors
+reported, the engine recomputes, tokens still right; a new Manager on the
+same socket -> the engine reconnects (new epoch). Bad configuration: a
+connector on a missing socket, or on a socket no Manager serves, raises at
+construction.
 Last, a table of cold vs warm time to first token (no assertion).
 """
 
@@ -43,7 +54,7 @@ import time
 
 from .manager import ManagerProcess, free_port
 from .model import ModelConfig
-from .workload import expected_restore_blocks, prompts
+from .workload import DIVERGE_AT, expected_restore_blocks, prompts
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -136,40 +147,104 @@ class Gate:
                        "detected: output differs from cold" if changed else
                        ("flip applied but the output did not change" if bad["corrupted"] else "no restore to corrupt"))
             self.check(f"{p}: flipped byte changed the first-token logits", logits)
-        self.failpoint_pause(adapter, cold)
+        self.restore_done_hold(adapter, cold)
+        self.staging(adapter, cold)
 
-    def failpoint_pause(self, adapter: str, cold: dict) -> None:
-        p, fp = adapter, "copy-complete"
+    def restore_done_hold(self, adapter: str, cold: dict) -> None:
+        """The load call must wait for the restore's terminal result: with
+        the hold point restore-done on, the copies complete but RestorePoll
+        keeps answering Loading while the Manager serves everything else."""
+        sys.path.insert(0, PY_DIR)
+        import orbitkv
+        p, hp = adapter, "restore-done"
+        call = "wait_for_layer_load" if adapter == "vllm" else "batch_get_v1"
         m = self.manager
-        m.arm(fp)
-        run = self.engine(f"{p}-failpoint", adapter, events=True)
+        m.hold(hp, True)
+        run = self.engine(f"{p}-hold", adapter, events=True)
         try:
-            paused = m.wait_paused(fp, 20)
-            if not self.check(f"{p}: Manager paused at {fp} during the warm run's first restore", paused):
-                m.resume(fp)
+            held = m.held(hp, 20)
+            if not self.check(f"{p}: Manager withheld a restore's completion (hold {hp}) during the warm run",
+                              held):
+                m.hold(hp, False)
                 run.finish()
                 return
             entered = run.wait_event("load-wait-enter", 5)
             time.sleep(0.3)
+            t0 = time.monotonic()
+            try:
+                with orbitkv.CacheManagerClient(socket_path=self.sock, instance_id="e2e-probe", timeout_ms=2000) as c:
+                    echo = c.ping(4242)
+                    health = c.health()
+                answered = echo == 4242 and health["status"] == "serving"
+                detail = f"ping and health answered in {(time.monotonic() - t0) * 1000:.1f} ms"
+            except orbitkv.OrbitKVError as e:
+                answered, detail = False, f"{type(e).__name__}: {e}"
             returned = run.event("load-wait-return") or run.event("page-read")
-            call = "wait_for_layer_load" if adapter == "vllm" else "batch_get_v1"
-            self.check(f"{p}: {call} still blocked 300 ms into the pause (no page read)",
-                       entered is not None and returned is None,
+            self.check(f"{p}: {call} still blocked 300 ms after the copies completed (terminal state withheld, "
+                       "no page read)", entered is not None and returned is None,
                        "not entered" if entered is None else ("returned early" if returned else "blocked"))
-            t_resume = time.monotonic()
-            m.resume(fp)
+            self.check(f"{p}: Manager answered another client's ping and health meanwhile (dispatcher not paused)",
+                       answered, detail)
+            t_release = time.monotonic()
+            m.hold(hp, False)
         except Exception:
-            m.resume(fp)
+            m.hold(hp, False)
             raise
         r = run.finish()
         ret = r.event("load-wait-return")
-        self.check(f"{p}: {call} returned only after resume",
-                   ret is not None and ret >= t_resume,
-                   f"{(ret - t_resume) * 1000:.1f} ms after resume" if ret is not None else r.failure())
+        self.check(f"{p}: {call} returned only after the hold was released",
+                   ret is not None and ret >= t_release,
+                   f"{(ret - t_release) * 1000:.1f} ms after release" if ret is not None else r.failure())
         if r.result is not None:
-            self.same_tokens(f"{p}: output after the paused restore equals cold", r.result, cold)
-            self.check(f"{p}: paused run restored the expected bytes", r.result["restored_bytes"] == self.expected_bytes,
+            self.same_tokens(f"{p}: output after the withheld restore equals cold", r.result, cold)
+            self.check(f"{p}: held run restored the expected bytes", r.result["restored_bytes"] == self.expected_bytes,
                        f"{r.result['restored_bytes']} B")
+
+    def staging(self, adapter: str, cold: dict) -> None:
+        """Engine KV outside any OrbitKV buffer: saves and loads go through
+        the adapter's staging pages (its own revision, so the warm run can
+        only restore what the staging save published)."""
+        p, rev = f"{adapter} staging", f"staging-{adapter}"
+        save = self.run(f"{adapter}-staging-save", adapter, "--staging", "--revision", rev)
+        if save is not None:
+            self.same_tokens(f"{p}: save run tokens equal the cold run", save, cold)
+            self.check(f"{p}: save run published blocks through staging",
+                       save["published_blocks"] > 0 and not save["zero_copy"],
+                       f"{save['published_blocks']} blocks, zero_copy {save['zero_copy']}")
+        warm = self.run(f"{adapter}-staging-warm", adapter, "--staging", "--revision", rev)
+        if warm is not None:
+            self.same_tokens(f"{p}: warm run tokens equal the cold run", warm, cold)
+            same = [a["logits_sha256"] for a in warm["requests"]] == [c["logits_sha256"] for c in cold["requests"]]
+            self.check(f"{p}: warm first-token logits bit-identical to cold", same)
+            self.check(f"{p}: warm run restored the expected KV bytes through staging",
+                       warm["restored_bytes"] == self.expected_bytes and not warm["zero_copy"],
+                       f"{warm['restored_bytes']} B, zero_copy {warm['zero_copy']}; expected {self.expected_bytes} B")
+
+    def layout_mismatch(self, cold: dict) -> None:
+        """An identity that differs from the saved one only in kv_layout."""
+        neg = self.run("vllm-other-layout", "vllm", "--kv-layout", "orbitkv-test-engine-pages-OTHER", "--read-only")
+        if neg is not None:
+            self.check("vllm: other kv_layout (identity otherwise equal) gets no hits",
+                       neg["restored_bytes"] == 0 and all(r["external_tokens"] == 0 for r in neg["requests"]),
+                       f"{neg['restored_bytes']} B restored")
+            self.same_tokens("vllm: other kv_layout still decodes correctly (computed)", neg, cold)
+
+    def diverging_pair(self, adapter: str, cold_b: dict) -> None:
+        """Prompt B shares prompt A's first DIVERGE_AT tokens (mid-block):
+        after A was saved, B restores the shared full blocks only."""
+        B = ModelConfig().block_tokens
+        want = DIVERGE_AT // B
+        rev = f"diverge-{adapter}"
+        a = self.run(f"{adapter}-diverge-a", adapter, "--workload", "diverge-a", "--revision", rev)
+        b = self.run(f"{adapter}-diverge-b", adapter, "--workload", "diverge-b", "--revision", rev, "--read-only")
+        if a is None or b is None:
+            return
+        self.check(f"{adapter}: prompt diverging at token {DIVERGE_AT} restores only the {want} shared full blocks "
+                   f"(not block {want}, where it diverges)", b["restored_blocks"] == want,
+                   f"{b['restored_blocks']} blocks restored, {a['published_blocks']} published by prompt A")
+        self.same_tokens(f"{adapter}: diverging prompt decodes as its cold run", b, cold_b)
+        same = [x["logits_sha256"] for x in b["requests"]] == [c["logits_sha256"] for c in cold_b["requests"]]
+        self.check(f"{adapter}: diverging prompt's first-token logits bit-identical to its cold run", same)
 
     def manager_dies_mid_load(self, cold: dict) -> None:
         fp, m = "copy-complete", self.manager
@@ -240,9 +315,15 @@ class Gate:
                 return 1
             self.check("cold run (no cache) decoded every prompt", True,
                        f"{len(cold['requests'])} prompts, {sum(len(r['tokens']) for r in cold['requests'])} tokens")
+            cold_b = self.run("cold-diverge-b", "none", "--workload", "diverge-b")
             self.path("vllm", cold, ("--revision", "other-revision"))
+            self.layout_mismatch(cold)
+            if cold_b is not None:
+                self.diverging_pair("vllm", cold_b)
             self.manager_dies_mid_load(cold)
             self.path("sglang", cold, ("--dtype", "bfloat16"))
+            if cold_b is not None:
+                self.diverging_pair("sglang", cold_b)
             self.bad_config()
             self.table(cold)
         finally:

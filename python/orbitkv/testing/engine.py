@@ -32,9 +32,25 @@ import time
 from typing import Any
 
 from .model import ModelConfig, TinyDecoder, deterministic
-from .workload import DTYPE, MODEL_ID, REVISION, prompts
+from .workload import DTYPE, MODEL_ID, REVISION, workload
 
 __all__ = ["Engine", "main"]
+
+
+class PlainKV:
+    """KV memory that is not an OrbitKV buffer (``--staging``): the same
+    layer-major layout in a plain bytearray, so the adapters must go
+    through their staging buffers, as with vLLM's own GPU caches."""
+
+    def __init__(self, layers: int, page_bytes: int, page_count: int):
+        self.layers, self.page_bytes, self.page_count = layers, page_bytes, page_count
+        self._mem = bytearray(layers * page_bytes * page_count)
+
+    def memoryview(self) -> memoryview:
+        return memoryview(self._mem)
+
+    def offset(self, layer: int, page: int) -> int:
+        return (layer * self.page_count + page) * self.page_bytes
 
 
 class Engine:
@@ -45,7 +61,10 @@ class Engine:
         deterministic()
         self.args = args
         self.cfg = ModelConfig()
-        self.buf = kv_cache_buffer(self.cfg.layers, self.cfg.page_bytes, args.pages)
+        if args.staging:
+            self.buf = PlainKV(self.cfg.layers, self.cfg.page_bytes, args.pages)
+        else:
+            self.buf = kv_cache_buffer(self.cfg.layers, self.cfg.page_bytes, args.pages)
         self.model = TinyDecoder(self.cfg, self.buf)
         self.free = list(range(args.pages))
         self.corrupted = False
@@ -118,6 +137,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--corrupt-restored", action="store_true", help="flip a byte of the first restored block")
     p.add_argument("--read-only", action="store_true",
                    help="load but never save (vLLM kv_role kv_consumer; SGLang: no backup)")
+    p.add_argument("--staging", action="store_true",
+                   help="KV memory outside any OrbitKV buffer: the adapter copies through its staging pages")
+    p.add_argument("--kv-layout", default="", help="vLLM orbitkv.kv_layout (default: the driver's)")
+    p.add_argument("--workload", choices=("default", "diverge-a", "diverge-b"), default="default",
+                   help="prompts (workload.workload)")
     p.add_argument("--reconnect-interval", type=float, default=0.1, help="adapter reconnect interval, s")
     return p.parse_args(argv)
 
@@ -134,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         driver = None
     results = []
-    ps = prompts()
+    ps = workload(args.workload)
     for i, prompt in enumerate(ps):
         rid = f"req-{i}"
         if driver is None:

@@ -5,7 +5,10 @@
 --hugepages off`` and waits for its "orbitkv-manager serving" line. With a
 binary built with ``-tags failpoints`` the HTTP address serves
 ``/debug/failpoints/{arm,wait,resume}`` (gocore/failpoint/on.go):
-``arm(name)``, ``wait_paused(name, timeout_s)``, ``resume(name)``.
+``arm(name)``, ``wait_paused(name, timeout_s)``, ``resume(name)``, and the
+hold points ``/debug/failpoints/{hold,held}``: ``hold(name, on)``,
+``held(name, timeout_s)`` (``restore-done``: restore copies complete but
+their terminal state is withheld while every other request is served).
 """
 
 from __future__ import annotations
@@ -79,6 +82,15 @@ class ManagerProcess:
 
     def resume(self, name: str) -> None:
         self._http("POST", f"/debug/failpoints/resume?name={name}")
+
+    def hold(self, name: str, on: bool) -> None:
+        code = self._http("POST", f"/debug/failpoints/hold?name={name}&on={1 if on else 0}")
+        if code != 200:
+            raise RuntimeError(f"hold point {name} on={on}: HTTP {code} (is this the -tags failpoints build?)")
+
+    def held(self, name: str, timeout_s: float = 20) -> bool:
+        return self._http("GET", f"/debug/failpoints/held?name={name}&timeout={int(timeout_s)}s",
+                          timeout_s + 5) == 200
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -53,13 +53,40 @@ def storage_config(socket: str, revision: str, **extra) -> SimpleNamespace:
                            model_name=MODEL_ID, extra_config=cfg)
 
 
+class FlatHostPool:
+    """A host pool without an OrbitKV buffer (``--staging``), with SGLang's
+    ``get_data_page(index, flat=True)`` / ``set_from_flat_data_page(index,
+    data)``: a page's data is every layer's page of the engine's KV memory,
+    layer after layer, flattened."""
+
+    def __init__(self, engine: Engine, dtype: str):
+        self.engine = engine
+        self.page_size = engine.cfg.block_tokens
+        self.dtype, self.layout = dtype, "layer_first"
+
+    def get_data_page(self, index: int, flat: bool = True) -> torch.Tensor:
+        page = int(index) // self.page_size
+        return torch.cat([self.engine.model.layer_tensor(l)[page].reshape(-1).clone()
+                          for l in range(self.engine.cfg.layers)])
+
+    def set_from_flat_data_page(self, index: int, data: torch.Tensor) -> None:
+        page = int(index) // self.page_size
+        per = data.numel() // self.engine.cfg.layers
+        for l in range(self.engine.cfg.layers):
+            t = self.engine.model.layer_tensor(l)[page]
+            t.copy_(data[l * per:(l + 1) * per].view(t.shape))
+
+
 class SGLangDriver:
     def __init__(self, engine: Engine):
         a = engine.args
         self.engine = engine
         B = engine.cfg.block_tokens
-        self.host = SimpleNamespace(page_size=B, dtype=a.dtype, layout="layer_first",
-                                    orbitkv_buffer=engine.buf)
+        if a.staging:
+            self.host = FlatHostPool(engine, a.dtype)
+        else:
+            self.host = SimpleNamespace(page_size=B, dtype=a.dtype, layout="layer_first",
+                                        orbitkv_buffer=engine.buf)
         self.storage = OrbitKVStorage(storage_config(a.socket, a.revision,
                                                      **{"orbitkv.reconnect_interval_s": a.reconnect_interval}),
                                       {})

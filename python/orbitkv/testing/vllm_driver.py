@@ -82,7 +82,8 @@ class VllmDriver:
         a = engine.args
         self.engine = engine
         cfg = vllm_config(a.socket, a.revision, a.dtype, engine.cfg.block_tokens,
-                          "kv_consumer" if a.read_only else "kv_both", **{"orbitkv.reconnect_interval_s": a.reconnect_interval})
+                          "kv_consumer" if a.read_only else "kv_both", **{"orbitkv.reconnect_interval_s": a.reconnect_interval},
+                          **({"orbitkv.kv_layout": a.kv_layout} if a.kv_layout else {}))
         self.sched = OrbitKVConnector(cfg, KVConnectorRole.SCHEDULER)
         self.worker = OrbitKVConnector(cfg, KVConnectorRole.WORKER)
         self.names = [f"model.layers.{l}.self_attn.attn" for l in range(engine.cfg.layers)]

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 from ..client import socket_path_for
 from ..identity import CacheIdentity
+from ..revision import resolve_revision
 
 __all__ = ["ConnectorOptions", "OptionError", "parse_options", "identity_base"]
 
@@ -171,7 +172,9 @@ def identity_base(vllm_config: Any, opts: ConnectorOptions) -> dict[str, Any]:
         dtype = _get(vllm_config, "model_config.dtype", "auto")
     dtype = str(dtype).replace("torch.", "")
     layout = opts.kv_layout or _default_layout()
-    return dict(model_id=model, revision=str(_get(vllm_config, "model_config.revision", "") or ""),
+    revision = resolve_revision(_get(vllm_config, "model_config.revision", "") or "", model,
+                                "OrbitKVConnector (model_config.revision)")
+    return dict(model_id=model, revision=revision,
                 dtype=dtype, kv_layout=layout, block_tokens=block,
                 tp_size=int(_get(vllm_config, "parallel_config.tensor_parallel_size", 1)),
                 pp_size=int(_get(vllm_config, "parallel_config.pipeline_parallel_size", 1)),

@@ -13,7 +13,13 @@ The first connection is made by the constructor and its failure raises at
 once, naming the option the socket came from: a misconfigured socket is a
 startup error, not a silent cache that never hits.
 
-Not thread-safe by itself; each adapter uses a session from one thread.
+Not thread-safe by itself; each adapter uses a session from one thread
+(the SGLang backend serialises its calls under one lock).
+
+A control call that got no reply within ``timeout_ms`` (``TimedOut`` with
+``no_reply``) also ends the session: a wedged session (for example one
+whose Manager-side state was lost) must not turn every later lookup into a
+timeout; the next ``get()`` connects afresh.
 """
 
 from __future__ import annotations
@@ -112,9 +118,10 @@ class Session:
 
     def fail(self, err: BaseException) -> bool:
         """Record an error of a call on this session: a session-ending one
-        (see ``SESSION_ENDING``) drops the client (True); others (and
-        ``TimedOut``) keep it (False)."""
-        if isinstance(err, SESSION_ENDING) and not isinstance(err, TimedOut):
+        (see ``SESSION_ENDING``, and a control call's ``TimedOut`` with
+        ``no_reply``) drops the client (True); others (a ticket wait that
+        passed its own deadline among them) keep it (False)."""
+        if isinstance(err, SESSION_ENDING) or (isinstance(err, TimedOut) and getattr(err, "no_reply", True)):
             if self.client is not None:
                 log.warning("%s: OrbitKV session ended (%s); will reconnect", self.who, err)
                 self.client.close()
