@@ -73,6 +73,7 @@ const tickEvery = time.Second
 // or completions are withheld (failpoint builds), so expiry runs without
 // traffic (Complete calls sweep). An idle Manager is not woken.
 func (s *Service) tick(ring func()) {
+	defer close(s.tickDone)
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
 	for {

@@ -123,7 +123,7 @@ type Service struct {
 	expiry                time.Duration
 	now                   func() time.Time
 	nextSweep             time.Time // zero: nothing to expire
-	stopTick              chan struct{}
+	stopTick, tickDone    chan struct{}
 	tickWanted            atomic.Bool // the ticker should ring: something can expire, or completions are withheld
 	// Byte budgets.
 	leaseBudget, restoreReserved uint64
@@ -192,8 +192,8 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		maxOpsSession: orDefault(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: orDefault(s.MaxOps, DefaultMaxOps),
 		expiry: orDefault(s.OpExpiry, DefaultOpExpiry), now: s.Clock,
 		leaseBudget: orDefault(s.LeaseBudget, s.RAMCapacity), warmupBudget: orDefault(s.WarmupBudget, DefaultWarmupBudget),
-		stopTick: make(chan struct{}),
-		comps:    make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
+		stopTick: make(chan struct{}), tickDone: make(chan struct{}),
+		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
 	}
 	if svc.now == nil {
@@ -211,6 +211,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 // Close no memory of any session is touched.
 func (s *Service) Close() {
 	close(s.stopTick)
+	<-s.tickDone // it rings the server, which the caller frees after Close
 	s.copier.Close()
 	if s.ssd != nil {
 		s.ssd.close() // its reads write into RAM tier frames

@@ -440,9 +440,10 @@ func (s *Service) claim(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		s.stats.unadmitted.Add(1)
 		return m.Response(s.epoch, abi.StatusUnadmitted, 0, 0), nil
 	}
-	if tk.state != tkReady {
+	if tk.state == tkPending {
 		return m.Response(s.epoch, abi.StatusLoading, uint64(tk.res.Hits), 0), nil
 	}
+	// Ready, or settled Unadmitted (it could not be leased): delivered.
 	return s.deliver(tk, m), nil
 }
 
@@ -536,6 +537,7 @@ func (s *Service) expireIfDue(t *ticket) bool {
 	}
 	s.revoke(t, true)
 	s.stats.expired.Add(1)
+	s.admitWaiting() // what it reserved or queued for is free for the waiters now
 	return true
 }
 

@@ -359,3 +359,51 @@ func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) 
 	r.close(y)
 	r.idle()
 }
+
+// A preparation that settled Unadmitted (its lease exceeds the budget) is
+// not preparing: Claim delivers the Unadmitted and retires it rather than
+// answering Loading until expiry (review finding).
+func TestClaimOfAPreparationSettledUnadmittedDeliversIt(t *testing.T) {
+	r, _ := ssdRigClock(t, Spec{LeaseBudget: tLayers * tPageBytes})
+	b, _ := r.open()
+	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryPrepare|abi.QueryWaitFullPref, 0, 0, 0, 0, hs(0, 4)...), 0)
+	if status(resp) != abi.StatusLoading {
+		t.Fatalf("submit: %v", status(resp))
+	}
+	drainSSD(t, r)
+	if c := r.call2(b, abi.CmdClaim, make([]byte, 64), 1, 1); status(c) != abi.StatusUnadmitted {
+		t.Fatalf("claim: %v, want Unadmitted (four blocks never fit a one-block budget)", status(c))
+	}
+	if st := r.svc.Stats(); st.Tickets != 0 {
+		t.Fatalf("%d tickets live after the claim", st.Tickets)
+	}
+	r.close(b)
+	r.idle()
+}
+
+// An expiry found by a Poll frees what the ticket reserved, and budget
+// waiters are admitted at once, not at the next sweep (review finding).
+func TestExpiryFoundByAPollAdmitsBudgetWaiters(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, LeaseBudget: tLayers * tPageBytes, Clock: clock.Now})
+	a, _ := r.open()
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 2), pg(2)), 0)
+	if x := r.call(a, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryPrepare, 0, 0, 0, 0, hash(0)), 0); status(x) != abi.StatusCandidates {
+		t.Fatalf("preparation: %v", status(x))
+	}
+	clock.Advance(DefaultOpExpiry / 2)
+	if x := r.call(a, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hash(1)), 0); status(x) != abi.StatusLoading {
+		t.Fatalf("waiter: %v", status(x))
+	}
+	clock.Advance(DefaultOpExpiry/2 + time.Second) // the preparation expired, the waiter not
+	if x := r.call2(a, abi.CmdPoll, nil, 1, 1); status(x) != abi.StatusTimeout {
+		t.Fatalf("poll of the preparation: %v", status(x))
+	}
+	x := r.call2(a, abi.CmdPoll, make([]byte, 64), 2, 1)
+	if status(x) != abi.StatusOK {
+		t.Fatalf("waiter after the expiry: %v, want Ok without waiting for a sweep", status(x))
+	}
+	r.call(a, abi.CmdRelease, nil, x.Arg1)
+	r.close(a)
+	r.idle()
+}

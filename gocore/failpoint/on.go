@@ -18,6 +18,7 @@ type point struct {
 	armed  bool          // pause the next Hit
 	paused bool          // a Hit is waiting now
 	resume chan struct{} // closed to let it go
+	closed bool          // resume is closed (a second Resume is a no-op)
 	hits   int
 }
 
@@ -59,10 +60,10 @@ func Arm(name Name) error {
 		p = &point{}
 		points[name] = p
 	}
-	if p.paused {
+	if p.paused && !p.closed {
 		return fmt.Errorf("failpoint %q is paused now; resume it first", name)
 	}
-	p.armed, p.resume = true, make(chan struct{})
+	p.armed, p.resume, p.closed = true, make(chan struct{}), false
 	return nil
 }
 
@@ -87,8 +88,8 @@ func WaitPaused(name Name, timeout time.Duration) bool {
 func Resume(name Name) {
 	mu.Lock()
 	defer mu.Unlock()
-	if p := points[name]; p != nil && (p.paused || p.armed) {
-		p.armed = false
+	if p := points[name]; p != nil && (p.paused || p.armed) && !p.closed {
+		p.armed, p.closed = false, true
 		close(p.resume)
 	}
 }

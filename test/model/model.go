@@ -340,10 +340,10 @@ func (m *Model) Step(sid int, r Req) Resp {
 		if t == nil || t.flags&abi.QueryPrepare == 0 || t.rev != r.Rev {
 			return Resp{Status: abi.StatusUnadmitted}
 		}
-		if t.state != ready {
+		if t.state == pending {
 			return Resp{Status: abi.StatusLoading}
 		}
-		return m.deliver(s, t)
+		return m.deliver(s, t) // ready, or settled Unadmitted
 	case Release:
 		if b, ok := s.leases[r.LeaseID]; ok {
 			delete(s.leases, r.LeaseID)
