@@ -93,6 +93,7 @@ static int record_buffer(okv_client *c, uint32_t id, uint32_t layers)
 
 int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id)
 {
+	okvi_clear_error(c);
 	uint32_t id = 0;
 	int rc;
 

@@ -551,6 +551,7 @@ int okvi_call(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, struct
 
 int okv_ping(okv_client *c, uint64_t value, uint64_t *echo)
 {
+	okvi_clear_error(c);
 	struct okv_msg resp;
 	int rc = okvi_call(c, OKV_CMD_PING, value, 0, &resp);
 	if (rc == 0 && echo)
@@ -560,6 +561,7 @@ int okv_ping(okv_client *c, uint64_t value, uint64_t *echo)
 
 int okv_health(okv_client *c, struct okv_health *out)
 {
+	okvi_clear_error(c);
 	if (!c || !out)
 		return -EINVAL;
 	if (c->sock < 0)

@@ -59,6 +59,14 @@ struct okv_client {
 	char last_error[256];
 };
 
+/** Start of every public call on c: okv_last_error describes this call
+ *  only, also when it fails before reaching the channel. NULL is a no-op. */
+static inline void okvi_clear_error(okv_client *c)
+{
+	if (c)
+		c->last_error[0] = '\0';
+}
+
 /** printf into c->last_error (okv_last_error). */
 __attribute__((format(printf, 2, 3))) void okvi_set_error(okv_client *c, const char *fmt, ...);
 

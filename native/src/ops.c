@@ -259,6 +259,7 @@ int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect
 int okv_query(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes,
 	      uint32_t n, struct okv_lease *out)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer a;
 	struct okv_msg resp;
 
@@ -334,6 +335,7 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
 		struct okv_publish_result *out)
 {
+	okvi_clear_error(c);
 	struct okv_publish_result sum = { 0, 0 };
 	int rc = 0;
 
@@ -414,6 +416,7 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 int okv_restore(okv_client *c, uint64_t lease_id, uint32_t buffer_id,
 		const struct okv_restore_entry *entries, uint32_t n, uint64_t *op_id)
 {
+	okvi_clear_error(c);
 	struct okv_msg resp;
 	int rc;
 
@@ -454,12 +457,14 @@ int okv_restore(okv_client *c, uint64_t lease_id, uint32_t buffer_id,
 
 int okv_restore_poll(okv_client *c, uint64_t op_id)
 {
+	okvi_clear_error(c);
 	struct okv_msg resp;
 	return okvi_call(c, OKV_CMD_RESTORE_POLL, op_id, 0, &resp);
 }
 
 int okv_restore_wait(okv_client *c, uint64_t op_id, uint32_t timeout_ms)
 {
+	okvi_clear_error(c);
 	if (!c)
 		return -EINVAL;
 	if (timeout_ms > OKV_MAX_TIMEOUT_MS)
@@ -505,6 +510,7 @@ int okv_restore_wait(okv_client *c, uint64_t op_id, uint32_t timeout_ms)
 
 int okv_release(okv_client *c, uint64_t lease_id)
 {
+	okvi_clear_error(c);
 	struct okv_msg resp;
 	return okvi_call(c, OKV_CMD_RELEASE, lease_id, 0, &resp);
 }

@@ -208,6 +208,7 @@ static void adopt_spec(okv_ticket *t, const struct okv_query_spec *spec, uint32_
 int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_ticket **out,
 		      struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 	uint32_t n;
@@ -274,6 +275,7 @@ static int ticket_begin(okv_client *c, const okv_ticket *t, struct okv_query_ans
 
 int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 
@@ -288,6 +290,7 @@ int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec *spec,
 		      struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 	uint32_t n;
@@ -335,6 +338,7 @@ int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec 
 
 int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 
@@ -360,6 +364,7 @@ int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 
 int okv_ticket_cancel(okv_client *c, okv_ticket *t)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer ans;
 	struct okv_msg resp;
 
@@ -404,6 +409,7 @@ int okv_ticket_live(const okv_ticket *t)
 int okv_op_submit(okv_client *c, uint64_t op_id, uint32_t revision, const struct okv_query_spec *spec,
 		  struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 	uint32_t n;
@@ -445,15 +451,18 @@ static int raw_msg(okv_client *c, uint16_t code, uint64_t op_id, uint32_t revisi
 
 int okv_op_poll(okv_client *c, uint64_t op_id, uint32_t revision, struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	return raw_msg(c, OKV_CMD_POLL, op_id, revision, ans);
 }
 
 int okv_op_claim(okv_client *c, uint64_t op_id, uint32_t revision, struct okv_query_answer *ans)
 {
+	okvi_clear_error(c);
 	return raw_msg(c, OKV_CMD_CLAIM, op_id, revision, ans);
 }
 
 int okv_op_cancel(okv_client *c, uint64_t op_id, uint32_t revision)
 {
+	okvi_clear_error(c);
 	return raw_msg(c, OKV_CMD_CANCEL_QUERY, op_id, revision, NULL);
 }
