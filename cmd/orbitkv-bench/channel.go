@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/client"
@@ -50,16 +48,7 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		defer run.manager.stop()
 		// Interrupted: stop a Manager the bench started and remove its
 		// temporary directory (peers die with us by PR_SET_PDEATHSIG).
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sigs)
-		go func() {
-			if sig, ok := <-sigs; ok {
-				run.manager.stop()
-				fmt.Fprintf(stderr, "orbitkv-bench channel: %v\n", sig)
-				os.Exit(130)
-			}
-		}()
+		defer stopOnSignal("channel", run.manager, stderr, nil)()
 	}
 	// One sample buffer, reused by every subject and cadence.
 	buf := make([]uint64, max(cfg.n, cfg.perMsN))

@@ -4,18 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
 	"slices"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unsafe"
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/client"
 )
 
@@ -125,19 +121,10 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.stop()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if sig, ok := <-sigs; ok {
-			m.stop()
-			fmt.Fprintf(stderr, "orbitkv-bench copy: %v\n", sig)
-			os.Exit(130)
-		}
-	}()
-	c, err := client.Connect(client.Options{SocketPath: m.socket, InstanceID: fmt.Sprintf("copy-%d", os.Getpid()), Role: uint32(abi.RoleBench)})
+	defer stopOnSignal("copy", m, stderr, nil)()
+	c, err := connectBench(m, "copy")
 	if err != nil {
-		return fmt.Errorf("connecting to the Manager at %s: %w", m.socket, err)
+		return err
 	}
 	// A registered buffer must stay allocated until the session ends.
 	var registered []*client.Buffer

@@ -3,15 +3,20 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/client"
 )
 
 // manager is the Manager the bench talks to: started by the bench (cmd set)
@@ -185,6 +190,34 @@ func (m *manager) stopOnce() {
 		m.exited <- err
 	}
 	os.RemoveAll(m.tempDir)
+}
+
+// stopOnSignal makes SIGINT or SIGTERM run before (if non-nil), stop m (a
+// Manager the bench started, with its temporary directory) and exit 130,
+// naming suite on stderr. The returned function ends the watch; defer it.
+func stopOnSignal(suite string, m *manager, stderr io.Writer, before func()) (cancel func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			if before != nil {
+				before()
+			}
+			m.stop()
+			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", suite, sig)
+			os.Exit(130)
+		}
+	}()
+	return func() { signal.Stop(sigs) }
+}
+
+// connectBench opens the bench's own session (role bench) to m.
+func connectBench(m *manager, suite string) (*client.Client, error) {
+	c, err := client.Connect(client.Options{SocketPath: m.socket, InstanceID: fmt.Sprintf("%s-%d", suite, os.Getpid()), Role: uint32(abi.RoleBench)})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Manager at %s: %w", m.socket, err)
+	}
+	return c, nil
 }
 
 func (m *manager) logTail() string {

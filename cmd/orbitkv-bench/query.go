@@ -4,19 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
-	"github.com/orbitkv/orbitkv/gocore/client"
 )
 
 // The query suite's block shape: one layer of 64-byte pages (the smallest
@@ -160,19 +156,10 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	}
 	defer m.stop()
 	startS := elapsedSeconds(time.Since(start))
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if sig, ok := <-sigs; ok {
-			m.stop()
-			fmt.Fprintf(stderr, "orbitkv-bench query: %v\n", sig)
-			os.Exit(130)
-		}
-	}()
-	c, err := client.Connect(client.Options{SocketPath: m.socket, InstanceID: fmt.Sprintf("query-%d", os.Getpid()), Role: uint32(abi.RoleBench)})
+	defer stopOnSignal("query", m, stderr, nil)()
+	c, err := connectBench(m, "query")
 	if err != nil {
-		return fmt.Errorf("connecting to the Manager at %s: %w", m.socket, err)
+		return err
 	}
 	r := &queryRun{cfg: &cfg, c: c, m: m, metricsAddr: httpAddr, progress: stderr}
 	defer func() { c.Close(); r.freeBuffer() }() // a registered buffer outlives its session

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -226,17 +224,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	// Interrupted: kill the workers, stop a Manager the bench started and
 	// remove its temporary directory, exit 130.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		if sig, ok := <-sigs; ok {
-			run.killWorkers()
-			m.stop()
-			fmt.Fprintf(stderr, "orbitkv-bench replay: %v\n", sig)
-			os.Exit(130)
-		}
-	}()
+	defer stopOnSignal("replay", m, stderr, run.killWorkers)()
 
 	if !cfg.json {
 		fmt.Fprintf(stderr, "replaying %d requests (%d blocks) of %s with %d clients ...\n",
