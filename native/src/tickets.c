@@ -295,16 +295,12 @@ int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec 
 	struct okv_msg resp;
 	uint32_t n;
 
-	if (!ans)
-		ans = &scratch;
-	memset(ans, 0, sizeof(*ans));
-	if (!c || !t)
-		return -EINVAL;
-	int rc = view_len(c, spec, &n);
+	int rc = ticket_begin(c, t, &ans, &scratch);
 	if (rc)
 		return rc;
-	if (!t->live)
-		return refuse_retired(c, t);
+	rc = view_len(c, spec, &n);
+	if (rc)
+		return rc;
 	/* The same view in constant time: batch identity and length, never a
 	 * comparison of hashes. */
 	const struct okv_query_spec *cur = &t->spec;
