@@ -26,6 +26,21 @@ if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
 
+def _load_manager_process():
+    """orbitkv/testing/manager.py loaded by path: it needs only the standard
+    library, and importing it through the package would load liborbitkv
+    (whose absence import_orbitkv turns into a skip)."""
+    import importlib.util
+    path = os.path.join(PYTHON_DIR, "orbitkv", "testing", "manager.py")
+    spec = importlib.util.spec_from_file_location("_orbitkv_test_manager", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ManagerProcess
+
+
+ManagerProcess = _load_manager_process()
+
+
 def import_orbitkv():
     """The orbitkv package, or unittest.SkipTest naming why liborbitkv
     could not be loaded (module-level use skips the whole module)."""
@@ -49,71 +64,26 @@ def hang_guard(seconds: float):
         faulthandler.cancel_dump_traceback_later()
 
 
-def _die_with_parent() -> None:
-    """In the Manager child: SIGKILL it when the test process dies, so a
-    test run killed by hang_guard leaves no Manager behind (prctl(2)
-    PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-
-
-class Manager:
-    """An orbitkv-manager process on a temporary bootstrap socket.
+class Manager(ManagerProcess):
+    """An orbitkv-manager process on a temporary bootstrap socket
+    (orbitkv.testing.manager.ManagerProcess without an HTTP address).
 
     Started with --bootstrap-socket <tmp>/okv.sock --http-addr "" --ram-capacity
     64MiB --hugepages off plus `extra` flags; ready once its stderr says
     "orbitkv-manager serving". stop() sends SIGTERM (SIGKILL after 10 s);
-    kill() sends SIGKILL and waits."""
-
-    READY = "orbitkv-manager serving"
+    kill() sends SIGKILL and waits; both remove the temporary directory."""
 
     def __init__(self, *extra: str, ram: str = "64MiB"):
         if not os.access(MANAGER_BIN, os.X_OK):
             raise unittest.SkipTest(f"{MANAGER_BIN} not built (run `make go`)")
         self.dir = tempfile.mkdtemp(prefix="orbitkv-pytest-")
         self.socket = os.path.join(self.dir, "okv.sock")
-        self.log: list[str] = []
-        self._ready = threading.Event()
-        args = [MANAGER_BIN, "--bootstrap-socket", self.socket, "--http-addr", "", "--ram-capacity", ram,
-                "--hugepages", "off", *extra]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        deadline = time.monotonic() + 20
-        while not self._ready.wait(0.05):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError("orbitkv-manager did not start:\n" + "".join(self.log))
+        try:
+            super().__init__(MANAGER_BIN, self.socket, None, ram=ram, extra=extra)
+        except RuntimeError as e:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise AssertionError(str(e)) from None
 
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.log.append(line)
-            if self.READY in line:
-                self._ready.set()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._cleanup()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        self._reader.join(5)
-        if self.proc.stderr:
-            self.proc.stderr.close()
+    def _close(self) -> None:
+        super()._close()
         shutil.rmtree(self.dir, ignore_errors=True)

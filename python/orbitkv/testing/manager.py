@@ -39,16 +39,21 @@ def _die_with_parent() -> None:
 class ManagerProcess:
     READY = "orbitkv-manager serving"
 
-    def __init__(self, binary: str, sock: str, http_port: int, ram: str = "256MiB", timeout_s: float = 20):
+    def __init__(self, binary: str, sock: str, http_port: int | None, ram: str = "256MiB",
+                 timeout_s: float = 20, extra: tuple[str, ...] = ()):
+        """http_port None: no HTTP address (--http-addr ""); extra: more
+        Manager flags. Raises FileNotFoundError (no binary) or RuntimeError
+        (it did not print the ready line within timeout_s seconds)."""
         if not os.access(binary, os.X_OK):
             raise FileNotFoundError(f"{binary}: no Manager binary (build it: make e2e builds it)")
         self.sock, self.port = sock, http_port
         self.log: list[str] = []
         self._ready = threading.Event()
+        http = "" if http_port is None else f"127.0.0.1:{http_port}"
         self.proc = subprocess.Popen(
-            [binary, "--bootstrap-socket", sock, "--http-addr", f"127.0.0.1:{http_port}", "--ram-capacity", ram,
-             "--hugepages", "off"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, preexec_fn=_die_with_parent)
+            [binary, "--bootstrap-socket", sock, "--http-addr", http, "--ram-capacity", ram,
+             "--hugepages", "off", *extra], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + timeout_s
@@ -56,6 +61,10 @@ class ManagerProcess:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError("orbitkv-manager did not start:\n" + "".join(self.log[-20:]))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
     def _read(self) -> None:
         for line in self.proc.stderr:
