@@ -485,15 +485,19 @@ func (s *Service) lookupTicket(st *sessState, m *abi.Message, what string) (*tic
 	return tk, abi.Message{}, nil
 }
 
+// ramPrefix is how many leading blocks of q's chain are sealed in RAM.
+func (s *Service) ramPrefix(q *abi.QueryDesc) int {
+	hits := s.idx.Prefix(q.NS, q.Len(), q.Hash, s.hits[:0])
+	s.hits = hits[:0]
+	return len(hits)
+}
+
 // discover answers Candidates: how many leading blocks of the chain this
 // Manager holds (RAM, then SSD), with no lease and no bytes reserved; the
 // operation's permit is released as it answers.
 func (s *Service) discover(st *sessState, m *abi.Message, q *abi.QueryDesc) abi.Message {
 	n := q.Len()
-	ram := 0
-	for ram < n && s.idx.Lookup(index.Key{NS: q.NS, Hash: q.Hash(ram)}) != nil {
-		ram++
-	}
+	ram := s.ramPrefix(q)
 	avail := ram
 	if s.ssd != nil {
 		for avail < n {
@@ -517,10 +521,7 @@ func (s *Service) discover(st *sessState, m *abi.Message, q *abi.QueryDesc) abi.
 // answers: Ok with arg0 = blocks being read.
 func (s *Service) warmup(st *sessState, m *abi.Message, q *abi.QueryDesc) abi.Message {
 	n := q.Len()
-	ram := 0
-	for ram < n && s.idx.Lookup(index.Key{NS: q.NS, Hash: q.Hash(ram)}) != nil {
-		ram++
-	}
+	ram := s.ramPrefix(q)
 	warming := 0
 	if s.ssd != nil && ram < n {
 		warming = s.warm(q.NS, q.Hash, ram, n)
