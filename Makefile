@@ -57,7 +57,8 @@ define cmake_build
 endef
 
 .PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
-	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean soak
+	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean soak \
+	test-integration-race test-python-asan
 
 help: ## List the targets (this text)
 	@echo "OrbitKV — make targets:"
@@ -111,9 +112,35 @@ e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the 
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 SOAK_SEEDS ?= 200
-soak: deps ## Long randomized model runs: SOAK_SEEDS seeds against the cache service, 10 long ones against a Manager binary (about 20 min)
+# The load soak (test/integration/loadsoak_test.go): how long it runs, and the
+# go test timeout around it (builds, start-up and the end checks included).
+LOADSOAK_DURATION ?= 10m
+LOADSOAK_TIMEOUT  ?= 30m
+soak: deps ## Long randomized model runs (SOAK_SEEDS seeds in process, 10 long ones against a Manager binary), then the LOADSOAK_DURATION load soak of 256 sessions (about 30 min)
 	$(GO) test -count=1 -run TestTicketsAgreeWithTheModel ./gocore/cache -model.seeds $(SOAK_SEEDS)
 	$(GO) test -count=1 -timeout 60m -run TestManagerAgreesWithTheModel ./test/integration -model.seeds 10 -model.steps 1500
+	$(GO) test -count=1 -timeout $(LOADSOAK_TIMEOUT) -v -run '^TestLoadSoak$$' ./test/integration -soak.duration $(LOADSOAK_DURATION)
+
+# The integration and model tests (test/integration) against Manager binaries
+# built with -race: TestMain reads ORBITKV_MANAGER_RACE=1, builds both
+# Managers with -race, and fails the run if one of them reported a data race.
+test-integration-race: deps ## Integration and model tests against race-built Managers (ORBITKV_MANAGER_RACE=1; not in make test)
+	ORBITKV_MANAGER_RACE=1 $(GO) test -race -count=1 -timeout 45m ./test/integration
+
+# The Python suite against the ASan/UBSan liborbitkv of build/asan. CPython is
+# not instrumented, so libasan is preloaded (it must come first), for every
+# process the tests start too (child interpreters load the same library).
+# Leak checking is off: CPython's own allocations still live at exit drown
+# the report (the C tests under make test-asan check liborbitkv's leaks).
+test-python-asan: deps go ## Python client tests against the ASan/UBSan liborbitkv (build/asan, LD_PRELOAD libasan, leaks not checked; not in make test)
+	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
+	@lib=$$(gcc -print-file-name=libasan.so); \
+	if [ ! -e "$$lib" ]; then echo "no libasan.so from gcc -print-file-name (install libasan8)"; exit 1; fi; \
+	export LD_PRELOAD=$$lib ORBITKV_LIB=$(CURDIR)/$(ASAN_DIR)/liborbitkv.so \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1; \
+	echo "==> LD_PRELOAD=$$LD_PRELOAD ORBITKV_LIB=$$ORBITKV_LIB"; \
+	PYTHONPATH=python /usr/bin/python3 -c 'import orbitkv, sys; print("liborbitkv:", orbitkv.LIBRARY_PATH); sys.exit(orbitkv.LIBRARY_PATH != sys.argv[1])' "$$ORBITKV_LIB"; \
+	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
 test-native: native ## C tests (ctest) of the normal build
 	ctest --test-dir $(NATIVE_DIR) --output-on-failure

@@ -17,32 +17,76 @@ import (
 
 var binDir string
 
+// raceEnv is the opt-in of make test-integration-race: with
+// ORBITKV_MANAGER_RACE=1 TestMain builds both Manager binaries with -race and
+// points their race reports (GORACE log_path) at files in the binary
+// directory, so a report of a Manager killed with SIGKILL is kept too; after
+// the tests any report containing "WARNING: DATA RACE" is printed and fails
+// the run. orbitkvctl and testclient stay plain builds: they are clients,
+// and the test binary itself is under -race in make test-go.
+const raceEnv = "ORBITKV_MANAGER_RACE"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "orbitkv-integration-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir, "../../cmd/orbitkv-manager", "../../cmd/orbitkvctl", "./testclient")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	race := os.Getenv(raceEnv) == "1"
+	var raceFlag []string
+	if race {
+		raceFlag = []string{"-race"}
+		gorace := "log_path=" + filepath.Join(dir, "race")
+		if prev := os.Getenv("GORACE"); prev != "" {
+			gorace = prev + " " + gorace
+		}
+		os.Setenv("GORACE", gorace) // read by each race-built Manager at its start
 	}
+	build := func(what string, args ...string) {
+		cmd := exec.Command("go", append([]string{"build"}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", what, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	build("the Manager", append(raceFlag, "-o", dir, "../../cmd/orbitkv-manager")...)
+	build("orbitkvctl and testclient", "-o", dir, "../../cmd/orbitkvctl", "./testclient")
 	// The failpoint build of the Manager (tag failpoints): pause points and
 	// a test clock behind loopback HTTP; never shipped.
-	fp := exec.Command("go", "build", "-tags", "failpoints", "-o", filepath.Join(dir, "orbitkv-manager-fp"), "../../cmd/orbitkv-manager")
-	fp.Stdout, fp.Stderr = os.Stderr, os.Stderr
-	if err := fp.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the failpoint Manager:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	build("the failpoint Manager", append(raceFlag, "-tags", "failpoints", "-o", filepath.Join(dir, "orbitkv-manager-fp"), "../../cmd/orbitkv-manager")...)
+	if race {
+		fmt.Fprintln(os.Stderr, "integration: Manager binaries built with -race; reports go to", filepath.Join(dir, "race.<pid>"))
 	}
 	binDir = dir
 	code := m.Run()
+	if race && raceReports(dir) > 0 {
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// raceReports prints every race report the race-built Managers wrote into
+// dir (files race.<pid>) and returns how many contain a data race.
+func raceReports(dir string) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "race.*"))
+	races := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+			races++
+			fmt.Fprintf(os.Stderr, "FAIL: a race-built Manager (pid %s) reported a data race:\n%s\n", strings.TrimPrefix(filepath.Ext(f), "."), b)
+		} else {
+			fmt.Fprintf(os.Stderr, "race runtime output of Manager pid %s:\n%s\n", strings.TrimPrefix(filepath.Ext(f), "."), b)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "integration: %d race-built Manager report file(s), %d with a data race\n", len(files), races)
+	return races
 }
 
 // syncBuffer collects a process's output for assertions while it runs.
