@@ -81,6 +81,8 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 			func() float64 { return float64(d.Invalid()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_parks_total", Help: "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup."},
 			func() float64 { return float64(d.Parks()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_lost_rings_total", Help: "Requests found only by the periodic rescan of request lines because their doorbell ring was erased (a session wrote the shared doorbell); each waited up to 100 ms."},
+			func() float64 { return float64(d.LostRings()) }),
 	)
 	if svc := d.Cache(); svc != nil {
 		registerCacheMetrics(reg, svc)

@@ -9,7 +9,7 @@ import (
 // Bootstrap constants (abi.h, DESIGN.md §5.1).
 const (
 	BootstrapMagic   = 0x42564B4F // OKV_BOOTSTRAP_MAGIC
-	BootstrapVersion = 2          // OKV_BOOTSTRAP_VERSION
+	BootstrapVersion = 3          // OKV_BOOTSTRAP_VERSION
 	HelloSize        = 96         // sizeof(struct okv_hello)
 	HelloReplySize   = 208        // sizeof(struct okv_hello_reply)
 	InstanceIDBytes  = 64
@@ -158,8 +158,37 @@ type HelloReply struct {
 	MaxFrameBody      uint32
 	ManagerPID        uint32
 	MaxSessions       uint32
-	Reserved0         uint32
+	ExtBytes          uint16 // bytes of extension records after the reply (AppendBootExt)
+	ExtFDs            uint16 // fds those records own, after the fixed three
 	Error             [ReplyErrorBytes]byte
+}
+
+// Extension records after a hello reply (abi.h struct okv_boot_ext).
+const (
+	BootExtHeaderSize = 8
+	BootExtMaxBytes   = 4096 // OKV_BOOT_EXT_MAX_BYTES
+	BootExtMaxFDs     = 16   // OKV_BOOT_EXT_MAX_FDS
+	BootExtRequired   = 0x8000
+	// BootExtManagerVersion carries the Manager's build version, 1..64
+	// printable ASCII bytes, no fds.
+	BootExtManagerVersion = 1
+	BootExtVersionMax     = 64
+)
+
+// AppendBootExt appends one extension record: header (type, nfds, length),
+// val, zero padding to a multiple of 8. The record owns the next nfds fds
+// after those of earlier records; the caller sets HelloReply.ExtBytes and
+// ExtFDs to the totals and sends the fds in order after the fixed three.
+func AppendBootExt(b []byte, typ, nfds uint16, val []byte) []byte {
+	le := binary.LittleEndian
+	b = le.AppendUint16(b, typ)
+	b = le.AppendUint16(b, nfds)
+	b = le.AppendUint32(b, uint32(len(val)))
+	b = append(b, val...)
+	for i := len(val); i%8 != 0; i++ {
+		b = append(b, 0)
+	}
+	return b
 }
 
 // AppendTo appends the 208-byte encoding of r.
@@ -173,9 +202,11 @@ func (r HelloReply) AppendTo(b []byte) []byte {
 	b = le.AppendUint64(b, r.ClientToken)
 	b = le.AppendUint64(b, r.InitialGeneration)
 	for _, v := range []uint32{r.SlotIndex, r.SlotBytes, r.DescOffset, r.DescCapacity,
-		r.MaxFrameBody, r.ManagerPID, r.MaxSessions, r.Reserved0} {
+		r.MaxFrameBody, r.ManagerPID, r.MaxSessions} {
 		b = le.AppendUint32(b, v)
 	}
+	b = le.AppendUint16(b, r.ExtBytes)
+	b = le.AppendUint16(b, r.ExtFDs)
 	return append(b, r.Error[:]...)
 }
 

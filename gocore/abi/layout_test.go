@@ -61,6 +61,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		{"reply max_frame_body", "okv_hello_reply.max_frame_body", unsafe.Offsetof(r.MaxFrameBody)},
 		{"reply manager_pid", "okv_hello_reply.manager_pid", unsafe.Offsetof(r.ManagerPID)},
 		{"reply max_sessions", "okv_hello_reply.max_sessions", unsafe.Offsetof(r.MaxSessions)},
+		{"reply ext_bytes", "okv_hello_reply.ext_bytes", unsafe.Offsetof(r.ExtBytes)},
+		{"reply ext_fds", "okv_hello_reply.ext_fds", unsafe.Offsetof(r.ExtFDs)},
 		{"reply error", "okv_hello_reply.error", unsafe.Offsetof(r.Error)},
 
 		// The slot has no Go struct: gocore/session writes its header with

@@ -152,7 +152,8 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	h := &harness{path: filepath.Join(dir, "m.sock"), dir: dir, table: table, disp: disp, logs: logs,
 		serveErr: make(chan error, 1)}
 	h.srv, err = bootstrap.New(bootstrap.Config{Path: h.path, Epoch: testEpoch, ServiceID: [16]byte{1, 2, 3},
-		HelloTimeout: o.helloTimeout, Table: table, Dispatcher: disp, Logger: log, MaxBufferBytes: o.maxBufBytes})
+		HelloTimeout: o.helloTimeout, Table: table, Dispatcher: disp, Logger: log, MaxBufferBytes: o.maxBufBytes,
+		Version: harnessVersion})
 	if err != nil {
 		disp.Stop()
 		<-disp.Done()
@@ -258,7 +259,13 @@ func dial(t *testing.T, path string) *net.UnixConn {
 	return c
 }
 
-// readReply reads the 208-byte hello reply and the fds that came with it.
+// harnessVersion is the Manager version the harness announces; every OK
+// reply must carry it as its one extension record.
+const harnessVersion = "harness-test 1.0"
+
+// readReply reads the 208-byte hello reply, its extension records (checked:
+// exactly the OKV_BOOT_EXT_MANAGER_VERSION record of harnessVersion) and the
+// fds that came with it.
 func readReply(c *net.UnixConn) (abi.HelloReply, []*os.File, error) {
 	var r abi.HelloReply
 	var files []*os.File
@@ -305,10 +312,25 @@ func readReply(c *net.UnixConn) (abi.HelloReply, []*os.File, error) {
 	r.MaxFrameBody = le.Uint32(buf[64:])
 	r.ManagerPID = le.Uint32(buf[68:])
 	r.MaxSessions = le.Uint32(buf[72:])
-	r.Reserved0 = le.Uint32(buf[76:])
+	r.ExtBytes = le.Uint16(buf[76:])
+	r.ExtFDs = le.Uint16(buf[78:])
 	copy(r.Error[:], buf[80:])
 	if !bytes.Equal(r.AppendTo(nil), buf) {
 		return r, files, errors.New("reply: decode/encode round trip differs")
+	}
+	if r.Status != abi.BootOK {
+		if r.ExtBytes != 0 || r.ExtFDs != 0 {
+			return r, files, fmt.Errorf("refused reply announces %d extension bytes and %d fds", r.ExtBytes, r.ExtFDs)
+		}
+		return r, files, nil
+	}
+	ext := make([]byte, r.ExtBytes)
+	if _, err := io.ReadFull(c, ext); err != nil {
+		return r, files, fmt.Errorf("reply extensions: %w", err)
+	}
+	want := abi.AppendBootExt(nil, abi.BootExtManagerVersion, 0, []byte(harnessVersion))
+	if r.ExtFDs != 0 || !bytes.Equal(ext, want) {
+		return r, files, fmt.Errorf("reply extensions %x (%d fds), want the manager_version record %x", ext, r.ExtFDs, want)
 	}
 	return r, files, nil
 }

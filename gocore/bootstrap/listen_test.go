@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -182,4 +183,76 @@ func TestListenAfterAClosedListenerReclaimsThePath(t *testing.T) {
 		t.Fatalf("second Listen: %v", err)
 	}
 	l.Close()
+}
+
+// issue 13 finding 1, the Manager's half: it refuses to bind where another
+// user could rename its live socket away and bind their own in its place.
+func TestListenRefusesDirectoriesAnotherUserCanRewrite(t *testing.T) {
+	mk := func(t *testing.T, parent string, mode os.FileMode) string {
+		t.Helper()
+		d, err := os.MkdirTemp(parent, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	tests := []struct {
+		name   string
+		dir    func(t *testing.T) string
+		unsafe string // "" = Listen succeeds; else a word of the error
+	}{
+		{"a 0700 directory is safe", func(t *testing.T) string { return mk(t, socketDir(t), 0o700) }, ""},
+		{"a sticky world-writable directory (like /tmp) is safe", func(t *testing.T) string { return mk(t, socketDir(t), 0o777|os.ModeSticky) }, ""},
+		{"a world-writable directory without the sticky bit is refused", func(t *testing.T) string { return mk(t, socketDir(t), 0o777) }, "sticky"},
+		{"a group-writable directory is refused", func(t *testing.T) string { return mk(t, socketDir(t), 0o770) }, "sticky"},
+		{"a safe directory under an unsafe one is refused", func(t *testing.T) string {
+			return mk(t, mk(t, socketDir(t), 0o777), 0o700)
+		}, "sticky"},
+		{"a symbolic link to a safe directory is followed", func(t *testing.T) string {
+			base := socketDir(t)
+			target := mk(t, base, 0o700)
+			link := filepath.Join(base, "link")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, ""},
+		{"a directory owned by another uid is refused", func(t *testing.T) string {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to chown a directory to another uid")
+			}
+			d := mk(t, socketDir(t), 0o755)
+			if err := os.Chown(d, 61001, 61001); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, "owned by uid 61001"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir(t)
+			path := filepath.Join(dir, "okv.sock")
+			l, err := bootstrap.Listen(path)
+			if tc.unsafe == "" {
+				if err != nil {
+					t.Fatalf("Listen in %s: %v", dir, err)
+				}
+				l.Close()
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("Listen in %s succeeded, want ErrUnsafeDir", dir)
+			}
+			if !errors.Is(err, bootstrap.ErrUnsafeDir) || !strings.Contains(err.Error(), tc.unsafe) || !strings.Contains(err.Error(), "--bootstrap-socket") {
+				t.Fatalf("Listen: %v; want ErrUnsafeDir naming %q and the fix", err, tc.unsafe)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a refused Listen left %s behind (%v)", path, err)
+			}
+		})
+	}
 }

@@ -27,6 +27,10 @@ type Config struct {
 	Table        *session.Table // sessions
 	Dispatcher   *channel.Dispatcher
 	Health       func() *lifecyclepb.HealthReply // fills the Manager-wide part of Health
+	// Version is the Manager's build version, sent to every client in the
+	// reply's OKV_BOOT_EXT_MANAGER_VERSION record (cut to 64 printable
+	// ASCII bytes); "" sends none.
+	Version string
 	Logger       *slog.Logger
 	// MaxBufferBytes bounds the engine buffer bytes all sessions together
 	// may have the Manager map (RegisterBuffers); 0 = DefaultMaxBufferBytes.
@@ -84,7 +88,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cfg: cfg, log: cfg.Logger, ln: ln,
-		uid: uint32(os.Getuid()), pid: uint32(os.Getpid()),
+		uid: uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
 	}, nil
 }
@@ -198,7 +202,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 	if cred.Uid != s.uid {
 		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.Uid, s.uid)
 		s.refusals.warn(log, "uid", slog.String("detail", msg))
-		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil)
+		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil, nil)
 		return nil, errors.New(msg)
 	}
 	c.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
@@ -224,7 +228,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		var he *abi.HelloError
 		errors.As(err, &he)
 		s.refusals.warn(log, he.Field, slog.String("detail", he.Detail))
-		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil)
+		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil, nil)
 		return nil, err
 	}
 	peer := session.Peer{PID: cred.Pid, UID: cred.Uid, Role: hello.Role, InstanceID: hello.InstanceIDString()}
@@ -235,13 +239,13 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 			st = abi.BootFull
 		}
 		s.refusals.warn(log, "session", slog.Any("err", err))
-		s.writeReply(c, abi.RefusedReply(st, err.Error()), nil)
+		s.writeReply(c, abi.RefusedReply(st, err.Error()), nil, nil)
 		return nil, err
 	}
 	if err := s.cfg.Dispatcher.Attach(sess); err != nil {
 		s.refusals.warn(log, "session", slog.Any("err", err))
 		s.cfg.Table.Close(sess)
-		s.writeReply(c, abi.RefusedReply(abi.BootInternal, err.Error()), nil)
+		s.writeReply(c, abi.RefusedReply(abi.BootInternal, err.Error()), nil, nil)
 		return nil, err
 	}
 	spec := s.cfg.Table.Spec()
@@ -253,7 +257,9 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		MaxFrameBody: abi.MaxFrameBody, ManagerPID: s.pid, MaxSessions: spec.MaxSessions,
 	}
 	files := []*os.File{sess.SlotFile(), sess.EventFile(), s.cfg.Dispatcher.DoorbellFile()}
-	if err := s.writeReply(c, reply, files); err != nil {
+	exts := s.replyExtensions()
+	reply.ExtBytes = uint16(len(exts))
+	if err := s.writeReply(c, reply, exts, files); err != nil {
 		log.Warn("bootstrap reply failed", slog.Any("err", err))
 		s.cfg.Dispatcher.Detach(sess)
 		s.cfg.Table.Close(sess)
@@ -265,8 +271,28 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 	return sess, nil
 }
 
-func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, files []*os.File) error {
-	b := r.AppendTo(make([]byte, 0, abi.HelloReplySize))
+// replyExtensions encodes the extension records every OK reply carries
+// (abi.h struct okv_boot_ext); none of them owns an fd yet.
+func (s *Server) replyExtensions() []byte {
+	v := []byte(s.cfg.Version)
+	if len(v) > abi.BootExtVersionMax {
+		v = v[:abi.BootExtVersionMax]
+	}
+	for i, c := range v {
+		if c < 0x20 || c > 0x7e {
+			v[i] = '?'
+		}
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return abi.AppendBootExt(nil, abi.BootExtManagerVersion, 0, v)
+}
+
+// writeReply sends r, then its extension records ext, in one message with
+// files (the fixed three, then the records' fds) attached.
+func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, ext []byte, files []*os.File) error {
+	b := append(r.AppendTo(make([]byte, 0, abi.HelloReplySize+len(ext))), ext...)
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))

@@ -170,6 +170,12 @@ func (d *Dispatcher) Requests() uint64 { return d.requests.Load() }
 // requests (each makes the next request pay a wakeup).
 func (d *Dispatcher) Parks() uint64 { return d.srv.Parks() }
 
+// LostRings returns how many requests were found only by the periodic
+// rescan of request lines, because their doorbell ring had been erased:
+// another session wrote the shared doorbell (docs/channel.md). Each waited
+// at most 100 ms. Safe from any goroutine.
+func (d *Dispatcher) LostRings() uint64 { return d.srv.Rescued() }
+
 // Invalid returns how many channel requests were refused as invalid or stale.
 func (d *Dispatcher) Invalid() uint64 { return d.invalid.Load() }
 

@@ -22,9 +22,10 @@ const (
 const (
 	// Magic is OKV_FRAME_MAGIC, "OKVF" read as little-endian bytes.
 	Magic uint32 = 0x46564B4F
-	// Version is OKV_BOOTSTRAP_VERSION; frames share the bootstrap protocol
-	// version and it is compared for equality (client and Manager are
-	// upgraded together).
+	// Version is OKV_FRAME_VERSION, compared for equality (client and
+	// Manager are upgraded together): the frame layout of the spec's
+	// bootstrap protocol version 2, which version 3 (extension records
+	// after the hello reply, abi.BootstrapVersion) left unchanged.
 	Version uint16 = 2
 )
 
@@ -42,7 +43,7 @@ var ErrStaleEpoch = fmt.Errorf("lifecycle: stale epoch: %w", ErrMalformed)
 // The zero value is not valid; NewHeader fills Magic and Version.
 type Header struct {
 	Magic    uint32 // OKV_FRAME_MAGIC
-	Version  uint16 // OKV_BOOTSTRAP_VERSION
+	Version  uint16 // OKV_FRAME_VERSION
 	Code     Code   // request, reply or error code
 	Epoch    uint64 // Manager epoch
 	Length   uint32 // body bytes, <= MaxBody

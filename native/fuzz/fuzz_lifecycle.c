@@ -1,10 +1,11 @@
 /*
  * fuzz_lifecycle.c — libFuzzer target for the client's decoders of bytes
  * from the Manager (CONVENTIONS.md habit 16): okvi_hello_reply_check,
- * okvi_frame_header_check, okvi_frame_recv over a real socketpair, and the
+ * okvi_boot_exts_parse, okvi_frame_header_check, okvi_frame_recv over a real socketpair, and the
  * protobuf-c unpack of HealthReply and Error bodies.
  *
- * Input: byte 0 selects the decoder (mod 5), the rest is its input; for the
+ * Input: byte 0 selects the decoder (mod 6; 5 = okvi_boot_exts_parse, whose
+ * input starts with the ext_fds byte), the rest is its input; for the
  * header and recv targets the next 8 bytes are the session epoch (LE). Seeds:
  * native/fuzz/corpus/lifecycle/. Build and run, e.g.:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Inative/include \
@@ -82,7 +83,7 @@ static void require_valid_header(const struct okv_frame_header *h, uint64_t epoc
 {
 	uint16_t req = h->code & (uint16_t)~OKV_FRAME_REPLY;
 
-	REQUIRE(h->magic == OKV_FRAME_MAGIC && h->version == OKV_BOOTSTRAP_VERSION);
+	REQUIRE(h->magic == OKV_FRAME_MAGIC && h->version == OKV_FRAME_VERSION);
 	REQUIRE(h->code == OKV_FRAME_ERROR || (req >= 1 && req <= OKV_FRAME_CODE_MAX));
 	REQUIRE(h->epoch == epoch && h->length <= OKV_FRAME_MAX_BODY && h->reserved == 0);
 }
@@ -179,13 +180,35 @@ static void fuzz_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *d
 	protobuf_c_message_free_unpacked(m, NULL);
 }
 
+/* Extension records after a hello reply: the first byte is ext_fds. */
+static void fuzz_boot_exts(const uint8_t *d, size_t n)
+{
+	struct okvi_boot_exts out;
+	char err[96];
+	int rc;
+
+	if (n == 0)
+		return;
+	memset(err, 'X', sizeof(err));
+	rc = okvi_boot_exts_parse(d + 1, n - 1, d[0], &out, err, sizeof(err));
+	REQUIRE(rc == 0 || rc == OKV_EPROTO);
+	check_err(err, sizeof(err), rc);
+	if (rc != 0)
+		return;
+	REQUIRE(n - 1 <= OKV_BOOT_EXT_MAX_BYTES && d[0] <= OKV_BOOT_EXT_MAX_FDS);
+	size_t v = strlen(out.manager_version);
+	REQUIRE(v <= OKV_BOOT_EXT_VERSION_MAX);
+	for (size_t i = 0; i < v; i++)
+		REQUIRE(out.manager_version[i] >= 0x20 && out.manager_version[i] <= 0x7e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size == 0)
 		return 0;
-	switch (data[0] % 5) {
+	switch (data[0] % 6) {
 	case 0:
 		fuzz_hello_reply(data + 1, size - 1);
 		break;
@@ -200,6 +223,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 4:
 		fuzz_unpack(&orbitkv__lifecycle__v1__error__descriptor, data + 1, size - 1);
+		break;
+	case 5:
+		fuzz_boot_exts(data + 1, size - 1);
 		break;
 	}
 	return 0;

@@ -33,6 +33,8 @@
 #define SYS_pidfd_open 434
 #endif
 
+_Static_assert(OKVI_SOCKET_PATH_BYTES == sizeof(((struct sockaddr_un *)0)->sun_path), "sun_path bytes");
+
 #define OKV_DEFAULT_SPIN_NS 50000u
 #define OKV_DEFAULT_TIMEOUT_MS 5000u
 /* Park rounds while waiting for a reply: check the Manager's pidfd this often. */
@@ -98,20 +100,20 @@ static const char *connect_hint(int err)
  * non-blocking and retry EAGAIN until the deadline (unix(7): "EAGAIN ... the
  * backlog of the listening socket is full").
  */
-static int open_socket(const struct okv_connect_options *o, okv_client *c, uint64_t deadline)
+static int open_socket(const struct okv_connect_options *o, okv_client *c, uint64_t deadline,
+		       char path[OKVI_SOCKET_PATH_BYTES])
 {
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	if (o->socket_path) {
-		if (strlen(o->socket_path) >= sizeof(path)) {
+		if (strlen(o->socket_path) >= OKVI_SOCKET_PATH_BYTES) {
 			snprintf(c->last_error, sizeof(c->last_error),
-				 "socket path is %zu bytes, the limit is %zu", strlen(o->socket_path),
-				 sizeof(path) - 1);
+				 "socket path is %zu bytes, the limit is %d", strlen(o->socket_path),
+				 OKVI_SOCKET_PATH_BYTES - 1);
 			return -ENAMETOOLONG;
 		}
 		strcpy(path, o->socket_path);
 	} else {
 		const char *addr = o->manager_addr ? o->manager_addr : "127.0.0.1:7470";
-		int rc = okv_socket_path(addr, path, sizeof(path));
+		int rc = okv_socket_path(addr, path, OKVI_SOCKET_PATH_BYTES);
 		if (rc < 0) {
 			snprintf(c->last_error, sizeof(c->last_error),
 				 "manager address \"%.64s\" is not host:port with a port 0..65535", addr);
@@ -145,7 +147,7 @@ static int open_socket(const struct okv_connect_options *o, okv_client *c, uint6
 	return 0;
 }
 
-/* Check the fds the Manager sent: sizes, seals, magics (DESIGN.md §5.1). */
+/* Check the fds the Manager sent: sizes, seals, the slot's header (DESIGN.md §5.1). */
 static int adopt_fds(okv_client *c, const int fds[3])
 {
 	c->slot_fd = fds[0];
@@ -175,24 +177,83 @@ static int adopt_fds(okv_client *c, const int fds[3])
 		okvi_set_error(c, "%s", "slot header disagrees with the bootstrap reply");
 		return OKV_EPROTO;
 	}
-	if (c->db->magic != OKV_DOORBELL_MAGIC || c->db->abi_version != OKV_ABI_VERSION ||
-	    c->db->epoch != c->reply.epoch) {
-		okvi_set_error(c, "%s", "doorbell header disagrees with the bootstrap reply");
+	/* The doorbell is writable by every session of the Manager, so nothing
+	 * in it is trusted: not its header line (a session that overwrote it
+	 * would otherwise lock every later client out), not its flags. What the
+	 * client relies on comes from the bootstrap reply, and from the seals,
+	 * which the kernel enforces: no session can shrink it under the others. */
+	seals = fcntl(c->doorbell_fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_GROW | F_SEAL_SHRINK)) != (F_SEAL_GROW | F_SEAL_SHRINK)) {
+		okvi_set_error(c, "%s", "doorbell memfd is not sealed against grow and shrink");
 		return OKV_EPROTO;
 	}
+	return 0;
+}
+
+/*
+ * The peer rule of DESIGN.md §5.1, applied from the client's side: the
+ * process serving the socket must run as this process's effective uid (what
+ * SO_PEERCRED reports, filled by the kernel at listen(2)). Anyone who can
+ * create or swap the path (world-writable /tmp, a directory without the
+ * sticky bit) could otherwise receive the hello, the engine's KV buffer
+ * memfds and its session. Checked before anything is sent.
+ */
+static int check_peer_uid(okv_client *c, const struct ucred *cred, const char *path)
+{
+	uid_t me = geteuid();
+	if (cred->uid == me)
+		return 0;
+	okvi_set_error(c,
+		       "refusing the Manager at %s: the process serving it (pid %d) runs as uid %u, this process as uid "
+		       "%u; nothing was sent to it. A Manager must run as its engines' user: if another user created "
+		       "this path, remove it and start orbitkv-manager as uid %u with --bootstrap-socket in a 0700 "
+		       "directory (for example $XDG_RUNTIME_DIR/orbitkv), and give the client the same path",
+		       path, (int)cred->pid, (unsigned)cred->uid, (unsigned)me, (unsigned)me);
+	return OKV_EPEER;
+}
+
+/* Receive and check the reply's extension records (abi.h struct
+ * okv_boot_ext), keeping what this client knows. */
+static int read_extensions(okv_client *c, int64_t deadline_ms)
+{
+	uint8_t ext[OKV_BOOT_EXT_MAX_BYTES];
+	size_t got = 0;
+	size_t n = c->reply.ext_bytes; /* <= OKV_BOOT_EXT_MAX_BYTES: okvi_hello_reply_check */
+	if (n == 0 && c->reply.ext_fds == 0)
+		return 0;
+	int rc = okvi_recv_exact_fds(c->sock, ext, n, deadline_ms, &got, NULL, 0, NULL, c->last_error,
+				     sizeof(c->last_error));
+	if (rc == 1) {
+		okvi_set_error(c, "Manager closed the connection after %zu of %zu extension bytes", got, n);
+		return OKV_EPROTO;
+	}
+	if (rc == OKV_ETIMEDOUT)
+		okvi_set_error(c, "bootstrap reply extensions incomplete (%zu of %zu bytes) after %u ms", got, n,
+			       c->timeout_ms);
+	if (rc)
+		return rc;
+	struct okvi_boot_exts exts;
+	rc = okvi_boot_exts_parse(ext, n, c->reply.ext_fds, &exts, c->last_error, sizeof(c->last_error));
+	if (rc)
+		return rc;
+	memcpy(c->manager_version, exts.manager_version, sizeof(c->manager_version));
 	return 0;
 }
 
 static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 {
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-	int rc = open_socket(o, c, deadline);
+	char path[OKVI_SOCKET_PATH_BYTES];
+	int rc = open_socket(o, c, deadline, path);
 	if (rc)
 		return rc;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return -errno;
+	rc = check_peer_uid(c, &cred, path);
+	if (rc)
+		return rc;
 	struct okv_hello hello;
 	rc = okvi_hello_encode(&hello, (uint32_t)getpid(), o->role, o->instance_id);
 	if (rc)
@@ -206,11 +267,11 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	/* After EPIPE still read: a Manager that refuses a peer by SO_PEERCRED
 	 * answers (and closes) before our hello arrives; its reason is queued. */
 	struct okv_hello_reply raw;
-	int fds[3] = { -1, -1, -1 }, nfds = 0;
+	int fds[3 + OKV_BOOT_EXT_MAX_FDS], nfds = 0;
 	size_t got = 0;
 	int64_t deadline_ms = (int64_t)(okvi_now_ns() / 1000000u) + (int64_t)c->timeout_ms;
-	rc = okvi_recv_exact_fds(c->sock, &raw, sizeof(raw), deadline_ms, &got, fds, 3, &nfds,
-				 c->last_error, sizeof(c->last_error));
+	rc = okvi_recv_exact_fds(c->sock, &raw, sizeof(raw), deadline_ms, &got, fds, 3 + (int)OKV_BOOT_EXT_MAX_FDS,
+				 &nfds, c->last_error, sizeof(c->last_error));
 	if (rc == 1) {
 		snprintf(c->last_error, sizeof(c->last_error),
 			 "Manager closed the connection after %zu of %zu reply bytes", got, sizeof(raw));
@@ -221,15 +282,18 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	if (rc == 0)
 		rc = okvi_hello_reply_check(&raw, sizeof(raw), &c->reply,
 					    c->last_error, sizeof(c->last_error));
-	if (rc == 0 && nfds != 3) {
-		okvi_set_error(c, "%s", "bootstrap reply carried the wrong number of fds (want 3)");
+	if (rc == 0 && nfds != 3 + (int)c->reply.ext_fds) {
+		okvi_set_error(c, "bootstrap reply carried %d fds, want 3 + ext_fds %u", nfds, (unsigned)c->reply.ext_fds);
 		rc = OKV_EPROTO;
 	}
-	if (rc) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
+	if (rc == 0)
+		rc = read_extensions(c, deadline_ms);
+	/* No record known to this client owns an fd: those of skipped records
+	 * are closed here, the fixed three adopted below. */
+	for (int i = rc == 0 ? 3 : 0; i < nfds; i++)
+		close(fds[i]);
+	if (rc)
 		return rc;
-	}
 	rc = adopt_fds(c, fds);
 	if (rc)
 		return rc;
@@ -584,6 +648,11 @@ void okv_close(okv_client *c)
 	if (c->sock >= 0 && !c->broken && !c->lc_broken)
 		okvi_unregister(c->sock, c->reply.epoch, c->reply.client_token, 200);
 	client_free(c);
+}
+
+const char *okv_manager_version(const okv_client *c)
+{
+	return c ? c->manager_version : "";
 }
 
 const char *okv_last_error(const okv_client *c)

@@ -10,6 +10,9 @@
 
 #include "orbitkv/client.h"
 
+/** Bytes of sockaddr_un.sun_path (unix(7)): a socket path is at most 107. */
+#define OKVI_SOCKET_PATH_BYTES 108
+
 /** Largest buffer id the client records (ids count from 0 per session). */
 #define OKVI_MAX_BUFFER_ID 65535u
 
@@ -29,6 +32,7 @@ struct okv_client {
 	struct okv_doorbell *db;
 	size_t db_bytes;
 	struct okv_hello_reply reply;
+	char manager_version[OKV_BOOT_EXT_VERSION_MAX + 1]; /* from the reply's records; "" if none */
 	uint64_t next_gen;  /* generation of the next request (odd) */
 	uint64_t next_request_id;
 	uint64_t spin_ns;
@@ -56,7 +60,7 @@ struct okv_client {
 	 * OKV_EFENCED until the client is closed. A fixed bitmap, so fencing
 	 * never allocates (it must not fail). */
 	uint8_t buf_fenced[(OKVI_MAX_BUFFER_ID + 1) / 8];
-	char last_error[256];
+	char last_error[512];
 };
 
 /** Start of every public call on c: okv_last_error describes this call

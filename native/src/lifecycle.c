@@ -131,6 +131,80 @@ int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *ou
 				 r.max_frame_body, OKV_FRAME_MAX_BODY);
 	if (r.manager_pid == 0)
 		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply manager_pid is 0; must be a process id");
+	if (r.ext_bytes > OKV_BOOT_EXT_MAX_BYTES || r.ext_bytes % 8 != 0)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply ext_bytes %u: want a multiple of 8 up to %u",
+				 (unsigned)r.ext_bytes, OKV_BOOT_EXT_MAX_BYTES);
+	if (r.ext_fds > OKV_BOOT_EXT_MAX_FDS)
+		return okvi_fail(err, errlen, OKV_EPROTO, "hello reply ext_fds %u exceeds limit %u", (unsigned)r.ext_fds,
+				 OKV_BOOT_EXT_MAX_FDS);
+	return 0;
+}
+
+int okvi_boot_exts_parse(const void *buf, size_t n, uint32_t nfds, struct okvi_boot_exts *out, char *err,
+			 size_t errlen)
+{
+	const uint8_t *b = buf;
+	size_t off = 0;
+	uint32_t fds = 0;
+	int rec = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (n > OKV_BOOT_EXT_MAX_BYTES || nfds > OKV_BOOT_EXT_MAX_FDS)
+		return okvi_fail(err, errlen, OKV_EPROTO, "extension records: %zu bytes and %u fds, limits %u and %u", n,
+				 nfds, OKV_BOOT_EXT_MAX_BYTES, OKV_BOOT_EXT_MAX_FDS);
+	for (; off < n; rec++) {
+		struct okv_boot_ext h;
+		if (n - off < sizeof(h))
+			return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: header needs %zu bytes, %zu left",
+					 rec, sizeof(h), n - off);
+		memcpy(&h, b + off, sizeof(h));
+		off += sizeof(h);
+		size_t padded = ((size_t)h.length + 7u) & ~(size_t)7u;
+		if (h.length > n - off || padded > n - off)
+			return okvi_fail(err, errlen, OKV_EPROTO,
+					 "extension record %d: length %u (padded %zu) exceeds the %zu bytes left", rec,
+					 h.length, padded, n - off);
+		for (size_t i = h.length; i < padded; i++)
+			if (b[off + i] != 0)
+				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: padding byte %zu is not zero",
+						 rec, i - h.length);
+		if (h.nfds > nfds - fds)
+			return okvi_fail(err, errlen, OKV_EPROTO,
+					 "extension record %d: nfds %u exceeds the %u of ext_fds left", rec,
+					 (unsigned)h.nfds, nfds - fds);
+		fds += h.nfds;
+		const uint8_t *v = b + off;
+		switch (h.type) {
+		case OKV_BOOT_EXT_MANAGER_VERSION:
+			if (out->manager_version[0] != '\0')
+				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: manager_version repeated",
+						 rec);
+			if (h.nfds != 0 || h.length == 0 || h.length > OKV_BOOT_EXT_VERSION_MAX)
+				return okvi_fail(err, errlen, OKV_EPROTO,
+						 "extension record %d: manager_version of %u bytes and %u fds: want "
+						 "1..%u bytes, no fds",
+						 rec, h.length, (unsigned)h.nfds, OKV_BOOT_EXT_VERSION_MAX);
+			for (uint32_t i = 0; i < h.length; i++)
+				if (v[i] < 0x20 || v[i] > 0x7e)
+					return okvi_fail(err, errlen, OKV_EPROTO,
+							 "extension record %d: manager_version byte %u is 0x%02x, want "
+							 "printable ASCII",
+							 rec, i, v[i]);
+			memcpy(out->manager_version, v, h.length);
+			out->manager_version[h.length] = '\0';
+			break;
+		default:
+			if (h.type & OKV_BOOT_EXT_REQUIRED)
+				return okvi_fail(err, errlen, OKV_EPROTO,
+						 "extension record %d: type 0x%04x is required and unknown to this "
+						 "liborbitkv; upgrade it together with the Manager",
+						 rec, (unsigned)h.type);
+			out->skipped++;
+		}
+		off += padded;
+	}
+	if (fds != nfds)
+		return okvi_fail(err, errlen, OKV_EPROTO, "extension records own %u fds, ext_fds says %u", fds, nfds);
 	return 0;
 }
 
@@ -157,9 +231,9 @@ int okvi_frame_header_check(const void *buf, size_t n, uint64_t epoch, struct ok
 	if (h.magic != OKV_FRAME_MAGIC)
 		return okvi_fail(err, errlen, OKV_EPROTO, "frame magic 0x%08x differs from OKV_FRAME_MAGIC 0x%08x", h.magic,
 				 OKV_FRAME_MAGIC);
-	if (h.version != OKV_BOOTSTRAP_VERSION)
+	if (h.version != OKV_FRAME_VERSION)
 		return okvi_fail(err, errlen, OKV_EVERSION, "frame version %u differs from protocol version %u",
-				 (unsigned)h.version, OKV_BOOTSTRAP_VERSION);
+				 (unsigned)h.version, OKV_FRAME_VERSION);
 	if (!okvi_frame_code_known(h.code))
 		return okvi_fail(err, errlen, OKV_EPROTO,
 				 "frame code 0x%04x unknown (requests 1..%u, their replies |0x8000, error 0xffff)",
@@ -225,7 +299,7 @@ int okvi_frame_send_until(int sock, uint16_t code, uint64_t epoch, const void *b
 {
 	struct okv_frame_header h = {
 		.magic = OKV_FRAME_MAGIC,
-		.version = OKV_BOOTSTRAP_VERSION,
+		.version = OKV_FRAME_VERSION,
 		.code = code,
 		.epoch = epoch,
 		.length = len,

@@ -53,7 +53,9 @@ int okvi_hello_encode(struct okv_hello *h, uint32_t pid, uint32_t role, const ch
  * OKV_SLOT_DESC_OFFSET; 0 < desc_capacity <= 64 MiB; slot_bytes ==
  * desc_offset + desc_capacity; max_sessions <= OKV_MAX_SESSIONS; slot_index <
  * max_sessions and != OKV_CONTROL_SLOT (reserved for the Manager);
- * max_frame_body == OKV_FRAME_MAX_BODY; manager_pid != 0 (for pidfd_open).
+ * max_frame_body == OKV_FRAME_MAX_BODY; manager_pid != 0 (for pidfd_open);
+ * ext_bytes <= OKV_BOOT_EXT_MAX_BYTES, a multiple of 8; ext_fds <=
+ * OKV_BOOT_EXT_MAX_FDS (the records themselves: okvi_boot_exts_parse).
  * buf needs no alignment. *out receives the bytes whenever n is right, even
  * when a later rule fails, so the caller can log them.
  * Returns 0; OKV_EVERSION for a protocol version mismatch; OKV_EREFUSED for
@@ -62,10 +64,31 @@ int okvi_hello_encode(struct okv_hello *h, uint32_t pid, uint32_t role, const ch
  */
 int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *out, char *err, size_t errlen);
 
+/** What the extension records of a hello reply told the client. */
+struct okvi_boot_exts {
+	char manager_version[OKV_BOOT_EXT_VERSION_MAX + 1]; /* "" when absent */
+	uint32_t skipped;                                   /* unknown optional records */
+};
+
+/**
+ * Validate the n bytes of extension records after a checked hello reply
+ * whose ext_fds is `nfds` (abi.h struct okv_boot_ext) and fill *out. Rules:
+ * n <= OKV_BOOT_EXT_MAX_BYTES and nfds <= OKV_BOOT_EXT_MAX_FDS; every record
+ * header fits, its value and padding fit, padding is zero; the records' nfds
+ * sum to exactly `nfds`; a type without OKV_BOOT_EXT_REQUIRED that this
+ * client does not know is skipped (counted in out->skipped), a required one
+ * refuses the reply; OKV_BOOT_EXT_MANAGER_VERSION carries no fds, 1..64
+ * printable ASCII bytes, at most once. buf needs no alignment. fds are the
+ * caller's: it closes those of skipped records (today: every one).
+ * Returns 0 or OKV_EPROTO with err naming the record, field and limit.
+ */
+int okvi_boot_exts_parse(const void *buf, size_t n, uint32_t nfds, struct okvi_boot_exts *out, char *err,
+			 size_t errlen);
+
 /**
  * Validate the n bytes of a frame header against the session epoch and copy
  * them into *out. Rules, in wire order: n == 24; magic OKV_FRAME_MAGIC;
- * version OKV_BOOTSTRAP_VERSION; code a request 1..OKV_FRAME_CODE_MAX, the
+ * version OKV_FRAME_VERSION; code a request 1..OKV_FRAME_CODE_MAX, the
  * reply of one, or OKV_FRAME_ERROR; epoch equal; length <=
  * OKV_FRAME_MAX_BODY; reserved zero. buf needs no alignment; *out receives
  * the bytes whenever n is right.

@@ -25,6 +25,9 @@ struct okvi_server {
 	uint32_t ctl_pending;      /* private control flag, see okvi_server_ctl_word */
 	struct okv_slot **slots;   /* [OKV_MAX_SESSIONS], NULL = not attached */
 	uint64_t *seen_gen;        /* [OKV_MAX_SESSIONS], last generation observed */
+	uint64_t rescan_at_ns;     /* CLOCK_MONOTONIC when the next rescan is due */
+	uint32_t rescan_next;      /* slot index a rescan cut short resumes at */
+	uint32_t since_check;      /* busy steps since the rescan clock was read */
 };
 
 struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessions,
@@ -47,6 +50,7 @@ struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessio
 	s->mode = mode;
 	s->spin_window_ns = spin_window_ns;
 	s->last_activity_ns = okvi_now_ns();
+	s->rescan_at_ns = s->last_activity_ns + OKVI_RESCAN_NS;
 	return s;
 }
 
@@ -99,6 +103,90 @@ void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *ou
 	*out = s->stats;
 }
 
+uint64_t okvi_server_rescued(const struct okvi_server *s)
+{
+	return __atomic_load_n(&s->stats.rescued, __ATOMIC_RELAXED);
+}
+
+/* Turn slot idx's request line, at generation g, into a request event. */
+static void take(struct okvi_server *s, uint32_t idx, struct okv_slot *slot, uint64_t g, struct okvi_event *e)
+{
+	e->slot = idx;
+	e->kind = OKVI_EV_REQUEST;
+	e->prev_gen = s->seen_gen[idx];
+	memcpy(&e->msg, &slot->request, sizeof(e->msg));
+	/* The copy may race with a misbehaving client rewriting its own
+	 * line; use the generation we acquired, never a newer one. */
+	e->msg.generation = g;
+	s->seen_gen[idx] = g;
+	s->stats.requests++;
+}
+
+/*
+ * Rescan (see server.h): add an event for every attached slot whose request
+ * generation differs from the one last taken, into events[n..max-2] (one
+ * entry stays free for a control event, as in collect). A rescan cut short
+ * by a full batch resumes at the next step; a complete one schedules the
+ * next after OKVI_RESCAN_NS. Returns the new count.
+ */
+static int rescan(struct okvi_server *s, struct okvi_event *events, int n, int max, uint64_t now)
+{
+	uint32_t idx = s->rescan_next;
+	for (; idx < s->max_sessions; idx++) {
+		struct okv_slot *slot = s->slots[idx];
+		if (!slot)
+			continue;
+		uint64_t g = __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE);
+		if (g == s->seen_gen[idx])
+			continue;
+		if (n >= max - 1) {
+			s->rescan_next = idx; /* still due: the next step goes on from here */
+			return n;
+		}
+		take(s, idx, slot, g, &events[n++]);
+		/* Read by other threads through okvi_server_rescued. */
+		__atomic_fetch_add(&s->stats.rescued, 1, __ATOMIC_RELAXED);
+	}
+	s->rescan_next = 0;
+	s->rescan_at_ns = now + OKVI_RESCAN_NS;
+	s->stats.rescans++;
+	return n;
+}
+
+/* Rescan when due. The clock is read on every idle poll and on every 16th
+ * busy step, so a Manager that never idles still rescans on time. */
+static int maybe_rescan(struct okvi_server *s, struct okvi_event *events, int n, int max)
+{
+	if (n > 0 && (++s->since_check & 15u) != 0)
+		return n;
+	uint64_t now = okvi_now_ns();
+	if (now < s->rescan_at_ns)
+		return n;
+	return rescan(s, events, n, max, now);
+}
+
+/* Whether some attached slot holds a request not yet taken (a rescan
+ * without taking anything): the parked loop's check after a timed-out sleep. */
+static int lines_pending(const struct okvi_server *s)
+{
+	for (uint32_t idx = 0; idx < s->max_sessions; idx++) {
+		const struct okv_slot *slot = s->slots[idx];
+		if (slot && __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE) != s->seen_gen[idx])
+			return 1;
+	}
+	return 0;
+}
+
+/* How long a sleep may last: until the next rescan, at most OKVI_PARK_MAX_NS. */
+static uint64_t park_timeout(const struct okvi_server *s)
+{
+	uint64_t now = okvi_now_ns();
+	if (s->rescan_at_ns <= now)
+		return 1; /* due now: 0 would mean "forever" to okvi_futex_wait */
+	uint64_t left = s->rescan_at_ns - now;
+	return left < OKVI_PARK_MAX_NS ? left : OKVI_PARK_MAX_NS;
+}
+
 /*
  * Collect events from the doorbell. Clears summary, then each flagged pending
  * word (a client sets pending first, then summary, so a bit set after our
@@ -142,16 +230,7 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 			uint64_t g = __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE);
 			if (g == s->seen_gen[idx])
 				continue; /* repeated ring for a request already taken */
-			struct okvi_event *e = &events[n++];
-			e->slot = idx;
-			e->kind = OKVI_EV_REQUEST;
-			e->prev_gen = s->seen_gen[idx];
-			memcpy(&e->msg, &slot->request, sizeof(e->msg));
-			/* The copy may race with a misbehaving client rewriting its own
-			 * line; use the generation we acquired, never a newer one. */
-			e->msg.generation = g;
-			s->seen_gen[idx] = g;
-			s->stats.requests++;
+			take(s, idx, slot, g, &events[n++]);
 		}
 	}
 	if (control) {
@@ -188,7 +267,7 @@ static void park(struct okvi_server *s)
 {
 	uint32_t seq;
 	if (arm_park(s, &seq)) {
-		okvi_futex_wait(&s->db->seq, seq, OKVI_PARK_MAX_NS);
+		okvi_futex_wait(&s->db->seq, seq, park_timeout(s));
 		__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
 	}
 }
@@ -223,7 +302,7 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 	okvi_server_post(s, replies, nreplies);
 	unsigned iter = 0;
 	for (;;) {
-		int n = collect(s, events, max_events);
+		int n = maybe_rescan(s, events, collect(s, events, max_events), max_events);
 		if (n > 0) {
 			if (s->mode == OKVI_POLL_ADAPTIVE)
 				s->last_activity_ns = okvi_now_ns();
@@ -286,15 +365,25 @@ void okvi_server_park_wait(struct okvi_server *s)
 {
 	struct okv_doorbell *db = s->db;
 	for (;;) {
-		if (okvi_futex_wait(&db->seq, s->park_seq, OKVI_PARK_MAX_NS) != -ETIMEDOUT)
+		if (okvi_futex_wait(&db->seq, s->park_seq, park_timeout(s)) != -ETIMEDOUT)
 			return;
 		/* Timed out. Stay in this call (an idle Manager must not bounce
 		 * through Go ten times a second) unless a ring was missed: a client
-		 * may have cleared server_parked, so re-arm it and look again. */
+		 * may have cleared server_parked, so re-arm it and look again, or
+		 * erased a ring, so look at the request lines themselves. */
 		__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 ||
 		    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) != 0 ||
 		    __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) != s->park_seq)
 			return;
+		uint64_t now = okvi_now_ns();
+		if (now >= s->rescan_at_ns) {
+			if (lines_pending(s)) {
+				s->rescan_at_ns = 0; /* the next step rescans and takes them */
+				return;
+			}
+			s->rescan_at_ns = now + OKVI_RESCAN_NS;
+			s->stats.rescans++;
+		}
 	}
 }

@@ -14,9 +14,16 @@
  *   adaptive  spins for spin_window_ns after the last request, then parks;
  *   park      parks as soon as nothing is pending.
  * A parked Manager sleeps on the doorbell's seq futex; a request rings the
- * doorbell and wakes it (channel.h), so no request waits on a timer. The
- * sleep is still bounded by OKVI_PARK_MAX_NS as a guard against clients
- * that scribble on the shared doorbell.
+ * doorbell and wakes it (channel.h), so no request waits on a timer.
+ *
+ * The doorbell is shared by every session, so a session can clear other
+ * sessions' pending and summary bits or the park flag. Two guards turn that
+ * from a lost request into a bounded delay: every sleep is bounded, and at
+ * least every OKVI_RESCAN_NS, busy or idle, the loop compares the request
+ * line of every attached slot with the generation it last took (a rescan),
+ * so a request whose ring was erased is found within OKVI_RESCAN_NS plus
+ * one wakeup. Slots are private to their session; the doorbell only says
+ * where to look first.
  */
 #ifndef ORBITKV_SERVER_H
 #define ORBITKV_SERVER_H
@@ -32,6 +39,15 @@
  * that from a hang into a delay. Idle cost: 10 wakeups a second.
  */
 #define OKVI_PARK_MAX_NS 100000000ull
+
+/**
+ * Longest time between two rescans of every attached slot's request line:
+ * 100 ms, the bound on how long a request whose doorbell ring another
+ * session erased can wait (plus one wakeup). A rescan reads one cache line
+ * per attached session; an idle Manager does it inside its bounded sleep
+ * and stays in C unless it finds a request.
+ */
+#define OKVI_RESCAN_NS 100000000ull
 
 enum okvi_poll_mode {
 	OKVI_POLL_SPIN = 0,
@@ -67,6 +83,8 @@ struct okvi_server_stats {
 	uint64_t parks;        /* times the loop slept on the futex */
 	uint64_t steps;        /* okvi_server_step calls */
 	uint64_t stray_rings;  /* doorbell bits of unattached slots */
+	uint64_t rescued;      /* requests found by a rescan: their ring was lost */
+	uint64_t rescans;      /* rescans of every attached slot */
 };
 
 struct okvi_server;
@@ -139,6 +157,9 @@ void okvi_server_ring(struct okvi_server *s);
 
 /** Copy the counters. Dispatcher thread only. */
 void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out);
+/** stats.rescued (requests whose doorbell ring was erased, found by a
+ *  rescan). Any thread. */
+uint64_t okvi_server_rescued(const struct okvi_server *s);
 
 _Static_assert(sizeof(struct okvi_event) == 80, "event size");
 _Static_assert(sizeof(struct okvi_reply) == 80, "reply size");

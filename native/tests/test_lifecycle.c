@@ -145,6 +145,14 @@ static void set_control_slot(struct okv_hello_reply *r)
 static void set_max_frame(struct okv_hello_reply *r) { r->max_frame_body = 1024; }
 static void set_pid0(struct okv_hello_reply *r) { r->manager_pid = 0; }
 static void set_nothing(struct okv_hello_reply *r) { (void)r; }
+static void set_ext_bytes_odd(struct okv_hello_reply *r) { r->ext_bytes = 12; }
+static void set_ext_bytes_big(struct okv_hello_reply *r) { r->ext_bytes = OKV_BOOT_EXT_MAX_BYTES + 8; }
+static void set_ext_fds_big(struct okv_hello_reply *r) { r->ext_fds = OKV_BOOT_EXT_MAX_FDS + 1; }
+static void set_ext_max(struct okv_hello_reply *r)
+{
+	r->ext_bytes = OKV_BOOT_EXT_MAX_BYTES;
+	r->ext_fds = OKV_BOOT_EXT_MAX_FDS;
+}
 
 static void test_hello_reply_check(void)
 {
@@ -159,7 +167,7 @@ static void test_hello_reply_check(void)
 		{ "a refusal returns the reply's text", set_status_full, OKV_EREFUSED,
 		  "hello refused (FULL): no free slot: 64 sessions of limit 64" },
 		{ "a wrong magic is a protocol error", set_magic, OKV_EPROTO, "magic 0x31564b4f differs" },
-		{ "a wrong version is a version error", set_version, OKV_EVERSION, "protocol_version 1 differs from 2" },
+		{ "a wrong version is a version error", set_version, OKV_EVERSION, "protocol_version 1 differs from 3" },
 		{ "an unknown status is a protocol error", set_status_unknown, OKV_EPROTO, "status 6 exceeds limit 5" },
 		{ "an unterminated error text is a protocol error", set_error_unterminated, OKV_EPROTO,
 		  "error text not NUL-terminated within 128 bytes" },
@@ -181,6 +189,11 @@ static void test_hello_reply_check(void)
 		{ "another max_frame_body is refused", set_max_frame, OKV_EPROTO,
 		  "max_frame_body 1024 differs from 16777216" },
 		{ "manager_pid zero is refused", set_pid0, OKV_EPROTO, "manager_pid is 0" },
+		{ "the most extension bytes and fds are accepted", set_ext_max, 0, NULL },
+		{ "ext_bytes not a multiple of 8 is refused", set_ext_bytes_odd, OKV_EPROTO,
+		  "ext_bytes 12: want a multiple of 8 up to 4096" },
+		{ "ext_bytes over the limit is refused", set_ext_bytes_big, OKV_EPROTO, "ext_bytes 4104" },
+		{ "ext_fds over the limit is refused", set_ext_fds_big, OKV_EPROTO, "ext_fds 17 exceeds limit 16" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct okv_hello_reply r = good_reply(), out;
@@ -209,6 +222,82 @@ static void test_hello_reply_check(void)
 		CHECK(okvi_hello_reply_check(&r, sizeof(r), &out, err, 8) == OKV_EPROTO && strlen(err) == 7,
 		      "tiny err buffer is truncated, NUL-terminated: \"%s\"", err);
 	}
+}
+
+/* Append one extension record (abi.h struct okv_boot_ext) at b + *off. */
+static void put_ext(unsigned char *b, size_t *off, uint16_t type, uint16_t nfds, const void *val, uint32_t len)
+{
+	struct okv_boot_ext h = { type, nfds, len };
+	memcpy(b + *off, &h, sizeof(h));
+	*off += sizeof(h);
+	memcpy(b + *off, val, len);
+	memset(b + *off + len, 0, ((len + 7u) & ~7u) - len);
+	*off += (len + 7u) & ~7u;
+}
+
+static void test_boot_exts_parse(void)
+{
+	unsigned char b[OKV_BOOT_EXT_MAX_BYTES + 16];
+	struct okvi_boot_exts out;
+	char err[256];
+	size_t n = 0;
+
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, "v1.2.3-4-gabc", 13);
+	put_ext(b, &n, 0x0777, 2, "future", 6); /* unknown, optional, owns two fds */
+	CHECK(okvi_boot_exts_parse(b, n, 2, &out, err, sizeof(err)) == 0, "version + unknown optional: %s", err);
+	CHECK(strcmp(out.manager_version, "v1.2.3-4-gabc") == 0 && out.skipped == 1, "version \"%s\", skipped %u",
+	      out.manager_version, out.skipped);
+	CHECK(okvi_boot_exts_parse(b, 0, 0, &out, err, sizeof(err)) == 0 && out.manager_version[0] == 0,
+	      "no records: empty version");
+	CHECK(okvi_boot_exts_parse(b, n, 3, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "records own 2 fds, ext_fds says 3") != NULL,
+	      "fd count short: %s", err);
+	CHECK(okvi_boot_exts_parse(b, n, 1, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "record 1: nfds 2 exceeds the 1 of ext_fds left") != NULL,
+	      "fd count over: %s", err);
+	CHECK(okvi_boot_exts_parse(b, n - 8, 2, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "record 1: length 6 (padded 8) exceeds the 0 bytes left") != NULL,
+	      "truncated value: %s", err);
+	CHECK(okvi_boot_exts_parse(b, 4, 0, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "record 0: header needs 8 bytes, 4 left") != NULL,
+	      "truncated header: %s", err);
+	b[8 + 13] = 1; /* a padding byte of record 0 */
+	CHECK(okvi_boot_exts_parse(b, n, 2, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "record 0: padding byte 0 is not zero") != NULL,
+	      "nonzero padding: %s", err);
+
+	n = 0;
+	put_ext(b, &n, 0x0777 | OKV_BOOT_EXT_REQUIRED, 0, "x", 1);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "type 0x8777 is required and unknown") != NULL,
+	      "unknown required type: %s", err);
+	n = 0;
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, "a", 1);
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, "b", 1);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "repeated") != NULL,
+	      "version twice: %s", err);
+	n = 0;
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 1, "a", 1);
+	CHECK(okvi_boot_exts_parse(b, n, 1, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "no fds") != NULL,
+	      "version with an fd: %s", err);
+	n = 0;
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, "a\nb", 3);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "byte 1 is 0x0a, want printable ASCII") != NULL,
+	      "control byte in version: %s", err);
+	char big[OKV_BOOT_EXT_VERSION_MAX + 1];
+	memset(big, 'v', sizeof(big));
+	n = 0;
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, big, sizeof(big));
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "1..64 bytes") != NULL,
+	      "65-byte version: %s", err);
+	n = 0;
+	put_ext(b, &n, OKV_BOOT_EXT_MANAGER_VERSION, 0, big, OKV_BOOT_EXT_VERSION_MAX);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == 0 &&
+		      strlen(out.manager_version) == OKV_BOOT_EXT_VERSION_MAX,
+	      "64-byte version: %s", err);
+	CHECK(okvi_boot_exts_parse(b, OKV_BOOT_EXT_MAX_BYTES + 8, 0, &out, err, sizeof(err)) == OKV_EPROTO,
+	      "records over 4096 bytes refused");
 }
 
 static void put_header(unsigned char *b, uint32_t magic, uint16_t version, uint16_t code, uint64_t epoch,
@@ -740,10 +829,10 @@ static void test_strerror(void)
 				     OKV_ESTALE_GENERATION, OKV_EINVALID,     OKV_ETIMEDOUT,  OKV_EMANAGER_DIED,
 				     OKV_ECLOSED,	    OKV_EINTERNAL,    OKV_EUNSUPPORTED, OKV_EAPPLICATION,
 				     OKV_EPENDING,	    OKV_EUNADMITTED,  OKV_E2BIG,	OKV_EEXPIRED,
-				     OKV_EFENCED };
+				     OKV_EFENCED,	    OKV_EPEER };
 	size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	CHECK(n == (size_t)(OKV_EPROTO - OKV_EFENCED + 1), "every OKV_E* code is listed");
+	CHECK(n == (size_t)(OKV_EPROTO - OKV_EPEER + 1), "every OKV_E* code is listed");
 	for (size_t i = 0; i < n; i++) {
 		const char *s = okv_strerror(codes[i]);
 		CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown error") != 0, "okv_strerror(%d) = \"%s\"",
@@ -758,7 +847,7 @@ static void test_strerror(void)
 	CHECK(strcmp(okv_strerror(-EPIPE), "Broken pipe") == 0, "-EPIPE");
 	CHECK(strcmp(okv_strerror(EINVAL), "unknown error") == 0, "positive codes are unknown");
 	CHECK(strcmp(okv_strerror(-1000), "unknown error") == 0, "-1000 is unknown");
-	CHECK(strcmp(okv_strerror(OKV_EFENCED - 1), "unknown error") == 0, "below OKV_EFENCED is unknown");
+	CHECK(strcmp(okv_strerror(OKV_EPEER - 1), "unknown error") == 0, "below OKV_EPEER is unknown");
 	CHECK(strcmp(okv_strerror(-4095), "unknown error") == 0, "unassigned errno is unknown");
 	CHECK(strcmp(okv_strerror(-2147483647 - 1), "unknown error") == 0, "INT_MIN is unknown");
 }
@@ -789,6 +878,7 @@ int main(void)
 
 	test_hello_encode();
 	test_hello_reply_check();
+	test_boot_exts_parse();
 	test_frame_header_check();
 	test_send_recv();
 	test_send_fds();

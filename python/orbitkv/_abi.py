@@ -66,6 +66,7 @@ class Code(enum.IntEnum):
     E2BIG = -1015
     EEXPIRED = -1016
     EFENCED = -1017
+    EPEER = -1018
 
 
 class Status(enum.IntEnum):

@@ -63,6 +63,7 @@ __all__ = [
     "ProtocolError",
     "VersionMismatch",
     "Refused",
+    "ForeignManager",
     "Rejected",
     "Stale",
     "Unsupported",
@@ -170,6 +171,14 @@ class Refused(OrbitKVError):
     (e.g. another uid)."""
 
 
+class ForeignManager(Refused):
+    """The bootstrap socket is served by a process of another uid
+    (OKV_EPEER): the client refused it before sending the hello or any fd,
+    so no KV buffer reached it. ``detail`` names the path, both uids and the
+    fix (run the Manager as the engines' user, with its socket in a 0700
+    directory). A ``Refused``, so handlers of refusals see it too."""
+
+
 class Rejected(OrbitKVError):
     """The Manager answered a lifecycle call with an error frame
     (OKV_EAPPLICATION), e.g. RegisterBuffers over a limit; ``detail`` names
@@ -238,6 +247,7 @@ _CLASSES: dict[int, type[OrbitKVError]] = {
     Code.E2BIG: TooBig,
     Code.EEXPIRED: Expired,
     Code.EFENCED: Fenced,
+    Code.EPEER: ForeignManager,
 }
 
 _STATUS: dict[int, str] = {
@@ -258,6 +268,7 @@ _STATUS: dict[int, str] = {
     Code.E2BIG: "TooBig",
     Code.EEXPIRED: "Timeout",
     Code.EFENCED: "Fenced",
+    Code.EPEER: "ForeignManager",
 }
 
 

@@ -31,6 +31,9 @@ func (*Server) Post(int) {}
 // Parks returns 0.
 func (*Server) Parks() uint64 { return 0 }
 
+// Rescued returns 0 without cgo.
+func (*Server) Rescued() uint64 { return 0 }
+
 // Ring does nothing.
 func (*Server) Ring() {}
 

@@ -165,8 +165,14 @@ func (s *Server) ctlWord() *C.uint32_t { return C.okvi_server_ctl_word(s.s) }
 func (s *Server) Stats() ServerStats {
 	var st C.struct_okvi_server_stats
 	C.okvi_server_stats(s.s, &st)
-	return ServerStats{uint64(st.requests), uint64(st.replies), uint64(st.parks), uint64(st.steps), uint64(st.stray_rings)}
+	return ServerStats{uint64(st.requests), uint64(st.replies), uint64(st.parks), uint64(st.steps), uint64(st.stray_rings),
+		uint64(st.rescued), uint64(st.rescans)}
 }
+
+// Rescued returns how many requests a rescan of the request lines found
+// because their doorbell ring had been erased (another session wrote the
+// shared doorbell; native/src/server.h). Safe from any goroutine.
+func (s *Server) Rescued() uint64 { return uint64(C.okvi_server_rescued(s.s)) }
 
 // Close frees the server and its arrays; the doorbell is not unmapped.
 func (s *Server) Close() {

@@ -85,6 +85,8 @@ type ServerStats struct {
 	Parks      uint64 // futex sleeps
 	Steps      uint64 // Step calls (cgo crossings)
 	StrayRings uint64 // doorbell bits of unattached slots
+	Rescued    uint64 // requests found by a rescan: their doorbell ring was erased
+	Rescans    uint64 // rescans of every attached slot's request line
 }
 
 // ConnectOptions mirrors struct okv_connect_options.

@@ -36,8 +36,15 @@ extern "C" {
 #define OKV_MSG_MAGIC 0x31564B4Fu
 /** Channel ABI version; bumped on any change of a layout in this header. */
 #define OKV_ABI_VERSION 3u
-/** Bootstrap protocol version (spec: "The bootstrap protocol is version 2"). */
-#define OKV_BOOTSTRAP_VERSION 2u
+/**
+ * Bootstrap protocol version. The spec's version 2 gained extension records
+ * after the hello reply in version 3 (docs/channel.md, "The bootstrap
+ * reply"); client and Manager compare it for equality.
+ */
+#define OKV_BOOTSTRAP_VERSION 3u
+/** Lifecycle frame version: the frame layout of the spec's bootstrap
+ *  protocol version 2, unchanged when the hello reply gained extensions. */
+#define OKV_FRAME_VERSION 2u
 /** Magic of the bootstrap hello and reply: "OKVB". */
 #define OKV_BOOTSTRAP_MAGIC 0x42564B4Fu
 /** Magic of a lifecycle frame header: "OKVF". */
@@ -384,10 +391,15 @@ struct okv_slot {
  * `pending`, then the word's bit in `summary`; the Manager exchanges
  * `summary` with zero and then each flagged `pending` word with zero.
  * `seq` is the Manager's futex word: a client that sees `server_parked`
- * increments it and wakes the Manager.
+ * increments it and wakes the Manager. The bitmap is a hint: the Manager
+ * also rescans every attached slot's request line at least every 100 ms
+ * (native/src/server.h), so a session that erases other sessions' bits
+ * delays their requests by at most that much and never loses one.
  */
 struct okv_doorbell {
-	/* line 0: read-only after init */
+	/* line 0: written once by the Manager, for debuggers. Every session can
+	 * write the doorbell, so clients trust none of it: what they rely on
+	 * comes from the bootstrap reply (docs/channel.md, "The doorbell"). */
 	uint32_t magic;          /*   0: OKV_DOORBELL_MAGIC */
 	uint16_t abi_version;    /*   4 */
 	uint16_t reserved0;      /*   6 */
@@ -453,9 +465,11 @@ enum okv_bootstrap_status {
 
 /**
  * Manager → client. On OKV_BOOT_OK it travels with SCM_RIGHTS carrying
- * exactly three fds in this order: slot memfd, session eventfd, doorbell
- * memfd. On any other status no fds travel, `error` says why, and the
- * Manager closes the connection.
+ * 3 + ext_fds fds: slot memfd, session eventfd, doorbell memfd, then the
+ * fds of the extension records in record order; ext_bytes bytes of
+ * extension records (struct okv_boot_ext) follow the reply on the stream.
+ * On any other status no fds and no records travel, `error` says why, and
+ * the Manager closes the connection.
  */
 struct okv_hello_reply {
 	uint32_t magic;             /*   0: OKV_BOOTSTRAP_MAGIC */
@@ -472,9 +486,42 @@ struct okv_hello_reply {
 	uint32_t max_frame_body;    /*  64: OKV_FRAME_MAX_BODY */
 	uint32_t manager_pid;       /*  68: for pidfd_open(2) */
 	uint32_t max_sessions;      /*  72 */
-	uint32_t reserved0;         /*  76 */
+	uint16_t ext_bytes;         /*  76: extension record bytes after the reply, <= OKV_BOOT_EXT_MAX_BYTES */
+	uint16_t ext_fds;           /*  78: fds of the records, <= OKV_BOOT_EXT_MAX_FDS */
 	char error[OKV_BOOTSTRAP_ERROR_BYTES]; /* 80 */
 };
+
+/** Most bytes of extension records after a hello reply. */
+#define OKV_BOOT_EXT_MAX_BYTES 4096u
+/** Most fds the extension records of one reply carry. */
+#define OKV_BOOT_EXT_MAX_FDS 16u
+/** Bit of okv_boot_ext.type: a client that does not know the type must
+ *  refuse the reply (without it, an unknown record is skipped and its fds
+ *  closed). */
+#define OKV_BOOT_EXT_REQUIRED 0x8000u
+
+/**
+ * One extension record of a hello reply: this header, then `length` value
+ * bytes, then zero padding to the next multiple of 8. The record owns the
+ * next `nfds` fds after those of the records before it. Records let later
+ * versions hand a session more (a service name, a read-only index memfd)
+ * without a new fixed layout; every record's type is listed below.
+ */
+struct okv_boot_ext {
+	uint16_t type;              /* 0: enum okv_boot_ext_type, | OKV_BOOT_EXT_REQUIRED */
+	uint16_t nfds;              /* 2: fds this record owns */
+	uint32_t length;            /* 4: value bytes that follow */
+};
+
+/** Extension record types. */
+enum okv_boot_ext_type {
+	/** The Manager's build version: 1..OKV_BOOT_EXT_VERSION_MAX printable
+	 *  ASCII bytes, no fds (okv_manager_version). */
+	OKV_BOOT_EXT_MANAGER_VERSION = 1
+};
+
+/** Longest OKV_BOOT_EXT_MANAGER_VERSION value. */
+#define OKV_BOOT_EXT_VERSION_MAX 64u
 
 /* ------------------------------------------------------------------------ */
 /* Lifecycle frames (DESIGN.md §5.1)                                        */
@@ -500,7 +547,7 @@ enum okv_frame_code {
 /** Header of a lifecycle frame; `length` bytes of protobuf body follow. */
 struct okv_frame_header {
 	uint32_t magic;     /*  0: OKV_FRAME_MAGIC */
-	uint16_t version;   /*  4: OKV_BOOTSTRAP_VERSION */
+	uint16_t version;   /*  4: OKV_FRAME_VERSION */
 	uint16_t code;      /*  6: enum okv_frame_code */
 	uint64_t epoch;     /*  8: Manager epoch from the reply */
 	uint32_t length;    /* 16: body bytes, <= OKV_FRAME_MAX_BODY */
@@ -549,7 +596,11 @@ _Static_assert(sizeof(struct okv_hello_reply) == 208, "hello reply size");
 OKV_ASSERT_OFFSET(okv_hello_reply, client_token, 32);
 OKV_ASSERT_OFFSET(okv_hello_reply, slot_index, 48);
 OKV_ASSERT_OFFSET(okv_hello_reply, max_frame_body, 64);
+OKV_ASSERT_OFFSET(okv_hello_reply, ext_bytes, 76);
+OKV_ASSERT_OFFSET(okv_hello_reply, ext_fds, 78);
 OKV_ASSERT_OFFSET(okv_hello_reply, error, 80);
+_Static_assert(sizeof(struct okv_boot_ext) == 8, "boot ext header size");
+_Static_assert(OKV_BOOT_EXT_MAX_FDS + 3u <= OKV_FRAME_MAX_FDS, "reply fds fit a frame's fd buffer");
 _Static_assert(sizeof(struct okv_frame_header) == 24, "frame header size");
 OKV_ASSERT_OFFSET(okv_frame_header, epoch, 8);
 OKV_ASSERT_OFFSET(okv_frame_header, length, 16);

@@ -42,8 +42,10 @@ enum okv_error {
 	OKV_EUNADMITTED = -1014,     /* capacity pressure: nothing done, retry later */
 	OKV_E2BIG = -1015,           /* batch does not fit the slot's descriptor area */
 	OKV_EEXPIRED = -1016,        /* Manager answered Timeout: the ticket or restore expired */
-	OKV_EFENCED = -1017          /* a publish's outcome is ambiguous: its source pages stay
+	OKV_EFENCED = -1017,         /* a publish's outcome is ambiguous: its source pages stay
 	                              * the Manager's until it exits (okv_publish) */
+	OKV_EPEER = -1018            /* the bootstrap socket is served by a process of another
+	                              * uid: refused before the hello or any fd was sent */
 };
 
 /** Largest okv_connect_options.timeout_ms: one hour. */
@@ -106,6 +108,9 @@ struct okv_health {
  * open pidfd_open(2) on the Manager and send RegisterInstance.
  * On success *out owns everything; release it with okv_close.
  * Errors: -ENOENT / -ECONNREFUSED (no Manager at the path), -EACCES,
+ * OKV_EPEER (the process serving the path runs as another uid than this
+ * process's effective uid: nothing is sent to it, neither the hello nor any
+ * fd; the same rule the Manager applies to its clients, DESIGN.md §5.1),
  * OKV_EREFUSED, OKV_EVERSION, OKV_EPROTO, OKV_ETIMEDOUT, -ENOMEM, -EINVAL.
  */
 int okv_connect(const struct okv_connect_options *opts, okv_client **out);
@@ -139,6 +144,11 @@ void okv_close(okv_client *c);
 
 /** Static description of a code returned by any okv_ function. Never NULL. */
 const char *okv_strerror(int err);
+
+/** The Manager's build version as its bootstrap reply announced it
+ *  (extension record OKV_BOOT_EXT_MANAGER_VERSION), "" when it sent none or
+ *  c is NULL. Valid until okv_close(c). Never NULL. */
+const char *okv_manager_version(const okv_client *c);
 
 /** Detail of the last OKV_EINVALID / OKV_EREFUSED / OKV_EAPPLICATION on c
  *  (field name and limit); valid until the next call on c. Never NULL. */

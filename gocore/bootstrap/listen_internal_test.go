@@ -1,0 +1,44 @@
+package bootstrap
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// checkOwn is what Listen runs between bind(2) and listen(2): the path must
+// still be this uid's own 0600 socket.
+func TestCheckOwnRefusesWhatIsNotTheManagersSocket(t *testing.T) {
+	dir := t.TempDir()
+	uid := uint32(os.Geteuid())
+	sock := filepath.Join(dir, "s.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sock, 0o600)
+	if err := checkOwn(sock, uid); err != nil {
+		t.Fatalf("own 0600 socket: %v", err)
+	}
+	os.Chmod(sock, 0o666)
+	if err := checkOwn(sock, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "want 0600") {
+		t.Fatalf("0666 socket: %v, want ErrNotOurs naming the mode", err)
+	}
+	os.Chmod(sock, 0o600)
+	if err := checkOwn(sock, uid+1); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "owned by uid") {
+		t.Fatalf("socket of another uid: %v, want ErrNotOurs naming the owner", err)
+	}
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o600)
+	if err := checkOwn(file, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "not a socket") {
+		t.Fatalf("regular file: %v, want ErrNotOurs", err)
+	}
+}

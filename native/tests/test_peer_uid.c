@@ -1,0 +1,153 @@
+/*
+ * test_peer_uid.c — the client's half of the peer rule (DESIGN.md §5.1,
+ * issue 13 finding 1): okv_connect refuses a socket served by a process of
+ * another uid, before it sends the hello or any fd.
+ *
+ * Needs root: the fake Manager is a child that switches to a throwaway uid
+ * (one with no passwd entry, found by scanning from 61000) and listens on a
+ * socket in a sticky, world-writable directory, as another user could in
+ * /tmp. It records every byte and fd it receives. Without root the test
+ * prints why it is skipped and passes (ctest shows the reason in its log).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "orbitkv/client.h"
+#include "check.h"
+
+/* A uid nobody on this machine has. */
+static uid_t throwaway_uid(void)
+{
+	for (uid_t u = 61000; u < 65000; u++)
+		if (getpwuid(u) == NULL)
+			return u;
+	return 0;
+}
+
+/*
+ * The fake Manager: as uid `uid`, listen at path, accept one connection,
+ * read what arrives for up to 2 s, and report "<bytes> <fds>" on report_fd.
+ */
+static void fake_manager(uid_t uid, const char *path, int ready_fd, int report_fd)
+{
+	if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0)
+		_exit(10);
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		_exit(15);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, 0777) != 0 || listen(s, 4) != 0)
+		_exit(11);
+	if (write(ready_fd, "r", 1) != 1)
+		_exit(12);
+	int c = accept(s, NULL, NULL);
+	if (c < 0)
+		_exit(13);
+	struct timeval tv = { .tv_sec = 2 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	long bytes = 0, fds = 0;
+	for (;;) {
+		char buf[512];
+		union {
+			char b[CMSG_SPACE(sizeof(int) * 16)];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+				    .msg_controllen = sizeof(cbuf.b) };
+		ssize_t n = recvmsg(c, &m, 0);
+		if (n <= 0)
+			break;
+		bytes += n;
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+			if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS)
+				fds += (long)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	}
+	char rep[64];
+	int len = snprintf(rep, sizeof(rep), "%ld %ld", bytes, fds);
+	if (write(report_fd, rep, (size_t)len) != len)
+		_exit(14);
+	_exit(0);
+}
+
+static void test_foreign_manager_is_refused(void)
+{
+	uid_t other = throwaway_uid();
+	CHECK(other != 0, "no free uid in 61000..64999");
+	if (other == 0)
+		return;
+	char dir[] = "/tmp/okv-peer-uid-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	chmod(dir, 01777); /* like /tmp: anyone may create a name in it */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/orbitkv-127.0.0.1-7470.sock", dir);
+	int ready[2], report[2];
+	CHECK(pipe(ready) == 0 && pipe(report) == 0, "pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(ready[0]);
+		close(report[0]);
+		fake_manager(other, path, ready[1], report[1]);
+	}
+	close(ready[1]);
+	close(report[1]);
+	char r;
+	CHECK(read(ready[0], &r, 1) == 1, "the fake Manager did not start (child exit codes 10..15 say where)");
+
+	struct okv_connect_options o = { .socket_path = path, .role = OKV_ROLE_WORKER, .instance_id = "victim",
+					 .timeout_ms = 3000 };
+	okv_client *c = NULL;
+	char err[512] = "";
+	int rc = okv_connect_err(&o, &c, err, sizeof(err));
+	CHECK(rc == OKV_EPEER, "connect to a socket of uid %u returned %d (%s), want OKV_EPEER", (unsigned)other, rc,
+	      err);
+	CHECK(c == NULL, "a client handle came back");
+	char want[64];
+	snprintf(want, sizeof(want), "runs as uid %u", (unsigned)other);
+	CHECK(strstr(err, want) != NULL && strstr(err, path) != NULL && strstr(err, "--bootstrap-socket") != NULL,
+	      "the error names the path, the foreign uid and the fix: %s", err);
+	CHECK(strstr(okv_strerror(OKV_EPEER), "another user") != NULL, "okv_strerror(OKV_EPEER) = %s",
+	      okv_strerror(OKV_EPEER));
+
+	char rep[64] = "";
+	ssize_t n = read(report[0], rep, sizeof(rep) - 1);
+	long bytes = -1, fds = -1;
+	if (n > 0)
+		sscanf(rep, "%ld %ld", &bytes, &fds);
+	CHECK(bytes == 0 && fds == 0, "the foreign process received %ld bytes and %ld fds, want none (report \"%s\")",
+	      bytes, fds, rep);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake Manager exit status %d", st);
+	close(ready[0]);
+	close(report[0]);
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		printf("test_peer_uid: skipped: needs root to run a fake Manager as another uid\n");
+		return 0;
+	}
+	test_foreign_manager_is_refused();
+	if (failures) {
+		fprintf(stderr, "test_peer_uid: %d failures of %d checks\n", failures, checks);
+		return 1;
+	}
+	printf("test_peer_uid: ok (%d checks)\n", checks);
+	return 0;
+}
