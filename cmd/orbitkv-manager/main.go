@@ -87,6 +87,7 @@ type config struct {
 	opExpiry     time.Duration
 	leaseBudget  string
 	warmupBudget string
+	shutdownWait time.Duration
 }
 
 func parseFlags(args []string) (*config, *flag.FlagSet, error) {
@@ -122,6 +123,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
+	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "after SIGTERM, how long closing sessions and stopping the cache may take (`duration`, 1s..10m); past it the Manager logs the SSD reads still stuck and exits with status 3 without freeing the memory they may write")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
@@ -185,6 +187,9 @@ func validate(c *config) (*settings, error) {
 		return nil, fmt.Errorf("--desc-bytes %s (%d bytes): want a multiple of 4KiB in 4KiB..64MiB", c.descBytes, desc)
 	}
 	st.descBytes = uint32(desc)
+	if c.shutdownWait < time.Second || c.shutdownWait > 10*time.Minute {
+		return nil, fmt.Errorf("--shutdown-timeout %v: want 1s..10m", c.shutdownWait)
+	}
 	if c.helloTimeout <= 0 || c.helloTimeout > time.Minute {
 		return nil, fmt.Errorf("--hello-timeout %v: want more than 0 and at most 1m", c.helloTimeout)
 	}
@@ -292,6 +297,56 @@ func main() {
 	}
 }
 
+// exitForced is the exit status of a shutdown that ran past --shutdown-timeout.
+const exitForced = 3
+
+// waitUntil waits for done until deadline; it reports whether done closed.
+func waitUntil(deadline time.Time, done <-chan struct{}) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// maxStuckLines bounds the SSD I/Os forceExit logs one by one.
+const maxStuckLines = 32
+
+// forceExit ends a shutdown that ran past its deadline: it logs what still
+// runs (each SSD I/O not finished: slot, file offset, bytes, age) and exits
+// with exitForced. Nothing is freed: the RAM tier, staging buffers and
+// session mappings stay mapped until the process is gone, because a stuck
+// read may still write them (DESIGN.md §6 rule 9). The kernel may hold the
+// process until an uninterruptible read returns; nothing waits for it.
+func forceExit(log *slog.Logger, wait time.Duration, why string, svc *cache.Service) {
+	var ios []ssd.IO
+	if svc != nil {
+		ios = svc.SSDOutstanding()
+	}
+	reads, issued := 0, 0
+	for i, x := range ios {
+		if x.Op != "write" {
+			reads++
+		}
+		if x.Issued {
+			issued++
+		}
+		if i < maxStuckLines {
+			log.Error("shutdown: ssd i/o still outstanding", slog.String("op", x.Op), slog.Bool("in_kernel", x.Issued),
+				slog.Uint64("slot", uint64(x.Slot)), slog.Int64("offset", x.Offset), slog.Uint64("bytes", x.Bytes),
+				slog.Duration("age", x.Age.Round(time.Millisecond)))
+		}
+	}
+	log.Error("shutdown forced: exiting without freeing memory outstanding reads may write",
+		slog.String("reason", why), slog.Duration("shutdown_timeout", wait),
+		slog.Int("stuck_reads", reads), slog.Int("ssd_ios", len(ios)), slog.Int("in_kernel", issued),
+		slog.Int("not_logged", max(0, len(ios)-maxStuckLines)), slog.Int("exit_status", exitForced))
+	os.Exit(exitForced)
+}
+
 func randomEpoch() (uint64, [16]byte) {
 	var b [24]byte
 	rand.Read(b[:]) // never fails on Linux (crypto/rand docs)
@@ -367,9 +422,20 @@ func run(c *config, st *settings, log *slog.Logger) error {
 		log.Error("bootstrap server stopped", slog.Any("err", err))
 	}
 	health.setDraining()
-	srv.Close() // sessions first: each is detached and released
+	// Every wait below shares one deadline: an SSD read the disk never
+	// answers keeps the cache's Close waiting (its frames may still be
+	// written), and the Manager then exits rather than wait with it.
+	deadline := time.Now().Add(c.shutdownWait)
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }() // sessions first: each is detached and released
+	if !waitUntil(deadline, closed) {
+		os.Remove(path) // srv.Close removes it only once every session is detached
+		forceExit(log, c.shutdownWait, "sessions did not finish detaching", disp.Cache())
+	}
 	disp.Stop()
-	<-disp.Done()
+	if !waitUntil(deadline, disp.Done()) {
+		forceExit(log, c.shutdownWait, "the cache did not stop", disp.Cache())
+	}
 	disp.Close()
 	if httpSrv != nil {
 		httpSrv.shutdown()

@@ -207,8 +207,15 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 }
 
 // Close waits for every copy in flight to finish (the copy engine drains its
-// queue), then frees the RAM tier. Sessions must be detached first; after
-// Close no memory of any session is touched.
+// queue), then for every SSD I/O, then frees the RAM tier. Sessions must be
+// detached first; after Close no memory of any session is touched.
+//
+// Close has no deadline: an SSD read the disk does not answer keeps it
+// waiting, because the read may still write into RAM tier frames, and
+// freeing or reusing them before it returns is what DESIGN.md §6 rule 9
+// forbids. A caller that must stop in bounded time waits for Close only
+// that long, then logs SSDOutstanding and exits the process with Close
+// still waiting (the Manager's --shutdown-timeout); nothing is freed.
 func (s *Service) Close() {
 	close(s.stopTick)
 	<-s.tickDone // it rings the server, which the caller frees after Close

@@ -79,9 +79,24 @@ func openSSD(spec ssd.Spec, stagingBytes uint64, log *slog.Logger, ring func()) 
 		events: make(chan ssdEvent, maxDrain), loading: make(map[index.Key]*index.Block)}, nil
 }
 
+// close waits for every queued and issued I/O (reads write RAM tier
+// frames, writes read staging buffers), then unmaps the staging buffers.
+// It has no deadline: see Service.Close.
 func (t *ssdTier) close() {
 	t.store.Close() // waits for queued I/O: staging and RAM frames are still mapped
 	t.staging.close()
+}
+
+// SSDOutstanding returns the SSD tier's I/Os not yet finished (nil without
+// an SSD tier): those a worker is in the system call for, then those
+// queued; see ssd.Store.Outstanding. A read among them may still write
+// into a RAM tier frame. Safe from any goroutine, also while Close waits
+// for them: it is what a bounded shutdown logs before it exits.
+func (s *Service) SSDOutstanding() []ssd.IO {
+	if s.ssd == nil {
+		return nil
+	}
+	return s.ssd.store.Outstanding()
 }
 
 func ssdKey(k index.Key) ssd.Key { return ssd.Key{NS: k.NS, Hash: k.Hash} }

@@ -172,6 +172,19 @@
 // where CPU per I/O matters more, rerun the comparison: `go test -run '^$'
 // -bench BenchmarkRead ./gocore/tier/ssd` (cpu-µs/op is the CPU metric).
 //
+// # A disk that does not answer
+//
+// A worker in preadv is in the kernel until the device answers, and a
+// read may be uninterruptible: nothing in this process can cancel it, and
+// until it returns it may still write the caller's dst and the worker's
+// header page. So Close waits for every worker, without a deadline, and
+// releases the header pages only then. A caller that must stop in bounded
+// time (the Manager's --shutdown-timeout) asks Outstanding which
+// operations workers are in (slot, file offset, bytes, age) and which
+// still wait in the queue, logs them and exits the process without
+// releasing the memory they write: exiting is safe, recycling it is not
+// (DESIGN.md §6 rule 9).
+//
 // # Destination memory
 //
 // How fast an O_DIRECT read lands depends on the memory it lands in: the

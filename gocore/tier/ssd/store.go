@@ -27,6 +27,8 @@ type Store struct {
 	commitQ commitQueue
 	workers sync.WaitGroup
 	hdrs    [][]byte // the workers' header pages, unmapped by Close
+	ioMu    sync.Mutex
+	wks     []*worker // each worker's current system call (guarded by ioMu), for Outstanding
 
 	mu        sync.Mutex
 	closed    bool
@@ -110,8 +112,10 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 	st.q.init()
 	st.commitQ.init()
 	for _, hdr := range st.hdrs {
+		w := &worker{hdr: hdr}
+		st.wks = append(st.wks, w)
 		st.workers.Add(1)
-		go st.runWorker(&worker{hdr: hdr})
+		go st.runWorker(w)
 	}
 	go st.runCommitter()
 	st.verifyOnOpen()
@@ -236,6 +240,13 @@ func (s *Store) Stats() Stats {
 // Write to finish and call its done, writes the last index records, syncs
 // both files and closes them. It returns the first error of those steps;
 // a second Close returns nil.
+//
+// Close has no deadline, on purpose: a read in flight still writes into its
+// caller's dst, and a worker's header page, until the kernel answers it, so
+// nothing it may write is released before then. A caller that must stop in
+// bounded time while the disk does not answer (a Manager's shutdown) asks
+// Outstanding what is stuck, reports it and exits the process instead of
+// waiting; see Outstanding.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -2,6 +2,7 @@ package ssd
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,9 @@ type op struct {
 	done func(error)
 	err  error
 	iov  []unix.Iovec // scratch for buildIov, kept with the pooled op
+	// queued is when the op entered the worker queue (Outstanding reports
+	// the age of ops no worker has taken yet); set under queue.mu.
+	queued time.Time
 }
 
 var opPool = sync.Pool{New: func() any { return new(op) }}
@@ -81,6 +85,7 @@ func (q *queue) init() { q.cond.L = &q.mu }
 
 func (q *queue) push(o *op) {
 	q.mu.Lock()
+	o.queued = time.Now()
 	if o.kind == opRead || o.kind == opVerify {
 		q.reads.push(o)
 	} else {
@@ -116,8 +121,13 @@ func (q *queue) close() {
 
 // worker is one I/O goroutine. hdr is its page-aligned slot-header buffer
 // (an anonymous mapping, so O_DIRECT can use it), reused for every op.
+// cur is the system call it is in, for Outstanding; guarded by
+// Store.ioMu, valid while busy.
 type worker struct {
-	hdr []byte
+	hdr   []byte
+	busy  bool
+	cur   IO
+	since time.Time
 }
 
 func (s *Store) runWorker(w *worker) {
@@ -127,12 +137,33 @@ func (s *Store) runWorker(w *worker) {
 		if o == nil {
 			return
 		}
+		s.issue(w, o)
 		switch o.kind {
 		case opRead, opVerify:
-			s.finishRead(o, s.readSlot(w.hdr, o))
+			err := s.readSlot(w.hdr, o)
+			s.retire(w)
+			s.finishRead(o, err)
 		case opWrite:
 			o.err = s.writeSlot(w.hdr, o)
+			s.retire(w)
 			s.commitQ.push(o)
 		}
 	}
+}
+
+// issue records that w is about to enter o's system call; retire that it
+// returned. One uncontended lock each: noise beside a 4 KiB+ O_DIRECT
+// transfer, and what lets a shutdown name a read the disk never answered.
+func (s *Store) issue(w *worker, o *op) {
+	io := s.ioOf(o)
+	io.Issued, io.Age = true, 0
+	s.ioMu.Lock()
+	w.busy, w.cur, w.since = true, io, time.Now()
+	s.ioMu.Unlock()
+}
+
+func (s *Store) retire(w *worker) {
+	s.ioMu.Lock()
+	w.busy = false
+	s.ioMu.Unlock()
 }
