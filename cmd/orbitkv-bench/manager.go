@@ -23,6 +23,7 @@ import (
 // or named by --socket.
 type manager struct {
 	socket  string
+	http    string    // its --http-addr (GET /health); "" for an external Manager
 	pid     int       // 0 until known (external: from the Health reply)
 	cmd     *exec.Cmd // nil for an external Manager
 	exited  chan error
@@ -86,8 +87,8 @@ type managerSpec struct {
 	acceptTimeout time.Duration // 0 = 10 s; a big pre-faulted RAM tier needs more
 }
 
-// launchManager starts a Manager on a temporary bootstrap socket without
-// the HTTP port and waits until the socket accepts connections.
+// launchManager starts a Manager on a temporary bootstrap socket and a
+// free loopback HTTP port and waits until the socket accepts connections.
 func launchManager(spec managerSpec) (*manager, error) {
 	bin, err := findManagerBin(spec.bin)
 	if err != nil {
@@ -104,10 +105,18 @@ func launchManager(spec managerSpec) (*manager, error) {
 		return nil, fmt.Errorf("creating the Manager log: %w", err)
 	}
 	defer logf.Close()
-	// --http-addr "": no loopback HTTP port that could collide with a
-	// Manager already running on this host; spec.args come last and win
-	// (Go's flag package keeps the last value).
-	args := append([]string{"--bootstrap-socket", m.socket, "--http-addr", ""}, spec.args...)
+	// A free loopback port, not the default one a Manager already running
+	// on this host may hold: its GET /health has the Manager-wide figures
+	// (the idle check). spec.args come last and win (Go's flag package
+	// keeps the last value).
+	if m.http, err = freeLoopbackAddr(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if v, ok := lastFlagValue(spec.args, "http-addr"); ok {
+		m.http = v
+	}
+	args := append([]string{"--bootstrap-socket", m.socket, "--http-addr", m.http}, spec.args...)
 	m.cmd = exec.Command(bin, args...)
 	// Both streams go straight to the log file (the child gets the fd): no
 	// pipe, so nothing in the bench can make the Manager's writes fail with

@@ -45,7 +45,7 @@ func (r *queryRun) run() (*queryReport, error) {
 	if rep.PublishS, err = r.publish(); err != nil {
 		return nil, err
 	}
-	h, err := r.c.Health()
+	h, err := readManagerHealth(r.metricsAddr)
 	if err != nil {
 		return nil, fmt.Errorf("health after publishing: %w", err)
 	}

@@ -387,7 +387,7 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	health := newHealth(disp, mode, started, serviceID)
 	srv, err := bootstrap.New(bootstrap.Config{
 		Path: path, Epoch: epoch, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
-		Table: table, Dispatcher: disp, Health: health.reply, Logger: log,
+		Table: table, Dispatcher: disp, Health: health.reply, Logger: log, Version: version,
 		MaxBufferBytes: st.maxBufBytes,
 	})
 	if err != nil {

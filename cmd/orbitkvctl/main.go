@@ -30,7 +30,8 @@ Usage:
   orbitkvctl --version
 
 Subcommands:
-  health   print the Manager's Health reply (lifecycle frame over the socket)
+  health   print the Manager's liveness from its Health reply (lifecycle frame over
+           the socket; the Manager-wide figures are on its HTTP GET /health)
   ping     round-trip Ping through the shared-memory channel; prints each
            round trip's latency; --hold keeps the session open after the
            pings until SIGTERM/SIGINT (used by integration tests): SIGUSR1
@@ -255,16 +256,11 @@ func health(opts client.Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "status     %s\nversion    %s\npid        %d\nepoch      %d\nservice_id %x\nsessions   %d\npoll_mode  %s\nrequests   %d\nuptime     %v\n",
-		h.Status, h.Version, h.ManagerPID, h.Epoch, h.ServiceID, h.Sessions, h.PollMode, h.Requests, h.Uptime.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "blocks     %d\nram        %s of %s\nevictions  %d\nleases     %d\npins       %d\nreserved   %s\noperations %d\n",
-		h.Blocks, humanize.IBytes(h.RAMUsedBytes), humanize.IBytes(h.RAMCapacityBytes), h.Evictions,
-		h.Leases, h.Pins, humanize.IBytes(h.ReservedBytes), h.Operations)
-	reuse := 0.0
-	if h.DistinctLookups > 0 {
-		reuse = float64(h.Lookups) / float64(h.DistinctLookups)
-	}
-	fmt.Fprintf(stdout, "tickets    %d\nlookups    %d (distinct ≈ %d, reuse %.2f×)\n", h.Tickets, h.Lookups, h.DistinctLookups, reuse)
+	fmt.Fprintf(stdout, "status     %s\nversion    %s\npid        %d\nepoch      %d\nservice_id %x\npoll_mode  %s\nuptime     %v\nram        %s\n",
+		h.Status, h.Version, h.ManagerPID, h.Epoch, h.ServiceID, h.PollMode, h.Uptime.Round(time.Millisecond), humanize.IBytes(h.RAMCapacityBytes))
+	fmt.Fprintln(stdout, "Manager-wide figures (sessions, blocks, RAM used, evictions, lookups) are not shown to a")
+	fmt.Fprintln(stdout, "session; operators read them at GET /health on the Manager's --http-addr (default")
+	fmt.Fprintln(stdout, "http://127.0.0.1:7471/health).")
 	return nil
 }
 

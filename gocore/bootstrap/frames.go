@@ -171,7 +171,11 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if err := f.Unmarshal(&req); err != nil {
 			return nil, nil, err
 		}
-		return s.health(), nil, nil
+		h, err := s.sessionHealth(sess)
+		if err != nil {
+			return nil, &appError{abi.StatusStaleSession, "session", err.Error()}, nil
+		}
+		return h, nil, nil
 	case lifecycle.CodeWatchSession:
 		var req lifecyclepb.WatchSessionRequest
 		if err := f.Unmarshal(&req); err != nil {
@@ -352,19 +356,32 @@ func closeBuffer(b *session.Buffer) {
 	}
 }
 
-func (s *Server) health() *lifecyclepb.HealthReply {
-	var h *lifecyclepb.HealthReply
+// sessionHealth answers a session's Health frame: the Manager's liveness
+// (status, epoch, service id, pid, uptime, version, poll mode, ABI, RAM
+// capacity) and this session's own figures (its requests, leases, pins,
+// reservations, operations, tickets). Figures of the whole Manager
+// (sessions, blocks, RAM used, evictions, lookups) stay 0 here: they would
+// tell one tenant whether another's publish was new or its lookup a repeat,
+// so only the operator's endpoints serve them (Config.Health feeds GET
+// /health and /metrics).
+func (s *Server) sessionHealth(sess *session.Session) (*lifecyclepb.HealthReply, error) {
+	own, err := s.cfg.Dispatcher.SessionHealth(sess)
+	if err != nil {
+		return nil, err
+	}
+	h := &lifecyclepb.HealthReply{Status: "serving"}
 	if s.cfg.Health != nil {
-		h = s.cfg.Health()
-	} else {
-		h = &lifecyclepb.HealthReply{Status: "serving"}
+		m := s.cfg.Health()
+		h.Status, h.UptimeNs, h.Version, h.PollMode, h.RamCapacityBytes = m.Status, m.UptimeNs, m.Version, m.PollMode, m.RamCapacityBytes
 	}
 	h.Epoch = s.cfg.Epoch
 	h.ServiceId = s.cfg.ServiceID[:]
-	h.Sessions = uint32(s.cfg.Table.Len())
 	h.ManagerPid = s.pid
 	h.AbiVersion = abi.Version
-	return h
+	h.Requests = own.Requests
+	h.Leases, h.Pins, h.ReservedBytes = own.Leases, own.LeasedBlocks, own.ReservedBytes
+	h.Operations, h.Tickets = own.Operations, own.Tickets
+	return h, nil
 }
 
 // notifyClosing sends an unsolicited WatchSession reply with state

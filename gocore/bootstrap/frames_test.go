@@ -287,17 +287,30 @@ func TestRegisterBuffersWithAMemfd(t *testing.T) {
 	}
 }
 
-func TestHealthReportsTheManager(t *testing.T) {
+// A session's Health reports the Manager's liveness and its own figures,
+// never the Manager-wide ones (issue 13, finding 4): b's traffic does not
+// show in a's Health, and the session count is not given away.
+func TestHealthReportsTheManagersLivenessAndTheSessionsOwnFigures(t *testing.T) {
 	h := newHarness(t)
 	a, b := connect(t, h.path), connect(t, h.path)
+	for i := uint64(1); i <= 5; i++ {
+		b.ping(t, i)
+	}
+	a.ping(t, 1)
 	hr := a.health(t)
-	if hr.GetSessions() != 2 || hr.GetStatus() != "serving" || len(hr.GetServiceId()) != 16 || hr.GetServiceId()[0] != 1 {
-		t.Fatalf("health %v", hr)
+	if hr.GetSessions() != 0 || hr.GetStatus() != "serving" || len(hr.GetServiceId()) != 16 || hr.GetServiceId()[0] != 1 {
+		t.Fatalf("health %v: want serving, the service id, no session count", hr)
+	}
+	if hr.GetRequests() != 1 || hr.GetBlocks() != 0 || hr.GetLookups() != 0 {
+		t.Fatalf("a's health counts %d requests, %d blocks, %d lookups; want its own 1 request only", hr.GetRequests(), hr.GetBlocks(), hr.GetLookups())
+	}
+	if got := b.health(t).GetRequests(); got != 5 {
+		t.Fatalf("b's health counts %d requests, want its own 5", got)
 	}
 	b.close()
 	h.waitSessions(t, 1)
-	if got := a.health(t).GetSessions(); got != 1 {
-		t.Fatalf("health sessions %d after one closed, want 1", got)
+	if hr := a.health(t); hr.GetSessions() != 0 || hr.GetStatus() != "serving" {
+		t.Fatalf("health after b closed: %v", hr)
 	}
 }
 

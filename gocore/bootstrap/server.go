@@ -31,7 +31,7 @@ type Config struct {
 	// reply's OKV_BOOT_EXT_MANAGER_VERSION record (cut to 64 printable
 	// ASCII bytes); "" sends none.
 	Version string
-	Logger       *slog.Logger
+	Logger  *slog.Logger
 	// MaxBufferBytes bounds the engine buffer bytes all sessions together
 	// may have the Manager map (RegisterBuffers); 0 = DefaultMaxBufferBytes.
 	// The Manager's virtual address space (128 TiB on x86-64) also holds

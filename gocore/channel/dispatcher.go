@@ -67,16 +67,38 @@ func (s Spec) Validate() error {
 // sessionState is the dispatcher's private view of one attached session;
 // touched only by the dispatcher goroutine.
 type sessionState struct {
-	sess    *session.Session
-	limits  abi.RequestLimits
-	lastLog time.Time // rate limit for invalid-request logs
-	dropped int       // invalid-request logs suppressed since lastLog
+	sess     *session.Session
+	limits   abi.RequestLimits
+	lastLog  time.Time // rate limit for invalid-request logs
+	dropped  int       // invalid-request logs suppressed since lastLog
+	requests uint64    // requests of this session handled
 }
 
 type controlOp struct {
-	attach *session.Session
-	detach *session.Session
-	done   chan error
+	attach   *session.Session
+	detach   *session.Session
+	stats    *session.Session // SessionHealth: fill statsOut
+	statsOut *SessionHealth
+	done     chan error
+}
+
+// SessionHealth is one session's own figures for its Health frame.
+type SessionHealth struct {
+	Requests uint64 // channel requests of this session handled
+	cache.SessionStats
+}
+
+// ErrNotAttached is returned by SessionHealth for a session the dispatcher
+// does not serve (never attached, detached, or closing).
+var ErrNotAttached = errors.New("channel: session not attached")
+
+// SessionHealth returns s's own figures, read on the dispatcher goroutine
+// (one control event: microseconds; for Health frames, not hot paths).
+// Errors: ErrNotAttached, ErrStopped.
+func (d *Dispatcher) SessionHealth(s *session.Session) (SessionHealth, error) {
+	var out SessionHealth
+	err := d.control(controlOp{stats: s, statsOut: &out})
+	return out, err
 }
 
 // Dispatcher serves every session's slot from one goroutine.
@@ -278,6 +300,7 @@ func (d *Dispatcher) Run() {
 				replies[nrep] = native.Reply{Slot: e.Slot, Msg: m}
 				nrep++
 			}
+			st.requests++
 			handled++
 		}
 		d.requests.Add(handled)
@@ -316,6 +339,22 @@ func (d *Dispatcher) applyControl() (stop bool) {
 				}
 			}
 			op.done <- err
+		case op.stats != nil:
+			st := d.states[op.stats.Index]
+			if st == nil || st.sess != op.stats {
+				op.done <- ErrNotAttached
+				continue
+			}
+			op.statsOut.Requests = st.requests
+			if d.svc != nil {
+				cs, ok := d.svc.SessionStats(op.stats)
+				if !ok {
+					op.done <- ErrNotAttached
+					continue
+				}
+				op.statsOut.SessionStats = cs
+			}
+			op.done <- nil
 		case op.detach != nil:
 			s := op.detach
 			st := d.states[s.Index]

@@ -461,31 +461,36 @@ func (*HealthRequest) Descriptor() ([]byte, []int) {
 }
 
 type HealthReply struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Status     string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // "serving" or "draining"
-	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	ServiceId  []byte                 `protobuf:"bytes,3,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes
-	Sessions   uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`                   // live sessions
-	UptimeNs   uint64                 `protobuf:"varint,5,opt,name=uptime_ns,json=uptimeNs,proto3" json:"uptime_ns,omitempty"`
-	Version    string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`                   // Manager build version
-	PollMode   string                 `protobuf:"bytes,7,opt,name=poll_mode,json=pollMode,proto3" json:"poll_mode,omitempty"` // spin | adaptive | park
-	Requests   uint64                 `protobuf:"varint,8,opt,name=requests,proto3" json:"requests,omitempty"`                // channel requests served since start
-	ManagerPid uint32                 `protobuf:"varint,9,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`
-	AbiVersion uint32                 `protobuf:"varint,10,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`
-	// Cache state (DESIGN.md §6: on an idle Manager leases, pins,
-	// reserved_bytes and operations are zero).
-	Blocks           uint64 `protobuf:"varint,11,opt,name=blocks,proto3" json:"blocks,omitempty"` // sealed blocks resident in RAM
-	RamUsedBytes     uint64 `protobuf:"varint,12,opt,name=ram_used_bytes,json=ramUsedBytes,proto3" json:"ram_used_bytes,omitempty"`
-	RamCapacityBytes uint64 `protobuf:"varint,13,opt,name=ram_capacity_bytes,json=ramCapacityBytes,proto3" json:"ram_capacity_bytes,omitempty"`
-	Leases           uint64 `protobuf:"varint,14,opt,name=leases,proto3" json:"leases,omitempty"`
-	Pins             uint64 `protobuf:"varint,15,opt,name=pins,proto3" json:"pins,omitempty"`
-	ReservedBytes    uint64 `protobuf:"varint,16,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"`
-	Operations       uint64 `protobuf:"varint,17,opt,name=operations,proto3" json:"operations,omitempty"` // tickets, copies in flight, restores awaiting RestorePoll
-	Evictions        uint64 `protobuf:"varint,18,opt,name=evictions,proto3" json:"evictions,omitempty"`   // blocks evicted since start
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A session's Health reports the Manager's liveness and that session's
+	// own figures; the figures of the whole Manager tell one tenant about
+	// another's traffic and are 0 here (GET /health on the Manager's
+	// loopback HTTP address serves them to operators).
+	Status     string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // "serving" or "draining"
+	Epoch      uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	ServiceId  []byte `protobuf:"bytes,3,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes
+	Sessions   uint32 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`                   // Manager-wide: 0 in a session's Health
+	UptimeNs   uint64 `protobuf:"varint,5,opt,name=uptime_ns,json=uptimeNs,proto3" json:"uptime_ns,omitempty"`
+	Version    string `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`                   // Manager build version
+	PollMode   string `protobuf:"bytes,7,opt,name=poll_mode,json=pollMode,proto3" json:"poll_mode,omitempty"` // spin | adaptive | park
+	Requests   uint64 `protobuf:"varint,8,opt,name=requests,proto3" json:"requests,omitempty"`                // channel requests of this session served
+	ManagerPid uint32 `protobuf:"varint,9,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`
+	AbiVersion uint32 `protobuf:"varint,10,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`
+	// Cache state. Per session: leases, pins, reserved_bytes, operations and
+	// tickets are this session's and 0 once it holds nothing (DESIGN.md §6
+	// rule 8 is checked Manager-wide, on GET /health).
+	Blocks           uint64 `protobuf:"varint,11,opt,name=blocks,proto3" json:"blocks,omitempty"`                                               // Manager-wide: 0 in a session's Health
+	RamUsedBytes     uint64 `protobuf:"varint,12,opt,name=ram_used_bytes,json=ramUsedBytes,proto3" json:"ram_used_bytes,omitempty"`             // Manager-wide: 0 in a session's Health
+	RamCapacityBytes uint64 `protobuf:"varint,13,opt,name=ram_capacity_bytes,json=ramCapacityBytes,proto3" json:"ram_capacity_bytes,omitempty"` // the RAM tier's configured size
+	Leases           uint64 `protobuf:"varint,14,opt,name=leases,proto3" json:"leases,omitempty"`                                               // leases this session holds
+	Pins             uint64 `protobuf:"varint,15,opt,name=pins,proto3" json:"pins,omitempty"`                                                   // block references its leases hold
+	ReservedBytes    uint64 `protobuf:"varint,16,opt,name=reserved_bytes,json=reservedBytes,proto3" json:"reserved_bytes,omitempty"`            // budget bytes its leases and restores reserve
+	Operations       uint64 `protobuf:"varint,17,opt,name=operations,proto3" json:"operations,omitempty"`                                       // its tickets and restores (operation permits)
+	Evictions        uint64 `protobuf:"varint,18,opt,name=evictions,proto3" json:"evictions,omitempty"`                                         // Manager-wide: 0 in a session's Health
 	// Operation semantics (abi.h "Query tickets").
-	Tickets         uint64 `protobuf:"varint,19,opt,name=tickets,proto3" json:"tickets,omitempty"`                                        // live query tickets
-	Lookups         uint64 `protobuf:"varint,20,opt,name=lookups,proto3" json:"lookups,omitempty"`                                        // logical lookups since start
-	DistinctLookups uint64 `protobuf:"varint,21,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"` // distinct lookups, HyperLogLog estimate
+	Tickets         uint64 `protobuf:"varint,19,opt,name=tickets,proto3" json:"tickets,omitempty"`                                        // its live query tickets
+	Lookups         uint64 `protobuf:"varint,20,opt,name=lookups,proto3" json:"lookups,omitempty"`                                        // Manager-wide: 0 in a session's Health
+	DistinctLookups uint64 `protobuf:"varint,21,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"` // Manager-wide: 0 in a session's Health
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }

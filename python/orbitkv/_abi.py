@@ -167,7 +167,8 @@ class ConnectOptions(ctypes.Structure):
 
 
 class Health(ctypes.Structure):
-    """client.h ``struct okv_health``: the Manager's Health frame."""
+    """client.h ``struct okv_health``: a session's Health frame (the
+    Manager's liveness and the session's own figures)."""
 
     _fields_ = [
         ("status", c_char * 16),

@@ -282,13 +282,17 @@ class CacheManagerClient(TicketOps):
         return echo.value
 
     def health(self) -> dict:
-        """The Manager's Health frame (okv_health) as a dict with every field
-        of ``struct okv_health``: ``status`` ("serving"/"draining"),
-        ``epoch``, ``service_id`` (16 bytes), ``sessions``, ``manager_pid``,
-        ``uptime_ns``, ``requests``, ``poll_mode``, ``version``, ``blocks``,
-        ``ram_used_bytes``, ``ram_capacity_bytes``, ``leases``, ``pins``,
-        ``reserved_bytes``, ``operations``, ``evictions``, ``tickets``,
-        ``lookups``, ``distinct_lookups`` (counts, bytes, ns).
+        """This session's Health frame (okv_health) as a dict with every field
+        of ``struct okv_health``: the Manager's liveness (``status``
+        "serving"/"draining", ``epoch``, ``service_id`` (16 bytes),
+        ``manager_pid``, ``uptime_ns``, ``poll_mode``, ``version``,
+        ``ram_capacity_bytes``) and this session's own figures
+        (``requests``, ``leases``, ``pins``, ``reserved_bytes``,
+        ``operations``, ``tickets``; counts, bytes, ns). The Manager-wide
+        ``sessions``, ``blocks``, ``ram_used_bytes``, ``evictions``,
+        ``lookups`` and ``distinct_lookups`` are 0: they would tell one
+        tenant about another's traffic; GET /health on the Manager's HTTP
+        address serves them to operators.
         Raises ``TimedOut``, ``Closed``, ``ProtocolError``."""
         out = _abi.Health()
         with self._lock:

@@ -375,8 +375,13 @@ class TicketOps:
                     self._handle("wait")
                     return self._retired_answer("wait", ticket)
             answer = self.poll(ticket)
-            if not ticket.live or ticket.ready:
-                return answer
+            if ticket.ready or (not ticket.live and answer.status != "Loading"):
+                return answer  # ready to claim, or retired by its terminal answer
+            if not ticket.live:
+                # Still Loading, yet retired by another thread after the poll
+                # released the lock (close, cancel): the top of the loop
+                # raises what that thread's call means (Closed, ...).
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 err = TimedOut("wait", Code.ETIMEDOUT,

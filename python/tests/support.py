@@ -35,10 +35,10 @@ def _load_manager_process():
     spec = importlib.util.spec_from_file_location("_orbitkv_test_manager", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.ManagerProcess
+    return mod.ManagerProcess, mod.free_port
 
 
-ManagerProcess = _load_manager_process()
+ManagerProcess, free_port = _load_manager_process()
 
 
 def import_orbitkv():
@@ -66,10 +66,11 @@ def hang_guard(seconds: float):
 
 class Manager(ManagerProcess):
     """An orbitkv-manager process on a temporary bootstrap socket
-    (orbitkv.testing.manager.ManagerProcess without an HTTP address).
+    (orbitkv.testing.manager.ManagerProcess with a free loopback HTTP port,
+    whose GET /health, ``health()``, gives the Manager-wide figures).
 
-    Started with --bootstrap-socket <tmp>/okv.sock --http-addr "" --ram-capacity
-    64MiB --hugepages off plus `extra` flags; ready once its stderr says
+    Started with --bootstrap-socket <tmp>/okv.sock --http-addr 127.0.0.1:PORT
+    --ram-capacity 64MiB --hugepages off plus `extra` flags; ready once its stderr says
     "orbitkv-manager serving". stop() sends SIGTERM (SIGKILL after 10 s);
     kill() sends SIGKILL and waits; both remove the temporary directory."""
 
@@ -79,7 +80,7 @@ class Manager(ManagerProcess):
         self.dir = tempfile.mkdtemp(prefix="orbitkv-pytest-")
         self.socket = os.path.join(self.dir, "okv.sock")
         try:
-            super().__init__(MANAGER_BIN, self.socket, None, ram=ram, extra=extra)
+            super().__init__(MANAGER_BIN, self.socket, free_port(), ram=ram, extra=extra)
         except RuntimeError as e:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise AssertionError(str(e)) from None

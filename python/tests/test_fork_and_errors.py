@@ -109,7 +109,7 @@ class TestFork(ManagerCase):
         a = c.lookup(NS, HASHES, timeout_s=5)
         self.assertEqual((a.status, a.hit_count), ("Ok", 4))
         c.release(a.lease_id)
-        self.assertEqual(c.health()["sessions"], 1)
+        self.assertEqual(self.manager.health()["sessions"], 1)
 
     def test_a_child_that_exits_and_collects_the_client_leaves_the_parent_session_alone(self):
         c, buf, bid = self.published_client()
@@ -145,7 +145,7 @@ class TestFork(ManagerCase):
         a = c.lookup(NS, hashes, timeout_s=5)
         self.assertEqual(a.hit_count, 4)
         c.release(a.lease_id)
-        self.assertEqual(c.health()["sessions"], 1)
+        self.assertEqual(self.manager.health()["sessions"], 1)
 
     def test_an_adapter_in_a_forked_child_connects_its_own_session(self):
         from orbitkv.vllm.session import Session
@@ -157,7 +157,7 @@ class TestFork(ManagerCase):
         def body():
             c = s.get()
             return {"ping": c.ping(5) if c is not None else None, "same": c is not None and c.epoch == epoch,
-                    "sessions": c.health()["sessions"] if c is not None else None}
+                    "sessions": self.manager.health()["sessions"] if c is not None else None}
 
         with support.hang_guard(60):
             out = in_child(body)

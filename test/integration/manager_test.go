@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,6 +113,7 @@ type proc struct {
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	noteManager(name, args)
 	p := &proc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -155,32 +154,16 @@ func (p *proc) wait(t *testing.T, d time.Duration) error {
 func startManager(t *testing.T) (*proc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--ram-capacity", "64MiB", "--hugepages", "off")
+	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", freeLoopbackAddr(t), "--ram-capacity", "64MiB", "--hugepages", "off")
 	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
 	return m, sock
 }
 
-// sessions asks the Manager (through a fresh orbitkvctl session) how many
-// sessions are live, not counting the asking one.
+// sessions asks the Manager's GET /health how many sessions are live (a
+// session's own Health no longer counts the others).
 func sessions(t *testing.T, sock string) int {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(binDir, "orbitkvctl"), "--socket", sock, "health").CombinedOutput()
-	if err != nil {
-		t.Fatalf("orbitkvctl health: %v\n%s", err, out)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == "sessions" {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatalf("health sessions %q: %v", f[1], err)
-			}
-			return n - 1
-		}
-	}
-	t.Fatalf("health output has no sessions line:\n%s", out)
-	return 0
+	return healthOf(t, sock).Sessions
 }
 
 func waitSessions(t *testing.T, sock string, want int) {

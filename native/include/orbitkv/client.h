@@ -76,30 +76,36 @@ struct okv_connect_options {
  *  doorbell, the session eventfd and a pidfd of the Manager. */
 typedef struct okv_client okv_client;
 
-/** Health as reported by the Manager's Health lifecycle frame. */
+/**
+ * Health as the Manager reports it to this session (Health lifecycle
+ * frame): the Manager's liveness and this session's own figures. Figures of
+ * the whole Manager would tell one tenant about another's traffic (whether
+ * a publish was new, whether a lookup repeated), so they are 0 here; the
+ * operator's endpoint serves them (GET /health on the Manager's loopback
+ * HTTP address), and the idle invariant is checked there.
+ */
 struct okv_health {
 	char status[16];        /* "serving" / "draining", NUL-terminated */
 	uint64_t epoch;
 	uint8_t service_id[OKV_SERVICE_ID_BYTES];
-	uint32_t sessions;
+	uint32_t sessions;      /* Manager-wide: 0 */
 	uint32_t manager_pid;
 	uint64_t uptime_ns;
-	uint64_t requests;
+	uint64_t requests;      /* channel requests of this session served */
 	char poll_mode[16];     /* "spin" / "adaptive" / "park" */
 	char version[32];
-	/* cache state: on an idle Manager leases, pins, reserved_bytes and
-	 * operations are zero */
-	uint64_t blocks;             /* sealed blocks resident in RAM */
-	uint64_t ram_used_bytes;     /* bytes of frames holding blocks */
+	/* this session's cache state: 0 once it holds nothing */
+	uint64_t blocks;             /* Manager-wide: 0 */
+	uint64_t ram_used_bytes;     /* Manager-wide: 0 */
 	uint64_t ram_capacity_bytes; /* --ram-capacity */
-	uint64_t leases;             /* live leases */
-	uint64_t pins;               /* block pins (leases + copies) */
-	uint64_t reserved_bytes;     /* bytes reserved by live leases */
-	uint64_t operations;         /* tickets, copies in flight, restores awaiting RestorePoll */
-	uint64_t evictions;          /* blocks evicted since the Manager started */
-	uint64_t tickets;            /* live query tickets */
-	uint64_t lookups;            /* logical lookups since start */
-	uint64_t distinct_lookups;   /* distinct lookups (HyperLogLog estimate, ~1% error) */
+	uint64_t leases;             /* leases this session holds */
+	uint64_t pins;               /* block references its leases hold */
+	uint64_t reserved_bytes;     /* budget bytes its leases and in-flight restores reserve */
+	uint64_t operations;         /* its tickets and restores (operation permits) */
+	uint64_t evictions;          /* Manager-wide: 0 */
+	uint64_t tickets;            /* its live query tickets */
+	uint64_t lookups;            /* Manager-wide: 0 */
+	uint64_t distinct_lookups;   /* Manager-wide: 0 */
 };
 
 /**

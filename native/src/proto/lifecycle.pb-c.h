@@ -196,6 +196,12 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
 {
   ProtobufCMessage base;
   /*
+   * A session's Health reports the Manager's liveness and that session's
+   * own figures; the figures of the whole Manager tell one tenant about
+   * another's traffic and are 0 here (GET /health on the Manager's
+   * loopback HTTP address serves them to operators).
+   */
+  /*
    * "serving" or "draining"
    */
   char *status;
@@ -205,7 +211,7 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
    */
   ProtobufCBinaryData service_id;
   /*
-   * live sessions
+   * Manager-wide: 0 in a session's Health
    */
   uint32_t sessions;
   uint64_t uptime_ns;
@@ -218,45 +224,61 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
    */
   char *poll_mode;
   /*
-   * channel requests served since start
+   * channel requests of this session served
    */
   uint64_t requests;
   uint32_t manager_pid;
   uint32_t abi_version;
   /*
-   * Cache state (DESIGN.md §6: on an idle Manager leases, pins,
-   * reserved_bytes and operations are zero).
+   * Cache state. Per session: leases, pins, reserved_bytes, operations and
+   * tickets are this session's and 0 once it holds nothing (DESIGN.md §6
+   * rule 8 is checked Manager-wide, on GET /health).
    */
   /*
-   * sealed blocks resident in RAM
+   * Manager-wide: 0 in a session's Health
    */
   uint64_t blocks;
+  /*
+   * Manager-wide: 0 in a session's Health
+   */
   uint64_t ram_used_bytes;
+  /*
+   * the RAM tier's configured size
+   */
   uint64_t ram_capacity_bytes;
+  /*
+   * leases this session holds
+   */
   uint64_t leases;
+  /*
+   * block references its leases hold
+   */
   uint64_t pins;
+  /*
+   * budget bytes its leases and restores reserve
+   */
   uint64_t reserved_bytes;
   /*
-   * tickets, copies in flight, restores awaiting RestorePoll
+   * its tickets and restores (operation permits)
    */
   uint64_t operations;
   /*
-   * blocks evicted since start
+   * Manager-wide: 0 in a session's Health
    */
   uint64_t evictions;
   /*
    * Operation semantics (abi.h "Query tickets").
    */
   /*
-   * live query tickets
+   * its live query tickets
    */
   uint64_t tickets;
   /*
-   * logical lookups since start
+   * Manager-wide: 0 in a session's Health
    */
   uint64_t lookups;
   /*
-   * distinct lookups, HyperLogLog estimate
+   * Manager-wide: 0 in a session's Health
    */
   uint64_t distinct_lookups;
 };

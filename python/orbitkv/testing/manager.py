@@ -14,6 +14,7 @@ their terminal state is withheld while every other request is served).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -79,6 +80,16 @@ class ManagerProcess:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
+
+    def health(self) -> dict:
+        """GET /health: the Manager-wide figures (sessions, blocks, leases,
+        pins, reserved_bytes, operations, tickets, lookups, ...) that a
+        session's own Health frame does not show. Needs an HTTP port;
+        raises RuntimeError without one, OSError when it does not answer."""
+        if self.port is None:
+            raise RuntimeError("this Manager has no HTTP address: Manager-wide figures come only from GET /health")
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=10) as r:
+            return json.load(r)
 
     def arm(self, name: str) -> None:
         code = self._http("POST", f"/debug/failpoints/arm?name={name}")
