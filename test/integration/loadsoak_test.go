@@ -327,7 +327,7 @@ func TestLoadSoak(t *testing.T) {
 	row("manager RSS", "min %.1f MiB, max %.1f MiB, end %.1f MiB", float64(rssMin)/1024, float64(rssMax)/1024, float64(last.rssKiB)/1024)
 	row("manager fds", "start %d, end %d (max %d)", first.fds, last.fds, fdsMax)
 	row("manager goroutines", "start %d, end %d (max %d)", first.goroutines, last.goroutines, grMax)
-	row("idle at the end", "leases %d pins %d reserved %d operations %d (sessions %d: the check's own)", h.Leases, h.Pins, h.ReservedBytes, h.Operations, h.Sessions)
+	row("idle at the end", "leases %d pins %d reserved %d operations %d (sessions %d)", h.Leases, h.Pins, h.ReservedBytes, h.Operations, h.Sessions)
 	row("cache", "%d blocks resident, %d evictions", last.blocks, last.evictions)
 	row("samples", "%d, every %v: %s", len(all), *soakSampleEvery, samplesPath)
 	b.WriteString("(operation counts of killed clients are those of their last report, at most 250 ms before the kill)\n")
