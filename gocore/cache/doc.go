@@ -11,6 +11,16 @@
 // Complete, which posts the deferred Publish replies and signals restore
 // completions on the session eventfd.
 //
+// Pause points (gocore/failpoint, failpoint builds only) hold one
+// operation, never the dispatcher: the operation is parked (its reply
+// deferred, its ticket or restore left pending) and every other request and
+// session is served meanwhile. Resuming the point, from the failpoint HTTP
+// goroutine, queues the operation's continuation under a mutex and rings the
+// control slot; Complete runs the queue on the dispatcher goroutine. That
+// queue and the ring are the only Service state touched off the dispatcher
+// (besides Stats); a continuation checks that its session is still attached
+// and not closing before it answers or touches the slot.
+//
 // Rules kept here (DESIGN.md §6): a block becomes visible only after its
 // publish copy completed (rule 2); restore destination pages are the copy
 // engine's until RestorePoll reports a terminal state, and teardown waits

@@ -309,13 +309,18 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		st.clearBusy(o)
 		return m.Response(s.epoch, abi.StatusInternal, 0, 0), nil
 	}
-	failpoint.Hit(failpoint.CopySubmitted)
 	s.ops[o.id] = o
 	st.restores[o.id] = o
 	s.restoresAll++
 	s.restoreReserved += o.bytes // the lease's bytes stay reserved until the copy lands
 	st.inflight++
-	return m.Response(s.epoch, abi.StatusOK, o.id, 0), nil
+	resp := m.Response(s.epoch, abi.StatusOK, o.id, 0)
+	if failpoint.Enabled && s.holdReply(failpoint.CopySubmitted, st, resp) {
+		// The copy runs and may complete; only the answer naming it waits.
+		s.deferReply = true
+		return abi.Message{}, nil
+	}
+	return resp, nil
 }
 
 // restoreEntries validates r's entries against lease l and buffer buf and
@@ -357,7 +362,7 @@ func (st *sessState) clearBusy(o *op) {
 // restorePoll reports a restore's state and consumes a terminal one.
 func (s *Service) restorePoll(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
 	o := st.restores[m.Arg0]
-	if o != nil && o.done && !s.now().Before(o.deadline) {
+	if o != nil && o.done && !o.held && !s.now().Before(o.deadline) {
 		s.expireRestore(st, o) // found before the sweep did
 		o = nil
 	}
@@ -367,7 +372,7 @@ func (s *Service) restorePoll(st *sessState, m *abi.Message) (abi.Message, *abi.
 		}
 		return abi.Message{}, invalid(abi.FieldOpID, 0, "%d: no restore of this session awaits a poll", m.Arg0)
 	}
-	if !o.done {
+	if !o.done || o.held {
 		return m.Response(s.epoch, abi.StatusLoading, 0, 0), nil
 	}
 	delete(st.restores, o.id)
@@ -410,11 +415,19 @@ func (s *Service) blockSegs(segs []native.CopySeg, blk *index.Block, buf *sessio
 // Complete drains finished copies (one cgo crossing): publishes are sealed
 // (or discarded when their session is closing or the copy failed) and
 // answered through post; restores are marked done and signalled on the
-// session eventfd. It handles at most limit completions (post is called at
-// most limit times) and returns true if more may be pending (the caller
-// should come back, for example by ringing the control slot).
+// session eventfd. In failpoint builds it first finishes the operations let
+// go from pause points. It handles at most limit completions and resumed
+// operations (post is called at most limit times) and returns true if more
+// may be pending (the caller should come back, for example by ringing the
+// control slot).
 func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (more bool) {
 	limit = max(1, min(limit, len(s.comps)))
+	ssdLimit := limit // SSD completions post nothing
+	if failpoint.Enabled {
+		ran, left := s.runResumed(limit, post)
+		limit -= ran
+		more = left
+	}
 	s.sweep()
 	released := false
 	if len(s.heldComps) > 0 && !failpoint.Holding(failpoint.RestoreDone) {
@@ -423,33 +436,42 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 		}
 		s.heldComps = s.heldComps[:0]
 	}
-	n := s.copier.Drain(s.comps[:limit])
-	if n > 0 {
-		failpoint.Hit(failpoint.CopyComplete)
+	n := 0
+	if limit > 0 {
+		n = s.copier.Drain(s.comps[:limit])
 	}
 	for i := 0; i < n; i++ {
 		c := s.comps[i]
-		if o := s.ops[c.Token]; o != nil && o.kind == opRestore && failpoint.Holding(failpoint.RestoreDone) {
-			// Test builds: the copy landed, but its terminal state is
-			// withheld (RestorePoll answers Loading) while the dispatcher
-			// keeps serving: a client that reads pages before the terminal
-			// result is caught by the e2e gate.
-			s.heldComps = append(s.heldComps, c)
-			s.tickWanted.Store(true) // the ticker applies them once released
-			failpoint.NoteHeld(failpoint.RestoreDone)
-			continue
+		if failpoint.Enabled && i == 0 && s.holdCompletion(c) {
+			continue // held at CopyComplete; the rest of the batch applies
 		}
-		released = s.applyCompletion(c, post) || released
+		released = s.land(c, post) || released
 	}
 	if released {
 		s.admitWaiting()
 	}
-	more = n == limit
-	if s.ssd != nil && s.completeSSD(limit) {
+	more = more || n == limit
+	if s.ssd != nil && s.completeSSD(ssdLimit) {
 		more = true
 	}
 	s.publishStats()
 	return more
+}
+
+// land applies one drained completion, or withholds a restore's while the
+// RestoreDone hold is on (failpoint builds): the copy landed, but its
+// terminal state waits (RestorePoll answers Loading) while the dispatcher
+// keeps serving, so a client that reads pages before the terminal result
+// is caught by the e2e gate. It reports whether a restore released its
+// reserved bytes.
+func (s *Service) land(c native.CopyCompletion, post func(slot uint32, msg abi.Message)) (released bool) {
+	if o := s.ops[c.Token]; o != nil && o.kind == opRestore && failpoint.Holding(failpoint.RestoreDone) {
+		s.heldComps = append(s.heldComps, c)
+		s.tickWanted.Store(true) // the ticker applies them once released
+		failpoint.NoteHeld(failpoint.RestoreDone)
+		return false
+	}
+	return s.applyCompletion(c, post)
 }
 
 // applyCompletion applies one finished copy: a publish is sealed (or
@@ -483,7 +505,9 @@ func (s *Service) applyCompletion(comp native.CopyCompletion, post func(slot uin
 			}
 			s.stats.published.Add(uint64(o.stored))
 			s.stats.publishBytes.Add(o.bytes)
-			failpoint.Hit(failpoint.PublishAck)
+			if failpoint.Enabled && s.holdReply(failpoint.PublishAck, st, o.reply) {
+				break // sealed and visible; only the answer waits
+			}
 			post(st.sess.Index, o.reply)
 		}
 	case opRestore:
@@ -494,8 +518,6 @@ func (s *Service) applyCompletion(comp native.CopyCompletion, post func(slot uin
 		s.restoreReserved -= o.bytes
 		released = true
 		o.done, o.status = true, c.Status
-		o.deadline = s.now().Add(s.expiry)
-		s.armExpiry(o.deadline)
 		if c.Status == 0 {
 			s.stats.restored.Add(uint64(len(o.blocks)))
 			s.stats.restoreBytes.Add(o.bytes)
@@ -507,10 +529,105 @@ func (s *Service) applyCompletion(comp native.CopyCompletion, post func(slot uin
 			s.restoresAll--
 		} else {
 			s.done++
-			failpoint.Hit(failpoint.Notification)
-			st.notify.signal()
+			if !failpoint.Enabled || !s.holdNotification(st, o) {
+				s.notifyDone(st, o)
+			}
 		}
 	}
 	s.maybeFinish(st)
 	return released
+}
+
+// notifyDone makes a done restore's terminal state visible: its result
+// expires after the operation expiry unless RestorePoll consumes it first,
+// and the session eventfd is signalled.
+func (s *Service) notifyDone(st *sessState, o *op) {
+	o.deadline = s.now().Add(s.expiry)
+	s.armExpiry(o.deadline)
+	st.notify.signal()
+}
+
+// Pause points (failpoint builds; every call site is guarded by
+// failpoint.Enabled, so the ordinary build has none of this on its paths).
+// A point holds one operation while the dispatcher serves everyone else:
+// the site parks that operation's state and returns; the continuation it
+// registers runs on the dispatcher goroutine, from Complete, once the point
+// is resumed. A continuation posts at most one reply, and first checks that
+// what it finishes still exists: its session may have closed and been torn
+// down meanwhile (Detach does the accounting of whatever the session held,
+// and its slot may be unmapped), or its ticket may have been revoked.
+
+// pause holds the operation at name when it is armed (true): cont then runs
+// on the dispatcher once name is resumed.
+func (s *Service) pause(name failpoint.Name, cont func(post func(slot uint32, msg abi.Message))) bool {
+	return failpoint.Pause(name, func() {
+		s.resumeMu.Lock()
+		s.resumed = append(s.resumed, cont)
+		s.resumeMu.Unlock()
+		s.ring()
+	})
+}
+
+// runResumed runs at most limit resumed continuations, oldest first; it
+// returns how many ran and whether more are queued.
+func (s *Service) runResumed(limit int, post func(slot uint32, msg abi.Message)) (ran int, more bool) {
+	for {
+		s.resumeMu.Lock()
+		if len(s.resumed) == 0 || ran == limit {
+			more = len(s.resumed) > 0
+			s.resumeMu.Unlock()
+			return ran, more
+		}
+		cont := s.resumed[0]
+		s.resumed[0] = nil
+		s.resumed = s.resumed[1:]
+		s.resumeMu.Unlock()
+		cont(post)
+		ran++
+	}
+}
+
+// live reports whether st is still attached and not closing: only then may
+// a continuation answer it or touch its slot.
+func (s *Service) live(st *sessState) bool {
+	return s.sessions[st.sess.Index] == st && !st.closing
+}
+
+// holdReply holds reply, the answer to an operation already done, at name
+// (CopySubmitted, PublishAck); the continuation posts it (the dispatcher
+// drops it if the client sent a newer request meanwhile).
+func (s *Service) holdReply(name failpoint.Name, st *sessState, reply abi.Message) bool {
+	return s.pause(name, func(post func(slot uint32, msg abi.Message)) {
+		if s.live(st) {
+			post(st.sess.Index, reply)
+		}
+	})
+}
+
+// holdCompletion holds one drained completion at CopyComplete: its
+// operation stays in flight (a closing session waits for it to drain) until
+// the continuation applies it, closing or not.
+func (s *Service) holdCompletion(c native.CopyCompletion) bool {
+	return s.pause(failpoint.CopyComplete, func(post func(slot uint32, msg abi.Message)) {
+		if s.land(c, post) {
+			s.admitWaiting()
+		}
+	})
+}
+
+// holdNotification holds a done restore at Notification: it counts as done
+// (a closing session's Detach drops it like any unpolled result) but
+// RestorePoll answers Loading and the sweep skips it until the continuation
+// makes it visible.
+func (s *Service) holdNotification(st *sessState, o *op) bool {
+	if !s.pause(failpoint.Notification, func(func(uint32, abi.Message)) {
+		o.held = false
+		if s.live(st) && st.restores[o.id] == o {
+			s.notifyDone(st, o)
+		}
+	}) {
+		return false
+	}
+	o.held = true
+	return true
 }

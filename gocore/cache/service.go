@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lease"
@@ -143,6 +145,15 @@ type Service struct {
 	batch   map[index.Key]struct{} // fresh keys of the publish being admitted
 
 	stats counters
+
+	// Pause points (failpoint builds only; see pause in ops.go). ring rings
+	// the dispatcher's control slot (native.Server.Ring, safe from any
+	// goroutine) so Complete runs the resumed operations.
+	ring       func()
+	deferReply bool // the request Handle is serving was held at a pause point: its reply is posted later
+	readmit    bool // a held ticket admission runs again: it passes the point
+	resumeMu   sync.Mutex
+	resumed    []func(post func(slot uint32, msg abi.Message)) // guarded by resumeMu: held operations let go, oldest first
 }
 
 // New creates the RAM tier and the copy engine. srv is the dispatcher's poll
@@ -195,6 +206,7 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 		stopTick: make(chan struct{}), tickDone: make(chan struct{}),
 		comps: make([]native.CopyCompletion, maxDrain), batch: make(map[index.Key]struct{}),
 		maxLeasedSession: MaxLeasedBlocksPerSession, maxLeased: MaxLeasedBlocks,
+		ring: srv.Ring,
 	}
 	if svc.now == nil {
 		svc.now = time.Now
@@ -237,6 +249,7 @@ type sessState struct {
 	busy                            map[pageKey]uint64 // destination pages of in-flight restores → op id
 	inflight                        int                // copies in flight
 	publishing                      int                // publishes in flight (deferred replies)
+	admitGen                        uint64             // generation of the request held at TicketAdmission (0: none)
 	holds                           []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
 	tickets                         map[uint64]*ticket // live tickets by op id
 	maxOpID                         uint64             // highest ticket op id seen (ids only grow)
@@ -270,6 +283,7 @@ type op struct {
 	reply           abi.Message    // publish: the response posted on completion
 	stored, present uint32
 	done            bool
+	held            bool // restore: done, but held at the Notification point (RestorePoll answers Loading)
 	status          int32
 	bytes           uint64
 	deadline        time.Time // restore: when an unpolled result expires
@@ -331,11 +345,19 @@ func (s *Service) maybeFinish(st *sessState) {
 
 // Handle serves one cache command of sess (the message already passed
 // abi.ValidateRequest). It returns the response, or ok=false when the
-// response is deferred until a copy completes (Publish); Complete posts it.
+// response is deferred: until a copy completes (Publish), or, in failpoint
+// builds, while the request is held at a pause point. Complete posts it.
 func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool) {
 	st := s.sessions[sess.Index]
 	if st == nil || st.sess != sess || st.closing {
 		return m.Response(s.epoch, abi.StatusStaleSession, 0, 0), true
+	}
+	if failpoint.Enabled && !s.readmit {
+		// A client sends while a request is held only after it gave up
+		// waiting for the answer: the held ticket admission is dropped
+		// unserved, as a request never read (its late answer would be
+		// dropped anyway, and a lease delivered with it would be lost).
+		st.admitGen = 0
 	}
 	if st.publishing > 0 {
 		// A client only sends while a Publish is deferred after it timed
@@ -369,6 +391,11 @@ func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Messag
 		resp, derr = s.cancel(st, m)
 	default:
 		return m.Response(s.epoch, abi.StatusUnsupported, 0, 0), true
+	}
+	if failpoint.Enabled && s.deferReply {
+		s.deferReply = false
+		s.publishStats()
+		return abi.Message{}, false
 	}
 	if derr != nil {
 		s.stats.invalid.Add(1)

@@ -71,6 +71,8 @@ type ticket struct {
 	holds     []*index.Block // blocks its reads brought in, pinned until it leases or is revoked
 	reloads   int
 	inBudgetQ bool
+	held      bool            // held at the Reservation point: resolve waits for the continuation (failpoint builds)
+	passed    bool            // resolving again after that hold: it passes the point
 	expired   bool            // revoked by expiry (a later Poll answers Timeout)
 	res       abi.QueryResult // tkDone/tkReady: the answer to deliver
 	lease     *lease.Lease    // tkDone/tkReady with hits: the undelivered lease
@@ -120,7 +122,10 @@ func (s *Service) opsAll() int { return s.tickets + s.drainingAll + s.restoresAl
 
 // submit serves a QueryBundle with a ticket (q.OpID ≠ 0).
 func (s *Service) submit(st *sessState, m *abi.Message, q *abi.QueryDesc) (abi.Message, *abi.DescError) {
-	failpoint.Hit(failpoint.TicketAdmission)
+	if failpoint.Enabled && !s.readmit && s.holdAdmission(st, m) {
+		s.deferReply = true
+		return abi.Message{}, nil
+	}
 	if tk := st.tickets[q.OpID]; tk != nil {
 		if s.expireIfDue(tk) {
 			return m.Response(s.epoch, abi.StatusTimeout, 0, 0), nil
@@ -206,7 +211,7 @@ func (t *ticket) same(q *abi.QueryDesc) bool {
 // range), SSD reads awaited when the flags ask, the byte budget, then the
 // lease. It leaves t pending, done or ready.
 func (s *Service) resolve(t *ticket) {
-	if t.state != tkPending {
+	if t.state != tkPending || t.held {
 		return
 	}
 	st := t.st
@@ -261,7 +266,10 @@ func (s *Service) resolve(t *ticket) {
 	for _, blk := range hits {
 		bytes += blk.Bytes
 	}
-	failpoint.Hit(failpoint.Reservation)
+	if failpoint.Enabled && !t.passed && s.holdReservation(t) {
+		t.res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(ramHits)}
+		return
+	}
 	if st.leases >= MaxLeasesPerSession || st.leased+len(hits) > s.maxLeasedSession || s.leased+len(hits) > s.maxLeased ||
 		bytes > s.leaseBudget {
 		// Limits it cannot wait out (a lease larger than the whole budget
@@ -567,7 +575,7 @@ func (s *Service) sweep() {
 			}
 		}
 		for _, o := range st.restores {
-			if !o.done {
+			if !o.done || o.held {
 				continue
 			}
 			if now.Before(o.deadline) {
@@ -625,6 +633,55 @@ func (s *Service) revokeAll(st *sessState) {
 	for _, t := range st.tickets {
 		s.revoke(t, false)
 	}
+}
+
+// holdAdmission holds the ticket request m of st at TicketAdmission (failpoint
+// builds), before any check: nothing of it is applied and its reply waits.
+// The continuation serves it then, unless st closed or sent a newer request
+// meanwhile (Handle drops the held one: the client gave up waiting).
+func (s *Service) holdAdmission(st *sessState, m *abi.Message) bool {
+	req := *m // the event's message is the dispatcher's, reused for the next batch
+	if !s.pause(failpoint.TicketAdmission, func(post func(slot uint32, msg abi.Message)) {
+		if !s.live(st) || st.admitGen != req.Generation {
+			return
+		}
+		st.admitGen = 0
+		s.readmit = true
+		resp, ok := s.Handle(st.sess, &req)
+		s.readmit = false
+		if ok {
+			post(st.sess.Index, resp)
+		}
+	}) {
+		return false
+	}
+	st.admitGen = m.Generation
+	return true
+}
+
+// holdReservation holds t at Reservation (failpoint builds), before it takes
+// its lease and bytes: t stays pending (Poll answers Loading) and resolve
+// leaves it alone until the continuation resolves it, unless it was revoked
+// or its session closed meanwhile.
+func (s *Service) holdReservation(t *ticket) bool {
+	if !s.pause(failpoint.Reservation, func(func(uint32, abi.Message)) {
+		t.held = false
+		st := t.st
+		if !s.live(st) || st.tickets[t.id] != t || t.state != tkPending {
+			return
+		}
+		t.passed = true
+		s.resolve(t)
+		t.passed = false
+		if t.state != tkPending {
+			st.notify.signal()
+		}
+		s.admitWaiting()
+	}) {
+		return false
+	}
+	t.held = true
+	return true
 }
 
 // describe names a ticket for logs.

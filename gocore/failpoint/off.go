@@ -10,8 +10,9 @@ import (
 // Enabled reports whether this build has failpoints (tag `failpoints`).
 const Enabled = false
 
-// Hit is a pause point; a no-op in this build.
-func Hit(Name) {}
+// Pause never holds anything in this build: it reports false and never
+// calls resume.
+func Pause(Name, func()) bool { return false }
 
 // Holding reports whether name is held (never in this build).
 func Holding(Name) bool { return false }

@@ -15,10 +15,9 @@ import (
 const Enabled = true
 
 type point struct {
-	armed  bool          // pause the next Hit
-	paused bool          // a Hit is waiting now
-	resume chan struct{} // closed to let it go
-	closed bool          // resume is closed (a second Resume is a no-op)
+	armed  bool   // the next Pause of this point holds its operation
+	paused bool   // an operation is held now (WaitPaused sees it)
+	resume func() // the held operation's resume function; nil when none is held
 	hits   int
 }
 
@@ -29,26 +28,25 @@ var (
 	offset atomic.Int64 // test clock offset, nanoseconds
 )
 
-// Hit pauses the calling goroutine (the dispatcher) while name is armed,
-// until Resume; each arm pauses one Hit.
-func Hit(name Name) {
+// Pause reports whether the operation at name must be held: when name is
+// armed it consumes the arm, marks the point paused, keeps resume and
+// returns true; the caller then parks that operation and returns, without
+// blocking. Resume calls resume once. Safe from any goroutine; it never
+// calls resume itself.
+func Pause(name Name, resume func()) bool {
 	mu.Lock()
+	defer mu.Unlock()
 	p := points[name]
 	if p == nil || !p.armed {
-		mu.Unlock()
-		return
+		return false
 	}
-	p.armed, p.paused, p.hits = false, true, p.hits+1
-	ch := p.resume
+	p.armed, p.paused, p.resume, p.hits = false, true, resume, p.hits+1
 	cond.Broadcast()
-	mu.Unlock()
-	<-ch
-	mu.Lock()
-	p.paused = false
-	mu.Unlock()
+	return true
 }
 
-// Arm makes the next Hit of name pause.
+// Arm makes the next Pause of name hold its operation. It fails for an
+// unknown name, and while an operation is held at name (resume it first).
 func Arm(name Name) error {
 	if !slices.Contains(All, name) {
 		return fmt.Errorf("unknown failpoint %q (want one of %v)", name, All)
@@ -60,17 +58,19 @@ func Arm(name Name) error {
 		p = &point{}
 		points[name] = p
 	}
-	if p.paused && !p.closed {
+	if p.paused {
 		return fmt.Errorf("failpoint %q is paused now; resume it first", name)
 	}
-	p.armed, p.resume, p.closed = true, make(chan struct{}), false
+	p.armed = true
 	return nil
 }
 
-// WaitPaused blocks until a Hit of name is paused, or timeout.
+// WaitPaused blocks until an operation is held at name, or timeout; it
+// reports whether one is.
 func WaitPaused(name Name, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	go func() { time.Sleep(timeout); mu.Lock(); cond.Broadcast(); mu.Unlock() }()
+	wake := time.AfterFunc(timeout, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
+	defer wake.Stop()
 	mu.Lock()
 	defer mu.Unlock()
 	for {
@@ -84,13 +84,23 @@ func WaitPaused(name Name, timeout time.Duration) bool {
 	}
 }
 
-// Resume releases a paused (or disarms an armed) point.
+// Resume disarms name and lets the operation held there (if any) go: its
+// resume function runs on the calling goroutine, outside the package lock,
+// exactly once. Resuming a point that holds nothing does nothing else, so
+// a second Resume is a no-op.
 func Resume(name Name) {
 	mu.Lock()
-	defer mu.Unlock()
-	if p := points[name]; p != nil && (p.paused || p.armed) && !p.closed {
-		p.armed, p.closed = false, true
-		close(p.resume)
+	var f func()
+	if p := points[name]; p != nil {
+		p.armed = false
+		if p.paused {
+			f = p.resume
+			p.paused, p.resume = false, nil
+		}
+	}
+	mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -129,9 +139,9 @@ func Advance(d time.Duration) { offset.Add(int64(d)) }
 
 // Handler serves the test controls (loopback HTTP only):
 //
-//	POST /debug/failpoints/arm?name=N      pause the next Hit of N
-//	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once paused, 408 if not in time
-//	POST /debug/failpoints/resume?name=N   release it
+//	POST /debug/failpoints/arm?name=N      hold the next operation that reaches N
+//	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once one is held, 408 if not in time
+//	POST /debug/failpoints/resume?name=N   let it go (again: a no-op)
 //	POST /debug/failpoints/drop-wakeups?on=1  skip every eventfd write (0: stop)
 //	POST /debug/failpoints/hold?name=restore-done&on=1  withhold restore completions (0: release them)
 //	GET  /debug/failpoints/held?name=restore-done&timeout=5s  200 once one was withheld, 408 if not in time

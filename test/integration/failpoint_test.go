@@ -15,12 +15,14 @@ import (
 )
 
 // The failpoint scenarios of the operation-semantics issue: a Manager built
-// with the tag failpoints (orbitkv-manager-fp) pauses its dispatcher at a
+// with the tag failpoints (orbitkv-manager-fp) holds one operation at a
 // named point while testclient runs one ticketed operation through all of
-// them (testclient tickets: publish, ticket, restore, byte check). At the
-// pause the test SIGKILLs the client, SIGKILLs the Manager, stops the
-// client past the operation expiry, or drops every eventfd wake-up; then it
-// checks DESIGN.md §6:
+// them (testclient tickets: publish, ticket, restore, byte check). While it
+// is held, a second client completes a fresh round trip: a pause holds only
+// the operation concerned, never the dispatcher (issue 13, finding 6). Then
+// the test SIGKILLs the client, SIGKILLs the Manager, stops the client past
+// the operation expiry, or drops every eventfd wake-up; then it checks
+// DESIGN.md §6:
 //   - rule 1: the client ends with exactly one terminal outcome (exit 0,
 //     expired, or Manager died), never a hang (every wait is bounded here);
 //   - rules 2–4, 9: a fresh client publishes, leases, restores and checks
@@ -122,6 +124,11 @@ func TestFailpointScenarios(t *testing.T) {
 				m.control(t, "POST", "/debug/failpoints/arm?name="+point)
 				c := runTickets(t, sock, first)
 				m.control(t, "GET", "/debug/failpoints/wait?name="+point+"&timeout=20s")
+				// The held operation is the first client's alone: everyone
+				// else is served meanwhile. (The first client waits at most
+				// its 5 s request timeout for a held reply, so this must not
+				// dawdle; it takes well under a second.)
+				freshRoundTrip(t, sock, first+300)
 				switch action {
 				case "kill-client":
 					c.cmd.Process.Signal(syscall.SIGKILL)
