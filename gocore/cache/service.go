@@ -149,11 +149,12 @@ type Service struct {
 	// Pause points (failpoint builds only; see pause in ops.go). ring rings
 	// the dispatcher's control slot (native.Server.Ring, safe from any
 	// goroutine) so Complete runs the resumed operations.
-	ring       func()
-	deferReply bool // the request Handle is serving was held at a pause point: its reply is posted later
-	readmit    bool // a held ticket admission runs again: it passes the point
-	resumeMu   sync.Mutex
-	resumed    []func(post func(slot uint32, msg abi.Message)) // guarded by resumeMu: held operations let go, oldest first
+	ring         func()
+	deferReply   bool // the request Handle is serving was held at a pause point: its reply is posted later
+	readmit      bool // a held ticket admission runs again: it passes the point
+	resumeMu     sync.Mutex
+	resumeClosed bool                                            // guarded by resumeMu: Close ran, resumed points are dropped
+	resumed      []func(post func(slot uint32, msg abi.Message)) // guarded by resumeMu: held operations let go, oldest first
 }
 
 // New creates the RAM tier and the copy engine. srv is the dispatcher's poll
@@ -229,6 +230,9 @@ func New(s Spec, srv *native.Server) (*Service, error) {
 // that long, then logs SSDOutstanding and exits the process with Close
 // still waiting (the Manager's --shutdown-timeout); nothing is freed.
 func (s *Service) Close() {
+	s.resumeMu.Lock()
+	s.resumeClosed = true // a failpoint Resume from now on must not ring the server
+	s.resumeMu.Unlock()
 	close(s.stopTick)
 	<-s.tickDone // it rings the server, which the caller frees after Close
 	s.copier.Close()

@@ -84,6 +84,7 @@ _PROTOTYPES = [
     ("okv_strerror", c_char_p, [c_int]),
     ("okv_last_error", c_char_p, [_H]),
     ("okv_epoch", c_uint64, [_H]),
+    ("okv_manager_version", c_char_p, [_H]),
     ("okv_notification_fd", c_int, [_H]),
     ("okv_manager_pidfd", c_int, [_H]),
     ("okv_socket_path", c_int, [c_char_p, c_char_p, c_size_t]),

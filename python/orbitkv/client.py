@@ -234,6 +234,14 @@ class CacheManagerClient(TicketOps):
         with self._lock:
             return lib.okv_epoch(self._handle("epoch"))
 
+    @property
+    def manager_version(self) -> str:
+        """The Manager's build version as its bootstrap reply announced it
+        (okv_manager_version; an extension record of the reply), "" if it
+        sent none; ``Closed`` after close()."""
+        with self._lock:
+            return lib.okv_manager_version(self._handle("manager_version")).decode("ascii", "replace")
+
     def notification_fd(self) -> int:
         """The session eventfd (okv_notification_fd; borrowed: do not close).
 
