@@ -26,7 +26,7 @@ type managerHealth struct {
 // readManagerHealth reads GET http://addr/health.
 func readManagerHealth(addr string) (managerHealth, error) {
 	var h managerHealth
-	hc := http.Client{Timeout: 5 * time.Second}
+	hc := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get("http://" + addr + "/health")
 	if err != nil {
 		return h, fmt.Errorf("reading the Manager's /health: %w", err)

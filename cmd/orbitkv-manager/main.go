@@ -429,7 +429,7 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	closed := make(chan struct{})
 	go func() { srv.Close(); close(closed) }() // sessions first: each is detached and released
 	if !waitUntil(deadline, closed) {
-		os.Remove(path) // srv.Close removes it only once every session is detached
+		srv.RemoveSocket() // srv.Close removes it only once every session is detached
 		forceExit(log, c.shutdownWait, "sessions did not finish detaching", disp.Cache())
 	}
 	disp.Stop()

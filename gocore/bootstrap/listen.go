@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,15 +37,22 @@ var ErrNotOurs = errors.New("bootstrap: socket path is not the Manager's own 060
 // gives ErrNotSocket, and after bind the path must be this process's own
 // 0600 socket (ErrNotOurs).
 func Listen(path string) (*net.UnixListener, error) {
+	l, _, err := listen(path)
+	return l, err
+}
+
+// listen is Listen that also returns what the socket file was right after
+// bind, so that only that very file is removed later (removeIfSame).
+func listen(path string) (*net.UnixListener, os.FileInfo, error) {
 	if err := checkDir(path, uint32(os.Geteuid())); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := reclaim(path); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: socket: %w", err)
+		return nil, nil, fmt.Errorf("bootstrap: socket: %w", err)
 	}
 	closeFD := true
 	defer func() {
@@ -53,20 +61,21 @@ func Listen(path string) (*net.UnixListener, error) {
 		}
 	}()
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		return nil, fmt.Errorf("bootstrap: bind %s: %w", path, err)
+		return nil, nil, fmt.Errorf("bootstrap: bind %s: %w", path, err)
 	}
 	// Before listen: a connect to a bound socket that is not listening is
 	// refused (ECONNREFUSED), so nobody can get in through the umask mode.
 	if err := os.Chmod(path, 0o600); err != nil {
 		os.Remove(path)
-		return nil, fmt.Errorf("bootstrap: chmod 0600 %s: %w", path, err)
+		return nil, nil, fmt.Errorf("bootstrap: chmod 0600 %s: %w", path, err)
 	}
-	if err := checkOwn(path, uint32(os.Geteuid())); err != nil {
-		return nil, err // not removed: the path may not be ours
+	own, err := checkOwn(path, uint32(os.Geteuid()))
+	if err != nil {
+		return nil, nil, err // not removed: the path may not be ours
 	}
 	if err := unix.Listen(fd, 128); err != nil {
 		os.Remove(path)
-		return nil, fmt.Errorf("bootstrap: listen %s: %w", path, err)
+		return nil, nil, fmt.Errorf("bootstrap: listen %s: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	closeFD = false
@@ -74,11 +83,22 @@ func Listen(path string) (*net.UnixListener, error) {
 	l, err := net.FileListener(f)
 	if err != nil {
 		os.Remove(path)
-		return nil, fmt.Errorf("bootstrap: listener %s: %w", path, err)
+		return nil, nil, fmt.Errorf("bootstrap: listener %s: %w", path, err)
 	}
 	ul := l.(*net.UnixListener)
 	ul.SetUnlinkOnClose(false) // Server.Close removes the path itself
-	return ul, nil
+	return ul, own, nil
+}
+
+// removeIfSame removes path only if it is still the file own describes
+// (same device and inode): never whatever another user may have put there.
+func removeIfSame(path string, own os.FileInfo) {
+	if own == nil {
+		return
+	}
+	if fi, err := os.Lstat(path); err == nil && os.SameFile(fi, own) {
+		os.Remove(path)
+	}
 }
 
 // reclaim applies the existing-path rules of DESIGN.md §5.1.
@@ -99,6 +119,9 @@ func reclaim(path string) error {
 		return fmt.Errorf("%w: %s", ErrInUse, path)
 	}
 	if !errors.Is(err, unix.ECONNREFUSED) {
+		if o := owner(fi); o != uint32(os.Geteuid()) {
+			return fmt.Errorf("bootstrap: %s is a socket of uid %d, not the Manager's uid %d (another user's process may have taken the path; remove it or use --bootstrap-socket in a 0700 directory): %w", path, o, os.Geteuid(), err)
+		}
 		return fmt.Errorf("bootstrap: probing existing socket %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil {
@@ -108,59 +131,107 @@ func reclaim(path string) error {
 }
 
 // checkDir applies the directory rule of ErrUnsafeDir to the socket's
-// directory and every directory above it, after resolving symbolic links
-// (the rule ssh's StrictModes applies to key files): each must be owned by
-// root or uid, and if group or others may write it, it must be sticky (as
-// /tmp is), so nobody but its owner can rename or remove what uid created
-// in it. A 0700 directory of the Manager's user is the safe choice
-// (docs/channel.md, "The bootstrap socket").
+// directory and every directory above it (the rule ssh's StrictModes applies
+// to key files): each must be owned by root or uid, and if group or others
+// may write it, it must be sticky (as /tmp is), so nobody but its owner can
+// rename or remove what uid created in it. The path is walked one component
+// at a time, following symbolic links by hand: every link met must be owned
+// by root or uid too, since the owner of a link in a sticky directory can
+// still point it elsewhere. A 0700 directory of the Manager's user is the
+// safe choice (docs/channel.md, "The bootstrap socket").
 func checkDir(path string, uid uint32) error {
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("bootstrap: socket directory of %s: %w", path, err)
 	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return fmt.Errorf("bootstrap: socket directory %s: %w", dir, err)
+	if err := checkOneDir("/", uid); err != nil {
+		return err
 	}
-	for d := real; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
+	const maxLinks = 40 // as the kernel's path walk (MAXSYMLINKS)
+	cur, links := "/", 0
+	pending := strings.Split(dir, "/")
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
 		if err != nil {
-			return fmt.Errorf("bootstrap: socket directory %s: %w", d, err)
+			return fmt.Errorf("bootstrap: socket directory %s: %w", next, err)
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("bootstrap: socket directory %s: no owner information", d)
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if o := owner(fi); o != 0 && o != uid {
+				return fmt.Errorf("%w: %s is a symbolic link owned by uid %d, not by root or the Manager's uid %d, who can point it elsewhere; use a 0700 directory of uid %d (--bootstrap-socket)", ErrUnsafeDir, next, o, uid, uid)
+			}
+			if links++; links > maxLinks {
+				return fmt.Errorf("bootstrap: socket directory %s: more than %d symbolic links", dir, maxLinks)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return fmt.Errorf("bootstrap: socket directory %s: %w", next, err)
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			pending = append(strings.Split(target, "/"), pending...)
+			continue
 		}
-		switch {
-		case st.Uid != 0 && st.Uid != uid:
-			return fmt.Errorf("%w: %s is owned by uid %d, not by root or the Manager's uid %d; put the socket in a 0700 directory of uid %d (--bootstrap-socket)", ErrUnsafeDir, d, st.Uid, uid, uid)
-		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
-			return fmt.Errorf("%w: %s has mode %v, writable by group or others without the sticky bit; use a 0700 directory (--bootstrap-socket) or chmod +t it", ErrUnsafeDir, d, fi.Mode().Perm())
+		if !fi.IsDir() {
+			return fmt.Errorf("bootstrap: socket directory %s is not a directory", next)
 		}
-		if d == filepath.Dir(d) {
-			return nil
+		if err := checkOneDir(next, uid); err != nil {
+			return err
 		}
+		cur = next
 	}
+	return nil
+}
+
+// checkOneDir applies the ownership and sticky rule to directory d (not a
+// symbolic link).
+func checkOneDir(d string, uid uint32) error {
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return fmt.Errorf("bootstrap: socket directory %s: %w", d, err)
+	}
+	switch o := owner(fi); {
+	case o != 0 && o != uid:
+		return fmt.Errorf("%w: %s is owned by uid %d, not by root or the Manager's uid %d; put the socket in a 0700 directory of uid %d (--bootstrap-socket)", ErrUnsafeDir, d, o, uid, uid)
+	case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
+		return fmt.Errorf("%w: %s has mode %v, writable by group or others without the sticky bit; use a 0700 directory (--bootstrap-socket) or chmod +t it", ErrUnsafeDir, d, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// owner is fi's uid; a FileInfo without one (not from lstat) counts as
+// nobody's, which no rule accepts.
+func owner(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
 }
 
 // checkOwn reports ErrNotOurs unless path is a socket owned by uid with
-// mode 0600.
-func checkOwn(path string, uid uint32) error {
+// mode 0600; on success it returns what the file is (for removeIfSame).
+func checkOwn(path string, uid uint32) (os.FileInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return fmt.Errorf("bootstrap: checking %s after bind: %w", path, err)
+		return nil, fmt.Errorf("bootstrap: checking %s after bind: %w", path, err)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: %s: no owner information", ErrNotOurs, path)
 	case fi.Mode()&os.ModeSocket == 0:
-		return fmt.Errorf("%w: %s is %v, not a socket", ErrNotOurs, path, fi.Mode())
-	case st.Uid != uid:
-		return fmt.Errorf("%w: %s is owned by uid %d, not %d", ErrNotOurs, path, st.Uid, uid)
+		return nil, fmt.Errorf("%w: %s is %v, not a socket", ErrNotOurs, path, fi.Mode())
+	case owner(fi) != uid:
+		return nil, fmt.Errorf("%w: %s is owned by uid %d, not %d", ErrNotOurs, path, owner(fi), uid)
 	case fi.Mode().Perm() != 0o600:
-		return fmt.Errorf("%w: %s has mode %v, want 0600", ErrNotOurs, path, fi.Mode().Perm())
+		return nil, fmt.Errorf("%w: %s has mode %v, want 0600", ErrNotOurs, path, fi.Mode().Perm())
 	}
-	return nil
+	return fi, nil
 }

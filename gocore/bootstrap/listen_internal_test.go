@@ -25,20 +25,47 @@ func TestCheckOwnRefusesWhatIsNotTheManagersSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(sock, 0o600)
-	if err := checkOwn(sock, uid); err != nil {
+	if _, err := checkOwn(sock, uid); err != nil {
 		t.Fatalf("own 0600 socket: %v", err)
 	}
 	os.Chmod(sock, 0o666)
-	if err := checkOwn(sock, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "want 0600") {
+	if _, err := checkOwn(sock, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "want 0600") {
 		t.Fatalf("0666 socket: %v, want ErrNotOurs naming the mode", err)
 	}
 	os.Chmod(sock, 0o600)
-	if err := checkOwn(sock, uid+1); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "owned by uid") {
+	if _, err := checkOwn(sock, uid+1); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "owned by uid") {
 		t.Fatalf("socket of another uid: %v, want ErrNotOurs naming the owner", err)
 	}
 	file := filepath.Join(dir, "f")
 	os.WriteFile(file, nil, 0o600)
-	if err := checkOwn(file, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := checkOwn(file, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("regular file: %v, want ErrNotOurs", err)
+	}
+}
+
+// Shutdown removes the socket path only while it is still the file Listen
+// bound: a file another process put there meanwhile stays.
+func TestRemoveIfSameLeavesAReplacedPathAlone(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "okv.sock")
+	l, own, err := listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	moved := filepath.Join(dir, "moved.sock")
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removeIfSame(path, own)
+	if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+		t.Fatalf("a file that replaced the socket was removed or changed: %q %v", b, err)
+	}
+	removeIfSame(moved, own)
+	if _, err := os.Lstat(moved); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the bound socket itself was not removed: %v", err)
 	}
 }

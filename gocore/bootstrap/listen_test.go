@@ -220,6 +220,34 @@ func TestListenRefusesDirectoriesAnotherUserCanRewrite(t *testing.T) {
 			}
 			return link
 		}, ""},
+		{"a symbolic link another uid owns is refused, even into a safe directory", func(t *testing.T) string {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to chown a symbolic link to another uid")
+			}
+			base := socketDir(t)
+			target := mk(t, base, 0o700)
+			shared := mk(t, base, 0o777|os.ModeSticky) // like /tmp: anyone may add a link
+			link := filepath.Join(shared, "okv")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(link, 61002, 61002); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, "symbolic link owned by uid 61002"},
+		{"a chain of the Manager's own links to a safe directory is followed", func(t *testing.T) string {
+			base := socketDir(t)
+			target := mk(t, base, 0o700)
+			l1, l2 := filepath.Join(base, "l1"), filepath.Join(base, "l2")
+			if err := os.Symlink(target, l1); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("l1", l2); err != nil { // relative
+				t.Fatal(err)
+			}
+			return l2
+		}, ""},
 		{"a directory owned by another uid is refused", func(t *testing.T) string {
 			if os.Geteuid() != 0 {
 				t.Skip("needs root to chown a directory to another uid")

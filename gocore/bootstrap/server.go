@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,11 +47,16 @@ const DefaultMaxBufferBytes = 32 << 40
 
 // Server accepts bootstrap connections and runs their lifecycle frames.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	ln  *net.UnixListener
-	uid uint32
-	pid uint32
+	cfg  Config
+	log  *slog.Logger
+	ln   *net.UnixListener
+	sock os.FileInfo // the socket file as bound: only it is ever removed
+	uid  uint32
+	// uidAmbiguous: the Manager's own uid reads as the overflow uid of a
+	// user namespace without a uid map, as every unmapped peer does, so
+	// the peer rule cannot hold and every peer is refused.
+	uidAmbiguous bool
+	pid          uint32
 
 	refusals refusalLog // rate limit for refusal log lines
 
@@ -82,12 +89,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ln, err := Listen(cfg.Path)
+	ln, own, err := listen(cfg.Path)
 	if err != nil {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, log: cfg.Logger, ln: ln,
+		cfg: cfg, log: cfg.Logger, ln: ln, sock: own, uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
 		uid: uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
 	}, nil
@@ -161,8 +168,14 @@ func (s *Server) Close() {
 		c.c.Close()
 	}
 	s.wg.Wait()
-	os.Remove(s.cfg.Path)
+	s.RemoveSocket()
 }
+
+// RemoveSocket removes the socket path if it is still the file this Server
+// bound (same device and inode), never what another process may have put
+// there since. Close calls it; a shutdown that cannot wait for Close may
+// call it first. Safe from any goroutine.
+func (s *Server) RemoveSocket() { removeIfSame(s.cfg.Path, s.sock) }
 
 func (s *Server) serveConn(cn *conn) {
 	defer s.wg.Done()
@@ -199,8 +212,11 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		return nil, err
 	}
 	log := s.log.With(slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)))
-	if cred.Uid != s.uid {
+	if cred.Uid != s.uid || s.uidAmbiguous {
 		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.Uid, s.uid)
+		if cred.Uid == s.uid {
+			msg = fmt.Sprintf("peer uid and the Manager's both read as the overflow uid %d (the Manager runs in a user namespace without a uid map): they cannot be compared", s.uid)
+		}
 		s.refusals.warn(log, "uid", slog.String("detail", msg))
 		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil, nil)
 		return nil, errors.New(msg)
@@ -342,4 +358,24 @@ func (s *Server) releaseMapped(n uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mapped -= min(n, s.mapped)
+}
+
+// uidIsOverflow reports whether uid is the kernel's overflow uid
+// (/proc/sys/kernel/overflowuid) in a user namespace that does not map every
+// uid: there an unmapped peer of any outside uid reads as that same number.
+func uidIsOverflow(uid uint32) bool {
+	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+	if err != nil || strings.TrimSpace(string(b)) != strconv.FormatUint(uint64(uid), 10) {
+		return false
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(m), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295" {
+			return false // the initial namespace: the overflow uid is a real uid
+		}
+	}
+	return true
 }

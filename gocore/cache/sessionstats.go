@@ -17,8 +17,10 @@ type SessionStats struct {
 
 // SessionStats returns sess's figures; false when sess is not attached (or
 // already closing). Dispatcher goroutine only (channel.Dispatcher asks for
-// it through a control event); it walks the session's leases, so it is for
-// cold paths.
+// it through a control event). It costs O(the session's restores), never
+// anything proportional to other sessions' state: a session asking for its
+// Health in a loop must not slow the dispatcher for the others, nor learn
+// their load from its own latency.
 func (s *Service) SessionStats(sess *session.Session) (SessionStats, bool) {
 	st := s.sessions[sess.Index]
 	if st == nil || st.sess != sess || st.closing {
@@ -28,12 +30,8 @@ func (s *Service) SessionStats(sess *session.Session) (SessionStats, bool) {
 		Leases: uint64(st.leases), LeasedBlocks: uint64(st.leased),
 		Operations: uint64(st.opsOf()), Tickets: uint64(len(st.tickets)),
 	}
-	if st.leases > 0 {
-		for _, l := range s.leases.Owned(st.owner) {
-			out.ReservedBytes += l.Bytes
-		}
-	}
-	for _, o := range st.restores {
+	out.ReservedBytes = s.leases.OwnedBytes(st.owner) // O(1): nothing of other sessions is walked
+	for _, o := range st.restores {                   // at most its own operation bound
 		if !o.done {
 			out.ReservedBytes += o.bytes // reserved until the copy lands (restoreReserved)
 		}

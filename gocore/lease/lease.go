@@ -19,11 +19,19 @@ type Lease struct {
 	Bytes  uint64 // bytes reserved: the sum of the blocks' bytes
 }
 
-// Table holds the live leases.
+// Table holds the live leases, by id and by owner (so one owner's leases
+// are found in time proportional to its own, never to every session's).
 type Table struct {
 	next     uint64
 	m        map[uint64]*Lease
+	byOwner  map[Owner]*owned
 	reserved uint64
+}
+
+// owned is one owner's leases and the bytes they reserve.
+type owned struct {
+	leases map[uint64]*Lease
+	bytes  uint64
 }
 
 // New returns an empty table; ids start at 1.
@@ -33,7 +41,9 @@ func New() *Table { return NewFrom(1) }
 // starts each Manager lifetime at a base derived from its epoch, so a lease
 // id of an earlier lifetime is unknown to a restarted Manager (spec: "a
 // Manager restart rejects every old lease and handle").
-func NewFrom(first uint64) *Table { return &Table{next: max(first, 1), m: make(map[uint64]*Lease)} }
+func NewFrom(first uint64) *Table {
+	return &Table{next: max(first, 1), m: make(map[uint64]*Lease), byOwner: make(map[Owner]*owned)}
+}
 
 // Add registers a lease over blocks (already pinned by the caller) and
 // returns it with a fresh id.
@@ -45,6 +55,13 @@ func (t *Table) Add(o Owner, blocks []*index.Block) *Lease {
 	}
 	t.m[l.ID] = l
 	t.reserved += l.Bytes
+	ow := t.byOwner[o]
+	if ow == nil {
+		ow = &owned{leases: make(map[uint64]*Lease)}
+		t.byOwner[o] = ow
+	}
+	ow.leases[l.ID] = l
+	ow.bytes += l.Bytes
 	return l
 }
 
@@ -65,17 +82,35 @@ func (t *Table) Remove(l *Lease) {
 	}
 	delete(t.m, l.ID)
 	t.reserved -= l.Bytes
-}
-
-// Owned returns the leases of o (for teardown).
-func (t *Table) Owned(o Owner) []*Lease {
-	var out []*Lease
-	for _, l := range t.m {
-		if l.Owner == o {
-			out = append(out, l)
+	if ow := t.byOwner[l.Owner]; ow != nil {
+		delete(ow.leases, l.ID)
+		ow.bytes -= l.Bytes
+		if len(ow.leases) == 0 {
+			delete(t.byOwner, l.Owner)
 		}
 	}
+}
+
+// Owned returns the leases of o (for teardown), in no particular order; it
+// costs O(o's leases).
+func (t *Table) Owned(o Owner) []*Lease {
+	ow := t.byOwner[o]
+	if ow == nil {
+		return nil
+	}
+	out := make([]*Lease, 0, len(ow.leases))
+	for _, l := range ow.leases {
+		out = append(out, l)
+	}
 	return out
+}
+
+// OwnedBytes is the sum of o's live leases' bytes, in O(1).
+func (t *Table) OwnedBytes(o Owner) uint64 {
+	if ow := t.byOwner[o]; ow != nil {
+		return ow.bytes
+	}
+	return 0
 }
 
 // Len is the number of live leases.

@@ -31,3 +31,27 @@ func TestLeasesBelongToTheirSession(t *testing.T) {
 		t.Fatalf("after remove: reserved %d len %d", tb.ReservedBytes(), tb.Len())
 	}
 }
+
+// Owned and OwnedBytes see only the owner's leases, and stay exact as leases
+// come and go (the per-owner index behind a session's Health).
+func TestOwnedCountsOnlyTheOwnersLeases(t *testing.T) {
+	tb := New()
+	a, b := Owner{Slot: 1, Token: 1}, Owner{Slot: 2, Token: 2}
+	blk := []*index.Block{{Bytes: 10}}
+	var as []*Lease
+	for i := 0; i < 5; i++ {
+		as = append(as, tb.Add(a, blk))
+	}
+	for i := 0; i < 100; i++ {
+		tb.Add(b, blk)
+	}
+	if got := len(tb.Owned(a)); got != 5 || tb.OwnedBytes(a) != 50 || tb.OwnedBytes(b) != 1000 {
+		t.Fatalf("a owns %d leases of %d bytes, b %d bytes; want 5, 50, 1000", got, tb.OwnedBytes(a), tb.OwnedBytes(b))
+	}
+	for _, l := range as {
+		tb.Remove(l)
+	}
+	if tb.Owned(a) != nil || tb.OwnedBytes(a) != 0 || tb.ReservedBytes() != 1000 || tb.Len() != 100 {
+		t.Fatalf("after removing a's leases: owned %v bytes %d reserved %d len %d", tb.Owned(a), tb.OwnedBytes(a), tb.ReservedBytes(), tb.Len())
+	}
+}

@@ -198,9 +198,50 @@ static int adopt_fds(okv_client *c, const int fds[3])
  * sticky bit) could otherwise receive the hello, the engine's KV buffer
  * memfds and its session. Checked before anything is sent.
  */
+/* The kernel's overflow uid (/proc/sys/kernel/overflowuid, 65534 by
+ * default): what SO_PEERCRED and geteuid report for a uid not mapped into
+ * the caller's user namespace. */
+static uid_t overflow_uid(void)
+{
+	unsigned long v = 65534;
+	FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+	if (f) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 65534;
+		fclose(f);
+	}
+	return (uid_t)v;
+}
+
+/* Whether this process's user namespace maps every uid (the initial one:
+ * uid_map "0 0 4294967295"); then the overflow uid is a real uid too. */
+static int maps_every_uid(void)
+{
+	unsigned long inside, outside, count;
+	int all = 0;
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	if (!f)
+		return 1; /* no user namespaces in this kernel */
+	while (fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3)
+		if (inside == 0 && outside == 0 && count == 4294967295ul)
+			all = 1;
+	fclose(f);
+	return all;
+}
+
 static int check_peer_uid(okv_client *c, const struct ucred *cred, const char *path)
 {
 	uid_t me = geteuid();
+	if (cred->uid == me && me == overflow_uid() && !maps_every_uid()) {
+		/* In a user namespace without a uid map every outside uid reads as
+		 * the overflow uid: equal numbers prove nothing. */
+		okvi_set_error(c,
+			       "refusing the Manager at %s: its uid and this process's both read as the overflow uid %u, "
+			       "so they cannot be compared (a user namespace without a uid map); nothing was sent to it. "
+			       "Map this process's uid into its namespace, or run it outside one",
+			       path, (unsigned)me);
+		return OKV_EPEER;
+	}
 	if (cred->uid == me)
 		return 0;
 	okvi_set_error(c,

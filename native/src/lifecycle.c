@@ -415,8 +415,9 @@ int okvi_recv_exact_fds(int sock, void *buf, size_t n, int64_t deadline_ms, size
 			return okvi_fail(err, errlen, OKV_EPROTO, "frame carried %d fds; frames to a client carry none",
 					 closed);
 		if (closed > 0)
-			return okvi_fail(err, errlen, OKV_EPROTO, "%d more fds than the %d this message carries", closed,
-					 max_fds);
+			return okvi_fail(err, errlen, OKV_EPROTO,
+					 "more fds than the %d this client takes with one message (%d%s beyond)", max_fds,
+					 closed, (m.msg_flags & MSG_CTRUNC) ? " or more: the kernel dropped some" : "");
 		if (r == 0)
 			return 1;
 		*got += (size_t)r;

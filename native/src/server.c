@@ -28,7 +28,12 @@ struct okvi_server {
 	uint64_t rescan_at_ns;     /* CLOCK_MONOTONIC when the next rescan is due */
 	uint32_t rescan_next;      /* slot index a rescan cut short resumes at */
 	uint32_t since_check;      /* busy steps since the rescan clock was read */
+	uint32_t stray_streak;     /* collects in a row whose rings carried no event */
 };
+
+/* Empty collects in a row after which a set summary word no longer keeps
+ * the loop from parking (a session that rings stray bits in a loop). */
+#define OKVI_STRAY_STREAK 256u
 
 struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessions,
 				    int mode, uint64_t spin_window_ns)
@@ -199,8 +204,10 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 	int control = 0;
 	if (__atomic_load_n(&s->ctl_pending, __ATOMIC_RELAXED) != 0)
 		control = (int)__atomic_exchange_n(&s->ctl_pending, 0u, __ATOMIC_SEQ_CST);
-	if (!control && __atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0)
+	if (!control && __atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0) {
+		s->stray_streak = 0;
 		return 0;
+	}
 	uint64_t summary = __atomic_exchange_n(&db->summary, 0, __ATOMIC_SEQ_CST);
 	int n = 0;
 	while (summary) {
@@ -239,6 +246,9 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 		e->slot = OKV_CONTROL_SLOT;
 		e->kind = OKVI_EV_CONTROL;
 	}
+	/* Rings that carried nothing (stray or repeated bits): a session that
+	 * keeps setting them must not keep the loop from sleeping. */
+	s->stray_streak = n == 0 ? s->stray_streak + 1 : 0;
 	return n;
 }
 
@@ -253,8 +263,13 @@ static int arm_park(struct okvi_server *s, uint32_t *seq)
 	struct okv_doorbell *db = s->db;
 	*seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0 &&
-	    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) == 0) {
+	/* After OKVI_STRAY_STREAK empty collects in a row the summary word is
+	 * taken for noise: the loop sleeps anyway, bounded by park_timeout.
+	 * An honest ring still wakes it (it sees server_parked and bumps seq),
+	 * and one whose wakeup was suppressed too is found by the rescan. */
+	int summary_quiet = __atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0 ||
+			    s->stray_streak >= OKVI_STRAY_STREAK;
+	if (summary_quiet && __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) == 0) {
 		s->stats.parks++;
 		return 1;
 	}
@@ -372,7 +387,7 @@ void okvi_server_park_wait(struct okvi_server *s)
 		 * may have cleared server_parked, so re-arm it and look again, or
 		 * erased a ring, so look at the request lines themselves. */
 		__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 ||
+		if ((__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 && s->stray_streak < OKVI_STRAY_STREAK) ||
 		    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) != 0 ||
 		    __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) != s->park_seq)
 			return;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,63 @@ static void test_foreign_manager_is_refused(void)
 	rmdir(dir);
 }
 
+/* A client in a user namespace without a uid map sees its own euid and
+ * every outside uid as the overflow uid: the equal numbers must not pass
+ * the peer rule. The client runs in a child that unshare(2)s a new user
+ * namespace and reports okv_connect's code as its exit status. */
+static void test_unmapped_user_namespace_is_refused(void)
+{
+	uid_t other = throwaway_uid();
+	char dir[] = "/tmp/okv-peer-userns-XXXXXX";
+	CHECK(other != 0 && mkdtemp(dir) != NULL, "setup: %s", strerror(errno));
+	chmod(dir, 01777);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/okv.sock", dir);
+	int ready[2], report[2];
+	CHECK(pipe(ready) == 0 && pipe(report) == 0, "pipe");
+	pid_t mgr = fork();
+	if (mgr == 0) {
+		close(ready[0]);
+		close(report[0]);
+		fake_manager(other, path, ready[1], report[1]);
+	}
+	close(ready[1]);
+	close(report[1]);
+	char r;
+	CHECK(read(ready[0], &r, 1) == 1, "the fake Manager did not start");
+	pid_t cl = fork();
+	if (cl == 0) {
+		if (unshare(CLONE_NEWUSER) != 0)
+			_exit(100); /* no user namespaces here */
+		struct okv_connect_options o = { .socket_path = path, .role = OKV_ROLE_WORKER, .timeout_ms = 3000 };
+		okv_client *c = NULL;
+		char err[512] = "";
+		int rc = okv_connect_err(&o, &c, err, sizeof(err));
+		_exit(rc == OKV_EPEER && strstr(err, "overflow uid") != NULL ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(cl, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 100) {
+		printf("test_peer_uid: user namespace case skipped: unshare(CLONE_NEWUSER) failed\n");
+		kill(mgr, SIGKILL);
+	} else {
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "a client in an unmapped user namespace was not refused with OKV_EPEER (status %d)", st);
+		char rep[64] = "";
+		ssize_t n = read(report[0], rep, sizeof(rep) - 1);
+		long bytes = -1, fds = -1;
+		if (n > 0)
+			sscanf(rep, "%ld %ld", &bytes, &fds);
+		CHECK(bytes == 0 && fds == 0, "the foreign process received %ld bytes and %ld fds from the namespaced client",
+		      bytes, fds);
+	}
+	waitpid(mgr, &st, 0);
+	close(ready[0]);
+	close(report[0]);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -144,6 +202,7 @@ int main(void)
 		return 0;
 	}
 	test_foreign_manager_is_refused();
+	test_unmapped_user_namespace_is_refused();
 	if (failures) {
 		fprintf(stderr, "test_peer_uid: %d failures of %d checks\n", failures, checks);
 		return 1;

@@ -61,7 +61,10 @@ func readHealth(sock string) (managerHealth, error) {
 	if addr == "" {
 		return h, fmt.Errorf("the Manager of %s has no --http-addr: Manager-wide figures come only from its GET /health (start it with --http-addr freeLoopbackAddr(t))", sock)
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/health")
+	// No keep-alive: an idle connection would count as one more fd and
+	// goroutine of the Manager in the tests that compare them.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + addr + "/health")
 	if err != nil {
 		return h, fmt.Errorf("GET /health: %w", err)
 	}

@@ -93,7 +93,7 @@ struct okv_health {
 	uint64_t uptime_ns;
 	uint64_t requests;      /* channel requests of this session served */
 	char poll_mode[16];     /* "spin" / "adaptive" / "park" */
-	char version[32];
+	char version[32];      /* NUL-terminated, cut to 31 bytes (okv_manager_version: up to 64) */
 	/* this session's cache state: 0 once it holds nothing */
 	uint64_t blocks;             /* Manager-wide: 0 */
 	uint64_t ram_used_bytes;     /* Manager-wide: 0 */
