@@ -5,6 +5,7 @@ go 1.26.8
 tool google.golang.org/protobuf/cmd/protoc-gen-go
 
 require (
+	github.com/axiomhq/hyperloglog v0.3.0
 	github.com/dustin/go-humanize v1.1.0
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/sys v0.50.0
@@ -13,7 +14,6 @@ require (
 )
 
 require (
-	github.com/axiomhq/hyperloglog v0.3.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-metro v0.0.0-20250106013310-edb8663e5e33 // indirect
