@@ -51,6 +51,7 @@ type Server struct {
 	log  *slog.Logger
 	ln   *net.UnixListener
 	sock os.FileInfo // the socket file as bound: only it is ever removed
+	exts []byte      // extension records of every OK reply (replyExtensions)
 	uid  uint32
 	// uidAmbiguous: the Manager's own uid reads as the overflow uid of a
 	// user namespace without a uid map, as every unmapped peer does, so
@@ -94,8 +95,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, log: cfg.Logger, ln: ln, sock: own, uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
-		uid: uint32(os.Geteuid()), pid: uint32(os.Getpid()),
+		cfg: cfg, log: cfg.Logger, ln: ln, sock: own, exts: replyExtensions(cfg.Version),
+		uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
+		uid:          uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
 	}, nil
 }
@@ -273,9 +275,8 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		MaxFrameBody: abi.MaxFrameBody, ManagerPID: s.pid, MaxSessions: spec.MaxSessions,
 	}
 	files := []*os.File{sess.SlotFile(), sess.EventFile(), s.cfg.Dispatcher.DoorbellFile()}
-	exts := s.replyExtensions()
-	reply.ExtBytes = uint16(len(exts))
-	if err := s.writeReply(c, reply, exts, files); err != nil {
+	reply.ExtBytes = uint16(len(s.exts))
+	if err := s.writeReply(c, reply, s.exts, files); err != nil {
 		log.Warn("bootstrap reply failed", slog.Any("err", err))
 		s.cfg.Dispatcher.Detach(sess)
 		s.cfg.Table.Close(sess)
@@ -288,9 +289,10 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 }
 
 // replyExtensions encodes the extension records every OK reply carries
-// (abi.h struct okv_boot_ext); none of them owns an fd yet.
-func (s *Server) replyExtensions() []byte {
-	v := []byte(s.cfg.Version)
+// (abi.h struct okv_boot_ext) for a Manager of this version; none of them
+// owns an fd yet.
+func replyExtensions(version string) []byte {
+	v := []byte(version)
 	if len(v) > abi.BootExtVersionMax {
 		v = v[:abi.BootExtVersionMax]
 	}

@@ -127,6 +127,18 @@ static void take(struct okvi_server *s, uint32_t idx, struct okv_slot *slot, uin
 	s->stats.requests++;
 }
 
+/* The first attached slot at or after idx whose request generation differs
+ * from the one last taken, or max_sessions when there is none. */
+static uint32_t next_untaken(const struct okvi_server *s, uint32_t idx)
+{
+	for (; idx < s->max_sessions; idx++) {
+		const struct okv_slot *slot = s->slots[idx];
+		if (slot && __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE) != s->seen_gen[idx])
+			return idx;
+	}
+	return s->max_sessions;
+}
+
 /*
  * Rescan (see server.h): add an event for every attached slot whose request
  * generation differs from the one last taken, into events[n..max-2] (one
@@ -136,19 +148,14 @@ static void take(struct okvi_server *s, uint32_t idx, struct okv_slot *slot, uin
  */
 static int rescan(struct okvi_server *s, struct okvi_event *events, int n, int max, uint64_t now)
 {
-	uint32_t idx = s->rescan_next;
-	for (; idx < s->max_sessions; idx++) {
-		struct okv_slot *slot = s->slots[idx];
-		if (!slot)
-			continue;
-		uint64_t g = __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE);
-		if (g == s->seen_gen[idx])
-			continue;
+	for (uint32_t idx = next_untaken(s, s->rescan_next); idx < s->max_sessions;
+	     idx = next_untaken(s, idx + 1)) {
 		if (n >= max - 1) {
 			s->rescan_next = idx; /* still due: the next step goes on from here */
 			return n;
 		}
-		take(s, idx, slot, g, &events[n++]);
+		struct okv_slot *slot = s->slots[idx];
+		take(s, idx, slot, __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE), &events[n++]);
 		/* Read by other threads through okvi_server_rescued. */
 		__atomic_fetch_add(&s->stats.rescued, 1, __ATOMIC_RELAXED);
 	}
@@ -170,16 +177,14 @@ static int maybe_rescan(struct okvi_server *s, struct okvi_event *events, int n,
 	return rescan(s, events, n, max, now);
 }
 
-/* Whether some attached slot holds a request not yet taken (a rescan
- * without taking anything): the parked loop's check after a timed-out sleep. */
-static int lines_pending(const struct okvi_server *s)
+/* Whether the summary word says a ring may be pending. After
+ * OKVI_STRAY_STREAK empty collects in a row it is taken for noise (a
+ * session ringing stray bits in a loop), so it no longer keeps the loop
+ * from sleeping: the sleep stays bounded by the rescan, and an honest ring
+ * still wakes it (the client sees server_parked and bumps seq). */
+static int summary_rang(const struct okvi_server *s)
 {
-	for (uint32_t idx = 0; idx < s->max_sessions; idx++) {
-		const struct okv_slot *slot = s->slots[idx];
-		if (slot && __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE) != s->seen_gen[idx])
-			return 1;
-	}
-	return 0;
+	return __atomic_load_n(&s->db->summary, __ATOMIC_SEQ_CST) != 0 && s->stray_streak < OKVI_STRAY_STREAK;
 }
 
 /* How long a sleep may last: until the next rescan, at most OKVI_PARK_MAX_NS. */
@@ -263,13 +268,7 @@ static int arm_park(struct okvi_server *s, uint32_t *seq)
 	struct okv_doorbell *db = s->db;
 	*seq = __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
-	/* After OKVI_STRAY_STREAK empty collects in a row the summary word is
-	 * taken for noise: the loop sleeps anyway, bounded by park_timeout.
-	 * An honest ring still wakes it (it sees server_parked and bumps seq),
-	 * and one whose wakeup was suppressed too is found by the rescan. */
-	int summary_quiet = __atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) == 0 ||
-			    s->stray_streak >= OKVI_STRAY_STREAK;
-	if (summary_quiet && __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) == 0) {
+	if (!summary_rang(s) && __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) == 0) {
 		s->stats.parks++;
 		return 1;
 	}
@@ -387,13 +386,13 @@ void okvi_server_park_wait(struct okvi_server *s)
 		 * may have cleared server_parked, so re-arm it and look again, or
 		 * erased a ring, so look at the request lines themselves. */
 		__atomic_store_n(&db->server_parked, 1u, __ATOMIC_SEQ_CST);
-		if ((__atomic_load_n(&db->summary, __ATOMIC_SEQ_CST) != 0 && s->stray_streak < OKVI_STRAY_STREAK) ||
+		if (summary_rang(s) ||
 		    __atomic_load_n(&s->ctl_pending, __ATOMIC_SEQ_CST) != 0 ||
 		    __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) != s->park_seq)
 			return;
 		uint64_t now = okvi_now_ns();
 		if (now >= s->rescan_at_ns) {
-			if (lines_pending(s)) {
+			if (next_untaken(s, 0) < s->max_sessions) {
 				s->rescan_at_ns = 0; /* the next step rescans and takes them */
 				return;
 			}

@@ -83,59 +83,82 @@ static void fake_manager(uid_t uid, const char *path, int ready_fd, int report_f
 	_exit(0);
 }
 
-static void test_foreign_manager_is_refused(void)
+/* A fake Manager of a throwaway uid in a sticky 1777 directory of /tmp. */
+struct fake {
+	char dir[64];
+	char path[128];
+	int report; /* read end: "<bytes> <fds>" once it is done */
+	pid_t pid;
+	uid_t uid;  /* the fake Manager's */
+};
+
+/* Start a fake Manager; 0 when it listens, else -1 (the check says why). */
+static int fake_start(struct fake *f, const char *name)
 {
 	uid_t other = throwaway_uid();
+	f->uid = other;
 	CHECK(other != 0, "no free uid in 61000..64999");
+	snprintf(f->dir, sizeof(f->dir), "/tmp/okv-%s-XXXXXX", name);
+	CHECK(other != 0 && mkdtemp(f->dir) != NULL, "mkdtemp: %s", strerror(errno));
 	if (other == 0)
-		return;
-	char dir[] = "/tmp/okv-peer-uid-XXXXXX";
-	CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-	chmod(dir, 01777); /* like /tmp: anyone may create a name in it */
-	char path[128];
-	snprintf(path, sizeof(path), "%s/orbitkv-127.0.0.1-7470.sock", dir);
+		return -1;
+	chmod(f->dir, 01777); /* like /tmp: anyone may create a name in it */
+	snprintf(f->path, sizeof(f->path), "%s/orbitkv-127.0.0.1-7470.sock", f->dir);
 	int ready[2], report[2];
 	CHECK(pipe(ready) == 0 && pipe(report) == 0, "pipe");
-	pid_t pid = fork();
-	if (pid == 0) {
+	f->pid = fork();
+	if (f->pid == 0) {
 		close(ready[0]);
 		close(report[0]);
-		fake_manager(other, path, ready[1], report[1]);
+		fake_manager(other, f->path, ready[1], report[1]);
 	}
 	close(ready[1]);
 	close(report[1]);
+	f->report = report[0];
 	char r;
-	CHECK(read(ready[0], &r, 1) == 1, "the fake Manager did not start (child exit codes 10..15 say where)");
+	int ok = read(ready[0], &r, 1) == 1;
+	close(ready[0]);
+	CHECK(ok, "the fake Manager did not start (child exit codes 10..15 say where)");
+	return ok ? 0 : -1;
+}
 
-	struct okv_connect_options o = { .socket_path = path, .role = OKV_ROLE_WORKER, .instance_id = "victim",
+/* Check the fake Manager received nothing at all, then clean up. */
+static void fake_finish(struct fake *f, const char *who)
+{
+	char rep[64] = "";
+	ssize_t n = read(f->report, rep, sizeof(rep) - 1);
+	long bytes = -1, fds = -1;
+	if (n > 0)
+		sscanf(rep, "%ld %ld", &bytes, &fds);
+	CHECK(bytes == 0 && fds == 0, "the foreign process received %ld bytes and %ld fds from %s, want none", bytes,
+	      fds, who);
+	int st = 0;
+	waitpid(f->pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake Manager exit status %d", st);
+	close(f->report);
+	unlink(f->path);
+	rmdir(f->dir);
+}
+
+static void test_foreign_manager_is_refused(void)
+{
+	struct fake f;
+	if (fake_start(&f, "peer-uid") != 0)
+		return;
+	struct okv_connect_options o = { .socket_path = f.path, .role = OKV_ROLE_WORKER, .instance_id = "victim",
 					 .timeout_ms = 3000 };
 	okv_client *c = NULL;
 	char err[512] = "";
 	int rc = okv_connect_err(&o, &c, err, sizeof(err));
-	CHECK(rc == OKV_EPEER, "connect to a socket of uid %u returned %d (%s), want OKV_EPEER", (unsigned)other, rc,
-	      err);
+	CHECK(rc == OKV_EPEER, "connect to a socket of another uid returned %d (%s), want OKV_EPEER", rc, err);
 	CHECK(c == NULL, "a client handle came back");
 	char want[64];
-	snprintf(want, sizeof(want), "runs as uid %u", (unsigned)other);
-	CHECK(strstr(err, want) != NULL && strstr(err, path) != NULL && strstr(err, "--bootstrap-socket") != NULL,
+	snprintf(want, sizeof(want), "runs as uid %u", (unsigned)f.uid);
+	CHECK(strstr(err, want) != NULL && strstr(err, f.path) != NULL && strstr(err, "--bootstrap-socket") != NULL,
 	      "the error names the path, the foreign uid and the fix: %s", err);
 	CHECK(strstr(okv_strerror(OKV_EPEER), "another user") != NULL, "okv_strerror(OKV_EPEER) = %s",
 	      okv_strerror(OKV_EPEER));
-
-	char rep[64] = "";
-	ssize_t n = read(report[0], rep, sizeof(rep) - 1);
-	long bytes = -1, fds = -1;
-	if (n > 0)
-		sscanf(rep, "%ld %ld", &bytes, &fds);
-	CHECK(bytes == 0 && fds == 0, "the foreign process received %ld bytes and %ld fds, want none (report \"%s\")",
-	      bytes, fds, rep);
-	int st = 0;
-	waitpid(pid, &st, 0);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake Manager exit status %d", st);
-	close(ready[0]);
-	close(report[0]);
-	unlink(path);
-	rmdir(dir);
+	fake_finish(&f, "the client");
 }
 
 /* A client in a user namespace without a uid map sees its own euid and
@@ -144,29 +167,14 @@ static void test_foreign_manager_is_refused(void)
  * namespace and reports okv_connect's code as its exit status. */
 static void test_unmapped_user_namespace_is_refused(void)
 {
-	uid_t other = throwaway_uid();
-	char dir[] = "/tmp/okv-peer-userns-XXXXXX";
-	CHECK(other != 0 && mkdtemp(dir) != NULL, "setup: %s", strerror(errno));
-	chmod(dir, 01777);
-	char path[128];
-	snprintf(path, sizeof(path), "%s/okv.sock", dir);
-	int ready[2], report[2];
-	CHECK(pipe(ready) == 0 && pipe(report) == 0, "pipe");
-	pid_t mgr = fork();
-	if (mgr == 0) {
-		close(ready[0]);
-		close(report[0]);
-		fake_manager(other, path, ready[1], report[1]);
-	}
-	close(ready[1]);
-	close(report[1]);
-	char r;
-	CHECK(read(ready[0], &r, 1) == 1, "the fake Manager did not start");
+	struct fake f;
+	if (fake_start(&f, "peer-userns") != 0)
+		return;
 	pid_t cl = fork();
 	if (cl == 0) {
 		if (unshare(CLONE_NEWUSER) != 0)
 			_exit(100); /* no user namespaces here */
-		struct okv_connect_options o = { .socket_path = path, .role = OKV_ROLE_WORKER, .timeout_ms = 3000 };
+		struct okv_connect_options o = { .socket_path = f.path, .role = OKV_ROLE_WORKER, .timeout_ms = 3000 };
 		okv_client *c = NULL;
 		char err[512] = "";
 		int rc = okv_connect_err(&o, &c, err, sizeof(err));
@@ -176,23 +184,16 @@ static void test_unmapped_user_namespace_is_refused(void)
 	waitpid(cl, &st, 0);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 100) {
 		printf("test_peer_uid: user namespace case skipped: unshare(CLONE_NEWUSER) failed\n");
-		kill(mgr, SIGKILL);
-	} else {
-		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "a client in an unmapped user namespace was not refused with OKV_EPEER (status %d)", st);
-		char rep[64] = "";
-		ssize_t n = read(report[0], rep, sizeof(rep) - 1);
-		long bytes = -1, fds = -1;
-		if (n > 0)
-			sscanf(rep, "%ld %ld", &bytes, &fds);
-		CHECK(bytes == 0 && fds == 0, "the foreign process received %ld bytes and %ld fds from the namespaced client",
-		      bytes, fds);
+		kill(f.pid, SIGKILL);
+		waitpid(f.pid, &st, 0);
+		close(f.report);
+		unlink(f.path);
+		rmdir(f.dir);
+		return;
 	}
-	waitpid(mgr, &st, 0);
-	close(ready[0]);
-	close(report[0]);
-	unlink(path);
-	rmdir(dir);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "a client in an unmapped user namespace was not refused with OKV_EPEER (status %d)", st);
+	fake_finish(&f, "the namespaced client");
 }
 
 int main(void)
