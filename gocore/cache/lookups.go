@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/axiomhq/hyperloglog"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
 )
 
 // lookupStats counts logical lookups and estimates how many were distinct
@@ -38,8 +40,9 @@ func (l *lookupStats) snapshot() (total, distinct uint64) {
 	return l.total, l.sketch.Estimate()
 }
 
-// countLookup counts one logical lookup of the chain ending in last.
-func (s *Service) countLookup(ns [16]byte, last [16]byte) {
+// CountLookup counts one logical lookup of the chain ending in last
+// (ticket.Host).
+func (s *Service) CountLookup(ns abi.Namespace, last abi.BlockHash) {
 	var key [32]byte
 	copy(key[:16], ns[:])
 	copy(key[16:], last[:])
@@ -87,7 +90,3 @@ func (s *Service) tick(ring func()) {
 		}
 	}
 }
-
-// reservedBytes is what the lease budget counts: bytes of live leases
-// (delivered or not) plus bytes of restores in flight.
-func (s *Service) reservedBytes() uint64 { return s.leases.ReservedBytes() + s.restoreReserved }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/test/model"
 )
@@ -101,7 +102,7 @@ func (d *rigDriver) Do(h int, q model.Req) (model.Resp, error) {
 }
 
 func (d *rigDriver) Expire() error {
-	d.clock.Advance(DefaultOpExpiry + time.Second)
+	d.clock.Advance(ticket.DefaultOpExpiry + time.Second)
 	d.r.svc.Complete(64, func(uint32, abi.Message) {}) // runs the sweep
 	if n := d.r.svc.Stats().Tickets; n != 0 {
 		return fmt.Errorf("%d tickets live after expiry", n)
@@ -117,7 +118,7 @@ func (d *rigDriver) Idle() error {
 	if !st.Idle() || len(d.r.svc.sessions) != 0 {
 		return fmt.Errorf("idle invariant broken: %+v, %d sessions", st, len(d.r.svc.sessions))
 	}
-	return nil
+	return d.r.svc.Check()
 }
 
 // modelParams fit the rig: 8 pages per buffer, 16 KiB blocks, a lease

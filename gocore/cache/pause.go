@@ -2,8 +2,9 @@ package cache
 
 import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
-	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
 // Pause points (failpoint builds; every call site is guarded by
@@ -49,12 +50,6 @@ func (s *Service) runResumed(limit int, post func(slot uint32, msg abi.Message))
 	}
 }
 
-// live reports whether st is still attached and not closing: only then may
-// a continuation answer it or touch its slot.
-func (s *Service) live(st *sessState) bool {
-	return s.sessions[st.sess.Index] == st && !st.closing
-}
-
 // holdReply holds reply, the answer to an operation already done, at name
 // (CopySubmitted, PublishAck); the continuation posts it (the dispatcher
 // drops it if the client sent a newer request meanwhile).
@@ -69,10 +64,10 @@ func (s *Service) holdReply(name failpoint.Name, st *sessState, reply abi.Messag
 // holdCompletion holds one drained completion at CopyComplete: its
 // operation stays in flight (a closing session waits for it to drain) until
 // the continuation applies it, closing or not.
-func (s *Service) holdCompletion(c native.CopyCompletion) bool {
+func (s *Service) holdCompletion(c copier.Completion) bool {
 	return s.pause(failpoint.CopyComplete, func(post func(slot uint32, msg abi.Message)) {
 		if s.land(c, post) {
-			s.admitWaiting()
+			s.AdmitWaiting()
 		}
 	})
 }
@@ -91,5 +86,54 @@ func (s *Service) holdNotification(st *sessState, o *op) bool {
 		return false
 	}
 	o.held = true
+	return true
+}
+
+// holdAdmission holds the ticket request m of st at TicketAdmission, before
+// any check: nothing of it is applied and its reply waits. The
+// continuation serves it then, unless st closed or sent a newer request
+// meanwhile (Handle drops the held one: the client gave up waiting).
+func (s *Service) holdAdmission(st *sessState, m *abi.Message) bool {
+	req := *m // the event's message is the dispatcher's, reused for the next batch
+	if !s.pause(failpoint.TicketAdmission, func(post func(slot uint32, msg abi.Message)) {
+		if !s.live(st) || st.admitGen != req.Generation {
+			return
+		}
+		st.admitGen = 0
+		s.readmit = true
+		resp, ok := s.Handle(st.sess, &req)
+		s.readmit = false
+		if ok {
+			post(st.sess.Index, resp)
+		}
+	}) {
+		return false
+	}
+	st.admitGen = m.Generation
+	return true
+}
+
+// holdReservation holds t at Reservation, before it takes its lease and
+// bytes: t stays pending (Poll answers Loading) and Resolve leaves it alone
+// until the continuation resolves it, unless it was revoked or its session
+// closed meanwhile.
+func (s *Service) holdReservation(t *ticket.Ticket) bool {
+	st := s.sessions[t.Book.Sess.Index]
+	if !s.pause(failpoint.Reservation, func(func(uint32, abi.Message)) {
+		t.Held = false
+		if !s.live(st) || !t.Live() || t.State != ticket.Pending {
+			return
+		}
+		t.Passed = true
+		s.Resolve(t)
+		t.Passed = false
+		if t.State != ticket.Pending {
+			st.notify.Signal()
+		}
+		s.AdmitWaiting()
+	}) {
+		return false
+	}
+	t.Held = true
 	return true
 }

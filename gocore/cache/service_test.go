@@ -167,6 +167,9 @@ func (r *rig) idle() {
 	if !st.Idle() || len(r.svc.sessions) != 0 {
 		r.t.Fatalf("idle invariant broken: %+v, %d sessions", st, len(r.svc.sessions))
 	}
+	if err := r.svc.Check(); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 var ns1 = abi.Namespace{1}
@@ -601,7 +604,9 @@ func TestCacheCallsWaitForAnOutstandingPublish(t *testing.T) {
 // limit; beyond them a query answers Unadmitted and holds nothing.
 func TestLeasedBlocksAreBounded(t *testing.T) {
 	r := newRig(t, 1<<20)
-	r.svc.maxLeasedSession, r.svc.maxLeased = 5, 7
+	lim := r.svc.leases.Limits()
+	lim.BlocksPerSession, lim.Blocks = 5, 7
+	r.svc.leases.SetLimits(lim)
 	a, amem := r.open()
 	b, _ := r.open()
 	fill(amem, 0, 1)
@@ -646,7 +651,7 @@ func TestEvictedBlocksComeBackFromTheSSDTier(t *testing.T) {
 	blockBytes := uint64(tLayers * tPageBytes)
 	spec := &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
 	r := newRigSSD(t, 4*blockBytes, spec) // 4 blocks of RAM
-	if r.svc.ssd == nil {
+	if !r.svc.tiers.HasSSD() {
 		t.Fatal("no SSD tier")
 	}
 	a, amem := r.open()
@@ -656,9 +661,9 @@ func TestEvictedBlocksComeBackFromTheSSDTier(t *testing.T) {
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(4), hash(5), hash(6), hash(7)}, []uint32{4, 5, 6, 7}), 0)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.ssd.store.Stats().Writes < 4 {
+	for r.svc.tiers.Counters().SSD.Writes < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("demoted blocks not durable: %+v", r.svc.ssd.store.Stats())
+			t.Fatalf("demoted blocks not durable: %+v", r.svc.tiers.Counters().SSD)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -26,14 +26,14 @@ func (s *Service) SessionStats(sess *session.Session) (SessionStats, bool) {
 	if st == nil || st.sess != sess || st.closing {
 		return SessionStats{}, false
 	}
+	leases, blocks, bytes := s.leases.Owned(st.owner) // O(1): nothing of other sessions is walked
 	out := SessionStats{
-		Leases: uint64(st.leases), LeasedBlocks: uint64(st.leased),
-		Operations: uint64(st.opsOf()), Tickets: uint64(len(st.tickets)),
+		Leases: uint64(leases), LeasedBlocks: uint64(blocks), ReservedBytes: bytes,
+		Operations: uint64(st.opsOf()), Tickets: uint64(st.book.Live()),
 	}
-	out.ReservedBytes = s.leases.OwnedBytes(st.owner) // O(1): nothing of other sessions is walked
-	for _, o := range st.restores {                   // at most its own operation bound
+	for _, o := range st.restores { // at most its own operation bound
 		if !o.done {
-			out.ReservedBytes += o.bytes // reserved until the copy lands (restoreReserved)
+			out.ReservedBytes += o.bytes // reserved until the copy lands
 		}
 	}
 	return out, true

@@ -27,7 +27,7 @@ func TestAChainRepeatingAnSSDHashIsPrefetchedOnce(t *testing.T) {
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(4), hash(5), hash(6), hash(7)}, []uint32{4, 5, 6, 7}), 0)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.ssd.store.Stats().Writes < 4 {
+	for r.svc.tiers.Counters().SSD.Writes < 4 {
 		if time.Now().After(deadline) {
 			t.Fatal("not durable")
 		}
@@ -42,7 +42,7 @@ func TestAChainRepeatingAnSSDHashIsPrefetchedOnce(t *testing.T) {
 	if status(resp) != abi.StatusLoading {
 		t.Fatalf("status %v, want Loading", status(resp))
 	}
-	for len(r.svc.ssd.loading) > 0 {
+	for r.svc.tiers.Loading() > 0 {
 		r.svc.Complete(64, func(uint32, abi.Message) {})
 	}
 	resp = r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(0)), 0)
@@ -63,14 +63,14 @@ func TestClosingWithAPrefetchInFlightLeavesNothingPinned(t *testing.T) {
 	}
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(4), hash(5), hash(6), hash(7)}, []uint32{4, 5, 6, 7}), 0)
-	for r.svc.ssd.store.Stats().Writes < 4 {
+	for r.svc.tiers.Counters().SSD.Writes < 4 {
 		time.Sleep(time.Millisecond)
 	}
 	resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(1), hash(2), hash(3)), 0)
-	t.Logf("status %v ops %d", status(resp), len(r.svc.ssd.loading))
+	t.Logf("status %v ops %d", status(resp), r.svc.tiers.Loading())
 	r.close(a)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(r.svc.ssd.loading) > 0 && time.Now().Before(deadline) {
+	for r.svc.tiers.Loading() > 0 && time.Now().Before(deadline) {
 		r.svc.Complete(64, func(uint32, abi.Message) {})
 	}
 	r.idle()
@@ -108,16 +108,16 @@ func TestAlternatingPrefetchesDoNotStarveEachOther(t *testing.T) {
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(10, 6), pg(6)), 0)
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(20, 8), pg(8)), 0)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.ssd.store.Stats().Writes < 12 {
+	for r.svc.tiers.Counters().SSD.Writes < 12 {
 		if time.Now().After(deadline) {
-			t.Fatalf("not durable: %+v", r.svc.ssd.store.Stats())
+			t.Fatalf("not durable: %+v", r.svc.tiers.Counters().SSD)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	qa := queryDesc(ns1, hs(0, 6)...)
 	qb := queryDesc(ns1, hs(10, 6)...)
 	settle := func() {
-		for len(r.svc.ssd.loading) > 0 {
+		for r.svc.tiers.Loading() > 0 {
 			r.svc.Complete(64, func(uint32, abi.Message) {})
 			time.Sleep(100 * time.Microsecond)
 		}

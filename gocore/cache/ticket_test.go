@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
@@ -27,7 +28,7 @@ func ssdRigClock(t *testing.T, spec Spec) (*rig, *fakeClock) {
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 4), pg(4)), 0)
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(4, 4), []uint32{4, 5, 6, 7}), 0)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.ssd.store.Stats().Writes < 4 {
+	for r.svc.tiers.Counters().SSD.Writes < 4 {
 		if time.Now().After(deadline) {
 			t.Fatal("demotions not durable")
 		}
@@ -41,7 +42,7 @@ func ssdRigClock(t *testing.T, spec Spec) (*rig, *fakeClock) {
 func drainSSD(t *testing.T, r *rig) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(r.svc.ssd.loading) > 0 || len(r.svc.ssd.events) > 0 {
+	for r.svc.tiers.Loading() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("SSD reads never completed")
 		}
@@ -94,12 +95,12 @@ func TestWithoutWaitTheRAMPrefixAnswersAtOnceAndTheRestWarms(t *testing.T) {
 	if status(resp) != abi.StatusMiss {
 		t.Fatalf("submit: %v, want Miss (no wait: the RAM prefix is empty)", status(resp))
 	}
-	if r.svc.warming == 0 {
+	if r.svc.tiers.Warming() == 0 {
 		t.Fatal("the SSD run was not warmed")
 	}
 	drainSSD(t, r)
-	if r.svc.warming != 0 {
-		t.Fatalf("warming bytes %d after the reads", r.svc.warming)
+	if r.svc.tiers.Warming() != 0 {
+		t.Fatalf("warming bytes %d after the reads", r.svc.tiers.Warming())
 	}
 	// ... and hits on the next lookup.
 	resp = r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hs(0, 4)...), 0)
@@ -156,8 +157,8 @@ func TestCancelledReadsDrainHoldingTheirPermit(t *testing.T) {
 	if c := r.call2(b, abi.CmdCancelQuery, nil, 1, 1); status(c) != abi.StatusOK {
 		t.Fatalf("cancel: %v", status(c))
 	}
-	if r.svc.drainingAll != 1 {
-		t.Fatalf("draining %d, want 1 (reads still in flight hold the permit)", r.svc.drainingAll)
+	if r.svc.tickets.Draining() != 1 {
+		t.Fatalf("draining %d, want 1 (reads still in flight hold the permit)", r.svc.tickets.Draining())
 	}
 	// The permit is held: a new ticket is refused while the reads run.
 	if resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hash(9)), 0); status(resp) != abi.StatusUnadmitted {
@@ -168,8 +169,8 @@ func TestCancelledReadsDrainHoldingTheirPermit(t *testing.T) {
 		t.Fatalf("poll after cancel: %v %v", status(p), abi.Field(p.Arg0))
 	}
 	drainSSD(t, r)
-	if r.svc.drainingAll != 0 || r.svc.Stats().Pins != 0 {
-		t.Fatalf("after the drain: draining %d pins %d", r.svc.drainingAll, r.svc.Stats().Pins)
+	if r.svc.tickets.Draining() != 0 || r.svc.Stats().Pins != 0 {
+		t.Fatalf("after the drain: draining %d pins %d", r.svc.tickets.Draining(), r.svc.Stats().Pins)
 	}
 	if resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 3, 1, 0, 0, 0, 0, 0, hash(9)), 0); status(resp) != abi.StatusMiss {
 		t.Fatalf("ticket after the drain: %v, want Miss", status(resp))
@@ -188,7 +189,7 @@ func TestExpiryDropsTheUndeliveredLeaseAndTombstones(t *testing.T) {
 	if st := r.svc.Stats(); st.Leases != 1 {
 		t.Fatalf("leases %d, want the undelivered one", st.Leases)
 	}
-	clock.Advance(DefaultOpExpiry)
+	clock.Advance(ticket.DefaultOpExpiry)
 	r.svc.Complete(64, func(uint32, abi.Message) {})
 	if st := r.svc.Stats(); st.Leases != 0 || st.Pins != 0 || st.Tickets != 0 || st.Expired != 1 {
 		t.Fatalf("after expiry: %+v", st)
@@ -216,10 +217,10 @@ func TestAnUnpolledRestoreResultExpiresToATombstone(t *testing.T) {
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 1), pg(1)), 0)
 	q := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
 	op := r.call(a, abi.CmdRestore, restoreDesc(q.Arg1, []uint32{0}, []uint32{3}), 0)
-	for r.svc.done == 0 {
+	for r.svc.restores.done == 0 {
 		r.svc.Complete(64, func(uint32, abi.Message) {})
 	}
-	clock.Advance(DefaultOpExpiry)
+	clock.Advance(ticket.DefaultOpExpiry)
 	if p := r.call(a, abi.CmdRestorePoll, nil, op.Arg0); status(p) != abi.StatusTimeout {
 		t.Fatalf("restore poll after expiry: %v, want Timeout", status(p))
 	}
@@ -339,7 +340,7 @@ func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) 
 	fill(ymem, 1, 89)
 	r.call(y, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(8), hash(9)}, pg(2)), 0)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.svc.ssd.store.Stats().Writes < 6 {
+	for r.svc.tiers.Counters().SSD.Writes < 6 {
 		if time.Now().After(deadline) {
 			t.Fatal("demotions not durable")
 		}
@@ -391,11 +392,11 @@ func TestExpiryFoundByAPollAdmitsBudgetWaiters(t *testing.T) {
 	if x := r.call(a, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryPrepare, 0, 0, 0, 0, hash(0)), 0); status(x) != abi.StatusCandidates {
 		t.Fatalf("preparation: %v", status(x))
 	}
-	clock.Advance(DefaultOpExpiry / 2)
+	clock.Advance(ticket.DefaultOpExpiry / 2)
 	if x := r.call(a, abi.CmdQueryBundle, ticketDesc(ns1, 2, 1, 0, 0, 0, 0, 0, hash(1)), 0); status(x) != abi.StatusLoading {
 		t.Fatalf("waiter: %v", status(x))
 	}
-	clock.Advance(DefaultOpExpiry/2 + time.Second) // the preparation expired, the waiter not
+	clock.Advance(ticket.DefaultOpExpiry/2 + time.Second) // the preparation expired, the waiter not
 	if x := r.call2(a, abi.CmdPoll, nil, 1, 1); status(x) != abi.StatusTimeout {
 		t.Fatalf("poll of the preparation: %v", status(x))
 	}

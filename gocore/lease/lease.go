@@ -28,10 +28,12 @@ type Table struct {
 	reserved uint64
 }
 
-// owned is one owner's leases and the bytes they reserve.
+// owned is one owner's leases, the bytes they reserve and the block
+// references they hold.
 type owned struct {
 	leases map[uint64]*Lease
 	bytes  uint64
+	blocks int
 }
 
 // New returns an empty table; ids start at 1.
@@ -62,6 +64,7 @@ func (t *Table) Add(o Owner, blocks []*index.Block) *Lease {
 	}
 	ow.leases[l.ID] = l
 	ow.bytes += l.Bytes
+	ow.blocks += len(blocks)
 	return l
 }
 
@@ -85,6 +88,7 @@ func (t *Table) Remove(l *Lease) {
 	if ow := t.byOwner[l.Owner]; ow != nil {
 		delete(ow.leases, l.ID)
 		ow.bytes -= l.Bytes
+		ow.blocks -= len(l.Blocks)
 		if len(ow.leases) == 0 {
 			delete(t.byOwner, l.Owner)
 		}

@@ -1,16 +1,15 @@
-package cache
+package session
 
 import (
-	"github.com/orbitkv/orbitkv/gocore/failpoint"
-
 	"errors"
 	"log/slog"
-	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 )
 
-// notifier writes restore completions to one session's eventfd
+// Notifier writes completions to one session's eventfd
 // (eventfd(2): a write adds its 8-byte value to the counter and wakes
 // readers) on its own goroutine, never on the dispatcher's.
 //
@@ -25,26 +24,28 @@ import (
 //
 // Notifications coalesce: one pending wakeup stands for any number of
 // completions; the client's RestorePoll finds out which ended.
-type notifier struct {
+type Notifier struct {
 	ch chan struct{}
 }
 
 var eventOne = [8]byte{1}
 
-// newNotifier dups eventFile and starts the goroutine; nil on a dup failure
-// (logged; the client then relies on okv_restore_wait's 50 ms fallback).
-func newNotifier(eventFile *os.File, log *slog.Logger) *notifier {
+// NewNotifier dups s's eventfd and starts the goroutine; nil on a dup
+// failure (logged; the client then relies on okv_restore_wait's 50 ms
+// fallback). Stop ends it.
+func (s *Session) NewNotifier(log *slog.Logger) *Notifier {
+	eventFile := s.eventFile
 	fd, err := unix.FcntlInt(eventFile.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		log.Error("cannot dup the session eventfd; restore completions will not be signalled", slog.Any("err", err))
 		return nil
 	}
-	n := &notifier{ch: make(chan struct{}, 1)}
+	n := &Notifier{ch: make(chan struct{}, 1)}
 	go n.run(fd, log)
 	return n
 }
 
-func (n *notifier) run(fd int, log *slog.Logger) {
+func (n *Notifier) run(fd int, log *slog.Logger) {
 	defer unix.Close(fd)
 	for range n.ch {
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK == 0 {
@@ -57,8 +58,8 @@ func (n *notifier) run(fd int, log *slog.Logger) {
 	}
 }
 
-// signal queues a wakeup without blocking; safe on a nil notifier.
-func (n *notifier) signal() {
+// Signal queues a wakeup without blocking; safe on a nil Notifier.
+func (n *Notifier) Signal() {
 	if n == nil || failpoint.WakeupsDropped() {
 		return
 	}
@@ -68,9 +69,9 @@ func (n *notifier) signal() {
 	}
 }
 
-// stop ends the goroutine once it is idle (a write blocked by the client
-// finishes first); safe on a nil notifier.
-func (n *notifier) stop() {
+// Stop ends the goroutine once it is idle (a write blocked by the client
+// finishes first); safe on a nil Notifier.
+func (n *Notifier) Stop() {
 	if n != nil {
 		close(n.ch)
 	}

@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"errors"
+	"sync/atomic"
+)
+
+// counters are published for Stats (read from any goroutine).
+type counters struct {
+	blocks, usedBytes, leases, pins, reserved, operations atomic.Uint64
+	published, restored, unadmitted, invalid              atomic.Uint64
+	publishBytes, restoreBytes, queries, queryHits        atomic.Uint64
+	budgetWaiting, expired                                atomic.Uint64
+	queryNanos, queryHashes                               atomic.Uint64
+}
+
+// publishStats samples the dispatcher-owned figures for Stats.
+func (s *Service) publishStats() {
+	blocks, pins, used := s.tiers.Resident()
+	s.stats.blocks.Store(blocks)
+	s.stats.usedBytes.Store(used)
+	s.stats.pins.Store(pins)
+	s.stats.leases.Store(uint64(s.leases.Leases()))
+	s.stats.reserved.Store(s.leases.Reserved())
+	s.stats.operations.Store(uint64(len(s.ops) + s.restores.done + s.tickets.Permits() + s.tiers.Loading()))
+	s.stats.budgetWaiting.Store(uint64(s.leases.Waiting()))
+}
+
+// Stats is a snapshot of the cache counters; safe from any goroutine.
+type Stats struct {
+	Blocks        uint64 // sealed blocks resident
+	UsedBytes     uint64 // bytes of allocated chunks (sealed and publishing)
+	CapacityBytes uint64
+	Leases        uint64
+	Pins          uint64
+	ReservedBytes uint64
+	Operations    uint64 // copies in flight, restores awaiting RestorePoll, tickets live or draining, SSD reads
+	Evictions     uint64
+	Published     uint64 // blocks stored
+	Restored      uint64 // blocks restored
+	PublishBytes  uint64
+	RestoreBytes  uint64
+	Unadmitted    uint64 // publishes, queries, tickets and restores refused for capacity
+	Invalid       uint64 // cache requests refused as invalid
+	Queries       uint64 // untracked queries served, plus tickets delivered Ok or Miss
+	QueryHits     uint64 // blocks leased by those
+	QueryNanos    uint64 // dispatcher time in untracked QueryBundles (decode, lookups, lease), ns
+	QueryHashes   uint64 // hashes those queries carried
+
+	// Operation semantics (abi.h "Query tickets").
+	Tickets         uint64 // live tickets
+	BudgetWaiting   uint64 // tickets waiting for lease byte budget
+	Expired         uint64 // tickets and restore results expired (tombstoned)
+	Discoveries     uint64 // discovery queries answered
+	WarmupSkipped   uint64 // warm-ups skipped for the warmup budget
+	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
+	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
+
+	// SSD tier (zero without one).
+	SSD              bool
+	SSDBlocks        uint64 // blocks resident on SSD
+	SSDUsedBytes     uint64
+	SSDCapacityBytes uint64
+	SSDWrites        uint64 // blocks demoted (durable)
+	SSDReads         uint64 // blocks read back and verified
+	SSDCorrupt       uint64 // blocks that failed their checksum (dropped, never served)
+	SSDRecovered     uint64 // blocks the index gave back at start (warm restart)
+	SSDNotAdmitted   uint64 // demotions declined by the admission rule
+	SSDEvictions     uint64 // blocks the SSD tier evicted (FIFO) to make room
+	SSDDemoteSkipped uint64 // evicted blocks not demoted: no staging buffer, too big, or the tier busy
+	SSDPrefetches    uint64 // blocks prefetched into RAM
+	SSDPrefetchFails uint64 // prefetches that failed (corrupt or I/O): misses
+	RAMHuge          bool   // the RAM tier is backed by 2 MiB hugetlb pages
+	RAMFallback      string // why not ("" when RAMHuge); see ram.Arena.Fallback
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	c := &s.stats
+	ts := s.tiers.Counters()
+	tk := s.tickets.Stats()
+	st := Stats{
+		Blocks: c.blocks.Load(), UsedBytes: c.usedBytes.Load(), CapacityBytes: ts.CapacityBytes,
+		Leases: c.leases.Load(), Pins: c.pins.Load(), ReservedBytes: c.reserved.Load(),
+		Operations: c.operations.Load(), Evictions: ts.Evictions, Published: c.published.Load(),
+		Restored: c.restored.Load(), PublishBytes: c.publishBytes.Load(), RestoreBytes: c.restoreBytes.Load(),
+		Unadmitted: c.unadmitted.Load() + tk.Unadmitted, Invalid: c.invalid.Load(),
+		Queries: c.queries.Load() + tk.Queries, QueryHits: c.queryHits.Load() + tk.QueryHits,
+		RAMHuge: ts.RAMHuge, RAMFallback: ts.RAMFallback,
+		QueryNanos: c.queryNanos.Load(), QueryHashes: c.queryHashes.Load(),
+		Tickets: tk.Live, BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load() + tk.Expired,
+		Discoveries: tk.Discoveries, WarmupSkipped: ts.WarmupSkipped,
+	}
+	st.Lookups, st.DistinctLookups = s.lookups.snapshot()
+	if ss := ts.SSD; ss.On {
+		st.SSD = true
+		st.SSDBlocks, st.SSDUsedBytes, st.SSDCapacityBytes = ss.Blocks, ss.UsedBytes, ss.CapacityBytes
+		st.SSDWrites, st.SSDReads, st.SSDCorrupt, st.SSDRecovered = ss.Writes, ss.Reads, ss.Corrupt, ss.Recovered
+		st.SSDNotAdmitted, st.SSDEvictions, st.SSDDemoteSkipped = ss.NotAdmitted, ss.Evictions, ss.DemoteSkipped
+		st.SSDPrefetches, st.SSDPrefetchFails = ss.Prefetches, ss.PrefetchFails
+	}
+	return st
+}
+
+// Idle reports whether the idle invariant of DESIGN.md §6 rule 8 holds for
+// this snapshot (meaningful when no session is attached).
+func (st Stats) Idle() bool {
+	return st.Leases == 0 && st.Pins == 0 && st.ReservedBytes == 0 && st.Operations == 0
+}
+
+// Check verifies the accounting relations the cache keeps (dispatcher
+// goroutine only; it walks every lease and restore): the lease book's
+// (gocore/lease), the restores' (restoreCounts), and that the index's pins
+// are what leases, copies and holds account for when no session is
+// attached. Every idle-invariant test calls it; the Manager calls it when
+// its last session detached.
+func (s *Service) Check() error {
+	errs := []error{s.leases.Check(), s.restores.check(s.sessions)}
+	if len(s.sessions) == 0 {
+		if _, pins, _ := s.tiers.Resident(); pins != 0 || s.leases.Leases() != 0 || s.leases.Reserved() != 0 || s.tickets.Permits() != 0 || s.restores.all != 0 {
+			errs = append(errs, errors.New("cache: no session attached, yet pins, leases, reserved bytes or operations remain"))
+		}
+	}
+	return errors.Join(errs...)
+}

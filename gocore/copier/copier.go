@@ -1,0 +1,103 @@
+// Package copier is the Go side of the copy engine (native/src/copy.c,
+// driven through gocore/internal/native): it names the engine's types and
+// turns a block's RAM tier chunks and an engine buffer's page into the
+// copy segments of one job. Publish copies engine pages into the tier
+// (D2H on a GPU host, host to host here); Restore copies them back.
+//
+// The engine's worker threads run the copies; a finished job rings the
+// dispatcher's control slot, which drains completions in one crossing.
+// A job's memory (source and destination) must stay mapped until its
+// completion is drained (DESIGN.md §6 rule 3).
+package copier
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+)
+
+// Engine is the native copy engine: Submit(token, segments), Drain, Close.
+type Engine = native.CopyEngine
+
+// Seg is one contiguous copy (source, destination, bytes).
+type Seg = native.CopySeg
+
+// Completion is one finished job: its token and status (0 or -errno).
+type Completion = native.CopyCompletion
+
+// Poller is the dispatcher's poll loop, whose control slot finished jobs ring.
+type Poller = native.Server
+
+// MaxSegments is the most segments one job takes (OKVI_COPY_MAX_SEGS).
+const MaxSegments = native.MaxCopySegments
+
+// MaxWorkers bounds New's worker count.
+const MaxWorkers = 64
+
+// New starts an engine of workers threads (1..MaxWorkers) whose finished
+// jobs ring p's control slot; p must outlive it.
+func New(p *Poller, workers int) (*Engine, error) {
+	if workers < 1 || workers > MaxWorkers {
+		return nil, fmt.Errorf("copy engine: %d workers, want 1..%d", workers, MaxWorkers)
+	}
+	e, err := native.NewCopyEngineFor(p, workers)
+	if err != nil {
+		return nil, fmt.Errorf("copy engine: %w", err)
+	}
+	return e, nil
+}
+
+// Direction of a job.
+type Direction bool
+
+// Directions.
+const (
+	ToTier   Direction = true  // publish: engine page → RAM tier chunks
+	FromTier Direction = false // restore: RAM tier chunks → engine page
+)
+
+// AppendBlock appends the segments between blk's chunks in arena and page
+// `page` of every layer of buf. A block's bytes are its layers in order,
+// each buf.PageBytes long, laid over its chunks in order; segments split at
+// chunk boundaries.
+func AppendBlock(segs []Seg, arena *ram.Arena, blk *index.Block, buf *session.Buffer, page uint32, dir Direction) []Seg {
+	cb := arena.ChunkBytes()
+	base := uintptr(unsafe.Pointer(&buf.Mem[0]))
+	var off uint64 // byte offset in the block
+	for l := uint64(0); l < uint64(buf.Layers); l++ {
+		pageAddr := base + uintptr((l*buf.PageCount+uint64(page))*buf.PageBytes)
+		for done := uint64(0); done < buf.PageBytes; {
+			c := off / cb
+			in := off % cb
+			n := min(cb-in, buf.PageBytes-done)
+			tier := arena.Addr(blk.Chunks[c]) + uintptr(in)
+			eng := pageAddr + uintptr(done)
+			if dir == ToTier {
+				segs = append(segs, Seg{Src: eng, Dst: tier, Len: n})
+			} else {
+				segs = append(segs, Seg{Src: tier, Dst: eng, Len: n})
+			}
+			done += n
+			off += n
+		}
+	}
+	return segs
+}
+
+// CheckBatch refuses a batch of n blocks of buffer bufID whose job would
+// exceed MaxSegments, before anything is evicted or marked; the error
+// names the count field and the most entries that fit.
+func CheckBatch(n int, buf *session.Buffer, bufID uint32, chunkBytes uint64) *abi.DescError {
+	perLayer := (buf.PageBytes+chunkBytes-1)/chunkBytes + 1 // a page straddles at most this many chunks
+	segs := uint64(n) * uint64(buf.Layers) * perLayer
+	if segs > MaxSegments {
+		limit := uint64(MaxSegments) / (uint64(buf.Layers) * perLayer)
+		return abi.Invalid(abi.FieldCount, 0, "%d entries of buffer %d need up to %d copy segments, the limit is %d: send at most %d entries per request", n, bufID, segs, MaxSegments, limit)
+	}
+	return nil
+}

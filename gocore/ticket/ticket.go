@@ -1,0 +1,208 @@
+package ticket
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/session"
+)
+
+// Limits and defaults.
+const (
+	// DefaultOpExpiry is how long a ticket or an unpolled restore result
+	// lives after its latest submission (DESIGN.md §6 rule 5).
+	DefaultOpExpiry = 60 * time.Second
+	// MaxTombstones bounds the expired ids a session remembers (tickets and
+	// restores each); older ones then answer as retired (Invalid op_id).
+	MaxTombstones = 256
+	// MaxTicketBytes bounds the hash chains all live tickets store (a
+	// ticket keeps a private copy of its request); beyond it a new ticket
+	// answers Unadmitted. With the default bounds (1024 tickets, 64 KiB
+	// descriptor areas) it is never reached.
+	MaxTicketBytes = 256 << 20
+	// MaxReloads bounds how often one waiting ticket restarts SSD reads
+	// whose blocks were evicted again before it could lease them.
+	MaxReloads = 4
+)
+
+// State of a ticket.
+type State uint8
+
+// Ticket states.
+const (
+	Pending  State = iota + 1 // SSD reads of its chain in flight, or waiting for byte budget
+	Done                      // resolved after its submission; delivered by the next Poll
+	Ready                     // PREPARE: resolved, held until Claim
+	Draining                  // revoked; its SSD reads still run and it keeps its permit
+)
+
+// Ticket is one live query operation of a session. The request fields are
+// a private copy, taken once per revision; the Host's resolution owns
+// Reads, Holds, Reloads, Queued, Held and Passed.
+type Ticket struct {
+	ID       uint64
+	Rev      uint32
+	Flags    uint16
+	ReqID    uint64
+	Group    uint64
+	NS       abi.Namespace
+	RecFirst uint32
+	RecCount uint32
+	Book     *Book
+	State    State
+	Reads    int            // SSD reads in flight this ticket started
+	Holds    []*index.Block // blocks its reads brought in, pinned until it leases or is revoked
+	Reloads  int
+	Queued   bool            // waiting in the lease budget queue
+	Held     bool            // held at the Reservation pause point: resolution waits for its continuation
+	Passed   bool            // resolving again after that hold: it passes the point
+	Res      abi.QueryResult // Done/Ready: the answer to deliver; Pending: Hits so far
+	Lease    *lease.Lease    // Done/Ready with hits: the undelivered lease
+
+	hashes   []byte // 16 bytes per hash
+	deadline time.Time
+}
+
+// N is the number of hashes in the chain.
+func (t *Ticket) N() int { return len(t.hashes) / abi.HashSize }
+
+// Hash is the chain's i-th block hash.
+func (t *Ticket) Hash(i int) (h abi.BlockHash) {
+	copy(h[:], t.hashes[i*abi.HashSize:])
+	return h
+}
+
+// Wants reports whether the ticket waits for its whole range (recovery,
+// wait_for_full_prefix, or PREPARE) rather than taking the RAM prefix.
+func (t *Ticket) Wants() bool {
+	return t.Flags&(abi.QueryRecovery|abi.QueryWaitFullPref|abi.QueryPrepare) != 0
+}
+
+// Range is the hash positions [first, end) the ticket resolves: the
+// recovery range, or the whole chain.
+func (t *Ticket) Range() (first, end int) {
+	if t.Flags&abi.QueryRecovery != 0 {
+		return int(t.RecFirst), int(t.RecFirst + t.RecCount)
+	}
+	return 0, t.N()
+}
+
+// Settle records t's result; l, if any, is its undelivered lease. The
+// caller released what t's reads held first.
+func (t *Ticket) Settle(res abi.QueryResult, l *lease.Lease) {
+	t.Res, t.Lease = res, l
+	if t.Flags&abi.QueryPrepare != 0 && res.Status != abi.StatusUnadmitted {
+		t.State = Ready
+	} else {
+		t.State = Done
+	}
+}
+
+// Wait leaves t pending with hits blocks found so far (Poll answers Loading).
+func (t *Ticket) Wait(hits int) {
+	t.Res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(hits)}
+}
+
+// same reports whether q repeats t's live revision exactly.
+func (t *Ticket) same(q *abi.QueryDesc) bool {
+	return q.Flags == t.Flags && q.NS == t.NS && q.RequestID == t.ReqID && q.Group == t.Group &&
+		q.RecoveryFirst == t.RecFirst && q.RecoveryCount == t.RecCount && bytes.Equal(q.Hashes, t.hashes)
+}
+
+// String names a ticket for logs.
+func (t *Ticket) String() string {
+	return fmt.Sprintf("ticket %d rev %d (slot %d)", t.ID, t.Rev, t.Book.Sess.Index)
+}
+
+// Tombs is a bounded set of expired operation ids: a ring of the newest
+// MaxTombstones ids plus a set over it. The zero value is empty.
+type Tombs struct {
+	ring []uint64
+	next int
+	set  map[uint64]struct{}
+}
+
+// Add remembers id, forgetting the oldest beyond MaxTombstones.
+func (t *Tombs) Add(id uint64) {
+	if t.set == nil {
+		t.set = make(map[uint64]struct{})
+	}
+	if len(t.ring) < MaxTombstones {
+		t.ring = append(t.ring, id)
+	} else {
+		delete(t.set, t.ring[t.next])
+		t.ring[t.next] = id
+		t.next = (t.next + 1) % MaxTombstones
+	}
+	t.set[id] = struct{}{}
+}
+
+// Has reports whether id is remembered.
+func (t *Tombs) Has(id uint64) bool { _, ok := t.set[id]; return ok }
+
+// Book is one session's tickets.
+type Book struct {
+	Sess     *session.Session
+	Owner    lease.Owner // its leases' owner
+	live     map[uint64]*Ticket
+	maxOpID  uint64 // highest ticket op id seen (ids only grow)
+	draining int    // revoked tickets whose SSD reads still run
+	expired  Tombs
+}
+
+// NewBook returns sess's empty book.
+func NewBook(sess *session.Session) *Book {
+	return &Book{Sess: sess, Owner: lease.Owner{Slot: sess.Index, Token: sess.Token}, live: make(map[uint64]*Ticket)}
+}
+
+// Live is the number of live tickets; Permits adds the draining ones.
+func (b *Book) Live() int    { return len(b.live) }
+func (b *Book) Permits() int { return len(b.live) + b.draining }
+
+// Host is what tickets need of the cache (gocore/cache implements it);
+// every method runs on the dispatcher goroutine.
+type Host interface {
+	// AdmitOp reports whether b's session may take one more operation permit.
+	AdmitOp(b *Book) bool
+	// Resolve tries to reach t's result: it leaves t pending (Wait) or
+	// settled (Settle).
+	Resolve(t *Ticket)
+	// Release undoes what t holds: an undelivered lease, read pins, a
+	// place in the budget queue.
+	Release(t *Ticket)
+	// AdmitWaiting retries the budget queue after bytes were freed.
+	AdmitWaiting()
+	// Discover is how many leading blocks of q's chain the Manager holds
+	// (RAM then SSD) and how many of those are in RAM.
+	Discover(q *abi.QueryDesc) (avail, ram int)
+	// Warm starts reading q's SSD run into RAM with no owner; it returns
+	// the blocks started and the RAM prefix.
+	Warm(q *abi.QueryDesc) (warming, ram int)
+	// CountLookup counts one logical lookup of the chain ending in last.
+	CountLookup(ns abi.Namespace, last abi.BlockHash)
+	// ArmExpiry makes sure the expiry sweep runs by d.
+	ArmExpiry(d time.Time)
+	// Drained tells that b's last draining ticket finished.
+	Drained(b *Book)
+	// Signal wakes b's client (its session eventfd).
+	Signal(b *Book)
+}
+
+// Stats are the tickets' counters; safe from any goroutine.
+type Stats struct {
+	Live        uint64 // live tickets
+	Expired     uint64 // tickets expired (tombstoned)
+	Discoveries uint64 // discovery queries answered
+	Unadmitted  uint64 // tickets, claims and deliveries answered Unadmitted
+	Queries     uint64 // deliveries of Ok or Miss
+	QueryHits   uint64 // blocks those deliveries leased
+}
+
+type counters struct {
+	live, expired, discoveries, unadmitted, queries, queryHits atomic.Uint64
+}

@@ -1,0 +1,206 @@
+package tier
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
+)
+
+// Defaults of a Spec.
+const (
+	// DefaultWarmupBudget bounds the bytes of SSD reads in flight with no
+	// owner (warm-ups, and the tails of queries that do not wait).
+	DefaultWarmupBudget = 256 << 20
+	// DefaultSSDStagingBytes is the memory holding demoted blocks until the
+	// SSD has them: blocks evicted faster than the SSD takes them beyond it
+	// are not demoted.
+	DefaultSSDStagingBytes = 256 << 20
+	// MaxPrefetchRun bounds the blocks one query prefetches.
+	MaxPrefetchRun = 1024
+	// maxReadsQueued bounds the SSD reads in flight by the completion
+	// queue, so a store goroutine never waits to hand its result over.
+	maxReadsQueued = 4096
+)
+
+// Spec configures the tiers; a plain value.
+type Spec struct {
+	RAM      ram.Spec
+	Eviction string // eviction policy name (gocore/evict); "" = evict.Default
+	// SSD, when set, adds the SSD tier below RAM.
+	SSD             *ssd.Spec
+	SSDStagingBytes uint64 // 0: DefaultSSDStagingBytes
+	WarmupBudget    uint64 // 0: DefaultWarmupBudget
+	// Ring wakes the dispatcher (safe from any goroutine) when an SSD read
+	// finished; Complete then applies it.
+	Ring   func()
+	Logger *slog.Logger
+}
+
+// Validate names the field and limit that s violates (the SSD spec is
+// validated by ssd.Open, against the filesystem).
+func (s Spec) Validate() error {
+	if s.Eviction != "" && !slices.Contains(evict.Names(), s.Eviction) {
+		return fmt.Errorf("tier spec: eviction policy %q, want one of %s", s.Eviction, strings.Join(evict.Names(), ", "))
+	}
+	if s.SSD != nil {
+		if err := s.SSD.Validate(); err != nil {
+			return err
+		}
+	}
+	return s.RAM.Validate()
+}
+
+// Tiers is the RAM tier, its index and the optional SSD tier.
+type Tiers struct {
+	log   *slog.Logger
+	arena *ram.Arena
+	idx   *index.Index
+	ssd   *ssdTier // nil without Spec.SSD
+	batch map[index.Key]struct{}
+
+	warmupBudget, warming uint64
+
+	evictions, warmupSkipped atomic.Uint64
+}
+
+// New creates the RAM tier (committing its memory), the index and the SSD
+// tier; errors name the tier.
+func New(s Spec) (*Tiers, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	arena, err := ram.New(s.RAM)
+	if err != nil {
+		return nil, err
+	}
+	name := s.Eviction
+	if name == "" {
+		name = evict.Default
+	}
+	// The policy sizes its queues in blocks; the tier knows chunks, and a
+	// block takes at least one.
+	pol, err := evict.New(name, int(arena.Chunks()))
+	if err != nil {
+		arena.Close()
+		return nil, err
+	}
+	t := &Tiers{log: s.Logger, arena: arena, idx: index.New(pol), batch: make(map[index.Key]struct{}),
+		warmupBudget: s.WarmupBudget}
+	if t.warmupBudget == 0 {
+		t.warmupBudget = DefaultWarmupBudget
+	}
+	if s.SSD != nil {
+		if t.ssd, err = openSSD(*s.SSD, s.SSDStagingBytes, s.Logger, s.Ring); err != nil {
+			arena.Close()
+			return nil, fmt.Errorf("ssd tier: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// Close waits for every SSD I/O (reads write RAM frames), then frees the
+// RAM tier. The copy engine must have drained first.
+func (t *Tiers) Close() {
+	if t.ssd != nil {
+		t.ssd.close()
+	}
+	t.arena.Close()
+}
+
+// Arena is the RAM tier; Index is the block index over it.
+func (t *Tiers) Arena() *ram.Arena   { return t.arena }
+func (t *Tiers) Index() *index.Index { return t.idx }
+
+// HasSSD reports whether the SSD tier is configured.
+func (t *Tiers) HasSSD() bool { return t.ssd != nil }
+
+// MakeRoom evicts the policy's victims (never pinned blocks), demoting each
+// to SSD first, until need chunks are free; false (nothing evicted) when
+// even evicting every unpinned block would not do.
+func (t *Tiers) MakeRoom(need uint64) bool {
+	free := uint64(t.arena.Free())
+	if free >= need {
+		return true
+	}
+	if free+t.idx.EvictableChunks() < need {
+		return false
+	}
+	for uint64(t.arena.Free()) < need {
+		blk := t.idx.Evict()
+		if t.ssd != nil {
+			t.demote(blk) // copies the bytes out first: the chunks are free after
+		}
+		t.arena.Release(blk.Chunks)
+		t.evictions.Add(1)
+	}
+	return true
+}
+
+// Insert allocates frames for a block of bytes and inserts it Publishing
+// (invisible) under k at chain depth depth. The caller made room first
+// (MakeRoom); an allocation failure then is a bug and panics.
+func (t *Tiers) Insert(k index.Key, bytes uint64, layers, depth uint32) *index.Block {
+	per := t.arena.ChunksFor(bytes)
+	chunks, err := t.arena.Alloc(make([]uint32, 0, per), per)
+	if err != nil {
+		panic("tier: allocation after MakeRoom failed: " + err.Error())
+	}
+	return t.idx.Insert(k, bytes, layers, depth, chunks)
+}
+
+// Discard removes a Publishing block (its copy failed or its publisher
+// left) and frees its frames: it never becomes visible.
+func (t *Tiers) Discard(blk *index.Block) {
+	t.idx.Abort(blk)
+	t.arena.Release(blk.Chunks)
+}
+
+// Stats are the tiers' counters; safe from any goroutine but for the
+// index figures (Blocks, Pins, UsedBytes), which the caller samples on the
+// dispatcher goroutine.
+type Stats struct {
+	Blocks, Pins             uint64
+	UsedBytes, CapacityBytes uint64
+	Evictions                uint64
+	WarmupSkipped            uint64 // warm-ups skipped for the warmup budget
+	RAMHuge                  bool   // the RAM tier is backed by 2 MiB hugetlb pages
+	RAMFallback              string // why not ("" when RAMHuge); see ram.Arena.Fallback
+	SSD                      SSDStats
+}
+
+// SSDStats are the SSD tier's counters (zero without one).
+type SSDStats struct {
+	On                                    bool
+	Blocks, UsedBytes, CapacityBytes      uint64
+	Writes, Reads, Corrupt, Recovered     uint64 // demoted (durable), read back and verified, failed checksum, recovered at start
+	NotAdmitted, Evictions, DemoteSkipped uint64 // declined by admission, evicted (FIFO), not demoted (no staging, too big, busy)
+	Prefetches, PrefetchFails             uint64 // blocks read into RAM, prefetches failed (misses)
+}
+
+// Counters returns the counters safe from any goroutine (everything but
+// Blocks, Pins and UsedBytes).
+func (t *Tiers) Counters() Stats {
+	st := Stats{CapacityBytes: t.arena.CapacityBytes(), Evictions: t.evictions.Load(), WarmupSkipped: t.warmupSkipped.Load(),
+		RAMHuge: t.arena.Huge(), RAMFallback: t.arena.Fallback()}
+	if t.ssd != nil {
+		st.SSD = t.ssd.stats()
+	}
+	return st
+}
+
+// Resident samples the index figures (dispatcher goroutine only): sealed
+// blocks, pins, and bytes of allocated chunks (sealed and publishing).
+func (t *Tiers) Resident() (blocks, pins, usedBytes uint64) {
+	is := t.idx.Stats()
+	return uint64(is.Blocks), uint64(is.Pins), uint64(t.arena.Chunks()-t.arena.Free()) * t.arena.ChunkBytes()
+}
