@@ -19,7 +19,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 	limit = max(1, min(limit, len(s.comps)))
 	ssdLimit := limit // SSD completions post nothing
 	if failpoint.Enabled {
-		ran, left := s.runResumed(limit, post)
+		ran, left := s.resumed.Run(limit, post)
 		limit -= ran
 		more = left
 	}
@@ -43,7 +43,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 		released = s.land(c, post) || released
 	}
 	if released {
-		s.AdmitWaiting()
+		s.tickets.AdmitWaiting()
 	}
 	more = more || n == limit
 	got, left := s.tiers.Complete(ssdLimit)
@@ -65,7 +65,7 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 func (s *Service) land(c copier.Completion, post func(slot uint32, msg abi.Message)) (released bool) {
 	if o := s.ops[c.Token]; o != nil && o.kind == opRestore && failpoint.Holding(failpoint.RestoreDone) {
 		s.heldComps = append(s.heldComps, c)
-		s.tickWanted.Store(true) // the ticker applies them once released
+		s.sweeps.Keep() // the ticker applies them once released
 		failpoint.NoteHeld(failpoint.RestoreDone)
 		return false
 	}

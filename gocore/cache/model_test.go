@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
-	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/test/model"
 )
 

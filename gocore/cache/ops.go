@@ -39,7 +39,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if len(st.holds) >= tier.MaxPrefetchRun {
 		s.releaseHolds(st) // a session holds at most one run's worth
 	}
-	hits, loading, _ := s.fetch(chain{q.NS, q.Hash, 0, q.Len()}, readTail, st)
+	hits, loading, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hash: q.Hash, First: 0, End: q.Len()}, lease.ReadTail, st)
 	if loading {
 		// The chain continues on SSD; keep what earlier prefetches held:
 		// this chain is still loading.
@@ -54,7 +54,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		putResult(st, m, &res)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
-	v, l := s.admit(st.owner, hits, false)
+	v, l := s.leases.Acquire(st.owner, hits, false)
 	if v != lease.Grant {
 		// An untracked read cannot wait for budget, and does not overtake
 		// tickets that do.
@@ -80,7 +80,7 @@ func (s *Service) release(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		return abi.Message{}, abi.Invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", m.Arg0)
 	}
 	s.leases.End(l)
-	s.AdmitWaiting()
+	s.tickets.AdmitWaiting()
 	return m.Response(s.epoch, abi.StatusOK, 0, 0), nil
 }
 

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
@@ -220,11 +219,10 @@ func (s *Service) expireRestore(st *sessState, o *op) {
 // second). Cheap when nothing is due.
 func (s *Service) sweep() {
 	now := s.now()
-	if s.nextSweep.IsZero() || now.Before(s.nextSweep) {
+	if !s.sweeps.Due(now) {
 		return
 	}
-	s.nextSweep = time.Time{}
-	defer func() { s.tickWanted.Store(!s.nextSweep.IsZero() || len(s.heldComps) > 0) }()
+	defer func() { s.sweeps.Settle(len(s.heldComps) > 0) }()
 	for _, st := range s.sessions {
 		s.tickets.Sweep(st.book)
 		for _, o := range st.restores {
@@ -238,5 +236,5 @@ func (s *Service) sweep() {
 			s.expireRestore(st, o)
 		}
 	}
-	s.AdmitWaiting()
+	s.tickets.AdmitWaiting()
 }

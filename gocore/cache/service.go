@@ -3,8 +3,6 @@ package cache
 import (
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -105,11 +103,9 @@ type Service struct {
 	maxOpsSession, maxOps int
 	expiry                time.Duration
 	now                   func() time.Time
-	nextSweep             time.Time // zero: nothing to expire
-	stopTick, tickDone    chan struct{}
-	tickWanted            atomic.Bool // the ticker should ring: something can expire, or completions are withheld
-	heldComps             []copier.Completion
-	lookups               lookupStats
+	sweeps                *ticket.Expiry
+	heldComps             []copier.Completion // restore completions withheld (failpoint builds)
+	lookups               *lease.Lookups
 
 	scratch []byte // private copy of a descriptor
 	segs    []copier.Seg
@@ -119,15 +115,11 @@ type Service struct {
 
 	stats counters
 
-	// Pause points (failpoint builds only; pause.go). ring rings the
-	// dispatcher's control slot (safe from any goroutine) so Complete runs
-	// the resumed operations.
-	ring         func()
-	deferReply   bool // the request Handle is serving was held at a pause point: its reply is posted later
-	readmit      bool // a held ticket admission runs again: it passes the point
-	resumeMu     sync.Mutex
-	resumeClosed bool                                            // guarded by resumeMu: Close ran, resumed points are dropped
-	resumed      []func(post func(slot uint32, msg abi.Message)) // guarded by resumeMu: held operations let go, oldest first
+	// Pause points (failpoint builds only; pause.go): the continuations of
+	// held operations, run by Complete.
+	resumed    *failpoint.Queue[postFunc]
+	deferReply bool // the request Handle is serving was held at a pause point: its reply is posted later
+	readmit    bool // a held ticket admission runs again: it passes the point
 }
 
 // New creates the tiers and the copy engine. p is the dispatcher's poll
@@ -155,17 +147,16 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
 		maxOpsSession: orDefault(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: orDefault(s.MaxOps, DefaultMaxOps),
 		expiry: orDefault(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
-		stopTick: make(chan struct{}), tickDone: make(chan struct{}),
-		comps: make([]copier.Completion, maxDrain), batch: make(map[index.Key]struct{}),
-		ring: p.Ring,
+		lookups: lease.NewLookups(),
+		comps:   make([]copier.Completion, maxDrain), batch: make(map[index.Key]struct{}),
+		resumed: failpoint.NewQueue[postFunc](p.Ring),
 	}
 	if svc.now == nil {
 		svc.now = time.Now
 	}
-	svc.leases = lease.NewBook[*ticket.Ticket](base, svc.idx, lease.Limits{Budget: orDefault(s.LeaseBudget, s.RAMCapacity)})
-	svc.tickets = ticket.NewSet(svc, s.Epoch, svc.expiry, svc.now)
-	svc.lookups.init()
-	go svc.tick(p.Ring)
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: orDefault(s.LeaseBudget, s.RAMCapacity)})
+	svc.tickets = ticket.NewSet(svc, tiers, svc.leases, s.Epoch, svc.expiry, svc.now)
+	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
 }
 
@@ -180,11 +171,8 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 // that long, then logs SSDOutstanding and exits the process with Close
 // still waiting (the Manager's --shutdown-timeout); nothing is freed.
 func (s *Service) Close() {
-	s.resumeMu.Lock()
-	s.resumeClosed = true // a failpoint Resume from now on must not ring the server
-	s.resumeMu.Unlock()
-	close(s.stopTick)
-	<-s.tickDone // it rings the server, which the caller frees after Close
+	s.resumed.Close() // a failpoint Resume from now on must not ring the server
+	s.sweeps.Stop()   // it rings the server, which the caller frees after Close
 	s.copier.Close()
 	s.tiers.Close()
 }
@@ -208,7 +196,7 @@ type sessState struct {
 	admitGen        uint64             // generation of the request held at TicketAdmission (0: none)
 	holds           []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
 	expiredRestores ticket.Tombs
-	refusals        refusalLog
+	refusals        session.RefusalLog
 	closing         bool
 	onDrained       func()
 }
@@ -269,7 +257,7 @@ func (s *Service) Detach(sess *session.Session, drained func()) {
 	s.leases.EndAll(st.owner)
 	s.restores.dropPolled(st)
 	st.onDrained = drained
-	s.AdmitWaiting()
+	s.tickets.AdmitWaiting()
 	s.maybeFinish(st)
 	s.publishStats()
 }
@@ -346,7 +334,7 @@ func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Messag
 	}
 	if derr != nil {
 		s.stats.invalid.Add(1)
-		st.refusals.refused(s.log, st.sess, m, derr)
+		s.logRefused(st, m, derr)
 		return m.Response(s.epoch, derr.Status, uint64(derr.Field), derr.Index), true
 	}
 	s.publishStats()
@@ -381,22 +369,14 @@ func buffer(st *sessState, id uint32) (session.Buffer, *abi.DescError) {
 	return b, nil
 }
 
-// refusalLog rate-limits one session's refused-request log lines to one
-// per second; the lines suppressed meanwhile are counted in the next one.
-type refusalLog struct {
-	last    time.Time
-	dropped int
-}
-
-func (r *refusalLog) refused(log *slog.Logger, sess *session.Session, m *abi.Message, e *abi.DescError) {
-	now := time.Now()
-	if now.Sub(r.last) < time.Second {
-		r.dropped++
+// logRefused logs a refused cache request (rate-limited per session).
+func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
+	ok, suppressed := st.refusals.Allow(time.Now())
+	if !ok {
 		return
 	}
-	log.Warn("cache request refused", slog.Uint64("slot", uint64(sess.Index)), slog.Int("pid", int(sess.Peer.PID)),
+	s.log.Warn("cache request refused", slog.Uint64("slot", uint64(st.sess.Index)), slog.Int("pid", int(st.sess.Peer.PID)),
 		slog.String("command", abi.Command(m.Code).String()), slog.String("status", e.Status.String()),
 		slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index), slog.String("detail", e.Detail),
-		slog.Int("suppressed_since_last", r.dropped))
-	r.last, r.dropped = now, 0
+		slog.Int("suppressed_since_last", suppressed))
 }

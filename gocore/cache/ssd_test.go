@@ -145,9 +145,9 @@ func TestAlternatingPrefetchesDoNotStarveEachOther(t *testing.T) {
 		}
 	}
 	st := r.svc.Stats()
-	t.Logf("okA=%v okB=%v prefetches=%d", okA, okB, st.SSDPrefetches)
+	t.Logf("okA=%v okB=%v prefetches=%d", okA, okB, st.SSD.Prefetches)
 	if !okA || !okB {
-		t.Errorf("livelock: after 50 alternating rounds a got its 6-block chain: %v, b: %v (prefetched %d blocks)", okA, okB, st.SSDPrefetches)
+		t.Errorf("livelock: after 50 alternating rounds a got its 6-block chain: %v, b: %v (prefetched %d blocks)", okA, okB, st.SSD.Prefetches)
 	}
 	r.close(a)
 	r.close(b)

@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"sync/atomic"
+
+	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // counters are published for Stats (read from any goroutine).
@@ -56,22 +58,10 @@ type Stats struct {
 	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
 	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
 
-	// SSD tier (zero without one).
-	SSD              bool
-	SSDBlocks        uint64 // blocks resident on SSD
-	SSDUsedBytes     uint64
-	SSDCapacityBytes uint64
-	SSDWrites        uint64 // blocks demoted (durable)
-	SSDReads         uint64 // blocks read back and verified
-	SSDCorrupt       uint64 // blocks that failed their checksum (dropped, never served)
-	SSDRecovered     uint64 // blocks the index gave back at start (warm restart)
-	SSDNotAdmitted   uint64 // demotions declined by the admission rule
-	SSDEvictions     uint64 // blocks the SSD tier evicted (FIFO) to make room
-	SSDDemoteSkipped uint64 // evicted blocks not demoted: no staging buffer, too big, or the tier busy
-	SSDPrefetches    uint64 // blocks prefetched into RAM
-	SSDPrefetchFails uint64 // prefetches that failed (corrupt or I/O): misses
-	RAMHuge          bool   // the RAM tier is backed by 2 MiB hugetlb pages
-	RAMFallback      string // why not ("" when RAMHuge); see ram.Arena.Fallback
+	// SSD tier (zero without one: SSD.On false).
+	SSD         tier.SSDStats
+	RAMHuge     bool   // the RAM tier is backed by 2 MiB hugetlb pages
+	RAMFallback string // why not ("" when RAMHuge); see ram.Arena.Fallback
 }
 
 // Stats returns the counters.
@@ -91,14 +81,8 @@ func (s *Service) Stats() Stats {
 		Tickets: tk.Live, BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load() + tk.Expired,
 		Discoveries: tk.Discoveries, WarmupSkipped: ts.WarmupSkipped,
 	}
-	st.Lookups, st.DistinctLookups = s.lookups.snapshot()
-	if ss := ts.SSD; ss.On {
-		st.SSD = true
-		st.SSDBlocks, st.SSDUsedBytes, st.SSDCapacityBytes = ss.Blocks, ss.UsedBytes, ss.CapacityBytes
-		st.SSDWrites, st.SSDReads, st.SSDCorrupt, st.SSDRecovered = ss.Writes, ss.Reads, ss.Corrupt, ss.Recovered
-		st.SSDNotAdmitted, st.SSDEvictions, st.SSDDemoteSkipped = ss.NotAdmitted, ss.Evictions, ss.DemoteSkipped
-		st.SSDPrefetches, st.SSDPrefetchFails = ss.Prefetches, ss.PrefetchFails
-	}
+	st.Lookups, st.DistinctLookups = s.lookups.Snapshot()
+	st.SSD = ts.SSD
 	return st
 }
 

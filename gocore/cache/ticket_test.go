@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
-	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 

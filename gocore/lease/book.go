@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // Limits bound the leases of one Manager; a plain value. Zero fields take
@@ -39,7 +40,9 @@ const (
 // package doc for its invariants.
 type Book[W comparable] struct {
 	t         *Table
-	idx       *index.Index
+	tiers     *tier.Tiers
+	idx       *index.Index   // tiers.Index()
+	hits      []*index.Block // Fetch's scratch
 	lim       Limits
 	blocks    int    // block references held by all leases
 	restoring uint64 // bytes restores in flight reserve
@@ -47,8 +50,8 @@ type Book[W comparable] struct {
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
-// NewFrom); its leases pin and unpin blocks of idx.
-func NewBook[W comparable](first uint64, idx *index.Index, lim Limits) *Book[W] {
+// NewFrom); its leases pin and unpin blocks of tiers' index.
+func NewBook[W comparable](first uint64, tiers *tier.Tiers, lim Limits) *Book[W] {
 	if lim.PerSession == 0 {
 		lim.PerSession = MaxLeasesPerSession
 	}
@@ -58,7 +61,7 @@ func NewBook[W comparable](first uint64, idx *index.Index, lim Limits) *Book[W] 
 	if lim.Blocks == 0 {
 		lim.Blocks = MaxLeasedBlocks
 	}
-	return &Book[W]{t: NewFrom(first), idx: idx, lim: lim}
+	return &Book[W]{t: NewFrom(first), tiers: tiers, idx: tiers.Index(), lim: lim}
 }
 
 // Limits returns the limits in force.

@@ -5,12 +5,17 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // Set is the Manager's tickets: the per-Manager counts and the operations
 // of the package doc. Dispatcher goroutine only, but for Stats.
 type Set struct {
 	host     Host
+	leases   *lease.Book[*Ticket]
+	tiers    *tier.Tiers
+	idx      *index.Index // tiers.Index()
 	epoch    uint64
 	expiry   time.Duration
 	now      func() time.Time
@@ -20,10 +25,11 @@ type Set struct {
 	c        counters
 }
 
-// NewSet returns an empty set answering with epoch; tickets expire expiry
-// after their latest submission, by the clock now.
-func NewSet(h Host, epoch uint64, expiry time.Duration, now func() time.Time) *Set {
-	return &Set{host: h, epoch: epoch, expiry: expiry, now: now}
+// NewSet returns an empty set answering with epoch; tickets resolve over
+// tiers and leases, and expire expiry after their latest submission, by
+// the clock now.
+func NewSet(h Host, tiers *tier.Tiers, leases *lease.Book[*Ticket], epoch uint64, expiry time.Duration, now func() time.Time) *Set {
+	return &Set{host: h, tiers: tiers, idx: tiers.Index(), leases: leases, epoch: epoch, expiry: expiry, now: now}
 }
 
 // Permits is the number of operation permits tickets hold in all.
@@ -80,7 +86,7 @@ func (s *Set) Submit(b *Book, m *abi.Message, q *abi.QueryDesc) (abi.Message, *a
 	s.live++
 	s.c.live.Store(uint64(s.live))
 	s.host.ArmExpiry(t.deadline)
-	s.host.Resolve(t)
+	s.resolve(t)
 	return s.answer(t, m), nil
 }
 
@@ -108,9 +114,9 @@ func (s *Set) revise(t *Ticket, m *abi.Message, q *abi.QueryDesc) (abi.Message, 
 	s.drop(t)
 	s.set(t, q)
 	t.deadline = s.now().Add(s.expiry)
-	t.Reloads = 0
-	s.host.Resolve(t)
-	s.host.AdmitWaiting() // what the older revision reserved is free now
+	t.reloads = 0
+	s.resolve(t)
+	s.AdmitWaiting() // what the older revision reserved is free now
 	return s.answer(t, m), nil
 }
 
@@ -132,21 +138,21 @@ func (s *Set) answer(t *Ticket, m *abi.Message) abi.Message {
 	case Done:
 		return s.deliver(t, m)
 	case Ready:
-		r := t.Res
+		r := t.res
 		r.Status, r.LeaseID, r.LeaseBytes = abi.StatusCandidates, 0, 0
 		putResult(t.Book, m, &r)
 		return m.Response(s.epoch, abi.StatusCandidates, uint64(r.Hits), 0)
 	default:
-		return m.Response(s.epoch, abi.StatusLoading, uint64(t.Res.Hits), 0)
+		return m.Response(s.epoch, abi.StatusLoading, uint64(t.res.Hits), 0)
 	}
 }
 
 // deliver answers t's terminal result and retires t; the lease (if any)
 // now belongs to the client.
 func (s *Set) deliver(t *Ticket, m *abi.Message) abi.Message {
-	r := t.Res
+	r := t.res
 	r.OpID, r.Revision = t.ID, t.Rev
-	t.Lease = nil // delivered: the client releases it
+	t.lease = nil // delivered: the client releases it
 	s.retire(t)
 	if r.Status == abi.StatusOK || r.Status == abi.StatusMiss {
 		s.c.queries.Add(1)
@@ -170,9 +176,8 @@ func putResult(b *Book, m *abi.Message, r *abi.QueryResult) {
 
 // drop undoes what t holds and clears its result.
 func (s *Set) drop(t *Ticket) {
-	s.host.Release(t)
-	t.Lease = nil
-	t.Res = abi.QueryResult{}
+	s.release(t)
+	t.res = abi.QueryResult{}
 }
 
 // retire removes a live ticket whose result was delivered.
@@ -193,19 +198,19 @@ func (s *Set) revoke(t *Ticket, expired bool) {
 	if expired {
 		t.Book.expired.Add(t.ID)
 	}
-	if t.Reads > 0 {
+	if t.reads > 0 {
 		t.State = Draining
 		t.Book.draining++
 		s.draining++
 	}
 }
 
-// ReadDone accounts one finished SSD read of t; blk, when non-nil, is the
+// readDone accounts one finished SSD read of t; blk, when non-nil, is the
 // sealed block, held for t while t is pending.
-func (s *Set) ReadDone(t *Ticket, blk *index.Block, pin func(*index.Block)) {
-	t.Reads--
+func (s *Set) readDone(t *Ticket, blk *index.Block) {
+	t.reads--
 	if t.State == Draining {
-		if t.Reads == 0 {
+		if t.reads == 0 {
 			t.Book.draining--
 			s.draining--
 			s.host.Drained(t.Book)
@@ -213,8 +218,8 @@ func (s *Set) ReadDone(t *Ticket, blk *index.Block, pin func(*index.Block)) {
 		return
 	}
 	if blk != nil && t.State == Pending {
-		pin(blk)
-		t.Holds = append(t.Holds, blk)
+		s.idx.Pin(blk)
+		t.holds = append(t.holds, blk)
 	}
 }
 
@@ -239,7 +244,7 @@ func (s *Set) Claim(b *Book, m *abi.Message) (abi.Message, *abi.DescError) {
 		return s.unadmitted(m), nil
 	}
 	if t.State == Pending {
-		return m.Response(s.epoch, abi.StatusLoading, uint64(t.Res.Hits), 0), nil
+		return m.Response(s.epoch, abi.StatusLoading, uint64(t.res.Hits), 0), nil
 	}
 	// Ready, or settled Unadmitted (it could not be leased): delivered.
 	return s.deliver(t, m), nil
@@ -252,7 +257,7 @@ func (s *Set) Cancel(b *Book, m *abi.Message) (abi.Message, *abi.DescError) {
 		return resp, derr
 	}
 	s.revoke(t, false)
-	s.host.AdmitWaiting()
+	s.AdmitWaiting()
 	return m.Response(s.epoch, abi.StatusOK, 1, 0), nil
 }
 
@@ -288,7 +293,7 @@ func (s *Set) lookup(b *Book, m *abi.Message, what string) (*Ticket, abi.Message
 // Manager holds (RAM, then SSD), with no lease and no bytes reserved; the
 // operation's permit is released as it answers.
 func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	avail, ram := s.host.Discover(q)
+	avail, ram := s.availability(q)
 	s.c.discoveries.Add(1)
 	r := abi.QueryResult{Status: abi.StatusCandidates, Hits: uint32(avail), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	putResult(b, m, &r)
@@ -299,7 +304,7 @@ func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 // the warmup budget (skipped, hit count 0, beyond it), and is retired as it
 // answers: Ok with arg0 = blocks being read.
 func (s *Set) warmup(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	warming, ram := s.host.Warm(q)
+	warming, ram := s.warm(q)
 	r := abi.QueryResult{Status: abi.StatusOK, Hits: uint32(warming), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	putResult(b, m, &r)
 	return m.Response(s.epoch, abi.StatusOK, uint64(warming), 0)
@@ -312,7 +317,7 @@ func (s *Set) expireIfDue(t *Ticket) bool {
 	}
 	s.revoke(t, true)
 	s.c.expired.Add(1)
-	s.host.AdmitWaiting() // what it reserved or queued for is free for the waiters now
+	s.AdmitWaiting() // what it reserved or queued for is free for the waiters now
 	return true
 }
 
@@ -330,8 +335,8 @@ func (s *Set) Sweep(b *Book) {
 // another session's ticket waits for); resolved ones wake their client.
 func (s *Set) ResolvePending(b *Book) {
 	for _, t := range b.live {
-		if t.State == Pending && !t.Queued && t.Reads == 0 {
-			s.host.Resolve(t)
+		if t.State == Pending && !t.queued && t.reads == 0 {
+			s.resolve(t)
 			if t.State != Pending {
 				s.host.Signal(b)
 			}

@@ -42,8 +42,7 @@ const (
 )
 
 // Ticket is one live query operation of a session. The request fields are
-// a private copy, taken once per revision; the Host's resolution owns
-// Reads, Holds, Reloads, Queued, Held and Passed.
+// a private copy, taken once per revision.
 type Ticket struct {
 	ID       uint64
 	Rev      uint32
@@ -55,16 +54,16 @@ type Ticket struct {
 	RecCount uint32
 	Book     *Book
 	State    State
-	Reads    int            // SSD reads in flight this ticket started
-	Holds    []*index.Block // blocks its reads brought in, pinned until it leases or is revoked
-	Reloads  int
-	Queued   bool            // waiting in the lease budget queue
-	Held     bool            // held at the Reservation pause point: resolution waits for its continuation
-	Passed   bool            // resolving again after that hold: it passes the point
-	Res      abi.QueryResult // Done/Ready: the answer to deliver; Pending: Hits so far
-	Lease    *lease.Lease    // Done/Ready with hits: the undelivered lease
 
-	hashes   []byte // 16 bytes per hash
+	reads    int            // SSD reads in flight this ticket started
+	holds    []*index.Block // blocks its reads brought in, pinned until it leases or is revoked
+	reloads  int
+	queued   bool            // waiting in the lease budget queue
+	held     bool            // held at the Reservation pause point: resolution waits for Resume
+	passed   bool            // resolving again after that hold: it passes the point
+	res      abi.QueryResult // Done/Ready: the answer to deliver; Pending: Hits so far
+	lease    *lease.Lease    // Done/Ready with hits: the undelivered lease
+	hashes   []byte          // 16 bytes per hash
 	deadline time.Time
 }
 
@@ -90,22 +89,6 @@ func (t *Ticket) Range() (first, end int) {
 		return int(t.RecFirst), int(t.RecFirst + t.RecCount)
 	}
 	return 0, t.N()
-}
-
-// Settle records t's result; l, if any, is its undelivered lease. The
-// caller released what t's reads held first.
-func (t *Ticket) Settle(res abi.QueryResult, l *lease.Lease) {
-	t.Res, t.Lease = res, l
-	if t.Flags&abi.QueryPrepare != 0 && res.Status != abi.StatusUnadmitted {
-		t.State = Ready
-	} else {
-		t.State = Done
-	}
-}
-
-// Wait leaves t pending with hits blocks found so far (Poll answers Loading).
-func (t *Ticket) Wait(hits int) {
-	t.Res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(hits)}
 }
 
 // same reports whether q repeats t's live revision exactly.
@@ -167,22 +150,9 @@ func (b *Book) Permits() int { return len(b.live) + b.draining }
 // Host is what tickets need of the cache (gocore/cache implements it);
 // every method runs on the dispatcher goroutine.
 type Host interface {
-	// AdmitOp reports whether b's session may take one more operation permit.
+	// AdmitOp reports whether b's session may take one more operation
+	// permit (the bounds count restores too).
 	AdmitOp(b *Book) bool
-	// Resolve tries to reach t's result: it leaves t pending (Wait) or
-	// settled (Settle).
-	Resolve(t *Ticket)
-	// Release undoes what t holds: an undelivered lease, read pins, a
-	// place in the budget queue.
-	Release(t *Ticket)
-	// AdmitWaiting retries the budget queue after bytes were freed.
-	AdmitWaiting()
-	// Discover is how many leading blocks of q's chain the Manager holds
-	// (RAM then SSD) and how many of those are in RAM.
-	Discover(q *abi.QueryDesc) (avail, ram int)
-	// Warm starts reading q's SSD run into RAM with no owner; it returns
-	// the blocks started and the RAM prefix.
-	Warm(q *abi.QueryDesc) (warming, ram int)
 	// CountLookup counts one logical lookup of the chain ending in last.
 	CountLookup(ns abi.Namespace, last abi.BlockHash)
 	// ArmExpiry makes sure the expiry sweep runs by d.
@@ -191,6 +161,10 @@ type Host interface {
 	Drained(b *Book)
 	// Signal wakes b's client (its session eventfd).
 	Signal(b *Book)
+	// HoldReservation holds t at the Reservation pause point (failpoint
+	// builds; false elsewhere): t stays pending until the Host calls
+	// Set.Resume.
+	HoldReservation(t *Ticket) bool
 }
 
 // Stats are the tickets' counters; safe from any goroutine.

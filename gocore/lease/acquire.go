@@ -1,0 +1,75 @@
+package lease
+
+import (
+	"slices"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+)
+
+// The lookup path, one for untracked queries and tickets alike:
+//
+//	Fetch:   resident prefix ─► pinned while the SSD tail is read or warmed ─► unpinned
+//	Acquire: lease limits and byte budget ─► lease granted, queued, or refused
+//
+// The RAM prefix is pinned while reads make room in RAM, so the eviction
+// they cause cannot take a block the caller is about to lease (it would
+// then lease, and restore, another block's bytes).
+
+// Chain is one lookup: hash positions [First, End) of a namespace's chain.
+type Chain struct {
+	NS         abi.Namespace
+	Hash       func(int) abi.BlockHash
+	First, End int
+}
+
+// Tail is what Fetch does with the part of a chain past its RAM prefix.
+type Tail uint8
+
+// Tails.
+const (
+	SkipTail Tail = iota // nothing
+	WarmTail             // warm it with no owner: the caller takes the RAM prefix now, the rest is for its next lookup
+	ReadTail             // read it for the caller, who answers Loading meanwhile
+)
+
+// Fetch finds the resident prefix of c and, when the chain continues on
+// SSD, reads the rest for r or warms it, as t says. loading reports that
+// the caller must answer Loading (reads run for the block after the
+// prefix); started counts the reads begun for r, each of which r hears of
+// once. The hits slice is the Book's scratch, valid until the next Fetch.
+func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, loading bool, started int) {
+	hits = b.idx.Prefix(c.NS, c.End-c.First, func(i int) abi.BlockHash { return c.Hash(c.First + i) }, b.hits[:0])
+	b.hits = hits[:0]
+	miss := c.First + len(hits)
+	if miss >= c.End || !b.tiers.HasSSD() || t == SkipTail {
+		return hits, false, 0
+	}
+	for _, blk := range hits {
+		b.idx.Pin(blk)
+	}
+	if t == ReadTail {
+		loading, started = b.tiers.Prefetch(r, c.NS, c.Hash, miss, c.End)
+	} else {
+		b.tiers.Warm(c.NS, c.Hash, miss, c.End)
+	}
+	for _, blk := range hits {
+		b.idx.Unpin(blk)
+	}
+	return hits, loading, started
+}
+
+// Acquire leases hits (a copy of the slice) for o if Admit grants it;
+// queued says the caller already waits in the budget queue.
+func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
+	var bytes uint64
+	for _, blk := range hits {
+		bytes += blk.Bytes
+	}
+	v := b.Admit(o, len(hits), bytes, queued)
+	if v != Grant {
+		return v, nil
+	}
+	return v, b.Grant(o, slices.Clone(hits))
+}

@@ -1,0 +1,182 @@
+package ticket
+
+import (
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/lease"
+)
+
+// reader hears of the SSD reads a ticket started (tier.Reader).
+type reader struct {
+	s *Set
+	t *Ticket
+}
+
+func (r reader) ReadDone(blk *index.Block) { r.s.readDone(r.t, blk) }
+
+// resolve tries to reach t's result: the resident prefix (or the recovery
+// range), SSD reads awaited when the flags ask, the byte budget, then the
+// lease (the lookup path of gocore/lease). It leaves t pending, done or
+// ready.
+func (s *Set) resolve(t *Ticket) {
+	if t.State != Pending || t.held {
+		return
+	}
+	first, end := t.Range()
+	tail := lease.WarmTail
+	if t.Wants() {
+		tail = lease.ReadTail
+		if t.reloads >= MaxReloads {
+			tail = lease.SkipTail
+		}
+	}
+	hits, loading, started := s.leases.Fetch(lease.Chain{NS: t.NS, Hash: t.Hash, First: first, End: end}, tail, reader{s, t})
+	t.reads += started
+	ramHits := len(hits)
+	if loading {
+		// Waiting for reads now, not for budget: their completion resolves
+		// it again (a queued ticket is skipped there and would wedge the
+		// queue).
+		t.reloads++
+		s.leaveQueue(t)
+		t.wait(ramHits)
+		return
+	}
+	res := abi.QueryResult{OpID: t.ID, Revision: t.Rev, RAMHits: uint32(ramHits), First: uint32(first)}
+	if len(hits) == 0 || (t.Flags&abi.QueryRecovery != 0 && first+len(hits) < end) {
+		res.Status, res.Hits, res.First = abi.StatusMiss, 0, 0
+		s.settle(t, res, nil)
+		return
+	}
+	if !t.passed && s.host.HoldReservation(t) {
+		t.held = true
+		t.wait(ramHits)
+		return
+	}
+	v, l := s.leases.Acquire(t.Book.Owner, hits, t.queued)
+	switch v {
+	case lease.Refuse:
+		// Limits it cannot wait out (a lease larger than the whole budget
+		// would wait forever and hold every later ticket behind it).
+		res.Status, res.Hits, res.First, res.RAMHits = abi.StatusUnadmitted, 0, 0, 0
+		s.settle(t, res, nil)
+	case lease.Wait:
+		// Wait for the byte budget before touching any page, behind the
+		// tickets already waiting: the stored request is borrowed again
+		// when budget frees (AdmitWaiting), never cloned.
+		if !t.queued {
+			t.queued = true
+			s.leases.Enqueue(t)
+		}
+		t.wait(ramHits)
+	default:
+		res.Status, res.Hits, res.LeaseID, res.LeaseBytes, res.BlockBytes = abi.StatusOK, uint32(len(l.Blocks)), l.ID, l.Bytes, l.Blocks[0].Bytes
+		s.settle(t, res, l)
+	}
+}
+
+// settle records t's result and releases what its reads held (the lease,
+// if any, pins the blocks now).
+func (s *Set) settle(t *Ticket, res abi.QueryResult, l *lease.Lease) {
+	s.unhold(t)
+	s.leaveQueue(t)
+	t.res, t.lease = res, l
+	if t.Flags&abi.QueryPrepare != 0 && res.Status != abi.StatusUnadmitted {
+		t.State = Ready
+	} else {
+		t.State = Done
+	}
+}
+
+// wait leaves t pending with hits blocks found so far (Poll answers Loading).
+func (t *Ticket) wait(hits int) {
+	t.res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(hits)}
+}
+
+func (s *Set) unhold(t *Ticket) {
+	for _, blk := range t.holds {
+		s.idx.Unpin(blk)
+	}
+	t.holds = t.holds[:0]
+}
+
+func (s *Set) leaveQueue(t *Ticket) {
+	if t.queued {
+		t.queued = false
+		s.leases.Dequeue(t)
+	}
+}
+
+// release undoes what t holds: an undelivered lease, read pins, a place in
+// the budget queue.
+func (s *Set) release(t *Ticket) {
+	if t.lease != nil {
+		s.leases.End(t.lease)
+		t.lease = nil
+	}
+	s.unhold(t)
+	s.leaveQueue(t)
+}
+
+// AdmitWaiting retries tickets waiting for byte budget, oldest first; the
+// first that still does not fit stops the round (no overtaking). Call it
+// whenever reserved bytes were freed.
+func (s *Set) AdmitWaiting() {
+	for {
+		t, ok := s.leases.Head()
+		if !ok {
+			return
+		}
+		s.resolve(t)
+		if t.queued {
+			return // still short of budget: nobody behind it goes first
+		}
+		if t.State != Pending { // else it left the queue to read SSD blocks
+			s.host.Signal(t.Book)
+		}
+	}
+}
+
+// Resume resolves t again after the Host's Reservation hold let it go
+// (failpoint builds), unless it was revoked meanwhile; a settled t wakes
+// its client.
+func (s *Set) Resume(t *Ticket) {
+	t.held = false
+	if !t.Live() || t.State != Pending {
+		return
+	}
+	t.passed = true
+	s.resolve(t)
+	t.passed = false
+	if t.State != Pending {
+		s.host.Signal(t.Book)
+	}
+	s.AdmitWaiting()
+}
+
+// ramPrefix is how many leading blocks of q's chain are sealed in RAM.
+func (s *Set) ramPrefix(q *abi.QueryDesc) int {
+	hits, _, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hash: q.Hash, First: 0, End: q.Len()}, lease.SkipTail, nil)
+	return len(hits)
+}
+
+// availability is how many leading blocks of q's chain are in RAM and then
+// on SSD, and how many of those are in RAM.
+func (s *Set) availability(q *abi.QueryDesc) (avail, ram int) {
+	ram = s.ramPrefix(q)
+	avail = ram
+	for avail < q.Len() && s.tiers.OnSSD(index.Key{NS: q.NS, Hash: q.Hash(avail)}) {
+		avail++
+	}
+	return avail, ram
+}
+
+// warm starts reading q's SSD run past its RAM prefix; it returns the
+// blocks started and the RAM prefix.
+func (s *Set) warm(q *abi.QueryDesc) (warming, ram int) {
+	ram = s.ramPrefix(q)
+	if ram < q.Len() {
+		warming = s.tiers.Warm(q.NS, q.Hash, ram, q.Len())
+	}
+	return warming, ram
+}
