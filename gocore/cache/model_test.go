@@ -11,6 +11,8 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/test/model"
 )
 
@@ -145,7 +147,7 @@ func TestTicketsAgreeWithTheModel(t *testing.T) {
 	p := modelParams()
 	for _, seed := range seeds {
 		clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-		r := newRigWith(t, Spec{RAMCapacity: 4 << 20, MaxOpsPerSession: p.MaxOpsSession, MaxOps: p.MaxOps,
+		r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 4 << 20}}, MaxOpsPerSession: p.MaxOpsSession, MaxOps: p.MaxOps,
 			LeaseBudget: p.LeaseBudget, Clock: clock.Now})
 		d := &rigDriver{r: r, clock: clock, sess: map[int]*session.Session{}, mem: map[int][]byte{}}
 		var logf func(string, ...any)

@@ -117,50 +117,24 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if derr := copier.CheckBatch(n, &buf, p.BufferID, s.arena.ChunkBytes()); derr != nil {
 		return abi.Message{}, true, derr
 	}
-	// Pin the batch's resident blocks while room is made, so eviction
-	// cannot remove a block this batch counts as present (it would then
-	// need a frame nobody reserved).
-	fresh := 0
-	present := s.hits[:0]
-	for i := 0; i < n; i++ {
-		h, _ := p.Entry(i)
-		k := index.Key{NS: p.NS, Hash: h}
-		if blk := s.idx.Lookup(k); blk != nil {
-			s.idx.Pin(blk)
-			present = append(present, blk)
-		} else if !s.idx.Contains(k) {
-			if _, dup := s.batch[k]; !dup { // a hash repeated in the batch needs one frame
-				s.batch[k] = struct{}{}
-				fresh++
-			}
-		}
-	}
-	clear(s.batch)
-	defer func() {
-		for _, blk := range present {
-			s.idx.Unpin(blk)
-		}
-		s.hits = present[:0]
-	}()
-	if fresh == 0 {
-		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
-	}
-	if !s.tiers.MakeRoom(uint64(s.arena.ChunksFor(blockBytes)) * uint64(fresh)) {
+	key := func(i int) index.Key { h, _ := p.Entry(i); return index.Key{NS: p.NS, Hash: h} }
+	fresh, present, ok := s.tiers.Place(n, key, blockBytes, buf.Layers, s.hits)
+	s.hits = fresh[:0]
+	if !ok {
 		return s.unadmitted(m), true, nil
 	}
-	o := &op{id: s.nextOp, kind: opPublish, st: st}
+	if present == n {
+		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
+	}
+	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present)}
 	s.nextOp++
 	segs := s.segs[:0]
-	for i := 0; i < n; i++ {
-		h, page := p.Entry(i)
-		k := index.Key{NS: p.NS, Hash: h}
-		if s.idx.Contains(k) { // resident, or a repeat within this batch
-			o.present++
-			continue
+	for i, blk := range fresh {
+		if blk != nil {
+			_, page := p.Entry(i)
+			o.blocks = append(o.blocks, blk)
+			segs = copier.AppendBlock(segs, s.arena, blk, &buf, page, copier.ToTier)
 		}
-		blk := s.tiers.Insert(k, blockBytes, buf.Layers, uint32(i))
-		o.blocks = append(o.blocks, blk)
-		segs = copier.AppendBlock(segs, s.arena, blk, &buf, page, copier.ToTier)
 	}
 	o.stored = uint32(len(o.blocks))
 	o.bytes = uint64(o.stored) * blockBytes

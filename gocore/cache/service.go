@@ -15,7 +15,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
-	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // Operation bounds (DESIGN.md §6 rule 5): tickets live or draining and
@@ -34,39 +33,23 @@ const (
 // Spec configures a Service; a plain value. Zero fields take the defaults
 // named beside them.
 type Spec struct {
-	Epoch       uint64         // Manager epoch, stamped on responses
-	RAMCapacity uint64         // bytes of the RAM tier
-	ChunkBytes  uint64         // RAM tier chunk size (ram.Spec.ChunkBytes)
-	Prefault    bool           // pre-fault the RAM tier at start
-	Hugepages   hugepages.Mode // RAM tier backing (ram.Spec.Hugepages); the zero value is Off
-	CopyWorkers int            // native copy threads, 1..copier.MaxWorkers
-	Eviction    string         // eviction policy name (gocore/evict); "" = evict.Default
-	// SSD, when set, adds the SSD tier (gocore/tier/ssd) below RAM: blocks
-	// the RAM tier evicts are demoted to it, and queries prefetch from it.
-	SSD             *ssd.Spec
-	SSDStagingBytes uint64 // 0: tier.DefaultSSDStagingBytes
+	Epoch uint64 // Manager epoch, stamped on responses
+	// Tiers are the RAM tier, eviction policy and optional SSD tier below
+	// it (New sets Ring and Logger).
+	Tiers       tier.Spec
+	CopyWorkers int // native copy threads, 1..copier.MaxWorkers
 	// Operation bounds and expiry (0: DefaultMaxOpsPerSession,
 	// DefaultMaxOps, ticket.DefaultOpExpiry).
-	MaxOpsPerSession int
-	MaxOps           int
-	OpExpiry         time.Duration
+	MaxOpsPerSession, MaxOps int
+	OpExpiry                 time.Duration
 	// LeaseBudget bounds the bytes reserved by leases and restores in
 	// flight; a ticket beyond it waits (Loading), an untracked query
-	// answers Unadmitted. 0: RAMCapacity.
+	// answers Unadmitted. 0: the RAM tier's capacity.
 	LeaseBudget uint64
-	// WarmupBudget bounds the bytes of SSD reads in flight with no owner
-	// (0: tier.DefaultWarmupBudget); beyond it warming is skipped.
-	WarmupBudget uint64
 	// Clock is the time source of expiry (nil: time.Now); tests inject a
 	// fake one (gocore/failpoint in failpoint builds).
 	Clock  func() time.Time
 	Logger *slog.Logger
-}
-
-// tiers is the tier spec s describes.
-func (s Spec) tiers(ring func()) tier.Spec {
-	return tier.Spec{RAM: ram.Spec{CapacityBytes: s.RAMCapacity, ChunkBytes: s.ChunkBytes, Prefault: s.Prefault, Hugepages: s.Hugepages},
-		Eviction: s.Eviction, SSD: s.SSD, SSDStagingBytes: s.SSDStagingBytes, WarmupBudget: s.WarmupBudget, Ring: ring, Logger: s.Logger}
 }
 
 // Validate names the field and limit that s violates.
@@ -80,7 +63,7 @@ func (s Spec) Validate() error {
 	if s.CopyWorkers < 1 || s.CopyWorkers > copier.MaxWorkers {
 		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, copier.MaxWorkers)
 	}
-	return s.tiers(nil).Validate()
+	return s.Tiers.Validate()
 }
 
 // Service is the cache state of one Manager. See the package doc for its
@@ -132,7 +115,9 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
-	tiers, err := tier.New(s.tiers(p.Ring))
+	ts := s.Tiers
+	ts.Ring, ts.Logger = p.Ring, s.Logger
+	tiers, err := tier.New(ts)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +126,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		tiers.Close()
 		return nil, err
 	}
-	base := idBase(s.Epoch)
+	base := lease.FirstID(s.Epoch) // restore ids share the rule
 	svc := &Service{
 		epoch: s.Epoch, log: s.Logger, tiers: tiers, arena: tiers.Arena(), idx: tiers.Index(), copier: cp,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
@@ -154,7 +139,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	if svc.now == nil {
 		svc.now = time.Now
 	}
-	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: orDefault(s.LeaseBudget, s.RAMCapacity)})
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: orDefault(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)})
 	svc.tickets = ticket.NewSet(svc, tiers, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil

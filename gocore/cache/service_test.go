@@ -11,6 +11,8 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
@@ -39,7 +41,7 @@ func newRig(t *testing.T, capacity uint64) *rig {
 
 func newRigSSD(t *testing.T, capacity uint64, ssdSpec *ssd.Spec) *rig {
 	t.Helper()
-	return newRigWith(t, Spec{RAMCapacity: capacity, SSD: ssdSpec})
+	return newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: capacity}, SSD: ssdSpec}})
 }
 
 // newRigWith builds a rig from spec (Epoch, ChunkBytes and CopyWorkers are
@@ -54,7 +56,7 @@ func newRigWith(t *testing.T, spec Spec) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Epoch, spec.ChunkBytes, spec.CopyWorkers = tEpoch, 4096, 2
+	spec.Epoch, spec.Tiers.RAM.ChunkBytes, spec.CopyWorkers = tEpoch, 4096, 2
 	svc, err := New(spec, srv)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,10 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
@@ -17,8 +20,8 @@ func ssdRigClock(t *testing.T, spec Spec) (*rig, *fakeClock) {
 	t.Helper()
 	blockBytes := uint64(tLayers * tPageBytes)
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	spec.RAMCapacity = 4 * blockBytes
-	spec.SSD = &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
+	spec.Tiers.RAM.CapacityBytes = 4 * blockBytes
+	spec.Tiers.SSD = &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
 	spec.Clock = clock.Now
 	r := newRigWith(t, spec)
 	a, amem := r.open()
@@ -113,7 +116,7 @@ func TestWithoutWaitTheRAMPrefixAnswersAtOnceAndTheRestWarms(t *testing.T) {
 }
 
 func TestWarmupIsRetiredAtOnceAndSkipsBeyondItsBudget(t *testing.T) {
-	r, _ := ssdRigClock(t, Spec{WarmupBudget: uint64(tLayers * tPageBytes)}) // one block
+	r, _ := ssdRigClock(t, Spec{Tiers: tier.Spec{WarmupBudget: uint64(tLayers * tPageBytes)}}) // one block
 	b, _ := r.open()
 	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryWarmup, 0, 0, 0, 0, hs(0, 4)...), 0)
 	if status(resp) != abi.StatusOK || resp.Arg0 != 1 {
@@ -212,7 +215,7 @@ func TestExpiryDropsTheUndeliveredLeaseAndTombstones(t *testing.T) {
 
 func TestAnUnpolledRestoreResultExpiresToATombstone(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, Clock: clock.Now})
+	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, Clock: clock.Now})
 	a, _ := r.open()
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 1), pg(1)), 0)
 	q := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
@@ -234,7 +237,7 @@ func TestAnUnpolledRestoreResultExpiresToATombstone(t *testing.T) {
 
 // Lease and restore ids of one Manager lifetime are unknown to the next.
 func TestIDsOfAnotherEpochAreUnknown(t *testing.T) {
-	a, b := idBase(1), idBase(2)
+	a, b := lease.FirstID(1), lease.FirstID(2)
 	if a == b || a&0xffff_ffff_ffff != 1 || b&0xffff_ffff_ffff != 1 {
 		t.Fatalf("id bases %#x %#x", a, b)
 	}
@@ -242,8 +245,8 @@ func TestIDsOfAnotherEpochAreUnknown(t *testing.T) {
 	s, _ := r.open()
 	r.call(s, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 1), pg(1)), 0)
 	q := r.call(s, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0)
-	if q.Arg1 < idBase(tEpoch) {
-		t.Fatalf("lease id %#x below this epoch's base %#x", q.Arg1, idBase(tEpoch))
+	if q.Arg1 < lease.FirstID(tEpoch) {
+		t.Fatalf("lease id %#x below this epoch's base %#x", q.Arg1, lease.FirstID(tEpoch))
 	}
 	if p := r.call(s, abi.CmdRelease, nil, q.Arg1^1<<50); status(p) != abi.StatusInvalid {
 		t.Fatalf("release of another lifetime's id: %v", status(p))
@@ -273,7 +276,7 @@ func TestDistinctLookupsAreEstimated(t *testing.T) {
 // admitted: it answers Unadmitted instead of waiting at the head of the
 // queue (where it would hold every later ticket until it expired).
 func TestALeaseLargerThanTheBudgetIsRefusedNotQueued(t *testing.T) {
-	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, LeaseBudget: tLayers * tPageBytes})
+	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, LeaseBudget: tLayers * tPageBytes})
 	s, _ := r.open()
 	r.call(s, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 2), pg(2)), 0)
 	if resp := r.call(s, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, 0, 0, 0, 0, 0, hs(0, 2)...), 0); status(resp) != abi.StatusUnadmitted {
@@ -301,7 +304,7 @@ func TestALeaseLargerThanTheBudgetIsRefusedNotQueued(t *testing.T) {
 // room in RAM and must not evict the RAM prefix the ticket then leases
 // (break-it review D1: it did, and the restore returned other bytes).
 func TestWarmingNeverEvictsThePrefixATicketLeases(t *testing.T) {
-	r, _ := ssdRigClock(t, Spec{Eviction: "lru"}) // RAM: hash 4..7 (LRU order); SSD: hash 0..3
+	r, _ := ssdRigClock(t, Spec{Tiers: tier.Spec{Eviction: "lru"}}) // RAM: hash 4..7 (LRU order); SSD: hash 0..3
 	b, bmem := r.open()
 	chain := []abi.BlockHash{hash(4), hash(5), hash(0), hash(1)}
 	resp := r.call(b, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, 0, 0, 0, 0, 0, chain...), 0)
@@ -325,7 +328,7 @@ func TestWarmingNeverEvictsThePrefixATicketLeases(t *testing.T) {
 // not left at the head of the budget queue (break-it review D2).
 func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) {
 	blockBytes := uint64(tLayers * tPageBytes)
-	r, _ := ssdRigClock(t, Spec{LeaseBudget: 2 * blockBytes, Eviction: "lru"}) // RAM: hash 4..7; SSD: hash 0..3
+	r, _ := ssdRigClock(t, Spec{LeaseBudget: 2 * blockBytes, Tiers: tier.Spec{Eviction: "lru"}}) // RAM: hash 4..7; SSD: hash 0..3
 	y, ymem := r.open()
 	x, _ := r.open()
 	hold := r.call(y, abi.CmdQueryBundle, queryDesc(ns1, hash(6)), 0)
@@ -386,7 +389,7 @@ func TestClaimOfAPreparationSettledUnadmittedDeliversIt(t *testing.T) {
 // waiters are admitted at once, not at the next sweep (review finding).
 func TestExpiryFoundByAPollAdmitsBudgetWaiters(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	r := newRigWith(t, Spec{RAMCapacity: 1 << 20, LeaseBudget: tLayers * tPageBytes, Clock: clock.Now})
+	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, LeaseBudget: tLayers * tPageBytes, Clock: clock.Now})
 	a, _ := r.open()
 	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hs(0, 2), pg(2)), 0)
 	if x := r.call(a, abi.CmdQueryBundle, ticketDesc(ns1, 1, 1, abi.QueryPrepare, 0, 0, 0, 0, hash(0)), 0); status(x) != abi.StatusCandidates {

@@ -1,8 +1,23 @@
 package lease
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+
 	"github.com/orbitkv/orbitkv/gocore/index"
 )
+
+// FirstID is the first lease (and restore) id of a Manager lifetime: the
+// top 16 bits come from a hash of the epoch, so an id issued by an earlier
+// lifetime is, but for a 2^-16 chance, unknown to this one (spec: "a
+// Manager restart ... rejects every old lease and handle"); 2^48 ids per
+// lifetime.
+func FirstID(epoch uint64) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], epoch)
+	h := sha256.Sum256(b[:])
+	return uint64(binary.LittleEndian.Uint16(h[:]))<<48 | 1
+}
 
 // Owner identifies the session that holds a lease: its slot index and its
 // client token (slot indexes are reused; tokens are random per session).
