@@ -6,15 +6,11 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 )
 
-// Complete drains finished copies (one cgo crossing): publishes are sealed
-// (or discarded when their session is closing or the copy failed) and
-// answered through post; restores are marked done and signalled on the
-// session eventfd; finished SSD reads are applied and the tickets waiting
-// for them resolved again. In failpoint builds it first finishes the
-// operations let go from pause points. It handles at most limit
-// completions and resumed operations (post is called at most limit times)
-// and returns true if more may be pending (the caller should come back,
-// for example by ringing the control slot).
+// Complete applies finished work on a control event: resumed pause points
+// (failpoint builds), due expiries, finished copies (one cgo crossing;
+// publishes answered through post, at most limit times) and SSD reads (the
+// tickets waiting for them resolved again). true: more may be pending, and
+// the caller should come back (ring the control slot).
 func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (more bool) {
 	limit = max(1, min(limit, len(s.comps)))
 	ssdLimit := limit // SSD completions post nothing
@@ -57,11 +53,9 @@ func (s *Service) Complete(limit int, post func(slot uint32, msg abi.Message)) (
 }
 
 // land applies one drained completion, or withholds a restore's while the
-// RestoreDone hold is on (failpoint builds): the copy landed, but its
-// terminal state waits (RestorePoll answers Loading) while the dispatcher
-// keeps serving, so a client that reads pages before the terminal result
-// is caught by the e2e gate. It reports whether a restore released its
-// reserved bytes.
+// RestoreDone hold is on (failpoint builds: RestorePoll answers Loading, so
+// the e2e gate catches a client that reads pages before the terminal
+// result). It reports whether a restore released its reserved bytes.
 func (s *Service) land(c copier.Completion, post func(slot uint32, msg abi.Message)) (released bool) {
 	if o := s.ops[c.Token]; o != nil && o.kind == opRestore && failpoint.Holding(failpoint.RestoreDone) {
 		s.heldComps = append(s.heldComps, c)

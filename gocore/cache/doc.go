@@ -1,33 +1,29 @@
-// Package cache serves the cache operations of the channel (DESIGN.md §5.3):
-// QueryBundle (leased read), Publish, Restore, RestorePoll and Release,
-// over the RAM tier (gocore/tier/ram), the block index (gocore/index), the
-// lease table (gocore/lease) and the native copy engine
-// (gocore/internal/native, native/src/copy.c).
+// Package cache serves the cache commands of the channel (DESIGN.md §5.3):
+// QueryBundle (an untracked leased read, or a ticket: gocore/ticket), Poll,
+// Claim, CancelQuery, Publish, Restore, RestorePoll and Release, over the
+// tiers (gocore/tier), leases (gocore/lease) and the copy engine
+// (gocore/copier, native/src/copy.c).
 //
 // Threading: a Service is owned by the dispatcher goroutine
 // (gocore/channel); every method except Stats runs there, so the cache
-// state needs no locks. Copies run on the copy engine's worker threads; a
-// finished copy rings the doorbell's control slot and the dispatcher calls
-// Complete, which posts the deferred Publish replies and signals restore
-// completions on the session eventfd.
+// state needs no locks. Copies run on the copy engine's threads; a finished
+// copy rings the control slot and the dispatcher calls Complete, which
+// posts the deferred Publish replies and signals restore completions on the
+// session eventfd.
 //
 // Pause points (gocore/failpoint, failpoint builds only) hold one
 // operation, never the dispatcher: the operation is parked (its reply
 // deferred, its ticket or restore left pending) and every other request and
-// session is served meanwhile. Resuming the point, from the failpoint HTTP
-// goroutine, queues the operation's continuation under a mutex and rings the
-// control slot; Complete runs the queue on the dispatcher goroutine. That
-// queue and the ring are the only Service state touched off the dispatcher
-// (besides Stats); a continuation checks that its session is still attached
-// and not closing before it answers or touches the slot.
+// session is served meanwhile; its continuation runs from Complete
+// (failpoint.Queue) and checks that its session is still attached and not
+// closing before it answers or touches the slot.
 //
 // Rules kept here (DESIGN.md §6): a block becomes visible only after its
 // publish copy completed (rule 2); restore destination pages are the copy
 // engine's until RestorePoll reports a terminal state, and teardown waits
 // for a session's copies to drain before its buffers may be unmapped
 // (rule 3); a leased or in-copy block is never evicted (rule 4); with no
-// sessions, leases, pins, reserved bytes and operations are zero (rule 8).
-//
-// Descriptors are copied out of the shared slot before they are decoded,
-// so a client rewriting its slot meanwhile cannot change what was checked.
+// sessions, leases, pins, reserved bytes and operations are zero (rule 8,
+// checked with the accounting relations by Service.Check). Descriptors are
+// copied out of the shared slot before they are decoded.
 package cache

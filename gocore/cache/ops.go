@@ -51,7 +51,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	s.CountLookup(q.NS, q.Hash(q.Len()-1))
 	res := abi.QueryResult{Status: abi.StatusMiss, RAMHits: uint32(len(hits))}
 	if len(hits) == 0 {
-		putResult(st, m, &res)
+		st.sess.PutResult(m, &res)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
 	v, l := s.leases.Acquire(st.owner, hits, false)
@@ -62,15 +62,8 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	}
 	s.stats.queryHits.Add(uint64(len(l.Blocks)))
 	res = abi.QueryResult{Status: abi.StatusOK, Hits: uint32(len(l.Blocks)), RAMHits: res.RAMHits, LeaseID: l.ID, LeaseBytes: l.Bytes, BlockBytes: l.Blocks[0].Bytes}
-	putResult(st, m, &res)
+	st.sess.PutResult(m, &res)
 	return m.Response(s.epoch, abi.StatusOK, uint64(len(l.Blocks)), l.ID), nil
-}
-
-// putResult writes r over m's descriptor when it has room for one.
-func putResult(st *sessState, m *abi.Message, r *abi.QueryResult) {
-	if m.DescLength >= abi.QueryResultSize {
-		abi.PutQueryResult(st.sess.Slot()[m.DescOffset:], r)
-	}
 }
 
 // release ends a lease of the session.
@@ -96,7 +89,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if derr != nil {
 		return abi.Message{}, true, derr
 	}
-	buf, derr := buffer(st, p.BufferID)
+	buf, derr := st.sess.HostBuffer(p.BufferID)
 	if derr != nil {
 		return abi.Message{}, true, derr
 	}

@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
@@ -58,3 +59,7 @@ func (s *Service) Signal(b *ticket.Book) {
 func (s *Service) ArmExpiry(d time.Time) {
 	s.sweeps.Arm(d)
 }
+
+// CountLookup counts one logical lookup of the chain ending in last
+// (ticket.Host).
+func (s *Service) CountLookup(ns abi.Namespace, last abi.BlockHash) { s.lookups.Add(ns, last) }

@@ -102,7 +102,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	if l == nil {
 		return abi.Message{}, abi.Invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", r.LeaseID)
 	}
-	buf, derr := buffer(st, r.BufferID)
+	buf, derr := st.sess.HostBuffer(r.BufferID)
 	if derr != nil {
 		return abi.Message{}, derr
 	}

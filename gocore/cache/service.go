@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -94,7 +95,6 @@ type Service struct {
 	segs    []copier.Seg
 	comps   []copier.Completion
 	hits    []*index.Block
-	batch   map[index.Key]struct{} // fresh keys of the publish being admitted
 
 	stats counters
 
@@ -130,31 +130,25 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	svc := &Service{
 		epoch: s.Epoch, log: s.Logger, tiers: tiers, arena: tiers.Arena(), idx: tiers.Index(), copier: cp,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
-		maxOpsSession: orDefault(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: orDefault(s.MaxOps, DefaultMaxOps),
-		expiry: orDefault(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
+		maxOpsSession: cmp.Or(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: cmp.Or(s.MaxOps, DefaultMaxOps),
+		expiry: cmp.Or(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
 		lookups: lease.NewLookups(),
-		comps:   make([]copier.Completion, maxDrain), batch: make(map[index.Key]struct{}),
+		comps:   make([]copier.Completion, maxDrain),
 		resumed: failpoint.NewQueue[postFunc](p.Ring),
 	}
 	if svc.now == nil {
 		svc.now = time.Now
 	}
-	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: orDefault(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)})
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)})
 	svc.tickets = ticket.NewSet(svc, tiers, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
 }
 
-// Close waits for every copy in flight to finish (the copy engine drains its
-// queue), then for every SSD I/O, then frees the RAM tier. Sessions must be
-// detached first; after Close no memory of any session is touched.
-//
-// Close has no deadline: an SSD read the disk does not answer keeps it
-// waiting, because the read may still write into RAM tier frames, and
-// freeing or reusing them before it returns is what DESIGN.md §6 rule 9
-// forbids. A caller that must stop in bounded time waits for Close only
-// that long, then logs SSDOutstanding and exits the process with Close
-// still waiting (the Manager's --shutdown-timeout); nothing is freed.
+// Close waits for every copy in flight, then for every SSD I/O, then frees
+// the RAM tier; sessions must be detached first. It has no deadline (see
+// tier.Tiers.Close): a caller that must stop in bounded time logs
+// SSDOutstanding and exits with Close still waiting, freeing nothing.
 func (s *Service) Close() {
 	s.resumed.Close() // a failpoint Resume from now on must not ring the server
 	s.sweeps.Stop()   // it rings the server, which the caller frees after Close
@@ -334,34 +328,14 @@ func (s *Service) unadmitted(m *abi.Message) abi.Message {
 
 // descriptor copies the request's descriptor out of the shared slot.
 func (s *Service) descriptor(st *sessState, m *abi.Message) ([]byte, *abi.DescError) {
-	if m.DescLength == 0 {
-		return nil, abi.Invalid(abi.FieldDescLength, 0, "this command needs a descriptor")
-	}
-	slot := st.sess.Slot()
-	s.scratch = append(s.scratch[:0], slot[m.DescOffset:m.DescOffset+m.DescLength]...)
-	return s.scratch, nil
-}
-
-// buffer returns the session's host buffer id or a DescError.
-func buffer(st *sessState, id uint32) (session.Buffer, *abi.DescError) {
-	b, ok := st.sess.Buffer(id)
-	if !ok {
-		return b, abi.Invalid(abi.FieldBufferID, 0, "%d: no registered buffer with this id", id)
-	}
-	if b.Mem == nil {
-		return b, &abi.DescError{Status: abi.StatusUnsupported, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d is a CUDA buffer; this build copies host memory only", id)}
-	}
-	return b, nil
+	b, derr := st.sess.Descriptor(m, s.scratch)
+	s.scratch = b[:0]
+	return b, derr
 }
 
 // logRefused logs a refused cache request (rate-limited per session).
 func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
-	ok, suppressed := st.refusals.Allow(time.Now())
-	if !ok {
-		return
-	}
-	s.log.Warn("cache request refused", slog.Uint64("slot", uint64(st.sess.Index)), slog.Int("pid", int(st.sess.Peer.PID)),
-		slog.String("command", abi.Command(m.Code).String()), slog.String("status", e.Status.String()),
-		slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index), slog.String("detail", e.Detail),
-		slog.Int("suppressed_since_last", suppressed))
+	st.refusals.Warn(s.log, st.sess, "cache request refused", slog.String("command", abi.Command(m.Code).String()),
+		slog.String("status", e.Status.String()), slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index),
+		slog.String("detail", e.Detail))
 }

@@ -1,6 +1,9 @@
 package session
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // RefusalEvery is the least time between two refused-request log lines of
 // one session.
@@ -25,4 +28,15 @@ func (r *RefusalLog) Allow(now time.Time) (ok bool, suppressed int) {
 	suppressed = r.dropped
 	r.last, r.dropped = now, 0
 	return true, suppressed
+}
+
+// Warn logs msg with attrs for session s at warning level, naming its slot
+// and pid and the lines suppressed since the last, unless Allow refuses.
+func (r *RefusalLog) Warn(log *slog.Logger, s *Session, msg string, attrs ...any) {
+	ok, suppressed := r.Allow(time.Now())
+	if !ok {
+		return
+	}
+	log.Warn(msg, append([]any{slog.Uint64("slot", uint64(s.Index)), slog.Int("pid", int(s.Peer.PID))},
+		append(attrs, slog.Int("suppressed_since_last", suppressed))...)...)
 }

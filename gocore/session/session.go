@@ -197,3 +197,37 @@ func randomUint64() uint64 {
 	}
 	return binary.LittleEndian.Uint64(b[:])
 }
+
+// HostBuffer returns buffer id for a host copy, or the DescError a request
+// naming it gets: Invalid for an unknown id, Unsupported for a CUDA buffer
+// (this build copies host memory only).
+func (s *Session) HostBuffer(id uint32) (Buffer, *abi.DescError) {
+	b, ok := s.Buffer(id)
+	if !ok {
+		return b, abi.Invalid(abi.FieldBufferID, 0, "%d: no registered buffer with this id", id)
+	}
+	if b.Mem == nil {
+		return b, &abi.DescError{Status: abi.StatusUnsupported, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d is a CUDA buffer; this build copies host memory only", id)}
+	}
+	return b, nil
+}
+
+// Descriptor appends the request's descriptor, copied out of the shared
+// slot, to scratch[:0]: a client rewriting its slot meanwhile cannot change
+// what is checked. m already passed abi.ValidateRequest (its descriptor
+// lies inside the slot); a command without one is Invalid.
+func (s *Session) Descriptor(m *abi.Message, scratch []byte) ([]byte, *abi.DescError) {
+	if m.DescLength == 0 {
+		return scratch[:0], abi.Invalid(abi.FieldDescLength, 0, "this command needs a descriptor")
+	}
+	return append(scratch[:0], s.slot[m.DescOffset:m.DescOffset+m.DescLength]...), nil
+}
+
+// PutResult writes r over m's descriptor area when it has room for one
+// (QueryBundle: over the query; Poll and Claim: the optional 64-byte
+// result area).
+func (s *Session) PutResult(m *abi.Message, r *abi.QueryResult) {
+	if m.DescLength >= abi.QueryResultSize {
+		abi.PutQueryResult(s.slot[m.DescOffset:], r)
+	}
+}

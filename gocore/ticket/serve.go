@@ -140,7 +140,7 @@ func (s *Set) answer(t *Ticket, m *abi.Message) abi.Message {
 	case Ready:
 		r := t.res
 		r.Status, r.LeaseID, r.LeaseBytes = abi.StatusCandidates, 0, 0
-		putResult(t.Book, m, &r)
+		t.Book.Sess.PutResult(m, &r)
 		return m.Response(s.epoch, abi.StatusCandidates, uint64(r.Hits), 0)
 	default:
 		return m.Response(s.epoch, abi.StatusLoading, uint64(t.res.Hits), 0)
@@ -161,17 +161,8 @@ func (s *Set) deliver(t *Ticket, m *abi.Message) abi.Message {
 	if r.Status == abi.StatusUnadmitted {
 		return s.unadmitted(m)
 	}
-	putResult(t.Book, m, &r)
+	t.Book.Sess.PutResult(m, &r)
 	return m.Response(s.epoch, r.Status, uint64(r.Hits), r.LeaseID)
-}
-
-// putResult writes r where m's descriptor is (QueryBundle: over the query;
-// Poll/Claim: the optional 64-byte result area).
-func putResult(b *Book, m *abi.Message, r *abi.QueryResult) {
-	if m.DescLength < abi.QueryResultSize {
-		return
-	}
-	abi.PutQueryResult(b.Sess.Slot()[m.DescOffset:], r)
 }
 
 // drop undoes what t holds and clears its result.
@@ -296,7 +287,7 @@ func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 	avail, ram := s.availability(q)
 	s.c.discoveries.Add(1)
 	r := abi.QueryResult{Status: abi.StatusCandidates, Hits: uint32(avail), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
-	putResult(b, m, &r)
+	b.Sess.PutResult(m, &r)
 	return m.Response(s.epoch, abi.StatusCandidates, uint64(avail), 0)
 }
 
@@ -306,7 +297,7 @@ func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 func (s *Set) warmup(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 	warming, ram := s.warm(q)
 	r := abi.QueryResult{Status: abi.StatusOK, Hits: uint32(warming), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
-	putResult(b, m, &r)
+	b.Sess.PutResult(m, &r)
 	return m.Response(s.epoch, abi.StatusOK, uint64(warming), 0)
 }
 
