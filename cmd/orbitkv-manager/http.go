@@ -26,14 +26,15 @@ import (
 // healthState answers Health frames and GET /health.
 type healthState struct {
 	disp      *channel.Dispatcher
+	svc       *cache.Service
 	mode      channel.PollMode
 	started   time.Time
 	serviceID [16]byte
 	draining  atomic.Bool
 }
 
-func newHealth(d *channel.Dispatcher, mode channel.PollMode, started time.Time, serviceID [16]byte) *healthState {
-	return &healthState{disp: d, mode: mode, started: started, serviceID: serviceID}
+func newHealth(d *channel.Dispatcher, svc *cache.Service, mode channel.PollMode, started time.Time, serviceID [16]byte) *healthState {
+	return &healthState{disp: d, svc: svc, mode: mode, started: started, serviceID: serviceID}
 }
 
 func (h *healthState) setDraining() { h.draining.Store(true) }
@@ -48,7 +49,7 @@ func (h *healthState) reply() *lifecyclepb.HealthReply {
 		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: version,
 		PollMode: h.mode.String(), Requests: h.disp.Requests(),
 	}
-	if svc := h.disp.Cache(); svc != nil {
+	if svc := h.svc; svc != nil {
 		cs := svc.Stats()
 		r.Blocks, r.RamUsedBytes, r.RamCapacityBytes = cs.Blocks, cs.UsedBytes, cs.CapacityBytes
 		r.Leases, r.Pins, r.ReservedBytes, r.Operations, r.Evictions = cs.Leases, cs.Pins, cs.ReservedBytes, cs.Operations, cs.Evictions
@@ -62,7 +63,7 @@ type httpServer struct {
 	log *slog.Logger
 }
 
-func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dispatcher, log *slog.Logger) (*httpServer, error) {
+func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dispatcher, svc *cache.Service, log *slog.Logger) (*httpServer, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr %q: %w", addr, err)
@@ -84,7 +85,7 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "orbitkv_channel_lost_rings_total", Help: "Requests found only by the periodic rescan of request lines because their doorbell ring was erased (a session wrote the shared doorbell); each waited up to 100 ms."},
 			func() float64 { return float64(d.LostRings()) }),
 	)
-	if svc := d.Cache(); svc != nil {
+	if svc != nil {
 		registerCacheMetrics(reg, svc)
 	}
 	mux := http.NewServeMux()
@@ -170,19 +171,19 @@ func registerCacheMetrics(reg *prometheus.Registry, svc *cache.Service) {
 	counter("orbitkv_warmups_skipped_total", "Warm-ups skipped for the warmup budget (--warmup-budget).", func(s cache.Stats) uint64 { return s.WarmupSkipped })
 	counter("orbitkv_lookups_total", "Logical lookups (queries; tickets except recovery reads and warm-ups).", func(s cache.Stats) uint64 { return s.Lookups })
 	gauge("orbitkv_lookups_distinct", "Distinct logical lookups since start, HyperLogLog estimate (~1% error); lookups_total / this = reuse.", func(s cache.Stats) uint64 { return s.DistinctLookups })
-	if svc.Stats().SSD {
-		gauge("orbitkv_ssd_blocks", "Blocks resident on the SSD tier.", func(s cache.Stats) uint64 { return s.SSDBlocks })
-		gauge("orbitkv_ssd_used_bytes", "Bytes of SSD tier slots in use.", func(s cache.Stats) uint64 { return s.SSDUsedBytes })
-		gauge("orbitkv_ssd_capacity_bytes", "Bytes of the SSD tier's data file.", func(s cache.Stats) uint64 { return s.SSDCapacityBytes })
-		gauge("orbitkv_ssd_recovered_blocks", "Blocks the SSD tier's index gave back at start (warm restart).", func(s cache.Stats) uint64 { return s.SSDRecovered })
-		counter("orbitkv_ssd_writes_total", "Blocks demoted from RAM to SSD (durable).", func(s cache.Stats) uint64 { return s.SSDWrites })
-		counter("orbitkv_ssd_reads_total", "Blocks read back from SSD and verified.", func(s cache.Stats) uint64 { return s.SSDReads })
-		counter("orbitkv_ssd_corrupt_total", "SSD blocks that failed their CRC32C check: dropped and treated as misses, never served.", func(s cache.Stats) uint64 { return s.SSDCorrupt })
-		counter("orbitkv_ssd_not_admitted_total", "Evicted blocks the SSD admission rule declined.", func(s cache.Stats) uint64 { return s.SSDNotAdmitted })
-		counter("orbitkv_ssd_evictions_total", "Blocks the SSD tier evicted (FIFO) to make room.", func(s cache.Stats) uint64 { return s.SSDEvictions })
-		counter("orbitkv_ssd_demote_skipped_total", "Evicted blocks not demoted: no staging buffer, larger than a slot, or the tier busy.", func(s cache.Stats) uint64 { return s.SSDDemoteSkipped })
-		counter("orbitkv_ssd_prefetch_total", "Blocks prefetched from SSD into RAM for a query.", func(s cache.Stats) uint64 { return s.SSDPrefetches })
-		counter("orbitkv_ssd_prefetch_failures_total", "Prefetches that failed (corrupt or I/O error) and became misses.", func(s cache.Stats) uint64 { return s.SSDPrefetchFails })
+	if svc.Stats().SSD.On {
+		gauge("orbitkv_ssd_blocks", "Blocks resident on the SSD tier.", func(s cache.Stats) uint64 { return s.SSD.Blocks })
+		gauge("orbitkv_ssd_used_bytes", "Bytes of SSD tier slots in use.", func(s cache.Stats) uint64 { return s.SSD.UsedBytes })
+		gauge("orbitkv_ssd_capacity_bytes", "Bytes of the SSD tier's data file.", func(s cache.Stats) uint64 { return s.SSD.CapacityBytes })
+		gauge("orbitkv_ssd_recovered_blocks", "Blocks the SSD tier's index gave back at start (warm restart).", func(s cache.Stats) uint64 { return s.SSD.Recovered })
+		counter("orbitkv_ssd_writes_total", "Blocks demoted from RAM to SSD (durable).", func(s cache.Stats) uint64 { return s.SSD.Writes })
+		counter("orbitkv_ssd_reads_total", "Blocks read back from SSD and verified.", func(s cache.Stats) uint64 { return s.SSD.Reads })
+		counter("orbitkv_ssd_corrupt_total", "SSD blocks that failed their CRC32C check: dropped and treated as misses, never served.", func(s cache.Stats) uint64 { return s.SSD.Corrupt })
+		counter("orbitkv_ssd_not_admitted_total", "Evicted blocks the SSD admission rule declined.", func(s cache.Stats) uint64 { return s.SSD.NotAdmitted })
+		counter("orbitkv_ssd_evictions_total", "Blocks the SSD tier evicted (FIFO) to make room.", func(s cache.Stats) uint64 { return s.SSD.Evictions })
+		counter("orbitkv_ssd_demote_skipped_total", "Evicted blocks not demoted: no staging buffer, larger than a slot, or the tier busy.", func(s cache.Stats) uint64 { return s.SSD.DemoteSkipped })
+		counter("orbitkv_ssd_prefetch_total", "Blocks prefetched from SSD into RAM for a query.", func(s cache.Stats) uint64 { return s.SSD.Prefetches })
+		counter("orbitkv_ssd_prefetch_failures_total", "Prefetches that failed (corrupt or I/O error) and became misses.", func(s cache.Stats) uint64 { return s.SSD.PrefetchFails })
 	}
 	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", func(s cache.Stats) uint64 { return s.Invalid })
 	// The tier's backing is fixed at start: one series, set once.

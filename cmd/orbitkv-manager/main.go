@@ -28,13 +28,18 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
+	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/hugepages"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -114,11 +119,11 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.ssdCapacity, "ssd-capacity", "64GiB", "bytes of the SSD tier's data file (`size`), preallocated")
 	fs.StringVar(&c.ssdSlot, "ssd-slot-bytes", "64KiB", "largest block the SSD tier stores (`size`, a multiple of 4KiB); every block takes a slot of this size plus a 4 KiB header, so set it to the engine's block size")
 	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
-	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..64)")
+	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..256)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
 	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
-	fs.DurationVar(&c.opExpiry, "op-expiry", cache.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
+	fs.DurationVar(&c.opExpiry, "op-expiry", ticket.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
 	fs.StringVar(&c.leaseBudget, "lease-budget", "", "bytes leases and restores in flight may reserve (`size`; empty: --ram-capacity); a ticket beyond it waits (Loading), an untracked query answers Unadmitted")
 	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults")
@@ -201,7 +206,7 @@ func validate(c *config) (*settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ram-chunk-bytes %q: not a size (examples: 16KiB, 2MiB)", c.chunkBytes)
 	}
-	st.cache = cache.Spec{RAMCapacity: capBytes, ChunkBytes: chunk, Prefault: c.prefault, CopyWorkers: c.copyWorkers, Eviction: c.eviction}
+	st.cache = cache.Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk, Prefault: c.prefault}, Eviction: c.eviction}, CopyWorkers: c.copyWorkers}
 	if c.maxOpsSess < 1 || c.maxOpsSess > cache.MaxOpsLimit {
 		return nil, fmt.Errorf("--max-ops-per-session %d: want 1..%d", c.maxOpsSess, cache.MaxOpsLimit)
 	}
@@ -217,7 +222,7 @@ func validate(c *config) (*settings, error) {
 			return nil, fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget)
 		}
 	}
-	if st.cache.WarmupBudget, err = humanize.ParseBytes(c.warmupBudget); err != nil || st.cache.WarmupBudget == 0 {
+	if st.cache.Tiers.WarmupBudget, err = humanize.ParseBytes(c.warmupBudget); err != nil || st.cache.Tiers.WarmupBudget == 0 {
 		return nil, fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget)
 	}
 	st.cache.Clock = failpoint.Clock
@@ -227,11 +232,11 @@ func validate(c *config) (*settings, error) {
 	if err := (ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk}).Validate(); err != nil {
 		return nil, fmt.Errorf("--ram-capacity %s / --ram-chunk-bytes %s: %w", c.ramCapacity, c.chunkBytes, err)
 	}
-	if st.cache.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
+	if st.cache.Tiers.RAM.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
 		return nil, fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages)
 	}
-	if c.copyWorkers < 1 || c.copyWorkers > cache.MaxCopyWorkers {
-		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, cache.MaxCopyWorkers)
+	if c.copyWorkers < 1 || c.copyWorkers > copier.MaxWorkers {
+		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, copier.MaxWorkers)
 	}
 	if c.ssdDir != "" {
 		sp := ssd.Spec{Dir: c.ssdDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
@@ -241,13 +246,13 @@ func validate(c *config) (*settings, error) {
 		if sp.SlotBytes, err = humanize.ParseBytes(c.ssdSlot); err != nil {
 			return nil, fmt.Errorf("--ssd-slot-bytes %q: not a size (examples: 64KiB, 2MiB)", c.ssdSlot)
 		}
-		if c.ssdWorkers < 1 || c.ssdWorkers > 64 {
-			return nil, fmt.Errorf("--ssd-io-workers %d: want 1..64", c.ssdWorkers)
+		if c.ssdWorkers < 1 || c.ssdWorkers > ssd.MaxIOWorkers {
+			return nil, fmt.Errorf("--ssd-io-workers %d: want 1..%d", c.ssdWorkers, ssd.MaxIOWorkers)
 		}
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("--ssd-dir/--ssd-capacity/--ssd-slot-bytes/--ssd-admission: %w", err)
 		}
-		st.cache.SSD = &sp
+		st.cache.Tiers.SSD = &sp
 	}
 	if st.maxBufBytes, err = humanize.ParseBytes(c.maxBufBytes); err != nil {
 		return nil, fmt.Errorf("--max-buffer-bytes %q: not a size (examples: 32TiB, 512GiB)", c.maxBufBytes)
@@ -358,51 +363,37 @@ func randomEpoch() (uint64, [16]byte) {
 func run(c *config, st *settings, log *slog.Logger) error {
 	mode, path := st.mode, st.socket
 	epoch, serviceID := randomEpoch()
-	table, err := session.NewTable(session.Spec{Epoch: epoch, MaxSessions: st.maxSessions, DescCapacity: st.descBytes})
-	if err != nil {
-		return err
-	}
 	cs := st.cache
-	cs.Logger = log
 	prefaultStart := time.Now()
-	disp, err := channel.New(channel.Spec{Epoch: epoch, MaxSessions: st.maxSessions,
-		PollMode: mode, SpinWindow: c.spinWindow, Logger: log, Cache: &cs})
-	if err != nil {
-		return err
-	}
-	rs := disp.Cache().Stats()
-	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.RAMCapacity)),
-		slog.String("chunk", humanize.IBytes(cs.ChunkBytes)), slog.Bool("prefault", cs.Prefault),
-		slog.String("hugepages", cs.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
-		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers),
-		slog.String("eviction", cs.Eviction))
-	if cs.SSD != nil {
-		ss := disp.Cache().Stats()
-		log.Info("ssd tier ready", slog.String("dir", cs.SSD.Dir), slog.String("capacity", humanize.IBytes(ss.SSDCapacityBytes)),
-			slog.String("slot", humanize.IBytes(cs.SSD.SlotBytes)), slog.Uint64("recovered_blocks", ss.SSDRecovered),
-			slog.String("admission", cs.SSD.Admission))
-	}
-	go disp.Run()
-	started := time.Now()
-	health := newHealth(disp, mode, started, serviceID)
-	srv, err := bootstrap.New(bootstrap.Config{
-		Path: path, Epoch: epoch, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
-		Table: table, Dispatcher: disp, Health: health.reply, Logger: log, Version: version,
-		MaxBufferBytes: st.maxBufBytes,
+	var health *healthState // set before the first client can ask
+	m, err := manager.New(manager.Spec{Epoch: epoch, Logger: log,
+		Session: session.Spec{MaxSessions: st.maxSessions, DescCapacity: st.descBytes},
+		Channel: channel.Spec{MaxSessions: st.maxSessions, PollMode: mode, SpinWindow: c.spinWindow},
+		Cache:   &cs,
+		Bootstrap: bootstrap.Config{Path: path, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
+			Health: func() *lifecyclepb.HealthReply { return health.reply() }, Version: version, MaxBufferBytes: st.maxBufBytes},
 	})
 	if err != nil {
-		disp.Stop()
-		<-disp.Done()
-		disp.Close()
-		return fmt.Errorf("--bootstrap-socket %s: %w", path, err)
+		return err
+	}
+	disp, svc, table, srv := m.Dispatcher, m.Cache, m.Table, m.Server
+	started := time.Now()
+	health = newHealth(disp, svc, mode, started, serviceID)
+	rs := svc.Stats()
+	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.Tiers.RAM.CapacityBytes)),
+		slog.String("chunk", humanize.IBytes(cs.Tiers.RAM.ChunkBytes)), slog.Bool("prefault", cs.Tiers.RAM.Prefault),
+		slog.String("hugepages", cs.Tiers.RAM.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
+		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers),
+		slog.String("eviction", cs.Tiers.Eviction))
+	if cs.Tiers.SSD != nil {
+		log.Info("ssd tier ready", slog.String("dir", cs.Tiers.SSD.Dir), slog.String("capacity", humanize.IBytes(rs.SSD.CapacityBytes)),
+			slog.String("slot", humanize.IBytes(cs.Tiers.SSD.SlotBytes)), slog.Uint64("recovered_blocks", rs.SSD.Recovered),
+			slog.String("admission", cs.Tiers.SSD.Admission))
 	}
 	var httpSrv *httpServer
 	if c.httpAddr != "" {
-		if httpSrv, err = startHTTP(c.httpAddr, health, table, disp, log); err != nil {
-			srv.Close()
-			disp.Stop()
-			<-disp.Done()
-			disp.Close()
+		if httpSrv, err = startHTTP(c.httpAddr, health, table, disp, svc, log); err != nil {
+			m.Close()
 			return err
 		}
 	}
@@ -430,13 +421,12 @@ func run(c *config, st *settings, log *slog.Logger) error {
 	go func() { srv.Close(); close(closed) }() // sessions first: each is detached and released
 	if !waitUntil(deadline, closed) {
 		srv.RemoveSocket() // srv.Close removes it only once every session is detached
-		forceExit(log, c.shutdownWait, "sessions did not finish detaching", disp.Cache())
+		forceExit(log, c.shutdownWait, "sessions did not finish detaching", svc)
 	}
-	disp.Stop()
-	if !waitUntil(deadline, disp.Done()) {
-		forceExit(log, c.shutdownWait, "the cache did not stop", disp.Cache())
+	if !waitUntil(deadline, m.StopDispatcher()) {
+		forceExit(log, c.shutdownWait, "the cache did not stop", svc)
 	}
-	disp.Close()
+	m.Free()
 	if httpSrv != nil {
 		httpSrv.shutdown()
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -136,30 +137,20 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	logs := &logSink{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	table, err := session.NewTable(session.Spec{Epoch: testEpoch, MaxSessions: o.maxSessions, DescCapacity: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp, err := channel.New(channel.Spec{Epoch: testEpoch, MaxSessions: o.maxSessions, PollMode: o.pollMode,
-		SpinWindow: 20 * time.Microsecond, Logger: log})
+	path := filepath.Join(dir, "m.sock")
+	m, err := manager.New(manager.Spec{Epoch: testEpoch, Logger: log,
+		Session: session.Spec{MaxSessions: o.maxSessions, DescCapacity: 64 << 10},
+		Channel: channel.Spec{MaxSessions: o.maxSessions, PollMode: o.pollMode, SpinWindow: 20 * time.Microsecond},
+		Bootstrap: bootstrap.Config{Path: path, ServiceID: [16]byte{1, 2, 3}, HelloTimeout: o.helloTimeout,
+			MaxBufferBytes: o.maxBufBytes, Version: harnessVersion}})
 	if errors.Is(err, native.ErrNoCgo) {
 		t.Skip("built without cgo: the channel dispatcher needs the C poll loop")
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	go disp.Run()
-	h := &harness{path: filepath.Join(dir, "m.sock"), dir: dir, table: table, disp: disp, logs: logs,
+	h := &harness{path: path, dir: dir, table: m.Table, disp: m.Dispatcher, srv: m.Server, logs: logs,
 		serveErr: make(chan error, 1)}
-	h.srv, err = bootstrap.New(bootstrap.Config{Path: h.path, Epoch: testEpoch, ServiceID: [16]byte{1, 2, 3},
-		HelloTimeout: o.helloTimeout, Table: table, Dispatcher: disp, Logger: log, MaxBufferBytes: o.maxBufBytes,
-		Version: harnessVersion})
-	if err != nil {
-		disp.Stop()
-		<-disp.Done()
-		disp.Close()
-		t.Fatal(err)
-	}
 	go func() { h.serveErr <- h.srv.Serve() }()
 	t.Cleanup(func() {
 		// Client cleanups ran first (LIFO): the idle invariant must hold

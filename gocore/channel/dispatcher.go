@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
-	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
@@ -43,10 +42,28 @@ type Spec struct {
 	SpinWindow  time.Duration // adaptive: spin this long after the last request
 	MaxBatch    int           // events per crossing; default 64
 	Logger      *slog.Logger
-	// Cache, when set, makes the dispatcher serve the cache commands
-	// (QueryBundle, Publish, Restore, RestorePoll, Release) through a
-	// cache.Service it creates; nil answers them Unsupported.
-	Cache *cache.Spec
+}
+
+// Handler serves the cache commands (gocore/cache.Service implements it);
+// every method runs on the dispatcher goroutine. Without one (SetHandler
+// never called) the dispatcher answers them Unsupported.
+type Handler interface {
+	// Attach starts serving sess; Detach tears it down and calls drained
+	// once nothing of the handler touches sess's memory any more.
+	Attach(sess *session.Session)
+	Detach(sess *session.Session, drained func())
+	// Handle serves one validated request; ok=false defers the response,
+	// which Complete posts later.
+	Handle(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool)
+	// Complete applies finished work on a control event, posting at most
+	// limit deferred responses; true asks to be called again.
+	Complete(limit int, post func(slot uint32, m abi.Message)) (more bool)
+	// Usage is sess's own share of the handler's state; false when it is
+	// not attached.
+	Usage(sess *session.Session) (session.Usage, bool)
+	// Close waits for the handler's work to finish; the dispatcher calls
+	// it once, after Run stopped serving.
+	Close()
 }
 
 // Validate checks the limits of s.
@@ -85,7 +102,7 @@ type controlOp struct {
 // SessionHealth is one session's own figures for its Health frame.
 type SessionHealth struct {
 	Requests uint64 // channel requests of this session handled
-	cache.SessionStats
+	session.Usage
 }
 
 // ErrNotAttached is returned by SessionHealth for a session the dispatcher
@@ -117,8 +134,8 @@ type Dispatcher struct {
 	invalid  atomic.Uint64 // requests refused
 	states   []*sessionState
 	done     chan struct{}
-	svc      *cache.Service // nil without Spec.Cache
-	svcOpen  bool           // svc not yet closed
+	svc      Handler // nil: cache commands answer Unsupported
+	svcOpen  bool    // svc not yet closed
 }
 
 // New creates the doorbell memfd (sealed against grow, shrink and further
@@ -157,30 +174,20 @@ func New(spec Spec) (*Dispatcher, error) {
 		unix.Munmap(db)
 		return fail(err)
 	}
-	var svc *cache.Service
-	if spec.Cache != nil {
-		cs := *spec.Cache
-		cs.Epoch = spec.Epoch
-		if cs.Logger == nil {
-			cs.Logger = spec.Logger
-		}
-		if svc, err = cache.New(cs, srv); err != nil {
-			srv.Close()
-			unix.Munmap(db)
-			return fail(err)
-		}
-	}
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
 		states: make([]*sessionState, spec.MaxSessions),
 		done:   make(chan struct{}),
-		svc:    svc, svcOpen: svc != nil,
 	}, nil
 }
 
-// Cache returns the cache service, or nil when Spec.Cache was nil. Only
-// its Stats method may be called from outside the dispatcher goroutine.
-func (d *Dispatcher) Cache() *cache.Service { return d.svc }
+// SetHandler makes the dispatcher serve the cache commands through h; call
+// it before Run. The dispatcher closes h when it stops.
+func (d *Dispatcher) SetHandler(h Handler) { d.svc, d.svcOpen = h, h != nil }
+
+// Poller is the poll loop, whose control slot the handler's workers ring
+// when work finishes (gocore/copier.New, gocore/tier's SSD reads).
+func (d *Dispatcher) Poller() *native.Server { return d.srv }
 
 // DoorbellFile is the doorbell memfd sent to every client (borrowed).
 func (d *Dispatcher) DoorbellFile() *os.File { return d.dbFile }
@@ -347,12 +354,12 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			}
 			op.statsOut.Requests = st.requests
 			if d.svc != nil {
-				cs, ok := d.svc.SessionStats(op.stats)
+				u, ok := d.svc.Usage(op.stats)
 				if !ok {
 					op.done <- ErrNotAttached
 					continue
 				}
-				op.statsOut.SessionStats = cs
+				op.statsOut.Usage = u
 			}
 			op.done <- nil
 		case op.detach != nil:

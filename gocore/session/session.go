@@ -231,3 +231,16 @@ func (s *Session) PutResult(m *abi.Message, r *abi.QueryResult) {
 		abi.PutQueryResult(s.slot[m.DescOffset:], r)
 	}
 }
+
+// Usage is one session's share of the cache state: what its own Health
+// frame reports. Manager-wide figures (blocks, RAM used, lookups, other
+// sessions) tell one tenant about another's traffic, so they go only to
+// the operator's endpoints (GET /health, /metrics); see docs/cache.md,
+// "Health".
+type Usage struct {
+	Leases        uint64 // live leases the session owns
+	LeasedBlocks  uint64 // block references those leases hold (each pins its block)
+	ReservedBytes uint64 // bytes of the byte budget its leases and in-flight restores reserve
+	Operations    uint64 // operation permits it holds: tickets live or draining, restores
+	Tickets       uint64 // its live query tickets
+}

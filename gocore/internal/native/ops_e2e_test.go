@@ -21,7 +21,10 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/identity"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/internal/fdcheck"
 )
 
@@ -48,34 +51,24 @@ func TestMain(m *testing.M) {
 // service, bootstrap server) on path until stdin reaches EOF.
 func runManager(path string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	table, err := session.NewTable(session.Spec{Epoch: e2eEpoch, MaxSessions: 4, DescCapacity: 64 << 10})
+	m, err := manager.New(manager.Spec{Epoch: e2eEpoch, Logger: log,
+		Session:   session.Spec{MaxSessions: 4, DescCapacity: 64 << 10},
+		Channel:   channel.Spec{MaxSessions: 4, PollMode: channel.PollPark},
+		Cache:     &cache.Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 8 << 20, ChunkBytes: 4096}}, CopyWorkers: 1},
+		Bootstrap: bootstrap.Config{Path: path}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	disp, err := channel.New(channel.Spec{Epoch: e2eEpoch, MaxSessions: 4, PollMode: channel.PollPark,
-		Logger: log, Cache: &cache.Spec{RAMCapacity: 8 << 20, ChunkBytes: 4096, CopyWorkers: 1}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		return 1
-	}
-	go disp.Run()
-	defer func() {
-		disp.Stop()
-		<-disp.Done()
-		disp.Close()
-	}()
-	srv, err := bootstrap.New(bootstrap.Config{Path: path, Epoch: e2eEpoch, Table: table, Dispatcher: disp, Logger: log})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		return 1
-	}
+	srv := m.Server
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
 	srv.Close()
 	<-served
+	<-m.StopDispatcher()
+	m.Free()
 	return 0
 }
 
