@@ -52,9 +52,11 @@ type Handler interface {
 	// once nothing of the handler touches sess's memory any more.
 	Attach(sess *session.Session)
 	Detach(sess *session.Session, drained func())
-	// Handle serves one validated request; ok=false defers the response,
-	// which Complete posts later.
-	Handle(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool)
+	// Serve serves one validated request; ok=false defers the response,
+	// which Complete posts later. m is passed by value so that the
+	// dispatcher's request does not escape to the heap through the
+	// interface call (the hot path allocates nothing).
+	Serve(sess *session.Session, m abi.Message) (resp abi.Message, ok bool)
 	// Complete applies finished work on a control event, posting at most
 	// limit deferred responses; true asks to be called again.
 	Complete(limit int, post func(slot uint32, m abi.Message)) (more bool)

@@ -31,7 +31,7 @@ func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message,
 	case abi.CmdQueryBundle, abi.CmdPublish, abi.CmdRestore, abi.CmdRestorePoll, abi.CmdRelease,
 		abi.CmdPoll, abi.CmdClaim, abi.CmdCancelQuery:
 		if d.svc != nil {
-			return d.svc.Handle(st.sess, m)
+			return d.svc.Serve(st.sess, *m)
 		}
 	}
 	// Without a cache service (Spec.Cache nil) only Ping and Shutdown are served.
