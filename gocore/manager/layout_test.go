@@ -1,0 +1,123 @@
+package manager_test
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The layout tests keep the architecture the README's concept table
+// describes (the tailscale "deptest" habit): they read the import graph
+// with `go list` and fail on an edge the table does not allow.
+
+const module = "github.com/orbitkv/orbitkv/"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+	CgoFiles   []string
+}
+
+func goList(t *testing.T, env []string, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// allowed is every gocore package's imports within the module. A new edge
+// is a design decision: add it here and to the README's table.
+var allowed = map[string][]string{
+	"gocore/abi":             {},
+	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/session", "proto/lifecyclepb"},
+	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/session"},
+	"gocore/client":          {"gocore/internal/native"},
+	"gocore/copier":          {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
+	"gocore/evict":           {},
+	"gocore/failpoint":       {},
+	"gocore/identity":        {"gocore/abi"},
+	"gocore/index":           {"gocore/abi", "gocore/evict"},
+	"gocore/internal/native": {"gocore/abi"},
+	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
+	"gocore/lifecycle":       {"proto/lifecyclepb"},
+	"gocore/manager":         {"gocore/bootstrap", "gocore/cache", "gocore/channel", "gocore/session"},
+	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
+	"gocore/session":         {"gocore/abi", "gocore/failpoint"},
+	"gocore/ticket":          {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
+	"gocore/tier":            {"gocore/abi", "gocore/evict", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/tier/ram":        {"hugepages"},
+	"gocore/tier/ssd":        {},
+	"gocore/trace":           {},
+}
+
+func TestImportGraphMatchesTheAllowedList(t *testing.T) {
+	for _, p := range goList(t, nil, "./gocore/...") {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		want, ok := allowed[name]
+		if !ok {
+			t.Errorf("package %s is not in the allowed list (add it, and a row to the README's concept table)", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			if imp = strings.TrimPrefix(imp, module); !slices.Contains(want, imp) {
+				t.Errorf("%s imports %s, which the allowed list does not permit", name, imp)
+			}
+		}
+	}
+}
+
+func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
+	p := goList(t, nil, "./cmd/orbitkv-manager")[0]
+	for _, d := range p.Deps {
+		for _, bad := range []string{"internal/launch", "internal/fdcheck", "test/", "cmd/orbitkv-bench", "gocore/pingpong", "gocore/trace"} {
+			if strings.HasPrefix(d, module+bad) {
+				t.Errorf("orbitkv-manager depends on %s, a test- or bench-only package", d)
+			}
+		}
+	}
+}
+
+func TestOnlyTheNativePackageHasCgoFiles(t *testing.T) {
+	for _, p := range goList(t, nil, "./...") {
+		if len(p.CgoFiles) > 0 && p.ImportPath != module+"gocore/internal/native" {
+			t.Errorf("%s has cgo files %v: the C boundary is gocore/internal/native only", p.ImportPath, p.CgoFiles)
+		}
+	}
+}
+
+func TestEverythingBuildsWithoutCgo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the module once more")
+	}
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "./...")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build ./...: %v\n%s", err, out)
+	}
+}
