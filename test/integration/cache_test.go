@@ -20,8 +20,7 @@ import (
 func startCacheManager(t *testing.T, capacity string) (*proc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", freeLoopbackAddr(t), "--ram-capacity", capacity, "--hugepages", "off")
-	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	m := startManagerBin(t, "orbitkv-manager", sock, "", 10*time.Second, "--ram-capacity", capacity, "--hugepages", "off")
 	return m, sock
 }
 
@@ -259,10 +258,10 @@ func TestKilledClientsLeaveNoHalfPublishedBlock(t *testing.T) {
 		p := start(t, "testclient", "loop", sock, first, fmt.Sprint(count))
 		p.waitOutput(t, "running", 20*time.Second)
 		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
-		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.Signal(syscall.SIGKILL)
 		p.wait(t, 5*time.Second)
-		if strings.Contains(p.out.String(), "testclient:") {
-			t.Fatalf("round %d: the client failed before it was killed:\n%s", round, p.out.String())
+		if strings.Contains(p.Output(), "testclient:") {
+			t.Fatalf("round %d: the client failed before it was killed:\n%s", round, p.Output())
 		}
 	}
 	assertIdle(t, sock)
@@ -296,25 +295,21 @@ func TestSSDBlocksSurviveAManagerKill(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	httpAddr := freeLoopbackAddr(t)
-	args := func(sock string) []string {
-		return []string{"--bootstrap-socket", sock, "--http-addr", httpAddr, "--hugepages", "off", "--ram-capacity", "16MiB",
-			"--ssd-dir", dir, "--ssd-capacity", "512MiB", "--ssd-slot-bytes", "1MiB"}
-	}
+	args := []string{"--hugepages", "off", "--ram-capacity", "16MiB",
+		"--ssd-dir", dir, "--ssd-capacity", "512MiB", "--ssd-slot-bytes", "1MiB"}
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", args(sock)...)
-	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	m := startManagerBin(t, "orbitkv-manager", sock, httpAddr, 10*time.Second, args...)
 	const count = 256 // 256 MiB of 1 MiB blocks through a 16 MiB RAM tier
 	p := start(t, "testclient", "loop", sock, "0", fmt.Sprint(count))
 	p.waitOutput(t, "running", 20*time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	m.cmd.Process.Signal(syscall.SIGKILL) // mid-demotion, most likely
+	m.Signal(syscall.SIGKILL) // mid-demotion, most likely
 	m.wait(t, 5*time.Second)
 	p.wait(t, 10*time.Second) // the client sees the Manager die
 
-	m2 := start(t, "orbitkv-manager", args(sock)...)
-	m2.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
-	if !strings.Contains(m2.out.String(), "recovered_blocks=") || strings.Contains(m2.out.String(), "recovered_blocks=0 ") {
-		t.Fatalf("the restarted Manager recovered no SSD blocks:\n%s", m2.out.String())
+	m2 := startManagerBin(t, "orbitkv-manager", sock, httpAddr, 10*time.Second, args...)
+	if !strings.Contains(m2.Output(), "recovered_blocks=") || strings.Contains(m2.Output(), "recovered_blocks=0 ") {
+		t.Fatalf("the restarted Manager recovered no SSD blocks:\n%s", m2.Output())
 	}
 	out, err := exec.Command(filepath.Join(binDir, "testclient"), "verify", sock, "0", fmt.Sprint(count)).CombinedOutput()
 	if err != nil {

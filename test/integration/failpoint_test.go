@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -12,14 +11,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
-// The failpoint scenarios of the operation-semantics issue: a Manager built
+// The failpoint scenarios of the operation semantics: a Manager built
 // with the tag failpoints (orbitkv-manager-fp) holds one operation at a
 // named point while testclient runs one ticketed operation through all of
 // them (testclient tickets: publish, ticket, restore, byte check). While it
 // is held, a second client completes a fresh round trip: a pause holds only
-// the operation concerned, never the dispatcher (issue 13, finding 6). Then
+// the operation concerned, never the dispatcher. Then
 // the test SIGKILLs the client, SIGKILLs the Manager, stops the client past
 // the operation expiry, or drops every eventfd wake-up; then it checks
 // DESIGN.md §6:
@@ -41,22 +42,22 @@ type fpManager struct {
 	http string
 }
 
+// freeLoopbackAddr is launch.FreeLoopbackAddr that fails the test on an
+// error: an --http-addr for a Manager whose address the test needs before
+// it starts.
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := launch.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func startFPManager(t *testing.T, sock string, args ...string) *fpManager {
 	t.Helper()
 	addr := freeLoopbackAddr(t)
-	args = append([]string{"--bootstrap-socket", sock, "--http-addr", addr, "--ram-capacity", "128MiB", "--hugepages", "off"}, args...)
-	p := start(t, "orbitkv-manager-fp", args...)
-	p.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	p := startManagerBin(t, "orbitkv-manager-fp", sock, addr, 10*time.Second, append([]string{"--ram-capacity", "128MiB", "--hugepages", "off"}, args...)...)
 	return &fpManager{p: p, sock: sock, http: addr}
 }
 
@@ -72,7 +73,7 @@ func (m *fpManager) control(t *testing.T, method, path string) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %s: %s\nManager output:\n%s", method, path, resp.Status, body, m.p.out.String())
+		t.Fatalf("%s %s: %s: %s\nManager output:\n%s", method, path, resp.Status, body, m.p.Output())
 	}
 }
 
@@ -106,7 +107,7 @@ func freshRoundTrip(t *testing.T, sock string, first int) {
 	t.Helper()
 	c := runTickets(t, sock, first)
 	if code := exitCode(t, c, 30*time.Second); code != 0 {
-		t.Fatalf("fresh client exit %d (want 0); output:\n%s", code, c.out.String())
+		t.Fatalf("fresh client exit %d (want 0); output:\n%s", code, c.Output())
 	}
 }
 
@@ -131,38 +132,38 @@ func TestFailpointScenarios(t *testing.T) {
 				freshRoundTrip(t, sock, first+300)
 				switch action {
 				case "kill-client":
-					c.cmd.Process.Signal(syscall.SIGKILL)
+					c.Signal(syscall.SIGKILL)
 					exitCode(t, c, 10*time.Second)
 					m.control(t, "POST", "/debug/failpoints/resume?name="+point)
 				case "kill-manager":
-					m.p.cmd.Process.Signal(syscall.SIGKILL)
+					m.p.Signal(syscall.SIGKILL)
 					exitCode(t, m.p, 10*time.Second)
 					code := exitCode(t, c, 15*time.Second)
 					if code != 4 {
-						t.Fatalf("client exit %d after the Manager died, want 4 (Manager died); output:\n%s", code, c.out.String())
+						t.Fatalf("client exit %d after the Manager died, want 4 (Manager died); output:\n%s", code, c.Output())
 					}
 					m = startFPManager(t, sock) // a new epoch on the same socket
 				case "stop-client-past-expiry":
-					c.cmd.Process.Signal(syscall.SIGSTOP)
+					c.Signal(syscall.SIGSTOP)
 					m.control(t, "POST", "/debug/failpoints/resume?name="+point)
 					m.control(t, "POST", "/debug/clock/advance?by=61s")
 					time.Sleep(1500 * time.Millisecond) // the expiry sweep runs at least once a second
-					c.cmd.Process.Signal(syscall.SIGCONT)
+					c.Signal(syscall.SIGCONT)
 					if code := exitCode(t, c, 30*time.Second); code != 0 && code != 3 {
-						t.Fatalf("client exit %d after expiry, want 0 or 3 (expired); output:\n%s", code, c.out.String())
+						t.Fatalf("client exit %d after expiry, want 0 or 3 (expired); output:\n%s", code, c.Output())
 					}
 				case "drop-wakeups":
 					m.control(t, "POST", "/debug/failpoints/resume?name="+point)
 					if code := exitCode(t, c, 30*time.Second); code != 0 {
-						t.Fatalf("client exit %d with wake-ups dropped, want 0 (it polls); output:\n%s", code, c.out.String())
+						t.Fatalf("client exit %d with wake-ups dropped, want 0 (it polls); output:\n%s", code, c.Output())
 					}
 					m.control(t, "POST", "/debug/failpoints/drop-wakeups?on=0")
 				}
 				assertIdle(t, sock)
 				freshRoundTrip(t, sock, first+500)
 				assertIdle(t, sock)
-				if strings.Contains(m.p.out.String(), "panic") {
-					t.Fatalf("Manager panicked:\n%s", m.p.out.String())
+				if strings.Contains(m.p.Output(), "panic") {
+					t.Fatalf("Manager panicked:\n%s", m.p.Output())
 				}
 			})
 		}

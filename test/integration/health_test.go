@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,30 +13,11 @@ import (
 
 // Manager-wide figures (sessions, blocks, evictions, the idle invariant)
 // come only from the Manager's loopback GET /health: a session's own Health
-// frame reports its own figures (hardening issue 13, finding 4). start()
-// records each Manager's --http-addr by its --bootstrap-socket here, so
-// helpers can take the socket path as before.
+// frame reports that session's figures. startManagerBin records each
+// Manager's --http-addr by its bootstrap socket here, so helpers can take
+// the socket path alone.
 
 var managerHTTP sync.Map // socket path → --http-addr ("" = none)
-
-// noteManager records the socket and HTTP address of a Manager command line.
-func noteManager(name string, args []string) {
-	if !strings.HasPrefix(name, "orbitkv-manager") {
-		return
-	}
-	var sock, addr string
-	for i := 0; i+1 < len(args); i++ {
-		switch args[i] {
-		case "--bootstrap-socket":
-			sock = args[i+1]
-		case "--http-addr":
-			addr = args[i+1]
-		}
-	}
-	if sock != "" {
-		managerHTTP.Store(sock, addr)
-	}
-}
 
 // managerHealth is the JSON of GET /health (cmd/orbitkv-manager/http.go).
 type managerHealth struct {
@@ -104,11 +84,11 @@ func assertIdle(t *testing.T, sock string) managerHealth {
 	}
 }
 
-// Finding 4: Health over the socket showed Manager-wide counters (blocks,
-// lookups, distinct lookups) to every session, so a tenant could tell
+// Health over the socket must not show Manager-wide counters (blocks,
+// lookups, distinct lookups) to a session: from them a tenant could tell
 // whether another tenant's publish was new and whether it repeated a
-// lookup. Now a session sees its own figures and the Manager's liveness;
-// the operator's GET /health still sees the whole Manager.
+// lookup. A session sees its own figures and the Manager's liveness; the
+// operator's GET /health sees the whole Manager.
 func TestSessionHealthShowsOnlyItsOwnFigures(t *testing.T) {
 	_, sock := startCacheManager(t, "64MiB")
 	a := newEngine(t, sock, "tenant-a")

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// The load soak (issue 13, figure 9): SOAK_SESSIONS sessions at one Manager
+// The load soak: SOAK_SESSIONS sessions at one Manager
 // on a Unix socket of a temporary directory, spread over soak.procs
 // testclient processes (testclient soak: one goroutine and one okv_client
 // per session) running pings, publishes, ticketed queries, restores with a
@@ -156,9 +156,8 @@ func TestLoadSoak(t *testing.T) {
 
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	addr := freeLoopbackAddr(t)
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", addr, "--ram-capacity", "64MiB", "--hugepages", "off")
-	m.waitOutput(t, "orbitkv-manager serving", 30*time.Second)
-	pid := m.cmd.Process.Pid
+	m := startManagerBin(t, "orbitkv-manager", sock, addr, 30*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
+	pid := m.Pid()
 	// No keep-alive: a kept connection would be a goroutine and an fd of
 	// the Manager's that the end-of-run comparison would count.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -218,9 +217,9 @@ func TestLoadSoak(t *testing.T) {
 	checkAlive := func() {
 		for _, c := range clients {
 			select {
-			case err := <-c.p.done:
-				c.p.done <- err
-				t.Fatalf("client %s.%d exited by itself (%v):\n%s", c.name, c.gen, err, c.p.out.String())
+			case <-c.p.Done():
+				err := c.p.Err()
+				t.Fatalf("client %s.%d exited by itself (%v):\n%s", c.name, c.gen, err, c.p.Output())
 			default:
 			}
 		}
@@ -236,9 +235,9 @@ func TestLoadSoak(t *testing.T) {
 			continue
 		}
 		c := clients[rng.IntN(len(clients))]
-		c.p.cmd.Process.Signal(syscall.SIGKILL)
+		c.p.Signal(syscall.SIGKILL)
 		c.p.wait(t, 10*time.Second)
-		out := c.p.out.String()
+		out := c.p.Output()
 		if strings.Contains(out, "testclient:") || strings.Contains(out, "MISMATCH") {
 			t.Fatalf("client %s.%d failed before it was killed:\n%s", c.name, c.gen, out)
 		}
@@ -254,11 +253,11 @@ func TestLoadSoak(t *testing.T) {
 	// The end: SIGTERM every client; each releases, closes and prints its
 	// final counts.
 	for _, c := range clients {
-		c.p.cmd.Process.Signal(syscall.SIGTERM)
+		c.p.Signal(syscall.SIGTERM)
 	}
 	for _, c := range clients {
 		err := c.p.wait(t, 60*time.Second)
-		out := c.p.out.String()
+		out := c.p.Output()
 		s, final := lastSoakStats(out)
 		if err != nil || !final {
 			t.Errorf("client %s.%d at the end: exit %v, final stats %v:\n%s", c.name, c.gen, err, final, tail(out, 40))
@@ -355,7 +354,7 @@ func TestLoadSoak(t *testing.T) {
 	if rssMax*1024 > *soakRSSLimit {
 		t.Errorf("Manager RSS peaked at %d KiB, over -soak.rss-limit %d bytes", rssMax, *soakRSSLimit)
 	}
-	if out := m.out.String(); strings.Contains(out, "panic") || strings.Contains(out, "WARNING: DATA RACE") {
+	if out := m.Output(); strings.Contains(out, "panic") || strings.Contains(out, "WARNING: DATA RACE") {
 		t.Errorf("Manager output has a panic or race:\n%s", tail(out, 80))
 	}
 }

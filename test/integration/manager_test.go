@@ -2,15 +2,18 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 var binDir string
@@ -87,80 +90,84 @@ func raceReports(dir string) int {
 	return races
 }
 
-// syncBuffer collects a process's output for assertions while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// proc is a process of a binary of binDir, started through internal/launch:
+// its stdout and stderr go to a file in a temporary directory of the test,
+// read back by Output.
+type proc struct{ *launch.Process }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan error
-}
-
+// start starts binDir/name with args; a cleanup SIGKILLs it and waits.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	noteManager(name, args)
-	p := &proc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return startSpec(t, launch.ProcessSpec{Path: filepath.Join(binDir, name), Args: args})
 }
 
-// waitOutput waits until the process printed want, or fails after d.
+// startWithStdin is start with a pipe to the process's stdin.
+func startWithStdin(t *testing.T, name string, args ...string) (*proc, io.WriteCloser) {
+	t.Helper()
+	p := startSpec(t, launch.ProcessSpec{Path: filepath.Join(binDir, name), Args: args, Stdin: true})
+	return p, p.Stdin()
+}
+
+func startSpec(t *testing.T, spec launch.ProcessSpec) *proc {
+	t.Helper()
+	spec.Dir = t.TempDir()
+	p, err := launch.StartProcess(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	return &proc{p}
+}
+
+// startManagerBin starts the Manager build binDir/name (orbitkv-manager or
+// orbitkv-manager-fp) through launch.Start on bootstrap socket sock, with
+// --http-addr httpAddr ("" = a free loopback port, launch.NoHTTP = none)
+// and then args, and waits up to ready for it to serve. It records the
+// Manager's HTTP address for readHealth; a cleanup SIGKILLs it and waits.
+func startManagerBin(t *testing.T, name, sock, httpAddr string, ready time.Duration, args ...string) *proc {
+	t.Helper()
+	m, err := launch.Start(launch.Spec{Bin: filepath.Join(binDir, name), Dir: t.TempDir(), Socket: sock,
+		HTTPAddr: httpAddr, Args: args, ReadyTimeout: ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Kill() })
+	managerHTTP.Store(m.Socket(), m.HTTPAddr())
+	return &proc{m.Process}
+}
+
+// waitOutput waits until the process printed want, or fails after d (or
+// once the process has exited without printing it).
 func (p *proc) waitOutput(t *testing.T, want string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(p.out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q within %v; output:\n%s", p.cmd.Path, want, d, p.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := p.WaitOutput(want, d); err != nil {
+		t.Fatalf("%v; output:\n%s", err, p.Output())
 	}
 }
 
+// wait waits up to d for the process to exit and returns its status (nil
+// or an *exec.ExitError); it fails the test if the process is still
+// running after d.
 func (p *proc) wait(t *testing.T, d time.Duration) error {
 	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err // keep it for Cleanup
-		return err
-	case <-time.After(d):
-		t.Fatalf("%s did not exit within %v; output:\n%s", p.cmd.Path, d, p.out.String())
-		return nil
+	err := p.Wait(d)
+	if errors.Is(err, launch.ErrRunning) {
+		t.Fatalf("%v; output:\n%s", err, p.Output())
 	}
+	return err
 }
 
+// startManager starts a Manager with a 64 MiB RAM tier on a socket in a
+// temporary directory and returns it with the socket path.
 func startManager(t *testing.T) (*proc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", freeLoopbackAddr(t), "--ram-capacity", "64MiB", "--hugepages", "off")
-	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
+	m := startManagerBin(t, "orbitkv-manager", sock, "", 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
 	return m, sock
 }
 
 // sessions asks the Manager's GET /health how many sessions are live (a
-// session's own Health no longer counts the others).
+// session's own Health counts only that session).
 func sessions(t *testing.T, sock string) int {
 	t.Helper()
 	return healthOf(t, sock).Sessions
@@ -194,30 +201,30 @@ func TestKilledClientLosesOnlyItsSession(t *testing.T) {
 	waitSessions(t, sock, n)
 
 	victim := clients[0]
-	victim.cmd.Process.Signal(syscall.SIGKILL)
+	victim.Signal(syscall.SIGKILL)
 	victim.wait(t, 5*time.Second)
 	waitSessions(t, sock, n-1)
-	if !strings.Contains(m.out.String(), "msg=\"session closed\" slot=") {
-		t.Errorf("manager log has no session-closed line:\n%s", m.out.String())
+	if !strings.Contains(m.Output(), "msg=\"session closed\" slot=") {
+		t.Errorf("manager log has no session-closed line:\n%s", m.Output())
 	}
 
 	for i, c := range clients[1:] {
-		c.cmd.Process.Signal(syscall.SIGUSR1)
+		c.Signal(syscall.SIGUSR1)
 		c.waitOutput(t, "ping ok", 5*time.Second)
-		c.cmd.Process.Signal(syscall.SIGTERM)
+		c.Signal(syscall.SIGTERM)
 		if err := c.wait(t, 5*time.Second); err != nil {
-			t.Errorf("client %d exited with %v:\n%s", i+1, err, c.out.String())
+			t.Errorf("client %d exited with %v:\n%s", i+1, err, c.Output())
 		}
 	}
 	// Idle invariant (DESIGN.md §6.8): no sessions remain.
 	waitSessions(t, sock, 0)
 
-	m.cmd.Process.Signal(syscall.SIGTERM)
+	m.Signal(syscall.SIGTERM)
 	if err := m.wait(t, 10*time.Second); err != nil {
-		t.Fatalf("manager exited with %v:\n%s", err, m.out.String())
+		t.Fatalf("manager exited with %v:\n%s", err, m.Output())
 	}
-	if !strings.Contains(m.out.String(), "orbitkv-manager stopped") {
-		t.Errorf("manager log lacks the stop line:\n%s", m.out.String())
+	if !strings.Contains(m.Output(), "orbitkv-manager stopped") {
+		t.Errorf("manager log lacks the stop line:\n%s", m.Output())
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s still exists after shutdown (stat err %v)", sock, err)
@@ -228,11 +235,11 @@ func TestShutdownClosesSessionsFirst(t *testing.T) {
 	m, sock := startManager(t)
 	c := start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "1", "--hold")
 	c.waitOutput(t, "holding session", 10*time.Second)
-	m.cmd.Process.Signal(syscall.SIGTERM)
+	m.Signal(syscall.SIGTERM)
 	if err := m.wait(t, 10*time.Second); err != nil {
-		t.Fatalf("manager exited with %v:\n%s", err, m.out.String())
+		t.Fatalf("manager exited with %v:\n%s", err, m.Output())
 	}
-	log := m.out.String()
+	log := m.Output()
 	closed := strings.Index(log, "session closed")
 	stopped := strings.Index(log, "orbitkv-manager stopped")
 	if closed < 0 || stopped < 0 || closed > stopped {
@@ -244,20 +251,20 @@ func TestPingAfterManagerDeathFailsFast(t *testing.T) {
 	m, sock := startManager(t)
 	c := start(t, "orbitkvctl", "--socket", sock, "--timeout", "30s", "ping", "--count", "1", "--hold")
 	c.waitOutput(t, "holding session", 10*time.Second)
-	m.cmd.Process.Signal(syscall.SIGKILL)
+	m.Signal(syscall.SIGKILL)
 	m.wait(t, 5*time.Second)
 	t0 := time.Now()
-	c.cmd.Process.Signal(syscall.SIGUSR1)
+	c.Signal(syscall.SIGUSR1)
 	err := c.wait(t, 10*time.Second)
 	if err == nil {
-		t.Fatalf("client survived a dead Manager:\n%s", c.out.String())
+		t.Fatalf("client survived a dead Manager:\n%s", c.Output())
 	}
 	// The client learns of the death from the Manager's pidfd, not from its
 	// 30 s deadline.
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Errorf("client took %v to notice the dead Manager", d)
 	}
-	if !strings.Contains(c.out.String(), "exited") {
-		t.Errorf("client error does not say the Manager exited:\n%s", c.out.String())
+	if !strings.Contains(c.Output(), "exited") {
+		t.Errorf("client error does not say the Manager exited:\n%s", c.Output())
 	}
 }

@@ -174,7 +174,7 @@ func (d *managerDriver) Expire() error {
 }
 
 func (d *managerDriver) Restart() (bool, error) {
-	d.m.p.cmd.Process.Signal(syscall.SIGKILL)
+	d.m.p.Signal(syscall.SIGKILL)
 	exitCode(d.t, d.m.p, 10*time.Second)
 	for h := range d.sess {
 		d.Close(h)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 // shutdownBound is the Manager's documented default --shutdown-timeout
@@ -30,8 +32,8 @@ func TestShutdownTimeoutFlagNamesItsLimits(t *testing.T) {
 		{"11m", "--shutdown-timeout 11m0s: want 1s..10m"},
 	} {
 		t.Run("a timeout of "+tc.value+" is refused", func(t *testing.T) {
-			out, err := exec.Command(filepath.Join(binDir, "orbitkv-manager"), "--shutdown-timeout", tc.value,
-				"--bootstrap-socket", filepath.Join(t.TempDir(), "okv.sock"), "--http-addr", "").CombinedOutput()
+			out, err := launch.Run(launch.Spec{Bin: filepath.Join(binDir, "orbitkv-manager"), Dir: t.TempDir(),
+				Socket: filepath.Join(t.TempDir(), "okv.sock"), HTTPAddr: launch.NoHTTP, Args: []string{"--shutdown-timeout", tc.value}}, time.Minute)
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
 				t.Fatalf("exit %v, output %q; want status 2 and %q", err, out, tc.want)
@@ -109,32 +111,31 @@ func TestSIGTERMStopsAManagerWhoseSSDReadsAreStuck(t *testing.T) {
 	th.create(t)
 
 	sock := filepath.Join(t.TempDir(), "okv.sock")
-	m := start(t, "orbitkv-manager", "--bootstrap-socket", sock, "--http-addr", "", "--hugepages", "off",
+	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 10*time.Second, "--hugepages", "off",
 		"--ram-capacity", "16MiB", "--ssd-dir", filepath.Join(mnt, "ssd"), "--ssd-capacity", "128MiB", "--ssd-slot-bytes", "1MiB")
 	// Cleanups run last-registered first: the throttle is lifted before
-	// start's cleanup kills the Manager and waits for it, which a thread in
+	// startManagerBin's cleanup kills the Manager and waits for it, which a thread in
 	// a throttled read would otherwise hold up for minutes. The watchdog
 	// bounds the test if it hangs elsewhere.
 	t.Cleanup(th.lift)
 	watchdog := time.AfterFunc(3*time.Minute, th.lift)
 	t.Cleanup(func() { watchdog.Stop() })
-	m.waitOutput(t, "orbitkv-manager serving", 10*time.Second)
 
 	const blocks = 64 // 64 MiB through a 16 MiB RAM tier: most are demoted
 	c, stdin := startWithStdin(t, "testclient", "ssdstall", sock, strconv.Itoa(blocks))
 	c.waitOutput(t, "ready", 60*time.Second)
 
-	th.add(t, m.cmd.Process.Pid)
+	th.add(t, m.Pid())
 	th.limit(t)
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		t.Fatalf("telling the client to query: %v", err)
 	}
 	c.waitOutput(t, "loading", 10*time.Second)
-	stuck := waitBlockedThread(t, m.cmd.Process.Pid, 10*time.Second)
+	stuck := waitBlockedThread(t, m.Pid(), 10*time.Second)
 	t.Logf("stall: %s via %s; Manager threads in uninterruptible sleep: %s", th.dev, th.kind(), stuck)
 
 	t0 := time.Now()
-	m.cmd.Process.Signal(syscall.SIGTERM)
+	m.Signal(syscall.SIGTERM)
 	m.waitOutput(t, "shutdown forced", shutdownBound+5*time.Second)
 	took := time.Since(t0)
 	if took < shutdownBound-500*time.Millisecond {
@@ -143,7 +144,7 @@ func TestSIGTERMStopsAManagerWhoseSSDReadsAreStuck(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s still exists when the shutdown is forced (stat err %v)", sock, err)
 	}
-	log := m.out.String()
+	log := m.Output()
 	closed, forced := strings.Index(log, "session closed"), strings.Index(log, "shutdown forced")
 	if closed < 0 || closed > forced {
 		t.Errorf("want the session closed before the forced exit; log:\n%s", log)
@@ -160,7 +161,7 @@ func TestSIGTERMStopsAManagerWhoseSSDReadsAreStuck(t *testing.T) {
 		t.Errorf("the forced-exit line counts no stuck reads:\n%s", log)
 	}
 	held := "gone"
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", m.cmd.Process.Pid)); err == nil {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", m.Pid())); err == nil {
 		held = "still held by the kernel (a read in preadv)"
 	}
 	t.Logf("forced exit logged %v after SIGTERM (bound %v), %d stuck reads; process %s; the shutdown's log:\n%s",
@@ -173,10 +174,10 @@ func TestSIGTERMStopsAManagerWhoseSSDReadsAreStuck(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Errorf("Manager exited with %v, want status 3 (shutdown forced); log:\n%s", err, log)
 	}
-	if err := c.wait(t, 15*time.Second); err != nil || !strings.Contains(c.out.String(), "session ended") {
-		t.Errorf("client: %v, want it told its session ended; output:\n%s", err, c.out.String())
+	if err := c.wait(t, 15*time.Second); err != nil || !strings.Contains(c.Output(), "session ended") {
+		t.Errorf("client: %v, want it told its session ended; output:\n%s", err, c.Output())
 	}
-	t.Logf("client: %s", strings.TrimSpace(c.out.String()))
+	t.Logf("client: %s", strings.TrimSpace(c.Output()))
 	if d := time.Since(testStart); d > 2*time.Minute {
 		t.Errorf("the test took %v", d)
 	}
@@ -187,27 +188,6 @@ func mustRun(t *testing.T, name string, args ...string) {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
 	}
-}
-
-// startWithStdin is start with a pipe to the process's stdin.
-func startWithStdin(t *testing.T, name string, args ...string) (*proc, io.WriteCloser) {
-	t.Helper()
-	p := &proc{cmd: exec.Command(filepath.Join(binDir, name), args...), out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	stdin, err := p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		stdin.Close()
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p, stdin
 }
 
 // waitBlockedThread waits until a thread of pid is in uninterruptible
