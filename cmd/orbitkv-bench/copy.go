@@ -6,7 +6,6 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"text/tabwriter"
 	"time"
 	"unsafe"
 
@@ -21,19 +20,17 @@ const copyTarget = 0.80
 
 // copyConfig is the parsed, validated flag set of `orbitkv-bench copy`.
 type copyConfig struct {
-	sizes       []uint64 // block sizes over all layers, in report order
-	blocks      int      // blocks per Publish / Restore batch
-	layers      uint32   // layers a block spans
-	iters       int      // timed batches per size and subject
-	warmup      int      // untimed batches first
-	json        bool
-	managerBin  string
-	managerArgs []string
+	suiteCommon
+	sizes  []uint64 // block sizes over all layers, in report order
+	blocks int      // blocks per Publish / Restore batch
+	layers uint32   // layers a block spans
+	iters  int      // timed batches per size and subject
+	warmup int      // untimed batches first
 }
 
 func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 	var cfg copyConfig
-	fs := newSuiteFlags("copy", out,
+	fs := newSuiteFlags("copy", &cfg.suiteCommon, out,
 		"Copy throughput of the host backend: Publish (engine buffer → RAM tier) of a batch",
 		"of fresh hashes and Restore (RAM tier → engine buffer) of a leased batch, each as",
 		"GB/s and as a ratio to a plain memcpy of the same bytes measured in the same run.",
@@ -44,36 +41,24 @@ func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 	layers := fs.Uint("layers", 4, "layers a block spans (page bytes = size / layers, a multiple of 64)")
 	fs.IntVar(&cfg.iters, "iters", 30, "timed batches per size and subject (the median is reported)")
 	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
-	cfg.managerBin, cfg.managerArgs = fs.manager()
-	switch {
-	case *layers < 1 || *layers > maxReplayLayers:
-		return cfg, usagef("--layers must be between 1 and %d, got %d", maxReplayLayers, *layers)
-	case cfg.blocks < 1 || cfg.blocks > 4096:
-		return cfg, usagef("--blocks must be between 1 and 4096, got %d", cfg.blocks)
-	case cfg.iters < 1:
-		return cfg, usagef("--iters must be at least 1, got %d", cfg.iters)
-	case cfg.warmup < 0:
-		return cfg, usagef("--warmup must be at least 0, got %d", cfg.warmup)
-	}
-	cfg.layers = uint32(*layers)
-	var err error
-	cfg.sizes, err = parseSizes(*sizes, func(n uint64) string {
-		if n%uint64(cfg.layers) != 0 || (n/uint64(cfg.layers))%pageAlign != 0 {
-			return fmt.Sprintf("/ --layers %d must be a whole multiple of %d bytes per page", cfg.layers, pageAlign)
-		}
-		return ""
-	})
+	err := firstError(
+		between("layers", *layers, 1, maxReplayLayers),
+		between("blocks", cfg.blocks, 1, 4096),
+		atLeast("iters", cfg.iters, 1),
+		atLeast("warmup", cfg.warmup, 0))
 	if err != nil {
 		return cfg, err
 	}
-	if max := slices.Max(cfg.sizes); max*uint64(cfg.blocks) > 4<<30 {
-		return cfg, usagef("--blocks %d × %s = more than 4GiB per batch", cfg.blocks, humanize.IBytes(max))
-	}
-	return cfg, nil
+	cfg.layers = uint32(*layers)
+	// A size splits into --layers pages of a whole multiple of pageAlign
+	// bytes exactly when it is a multiple of layers × pageAlign.
+	cfg.sizes, err = parseSizes(*sizes, blockSizes{multiple: uint64(cfg.layers) * pageAlign,
+		why:    fmt.Sprintf("/ --layers %d must be a whole multiple of %d bytes per page", cfg.layers, pageAlign),
+		blocks: cfg.blocks, maxGiB: 4, per: "batch"})
+	return cfg, err
 }
 
 // copySize is the result for one block size. GB/s are 10^9 bytes per second
@@ -148,7 +133,7 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		}
 		r, err := measureCopy(c, &cfg, size, &next, &registered)
 		if err != nil {
-			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, managerExit(m))
+			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
 		}
 		rep.Sizes = append(rep.Sizes, r)
 	}
@@ -156,13 +141,6 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	return writeCopyTable(stdout, rep)
-}
-
-func managerExit(m *manager) string {
-	if err := m.alive(); err != nil {
-		return "\n" + err.Error()
-	}
-	return ""
 }
 
 // copyBench is one block size's buffers: src is registered with the
@@ -323,11 +301,7 @@ func (b *copyBench) restore(lease uint64) (time.Duration, error) {
 }
 
 func writeCopyTable(w io.Writer, rep *copyReport) error {
-	if rep.header != "" {
-		fmt.Fprintln(w, rep.header)
-	}
-	fmt.Fprintf(w, "baseline: %s\n\n", rep.Baseline)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newBaselineTable(w, rep.header, rep.Baseline)
 	fmt.Fprintln(tw, "block\tbatch\tmemcpy GB/s\tpublish GB/s\tpublish / memcpy\trestore GB/s\trestore / memcpy\t")
 	for _, s := range rep.Sizes {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", humanize.IBytes(s.BlockBytes), humanize.IBytes(s.BatchBytes),
@@ -337,20 +311,17 @@ func writeCopyTable(w io.Writer, rep *copyReport) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "targets (bench/README.md):")
-	fmt.Fprintln(w, "  informational: a MISSED target does not fail the run (exit status stays 0)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var ts []target
 	for _, s := range rep.Sizes {
 		for _, sub := range []struct {
 			name  string
 			ratio float64
 		}{{"publish", s.PublishRatio}, {"restore", s.RestoreRatio}} {
-			t := target{fmt.Sprintf("%s %s ≥ %.2fx memcpy", humanize.IBytes(s.BlockBytes), sub.name, copyTarget),
-				fmt.Sprintf("%.2fx", sub.ratio), sub.ratio >= copyTarget}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
+			ts = append(ts, target{fmt.Sprintf("%s %s ≥ %.2fx memcpy", humanize.IBytes(s.BlockBytes), sub.name, copyTarget),
+				fmt.Sprintf("%.2fx", sub.ratio), sub.ratio >= copyTarget})
 		}
 	}
-	return tw.Flush()
+	return writeTargets(w, targetsSource, targetsInformational, ts)
 }
 
 // memcpyBaseline says how the baseline was measured.

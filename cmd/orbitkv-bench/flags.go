@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -10,21 +11,33 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// suiteFlags is the flag handling every suite shares: the usage text, the
-// Manager a suite may start (--manager-bin, --manager-args), and parsing
-// into usage errors that name the flag.
-type suiteFlags struct {
-	*flag.FlagSet
-	managerBin  string
-	managerArgs string
+// suiteCommon is what every suite's config holds from the shared flags:
+// --json, and the Manager a suite may start (--manager-bin,
+// --manager-args). The suite configs embed it.
+type suiteCommon struct {
+	json        bool     // --json: print one JSON object instead of the table
+	managerBin  string   // --manager-bin; "" = launch.Find's default
+	managerArgs []string // --manager-args split at white space; they come last and win
 }
 
-// newSuiteFlags makes the flag set of suite name; about is the usage
-// paragraph printed between the usage line and the flags.
-func newSuiteFlags(name string, out io.Writer, about ...string) *suiteFlags {
-	f := &suiteFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError)}
+// suiteFlags is the flag parser every suite shares: the usage text, the
+// shared flags into a suiteCommon, and parsing into usage errors that
+// name the flag.
+type suiteFlags struct {
+	*flag.FlagSet
+	common      *suiteCommon
+	managerArgs string          // --manager-args as given
+	set         map[string]bool // flags given on the command line, after parse
+}
+
+// newSuiteFlags makes the flag set of suite name, whose shared flags land
+// in common; about is the usage paragraph printed between the usage line
+// and the flags.
+func newSuiteFlags(name string, common *suiteCommon, out io.Writer, about ...string) *suiteFlags {
+	f := &suiteFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), common: common}
 	f.SetOutput(out)
-	f.StringVar(&f.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	f.BoolVar(&common.json, "json", false, "print one JSON object instead of the table")
+	f.StringVar(&common.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
 	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
 	f.Usage = func() {
 		fmt.Fprintf(out, "usage: orbitkv-bench %s [flags]\n\n", name)
@@ -38,7 +51,8 @@ func newSuiteFlags(name string, out io.Writer, about ...string) *suiteFlags {
 	return f
 }
 
-// parse parses args; errors are flag.ErrHelp or a *usageError.
+// parse parses args and fills the suiteCommon; errors are flag.ErrHelp or
+// a *usageError.
 func (f *suiteFlags) parse(args []string) error {
 	if err := f.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -49,43 +63,143 @@ func (f *suiteFlags) parse(args []string) error {
 	if f.NArg() > 0 {
 		return usagef("unexpected argument %q", f.Arg(0))
 	}
+	f.set = map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	f.common.managerArgs = strings.Fields(f.managerArgs)
 	return nil
 }
 
-// manager returns --manager-bin and the fields of --manager-args.
-func (f *suiteFlags) manager() (string, []string) {
-	return f.managerBin, strings.Fields(f.managerArgs)
+// isSet reports whether --name was given on the command line (after parse).
+func (f *suiteFlags) isSet(name string) bool { return f.set[name] }
+
+// refuseWithSocket returns a usage error if socket (--socket: an external
+// Manager) is set together with any of names, the flags that configure a
+// Manager the bench starts.
+func (f *suiteFlags) refuseWithSocket(socket string, names ...string) error {
+	if socket == "" {
+		return nil
+	}
+	for _, name := range names {
+		if f.set[name] {
+			return usagef("--%s configures a Manager the bench starts; it cannot be used with --socket", name)
+		}
+	}
+	return nil
 }
 
-// parseSizes parses --sizes: comma-separated sizes (256KiB, 2MiB), each
-// at most 256 MiB, none twice, at least one. check (may be nil) adds a
-// suite's own rule; its error text follows "--sizes: SIZE (N bytes) ".
-func parseSizes(value string, check func(n uint64) string) ([]uint64, error) {
-	var out []uint64
+// traceFlags adds --trace (into path) and --limit (into limit) of the
+// suites that read a trace; verb ("replay", "simulate") is what they do
+// with its requests.
+func (f *suiteFlags) traceFlags(path *string, limit *int, verb string) {
+	f.StringVar(path, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+defaultTrace+" beside this binary's ../, then under the working directory)")
+	f.IntVar(limit, "limit", 0, verb+" only the first N requests of the trace (0 = all)")
+}
+
+// checkLimit refuses a negative --limit.
+func checkLimit(limit int) error {
+	if limit < 0 {
+		return usagef("--limit must be at least 0 (0 = every request), got %d", limit)
+	}
+	return nil
+}
+
+// atLeast refuses --name = v below lo: "--NAME must be at least LO, got V".
+func atLeast[T cmp.Ordered](name string, v, lo T) error {
+	if v < lo {
+		return usagef("--%s must be at least %v, got %v", name, lo, v)
+	}
+	return nil
+}
+
+// between refuses --name = v outside [lo, hi]: "--NAME must be between LO
+// and HI, got V".
+func between[T cmp.Ordered](name string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return usagef("--%s must be between %v and %v, got %v", name, lo, hi, v)
+	}
+	return nil
+}
+
+// firstError is the first non-nil of errs, in order: one check per flag,
+// the first failing one reported.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listFlag names a comma-separated list flag for parseList.
+type listFlag struct {
+	name         string // the flag without dashes: "sizes"
+	noun         string // one item: "--sizes names no size"
+	quoteRepeats bool   // name a repeated item quoted: `--subjects: "uds" named twice`
+}
+
+// parseList parses the value of a comma-separated list flag: items are
+// trimmed, empty ones skipped, each parsed by item (whose error is
+// returned as is), and kept in flag order. An item equal to an earlier one
+// once parsed ("1MiB" after "1024KiB") is a usage error, and so is a list
+// with no item.
+func parseList[T comparable](lf listFlag, value string, item func(s string) (T, error)) ([]T, error) {
+	var out []T
 	for _, s := range strings.Split(value, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
-		n, err := humanize.ParseBytes(s)
+		v, err := item(s)
 		if err != nil {
-			return nil, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
+			return nil, err
 		}
-		switch {
-		case n == 0 || n > 256<<20:
-			return nil, usagef("--sizes: %s must be between 1 byte and 256MiB", s)
-		case slices.Contains(out, n):
-			return nil, usagef("--sizes: %s named twice", s)
-		}
-		if check != nil {
-			if why := check(n); why != "" {
-				return nil, usagef("--sizes: %s (%d bytes) %s", s, n, why)
+		if slices.Contains(out, v) {
+			if lf.quoteRepeats {
+				return nil, usagef("--%s: %q named twice", lf.name, s)
 			}
+			return nil, usagef("--%s: %s named twice", lf.name, s)
 		}
-		out = append(out, n)
+		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, usagef("--sizes names no size")
+		return nil, usagef("--%s names no %s", lf.name, lf.noun)
 	}
 	return out, nil
+}
+
+// blockSizes is a suite's rule for --sizes beyond parseSizes's own: every
+// size a whole multiple of multiple bytes, and --blocks of the largest at
+// most maxGiB GiB.
+type blockSizes struct {
+	multiple uint64 // each size a multiple of this many bytes
+	why      string // the error text after "--sizes: SIZE (N bytes) " when one is not
+	blocks   int    // --blocks
+	maxGiB   uint64 // --blocks × the largest size at most this many GiB
+	per      string // what those bytes are: "--blocks B × S = more than N GiB per PER"
+}
+
+// parseSizes parses --sizes: comma-separated sizes (256KiB, 2MiB), each
+// at most 256 MiB, none twice, at least one, and each as rule says. Errors
+// are *usageError naming --sizes or --blocks.
+func parseSizes(value string, rule blockSizes) ([]uint64, error) {
+	sizes, err := parseList(listFlag{name: "sizes", noun: "size"}, value, func(s string) (uint64, error) {
+		n, err := humanize.ParseBytes(s)
+		switch {
+		case err != nil:
+			return 0, usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
+		case n == 0 || n > 256<<20:
+			return 0, usagef("--sizes: %s must be between 1 byte and 256MiB", s)
+		case n%rule.multiple != 0:
+			return 0, usagef("--sizes: %s (%d bytes) %s", s, n, rule.why)
+		}
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m := slices.Max(sizes); m*uint64(rule.blocks) > rule.maxGiB<<30 {
+		return nil, usagef("--blocks %d × %s = more than %dGiB per %s", rule.blocks, humanize.IBytes(m), rule.maxGiB, rule.per)
+	}
+	return sizes, nil
 }

@@ -4,201 +4,95 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
-// manager is the Manager the bench talks to: started by the bench (cmd set)
-// or named by --socket.
+// stopGrace is how long stop waits after SIGTERM before it SIGKILLs a
+// Manager the bench started.
+const stopGrace = 5 * time.Second
+
+// manager is the Manager the bench talks to: started by the bench through
+// internal/launch (proc set) or named by --socket (proc nil).
 type manager struct {
-	socket  string
-	http    string    // its --http-addr (GET /health); "" for an external Manager
-	pid     int       // 0 until known (external: from the Health reply)
-	cmd     *exec.Cmd // nil for an external Manager
-	exited  chan error
-	tempDir string
-	logPath string
-	stopped sync.Once
+	socket string
+	http   string          // its --http-addr (GET /health); "" for an external Manager
+	pid    int             // 0 until known (external: from the Health reply)
+	proc   *launch.Manager // nil for an external Manager
 }
 
-// quoteCommand renders bin and args as a shell-like command line, quoting
-// (strconv.Quote) the arguments that are empty or hold white space.
-func quoteCommand(bin string, args []string) string {
-	parts := make([]string, 0, len(args)+1)
-	for _, a := range append([]string{bin}, args...) {
-		if a == "" || strings.ContainsAny(a, " \t\n\"'") {
-			a = strconv.Quote(a)
-		}
-		parts = append(parts, a)
-	}
-	return strings.Join(parts, " ")
-}
+// external is the Manager already serving socket.
+func external(socket string) *manager { return &manager{socket: socket} }
 
-// findManagerBin returns --manager-bin, else orbitkv-manager next to this
-// binary, else ./bin/orbitkv-manager.
-func findManagerBin(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	var tried []string
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "orbitkv-manager")
-		tried = append(tried, p)
-		if isExecutable(p) {
-			return p, nil
-		}
-	}
-	p := filepath.Join("bin", "orbitkv-manager")
-	tried = append(tried, p)
-	if isExecutable(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("no Manager binary (tried %s); build it (go build -o bin/ ./cmd/...) or pass --manager-bin or --socket",
-		strings.Join(tried, ", "))
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
-}
+// started reports whether the bench started m (and so stops it).
+func (m *manager) started() bool { return m.proc != nil }
 
 // startManager starts bin/orbitkv-manager for the channel suite: on a
 // temporary bootstrap socket with --poll-mode and --manager-args.
 func startManager(cfg *channelConfig) (*manager, error) {
-	return launchManager(managerSpec{bin: cfg.managerBin,
-		args: append([]string{"--poll-mode", cfg.pollMode}, cfg.managerArgs...)})
+	return launchManager(launch.Spec{Bin: cfg.managerBin,
+		Args: append([]string{"--poll-mode", cfg.pollMode}, cfg.managerArgs...)})
 }
 
-// managerSpec says how to start a Manager for a bench.
-type managerSpec struct {
-	bin           string        // --manager-bin; "" = findManagerBin's default
-	args          []string      // arguments after the bench's own
-	acceptTimeout time.Duration // 0 = 10 s; a big pre-faulted RAM tier needs more
-}
-
-// launchManager starts a Manager on a temporary bootstrap socket and a
-// free loopback HTTP port and waits until the socket accepts connections.
-func launchManager(spec managerSpec) (*manager, error) {
-	bin, err := findManagerBin(spec.bin)
+// launchManager starts a Manager as spec says (spec.Bin "" = launch.Find's
+// default; a temporary bootstrap socket and a free loopback HTTP port
+// unless spec.Args name others) and waits until it serves.
+func launchManager(spec launch.Spec) (*manager, error) {
+	bin, err := launch.Find(spec.Bin)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "orbitkv-bench-")
+	spec.Bin = bin
+	p, err := launch.Start(spec)
 	if err != nil {
-		return nil, fmt.Errorf("creating a temporary directory for the Manager: %w", err)
-	}
-	m := &manager{socket: filepath.Join(dir, "manager.sock"), tempDir: dir, logPath: filepath.Join(dir, "manager.log")}
-	logf, err := os.Create(m.logPath)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("creating the Manager log: %w", err)
-	}
-	defer logf.Close()
-	// A free loopback port, not the default one a Manager already running
-	// on this host may hold: its GET /health has the Manager-wide figures
-	// (the idle check). spec.args come last and win (Go's flag package
-	// keeps the last value).
-	if m.http, err = freeLoopbackAddr(); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	if v, ok := lastFlagValue(spec.args, "http-addr"); ok {
-		m.http = v
-	}
-	args := append([]string{"--bootstrap-socket", m.socket, "--http-addr", m.http}, spec.args...)
-	m.cmd = exec.Command(bin, args...)
-	// Both streams go straight to the log file (the child gets the fd): no
-	// pipe, so nothing in the bench can make the Manager's writes fail with
-	// EPIPE (SIGPIPE for a Go program writing to stderr).
-	m.cmd.Stdout, m.cmd.Stderr = logf, logf
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	m.pid = m.cmd.Process.Pid
-	m.exited = make(chan error, 1)
-	go func() { m.exited <- m.cmd.Wait() }()
-	timeout := spec.acceptTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	if err := m.waitAccepting(timeout); err != nil {
-		tail := m.logTail() // before stop removes the log
-		m.stop()
-		return nil, fmt.Errorf("%s: %w%s", quoteCommand(bin, args), err, tail)
-	}
-	return m, nil
+	return &manager{socket: p.Socket(), http: p.HTTPAddr(), pid: p.Pid(), proc: p}, nil
 }
 
-// waitAccepting polls the bootstrap socket until a connect succeeds.
-func (m *manager) waitAccepting(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case err := <-m.exited:
-			m.exited <- err
-			return fmt.Errorf("the Manager exited before its socket accepted: %v", err)
-		default:
-		}
-		conn, err := net.DialTimeout("unix", m.socket, 100*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bootstrap socket %s did not accept within %v: %w", m.socket, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// ramManager is a Manager with a RAM tier of capacity bytes; --manager-args
+// (extra) come last and win. The Manager pre-faults its RAM tier before it
+// serves (seconds per GiB on a small VM), so the wait for it grows with the
+// capacity.
+func ramManager(bin string, capacity uint64, extra []string) launch.Spec {
+	return launch.Spec{Bin: bin,
+		Args:         append([]string{"--ram-capacity", fmt.Sprint(capacity)}, extra...),
+		ReadyTimeout: 30*time.Second + time.Duration(capacity>>30)*15*time.Second}
 }
 
-// alive reports an error if a Manager the bench started has exited.
+// alive reports an error, ending with the tail of its log, if a Manager
+// the bench started has exited.
 func (m *manager) alive() error {
-	if m.cmd == nil {
+	if m.proc == nil || !m.proc.Exited() {
 		return nil
 	}
-	select {
-	case err := <-m.exited:
-		m.exited <- err
-		return fmt.Errorf("the Manager exited: %v%s", err, m.logTail())
-	default:
-		return nil
-	}
+	return fmt.Errorf("the Manager exited: %v\nManager log (tail):\n%s", m.proc.Err(), m.proc.Tail(2000))
 }
 
-// stop ends a Manager the bench started: SIGTERM, then SIGKILL after 5 s,
-// and removes its temporary directory. An external Manager is left alone.
-// Safe to call more than once and from several goroutines.
+// exitNote is "" while m runs (or is external), else a new line and why it
+// is gone: the suffix of a suite's error.
+func (m *manager) exitNote() string {
+	if err := m.alive(); err != nil {
+		return "\n" + err.Error()
+	}
+	return ""
+}
+
+// stop ends a Manager the bench started (SIGTERM, SIGKILL after
+// stopGrace) and removes its temporary directory. An external Manager is
+// left alone. Safe to call more than once and from several goroutines.
 func (m *manager) stop() {
-	if m.cmd == nil {
-		return
+	if m.proc != nil {
+		m.proc.Stop(stopGrace)
 	}
-	m.stopped.Do(m.stopOnce)
-}
-
-func (m *manager) stopOnce() {
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-m.exited:
-		m.exited <- err
-	case <-time.After(5 * time.Second):
-		_ = m.cmd.Process.Kill()
-		err := <-m.exited
-		m.exited <- err
-	}
-	os.RemoveAll(m.tempDir)
 }
 
 // stopOnSignal makes SIGINT or SIGTERM run before (if non-nil), stop m (a
@@ -227,20 +121,6 @@ func connectBench(m *manager, suite string) (*client.Client, error) {
 		return nil, fmt.Errorf("connecting to the Manager at %s: %w", m.socket, err)
 	}
 	return c, nil
-}
-
-func (m *manager) logTail() string {
-	if m.logPath == "" {
-		return ""
-	}
-	b, err := os.ReadFile(m.logPath)
-	if err != nil || len(b) == 0 {
-		return ""
-	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return "\nManager log (tail):\n" + string(b)
 }
 
 // cpuTicks returns utime+stime of process pid from /proc/PID/stat, in

@@ -15,7 +15,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/trace"
 )
 
-// Issue 5's targets for the default policy (informational in the table):
+// The targets for the default policy (informational in the table):
 // at 5% and 10% capacity it closes at least 70% of the gap between LRU and
 // the optimum, and it is never below LRU.
 const (
@@ -27,16 +27,16 @@ var policyTargetFractions = []float64{0.05, 0.10}
 
 // policyConfig is the parsed, validated flag set of `orbitkv-bench policy`.
 type policyConfig struct {
+	suiteCommon
 	tracePath string    // --trace; "" = the default trace, found by findTrace
 	fractions []float64 // capacities as fractions of the trace's unique blocks, in (0, 1]
 	policies  []string  // lru first, then the other policies compared
 	limit     int       // simulate the first limit requests; 0 = all
-	json      bool
 }
 
 func parsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 	var cfg policyConfig
-	fs := newSuiteFlags("policy", out,
+	fs := newSuiteFlags("policy", &cfg.suiteCommon, out,
 		"Simulates the RAM tier's eviction policies (gocore/evict) on a Mooncake trace at",
 		"capacities given as fractions of the trace's unique blocks, beside the offline",
 		"optimum (Belady under the prefix-hit rule). Each policy sees exactly the events a",
@@ -46,17 +46,15 @@ func parsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 		"--manager-bin and --manager-args are refused. Method: bench/README.md.")
 	fractions := fs.String("fractions", "0.05,0.10,0.25,0.50", "capacities to simulate, comma-separated fractions of the trace's unique blocks, each in (0, 1]")
 	policies := fs.String("policies", strings.Join(evict.Names(), ","), "policies to compare, comma-separated (lru and the optimum are always shown)")
-	fs.StringVar(&cfg.tracePath, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+defaultTrace+" beside this binary's ../, then under the working directory)")
-	fs.IntVar(&cfg.limit, "limit", 0, "simulate only the first N requests of the trace (0 = all)")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	fs.traceFlags(&cfg.tracePath, &cfg.limit, "simulate")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
-	if bin, extra := fs.manager(); bin != "" || len(extra) > 0 {
+	if cfg.managerBin != "" || len(cfg.managerArgs) > 0 {
 		return cfg, usagef("--manager-bin and --manager-args configure a Manager; the policy suite simulates and starts none")
 	}
-	if cfg.limit < 0 {
-		return cfg, usagef("--limit must be at least 0 (0 = every request), got %d", cfg.limit)
+	if err := checkLimit(cfg.limit); err != nil {
+		return cfg, err
 	}
 	var err error
 	if cfg.fractions, err = parseFractions(*fractions); err != nil {
@@ -68,26 +66,16 @@ func parsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 	return cfg, nil
 }
 
+// parseFractions parses --fractions: distinct fractions in (0, 1], in flag
+// order.
 func parseFractions(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return parseList(listFlag{name: "fractions", noun: "capacity"}, s, func(f string) (float64, error) {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil || math.IsNaN(v) || v <= 0 || v > 1 {
-			return nil, usagef("--fractions: %q is not a fraction in (0, 1]", f)
+			return 0, usagef("--fractions: %q is not a fraction in (0, 1]", f)
 		}
-		if slices.Contains(out, v) {
-			return nil, usagef("--fractions: %s named twice", f)
-		}
-		out = append(out, v)
-	}
-	if len(out) == 0 {
-		return nil, usagef("--fractions names no capacity")
-	}
-	return out, nil
+		return v, nil
+	})
 }
 
 // parsePolicies returns lru, then the other named policies in flag order.

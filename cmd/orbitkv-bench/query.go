@@ -13,6 +13,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 // The query suite's block shape: one layer of 64-byte pages (the smallest
@@ -30,6 +31,7 @@ const (
 )
 
 type queryConfig struct {
+	suiteCommon
 	hashes         []int // ascending, distinct
 	residentBlocks int
 	iters          int
@@ -37,14 +39,11 @@ type queryConfig struct {
 	hashBudget     int
 	coldGap        time.Duration
 	sameChain      bool
-	json           bool
-	managerBin     string
-	managerArgs    []string
 }
 
 func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	var cfg queryConfig
-	fs := newSuiteFlags("query", out,
+	fs := newSuiteFlags("query", &cfg.suiteCommon, out,
 		"Round trip of a QueryBundle (leased read) of each --hashes count of resident blocks",
 		"through liborbitkv with --resident-blocks blocks resident, the Manager's own time",
 		"per hash (its /metrics counters), and the Poll of a pending query ticket, beside a",
@@ -58,11 +57,9 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	fs.IntVar(&cfg.hashBudget, "hash-budget", 10000000, "most hashes the timed queries of one row carry in each mode: a row of N hashes makes min(iters, max(100, budget/N)) round trips (`count`)")
 	fs.DurationVar(&cfg.coldGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
 	fs.BoolVar(&cfg.sameChain, "same-chain", false, "query the first N resident hashes every time (index entries stay in the CPU caches) instead of moving through the resident set")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
-	cfg.managerBin, cfg.managerArgs = fs.manager()
 	var err error
 	if cfg.hashes, err = parseHashCounts(*hashes); err != nil {
 		return cfg, err
@@ -73,12 +70,11 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 		return cfg, usagef("--resident-blocks must be between the largest --hashes (%d) and %d, got %d", largest, maxResidentBlocks, cfg.residentBlocks)
 	case cfg.iters < 1 || cfg.coldIters < 1:
 		return cfg, usagef("--iters and --cold-iters must be at least 1")
-	case cfg.hashBudget < 1:
-		return cfg, usagef("--hash-budget must be at least 1, got %d", cfg.hashBudget)
-	case cfg.coldGap < 0 || cfg.coldGap > time.Second:
-		return cfg, usagef("--cold-gap must be between 0 and 1s, got %v", cfg.coldGap)
 	}
-	if v, ok := lastFlagValue(cfg.managerArgs, "http-addr"); ok && v == "" {
+	if err := firstError(atLeast("hash-budget", cfg.hashBudget, 1), between("cold-gap", cfg.coldGap, 0, time.Second)); err != nil {
+		return cfg, err
+	}
+	if v, ok := launch.LastFlagValue(cfg.managerArgs, "http-addr"); ok && v == "" {
 		return cfg, usagef("--manager-args: the query suite reads the Manager's /metrics; --http-addr cannot be empty")
 	}
 	return cfg, nil
@@ -87,25 +83,18 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 // parseHashCounts parses --hashes: distinct counts in 1..maxQueryRowHashes,
 // returned in ascending order.
 func parseHashCounts(value string) ([]int, error) {
-	var out []int
-	for _, s := range strings.Split(value, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
+	out, err := parseList(listFlag{name: "hashes", noun: "count"}, value, func(s string) (int, error) {
 		n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
 		switch {
 		case err != nil:
-			return nil, usagef("--hashes: %q is not a count", s)
+			return 0, usagef("--hashes: %q is not a count", s)
 		case n < 1 || n > maxQueryRowHashes:
-			return nil, usagef("--hashes: %d must be between 1 and %d", n, maxQueryRowHashes)
-		case slices.Contains(out, n):
-			return nil, usagef("--hashes: %d named twice", n)
+			return 0, usagef("--hashes: %d must be between 1 and %d", n, maxQueryRowHashes)
 		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, usagef("--hashes names no count")
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(out)
 	return out, nil
@@ -142,9 +131,9 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	httpAddr, ok := lastFlagValue(cfg.managerArgs, "http-addr")
+	httpAddr, ok := launch.LastFlagValue(cfg.managerArgs, "http-addr")
 	if !ok {
-		if httpAddr, err = freeLoopbackAddr(); err != nil {
+		if httpAddr, err = launch.FreeLoopbackAddr(); err != nil {
 			return err
 		}
 	}
@@ -168,7 +157,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	}
 	rep, err := r.run()
 	if err != nil {
-		return fmt.Errorf("%w%s", err, managerExit(m))
+		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
 	if cfg.json {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,37 +77,4 @@ func parseQueryCounters(r io.Reader) (queryCounters, error) {
 		return c, fmt.Errorf("the Manager's /metrics lacks %s or %s (a Manager built before they were added?)", metricQueryNanos, metricQueryHashes)
 	}
 	return c, nil
-}
-
-// freeLoopbackAddr returns 127.0.0.1:PORT with a port that was free a
-// moment ago (the kernel's pick for port 0), for the Manager's --http-addr.
-func freeLoopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free loopback port for the Manager's metrics: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// lastFlagValue returns the value of the last --name (or -name) in args,
-// in any of the forms "--name v" and "--name=v", as Go's flag package reads
-// it (the last one wins).
-func lastFlagValue(args []string, name string) (string, bool) {
-	var v string
-	var found bool
-	for i := 0; i < len(args); i++ {
-		a := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
-		if a == args[i] {
-			continue // not a flag
-		}
-		switch {
-		case a == name && i+1 < len(args):
-			v, found = args[i+1], true
-			i++
-		case strings.HasPrefix(a, name+"="):
-			v, found = a[len(name)+1:], true
-		}
-	}
-	return v, found
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,16 +26,14 @@ const (
 
 // replayConfig is the parsed, validated flag set of `orbitkv-bench replay`.
 type replayConfig struct {
-	tracePath   string   // --trace; "" = the default trace, found by findTrace
-	clients     int      // worker processes
-	blockBytes  uint64   // bytes of one KV block over all layers
-	layers      uint32   // layers a block spans; page bytes = blockBytes/layers
-	ramCapacity uint64   // --ram-capacity of a Manager the bench starts
-	socket      string   // running Manager's bootstrap socket; "" = start one
-	managerBin  string   // Manager binary; "" = next to this binary, then bin/
-	managerArgs []string // extra Manager arguments
-	json        bool     // print the JSON report instead of the table
-	limit       int      // replay the first limit requests; 0 = all
+	suiteCommon
+	tracePath   string // --trace; "" = the default trace, found by findTrace
+	clients     int    // worker processes
+	blockBytes  uint64 // bytes of one KV block over all layers
+	layers      uint32 // layers a block spans; page bytes = blockBytes/layers
+	ramCapacity uint64 // --ram-capacity of a Manager the bench starts
+	socket      string // running Manager's bootstrap socket; "" = start one
+	limit       int    // replay the first limit requests; 0 = all
 }
 
 // pageBytes is the bytes of one block in one layer.
@@ -63,7 +60,7 @@ func (s sizeValue) Set(v string) error {
 }
 
 func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suiteFlags {
-	fs := newSuiteFlags("replay", out,
+	fs := newSuiteFlags("replay", &cfg.suiteCommon, out,
 		"The main job: replays a Mooncake trace against a Manager with N client processes",
 		"sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit",
 		"prefix into the client's engine buffer and verify every byte, fill the missed",
@@ -71,14 +68,12 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suiteFlags {
 		"infinite-cache bound, mismatched bytes, round-trip percentiles per operation and",
 		"copy throughput. Method: bench/README.md.")
 	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
-	fs.StringVar(&cfg.tracePath, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+defaultTrace+" beside this binary's ../, then under the working directory)")
+	fs.traceFlags(&cfg.tracePath, &cfg.limit, "replay")
 	fs.IntVar(&cfg.clients, "clients", cfg.clients, "client processes; client i replays requests i, i+N, i+2N, … in trace order")
 	fs.Var(sizeValue{&cfg.blockBytes}, "block-bytes", "`size` of one KV block summed over its layers")
 	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
 	fs.Var(sizeValue{&cfg.ramCapacity}, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
 	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
-	fs.IntVar(&cfg.limit, "limit", 0, "replay only the first N requests of the trace (0 = all)")
 	return fs
 }
 
@@ -91,17 +86,12 @@ func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	cfg.managerBin, cfg.managerArgs = fs.manager()
-
-	switch {
-	case cfg.clients < 1 || cfg.clients > maxReplayClients:
-		return cfg, usagef("--clients must be between 1 and %d, got %d", maxReplayClients, cfg.clients)
-	case layers < 1 || layers > maxReplayLayers:
-		return cfg, usagef("--layers must be between 1 and %d, got %d", maxReplayLayers, layers)
-	case cfg.limit < 0:
-		return cfg, usagef("--limit must be at least 0 (0 = every request), got %d", cfg.limit)
+	err := firstError(
+		between("clients", cfg.clients, 1, maxReplayClients),
+		between("layers", layers, 1, maxReplayLayers),
+		checkLimit(cfg.limit))
+	if err != nil {
+		return cfg, err
 	}
 	cfg.layers = uint32(layers)
 	if cfg.blockBytes == 0 || cfg.blockBytes > 1<<30 {
@@ -119,14 +109,7 @@ func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 		return cfg, usagef("--ram-capacity %s is smaller than one block (--block-bytes %s)",
 			humanize.IBytes(cfg.ramCapacity), humanize.IBytes(cfg.blockBytes))
 	}
-	if cfg.socket != "" {
-		for _, name := range []string{"manager-bin", "manager-args", "ram-capacity"} {
-			if set[name] {
-				return cfg, usagef("--%s configures a Manager the bench starts; it cannot be used with --socket", name)
-			}
-		}
-	}
-	return cfg, nil
+	return cfg, fs.refuseWithSocket(cfg.socket, "manager-bin", "manager-args", "ram-capacity")
 }
 
 // findTrace returns --trace, else the default trace found from this
@@ -212,7 +195,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	var m *manager
 	if cfg.socket != "" {
-		m = &manager{socket: cfg.socket}
+		m = external(cfg.socket)
 	} else {
 		if m, err = launchManager(ramManager(cfg.managerBin, cfg.ramCapacity, cfg.managerArgs)); err != nil {
 			return err
@@ -249,16 +232,6 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("the Manager is not idle after the clients exited: %s", rep.idleViolation)
 	}
 	return nil
-}
-
-// ramManager is a Manager with a RAM tier of capacity bytes; --manager-args
-// come last and win. The Manager pre-faults its RAM tier before it accepts
-// (seconds per GiB on a small VM), so the wait for its socket grows with
-// the capacity.
-func ramManager(bin string, capacity uint64, extra []string) managerSpec {
-	return managerSpec{bin: bin,
-		args:          append([]string{"--ram-capacity", fmt.Sprint(capacity)}, extra...),
-		acceptTimeout: 30*time.Second + time.Duration(capacity>>30)*15*time.Second}
 }
 
 // elapsedSeconds is d in seconds, rounded to the microsecond.

@@ -65,7 +65,7 @@ func (r *replayRun) header() string {
 	if m := cpuModel(); m != "" {
 		fmt.Fprintf(&b, " (%s)", m)
 	}
-	if r.manager.cmd != nil {
+	if r.manager.started() {
 		fmt.Fprintf(&b, ", Manager pid %d started by the bench", r.manager.pid)
 	} else {
 		fmt.Fprintf(&b, ", Manager at %s", r.manager.socket)
@@ -137,13 +137,7 @@ func replayTable(w io.Writer, rep *replayReport) error {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "targets (bench/README.md):")
-	fmt.Fprintln(w, "  informational, except mismatched bytes: a nonzero count fails the run (exit status 1)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, t := range replayTargets(rep) {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTargets(w, targetsSource, "informational, except mismatched bytes: a nonzero count fails the run (exit status 1)", replayTargets(rep)); err != nil {
 		return err
 	}
 	if !boundReachable(rep) {

@@ -78,7 +78,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 				return nil, r.failure(ev)
 			}
 		case <-time.After(workerReadyTimeout):
-			return nil, fmt.Errorf("the clients were not ready within %v%s", workerReadyTimeout, r.managerState())
+			return nil, fmt.Errorf("the clients were not ready within %v%s", workerReadyTimeout, r.manager.exitNote())
 		}
 	}
 	start := time.Now()
@@ -183,15 +183,7 @@ func (r *replayRun) failure(ev workerEvent) error {
 	if s := strings.TrimSpace(w.stderr.String()); s != "" {
 		msg += "\nits stderr:\n" + s
 	}
-	return errors.New(msg + r.managerState())
-}
-
-// managerState is "" while a Manager the bench started runs, else why not.
-func (r *replayRun) managerState() string {
-	if err := r.manager.alive(); err != nil {
-		return "\n" + err.Error()
-	}
-	return ""
+	return errors.New(msg + r.manager.exitNote())
 }
 
 // killWorkers SIGKILLs every worker still running. Safe from any goroutine
@@ -216,7 +208,7 @@ func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayRe
 		Clients: r.cfg.clients, BlockBytes: r.cfg.blockBytes, Layers: r.cfg.layers,
 		WallS: elapsedSeconds(wall), RTT: map[string]rttStats{},
 	}
-	if r.manager.cmd != nil {
+	if r.manager.started() {
 		rep.RAMCapacityBytes = r.cfg.ramCapacity
 	}
 	var restoreNS, publishNS uint64
@@ -276,7 +268,7 @@ func (r *replayRun) checkIdle(rep *replayReport) error {
 	for {
 		h, err := readManagerHealth(r.manager.http)
 		if err != nil {
-			return fmt.Errorf("health after the run: %w%s", err, r.managerState())
+			return fmt.Errorf("health after the run: %w%s", err, r.manager.exitNote())
 		}
 		rep.ManagerBlocks, rep.ManagerRAMUsedBytes = h.Blocks, h.RAMUsedBytes
 		if h.RAMCapacityBytes != 0 {

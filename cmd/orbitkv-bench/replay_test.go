@@ -300,19 +300,7 @@ func TestReplayTableMatchesGolden(t *testing.T) {
 	if err := writeReplayTable(&got, fixtureReport()); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "replay_table.golden")
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("table differs from %s (go test -update rewrites it):\n%s", golden, got.String())
-	}
+	checkGolden(t, "replay_table.golden", got.Bytes())
 }
 
 func TestReplayTargets(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unsafe"
 
@@ -20,7 +19,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
-// ssdTarget is the ssd suite's target (issue 5): reading blocks through
+// ssdTarget is the ssd suite's target: reading blocks through
 // the SSD tier reaches at least this fraction of a plain O_DIRECT
 // sequential read of the same file in the same run.
 const ssdTarget = 0.80
@@ -32,14 +31,14 @@ const ssdChunkBytes = 16 << 10
 
 // ssdConfig is the parsed, validated flag set of `orbitkv-bench ssd`.
 type ssdConfig struct {
-	dir       string   // parent of the bench's own temporary directory
-	sizes     []uint64 // block sizes, in report order
-	blocks    int      // blocks per size: the file holds exactly these
-	iters     int      // timed passes per size and subject (the median is reported)
-	warmup    int      // untimed passes first
-	ioWorkers int
-	memory    []string // destination memory kinds, in report order
-	json      bool
+	suiteCommon          // --manager-bin and --manager-args are ignored: no Manager
+	dir         string   // parent of the bench's own temporary directory
+	sizes       []uint64 // block sizes, in report order
+	blocks      int      // blocks per size: the file holds exactly these
+	iters       int      // timed passes per size and subject (the median is reported)
+	warmup      int      // untimed passes first
+	ioWorkers   int
+	memory      []string // destination memory kinds, in report order
 }
 
 // Destination memory kinds of --memory.
@@ -50,7 +49,7 @@ const (
 
 func parseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	var cfg ssdConfig
-	fs := newSuiteFlags("ssd", out,
+	fs := newSuiteFlags("ssd", &cfg.suiteCommon, out,
 		"SSD tier read throughput: Store.Read (O_DIRECT preadv through the store's I/O",
 		"workers into 16 KiB chunks, slot header check and CRC32C of every block) of all",
 		"--blocks blocks at once, as GB/s and as a ratio to a plain O_DIRECT sequential",
@@ -70,50 +69,33 @@ func parseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	fs.IntVar(&cfg.warmup, "warmup", 1, "untimed passes per size and subject first")
 	fs.IntVar(&cfg.ioWorkers, "io-workers", ssd.DefaultIOWorkers, "the store's I/O workers (reads in flight)")
 	memory := fs.String("memory", "4k,thp", "comma-separated destination `memory` kinds: 4k (4 KiB pages) and thp (MADV_HUGEPAGE)")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
-	for _, m := range strings.Split(*memory, ",") {
-		switch m = strings.TrimSpace(m); {
-		case m == "":
-		case m != ssdMemoryPages && m != ssdMemoryTHP:
-			return cfg, usagef("--memory: %q, want %s or %s", m, ssdMemoryPages, ssdMemoryTHP)
-		case slices.Contains(cfg.memory, m):
-			return cfg, usagef("--memory: %s named twice", m)
-		default:
-			cfg.memory = append(cfg.memory, m)
-		}
-	}
-	if len(cfg.memory) == 0 {
-		return cfg, usagef("--memory names no kind")
-	}
-	switch {
-	case cfg.dir == "":
-		return cfg, usagef("--dir is empty")
-	case cfg.blocks < 1 || cfg.blocks > 65536:
-		return cfg, usagef("--blocks must be between 1 and 65536, got %d", cfg.blocks)
-	case cfg.iters < 1:
-		return cfg, usagef("--iters must be at least 1, got %d", cfg.iters)
-	case cfg.warmup < 0:
-		return cfg, usagef("--warmup must be at least 0, got %d", cfg.warmup)
-	case cfg.ioWorkers < 1 || cfg.ioWorkers > ssd.MaxIOWorkers:
-		return cfg, usagef("--io-workers must be between 1 and %d, got %d", ssd.MaxIOWorkers, cfg.ioWorkers)
-	}
 	var err error
-	cfg.sizes, err = parseSizes(*sizes, func(n uint64) string {
-		if n%4096 != 0 {
-			return "must be a multiple of 4KiB up to 256MiB"
+	cfg.memory, err = parseList(listFlag{name: "memory", noun: "kind"}, *memory, func(m string) (string, error) {
+		if m != ssdMemoryPages && m != ssdMemoryTHP {
+			return "", usagef("--memory: %q, want %s or %s", m, ssdMemoryPages, ssdMemoryTHP)
 		}
-		return ""
+		return m, nil
 	})
 	if err != nil {
 		return cfg, err
 	}
-	if max := slices.Max(cfg.sizes); max*uint64(cfg.blocks) > 16<<30 {
-		return cfg, usagef("--blocks %d × %s = more than 16GiB per size (the file and the read buffers)", cfg.blocks, humanize.IBytes(max))
+	if cfg.dir == "" {
+		return cfg, usagef("--dir is empty")
 	}
-	return cfg, nil
+	err = firstError(
+		between("blocks", cfg.blocks, 1, 65536),
+		atLeast("iters", cfg.iters, 1),
+		atLeast("warmup", cfg.warmup, 0),
+		between("io-workers", cfg.ioWorkers, 1, ssd.MaxIOWorkers))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.sizes, err = parseSizes(*sizes, blockSizes{multiple: 4096, why: "must be a multiple of 4KiB up to 256MiB",
+		blocks: cfg.blocks, maxGiB: 16, per: "size (the file and the read buffers)"})
+	return cfg, err
 }
 
 // ssdSize is the result for one block size. GB/s are 10^9 bytes per
@@ -371,11 +353,7 @@ func medianFloat(f []float64) float64 {
 }
 
 func writeSSDTable(w io.Writer, rep *ssdReport) error {
-	if rep.header != "" {
-		fmt.Fprintln(w, rep.header)
-	}
-	fmt.Fprintf(w, "baseline: %s\n\n", rep.Baseline)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newBaselineTable(w, rep.header, rep.Baseline)
 	fmt.Fprintln(tw, "block\tmemory\tblocks\tfile\twrite GB/s\tbaseline GB/s\tread GB/s\tread / baseline\treused buffer GB/s\tread / reused\t")
 	for _, s := range rep.Sizes {
 		mem := s.Memory
@@ -389,15 +367,12 @@ func writeSSDTable(w io.Writer, rep *ssdReport) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "targets (issue 5):")
-	fmt.Fprintln(w, "  informational: a MISSED target does not fail the run (exit status stays 0)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var ts []target
 	for _, s := range rep.Sizes {
-		t := target{fmt.Sprintf("%s SSD read into %s memory ≥ %.2fx O_DIRECT sequential read", humanize.IBytes(s.BlockBytes), s.Memory, ssdTarget),
-			fmt.Sprintf("%.2fx", s.ReadRatio), s.ReadRatio >= ssdTarget}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
+		ts = append(ts, target{fmt.Sprintf("%s SSD read into %s memory ≥ %.2fx O_DIRECT sequential read", humanize.IBytes(s.BlockBytes), s.Memory, ssdTarget),
+			fmt.Sprintf("%.2fx", s.ReadRatio), s.ReadRatio >= ssdTarget})
 	}
-	return tw.Flush()
+	return writeTargets(w, "issue 5", targetsInformational, ts)
 }
 
 // mapDestination maps n bytes of pre-faulted anonymous memory for the read

@@ -53,8 +53,9 @@ func TestSummarizeSortsAndCounts(t *testing.T) {
 	}
 }
 
-// The issue fixes the JSON shape: {"back_to_back": {SUBJECT: {"p50_ns",
-// "p99_ns","p999_ns","n"}}, "per_ms": {...}, "idle_cpu_percent": X}.
+// The JSON shape is part of the suite's contract (bench/channel/README.md):
+// {"back_to_back": {SUBJECT: {"p50_ns", "p99_ns","p999_ns","n"}},
+// "per_ms": {...}, "idle_cpu_percent": X}.
 func TestReportJSONHasExactlyTheIssuesKeys(t *testing.T) {
 	idle := 0.25
 	rep := Report{

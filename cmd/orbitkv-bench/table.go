@@ -18,7 +18,7 @@ func (r *channelRun) header() string {
 	}
 	switch {
 	case r.manager == nil:
-	case r.manager.cmd != nil:
+	case r.manager.started():
 		fmt.Fprintf(&b, ", Manager pid %d started by the bench, --poll-mode %s", r.manager.pid, r.cfg.pollMode)
 	default:
 		fmt.Fprintf(&b, ", Manager pid %d at %s", r.manager.pid, r.manager.socket)
@@ -98,27 +98,7 @@ func writeTable(w io.Writer, header string, rep *Report, subjects []string) erro
 	if len(lines) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "targets (bench/README.md):")
-	fmt.Fprintln(w, "  informational: a MISSED target does not fail the run (exit status stays 0)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, t := range lines {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.name, t.measured, t.verdict())
-	}
-	return tw.Flush()
-}
-
-// target is one line of bench/README.md's targets.
-type target struct {
-	name     string
-	measured string
-	ok       bool
-}
-
-func (t target) verdict() string {
-	if t.ok {
-		return "ok"
-	}
-	return "MISSED"
+	return writeTargets(w, targetsSource, targetsInformational, lines)
 }
 
 // targets checks the targets of bench/README.md that the report has the numbers for.

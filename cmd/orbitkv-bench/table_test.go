@@ -10,6 +10,25 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
 
+// checkGolden compares got with testdata/name, which -update rewrites
+// first.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("table differs from %s (go test -update rewrites it):\n%s", golden, got)
+	}
+}
+
 func TestTableMatchesGolden(t *testing.T) {
 	idle := 0.33
 	rep := &Report{
@@ -30,19 +49,7 @@ func TestTableMatchesGolden(t *testing.T) {
 	if err := writeTable(&got, "orbitkv-bench channel: fixture", rep, allSubjects); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "channel_table.golden")
-	if *update {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got.Bytes(), want) {
-		t.Errorf("table differs from %s (go test -update rewrites it):\n%s", golden, got.String())
-	}
+	checkGolden(t, "channel_table.golden", got.Bytes())
 }
 
 func TestTableWithoutOrbitKVHasNoRatios(t *testing.T) {
