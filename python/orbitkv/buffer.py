@@ -90,17 +90,12 @@ class EngineBuffer:
 
     # ---- geometry ----
 
-    @property
-    def layers(self) -> int:
-        return self._buf.layers
-
-    @property
-    def page_bytes(self) -> int:
-        return self._buf.page_bytes
-
-    @property
-    def page_count(self) -> int:
-        return self._buf.page_count
+    layers = property(lambda self: self._buf.layers,
+                      doc="Layers of the buffer (int, >= 1), as allocated.")
+    page_bytes = property(lambda self: self._buf.page_bytes,
+                          doc="Bytes of one page of one layer (int, a multiple of 64), as allocated.")
+    page_count = property(lambda self: self._buf.page_count,
+                          doc="Pages per layer (int, >= 1), as allocated.")
 
     @property
     def nbytes(self) -> int:

@@ -204,6 +204,29 @@ class CacheManagerClient(TicketOps):
                           + (f"; {detail}" if detail else ""))
         return error_from_code(op, rc, detail)
 
+    def _get(self, op: str, fn, *args):
+        """``fn(handle, *args)`` under the lock, its value returned as is:
+        for liborbitkv getters that cannot fail on a live handle. Raises
+        ``Closed`` after close() or in a forked child."""
+        with self._lock:
+            return fn(self._handle(op), *args)
+
+    def _call(self, op: str, fn, *args, what: str | None = None, ok: tuple[int, ...] = (0,)) -> int:
+        """The lock-call-raise step of every liborbitkv call: take the lock,
+        call ``fn(handle, *args)`` (an ``okv_*`` function returning 0 or a
+        negative ``okv_*`` code), and raise the exception of a code not in
+        ``ok`` with okv_last_error's detail (read under the same lock: it
+        is valid until the next call). ``what`` (default ``op``) names the
+        operation in the exception. Returns the code (one of ``ok``).
+        Raises ``Closed`` after close() or in a forked child, and the
+        ``OrbitKVError`` subclass of the code (errors.py)."""
+        with self._lock:
+            h = self._handle(op)
+            rc = fn(h, *args)
+            if rc not in ok:
+                raise self._fail(what or op, rc, h)
+            return rc
+
     def _orphan(self, ptr: int, keep: object) -> None:
         # Ticket.__del__: may run in any thread, even inside a locked
         # section of this one, so it only queues (list.append is atomic);
@@ -231,16 +254,14 @@ class CacheManagerClient(TicketOps):
     @property
     def epoch(self) -> int:
         """The Manager epoch of this session (okv_epoch); ``Closed`` after close()."""
-        with self._lock:
-            return lib.okv_epoch(self._handle("epoch"))
+        return self._get("epoch", lib.okv_epoch)
 
     @property
     def manager_version(self) -> str:
         """The Manager's build version as its bootstrap reply announced it
         (okv_manager_version; an extension record of the reply), "" if it
         sent none; ``Closed`` after close()."""
-        with self._lock:
-            return lib.okv_manager_version(self._handle("manager_version")).decode("ascii", "replace")
+        return self._get("manager_version", lib.okv_manager_version).decode("ascii", "replace")
 
     def notification_fd(self) -> int:
         """The session eventfd (okv_notification_fd; borrowed: do not close).
@@ -250,31 +271,26 @@ class CacheManagerClient(TicketOps):
         waits on it reads it (8 bytes; it is non-blocking) to reset it,
         then asks ``poll_restore`` / ``poll`` what ended: one eventfd
         serves every operation of the session. Valid until ``close()``."""
-        with self._lock:
-            return lib.okv_notification_fd(self._handle("notification_fd"))
+        return self._get("notification_fd", lib.okv_notification_fd)
 
     def manager_pidfd(self) -> int:
         """pidfd of the Manager (borrowed); readable once the Manager exited."""
-        with self._lock:
-            return lib.okv_manager_pidfd(self._handle("manager_pidfd"))
+        return self._get("manager_pidfd", lib.okv_manager_pidfd)
 
     @property
     def max_query_hashes(self) -> int:
         """Largest hash count of one query (the session's descriptor area)."""
-        with self._lock:
-            return lib.okv_max_query_hashes(self._handle("max_query_hashes"))
+        return self._get("max_query_hashes", lib.okv_max_query_hashes)
 
     @property
     def max_restore_entries(self) -> int:
         """Largest entry count of one start_restore."""
-        with self._lock:
-            return lib.okv_max_restore_entries(self._handle("max_restore_entries"))
+        return self._get("max_restore_entries", lib.okv_max_restore_entries)
 
     @property
     def max_publish_entries(self) -> int:
         """Entries per publish chunk (publish splits larger batches itself)."""
-        with self._lock:
-            return lib.okv_max_publish_entries(self._handle("max_publish_entries"))
+        return self._get("max_publish_entries", lib.okv_max_publish_entries)
 
     def ping(self, value: int = 0) -> int:
         """Round trip a Ping through the shared-memory channel; returns the
@@ -282,11 +298,7 @@ class CacheManagerClient(TicketOps):
         ``ManagerDied``, ``Closed``."""
         _check.check_u64("ping", "value", value)
         echo = ctypes.c_uint64()
-        with self._lock:
-            h = self._handle("ping")
-            rc = lib.okv_ping(h, value, ctypes.byref(echo))
-            if rc:
-                raise self._fail("ping", rc, h)
+        self._call("ping", lib.okv_ping, value, ctypes.byref(echo))
         return echo.value
 
     def health(self) -> dict:
@@ -303,11 +315,7 @@ class CacheManagerClient(TicketOps):
         address serves them to operators.
         Raises ``TimedOut``, ``Closed``, ``ProtocolError``."""
         out = _abi.Health()
-        with self._lock:
-            h = self._handle("health")
-            rc = lib.okv_health(h, ctypes.byref(out))
-            if rc:
-                raise self._fail("health", rc, h)
+        self._call("health", lib.okv_health, ctypes.byref(out))
         result = {}
         for name, _type in _abi.Health._fields_:
             v = getattr(out, name)
@@ -380,11 +388,8 @@ class CacheManagerClient(TicketOps):
         if buf.closed:
             raise BadArgument("register_buffer", _check.EINVAL, "buffer is closed")
         bid = ctypes.c_uint32()
-        with self._lock:
-            h = self._handle("register_buffer")
-            rc = lib.okv_register_buffer(h, ctypes.byref(buf._buf), ctypes.byref(bid))
-            if rc:
-                raise self._fail("register_buffer", rc, h)
+        with self._lock:  # reentrant: the buffer is kept in the same locked section
+            self._call("register_buffer", lib.okv_register_buffer, ctypes.byref(buf._buf), ctypes.byref(bid))
             self._buffers[bid.value] = buf
             buf._registered(self)
         return bid.value
@@ -432,13 +437,12 @@ class CacheManagerClient(TicketOps):
             keep = addr = _check.join_hashes("publish", hashes)
         page_arr = _check.u32_array("publish", "page", pages)
         res = _abi.PublishResult()
-        with self._lock:
-            h = self._handle("publish")
-            rc = lib.okv_publish(h, ctypes.byref(ns_c), buffer_id, addr, page_arr, n, ctypes.byref(res))
-            if rc:
-                err = self._fail(f"publish to buffer {buffer_id}", rc, h)
-                err.result = (res.stored, res.present)
-                raise err
+        try:
+            self._call("publish", lib.okv_publish, ctypes.byref(ns_c), buffer_id, addr, page_arr, n, ctypes.byref(res),
+                       what=f"publish to buffer {buffer_id}")
+        except OrbitKVError as err:
+            err.result = (res.stored, res.present)
+            raise
         del keep
         return (res.stored, res.present)
 
@@ -473,11 +477,8 @@ class CacheManagerClient(TicketOps):
             flat.append(page)
         arr = _check.u32_array("start_restore", "entry", flat)
         op = ctypes.c_uint64()
-        with self._lock:
-            h = self._handle("start_restore")
-            rc = lib.okv_restore(h, lease_id, buffer_id, arr, n, ctypes.byref(op))
-            if rc:
-                raise self._fail(f"start_restore of lease {lease_id} into buffer {buffer_id}", rc, h)
+        self._call("start_restore", lib.okv_restore, lease_id, buffer_id, arr, n, ctypes.byref(op),
+                   what=f"start_restore of lease {lease_id} into buffer {buffer_id}")
         return op.value
 
     def poll_restore(self, op_id: int) -> bool:
@@ -488,14 +489,8 @@ class CacheManagerClient(TicketOps):
         id), ``Expired`` (its result expired unpolled), ``TimedOut``,
         ``ManagerDied``, ``Closed``."""
         _check.check_u64("poll_restore", "op_id", op_id)
-        with self._lock:
-            h = self._handle("poll_restore")
-            rc = lib.okv_restore_poll(h, op_id)
-            if rc == 0:
-                return True
-            if rc == Code.EPENDING:
-                return False
-            raise self._fail(f"poll_restore of operation {op_id}", rc, h)
+        return self._call("poll_restore", lib.okv_restore_poll, op_id, what=f"poll_restore of operation {op_id}",
+                          ok=(0, Code.EPENDING)) == 0
 
     def wait_restore(self, op_id: int, timeout_s: float) -> None:
         """Block until the restore completes (okv_restore_wait: polls, then
@@ -506,19 +501,11 @@ class CacheManagerClient(TicketOps):
         errors of ``poll_restore``. Holds the client's lock while waiting."""
         _check.check_u64("wait_restore", "op_id", op_id)
         ms = _check.timeout_ms("wait_restore", timeout_s)
-        with self._lock:
-            h = self._handle("wait_restore")
-            rc = lib.okv_restore_wait(h, op_id, ms)
-            if rc:
-                raise self._fail(f"wait_restore of operation {op_id}", rc, h)
+        self._call("wait_restore", lib.okv_restore_wait, op_id, ms, what=f"wait_restore of operation {op_id}")
 
     def release(self, lease_id: int) -> None:
         """End a lease (okv_release): its pins and reserved bytes go.
         Raises ``InvalidRequest`` field lease_id (unknown, released or
         another session's), ``TimedOut``, ``ManagerDied``, ``Closed``."""
         _check.check_u64("release", "lease_id", lease_id)
-        with self._lock:
-            h = self._handle("release")
-            rc = lib.okv_release(h, lease_id)
-            if rc:
-                raise self._fail(f"release of lease {lease_id}", rc, h)
+        self._call("release", lib.okv_release, lease_id, what=f"release of lease {lease_id}")

@@ -26,6 +26,17 @@ from .errors import BadArgument, error_from_code
 
 __all__ = ["CacheIdentity", "block_hash16", "BLOCK_HASH_DOMAIN"]
 
+# CacheIdentity's string fields -> their fields in struct okv_namespace_spec
+# (abi.h), in the order the spec lists them.
+_SPEC_STRING_FIELDS = {
+    "model_id": "model_id",
+    "revision": "weights_revision",
+    "dtype": "dtype",
+    "kv_layout": "kv_layout",
+    "lora_id": "adapter_id",
+    "salt": "tenant_salt",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class CacheIdentity:
@@ -82,7 +93,7 @@ class CacheIdentity:
         order of the table above (client.h okv_namespace_fingerprint).
         Raises ``BadArgument`` naming the offending field."""
         strings = {}
-        for name in ("model_id", "revision", "dtype", "kv_layout", "lora_id", "salt"):
+        for name in _SPEC_STRING_FIELDS:
             strings[name] = _identity_string(name, getattr(self, name))
         ints = {}
         for name in ("block_tokens", "tp_rank", "tp_size", "pp_rank", "pp_size", "cp_rank", "cp_size"):
@@ -96,21 +107,8 @@ class CacheIdentity:
             if rank >= size:
                 raise BadArgument("CacheIdentity", -22,
                                   f"field {axis}_rank {rank}: want < {axis}_size {size}")
-        spec = _abi.NamespaceSpec(
-            model_id=strings["model_id"],
-            weights_revision=strings["revision"],
-            dtype=strings["dtype"],
-            kv_layout=strings["kv_layout"],
-            block_tokens=ints["block_tokens"],
-            tp_rank=ints["tp_rank"],
-            tp_size=ints["tp_size"],
-            pp_rank=ints["pp_rank"],
-            pp_size=ints["pp_size"],
-            cp_rank=ints["cp_rank"],
-            cp_size=ints["cp_size"],
-            adapter_id=strings["lora_id"],
-            tenant_salt=strings["salt"],
-        )
+        # The integer fields are named as in struct okv_namespace_spec.
+        spec = _abi.NamespaceSpec(**{_SPEC_STRING_FIELDS[k]: v for k, v in strings.items()}, **ints)
         out = _abi.Namespace()
         rc = lib.okv_namespace_fingerprint(ctypes.byref(spec), ctypes.byref(out))
         if rc != 0:

@@ -18,12 +18,12 @@ import ctypes
 import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from . import _abi, _check
 from ._abi import Code, QueryFlags, Status
 from ._native import lib
-from .errors import InvalidRequest, TimedOut
+from .errors import InvalidRequest, OrbitKVError, TimedOut
 from .hashes import HashesLike, HashView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -231,21 +231,17 @@ class TicketOps:
             if not ticket.live:
                 return self._retired_answer("poll", ticket)
             rc = lib.okv_ticket_poll(h, ticket._ptr, ctypes.byref(self._ans))
-            if rc and rc != Code.EPENDING:
-                err = self._fail("poll", rc, h)
+
+            def unadmitted(err: OrbitKVError) -> None:
+                # A ticket resolved Unadmitted (e.g. a lease over the whole
+                # byte budget) is retired at the Manager once delivered,
+                # but liborbitkv keeps it live: free it here (the cancel it
+                # sends is answered Invalid, ignored).
                 if rc == Code.EUNADMITTED:
-                    # A ticket resolved Unadmitted (e.g. a lease over the
-                    # whole byte budget) is retired at the Manager once
-                    # delivered, but liborbitkv keeps it live: free it here
-                    # (the cancel it sends is answered Invalid, ignored).
                     ptr, ticket._ptr = ticket._ptr, None
                     ticket._end = err.status
                     lib.okv_ticket_free(h, ptr)
-                self._settle(h, ticket, err.status)
-                raise err
-            ticket.answer = QueryAnswer._from_c(self._ans)
-            self._settle(h, ticket, "answered")
-            return ticket.answer
+            return self._answer("poll", h, ticket, rc, "answered", unadmitted)
 
     def revise(self, ticket: Ticket, hashes: HashesLike, flags: int | None = None, *,
                recovery: tuple[int, int] | None = None) -> QueryAnswer:
@@ -285,13 +281,7 @@ class TicketOps:
             rc = lib.okv_ticket_revise(h, ticket._ptr, ctypes.byref(spec), ctypes.byref(self._ans))
             if lib.okv_ticket_revision(ticket._ptr) != before:
                 ticket.view, ticket._flags, ticket._recovery = view, int(flags), (first, count)
-            if rc and rc != Code.EPENDING:
-                err = self._fail("revise", rc, h)
-                self._settle(h, ticket, err.status)
-                raise err
-            ticket.answer = QueryAnswer._from_c(self._ans)
-            self._settle(h, ticket, "answered")
-            return ticket.answer
+            return self._answer("revise", h, ticket, rc, "answered")
 
     def claim(self, ticket: Ticket) -> QueryAnswer:
         """Claim a PREPARE ticket's result of its exact revision
@@ -307,13 +297,7 @@ class TicketOps:
                 raise InvalidRequest("claim", Code.EINVALID,
                                      f"ticket op id {ticket.op_id} is retired ({ticket._end or 'answered'})")
             rc = lib.okv_ticket_claim(h, ticket._ptr, ctypes.byref(self._ans))
-            if rc and rc != Code.EPENDING:
-                err = self._fail("claim", rc, h)
-                self._settle(h, ticket, err.status)
-                raise err
-            ticket.answer = QueryAnswer._from_c(self._ans)
-            self._settle(h, ticket, "claimed")
-            return ticket.answer
+            return self._answer("claim", h, ticket, rc, "claimed")
 
     def cancel(self, ticket: Ticket) -> bool:
         """Cancel a live ticket (okv_ticket_cancel; CancelQuery of its exact
@@ -431,14 +415,31 @@ class TicketOps:
         ns_c = _check.namespace("query_untracked", ns)
         view = _check.as_view("query_untracked", hashes)
         lease = _abi.Lease()
-        with self._lock:
-            h = self._handle("query_untracked")
-            rc = lib.okv_query(h, ctypes.byref(ns_c), view.batch.data_address, view.length, ctypes.byref(lease))
-            if rc and rc != Code.EPENDING:
-                raise self._fail("query_untracked", rc, h)
+        rc = self._call("query_untracked", lib.okv_query, ctypes.byref(ns_c), view.batch.data_address, view.length,
+                        ctypes.byref(lease), ok=(0, Code.EPENDING))
         status = "Loading" if rc else ("Ok" if lease.lease_id else "Miss")
         return QueryAnswer(status, lease.hit_count, 0, 0, lease.lease_id, lease.lease_bytes, lease.block_bytes,
                            0, 0)
+
+    def _answer(self, op: str, h: int, ticket: Ticket, rc: int, done: str,
+                on_error: Callable[[OrbitKVError], None] | None = None) -> QueryAnswer:
+        """The end of every ticket call that answers (poll, revise, claim),
+        run under the lock with the handle ``h`` and the call's code ``rc``:
+        for a code other than 0 and EPENDING, ``on_error(err)`` (if given)
+        runs, the ticket is settled with the error's status and the error
+        (``self._fail``: okv_last_error's detail) is raised; otherwise the
+        answer the call wrote becomes ``ticket.answer``, the ticket is
+        settled as ``done`` ("answered", "claimed") and the answer
+        returned."""
+        if rc and rc != Code.EPENDING:
+            err = self._fail(op, rc, h)
+            if on_error is not None:
+                on_error(err)
+            self._settle(h, ticket, err.status)
+            raise err
+        ticket.answer = QueryAnswer._from_c(self._ans)
+        self._settle(h, ticket, done)
+        return ticket.answer
 
     def _settle(self, h: int, ticket: Ticket, why: str) -> None:
         # A ticket that is no longer live only records (op id, revision) in C:

@@ -65,7 +65,7 @@ class ManagerTest(unittest.TestCase):
 
     def assertIdle(self, client=None):
         # The session's own figures, and the whole Manager's (GET /health):
-        # a session's Health shows only its own (issue 13, finding 4).
+        # a session's Health shows only its own, so no tenant sees another's.
         h = (client or self.client).health()
         self.assertEqual((h["leases"], h["pins"], h["reserved_bytes"], h["tickets"]), (0, 0, 0, 0), h)
         m = self.manager.health()

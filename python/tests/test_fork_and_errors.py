@@ -1,4 +1,4 @@
-"""Review fixes of the client: fork safety (a forked child never touches the
+"""The client's fork safety (a forked child never touches the
 parent's session), session-ending errors after a Manager restart, and
 argument checks (NUL in a socket path, numpy pages, buffer indices)."""
 

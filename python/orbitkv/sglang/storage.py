@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from .._abi import QueryFlags, Role
 from ..buffer import EngineBuffer
@@ -265,15 +265,22 @@ class OrbitKVStorage(HiCacheStorage):
         the lease covers a prefix). Returns only after every restore reached
         its terminal result; the pool's pages are untouched by the Manager
         afterwards."""
-        self._ready("batch_get_v1")
-        with self._lock:
-            return self._batch_get_v1(keys, host_indices)
+        return self._batch("batch_get_v1", self._batch_get_v1, keys, host_indices)
 
-    def _batch_get_v1(self, keys: List[str], host_indices: Any) -> List[bool]:
+    def _batch(self, op: str, run: Callable[[List[str], list], List[bool]], keys: List[str],
+               host_indices: Any) -> List[bool]:
+        """The shared frame of batch_get_v1 and batch_set_v1: refuse before
+        ``register_mem_pool_host`` (``_ready``), then, under this backend's
+        lock, ``[]`` for no key, else ``run(keys, slots)`` with the pool
+        slots of ``host_indices`` (one per key, ``_pages``)."""
+        self._ready(op)
+        with self._lock:
+            if not keys:
+                return []
+            return run(keys, self._pages(host_indices, len(keys)))
+
+    def _batch_get_v1(self, keys: List[str], slots: list) -> List[bool]:
         n = len(keys)
-        if n == 0:
-            return []
-        slots = self._pages(host_indices, n)
         ok = 0
         done = 0
         while done < n:
@@ -333,15 +340,10 @@ class OrbitKVStorage(HiCacheStorage):
         per-page success (a page already held counts as success). Returns
         after the Manager's copy completed and the pages are visible. A page
         whose publish failed (or may have failed) is False."""
-        self._ready("batch_set_v1")
-        with self._lock:
-            return self._batch_set_v1(keys, host_indices)
+        return self._batch("batch_set_v1", self._batch_set_v1, keys, host_indices)
 
-    def _batch_set_v1(self, keys: List[str], host_indices: Any) -> List[bool]:
+    def _batch_set_v1(self, keys: List[str], slots: list) -> List[bool]:
         n = len(keys)
-        if n == 0:
-            return []
-        slots = self._pages(host_indices, n)
         result = [False] * n
         client = self.session.get()
         if client is None:

@@ -28,16 +28,24 @@ __all__ = ["ManagerProcess", "free_port"]
 
 
 def free_port() -> int:
+    """A loopback TCP port (int) that was free a moment ago (the kernel's
+    choice for port 0), for a Manager's --http-addr."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:
+    """preexec_fn of the Manager: SIGKILL it when this process dies."""
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 class ManagerProcess:
+    """One orbitkv-manager process: the Python tests' and the e2e gate's
+    only launcher of the Manager (the Go side's is internal/launch). Ready
+    once its stderr has ``READY``, the line the Manager logs when its
+    bootstrap socket and HTTP listener serve."""
+
     READY = "orbitkv-manager serving"
 
     def __init__(self, binary: str, sock: str, http_port: int | None, ram: str = "256MiB",
@@ -65,15 +73,20 @@ class ManagerProcess:
 
     @property
     def pid(self) -> int:
+        """The Manager's process id."""
         return self.proc.pid
 
     def _read(self) -> None:
+        """Reader thread: keep every stderr line in ``log``; set ready on READY."""
         for line in self.proc.stderr:
             self.log.append(line)
             if self.READY in line:
                 self._ready.set()
 
     def _http(self, method: str, path: str, timeout_s: float = 30) -> int:
+        """The HTTP status of ``method path`` on the Manager's HTTP address
+        (a 4xx/5xx answer is returned, not raised; OSError when it does not
+        answer within timeout_s seconds)."""
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as r:
@@ -91,39 +104,57 @@ class ManagerProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=10) as r:
             return json.load(r)
 
-    def arm(self, name: str) -> None:
-        code = self._http("POST", f"/debug/failpoints/arm?name={name}")
+    def _control(self, what: str, path: str) -> None:
+        """POST a failpoint control ``path``; RuntimeError naming ``what``
+        unless the Manager answers 200 (a Manager built without
+        ``-tags failpoints`` answers 404)."""
+        code = self._http("POST", path)
         if code != 200:
-            raise RuntimeError(f"arming failpoint {name}: HTTP {code} (is this the -tags failpoints build?)")
+            raise RuntimeError(f"{what}: HTTP {code} (is this the -tags failpoints build?)")
+
+    def arm(self, name: str) -> None:
+        """Arm failpoint ``name``: the next operation reaching it pauses
+        there. Raises RuntimeError (not a failpoints build, unknown name)."""
+        self._control(f"arming failpoint {name}", f"/debug/failpoints/arm?name={name}")
 
     def wait_paused(self, name: str, timeout_s: float = 20) -> bool:
+        """Whether an operation paused at failpoint ``name`` within
+        ``timeout_s`` seconds."""
         return self._http("GET", f"/debug/failpoints/wait?name={name}&timeout={int(timeout_s)}s",
                           timeout_s + 5) == 200
 
     def resume(self, name: str) -> None:
+        """Let the operation paused at failpoint ``name`` go on (best
+        effort: the answer is not checked)."""
         self._http("POST", f"/debug/failpoints/resume?name={name}")
 
     def hold(self, name: str, on: bool) -> None:
-        code = self._http("POST", f"/debug/failpoints/hold?name={name}&on={1 if on else 0}")
-        if code != 200:
-            raise RuntimeError(f"hold point {name} on={on}: HTTP {code} (is this the -tags failpoints build?)")
+        """Turn hold point ``name`` on or off. Raises RuntimeError (not a
+        failpoints build, unknown name)."""
+        self._control(f"hold point {name} on={on}", f"/debug/failpoints/hold?name={name}&on={1 if on else 0}")
 
     def held(self, name: str, timeout_s: float = 20) -> bool:
+        """Whether hold point ``name`` held something within ``timeout_s``
+        seconds."""
         return self._http("GET", f"/debug/failpoints/held?name={name}&timeout={int(timeout_s)}s",
                           timeout_s + 5) == 200
 
     def kill(self) -> None:
+        """SIGKILL the Manager (if running) and wait up to 10 s for it;
+        subprocess.TimeoutExpired if it does not go."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
         self._close()
 
     def _close(self) -> None:
+        """After the exit: end the log reader and close its pipe."""
         self._reader.join(5)
         if self.proc.stderr is not None and not self.proc.stderr.closed:
             self.proc.stderr.close()
 
     def stop(self) -> None:
+        """SIGTERM the Manager, SIGKILL after 10 s; waits for the exit."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
