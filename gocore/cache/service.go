@@ -259,7 +259,9 @@ func (s *Service) live(st *sessState) bool {
 }
 
 // Serve is Handle for channel.Handler: m by value.
-func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool) { return s.Handle(sess, &m) }
+func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool) {
+	return s.Handle(sess, &m)
+}
 
 // Handle serves one cache command of sess (the message already passed
 // abi.ValidateRequest). It returns the response, or ok=false when the
