@@ -19,93 +19,53 @@ type slruConfig struct {
 }
 
 // slru is a segmented LRU (Karedla et al., 1994) with a ghost of probation
-// evictions (as 2Q's A1out) and chain tails first. See doc.go.
+// evictions (as 2Q's A1out) and chain tails first: probation is
+// chainQueues.entry, the protected segment chainQueues.upper. See doc.go.
 type slru struct {
-	cfg                   slruConfig
-	tail, prob, protected list
-	resident              int
-	ghost                 ghost
-	run                   chainRun
+	chainQueues
+	cfg slruConfig
 }
 
 // NewSLRU returns the prefix-aware segmented LRU. Blocks accessed twice
 // are protected, up to 20% of the resident blocks; the ghost remembers as
 // many keys evicted from probation as there are resident blocks.
 // capacityBlocks (the cache's capacity in blocks, or <= 0 if unknown) only
-// presizes the ghost: sizing by the resident count, which equals the
-// capacity whenever eviction runs, measured the same hit ratios as sizing
-// by the capacity and stays right when the owner knows its capacity in
-// blocks only approximately.
+// presizes the ghost: the fractions apply to the resident blocks (doc.go
+// says why).
 func NewSLRU(capacityBlocks int) Policy {
 	return newSLRU(slruConfig{protectedFrac: 0.20, ghostFrac: 1.0, protectAt: 2}, capacityBlocks)
 }
 
 func newSLRU(cfg slruConfig, capacityBlocks int) *slru {
-	p := &slru{cfg: cfg, ghost: newGhost(capacityBlocks)}
-	p.tail.init(qTail)
-	p.prob.init(qProbation)
-	p.protected.init(qProtected)
+	p := &slru{cfg: cfg}
+	p.init(qTail, qProbation, qProtected, cfg.ghostFrac, capacityBlocks)
 	return p
 }
 
 func (p *slru) Name() string { return NameSLRU }
-func (p *slru) Len() int     { return p.resident }
-
-func (p *slru) queue(id uint8) *list {
-	switch id {
-	case qProbation:
-		return &p.prob
-	case qProtected:
-		return &p.protected
-	default:
-		return &p.tail
-	}
-}
-
-func (p *slru) unlink(n *Node) {
-	if n.queue != 0 {
-		p.queue(n.queue).remove(n)
-	}
-}
 
 func (p *slru) Insert(n *Node) {
-	admit(n)
-	p.resident++
-	prev := p.run.next(n)
-	if prev != nil && prev.queue == qTail { // n continues prev's chain: prev is no longer its tail
-		p.tail.remove(prev)
-		p.run.place(&p.prob, prev)
-	}
-	if p.ghost.take(n.Key) { // evicted from probation too early: it came back
+	if p.insert(n) { // evicted from probation too early: it came back
 		n.freq = p.cfg.protectAt - 1
-		p.protected.pushFront(n)
-		return
+		p.upper.pushFront(n)
 	}
-	p.tail.pushFront(n)
 }
 
 // Pin takes n off its list (a pinned block is never a candidate) and
 // counts the access.
 func (p *slru) Pin(n *Node) {
-	mustHold(n, "Pin")
-	p.run.reset()
+	p.pin(n)
 	p.unlink(n)
-	n.pinned = true
-	if n.freq < maxFreq {
-		n.freq++
-	}
 }
 
 // Unpin puts n at the most recent end of the protected segment once it has
 // been accessed protectAt times, else of probation.
 func (p *slru) Unpin(n *Node) {
-	mustPinned(n)
-	p.run.reset()
-	n.pinned = false
+	p.unpin(n)
 	if n.freq >= p.cfg.protectAt {
-		p.protected.pushFront(n)
+		p.upper.pushFront(n)
 	} else {
-		p.prob.pushFront(n)
+		p.entry.pushFront(n)
 	}
 }
 
@@ -117,29 +77,20 @@ func (p *slru) Unpin(n *Node) {
 func (p *slru) Victim() *Node {
 	p.run.reset()
 	limit := int(p.cfg.protectedFrac * float64(p.resident))
-	for p.protected.len > limit {
-		n := p.protected.back()
-		p.protected.remove(n)
+	for p.upper.len > limit {
+		n := p.upper.back()
+		p.upper.remove(n)
 		n.freq = p.cfg.protectAt - 1
-		p.prob.pushFront(n)
+		p.entry.pushFront(n)
 	}
 	if n := p.tail.back(); n != nil {
 		return n
 	}
-	if n := p.prob.back(); n != nil {
+	if n := p.entry.back(); n != nil {
 		return n
 	}
-	return p.protected.back()
+	return p.upper.back()
 }
 
 // Remove drops n; a probation block is remembered in the ghost.
-func (p *slru) Remove(n *Node) {
-	mustHold(n, "Remove")
-	p.run.reset()
-	if n.queue == qProbation {
-		p.ghost.add(n.Key, int(p.cfg.ghostFrac*float64(p.resident)))
-	}
-	p.unlink(n)
-	release(n)
-	p.resident--
-}
+func (p *slru) Remove(n *Node) { p.remove(n, n.queue == qProbation) }
