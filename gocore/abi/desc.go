@@ -2,6 +2,7 @@ package abi
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 )
 
@@ -101,12 +102,18 @@ const (
 	fieldMax                = FieldRecovery
 )
 
-// BlockHash is a 16-byte engine block hash (struct okv_block_hash).
+// BlockHash is a 16-byte engine block hash (struct okv_block_hash);
+// native.BlockHash is an alias of it.
 type BlockHash [16]byte
 
 // Namespace is a 16-byte cache-identity fingerprint (struct okv_namespace,
-// DESIGN.md §5.4). The zero value is never valid.
+// DESIGN.md §5.4; gocore/identity computes it). The zero value is never
+// valid. It is the one namespace type: identity.Namespace and
+// native.Namespace are aliases of it.
 type Namespace [16]byte
+
+// String returns the namespace as 32 lowercase hex digits.
+func (n Namespace) String() string { return hex.EncodeToString(n[:]) }
 
 // DescError is a descriptor the Manager refuses: Invalid (or Unsupported
 // for a flag this build does not serve) naming the field, with the entry

@@ -3,19 +3,18 @@ package identity
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
 )
 
 // Namespace is the 16-byte fingerprint of a Spec (see the package doc for
-// the encoding). The zero Namespace is never the fingerprint of a valid
-// Spec in practice and the Manager refuses it.
-type Namespace [16]byte
-
-// String returns the namespace as 32 lowercase hex digits.
-func (n Namespace) String() string { return hex.EncodeToString(n[:]) }
+// the encoding): the wire type abi.Namespace (struct okv_namespace), whose
+// String is 32 lowercase hex digits. The zero Namespace is never the
+// fingerprint of a valid Spec in practice and the Manager refuses it.
+type Namespace = abi.Namespace
 
 // MaxStringBytes is the largest string field of a Spec, in bytes.
 const MaxStringBytes = 1024

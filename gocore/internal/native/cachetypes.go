@@ -1,11 +1,14 @@
 package native
 
-// Namespace mirrors struct okv_namespace: the 16-byte fingerprint of a cache
-// identity (gocore/identity.Namespace has the same bytes).
-type Namespace [16]byte
+import "github.com/orbitkv/orbitkv/gocore/abi"
 
-// BlockHash mirrors struct okv_block_hash: 16 bytes chosen by the engine.
-type BlockHash [16]byte
+// Namespace is struct okv_namespace: the 16-byte fingerprint of a cache
+// identity (the one type is abi.Namespace; gocore/identity computes it).
+type Namespace = abi.Namespace
+
+// BlockHash is struct okv_block_hash: 16 bytes chosen by the engine
+// (abi.BlockHash).
+type BlockHash = abi.BlockHash
 
 // NamespaceSpec mirrors struct okv_namespace_spec (gocore/identity.Spec has
 // the same fields): the cache identity Fingerprint hashes.
@@ -42,7 +45,7 @@ type RestoreEntry struct {
 }
 
 // Query flags of a ticket (QuerySpec.Flags; abi.h enum okv_query_flags,
-// checked against C by TestTicketEnumsMatchC). Every flag needs a ticket
+// checked against C by TestEnumsMatchC). Every flag needs a ticket
 // (Submit, not Query). Allowed sets: 0, WaitForFullPrefix, Discover,
 // Warmup, Recovery, Prepare, Prepare|WaitForFullPrefix, Prepare|Recovery;
 // the Manager answers any other set CodeInvalid (field desc_flags).
@@ -67,7 +70,7 @@ const (
 )
 
 // Statuses of a QueryAnswer (abi.h enum okv_status, the ones a query
-// answers with; checked against C by TestTicketEnumsMatchC).
+// answers with; checked against C by TestEnumsMatchC).
 const (
 	StatusOK         uint16 = 0 // leased (Hits ≥ 1, LeaseID ≠ 0), or a Warmup answer (LeaseID 0)
 	StatusLoading    uint16 = 1 // still reading from SSD or preparing: poll again
@@ -106,7 +109,7 @@ type QueryAnswer struct {
 }
 
 // Error codes of query tickets and the publish fence (client.h enum
-// okv_error; checked against C by TestTicketEnumsMatchC), for comparisons
+// okv_error; checked against C by TestEnumsMatchC), for comparisons
 // with ClientError.Code.
 const (
 	// CodeExpired: the Manager answered Timeout — the ticket (or restore)
