@@ -23,11 +23,7 @@ func TestCopyLayoutMatchesC(t *testing.T) {
 	c := Layout()
 	var s CopySeg
 	var cc CopyCompletion
-	tests := []struct {
-		name string
-		c    string
-		got  uintptr
-	}{
+	checkLayout(t, c, []layoutCase{
 		{"a segment is 24 bytes", "sizeof(okvi_copy_seg)", unsafe.Sizeof(s)},
 		{"segment src", "okvi_copy_seg.src", unsafe.Offsetof(s.Src)},
 		{"segment dst", "okvi_copy_seg.dst", unsafe.Offsetof(s.Dst)},
@@ -37,18 +33,7 @@ func TestCopyLayoutMatchesC(t *testing.T) {
 		{"completion status", "okvi_copy_completion.status", unsafe.Offsetof(cc.Status)},
 		{"completion reserved follows status", "okvi_copy_completion.reserved", unsafe.Offsetof(cc.Status) + 4},
 		{"completion bytes", "okvi_copy_completion.bytes", unsafe.Offsetof(cc.Bytes)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			want, ok := c[tc.c]
-			if !ok {
-				t.Fatalf("Layout has no %q", tc.c)
-			}
-			if tc.got != want {
-				t.Errorf("%s: Go %d, C %d", tc.c, tc.got, want)
-			}
-		})
-	}
+	})
 }
 
 // mapAnon maps n bytes of anonymous shared memory, unmapped at cleanup.

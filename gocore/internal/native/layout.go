@@ -57,6 +57,10 @@ static const long long okvl_enums[] = {
 	OKV_EINVALID, OKV_ETIMEDOUT, OKV_EMANAGER_DIED, OKV_ECLOSED, OKV_EINTERNAL,
 	OKV_EUNSUPPORTED, OKV_EAPPLICATION, OKV_EPENDING, OKV_EUNADMITTED, OKV_E2BIG,
 	OKVB_SHM_SPIN, OKVB_FUTEX, OKVB_UDS,
+	OKV_EEXPIRED, OKV_EFENCED,
+	OKV_QUERY_WAIT_FOR_FULL_PREFIX, OKV_QUERY_WARMUP, OKV_QUERY_DISCOVER, OKV_QUERY_RECOVERY,
+	OKV_QUERY_PREPARE,
+	OKV_STATUS_OK, OKV_STATUS_LOADING, OKV_STATUS_MISS, OKV_STATUS_CANDIDATES,
 };
 static long long okvl_enum(int i) { return okvl_enums[i]; }
 static int okvl_enum_count(void) { return (int)(sizeof(okvl_enums) / sizeof(okvl_enums[0])); }
@@ -142,10 +146,18 @@ var enumNames = []struct {
 	{"OKV_EUNADMITTED", CodeUnadmitted}, {"OKV_E2BIG", Code2Big},
 	{"OKVB_SHM_SPIN", int64(BenchShmSpin)}, {"OKVB_FUTEX", int64(BenchFutex)},
 	{"OKVB_UDS", int64(BenchUDS)},
+	{"OKV_EEXPIRED", CodeExpired}, {"OKV_EFENCED", CodeFenced},
+	{"OKV_QUERY_WAIT_FOR_FULL_PREFIX", int64(QueryWaitForFullPrefix)}, {"OKV_QUERY_WARMUP", int64(QueryWarmup)},
+	{"OKV_QUERY_DISCOVER", int64(QueryDiscover)}, {"OKV_QUERY_RECOVERY", int64(QueryRecovery)},
+	{"OKV_QUERY_PREPARE", int64(QueryPrepare)},
+	{"OKV_STATUS_OK", int64(StatusOK)}, {"OKV_STATUS_LOADING", int64(StatusLoading)},
+	{"OKV_STATUS_MISS", int64(StatusMiss)}, {"OKV_STATUS_CANDIDATES", int64(StatusCandidates)},
 }
 
-// EnumMismatches compares the Go constants of this package with the C enum
-// values they mirror and returns one line per difference (nil when equal).
+// EnumMismatches compares the Go constants of this package (codes, poll
+// modes, event kinds, bench kinds, ticket codes, query flags and statuses)
+// with the C enum values they mirror and returns one line per difference
+// (nil when equal). It is the one Go-vs-C enum table (TestEnumsMatchC).
 func EnumMismatches() []string {
 	n := int(C.okvl_enum_count())
 	if n != len(enumNames) {

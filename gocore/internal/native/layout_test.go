@@ -14,11 +14,7 @@ func TestEventAndReplyMatchC(t *testing.T) {
 	c := Layout()
 	var e Event
 	var r Reply
-	tests := []struct {
-		name string
-		c    string
-		got  uintptr
-	}{
+	checkLayout(t, c, []layoutCase{
 		{"an event is 80 bytes", "sizeof(okvi_event)", unsafe.Sizeof(e)},
 		{"event prev_gen", "okvi_event.prev_gen", unsafe.Offsetof(e.PrevGen)},
 		{"event msg", "okvi_event.msg", unsafe.Offsetof(e.Msg)},
@@ -27,7 +23,29 @@ func TestEventAndReplyMatchC(t *testing.T) {
 		{"the message inside an event is 64 bytes", "sizeof(okv_msg)", unsafe.Sizeof(e.Msg)},
 		{"the event message generation", "okv_msg.generation", unsafe.Offsetof(e.Msg.Generation)},
 		{"the event message arg0", "okv_msg.arg0", unsafe.Offsetof(e.Msg.Arg0)},
+	})
+	t.Run("every layout value is named once", func(t *testing.T) {
+		if len(c) != len(layoutNames) {
+			t.Errorf("Layout has %d entries for %d names (a duplicate name?)", len(c), len(layoutNames))
+		}
+	})
+	// slot and kind precede prev_gen in both; check the Go side is packed the same.
+	if unsafe.Offsetof(e.Kind) != 4 || unsafe.Offsetof(r.Reserved0) != 4 || unsafe.Offsetof(r.Reserved1) != 8 {
+		t.Errorf("event/reply header offsets: kind %d reserved0 %d reserved1 %d", unsafe.Offsetof(e.Kind), unsafe.Offsetof(r.Reserved0), unsafe.Offsetof(r.Reserved1))
 	}
+}
+
+// layoutCase is one Go size or offset (got) and the key in Layout of the C
+// value it must equal.
+type layoutCase struct {
+	name string
+	c    string
+	got  uintptr
+}
+
+// checkLayout runs one subtest per case, comparing it with c (Layout()).
+func checkLayout(t *testing.T, c map[string]uintptr, tests []layoutCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want, ok := c[tc.c]
@@ -38,14 +56,5 @@ func TestEventAndReplyMatchC(t *testing.T) {
 				t.Errorf("%s: Go %d, C %d", tc.c, tc.got, want)
 			}
 		})
-	}
-	t.Run("every layout value is named once", func(t *testing.T) {
-		if len(c) != len(layoutNames) {
-			t.Errorf("Layout has %d entries for %d names (a duplicate name?)", len(c), len(layoutNames))
-		}
-	})
-	// slot and kind precede prev_gen in both; check the Go side is packed the same.
-	if unsafe.Offsetof(e.Kind) != 4 || unsafe.Offsetof(r.Reserved0) != 4 || unsafe.Offsetof(r.Reserved1) != 8 {
-		t.Errorf("event/reply header offsets: kind %d reserved0 %d reserved1 %d", unsafe.Offsetof(e.Kind), unsafe.Offsetof(r.Reserved0), unsafe.Offsetof(r.Reserved1))
 	}
 }

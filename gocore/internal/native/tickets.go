@@ -23,20 +23,10 @@ package native
 #cgo noescape okv_block_hashes_new
 #cgo nocallback okv_block_hashes_new
 #include "orbitkv/client.h"
-
-static const long long okvt_enums[] = {
-	OKV_EEXPIRED, OKV_EFENCED,
-	OKV_QUERY_WAIT_FOR_FULL_PREFIX, OKV_QUERY_WARMUP, OKV_QUERY_DISCOVER, OKV_QUERY_RECOVERY,
-	OKV_QUERY_PREPARE,
-	OKV_STATUS_OK, OKV_STATUS_LOADING, OKV_STATUS_MISS, OKV_STATUS_CANDIDATES,
-};
-static long long okvt_enum(int i) { return okvt_enums[i]; }
-static int okvt_enum_count(void) { return (int)(sizeof(okvt_enums) / sizeof(okvt_enums[0])); }
 */
 import "C"
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 )
@@ -286,34 +276,4 @@ func (c *Client) OpCancel(opID uint64, rev uint32) error {
 		return newClientError(c.c, rc)
 	}
 	return nil
-}
-
-// ticketEnumNames lists okvt_enums in order with the Go value that must
-// match (TestTicketEnumsMatchC).
-var ticketEnumNames = []struct {
-	name    string
-	goValue int64
-}{
-	{"OKV_EEXPIRED", CodeExpired}, {"OKV_EFENCED", CodeFenced},
-	{"OKV_QUERY_WAIT_FOR_FULL_PREFIX", int64(QueryWaitForFullPrefix)}, {"OKV_QUERY_WARMUP", int64(QueryWarmup)},
-	{"OKV_QUERY_DISCOVER", int64(QueryDiscover)}, {"OKV_QUERY_RECOVERY", int64(QueryRecovery)},
-	{"OKV_QUERY_PREPARE", int64(QueryPrepare)},
-	{"OKV_STATUS_OK", int64(StatusOK)}, {"OKV_STATUS_LOADING", int64(StatusLoading)},
-	{"OKV_STATUS_MISS", int64(StatusMiss)}, {"OKV_STATUS_CANDIDATES", int64(StatusCandidates)},
-}
-
-// ticketEnumMismatches compares the ticket constants of this file and
-// cachetypes.go with the C values they mirror (nil when equal).
-func ticketEnumMismatches() []string {
-	n := int(C.okvt_enum_count())
-	if n != len(ticketEnumNames) {
-		return []string{fmt.Sprintf("C has %d ticket enum values, Go lists %d", n, len(ticketEnumNames))}
-	}
-	var out []string
-	for i, e := range ticketEnumNames {
-		if c := int64(C.okvt_enum(C.int(i))); c != e.goValue {
-			out = append(out, fmt.Sprintf("%s: C %d, Go %d", e.name, c, e.goValue))
-		}
-	}
-	return out
 }

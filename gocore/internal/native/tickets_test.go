@@ -7,12 +7,6 @@ import (
 	"testing"
 )
 
-func TestTicketEnumsMatchC(t *testing.T) {
-	for _, m := range ticketEnumMismatches() {
-		t.Error(m)
-	}
-}
-
 func TestBlockHashes(t *testing.T) {
 	t.Run("a batch copies its hashes and reports their count", func(t *testing.T) {
 		hashes := []BlockHash{{1}, {2}, {3}}
