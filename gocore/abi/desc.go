@@ -154,6 +154,26 @@ func checkHeader(b []byte, magic uint32, schema uint16, countOff, entrySize int)
 	return n, nil
 }
 
+// checkCopyHeader is checkHeader for the copy descriptors (Publish,
+// Restore), which also have no flags (bytes 6..7 zero) and a reserved tail
+// of the header, from reservedOff to byte 63, that must be zero.
+func checkCopyHeader(b []byte, magic uint32, schema uint16, countOff, entrySize, reservedOff int) (uint32, *DescError) {
+	n, err := checkHeader(b, magic, schema, countOff, entrySize)
+	if err != nil {
+		return 0, err
+	}
+	le := binary.LittleEndian
+	if f := le.Uint16(b[6:]); f != 0 {
+		return 0, descInvalid(FieldDescFlags, 0, "0x%x, must be 0", f)
+	}
+	for off := reservedOff; off < DescHeaderSize; off += 8 {
+		if le.Uint64(b[off:]) != 0 {
+			return 0, descInvalid(FieldDescReserved, 0, "header bytes %d..%d must be zero", reservedOff, DescHeaderSize-1)
+		}
+	}
+	return n, nil
+}
+
 // QueryDesc is a decoded struct okv_query_desc; Hashes aliases the input.
 type QueryDesc struct {
 	Flags         uint16
@@ -274,19 +294,11 @@ func (p *PublishDesc) Entry(i int) (h BlockHash, page uint32) {
 // knows the buffer.
 func DecodePublish(b []byte) (PublishDesc, *DescError) {
 	var p PublishDesc
-	n, err := checkHeader(b, PublishMagic, PublishSchema, pCount, PublishEntrySize)
+	n, err := checkCopyHeader(b, PublishMagic, PublishSchema, pCount, PublishEntrySize, pReserved)
 	if err != nil {
 		return p, err
 	}
 	le := binary.LittleEndian
-	if f := le.Uint16(b[6:]); f != 0 {
-		return p, descInvalid(FieldDescFlags, 0, "0x%x, must be 0", f)
-	}
-	for off := pReserved; off < DescHeaderSize; off += 8 {
-		if le.Uint64(b[off:]) != 0 {
-			return p, descInvalid(FieldDescReserved, 0, "header bytes 40..63 must be zero")
-		}
-	}
 	p.BufferID = le.Uint32(b[pBuffer:])
 	copy(p.NS[:], b[pNS:pNS+16])
 	p.LayerFirst = le.Uint32(b[pLayerFirst:])
@@ -322,19 +334,11 @@ func (r *RestoreDesc) Entry(i int) (block, page uint32) {
 // DecodeRestore decodes a Restore descriptor from a private copy b.
 func DecodeRestore(b []byte) (RestoreDesc, *DescError) {
 	var r RestoreDesc
-	n, err := checkHeader(b, RestoreMagic, RestoreSchema, rCount, RestoreEntrySize)
+	n, err := checkCopyHeader(b, RestoreMagic, RestoreSchema, rCount, RestoreEntrySize, rReserved)
 	if err != nil {
 		return r, err
 	}
 	le := binary.LittleEndian
-	if f := le.Uint16(b[6:]); f != 0 {
-		return r, descInvalid(FieldDescFlags, 0, "0x%x, must be 0", f)
-	}
-	for off := rReserved; off < DescHeaderSize; off += 8 {
-		if le.Uint64(b[off:]) != 0 {
-			return r, descInvalid(FieldDescReserved, 0, "header bytes 24..63 must be zero")
-		}
-	}
 	r.BufferID = le.Uint32(b[rBuffer:])
 	r.LeaseID = le.Uint64(b[rLease:])
 	r.entries = b[DescHeaderSize : DescHeaderSize+int(n)*RestoreEntrySize]

@@ -33,13 +33,8 @@ const (
 
 var roleNames = [...]string{"unspecified", "scheduler", "worker", "tool", "bench"}
 
-// String returns the role name.
-func (r Role) String() string {
-	if r <= roleMax {
-		return roleNames[r]
-	}
-	return fmt.Sprintf("Role(%d)", uint32(r))
-}
+// String returns the role name, or "Role(N)".
+func (r Role) String() string { return enumName(roleNames[:], r, "Role") }
 
 // BootStatus is the status of a bootstrap reply (enum okv_bootstrap_status).
 type BootStatus uint16

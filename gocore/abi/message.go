@@ -43,12 +43,7 @@ var commandNames = [...]string{"", "Ping", "QueryBundle", "Poll", "Claim", "Canc
 	"Publish", "Restore", "RestorePoll", "Release", "Shutdown"}
 
 // String returns the command name, or "Command(N)" for an unknown code.
-func (c Command) String() string {
-	if c >= 1 && c <= cmdMax {
-		return commandNames[c]
-	}
-	return fmt.Sprintf("Command(%d)", uint16(c))
-}
+func (c Command) String() string { return enumName(commandNames[:], c, "Command") }
 
 // Status is the code of a response message (enum okv_status).
 type Status uint16
@@ -73,12 +68,7 @@ var statusNames = [...]string{"Ok", "Loading", "Miss", "Candidates", "Unadmitted
 	"StaleSession", "StaleGeneration", "Timeout", "Internal", "Unsupported"}
 
 // String returns the status name, or "Status(N)".
-func (s Status) String() string {
-	if int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return fmt.Sprintf("Status(%d)", uint16(s))
-}
+func (s Status) String() string { return enumName(statusNames[:], s, "Status") }
 
 // Field names the message field that made a request invalid (enum okv_field).
 // An Invalid response carries it in arg0.
@@ -102,12 +92,16 @@ var fieldNames = [...]string{"none", "magic", "abi_version", "code", "epoch", "d
 	"desc_reserved", "count", "buffer_id", "page", "layers", "lease_id", "block",
 	"block_bytes", "op_id", "namespace", "revision", "request", "recovery_range"}
 
-// String returns the C field name ("desc_offset").
-func (f Field) String() string {
-	if int(f) < len(fieldNames) {
-		return fieldNames[f]
+// String returns the C field name ("desc_offset"), or "Field(N)".
+func (f Field) String() string { return enumName(fieldNames[:], f, "Field") }
+
+// enumName returns names[v], or "typ(v)" when v has no name there (past the
+// table, or an empty entry).
+func enumName[T ~uint16 | ~uint32 | ~uint64](names []string, v T, typ string) string {
+	if uint64(v) < uint64(len(names)) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("Field(%d)", uint64(f))
+	return fmt.Sprintf("%s(%d)", typ, uint64(v))
 }
 
 // Message mirrors struct okv_msg: 64 bytes, same offsets (checked by
