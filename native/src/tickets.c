@@ -258,11 +258,13 @@ int okv_ticket_submit(okv_client *c, const struct okv_query_spec *spec, okv_tick
 	return rc;
 }
 
-/* The start of every call on a live ticket: *ans (or scratch) cleared, the
- * arguments checked, a retired ticket refused without a message. */
+/* The start of every call on a live ticket (Poll, Revise, Claim, Cancel):
+ * the last error cleared, *ans (or scratch) cleared, the arguments checked,
+ * a retired ticket refused without a message. */
 static int ticket_begin(okv_client *c, const okv_ticket *t, struct okv_query_answer **ans,
 			struct okv_query_answer *scratch)
 {
+	okvi_clear_error(c);
 	if (!*ans)
 		*ans = scratch;
 	memset(*ans, 0, sizeof(**ans));
@@ -275,26 +277,22 @@ static int ticket_begin(okv_client *c, const okv_ticket *t, struct okv_query_ans
 
 int okv_ticket_poll(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 {
-	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
-
-	int rc0 = ticket_begin(c, t, &ans, &scratch);
-	if (rc0)
-		return rc0;
+	int rc = ticket_begin(c, t, &ans, &scratch);
+	if (rc)
+		return rc;
 	struct okvi_query_expect w = ticket_expect(t);
-	int rc = okvi_ticket_msg(c, OKV_CMD_POLL, &w, ans, &resp);
+	rc = okvi_ticket_msg(c, OKV_CMD_POLL, &w, ans, &resp);
 	return apply_answer(t, rc, &resp, ans);
 }
 
 int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec *spec,
 		      struct okv_query_answer *ans)
 {
-	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
 	uint32_t n;
-
 	int rc = ticket_begin(c, t, &ans, &scratch);
 	if (rc)
 		return rc;
@@ -334,22 +332,21 @@ int okv_ticket_revise(okv_client *c, okv_ticket *t, const struct okv_query_spec 
 
 int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 {
-	okvi_clear_error(c);
 	struct okv_query_answer scratch;
 	struct okv_msg resp;
-
-	int rc0 = ticket_begin(c, t, &ans, &scratch);
-	if (rc0)
-		return rc0;
+	int rc = ticket_begin(c, t, &ans, &scratch);
+	if (rc)
+		return rc;
 	if (!t->prepare) {
-		/* The Manager would answer Unadmitted and keep the ticket live, so
-		 * retiring it here would orphan it (found by a break-it review). */
+		/* Refused here, and the ticket stays live: sent, this Claim would
+		 * come back Unadmitted, which retires the ticket below while the
+		 * Manager keeps it live (an orphan). */
 		okvi_set_error(c, "ticket %llu is not a preparation (OKV_QUERY_PREPARE): poll it instead of claiming",
 			       (unsigned long long)t->op_id);
 		return -EINVAL;
 	}
 	struct okvi_query_expect w = ticket_expect(t);
-	int rc = okvi_ticket_msg(c, OKV_CMD_CLAIM, &w, ans, &resp);
+	rc = okvi_ticket_msg(c, OKV_CMD_CLAIM, &w, ans, &resp);
 	/* Ok or Miss consume the preparation; Unadmitted means the Manager has
 	 * nothing to claim for this revision (retired or expired): either way
 	 * the ticket is done. */
@@ -360,16 +357,13 @@ int okv_ticket_claim(okv_client *c, okv_ticket *t, struct okv_query_answer *ans)
 
 int okv_ticket_cancel(okv_client *c, okv_ticket *t)
 {
-	okvi_clear_error(c);
-	struct okv_query_answer ans;
+	struct okv_query_answer scratch, *ans = NULL;
 	struct okv_msg resp;
-
-	if (!c || !t)
-		return -EINVAL;
-	if (!t->live)
-		return refuse_retired(c, t);
+	int rc = ticket_begin(c, t, &ans, &scratch);
+	if (rc)
+		return rc;
 	struct okvi_query_expect w = ticket_expect(t);
-	int rc = okvi_ticket_msg(c, OKV_CMD_CANCEL_QUERY, &w, &ans, &resp);
+	rc = okvi_ticket_msg(c, OKV_CMD_CANCEL_QUERY, &w, ans, &resp);
 	if (rc == 0 || rc == OKV_EEXPIRED || unknown_op(rc, &resp))
 		t->live = 0;
 	return rc;
