@@ -112,8 +112,8 @@ func TestResumeCallsTheResumeFunctionOutsideTheLock(t *testing.T) {
 }
 
 // Two Resume calls in a row (two HTTP requests, possibly concurrent) let the
-// held operation go once: a second Resume is a no-op (a double release
-// panicked the handler once; review finding).
+// held operation go once: a second Resume is a no-op, never a second
+// release (which would panic the handler).
 func TestASecondResumeIsANoOp(t *testing.T) {
 	reset(t)
 	for i := 0; i < 1000; i++ {

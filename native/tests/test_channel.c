@@ -489,7 +489,7 @@ static void *timed_client_run(void *arg)
 	return NULL;
 }
 
-/* issue 13 finding 2: a session zeroing the doorbell's pending and summary
+/* A session zeroing the doorbell's pending and summary
  * words (and the park flag) in a loop must not make another session's
  * request vanish: the rescan finds it within OKVI_RESCAN_NS (server.h).
  * Every round trip must finish well inside the client's 1 s deadline; the
@@ -547,10 +547,11 @@ static void test_erased_rings_are_found(int mode)
 	munmap(db, sizeof(*db));
 }
 
-/* Deterministic half of finding 2, in spin mode: the victim's ring is erased
- * before the server looks, while another session keeps the server busy
- * (every step returns its request, so the loop never idles). The victim's
- * request still arrives, by a rescan, within OKVI_RESCAN_NS (+ slack). */
+/* The deterministic half of test_erased_rings_are_found, in spin mode: the
+ * victim's ring is erased before the server looks, while another session
+ * keeps the server busy (every step returns its request, so the loop never
+ * idles). The victim's request still arrives, by a rescan, within
+ * OKVI_RESCAN_NS (+ slack). */
 static void test_erased_ring_found_while_busy(void)
 {
 	struct okv_doorbell *db = new_doorbell();
@@ -607,9 +608,9 @@ static void *storm_run(void *arg)
 
 /* A session that keeps the summary word set with stray bits must neither
  * keep the poll loop awake (after OKVI_STRAY_STREAK empty collects it parks
- * anyway, bounded by the rescan) nor delay honest requests. (On this VM the
- * old loop did not show the spin either: this guards the behaviour, it does
- * not reproduce the break-it finding, which needed a real-time attacker.) */
+ * anyway, bounded by the rescan) nor delay honest requests. (This guards
+ * the behaviour; it cannot show the spin the streak rule prevents, which
+ * needs an attacker at real-time priority.) */
 static void test_ring_storm_lets_the_loop_sleep(void)
 {
 	enum { ROUNDS = 40 };

@@ -1,6 +1,6 @@
 /*
- * test_peer_uid.c — the client's half of the peer rule (DESIGN.md §5.1,
- * issue 13 finding 1): okv_connect refuses a socket served by a process of
+ * test_peer_uid.c — the client's half of the peer rule (DESIGN.md §5.1):
+ * okv_connect refuses a socket served by a process of
  * another uid, before it sends the hello or any fd.
  *
  * Needs root: the fake Manager is a child that switches to a throwaway uid

@@ -86,7 +86,7 @@ func replay(b []byte, slotBytes uint64, nslots uint32) replayed {
 	}
 	// Generation order (oldest first), slot number breaking ties so the
 	// order is a function of the log alone: a damaged or hand-made log can
-	// hold two records of one generation (found by FuzzReplay).
+	// hold two records of one generation (FuzzReplay makes such logs).
 	slices.SortFunc(r.entries, func(a, b *entry) int {
 		if c := cmp.Compare(a.gen, b.gen); c != 0 {
 			return c
