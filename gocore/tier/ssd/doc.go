@@ -2,7 +2,7 @@
 // file on an SSD, read and written with O_DIRECT by a bounded pool of I/O
 // goroutines, every block checksummed, and an append-only index log that
 // lets a restarted Manager serve the blocks again (warm restart;
-// DESIGN.md §7, issue 5 items 2-4).
+// DESIGN.md §7).
 //
 // It owns the files under Spec.Dir and nothing else: it knows blocks by
 // Key and Meta, not the RAM tier, leases or sessions. The Manager's cache
@@ -148,28 +148,13 @@
 // goroutine blocked in a system call holds an OS thread, so IOWorkers is
 // also the number of I/Os in flight.
 //
-// The issue asked to measure io_uring against the pool. No Go io_uring
-// library is available to this project: none is on its package list, and
-// the module proxy refused the well-known ones asked for by name
-// (pawelgaczynski/giouring, iceber/iouring-go, godzie44/go-uring). So
-// uring_test.go carries a minimal ring over the raw system calls
-// (io_uring_setup, io_uring_enter, IORING_OP_READV), for the benchmark
-// only, and BenchmarkRead compares engine=pool (qd goroutines doing
-// preadv), engine=uring (one goroutine keeping qd READVs in flight on one
-// ring, the same iovecs) and engine=store (Store.Read, checks included),
-// 256 KiB and 2 MiB blocks at queue depths 4 and 16. On the development
-// VM (2 vCPUs, a virtio disk, Linux 6.18, ext4) all three are bound by the
-// device at 1.1-1.3 GB/s, and pool and uring are within each other's
-// noise (medians of 3 runs of 2 s, GB/s, pool/uring: 256 KiB qd4
-// 1.31/1.29, qd16 1.28/1.24; 2 MiB qd4 1.16/1.10, qd16 1.33/1.18). The
-// ring spends less CPU per 256 KiB read (22-37 µs against 48-63: no thread
-// wakes per I/O), the same per 2 MiB read (about 130-150 µs). The store
-// itself spends 100-140 µs per 256 KiB read and about 600 µs per 2 MiB
-// read, most of it the CRC32C reading the block from memory the disk has
-// just written (CRC32C of data in cache runs at 24 GB/s here). io_uring is
-// not faster here and would not remove that cost, so the store keeps the
-// pool and carries no io_uring binding of its own. On a faster NVMe device,
-// where CPU per I/O matters more, rerun the comparison: `go test -run '^$'
+// The pool is kept because io_uring measured no faster: BenchmarkRead
+// compares engine=pool, engine=uring (uring_test.go, a minimal ring over the
+// raw system calls, for the benchmark only) and engine=store, and on the
+// development VM's virtual disk all three are bound by the device. Most of
+// the store's CPU per read is the CRC32C, which io_uring would not remove.
+// bench/ssd/README.md has the figures with their conditions; on a faster
+// NVMe device, where CPU per I/O matters more, rerun: `go test -run '^$'
 // -bench BenchmarkRead ./gocore/tier/ssd` (cpu-µs/op is the CPU metric).
 //
 // # A disk that does not answer
@@ -187,19 +172,16 @@
 //
 // # Destination memory
 //
-// How fast an O_DIRECT read lands depends on the memory it lands in: the
-// kernel maps the caller's pages into the request, and physically
-// contiguous pages presumably make fewer, larger segments. On the
-// development VM,
-// reads into pre-faulted 4 KiB pages (today's RAM tier) run at 0.9-1.4
-// GB/s, and the same reads into transparent huge pages at 1.9-2.7 GB/s,
-// for the store and for a plain sequential read alike. `orbitkv-bench ssd`
-// measures both (--memory 4k,thp) against a plain O_DIRECT sequential read
-// of the same file into the same memory; a second, dd-style baseline that
-// reads every slot into one small reused buffer is reported beside it, and
-// is fast or slow depending on where that buffer's pages happen to lie. A
-// hugepage-backed RAM tier (issue 5 item 1) is thus worth about 2x to SSD
-// prefetch here.
+// The kernel maps the caller's pages into an O_DIRECT request, so how fast
+// a read lands depends on the memory it lands in (physically contiguous
+// pages presumably make fewer, larger segments): on the development VM,
+// reads into huge pages ran about twice as fast as into 4 KiB pages, for
+// the store and a plain read alike, so a hugepage-backed RAM tier speeds
+// prefetch. `orbitkv-bench ssd --memory 4k,thp` measures both against a
+// plain O_DIRECT read of the same file into the same memory; its dd-style
+// baseline (every slot into one small reused buffer) is fast or slow
+// depending on where that buffer's pages lie, not on the store.
+// bench/ssd/README.md has the figures.
 //
 // # Limits
 //
