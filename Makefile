@@ -2,7 +2,7 @@
 #
 # Go builds the Manager and tools (cgo compiles the C it needs through unity
 # files in gocore/internal/native); CMake builds native/ (liborbitkv, C tests,
-# fuzzers) into build/. Every target that builds first runs scripts/deps.sh,
+# fuzzers) into build/. Every target that builds first runs ci/deps.sh,
 # which installs missing Debian packages and does nothing when all are there.
 
 MAKEFLAGS += --no-print-directory
@@ -68,7 +68,7 @@ help: ## List the targets (this text)
 all: deps native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
 
 deps: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
-	@scripts/deps.sh
+	@ci/deps.sh
 
 native: deps ## Build liborbitkv (.so/.a) and the C tests into build/native
 	$(call cmake_build,$(NATIVE_DIR),,)
@@ -207,10 +207,10 @@ fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer co
 # ---- generated code ---------------------------------------------------------
 
 check-generated: deps ## Regenerate protobuf code and fail if it differs from what is committed
-	@if [ -x scripts/gen-proto.sh ]; then scripts/gen-proto.sh; else echo "no scripts/gen-proto.sh yet"; fi
+	@if [ -x ci/gen-proto.sh ]; then ci/gen-proto.sh; else echo "no ci/gen-proto.sh yet"; fi
 	@if ! git rev-parse --git-dir >/dev/null 2>&1; then echo "not a git checkout: diff skipped"; exit 0; fi; \
 	git diff --exit-code -- proto native/src/proto || \
-		{ echo "generated code differs from the committed version: run scripts/gen-proto.sh and commit"; exit 1; }; \
+		{ echo "generated code differs from the committed version: run ci/gen-proto.sh and commit"; exit 1; }; \
 	if [ -n "$$(git ls-files -- proto native/src/proto)" ]; then \
 		new=$$(git ls-files --others --exclude-standard -- proto native/src/proto); \
 		if [ -n "$$new" ]; then echo "generated files not committed:"; echo "$$new"; exit 1; fi; \

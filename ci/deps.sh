@@ -17,7 +17,7 @@
 # golang.org/toolchain, the same zip `GOTOOLCHAIN=auto` downloads, checked
 # against the go.sum hash pinned below before anything is moved into place.
 #
-# Usage: scripts/deps.sh [--check]   (--check: report only, install nothing)
+# Usage: ci/deps.sh [--check]   (--check: report only, install nothing)
 set -euo pipefail
 
 PACKAGES=(

@@ -3,7 +3,7 @@
 # target for FUZZTIME each, JOBS at a time (default 2, one per core), then a
 # table of executions, coverage and crashes per target.
 #
-# Usage: scripts/fuzz-soak.sh [FUZZTIME] [JOBS]     (make fuzz-soak)
+# Usage: ci/fuzz-soak.sh [FUZZTIME] [JOBS]   (run by hand; no make target)
 #   FUZZTIME  per target: 10m, 600s or 600 (seconds); default 10m
 #   JOBS      targets running at once, default 2; each Go target runs with
 #             -parallel 1 so JOBS is also the number of busy cores
