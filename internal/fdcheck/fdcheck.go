@@ -2,7 +2,11 @@
 // descriptors (CONVENTIONS.md #15): their TestMain runs the tests through
 // Run, which fails the run when the tests leave descriptors open.
 //
-// Only tests import it.
+// It lives in the module root's internal/, not in gocore/internal/: Go's
+// internal rule lets every package of the module import it, hugepages/ and
+// test/ included (gocore/internal/ would refuse hugepages/), and nothing
+// outside the module. Only tests import it; the Manager binary does not
+// depend on it.
 package fdcheck
 
 import (
