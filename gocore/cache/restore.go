@@ -25,21 +25,18 @@ type restoreCounts struct {
 	all      int    // restore operations in flight or awaiting RestorePoll (operation permits)
 	done     int    // landed and awaiting RestorePoll
 	inFlight int    // submitted, not landed
-	bytes    uint64 // bytes the in-flight ones reserve in the lease book
 }
 
 func (r *restoreCounts) submitted(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
 	st.restores[o.id] = o
 	r.all++
 	r.inFlight++
-	r.bytes += o.bytes
 	b.Reserve(o.bytes) // the lease's bytes stay reserved until the copy lands
 }
 
 // landed marks o's copy finished; a closing session's result is dropped.
 func (r *restoreCounts) landed(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
 	r.inFlight--
-	r.bytes -= o.bytes
 	b.Unreserve(o.bytes)
 	o.done = true
 	if st.closing {
@@ -66,8 +63,9 @@ func (r *restoreCounts) dropPolled(st *sessState) {
 	}
 }
 
-// check verifies the relation of the type doc against sessions.
-func (r *restoreCounts) check(sessions map[uint32]*sessState) error {
+// check verifies the relation of the type doc against sessions; reserved
+// is what the lease book holds for restores.
+func (r *restoreCounts) check(sessions map[uint32]*sessState, reserved uint64) error {
 	all, done := 0, 0
 	var bytes uint64
 	for _, st := range sessions {
@@ -80,9 +78,9 @@ func (r *restoreCounts) check(sessions map[uint32]*sessState) error {
 			}
 		}
 	}
-	if r.all != r.inFlight+r.done || all != r.all || done != r.done || bytes != r.bytes {
+	if r.all != r.inFlight+r.done || all != r.all || done != r.done || bytes != reserved {
 		return fmt.Errorf("cache: restores counted %d (%d in flight, %d done, %d bytes reserved), found %d (%d done, %d bytes)",
-			r.all, r.inFlight, r.done, r.bytes, all, done, bytes)
+			r.all, r.inFlight, r.done, reserved, all, done, bytes)
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func (st Stats) Idle() bool {
 // attached. Every idle-invariant test calls it; the Manager calls it when
 // its last session detached.
 func (s *Service) Check() error {
-	errs := []error{s.leases.Check(), s.restores.check(s.sessions)}
+	errs := []error{s.leases.Check(), s.restores.check(s.sessions, s.leases.Restoring())}
 	if len(s.sessions) == 0 {
 		if _, pins, _ := s.tiers.Resident(); pins != 0 || s.leases.Leases() != 0 || s.leases.Reserved() != 0 || s.tickets.Permits() != 0 || s.restores.all != 0 {
 			errs = append(errs, errors.New("cache: no session attached, yet pins, leases, reserved bytes or operations remain"))

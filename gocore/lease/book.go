@@ -127,6 +127,9 @@ func (b *Book[W]) EndAll(o Owner) {
 func (b *Book[W]) Reserve(bytes uint64)   { b.restoring += bytes }
 func (b *Book[W]) Unreserve(bytes uint64) { b.restoring -= bytes }
 
+// Restoring is the bytes restores in flight reserve.
+func (b *Book[W]) Restoring() uint64 { return b.restoring }
+
 // Reserved is what the budget counts: live leases' bytes plus restores'.
 func (b *Book[W]) Reserved() uint64 { return b.t.ReservedBytes() + b.restoring }
 
