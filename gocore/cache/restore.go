@@ -22,9 +22,9 @@ import (
 // restores map holds exactly its restores in flight and done; the bytes
 // the lease book reserves for restores are the in-flight restores' bytes.
 type restoreCounts struct {
-	all      int    // restore operations in flight or awaiting RestorePoll (operation permits)
-	done     int    // landed and awaiting RestorePoll
-	inFlight int    // submitted, not landed
+	all      int // restore operations in flight or awaiting RestorePoll (operation permits)
+	done     int // landed and awaiting RestorePoll
+	inFlight int // submitted, not landed
 }
 
 func (r *restoreCounts) submitted(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
