@@ -87,7 +87,7 @@ type copyReport struct {
 
 // copyCapacity is the RAM tier the copy suite asks for: 4 batches of the
 // largest size (a pinned restore batch, the publish batch in flight, and
-// room for LRU to evict without touching either), at least 256MiB, rounded
+// room for the eviction policy to evict without touching either), at least 256MiB, rounded
 // up to 2MiB.
 func copyCapacity(cfg *copyConfig) uint64 {
 	c := max(4*slices.Max(cfg.sizes)*uint64(cfg.blocks), 256<<20)
@@ -178,8 +178,8 @@ func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, r
 	}
 	*registered = append(*registered, b.src) // freed after the session closes
 	// The memcpy destination rotates over as many batches as fill the
-	// Manager's RAM tier, as the Manager's frames rotate over it (LRU reuses
-	// the oldest): both write into memory of the same footprint, so neither
+	// Manager's RAM tier, as the Manager's frames rotate over it (eviction
+	// reuses the oldest unpinned chunks): both write into memory of the same footprint, so neither
 	// writes into cache lines the previous round left hot.
 	b.rotation = max(1, copyCapacity(cfg)/b.batchBytes)
 	if b.dst, err = client.AllocBuffer(cfg.layers, pageBytes, b.rotation*uint64(cfg.blocks)); err != nil {

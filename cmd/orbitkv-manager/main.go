@@ -14,10 +14,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,10 +29,10 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
-	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
@@ -39,7 +40,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/hugepages"
-	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -120,7 +120,7 @@ func parseFlags(args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.ssdSlot, "ssd-slot-bytes", "64KiB", "largest block the SSD tier stores (`size`, a multiple of 4KiB); every block takes a slot of this size plus a 4 KiB header, so set it to the engine's block size")
 	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
 	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..256)")
-	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, 1GiB..64TiB); it bounds the Manager's virtual address space, not its memory")
+	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, at most 64TiB); it bounds the Manager's virtual address space, not its memory")
 	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
 	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
 	fs.DurationVar(&c.opExpiry, "op-expiry", ticket.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
@@ -156,119 +156,147 @@ func newLogger(c *config) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 }
 
-// settings are the validated flag values.
-type settings struct {
-	mode        channel.PollMode
-	descBytes   uint32
-	socket      string
-	maxSessions uint32
-	cache       cache.Spec
-	maxBufBytes uint64
-}
-
 // defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
 // at least 2 (so one large job is split across two threads) and at most 4.
 func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
 
-// validate checks every flag against its limit; each error names the flag.
-func validate(c *config) (*settings, error) {
-	st := &settings{}
-	var err error
-	if st.mode, err = channel.ParsePollMode(c.pollMode); err != nil {
-		return nil, fmt.Errorf("--poll-mode: %w", err)
+// flagOf names the flag that sets each Spec field, so a limit the Spec
+// declares (limit.Error) is reported as the flag the user typed.
+var flagOf = map[string]string{
+	"session.MaxSessions": "max-sessions", "channel.MaxSessions": "max-sessions",
+	"session.DescCapacity": "desc-bytes", "channel.SpinWindow": "spin-window",
+	"bootstrap.Path": "bootstrap-socket", "bootstrap.HelloTimeout": "hello-timeout",
+	"bootstrap.MaxBufferBytes": "max-buffer-bytes",
+	"manager.HTTPAddr":         "http-addr", "manager.ShutdownTimeout": "shutdown-timeout",
+	"cache.MaxOpsPerSession": "max-ops-per-session", "cache.MaxOps": "max-ops",
+	"cache.OpExpiry": "op-expiry", "cache.CopyWorkers": "copy-workers",
+	"tier.Eviction": "eviction", "ram.CapacityBytes": "ram-capacity", "ram.ChunkBytes": "ram-chunk-bytes",
+	"ram.Hugepages": "hugepages", "ssd.Dir": "ssd-dir", "ssd.CapacityBytes": "ssd-capacity",
+	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",
+}
+
+// flagErrors rewrites each limit.Error in err as the flag that set the
+// field, with the value as typed ("--desc-bytes 3KiB: want ..."), one per
+// flag; other errors stay as they are.
+func flagErrors(fs *flag.FlagSet, err error) error {
+	lims := limit.Errors(err)
+	if len(lims) == 0 {
+		return err
 	}
-	if c.spinWindow < 0 || c.spinWindow > time.Second {
-		return nil, fmt.Errorf("--spin-window %v: want 0..1s", c.spinWindow)
-	}
-	if c.maxSessions < 1 || c.maxSessions > abi.ControlSlot {
-		return nil, fmt.Errorf("--max-sessions %d: want 1..%d", c.maxSessions, abi.ControlSlot)
-	}
-	st.maxSessions = uint32(c.maxSessions)
-	desc, err := humanize.ParseBytes(c.descBytes)
-	if err != nil {
-		return nil, fmt.Errorf("--desc-bytes %q: not a size (examples: 64KiB, 1MiB; KiB = 1024 bytes, kB = 1000)", c.descBytes)
-	}
-	if desc < 4096 || desc > 64<<20 || desc%4096 != 0 {
-		return nil, fmt.Errorf("--desc-bytes %s (%d bytes): want a multiple of 4KiB in 4KiB..64MiB", c.descBytes, desc)
-	}
-	st.descBytes = uint32(desc)
-	if c.shutdownWait < time.Second || c.shutdownWait > 10*time.Minute {
-		return nil, fmt.Errorf("--shutdown-timeout %v: want 1s..10m", c.shutdownWait)
-	}
-	if c.helloTimeout <= 0 || c.helloTimeout > time.Minute {
-		return nil, fmt.Errorf("--hello-timeout %v: want more than 0 and at most 1m", c.helloTimeout)
-	}
-	capBytes, err := humanize.ParseBytes(c.ramCapacity)
-	if err != nil {
-		return nil, fmt.Errorf("--ram-capacity %q: not a size (examples: 4GiB, 512MiB)", c.ramCapacity)
-	}
-	chunk, err := humanize.ParseBytes(c.chunkBytes)
-	if err != nil {
-		return nil, fmt.Errorf("--ram-chunk-bytes %q: not a size (examples: 16KiB, 2MiB)", c.chunkBytes)
-	}
-	st.cache = cache.Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk, Prefault: c.prefault}, Eviction: c.eviction}, CopyWorkers: c.copyWorkers}
-	if c.maxOpsSess < 1 || c.maxOpsSess > cache.MaxOpsLimit {
-		return nil, fmt.Errorf("--max-ops-per-session %d: want 1..%d", c.maxOpsSess, cache.MaxOpsLimit)
-	}
-	if c.maxOps < 1 || c.maxOps > cache.MaxOpsLimit {
-		return nil, fmt.Errorf("--max-ops %d: want 1..%d", c.maxOps, cache.MaxOpsLimit)
-	}
-	if c.opExpiry < time.Second || c.opExpiry > 24*time.Hour {
-		return nil, fmt.Errorf("--op-expiry %v: want 1s..24h", c.opExpiry)
-	}
-	st.cache.MaxOpsPerSession, st.cache.MaxOps, st.cache.OpExpiry = c.maxOpsSess, c.maxOps, c.opExpiry
-	if c.leaseBudget != "" {
-		if st.cache.LeaseBudget, err = humanize.ParseBytes(c.leaseBudget); err != nil || st.cache.LeaseBudget == 0 {
-			return nil, fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget)
+	var out []error
+	seen := map[string]bool{}
+	for _, e := range lims {
+		name, ok := flagOf[e.Field]
+		switch {
+		case !ok:
+			out = append(out, e)
+		case !seen[name]:
+			seen[name] = true
+			v := fs.Lookup(name).Value.String()
+			if _, quoted := e.Value.(string); quoted {
+				v = strconv.Quote(v)
+			}
+			out = append(out, fmt.Errorf("--%s %s: want %s", name, v, e.Want))
 		}
 	}
-	if st.cache.Tiers.WarmupBudget, err = humanize.ParseBytes(c.warmupBudget); err != nil || st.cache.Tiers.WarmupBudget == 0 {
-		return nil, fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget)
+	return errors.Join(out...)
+}
+
+// size parses a size flag; "" is 0 when empty is allowed.
+func size(name, v, examples string) (uint64, error) {
+	n, err := humanize.ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: not a size (examples: %s; KiB = 1024 bytes, kB = 1000)", name, v, examples)
 	}
-	st.cache.Clock = failpoint.Clock
-	if !slices.Contains(evict.Names(), c.eviction) {
-		return nil, fmt.Errorf("--eviction %q: want one of %s", c.eviction, strings.Join(evict.Names(), ", "))
+	return n, nil
+}
+
+// spec turns the flags into a manager.Spec. It checks only what a Spec
+// cannot: that each value parses, and that flags whose Spec field takes 0
+// as "default" are not 0 (their defaults are spelled out in --help). The
+// limits are the Spec's (manager.Spec.Validate).
+func spec(c *config, log *slog.Logger) (manager.Spec, error) {
+	epoch, serviceID := randomEpoch()
+	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, ShutdownTimeout: c.shutdownWait, Logger: log,
+		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
+		Channel:   channel.Spec{SpinWindow: c.spinWindow},
+		Bootstrap: bootstrap.Config{Path: c.socket, ServiceID: serviceID, HelloTimeout: c.helloTimeout, Version: version},
 	}
-	if err := (ram.Spec{CapacityBytes: capBytes, ChunkBytes: chunk}).Validate(); err != nil {
-		return nil, fmt.Errorf("--ram-capacity %s / --ram-chunk-bytes %s: %w", c.ramCapacity, c.chunkBytes, err)
+	var err error
+	if s.Channel.PollMode, err = channel.ParsePollMode(c.pollMode); err != nil {
+		return s, fmt.Errorf("--poll-mode: %w", err)
 	}
-	if st.cache.Tiers.RAM.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
-		return nil, fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages)
+	if c.shutdownWait == 0 {
+		return s, errors.New("--shutdown-timeout 0s: want 1s..10m")
 	}
-	if c.copyWorkers < 1 || c.copyWorkers > copier.MaxWorkers {
-		return nil, fmt.Errorf("--copy-workers %d: want 1..%d", c.copyWorkers, copier.MaxWorkers)
+	if c.helloTimeout == 0 {
+		return s, fmt.Errorf("--hello-timeout 0s: want more than 0 and at most %v", bootstrap.MaxHelloTimeout)
+	}
+	desc, err := size("desc-bytes", c.descBytes, "64KiB, 1MiB")
+	if err != nil {
+		return s, err
+	}
+	s.Session.DescCapacity = uint32(min(desc, math.MaxUint32))
+	if s.Bootstrap.MaxBufferBytes, err = size("max-buffer-bytes", c.maxBufBytes, "32TiB, 512GiB"); err != nil {
+		return s, err
+	}
+	if s.Bootstrap.Path == "" {
+		if s.Bootstrap.Path, err = lifecycle.SocketPath(c.listen); err != nil {
+			return s, fmt.Errorf("--listen %q: %w", c.listen, err)
+		}
+	}
+	cs := cache.Spec{CopyWorkers: c.copyWorkers, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
+		Clock: failpoint.Clock, Tiers: tier.Spec{Eviction: c.eviction, RAM: ram.Spec{Prefault: c.prefault}}}
+	switch {
+	case c.maxOpsSess == 0:
+		return s, fmt.Errorf("--max-ops-per-session 0: want 1..%d", cache.MaxOpsLimit)
+	case c.maxOps == 0:
+		return s, fmt.Errorf("--max-ops 0: want 1..%d", cache.MaxOpsLimit)
+	case c.opExpiry == 0:
+		return s, fmt.Errorf("--op-expiry 0s: want %v..%v", cache.MinOpExpiry, cache.MaxOpExpiry)
+	}
+	if cs.Tiers.RAM.CapacityBytes, err = size("ram-capacity", c.ramCapacity, "4GiB, 512MiB"); err != nil {
+		return s, err
+	}
+	if cs.Tiers.RAM.ChunkBytes, err = size("ram-chunk-bytes", c.chunkBytes, "16KiB, 2MiB"); err != nil {
+		return s, err
+	}
+	if cs.Tiers.RAM.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
+		return s, fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages)
+	}
+	if c.leaseBudget != "" {
+		if cs.LeaseBudget, err = size("lease-budget", c.leaseBudget, "4GiB, 512MiB"); err != nil || cs.LeaseBudget == 0 {
+			return s, fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget)
+		}
+	}
+	if cs.Tiers.WarmupBudget, err = size("warmup-budget", c.warmupBudget, "256MiB, 1GiB"); err != nil || cs.Tiers.WarmupBudget == 0 {
+		return s, fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget)
 	}
 	if c.ssdDir != "" {
 		sp := ssd.Spec{Dir: c.ssdDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
-		if sp.CapacityBytes, err = humanize.ParseBytes(c.ssdCapacity); err != nil {
-			return nil, fmt.Errorf("--ssd-capacity %q: not a size (examples: 64GiB, 2TiB)", c.ssdCapacity)
+		if c.ssdWorkers == 0 {
+			return s, fmt.Errorf("--ssd-io-workers 0: want 1..%d", ssd.MaxIOWorkers)
 		}
-		if sp.SlotBytes, err = humanize.ParseBytes(c.ssdSlot); err != nil {
-			return nil, fmt.Errorf("--ssd-slot-bytes %q: not a size (examples: 64KiB, 2MiB)", c.ssdSlot)
+		if sp.CapacityBytes, err = size("ssd-capacity", c.ssdCapacity, "64GiB, 2TiB"); err != nil {
+			return s, err
 		}
-		if c.ssdWorkers < 1 || c.ssdWorkers > ssd.MaxIOWorkers {
-			return nil, fmt.Errorf("--ssd-io-workers %d: want 1..%d", c.ssdWorkers, ssd.MaxIOWorkers)
+		if sp.SlotBytes, err = size("ssd-slot-bytes", c.ssdSlot, "64KiB, 2MiB"); err != nil {
+			return s, err
 		}
-		if err := sp.Validate(); err != nil {
-			return nil, fmt.Errorf("--ssd-dir/--ssd-capacity/--ssd-slot-bytes/--ssd-admission: %w", err)
-		}
-		st.cache.Tiers.SSD = &sp
+		cs.Tiers.SSD = &sp
 	}
-	if st.maxBufBytes, err = humanize.ParseBytes(c.maxBufBytes); err != nil {
-		return nil, fmt.Errorf("--max-buffer-bytes %q: not a size (examples: 32TiB, 512GiB)", c.maxBufBytes)
+	s.Cache = &cs
+	return s, nil
+}
+
+// validate builds the Spec from the flags and validates it once; each
+// error names the flag and its limit.
+func validate(c *config, fs *flag.FlagSet, log *slog.Logger) (manager.Spec, error) {
+	s, err := spec(c, log)
+	if err != nil {
+		return s, err
 	}
-	if st.maxBufBytes < 1<<30 || st.maxBufBytes > 64<<40 {
-		return nil, fmt.Errorf("--max-buffer-bytes %s: want 1GiB..64TiB (half of the 128 TiB address space at most)", c.maxBufBytes)
-	}
-	st.socket = c.socket
-	if st.socket == "" {
-		if st.socket, err = lifecycle.SocketPath(c.listen); err != nil {
-			return nil, fmt.Errorf("--listen %q: %w", c.listen, err)
-		}
-	} else if len(st.socket) > lifecycle.MaxSocketPath {
-		return nil, fmt.Errorf("--bootstrap-socket: path is %d bytes, the limit for a Unix socket is %d", len(st.socket), lifecycle.MaxSocketPath)
-	}
-	return st, nil
+	return s, flagErrors(fs, s.Validate())
 }
 
 func main() {
@@ -291,12 +319,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
 		os.Exit(2)
 	}
-	st, err := validate(c)
+	s, err := validate(c, fs, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "orbitkv-manager:", err)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "orbitkv-manager:", line)
+		}
 		os.Exit(2)
 	}
-	if err := run(c, st, log); err != nil {
+	m, err := manager.New(s)
+	if err != nil {
+		log.Error("manager failed", slog.Any("err", err))
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch err := m.Run(ctx); {
+	case errors.Is(err, manager.ErrShutdownForced):
+		os.Exit(exitForced) // nothing freed: the process exit unmaps it
+	case err != nil:
 		log.Error("manager failed", slog.Any("err", err))
 		os.Exit(1)
 	}
@@ -305,131 +345,10 @@ func main() {
 // exitForced is the exit status of a shutdown that ran past --shutdown-timeout.
 const exitForced = 3
 
-// waitUntil waits for done until deadline; it reports whether done closed.
-func waitUntil(deadline time.Time, done <-chan struct{}) bool {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// maxStuckLines bounds the SSD I/Os forceExit logs one by one.
-const maxStuckLines = 32
-
-// forceExit ends a shutdown that ran past its deadline: it logs what still
-// runs (each SSD I/O not finished: slot, file offset, bytes, age) and exits
-// with exitForced. Nothing is freed: the RAM tier, staging buffers and
-// session mappings stay mapped until the process is gone, because a stuck
-// read may still write them (DESIGN.md §6 rule 9). The kernel may hold the
-// process until an uninterruptible read returns; nothing waits for it.
-func forceExit(log *slog.Logger, wait time.Duration, why string, svc *cache.Service) {
-	var ios []ssd.IO
-	if svc != nil {
-		ios = svc.SSDOutstanding()
-	}
-	reads, issued := 0, 0
-	for i, x := range ios {
-		if x.Op != "write" {
-			reads++
-		}
-		if x.Issued {
-			issued++
-		}
-		if i < maxStuckLines {
-			log.Error("shutdown: ssd i/o still outstanding", slog.String("op", x.Op), slog.Bool("in_kernel", x.Issued),
-				slog.Uint64("slot", uint64(x.Slot)), slog.Int64("offset", x.Offset), slog.Uint64("bytes", x.Bytes),
-				slog.Duration("age", x.Age.Round(time.Millisecond)))
-		}
-	}
-	log.Error("shutdown forced: exiting without freeing memory outstanding reads may write",
-		slog.String("reason", why), slog.Duration("shutdown_timeout", wait),
-		slog.Int("stuck_reads", reads), slog.Int("ssd_ios", len(ios)), slog.Int("in_kernel", issued),
-		slog.Int("not_logged", max(0, len(ios)-maxStuckLines)), slog.Int("exit_status", exitForced))
-	os.Exit(exitForced)
-}
-
 func randomEpoch() (uint64, [16]byte) {
 	var b [24]byte
 	rand.Read(b[:]) // never fails on Linux (crypto/rand docs)
 	var id [16]byte
 	copy(id[:], b[8:])
 	return binary.LittleEndian.Uint64(b[:8]) | 1, id // nonzero
-}
-
-func run(c *config, st *settings, log *slog.Logger) error {
-	mode, path := st.mode, st.socket
-	epoch, serviceID := randomEpoch()
-	cs := st.cache
-	prefaultStart := time.Now()
-	var health *healthState // set before the first client can ask
-	m, err := manager.New(manager.Spec{Epoch: epoch, Logger: log,
-		Session: session.Spec{MaxSessions: st.maxSessions, DescCapacity: st.descBytes},
-		Channel: channel.Spec{MaxSessions: st.maxSessions, PollMode: mode, SpinWindow: c.spinWindow},
-		Cache:   &cs,
-		Bootstrap: bootstrap.Config{Path: path, ServiceID: serviceID, HelloTimeout: c.helloTimeout,
-			Health: func() *lifecyclepb.HealthReply { return health.reply() }, Version: version, MaxBufferBytes: st.maxBufBytes},
-	})
-	if err != nil {
-		return err
-	}
-	disp, svc, table, srv := m.Dispatcher, m.Cache, m.Table, m.Server
-	started := time.Now()
-	health = newHealth(disp, svc, mode, started, serviceID)
-	rs := svc.Stats()
-	log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(cs.Tiers.RAM.CapacityBytes)),
-		slog.String("chunk", humanize.IBytes(cs.Tiers.RAM.ChunkBytes)), slog.Bool("prefault", cs.Tiers.RAM.Prefault),
-		slog.String("hugepages", cs.Tiers.RAM.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
-		slog.Duration("took", time.Since(prefaultStart)), slog.Int("copy_workers", cs.CopyWorkers),
-		slog.String("eviction", cs.Tiers.Eviction))
-	if cs.Tiers.SSD != nil {
-		log.Info("ssd tier ready", slog.String("dir", cs.Tiers.SSD.Dir), slog.String("capacity", humanize.IBytes(rs.SSD.CapacityBytes)),
-			slog.String("slot", humanize.IBytes(cs.Tiers.SSD.SlotBytes)), slog.Uint64("recovered_blocks", rs.SSD.Recovered),
-			slog.String("admission", cs.Tiers.SSD.Admission))
-	}
-	var httpSrv *httpServer
-	if c.httpAddr != "" {
-		if httpSrv, err = startHTTP(c.httpAddr, health, table, disp, svc, log); err != nil {
-			m.Close()
-			return err
-		}
-	}
-	log.Info("orbitkv-manager serving", slog.String("socket", path), slog.String("poll_mode", mode.String()),
-		slog.Duration("spin_window", c.spinWindow), slog.String("http", c.httpAddr),
-		slog.Uint64("epoch", epoch), slog.Uint64("max_sessions", uint64(c.maxSessions)),
-		slog.String("desc_bytes", humanize.IBytes(uint64(st.descBytes))), slog.String("version", version))
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve() }()
-	select {
-	case <-ctx.Done():
-		log.Info("shutdown requested; closing sessions", slog.Int("sessions", table.Len()))
-	case err = <-serveErr:
-		log.Error("bootstrap server stopped", slog.Any("err", err))
-	}
-	health.setDraining()
-	// Every wait below shares one deadline: an SSD read the disk never
-	// answers keeps the cache's Close waiting (its frames may still be
-	// written), and the Manager then exits rather than wait with it.
-	deadline := time.Now().Add(c.shutdownWait)
-	closed := make(chan struct{})
-	go func() { srv.Close(); close(closed) }() // sessions first: each is detached and released
-	if !waitUntil(deadline, closed) {
-		srv.RemoveSocket() // srv.Close removes it only once every session is detached
-		forceExit(log, c.shutdownWait, "sessions did not finish detaching", svc)
-	}
-	if !waitUntil(deadline, m.StopDispatcher()) {
-		forceExit(log, c.shutdownWait, "the cache did not stop", svc)
-	}
-	m.Free()
-	if httpSrv != nil {
-		httpSrv.shutdown()
-	}
-	log.Info("orbitkv-manager stopped", slog.Uint64("requests", disp.Requests()), slog.Duration("uptime", time.Since(started)))
-	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,15 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 		{"a RAM capacity that is not a size is refused", []string{"--ram-capacity", "lots"}, "--ram-capacity \"lots\": not a size"},
 		{"a RAM tier smaller than a chunk is refused", []string{"--ram-capacity", "4KiB"}, "--ram-capacity 4KiB"},
 		{"zero copy workers are refused", []string{"--copy-workers", "0"}, "--copy-workers 0: want 1..64"},
-		{"a buffer budget over 64 TiB is refused", []string{"--max-buffer-bytes", "100TiB"}, "--max-buffer-bytes 100TiB: want 1GiB..64TiB"},
+		{"a buffer budget over 64 TiB is refused", []string{"--max-buffer-bytes", "100TiB"}, "--max-buffer-bytes 100TiB: want at most 64TiB"},
+		{"an HTTP address off loopback is refused", []string{"--http-addr", "0.0.0.0:7471"}, `--http-addr "0.0.0.0:7471": want a loopback host:port`},
+		{"an empty HTTP address disables the endpoints", []string{"--http-addr", ""}, ""},
+		{"zero operations per session are refused", []string{"--max-ops-per-session", "0"}, "--max-ops-per-session 0: want 1..1048576"},
+		{"an expiry over a day is refused", []string{"--op-expiry", "25h"}, "--op-expiry 25h0m0s: want 1s..24h"},
+		{"a relative SSD directory is refused", []string{"--ssd-dir", "ssd"}, `--ssd-dir "ssd": want an absolute path`},
+		{"an unknown SSD admission rule is refused", []string{"--ssd-dir", "/var/okv", "--ssd-admission", "third"}, `--ssd-admission "third": want "all" or "second-hit"`},
+		{"too many SSD I/O workers are refused", []string{"--ssd-dir", "/var/okv", "--ssd-io-workers", "300"}, "--ssd-io-workers 300: want 1..256"},
+		{"a chunk that is not whole pages is refused", []string{"--ram-chunk-bytes", "5000"}, "--ram-chunk-bytes 5000: want a multiple of 4KiB in 4KiB..64MiB"},
 		{"a negative spin window is refused", []string{"--spin-window", "-1us"}, "--spin-window -1µs: want 0..1s"},
 		{"a spin window over a second is refused", []string{"--spin-window", "2s"}, "want 0..1s"},
 		{"zero sessions are refused", []string{"--max-sessions", "0"}, "--max-sessions 0: want 1..4095"},
@@ -32,11 +41,11 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, err := parseFlags(tc.args)
+			c, fs, err := parseFlags(tc.args)
 			if err != nil {
 				t.Fatalf("parseFlags: %v", err)
 			}
-			_, err = validate(c)
+			_, err = validate(c, fs, slog.Default())
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("validate: %v, want ok", err)
@@ -44,6 +53,28 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 				t.Fatalf("validate: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Every field out of its limit is reported, each as its flag, once.
+func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
+	c, fs, err := parseFlags([]string{"--max-sessions", "0", "--copy-workers", "99", "--spin-window", "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = validate(c, fs, slog.Default())
+	if err == nil {
+		t.Fatal("validate = nil")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"--max-sessions 0: want 1..4095", "--spin-window 3s: want 0..1s", "--copy-workers 99: want 1..64"}
+	if len(lines) != len(want) {
+		t.Fatalf("validate = %q, want the %d lines %q", lines, len(want), want)
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d = %q, want %q", i, lines[i], want[i])
+		}
 	}
 }
 

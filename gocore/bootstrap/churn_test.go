@@ -33,7 +33,7 @@ func TestLiborbitkvClientAgainstTheManager(t *testing.T) {
 	}
 	hr, err := c.Health()
 	// A session's Health carries its own figures (100 pings), never the
-	// Manager-wide ones such as the session count (issue 13, finding 4).
+	// Manager-wide ones such as the session count.
 	if err != nil || hr.Sessions != 0 || hr.Requests != 100 || hr.Status != "serving" {
 		t.Fatalf("health %+v, %v; want serving, this session's 100 requests, no session count", hr, err)
 	}

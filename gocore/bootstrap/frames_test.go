@@ -288,8 +288,8 @@ func TestRegisterBuffersWithAMemfd(t *testing.T) {
 }
 
 // A session's Health reports the Manager's liveness and its own figures,
-// never the Manager-wide ones (issue 13, finding 4): b's traffic does not
-// show in a's Health, and the session count is not given away.
+// never the Manager-wide ones, which would leak other tenants' load: b's
+// traffic does not show in a's Health, and the session count is not given away.
 func TestHealthReportsTheManagersLivenessAndTheSessionsOwnFigures(t *testing.T) {
 	h := newHarness(t)
 	a, b := connect(t, h.path), connect(t, h.path)

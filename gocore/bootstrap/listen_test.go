@@ -185,8 +185,7 @@ func TestListenAfterAClosedListenerReclaimsThePath(t *testing.T) {
 	l.Close()
 }
 
-// issue 13 finding 1, the Manager's half: it refuses to bind where another
-// user could rename its live socket away and bind their own in its place.
+// The Manager refuses to bind where another user could rename its live socket away and bind their own in its place.
 func TestListenRefusesDirectoriesAnotherUserCanRewrite(t *testing.T) {
 	mk := func(t *testing.T, parent string, mode os.FileMode) string {
 		t.Helper()

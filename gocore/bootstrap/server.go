@@ -16,6 +16,8 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -42,8 +44,31 @@ type Config struct {
 	MaxBufferBytes uint64
 }
 
-// DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 32 TiB.
-const DefaultMaxBufferBytes = 32 << 40
+// Limits and defaults of a Config.
+const (
+	// DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 32 TiB.
+	DefaultMaxBufferBytes = 32 << 40
+	// MaxBufferBytes bounds Config.MaxBufferBytes: half of x86-64's 128 TiB
+	// user address space.
+	MaxBufferBytes = 64 << 40
+	// DefaultHelloTimeout and MaxHelloTimeout bound Config.HelloTimeout.
+	DefaultHelloTimeout = 5 * time.Second
+	MaxHelloTimeout     = time.Minute
+)
+
+// Validate checks the limits of the settings of c (Path, HelloTimeout,
+// MaxBufferBytes; New checks the parts the Manager fills in); every field
+// out of range is a *limit.Error naming it.
+func (c Config) Validate() error {
+	return errors.Join(
+		limit.Check(c.Path != "" && len(c.Path) <= lifecycle.MaxSocketPath, "bootstrap.Path", c.Path,
+			fmt.Sprintf("a path of 1..%d bytes (the limit for a Unix socket is %d)", lifecycle.MaxSocketPath, lifecycle.MaxSocketPath)),
+		limit.Check(c.HelloTimeout >= 0 && c.HelloTimeout <= MaxHelloTimeout, "bootstrap.HelloTimeout", c.HelloTimeout,
+			"more than 0 and at most 1m (0: 5s)"),
+		limit.Check(c.MaxBufferBytes <= MaxBufferBytes, "bootstrap.MaxBufferBytes", c.MaxBufferBytes,
+			fmt.Sprintf("at most %s, half of the 128 TiB address space (0: %s)", limit.Size(MaxBufferBytes), limit.Size(DefaultMaxBufferBytes))),
+	)
+}
 
 // Server accepts bootstrap connections and runs their lifecycle frames.
 type Server struct {
@@ -81,8 +106,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Epoch == 0 || cfg.Table == nil || cfg.Dispatcher == nil {
 		return nil, errors.New("bootstrap: config needs a nonzero epoch, a session table and a dispatcher")
 	}
-	if cfg.HelloTimeout <= 0 {
-		cfg.HelloTimeout = 5 * time.Second
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HelloTimeout == 0 {
+		cfg.HelloTimeout = DefaultHelloTimeout
 	}
 	if cfg.MaxBufferBytes == 0 {
 		cfg.MaxBufferBytes = DefaultMaxBufferBytes

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/tier"
@@ -26,6 +28,9 @@ const (
 	DefaultMaxOps           = 1024
 	// MaxOpsLimit bounds Spec.MaxOps and Spec.MaxOpsPerSession.
 	MaxOpsLimit = 1 << 20
+	// MinOpExpiry and MaxOpExpiry bound Spec.OpExpiry.
+	MinOpExpiry = time.Second
+	MaxOpExpiry = 24 * time.Hour
 	// maxDrain bounds the completions one Complete call handles; the rest
 	// wait for the next control event.
 	maxDrain = 4096
@@ -53,18 +58,20 @@ type Spec struct {
 	Logger *slog.Logger
 }
 
-// Validate names the field and limit that s violates.
+// Validate checks the limits of s and of its tiers; every field out of
+// range is a *limit.Error naming it.
 func (s Spec) Validate() error {
-	if s.MaxOpsPerSession < 0 || s.MaxOpsPerSession > MaxOpsLimit || s.MaxOps < 0 || s.MaxOps > MaxOpsLimit {
-		return fmt.Errorf("cache spec: operation bounds %d per session, %d in all: want 1..%d (0: default)", s.MaxOpsPerSession, s.MaxOps, MaxOpsLimit)
-	}
-	if s.OpExpiry < 0 || (s.OpExpiry != 0 && s.OpExpiry < time.Second) || s.OpExpiry > 24*time.Hour {
-		return fmt.Errorf("cache spec: operation expiry %v, want 1s..24h (0: %v)", s.OpExpiry, ticket.DefaultOpExpiry)
-	}
-	if s.CopyWorkers < 1 || s.CopyWorkers > copier.MaxWorkers {
-		return fmt.Errorf("cache spec: copy workers %d, want 1..%d", s.CopyWorkers, copier.MaxWorkers)
-	}
-	return s.Tiers.Validate()
+	ops := fmt.Sprintf("1..%d (0: %%d)", MaxOpsLimit)
+	return errors.Join(
+		limit.Check(s.MaxOpsPerSession >= 0 && s.MaxOpsPerSession <= MaxOpsLimit, "cache.MaxOpsPerSession", s.MaxOpsPerSession,
+			fmt.Sprintf(ops, DefaultMaxOpsPerSession)),
+		limit.Check(s.MaxOps >= 0 && s.MaxOps <= MaxOpsLimit, "cache.MaxOps", s.MaxOps, fmt.Sprintf(ops, DefaultMaxOps)),
+		limit.Check(s.OpExpiry == 0 || (s.OpExpiry >= MinOpExpiry && s.OpExpiry <= MaxOpExpiry), "cache.OpExpiry", s.OpExpiry,
+			fmt.Sprintf("1s..24h (0: %v)", ticket.DefaultOpExpiry)),
+		limit.Check(s.CopyWorkers >= 1 && s.CopyWorkers <= copier.MaxWorkers, "cache.CopyWorkers", s.CopyWorkers,
+			fmt.Sprintf("1..%d", copier.MaxWorkers)),
+		s.Tiers.Validate(),
+	)
 }
 
 // Service is the cache state of one Manager. See the package doc for its

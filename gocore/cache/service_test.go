@@ -463,8 +463,8 @@ func TestPublishNeverEvictsBlocksOfItsOwnBatch(t *testing.T) {
 	r.idle()
 }
 
-// A refused restore leaves no destination page marked busy (found by a
-// break-it run: the page stayed refused for the rest of the session).
+// A refused restore leaves no destination page marked busy: otherwise the
+// page would stay refused for the rest of the session.
 func TestARefusedRestoreReleasesItsPages(t *testing.T) {
 	r := newRig(t, 1<<20)
 	a, amem := r.open()

@@ -302,7 +302,7 @@ func TestALeaseLargerThanTheBudgetIsRefusedNotQueued(t *testing.T) {
 
 // A ticket without the wait flag warms its chain's SSD tail; the reads make
 // room in RAM and must not evict the RAM prefix the ticket then leases
-// (break-it review D1: it did, and the restore returned other bytes).
+// (the restore would return other bytes).
 func TestWarmingNeverEvictsThePrefixATicketLeases(t *testing.T) {
 	r, _ := ssdRigClock(t, Spec{Tiers: tier.Spec{Eviction: "lru"}}) // RAM: hash 4..7 (LRU order); SSD: hash 0..3
 	b, bmem := r.open()
@@ -325,7 +325,8 @@ func TestWarmingNeverEvictsThePrefixATicketLeases(t *testing.T) {
 
 // A ticket waiting for byte budget whose blocks went to SSD meanwhile
 // starts reads when the budget frees; it must be resolved when they land,
-// not left at the head of the budget queue (break-it review D2).
+// not left at the head of the budget queue, where it would block every
+// waiter behind it.
 func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) {
 	blockBytes := uint64(tLayers * tPageBytes)
 	r, _ := ssdRigClock(t, Spec{LeaseBudget: 2 * blockBytes, Tiers: tier.Spec{Eviction: "lru"}}) // RAM: hash 4..7; SSD: hash 0..3

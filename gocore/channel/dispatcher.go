@@ -14,6 +14,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
@@ -68,20 +69,20 @@ type Handler interface {
 	Close()
 }
 
-// Validate checks the limits of s.
+// Validate checks the limits of s; every field out of range is a
+// *limit.Error naming it.
 func (s Spec) Validate() error {
-	switch {
-	case s.Epoch == 0:
-		return errors.New("channel spec: epoch must be nonzero")
-	case s.MaxSessions == 0 || s.MaxSessions > abi.ControlSlot:
-		return fmt.Errorf("channel spec: max sessions %d, want 1..%d", s.MaxSessions, abi.ControlSlot)
-	case s.SpinWindow < 0 || s.SpinWindow > time.Second:
-		return fmt.Errorf("channel spec: spin window %v, want 0..1s", s.SpinWindow)
-	case s.MaxBatch != 0 && (s.MaxBatch < 2 || s.MaxBatch > 4096):
-		return fmt.Errorf("channel spec: max batch %d, want 2..4096", s.MaxBatch)
-	}
-	return nil
+	return errors.Join(
+		limit.Check(s.Epoch != 0, "channel.Epoch", s.Epoch, "nonzero"),
+		limit.Check(s.MaxSessions >= 1 && s.MaxSessions <= abi.ControlSlot, "channel.MaxSessions", s.MaxSessions,
+			fmt.Sprintf("1..%d", abi.ControlSlot)),
+		limit.Check(s.SpinWindow >= 0 && s.SpinWindow <= MaxSpinWindow, "channel.SpinWindow", s.SpinWindow, "0..1s"),
+		limit.Check(s.MaxBatch == 0 || (s.MaxBatch >= 2 && s.MaxBatch <= 4096), "channel.MaxBatch", s.MaxBatch, "2..4096 (0: 64)"),
+	)
 }
+
+// MaxSpinWindow bounds Spec.SpinWindow.
+const MaxSpinWindow = time.Second
 
 // sessionState is the dispatcher's private view of one attached session;
 // touched only by the dispatcher goroutine.

@@ -12,10 +12,10 @@ import (
 )
 
 // A parked dispatcher must not hold up the Go runtime: a stop-the-world
-// (here a forced GC) has to finish while no request ever arrives. A first
-// version slept in a raw FUTEX_WAIT without a timeout, which the runtime's
-// preemption signal restarts (SA_RESTART): every stop-the-world then waited
-// for the next channel request, freezing the whole Manager when idle.
+// (here a forced GC) has to finish while no request ever arrives. A raw
+// FUTEX_WAIT without a timeout would not do: the runtime's preemption
+// signal restarts it (SA_RESTART), so every stop-the-world would wait for
+// the next channel request and freeze the whole Manager when idle.
 //
 // A frozen runtime cannot even fire the test's own timers, so the scenario
 // runs in a child process that the parent kills after a deadline.

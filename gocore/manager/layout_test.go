@@ -50,9 +50,9 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 // is a design decision: add it here and to the README's table.
 var allowed = map[string][]string{
 	"gocore/abi":             {},
-	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/session", "proto/lifecyclepb"},
-	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/session"},
+	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
+	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
 	"gocore/client":          {"gocore/internal/native"},
 	"gocore/copier":          {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
 	"gocore/evict":           {},
@@ -62,13 +62,14 @@ var allowed = map[string][]string{
 	"gocore/internal/native": {"gocore/abi"},
 	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
 	"gocore/lifecycle":       {"proto/lifecyclepb"},
-	"gocore/manager":         {"gocore/bootstrap", "gocore/cache", "gocore/channel", "gocore/session"},
+	"gocore/limit":           {},
+	"gocore/manager":         {"gocore/bootstrap", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
 	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
-	"gocore/session":         {"gocore/abi", "gocore/failpoint"},
+	"gocore/session":         {"gocore/abi", "gocore/failpoint", "gocore/limit"},
 	"gocore/ticket":          {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
-	"gocore/tier":            {"gocore/abi", "gocore/evict", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/tier/ram":        {"hugepages"},
-	"gocore/tier/ssd":        {},
+	"gocore/tier":            {"gocore/abi", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/tier/ram":        {"gocore/limit", "hugepages"},
+	"gocore/tier/ssd":        {"gocore/limit"},
 	"gocore/trace":           {},
 }
 

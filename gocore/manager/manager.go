@@ -1,72 +1,114 @@
 // Package manager builds a whole Manager from one Spec: the session table
 // (gocore/session), the channel dispatcher (gocore/channel) serving the
-// cache service (gocore/cache: tiers, leases, tickets, copy engine) and
-// the bootstrap server (gocore/bootstrap). cmd/orbitkv-manager turns flags
-// into a Spec; tests and harnesses use the same wiring. Dependencies run
-// one way: the Manager wires the transport (channel) to its handler
-// (cache); neither knows the other's package.
+// cache service (gocore/cache: tiers, leases, tickets, copy engine), the
+// bootstrap server (gocore/bootstrap) and the operator's HTTP endpoints
+// (/health, /metrics, pprof). cmd/orbitkv-manager turns flags into a Spec
+// and calls Run; tests and harnesses use New, Serve and Close. Every limit
+// is declared once, beside the Spec it bounds, and Validate reports each
+// violation as a *limit.Error naming the field. Dependencies run one way:
+// the Manager wires the transport (channel) to its handler (cache); neither
+// knows the other's package.
 package manager
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
-// Spec configures a Manager; a plain value. Bootstrap.Table, .Dispatcher
-// and .Epoch are filled in by New; Cache.Epoch and Cache.Logger too.
+// Limits and defaults of a Spec.
+const (
+	DefaultShutdownTimeout = 10 * time.Second
+	MinShutdownTimeout     = time.Second
+	MaxShutdownTimeout     = 10 * time.Minute
+)
+
+// Spec configures a Manager; a plain value. New fills in Bootstrap.Table,
+// .Dispatcher, .Epoch and (when nil) .Health; Cache.Epoch and the Loggers;
+// and Channel.MaxSessions from Session.MaxSessions when it is 0.
 type Spec struct {
 	Epoch     uint64 // nonzero; stamped on every response
 	Session   session.Spec
 	Channel   channel.Spec
 	Cache     *cache.Spec // nil: only Ping and Shutdown are served
 	Bootstrap bootstrap.Config
-	Logger    *slog.Logger
+	// HTTPAddr is the loopback host:port of /health, /metrics and
+	// /debug/pprof (unauthenticated, so never another address); "" serves
+	// none.
+	HTTPAddr string
+	// ShutdownTimeout bounds Run's shutdown, from the signal to the last
+	// step (0: DefaultShutdownTimeout; 1s..10m).
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
 }
 
-// Validate checks every part of s; the error names the part and the limit.
-func (s Spec) Validate() error {
-	if s.Epoch == 0 {
-		return errors.New("manager spec: epoch must be nonzero")
+// withDefaults fills the fields New derives from others.
+func (s Spec) withDefaults() Spec {
+	s.Session.Epoch, s.Channel.Epoch = s.Epoch, s.Epoch
+	if s.Channel.MaxSessions == 0 {
+		s.Channel.MaxSessions = s.Session.MaxSessions
 	}
-	ss, cs := s.Session, s.Channel
-	ss.Epoch, cs.Epoch = s.Epoch, s.Epoch
-	errs := []error{ss.Validate(), cs.Validate()}
+	if s.ShutdownTimeout == 0 {
+		s.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	return s
+}
+
+// Validate checks every part of s. Each field outside its limit is a
+// *limit.Error naming it (limit.Errors lists them); errors.Join joins them.
+func (s Spec) Validate() error {
+	s = s.withDefaults()
+	errs := []error{
+		limit.Check(s.Epoch != 0, "manager.Epoch", s.Epoch, "nonzero"),
+		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(),
+		limit.Check(s.ShutdownTimeout >= MinShutdownTimeout && s.ShutdownTimeout <= MaxShutdownTimeout,
+			"manager.ShutdownTimeout", s.ShutdownTimeout, "1s..10m"),
+	}
 	if s.Cache != nil {
 		errs = append(errs, s.Cache.Validate())
 	}
-	if s.Bootstrap.Path == "" {
-		errs = append(errs, errors.New("manager spec: bootstrap socket path is empty"))
+	if s.HTTPAddr != "" {
+		errs = append(errs, checkLoopback(s.HTTPAddr))
 	}
 	return errors.Join(errs...)
 }
 
 // Manager is one running Manager: its dispatcher runs on its own
-// goroutine from New on; Serve accepts clients; Close stops everything.
+// goroutine from New on; Serve (or Run) accepts clients; Close stops
+// everything.
 type Manager struct {
 	Table      *session.Table
 	Dispatcher *channel.Dispatcher
 	Cache      *cache.Service // nil without Spec.Cache
 	Server     *bootstrap.Server
+	spec       Spec
 	log        *slog.Logger
+	health     *health
+	http       *httpServer // nil without Spec.HTTPAddr
 }
 
 // New validates s, creates the RAM tier (committing its memory), the copy
-// engine and the dispatcher, starts the dispatcher and binds the
-// bootstrap socket. Errors name the part that failed.
+// engine and the dispatcher, starts the dispatcher, binds the bootstrap
+// socket and, with HTTPAddr, the HTTP listener. It logs the tiers it made.
+// Errors name the part that failed.
 func New(s Spec) (*Manager, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if s.Logger == nil {
-		s.Logger = slog.Default()
-	}
-	s.Session.Epoch, s.Channel.Epoch = s.Epoch, s.Epoch
+	s = s.withDefaults()
 	if s.Channel.Logger == nil {
 		s.Channel.Logger = s.Logger
 	}
@@ -78,47 +120,85 @@ func New(s Spec) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{Table: table, Dispatcher: disp, log: s.Logger}
+	m := &Manager{Table: table, Dispatcher: disp, spec: s, log: s.Logger}
 	if s.Cache != nil {
 		cs := *s.Cache
 		cs.Epoch = s.Epoch
 		if cs.Logger == nil {
 			cs.Logger = s.Logger
 		}
+		start := time.Now()
 		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
 			disp.Close()
 			return nil, err
 		}
 		disp.SetHandler(m.Cache)
+		m.logTiers(cs, time.Since(start))
 	}
+	m.health = &health{disp: disp, svc: m.Cache, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
+		serviceID: s.Bootstrap.ServiceID, started: time.Now()}
 	go disp.Run()
 	bc := s.Bootstrap
 	bc.Epoch, bc.Table, bc.Dispatcher = s.Epoch, table, disp
 	if bc.Logger == nil {
 		bc.Logger = s.Logger
 	}
+	if bc.Health == nil {
+		bc.Health = m.health.reply
+	}
 	if m.Server, err = bootstrap.New(bc); err != nil {
 		m.stopDispatcher()
 		return nil, fmt.Errorf("bootstrap socket %s: %w", bc.Path, err)
 	}
+	if s.HTTPAddr != "" {
+		if m.http, err = startHTTP(s.HTTPAddr, m.health, s.Logger); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// logTiers logs the tiers New made, with how long making them took (the
+// RAM tier's prefault dominates).
+func (m *Manager) logTiers(cs cache.Spec, took time.Duration) {
+	rs := m.Cache.Stats()
+	ram := cs.Tiers.RAM
+	m.log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(ram.CapacityBytes)),
+		slog.String("chunk", humanize.IBytes(ram.ChunkBytes)), slog.Bool("prefault", ram.Prefault),
+		slog.String("hugepages", ram.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
+		slog.Duration("took", took), slog.Int("copy_workers", cs.CopyWorkers), slog.String("eviction", cs.Tiers.Eviction))
+	if sp := cs.Tiers.SSD; sp != nil {
+		m.log.Info("ssd tier ready", slog.String("dir", sp.Dir), slog.String("capacity", humanize.IBytes(rs.SSD.CapacityBytes)),
+			slog.String("slot", humanize.IBytes(sp.SlotBytes)), slog.Uint64("recovered_blocks", rs.SSD.Recovered),
+			slog.String("admission", sp.Admission))
+	}
 }
 
 // Serve accepts bootstrap connections until Close; see bootstrap.Server.Serve.
 func (m *Manager) Serve() error { return m.Server.Serve() }
 
+// Health is the Manager-wide health of GET /health: status (serving or
+// draining), uptime, version, poll mode, requests and the cache figures.
+func (m *Manager) Health() *lifecyclepb.HealthReply { return m.health.reply() }
+
 // Close shuts down in the order DESIGN.md §5.1 needs: every session is
 // detached and released first, then the dispatcher stops and the cache
-// waits for its copies and SSD I/O and frees the RAM tier. It has no
-// deadline (see cache.Service.Close); CloseSessions and StopDispatcher let
-// a caller bound each step.
+// waits for its copies and SSD I/O and frees the RAM tier; the HTTP
+// endpoints stop last. It has no deadline (see cache.Service.Close); Run
+// bounds each step by Spec.ShutdownTimeout.
 func (m *Manager) Close() {
 	m.CloseSessions()
 	m.stopDispatcher()
+	m.stopHTTP()
 }
 
-// CloseSessions closes the bootstrap server and every session.
-func (m *Manager) CloseSessions() { m.Server.Close() }
+// CloseSessions closes the bootstrap server and every session; /health
+// reads "draining" from then on.
+func (m *Manager) CloseSessions() {
+	m.health.draining.Store(true)
+	m.Server.Close()
+}
 
 // StopDispatcher asks the dispatcher to stop; Done is closed once it (and
 // with it the cache service) stopped; then call Free.

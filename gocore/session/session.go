@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // ErrFull is returned by Open when every slot index is in use.
@@ -25,18 +26,23 @@ type Spec struct {
 	DescCapacity uint32 // descriptor area bytes, 4 KiB .. 64 MiB, multiple of 4 KiB
 }
 
-// Validate checks the limits of s and names the field that is out of range.
+// Validate checks the limits of s; every field out of range is a
+// *limit.Error naming it.
 func (s Spec) Validate() error {
-	switch {
-	case s.Epoch == 0:
-		return errors.New("session spec: epoch must be nonzero")
-	case s.MaxSessions == 0 || s.MaxSessions > abi.ControlSlot:
-		return fmt.Errorf("session spec: max sessions %d, want 1..%d", s.MaxSessions, abi.ControlSlot)
-	case s.DescCapacity < 4096 || s.DescCapacity > 64<<20 || s.DescCapacity%4096 != 0:
-		return fmt.Errorf("session spec: descriptor capacity %d bytes, want a multiple of 4096 in [4096, 64 MiB]", s.DescCapacity)
-	}
-	return nil
+	return errors.Join(
+		limit.Check(s.Epoch != 0, "session.Epoch", s.Epoch, "nonzero"),
+		limit.Check(s.MaxSessions >= 1 && s.MaxSessions <= abi.ControlSlot, "session.MaxSessions", s.MaxSessions,
+			fmt.Sprintf("1..%d", abi.ControlSlot)),
+		limit.Check(s.DescCapacity >= MinDescBytes && s.DescCapacity <= MaxDescBytes && s.DescCapacity%4096 == 0,
+			"session.DescCapacity", s.DescCapacity, "a multiple of 4KiB in 4KiB..64MiB"),
+	)
 }
+
+// Limits of Spec.DescCapacity: whole 4 KiB pages.
+const (
+	MinDescBytes = 4 << 10
+	MaxDescBytes = 64 << 20
+)
 
 // Peer is who is behind a connection, from SO_PEERCRED and the hello.
 type Peer struct {

@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
@@ -43,18 +45,19 @@ type Spec struct {
 	Logger *slog.Logger
 }
 
-// Validate names the field and limit that s violates (the SSD spec is
-// validated by ssd.Open, against the filesystem).
+// Validate checks the limits of s, its RAM spec's and its SSD spec's
+// (ssd.Open checks the latter against the filesystem too); every field out
+// of range is a *limit.Error naming it.
 func (s Spec) Validate() error {
-	if s.Eviction != "" && !slices.Contains(evict.Names(), s.Eviction) {
-		return fmt.Errorf("tier spec: eviction policy %q, want one of %s", s.Eviction, strings.Join(evict.Names(), ", "))
+	errs := []error{
+		limit.Check(s.Eviction == "" || slices.Contains(evict.Names(), s.Eviction), "tier.Eviction", s.Eviction,
+			"one of "+strings.Join(evict.Names(), ", ")),
+		s.RAM.Validate(),
 	}
 	if s.SSD != nil {
-		if err := s.SSD.Validate(); err != nil {
-			return err
-		}
+		errs = append(errs, s.SSD.Validate())
 	}
-	return s.RAM.Validate()
+	return errors.Join(errs...)
 }
 
 // Tiers is the RAM tier, its index and the optional SSD tier.

@@ -497,7 +497,7 @@ static void *timed_client_run(void *arg)
  * scheduling (two cores, four threads). */
 static void test_erased_rings_are_found(int mode)
 {
-	enum { ROUNDS = 24 };
+	enum { ROUNDS = 24, BATCHES = 8 };
 	struct okv_doorbell *db = new_doorbell();
 	struct okvi_server *srv = okvi_server_new(db, 200, mode, 20000);
 	struct timed_client tc[NCLIENTS];
@@ -514,32 +514,43 @@ static void test_erased_rings_are_found(int mode)
 	echo_start(&e, srv, 8);
 	struct eraser x = { .db = db };
 	pthread_create(&x.thr, NULL, erase_run, &x);
-	for (int i = 0; i < NCLIENTS; i++)
-		pthread_create(&tc[i].c.thr, NULL, timed_client_run, &tc[i]);
-	for (int i = 0; i < NCLIENTS; i++)
-		pthread_join(tc[i].c.thr, NULL);
+	/* Whether the eraser wins a race against a ring depends on the
+	 * scheduler: on a loaded two-core VM it may not run during a batch.
+	 * Batches repeat (at most BATCHES) until a request needed the rescan,
+	 * so the check below that one did can fail only when none ever does. */
+	struct okvi_server_stats st;
+	uint64_t worst = 0;
+	int batches = 0;
+	do {
+		for (int i = 0; i < NCLIENTS; i++) {
+			tc[i].done = 0;
+			pthread_create(&tc[i].c.thr, NULL, timed_client_run, &tc[i]);
+		}
+		for (int i = 0; i < NCLIENTS; i++)
+			pthread_join(tc[i].c.thr, NULL);
+		batches++;
+		for (int i = 0; i < NCLIENTS; i++) {
+			CHECK(tc[i].timeouts == 0 && tc[i].done == ROUNDS,
+			      "%s: slot %u finished %d of %d pings, %d timed out at 1 s: a request vanished",
+			      mode_name(mode), tc[i].c.index, tc[i].done, ROUNDS, tc[i].timeouts);
+			if (tc[i].max_ns > worst)
+				worst = tc[i].max_ns;
+		}
+		okvi_server_stats(srv, &st);
+	} while (mode != OKVI_POLL_SPIN && st.rescued == 0 && batches < BATCHES);
 	__atomic_store_n(&x.stop, 1, __ATOMIC_SEQ_CST);
 	pthread_join(x.thr, NULL);
 	echo_stop(&e, db);
-	struct okvi_server_stats st;
 	okvi_server_stats(srv, &st);
-	uint64_t worst = 0;
-	for (int i = 0; i < NCLIENTS; i++) {
-		CHECK(tc[i].timeouts == 0 && tc[i].done == ROUNDS,
-		      "%s: slot %u finished %d of %d pings, %d timed out at 1 s: a request vanished",
-		      mode_name(mode), tc[i].c.index, tc[i].done, ROUNDS, tc[i].timeouts);
-		if (tc[i].max_ns > worst)
-			worst = tc[i].max_ns;
-	}
 	CHECK(worst <= OKVI_RESCAN_NS + 150000000ull, "%s: slowest ping %llu ms, bound %llu ms + 150 ms slack",
 	      mode_name(mode), (unsigned long long)(worst / 1000000u), OKVI_RESCAN_NS / 1000000ull);
 	/* A spinning server usually takes a ring before the eraser gets to it;
 	 * test_erased_ring_found_while_busy covers that mode deterministically. */
 	if (mode != OKVI_POLL_SPIN)
-		CHECK(st.rescued > 0, "%s: no request needed the rescan (%llu eraser passes): the test erased nothing",
-		      mode_name(mode), (unsigned long long)x.passes);
-	printf("erased rings, %s mode: %d x %d pings, slowest %llu ms, %llu found by %llu rescans\n", mode_name(mode),
-	       NCLIENTS, ROUNDS, (unsigned long long)(worst / 1000000u), (unsigned long long)st.rescued,
+		CHECK(st.rescued > 0, "%s: no request needed the rescan in %d batches (%llu eraser passes): the test erased nothing",
+		      mode_name(mode), batches, (unsigned long long)x.passes);
+	printf("erased rings, %s mode: %d batches of %d x %d pings, slowest %llu ms, %llu found by %llu rescans\n", mode_name(mode),
+	       batches, NCLIENTS, ROUNDS, (unsigned long long)(worst / 1000000u), (unsigned long long)st.rescued,
 	       (unsigned long long)st.rescans);
 	okvi_server_free(srv);
 	for (int i = 0; i < NCLIENTS; i++)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/hugepages"
 )
 
@@ -30,21 +31,26 @@ type Spec struct {
 	Hugepages hugepages.Mode
 }
 
-// Validate names the field and limit that s violates.
+// Validate checks the limits of s; every field out of range is a
+// *limit.Error naming it.
 func (s Spec) Validate() error {
-	switch {
-	case s.ChunkBytes < MinChunkBytes || s.ChunkBytes > MaxChunkBytes || s.ChunkBytes%4096 != 0:
-		return fmt.Errorf("ram tier: chunk bytes %d, want a multiple of 4096 in [%d, %d]", s.ChunkBytes, MinChunkBytes, MaxChunkBytes)
-	case s.CapacityBytes < s.ChunkBytes:
-		return fmt.Errorf("ram tier: capacity %d bytes is less than one chunk (%d bytes)", s.CapacityBytes, s.ChunkBytes)
-	case s.CapacityBytes/s.ChunkBytes > MaxChunks:
-		return fmt.Errorf("ram tier: capacity %d bytes is more than %d chunks of %d bytes", s.CapacityBytes, uint64(MaxChunks), s.ChunkBytes)
-	case s.CapacityBytes > hugepages.MaxBytes:
-		return fmt.Errorf("ram tier: capacity %d bytes, want at most %d", s.CapacityBytes, uint64(hugepages.MaxBytes))
-	case s.Hugepages != hugepages.Off && s.Hugepages != hugepages.Prefer && s.Hugepages != hugepages.Require:
-		return fmt.Errorf("ram tier: hugepages mode %v: %w", s.Hugepages, hugepages.ErrBadMode)
+	mode := limit.Check(s.Hugepages == hugepages.Off || s.Hugepages == hugepages.Prefer || s.Hugepages == hugepages.Require,
+		"ram.Hugepages", s.Hugepages, "off, prefer or require")
+	if s.ChunkBytes < MinChunkBytes || s.ChunkBytes > MaxChunkBytes || s.ChunkBytes%4096 != 0 {
+		return errors.Join(&limit.Error{Field: "ram.ChunkBytes", Value: s.ChunkBytes,
+			Want: fmt.Sprintf("a multiple of 4KiB in %s..%s", limit.Size(MinChunkBytes), limit.Size(MaxChunkBytes))}, mode)
 	}
-	return nil
+	var capacity error
+	switch {
+	case s.CapacityBytes < s.ChunkBytes:
+		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at least one chunk (" + limit.Size(s.ChunkBytes) + ")"}
+	case s.CapacityBytes/s.ChunkBytes > MaxChunks:
+		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes,
+			Want: fmt.Sprintf("at most %d chunks of %s", uint64(MaxChunks), limit.Size(s.ChunkBytes))}
+	case s.CapacityBytes > hugepages.MaxBytes:
+		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at most " + limit.Size(hugepages.MaxBytes)}
+	}
+	return errors.Join(capacity, mode)
 }
 
 // Arena is a mapped, pre-faulted memfd carved into chunks.

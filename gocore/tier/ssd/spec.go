@@ -1,8 +1,11 @@
 package ssd
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // Admission rules for Spec.Admission.
@@ -81,32 +84,29 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
-// Validate names the field and limit that s violates (zero fields take
-// their defaults first).
+// Validate checks the limits of s (zero fields take their defaults
+// first); every field out of range is a *limit.Error naming it.
 func (s Spec) Validate() error {
 	s = s.withDefaults()
-	switch {
-	case s.Dir == "":
-		return fmt.Errorf("ssd tier: Dir is empty")
-	case !filepath.IsAbs(s.Dir):
-		return fmt.Errorf("ssd tier: Dir %q is not an absolute path", s.Dir)
-	case s.SlotBytes == 0 || s.SlotBytes%4096 != 0 || s.SlotBytes > MaxSlotBytes:
-		return fmt.Errorf("ssd tier: SlotBytes %d, want a multiple of 4096 in [4096, %d]", s.SlotBytes, uint64(MaxSlotBytes))
-	case s.CapacityBytes < s.stride():
-		return fmt.Errorf("ssd tier: CapacityBytes %d is less than one slot (%d bytes: a %d-byte header and SlotBytes %d)",
-			s.CapacityBytes, s.stride(), HeaderBytes, s.SlotBytes)
-	case s.CapacityBytes/s.stride() > MaxSlots:
-		return fmt.Errorf("ssd tier: CapacityBytes %d is more than %d slots of %d bytes", s.CapacityBytes, uint64(MaxSlots), s.stride())
-	case s.IOWorkers < 1 || s.IOWorkers > MaxIOWorkers:
-		return fmt.Errorf("ssd tier: IOWorkers %d, want 1 to %d", s.IOWorkers, MaxIOWorkers)
-	case s.Admission != AdmitAll && s.Admission != AdmitSecondHit:
-		return fmt.Errorf("ssd tier: Admission %q, want %q or %q", s.Admission, AdmitAll, AdmitSecondHit)
-	case s.MaxPendingWrites < 1:
-		return fmt.Errorf("ssd tier: MaxPendingWrites %d, want at least 1", s.MaxPendingWrites)
-	case s.VerifyOnOpen < -1:
-		return fmt.Errorf("ssd tier: VerifyOnOpen %d, want -1 (none), 0 (default) or a count", s.VerifyOnOpen)
+	errs := []error{
+		limit.Check(s.Dir != "" && filepath.IsAbs(s.Dir), "ssd.Dir", s.Dir, "an absolute path"),
+		limit.Check(s.IOWorkers >= 1 && s.IOWorkers <= MaxIOWorkers, "ssd.IOWorkers", s.IOWorkers, fmt.Sprintf("1..%d", MaxIOWorkers)),
+		limit.Check(s.Admission == AdmitAll || s.Admission == AdmitSecondHit, "ssd.Admission", s.Admission,
+			fmt.Sprintf("%q or %q", AdmitAll, AdmitSecondHit)),
+		limit.Check(s.MaxPendingWrites >= 1, "ssd.MaxPendingWrites", s.MaxPendingWrites, "at least 1"),
+		limit.Check(s.VerifyOnOpen >= -1, "ssd.VerifyOnOpen", s.VerifyOnOpen, "-1 (none), 0 (default) or a count"),
 	}
-	return nil
+	switch {
+	case s.SlotBytes == 0 || s.SlotBytes%4096 != 0 || s.SlotBytes > MaxSlotBytes:
+		errs = append(errs, &limit.Error{Field: "ssd.SlotBytes", Value: s.SlotBytes, Want: "a multiple of 4KiB in 4KiB.." + limit.Size(MaxSlotBytes)})
+	case s.CapacityBytes < s.stride():
+		errs = append(errs, &limit.Error{Field: "ssd.CapacityBytes", Value: s.CapacityBytes,
+			Want: fmt.Sprintf("at least one slot (%s: a %d-byte header and SlotBytes %d)", limit.Size(s.stride()), HeaderBytes, s.SlotBytes)})
+	case s.CapacityBytes/s.stride() > MaxSlots:
+		errs = append(errs, &limit.Error{Field: "ssd.CapacityBytes", Value: s.CapacityBytes,
+			Want: fmt.Sprintf("at most %d slots of %s", uint64(MaxSlots), limit.Size(s.stride()))})
+	}
+	return errors.Join(errs...)
 }
 
 // stride is the bytes one slot takes in the data file.

@@ -16,10 +16,10 @@ func TestSpecValidate(t *testing.T) {
 		modify func(*Spec)
 		want   string
 	}{
-		{"an empty dir is refused", func(s *Spec) { s.Dir = "" }, "Dir is empty"},
-		{"a relative dir is refused", func(s *Spec) { s.Dir = "ssd" }, "not an absolute path"},
+		{"an empty dir is refused", func(s *Spec) { s.Dir = "" }, `ssd.Dir "": want an absolute path`},
+		{"a relative dir is refused", func(s *Spec) { s.Dir = "ssd" }, `ssd.Dir "ssd": want an absolute path`},
 		{"slot bytes that are not whole pages are refused", func(s *Spec) { s.SlotBytes = 5000 }, "SlotBytes 5000"},
-		{"a capacity below one slot is refused", func(s *Spec) { s.CapacityBytes = 1 << 20 }, "less than one slot"},
+		{"a capacity below one slot is refused", func(s *Spec) { s.CapacityBytes = 1 << 20 }, "want at least one slot"},
 		{"too many workers are refused", func(s *Spec) { s.IOWorkers = 1000 }, "IOWorkers 1000"},
 		{"an unknown admission rule is refused", func(s *Spec) { s.Admission = "third-hit" }, `Admission "third-hit"`},
 		{"a negative verify count below -1 is refused", func(s *Spec) { s.VerifyOnOpen = -2 }, "VerifyOnOpen -2"},

@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"context"
@@ -19,34 +19,31 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
-// healthState answers Health frames and GET /health.
-type healthState struct {
+// health answers Health frames (the Manager-wide part) and GET /health.
+type health struct {
 	disp      *channel.Dispatcher
-	svc       *cache.Service
+	svc       *cache.Service // nil without a cache
+	table     *session.Table
 	mode      channel.PollMode
-	started   time.Time
+	version   string
 	serviceID [16]byte
+	started   time.Time
 	draining  atomic.Bool
 }
 
-func newHealth(d *channel.Dispatcher, svc *cache.Service, mode channel.PollMode, started time.Time, serviceID [16]byte) *healthState {
-	return &healthState{disp: d, svc: svc, mode: mode, started: started, serviceID: serviceID}
-}
-
-func (h *healthState) setDraining() { h.draining.Store(true) }
-
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.
-func (h *healthState) reply() *lifecyclepb.HealthReply {
+func (h *health) reply() *lifecyclepb.HealthReply {
 	st := "serving"
 	if h.draining.Load() {
 		st = "draining"
 	}
 	r := &lifecyclepb.HealthReply{
-		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: version,
+		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: h.version,
 		PollMode: h.mode.String(), Requests: h.disp.Requests(),
 	}
 	if svc := h.svc; svc != nil {
@@ -58,19 +55,25 @@ func (h *healthState) reply() *lifecyclepb.HealthReply {
 	return r
 }
 
+// httpServer serves /health, /metrics and /debug/pprof on a loopback port.
 type httpServer struct {
 	srv *http.Server
 	log *slog.Logger
 }
 
-func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dispatcher, svc *cache.Service, log *slog.Logger) (*httpServer, error) {
+// checkLoopback refuses an HTTP address that is not host:port on a
+// loopback host: the endpoints are unauthenticated.
+func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http-addr %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("--http-addr %q: must be a loopback address (health, metrics and pprof are unauthenticated)", addr)
-	}
+	ip := net.ParseIP(host)
+	return limit.Check(err == nil && (host == "localhost" || (ip != nil && ip.IsLoopback())), "manager.HTTPAddr", addr,
+		"a loopback host:port such as 127.0.0.1:7471 (health, metrics and pprof are unauthenticated)")
+}
+
+// startHTTP listens on addr (checked by checkLoopback) and serves the
+// endpoints on their own goroutine until stopHTTP.
+func startHTTP(addr string, h *health, log *slog.Logger) (*httpServer, error) {
+	table, d, svc := h.table, h.disp, h.svc
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(
@@ -118,7 +121,7 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--http-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("http endpoints: %w", err)
 	}
 	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log: log}
 	go func() {
@@ -129,10 +132,15 @@ func startHTTP(addr string, h *healthState, table *session.Table, d *channel.Dis
 	return s, nil
 }
 
-func (s *httpServer) shutdown() {
+// stopHTTP stops the HTTP endpoints, giving requests in flight 2 s.
+func (m *Manager) stopHTTP() {
+	if m.http == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s.srv.Shutdown(ctx)
+	m.http.srv.Shutdown(ctx)
+	m.http = nil
 }
 
 // registerCacheMetrics exposes the cache counters an operator graphs: RAM

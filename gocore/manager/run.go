@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+// ErrShutdownForced is Run's answer when shutdown ran past
+// Spec.ShutdownTimeout. Run then freed nothing: the RAM tier, staging
+// buffers and session mappings stay mapped, because an SSD read still in
+// the kernel may write them (DESIGN.md §6 rule 9). The caller must exit
+// the process (cmd/orbitkv-manager exits with status 3).
+var ErrShutdownForced = errors.New("manager: shutdown ran past its timeout; memory outstanding reads may write was not freed")
+
+// maxStuckLines bounds the SSD I/Os a forced shutdown logs one by one.
+const maxStuckLines = 32
+
+// Run logs the "orbitkv-manager serving" line (the line launchers wait
+// for), serves until ctx is done or the bootstrap server fails, and then
+// shuts down: /health turns draining, sessions close (each detached and
+// released), the dispatcher and cache stop, memory is freed, and the HTTP
+// endpoints stop. Every step shares one deadline, Spec.ShutdownTimeout from
+// the start of shutdown; past it Run logs each SSD I/O still outstanding
+// and returns ErrShutdownForced. Otherwise it returns the bootstrap
+// server's error, or nil after ctx was done.
+func (m *Manager) Run(ctx context.Context) error {
+	s := m.spec
+	m.log.Info("orbitkv-manager serving", slog.String("socket", s.Bootstrap.Path), slog.String("poll_mode", s.Channel.PollMode.String()),
+		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", s.HTTPAddr),
+		slog.Uint64("epoch", s.Epoch), slog.Uint64("max_sessions", uint64(s.Session.MaxSessions)),
+		slog.String("desc_bytes", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- m.Serve() }()
+	var err error
+	select {
+	case <-ctx.Done():
+		m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
+	case err = <-serveErr:
+		m.log.Error("bootstrap server stopped", slog.Any("err", err))
+	}
+	// An SSD read the disk never answers keeps the cache's Close waiting
+	// (its frames may still be written): past the deadline Run gives up
+	// rather than wait with it.
+	deadline := time.Now().Add(s.ShutdownTimeout)
+	closed := make(chan struct{})
+	go func() { m.CloseSessions(); close(closed) }()
+	if !waitUntil(deadline, closed) {
+		m.Server.RemoveSocket() // Close removes it only once every session is detached
+		return m.forced("sessions did not finish detaching")
+	}
+	if !waitUntil(deadline, m.StopDispatcher()) {
+		return m.forced("the cache did not stop")
+	}
+	m.Free()
+	m.stopHTTP()
+	m.log.Info("orbitkv-manager stopped", slog.Uint64("requests", m.Dispatcher.Requests()), slog.Duration("uptime", time.Since(m.health.started)))
+	return err
+}
+
+// waitUntil waits for done until deadline; it reports whether done closed.
+func waitUntil(deadline time.Time, done <-chan struct{}) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// forced logs what still runs when shutdown ran past its deadline (each
+// SSD I/O not finished: op, slot, file offset, bytes, age; at most
+// maxStuckLines of them) and returns ErrShutdownForced. The kernel may
+// hold the process until an uninterruptible read returns; nothing waits
+// for it.
+func (m *Manager) forced(why string) error {
+	var reads, issued, total int
+	if m.Cache != nil {
+		ios := m.Cache.SSDOutstanding()
+		total = len(ios)
+		for i, x := range ios {
+			if x.Op != "write" {
+				reads++
+			}
+			if x.Issued {
+				issued++
+			}
+			if i < maxStuckLines {
+				m.log.Error("shutdown: ssd i/o still outstanding", slog.String("op", x.Op), slog.Bool("in_kernel", x.Issued),
+					slog.Uint64("slot", uint64(x.Slot)), slog.Int64("offset", x.Offset), slog.Uint64("bytes", x.Bytes),
+					slog.Duration("age", x.Age.Round(time.Millisecond)))
+			}
+		}
+	}
+	m.log.Error("shutdown forced: exiting without freeing memory outstanding reads may write",
+		slog.String("reason", why), slog.Duration("shutdown_timeout", m.spec.ShutdownTimeout),
+		slog.Int("stuck_reads", reads), slog.Int("ssd_ios", total), slog.Int("in_kernel", issued),
+		slog.Int("not_logged", max(0, total-maxStuckLines)))
+	return ErrShutdownForced
+}
