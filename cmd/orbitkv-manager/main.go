@@ -161,7 +161,8 @@ func newLogger(c *config) (*slog.Logger, error) {
 func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
 
 // flagOf names the flag that sets each Spec field, so a limit the Spec
-// declares (limit.Error) is reported as the flag the user typed.
+// declares (limit.Error), or a value the system refused at start
+// (limit.Refused), is reported as the flag the user typed.
 var flagOf = map[string]string{
 	"session.MaxSessions": "max-sessions", "channel.MaxSessions": "max-sessions",
 	"session.DescCapacity": "desc-bytes", "channel.SpinWindow": "spin-window",
@@ -175,47 +176,73 @@ var flagOf = map[string]string{
 	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",
 }
 
-// flagErrors rewrites each limit.Error in err as the flag that set the
-// field, with the value as typed ("--desc-bytes 3KiB: want ..."), one per
-// flag; other errors stay as they are.
-func flagErrors(fs *flag.FlagSet, err error) error {
-	lims := limit.Errors(err)
-	if len(lims) == 0 {
-		return err
-	}
-	var out []error
-	seen := map[string]bool{}
-	for _, e := range lims {
-		name, ok := flagOf[e.Field]
-		switch {
-		case !ok:
-			out = append(out, e)
-		case !seen[name]:
-			seen[name] = true
-			v := fs.Lookup(name).Value.String()
-			if _, quoted := e.Value.(string); quoted {
-				v = strconv.Quote(v)
-			}
-			out = append(out, fmt.Errorf("--%s %s: want %s", name, v, e.Want))
-		}
-	}
-	return errors.Join(out...)
+// checks collects the errors of the flags, at most one per flag, in the
+// order found, so every mistake is reported at once.
+type checks struct {
+	fs   *flag.FlagSet
+	seen map[string]bool
+	errs []error
 }
 
-// size parses a size flag; "" is 0 when empty is allowed.
-func size(name, v, examples string) (uint64, error) {
+func newChecks(fs *flag.FlagSet) *checks { return &checks{fs: fs, seen: map[string]bool{}} }
+
+// fail records err for flag name unless that flag already has one.
+func (k *checks) fail(name string, err error) {
+	if !k.seen[name] {
+		k.seen[name] = true
+		k.errs = append(k.errs, err)
+	}
+}
+
+// add records the errors in err: each limit.Error or limit.Refused as the
+// flag that set its field, with the value as typed ("--desc-bytes 3KiB:
+// want ..."); every other error as it is.
+func (k *checks) add(err error) {
+	fields, others := limit.Split(err)
+	for _, f := range fields {
+		var field, tail string
+		var value any
+		switch e := f.(type) {
+		case *limit.Error:
+			field, value, tail = e.Field, e.Value, "want "+e.Want
+		case *limit.Refused:
+			field, value, tail = e.Field, e.Value, e.Err.Error()
+		}
+		name, ok := flagOf[field]
+		if !ok {
+			k.errs = append(k.errs, f)
+			continue
+		}
+		v := k.fs.Lookup(name).Value.String()
+		_, quoted := value.(string)
+		switch {
+		case v == "" && value != "":
+			v = limit.Format(value) + " (derived)" // --bootstrap-socket from --listen
+		case quoted:
+			v = strconv.Quote(v)
+		}
+		k.fail(name, fmt.Errorf("--%s %s: %s", name, v, tail))
+	}
+	k.errs = append(k.errs, others...)
+}
+
+func (k *checks) err() error { return errors.Join(k.errs...) }
+
+// size parses a size flag; a flag that does not parse is recorded and
+// reads 0.
+func (k *checks) size(name, v, examples string) uint64 {
 	n, err := humanize.ParseBytes(v)
 	if err != nil {
-		return 0, fmt.Errorf("--%s %q: not a size (examples: %s; KiB = 1024 bytes, kB = 1000)", name, v, examples)
+		k.fail(name, fmt.Errorf("--%s %q: not a size (examples: %s; KiB = 1024 bytes, kB = 1000)", name, v, examples))
 	}
-	return n, nil
+	return n
 }
 
 // spec turns the flags into a manager.Spec. It checks only what a Spec
 // cannot: that each value parses, and that flags whose Spec field takes 0
-// as "default" are not 0 (their defaults are spelled out in --help). The
-// limits are the Spec's (manager.Spec.Validate).
-func spec(c *config, log *slog.Logger) (manager.Spec, error) {
+// as "the default" are not 0 (their defaults are spelled out in --help:
+// CheckSet of the field's declared Range). The limits are the Spec's.
+func spec(c *config, k *checks, log *slog.Logger) manager.Spec {
 	epoch, serviceID := randomEpoch()
 	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, ShutdownTimeout: c.shutdownWait, Logger: log,
 		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
@@ -224,79 +251,57 @@ func spec(c *config, log *slog.Logger) (manager.Spec, error) {
 	}
 	var err error
 	if s.Channel.PollMode, err = channel.ParsePollMode(c.pollMode); err != nil {
-		return s, fmt.Errorf("--poll-mode: %w", err)
+		k.fail("poll-mode", fmt.Errorf("--poll-mode: %w", err))
 	}
-	if c.shutdownWait == 0 {
-		return s, errors.New("--shutdown-timeout 0s: want 1s..10m")
-	}
-	if c.helloTimeout == 0 {
-		return s, fmt.Errorf("--hello-timeout 0s: want more than 0 and at most %v", bootstrap.MaxHelloTimeout)
-	}
-	desc, err := size("desc-bytes", c.descBytes, "64KiB, 1MiB")
-	if err != nil {
-		return s, err
-	}
-	s.Session.DescCapacity = uint32(min(desc, math.MaxUint32))
-	if s.Bootstrap.MaxBufferBytes, err = size("max-buffer-bytes", c.maxBufBytes, "32TiB, 512GiB"); err != nil {
-		return s, err
-	}
+	s.Session.DescCapacity = uint32(min(k.size("desc-bytes", c.descBytes, "64KiB, 1MiB"), math.MaxUint32))
+	s.Bootstrap.MaxBufferBytes = k.size("max-buffer-bytes", c.maxBufBytes, "32TiB, 512GiB")
 	if s.Bootstrap.Path == "" {
 		if s.Bootstrap.Path, err = lifecycle.SocketPath(c.listen); err != nil {
-			return s, fmt.Errorf("--listen %q: %w", c.listen, err)
+			k.fail("listen", fmt.Errorf("--listen %q: %w", c.listen, err))
 		}
 	}
 	cs := cache.Spec{CopyWorkers: c.copyWorkers, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
 		Clock: failpoint.Clock, Tiers: tier.Spec{Eviction: c.eviction, RAM: ram.Spec{Prefault: c.prefault}}}
-	switch {
-	case c.maxOpsSess == 0:
-		return s, fmt.Errorf("--max-ops-per-session 0: want 1..%d", cache.MaxOpsLimit)
-	case c.maxOps == 0:
-		return s, fmt.Errorf("--max-ops 0: want 1..%d", cache.MaxOpsLimit)
-	case c.opExpiry == 0:
-		return s, fmt.Errorf("--op-expiry 0s: want %v..%v", cache.MinOpExpiry, cache.MaxOpExpiry)
-	}
-	if cs.Tiers.RAM.CapacityBytes, err = size("ram-capacity", c.ramCapacity, "4GiB, 512MiB"); err != nil {
-		return s, err
-	}
-	if cs.Tiers.RAM.ChunkBytes, err = size("ram-chunk-bytes", c.chunkBytes, "16KiB, 2MiB"); err != nil {
-		return s, err
-	}
+	cs.Tiers.RAM.CapacityBytes = k.size("ram-capacity", c.ramCapacity, "4GiB, 512MiB")
+	cs.Tiers.RAM.ChunkBytes = k.size("ram-chunk-bytes", c.chunkBytes, "16KiB, 2MiB")
 	if cs.Tiers.RAM.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
-		return s, fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages)
+		k.fail("hugepages", fmt.Errorf("--hugepages %q: want require, prefer or off", c.hugepages))
 	}
 	if c.leaseBudget != "" {
-		if cs.LeaseBudget, err = size("lease-budget", c.leaseBudget, "4GiB, 512MiB"); err != nil || cs.LeaseBudget == 0 {
-			return s, fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget)
+		if cs.LeaseBudget = k.size("lease-budget", c.leaseBudget, "4GiB, 512MiB"); cs.LeaseBudget == 0 {
+			k.fail("lease-budget", fmt.Errorf("--lease-budget %q: want a size above 0 (examples: 4GiB, 512MiB)", c.leaseBudget))
 		}
 	}
-	if cs.Tiers.WarmupBudget, err = size("warmup-budget", c.warmupBudget, "256MiB, 1GiB"); err != nil || cs.Tiers.WarmupBudget == 0 {
-		return s, fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget)
+	if cs.Tiers.WarmupBudget = k.size("warmup-budget", c.warmupBudget, "256MiB, 1GiB"); cs.Tiers.WarmupBudget == 0 {
+		k.fail("warmup-budget", fmt.Errorf("--warmup-budget %q: want a size above 0 (examples: 256MiB, 1GiB)", c.warmupBudget))
 	}
+	k.add(errors.Join(
+		manager.ShutdownTimeoutRange.CheckSet(c.shutdownWait),
+		bootstrap.HelloTimeoutRange.CheckSet(c.helloTimeout),
+		bootstrap.MaxBufferBytesRange.CheckSet(s.Bootstrap.MaxBufferBytes),
+		cache.MaxOpsPerSessionRange.CheckSet(c.maxOpsSess),
+		cache.MaxOpsRange.CheckSet(c.maxOps),
+		cache.OpExpiryRange.CheckSet(c.opExpiry),
+		limit.Check(c.eviction != "", "tier.Eviction", c.eviction, "one of "+strings.Join(evict.Names(), ", ")),
+	))
 	if c.ssdDir != "" {
 		sp := ssd.Spec{Dir: c.ssdDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
-		if c.ssdWorkers == 0 {
-			return s, fmt.Errorf("--ssd-io-workers 0: want 1..%d", ssd.MaxIOWorkers)
-		}
-		if sp.CapacityBytes, err = size("ssd-capacity", c.ssdCapacity, "64GiB, 2TiB"); err != nil {
-			return s, err
-		}
-		if sp.SlotBytes, err = size("ssd-slot-bytes", c.ssdSlot, "64KiB, 2MiB"); err != nil {
-			return s, err
-		}
+		k.add(ssd.IOWorkersRange.CheckSet(c.ssdWorkers))
+		sp.CapacityBytes = k.size("ssd-capacity", c.ssdCapacity, "64GiB, 2TiB")
+		sp.SlotBytes = k.size("ssd-slot-bytes", c.ssdSlot, "64KiB, 2MiB")
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
-	return s, nil
+	return s
 }
 
-// validate builds the Spec from the flags and validates it once; each
-// error names the flag and its limit.
+// validate builds the Spec from the flags and validates it once; it
+// reports every flag in error, each naming its limit.
 func validate(c *config, fs *flag.FlagSet, log *slog.Logger) (manager.Spec, error) {
-	s, err := spec(c, log)
-	if err != nil {
-		return s, err
-	}
-	return s, flagErrors(fs, s.Validate())
+	k := newChecks(fs)
+	s := spec(c, k, log)
+	k.add(s.Validate())
+	return s, k.err()
 }
 
 func main() {
@@ -328,7 +333,9 @@ func main() {
 	}
 	m, err := manager.New(s)
 	if err != nil {
-		log.Error("manager failed", slog.Any("err", err))
+		k := newChecks(fs)
+		k.add(err)
+		log.Error("manager failed", slog.Any("err", k.err()))
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -19,7 +19,11 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 		{"a RAM capacity that is not a size is refused", []string{"--ram-capacity", "lots"}, "--ram-capacity \"lots\": not a size"},
 		{"a RAM tier smaller than a chunk is refused", []string{"--ram-capacity", "4KiB"}, "--ram-capacity 4KiB"},
 		{"zero copy workers are refused", []string{"--copy-workers", "0"}, "--copy-workers 0: want 1..64"},
-		{"a buffer budget over 64 TiB is refused", []string{"--max-buffer-bytes", "100TiB"}, "--max-buffer-bytes 100TiB: want at most 64TiB"},
+		{"a buffer budget over 64 TiB is refused", []string{"--max-buffer-bytes", "100TiB"}, "--max-buffer-bytes 100TiB: want 4KiB..64TiB"},
+		{"a zero buffer budget is refused (0 is not the default here)", []string{"--max-buffer-bytes", "0"}, "--max-buffer-bytes 0: want 4KiB..64TiB"},
+		{"an empty eviction policy is refused", []string{"--eviction", ""}, `--eviction "": want one of`},
+		{"a zero hello timeout names the limit once", []string{"--hello-timeout", "0s"}, "--hello-timeout 0s: want 1ms..1m"},
+		{"a limit message never offers 0 where the flag refuses it", []string{"--max-ops", "-1"}, "--max-ops -1: want 1..1048576"},
 		{"an HTTP address off loopback is refused", []string{"--http-addr", "0.0.0.0:7471"}, `--http-addr "0.0.0.0:7471": want a loopback host:port`},
 		{"an empty HTTP address disables the endpoints", []string{"--http-addr", ""}, ""},
 		{"zero operations per session are refused", []string{"--max-ops-per-session", "0"}, "--max-ops-per-session 0: want 1..1048576"},
@@ -58,7 +62,7 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 
 // Every field out of its limit is reported, each as its flag, once.
 func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
-	c, fs, err := parseFlags([]string{"--max-sessions", "0", "--copy-workers", "99", "--spin-window", "3s"})
+	c, fs, err := parseFlags([]string{"--max-sessions", "0", "--copy-workers", "99", "--spin-window", "3s", "--desc-bytes", "lots", "--max-ops", "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +71,8 @@ func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
 		t.Fatal("validate = nil")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{"--max-sessions 0: want 1..4095", "--spin-window 3s: want 0..1s", "--copy-workers 99: want 1..64"}
+	want := []string{`--desc-bytes "lots": not a size (examples: 64KiB, 1MiB; KiB = 1024 bytes, kB = 1000)`,
+		"--max-ops 0: want 1..1048576", "--max-sessions 0: want 1..4095", "--spin-window 3s: want 0..1s", "--copy-workers 99: want 1..64"}
 	if len(lines) != len(want) {
 		t.Fatalf("validate = %q, want the %d lines %q", lines, len(want), want)
 	}

@@ -48,12 +48,19 @@ type Config struct {
 const (
 	// DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 32 TiB.
 	DefaultMaxBufferBytes = 32 << 40
-	// MaxBufferBytes bounds Config.MaxBufferBytes: half of x86-64's 128 TiB
-	// user address space.
-	MaxBufferBytes = 64 << 40
-	// DefaultHelloTimeout and MaxHelloTimeout bound Config.HelloTimeout.
+	// DefaultHelloTimeout is Config.HelloTimeout's default.
 	DefaultHelloTimeout = 5 * time.Second
-	MaxHelloTimeout     = time.Minute
+)
+
+// Limits of Config fields whose 0 means a default; a front end that
+// spells the default out refuses 0 with CheckSet.
+var (
+	HelloTimeoutRange = limit.Range[time.Duration]{Field: "bootstrap.HelloTimeout", Min: time.Millisecond, Max: time.Minute,
+		Zero: limit.Format(DefaultHelloTimeout)}
+	// MaxBufferBytesRange: at most half of x86-64's 128 TiB user address
+	// space, which also holds the Go heap, the RAM tier and the slots.
+	MaxBufferBytesRange = limit.Range[uint64]{Field: "bootstrap.MaxBufferBytes", Min: 4 << 10, Max: 64 << 40, Bytes: true,
+		Zero: limit.Size(DefaultMaxBufferBytes), Note: "half of the 128 TiB address space at most"}
 )
 
 // Validate checks the limits of the settings of c (Path, HelloTimeout,
@@ -63,10 +70,8 @@ func (c Config) Validate() error {
 	return errors.Join(
 		limit.Check(c.Path != "" && len(c.Path) <= lifecycle.MaxSocketPath, "bootstrap.Path", c.Path,
 			fmt.Sprintf("a path of 1..%d bytes (the limit for a Unix socket is %d)", lifecycle.MaxSocketPath, lifecycle.MaxSocketPath)),
-		limit.Check(c.HelloTimeout >= 0 && c.HelloTimeout <= MaxHelloTimeout, "bootstrap.HelloTimeout", c.HelloTimeout,
-			"more than 0 and at most 1m (0: 5s)"),
-		limit.Check(c.MaxBufferBytes <= MaxBufferBytes, "bootstrap.MaxBufferBytes", c.MaxBufferBytes,
-			fmt.Sprintf("at most %s, half of the 128 TiB address space (0: %s)", limit.Size(MaxBufferBytes), limit.Size(DefaultMaxBufferBytes))),
+		HelloTimeoutRange.Check(c.HelloTimeout),
+		MaxBufferBytesRange.Check(c.MaxBufferBytes),
 	)
 }
 

@@ -3,8 +3,8 @@ package cache
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -28,9 +28,6 @@ const (
 	DefaultMaxOps           = 1024
 	// MaxOpsLimit bounds Spec.MaxOps and Spec.MaxOpsPerSession.
 	MaxOpsLimit = 1 << 20
-	// MinOpExpiry and MaxOpExpiry bound Spec.OpExpiry.
-	MinOpExpiry = time.Second
-	MaxOpExpiry = 24 * time.Hour
 	// maxDrain bounds the completions one Complete call handles; the rest
 	// wait for the next control event.
 	maxDrain = 4096
@@ -61,18 +58,24 @@ type Spec struct {
 // Validate checks the limits of s and of its tiers; every field out of
 // range is a *limit.Error naming it.
 func (s Spec) Validate() error {
-	ops := fmt.Sprintf("1..%d (0: %%d)", MaxOpsLimit)
 	return errors.Join(
-		limit.Check(s.MaxOpsPerSession >= 0 && s.MaxOpsPerSession <= MaxOpsLimit, "cache.MaxOpsPerSession", s.MaxOpsPerSession,
-			fmt.Sprintf(ops, DefaultMaxOpsPerSession)),
-		limit.Check(s.MaxOps >= 0 && s.MaxOps <= MaxOpsLimit, "cache.MaxOps", s.MaxOps, fmt.Sprintf(ops, DefaultMaxOps)),
-		limit.Check(s.OpExpiry == 0 || (s.OpExpiry >= MinOpExpiry && s.OpExpiry <= MaxOpExpiry), "cache.OpExpiry", s.OpExpiry,
-			fmt.Sprintf("1s..24h (0: %v)", ticket.DefaultOpExpiry)),
-		limit.Check(s.CopyWorkers >= 1 && s.CopyWorkers <= copier.MaxWorkers, "cache.CopyWorkers", s.CopyWorkers,
-			fmt.Sprintf("1..%d", copier.MaxWorkers)),
+		MaxOpsPerSessionRange.Check(s.MaxOpsPerSession),
+		MaxOpsRange.Check(s.MaxOps),
+		OpExpiryRange.Check(s.OpExpiry),
+		limit.Range[int]{Field: "cache.CopyWorkers", Min: 1, Max: copier.MaxWorkers}.Check(s.CopyWorkers),
 		s.Tiers.Validate(),
 	)
 }
+
+// Limits of Spec fields whose 0 means a default; a front end that spells
+// the default out refuses 0 with CheckSet.
+var (
+	MaxOpsPerSessionRange = limit.Range[int]{Field: "cache.MaxOpsPerSession", Min: 1, Max: MaxOpsLimit,
+		Zero: strconv.Itoa(DefaultMaxOpsPerSession)}
+	MaxOpsRange   = limit.Range[int]{Field: "cache.MaxOps", Min: 1, Max: MaxOpsLimit, Zero: strconv.Itoa(DefaultMaxOps)}
+	OpExpiryRange = limit.Range[time.Duration]{Field: "cache.OpExpiry", Min: time.Second, Max: 24 * time.Hour,
+		Zero: limit.Format(ticket.DefaultOpExpiry)}
+)
 
 // Service is the cache state of one Manager. See the package doc for its
 // threading rules.

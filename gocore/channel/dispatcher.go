@@ -74,15 +74,14 @@ type Handler interface {
 func (s Spec) Validate() error {
 	return errors.Join(
 		limit.Check(s.Epoch != 0, "channel.Epoch", s.Epoch, "nonzero"),
-		limit.Check(s.MaxSessions >= 1 && s.MaxSessions <= abi.ControlSlot, "channel.MaxSessions", s.MaxSessions,
-			fmt.Sprintf("1..%d", abi.ControlSlot)),
-		limit.Check(s.SpinWindow >= 0 && s.SpinWindow <= MaxSpinWindow, "channel.SpinWindow", s.SpinWindow, "0..1s"),
-		limit.Check(s.MaxBatch == 0 || (s.MaxBatch >= 2 && s.MaxBatch <= 4096), "channel.MaxBatch", s.MaxBatch, "2..4096 (0: 64)"),
+		limit.Range[uint32]{Field: "channel.MaxSessions", Min: 1, Max: abi.ControlSlot}.Check(s.MaxSessions),
+		SpinWindowRange.Check(s.SpinWindow),
+		limit.Range[int]{Field: "channel.MaxBatch", Min: 2, Max: 4096, Zero: "64"}.Check(s.MaxBatch),
 	)
 }
 
-// MaxSpinWindow bounds Spec.SpinWindow.
-const MaxSpinWindow = time.Second
+// SpinWindowRange is the limit of Spec.SpinWindow.
+var SpinWindowRange = limit.Range[time.Duration]{Field: "channel.SpinWindow", Min: 0, Max: time.Second}
 
 // sessionState is the dispatcher's private view of one attached session;
 // touched only by the dispatcher goroutine.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -57,22 +57,24 @@ func (h *health) reply() *lifecyclepb.HealthReply {
 
 // httpServer serves /health, /metrics and /debug/pprof on a loopback port.
 type httpServer struct {
-	srv *http.Server
-	log *slog.Logger
+	srv  *http.Server
+	addr string // the address bound
 }
 
 // checkLoopback refuses an HTTP address that is not host:port on a
 // loopback host: the endpoints are unauthenticated.
 func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	ip := net.ParseIP(host)
-	return limit.Check(err == nil && (host == "localhost" || (ip != nil && ip.IsLoopback())), "manager.HTTPAddr", addr,
-		"a loopback host:port such as 127.0.0.1:7471 (health, metrics and pprof are unauthenticated)")
+	_, perr := strconv.ParseUint(port, 10, 16)
+	ok := err == nil && perr == nil && (host == "localhost" || (ip != nil && ip.IsLoopback()))
+	return limit.Check(ok, "manager.HTTPAddr", addr,
+		"a loopback host:port such as 127.0.0.1:7471, port 0..65535 (health, metrics and pprof are unauthenticated)")
 }
 
-// startHTTP listens on addr (checked by checkLoopback) and serves the
-// endpoints on their own goroutine until stopHTTP.
-func startHTTP(addr string, h *health, log *slog.Logger) (*httpServer, error) {
+// startHTTP serves the endpoints on ln (its address checked by
+// checkLoopback) on their own goroutine until stopHTTP.
+func startHTTP(ln net.Listener, h *health, log *slog.Logger) *httpServer {
 	table, d, svc := h.table, h.disp, h.svc
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -119,17 +121,13 @@ func startHTTP(addr string, h *health, log *slog.Logger) (*httpServer, error) {
 		mux.Handle("/debug/clock/", failpoint.Handler())
 		log.Warn("failpoint build: /debug/failpoints and /debug/clock are served; never run this binary in production")
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("http endpoints: %w", err)
-	}
-	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, log: log}
+	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 			log.Error("http server stopped", slog.Any("err", err))
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // stopHTTP stops the HTTP endpoints, giving requests in flight 2 s.

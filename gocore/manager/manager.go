@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -26,12 +28,12 @@ import (
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
-// Limits and defaults of a Spec.
-const (
-	DefaultShutdownTimeout = 10 * time.Second
-	MinShutdownTimeout     = time.Second
-	MaxShutdownTimeout     = 10 * time.Minute
-)
+// DefaultShutdownTimeout is Spec.ShutdownTimeout's default.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// ShutdownTimeoutRange is the limit of Spec.ShutdownTimeout.
+var ShutdownTimeoutRange = limit.Range[time.Duration]{Field: "manager.ShutdownTimeout", Min: time.Second, Max: 10 * time.Minute,
+	Zero: limit.Format(DefaultShutdownTimeout)}
 
 // Spec configures a Manager; a plain value. New fills in Bootstrap.Table,
 // .Dispatcher, .Epoch and (when nil) .Health; Cache.Epoch and the Loggers;
@@ -74,8 +76,9 @@ func (s Spec) Validate() error {
 	errs := []error{
 		limit.Check(s.Epoch != 0, "manager.Epoch", s.Epoch, "nonzero"),
 		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(),
-		limit.Check(s.ShutdownTimeout >= MinShutdownTimeout && s.ShutdownTimeout <= MaxShutdownTimeout,
-			"manager.ShutdownTimeout", s.ShutdownTimeout, "1s..10m"),
+		ShutdownTimeoutRange.Check(s.ShutdownTimeout),
+		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
+			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
 	}
 	if s.Cache != nil {
 		errs = append(errs, s.Cache.Validate())
@@ -98,12 +101,15 @@ type Manager struct {
 	log        *slog.Logger
 	health     *health
 	http       *httpServer // nil without Spec.HTTPAddr
+	closed     atomic.Bool // Close or Run's shutdown began
 }
 
-// New validates s, creates the RAM tier (committing its memory), the copy
-// engine and the dispatcher, starts the dispatcher, binds the bootstrap
-// socket and, with HTTPAddr, the HTTP listener. It logs the tiers it made.
-// Errors name the part that failed.
+// New validates s, takes the HTTP port (with HTTPAddr), creates the RAM
+// tier (committing its memory), the copy engine and the dispatcher, starts
+// the dispatcher, binds the bootstrap socket and starts serving HTTP. It
+// logs the tiers it made. Errors name the part that failed: a port or
+// socket path the system refused is a *limit.Refused naming the field; on
+// any error nothing New made is left behind.
 func New(s Spec) (*Manager, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -112,6 +118,31 @@ func New(s Spec) (*Manager, error) {
 	if s.Channel.Logger == nil {
 		s.Channel.Logger = s.Logger
 	}
+	// The port is taken before the RAM tier is committed, so a busy one
+	// fails at once rather than after the prefault.
+	var ln net.Listener
+	if s.HTTPAddr != "" {
+		var err error
+		if ln, err = net.Listen("tcp", s.HTTPAddr); err != nil {
+			return nil, &limit.Refused{Field: "manager.HTTPAddr", Value: s.HTTPAddr, Err: err}
+		}
+	}
+	m, err := build(s)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	if ln != nil {
+		m.http = startHTTP(ln, m.health, s.Logger)
+	}
+	return m, nil
+}
+
+// build makes everything but the HTTP endpoints; on an error it undoes
+// what it made.
+func build(s Spec) (*Manager, error) {
 	table, err := session.NewTable(s.Session)
 	if err != nil {
 		return nil, err
@@ -148,13 +179,7 @@ func New(s Spec) (*Manager, error) {
 	}
 	if m.Server, err = bootstrap.New(bc); err != nil {
 		m.stopDispatcher()
-		return nil, fmt.Errorf("bootstrap socket %s: %w", bc.Path, err)
-	}
-	if s.HTTPAddr != "" {
-		if m.http, err = startHTTP(s.HTTPAddr, m.health, s.Logger); err != nil {
-			m.Close()
-			return nil, err
-		}
+		return nil, &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
 	}
 	return m, nil
 }
@@ -187,7 +212,11 @@ func (m *Manager) Health() *lifecyclepb.HealthReply { return m.health.reply() }
 // waits for its copies and SSD I/O and frees the RAM tier; the HTTP
 // endpoints stop last. It has no deadline (see cache.Service.Close); Run
 // bounds each step by Spec.ShutdownTimeout.
+// Close after Close, or after Run returned, does nothing.
 func (m *Manager) Close() {
+	if m.closed.Swap(true) {
+		return
+	}
 	m.CloseSessions()
 	m.stopDispatcher()
 	m.stopHTTP()

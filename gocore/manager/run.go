@@ -28,9 +28,16 @@ const maxStuckLines = 32
 // and returns ErrShutdownForced. Otherwise it returns the bootstrap
 // server's error, or nil after ctx was done.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.closed.Swap(true) {
+		return errors.New("manager: Run after Close")
+	}
 	s := m.spec
+	httpAddr := ""
+	if m.http != nil {
+		httpAddr = m.http.addr // the port bound, when HTTPAddr asked for port 0
+	}
 	m.log.Info("orbitkv-manager serving", slog.String("socket", s.Bootstrap.Path), slog.String("poll_mode", s.Channel.PollMode.String()),
-		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", s.HTTPAddr),
+		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", httpAddr),
 		slog.Uint64("epoch", s.Epoch), slog.Uint64("max_sessions", uint64(s.Session.MaxSessions)),
 		slog.String("desc_bytes", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
 	serveErr := make(chan error, 1)

@@ -31,12 +31,15 @@ type Spec struct {
 func (s Spec) Validate() error {
 	return errors.Join(
 		limit.Check(s.Epoch != 0, "session.Epoch", s.Epoch, "nonzero"),
-		limit.Check(s.MaxSessions >= 1 && s.MaxSessions <= abi.ControlSlot, "session.MaxSessions", s.MaxSessions,
-			fmt.Sprintf("1..%d", abi.ControlSlot)),
+		MaxSessionsRange.Check(s.MaxSessions),
 		limit.Check(s.DescCapacity >= MinDescBytes && s.DescCapacity <= MaxDescBytes && s.DescCapacity%4096 == 0,
 			"session.DescCapacity", s.DescCapacity, "a multiple of 4KiB in 4KiB..64MiB"),
 	)
 }
+
+// MaxSessionsRange is the limit of Spec.MaxSessions: slot indices below
+// the control slot (abi.ControlSlot).
+var MaxSessionsRange = limit.Range[uint32]{Field: "session.MaxSessions", Min: 1, Max: abi.ControlSlot}
 
 // Limits of Spec.DescCapacity: whole 4 KiB pages.
 const (

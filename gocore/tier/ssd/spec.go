@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
 )
@@ -23,6 +24,9 @@ const (
 	DefaultMaxPendingWrites = 64
 	DefaultVerifyOnOpen     = 64
 )
+
+// IOWorkersRange is the limit of Spec.IOWorkers.
+var IOWorkersRange = limit.Range[int]{Field: "ssd.IOWorkers", Min: 1, Max: MaxIOWorkers, Zero: strconv.Itoa(DefaultIOWorkers)}
 
 // Key names a block: the namespace fingerprint and the block hash, the
 // same fields as gocore/index.Key. A block of one namespace never answers
@@ -90,7 +94,7 @@ func (s Spec) Validate() error {
 	s = s.withDefaults()
 	errs := []error{
 		limit.Check(s.Dir != "" && filepath.IsAbs(s.Dir), "ssd.Dir", s.Dir, "an absolute path"),
-		limit.Check(s.IOWorkers >= 1 && s.IOWorkers <= MaxIOWorkers, "ssd.IOWorkers", s.IOWorkers, fmt.Sprintf("1..%d", MaxIOWorkers)),
+		IOWorkersRange.Check(s.IOWorkers),
 		limit.Check(s.Admission == AdmitAll || s.Admission == AdmitSecondHit, "ssd.Admission", s.Admission,
 			fmt.Sprintf("%q or %q", AdmitAll, AdmitSecondHit)),
 		limit.Check(s.MaxPendingWrites >= 1, "ssd.MaxPendingWrites", s.MaxPendingWrites, "at least 1"),

@@ -1,0 +1,107 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+)
+
+// testSpec is a Manager with a 4 MiB RAM tier on a socket in dir.
+func testSpec(t *testing.T, httpAddr string) Spec {
+	return Spec{Epoch: 1, HTTPAddr: httpAddr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Session:   session.Spec{MaxSessions: 4, DescCapacity: 64 << 10},
+		Cache:     &cache.Spec{CopyWorkers: 1, Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 4 << 20, ChunkBytes: 16 << 10}}},
+		Bootstrap: bootstrap.Config{Path: filepath.Join(t.TempDir(), "okv.sock")},
+	}
+}
+
+func TestValidateRefusesSessionAndChannelBoundsThatDisagree(t *testing.T) {
+	s := testSpec(t, "")
+	s.Channel.MaxSessions = 2
+	err := s.Validate()
+	fields, _ := limit.Split(err)
+	if len(fields) != 1 || !strings.Contains(err.Error(), "manager.Channel.MaxSessions 2: want Session.MaxSessions, 4") {
+		t.Fatalf("Validate = %v, want one error naming manager.Channel.MaxSessions", err)
+	}
+	s.Channel.MaxSessions = 4
+	if err := s.Validate(); err != nil {
+		t.Fatalf("Validate with equal bounds = %v", err)
+	}
+}
+
+// A busy HTTP port is refused before the RAM tier is made, naming the
+// field, and leaves no socket file behind.
+func TestNewRefusesABusyPortNamingTheField(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := testSpec(t, ln.Addr().String())
+	_, err = New(s)
+	var r *limit.Refused
+	if !errors.As(err, &r) || r.Field != "manager.HTTPAddr" {
+		t.Fatalf("New = %v, want a limit.Refused naming manager.HTTPAddr", err)
+	}
+	if _, err := net.Dial("unix", s.Bootstrap.Path); err == nil {
+		t.Fatal("a socket is served after New failed")
+	}
+	s = testSpec(t, "")
+	s.Bootstrap.Path = "/nonexistent-dir/okv.sock"
+	if _, err = New(s); !errors.As(err, &r) || r.Field != "bootstrap.Path" {
+		t.Fatalf("New = %v, want a limit.Refused naming bootstrap.Path", err)
+	}
+}
+
+// Run serves /health on the port it bound (port 0 asks for any), turns it
+// draining at shutdown, and returns nil; Close after Run, and Close after
+// Close, do nothing.
+func TestRunShutsDownAndCloseIsIdempotent(t *testing.T) {
+	m, err := New(testSpec(t, "127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + m.http.addr + "/health"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /health = %d, want 200", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if m.Health().Status != "draining" {
+		t.Errorf("Health after Run = %q, want draining", m.Health().Status)
+	}
+	m.Close()
+	m.Close()
+	if err := m.Run(context.Background()); err == nil {
+		t.Error("Run after Close = nil, want an error")
+	}
+}
