@@ -40,7 +40,11 @@ const (
 // prefix); started counts the reads begun for r, each of which r hears of
 // once. The hits slice is the Book's scratch, valid until the next Fetch.
 func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, loading bool, started int) {
-	hits = b.idx.Prefix(c.NS, c.End-c.First, func(i int) abi.BlockHash { return c.Hash(c.First + i) }, b.hits[:0])
+	hash := c.Hash // a chain from position 0 (every untracked query) is looked up without a wrapper call per hash
+	if first := c.First; first != 0 {
+		hash = func(i int) abi.BlockHash { return c.Hash(first + i) }
+	}
+	hits = b.idx.Prefix(c.NS, c.End-c.First, hash, b.hits[:0])
 	b.hits = hits[:0]
 	miss := c.First + len(hits)
 	if miss >= c.End || !b.tiers.HasSSD() || t == SkipTail {
@@ -67,9 +71,10 @@ func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *
 	for _, blk := range hits {
 		bytes += blk.Bytes
 	}
-	v := b.Admit(o, len(hits), bytes, queued)
+	ow := b.t.byOwner[o] // one lookup serves the limits and the grant: this is every query's path
+	v := b.admit(ow, len(hits), bytes, queued)
 	if v != Grant {
 		return v, nil
 	}
-	return v, b.Grant(o, slices.Clone(hits))
+	return v, b.grant(o, ow, slices.Clone(hits))
 }

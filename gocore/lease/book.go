@@ -74,7 +74,11 @@ func (b *Book[W]) SetLimits(lim Limits) { b.lim = lim }
 // whether the asking operation already waits in the queue: only the head
 // of the queue, or anyone when nobody waits, is granted (no overtaking).
 func (b *Book[W]) Admit(o Owner, n int, bytes uint64, queued bool) Verdict {
-	ow := b.t.byOwner[o]
+	return b.admit(b.t.byOwner[o], n, bytes, queued)
+}
+
+// admit is Admit with the owner's record (nil: none) already looked up.
+func (b *Book[W]) admit(ow *owned, n int, bytes uint64, queued bool) Verdict {
 	leases, blocks := 0, 0
 	if ow != nil {
 		leases, blocks = len(ow.leases), ow.blocks
@@ -90,12 +94,15 @@ func (b *Book[W]) Admit(o Owner, n int, bytes uint64, queued bool) Verdict {
 
 // Grant pins blocks (prefix order; the slice is kept) under a new lease of
 // o. The caller asked Admit first.
-func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease {
+func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease { return b.grant(o, b.t.byOwner[o], blocks) }
+
+// grant is Grant with the owner's record (nil: none) already looked up.
+func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block) *Lease {
 	for _, blk := range blocks {
 		b.idx.Pin(blk)
 	}
 	b.blocks += len(blocks)
-	return b.t.Add(o, blocks)
+	return b.t.add(o, ow, blocks)
 }
 
 // Get returns o's live lease id, or nil (unknown, ended, or another

@@ -64,7 +64,10 @@ func NewFrom(first uint64) *Table {
 
 // Add registers a lease over blocks (already pinned by the caller) and
 // returns it with a fresh id.
-func (t *Table) Add(o Owner, blocks []*index.Block) *Lease {
+func (t *Table) Add(o Owner, blocks []*index.Block) *Lease { return t.add(o, t.byOwner[o], blocks) }
+
+// add is Add with o's record (nil: none yet) already looked up.
+func (t *Table) add(o Owner, ow *owned, blocks []*index.Block) *Lease {
 	l := &Lease{ID: t.next, Owner: o, Blocks: blocks}
 	t.next++
 	for _, b := range blocks {
@@ -72,7 +75,6 @@ func (t *Table) Add(o Owner, blocks []*index.Block) *Lease {
 	}
 	t.m[l.ID] = l
 	t.reserved += l.Bytes
-	ow := t.byOwner[o]
 	if ow == nil {
 		ow = &owned{leases: make(map[uint64]*Lease)}
 		t.byOwner[o] = ow
