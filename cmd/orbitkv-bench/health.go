@@ -8,7 +8,7 @@ import (
 )
 
 // managerHealth is the part of the Manager's GET /health JSON the suites
-// read (cmd/orbitkv-manager/http.go). Manager-wide figures come only from
+// read (gocore/manager/http.go). Manager-wide figures come only from
 // there: a session's own Health frame reports that session's figures, so
 // that no tenant learns of another's traffic.
 type managerHealth struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // The Manager's own time in untracked QueryBundles, read from its
-// Prometheus counters (cmd/orbitkv-manager/http.go): dispatcher time spent
+// Prometheus counters (gocore/manager/http.go): dispatcher time spent
 // serving them (decode, lookups, lease) and the hashes they carried.
 const (
 	metricQueryNanos  = "orbitkv_query_server_nanoseconds_total"
