@@ -94,7 +94,9 @@ func (b *Book[W]) admit(ow *owned, n int, bytes uint64, queued bool) Verdict {
 
 // Grant pins blocks (prefix order; the slice is kept) under a new lease of
 // o. The caller asked Admit first.
-func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease { return b.grant(o, b.t.byOwner[o], blocks) }
+func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease {
+	return b.grant(o, b.t.byOwner[o], blocks)
+}
 
 // grant is Grant with the owner's record (nil: none) already looked up.
 func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block) *Lease {
