@@ -20,6 +20,14 @@ NATIVE_HASH := $(shell cat $$(find native -name '*.[ch]' | LC_ALL=C sort) 2>/dev
 export CGO_CFLAGS := -g -O2 -DOKV_NATIVE_HASH=$(NATIVE_HASH)
 
 GO          ?= go
+# Build identity of every binary (gocore/buildinfo, printed by --version and
+# exported as orbitkv_build_info): git describe, the commit and the build
+# time (SOURCE_DATE_EPOCH when set, for reproducible builds).
+BUILDINFO   := github.com/orbitkv/orbitkv/gocore/buildinfo
+GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE  := $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
+GO_LDFLAGS  := -X $(BUILDINFO).Version=$(GIT_DESCRIBE) -X $(BUILDINFO).Commit=$(GIT_COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD       := build
 NATIVE_DIR  := $(BUILD)/native
@@ -74,7 +82,7 @@ native: deps ## Build liborbitkv (.so/.a) and the C tests into build/native
 	$(call cmake_build,$(NATIVE_DIR),,)
 
 go: deps ## Build the Go commands of cmd/ into bin/
-	$(if $(wildcard cmd/*/*.go),$(GO) build -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
+	$(if $(wildcard cmd/*/*.go),$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
 
 # ---- tests ------------------------------------------------------------------
 
@@ -108,7 +116,7 @@ test-python: native go ## Python client tests (Debian /usr/bin/python3, standard
 
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
-	$(GO) build -tags failpoints -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 SOAK_SEEDS ?= 200

@@ -27,6 +27,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/evict"
@@ -41,9 +42,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/hugepages"
 )
-
-// version is set at link time (-ldflags "-X main.version=...").
-var version = "dev"
 
 const usage = `orbitkv-manager: the OrbitKV node-local KV-cache Manager.
 
@@ -247,7 +245,7 @@ func spec(c *config, k *checks, log *slog.Logger) manager.Spec {
 	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, ShutdownTimeout: c.shutdownWait, Logger: log,
 		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
 		Channel:   channel.Spec{SpinWindow: c.spinWindow},
-		Bootstrap: bootstrap.Config{Path: c.socket, ServiceID: serviceID, HelloTimeout: c.helloTimeout, Version: version},
+		Bootstrap: bootstrap.Config{Path: c.socket, ServiceID: serviceID, HelloTimeout: c.helloTimeout, Version: buildinfo.Get().Version},
 	}
 	var err error
 	if s.Channel.PollMode, err = channel.ParsePollMode(c.pollMode); err != nil {
@@ -316,7 +314,8 @@ func main() {
 		os.Exit(2)
 	}
 	if c.showVersion {
-		fmt.Printf("orbitkv-manager %s (abi %d, bootstrap %d)\n", version, abi.Version, abi.BootstrapVersion)
+		fmt.Print(buildinfo.Get().String("orbitkv-manager"))
+		fmt.Printf("abi: %d, bootstrap protocol: %d\n", abi.Version, abi.BootstrapVersion)
 		return
 	}
 	log, err := newLogger(c)
@@ -331,6 +330,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	logBuild(log)
 	m, err := manager.New(s)
 	if err != nil {
 		k := newChecks(fs)
@@ -347,6 +347,19 @@ func main() {
 		log.Error("manager failed", slog.Any("err", err))
 		os.Exit(1)
 	}
+}
+
+// logBuild logs the build on the first line of a start; a failpoint build
+// logs a warning, so it is never mistaken for a production binary.
+func logBuild(log *slog.Logger) {
+	b := buildinfo.Get()
+	attrs := []any{slog.String("version", b.Version), slog.String("commit", b.Commit),
+		slog.String("built", b.Date), slog.String("go", b.GoVersion), slog.Bool("failpoints", b.Failpoints)}
+	if b.Failpoints {
+		log.Warn("orbitkv-manager starting: failpoint build (tests only)", attrs...)
+		return
+	}
+	log.Info("orbitkv-manager starting", attrs...)
 }
 
 // exitForced is the exit status of a shutdown that ran past --shutdown-timeout.

@@ -51,6 +51,7 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 var allowed = map[string][]string{
 	"gocore/abi":             {},
 	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
+	"gocore/buildinfo":       {},
 	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
 	"gocore/client":          {"gocore/internal/native"},
