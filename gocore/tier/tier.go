@@ -2,7 +2,6 @@ package tier
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -105,7 +104,7 @@ func New(s Spec) (*Tiers, error) {
 	if s.SSD != nil {
 		if t.ssd, err = openSSD(*s.SSD, s.SSDStagingBytes, s.Logger, s.Ring); err != nil {
 			arena.Close()
-			return nil, fmt.Errorf("ssd tier: %w", err)
+			return nil, err
 		}
 	}
 	return t, nil

@@ -110,6 +110,9 @@ func TestSIGTERMStopsAManagerWhoseSSDReadsAreStuck(t *testing.T) {
 	th.dev = fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
 	th.create(t)
 
+	if err := os.Mkdir(filepath.Join(mnt, "ssd"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 10*time.Second, "--hugepages", "off",
 		"--ram-capacity", "16MiB", "--ssd-dir", filepath.Join(mnt, "ssd"), "--ssd-capacity", "128MiB", "--ssd-slot-bytes", "1MiB")

@@ -64,6 +64,9 @@ type Spec struct {
 	// answers ErrBusy, so a slow disk cannot hold an unbounded amount of the
 	// caller's memory (0: DefaultMaxPendingWrites).
 	MaxPendingWrites int
+	// CreateDir makes Open create Dir (mode 0700) when it is missing;
+	// otherwise a missing Dir is an error.
+	CreateDir bool
 	// VerifyOnOpen is how many recovered blocks Open reads back and checks
 	// in full (0: DefaultVerifyOnOpen; -1: none; a value at or above the
 	// block count: all). Half are the oldest blocks, the slots that writes

@@ -88,14 +88,20 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 	st := &Store{spec: s, log: log, stride: s.stride(),
 		resident: make(map[Key]*entry), writing: make(map[Key]*entry),
 		slots: make([]*entry, s.Slots())}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("ssd tier: creating %s: %w", s.Dir, err)
+	pl, err := prepare(s)
+	if err != nil {
+		return nil, err
 	}
 	if err := st.openData(); err != nil {
+		if st.data != nil {
+			st.closeFiles()
+		}
+		pl.undo(s.Dir)
 		return nil, err
 	}
 	if err := st.recover(); err != nil {
 		st.closeFiles()
+		pl.undo(s.Dir)
 		return nil, err
 	}
 	if s.Admission == AdmitSecondHit {
@@ -105,6 +111,7 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 		hdr, err := unix.Mmap(-1, 0, HeaderBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
 			st.closeFiles()
+			pl.undo(s.Dir)
 			return nil, fmt.Errorf("ssd tier: mapping a header page: %w", err)
 		}
 		st.hdrs = append(st.hdrs, hdr)

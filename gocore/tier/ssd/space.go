@@ -1,0 +1,100 @@
+package ssd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// Filesystem types (statfs f_type, linux/magic.h) that keep their files in
+// memory: an SSD tier there would take RAM a second time and lose every
+// block at reboot, so Open refuses them.
+const (
+	tmpfsMagic = 0x01021994
+	ramfsMagic = 0x858458f6
+)
+
+// Reserve is the free space Open leaves on the SSD tier's filesystem for
+// everything else on it (logs, the index log's growth, other programs):
+// 2% of the filesystem, at least MinReserveBytes. Space the filesystem
+// keeps for root (ext4's 5%) is not counted as free to begin with.
+func Reserve(fsBytes uint64) uint64 { return max(MinReserveBytes, fsBytes/50) }
+
+// MinReserveBytes is Reserve's floor.
+const MinReserveBytes = 64 << 20
+
+// place is what prepare found: whether it made Dir, and whether the data
+// file was there before (Open removes what it made when it fails).
+type place struct {
+	madeDir, hadData bool
+}
+
+// prepare checks s.Dir before any file is made there: it creates the
+// directory (0700) only when s.CreateDir is set, refuses a memory-backed
+// filesystem, and refuses a capacity the filesystem cannot hold with
+// Reserve left free (the data file's own allocated blocks count as free:
+// a restart reuses them). Refusals are *limit.Refused naming ssd.Dir or
+// ssd.CapacityBytes.
+func prepare(s Spec) (place, error) {
+	var p place
+	fi, err := os.Stat(s.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !s.CreateDir:
+		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist (set CreateDir to create it)")}
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(s.Dir, 0o700); err != nil {
+			return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
+		}
+		p.madeDir = true
+	case err != nil:
+		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
+	case !fi.IsDir():
+		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("not a directory")}
+	}
+	fail := func(field string, value any, err error) (place, error) {
+		if p.madeDir {
+			os.Remove(s.Dir)
+		}
+		return p, &limit.Refused{Field: field, Value: value, Err: err}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.Dir, &st); err != nil {
+		return fail("ssd.Dir", s.Dir, fmt.Errorf("statfs: %w", err))
+	}
+	switch int64(st.Type) {
+	case tmpfsMagic, ramfsMagic:
+		return fail("ssd.Dir", s.Dir, errors.New("on a memory-backed filesystem (tmpfs or ramfs): the SSD tier would take RAM and lose its blocks at reboot"))
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	var data unix.Stat_t
+	if err := unix.Stat(filepath.Join(s.Dir, dataName), &data); err == nil {
+		p.hadData = true
+		free += uint64(data.Blocks) * 512
+	}
+	want := uint64(s.Slots()) * s.stride()
+	reserve := Reserve(st.Blocks * uint64(st.Bsize))
+	if want+reserve > free {
+		return fail("ssd.CapacityBytes", s.CapacityBytes, fmt.Errorf("the filesystem of %s has %s free for the data file, %s of which stays reserved for other files; the data file needs %s",
+			s.Dir, limit.Size(free), limit.Size(reserve), limit.Size(want)))
+	}
+	return p, nil
+}
+
+// undo removes what Open made before it failed: the data file and index
+// log when they were not there before, and the directory when prepare
+// made it.
+func (p place) undo(dir string) {
+	if !p.hadData {
+		os.Remove(filepath.Join(dir, dataName))
+		os.Remove(filepath.Join(dir, indexName))
+	}
+	if p.madeDir {
+		os.Remove(dir)
+	}
+}
