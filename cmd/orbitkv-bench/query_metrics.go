@@ -11,14 +11,15 @@ import (
 )
 
 // The Manager's own time in untracked QueryBundles, read from its
-// Prometheus counters (gocore/manager/http.go): dispatcher time spent
-// serving them (decode, lookups, lease) and the hashes they carried.
+// Prometheus counters (gocore/manager/metrics.go): dispatcher seconds
+// spent serving them (decode, lookups, lease) and the hashes they carried.
 const (
-	metricQueryNanos  = "orbitkv_query_server_nanoseconds_total"
-	metricQueryHashes = "orbitkv_query_hashes_total"
+	metricQuerySeconds = "orbitkv_query_server_seconds_total"
+	metricQueryHashes  = "orbitkv_query_hashes_total"
 )
 
-// queryCounters is one reading of the two counters.
+// queryCounters is one reading of the two counters; nanos is the seconds
+// counter in nanoseconds, the unit the report prints per hash.
 type queryCounters struct {
 	nanos, hashes float64
 }
@@ -56,7 +57,7 @@ func parseQueryCounters(r io.Reader) (queryCounters, error) {
 		}
 		var dst *float64
 		switch name {
-		case metricQueryNanos:
+		case metricQuerySeconds:
 			dst = &c.nanos
 		case metricQueryHashes:
 			dst = &c.hashes
@@ -67,6 +68,9 @@ func parseQueryCounters(r io.Reader) (queryCounters, error) {
 		if err != nil {
 			return c, fmt.Errorf("metric %s: value %q is not a number", name, value)
 		}
+		if dst == &c.nanos {
+			v *= 1e9
+		}
 		*dst = v
 		seen++
 	}
@@ -74,7 +78,7 @@ func parseQueryCounters(r io.Reader) (queryCounters, error) {
 		return c, fmt.Errorf("reading the Manager's metrics: %w", err)
 	}
 	if seen != 2 {
-		return c, fmt.Errorf("the Manager's /metrics lacks %s or %s (a Manager built before they were added?)", metricQueryNanos, metricQueryHashes)
+		return c, fmt.Errorf("the Manager's /metrics lacks %s or %s (a Manager built before they were added?)", metricQuerySeconds, metricQueryHashes)
 	}
 	return c, nil
 }

@@ -75,12 +75,12 @@ func TestQueryManagerArgsFitTheLargestRow(t *testing.T) {
 
 func TestParseQueryCountersReadsBothCounters(t *testing.T) {
 	text := "# HELP orbitkv_query_hashes_total Hashes.\n# TYPE orbitkv_query_hashes_total counter\n" +
-		"orbitkv_query_hashes_total 1.5e+06\norbitkv_query_server_nanoseconds_total 3e+07\norbitkv_sessions 1\n"
+		"orbitkv_query_hashes_total 1.5e+06\norbitkv_query_server_seconds_total 0.5\norbitkv_sessions 1\n"
 	c, err := parseQueryCounters(strings.NewReader(text))
-	if err != nil || c.hashes != 1.5e6 || c.nanos != 3e7 {
-		t.Errorf("got %+v, %v; want 1.5e6 hashes, 3e7 ns", c, err)
+	if err != nil || c.hashes != 1.5e6 || c.nanos != 5e8 {
+		t.Errorf("got %+v, %v; want 1.5e6 hashes, 5e8 ns (0.5 s)", c, err)
 	}
-	if _, err := parseQueryCounters(strings.NewReader("orbitkv_sessions 1\n")); err == nil || !strings.Contains(err.Error(), metricQueryNanos) {
+	if _, err := parseQueryCounters(strings.NewReader("orbitkv_sessions 1\n")); err == nil || !strings.Contains(err.Error(), metricQuerySeconds) {
 		t.Errorf("without the counters: got %v, want an error naming them", err)
 	}
 }

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"time"
+
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -87,6 +89,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 			s.abortPublish(o)
 			if !st.closing {
 				post(st.sess.Index, o.reply.WithStatus(abi.StatusInternal))
+				s.observePublish(o)
 			}
 		case st.closing:
 			s.abortPublish(o) // the publisher went away: never half-visible
@@ -100,6 +103,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 				break // sealed and visible; only the answer waits
 			}
 			post(st.sess.Index, o.reply)
+			s.observePublish(o)
 		}
 	case opRestore:
 		for _, blk := range o.blocks {
@@ -130,4 +134,11 @@ func (s *Service) notifyDone(st *sessState, o *op) {
 	o.deadline = s.now().Add(s.expiry)
 	s.ArmExpiry(o.deadline)
 	st.notify.Signal()
+}
+
+// observePublish reports a timed publish answered now.
+func (s *Service) observePublish(o *op) {
+	if s.observer != nil && !o.start.IsZero() {
+		s.observer.ObserveOp(OpPublish, time.Since(o.start))
+	}
 }

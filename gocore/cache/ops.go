@@ -119,7 +119,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if present == n {
 		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
 	}
-	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present)}
+	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present), start: s.reqStart}
 	s.nextOp++
 	segs := s.segs[:0]
 	for i, blk := range fresh {

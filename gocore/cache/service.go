@@ -51,8 +51,11 @@ type Spec struct {
 	LeaseBudget uint64
 	// Clock is the time source of expiry (nil: time.Now); tests inject a
 	// fake one (gocore/failpoint in failpoint builds).
-	Clock  func() time.Time
-	Logger *slog.Logger
+	Clock func() time.Time
+	// Observer hears each operation's duration (nil: none is measured);
+	// see OpObserver.
+	Observer OpObserver
+	Logger   *slog.Logger
 }
 
 // Validate checks the limits of s and of its tiers; every field out of
@@ -108,6 +111,9 @@ type Service struct {
 
 	stats counters
 
+	observer OpObserver // nil: durations are not measured
+	reqStart time.Time  // when Serve began the request Handle serves (zero without an observer)
+
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
 	resumed    *failpoint.Queue[postFunc]
@@ -142,7 +148,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
 		maxOpsSession: cmp.Or(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: cmp.Or(s.MaxOps, DefaultMaxOps),
 		expiry: cmp.Or(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
-		lookups: lease.NewLookups(),
+		lookups: lease.NewLookups(), observer: s.Observer,
 		comps:   make([]copier.Completion, maxDrain),
 		resumed: failpoint.NewQueue[postFunc](p.Ring),
 	}
@@ -215,6 +221,7 @@ type op struct {
 	held            bool // restore: done, but held at the Notification point (RestorePoll answers Loading)
 	status          int32
 	bytes           uint64
+	start           time.Time // publish: when Serve began it (zero: not timed)
 	deadline        time.Time // restore: when an unpolled result expires
 }
 
@@ -268,9 +275,19 @@ func (s *Service) live(st *sessState) bool {
 	return s.sessions[st.sess.Index] == st && !st.closing
 }
 
-// Serve is Handle for channel.Handler: m by value.
+// Serve is Handle for channel.Handler: m by value. With an OpObserver it
+// times the request (a deferred Publish is reported when it is answered).
 func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool) {
-	return s.Handle(sess, &m)
+	if s.observer == nil {
+		return s.Handle(sess, &m)
+	}
+	s.reqStart = time.Now()
+	resp, ok := s.Handle(sess, &m)
+	if op, timed := opOf(m.Code); timed && ok {
+		s.observer.ObserveOp(op, time.Since(s.reqStart))
+	}
+	s.reqStart = time.Time{}
+	return resp, ok
 }
 
 // Handle serves one cache command of sess (the message already passed

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 )
@@ -59,6 +60,9 @@ type Stats struct {
 	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
 	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
 
+	// Blocks looked up, per tier and result (see lease.LookupBlocks).
+	LookupBlocks lease.LookupBlocks
+
 	// SSD tier (zero without one: SSD.On false).
 	SSD         tier.SSDStats
 	RAMHuge     bool   // the RAM tier is backed by 2 MiB hugetlb pages
@@ -84,6 +88,7 @@ func (s *Service) Stats() Stats {
 	}
 	st.Lookups, st.DistinctLookups = s.lookups.Snapshot()
 	st.SSD = ts.SSD
+	st.LookupBlocks = s.leases.LookupBlocks()
 	return st
 }
 

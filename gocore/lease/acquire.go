@@ -47,6 +47,7 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 	hits = b.idx.Prefix(c.NS, c.End-c.First, hash, b.hits[:0])
 	b.hits = hits[:0]
 	miss := c.First + len(hits)
+	b.looked.ram(len(hits), c.End-miss)
 	if miss >= c.End || !b.tiers.HasSSD() || t == SkipTail {
 		return hits, false, 0
 	}
@@ -55,8 +56,12 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 	}
 	if t == ReadTail {
 		loading, started = b.tiers.Prefetch(r, c.NS, c.Hash, miss, c.End)
+		if !loading || started > 0 { // a tail already loading was counted by the lookup that started it
+			b.looked.ssd(started, c.End-miss-started)
+		}
 	} else {
-		b.tiers.Warm(c.NS, c.Hash, miss, c.End)
+		warmed := b.tiers.Warm(c.NS, c.Hash, miss, c.End)
+		b.looked.ssd(warmed, c.End-miss-warmed)
 	}
 	for _, blk := range hits {
 		b.idx.Unpin(blk)

@@ -47,6 +47,7 @@ type Book[W comparable] struct {
 	blocks    int    // block references held by all leases
 	restoring uint64 // bytes restores in flight reserve
 	queue     []W    // waiting for budget, oldest first
+	looked    lookupCounts
 }
 
 // NewBook returns an empty book whose lease ids start at first (see

@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
 	"gocore/lifecycle":       {"proto/lifecyclepb"},
 	"gocore/limit":           {},
-	"gocore/manager":         {"gocore/bootstrap", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
+	"gocore/manager":         {"gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
 	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
 	"gocore/session":         {"gocore/abi", "gocore/failpoint", "gocore/limit"},
 	"gocore/ticket":          {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},

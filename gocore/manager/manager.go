@@ -152,9 +152,14 @@ func build(s Spec) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{Table: table, Dispatcher: disp, spec: s, log: s.Logger}
+	var ops *opDurations
 	if s.Cache != nil {
 		cs := *s.Cache
 		cs.Epoch = s.Epoch
+		if cs.Observer == nil {
+			ops = newOpDurations()
+			cs.Observer = ops
+		}
 		if cs.Logger == nil {
 			cs.Logger = s.Logger
 		}
@@ -167,7 +172,7 @@ func build(s Spec) (*Manager, error) {
 		m.logTiers(cs, time.Since(start))
 	}
 	m.health = &health{disp: disp, svc: m.Cache, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
-		serviceID: s.Bootstrap.ServiceID, started: time.Now()}
+		serviceID: s.Bootstrap.ServiceID, started: time.Now(), ops: ops}
 	go disp.Run()
 	bc := s.Bootstrap
 	bc.Epoch, bc.Table, bc.Dispatcher = s.Epoch, table, disp

@@ -1,0 +1,272 @@
+package manager
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orbitkv/orbitkv/gocore/buildinfo"
+	"github.com/orbitkv/orbitkv/gocore/cache"
+)
+
+// opDurations is the cache's OpObserver: one histogram per cache.Op, each
+// resolved once (WithLabelValues at start) so that recording a sample on
+// the dispatcher goroutine allocates nothing.
+type opDurations struct {
+	vec *prometheus.HistogramVec
+	obs [cache.NumOps]prometheus.Observer
+}
+
+// opDurationBuckets are the classic buckets, seconds: the channel's round
+// trip is about a microsecond, an SSD-bound restore or a large publish
+// tens of milliseconds.
+var opDurationBuckets = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1}
+
+func newOpDurations() *opDurations {
+	d := &opDurations{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "orbitkv_op_duration_seconds",
+		Help: "Seconds the Manager took to answer a cache operation, from the dispatcher reading the request to its response: " +
+			"query (QueryBundle; a ticket's submission), poll (each Poll of a ticket is one sample, so a ticket answered Loading then Ok is two), " +
+			"claim, publish (until its copy completed and the deferred response was posted), " +
+			"restore (until the Restore was accepted; the copy completes later and RestorePoll, not measured, sees it), release.",
+		Buckets:                         opDurationBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"op"})}
+	for op := range cache.NumOps {
+		d.obs[op] = d.vec.WithLabelValues(op.String())
+	}
+	return d
+}
+
+// ObserveOp records one sample (cache.OpObserver); dispatcher goroutine.
+func (d *opDurations) ObserveOp(op cache.Op, took time.Duration) {
+	if op < cache.NumOps {
+		d.obs[op].Observe(took.Seconds())
+	}
+}
+
+// snapshot is everything one scrape emits, read once.
+type snapshot struct {
+	ready                            bool
+	sessions                         int
+	requests, invalid, parks, rescue uint64
+	cache                            cache.Stats
+}
+
+// series is one metric drawn from a snapshot.
+type series struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*snapshot) float64
+}
+
+// collector is the Manager's one prometheus.Collector: each scrape takes
+// one snapshot (cache.Service.Stats once, the dispatcher's counters once,
+// the session count once) and emits every series from it, so figures of
+// one scrape are consistent with each other; the op-duration histograms
+// and the constant series (build_info, hugepages) are emitted beside them.
+type collector struct {
+	h        *health
+	series   []series
+	ops      *opDurations // nil without a cache
+	constant []prometheus.Metric
+}
+
+func (c *collector) take() snapshot {
+	h := c.h
+	s := snapshot{
+		ready: !h.draining.Load(), sessions: h.table.Len(),
+		requests: h.disp.Requests(), invalid: h.disp.Invalid(), parks: h.disp.Parks(), rescue: h.disp.LostRings(),
+	}
+	if h.svc != nil {
+		s.cache = h.svc.Stats()
+	}
+	return s
+}
+
+// Describe sends every series' Desc (prometheus.Collector).
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range c.series {
+		ch <- s.desc
+	}
+	for _, m := range c.constant {
+		ch <- m.Desc()
+	}
+	if c.ops != nil {
+		c.ops.vec.Describe(ch)
+	}
+}
+
+// Collect sends every series from one snapshot (prometheus.Collector).
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.take()
+	for _, s := range c.series {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value(&snap))
+	}
+	for _, m := range c.constant {
+		ch <- m
+	}
+	if c.ops != nil {
+		c.ops.vec.Collect(ch)
+	}
+}
+
+// newCollector builds the series of the Manager h describes; ops is the
+// cache's observer (nil without a cache).
+func newCollector(h *health, ops *opDurations) *collector {
+	c := &collector{h: h, ops: ops}
+	add := func(kind prometheus.ValueType, name, help string, f func(*snapshot) float64, labels ...string) {
+		c.series = append(c.series, series{desc: prometheus.NewDesc(name, help, nil, labelPairs(labels)), kind: kind, value: f})
+	}
+	gauge := func(name, help string, f func(*snapshot) float64) { add(prometheus.GaugeValue, name, help, f) }
+	counter := func(name, help string, f func(*snapshot) float64) { add(prometheus.CounterValue, name, help, f) }
+	u := func(f func(*snapshot) uint64) func(*snapshot) float64 {
+		return func(s *snapshot) float64 { return float64(f(s)) }
+	}
+	gauge("orbitkv_ready", "1 while the Manager serves, 0 while it starts or drains.", func(s *snapshot) float64 {
+		if s.ready {
+			return 1
+		}
+		return 0
+	})
+	gauge("orbitkv_sessions", "Live sessions.", func(s *snapshot) float64 { return float64(s.sessions) })
+	counter("orbitkv_channel_requests_total", "Channel requests handled by the dispatcher.", u(func(s *snapshot) uint64 { return s.requests }))
+	counter("orbitkv_channel_invalid_requests_total", "Channel requests refused as invalid, stale-session or stale-generation.", u(func(s *snapshot) uint64 { return s.invalid }))
+	counter("orbitkv_channel_parks_total", "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup.", u(func(s *snapshot) uint64 { return s.parks }))
+	counter("orbitkv_channel_lost_rings_total", "Requests found only by the periodic rescan of request lines because their doorbell ring was erased (a session wrote the shared doorbell); each waited up to 100 ms.", u(func(s *snapshot) uint64 { return s.rescue }))
+	build := buildinfo.Get()
+	failpoints := "false"
+	if build.Failpoints {
+		failpoints = "true"
+	}
+	c.constant = append(c.constant, prometheus.MustNewConstMetric(prometheus.NewDesc("orbitkv_build_info",
+		"1; the labels name the build: version (git describe), commit, go (the Go version), failpoints (true only in a test build).",
+		nil, prometheus.Labels{"version": build.Version, "commit": build.Commit, "go": build.GoVersion, "failpoints": failpoints}),
+		prometheus.GaugeValue, 1))
+	if h.svc != nil {
+		c.addCache(gauge, counter, u, add)
+	}
+	return c
+}
+
+// labelPairs turns "k", "v", ... into constant labels (nil for none).
+func labelPairs(kv []string) prometheus.Labels {
+	if len(kv) == 0 {
+		return nil
+	}
+	l := prometheus.Labels{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[kv[i]] = kv[i+1]
+	}
+	return l
+}
+
+type (
+	seriesFunc = func(name, help string, f func(*snapshot) float64)
+	addFunc    = func(kind prometheus.ValueType, name, help string, f func(*snapshot) float64, labels ...string)
+	uintFunc   = func(f func(*snapshot) uint64) func(*snapshot) float64
+)
+
+// addCache adds the cache's series: RAM tier fill, eviction rate, lease
+// and pin counts, copy throughput, lookups per tier, the SSD tier's (when
+// it has one) and whether the RAM tier got hugepages.
+func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc) {
+	cs := func(f func(cache.Stats) uint64) func(*snapshot) float64 {
+		return func(s *snapshot) float64 { return float64(f(s.cache)) }
+	}
+	gauge("orbitkv_ram_blocks", "Sealed blocks resident in the RAM tier.", cs(func(s cache.Stats) uint64 { return s.Blocks }))
+	gauge("orbitkv_ram_used_bytes", "Bytes of RAM tier chunks holding blocks (sealed or publishing).", cs(func(s cache.Stats) uint64 { return s.UsedBytes }))
+	gauge("orbitkv_ram_capacity_bytes", "Usable bytes of the RAM tier.", cs(func(s cache.Stats) uint64 { return s.CapacityBytes }))
+	gauge("orbitkv_leases", "Live leases.", cs(func(s cache.Stats) uint64 { return s.Leases }))
+	gauge("orbitkv_block_pins", "Block pins held by leases and in-flight copies.", cs(func(s cache.Stats) uint64 { return s.Pins }))
+	gauge("orbitkv_reserved_bytes", "Bytes reserved by live leases.", cs(func(s cache.Stats) uint64 { return s.ReservedBytes }))
+	gauge("orbitkv_operations", "Copies in flight plus restores awaiting RestorePoll.", cs(func(s cache.Stats) uint64 { return s.Operations }))
+	counter("orbitkv_evictions_total", "Blocks evicted from the RAM tier.", cs(func(s cache.Stats) uint64 { return s.Evictions }))
+	counter("orbitkv_published_blocks_total", "Blocks published (copied in and sealed).", cs(func(s cache.Stats) uint64 { return s.Published }))
+	counter("orbitkv_published_bytes_total", "Bytes copied by publishes.", cs(func(s cache.Stats) uint64 { return s.PublishBytes }))
+	counter("orbitkv_restored_blocks_total", "Blocks restored into engine buffers.", cs(func(s cache.Stats) uint64 { return s.Restored }))
+	counter("orbitkv_restored_bytes_total", "Bytes copied by restores.", cs(func(s cache.Stats) uint64 { return s.RestoreBytes }))
+	counter("orbitkv_queries_total", "QueryBundle requests served.", cs(func(s cache.Stats) uint64 { return s.Queries }))
+	counter("orbitkv_query_hit_blocks_total", "Blocks leased by queries (prefix hits).", cs(func(s cache.Stats) uint64 { return s.QueryHits }))
+	counter("orbitkv_unadmitted_total", "Publishes and queries refused for capacity.", cs(func(s cache.Stats) uint64 { return s.Unadmitted }))
+	counter("orbitkv_query_server_seconds_total", "Dispatcher seconds spent serving untracked QueryBundles (decode, lookups, lease); divide by orbitkv_query_hashes_total for the cost per hash.",
+		func(s *snapshot) float64 { return time.Duration(s.cache.QueryNanos).Seconds() })
+	counter("orbitkv_query_hashes_total", "Hashes carried by untracked QueryBundles.", cs(func(s cache.Stats) uint64 { return s.QueryHashes }))
+	gauge("orbitkv_tickets", "Live query tickets (abi.h \"Query tickets\").", cs(func(s cache.Stats) uint64 { return s.Tickets }))
+	gauge("orbitkv_tickets_budget_waiting", "Tickets waiting for lease byte budget (--lease-budget).", cs(func(s cache.Stats) uint64 { return s.BudgetWaiting }))
+	counter("orbitkv_operations_expired_total", "Tickets and unpolled restore results expired (--op-expiry); late polls answer Timeout.", cs(func(s cache.Stats) uint64 { return s.Expired }))
+	counter("orbitkv_discoveries_total", "Discovery queries answered (Candidates, no lease).", cs(func(s cache.Stats) uint64 { return s.Discoveries }))
+	counter("orbitkv_warmups_skipped_total", "Warm-ups skipped for the warmup budget (--warmup-budget).", cs(func(s cache.Stats) uint64 { return s.WarmupSkipped }))
+	counter("orbitkv_lookups_total", "Logical lookups (queries; tickets except recovery reads and warm-ups).", cs(func(s cache.Stats) uint64 { return s.Lookups }))
+	gauge("orbitkv_lookups_distinct", "Distinct logical lookups since start, HyperLogLog estimate (~1% error); lookups_total / this = reuse.", cs(func(s cache.Stats) uint64 { return s.DistinctLookups }))
+	const lookupHelp = "Blocks looked up, by tier and result. ram: every lookup of a chain (queries, tickets each time they resolve, discovery); its resident prefix is hits, the rest misses. " +
+		"ssd: lookups that consult the SSD tier past a RAM miss; blocks whose read the lookup started are hits, the rest misses; a tail already loading counts nothing. " +
+		"peer: always 0 until blocks can come from other hosts (the cluster issue). Hit ratio of a tier: hit / (hit + miss)."
+	lookups := []struct {
+		tier, result string
+		f            func(cache.Stats) uint64
+	}{
+		{"ram", "hit", func(s cache.Stats) uint64 { return s.LookupBlocks.RAMHit }},
+		{"ram", "miss", func(s cache.Stats) uint64 { return s.LookupBlocks.RAMMiss }},
+		{"ssd", "hit", func(s cache.Stats) uint64 { return s.LookupBlocks.SSDHit }},
+		{"ssd", "miss", func(s cache.Stats) uint64 { return s.LookupBlocks.SSDMiss }},
+		{"peer", "hit", func(cache.Stats) uint64 { return 0 }},
+		{"peer", "miss", func(cache.Stats) uint64 { return 0 }},
+	}
+	for _, l := range lookups {
+		add(prometheus.CounterValue, "orbitkv_lookup_blocks_total", lookupHelp, cs(l.f), "tier", l.tier, "result", l.result)
+	}
+	st := c.h.svc.Stats()
+	if st.SSD.On {
+		gauge("orbitkv_ssd_blocks", "Blocks resident on the SSD tier.", cs(func(s cache.Stats) uint64 { return s.SSD.Blocks }))
+		gauge("orbitkv_ssd_used_bytes", "Bytes of SSD tier slots in use.", cs(func(s cache.Stats) uint64 { return s.SSD.UsedBytes }))
+		gauge("orbitkv_ssd_capacity_bytes", "Bytes of the SSD tier's data file.", cs(func(s cache.Stats) uint64 { return s.SSD.CapacityBytes }))
+		gauge("orbitkv_ssd_recovered_blocks", "Blocks the SSD tier's index gave back at start (warm restart).", cs(func(s cache.Stats) uint64 { return s.SSD.Recovered }))
+		counter("orbitkv_ssd_writes_total", "Blocks demoted from RAM to SSD (durable).", cs(func(s cache.Stats) uint64 { return s.SSD.Writes }))
+		counter("orbitkv_ssd_reads_total", "Blocks read back from SSD and verified.", cs(func(s cache.Stats) uint64 { return s.SSD.Reads }))
+		counter("orbitkv_ssd_corrupt_total", "SSD blocks that failed their CRC32C check: dropped and treated as misses, never served.", cs(func(s cache.Stats) uint64 { return s.SSD.Corrupt }))
+		counter("orbitkv_ssd_not_admitted_total", "Evicted blocks the SSD admission rule declined.", cs(func(s cache.Stats) uint64 { return s.SSD.NotAdmitted }))
+		counter("orbitkv_ssd_evictions_total", "Blocks the SSD tier evicted (FIFO) to make room.", cs(func(s cache.Stats) uint64 { return s.SSD.Evictions }))
+		counter("orbitkv_ssd_demote_skipped_total", "Evicted blocks not demoted: no staging buffer, larger than a slot, or the tier busy.", cs(func(s cache.Stats) uint64 { return s.SSD.DemoteSkipped }))
+		counter("orbitkv_ssd_prefetch_total", "Blocks prefetched from SSD into RAM for a query.", cs(func(s cache.Stats) uint64 { return s.SSD.Prefetches }))
+		counter("orbitkv_ssd_prefetch_failures_total", "Prefetches that failed (corrupt or I/O error) and became misses.", cs(func(s cache.Stats) uint64 { return s.SSD.PrefetchFails }))
+	}
+	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", cs(func(s cache.Stats) uint64 { return s.Invalid }))
+	// The tier's backing is fixed at start: one series, its value constant.
+	huge := 0.0
+	if st.RAMHuge {
+		huge = 1
+	}
+	c.constant = append(c.constant, prometheus.MustNewConstMetric(prometheus.NewDesc("orbitkv_ram_hugepages",
+		"1 when the RAM tier is backed by 2 MiB hugetlb pages, 0 when not; fallback is why not, one of "+strings.Join(hugepageReasons, ", ")+
+			" (none when 1); the start log's \"ram tier ready\" line has the whole sentence.",
+		nil, prometheus.Labels{"fallback": hugepageReason(st.RAMHuge, st.RAMFallback)}), prometheus.GaugeValue, huge))
+}
+
+// hugepageReasons are the values of orbitkv_ram_hugepages' fallback label.
+var hugepageReasons = []string{"none", "off", "no_pool", "no_free_pages", "memfd_refused", "allocation_failed", "other"}
+
+// hugepageReason maps the RAM tier's fallback sentence
+// (hugepages.Arena.Fallback) to a label value of hugepageReasons.
+func hugepageReason(huge bool, fallback string) string {
+	if huge {
+		return "none"
+	}
+	reason, _, _ := strings.Cut(fallback, ";") // the hugetlb failure; the shmem part follows
+	switch {
+	case strings.HasPrefix(reason, "mode off"):
+		return "off"
+	case strings.Contains(reason, "no 2 MiB hugepage pool"):
+		return "no_pool"
+	case strings.Contains(reason, "free 2 MiB hugepages"):
+		return "no_free_pages"
+	case strings.Contains(reason, "memfd_create"):
+		return "memfd_refused"
+	case strings.Contains(reason, "ftruncate"), strings.Contains(reason, "fallocate"), strings.Contains(reason, "mmap"):
+		return "allocation_failed"
+	}
+	return "other"
+}

@@ -1,0 +1,351 @@
+package manager
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
+)
+
+// Recording a sample runs on the dispatcher goroutine for every request:
+// it must not allocate (its histograms are resolved once, at start).
+func TestRecordingAnOpDurationAllocatesNothing(t *testing.T) {
+	d := newOpDurations()
+	took := []time.Duration{700 * time.Nanosecond, 3 * time.Microsecond, 80 * time.Microsecond, 4 * time.Millisecond, 2 * time.Second}
+	for op := range cache.NumOps {
+		t.Run(op.String()+" records without allocating", func(t *testing.T) {
+			allocs := testing.AllocsPerRun(1000, func() {
+				for _, x := range took {
+					d.ObserveOp(op, x)
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per sample run, want 0", allocs)
+			}
+		})
+	}
+}
+
+// newMetricsManager starts a Manager in process with an SSD tier (so
+// every series is exposed) and serves HTTP on a free loopback port.
+func newMetricsManager(t *testing.T, epoch uint64) *Manager {
+	t.Helper()
+	s := testSpec(t, "127.0.0.1:0")
+	s.Epoch = epoch
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-manager-ssd-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	slot := uint64(16 << 10)
+	s.Cache.Tiers.SSD = &ssd.Spec{Dir: dir, CapacityBytes: 64 * (ssd.HeaderBytes + slot), SlotBytes: slot}
+	m, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// scrape parses the Manager's GET /metrics.
+func scrape(t *testing.T, m *Manager) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + m.http.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func TestMetricsExposeTheOperatorSeries(t *testing.T) {
+	m := newMetricsManager(t, 1)
+	fams := scrape(t, m)
+	t.Run("no series counts nanoseconds", func(t *testing.T) {
+		for name := range fams {
+			if strings.Contains(name, "nanoseconds") {
+				t.Errorf("%s: durations are in seconds", name)
+			}
+		}
+	})
+	t.Run("the ready gauge is 1 while the Manager serves", func(t *testing.T) {
+		f := fams["orbitkv_ready"]
+		if f == nil || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Fatalf("orbitkv_ready = %v, want 1", f)
+		}
+	})
+	t.Run("build_info names the version, commit, Go version and failpoint tag", func(t *testing.T) {
+		f := fams["orbitkv_build_info"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("orbitkv_build_info = %v, want one series", f)
+		}
+		l := labels(f.GetMetric()[0])
+		for _, k := range []string{"version", "commit", "go", "failpoints"} {
+			if l[k] == "" {
+				t.Errorf("label %s empty (labels %v)", k, l)
+			}
+		}
+		if f.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Errorf("value %v, want 1", f.GetMetric()[0].GetGauge().GetValue())
+		}
+	})
+	t.Run("lookups have one series per tier and result", func(t *testing.T) {
+		f := fams["orbitkv_lookup_blocks_total"]
+		var got []string
+		for _, s := range f.GetMetric() {
+			l := labels(s)
+			got = append(got, l["tier"]+"/"+l["result"])
+		}
+		sort.Strings(got)
+		want := []string{"peer/hit", "peer/miss", "ram/hit", "ram/miss", "ssd/hit", "ssd/miss"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("series %v, want %v", got, want)
+		}
+	})
+	t.Run("op durations are histograms for the six operations", func(t *testing.T) {
+		f := fams["orbitkv_op_duration_seconds"]
+		if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+			t.Fatalf("orbitkv_op_duration_seconds = %v, want a histogram", f)
+		}
+		var ops []string
+		for _, s := range f.GetMetric() {
+			ops = append(ops, labels(s)["op"])
+			if n := len(s.GetHistogram().GetBucket()); n != len(opDurationBuckets)+1 { // and +Inf
+				t.Errorf("op %s: %d classic buckets, want %d and +Inf", labels(s)["op"], n, len(opDurationBuckets))
+			}
+		}
+		sort.Strings(ops)
+		if want := []string{"claim", "poll", "publish", "query", "release", "restore"}; !slices.Equal(ops, want) {
+			t.Fatalf("ops %v, want %v", ops, want)
+		}
+	})
+	t.Run("the hugepages label is a short reason code", func(t *testing.T) {
+		f := fams["orbitkv_ram_hugepages"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("orbitkv_ram_hugepages = %v, want one series", f)
+		}
+		if r := labels(f.GetMetric()[0])["fallback"]; !slices.Contains(hugepageReasons, r) {
+			t.Fatalf("fallback %q, want one of %v", r, hugepageReasons)
+		}
+	})
+}
+
+// The 64-bit epoch is above 2^53 in practice; jq and JavaScript would
+// round it as a number.
+func TestHealthWritesTheEpochAsAString(t *testing.T) {
+	const epoch = 1<<60 + 3 // not representable as a float64
+	m := newMetricsManager(t, epoch)
+	resp, err := http.Get("http://" + m.http.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ field, want string }{
+		{"epoch", strconv.FormatUint(epoch, 10)},
+		{"service_id", strings.Repeat("0", 32)},
+	}
+	for _, c := range cases {
+		t.Run(c.field+" is a JSON string", func(t *testing.T) {
+			if got, ok := h[c.field].(string); !ok || got != c.want {
+				t.Fatalf("%s = %#v, want the string %q", c.field, h[c.field], c.want)
+			}
+		})
+	}
+}
+
+// metricName matches a metric name inside a PromQL expression.
+var metricName = regexp.MustCompile(`\borbitkv_[a-z0-9_]+`)
+
+// queried returns every orbitkv_* metric name in exprs, sorted.
+func queried(exprs []string) []string {
+	var names []string
+	for _, e := range exprs {
+		names = append(names, metricName.FindAllString(e, -1)...)
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// dashboardExprs returns every target expression of the Grafana dashboard
+// (panels[].targets[].expr and templating queries).
+func dashboardExprs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Query any `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: panel %q queries nothing", path, p.Title)
+		}
+		for _, x := range p.Targets {
+			exprs = append(exprs, x.Expr)
+		}
+	}
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(string); ok {
+			exprs = append(exprs, q)
+		}
+	}
+	return exprs
+}
+
+// ruleExprs returns every rule's expression of the Prometheus rules file.
+func ruleExprs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Name string `yaml:"name"`
+			// A rule's fields (Prometheus' rule file format); an unknown key
+			// (a misspelt "annotations") is an error.
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Record      string            `yaml:"record"`
+				Expr        string            `yaml:"expr"`
+				For         string            `yaml:"for"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Expr == "" || r.Annotations["summary"] == "" {
+				t.Errorf("%s: group %s has a rule without alert, expr or summary: %+v", path, g.Name, r)
+			}
+			if r.For != "" {
+				if _, err := model.ParseDuration(r.For); err != nil {
+					t.Errorf("%s: alert %s: for %q: %v", path, r.Alert, r.For, err)
+				}
+			}
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	return exprs
+}
+
+// exposedName reports whether the scraped families expose name: a family,
+// or a histogram's _bucket, _sum or _count series.
+func exposedName(fams map[string]*dto.MetricFamily, name string) bool {
+	if fams[name] != nil {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && fams[base].GetType() == dto.MetricType_HISTOGRAM {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDashboardAndAlertsQueryOnlyExposedMetrics(t *testing.T) {
+	m := newMetricsManager(t, 1)
+	fams := scrape(t, m)
+	files := []struct {
+		path  string
+		exprs func(*testing.T, string) []string
+		min   int // names the file is known to query: fewer means the extraction broke
+	}{
+		{"../../deploy/grafana/orbitkv.json", dashboardExprs, 20},
+		{"../../deploy/prometheus/orbitkv-alerts.yml", ruleExprs, 5},
+	}
+	for _, f := range files {
+		t.Run(f.path+" queries only metrics /metrics exposes", func(t *testing.T) {
+			names := queried(f.exprs(t, f.path))
+			if len(names) < f.min {
+				t.Fatalf("found %d metric names (%v), want at least %d", len(names), names, f.min)
+			}
+			for _, n := range names {
+				if !exposedName(fams, n) {
+					t.Errorf("%s queries %s, which the Manager's /metrics does not expose", f.path, n)
+				}
+			}
+		})
+	}
+}
+
+func TestHugepageFallbackSentencesMapToShortCodes(t *testing.T) {
+	cases := []struct {
+		name     string
+		huge     bool
+		fallback string
+		want     string
+	}{
+		{"a hugetlb-backed tier has none", true, "", "none"},
+		{"mode off is off", false, "mode off", "off"},
+		{"no pool is no_pool", false, "hugetlb unavailable: no 2 MiB hugepage pool (open /proc/meminfo: no such file); shmem memfd with MADV_HUGEPAGE, transparent_hugepage/shmem_enabled is never: 4 KiB pages", "no_pool"},
+		{"too few free pages is no_free_pages", false, "hugetlb unavailable: 0 free 2 MiB hugepages, 2 needed (HugePages_Free 0, HugePages_Rsvd 0, overcommit 0); reserve them: echo 2 > /proc/sys/vm/nr_hugepages; shmem memfd with MADV_HUGEPAGE", "no_free_pages"},
+		{"a refused memfd is memfd_refused", false, "hugetlb unavailable: memfd_create(MFD_HUGETLB|MFD_HUGE_2MB): EINVAL (invalid argument)", "memfd_refused"},
+		{"a failed fallocate is allocation_failed", false, "hugetlb unavailable: allocating 2 2 MiB hugepages (fallocate): ENOSPC (no space left on device); the pool shrank", "allocation_failed"},
+		{"an unknown sentence is other", false, "something new", "other"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := hugepageReason(c.huge, c.fallback)
+			if got != c.want {
+				t.Fatalf("hugepageReason(%v, %q) = %q, want %q", c.huge, c.fallback, got, c.want)
+			}
+			if !slices.Contains(hugepageReasons, got) {
+				t.Fatalf("%q is not in hugepageReasons %v", got, hugepageReasons)
+			}
+		})
+	}
+}
