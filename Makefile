@@ -65,7 +65,7 @@ define cmake_build
 endef
 
 .PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
-	fuzz-build fuzz-smoke fuzz check-generated bench demo demo-replay demo-channel clean soak \
+	fuzz-build fuzz-smoke fuzz check-generated man bench demo demo-replay demo-channel clean soak \
 	test-integration-race test-python-asan
 
 help: ## List the targets (this text)
@@ -214,11 +214,24 @@ fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer co
 
 # ---- generated code ---------------------------------------------------------
 
-check-generated: deps ## Regenerate protobuf code and fail if it differs from what is committed
+# The commands whose man pages docs/man/ holds: each package's
+# TestManPagesAreCurrent writes them with -update (cobra/doc) and fails
+# without it when they are stale.
+MAN_PKGS := ./cmd/orbitkv-manager
+
+man: deps ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
+	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done
+
+check-generated: deps ## Regenerate protobuf code and man pages and fail if they differ from what is committed
 	@if [ -x ci/gen-proto.sh ]; then ci/gen-proto.sh; else echo "no ci/gen-proto.sh yet"; fi
+	@$(MAKE) man
 	@if ! git rev-parse --git-dir >/dev/null 2>&1; then echo "not a git checkout: diff skipped"; exit 0; fi; \
 	git diff --exit-code -- proto native/src/proto || \
 		{ echo "generated code differs from the committed version: run ci/gen-proto.sh and commit"; exit 1; }; \
+	git diff --exit-code -- docs/man || \
+		{ echo "man pages differ from the committed version: run make man and commit docs/man"; exit 1; }; \
+	new=$$(git ls-files --others --exclude-standard -- docs/man); \
+	if [ -n "$$new" ]; then echo "man pages not committed (run make man and commit):"; echo "$$new"; exit 1; fi; \
 	if [ -n "$$(git ls-files -- proto native/src/proto)" ]; then \
 		new=$$(git ls-files --others --exclude-standard -- proto native/src/proto); \
 		if [ -n "$$new" ]; then echo "generated files not committed:"; echo "$$new"; exit 1; fi; \

@@ -6,6 +6,9 @@ import (
 	"testing"
 )
 
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
 func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 	tests := []struct {
 		name string
@@ -45,11 +48,14 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, fs, err := parseFlags(tc.args)
+			o, err := parse(tc.args)
 			if err != nil {
-				t.Fatalf("parseFlags: %v", err)
+				t.Fatalf("parse: %v", err)
 			}
-			_, err = validate(c, fs, slog.Default())
+			if err := o.layer(noEnv); err != nil {
+				t.Fatalf("layer: %v", err)
+			}
+			_, err = validate(o, slog.Default())
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("validate: %v, want ok", err)
@@ -62,16 +68,19 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 
 // Every field out of its limit is reported, each as its flag, once.
 func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
-	c, fs, err := parseFlags([]string{"--max-sessions", "0", "--copy-workers", "99", "--spin-window", "3s", "--desc-bytes", "lots", "--max-ops", "0"})
+	o, err := parse([]string{"--max-sessions", "0", "--copy-workers", "99", "--spin-window", "3s", "--desc-bytes", "lots", "--max-ops", "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = validate(c, fs, slog.Default())
+	if err := o.layer(noEnv); err != nil {
+		t.Fatal(err)
+	}
+	_, err = validate(o, slog.Default())
 	if err == nil {
 		t.Fatal("validate = nil")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	want := []string{`--desc-bytes "lots": not a size (examples: 64KiB, 1MiB; KiB = 1024 bytes, kB = 1000)`,
+	want := []string{`--desc-bytes "lots": not a size (examples: 64KiB, 1MiB; KiB = 1024 bytes; G, GB, kB and the like are refused as ambiguous)`,
 		"--max-ops 0: want 1..1048576", "--max-sessions 0: want 1..4095", "--spin-window 3s: want 0..1s", "--copy-workers 99: want 1..64"}
 	if len(lines) != len(want) {
 		t.Fatalf("validate = %q, want the %d lines %q", lines, len(want), want)
@@ -84,7 +93,7 @@ func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
 }
 
 func TestAStrayArgumentIsRefused(t *testing.T) {
-	if _, _, err := parseFlags([]string{"serve"}); err == nil || !strings.Contains(err.Error(), `unexpected argument "serve"`) {
-		t.Fatalf("parseFlags(serve) = %v", err)
+	if _, err := parse([]string{"serve"}); err == nil || !strings.Contains(err.Error(), `unexpected argument "serve"`) {
+		t.Fatalf("parse(serve) = %v", err)
 	}
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// flagOf names the flag (and so the config key and environment variable)
+// that sets each Spec field, so a limit the Spec declares (limit.Error),
+// or a value the system refused at start (limit.Refused), is reported as
+// the setting the user wrote.
+var flagOf = map[string]string{
+	"session.MaxSessions": "max-sessions", "channel.MaxSessions": "max-sessions",
+	"session.DescCapacity": "desc-bytes", "channel.SpinWindow": "spin-window",
+	"bootstrap.Path": "bootstrap-socket", "bootstrap.HelloTimeout": "hello-timeout",
+	"bootstrap.MaxBufferBytes": "max-buffer-bytes",
+	"manager.HTTPAddr":         "http-addr", "manager.ShutdownTimeout": "shutdown-timeout",
+	"cache.MaxOpsPerSession": "max-ops-per-session", "cache.MaxOps": "max-ops",
+	"cache.OpExpiry": "op-expiry", "cache.CopyWorkers": "copy-workers",
+	"tier.Eviction": "eviction", "ram.CapacityBytes": "ram-capacity", "ram.ChunkBytes": "ram-chunk-bytes",
+	"ram.Hugepages": "hugepages", "ssd.Dir": "ssd-dir", "ssd.CapacityBytes": "ssd-capacity",
+	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",
+}
+
+// checks collects the errors of the settings, at most one per setting, in
+// the order found, so every mistake is reported at once. Each names the
+// setting as the user set it (flag, environment variable, or file and
+// line; source.label).
+type checks struct {
+	o    *options
+	seen map[string]bool
+	errs []error
+}
+
+func newChecks(o *options) *checks { return &checks{o: o, seen: map[string]bool{}} }
+
+// fail records "<setting> <value>: <tail>" for setting name unless it
+// already has an error; value is as the message shows it (quoted or not).
+func (k *checks) fail(name, value, tail string) {
+	if !k.seen[name] {
+		k.seen[name] = true
+		k.errs = append(k.errs, fmt.Errorf("%s: %s", k.o.sourceOf(name).label(name, value), tail))
+	}
+}
+
+// add records the errors in err: each limit.Error or limit.Refused as the
+// setting of its field, with the value as written ("--desc-bytes 3KiB:
+// want ..."); every other error as it is.
+func (k *checks) add(err error) {
+	fields, others := limit.Split(err)
+	for _, f := range fields {
+		var field, tail string
+		var value any
+		switch e := f.(type) {
+		case *limit.Error:
+			field, value, tail = e.Field, e.Value, "want "+e.Want
+		case *limit.Refused:
+			field, value, tail = e.Field, e.Value, e.Err.Error()
+		}
+		name, ok := flagOf[field]
+		if !ok {
+			k.errs = append(k.errs, f)
+			continue
+		}
+		v := k.o.fs.Lookup(name).Value.String()
+		_, quoted := value.(string)
+		switch {
+		case v == "" && value != "":
+			v = limit.Format(value) + " (derived)" // --bootstrap-socket from --listen
+		case quoted:
+			v = strconv.Quote(v)
+		}
+		k.fail(name, v, tail)
+	}
+	k.errs = append(k.errs, others...)
+}
+
+func (k *checks) err() error { return errors.Join(k.errs...) }
+
+// size parses the size setting name (value v); a value that does not
+// parse is recorded and reads 0.
+func (k *checks) size(name, v, examples string) uint64 {
+	n, err := parseSize(v)
+	switch {
+	case errors.Is(err, errAmbiguous):
+		k.fail(name, strconv.Quote(v), err.Error()) // it says what to write
+	case err != nil:
+		k.fail(name, strconv.Quote(v), fmt.Sprintf("%v (examples: %s; %s)", err, examples, sizeHint))
+	}
+	return n
+}

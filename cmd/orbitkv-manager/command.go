@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orbitkv/orbitkv/gocore/evict"
+)
+
+const long = `orbitkv-manager: the OrbitKV node-local KV-cache Manager.
+
+Inference processes on this host connect through a Unix socket (mode 0600,
+same uid only), receive a sealed shared-memory slot, an eventfd and the
+doorbell, and then exchange fixed 64-byte messages with the Manager.
+
+Settings come from flags, environment variables and a TOML config file,
+in that precedence, over the defaults. Every flag below except --config,
+--print-config and --version is also a config key of the same name
+(ram-capacity = "64GiB") and an environment variable: ORBITKV_ and the name
+in upper case with underscores (ORBITKV_RAM_CAPACITY=64GiB). --config FILE
+or ORBITKV_CONFIG names the file; a key the Manager does not know is an
+error that names its line.
+--print-config shows the effective settings and where each came from.
+
+Units: ` + sizeRule + `
+A duration has a unit: 50us, 5s, 1m. A count is a whole number.`
+
+const examples = `  orbitkv-manager                                    # socket /tmp/orbitkv-127.0.0.1-7470.sock
+  orbitkv-manager --poll-mode spin                   # lowest latency, one core busy
+  orbitkv-manager --ram-capacity 64GiB --copy-workers 8
+  orbitkv-manager --bootstrap-socket /run/okv.sock --http-addr ""
+  orbitkv-manager --config /etc/orbitkv/manager.toml --print-config
+  ORBITKV_RAM_CAPACITY=16GiB orbitkv-manager --ssd-dir /var/lib/orbitkv --ssd-create-dir`
+
+// newRoot is the orbitkv-manager command with its flags bound to o.c and
+// the completion subcommand; main sets RunE.
+func newRoot(o *options) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "orbitkv-manager [flags]",
+		Short:         "The OrbitKV node-local KV-cache Manager",
+		Long:          long,
+		Example:       examples,
+		Args:          strayArgs,
+		SilenceErrors: true, // main prints errors, one line each
+		SilenceUsage:  true,
+		// The Manager's flags are the root's own: a subcommand
+		// (completion) takes none of them.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		DisableAutoGenTag: true, // the man pages in docs/man/ stay the same from build to build
+	}
+	o.fs = root.Flags()
+	defineFlags(o.fs, o.c)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
+	for name, values := range map[string][]string{
+		"poll-mode": {"spin", "adaptive", "park"}, "hugepages": {"require", "prefer", "off"},
+		"eviction": evict.Names(), "ssd-admission": {"all", "second-hit"},
+		"log-level": {"debug", "info", "warn", "error"}, "log-format": {"text", "json"},
+	} {
+		must(root.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)))
+	}
+	must(root.MarkFlagDirname("ssd-dir"))
+	must(root.MarkFlagFilename("config", "toml"))
+	root.AddCommand(completionCommand())
+	return root
+}
+
+// must panics on an error that only a mistake in newRoot can cause.
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// strayArgs refuses positional arguments: the Manager takes flags only.
+func strayArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q (flags start with --; the only subcommand is completion)", args[0])
+	}
+	return nil
+}
+
+// flagError adds the hint a Go-flag habit needs: long flags take two
+// dashes here (-ram-capacity reads as the shorthands r, a, m, ...).
+func flagError(err error) error {
+	if strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+		return fmt.Errorf("%w (long flags start with --, as in --ram-capacity)", err)
+	}
+	return err
+}
+
+// completionCommand writes a shell completion script.
+func completionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "completion bash|zsh|fish",
+		Short: "Write the shell completion script of orbitkv-manager",
+		Long: `Write the shell completion script of orbitkv-manager for bash, zsh or fish
+to standard output. It completes the flags, their fixed values (--poll-mode,
+--hugepages, --eviction, ...) and directories for --ssd-dir.`,
+		Example: `  source <(orbitkv-manager completion bash)
+  orbitkv-manager completion bash > /etc/bash_completion.d/orbitkv-manager
+  orbitkv-manager completion zsh > "${fpath[1]}/_orbitkv-manager"
+  orbitkv-manager completion fish > ~/.config/fish/completions/orbitkv-manager.fish`,
+		ValidArgs: []string{"bash", "zsh", "fish"},
+		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, out := cmd.Root(), cmd.OutOrStdout()
+			switch args[0] {
+			case "bash":
+				return root.GenBashCompletionV2(out, true)
+			case "zsh":
+				return root.GenZshCompletion(out)
+			}
+			return root.GenFishCompletion(out, true)
+		},
+	}
+}

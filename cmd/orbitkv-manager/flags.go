@@ -1,0 +1,108 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
+)
+
+// config holds the Manager's settings as flags, environment and config
+// file give them, before they become a manager.Spec. Sizes stay text here:
+// spec parses them (parseSize) so every size error is reported with the
+// others.
+type config struct {
+	listen       string
+	socket       string
+	pollMode     string
+	spinWindow   time.Duration
+	httpAddr     string
+	maxSessions  uint
+	descBytes    string
+	helloTimeout time.Duration
+	logLevel     string
+	logFormat    string
+	ramCapacity  string
+	chunkBytes   string
+	copyWorkers  int
+	prefault     bool
+	maxBufBytes  string
+	hugepages    string
+	eviction     string
+	ssdDir       string
+	ssdCreateDir bool
+	ssdCapacity  string
+	ssdSlot      string
+	ssdAdmission string
+	ssdWorkers   int
+	maxOpsSess   int
+	maxOps       int
+	opExpiry     time.Duration
+	leaseBudget  string
+	warmupBudget string
+	shutdownWait time.Duration
+
+	// Not settings of the Manager: they choose what the command does, and
+	// are neither config keys nor environment variables (but --config has
+	// ORBITKV_CONFIG).
+	configFile  string
+	printConfig bool
+	showVersion bool
+}
+
+// commandFlags are the flags that are not config keys.
+var commandFlags = map[string]bool{"config": true, "print-config": true, "version": true, "help": true}
+
+// defineFlags declares every flag on fs, bound to c. Each flag name is
+// also its config-file key and, upper-cased with "_" for "-" after
+// ORBITKV_, its environment variable.
+func defineFlags(fs *pflag.FlagSet, c *config) {
+	fs.SortFlags = false // the order below groups them by concept
+	fs.StringVar(&c.configFile, "config", "", "TOML config `file` of flag-named keys (ram-capacity = \"64GiB\"); also ORBITKV_CONFIG. Flags win over environment variables, which win over the file")
+	fs.BoolVar(&c.printConfig, "print-config", false, "print the effective configuration (every key, as TOML) and where each value came from, then exit without starting")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; the bootstrap socket path /tmp/orbitkv-HOST-PORT.sock is derived from it (no TCP port is opened in this build)")
+	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
+	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
+	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration` with a unit, e.g. 50us; 0..1s)")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
+	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
+	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
+	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
+	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
+	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
+	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.StringVar(&c.eviction, "eviction", evict.Default, "RAM tier eviction `policy`: "+strings.Join(evict.Names(), ", ")+" (orbitkv-bench policy compares them)")
+	fs.StringVar(&c.ssdDir, "ssd-dir", "", "`directory` of the SSD tier on a filesystem that takes O_DIRECT (empty: no SSD tier); its blocks survive a restart")
+	fs.BoolVar(&c.ssdCreateDir, "ssd-create-dir", false, "create --ssd-dir (mode 0700) when it is missing; without it a missing directory is an error")
+	fs.StringVar(&c.ssdCapacity, "ssd-capacity", "64GiB", "bytes of the SSD tier's data file (`size`), preallocated")
+	fs.StringVar(&c.ssdSlot, "ssd-slot-bytes", "64KiB", "largest block the SSD tier stores (`size`, a multiple of 4KiB); every block takes a slot of this size plus a 4 KiB header, so set it to the engine's block size")
+	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
+	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..256)")
+	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, at most 64TiB); it bounds the Manager's virtual address space, not its memory")
+	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
+	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
+	fs.DurationVar(&c.opExpiry, "op-expiry", ticket.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
+	fs.StringVar(&c.leaseBudget, "lease-budget", "", "bytes leases and restores in flight may reserve (`size`; empty: --ram-capacity); a ticket beyond it waits (Loading), an untracked query answers Unadmitted")
+	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
+	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults (--prefault=false to skip)")
+	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
+	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "after SIGTERM, how long closing sessions and stopping the cache may take (`duration`, 1s..10m); past it the Manager logs the SSD reads still stuck and exits with status 3 without freeing the memory they may write")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit, build date and Go version, then exit")
+}
+
+// defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
+// at least 2 (so one large job is split across two threads) and at most 4.
+func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
+
+// envName is the environment variable of config key name:
+// ram-capacity → ORBITKV_RAM_CAPACITY.
+func envName(name string) string {
+	return "ORBITKV_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
