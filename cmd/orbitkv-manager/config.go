@@ -75,8 +75,10 @@ func (o *options) sourceOf(name string) source { return o.src[name] }
 // environment (getenv, os.LookupEnv in main) and then the config file
 // (--config, else ORBITKV_CONFIG), and records each value's source. It
 // reports every bad variable and key at once, each naming the variable or
-// the file and line.
-func (o *options) layer(getenv func(string) (string, bool)) error {
+// the file and line, and an ORBITKV_ variable of environ (os.Environ in
+// main) that is not a setting but is one or two letters from one (a typo
+// that would otherwise be ignored).
+func (o *options) layer(getenv func(string) (string, bool), environ []string) error {
 	o.src = map[string]source{}
 	var errs []error
 	o.fs.VisitAll(func(f *pflag.Flag) {
@@ -101,6 +103,7 @@ func (o *options) layer(getenv func(string) (string, bool)) error {
 			return err
 		}
 	}
+	errs = append(errs, o.misspelled(environ)...)
 	o.fs.VisitAll(func(f *pflag.Flag) {
 		if f.Changed || commandFlags[f.Name] {
 			return
@@ -127,6 +130,27 @@ func (o *options) layer(getenv func(string) (string, bool)) error {
 		o.src[e.key] = s
 	}
 	return errors.Join(errs...)
+}
+
+// misspelled returns an error for each ORBITKV_ variable of environ that
+// is not a setting's but close to one. Other ORBITKV_ variables (ORBITKV_LIB
+// of the Python client, ...) are not the Manager's and are left alone.
+func (o *options) misspelled(environ []string) []error {
+	var errs []error
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "ORBITKV_") || name == "ORBITKV_CONFIG" {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "ORBITKV_"), "_", "-"))
+		if f := o.fs.Lookup(key); f != nil && !commandFlags[key] {
+			continue
+		}
+		if near := closest(key, o.fs); near != "" {
+			errs = append(errs, fmt.Errorf("%s: not a setting of orbitkv-manager (did you mean %s?)", name, envName(near)))
+		}
+	}
+	return errs
 }
 
 // want is the limit of a flag's syntax, for a value that does not parse.
@@ -178,7 +202,11 @@ func parseConfig(path string, data []byte, fs *pflag.FlagSet) ([]entry, error) {
 		f := fs.Lookup(key)
 		switch {
 		case f == nil || commandFlags[key]:
-			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q%s (the keys are the flag names; orbitkv-manager --print-config lists them)", path, line, key, suggest(key, fs)))
+			hint := ""
+			if near := closest(key, fs); near != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q%s (the keys are the flag names; orbitkv-manager --print-config lists them)", path, line, key, hint))
 			continue
 		case first[key] != 0:
 			errs = append(errs, fmt.Errorf("%s:%d: key %q set twice (first on line %d)", path, line, key, first[key]))
@@ -225,18 +253,15 @@ func keyOf(expr *unstable.Node) string {
 	return strings.Join(parts, ".")
 }
 
-// suggest names the config key closest to key, when one is close.
-func suggest(key string, fs *pflag.FlagSet) string {
+// closest is the setting nearest to key, at most two edits away, or "".
+func closest(key string, fs *pflag.FlagSet) string {
 	best, bestD := "", 3 // at most 2 edits away
 	fs.VisitAll(func(f *pflag.Flag) {
 		if d := editDistance(key, f.Name); !commandFlags[f.Name] && d < bestD {
 			best, bestD = f.Name, d
 		}
 	})
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
 
 // editDistance is the Levenshtein distance of a and b.

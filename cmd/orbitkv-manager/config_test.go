@@ -16,6 +16,14 @@ type env map[string]string
 
 func (e env) get(k string) (string, bool) { v, ok := e[k]; return v, ok }
 
+func (e env) list() []string {
+	var l []string
+	for k, v := range e {
+		l = append(l, k+"="+v)
+	}
+	return l
+}
+
 // writeConfig writes text to a config file in a test directory.
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()
@@ -33,7 +41,7 @@ func load(t *testing.T, args []string, e env) (*options, error) {
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	if err := o.layer(e.get); err != nil {
+	if err := o.layer(e.get, e.list()); err != nil {
 		return o, err
 	}
 	_, err = validate(o, slog.New(slog.DiscardHandler))
@@ -115,6 +123,8 @@ func TestConfigErrorsNameTheFileLineOrVariable(t *testing.T) {
 		{"a variable out of its limit names the variable and the limit", "", env{"ORBITKV_MAX_OPS": "0"}, "ORBITKV_MAX_OPS=0: want 1..1048576"},
 		{"an ambiguous size in a variable names the variable", "", env{"ORBITKV_RAM_CAPACITY": "4gb"}, `ORBITKV_RAM_CAPACITY="4gb": ambiguous unit "gb"`},
 		{"a bad boolean variable names the variable", "", env{"ORBITKV_PREFAULT": "maybe"}, `ORBITKV_PREFAULT="maybe": want true or false`},
+		{"a variable one letter from a setting's is refused", "", env{"ORBITKV_RAM_CAPACTY": "1GiB"},
+			"ORBITKV_RAM_CAPACTY: not a setting of orbitkv-manager (did you mean ORBITKV_RAM_CAPACITY?)"},
 		{"a bad duration in the file names file and line", "spin-window = \"50\"\n", nil, `FILE:1: spin-window = "50": want a duration with a unit`},
 	}
 	for _, tc := range tests {
@@ -136,6 +146,13 @@ func TestConfigErrorsNameTheFileLineOrVariable(t *testing.T) {
 				t.Fatalf("load = %v, want an error containing %q", err, want)
 			}
 		})
+	}
+}
+
+func TestOtherOrbitKVVariablesAreLeftAlone(t *testing.T) {
+	e := env{"ORBITKV_LIB": "/x/liborbitkv.so", "ORBITKV_MANAGER_RACE": "1", "ORBITKV_GO_ROOT": "/usr/local/go", "HOME": "/root"}
+	if _, err := load(t, nil, e); err != nil {
+		t.Fatalf("load with variables of other tools = %v, want nil", err)
 	}
 }
 

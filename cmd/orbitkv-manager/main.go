@@ -154,7 +154,7 @@ func run(o *options) error {
 		fmt.Printf("abi: %d, bootstrap protocol: %d\n", abi.Version, abi.BootstrapVersion)
 		return nil
 	}
-	if err := o.layer(os.LookupEnv); err != nil {
+	if err := o.layer(os.LookupEnv, os.Environ()); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	if c.printConfig {

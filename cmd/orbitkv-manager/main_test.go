@@ -52,7 +52,7 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parse: %v", err)
 			}
-			if err := o.layer(noEnv); err != nil {
+			if err := o.layer(noEnv, nil); err != nil {
 				t.Fatalf("layer: %v", err)
 			}
 			_, err = validate(o, slog.Default())
@@ -72,7 +72,7 @@ func TestValidateReportsEveryFlagOutOfLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.layer(noEnv); err != nil {
+	if err := o.layer(noEnv, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err = validate(o, slog.Default())
