@@ -33,8 +33,15 @@ type Spec struct {
 	Bytes    uint64 // bytes wanted, 1..MaxBytes; rounded up to whole pages
 	Mode     Mode   // Off (zero), Prefer or Require
 	Name     string // memfd name for /proc/PID/maps; DefaultName if empty
-	Prefault bool   // fault every page in at New (hugetlb: MAP_POPULATE, see the package doc)
+	Prefault bool   // fault every page in at New (see the package doc)
+	// Progress, when set, is called from New after each PrefaultStep
+	// bytes pre-faulted (done of total bytes), so a caller can report a
+	// start that takes seconds per few GiB.
+	Progress func(done, total uint64)
 }
+
+// PrefaultStep is how many bytes New pre-faults between Progress calls.
+const PrefaultStep = 256 << 20
 
 // Validate names the field and limit that s violates.
 func (s Spec) Validate() error {
@@ -140,11 +147,7 @@ func newHugetlb(s Spec) (*Arena, error) {
 		f.Close()
 		return nil, unavailable("allocating %d 2 MiB hugepages (fallocate): %s; the pool shrank since it was read, or a hugetlb cgroup limit or memory policy refused them", need, errnoText(err))
 	}
-	flags := unix.MAP_SHARED
-	if s.Prefault {
-		flags |= unix.MAP_POPULATE
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, flags)
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.ENOMEM) {
@@ -152,13 +155,23 @@ func newHugetlb(s Spec) (*Arena, error) {
 		}
 		return nil, unavailable("mmap %d bytes of hugetlb memfd: %s", size, errnoText(err))
 	}
-	return &Arena{file: f, mem: mem, huge: true}, nil
+	a := &Arena{file: f, mem: mem, huge: true}
+	if s.Prefault {
+		if err := populate(mem, HugePageSize, s.Progress); err != nil {
+			a.Close()
+			return nil, unavailable("pre-faulting %d bytes of hugetlb memfd: %s", size, errnoText(err))
+		}
+	}
+	return a, nil
 }
 
 // newShmem makes an ordinary memfd arena; advise asks for transparent
 // hugepages, and reason is why hugetlb was not used.
 func newShmem(s Spec, advise bool, reason string) (*Arena, error) {
 	size := roundUp(s.Bytes, uint64(os.Getpagesize()))
+	if err := checkMemory(size); err != nil {
+		return nil, fmt.Errorf("hugepages: %w", err)
+	}
 	fd, err := unix.MemfdCreate(s.Name, unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("hugepages: memfd_create: %w", err)
@@ -168,46 +181,49 @@ func newShmem(s Spec, advise bool, reason string) (*Arena, error) {
 		f.Close()
 		return nil, fmt.Errorf("hugepages: ftruncate memfd to %d bytes: %w", size, err)
 	}
-	flags := unix.MAP_SHARED
-	if s.Prefault && !advise {
-		flags |= unix.MAP_POPULATE
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, flags)
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("hugepages: mmap %d bytes: %w", size, err)
 	}
 	a := &Arena{file: f, mem: mem, fallback: reason}
 	if advise {
-		// MADV_HUGEPAGE must come before the pages are faulted in, so this
-		// path pre-faults after it instead of with MAP_POPULATE.
 		if err := unix.Madvise(mem, unix.MADV_HUGEPAGE); err != nil {
 			a.fallback += fmt.Sprintf("; shmem memfd, madvise(MADV_HUGEPAGE): %s, so 4 KiB pages", errnoText(err))
 		} else {
 			v := ShmemTHP()
 			a.fallback += fmt.Sprintf("; shmem memfd with MADV_HUGEPAGE, transparent_hugepage/shmem_enabled is %s: %s", v, thpNote(v))
 		}
-		if s.Prefault {
-			if err := populate(mem); err != nil {
-				a.Close()
-				return nil, fmt.Errorf("hugepages: pre-faulting %d bytes: %w", size, err)
-			}
+	}
+	// MADV_HUGEPAGE (above) must come before the pages are faulted in.
+	if s.Prefault {
+		if err := populate(mem, uint64(os.Getpagesize()), s.Progress); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("hugepages: pre-faulting %d bytes: %w", size, err)
 		}
 	}
 	return a, nil
 }
 
-// populate faults every page of mem in for writing: MADV_POPULATE_WRITE
+// populate faults every page of mem in for writing, PrefaultStep bytes at
+// a time, calling progress (when set) after each step: MADV_POPULATE_WRITE
 // (Linux 5.14), which answers a shortage with ENOMEM rather than a signal,
-// or on older kernels a write to each page (the memfd is new, so all zero).
-func populate(mem []byte) error {
-	err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
-	if !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	pg := os.Getpagesize()
-	for i := 0; i < len(mem); i += pg {
-		mem[i] = 0
+// or on older kernels a write to each page of pageBytes (the memfd is new,
+// so all zero).
+func populate(mem []byte, pageBytes uint64, progress func(done, total uint64)) error {
+	total := uint64(len(mem))
+	for off := uint64(0); off < total; off += PrefaultStep {
+		part := mem[off:min(off+PrefaultStep, total)]
+		if err := unix.Madvise(part, unix.MADV_POPULATE_WRITE); errors.Is(err, unix.EINVAL) {
+			for i := uint64(0); i < uint64(len(part)); i += pageBytes {
+				part[i] = 0
+			}
+		} else if err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(off+uint64(len(part)), total)
+		}
 	}
 	return nil
 }

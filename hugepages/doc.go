@@ -21,8 +21,8 @@
 //     fault time (the pool drained meanwhile, a hugetlb cgroup limit, a
 //     NUMA policy) is a SIGBUS in whichever thread touched it, while
 //     fallocate answers the same shortage with an error from New. Prefault
-//     then only adds MAP_POPULATE, which fills the page tables (one entry per
-//     2 MiB). Every failure is an error wrapping ErrUnavailable.
+//     then only fills the page tables (one entry per 2 MiB). Every failure
+//     is an error wrapping ErrUnavailable.
 //   - Prefer: Require's path; if it fails for any reason, an ordinary shmem
 //     memfd with madvise(MADV_HUGEPAGE), which gets transparent hugepages
 //     only when /sys/kernel/mm/transparent_hugepage/shmem_enabled says

@@ -29,6 +29,9 @@ type Spec struct {
 	// 2 MiB hugetlb pages (hugepages.Mode; the zero value is Off). It does
 	// not change ChunkBytes or the capacity.
 	Hugepages hugepages.Mode
+	// Progress, when set, hears how far the pre-fault got (bytes done of
+	// total), from New's goroutine; see hugepages.Spec.Progress.
+	Progress func(done, total uint64)
 }
 
 // Validate checks the limits of s; every field out of range is a
@@ -67,17 +70,25 @@ type Arena struct {
 // takes about a second per few GiB on 4 KiB pages and commits the memory:
 // the tier's capacity is a promise). A hugetlb arena is faulted in 2 MiB
 // pages, which are never split, and its pages are allocated at New even
-// without Prefault (see the hugepages package). Errors: Validate's; with
-// Spec.Hugepages Require, one wrapping hugepages.ErrUnavailable that names
-// the shortfall; an errno from creating or mapping the memfd.
+// without Prefault (see the hugepages package). Errors: Validate's; a
+// *limit.Refused naming ram.Hugepages (Require mode, wrapping
+// hugepages.ErrUnavailable, which names the shortfall) or
+// ram.CapacityBytes (an ordinary memfd larger than MemAvailable less
+// hugepages.MemReserve, wrapping hugepages.ErrNoMemory); an errno from
+// creating or mapping the memfd.
 func New(s Spec) (*Arena, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	n := s.CapacityBytes / s.ChunkBytes
 	size := n * s.ChunkBytes
-	mem, err := hugepages.New(hugepages.Spec{Bytes: size, Mode: s.Hugepages, Name: "orbitkv-ram-tier", Prefault: s.Prefault})
-	if err != nil {
+	mem, err := hugepages.New(hugepages.Spec{Bytes: size, Mode: s.Hugepages, Name: "orbitkv-ram-tier", Prefault: s.Prefault, Progress: s.Progress})
+	switch {
+	case errors.Is(err, hugepages.ErrNoMemory):
+		return nil, &limit.Refused{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Err: err}
+	case errors.Is(err, hugepages.ErrUnavailable) && s.Hugepages == hugepages.Require:
+		return nil, &limit.Refused{Field: "ram.Hugepages", Value: s.Hugepages, Err: err}
+	case err != nil:
 		return nil, fmt.Errorf("ram tier: %w", err)
 	}
 	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), free: make([]uint32, n)}

@@ -1,0 +1,50 @@
+package hugepages
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestAnArenaLargerThanAvailableMemoryIsRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(p, []byte("MemTotal:        8000000 kB\nMemFree:  100 kB\nMemAvailable:    1000000 kB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := MeminfoPath
+	MeminfoPath = p
+	defer func() { MeminfoPath = old }()
+	total, avail, err := Meminfo()
+	if err != nil || total != 8000000<<10 || avail != 1000000<<10 {
+		t.Fatalf("Meminfo = %d, %d, %v", total, avail, err)
+	}
+	// 1,000,000 KiB available, 400,000 KiB of it reserved (5% of 8,000,000).
+	if _, err := New(Spec{Bytes: 700 << 20, Mode: Off}); !errors.Is(err, ErrNoMemory) {
+		t.Fatalf("New(700 MiB) = %v, want ErrNoMemory", err)
+	}
+	a, err := New(Spec{Bytes: 64 << 20, Mode: Off})
+	if err != nil {
+		t.Fatalf("New(64 MiB) = %v", err)
+	}
+	a.Close()
+	if err := os.WriteFile(p, []byte("MemTotal: x kB\nMemAvailable: 1 kB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Meminfo(); err == nil {
+		t.Fatal("Meminfo of a malformed file = nil error")
+	}
+}
+
+func TestPrefaultReportsProgressUpToTheWholeArena(t *testing.T) {
+	var calls int
+	var last, total uint64
+	a, err := New(Spec{Bytes: PrefaultStep + 4<<20, Mode: Off, Prefault: true, Progress: func(d, tot uint64) { calls++; last, total = d, tot }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if calls != 2 || last != total || total != uint64(len(a.Bytes())) {
+		t.Fatalf("Progress called %d times, last %d of %d; want 2 calls ending at %d", calls, last, total, len(a.Bytes()))
+	}
+}
