@@ -52,6 +52,8 @@ func newRoot(o *options) *cobra.Command {
 	}
 	o.fs = root.Flags()
 	defineFlags(o.fs, o.c)
+	// Flag help wrapped at 100 columns, each continuation under its text.
+	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), "Flags.FlagUsages", "Flags.FlagUsagesWrapped 100"))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
 	for name, values := range map[string][]string{
 		"poll-mode": {"spin", "adaptive", "park"}, "hugepages": {"require", "prefer", "off"},
