@@ -188,7 +188,7 @@ type ssdBench struct {
 // times passes of the baseline and of Store.Read alternately.
 func measureSSD(cfg *ssdConfig, dir string, size uint64, memory string) (ssdSize, error) {
 	stride := ssd.HeaderBytes + size
-	spec := ssd.Spec{Dir: dir, SlotBytes: size, CapacityBytes: uint64(cfg.blocks) * stride, IOWorkers: cfg.ioWorkers,
+	spec := ssd.Spec{Dir: dir, CreateDir: true, SlotBytes: size, CapacityBytes: uint64(cfg.blocks) * stride, IOWorkers: cfg.ioWorkers,
 		MaxPendingWrites: cfg.blocks, VerifyOnOpen: -1}
 	b := &ssdBench{cfg: cfg, meta: ssd.Meta{Bytes: size, Layers: 1}, done: make(chan error, cfg.blocks), stride: int64(stride)}
 	var err error

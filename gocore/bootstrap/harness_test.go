@@ -151,7 +151,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	}
 	h := &harness{path: path, dir: dir, table: m.Table, disp: m.Dispatcher, srv: m.Server, logs: logs,
 		serveErr: make(chan error, 1)}
-	go func() { h.serveErr <- h.srv.Serve() }()
+	go func() { h.serveErr <- m.Serve() }() // the Manager's Serve: it marks the Manager serving
 	t.Cleanup(func() {
 		// Client cleanups ran first (LIFO): the idle invariant must hold
 		// before the Manager shuts down (DESIGN.md §6 rule 8).

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,16 +32,13 @@ type health struct {
 	version   string
 	serviceID [16]byte
 	started   time.Time
-	draining  atomic.Bool
 	ops       *opDurations // the cache's observer; nil without a cache
+	ready     *readiness
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.
 func (h *health) reply() *lifecyclepb.HealthReply {
-	st := "serving"
-	if h.draining.Load() {
-		st = "draining"
-	}
+	st, _ := h.ready.get()
 	r := &lifecyclepb.HealthReply{
 		Status: st, UptimeNs: uint64(time.Since(h.started)), Version: h.version,
 		PollMode: h.mode.String(), Requests: h.disp.Requests(),
@@ -73,25 +69,15 @@ func checkLoopback(addr string) error {
 		"a loopback host:port such as 127.0.0.1:7471, port 0..65535 (health, metrics and pprof are unauthenticated)")
 }
 
-// startHTTP serves the endpoints on ln (its address checked by
-// checkLoopback) on their own goroutine until stopHTTP.
-func startHTTP(ln net.Listener, h *health, log *slog.Logger) *httpServer {
-	s := &httpServer{srv: &http.Server{Handler: routes(h, log), ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
-			log.Error("http server stopped", slog.Any("err", err))
-		}
-	}()
-	return s
-}
-
-// routes is every HTTP endpoint: /health, /metrics, pprof, and the
-// failpoint endpoints in test builds. Every one is read-only.
-func routes(h *health, log *slog.Logger) *http.ServeMux {
+// routes is every HTTP endpoint once the cache exists: /livez and /readyz
+// (probes), /health, /metrics, pprof, and the failpoint endpoints in test
+// builds. Every one is read-only.
+func routes(h *health, r *readiness, log *slog.Logger) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(h, h.ops))
 	mux := http.NewServeMux()
+	probes(mux, r)
 	mux.HandleFunc("GET /health", h.serveHTTP)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

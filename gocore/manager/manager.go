@@ -100,16 +100,20 @@ type Manager struct {
 	spec       Spec
 	log        *slog.Logger
 	health     *health
+	ready      *readiness
 	http       *httpServer // nil without Spec.HTTPAddr
 	closed     atomic.Bool // Close or Run's shutdown began
 }
 
-// New validates s, takes the HTTP port (with HTTPAddr), creates the RAM
-// tier (committing its memory), the copy engine and the dispatcher, starts
-// the dispatcher, binds the bootstrap socket and starts serving HTTP. It
-// logs the tiers it made. Errors name the part that failed: a port or
-// socket path the system refused is a *limit.Refused naming the field; on
-// any error nothing New made is left behind.
+// New validates s and makes the Manager, each step before the next
+// commits more: it takes the HTTP port and serves /livez and /readyz at
+// once (every other endpoint answers 503 "starting" until New returns),
+// binds the bootstrap socket, then creates the RAM tier (committing its
+// memory; the pre-fault's progress goes to /readyz, the log and systemd),
+// the SSD tier, the copy engine and the dispatcher. It logs each step.
+// Errors name the part that failed: a port, socket path, memory size or
+// directory the system refused is a *limit.Refused naming the Spec field;
+// on any error nothing New made is left behind.
 func New(s Spec) (*Manager, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -118,62 +122,40 @@ func New(s Spec) (*Manager, error) {
 	if s.Channel.Logger == nil {
 		s.Channel.Logger = s.Logger
 	}
-	// The port is taken before the RAM tier is committed, so a busy one
-	// fails at once rather than after the prefault.
-	var ln net.Listener
+	m := &Manager{spec: s, log: s.Logger, ready: newReadiness(s.Logger)}
+	var sw *swapHandler
 	if s.HTTPAddr != "" {
-		var err error
-		if ln, err = net.Listen("tcp", s.HTTPAddr); err != nil {
+		ln, err := net.Listen("tcp", s.HTTPAddr)
+		if err != nil {
 			return nil, &limit.Refused{Field: "manager.HTTPAddr", Value: s.HTTPAddr, Err: err}
 		}
+		m.http, sw = serveEarly(ln, m.ready, s.Logger)
+		m.log.Info("start: http endpoints serving /livez and /readyz", slog.String("addr", m.http.addr))
 	}
-	m, err := build(s)
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
+	if err := m.build(s); err != nil {
+		m.stopHTTP()
 		return nil, err
 	}
-	if ln != nil {
-		m.http = startHTTP(ln, m.health, s.Logger)
+	if sw != nil {
+		sw.store(routes(m.health, m.ready, s.Logger))
 	}
 	return m, nil
 }
 
-// build makes everything but the HTTP endpoints; on an error it undoes
-// what it made.
-func build(s Spec) (*Manager, error) {
+// build makes the session table, the dispatcher, the bootstrap socket and
+// then the cache; on an error it undoes what it made.
+func (m *Manager) build(s Spec) error {
 	table, err := session.NewTable(s.Session)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	disp, err := channel.New(s.Channel)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := &Manager{Table: table, Dispatcher: disp, spec: s, log: s.Logger}
-	var ops *opDurations
-	if s.Cache != nil {
-		cs := *s.Cache
-		cs.Epoch = s.Epoch
-		if cs.Observer == nil {
-			ops = newOpDurations()
-			cs.Observer = ops
-		}
-		if cs.Logger == nil {
-			cs.Logger = s.Logger
-		}
-		start := time.Now()
-		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
-			disp.Close()
-			return nil, err
-		}
-		disp.SetHandler(m.Cache)
-		m.logTiers(cs, time.Since(start))
-	}
-	m.health = &health{disp: disp, svc: m.Cache, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
-		serviceID: s.Bootstrap.ServiceID, started: time.Now(), ops: ops}
-	go disp.Run()
+	m.Table, m.Dispatcher = table, disp
+	m.health = &health{disp: disp, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
+		serviceID: s.Bootstrap.ServiceID, ready: m.ready}
 	bc := s.Bootstrap
 	bc.Epoch, bc.Table, bc.Dispatcher = s.Epoch, table, disp
 	if bc.Logger == nil {
@@ -182,11 +164,42 @@ func build(s Spec) (*Manager, error) {
 	if bc.Health == nil {
 		bc.Health = m.health.reply
 	}
+	// The socket is bound (not yet served: Serve accepts) before the RAM
+	// tier is committed, so a squatted or unsafe path fails at once.
 	if m.Server, err = bootstrap.New(bc); err != nil {
-		m.stopDispatcher()
-		return nil, &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
+		disp.Close()
+		return &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
 	}
-	return m, nil
+	m.log.Info("start: bootstrap socket bound", slog.String("socket", bc.Path))
+	if s.Cache != nil {
+		cs := *s.Cache
+		cs.Epoch = s.Epoch
+		if cs.Logger == nil {
+			cs.Logger = s.Logger
+		}
+		if cs.Observer == nil {
+			m.health.ops = newOpDurations()
+			cs.Observer = m.health.ops
+		}
+		if user := cs.Tiers.RAM.Progress; user != nil {
+			cs.Tiers.RAM.Progress = func(done, total uint64) { m.ready.prefault(done, total); user(done, total) }
+		} else {
+			cs.Tiers.RAM.Progress = m.ready.prefault
+		}
+		m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
+		start := time.Now()
+		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
+			m.Server.Close()
+			disp.Close()
+			return err
+		}
+		disp.SetHandler(m.Cache)
+		m.health.svc = m.Cache
+		m.logTiers(cs, time.Since(start))
+	}
+	m.health.started = time.Now()
+	go disp.Run()
+	return nil
 }
 
 // logTiers logs the tiers New made, with how long making them took (the
@@ -205,8 +218,13 @@ func (m *Manager) logTiers(cs cache.Spec, took time.Duration) {
 	}
 }
 
-// Serve accepts bootstrap connections until Close; see bootstrap.Server.Serve.
-func (m *Manager) Serve() error { return m.Server.Serve() }
+// Serve marks the Manager serving (/readyz answers 200; systemd hears
+// READY=1) and accepts bootstrap connections until Close; see
+// bootstrap.Server.Serve.
+func (m *Manager) Serve() error {
+	m.ready.set(PhaseServing)
+	return m.Server.Serve()
+}
 
 // Health is the Manager-wide health of GET /health: status (serving or
 // draining), uptime, version, poll mode, requests and the cache figures.
@@ -228,9 +246,9 @@ func (m *Manager) Close() {
 }
 
 // CloseSessions closes the bootstrap server and every session; /health
-// reads "draining" from then on.
+// and /readyz read "draining" from then on, and systemd hears STOPPING=1.
 func (m *Manager) CloseSessions() {
-	m.health.draining.Store(true)
+	m.ready.set(PhaseDraining)
 	m.Server.Close()
 }
 

@@ -105,3 +105,75 @@ func TestRunShutsDownAndCloseIsIdempotent(t *testing.T) {
 		t.Error("Run after Close = nil, want an error")
 	}
 }
+
+// While the RAM tier pre-faults, /livez answers 200, /readyz answers 503
+// saying how far the pre-fault got, and /health answers 503; once serving,
+// /readyz answers 200.
+func TestProbesAnswerDuringThePrefault(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := testSpec(t, addr)
+	s.Cache.Tiers.RAM.CapacityBytes, s.Cache.Tiers.RAM.Prefault = 512<<20, true
+	inPrefault, release := make(chan struct{}), make(chan struct{})
+	var once bool
+	s.Cache.Tiers.RAM.Progress = func(done, total uint64) {
+		if !once {
+			once = true
+			close(inPrefault)
+			<-release
+		}
+	}
+	made := make(chan *Manager, 1)
+	go func() {
+		m, err := New(s)
+		if err != nil {
+			t.Error(err)
+		}
+		made <- m
+	}()
+	<-inPrefault
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/livez"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/livez during the pre-fault = %d %q, want 200 ok", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "pre-faulting the RAM tier: 256 MiB of 512 MiB") {
+		t.Errorf("/readyz during the pre-fault = %d %q, want 503 naming the progress", code, body)
+	}
+	if code, _ := get("/health"); code != http.StatusServiceUnavailable {
+		t.Errorf("/health during the pre-fault = %d, want 503", code)
+	}
+	close(release)
+	m := <-made
+	if m == nil {
+		return
+	}
+	defer m.Close()
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Errorf("/readyz before Serve = %d %q, want 503 starting", code, body)
+	}
+	go m.Serve()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, body := get("/readyz")
+		if code == http.StatusOK && body == "ready\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz while serving = %d %q, want 200 ready", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -77,8 +77,9 @@ type collector struct {
 
 func (c *collector) take() snapshot {
 	h := c.h
+	phase, _ := h.ready.get()
 	s := snapshot{
-		ready: !h.draining.Load(), sessions: h.table.Len(),
+		ready: phase == PhaseServing, sessions: h.table.Len(),
 		requests: h.disp.Requests(), invalid: h.disp.Invalid(), parks: h.disp.Parks(), rescue: h.disp.LostRings(),
 	}
 	if h.svc != nil {

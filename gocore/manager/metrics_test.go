@@ -58,7 +58,15 @@ func newMetricsManager(t *testing.T, epoch uint64) *Manager {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	return m
+	go m.Serve()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if phase, _ := m.ready.get(); phase == PhaseServing {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Manager did not start serving within 5 s")
+		}
+	}
 }
 
 // scrape parses the Manager's GET /metrics.

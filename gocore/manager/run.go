@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -36,18 +39,35 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.http != nil {
 		httpAddr = m.http.addr // the port bound, when HTTPAddr asked for port 0
 	}
+	// Serving before the ready line: whoever read it finds /readyz and
+	// /health ready (the socket is bound; Serve accepts its backlog).
+	m.ready.set(PhaseServing)
 	m.log.Info("orbitkv-manager serving", slog.String("socket", s.Bootstrap.Path), slog.String("poll_mode", s.Channel.PollMode.String()),
 		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", httpAddr),
 		slog.Uint64("epoch", s.Epoch), slog.Uint64("max_sessions", uint64(s.Session.MaxSessions)),
 		slog.String("desc_bytes", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- m.Serve() }()
+	go func() { serveErr <- m.Server.Serve() }()
+	// SIGHUP is a no-op: the configuration is read once at start, and none
+	// of it can change under live sessions (sizes, sockets, policies).
+	// Without this, SIGHUP's default action would kill the Manager
+	// uncleanly.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var err error
-	select {
-	case <-ctx.Done():
-		m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
-	case err = <-serveErr:
-		m.log.Error("bootstrap server stopped", slog.Any("err", err))
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
+			break wait
+		case err = <-serveErr:
+			m.log.Error("bootstrap server stopped", slog.Any("err", err))
+			break wait
+		case <-hup:
+			m.log.Warn("SIGHUP ignored: the configuration is read once at start and nothing is reloaded; restart the Manager to change it")
+		}
 	}
 	// An SSD read the disk never answers keeps the cache's Close waiting
 	// (its frames may still be written): past the deadline Run gives up

@@ -62,7 +62,7 @@ func runManager(path string) int {
 	}
 	srv := m.Server
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
+	go func() { served <- m.Serve() }()
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
 	srv.Close()

@@ -1,0 +1,146 @@
+package manager
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/dustin/go-humanize"
+)
+
+// Phases of a Manager's life, as /readyz, /health, the log and systemd
+// hear them.
+const (
+	PhaseStarting = "starting" // New is making the tiers; /readyz says what it is doing
+	PhaseServing  = "serving"  // Run accepts sessions; /readyz answers 200
+	PhaseDraining = "draining" // shutdown began; /readyz answers 503
+)
+
+// readiness is the Manager's phase and, while starting, what it is doing
+// ("pre-faulting the RAM tier: 3.1 GiB of 8.0 GiB"). It tells systemd
+// (sd_notify STATUS=, READY=1, STOPPING=1) when NOTIFY_SOCKET is set;
+// safe from any goroutine.
+type readiness struct {
+	mu    sync.Mutex
+	phase string
+	why   string
+	log   *slog.Logger
+	// lastLog bounds the pre-fault progress lines to one every 2 s.
+	lastLog time.Time
+}
+
+func newReadiness(log *slog.Logger) *readiness {
+	return &readiness{phase: PhaseStarting, why: "starting", log: log}
+}
+
+// get returns the phase and what it is doing.
+func (r *readiness) get() (phase, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase, r.why
+}
+
+// starting records a start step, logs it and tells systemd.
+func (r *readiness) starting(why string) {
+	r.mu.Lock()
+	r.why = why
+	r.mu.Unlock()
+	r.log.Info("start: " + why)
+	notify("STATUS=" + why)
+}
+
+// prefault records pre-fault progress (bytes done of total); it logs at
+// most one line every 2 s, and the last.
+func (r *readiness) prefault(done, total uint64) {
+	why := fmt.Sprintf("pre-faulting the RAM tier: %s of %s", humanize.IBytes(done), humanize.IBytes(total))
+	r.mu.Lock()
+	r.why = why
+	logIt := done == total || time.Since(r.lastLog) >= 2*time.Second
+	if logIt {
+		r.lastLog = time.Now()
+	}
+	r.mu.Unlock()
+	if logIt {
+		r.log.Info("start: pre-faulting the RAM tier", slog.Uint64("done_bytes", done), slog.Uint64("total_bytes", total),
+			slog.String("done", humanize.IBytes(done)), slog.String("total", humanize.IBytes(total)))
+	}
+	notify("STATUS=" + why)
+}
+
+// set moves to phase (serving or draining) and tells systemd.
+func (r *readiness) set(phase string) {
+	r.mu.Lock()
+	r.phase, r.why = phase, phase
+	r.mu.Unlock()
+	switch phase {
+	case PhaseServing:
+		notify("READY=1\nSTATUS=serving")
+	case PhaseDraining:
+		notify("STOPPING=1\nSTATUS=draining")
+	}
+}
+
+// notify sends state to systemd's NOTIFY_SOCKET; without one (not started
+// by systemd with Type=notify) it does nothing. A failed send is not an
+// error of the Manager's: systemd then reports the unit as not ready.
+func notify(state string) { daemon.SdNotify(false, state) }
+
+// swapHandler serves whichever handler was stored last: the HTTP port
+// answers /livez and /readyz from New's first step, and the full set of
+// endpoints once the cache exists.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) store(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// probes adds /livez and /readyz to mux. /livez answers 200 "ok" while the
+// process answers at all; /readyz answers 200 "ready" only while serving,
+// else 503 with the phase and what the Manager is doing.
+func probes(mux *http.ServeMux, r *readiness) {
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		phase, why := r.get()
+		if phase == PhaseServing {
+			fmt.Fprintln(w, "ready")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if why != phase {
+			fmt.Fprintf(w, "not ready: %s: %s\n", phase, why)
+		} else {
+			fmt.Fprintf(w, "not ready: %s\n", phase)
+		}
+	})
+}
+
+// serveEarly serves ln at once with /livez, /readyz and, for every other
+// path, 503 "starting"; New stores the full endpoints later.
+func serveEarly(ln net.Listener, r *readiness, log *slog.Logger) (*httpServer, *swapHandler) {
+	mux := http.NewServeMux()
+	probes(mux, r)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		_, why := r.get()
+		http.Error(w, "starting: "+why, http.StatusServiceUnavailable)
+	})
+	sw := &swapHandler{}
+	sw.store(mux)
+	s := &httpServer{srv: &http.Server{Handler: sw, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("http server stopped", slog.Any("err", err))
+		}
+	}()
+	return s, sw
+}

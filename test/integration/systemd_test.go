@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
+)
+
+// The Manager speaks systemd's notify protocol (Type=notify): STATUS= lines
+// while it starts, READY=1 once it serves (after the RAM tier's pre-fault),
+// STOPPING=1 when shutdown begins. The test is systemd here: it binds the
+// NOTIFY_SOCKET datagram socket the Manager writes to.
+func TestTheManagerNotifiesSystemdWhenReadyAndStopping(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
+	var got []string
+	recv := func(want string) {
+		t.Helper()
+		buf := make([]byte, 4096)
+		for !strings.Contains(strings.Join(got, "\n"), want) {
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("waiting for %q from the Manager: %v; got %q", want, err, got)
+			}
+			got = append(got, string(buf[:n]))
+		}
+	}
+	recv("READY=1")
+	if !strings.HasPrefix(got[0], "STATUS=") || !strings.Contains(strings.Join(got, "\n"), "STATUS=pre-faulting the RAM tier: 64 MiB of 64 MiB") {
+		t.Errorf("before READY=1 the Manager sent %q, want STATUS= lines naming the pre-fault's progress", got)
+	}
+	if err := m.WaitOutput("orbitkv-manager serving", 5*time.Second); err != nil {
+		t.Errorf("READY=1 but no serving line: %v; log:\n%s", err, m.Output())
+	}
+	m.Signal(syscall.SIGHUP)
+	if err := m.WaitOutput("SIGHUP ignored", 5*time.Second); err != nil {
+		t.Fatalf("SIGHUP: %v; log:\n%s", err, m.Output())
+	}
+	m.Signal(syscall.SIGTERM)
+	recv("STOPPING=1")
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("the Manager exited with %v after SIGHUP then SIGTERM:\n%s", err, m.Output())
+	}
+}
+
+// Where systemd is the init system, the Manager started by systemd-run as
+// a transient Type=notify service reaches "active" (systemd saw READY=1).
+func TestTheUnitStartsUnderSystemd(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		t.Skipf("systemd is not the init system here (/run/systemd/system: %v)", err)
+	}
+	if _, err := exec.LookPath("systemd-run"); err != nil {
+		t.Skipf("no systemd-run: %v", err)
+	}
+	unit := "orbitkv-it-" + strings.ReplaceAll(filepath.Base(t.TempDir()), "_", "-")
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	out, err := exec.Command("systemd-run", "--unit", unit, "--property=Type=notify", "--wait", "--no-block",
+		filepath.Join(binDir, "orbitkv-manager"), "--ram-capacity", "64MiB", "--hugepages", "off", "--http-addr", "",
+		"--bootstrap-socket", sock).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-run: %v: %s", err, out)
+	}
+	defer exec.Command("systemctl", "stop", unit).Run()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		state, _ := exec.Command("systemctl", "is-active", unit).Output()
+		if strings.TrimSpace(string(state)) == "active" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unit %s is %q after 20 s, want active", unit, strings.TrimSpace(string(state)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// deploy/orbitkv-manager.service passes systemd-analyze verify with its
+// ExecStart pointed at the built binary (the Documentation line is dropped:
+// the man page is not installed here).
+func TestTheUnitFileVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skipf("no systemd-analyze: %v", err)
+	}
+	b, err := os.ReadFile("../../deploy/orbitkv-manager.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(b), "/usr/local/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(l, "Documentation=") {
+			lines = append(lines, l)
+		}
+	}
+	if !strings.Contains(text, "Type=notify") {
+		t.Fatal("the unit is not Type=notify")
+	}
+	unit := filepath.Join(t.TempDir(), "orbitkv-manager.service")
+	if err := os.WriteFile(unit, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", unit).CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
