@@ -108,7 +108,7 @@ lint: ## go vet and gofmt (gofmt -l must print nothing)
 test-go: ## Go tests with the race detector
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
 	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
-	$(GO) test -race -count=1 -tags failpoints ./gocore/failpoint
+	$(GO) test -race -count=1 -tags failpoints ./gocore/failpoint ./gocore/buildinfo ./cmd/orbitkv-manager
 
 .PHONY: test-python
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)

@@ -207,13 +207,13 @@ func (m *Manager) build(s Spec) error {
 func (m *Manager) logTiers(cs cache.Spec, took time.Duration) {
 	rs := m.Cache.Stats()
 	ram := cs.Tiers.RAM
-	m.log.Info("ram tier ready", slog.String("capacity", humanize.IBytes(ram.CapacityBytes)),
-		slog.String("chunk", humanize.IBytes(ram.ChunkBytes)), slog.Bool("prefault", ram.Prefault),
+	m.log.Info("ram tier ready", slog.Uint64("capacity_bytes", ram.CapacityBytes), slog.String("capacity", humanize.IBytes(ram.CapacityBytes)),
+		slog.Uint64("chunk_bytes", ram.ChunkBytes), slog.String("chunk", humanize.IBytes(ram.ChunkBytes)), slog.Bool("prefault", ram.Prefault),
 		slog.String("hugepages", ram.Hugepages.String()), slog.Bool("huge", rs.RAMHuge), slog.String("hugepages_fallback", rs.RAMFallback),
 		slog.Duration("took", took), slog.Int("copy_workers", cs.CopyWorkers), slog.String("eviction", cs.Tiers.Eviction))
 	if sp := cs.Tiers.SSD; sp != nil {
-		m.log.Info("ssd tier ready", slog.String("dir", sp.Dir), slog.String("capacity", humanize.IBytes(rs.SSD.CapacityBytes)),
-			slog.String("slot", humanize.IBytes(sp.SlotBytes)), slog.Uint64("recovered_blocks", rs.SSD.Recovered),
+		m.log.Info("ssd tier ready", slog.String("dir", sp.Dir), slog.Uint64("capacity_bytes", rs.SSD.CapacityBytes),
+			slog.String("capacity", humanize.IBytes(rs.SSD.CapacityBytes)), slog.Uint64("slot_bytes", sp.SlotBytes), slog.String("slot", humanize.IBytes(sp.SlotBytes)), slog.Uint64("recovered_blocks", rs.SSD.Recovered),
 			slog.String("admission", sp.Admission))
 	}
 }

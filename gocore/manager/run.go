@@ -45,7 +45,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.Info("orbitkv-manager serving", slog.String("socket", s.Bootstrap.Path), slog.String("poll_mode", s.Channel.PollMode.String()),
 		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", httpAddr),
 		slog.Uint64("epoch", s.Epoch), slog.Uint64("max_sessions", uint64(s.Session.MaxSessions)),
-		slog.String("desc_bytes", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
+		slog.Uint64("desc_bytes", uint64(s.Session.DescCapacity)), slog.String("desc", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.Server.Serve() }()
 	// SIGHUP is a no-op: the configuration is read once at start, and none
