@@ -81,6 +81,13 @@ func New(s Spec) (*Tiers, error) {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
+	// The SSD tier's place is checked before the RAM tier commits its
+	// memory: a mistake there fails in milliseconds, not after a pre-fault.
+	if s.SSD != nil {
+		if err := ssd.CheckPlace(*s.SSD); err != nil {
+			return nil, err
+		}
+	}
 	arena, err := ram.New(s.RAM)
 	if err != nil {
 		return nil, err

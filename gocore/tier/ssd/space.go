@@ -35,54 +35,73 @@ type place struct {
 	madeDir, hadData bool
 }
 
-// prepare checks s.Dir before any file is made there: it creates the
-// directory (0700) only when s.CreateDir is set, refuses a memory-backed
-// filesystem, and refuses a capacity the filesystem cannot hold with
-// Reserve left free (the data file's own allocated blocks count as free:
-// a restart reuses them). Refusals are *limit.Refused naming ssd.Dir or
-// ssd.CapacityBytes.
-func prepare(s Spec) (place, error) {
-	var p place
-	fi, err := os.Stat(s.Dir)
+// CheckPlace checks s.Dir without making anything: a missing directory is
+// refused unless s.CreateDir (then its nearest existing parent is checked
+// in its place); a memory-backed filesystem is refused; a capacity the
+// filesystem cannot hold with Reserve left free is refused (the data
+// file's own allocated blocks count as free: a restart reuses them).
+// Refusals are *limit.Refused naming ssd.Dir or ssd.CapacityBytes. The
+// tiers call it before the RAM tier is committed; Open calls it again.
+func CheckPlace(s Spec) error {
+	s = s.withDefaults()
+	at := s.Dir
+	fi, err := os.Stat(at)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !s.CreateDir:
-		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist (set CreateDir to create it)")}
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist (set CreateDir to create it)")}
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Mkdir(s.Dir, 0o700); err != nil {
-			return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
+		for errors.Is(err, fs.ErrNotExist) && at != filepath.Dir(at) {
+			at = filepath.Dir(at)
+			fi, err = os.Stat(at)
 		}
-		p.madeDir = true
+		if err != nil {
+			return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
+		}
 	case err != nil:
-		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
-	case !fi.IsDir():
-		return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("not a directory")}
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
 	}
-	fail := func(field string, value any, err error) (place, error) {
-		if p.madeDir {
-			os.Remove(s.Dir)
-		}
-		return p, &limit.Refused{Field: field, Value: value, Err: err}
+	if !fi.IsDir() {
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("%s is not a directory", at)}
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(s.Dir, &st); err != nil {
-		return fail("ssd.Dir", s.Dir, fmt.Errorf("statfs: %w", err))
+	if err := unix.Statfs(at, &st); err != nil {
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("statfs %s: %w", at, err)}
 	}
 	switch int64(st.Type) {
 	case tmpfsMagic, ramfsMagic:
-		return fail("ssd.Dir", s.Dir, errors.New("on a memory-backed filesystem (tmpfs or ramfs): the SSD tier would take RAM and lose its blocks at reboot"))
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir,
+			Err: errors.New("on a memory-backed filesystem (tmpfs or ramfs): the SSD tier would take RAM and lose its blocks at reboot")}
 	}
 	free := st.Bavail * uint64(st.Bsize)
 	var data unix.Stat_t
 	if err := unix.Stat(filepath.Join(s.Dir, dataName), &data); err == nil {
-		p.hadData = true
 		free += uint64(data.Blocks) * 512
 	}
 	want := uint64(s.Slots()) * s.stride()
 	reserve := Reserve(st.Blocks * uint64(st.Bsize))
 	if want+reserve > free {
-		return fail("ssd.CapacityBytes", s.CapacityBytes, fmt.Errorf("the filesystem of %s has %s free for the data file, %s of which stays reserved for other files; the data file needs %s",
-			s.Dir, limit.Size(free), limit.Size(reserve), limit.Size(want)))
+		return &limit.Refused{Field: "ssd.CapacityBytes", Value: s.CapacityBytes,
+			Err: fmt.Errorf("the filesystem of %s has %s free for the data file, %s of which stays reserved for other files; the data file needs %s",
+				s.Dir, limit.Size(free), limit.Size(reserve), limit.Size(want))}
 	}
+	return nil
+}
+
+// prepare runs CheckPlace, then makes the directory when it is missing
+// (CreateDir) and notes whether the data file was there before.
+func prepare(s Spec) (place, error) {
+	var p place
+	if err := CheckPlace(s); err != nil {
+		return p, err
+	}
+	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(s.Dir, 0o700); err != nil {
+			return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
+		}
+		p.madeDir = true
+	}
+	_, err := os.Stat(filepath.Join(s.Dir, dataName))
+	p.hadData = err == nil
 	return p, nil
 }
 
