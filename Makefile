@@ -217,7 +217,7 @@ fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer co
 # The commands whose man pages docs/man/ holds: each package's
 # TestManPagesAreCurrent writes them with -update (cobra/doc) and fails
 # without it when they are stale.
-MAN_PKGS := ./cmd/orbitkv-manager
+MAN_PKGS := ./cmd/orbitkv-manager ./cmd/orbitkvctl
 
 man: deps ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
 	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done

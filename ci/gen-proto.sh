@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# gen-proto.sh — regenerate the committed protobuf code of proto/lifecycle.proto.
+# gen-proto.sh — regenerate the committed protobuf code of proto/lifecycle.proto
+# and proto/operator.proto.
 #
 # Outputs (all committed; `make check-generated` reruns this script and fails
 # on `git diff --exit-code`):
 #   proto/lifecyclepb/lifecycle.pb.go          protoc + protoc-gen-go
 #   native/src/proto/lifecycle.pb-c.{c,h}      protoc + protoc-c (protobuf-c)
+#   proto/operatorpb/operator{,_grpc}.pb.go    protoc + protoc-gen-go, protoc-gen-go-grpc
 #
-# protoc-gen-go is built from the `tool` directive in go.mod, so its version is
-# the google.golang.org/protobuf version pinned there; it is built into
+# protoc-gen-go and protoc-gen-go-grpc are built from the `tool` directives in
+# go.mod, so their versions are the ones pinned there; they are built into
 # bin/tools/ (ignored) and never taken from $PATH. protoc and protoc-c come from
 # the system (Debian 12: protobuf-compiler 3.21.12, protobuf-c-compiler 1.4.1);
 # their versions are printed into the generated headers, so a different
@@ -45,8 +47,9 @@ tools="$root/bin/tools"
 mkdir -p "$tools"
 # go build of a tool directive package uses the version pinned in go.mod.
 go build -o "$tools/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
+go build -o "$tools/protoc-gen-go-grpc" google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-mkdir -p proto/lifecyclepb native/src/proto
+mkdir -p proto/lifecyclepb proto/operatorpb native/src/proto
 
 # Go: module= strips the module path from go_package, so the file lands in
 # proto/lifecyclepb/ relative to the repository root.
@@ -57,6 +60,17 @@ protoc \
 	--go_opt=module=github.com/orbitkv/orbitkv \
 	lifecycle.proto
 
+# The operator API (Go only: orbitkvctl and the Manager are its only ends).
+protoc \
+	--plugin=protoc-gen-go="$tools/protoc-gen-go" \
+	--plugin=protoc-gen-go-grpc="$tools/protoc-gen-go-grpc" \
+	-I proto \
+	--go_out=. \
+	--go_opt=module=github.com/orbitkv/orbitkv \
+	--go-grpc_out=. \
+	--go-grpc_opt=module=github.com/orbitkv/orbitkv \
+	operator.proto
+
 # C: protoc-c writes lifecycle.pb-c.{c,h}; the .c includes "lifecycle.pb-c.h"
 # by its bare name, so both files stay side by side in native/src/proto/.
 protoc \
@@ -64,4 +78,4 @@ protoc \
 	--c_out=native/src/proto \
 	lifecycle.proto
 
-echo "gen-proto: regenerated proto/lifecyclepb/lifecycle.pb.go native/src/proto/lifecycle.pb-c.{c,h}"
+echo "gen-proto: regenerated proto/lifecyclepb/lifecycle.pb.go proto/operatorpb/operator{,_grpc}.pb.go native/src/proto/lifecycle.pb-c.{c,h}"

@@ -46,6 +46,8 @@ type config struct {
 	leaseBudget  string
 	warmupBudget string
 	shutdownWait time.Duration
+	opSocket     string
+	opGroup      string
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -69,6 +71,8 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
 	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
 	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration` with a unit, e.g. 50us; 0..1s)")
+	fs.StringVar(&c.opSocket, "operator-socket", "", "operator Unix socket `path` for orbitkvctl (default: the bootstrap socket's path plus .operator)")
+	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")

@@ -3,105 +3,145 @@ package main
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
-func TestParseArgs(t *testing.T) {
+func TestRun(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.sock")
 	for _, tc := range []struct {
-		args    []string
-		wantErr string // substring; "" = no error
-		check   func(c config) bool
-	}{
-		{args: []string{"health"}, check: func(c config) bool {
-			return c.sub == "health" && c.timeout == 5*time.Second && c.manager == "127.0.0.1:7470"
-		}},
-		{args: []string{"ping"}, check: func(c config) bool {
-			return c.sub == "ping" && c.count == 5 && c.interval == 100*time.Millisecond && !c.hold
-		}},
-		{args: []string{"--socket", "/s", "ping", "--count", "1", "--interval", "0", "--hold"}, check: func(c config) bool {
-			return c.socket == "/s" && c.count == 1 && c.interval == 0 && c.hold
-		}},
-		{args: []string{"--help"}, check: func(c config) bool { return c.help && c.sub == "" }},
-		{args: []string{"ping", "--help"}, check: func(c config) bool { return c.help && c.sub == "ping" }},
-		{args: []string{"health", "-h"}, check: func(c config) bool { return c.help && c.sub == "health" }},
-		{args: []string{"--version"}, check: func(c config) bool { return c.version }},
-		{args: []string{}, wantErr: "no subcommand"},
-		{args: []string{"bogus"}, wantErr: `unknown subcommand "bogus"`},
-		{args: []string{"--bogus", "health"}, wantErr: "-bogus"},
-		{args: []string{"ping", "--count", "-3"}, wantErr: "--count must be >= 1"},
-		{args: []string{"ping", "--count", "0"}, wantErr: "--count must be >= 1"},
-		{args: []string{"ping", "--count", "x"}, wantErr: "-count"},
-		{args: []string{"ping", "--interval", "-1s"}, wantErr: "--interval must be >= 0"},
-		{args: []string{"ping", "--count", "1", "extra"}, wantErr: `unexpected argument "extra"`},
-		{args: []string{"health", "extra"}, wantErr: `unexpected argument "extra"`},
-		{args: []string{"--timeout", "0", "health"}, wantErr: "--timeout must be"},
-		{args: []string{"--timeout", "-1s", "ping"}, wantErr: "--timeout must be"},
-		{args: []string{"--timeout", "1us", "ping"}, wantErr: "--timeout must be"},
-	} {
-		c, err := parseArgs(tc.args)
-		switch {
-		case tc.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("parseArgs(%q) error = %v, want one containing %q", tc.args, err, tc.wantErr)
-			}
-		case err != nil:
-			t.Errorf("parseArgs(%q): %v", tc.args, err)
-		case !tc.check(c):
-			t.Errorf("parseArgs(%q) = %+v", tc.args, c)
-		}
-	}
-}
-
-func TestRunHelpVersionAndUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
+		name   string
 		args   []string
+		stdin  string
 		code   int
 		stdout string // substring of stdout ("" = stdout must be empty)
 		stderr string // substring of stderr ("" = stderr must be empty)
 	}{
-		{[]string{"--help"}, 0, "--count N", ""},
-		{[]string{"--help"}, 0, "SIGUSR1", ""},
-		{[]string{"ping", "--help"}, 0, "pings to send", ""},
-		{[]string{"--version"}, 0, "orbitkvctl dev (abi ", ""},
-		{[]string{"ping", "--count", "0"}, 2, "", "--count must be >= 1"},
-		{[]string{}, 2, "", "no subcommand"},
+		{"help lists the commands", []string{"--help"}, "", 0, "sessions", ""},
+		{"help of ping names its flags", []string{"ping", "--help"}, "", 0, "pings to send", ""},
+		{"help of drain says what its timeout is", []string{"drain", "--help"}, "", 0, "not the deadline of a call", ""},
+		{"--version prints the version, commit and ABI", []string{"--version"}, "", 0, "\ncommit: ", ""},
+		{"--version names the ABI", []string{"--version"}, "", 0, "abi: ", ""},
+		{"version prints the same", []string{"version"}, "", 0, "\ngo: ", ""},
+		{"completion writes a bash script", []string{"completion", "bash"}, "", 0, "bash completion", ""},
+		{"no command is a usage error", []string{}, "", 2, "", "no command"},
+		{"an unknown command is a usage error", []string{"bogus"}, "", 2, "", `unknown command "bogus"`},
+		{"an unknown flag is a usage error", []string{"health", "--bogus"}, "", 2, "", "unknown flag: --bogus"},
+		{"a global flag after the command is read", []string{"health", "--timeout", "0"}, "", 2, "", "--timeout must be between 1ms and 1h"},
+		{"an output other than table or json is refused", []string{"stats", "-o", "yaml"}, "", 2, "", `--output must be table or json (got "yaml")`},
+		{"ping refuses a count of 0", []string{"ping", "--count", "0"}, "", 2, "", "--count must be >= 1"},
+		{"ping refuses a negative interval", []string{"ping", "--interval", "-1s"}, "", 2, "", "--interval must be >= 0"},
+		{"health refuses an argument", []string{"health", "extra"}, "", 2, "", `unexpected argument "extra"`},
+		{"evict wants a namespace or all", []string{"evict"}, "", 2, "", "give --namespace HEX or --all"},
+		{"flush refuses both a namespace and all", []string{"flush", "--all", "--namespace", "ab"}, "", 2, "", "give --namespace HEX or --all"},
+		{"drain refuses a wait above 1h", []string{"drain", "--timeout", "2h"}, "", 2, "", "--timeout must be between 1ms and 1h"},
+		{"evict not confirmed is aborted", []string{"evict", "--all", "--operator-socket", missing}, "n\n", 1, "", "aborted: not confirmed"},
+		{"flush without an answer says to pass --yes", []string{"flush", "--all", "--operator-socket", missing}, "", 1, "", "pass --yes"},
+		{"health without a Manager says so", []string{"health", "--operator-socket", missing}, "", 1, "", "no Manager there"},
+		{"stats derives the operator socket from --socket", []string{"stats", "--socket", missing}, "", 1, "", missing + ".operator: no Manager there"},
 	} {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("run(%q) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errb.String())
-		}
-		for _, s := range []struct{ name, got, want string }{{"stdout", out.String(), tc.stdout}, {"stderr", errb.String(), tc.stderr}} {
-			if (s.want == "" && s.got != "") || !strings.Contains(s.got, s.want) {
-				t.Errorf("run(%q) %s = %q, want %q", tc.args, s.name, s.got, s.want)
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, strings.NewReader(tc.stdin), &out, &errb)
+			if code != tc.code {
+				t.Errorf("run(%q) = %d, want %d; stderr:\n%s", tc.args, code, tc.code, errb.String())
 			}
+			for _, s := range []struct{ name, got, want string }{{"stdout", out.String(), tc.stdout}, {"stderr", errb.String(), tc.stderr}} {
+				if (s.want == "" && s.got != "") || !strings.Contains(s.got, s.want) {
+					t.Errorf("run(%q) %s = %q, want %q", tc.args, s.name, s.got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestJSONPrints64BitIntegersAsStrings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  *operatorpb.HealthReply
+		want []string
+	}{
+		{"an epoch above 2^53 prints exactly", &operatorpb.HealthReply{Epoch: 1<<60 + 1}, []string{`"epoch": "1152921504606846977"`}},
+		{"zero values are printed, 32-bit ones as numbers", &operatorpb.HealthReply{Sessions: 3}, []string{`"blocks": "0"`, `"sessions": 3`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printJSON(&b, tc.msg); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("JSON %s lacks %s", b.String(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestSummarizeGivesNearestRankPercentiles(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name                string
+		rtts                []time.Duration
+		min, p50, p99, maxv time.Duration
+	}{
+		{"one round trip is every figure", ms(7), 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond},
+		{"five unsorted round trips", ms(5, 1, 3, 2, 4), time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond},
+		{"an even count takes the lower middle", ms(4, 1, 3, 2), time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := summarize(tc.rtts)
+			got := []time.Duration{time.Duration(s.MinNs), time.Duration(s.P50Ns), time.Duration(s.P99Ns), time.Duration(s.MaxNs)}
+			want := []time.Duration{tc.min, tc.p50, tc.p99, tc.maxv}
+			if s.Count != uint64(len(tc.rtts)) || !equal(got, want) {
+				t.Errorf("summarize = n %d %v, want n %d %v", s.Count, got, len(tc.rtts), want)
+			}
+		})
+	}
+}
+
+func equal(a, b []time.Duration) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
 		}
 	}
+	return len(a) == len(b)
 }
 
 func TestConnectError(t *testing.T) {
 	derived := client.Options{ManagerAddr: "127.0.0.1:7470"}
 	for _, tc := range []struct {
+		name string
 		opts client.Options
 		err  error
 		want string
 	}{
-		{derived, &client.Error{Code: -int(syscall.ENOENT), Text: "No such file or directory",
+		{"no socket names the derived path and a hint", derived, &client.Error{Code: -int(syscall.ENOENT), Text: "No such file or directory",
 			Detail: "connect /tmp/orbitkv-127.0.0.1-7470.sock: No such file or directory; is orbitkv-manager running at this path?"},
 			"connect /tmp/orbitkv-127.0.0.1-7470.sock: liborbitkv: No such file or directory (is orbitkv-manager running? start it or pass --socket)"},
-		{client.Options{SocketPath: "/run/m.sock"}, &client.Error{Code: -int(syscall.EACCES), Text: "Permission denied"},
+		{"a permission error says who may connect", client.Options{SocketPath: "/run/m.sock"}, &client.Error{Code: -int(syscall.EACCES), Text: "Permission denied"},
 			"connect /run/m.sock: liborbitkv: Permission denied (the socket is mode 0600: run as the Manager's user)"},
-		{derived, &client.Error{Code: -1003, Text: "refused", Detail: "max sessions reached"},
+		{"a refusal keeps the Manager's detail", derived, &client.Error{Code: -1003, Text: "refused", Detail: "max sessions reached"},
 			"connect /tmp/orbitkv-127.0.0.1-7470.sock: liborbitkv: refused: max sessions reached"},
-		{derived, errors.New("boom"), "connect /tmp/orbitkv-127.0.0.1-7470.sock: boom"},
+		{"another error is wrapped", derived, errors.New("boom"), "connect /tmp/orbitkv-127.0.0.1-7470.sock: boom"},
 	} {
-		if got := connectError(tc.opts, tc.err).Error(); got != tc.want {
-			t.Errorf("connectError(%v) =\n  %s\nwant\n  %s", tc.err, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := connectError(tc.opts, tc.err).Error(); got != tc.want {
+				t.Errorf("connectError(%v) =\n  %s\nwant\n  %s", tc.err, got, tc.want)
+			}
+		})
 	}
 }

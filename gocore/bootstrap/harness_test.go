@@ -112,6 +112,7 @@ type harnessOptions struct {
 // harness is an in-process Manager: session.Table + channel.Dispatcher
 // (running) + bootstrap.Server (serving) on a socket in a fresh directory.
 type harness struct {
+	m     *manager.Manager
 	path  string
 	dir   string
 	table *session.Table
@@ -149,7 +150,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{path: path, dir: dir, table: m.Table, disp: m.Dispatcher, srv: m.Server, logs: logs,
+	h := &harness{m: m, path: path, dir: dir, table: m.Table, disp: m.Dispatcher, srv: m.Server, logs: logs,
 		serveErr: make(chan error, 1)}
 	go func() { h.serveErr <- m.Serve() }() // the Manager's Serve: it marks the Manager serving
 	t.Cleanup(func() {
@@ -183,7 +184,7 @@ func (h *harness) close(t *testing.T) {
 		}
 		h.disp.Stop()
 		<-h.disp.Done()
-		h.disp.Close()
+		h.m.Free() // the dispatcher's poll loop and doorbell, and the operator socket
 		if _, err := os.Lstat(h.path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("socket path still there after Close: %v", err)
 		}

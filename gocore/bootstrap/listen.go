@@ -44,6 +44,12 @@ func Listen(path string) (*net.UnixListener, error) {
 // listen is Listen that also returns what the socket file was right after
 // bind, so that only that very file is removed later (removeIfSame).
 func listen(path string) (*net.UnixListener, os.FileInfo, error) {
+	return listenMode(path, 0o600, -1)
+}
+
+// listenMode is listen with the socket's mode and, when gid >= 0, its
+// group set before listen(2).
+func listenMode(path string, mode os.FileMode, gid int) (*net.UnixListener, os.FileInfo, error) {
 	if err := checkDir(path, uint32(os.Geteuid())); err != nil {
 		return nil, nil, err
 	}
@@ -65,11 +71,17 @@ func listen(path string) (*net.UnixListener, os.FileInfo, error) {
 	}
 	// Before listen: a connect to a bound socket that is not listening is
 	// refused (ECONNREFUSED), so nobody can get in through the umask mode.
-	if err := os.Chmod(path, 0o600); err != nil {
-		os.Remove(path)
-		return nil, nil, fmt.Errorf("bootstrap: chmod 0600 %s: %w", path, err)
+	if gid >= 0 {
+		if err := os.Lchown(path, -1, gid); err != nil {
+			os.Remove(path)
+			return nil, nil, fmt.Errorf("bootstrap: chown :%d %s: %w", gid, path, err)
+		}
 	}
-	own, err := checkOwn(path, uint32(os.Geteuid()))
+	if err := os.Chmod(path, mode); err != nil {
+		os.Remove(path)
+		return nil, nil, fmt.Errorf("bootstrap: chmod %#o %s: %w", uint32(mode), path, err)
+	}
+	own, err := checkOwn(path, uint32(os.Geteuid()), mode)
 	if err != nil {
 		return nil, nil, err // not removed: the path may not be ours
 	}
@@ -219,8 +231,8 @@ func owner(fi os.FileInfo) uint32 {
 }
 
 // checkOwn reports ErrNotOurs unless path is a socket owned by uid with
-// mode 0600; on success it returns what the file is (for removeIfSame).
-func checkOwn(path string, uid uint32) (os.FileInfo, error) {
+// mode mode; on success it returns what the file is (for removeIfSame).
+func checkOwn(path string, uid uint32, mode os.FileMode) (os.FileInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: checking %s after bind: %w", path, err)
@@ -230,8 +242,8 @@ func checkOwn(path string, uid uint32) (os.FileInfo, error) {
 		return nil, fmt.Errorf("%w: %s is %v, not a socket", ErrNotOurs, path, fi.Mode())
 	case owner(fi) != uid:
 		return nil, fmt.Errorf("%w: %s is owned by uid %d, not %d", ErrNotOurs, path, owner(fi), uid)
-	case fi.Mode().Perm() != 0o600:
-		return nil, fmt.Errorf("%w: %s has mode %v, want 0600", ErrNotOurs, path, fi.Mode().Perm())
+	case fi.Mode().Perm() != mode:
+		return nil, fmt.Errorf("%w: %s has mode %v, want %#o", ErrNotOurs, path, fi.Mode().Perm(), uint32(mode))
 	}
 	return fi, nil
 }

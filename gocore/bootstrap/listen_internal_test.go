@@ -25,20 +25,20 @@ func TestCheckOwnRefusesWhatIsNotTheManagersSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(sock, 0o600)
-	if _, err := checkOwn(sock, uid); err != nil {
+	if _, err := checkOwn(sock, uid, 0o600); err != nil {
 		t.Fatalf("own 0600 socket: %v", err)
 	}
 	os.Chmod(sock, 0o666)
-	if _, err := checkOwn(sock, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "want 0600") {
+	if _, err := checkOwn(sock, uid, 0o600); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "want 0600") {
 		t.Fatalf("0666 socket: %v, want ErrNotOurs naming the mode", err)
 	}
 	os.Chmod(sock, 0o600)
-	if _, err := checkOwn(sock, uid+1); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "owned by uid") {
+	if _, err := checkOwn(sock, uid+1, 0o600); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "owned by uid") {
 		t.Fatalf("socket of another uid: %v, want ErrNotOurs naming the owner", err)
 	}
 	file := filepath.Join(dir, "f")
 	os.WriteFile(file, nil, 0o600)
-	if _, err := checkOwn(file, uid); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := checkOwn(file, uid, 0o600); !errors.Is(err, ErrNotOurs) || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("regular file: %v, want ErrNotOurs", err)
 	}
 }

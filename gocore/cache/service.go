@@ -109,7 +109,8 @@ type Service struct {
 	comps   []copier.Completion
 	hits    []*index.Block
 
-	stats counters
+	stats    counters
+	draining bool // SetDraining: new queries, publishes and restores answer Unadmitted
 
 	observer OpObserver // nil: durations are not measured
 	reqStart time.Time  // when Serve began the request Handle serves (zero without an observer)
@@ -311,6 +312,9 @@ func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Messag
 		// out waiting: until that copy finishes its source pages are still
 		// being read, so no cache operation of this session succeeds
 		// (client.h, okv_publish).
+		return s.unadmitted(m), true
+	}
+	if s.draining && opensWork(abi.Command(m.Code)) {
 		return s.unadmitted(m), true
 	}
 	var derr *abi.DescError

@@ -98,6 +98,7 @@ type controlOp struct {
 	detach   *session.Session
 	stats    *session.Session // SessionHealth: fill statsOut
 	statsOut *SessionHealth
+	fn       func() // Do: run on the dispatcher goroutine
 	done     chan error
 }
 
@@ -348,6 +349,9 @@ func (d *Dispatcher) applyControl() (stop bool) {
 				}
 			}
 			op.done <- err
+		case op.fn != nil:
+			op.fn()
+			op.done <- nil
 		case op.stats != nil:
 			st := d.states[op.stats.Index]
 			if st == nil || st.sess != op.stats {

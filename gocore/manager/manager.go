@@ -48,6 +48,10 @@ type Spec struct {
 	// /debug/pprof (unauthenticated, so never another address); "" serves
 	// none.
 	HTTPAddr string
+	// OperatorSocket is the operator socket's path (gocore/operator; ""
+	// : Bootstrap.Path + ".operator"); OperatorGroup, a group name or id,
+	// makes it 0660 and lets that group's members in ("": 0600).
+	OperatorSocket, OperatorGroup string
 	// ShutdownTimeout bounds Run's shutdown, from the signal to the last
 	// step (0: DefaultShutdownTimeout; 1s..10m).
 	ShutdownTimeout time.Duration
@@ -86,6 +90,7 @@ func (s Spec) Validate() error {
 	if s.HTTPAddr != "" {
 		errs = append(errs, checkLoopback(s.HTTPAddr))
 	}
+	errs = append(errs, s.validateOperator())
 	return errors.Join(errs...)
 }
 
@@ -102,6 +107,7 @@ type Manager struct {
 	health     *health
 	ready      *readiness
 	http       *httpServer // nil without Spec.HTTPAddr
+	op         operatorState
 	closed     atomic.Bool // Close or Run's shutdown began
 }
 
@@ -122,7 +128,7 @@ func New(s Spec) (*Manager, error) {
 	if s.Channel.Logger == nil {
 		s.Channel.Logger = s.Logger
 	}
-	m := &Manager{spec: s, log: s.Logger, ready: newReadiness(s.Logger)}
+	m := &Manager{spec: s, log: s.Logger, ready: newReadiness(s.Logger), op: operatorState{drain: make(chan struct{})}}
 	var sw *swapHandler
 	if s.HTTPAddr != "" {
 		ln, err := net.Listen("tcp", s.HTTPAddr)
@@ -133,6 +139,12 @@ func New(s Spec) (*Manager, error) {
 		m.log.Info("start: http endpoints serving /livez and /readyz", slog.String("addr", m.http.addr))
 	}
 	if err := m.build(s); err != nil {
+		m.stopHTTP()
+		return nil, err
+	}
+	if err := m.startOperator(); err != nil {
+		m.CloseSessions()
+		m.stopDispatcher()
 		m.stopHTTP()
 		return nil, err
 	}
@@ -240,6 +252,7 @@ func (m *Manager) Close() {
 	if m.closed.Swap(true) {
 		return
 	}
+	m.stopOperator()
 	m.CloseSessions()
 	m.stopDispatcher()
 	m.stopHTTP()
@@ -259,8 +272,12 @@ func (m *Manager) StopDispatcher() <-chan struct{} {
 	return m.Dispatcher.Done()
 }
 
-// Free releases the dispatcher's poll loop and doorbell after it stopped.
-func (m *Manager) Free() { m.Dispatcher.Close() }
+// Free releases the dispatcher's poll loop and doorbell after it stopped,
+// and stops the operator socket if Run or Close did not.
+func (m *Manager) Free() {
+	m.stopOperator()
+	m.Dispatcher.Close()
+}
 
 func (m *Manager) stopDispatcher() {
 	<-m.StopDispatcher()

@@ -62,6 +62,9 @@ wait:
 		case <-ctx.Done():
 			m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
 			break wait
+		case <-m.op.drain:
+			m.log.Info("drained by the operator; closing sessions", slog.Int("sessions", m.Table.Len()))
+			break wait
 		case err = <-serveErr:
 			m.log.Error("bootstrap server stopped", slog.Any("err", err))
 			break wait
@@ -73,6 +76,7 @@ wait:
 	// (its frames may still be written): past the deadline Run gives up
 	// rather than wait with it.
 	deadline := time.Now().Add(s.ShutdownTimeout)
+	m.stopOperator()
 	closed := make(chan struct{})
 	go func() { m.CloseSessions(); close(closed) }()
 	if !waitUntil(deadline, closed) {

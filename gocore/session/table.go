@@ -21,6 +21,7 @@ type Table struct {
 	free    []uint32 // free indexes, lowest last
 	highGen []uint64 // per index: highest generation any session used
 	live    map[uint32]*Session
+	refuse  error // non-nil: Open refuses with it (Refuse)
 }
 
 // NewTable validates spec and makes an empty table.
@@ -57,10 +58,14 @@ func (t *Table) Sessions() []*Session {
 }
 
 // Open allocates a slot index and creates the session's sealed slot memfd
-// (mapped, header written) and eventfd. Errors: ErrFull, or a wrapped system
-// error from memfd_create/ftruncate/mmap/fcntl/eventfd.
+// (mapped, header written) and eventfd. Errors: ErrFull, the error given to
+// Refuse, or a wrapped system error from memfd_create/ftruncate/mmap/fcntl/eventfd.
 func (t *Table) Open(p Peer) (*Session, error) {
 	t.mu.Lock()
+	if t.refuse != nil {
+		t.mu.Unlock()
+		return nil, t.refuse
+	}
 	if len(t.free) == 0 {
 		t.mu.Unlock()
 		return nil, ErrFull

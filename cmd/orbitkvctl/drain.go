@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
+)
+
+// drainSlack is how much longer than its wait a drain call may take (the
+// Manager's answer after the wait ended).
+const drainSlack = 10 * time.Second
+
+func drainCmd(g *globals) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "drain [--timeout D]",
+		Short: "Stop admitting sessions and operations, wait for those in flight, then shut the Manager down",
+		Long: `drain makes the Manager refuse new sessions (their hello is refused as draining)
+and new operations (QueryBundle, Publish and Restore answer Unadmitted) while
+Release, RestorePoll, Poll, Claim and CancelQuery still work; it waits for the
+operations in flight to finish, at most --timeout, and then the Manager shuts
+down as on SIGTERM (exit status 0). --timeout here is that wait (default 30s,
+at most 1h), not the deadline of a call.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wait < time.Millisecond || wait > time.Hour {
+				return usagef("drain: --timeout must be between 1ms and 1h (got %v)", wait)
+			}
+			var r *operatorpb.DrainReply
+			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
+				ctx, cancel := context.WithTimeout(context.Background(), wait+drainSlack)
+				defer cancel()
+				r, err = c.Drain(ctx, &operatorpb.DrainRequest{TimeoutNs: uint64(wait)}, opts...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if g.output == "json" {
+				return printJSON(w, r)
+			}
+			if r.TimedOut {
+				fmt.Fprintf(w, "drained after %s with %d operations still in flight (timeout); the Manager is shutting down\n", dur(r.WaitedNs), r.OperationsLeft)
+			} else {
+				fmt.Fprintf(w, "drained after %s: no operations in flight, %d sessions open; the Manager is shutting down\n", dur(r.WaitedNs), r.Sessions)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "timeout", 30*time.Second, "wait at most this for the operations in flight (1ms..1h)")
+	return cmd
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// jsonOut is how every command prints JSON: field names as in the .proto,
+// zero values included, 64-bit integers as strings (protojson).
+var jsonOut = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// printJSON writes m as one indented JSON document. protojson varies its
+// whitespace on purpose; json.Indent makes it the same on every run.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := jsonOut.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// table is a tab-aligned text table.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(anySlice(header)...)
+	}
+	return t
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+func (t *table) row(cells ...any) {
+	for i, c := range cells {
+		if i > 0 {
+			fmt.Fprint(t.tw, "\t")
+		}
+		fmt.Fprint(t.tw, c)
+	}
+	fmt.Fprintln(t.tw)
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+func ibytes(n uint64) string { return humanize.IBytes(n) }
+
+func dur(ns uint64) string {
+	d := time.Duration(ns)
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Second).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.String()
+}
+
+func pct(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) }

@@ -1,0 +1,273 @@
+package manager
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/operator"
+	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
+)
+
+// DefaultDrainTimeout is how long Drain waits for operations in flight
+// when the request names no timeout; MaxDrainTimeout bounds the timeout.
+const (
+	DefaultDrainTimeout = 30 * time.Second
+	MaxDrainTimeout     = time.Hour
+)
+
+// OperatorSocketPath is the operator socket's path for s: s.OperatorSocket,
+// or the bootstrap socket's path plus operator.Suffix.
+func (s Spec) OperatorSocketPath() string {
+	if s.OperatorSocket != "" {
+		return s.OperatorSocket
+	}
+	return s.Bootstrap.Path + operator.Suffix
+}
+
+// operatorGID resolves Spec.OperatorGroup (a group name or number; ""
+// none: -1).
+func (s Spec) operatorGID() (int, error) {
+	g := s.OperatorGroup
+	if g == "" {
+		return -1, nil
+	}
+	if n, err := strconv.ParseUint(g, 10, 31); err == nil {
+		return int(n), nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return -1, limit.Check(false, "manager.OperatorGroup", g, "a group name or id of this host")
+	}
+	n, err := strconv.Atoi(grp.Gid)
+	if err != nil {
+		return -1, fmt.Errorf("manager.OperatorGroup %q: gid %q: %w", g, grp.Gid, err)
+	}
+	return n, nil
+}
+
+// validateOperator checks the operator socket's fields.
+func (s Spec) validateOperator() error {
+	p := s.OperatorSocketPath()
+	_, gerr := s.operatorGID()
+	return errors.Join(gerr,
+		limit.Check(len(p) <= operator.MaxPathBytes, "manager.OperatorSocket", p,
+			fmt.Sprintf("a path of at most %d bytes (the default adds %q to the bootstrap socket's)", operator.MaxPathBytes, operator.Suffix)),
+		limit.Check(p != s.Bootstrap.Path, "manager.OperatorSocket", p, "a path other than the bootstrap socket's"))
+}
+
+// operatorService answers the operator socket (operatorpb.OperatorServer);
+// whatever touches cache state runs on the dispatcher (channel.Dispatcher.Do).
+type operatorService struct {
+	operatorpb.UnimplementedOperatorServer
+	m *Manager
+}
+
+// operatorState is the Manager's part of the operator socket.
+type operatorState struct {
+	srv       *operator.Server
+	drain     chan struct{} // closed when a Drain finished waiting: Run shuts down
+	drainOnce sync.Once
+}
+
+// startOperator binds the operator socket and serves it.
+func (m *Manager) startOperator() error {
+	gid, err := m.spec.operatorGID()
+	if err != nil {
+		return err
+	}
+	path := m.spec.OperatorSocketPath()
+	srv, err := operator.Listen(operator.Config{Path: path, GID: gid, Service: &operatorService{m: m}, Logger: m.log})
+	if err != nil {
+		return &limit.Refused{Field: "manager.OperatorSocket", Value: path, Err: err}
+	}
+	m.op.srv = srv
+	return nil
+}
+
+// stopOperator stops the operator socket (a Drain's reply is written first).
+func (m *Manager) stopOperator() {
+	if m.op.srv != nil {
+		m.op.srv.Close()
+		m.op.srv = nil
+	}
+}
+
+// Drained is closed once an operator's Drain finished waiting; Run then
+// shuts down as on SIGTERM.
+func (m *Manager) Drained() <-chan struct{} { return m.op.drain }
+
+// onDispatcher runs f on the dispatcher; a stopped one is Unavailable.
+func (o *operatorService) onDispatcher(f func()) error {
+	if err := o.m.Dispatcher.Do(f); err != nil {
+		if errors.Is(err, channel.ErrStopped) {
+			return status.Error(codes.Unavailable, "the Manager is shutting down")
+		}
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
+}
+
+func (o *operatorService) Sessions(context.Context, *operatorpb.SessionsRequest) (*operatorpb.SessionsReply, error) {
+	m := o.m
+	sess := m.Table.Sessions()
+	slices.SortFunc(sess, func(a, b *session.Session) int { return int(a.Index) - int(b.Index) })
+	out := &operatorpb.SessionsReply{}
+	now := time.Now()
+	for _, s := range sess {
+		r := &operatorpb.Session{Index: s.Index, Pid: s.Peer.PID, Uid: s.Peer.UID, Instance: s.InstanceID(),
+			Role: s.Peer.Role.String(), AgeNs: uint64(now.Sub(s.Opened)), BufferBytes: s.BufferBytes(), Buffers: uint32(s.BufferCount())}
+		if h, err := m.Dispatcher.SessionHealth(s); err == nil {
+			r.Attached = true
+			r.Requests, r.Operations, r.Tickets = h.Requests, h.Operations, h.Tickets
+			r.Leases, r.LeasedBlocks, r.ReservedBytes = h.Leases, h.LeasedBlocks, h.ReservedBytes
+		} else if errors.Is(err, channel.ErrStopped) {
+			return nil, status.Error(codes.Unavailable, "the Manager is shutting down")
+		}
+		out.Sessions = append(out.Sessions, r)
+	}
+	return out, nil
+}
+
+func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*operatorpb.StatsReply, error) {
+	m := o.m
+	if m.Cache == nil {
+		return &operatorpb.StatsReply{}, nil
+	}
+	if err := o.onDispatcher(func() { m.Cache.InFlight() }); err != nil { // publishes the dispatcher's figures
+		return nil, err
+	}
+	cs := m.Cache.Stats()
+	ratio := func(a, b uint64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return float64(a) / float64(b)
+	}
+	ram := &operatorpb.RamTier{CapacityBytes: cs.CapacityBytes, UsedBytes: cs.UsedBytes, Blocks: cs.Blocks, Pins: cs.Pins,
+		Evictions: cs.Evictions, Hugepages: cs.RAMHuge, HugepagesFallback: cs.RAMFallback, HitBlocks: cs.QueryHits,
+		QueriedHashes: cs.QueryHashes, HitRatio: ratio(cs.QueryHits, cs.QueryHashes),
+		PublishedBlocks: cs.Published, RestoredBlocks: cs.Restored}
+	x := cs.SSD
+	ssd := &operatorpb.SsdTier{On: x.On, CapacityBytes: x.CapacityBytes, UsedBytes: x.UsedBytes, Blocks: x.Blocks,
+		Writes: x.Writes, Reads: x.Reads, Corrupt: x.Corrupt, Recovered: x.Recovered, NotAdmitted: x.NotAdmitted,
+		Evictions: x.Evictions, DemoteSkipped: x.DemoteSkipped, Prefetches: x.Prefetches, PrefetchFailures: x.PrefetchFails}
+	if cs.QueryHashes > cs.QueryHits {
+		ssd.HitRatio = ratio(x.Prefetches, cs.QueryHashes-cs.QueryHits)
+	}
+	spec := m.spec.Cache
+	b := &operatorpb.Budgets{LeaseBudgetBytes: spec.LeaseBudget, ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
+		WarmupBudgetBytes: spec.Tiers.WarmupBudget, WarmupsSkipped: cs.WarmupSkipped, Operations: cs.Operations,
+		Leases: cs.Leases, Tickets: cs.Tickets, Unadmitted: cs.Unadmitted, Expired: cs.Expired}
+	return &operatorpb.StatsReply{Cache: true, Ram: ram, Ssd: ssd, Budgets: b, Lookups: cs.Lookups, DistinctLookups: cs.DistinctLookups}, nil
+}
+
+func (o *operatorService) Health(context.Context, *operatorpb.HealthRequest) (*operatorpb.HealthReply, error) {
+	m := o.m
+	h := m.health.reply()
+	return &operatorpb.HealthReply{Status: h.Status, Version: h.Version, PollMode: h.PollMode, UptimeNs: h.UptimeNs,
+		Requests: h.Requests, Sessions: uint32(m.Table.Len()), Epoch: m.spec.Epoch, ServiceId: hex.EncodeToString(m.health.serviceID[:]),
+		ManagerPid: int32(os.Getpid()), Blocks: h.Blocks, RamUsedBytes: h.RamUsedBytes, RamCapacityBytes: h.RamCapacityBytes,
+		Leases: h.Leases, Pins: h.Pins, ReservedBytes: h.ReservedBytes, Operations: h.Operations, Evictions: h.Evictions,
+		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups}, nil
+}
+
+func (o *operatorService) Evict(_ context.Context, r *operatorpb.EvictRequest) (*operatorpb.EvictReply, error) {
+	return o.drop(r, false)
+}
+
+func (o *operatorService) Flush(_ context.Context, r *operatorpb.EvictRequest) (*operatorpb.EvictReply, error) {
+	return o.drop(r, true)
+}
+
+// drop serves Evict (flush false) and Flush.
+func (o *operatorService) drop(r *operatorpb.EvictRequest, flush bool) (*operatorpb.EvictReply, error) {
+	var ns *abi.Namespace
+	switch {
+	case r.All && r.Namespace != "":
+		return nil, status.Error(codes.InvalidArgument, "namespace and all: give one of them")
+	case !r.All:
+		b, err := hex.DecodeString(r.Namespace)
+		if err != nil || len(b) != len(abi.Namespace{}) {
+			return nil, status.Errorf(codes.InvalidArgument, "namespace %q: want %d hex digits (or all)", r.Namespace, 2*len(abi.Namespace{}))
+		}
+		ns = (*abi.Namespace)(b)
+	}
+	m := o.m
+	if m.Cache == nil {
+		return nil, status.Error(codes.FailedPrecondition, "the Manager serves no cache")
+	}
+	var out *operatorpb.EvictReply
+	err := o.onDispatcher(func() {
+		d := m.Cache.Drop(ns, flush)
+		out = &operatorpb.EvictReply{RamBlocks: d.RAMBlocks, RamBytes: d.RAMBytes, SsdBlocks: d.SSDBlocks,
+			PinnedKept: d.Pinned, PublishingKept: d.Publishing}
+	})
+	if err != nil {
+		return nil, err
+	}
+	what := "evict"
+	if flush {
+		what = "flush"
+	}
+	nsText := "all"
+	if ns != nil {
+		nsText = ns.String()
+	}
+	m.log.Info("operator "+what, slog.String("namespace", nsText), slog.Uint64("ram_blocks", out.RamBlocks),
+		slog.Uint64("ram_bytes", out.RamBytes), slog.Uint64("ssd_blocks", out.SsdBlocks), slog.Uint64("pinned_kept", out.PinnedKept))
+	return out, nil
+}
+
+func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest) (*operatorpb.DrainReply, error) {
+	timeout := time.Duration(r.TimeoutNs)
+	if r.TimeoutNs > uint64(MaxDrainTimeout) {
+		return nil, status.Errorf(codes.InvalidArgument, "timeout %v: at most %v", timeout, MaxDrainTimeout)
+	}
+	if timeout == 0 {
+		timeout = DefaultDrainTimeout
+	}
+	m := o.m
+	m.Table.Refuse(session.ErrDraining)
+	m.ready.set(PhaseDraining)
+	if m.Cache != nil {
+		if err := o.onDispatcher(func() { m.Cache.SetDraining(true) }); err != nil {
+			return nil, err
+		}
+	}
+	m.log.Info("draining: no new sessions or operations; waiting for operations in flight", slog.Duration("timeout", timeout))
+	start := time.Now()
+	deadline := start.Add(timeout)
+	var left uint64
+	for {
+		if m.Cache != nil {
+			if err := o.onDispatcher(func() { left = m.Cache.InFlight() }); err != nil {
+				return nil, err
+			}
+		}
+		if left == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := &operatorpb.DrainReply{OperationsLeft: left, TimedOut: left != 0, WaitedNs: uint64(time.Since(start)), Sessions: uint32(m.Table.Len())}
+	m.log.Info("drain finished; shutting down", slog.Uint64("operations_left", left), slog.Bool("timed_out", out.TimedOut),
+		slog.Duration("waited", time.Duration(out.WaitedNs)))
+	m.op.drainOnce.Do(func() { close(m.op.drain) })
+	return out, nil
+}

@@ -1,0 +1,106 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
+)
+
+// Suffix is appended to the bootstrap socket's path to name the operator
+// socket when Config.Path is not given (manager.Spec.OperatorSocket).
+const Suffix = ".operator"
+
+// MaxPathBytes is the longest socket path (sun_path holds 108 bytes with
+// the terminating NUL).
+const MaxPathBytes = 107
+
+// Config configures the operator socket; a plain value.
+type Config struct {
+	Path string // socket path (at most MaxPathBytes)
+	// GID is the operator group: -1 makes the socket 0600 (the Manager's
+	// uid and root only); a group id makes it 0660 and owned by that group,
+	// whose members are then allowed too.
+	GID     int
+	Service operatorpb.OperatorServer
+	Logger  *slog.Logger
+}
+
+// Server is the operator socket being served.
+type Server struct {
+	grpc   *grpc.Server
+	remove func()
+	done   chan struct{}
+}
+
+// Listen binds the operator socket (bootstrap.ListenOperator: mode 0600,
+// or 0660 and group GID, before listen) and serves c.Service on it on its
+// own goroutine until Close. Errors name the path.
+func Listen(c Config) (*Server, error) {
+	if c.Path == "" || len(c.Path) > MaxPathBytes {
+		return nil, fmt.Errorf("operator socket: path %q: want 1..%d bytes", c.Path, MaxPathBytes)
+	}
+	if c.Service == nil {
+		return nil, errors.New("operator socket: no Service")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	mode := os.FileMode(0o600)
+	if c.GID >= 0 {
+		mode = 0o660
+	}
+	ln, remove, err := bootstrap.ListenOperator(c.Path, mode, c.GID)
+	if err != nil {
+		return nil, fmt.Errorf("operator socket: %w", err)
+	}
+	creds := &peerCreds{pol: Policy{UID: uint32(os.Geteuid()), GID: c.GID}, log: c.Logger}
+	g := grpc.NewServer(grpc.Creds(creds), grpc.UnaryInterceptor(authorize))
+	operatorpb.RegisterOperatorServer(g, c.Service)
+	s := &Server{grpc: g, remove: remove, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		if err := g.Serve(ln); err != nil {
+			c.Logger.Error("operator socket stopped", slog.Any("err", err))
+		}
+	}()
+	return s, nil
+}
+
+// closeGrace is how long Close lets calls in flight finish (a Drain's
+// reply is written after its handler returned) before cutting them off.
+const closeGrace = 2 * time.Second
+
+// Close stops accepting, lets calls in flight finish for at most
+// closeGrace, then cuts the rest off and removes the socket.
+func (s *Server) Close() {
+	graceful := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(graceful) }()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-graceful:
+	case <-t.C:
+		s.grpc.Stop()
+		<-graceful
+	}
+	<-s.done
+	s.remove()
+}
+
+// Dial connects to the operator socket at path (lazily: the first call
+// connects). Close the connection when done.
+func Dial(path string) (operatorpb.OperatorClient, *grpc.ClientConn, error) {
+	cc, err := grpc.NewClient("unix:"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("operator socket %s: %w", path, err)
+	}
+	return operatorpb.NewOperatorClient(cc), cc, nil
+}

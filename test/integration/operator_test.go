@@ -1,0 +1,195 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/internal/launch"
+)
+
+// ctl runs orbitkvctl with args (the operator socket derived from
+// --socket sock) and stdin, and returns stdout, stderr and the exit
+// status.
+func ctl(t *testing.T, sock, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "orbitkvctl"), append(args, "--socket", sock)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("orbitkvctl %q: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// ctlJSON runs orbitkvctl -o json, which must succeed, and decodes its
+// answer into a map (numbers stay json.Number, strings strings).
+func ctlJSON(t *testing.T, sock string, args ...string) map[string]any {
+	t.Helper()
+	out, errOut, code := ctl(t, sock, "", append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("orbitkvctl %q: exit %d: %s", args, code, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("orbitkvctl %q: %v in %q", args, err, out)
+	}
+	return m
+}
+
+// field walks m by path ("ram.blocks") and returns what is there.
+func field(t *testing.T, m map[string]any, path string) any {
+	t.Helper()
+	var v any = m
+	for _, k := range strings.Split(path, ".") {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %v is not an object", path, v)
+		}
+		v = mm[k]
+	}
+	return v
+}
+
+// u64 is a 64-bit field, which the JSON must carry as a string.
+func u64(t *testing.T, m map[string]any, path string) string {
+	t.Helper()
+	s, ok := field(t, m, path).(string)
+	if !ok {
+		t.Fatalf("%s = %#v, want a 64-bit integer as a JSON string", path, field(t, m, path))
+	}
+	return s
+}
+
+// The operator commands against a real Manager: sessions and stats show
+// what two engines did, evict and flush drop the unpinned blocks of a
+// namespace or all and keep the leased ones, health carries the
+// Manager-wide figures.
+func TestOperatorCommandsShowAndDropTheCache(t *testing.T) {
+	_, sock := startCacheManager(t, "16MiB")
+	nsA, nsB := namespace(t, "op-a"), namespace(t, "op-b")
+	a := newEngine(t, sock, "engine-a")
+	b := newEngine(t, sock, "engine-b")
+	a.publish(t, nsA, []uint64{1, 2, 3, 4, 5, 6}, []uint32{0, 1, 2, 3, 4, 5})
+	b.publish(t, nsB, []uint64{1, 2}, []uint32{0, 1})
+	l, err := a.c.Query(nsA, []client.BlockHash{bh(1), bh(2)})
+	if err != nil || l.Hits != 2 {
+		t.Fatalf("query: %+v %v", l, err)
+	}
+
+	sess := ctlJSON(t, sock, "sessions")
+	list, _ := sess["sessions"].([]any)
+	if len(list) != 2 {
+		t.Fatalf("sessions: %v, want 2", sess)
+	}
+	leases := map[string]string{}
+	for _, s := range list {
+		m := s.(map[string]any)
+		leases[m["instance"].(string)] = u64(t, m, "leases")
+		if u64(t, m, "buffer_bytes") != "1048576" || m["role"] != "unspecified" { // the test engines name no role
+			t.Errorf("session %v: want its 1 MiB buffer and role unspecified", m)
+		}
+	}
+	if leases["engine-a"] != "1" || leases["engine-b"] != "0" {
+		t.Fatalf("leases by instance %v, want engine-a 1 and engine-b 0", leases)
+	}
+
+	st := ctlJSON(t, sock, "stats")
+	if u64(t, st, "ram.blocks") != "8" || u64(t, st, "ram.pins") != "2" || u64(t, st, "budgets.leases") != "1" {
+		t.Fatalf("stats: %v, want 8 blocks, 2 pins, 1 lease", st)
+	}
+
+	if _, errOut, code := ctl(t, sock, "n\n", "evict", "--namespace", nsA.String()); code != 1 || !strings.Contains(errOut, "aborted") {
+		t.Fatalf("evict answered no: exit %d %q, want aborted", code, errOut)
+	}
+	ev := ctlJSON(t, sock, "evict", "--namespace", nsA.String(), "--yes")
+	if u64(t, ev, "ram_blocks") != "4" || u64(t, ev, "pinned_kept") != "2" {
+		t.Fatalf("evict namespace A: %v, want 4 removed and the 2 leased kept", ev)
+	}
+	if st := ctlJSON(t, sock, "stats"); u64(t, st, "ram.blocks") != "4" {
+		t.Fatalf("blocks after evict %s, want 4", u64(t, st, "ram.blocks"))
+	}
+	if out, errOut, code := ctl(t, sock, "yes\n", "flush", "--all"); code != 0 || !strings.Contains(out, "ram blocks removed  2") {
+		t.Fatalf("flush --all: exit %d\n%s%s", code, out, errOut)
+	}
+	if st := ctlJSON(t, sock, "stats"); u64(t, st, "ram.blocks") != "2" {
+		t.Fatalf("blocks after flush %s, want the 2 leased", u64(t, st, "ram.blocks"))
+	}
+	// The kept blocks still restore; released, a flush removes them too.
+	a.restore(t, l.ID, []client.RestoreEntry{{Block: 0, Page: 10}, {Block: 1, Page: 11}})
+	a.check(t, 10, 1)
+	if err := a.c.Release(l.ID); err != nil {
+		t.Fatal(err)
+	}
+	if fl := ctlJSON(t, sock, "flush", "--namespace", nsA.String(), "--yes"); u64(t, fl, "ram_blocks") != "2" || u64(t, fl, "pinned_kept") != "0" {
+		t.Fatalf("flush after release: %v", fl)
+	}
+
+	h := ctlJSON(t, sock, "health")
+	if h["status"] != "serving" || field(t, h, "sessions") != json.Number("2") || u64(t, h, "blocks") != "0" || u64(t, h, "epoch") == "0" {
+		t.Fatalf("health: %v", h)
+	}
+	if out, _, code := ctl(t, sock, "", "health"); code != 0 || !strings.Contains(out, "sessions    2") {
+		t.Fatalf("health table (exit %d):\n%s", code, out)
+	}
+}
+
+// Drain refuses a new session and new operations while a restore is in
+// flight, waits for it, and then the Manager exits 0.
+func TestDrainWaitsForOperationsThenTheManagerExits(t *testing.T) {
+	m, sock := startCacheManager(t, "16MiB")
+	ns := namespace(t, "drain")
+	a := newEngine(t, sock, "drained")
+	a.publish(t, ns, []uint64{1, 2}, []uint32{0, 1})
+	l, err := a.c.Query(ns, []client.BlockHash{bh(1), bh(2)})
+	if err != nil || l.Hits != 2 {
+		t.Fatalf("query: %+v %v", l, err)
+	}
+	op, err := a.c.Restore(l.ID, a.id, []client.RestoreEntry{{Block: 0, Page: 8}, {Block: 1, Page: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The restore awaits its RestorePoll: one operation in flight.
+	drain := start(t, "orbitkvctl", "--socket", sock, "drain", "--timeout", "20s")
+	m.waitOutput(t, "draining: no new sessions or operations", 10*time.Second)
+	if _, err := client.Connect(client.Options{SocketPath: sock, InstanceID: "late"}); err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Fatalf("a new session while draining: %v, want a refusal saying draining", err)
+	}
+	if _, err := a.c.Query(ns, []client.BlockHash{bh(1)}); err == nil {
+		t.Fatal("a new query while draining was served")
+	} else if ce := (*client.Error)(nil); !errors.As(err, &ce) || ce.Code != client.CodeUnadmitted {
+		t.Fatalf("a new query while draining: %v, want Unadmitted", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := drain.Wait(10 * time.Millisecond); !errors.Is(err, launch.ErrRunning) {
+		t.Fatalf("drain returned (%v) while an operation was in flight:\n%s", err, drain.Output())
+	}
+	if err := a.c.RestoreWait(op, 10*time.Second); err != nil {
+		t.Fatalf("restore wait while draining: %v", err)
+	}
+	a.check(t, 8, 1)
+	if err := drain.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("drain: %v\n%s", err, drain.Output())
+	}
+	if !strings.Contains(drain.Output(), "no operations in flight") {
+		t.Fatalf("drain printed:\n%s", drain.Output())
+	}
+	if err := m.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("the Manager after drain: %v, want exit 0\n%s", err, m.Output())
+	}
+}
