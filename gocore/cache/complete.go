@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"time"
-
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -138,7 +136,7 @@ func (s *Service) notifyDone(st *sessState, o *op) {
 
 // observePublish reports a timed publish answered now.
 func (s *Service) observePublish(o *op) {
-	if s.observer != nil && !o.start.IsZero() {
-		s.observer.ObserveOp(OpPublish, time.Since(o.start))
+	if s.observer != nil && o.start != 0 {
+		s.observer.ObserveOp(OpPublish, mono()-o.start)
 	}
 }

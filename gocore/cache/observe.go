@@ -42,6 +42,15 @@ type OpObserver interface {
 	ObserveOp(op Op, d time.Duration)
 }
 
+// clockBase is the origin of mono; one nanosecond in the past, so that
+// mono is never 0 (0 marks an untimed operation).
+var clockBase = time.Now().Add(-time.Nanosecond)
+
+// mono is the monotonic clock since clockBase. time.Since of a time with a
+// monotonic reading reads only the monotonic clock, where time.Now reads
+// the wall clock too: half the cost on every timed request.
+func mono() time.Duration { return time.Since(clockBase) }
+
 // opOf maps a cache command to the Op reported for it; false for the
 // commands not reported.
 func opOf(code uint16) (Op, bool) {

@@ -9,6 +9,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
 // opRecorder is an OpObserver that keeps every sample.
@@ -140,5 +141,58 @@ func TestLookupsCountTheRAMPrefixAsHitsAndTheRestAsMisses(t *testing.T) {
 		})
 	}
 	r.close(s)
+	r.idle()
+}
+
+func TestLookupsCountSSDHitsForTheBlocksALookupReadsBack(t *testing.T) {
+	blockBytes := uint64(tLayers * tPageBytes)
+	spec := &ssd.Spec{Dir: ssdDir(t), CapacityBytes: 64 * (ssd.HeaderBytes + blockBytes), SlotBytes: blockBytes}
+	r := newRigSSD(t, 4*blockBytes, spec) // 4 blocks of RAM: the second publish demotes the first
+	a, _ := r.open()
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(4), hash(5), hash(6), hash(7)}, []uint32{4, 5, 6, 7}), 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.svc.tiers.Counters().SSD.Writes < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("demoted blocks not durable: %+v", r.svc.tiers.Counters().SSD)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q := queryDesc(ns1, hash(0), hash(1), hash(2), hash(3), hash(99)) // hash(99) is nowhere
+	query := func() (abi.Message, lease.LookupBlocks) {
+		before := r.svc.Stats().LookupBlocks
+		resp := r.call(a, abi.CmdQueryBundle, q, 0)
+		after := r.svc.Stats().LookupBlocks
+		return resp, lease.LookupBlocks{RAMHit: after.RAMHit - before.RAMHit, RAMMiss: after.RAMMiss - before.RAMMiss,
+			SSDHit: after.SSDHit - before.SSDHit, SSDMiss: after.SSDMiss - before.SSDMiss}
+	}
+	t.Run("the lookup that starts the reads counts them as SSD hits", func(t *testing.T) {
+		resp, got := query()
+		if status(resp) != abi.StatusLoading {
+			t.Fatalf("query of demoted blocks: %v, want Loading", status(resp))
+		}
+		if want := (lease.LookupBlocks{RAMMiss: 5, SSDHit: 4, SSDMiss: 1}); got != want {
+			t.Fatalf("counts moved by %+v, want %+v", got, want)
+		}
+	})
+	var resp abi.Message
+	for resp, _ = query(); status(resp) == abi.StatusLoading; resp, _ = query() {
+		if time.Now().After(deadline) {
+			t.Fatal("prefetch never finished")
+		}
+		r.svc.Complete(64, func(uint32, abi.Message) {})
+	}
+	r.call(a, abi.CmdRelease, nil, resp.Arg1)
+	t.Run("once read back the blocks are RAM hits and the rest an SSD miss", func(t *testing.T) {
+		resp, got := query()
+		if status(resp) != abi.StatusOK || resp.Arg0 != 4 {
+			t.Fatalf("query after the prefetch: %v hits %d, want Ok 4", status(resp), resp.Arg0)
+		}
+		r.call(a, abi.CmdRelease, nil, resp.Arg1)
+		if want := (lease.LookupBlocks{RAMHit: 4, RAMMiss: 1, SSDMiss: 1}); got != want {
+			t.Fatalf("counts moved by %+v, want %+v", got, want)
+		}
+	})
+	r.close(a)
 	r.idle()
 }

@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"time"
-
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -30,9 +28,9 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		}
 		return s.tickets.Submit(st.book, m, &q)
 	}
-	start := time.Now()
+	start := mono()
 	defer func() {
-		s.stats.queryNanos.Add(uint64(time.Since(start)))
+		s.stats.queryNanos.Add(uint64(mono() - start))
 		s.stats.queryHashes.Add(uint64(q.Len()))
 	}()
 	s.stats.queries.Add(1)

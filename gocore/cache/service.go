@@ -112,8 +112,8 @@ type Service struct {
 	stats    counters
 	draining bool // SetDraining: new queries, publishes and restores answer Unadmitted
 
-	observer OpObserver // nil: durations are not measured
-	reqStart time.Time  // when Serve began the request Handle serves (zero without an observer)
+	observer OpObserver    // nil: durations are not measured
+	reqStart time.Duration // mono() when Serve began the request Handle serves (0 without an observer)
 
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
@@ -222,8 +222,8 @@ type op struct {
 	held            bool // restore: done, but held at the Notification point (RestorePoll answers Loading)
 	status          int32
 	bytes           uint64
-	start           time.Time // publish: when Serve began it (zero: not timed)
-	deadline        time.Time // restore: when an unpolled result expires
+	start           time.Duration // publish: mono() when Serve began it (0: not timed)
+	deadline        time.Time     // restore: when an unpolled result expires
 }
 
 // Attach starts serving s's cache commands.
@@ -282,12 +282,12 @@ func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool
 	if s.observer == nil {
 		return s.Handle(sess, &m)
 	}
-	s.reqStart = time.Now()
+	s.reqStart = mono()
 	resp, ok := s.Handle(sess, &m)
 	if op, timed := opOf(m.Code); timed && ok {
-		s.observer.ObserveOp(op, time.Since(s.reqStart))
+		s.observer.ObserveOp(op, mono()-s.reqStart)
 	}
-	s.reqStart = time.Time{}
+	s.reqStart = 0
 	return resp, ok
 }
 
