@@ -114,11 +114,11 @@ func statsCmd(g *globals) *cobra.Command {
 			ram, b := r.Ram, r.Budgets
 			t.row("ram", fmt.Sprintf("%s of %s used, %d blocks, %d pins, hugepages %v%s", ibytes(ram.UsedBytes), ibytes(ram.CapacityBytes),
 				ram.Blocks, ram.Pins, ram.Hugepages, fallback(ram.HugepagesFallback)))
-			t.row("ram hits", fmt.Sprintf("%s (%d blocks of %d hashes queried)", pct(ram.HitRatio), ram.HitBlocks, ram.QueriedHashes))
+			t.row("ram hits", fmt.Sprintf("%s (%d of %d blocks looked up)", pct(ram.HitRatio), ram.HitBlocks, ram.HitBlocks+ram.MissBlocks))
 			t.row("ram traffic", fmt.Sprintf("%d published, %d restored, %d evicted", ram.PublishedBlocks, ram.RestoredBlocks, ram.Evictions))
 			if s := r.Ssd; s.On {
 				t.row("ssd", fmt.Sprintf("%s of %s used, %d blocks (%d recovered at start)", ibytes(s.UsedBytes), ibytes(s.CapacityBytes), s.Blocks, s.Recovered))
-				t.row("ssd hits", fmt.Sprintf("%s of RAM misses (%d prefetched, %d failed)", pct(s.HitRatio), s.Prefetches, s.PrefetchFailures))
+				t.row("ssd hits", fmt.Sprintf("%s (%d of %d RAM misses; %d prefetched, %d failed)", pct(s.HitRatio), s.HitBlocks, s.HitBlocks+s.MissBlocks, s.Prefetches, s.PrefetchFailures))
 				t.row("ssd traffic", fmt.Sprintf("%d written, %d read, %d corrupt, %d not admitted, %d evicted, %d demotions skipped",
 					s.Writes, s.Reads, s.Corrupt, s.NotAdmitted, s.Evictions, s.DemoteSkipped))
 			} else {

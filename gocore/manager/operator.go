@@ -153,6 +153,7 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		return nil, err
 	}
 	cs := m.Cache.Stats()
+	lb := cs.LookupBlocks
 	ratio := func(a, b uint64) float64 {
 		if b == 0 {
 			return 0
@@ -160,16 +161,14 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		return float64(a) / float64(b)
 	}
 	ram := &operatorpb.RamTier{CapacityBytes: cs.CapacityBytes, UsedBytes: cs.UsedBytes, Blocks: cs.Blocks, Pins: cs.Pins,
-		Evictions: cs.Evictions, Hugepages: cs.RAMHuge, HugepagesFallback: cs.RAMFallback, HitBlocks: cs.QueryHits,
-		QueriedHashes: cs.QueryHashes, HitRatio: ratio(cs.QueryHits, cs.QueryHashes),
+		Evictions: cs.Evictions, Hugepages: cs.RAMHuge, HugepagesFallback: cs.RAMFallback,
+		HitBlocks: lb.RAMHit, MissBlocks: lb.RAMMiss, HitRatio: ratio(lb.RAMHit, lb.RAMHit+lb.RAMMiss),
 		PublishedBlocks: cs.Published, RestoredBlocks: cs.Restored}
 	x := cs.SSD
 	ssd := &operatorpb.SsdTier{On: x.On, CapacityBytes: x.CapacityBytes, UsedBytes: x.UsedBytes, Blocks: x.Blocks,
 		Writes: x.Writes, Reads: x.Reads, Corrupt: x.Corrupt, Recovered: x.Recovered, NotAdmitted: x.NotAdmitted,
-		Evictions: x.Evictions, DemoteSkipped: x.DemoteSkipped, Prefetches: x.Prefetches, PrefetchFailures: x.PrefetchFails}
-	if cs.QueryHashes > cs.QueryHits {
-		ssd.HitRatio = ratio(x.Prefetches, cs.QueryHashes-cs.QueryHits)
-	}
+		Evictions: x.Evictions, DemoteSkipped: x.DemoteSkipped, Prefetches: x.Prefetches, PrefetchFailures: x.PrefetchFails,
+		HitBlocks: lb.SSDHit, MissBlocks: lb.SSDMiss, HitRatio: ratio(lb.SSDHit, lb.SSDHit+lb.SSDMiss)}
 	spec := m.spec.Cache
 	b := &operatorpb.Budgets{LeaseBudgetBytes: spec.LeaseBudget, ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
 		WarmupBudgetBytes: spec.Tiers.WarmupBudget, WarmupsSkipped: cs.WarmupSkipped, Operations: cs.Operations,

@@ -312,11 +312,11 @@ type RamTier struct {
 	Evictions         uint64                 `protobuf:"varint,5,opt,name=evictions,proto3" json:"evictions,omitempty"` // blocks evicted since start
 	Hugepages         bool                   `protobuf:"varint,6,opt,name=hugepages,proto3" json:"hugepages,omitempty"`
 	HugepagesFallback string                 `protobuf:"bytes,7,opt,name=hugepages_fallback,json=hugepagesFallback,proto3" json:"hugepages_fallback,omitempty"`
-	HitBlocks         uint64                 `protobuf:"varint,8,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`             // blocks leased by queries (prefix hits)
-	QueriedHashes     uint64                 `protobuf:"varint,9,opt,name=queried_hashes,json=queriedHashes,proto3" json:"queried_hashes,omitempty"` // hashes carried by untracked queries
-	// hit_blocks / queried_hashes (0 before any query); tickets' hits count
-	// in hit_blocks, their hashes do not.
-	HitRatio        float64 `protobuf:"fixed64,10,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"`
+	// Blocks looked up (queries and tickets) found in the RAM tier, and not
+	// found there (lease.LookupBlocks; orbitkv_lookup_blocks_total).
+	HitBlocks       uint64  `protobuf:"varint,8,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`
+	MissBlocks      uint64  `protobuf:"varint,9,opt,name=miss_blocks,json=missBlocks,proto3" json:"miss_blocks,omitempty"`
+	HitRatio        float64 `protobuf:"fixed64,10,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"` // hit_blocks / (hit_blocks + miss_blocks); 0 before any lookup
 	PublishedBlocks uint64  `protobuf:"varint,11,opt,name=published_blocks,json=publishedBlocks,proto3" json:"published_blocks,omitempty"`
 	RestoredBlocks  uint64  `protobuf:"varint,12,opt,name=restored_blocks,json=restoredBlocks,proto3" json:"restored_blocks,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -409,9 +409,9 @@ func (x *RamTier) GetHitBlocks() uint64 {
 	return 0
 }
 
-func (x *RamTier) GetQueriedHashes() uint64 {
+func (x *RamTier) GetMissBlocks() uint64 {
 	if x != nil {
-		return x.QueriedHashes
+		return x.MissBlocks
 	}
 	return 0
 }
@@ -453,9 +453,10 @@ type SsdTier struct {
 	DemoteSkipped    uint64                 `protobuf:"varint,11,opt,name=demote_skipped,json=demoteSkipped,proto3" json:"demote_skipped,omitempty"`
 	Prefetches       uint64                 `protobuf:"varint,12,opt,name=prefetches,proto3" json:"prefetches,omitempty"` // blocks prefetched into RAM for queries
 	PrefetchFailures uint64                 `protobuf:"varint,13,opt,name=prefetch_failures,json=prefetchFailures,proto3" json:"prefetch_failures,omitempty"`
-	// prefetches / (queried_hashes - RAM hit_blocks): the share of RAM
-	// misses the SSD tier served (0 when there were none).
-	HitRatio      float64 `protobuf:"fixed64,14,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"`
+	// RAM misses looked up on the SSD tier: found there (hit) or not.
+	HitBlocks     uint64  `protobuf:"varint,15,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`
+	MissBlocks    uint64  `protobuf:"varint,16,opt,name=miss_blocks,json=missBlocks,proto3" json:"miss_blocks,omitempty"`
+	HitRatio      float64 `protobuf:"fixed64,14,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"` // hit_blocks / (hit_blocks + miss_blocks); 0 before any
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -577,6 +578,20 @@ func (x *SsdTier) GetPrefetches() uint64 {
 func (x *SsdTier) GetPrefetchFailures() uint64 {
 	if x != nil {
 		return x.PrefetchFailures
+	}
+	return 0
+}
+
+func (x *SsdTier) GetHitBlocks() uint64 {
+	if x != nil {
+		return x.HitBlocks
+	}
+	return 0
+}
+
+func (x *SsdTier) GetMissBlocks() uint64 {
+	if x != nil {
+		return x.MissBlocks
 	}
 	return 0
 }
@@ -1369,7 +1384,7 @@ const file_operator_proto_rawDesc = "" +
 	"\battached\x18\x0f \x01(\bR\battached\"I\n" +
 	"\rSessionsReply\x128\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1c.orbitkv.operator.v1.SessionR\bsessions\"\x0e\n" +
-	"\fStatsRequest\"\x9d\x03\n" +
+	"\fStatsRequest\"\x97\x03\n" +
 	"\aRamTier\x12%\n" +
 	"\x0ecapacity_bytes\x18\x01 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
 	"\n" +
@@ -1380,12 +1395,13 @@ const file_operator_proto_rawDesc = "" +
 	"\thugepages\x18\x06 \x01(\bR\thugepages\x12-\n" +
 	"\x12hugepages_fallback\x18\a \x01(\tR\x11hugepagesFallback\x12\x1d\n" +
 	"\n" +
-	"hit_blocks\x18\b \x01(\x04R\thitBlocks\x12%\n" +
-	"\x0equeried_hashes\x18\t \x01(\x04R\rqueriedHashes\x12\x1b\n" +
+	"hit_blocks\x18\b \x01(\x04R\thitBlocks\x12\x1f\n" +
+	"\vmiss_blocks\x18\t \x01(\x04R\n" +
+	"missBlocks\x12\x1b\n" +
 	"\thit_ratio\x18\n" +
 	" \x01(\x01R\bhitRatio\x12)\n" +
 	"\x10published_blocks\x18\v \x01(\x04R\x0fpublishedBlocks\x12'\n" +
-	"\x0frestored_blocks\x18\f \x01(\x04R\x0erestoredBlocks\"\xaf\x03\n" +
+	"\x0frestored_blocks\x18\f \x01(\x04R\x0erestoredBlocks\"\xef\x03\n" +
 	"\aSsdTier\x12\x0e\n" +
 	"\x02on\x18\x01 \x01(\bR\x02on\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x04R\rcapacityBytes\x12\x1d\n" +
@@ -1403,7 +1419,11 @@ const file_operator_proto_rawDesc = "" +
 	"\n" +
 	"prefetches\x18\f \x01(\x04R\n" +
 	"prefetches\x12+\n" +
-	"\x11prefetch_failures\x18\r \x01(\x04R\x10prefetchFailures\x12\x1b\n" +
+	"\x11prefetch_failures\x18\r \x01(\x04R\x10prefetchFailures\x12\x1d\n" +
+	"\n" +
+	"hit_blocks\x18\x0f \x01(\x04R\thitBlocks\x12\x1f\n" +
+	"\vmiss_blocks\x18\x10 \x01(\x04R\n" +
+	"missBlocks\x12\x1b\n" +
 	"\thit_ratio\x18\x0e \x01(\x01R\bhitRatio\"\xea\x02\n" +
 	"\aBudgets\x12,\n" +
 	"\x12lease_budget_bytes\x18\x01 \x01(\x04R\x10leaseBudgetBytes\x12%\n" +

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,10 @@ func TestOperatorCommandsShowAndDropTheCache(t *testing.T) {
 	if u64(t, st, "ram.blocks") != "8" || u64(t, st, "ram.pins") != "2" || u64(t, st, "budgets.leases") != "1" {
 		t.Fatalf("stats: %v, want 8 blocks, 2 pins, 1 lease", st)
 	}
+	// The one query found both blocks it looked up in RAM.
+	if u64(t, st, "ram.hit_blocks") != "2" || u64(t, st, "ram.miss_blocks") != "0" || field(t, st, "ram.hit_ratio") != json.Number("1") {
+		t.Fatalf("stats: ram %v, want 2 hits, 0 misses, hit ratio 1", st["ram"])
+	}
 
 	if _, errOut, code := ctl(t, sock, "n\n", "evict", "--namespace", nsA.String()); code != 1 || !strings.Contains(errOut, "aborted") {
 		t.Fatalf("evict answered no: exit %d %q, want aborted", code, errOut)
@@ -191,5 +196,51 @@ func TestDrainWaitsForOperationsThenTheManagerExits(t *testing.T) {
 	}
 	if err := m.wait(t, 15*time.Second); err != nil {
 		t.Fatalf("the Manager after drain: %v, want exit 0\n%s", err, m.Output())
+	}
+}
+
+// With an SSD tier, evict demotes the RAM blocks to it and flush removes
+// them from both tiers.
+func TestEvictDemotesToSSDAndFlushRemovesThemThere(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-it-op-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	startManagerBin(t, "orbitkv-manager", sock, "", 10*time.Second, "--hugepages", "off", "--ram-capacity", "16MiB",
+		"--ssd-dir", dir, "--ssd-capacity", "128MiB", "--ssd-slot-bytes", "1MiB")
+	ns := namespace(t, "op-ssd")
+	e := newEngine(t, sock, "ssd-engine")
+	e.publish(t, ns, []uint64{1, 2, 3, 4}, []uint32{0, 1, 2, 3})
+	if ev := ctlJSON(t, sock, "evict", "--all", "--yes"); u64(t, ev, "ram_blocks") != "4" {
+		t.Fatalf("evict --all: %v, want 4 blocks out of RAM", ev)
+	}
+	st := waitStats(t, sock, "ssd.blocks", "4")
+	if st["ssd"].(map[string]any)["on"] != true || u64(t, st, "ram.blocks") != "0" || u64(t, st, "ram.evictions") != "0" {
+		t.Fatalf("stats after evict: %v, want the SSD tier on, RAM empty, no policy evictions counted", st)
+	}
+	if fl := ctlJSON(t, sock, "flush", "--all", "--yes"); u64(t, fl, "ssd_blocks") != "4" || u64(t, fl, "ram_blocks") != "0" {
+		t.Fatalf("flush --all: %v, want the 4 SSD blocks removed", fl)
+	}
+	waitStats(t, sock, "ssd.blocks", "0")
+	if l, err := e.c.Query(ns, []client.BlockHash{bh(1)}); err != nil || l.Hits != 0 {
+		t.Fatalf("query after flush: %+v %v, want a miss", l, err)
+	}
+}
+
+// waitStats polls orbitkvctl stats until the 64-bit field at path reads
+// want (demotions are written behind), failing after 10 s.
+func waitStats(t *testing.T, sock, path, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := ctlJSON(t, sock, "stats")
+		if got := u64(t, st, path); got == want {
+			return st
+		} else if time.Now().After(deadline) {
+			t.Fatalf("stats %s = %s after 10 s, want %s: %v", path, got, want, st)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,0 +1,67 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/operator"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
+)
+
+func TestValidateChecksTheOperatorSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(s *Spec)
+		want string // "" valid, else a substring of the error
+	}{
+		{"the default path is the bootstrap socket's plus .operator", func(*Spec) {}, ""},
+		{"a group id is accepted", func(s *Spec) { s.OperatorGroup = "4242" }, ""},
+		{"an unknown group name is refused naming the field", func(s *Spec) { s.OperatorGroup = "no-such-group-okv" }, "manager.OperatorGroup"},
+		{"a path over sun_path is refused naming the field", func(s *Spec) { s.OperatorSocket = "/" + strings.Repeat("x", 120) }, "manager.OperatorSocket"},
+		{"the bootstrap socket's own path is refused", func(s *Spec) { s.OperatorSocket = s.Bootstrap.Path }, "a path other than the bootstrap socket's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSpec(t, "")
+			tc.set(&s)
+			err := s.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// New serves the operator socket beside the bootstrap socket; Close
+// removes it.
+func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
+	s := testSpec(t, "")
+	m, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := s.Bootstrap.Path + operator.Suffix
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("operator socket %s: %v %v, want mode 0600", path, fi, err)
+	}
+	c, cc, err := operator.Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.Stats(ctx, &operatorpb.StatsRequest{})
+	if err != nil || !st.Cache || st.Ram.CapacityBytes != 4<<20 {
+		t.Fatalf("Stats = %v %v, want the 4 MiB RAM tier", st, err)
+	}
+	m.Close()
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Fatalf("operator socket after Close: %v, want it removed", err)
+	}
+}
