@@ -44,36 +44,48 @@ func (r *rig) serve(s *session.Session, cmd abi.Command, desc []byte, arg0 uint6
 	return resp
 }
 
-func TestTheObserverHearsEachOperationOnceWithItsDuration(t *testing.T) {
+// Every TimedEvery-th operation of each kind is timed: TimedEvery rounds of
+// publish, query, restore and release give one sample of each.
+func TestTheObserverHearsEveryEighthOperationWithItsDuration(t *testing.T) {
 	rec := &opRecorder{}
 	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, Observer: rec})
 	s, _ := r.open()
-	if resp := r.serve(s, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1)}, []uint32{0, 1}), 0); status(resp) != abi.StatusOK || resp.Arg0 != 2 {
-		t.Fatalf("publish: %v stored %d", status(resp), resp.Arg0)
-	}
-	q := r.serve(s, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(1)), 0)
-	if status(q) != abi.StatusOK {
-		t.Fatalf("query: %v", status(q))
-	}
-	rs := r.serve(s, abi.CmdRestore, restoreDesc(q.Arg1, []uint32{0, 1}, []uint32{4, 5}), 0)
-	if status(rs) != abi.StatusOK {
-		t.Fatalf("restore: %v", status(rs))
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if p := r.serve(s, abi.CmdRestorePoll, nil, rs.Arg0); status(p) != abi.StatusLoading {
-			break
+	for round := range TimedEvery {
+		a, b := hash(2*round), hash(2*round+1)
+		if resp := r.serve(s, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{a, b}, []uint32{0, 1}), 0); status(resp) != abi.StatusOK || resp.Arg0 != 2 {
+			t.Fatalf("round %d publish: %v stored %d", round, status(resp), resp.Arg0)
 		}
-		r.svc.Complete(64, func(uint32, abi.Message) {})
-		if time.Now().After(deadline) {
-			t.Fatal("restore never completed")
+		q := r.serve(s, abi.CmdQueryBundle, queryDesc(ns1, a, b), 0)
+		if status(q) != abi.StatusOK {
+			t.Fatalf("round %d query: %v", round, status(q))
 		}
-	}
-	if resp := r.serve(s, abi.CmdRelease, nil, q.Arg1); status(resp) != abi.StatusOK {
-		t.Fatalf("release: %v", status(resp))
+		rs := r.serve(s, abi.CmdRestore, restoreDesc(q.Arg1, []uint32{0, 1}, []uint32{4, 5}), 0)
+		if status(rs) != abi.StatusOK {
+			t.Fatalf("round %d restore: %v", round, status(rs))
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if p := r.serve(s, abi.CmdRestorePoll, nil, rs.Arg0); status(p) != abi.StatusLoading {
+				break
+			}
+			r.svc.Complete(64, func(uint32, abi.Message) {})
+			if time.Now().After(deadline) {
+				t.Fatal("restore never completed")
+			}
+		}
+		if resp := r.serve(s, abi.CmdRelease, nil, q.Arg1); status(resp) != abi.StatusOK {
+			t.Fatalf("round %d release: %v", round, status(resp))
+		}
+		if round == TimedEvery-2 {
+			for op := range NumOps {
+				if n := len(rec.samples[op]); n != 0 {
+					t.Fatalf("after %d rounds %s has %d samples, want none before the %dth", round+1, op, n, TimedEvery)
+				}
+			}
+		}
 	}
 	want := [NumOps]int{OpQuery: 1, OpPublish: 1, OpRestore: 1, OpRelease: 1}
 	for op := range NumOps {
-		t.Run(op.String()+" is heard as often as it was sent", func(t *testing.T) {
+		t.Run(op.String()+" is heard once in TimedEvery", func(t *testing.T) {
 			if len(rec.samples[op]) != want[op] {
 				t.Fatalf("%d samples, want %d", len(rec.samples[op]), want[op])
 			}

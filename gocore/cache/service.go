@@ -112,8 +112,9 @@ type Service struct {
 	stats    counters
 	draining bool // SetDraining: new queries, publishes and restores answer Unadmitted
 
-	observer OpObserver    // nil: durations are not measured
-	reqStart time.Duration // mono() when Serve began the request Handle serves (0 without an observer)
+	observer OpObserver     // nil: durations are not measured
+	reqStart time.Duration  // mono() when Serve began the request Handle serves (0: not timed)
+	opSeq    [NumOps]uint32 // requests of each Op seen, for TimedEvery
 
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
@@ -277,14 +278,19 @@ func (s *Service) live(st *sessState) bool {
 }
 
 // Serve is Handle for channel.Handler: m by value. With an OpObserver it
-// times the request (a deferred Publish is reported when it is answered).
+// times one request in TimedEvery of each Op (a deferred Publish is
+// reported when it is answered).
 func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool) {
-	if s.observer == nil {
+	op, timed := opOf(m.Code)
+	if s.observer == nil || !timed {
+		return s.Handle(sess, &m)
+	}
+	if s.opSeq[op]++; s.opSeq[op]%TimedEvery != 0 {
 		return s.Handle(sess, &m)
 	}
 	s.reqStart = mono()
 	resp, ok := s.Handle(sess, &m)
-	if op, timed := opOf(m.Code); timed && ok {
+	if ok {
 		s.observer.ObserveOp(op, mono()-s.reqStart)
 	}
 	s.reqStart = 0

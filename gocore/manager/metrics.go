@@ -26,7 +26,8 @@ var opDurationBuckets = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 
 func newOpDurations() *opDurations {
 	d := &opDurations{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "orbitkv_op_duration_seconds",
-		Help: "Seconds the Manager took to answer a cache operation, from the dispatcher reading the request to its response: " +
+		Help: "Seconds the Manager took to answer a cache operation, from the dispatcher reading the request to its response, " +
+			"for one operation in 8 of each kind (every 8th: _count is an eighth of the operations; the per-command counters count all): " +
 			"query (QueryBundle; a ticket's submission), poll (each Poll of a ticket is one sample, so a ticket answered Loading then Ok is two), " +
 			"claim, publish (until its copy completed and the deferred response was posted), " +
 			"restore (until the Restore was accepted; the copy completes later and RestorePoll, not measured, sees it), release.",
