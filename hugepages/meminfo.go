@@ -57,8 +57,10 @@ func Meminfo() (total, available uint64, err error) {
 }
 
 // checkMemory refuses size bytes when they exceed MemAvailable less
-// MemReserve; when /proc/meminfo cannot be read it lets the allocation
-// decide.
+// MemReserve, or the room left under this process's cgroup v2 memory.max
+// (systemd MemoryMax=, a container's limit: there the pre-fault would be
+// OOM-killed rather than refused); when /proc/meminfo cannot be read it
+// lets the allocation decide.
 func checkMemory(size uint64) error {
 	total, avail, err := Meminfo()
 	if err != nil {
@@ -69,5 +71,42 @@ func checkMemory(size uint64) error {
 		return fmt.Errorf("%w: %d bytes wanted, MemAvailable is %d bytes and %d of them stay for the rest of the host (MemTotal %d)",
 			ErrNoMemory, size, avail, reserve, total)
 	}
+	if limit, used, path, ok := cgroupMemory(); ok && size > limit-min(used, limit) {
+		return fmt.Errorf("%w: %d bytes wanted, the cgroup %s allows %d bytes (memory.max) and uses %d", ErrNoMemory, size, path, limit, used)
+	}
 	return nil
+}
+
+// CgroupRoot is where the cgroup v2 hierarchy is mounted (a variable for
+// tests).
+var CgroupRoot = "/sys/fs/cgroup"
+
+// cgroupMemory reads memory.max and memory.current of this process's
+// cgroup v2; ok is false without a v2 cgroup or without a limit ("max").
+func cgroupMemory() (limit, used uint64, path string, ok bool) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0, 0, "", false
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if rest, found := bytes.CutPrefix(line, []byte("0::")); found {
+			path = string(rest)
+		}
+	}
+	if path == "" {
+		return 0, 0, "", false
+	}
+	read := func(name string) (uint64, bool) {
+		v, err := os.ReadFile(CgroupRoot + path + "/" + name)
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+		return n, err == nil
+	}
+	if limit, ok = read("memory.max"); !ok {
+		return 0, 0, "", false
+	}
+	used, _ = read("memory.current")
+	return limit, used, path, true
 }

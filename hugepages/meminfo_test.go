@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,39 @@ func TestPrefaultReportsProgressUpToTheWholeArena(t *testing.T) {
 	defer a.Close()
 	if calls != 2 || last != total || total != uint64(len(a.Bytes())) {
 		t.Fatalf("Progress called %d times, last %d of %d; want 2 calls ending at %d", calls, last, total, len(a.Bytes()))
+	}
+}
+
+// Under a cgroup v2 memory.max, an arena larger than the room left in the
+// cgroup is refused, naming memory.max.
+func TestAnArenaAboveTheCgroupLimitIsRefused(t *testing.T) {
+	if _, _, _, ok := cgroupMemory(); !ok {
+		if b, err := os.ReadFile("/proc/self/cgroup"); err != nil || !strings.Contains(string(b), "0::") {
+			t.Skip("no cgroup v2 entry in /proc/self/cgroup")
+		}
+	}
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	var path string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "0::") {
+			path = strings.TrimPrefix(l, "0::")
+		}
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("104857600\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "memory.current"), []byte("94371840\n"), 0o600)
+	old := CgroupRoot
+	CgroupRoot = root
+	defer func() { CgroupRoot = old }()
+	err := checkMemory(64 << 20)
+	if !errors.Is(err, ErrNoMemory) || !strings.Contains(err.Error(), "memory.max") {
+		t.Fatalf("checkMemory(64 MiB) with 10 MiB left in the cgroup = %v, want ErrNoMemory naming memory.max", err)
+	}
+	if err := checkMemory(4 << 20); err != nil {
+		t.Fatalf("checkMemory(4 MiB) = %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2/unstable"
 	"github.com/spf13/pflag"
@@ -95,7 +96,7 @@ func (o *options) layer(getenv func(string) (string, bool), environ []string) er
 	}
 	var file []entry
 	if path != "" {
-		data, err := os.ReadFile(path)
+		data, err := readConfig(path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.cfg.label("config", strconv.Quote(path)), err)
 		}
@@ -338,4 +339,37 @@ func tomlQuote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// maxConfigBytes bounds a config file: every key of the Manager fits in a
+// few KiB, so anything larger is not a config file.
+const maxConfigBytes = 1 << 20
+
+// readConfig reads a config file that is a regular file (after symbolic
+// links) of at most maxConfigBytes: a FIFO would block the start, a
+// device such as /dev/zero would be read forever.
+func readConfig(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO without a writer returns at once rather
+	// than waiting for one; it does not change reads of a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 {
+		kind := map[os.FileMode]string{os.ModeDir: "a directory", os.ModeNamedPipe: "a named pipe (FIFO)",
+			os.ModeSocket: "a socket", os.ModeDevice: "a device", os.ModeDevice | os.ModeCharDevice: "a character device"}[t]
+		if kind == "" {
+			kind = "not a regular file"
+		}
+		return nil, fmt.Errorf("is %s; want a regular file", kind)
+	}
+	if fi.Size() > maxConfigBytes {
+		return nil, fmt.Errorf("%d bytes, want at most %d", fi.Size(), maxConfigBytes)
+	}
+	return io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 }

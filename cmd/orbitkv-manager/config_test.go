@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -225,4 +227,34 @@ func flagNames(o *options) []string {
 	var names []string
 	o.fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	return names
+}
+
+// A config path that is not a regular file is refused at once: a FIFO
+// would block the start, /dev/zero would be read forever.
+func TestAConfigThatIsNotARegularFileIsRefusedAtOnce(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(t.TempDir(), "big.toml")
+	if err := os.WriteFile(big, make([]byte, maxConfigBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "is a named pipe (FIFO); want a regular file"},
+		{"/dev/zero", "is a character device; want a regular file"},
+		{t.TempDir(), "is a directory; want a regular file"},
+		{big, "want at most 1048576"},
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := readConfig(tc.path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("readConfig(%s) = %v, want an error containing %q", tc.path, err, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("readConfig(%s) did not return within 5 s", tc.path)
+		}
+	}
 }

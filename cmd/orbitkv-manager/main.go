@@ -160,7 +160,9 @@ func run(o *options) error {
 	}
 	if c.printConfig {
 		o.printConfig(os.Stdout)
-		if _, err := validate(o, slog.New(slog.DiscardHandler)); err != nil {
+		_, lerr := newLogger(o)
+		_, verr := validate(o, slog.New(slog.DiscardHandler))
+		if err := errors.Join(lerr, verr); err != nil {
 			return &exitError{code: 2, err: err}
 		}
 		return nil
@@ -174,6 +176,13 @@ func run(o *options) error {
 		return &exitError{code: 2, err: err}
 	}
 	logBuild(log)
+	// Signals are caught from before the start: SIGTERM or SIGINT during
+	// it stops the Manager cleanly once New returns (the step in progress,
+	// such as the RAM pre-fault, finishes first), and SIGHUP is ignored
+	// from the first moment (its default action would kill the Manager).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ignoreHangups(log)
 	m, err := manager.New(s)
 	if err != nil {
 		k := newChecks(o)
@@ -181,8 +190,12 @@ func run(o *options) error {
 		log.Error("manager failed", slog.Any("err", k.err()))
 		os.Exit(1)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	if ctx.Err() != nil {
+		log.Info("shutdown requested during the start; stopping")
+		m.Close()
+		log.Info("orbitkv-manager stopped")
+		return nil
+	}
 	switch err := m.Run(ctx); {
 	case errors.Is(err, manager.ErrShutdownForced):
 		os.Exit(exitForced) // nothing freed: the process exit unmaps it
@@ -236,4 +249,18 @@ func randomEpoch() (uint64, [16]byte) {
 	var id [16]byte
 	copy(id[:], b[8:])
 	return binary.LittleEndian.Uint64(b[:8]) | 1, id // nonzero
+}
+
+// ignoreHangups logs and ignores every SIGHUP for the life of the process:
+// the configuration is read once at start, and nothing of it can change
+// under live sessions (sizes, sockets, policies), so there is nothing to
+// reload; a restart applies a new configuration.
+func ignoreHangups(log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			log.Warn("SIGHUP ignored: the configuration is read once at start and nothing is reloaded; restart the Manager to change it")
+		}
+	}()
 }

@@ -139,12 +139,7 @@ func New(s Spec) (*Manager, error) {
 		m.log.Info("start: http endpoints serving /livez and /readyz", slog.String("addr", m.http.addr))
 	}
 	if err := m.build(s); err != nil {
-		m.stopHTTP()
-		return nil, err
-	}
-	if err := m.startOperator(); err != nil {
-		m.CloseSessions()
-		m.stopDispatcher()
+		m.stopOperator()
 		m.stopHTTP()
 		return nil, err
 	}
@@ -183,6 +178,12 @@ func (m *Manager) build(s Spec) error {
 		return &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
 	}
 	m.log.Info("start: bootstrap socket bound", slog.String("socket", bc.Path))
+	if err := m.startOperator(); err != nil {
+		m.Server.Close()
+		disp.Close()
+		return err
+	}
+	m.log.Info("start: operator socket bound", slog.String("socket", s.OperatorSocketPath()))
 	if s.Cache != nil {
 		cs := *s.Cache
 		cs.Epoch = s.Epoch
@@ -201,6 +202,7 @@ func (m *Manager) build(s Spec) error {
 		m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
 		start := time.Now()
 		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
+			m.stopOperator()
 			m.Server.Close()
 			disp.Close()
 			return err
@@ -210,6 +212,7 @@ func (m *Manager) build(s Spec) error {
 		m.logTiers(cs, time.Since(start))
 	}
 	m.health.started = time.Now()
+	m.ready.starting("made; waiting to serve")
 	go disp.Run()
 	return nil
 }

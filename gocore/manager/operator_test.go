@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/orbitkv/orbitkv/gocore/operator"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
@@ -37,8 +40,8 @@ func TestValidateChecksTheOperatorSocket(t *testing.T) {
 	}
 }
 
-// New serves the operator socket beside the bootstrap socket; Close
-// removes it.
+// New serves the operator socket beside the bootstrap socket, answering
+// Unavailable until the Manager serves; Close removes it.
 func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
 	s := testSpec(t, "")
 	m, err := New(s)
@@ -56,9 +59,18 @@ func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.Stats(ctx, &operatorpb.StatsRequest{})
-	if err != nil || !st.Cache || st.Ram.CapacityBytes != 4<<20 {
-		t.Fatalf("Stats = %v %v, want the 4 MiB RAM tier", st, err)
+	if _, err := c.Stats(ctx, &operatorpb.StatsRequest{}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "starting") {
+		t.Fatalf("Stats before Serve = %v, want Unavailable: starting", err)
+	}
+	go m.Serve()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, err := c.Stats(ctx, &operatorpb.StatsRequest{})
+		if err == nil && st.Cache && st.Ram.CapacityBytes == 4<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats while serving = %v %v, want the 4 MiB RAM tier", st, err)
+		}
 	}
 	m.Close()
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {

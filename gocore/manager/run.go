@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -48,29 +45,14 @@ func (m *Manager) Run(ctx context.Context) error {
 		slog.Uint64("desc_bytes", uint64(s.Session.DescCapacity)), slog.String("desc", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.Server.Serve() }()
-	// SIGHUP is a no-op: the configuration is read once at start, and none
-	// of it can change under live sessions (sizes, sockets, policies).
-	// Without this, SIGHUP's default action would kill the Manager
-	// uncleanly.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	var err error
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
-			break wait
-		case <-m.op.drain:
-			m.log.Info("drained by the operator; closing sessions", slog.Int("sessions", m.Table.Len()))
-			break wait
-		case err = <-serveErr:
-			m.log.Error("bootstrap server stopped", slog.Any("err", err))
-			break wait
-		case <-hup:
-			m.log.Warn("SIGHUP ignored: the configuration is read once at start and nothing is reloaded; restart the Manager to change it")
-		}
+	select {
+	case <-ctx.Done():
+		m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
+	case <-m.op.drain:
+		m.log.Info("drained by the operator; closing sessions", slog.Int("sessions", m.Table.Len()))
+	case err = <-serveErr:
+		m.log.Error("bootstrap server stopped", slog.Any("err", err))
 	}
 	// An SSD read the disk never answers keeps the cache's Close waiting
 	// (its frames may still be written): past the deadline Run gives up

@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,5 +120,62 @@ func TestTheUnitFileVerifies(t *testing.T) {
 	}
 	if out, err := exec.Command(analyze, "verify", unit).CombinedOutput(); err != nil || len(out) != 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// SIGHUP and SIGTERM during the RAM pre-fault: SIGHUP is ignored, SIGTERM
+// stops the Manager cleanly once the step finishes (exit 0, socket gone).
+func TestSignalsDuringTheStartAreHandled(t *testing.T) {
+	addr := freeLoopbackAddr(t)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	cmd := exec.Command(filepath.Join(binDir, "orbitkv-manager"), "--ram-capacity", "2GiB", "--hugepages", "off",
+		"--http-addr", addr, "--bootstrap-socket", sock)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	caught := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "pre-faulting") {
+			caught = true
+			break
+		}
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
+	if !caught {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		t.Skip("the pre-fault of 2 GiB finished before /readyz was read: no window to signal in")
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(20 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit %v after SIGHUP and SIGTERM during the pre-fault; log:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the Manager did not exit within 30 s of SIGTERM; log:\n%s", out.String())
+	}
+	for _, want := range []string{"SIGHUP ignored", "shutdown requested during the start"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket %s left after the stop (stat: %v)", sock, err)
 	}
 }

@@ -29,10 +29,11 @@ func Reserve(fsBytes uint64) uint64 { return max(MinReserveBytes, fsBytes/50) }
 // MinReserveBytes is Reserve's floor.
 const MinReserveBytes = 64 << 20
 
-// place is what prepare found: whether it made Dir, and whether the data
+// place is what prepare found: the directories it made, and whether the data
 // file was there before (Open removes what it made when it fails).
 type place struct {
-	madeDir, hadData bool
+	made    []string // directories prepare made, deepest first
+	hadData bool
 }
 
 // CheckPlace checks s.Dir without making anything: a missing directory is
@@ -48,7 +49,7 @@ func CheckPlace(s Spec) error {
 	fi, err := os.Stat(at)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !s.CreateDir:
-		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist (set CreateDir to create it)")}
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist, and creating it was not asked for (Spec.CreateDir; the Manager's --ssd-create-dir)")}
 	case errors.Is(err, fs.ErrNotExist):
 		for errors.Is(err, fs.ErrNotExist) && at != filepath.Dir(at) {
 			at = filepath.Dir(at)
@@ -62,6 +63,12 @@ func CheckPlace(s Spec) error {
 	}
 	if !fi.IsDir() {
 		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("%s is not a directory", at)}
+	}
+	// The directory (or, when it is to be made, its nearest parent) must
+	// take new files from this process: else the data file's creation
+	// fails only after the RAM tier was committed.
+	if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("%s is not writable by this process (uid %d): %w", at, os.Geteuid(), err)}
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(at, &st); err != nil {
@@ -94,11 +101,17 @@ func prepare(s Spec) (place, error) {
 	if err := CheckPlace(s); err != nil {
 		return p, err
 	}
-	if _, err := os.Stat(s.Dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(s.Dir, 0o700); err != nil {
-			return p, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
+	for d := s.Dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			break
 		}
-		p.madeDir = true
+		p.made = append(p.made, d) // deepest first
+	}
+	if len(p.made) > 0 {
+		if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+			p.undo(s.Dir)
+			return place{}, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
+		}
 	}
 	_, err := os.Stat(filepath.Join(s.Dir, dataName))
 	p.hadData = err == nil
@@ -113,7 +126,7 @@ func (p place) undo(dir string) {
 		os.Remove(filepath.Join(dir, dataName))
 		os.Remove(filepath.Join(dir, indexName))
 	}
-	if p.madeDir {
-		os.Remove(dir)
+	for _, d := range p.made {
+		os.Remove(d)
 	}
 }

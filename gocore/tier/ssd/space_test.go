@@ -90,3 +90,37 @@ func TestAFailedOpenRemovesOnlyTheFilesItMade(t *testing.T) {
 	}
 	st.Close()
 }
+
+// CreateDir makes missing parents too, and a failed Open removes every
+// directory it made.
+func TestCreateDirMakesParentsAndAFailureRemovesThem(t *testing.T) {
+	parent := directDir(t)
+	s := testSpec(filepath.Join(parent, "a", "b", "tier"), 4)
+	s.CreateDir = true
+	st := mustOpen(t, s)
+	st.Close()
+	if _, err := os.Stat(s.Dir); err != nil {
+		t.Fatalf("Open with CreateDir did not make %s: %v", s.Dir, err)
+	}
+	p := place{made: []string{filepath.Join(parent, "x", "y"), filepath.Join(parent, "x")}}
+	if err := os.MkdirAll(p.made[0], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.hadData = true
+	p.undo(p.made[0])
+	if _, err := os.Stat(filepath.Join(parent, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("undo left %s (stat: %v)", filepath.Join(parent, "x"), err)
+	}
+}
+
+func TestADirectoryThisProcessCannotWriteIsRefused(t *testing.T) {
+	ro := filepath.Join(directDir(t), "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Access(ro, unix.W_OK); err == nil {
+		t.Skip("this process may write a 0500 directory (root): the refusal cannot be shown here")
+	}
+	_, err := Open(testSpec(ro, 4), nil)
+	refusal(t, err, "ssd.Dir", "not writable")
+}
