@@ -117,11 +117,13 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cache.OpExpiryRange.CheckSet(c.opExpiry),
 		limit.Check(c.eviction != "", "tier.Eviction", c.eviction, "one of "+strings.Join(evict.Names(), ", ")),
 	))
+	// The SSD settings parse even without --ssd-dir, so a bad value is
+	// refused rather than ignored until the day the tier is turned on.
+	sp := ssd.Spec{Dir: c.ssdDir, CreateDir: c.ssdCreateDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
+	k.add(ssd.IOWorkersRange.CheckSet(c.ssdWorkers))
+	sp.CapacityBytes = k.size("ssd-capacity", c.ssdCapacity, "64GiB, 2TiB")
+	sp.SlotBytes = k.size("ssd-slot-bytes", c.ssdSlot, "64KiB, 2MiB")
 	if c.ssdDir != "" {
-		sp := ssd.Spec{Dir: c.ssdDir, CreateDir: c.ssdCreateDir, Admission: c.ssdAdmission, IOWorkers: c.ssdWorkers}
-		k.add(ssd.IOWorkersRange.CheckSet(c.ssdWorkers))
-		sp.CapacityBytes = k.size("ssd-capacity", c.ssdCapacity, "64GiB, 2TiB")
-		sp.SlotBytes = k.size("ssd-slot-bytes", c.ssdSlot, "64KiB, 2MiB")
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs

@@ -32,6 +32,7 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 		{"zero operations per session are refused", []string{"--max-ops-per-session", "0"}, "--max-ops-per-session 0: want 1..1048576"},
 		{"an expiry over a day is refused", []string{"--op-expiry", "25h"}, "--op-expiry 25h0m0s: want 1s..24h"},
 		{"a relative SSD directory is refused", []string{"--ssd-dir", "ssd"}, `--ssd-dir "ssd": want an absolute path`},
+		{"a bad SSD size is refused even without --ssd-dir", []string{"--ssd-capacity", "lots"}, `--ssd-capacity "lots"`},
 		{"an unknown SSD admission rule is refused", []string{"--ssd-dir", "/var/okv", "--ssd-admission", "third"}, `--ssd-admission "third": want "all" or "second-hit"`},
 		{"too many SSD I/O workers are refused", []string{"--ssd-dir", "/var/okv", "--ssd-io-workers", "300"}, "--ssd-io-workers 300: want 1..256"},
 		{"a chunk that is not whole pages is refused", []string{"--ram-chunk-bytes", "5000"}, "--ram-chunk-bytes 5000: want a multiple of 4KiB in 4KiB..64MiB"},
