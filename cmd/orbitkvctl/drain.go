@@ -25,7 +25,10 @@ and new operations (QueryBundle, Publish and Restore answer Unadmitted) while
 Release, RestorePoll, Poll, Claim and CancelQuery still work; it waits for the
 operations in flight to finish, at most --timeout, and then the Manager shuts
 down as on SIGTERM (exit status 0). --timeout here is that wait (default 30s,
-at most 1h), not the deadline of a call.`,
+at most 1h), not the deadline of a call. Drain waits for operations in flight
+(tickets, copies, unpolled restores); a lease held without an operation is not
+waited for: its session is closed at shutdown. Once begun, the drain runs in
+the Manager to its end even if this command is interrupted.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if wait < time.Millisecond || wait > time.Hour {

@@ -202,7 +202,10 @@ being published stay and are counted in the answer. Asks for confirmation on
 standard input unless --yes.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if all == (ns != "") {
+			switch {
+			case all && ns != "":
+				return usagef("%s: give one of --namespace HEX and --all, not both", name)
+			case !all && ns == "":
 				return usagef("%s: give --namespace HEX or --all", name)
 			}
 			target := "namespace " + ns

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -80,9 +81,13 @@ type operatorService struct {
 
 // operatorState is the Manager's part of the operator socket.
 type operatorState struct {
-	srv       *operator.Server
-	drain     chan struct{} // closed when a Drain finished waiting: Run shuts down
-	drainOnce sync.Once
+	srv *operator.Server
+	// drain is closed when a drain finished waiting (drainReply is set
+	// before): Run shuts down.
+	drain      chan struct{}
+	drainReply *operatorpb.DrainReply
+	drainMu    sync.Mutex
+	drainBegun bool // under drainMu
 }
 
 // startOperator binds the operator socket and serves it.
@@ -170,7 +175,9 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		Evictions: x.Evictions, DemoteSkipped: x.DemoteSkipped, Prefetches: x.Prefetches, PrefetchFailures: x.PrefetchFails,
 		HitBlocks: lb.SSDHit, MissBlocks: lb.SSDMiss, HitRatio: ratio(lb.SSDHit, lb.SSDHit+lb.SSDMiss)}
 	spec := m.spec.Cache
-	b := &operatorpb.Budgets{LeaseBudgetBytes: spec.LeaseBudget, ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
+	// The lease budget in force: Spec.LeaseBudget, or the RAM tier's
+	// capacity where it is 0 (cache.New).
+	b := &operatorpb.Budgets{LeaseBudgetBytes: cmp.Or(spec.LeaseBudget, spec.Tiers.RAM.CapacityBytes), ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
 		WarmupBudgetBytes: spec.Tiers.WarmupBudget, WarmupsSkipped: cs.WarmupSkipped, Operations: cs.Operations,
 		Leases: cs.Leases, Tickets: cs.Tickets, Unadmitted: cs.Unadmitted, Expired: cs.Expired}
 	return &operatorpb.StatsReply{Cache: true, Ram: ram, Ssd: ssd, Budgets: b, Lookups: cs.Lookups, DistinctLookups: cs.DistinctLookups}, nil
@@ -233,6 +240,9 @@ func (o *operatorService) drop(r *operatorpb.EvictRequest, flush bool) (*operato
 	return out, nil
 }
 
+// Drain begins the drain (once: a later call waits for the same one) and
+// reports it when it ended. The drain runs on its own goroutine to its end
+// whatever becomes of the call: a client gone does not cut its wait short.
 func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest) (*operatorpb.DrainReply, error) {
 	timeout := time.Duration(r.TimeoutNs)
 	if r.TimeoutNs > uint64(MaxDrainTimeout) {
@@ -241,25 +251,53 @@ func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest)
 	if timeout == 0 {
 		timeout = DefaultDrainTimeout
 	}
+	if err := o.beginDrain(timeout); err != nil {
+		return nil, err
+	}
+	select {
+	case <-o.m.op.drain:
+		return o.m.op.drainReply, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// beginDrain refuses new sessions and operations and starts the wait for
+// those in flight (at most timeout) unless a drain already began.
+func (o *operatorService) beginDrain(timeout time.Duration) error {
 	m := o.m
+	m.op.drainMu.Lock()
+	defer m.op.drainMu.Unlock()
+	if m.op.drainBegun {
+		return nil
+	}
 	m.Table.Refuse(session.ErrDraining)
 	m.ready.set(PhaseDraining)
 	if m.Cache != nil {
 		if err := o.onDispatcher(func() { m.Cache.SetDraining(true) }); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	m.op.drainBegun = true
 	m.log.Info("draining: no new sessions or operations; waiting for operations in flight", slog.Duration("timeout", timeout))
+	go o.drain(timeout)
+	return nil
+}
+
+// drain waits for the operations in flight, at most timeout (or until the
+// dispatcher stopped), records the reply, and closes Drained.
+func (o *operatorService) drain(timeout time.Duration) {
+	m := o.m
 	start := time.Now()
 	deadline := start.Add(timeout)
 	var left uint64
 	for {
 		if m.Cache != nil {
 			if err := o.onDispatcher(func() { left = m.Cache.InFlight() }); err != nil {
-				return nil, err
+				break
 			}
 		}
-		if left == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if left == 0 || !time.Now().Before(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -267,6 +305,6 @@ func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest)
 	out := &operatorpb.DrainReply{OperationsLeft: left, TimedOut: left != 0, WaitedNs: uint64(time.Since(start)), Sessions: uint32(m.Table.Len())}
 	m.log.Info("drain finished; shutting down", slog.Uint64("operations_left", left), slog.Bool("timed_out", out.TimedOut),
 		slog.Duration("waited", time.Duration(out.WaitedNs)))
-	m.op.drainOnce.Do(func() { close(m.op.drain) })
-	return out, nil
+	m.op.drainReply = out
+	close(m.op.drain)
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -66,6 +67,9 @@ func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		st, err := c.Stats(ctx, &operatorpb.StatsRequest{})
 		if err == nil && st.Cache && st.Ram.CapacityBytes == 4<<20 {
+			if st.Budgets.LeaseBudgetBytes != 4<<20 {
+				t.Fatalf("Stats lease budget = %d, want the RAM capacity (4 MiB) that applies when Spec.LeaseBudget is 0", st.Budgets.LeaseBudgetBytes)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -75,5 +79,36 @@ func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
 	m.Close()
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Fatalf("operator socket after Close: %v, want it removed", err)
+	}
+}
+
+// An operator client that connected and sent nothing (no HTTP/2 preface)
+// does not hold shutdown up: Run returns nil well within 2s of its
+// context's end.
+func TestRunDoesNotWaitForAnIdleOperatorConnection(t *testing.T) {
+	s := testSpec(t, "")
+	m, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	raw, err := net.Dial("unix", s.OperatorSocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond) // the connection is accepted and in its handshake
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if d := time.Since(start); err != nil || d > 2*time.Second {
+			t.Fatalf("Run = %v after %v, want nil well within 2s", err, d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10s after its context ended, with an idle operator connection open")
 	}
 }

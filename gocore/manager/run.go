@@ -58,7 +58,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	// (its frames may still be written): past the deadline Run gives up
 	// rather than wait with it.
 	deadline := time.Now().Add(s.ShutdownTimeout)
-	m.stopOperator()
+	// The operator socket closes its idle connections at once and gives
+	// calls in flight (a Drain's reply) a short grace; it can hold
+	// shutdown up to the deadline at worst, and is then named.
+	opStopped := make(chan struct{})
+	go func() { m.stopOperator(); close(opStopped) }()
+	if !waitUntil(deadline, opStopped) {
+		m.Server.RemoveSocket()
+		return m.forced("the operator socket did not stop (a call on it did not return)")
+	}
 	closed := make(chan struct{})
 	go func() { m.CloseSessions(); close(closed) }()
 	if !waitUntil(deadline, closed) {

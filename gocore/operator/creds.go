@@ -5,18 +5,18 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
-// refusalBurst is how many refused connections are logged per second; the
-// rest are counted and reported on the next line logged.
+// refusalBurst is how many refused (or over-limit) connections are logged
+// per second; the rest are counted and reported on the next line logged.
 const refusalBurst = 10
 
 // authInfo carries a connection's peer and the policy's verdict from the
@@ -25,60 +25,43 @@ type authInfo struct {
 	credentials.CommonAuthInfo
 	peer    Peer
 	refused error // nil: allowed
+	conn    *conn
 }
 
 func (authInfo) AuthType() string { return "peercred" }
 
-// peerCreds is the gRPC server's TransportCredentials: the handshake reads
-// the peer's credentials and judges them by the policy (no TLS: the kernel
-// vouches for the peer of a Unix socket). A refused connection is kept so
-// that its calls get a clear PermissionDenied instead of a reset.
+// peerCreds is the gRPC server's TransportCredentials: the handshake judges
+// the peer the listener read (connLimiter) by the policy (no TLS: the
+// kernel vouches for the peer of a Unix socket). A refused connection is
+// kept for refusedLinger, and closed right after its first call's reply,
+// so that the call gets a clear PermissionDenied instead of a reset.
 type peerCreds struct {
-	pol Policy
-	log *slog.Logger
-
-	mu         sync.Mutex
-	start      time.Time
-	logged     int
-	suppressed int
+	pol     Policy
+	log     *slog.Logger
+	refusal *rateLog
 }
 
-func (c *peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	uc, ok := conn.(*net.UnixConn)
+func newPeerCreds(pol Policy, log *slog.Logger) *peerCreds {
+	return &peerCreds{pol: pol, log: log, refusal: &rateLog{log: log, msg: "operator socket refused a connection"}}
+}
+
+func (c *peerCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	cn, ok := raw.(*conn)
 	if !ok {
-		return nil, nil, errors.New("operator socket: not a Unix connection")
+		return nil, nil, errors.New("operator socket: not a counted Unix connection")
 	}
-	p, err := peerOf(uc)
-	if err != nil {
-		c.warn(slog.String("reason", "peer credentials unreadable"), slog.Any("err", err))
-		return nil, nil, err
+	if cn.peerErr != nil {
+		c.refusal.warn(slog.String("reason", "peer credentials unreadable"), slog.Any("err", cn.peerErr))
+		return nil, nil, cn.peerErr
 	}
-	info := authInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}, peer: p, refused: c.pol.Check(p)}
+	p := cn.peer
+	info := authInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}, peer: p, refused: c.pol.Check(p), conn: cn}
 	if info.refused != nil {
-		c.warn(slog.Int("pid", int(p.PID)), slog.Uint64("uid", uint64(p.UID)), slog.Uint64("gid", uint64(p.GID)),
+		time.AfterFunc(refusedLinger, func() { cn.Close() })
+		c.refusal.warn(slog.Int("pid", int(p.PID)), slog.Uint64("uid", uint64(p.UID)), slog.Uint64("gid", uint64(p.GID)),
 			slog.Uint64("manager_uid", uint64(c.pol.UID)), slog.Int("operator_gid", c.pol.GID))
 	}
-	return conn, info, nil
-}
-
-// warn logs a refused connection, at most refusalBurst lines a second.
-func (c *peerCreds) warn(attrs ...any) {
-	now := time.Now()
-	c.mu.Lock()
-	if now.Sub(c.start) >= time.Second {
-		if c.suppressed > 0 {
-			attrs = append(attrs, slog.Int("suppressed_last_second", c.suppressed))
-		}
-		c.start, c.logged, c.suppressed = now, 0, 0
-	}
-	if c.logged >= refusalBurst {
-		c.suppressed++
-		c.mu.Unlock()
-		return
-	}
-	c.logged++
-	c.mu.Unlock()
-	c.log.Warn("operator socket refused a connection", attrs...)
+	return raw, info, nil
 }
 
 func (c *peerCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -90,7 +73,7 @@ func (c *peerCreds) Info() credentials.ProtocolInfo {
 }
 
 func (c *peerCreds) Clone() credentials.TransportCredentials {
-	return &peerCreds{pol: c.pol, log: c.log}
+	return newPeerCreds(c.pol, c.log)
 }
 
 func (c *peerCreds) OverrideServerName(string) error { return nil }
@@ -109,4 +92,41 @@ func authorize(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.
 		return nil, status.Error(codes.PermissionDenied, info.refused.Error())
 	}
 	return next(ctx, req)
+}
+
+// replyFlush is how long after a refused call ended its connection is
+// closed: the status frame is queued when the call ends and written by the
+// transport's writer goroutine just after.
+const replyFlush = 50 * time.Millisecond
+
+// callCounter is the gRPC server's stats.Handler: it counts each
+// connection's calls in flight (Begin to End, End coming after the reply
+// was queued), which Server.Close lets finish, and closes a refused
+// peer's connection right after its call's reply.
+type callCounter struct{}
+
+func (callCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (callCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (callCounter) HandleConn(context.Context, stats.ConnStats) {}
+
+func (callCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	pr, ok := peer.FromContext(ctx)
+	if !ok {
+		return
+	}
+	info, ok := pr.AuthInfo.(authInfo)
+	if !ok || info.conn == nil {
+		return
+	}
+	switch s.(type) {
+	case *stats.Begin:
+		info.conn.calls.Add(1)
+	case *stats.End:
+		info.conn.calls.Add(-1)
+		if info.refused != nil {
+			time.AfterFunc(replyFlush, func() { info.conn.Close() })
+		}
+	}
 }

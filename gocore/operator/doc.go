@@ -25,7 +25,18 @@
 //
 // A refused peer's every call answers codes.PermissionDenied with a message
 // naming its uid and who is allowed, and the Manager logs one line per
-// refused connection, at most refusalBurst a second.
+// refused connection, at most refusalBurst a second; the connection is
+// closed right after its first call's reply (refusedLinger at most).
+//
+// # Limits
+//
+// The socket holds at most MaxConns connections, MaxConnsPerUID per peer
+// uid; one beyond is closed at accept and logged (rate-limited), so a peer
+// cannot take the Manager's file descriptors from the bootstrap socket. A
+// connection must finish its handshake and HTTP/2 preface within
+// HandshakeTimeout and is closed after IdleTimeout without a call.
+// Server.Close closes every connection without a call in flight at once,
+// so an operator client never holds the Manager's shutdown up.
 //
 // # Wire
 //

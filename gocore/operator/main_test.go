@@ -3,6 +3,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -15,12 +17,19 @@ import (
 // on (the peer-credential tests start it as another uid).
 const childEnv = "ORBITKV_OPERATOR_TEST_CHILD"
 
+// childHoldEnv names the socket a child connects to and holds without a
+// word until the server closes it.
+const childHoldEnv = "ORBITKV_OPERATOR_TEST_HOLD"
+
 // TestMain runs the child's call when asked to, and otherwise fails the
 // package when a test leaves a file descriptor open (CONVENTIONS.md #15):
 // a Server owns its listener and connections.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(childHealth(path))
+	}
+	if path := os.Getenv(childHoldEnv); path != "" {
+		os.Exit(childHold(path))
 	}
 	os.Exit(fdcheck.Run(m, "operator", 0, nil))
 }
@@ -42,5 +51,23 @@ func childHealth(path string) int {
 		return 0
 	}
 	fmt.Println("ok", h.Status)
+	return 0
+}
+
+// childHold connects to path, sends nothing, and prints "closed by the
+// server" once the server closed the connection (at most 10s).
+func childHold(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 0
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); !os.IsTimeout(err) {
+		fmt.Println("closed by the server:", err)
+		return 0
+	}
+	fmt.Println("error: still open")
 	return 0
 }

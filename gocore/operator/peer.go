@@ -129,6 +129,9 @@ func (pol Policy) Check(p Peer) error {
 		return nil
 	}
 	who := fmt.Sprintf("root or uid %d", pol.UID)
+	if pol.UID == 0 {
+		who = "root (the Manager's uid)"
+	}
 	if pol.GID >= 0 {
 		who += fmt.Sprintf(" or a member of group %d", pol.GID)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
@@ -36,6 +37,7 @@ type Config struct {
 // Server is the operator socket being served.
 type Server struct {
 	grpc   *grpc.Server
+	lim    *connLimiter
 	remove func()
 	done   chan struct{}
 }
@@ -61,39 +63,58 @@ func Listen(c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator socket: %w", err)
 	}
-	creds := &peerCreds{pol: Policy{UID: uint32(os.Geteuid()), GID: c.GID}, log: c.Logger}
-	g := grpc.NewServer(grpc.Creds(creds), grpc.UnaryInterceptor(authorize))
+	creds := newPeerCreds(Policy{UID: uint32(os.Geteuid()), GID: c.GID}, c.Logger)
+	lim := newConnLimiter(ln, c.Logger)
+	g := grpc.NewServer(grpc.Creds(creds), grpc.UnaryInterceptor(authorize), grpc.StatsHandler(callCounter{}),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout, Time: time.Minute, Timeout: 20 * time.Second}))
 	operatorpb.RegisterOperatorServer(g, c.Service)
-	s := &Server{grpc: g, remove: remove, done: make(chan struct{})}
+	s := &Server{grpc: g, lim: lim, remove: remove, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		if err := g.Serve(ln); err != nil {
+		if err := g.Serve(lim); err != nil {
 			c.Logger.Error("operator socket stopped", slog.Any("err", err))
 		}
 	}()
 	return s, nil
 }
 
+// HandshakeTimeout bounds a new connection's handshake and HTTP/2
+// preface; a peer that sends nothing is closed after it.
+const HandshakeTimeout = 5 * time.Second
+
+// IdleTimeout is how long a connection without a call in flight stays
+// open before the server closes it (gRPC MaxConnectionIdle).
+const IdleTimeout = 5 * time.Minute
+
 // closeGrace is how long Close lets calls in flight finish (a Drain's
 // reply is written after its handler returned) before cutting them off.
 const closeGrace = 2 * time.Second
 
-// Close stops accepting, lets calls in flight finish for at most
-// closeGrace, then cuts the rest off and removes the socket.
+// Close stops accepting, closes at once every connection without a call
+// in flight (idle ones, and those not past their handshake or preface, so
+// an operator client never holds shutdown up), lets calls in flight finish
+// for at most closeGrace, then cuts the rest off and removes the socket.
 func (s *Server) Close() {
 	graceful := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(graceful) }()
+	s.lim.closeIdle()
 	t := time.NewTimer(closeGrace)
 	defer t.Stop()
 	select {
 	case <-graceful:
 	case <-t.C:
+		s.lim.closeAll()
 		s.grpc.Stop()
 		<-graceful
 	}
 	<-s.done
 	s.remove()
 }
+
+// Open is how many connections the operator socket holds (at most
+// MaxConns).
+func (s *Server) Open() int { return s.lim.open() }
 
 // Dial connects to the operator socket at path (lazily: the first call
 // connects). Close the connection when done.

@@ -54,8 +54,12 @@ type OperatorClient interface {
 	// RAM tier and the SSD tier: nothing of them stays cached.
 	Flush(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictReply, error)
 	// Drain refuses new sessions and new operations, waits for the
-	// operations in flight (at most timeout) and then shuts the Manager down
-	// as SIGTERM does. The reply comes before the shutdown starts.
+	// operations in flight (tickets, copies, unpolled restores; at most
+	// timeout) and then shuts the Manager down as SIGTERM does. A lease held
+	// without an operation is not waited for: its session is closed at
+	// shutdown. Once begun, the drain runs to its end whatever becomes of the
+	// call (a later Drain reports the same drain); the reply comes before the
+	// shutdown starts.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainReply, error)
 }
 
@@ -146,8 +150,12 @@ type OperatorServer interface {
 	// RAM tier and the SSD tier: nothing of them stays cached.
 	Flush(context.Context, *EvictRequest) (*EvictReply, error)
 	// Drain refuses new sessions and new operations, waits for the
-	// operations in flight (at most timeout) and then shuts the Manager down
-	// as SIGTERM does. The reply comes before the shutdown starts.
+	// operations in flight (tickets, copies, unpolled restores; at most
+	// timeout) and then shuts the Manager down as SIGTERM does. A lease held
+	// without an operation is not waited for: its session is closed at
+	// shutdown. Once begun, the drain runs to its end whatever becomes of the
+	// call (a later Drain reports the same drain); the reply comes before the
+	// shutdown starts.
 	Drain(context.Context, *DrainRequest) (*DrainReply, error)
 	mustEmbedUnimplementedOperatorServer()
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,5 +244,85 @@ func waitStats(t *testing.T, sock, path, want string) map[string]any {
 			t.Fatalf("stats %s = %s after 10 s, want %s: %v", path, got, want, st)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A drain whose orbitkvctl is killed still runs to its end in the Manager:
+// it waits out its --timeout for the restore in flight and only then does
+// the Manager shut down (exit 0).
+func TestDrainRunsOnWhenItsClientIsKilled(t *testing.T) {
+	m, sock := startCacheManager(t, "16MiB")
+	ns := namespace(t, "drain-killed")
+	a := newEngine(t, sock, "drained")
+	a.publish(t, ns, []uint64{1, 2}, []uint32{0, 1})
+	l, err := a.c.Query(ns, []client.BlockHash{bh(1), bh(2)})
+	if err != nil || l.Hits != 2 {
+		t.Fatalf("query: %+v %v", l, err)
+	}
+	if _, err := a.c.Restore(l.ID, a.id, []client.RestoreEntry{{Block: 0, Page: 8}, {Block: 1, Page: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	// The restore is never polled: one operation in flight until the
+	// drain's timeout.
+	const wait = 3 * time.Second
+	drain := start(t, "orbitkvctl", "--socket", sock, "drain", "--timeout", wait.String())
+	m.waitOutput(t, "draining: no new sessions or operations", 10*time.Second)
+	begun := time.Now()
+	if err := drain.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	drain.Wait(5 * time.Second)
+	if err := m.Wait(wait / 2); !errors.Is(err, launch.ErrRunning) {
+		t.Fatalf("the Manager ended (%v) %v after its drain's client was killed, before the drain's %v:\n%s", err, time.Since(begun), wait, m.Output())
+	}
+	if err := m.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("the Manager after the drain: %v, want exit 0\n%s", err, m.Output())
+	}
+	if d := time.Since(begun); d < wait-500*time.Millisecond {
+		t.Fatalf("the Manager exited %v after the drain began, before its %v timeout", d, wait)
+	}
+	if !strings.Contains(m.Output(), "timed_out=true") {
+		t.Fatalf("the drain did not end at its timeout:\n%s", m.Output())
+	}
+}
+
+// Operator connections beyond the limits are closed at once; the Manager
+// still opens bootstrap sessions meanwhile, and once the held connections
+// close orbitkvctl answers again.
+func TestOperatorConnectionsBeyondTheLimitAreClosed(t *testing.T) {
+	_, sock := startCacheManager(t, "16MiB")
+	var held []net.Conn
+	closed := 0
+	for range 40 {
+		c, err := net.Dial("unix", sock+".operator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	for _, c := range held { // 16 held x 50 ms: well within the 5 s handshake bound
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := io.Copy(io.Discard, c); !os.IsTimeout(err) {
+			closed++
+		}
+	}
+	if closed != 40-16 {
+		t.Fatalf("%d of 40 operator connections of one uid closed, want 24 (16 per uid)", closed)
+	}
+	newEngine(t, sock, "beside-a-flood") // a bootstrap session opens beside the held connections
+	for _, c := range held {
+		c.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, stderr, code := ctl(t, sock, "", "health")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orbitkvctl health after the held connections closed: exit %d: %s", code, stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
