@@ -115,6 +115,9 @@ type Service struct {
 	observer OpObserver     // nil: durations are not measured
 	reqStart time.Duration  // mono() when Serve began the request Handle serves (0: not timed)
 	opSeq    [NumOps]uint32 // requests of each Op seen, for TimedEvery
+	// leaseBudget is the byte budget in force (Spec.LeaseBudget, or the
+	// RAM tier's capacity); set by New, never changed.
+	leaseBudget uint64
 
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
@@ -157,7 +160,8 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	if svc.now == nil {
 		svc.now = time.Now
 	}
-	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)})
+	svc.leaseBudget = cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: svc.leaseBudget})
 	svc.tickets = ticket.NewSet(svc, tiers, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
@@ -381,3 +385,8 @@ func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
 		slog.String("status", e.Status.String()), slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index),
 		slog.String("detail", e.Detail))
 }
+
+// LeaseBudget is the byte budget leases and restores in flight may
+// reserve: Spec.LeaseBudget, or the RAM tier's capacity when that is 0.
+// Safe from any goroutine (fixed at New).
+func (s *Service) LeaseBudget() uint64 { return s.leaseBudget }

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -175,9 +174,7 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		Evictions: x.Evictions, DemoteSkipped: x.DemoteSkipped, Prefetches: x.Prefetches, PrefetchFailures: x.PrefetchFails,
 		HitBlocks: lb.SSDHit, MissBlocks: lb.SSDMiss, HitRatio: ratio(lb.SSDHit, lb.SSDHit+lb.SSDMiss)}
 	spec := m.spec.Cache
-	// The lease budget in force: Spec.LeaseBudget, or the RAM tier's
-	// capacity where it is 0 (cache.New).
-	b := &operatorpb.Budgets{LeaseBudgetBytes: cmp.Or(spec.LeaseBudget, spec.Tiers.RAM.CapacityBytes), ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
+	b := &operatorpb.Budgets{LeaseBudgetBytes: m.Cache.LeaseBudget(), ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
 		WarmupBudgetBytes: spec.Tiers.WarmupBudget, WarmupsSkipped: cs.WarmupSkipped, Operations: cs.Operations,
 		Leases: cs.Leases, Tickets: cs.Tickets, Unadmitted: cs.Unadmitted, Expired: cs.Expired}
 	return &operatorpb.StatsReply{Cache: true, Ram: ram, Ssd: ssd, Budgets: b, Lookups: cs.Lookups, DistinctLookups: cs.DistinctLookups}, nil
