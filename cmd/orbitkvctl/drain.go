@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,26 +35,16 @@ the Manager to its end even if this command is interrupted.`,
 			if wait < time.Millisecond || wait > time.Hour {
 				return usagef("drain: --timeout must be between 1ms and 1h (got %v)", wait)
 			}
-			var r *operatorpb.DrainReply
-			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
-				ctx, cancel := context.WithTimeout(context.Background(), wait+drainSlack)
-				defer cancel()
-				r, err = c.Drain(ctx, &operatorpb.DrainRequest{TimeoutNs: uint64(wait)}, opts...)
-				return err
+			return ask(g, cmd, wait+drainSlack, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.DrainReply, error) {
+				return c.Drain(ctx, &operatorpb.DrainRequest{TimeoutNs: uint64(wait)}, opts...)
+			}, func(w io.Writer, r *operatorpb.DrainReply) error {
+				if r.TimedOut {
+					fmt.Fprintf(w, "drained after %s with %d operations still in flight (timeout); the Manager is shutting down\n", dur(r.WaitedNs), r.OperationsLeft)
+				} else {
+					fmt.Fprintf(w, "drained after %s: no operations in flight, %d sessions open; the Manager is shutting down\n", dur(r.WaitedNs), r.Sessions)
+				}
+				return nil
 			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(w, r)
-			}
-			if r.TimedOut {
-				fmt.Fprintf(w, "drained after %s with %d operations still in flight (timeout); the Manager is shutting down\n", dur(r.WaitedNs), r.OperationsLeft)
-			} else {
-				fmt.Fprintf(w, "drained after %s: no operations in flight, %d sessions open; the Manager is shutting down\n", dur(r.WaitedNs), r.Sessions)
-			}
-			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "timeout", 30*time.Second, "wait at most this for the operations in flight (1ms..1h)")

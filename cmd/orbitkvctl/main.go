@@ -5,7 +5,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -72,10 +71,6 @@ func (g *globals) operatorSocket() (string, error) {
 		return "", err
 	}
 	return p + operator.Suffix, nil
-}
-
-func (g *globals) context() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), g.timeout)
 }
 
 // newRoot builds the command tree writing to stdout and stderr.

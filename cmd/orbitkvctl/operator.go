@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orbitkv/orbitkv/gocore/operator"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
@@ -56,32 +60,45 @@ func operatorError(path string, err error) error {
 	return fmt.Errorf("operator socket %s: %s: %s", path, st.Code(), msg)
 }
 
+// rpc is one operator call: it asks c within ctx.
+type rpc[R proto.Message] func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (R, error)
+
+// ask makes one operator call bounded by bound (0: --timeout) and writes
+// its reply to cmd's output: as JSON with -o json, else through table.
+func ask[R proto.Message](g *globals, cmd *cobra.Command, bound time.Duration, call rpc[R], table func(io.Writer, R) error) error {
+	var r R
+	err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(bound, g.timeout))
+		defer cancel()
+		r, err = call(ctx, c, opts...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if g.output == "json" {
+		return printJSON(w, r)
+	}
+	return table(w, r)
+}
+
 func sessionsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "sessions",
 		Short: "List the live sessions: pid, uid, instance, role, age, operations, leases, bytes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var r *operatorpb.SessionsReply
-			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
-				ctx, cancel := g.context()
-				defer cancel()
-				r, err = c.Sessions(ctx, &operatorpb.SessionsRequest{}, opts...)
-				return err
+			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.SessionsReply, error) {
+				return c.Sessions(ctx, &operatorpb.SessionsRequest{}, opts...)
+			}, func(w io.Writer, r *operatorpb.SessionsReply) error {
+				t := newTable(w, "SLOT", "PID", "UID", "ROLE", "INSTANCE", "AGE", "REQUESTS", "OPS", "TICKETS", "LEASES", "BLOCKS", "RESERVED", "BUFFERS")
+				for _, s := range r.Sessions {
+					t.row(s.Index, s.Pid, s.Uid, s.Role, s.Instance, dur(s.AgeNs), s.Requests, s.Operations, s.Tickets,
+						s.Leases, s.LeasedBlocks, ibytes(s.ReservedBytes), fmt.Sprintf("%d (%s)", s.Buffers, ibytes(s.BufferBytes)))
+				}
+				return t.flush()
 			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(w, r)
-			}
-			t := newTable(w, "SLOT", "PID", "UID", "ROLE", "INSTANCE", "AGE", "REQUESTS", "OPS", "TICKETS", "LEASES", "BLOCKS", "RESERVED", "BUFFERS")
-			for _, s := range r.Sessions {
-				t.row(s.Index, s.Pid, s.Uid, s.Role, s.Instance, dur(s.AgeNs), s.Requests, s.Operations, s.Tickets,
-					s.Leases, s.LeasedBlocks, ibytes(s.ReservedBytes), fmt.Sprintf("%d (%s)", s.Buffers, ibytes(s.BufferBytes)))
-			}
-			return t.flush()
 		},
 	}
 }
@@ -92,47 +109,37 @@ func statsCmd(g *globals) *cobra.Command {
 		Short: "Show the tiers' fill, hit ratio per tier, SSD figures, evictions and budgets",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var r *operatorpb.StatsReply
-			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
-				ctx, cancel := g.context()
-				defer cancel()
-				r, err = c.Stats(ctx, &operatorpb.StatsRequest{}, opts...)
-				return err
+			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.StatsReply, error) {
+				return c.Stats(ctx, &operatorpb.StatsRequest{}, opts...)
+			}, func(w io.Writer, r *operatorpb.StatsReply) error {
+				if !r.Cache {
+					fmt.Fprintln(w, "the Manager serves no cache (Ping only)")
+					return nil
+				}
+				t := newTable(w)
+				ram, b := r.Ram, r.Budgets
+				t.row("ram", fmt.Sprintf("%s of %s used, %d blocks, %d pins, hugepages %v%s", ibytes(ram.UsedBytes), ibytes(ram.CapacityBytes),
+					ram.Blocks, ram.Pins, ram.Hugepages, fallback(ram.HugepagesFallback)))
+				t.row("ram hits", fmt.Sprintf("%s (%d of %d blocks looked up)", pct(ram.HitRatio), ram.HitBlocks, ram.HitBlocks+ram.MissBlocks))
+				t.row("ram traffic", fmt.Sprintf("%d published, %d restored, %d evicted", ram.PublishedBlocks, ram.RestoredBlocks, ram.Evictions))
+				if s := r.Ssd; s.On {
+					t.row("ssd", fmt.Sprintf("%s of %s used, %d blocks (%d recovered at start)", ibytes(s.UsedBytes), ibytes(s.CapacityBytes), s.Blocks, s.Recovered))
+					t.row("ssd hits", fmt.Sprintf("%s (%d of %d RAM misses; %d prefetched, %d failed)", pct(s.HitRatio), s.HitBlocks, s.HitBlocks+s.MissBlocks, s.Prefetches, s.PrefetchFailures))
+					t.row("ssd traffic", fmt.Sprintf("%d written, %d read, %d corrupt, %d not admitted, %d evicted, %d demotions skipped",
+						s.Writes, s.Reads, s.Corrupt, s.NotAdmitted, s.Evictions, s.DemoteSkipped))
+				} else {
+					t.row("ssd", "none")
+				}
+				lb := fmt.Sprintf("unbounded, %s reserved", ibytes(b.ReservedBytes))
+				if b.LeaseBudgetBytes != 0 {
+					lb = fmt.Sprintf("%s of %s reserved", ibytes(b.ReservedBytes), ibytes(b.LeaseBudgetBytes))
+				}
+				t.row("lease budget", fmt.Sprintf("%s, %d tickets waiting", lb, b.BudgetWaiting))
+				t.row("warm-up budget", fmt.Sprintf("%s, %d warm-ups skipped", ibytes(b.WarmupBudgetBytes), b.WarmupsSkipped))
+				t.row("operations", fmt.Sprintf("%d in flight, %d leases, %d tickets, %d unadmitted, %d expired", b.Operations, b.Leases, b.Tickets, b.Unadmitted, b.Expired))
+				t.row("lookups", fmt.Sprintf("%d (%d distinct)", r.Lookups, r.DistinctLookups))
+				return t.flush()
 			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(w, r)
-			}
-			if !r.Cache {
-				fmt.Fprintln(w, "the Manager serves no cache (Ping only)")
-				return nil
-			}
-			t := newTable(w)
-			ram, b := r.Ram, r.Budgets
-			t.row("ram", fmt.Sprintf("%s of %s used, %d blocks, %d pins, hugepages %v%s", ibytes(ram.UsedBytes), ibytes(ram.CapacityBytes),
-				ram.Blocks, ram.Pins, ram.Hugepages, fallback(ram.HugepagesFallback)))
-			t.row("ram hits", fmt.Sprintf("%s (%d of %d blocks looked up)", pct(ram.HitRatio), ram.HitBlocks, ram.HitBlocks+ram.MissBlocks))
-			t.row("ram traffic", fmt.Sprintf("%d published, %d restored, %d evicted", ram.PublishedBlocks, ram.RestoredBlocks, ram.Evictions))
-			if s := r.Ssd; s.On {
-				t.row("ssd", fmt.Sprintf("%s of %s used, %d blocks (%d recovered at start)", ibytes(s.UsedBytes), ibytes(s.CapacityBytes), s.Blocks, s.Recovered))
-				t.row("ssd hits", fmt.Sprintf("%s (%d of %d RAM misses; %d prefetched, %d failed)", pct(s.HitRatio), s.HitBlocks, s.HitBlocks+s.MissBlocks, s.Prefetches, s.PrefetchFailures))
-				t.row("ssd traffic", fmt.Sprintf("%d written, %d read, %d corrupt, %d not admitted, %d evicted, %d demotions skipped",
-					s.Writes, s.Reads, s.Corrupt, s.NotAdmitted, s.Evictions, s.DemoteSkipped))
-			} else {
-				t.row("ssd", "none")
-			}
-			lb := fmt.Sprintf("unbounded, %s reserved", ibytes(b.ReservedBytes))
-			if b.LeaseBudgetBytes != 0 {
-				lb = fmt.Sprintf("%s of %s reserved", ibytes(b.ReservedBytes), ibytes(b.LeaseBudgetBytes))
-			}
-			t.row("lease budget", fmt.Sprintf("%s, %d tickets waiting", lb, b.BudgetWaiting))
-			t.row("warm-up budget", fmt.Sprintf("%s, %d warm-ups skipped", ibytes(b.WarmupBudgetBytes), b.WarmupsSkipped))
-			t.row("operations", fmt.Sprintf("%d in flight, %d leases, %d tickets, %d unadmitted, %d expired", b.Operations, b.Leases, b.Tickets, b.Unadmitted, b.Expired))
-			t.row("lookups", fmt.Sprintf("%d (%d distinct)", r.Lookups, r.DistinctLookups))
-			return t.flush()
 		},
 	}
 }
@@ -150,36 +157,26 @@ func healthCmd(g *globals) *cobra.Command {
 		Short: "Show the Manager-wide health (as HTTP GET /health) from the operator socket",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var h *operatorpb.HealthReply
-			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
-				ctx, cancel := g.context()
-				defer cancel()
-				h, err = c.Health(ctx, &operatorpb.HealthRequest{}, opts...)
-				return err
+			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.HealthReply, error) {
+				return c.Health(ctx, &operatorpb.HealthRequest{}, opts...)
+			}, func(w io.Writer, h *operatorpb.HealthReply) error {
+				t := newTable(w)
+				t.row("status", h.Status)
+				t.row("version", h.Version)
+				t.row("pid", h.ManagerPid)
+				t.row("epoch", h.Epoch)
+				t.row("service_id", h.ServiceId)
+				t.row("poll_mode", h.PollMode)
+				t.row("uptime", dur(h.UptimeNs))
+				t.row("sessions", h.Sessions)
+				t.row("requests", h.Requests)
+				t.row("ram", fmt.Sprintf("%s of %s, %d blocks", ibytes(h.RamUsedBytes), ibytes(h.RamCapacityBytes), h.Blocks))
+				t.row("leases", fmt.Sprintf("%d (%d pins, %s reserved)", h.Leases, h.Pins, ibytes(h.ReservedBytes)))
+				t.row("operations", fmt.Sprintf("%d (%d tickets)", h.Operations, h.Tickets))
+				t.row("evictions", h.Evictions)
+				t.row("lookups", fmt.Sprintf("%d (%d distinct)", h.Lookups, h.DistinctLookups))
+				return t.flush()
 			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(w, h)
-			}
-			t := newTable(w)
-			t.row("status", h.Status)
-			t.row("version", h.Version)
-			t.row("pid", h.ManagerPid)
-			t.row("epoch", h.Epoch)
-			t.row("service_id", h.ServiceId)
-			t.row("poll_mode", h.PollMode)
-			t.row("uptime", dur(h.UptimeNs))
-			t.row("sessions", h.Sessions)
-			t.row("requests", h.Requests)
-			t.row("ram", fmt.Sprintf("%s of %s, %d blocks", ibytes(h.RamUsedBytes), ibytes(h.RamCapacityBytes), h.Blocks))
-			t.row("leases", fmt.Sprintf("%d (%d pins, %s reserved)", h.Leases, h.Pins, ibytes(h.ReservedBytes)))
-			t.row("operations", fmt.Sprintf("%d (%d tickets)", h.Operations, h.Tickets))
-			t.row("evictions", h.Evictions)
-			t.row("lookups", fmt.Sprintf("%d (%d distinct)", h.Lookups, h.DistinctLookups))
-			return t.flush()
 		},
 	}
 }
@@ -217,33 +214,22 @@ standard input unless --yes.`,
 					return err
 				}
 			}
-			var r *operatorpb.EvictReply
-			err := g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) (err error) {
-				ctx, cancel := g.context()
-				defer cancel()
+			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.EvictReply, error) {
 				req := &operatorpb.EvictRequest{Namespace: ns, All: all}
 				if flush {
-					r, err = c.Flush(ctx, req, opts...)
-				} else {
-					r, err = c.Evict(ctx, req, opts...)
+					return c.Flush(ctx, req, opts...)
 				}
-				return err
+				return c.Evict(ctx, req, opts...)
+			}, func(w io.Writer, r *operatorpb.EvictReply) error {
+				t := newTable(w)
+				t.row("ram blocks removed", fmt.Sprintf("%d (%s)", r.RamBlocks, ibytes(r.RamBytes)))
+				if flush {
+					t.row("ssd blocks removed", r.SsdBlocks)
+				}
+				t.row("pinned, kept", r.PinnedKept)
+				t.row("publishing, kept", r.PublishingKept)
+				return t.flush()
 			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(w, r)
-			}
-			t := newTable(w)
-			t.row("ram blocks removed", fmt.Sprintf("%d (%s)", r.RamBlocks, ibytes(r.RamBytes)))
-			if flush {
-				t.row("ssd blocks removed", r.SsdBlocks)
-			}
-			t.row("pinned, kept", r.PinnedKept)
-			t.row("publishing, kept", r.PublishingKept)
-			return t.flush()
 		},
 	}
 	f := cmd.Flags()
