@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -54,7 +55,7 @@ func newRoot(o *options) *cobra.Command {
 	defineFlags(o.fs, o.c)
 	// Flag help wrapped at 100 columns, each continuation under its text.
 	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), "Flags.FlagUsages", "Flags.FlagUsagesWrapped 100"))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return flagError(cmd, err) })
 	for name, values := range map[string][]string{
 		"poll-mode": {"spin", "adaptive", "park"}, "hugepages": {"require", "prefer", "off"},
 		"eviction": evict.Names(), "ssd-admission": {"all", "second-hit"},
@@ -85,12 +86,22 @@ func strayArgs(_ *cobra.Command, args []string) error {
 
 // flagError adds the hint a Go-flag habit needs: long flags take two
 // dashes here (-ram-capacity reads as the shorthands r, a, m, ...).
-func flagError(err error) error {
+func flagError(cmd *cobra.Command, err error) error {
 	if strings.HasPrefix(err.Error(), "unknown shorthand flag") {
 		return fmt.Errorf("%w (long flags start with --, as in --ram-capacity)", err)
 	}
+	// pflag: invalid argument "V" for "--name" flag: ... → the flag, the
+	// value and its limit, as every other refusal reads.
+	if m := invalidArgument.FindStringSubmatch(err.Error()); m != nil {
+		if f := cmd.Flags().Lookup(m[2]); f != nil {
+			return fmt.Errorf("--%s %s: %s", m[2], m[1], want(f))
+		}
+	}
 	return err
 }
+
+// invalidArgument matches pflag's error for a value that does not parse.
+var invalidArgument = regexp.MustCompile(`^invalid argument ("[^"]*") for "--([a-z0-9-]+)" flag`)
 
 // completionCommand writes a shell completion script.
 func completionCommand() *cobra.Command {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,6 +149,10 @@ func (o *options) misspelled(environ []string) []error {
 		if f := o.fs.Lookup(key); f != nil && !commandFlags[key] {
 			continue
 		}
+		if commandFlags[key] {
+			errs = append(errs, fmt.Errorf("%s: --%s is a command, not a setting: pass it on the command line", name, key))
+			continue
+		}
 		if near := closest(key, o.fs); near != "" {
 			errs = append(errs, fmt.Errorf("%s: not a setting of orbitkv-manager (did you mean %s?)", name, envName(near)))
 		}
@@ -154,12 +160,19 @@ func (o *options) misspelled(environ []string) []error {
 	return errs
 }
 
+// rangeInUsage finds the "lo..hi" range a count flag's help states.
+var rangeInUsage = regexp.MustCompile(`\d+\.\.\d+`)
+
 // want is the limit of a flag's syntax, for a value that does not parse.
 func want(f *pflag.Flag) string {
 	switch f.Value.Type() {
 	case "bool":
 		return "want true or false"
 	case "int", "uint":
+		// The flag's help names its range ("(`count`, 1..4095)").
+		if r := rangeInUsage.FindString(f.Usage); r != "" {
+			return "want a whole number in " + r
+		}
 		return "want a whole number"
 	case "duration":
 		return "want a duration with a unit (50us, 5s, 1m)"
@@ -183,6 +196,7 @@ type entry struct {
 // gives no line for a key it decoded), which is pinned in go.mod and
 // covered by the tests of this package.
 func parseConfig(path string, data []byte, fs *pflag.FlagSet) ([]entry, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark, as some editors write
 	var p unstable.Parser
 	p.Reset(data)
 	var out []entry
@@ -230,7 +244,11 @@ func parseConfig(path string, data []byte, fs *pflag.FlagSet) ([]entry, error) {
 			}
 			e.value = strconv.FormatInt(n, 10)
 		default:
-			errs = append(errs, fmt.Errorf("%s:%d: %s = %s: want a string, an integer or true/false (TOML %s)", path, line, key, raw, strings.ToLower(v.Kind.String())))
+			shown := " = " + raw
+			if raw == "" { // a TOML array or inline table: go-toml keeps no raw text for it
+				shown = ""
+			}
+			errs = append(errs, fmt.Errorf("%s:%d: %s%s: want a string, an integer or true/false (TOML %s)", path, line, key, shown, strings.ToLower(v.Kind.String())))
 			continue
 		}
 		out = append(out, e)

@@ -258,3 +258,31 @@ func TestAConfigThatIsNotARegularFileIsRefusedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// What the break-it review found unclear: each case names the setting and
+// its limit.
+func TestSettingsErrorsNameTheSettingAndItsLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		env        env
+		want       string // "" = valid
+	}{
+		{"a byte order mark before the first key is skipped", "\ufeffram-capacity = \"64MiB\"\n", nil, ""},
+		{"an array value says what it is without an empty value", "hugepages = [1, 2]\n", nil, ":1: hugepages: want a string, an integer or true/false (TOML array)"},
+		{"a negative count in the file names the range", "max-sessions = -5\n", nil, ":1: max-sessions = -5: want a whole number in 1..4095"},
+		{"a command flag as a variable is refused", "", env{"ORBITKV_PRINT_CONFIG": "1"}, "ORBITKV_PRINT_CONFIG: --print-config is a command, not a setting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, []string{"--config", writeConfig(t, tc.file)}, tc.env)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("load: %v, want ok", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("load: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := parse([]string{"--max-sessions", "99999999999999999999"}); err == nil || err.Error() != `--max-sessions "99999999999999999999": want a whole number in 1..4095` {
+		t.Errorf("parse of a count past 64 bits = %v", err)
+	}
+}

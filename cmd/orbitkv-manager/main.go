@@ -44,7 +44,7 @@ func parse(args []string) (*options, error) {
 	o := &options{c: &config{}}
 	root := newRoot(o)
 	if err := root.ParseFlags(args); err != nil {
-		return nil, flagError(err)
+		return nil, flagError(root, err)
 	}
 	if err := root.Args(root, root.Flags().Args()); err != nil {
 		return nil, err
