@@ -199,13 +199,7 @@ func (x *Index) Evict() *Block {
 	if b.pins != 0 || b.state != Sealed {
 		panic("index: the eviction policy chose a pinned or unsealed block")
 	}
-	x.pol.Remove(n)
-	x.m.del(b)
-	x.sealed--
-	x.bytes -= b.Bytes
-	x.evictable -= uint64(len(b.Chunks))
-	x.nEvict--
-	b.state = 0
+	x.unlink(b)
 	return b
 }
 

@@ -22,6 +22,12 @@ func (x *Index) Remove(b *Block) {
 	if b.pins != 0 || b.state != Sealed {
 		panic("index: Remove of a pinned or unsealed block")
 	}
+	x.unlink(b)
+}
+
+// unlink takes a sealed, unpinned block out of the policy, the map and
+// the counters: the one removal Remove and eviction share.
+func (x *Index) unlink(b *Block) {
 	x.pol.Remove(&b.node)
 	x.m.del(b)
 	x.sealed--

@@ -11,6 +11,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/dustin/go-humanize"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Phases of a Manager's life, as /readyz, /health, the log and systemd
@@ -143,4 +145,16 @@ func serveEarly(ln net.Listener, r *readiness, log *slog.Logger) (*httpServer, *
 		}
 	}()
 	return s, sw
+}
+
+// operatorGate answers every operator call Unavailable, saying what the
+// Manager is doing, until it serves: the socket is bound from New's first
+// steps (so a bad --operator-socket fails before the RAM tier is
+// committed), but the commands read the cache New is still making. The
+// readiness lock orders New's writes before the first call that passes.
+func (r *readiness) operatorGate() error {
+	if phase, why := r.get(); phase == PhaseStarting {
+		return status.Errorf(codes.Unavailable, "the Manager is starting: %s", why)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,7 +32,11 @@ type Config struct {
 	// whose members are then allowed too.
 	GID     int
 	Service operatorpb.OperatorServer
-	Logger  *slog.Logger
+	// Gate, when set, is asked before every authorized call; an error
+	// (a gRPC status) is the call's answer. The Manager refuses calls with
+	// it while it starts, so the socket can be bound early.
+	Gate   func() error
+	Logger *slog.Logger
 }
 
 // Server is the operator socket being served.
@@ -65,7 +70,7 @@ func Listen(c Config) (*Server, error) {
 	}
 	creds := newPeerCreds(Policy{UID: uint32(os.Geteuid()), GID: c.GID}, c.Logger)
 	lim := newConnLimiter(ln, c.Logger)
-	g := grpc.NewServer(grpc.Creds(creds), grpc.UnaryInterceptor(authorize), grpc.StatsHandler(callCounter{}),
+	g := grpc.NewServer(grpc.Creds(creds), grpc.ChainUnaryInterceptor(authorize, gate(c.Gate)), grpc.StatsHandler(callCounter{}),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout, Time: time.Minute, Timeout: 20 * time.Second}))
 	operatorpb.RegisterOperatorServer(g, c.Service)
@@ -124,4 +129,16 @@ func Dial(path string) (operatorpb.OperatorClient, *grpc.ClientConn, error) {
 		return nil, nil, fmt.Errorf("operator socket %s: %w", path, err)
 	}
 	return operatorpb.NewOperatorClient(cc), cc, nil
+}
+
+// gate is the interceptor asking Config.Gate (nil: every call passes).
+func gate(g func() error) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if g != nil {
+			if err := g(); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, req)
+	}
 }
