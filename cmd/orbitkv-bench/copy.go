@@ -41,6 +41,7 @@ func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 	layers := fs.Uint("layers", 4, "layers a block spans (page bytes = size / layers, a multiple of 64)")
 	fs.IntVar(&cfg.iters, "iters", 30, "timed batches per size and subject (the median is reported)")
 	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
+	fs.plotFlag("GB/s against block size")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
@@ -136,6 +137,9 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
 		}
 		rep.Sizes = append(rep.Sizes, r)
+	}
+	if err := writeCharts(cfg.plotDir, stderr, copyCharts(rep)...); err != nil {
+		return err
 	}
 	if cfg.json {
 		return json.NewEncoder(stdout).Encode(rep)

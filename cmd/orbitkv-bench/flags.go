@@ -18,6 +18,7 @@ type suiteCommon struct {
 	json        bool     // --json: print one JSON object instead of the table
 	managerBin  string   // --manager-bin; "" = launch.Find's default
 	managerArgs []string // --manager-args split at white space; they come last and win
+	plotDir     string   // --plot of a suite that draws (plotFlag); "" = no plots
 }
 
 // suiteFlags is the flag parser every suite shares: the usage text, the
@@ -66,7 +67,7 @@ func (f *suiteFlags) parse(args []string) error {
 	f.set = map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	f.common.managerArgs = strings.Fields(f.managerArgs)
-	return nil
+	return checkPlotDir(f.common.plotDir)
 }
 
 // isSet reports whether --name was given on the command line (after parse).

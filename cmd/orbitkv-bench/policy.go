@@ -47,6 +47,7 @@ func parsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 	fractions := fs.String("fractions", "0.05,0.10,0.25,0.50", "capacities to simulate, comma-separated fractions of the trace's unique blocks, each in (0, 1]")
 	policies := fs.String("policies", strings.Join(evict.Names(), ","), "policies to compare, comma-separated (lru and the optimum are always shown)")
 	fs.traceFlags(&cfg.tracePath, &cfg.limit, "simulate")
+	fs.plotFlag("hit ratio against capacity")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
@@ -147,6 +148,9 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	}
 	rep, err := simulatePolicies(&cfg, path, reqs)
 	if err != nil {
+		return err
+	}
+	if err := writeCharts(cfg.plotDir, stderr, policyCharts(rep)...); err != nil {
 		return err
 	}
 	if cfg.json {

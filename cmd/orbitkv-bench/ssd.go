@@ -68,6 +68,7 @@ func parseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	fs.IntVar(&cfg.iters, "iters", 5, "timed passes over all blocks per size and subject (the median is reported)")
 	fs.IntVar(&cfg.warmup, "warmup", 1, "untimed passes per size and subject first")
 	fs.IntVar(&cfg.ioWorkers, "io-workers", ssd.DefaultIOWorkers, "the store's I/O workers (reads in flight)")
+	fs.plotFlag("GB/s against block size, one PNG per --memory kind")
 	memory := fs.String("memory", "4k,thp", "comma-separated destination `memory` kinds: 4k (4 KiB pages) and thp (MADV_HUGEPAGE)")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
@@ -163,6 +164,9 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 			}
 			rep.Sizes = append(rep.Sizes, r)
 		}
+	}
+	if err := writeCharts(cfg.plotDir, stderr, ssdCharts(rep)...); err != nil {
+		return err
 	}
 	if cfg.json {
 		return json.NewEncoder(stdout).Encode(rep)

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/orbitkv/orbitkv/gocore/buildinfo"
+)
+
+// The PNGs --plot writes are plotWidth × plotHeight pixels at plotDPI:
+// small enough to commit, large enough to read a legend of six lines.
+const (
+	plotWidth  = 800
+	plotHeight = 500
+	plotDPI    = 96
+)
+
+// errPlot is wrapped by every refusal of a plot: a series with no points,
+// a value an axis cannot show, a --plot directory that cannot be written.
+var errPlot = errors.New("--plot")
+
+// plotFlag adds --plot DIR to a suite that draws plots; the directory
+// lands in the suiteCommon and parse checks that it can be written.
+func (f *suiteFlags) plotFlag(what string) {
+	f.StringVar(&f.common.plotDir, "plot", "", "write PNG plots ("+what+") into `DIR`, made if missing")
+}
+
+// checkPlotDir makes dir (--plot) if it is missing and proves a file can be
+// created in it, so a long run does not end in a directory it cannot
+// write. "" (no --plot) is accepted. Errors are *usageError naming --plot.
+func checkPlotDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usagef("--plot %s: cannot make the directory: %v", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".orbitkv-bench-plot-*")
+	if err != nil {
+		return usagef("--plot %s: the directory is not writable: %v", dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// plotSeries is one line of a chart: its legend name and points, in the
+// order they are joined.
+type plotSeries struct {
+	name      string
+	xs, ys    []float64
+	reference bool // a baseline or a bound: drawn dashed
+	bare      bool // no point marks even on a chart with glyphs (a flat bound)
+}
+
+// lineChart is one PNG of lines. Its title is the suite's line, then the
+// host and commit line (plotHost).
+type lineChart struct {
+	file           string // base name under --plot, ending in .png
+	title          string
+	xLabel, yLabel string // with units
+	logX           bool   // log scale on x: every x must be > 0
+	xTicks         plot.Ticker
+	yFromZero      bool    // y starts at 0 (throughputs, ratios), not at the data's minimum
+	yMax           float64 // the y axis reaches at least this
+	glyphs         bool    // mark each point (few points per line)
+	series         []plotSeries
+}
+
+// plotHost is the second title line of every plot: the machine and the
+// build the figures come from.
+func plotHost() string {
+	s := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	if m := cpuModel(); m != "" {
+		s += " (" + m + ")"
+	}
+	c := buildinfo.Get().Commit
+	if len(c) > 12 && !strings.HasSuffix(c, "-dirty") {
+		c = c[:12]
+	} else if len(c) > 18 {
+		c = c[:12] + "-dirty"
+	}
+	return s + ", commit " + c
+}
+
+// check refuses a chart that would draw nothing or misdraw: no series, a
+// series with no points or unequal x and y counts, a value that is not
+// finite, or an x ≤ 0 on a log axis. Errors wrap errPlot and name the
+// chart's file and the series.
+func (c *lineChart) check() error {
+	if len(c.series) == 0 {
+		return fmt.Errorf("%w: %s: no series to draw", errPlot, c.file)
+	}
+	for _, s := range c.series {
+		switch {
+		case len(s.xs) == 0:
+			return fmt.Errorf("%w: %s: series %q has no points", errPlot, c.file, s.name)
+		case len(s.xs) != len(s.ys):
+			return fmt.Errorf("%w: %s: series %q has %d x values and %d y values", errPlot, c.file, s.name, len(s.xs), len(s.ys))
+		}
+		for i := range s.xs {
+			x, y := s.xs[i], s.ys[i]
+			switch {
+			case math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(y) || math.IsInf(y, 0):
+				return fmt.Errorf("%w: %s: series %q point %d (%v, %v) is not finite", errPlot, c.file, s.name, i, x, y)
+			case c.logX && x <= 0:
+				return fmt.Errorf("%w: %s: series %q point %d has x = %v, which a log axis cannot show", errPlot, c.file, s.name, i, x)
+			}
+		}
+	}
+	return nil
+}
+
+// write draws the chart into dir/c.file as a plotWidth × plotHeight PNG,
+// through a temporary file renamed into place, and returns its path.
+// Errors wrap errPlot (a refused chart) or are the file system's, naming
+// --plot.
+func (c *lineChart) write(dir string) (string, error) {
+	if err := c.check(); err != nil {
+		return "", err
+	}
+	p := plot.New()
+	p.Title.Text = c.title + "\n" + plotHost()
+	p.X.Label.Text, p.Y.Label.Text = c.xLabel, c.yLabel
+	if c.logX {
+		p.X.Scale = plot.LogScale{}
+	}
+	if c.xTicks != nil {
+		p.X.Tick.Marker = c.xTicks
+	}
+	p.Add(plotter.NewGrid())
+	for i, s := range c.series {
+		xys := make(plotter.XYs, len(s.xs))
+		for j := range s.xs {
+			xys[j] = plotter.XY{X: s.xs[j], Y: s.ys[j]}
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: series %q: %v", errPlot, c.file, s.name, err)
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		if s.reference {
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
+		p.Add(l)
+		if !c.glyphs || s.bare {
+			p.Legend.Add(s.name, l)
+			continue
+		}
+		pts, err := plotter.NewScatter(xys)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s: series %q: %v", errPlot, c.file, s.name, err)
+		}
+		pts.Color, pts.Shape, pts.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(3)
+		p.Add(pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	if c.yFromZero {
+		p.Y.Min = 0
+		p.Y.Max *= 1.05 // headroom: the highest point is not drawn on the frame
+	}
+	p.Y.Max = max(p.Y.Max, c.yMax)
+	p.Legend.Padding = vg.Points(2)
+	p.Legend.TextStyle.Color = color.Black
+
+	canvas := vgimg.NewWith(vgimg.UseWH(plotWidth*vg.Inch/plotDPI, plotHeight*vg.Inch/plotDPI), vgimg.UseDPI(plotDPI))
+	p.Draw(draw.New(canvas))
+	path := filepath.Join(dir, c.file)
+	tmp, err := os.CreateTemp(dir, "."+c.file+"-*")
+	if err != nil {
+		return "", fmt.Errorf("--plot %s: %w", dir, err)
+	}
+	_, err = vgimg.PngCanvas{Canvas: canvas}.WriteTo(tmp)
+	if err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp makes 0600; a plot is for sharing
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("--plot: writing %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// throughputSubject is one line of a throughput chart: GB/s (10^9 bytes
+// per second) at each block size of the chart, in the same order.
+type throughputSubject struct {
+	name      string
+	gbps      []float64
+	reference bool // a baseline (memcpy, a plain read): drawn dashed
+}
+
+// throughputChart is GB/s against block size, one line per subject, on a
+// log2 x axis ticked at the sizes measured. Any suite that measures a
+// throughput per block size (copy, ssd, a transfer) draws with it.
+func throughputChart(file, title string, sizes []uint64, subjects []throughputSubject) lineChart {
+	c := lineChart{file: file, title: title, xLabel: "block size (bytes, log scale)", yLabel: "throughput (GB/s, 10^9 bytes/s)",
+		logX: true, yFromZero: true, glyphs: true}
+	var ticks plot.ConstantTicks
+	xs := make([]float64, len(sizes))
+	for i, s := range sizes {
+		xs[i] = float64(s)
+		ticks = append(ticks, plot.Tick{Value: float64(s), Label: humanize.IBytes(s)})
+	}
+	c.xTicks = ticks
+	for _, s := range subjects {
+		c.series = append(c.series, plotSeries{name: s.name, xs: xs, ys: s.gbps, reference: s.reference})
+	}
+	return c
+}
+
+// cdfPoint is one point of a latency CDF: the fraction of samples at or
+// below a latency.
+type cdfPoint struct {
+	ns       float64 // latency, ns (> 0)
+	fraction float64 // in [0, 1]
+}
+
+// cdfSubject is one line of a latency CDF chart.
+type cdfSubject struct {
+	name   string
+	points []cdfPoint // ascending latency
+}
+
+// cdfChart is the cumulative distribution of latencies, one line per
+// subject, on a log x axis ticked 1-2-5 per decade in ns, µs and ms.
+func cdfChart(file, title, what string, subjects []cdfSubject) lineChart {
+	c := lineChart{file: file, title: title, xLabel: what + " latency (log scale)", yLabel: "fraction of " + what + "s ≤ latency",
+		logX: true, xTicks: latencyTicks{}, yFromZero: true, yMax: 1}
+	for _, s := range subjects {
+		ps := plotSeries{name: s.name}
+		for _, p := range s.points {
+			ps.xs, ps.ys = append(ps.xs, p.ns), append(ps.ys, p.fraction)
+		}
+		c.series = append(c.series, ps)
+	}
+	return c
+}
+
+// latencyTicks ticks a log axis of nanoseconds at 1, 2 and 5 of each
+// decade, labelled with their unit (500ns, 2µs, 1ms), and at the other
+// integers of the decade unlabelled.
+type latencyTicks struct{}
+
+// Ticks returns the ticks within [lo, hi] (ns, both > 0).
+func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for d := math.Pow10(int(math.Floor(math.Log10(lo)))); d <= hi; d *= 10 {
+		for m := 1.0; m < 10; m++ {
+			v := d * m
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = formatNs(v)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// formatNs writes a latency in ns with the largest unit it is at least one
+// of: 500ns, 2µs, 1.5ms, 2s.
+func formatNs(ns float64) string {
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e9, "s"}, {1e6, "ms"}, {1e3, "µs"}} {
+		if ns >= u.div {
+			return strconv.FormatFloat(ns/u.div, 'g', 3, 64) + u.name
+		}
+	}
+	return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot/plotutil"
+
+	"github.com/orbitkv/orbitkv/gocore/evict"
+)
+
+// decodePlot decodes the PNG at path and checks it is plotWidth ×
+// plotHeight.
+func decodePlot(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s is not a PNG: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != plotWidth || b.Dy() != plotHeight {
+		t.Errorf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), plotWidth, plotHeight)
+	}
+	return img
+}
+
+// hasColor reports whether some pixel of img is exactly c (the lines are
+// drawn antialiased, but their middle pixels keep the palette colour).
+func hasColor(img image.Image, c color.Color) bool {
+	r0, g0, b0, _ := c.RGBA()
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r == r0 && g == g0 && bl == b0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestChartsWriteAPNGWithEveryLine(t *testing.T) {
+	tests := []struct {
+		name  string
+		chart lineChart
+	}{
+		{"a throughput chart draws one line per subject on a log2 axis", throughputChart("t.png", "throughput", []uint64{256 << 10, 1 << 20, 2 << 20},
+			[]throughputSubject{{name: "Publish", gbps: []float64{10, 12, 11}}, {name: "memcpy", gbps: []float64{13, 14, 12}, reference: true}})},
+		{"a latency CDF draws one line per subject on a log ns axis", cdfChart("c.png", "cdf", "round trip",
+			[]cdfSubject{{name: "orbitkv_ping", points: []cdfPoint{{250, 0.1}, {300, 0.5}, {2000, 0.99}, {9000, 1}}},
+				{name: "uds", points: []cdfPoint{{40000, 0.2}, {50000, 0.9}, {1.2e6, 1}}}})},
+		{"a hit ratio chart draws a single-point line", lineChart{file: "h.png", title: "hit ratio", xLabel: "capacity (%)", yLabel: "hit ratio",
+			yFromZero: true, glyphs: true, series: []plotSeries{{name: "lru", xs: []float64{5}, ys: []float64{0.1}}, {name: "bound", xs: []float64{5, 5}, ys: []float64{0.3, 0.3}, bare: true}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, err := tt.chart.write(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if path != filepath.Join(dir, tt.chart.file) {
+				t.Errorf("path = %s, want %s", path, filepath.Join(dir, tt.chart.file))
+			}
+			img := decodePlot(t, path)
+			for i, s := range tt.chart.series {
+				if !hasColor(img, plotutil.Color(i)) {
+					t.Errorf("series %q: no pixel of its colour %v: the line is not drawn", s.name, plotutil.Color(i))
+				}
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("%s holds %d entries, want the PNG alone (a temporary file is left)", dir, len(entries))
+			}
+		})
+	}
+}
+
+func TestChartsRefuseWhatTheyCannotDraw(t *testing.T) {
+	ok := plotSeries{name: "ok", xs: []float64{1, 2}, ys: []float64{1, 2}}
+	tests := []struct {
+		name   string
+		logX   bool
+		series []plotSeries
+		want   string
+	}{
+		{"a chart without series", false, nil, "--plot: x.png: no series to draw"},
+		{"a series without points", false, []plotSeries{ok, {name: "empty"}}, `--plot: x.png: series "empty" has no points`},
+		{"a series with more x than y values", false, []plotSeries{{name: "short", xs: []float64{1, 2}, ys: []float64{1}}}, `series "short" has 2 x values and 1 y values`},
+		{"a value that is not a number", false, []plotSeries{{name: "nan", xs: []float64{1}, ys: []float64{math.NaN()}}}, `series "nan" point 0 (1, NaN) is not finite`},
+		{"a zero on a log axis", true, []plotSeries{{name: "zero", xs: []float64{0, 1}, ys: []float64{1, 1}}}, `series "zero" point 0 has x = 0, which a log axis cannot show`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := lineChart{file: "x.png", logX: tt.logX, series: tt.series}
+			_, err := c.write(dir)
+			if !errors.Is(err, errPlot) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want errPlot containing %q", err, tt.want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a refused chart left %d files in %s", len(entries), dir)
+			}
+		})
+	}
+}
+
+func TestThroughputChartRefusesASubjectMissingASize(t *testing.T) {
+	c := throughputChart("t.png", "t", []uint64{1 << 20, 2 << 20}, []throughputSubject{{name: "transfer", gbps: []float64{3}}})
+	if err := c.check(); err == nil || !strings.Contains(err.Error(), `series "transfer" has 2 x values and 1 y values`) {
+		t.Errorf("err = %v, want the mismatch named", err)
+	}
+}
+
+func TestPlotDirIsCheckedWhenTheFlagsAreParsed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		dir  string
+		want string // "" = accepted
+	}{
+		{"a missing directory is made", filepath.Join(t.TempDir(), "a", "b"), ""},
+		{"a directory below a regular file is refused", filepath.Join(file, "sub"), "--plot " + filepath.Join(file, "sub") + ": cannot make the directory"},
+		{"a directory nobody can write is refused", "/proc", "--plot /proc: the directory is not writable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parsePolicyFlags([]string{"--plot", tt.dir}, &bytes.Buffer{})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Stat(tt.dir); err != nil || !fi.IsDir() {
+					t.Errorf("--plot %s was not made: %v", tt.dir, err)
+				}
+				if entries, _ := os.ReadDir(tt.dir); len(entries) != 0 {
+					t.Errorf("the writability probe left %d files", len(entries))
+				}
+				return
+			}
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLatencyTicksLabelOneTwoFivePerDecade(t *testing.T) {
+	var labels []string
+	for _, tk := range (latencyTicks{}).Ticks(150, 25000) {
+		if tk.Value < 150 || tk.Value > 25000 {
+			t.Errorf("tick %v lies outside [150, 25000]", tk.Value)
+		}
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if want := []string{"200ns", "500ns", "1µs", "2µs", "5µs", "10µs", "20µs"}; !slices.Equal(labels, want) {
+		t.Errorf("labels = %v, want %v", labels, want)
+	}
+}
+
+func TestPolicyChartShowsTheReportsRowsInCapacityOrder(t *testing.T) {
+	rep := &policyReport{Requests: 10, UniqueBlocks: 100, DefaultPolicy: "slru", BoundHitRatio: 0.4,
+		policies: []string{evict.NameLRU, "slru"}, fractions: []float64{0.5, 0.1}}
+	for _, r := range []struct {
+		f    float64
+		p    string
+		hits float64
+	}{{0.5, "lru", 0.3}, {0.5, "slru", 0.32}, {0.5, optimumName, 0.38}, {0.1, "lru", 0.1}, {0.1, "slru", 0.15}, {0.1, optimumName, 0.25}} {
+		rep.Rows = append(rep.Rows, policyRow{CapacityFraction: r.f, Policy: r.p, HitRatio: r.hits})
+	}
+	c := policyCharts(rep)[0]
+	want := map[string][]float64{"lru": {0.1, 0.3}, "slru": {0.15, 0.32}, "optimum (offline)": {0.25, 0.38}, "infinite-cache bound 0.4000": {0.4, 0.4}}
+	if len(c.series) != len(want) {
+		t.Fatalf("%d series, want %d", len(c.series), len(want))
+	}
+	for _, s := range c.series {
+		if !slices.Equal(s.ys, want[s.name]) || !slices.Equal(s.xs, []float64{10, 50}) {
+			t.Errorf("series %q = %v at %v, want %v at [10 50]", s.name, s.ys, s.xs, want[s.name])
+		}
+	}
+}
+
+func TestSSDChartsAreOnePerMemoryKind(t *testing.T) {
+	rep := &ssdReport{IOWorkers: 4, Iters: 3, Sizes: []ssdSize{
+		{BlockBytes: 256 << 10, Memory: "4k", ReadGBps: 1, WriteGBps: 2, BaselineGBps: 3, ReusedBufferGBps: 4},
+		{BlockBytes: 256 << 10, Memory: "thp", ReadGBps: 5, WriteGBps: 6, BaselineGBps: 7, ReusedBufferGBps: 8},
+		{BlockBytes: 2 << 20, Memory: "4k", ReadGBps: 9, WriteGBps: 10, BaselineGBps: 11, ReusedBufferGBps: 12},
+		{BlockBytes: 2 << 20, Memory: "thp", ReadGBps: 13, WriteGBps: 14, BaselineGBps: 15, ReusedBufferGBps: 16},
+	}}
+	want := map[string][][]float64{
+		"ssd-throughput-4k.png":  {{1, 9}, {2, 10}, {3, 11}, {4, 12}},
+		"ssd-throughput-thp.png": {{5, 13}, {6, 14}, {7, 15}, {8, 16}},
+	}
+	charts := ssdCharts(rep)
+	if len(charts) != len(want) {
+		t.Fatalf("%d charts, want %d", len(charts), len(want))
+	}
+	for _, c := range charts {
+		w, ok := want[c.file]
+		if !ok || len(c.series) != len(w) {
+			t.Fatalf("chart %s with %d series is not expected", c.file, len(c.series))
+		}
+		for i, s := range c.series {
+			if !slices.Equal(s.ys, w[i]) || !slices.Equal(s.xs, []float64{256 << 10, 2 << 20}) {
+				t.Errorf("%s: series %q = %v at %v, want %v", c.file, s.name, s.ys, s.xs, w[i])
+			}
+		}
+	}
+}
+
+// plotFiles lists the PNG files in dir.
+func plotFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	return m
+}
+
+func TestSuitesWithPlotWriteTheirPNGs(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, dir string) error
+		want []string
+	}{
+		{"the policy suite writes its hit ratio chart", func(t *testing.T, dir string) error {
+			return runPolicy([]string{"--trace", testTrace, "--limit", "300", "--fractions", "0.1,0.5", "--plot", dir, "--json"}, &bytes.Buffer{}, &bytes.Buffer{})
+		}, []string{"policy-hit-ratio.png"}},
+		{"the ssd suite writes a throughput chart for its memory kind", func(t *testing.T, dir string) error {
+			return runSSD([]string{"--dir", directTestDir(t), "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "1", "--warmup", "0", "--memory", "4k", "--plot", dir, "--json"}, &bytes.Buffer{}, &bytes.Buffer{})
+		}, []string{"ssd-throughput-4k.png"}},
+		{"the copy suite writes its throughput chart", func(t *testing.T, dir string) error {
+			cmd := exec.Command(filepath.Join(binaries(t), "orbitkv-bench"), "copy", "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "2", "--warmup", "0", "--plot", dir, "--json")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return errors.New(err.Error() + ": " + string(out))
+			}
+			return nil
+		}, []string{"copy-throughput.png"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := tt.run(t, dir); err != nil {
+				t.Fatal(err)
+			}
+			if got := plotFiles(t, dir); !slices.Equal(got, tt.want) {
+				t.Fatalf("PNGs = %v, want %v", got, tt.want)
+			}
+			for _, f := range tt.want {
+				decodePlot(t, filepath.Join(dir, f))
+			}
+		})
+	}
+}
