@@ -64,8 +64,20 @@ func checkPlotDir(dir string) error {
 type plotSeries struct {
 	name      string
 	xs, ys    []float64
-	reference bool // a baseline or a bound: drawn dashed
-	bare      bool // no point marks even on a chart with glyphs (a flat bound)
+	reference bool // a baseline: drawn dashed
+	bound     bool // a limit no subject passes: wide, light grey, no point marks; put it first, to be drawn under the lines that reach it
+}
+
+// boundColor is the colour of a bound line, lighter than every line of
+// plotutil's palette so that a line lying on the bound stays visible.
+var boundColor = color.RGBA{R: 0xb0, G: 0xb0, B: 0xb0, A: 0xff}
+
+// seriesColor is the colour of the series at index i of a chart.
+func seriesColor(s plotSeries, i int) color.Color {
+	if s.bound {
+		return boundColor
+	}
+	return plotutil.Color(i)
 }
 
 // lineChart is one PNG of lines. Its title is the suite's line, then the
@@ -153,13 +165,15 @@ func (c *lineChart) write(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: %s: series %q: %v", errPlot, c.file, s.name, err)
 		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.5)
-		if s.reference {
+		l.Color, l.Width = seriesColor(s, i), vg.Points(1.5)
+		switch {
+		case s.bound:
+			l.Width = vg.Points(4)
+		case s.reference:
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
 		p.Add(l)
-		if !c.glyphs || s.bare {
+		if !c.glyphs || s.bound {
 			p.Legend.Add(s.name, l)
 			continue
 		}

@@ -90,6 +90,13 @@ func policyCharts(rep *policyReport) []lineChart {
 		ticks = append(ticks, plot.Tick{Value: xs[i], Label: percent(f)})
 	}
 	c.xTicks = ticks
+	// The bound spans the x range as a flat line under the others (the
+	// optimum reaches it once the working set fits); no policy passes it,
+	// so the y axis ends just above it.
+	if len(xs) > 0 {
+		c.series = append(c.series, plotSeries{name: fmt.Sprintf("infinite-cache bound %.4f", rep.BoundHitRatio),
+			xs: []float64{xs[0], xs[len(xs)-1]}, ys: []float64{rep.BoundHitRatio, rep.BoundHitRatio}, bound: true})
+	}
 	for _, p := range append(slices.Clone(rep.policies), optimumName) {
 		s := plotSeries{name: p, xs: xs, reference: p == optimumName || p == evict.NameLRU}
 		if p == optimumName {
@@ -101,12 +108,6 @@ func policyCharts(rep *policyReport) []lineChart {
 			}
 		}
 		c.series = append(c.series, s)
-	}
-	// The bound spans the x range as a flat reference line; no policy
-	// can pass it, so the y axis ends just above it.
-	if len(xs) > 0 {
-		c.series = append(c.series, plotSeries{name: fmt.Sprintf("infinite-cache bound %.4f", rep.BoundHitRatio),
-			xs: []float64{xs[0], xs[len(xs)-1]}, ys: []float64{rep.BoundHitRatio, rep.BoundHitRatio}, reference: true, bare: true})
 	}
 	c.yMax = rep.BoundHitRatio * 1.05
 	return []lineChart{c}

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/plot/plotutil"
-
 	"github.com/orbitkv/orbitkv/gocore/evict"
 )
 
@@ -64,8 +62,9 @@ func TestChartsWriteAPNGWithEveryLine(t *testing.T) {
 		{"a latency CDF draws one line per subject on a log ns axis", cdfChart("c.png", "cdf", "round trip",
 			[]cdfSubject{{name: "orbitkv_ping", points: []cdfPoint{{250, 0.1}, {300, 0.5}, {2000, 0.99}, {9000, 1}}},
 				{name: "uds", points: []cdfPoint{{40000, 0.2}, {50000, 0.9}, {1.2e6, 1}}}})},
-		{"a hit ratio chart draws a single-point line", lineChart{file: "h.png", title: "hit ratio", xLabel: "capacity (%)", yLabel: "hit ratio",
-			yFromZero: true, glyphs: true, series: []plotSeries{{name: "lru", xs: []float64{5}, ys: []float64{0.1}}, {name: "bound", xs: []float64{5, 5}, ys: []float64{0.3, 0.3}, bare: true}}}},
+		{"a hit ratio chart draws a bound under a line that reaches it", lineChart{file: "h.png", title: "hit ratio", xLabel: "capacity (%)", yLabel: "hit ratio",
+			yFromZero: true, glyphs: true, series: []plotSeries{{name: "bound", xs: []float64{5, 50}, ys: []float64{0.3, 0.3}, bound: true},
+				{name: "optimum", xs: []float64{5, 25, 50}, ys: []float64{0.2, 0.3, 0.3}, reference: true}, {name: "lru", xs: []float64{5, 50}, ys: []float64{0.1, 0.2}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,8 +78,8 @@ func TestChartsWriteAPNGWithEveryLine(t *testing.T) {
 			}
 			img := decodePlot(t, path)
 			for i, s := range tt.chart.series {
-				if !hasColor(img, plotutil.Color(i)) {
-					t.Errorf("series %q: no pixel of its colour %v: the line is not drawn", s.name, plotutil.Color(i))
+				if !hasColor(img, seriesColor(s, i)) {
+					t.Errorf("series %q: no pixel of its colour %v: the line is not drawn", s.name, seriesColor(s, i))
 				}
 			}
 			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
