@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -70,11 +69,10 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		}
 		run.report.IdleCPUPercent = &pct
 	}
-	if cfg.json {
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(run.report)
-	}
-	return writeTable(stdout, run.header(), &run.report, cfg.subjects)
+	run.report.Meta = cfg.meta()
+	return cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
+		return writeTable(w, run.header(), &run.report, cfg.subjects)
+	})
 }
 
 // measure runs one subject at both cadences and records its Stats.
@@ -166,18 +164,30 @@ func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, [
 	if err := timeRun(r.cfg.warmup, 0, out); err != nil {
 		return fmt.Errorf("back-to-back: %w", err)
 	}
-	r.report.BackToBack[subject] = summarize(out)
+	r.report.BackToBack[subject] = r.summarize("back_to_back", subject, out)
 	if r.cfg.perMsN > 0 {
 		out = buf[:r.cfg.perMsN]
 		if err := timeRun(r.cfg.perMsWarmup, perMsPeriod, out); err != nil {
 			return fmt.Errorf("per-ms: %w", err)
 		}
-		r.report.PerMs[subject] = summarize(out)
+		r.report.PerMs[subject] = r.summarize("per_ms", subject, out)
 	}
 	if r.manager != nil {
 		return r.manager.alive()
 	}
 	return nil
+}
+
+// summarize records samples (ns) into the histogram of cadence and
+// subject, kept in the report for plots, and returns its Stats.
+func (r *channelRun) summarize(cadence, subject string, samples []uint64) Stats {
+	h := newLatencyHist()
+	h.recordAll(samples)
+	if r.report.hists == nil {
+		r.report.hists = map[string]*latencyHist{}
+	}
+	r.report.hists[cadence+"/"+subject] = h
+	return h.stats()
 }
 
 func (r *channelRun) connect(instance string) (*client.Client, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -76,6 +75,7 @@ type copySize struct {
 
 // copyReport is the one JSON object `orbitkv-bench copy --json` prints.
 type copyReport struct {
+	reportHead
 	Blocks           int        `json:"blocks"`
 	Layers           uint32     `json:"layers"`
 	Iters            int        `json:"iters"`
@@ -141,10 +141,8 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 	if err := writeCharts(cfg.plotDir, stderr, copyCharts(rep)...); err != nil {
 		return err
 	}
-	if cfg.json {
-		return json.NewEncoder(stdout).Encode(rep)
-	}
-	return writeCopyTable(stdout, rep)
+	rep.Meta = cfg.meta()
+	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeCopyTable(w, rep) })
 }
 
 // copyBench is one block size's buffers: src is registered with the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -16,10 +17,18 @@ import (
 // --manager-args). The suite configs embed it.
 type suiteCommon struct {
 	json        bool     // --json: print one JSON object instead of the table
+	output      string   // --output: write the report to this file instead of stdout; "" = stdout
 	managerBin  string   // --manager-bin; "" = launch.Find's default
 	managerArgs []string // --manager-args split at white space; they come last and win
 	plotDir     string   // --plot of a suite that draws (plotFlag); "" = no plots
+
+	suite string    // the suite's name, for the report's metadata
+	args  []string  // the suite's arguments as given
+	start time.Time // when the arguments were parsed: the report's timestamp
 }
+
+// meta is the metadata of this run's report.
+func (c *suiteCommon) meta() reportMeta { return newMeta(c.suite, c.args, 1, c.start) }
 
 // suiteFlags is the flag parser every suite shares: the usage text, the
 // shared flags into a suiteCommon, and parsing into usage errors that
@@ -38,6 +47,7 @@ func newSuiteFlags(name string, common *suiteCommon, out io.Writer, about ...str
 	f := &suiteFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), common: common}
 	f.SetOutput(out)
 	f.BoolVar(&common.json, "json", false, "print one JSON object instead of the table")
+	f.StringVar(&common.output, "output", "", "write the report (JSON with --json, else the table) to this `file` instead of stdout")
 	f.StringVar(&common.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
 	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
 	f.Usage = func() {
@@ -67,7 +77,8 @@ func (f *suiteFlags) parse(args []string) error {
 	f.set = map[string]bool{}
 	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	f.common.managerArgs = strings.Fields(f.managerArgs)
-	return checkPlotDir(f.common.plotDir)
+	f.common.suite, f.common.args, f.common.start = f.Name(), append([]string{}, args...), time.Now()
+	return firstError(checkPlotDir(f.common.plotDir), checkOutput(f.common.output))
 }
 
 // isSet reports whether --name was given on the command line (after parse).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -113,6 +112,7 @@ type policyRow struct {
 
 // policyReport is the JSON of `orbitkv-bench policy --json`.
 type policyReport struct {
+	reportHead
 	Trace         string      `json:"trace"`
 	DefaultPolicy string      `json:"default_policy"`
 	Requests      int         `json:"requests"`
@@ -153,10 +153,8 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	if err := writeCharts(cfg.plotDir, stderr, policyCharts(rep)...); err != nil {
 		return err
 	}
-	if cfg.json {
-		return json.NewEncoder(stdout).Encode(rep)
-	}
-	return writePolicyTable(stdout, rep)
+	rep.Meta = cfg.meta()
+	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
 }
 
 // simulatePolicies runs every policy and the optimum at every capacity.

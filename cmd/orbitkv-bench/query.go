@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -150,7 +149,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r := &queryRun{cfg: &cfg, c: c, m: m, metricsAddr: httpAddr, progress: stderr}
+	r := &queryRun{cfg: &cfg, c: c, m: m, metricsAddr: httpAddr, progress: stderr, hists: map[string]*latencyHist{}}
 	defer func() { c.Close(); r.freeBuffer() }() // a registered buffer outlives its session
 	if cfg.json {
 		r.progress = io.Discard
@@ -160,9 +159,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
-	if cfg.json {
-		return json.NewEncoder(stdout).Encode(rep)
-	}
+	rep.Meta = cfg.meta()
 	header := fmt.Sprintf("orbitkv-bench query: %d CPUs", runtime.NumCPU())
 	if model := cpuModel(); model != "" {
 		header += " (" + model + ")"
@@ -173,24 +170,24 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	}
 	header += fmt.Sprintf(", Manager pid %d started by the bench (%.1f s; %s RAM tier of 4 KiB chunks); %d resident blocks of %d B published in %.2f s; queries %s",
 		m.pid, startS, humanize.IBytes(capacity), rep.ResidentBlocks, rep.BlockBytes, rep.PublishS, chains)
-	return writeQueryTable(stdout, header, rep)
+	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeQueryTable(w, header, rep) })
 }
 
-// timeRoundTrips collects n samples of f after a warmup of up to 1000
-// calls, pausing gap before each.
-func timeRoundTrips(f func() (time.Duration, error), n int, gap time.Duration) (Stats, error) {
-	samples := make([]uint64, 0, n)
+// timeRoundTrips records n samples of f after a warmup of up to 1000
+// calls, pausing gap before each, into a histogram.
+func timeRoundTrips(f func() (time.Duration, error), n int, gap time.Duration) (*latencyHist, error) {
+	h := newLatencyHist()
 	for i := -min(n/10+1, 1000); i < n; i++ {
 		if gap > 0 {
 			time.Sleep(gap)
 		}
 		d, err := f()
 		if err != nil {
-			return Stats{}, err
+			return nil, err
 		}
 		if i >= 0 {
-			samples = append(samples, uint64(d))
+			h.recordDuration(d)
 		}
 	}
-	return summarize(samples), nil
+	return h, nil
 }

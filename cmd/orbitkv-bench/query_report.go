@@ -25,7 +25,7 @@ const (
 
 // rtt is a round-trip summary in the JSON of the query suite.
 type rtt struct {
-	P50  uint64 `json:"p50"`  // nearest-rank, ns
+	P50  uint64 `json:"p50"`  // ns, as latencyHist.quantile defines it
 	P99  uint64 `json:"p99"`  // ns
 	P999 uint64 `json:"p999"` // ns
 	N    int    `json:"n"`    // timed round trips
@@ -45,6 +45,7 @@ type queryRow struct {
 
 // queryReport is the JSON of `orbitkv-bench query --json`.
 type queryReport struct {
+	reportHead
 	ResidentBlocks   int        `json:"resident_blocks"`
 	ServerNsPerHash  float64    `json:"server_ns_per_hash"` // the largest row's
 	Rows             []queryRow `json:"rows"`               // ascending hash counts
@@ -58,6 +59,10 @@ type queryReport struct {
 	ManagerStartS    float64    `json:"manager_start_s"`
 	RAMCapacityBytes uint64     `json:"ram_capacity_bytes"`
 	SameChain        bool       `json:"same_chain"`
+
+	// hists holds the histogram behind each rtt, for plots: keyed
+	// "query N/hot", "query N/cold", "ping/hot", "poll/cold", ….
+	hists map[string]*latencyHist
 }
 
 // marginal is the Manager's extra time per extra hash from row i-1 to row

@@ -21,6 +21,12 @@ type queryRun struct {
 	ns     client.Namespace
 	hashes []client.BlockHash // hash i = blockHash(i), all resident
 	next   int                // start of the next query window (moving chains)
+	hists  map[string]*latencyHist
+}
+
+// keep files the hot and cold histograms of subject for the report.
+func (r *queryRun) keep(subject string, hot, cold *latencyHist) {
+	r.hists[subject+"/hot"], r.hists[subject+"/cold"] = hot, cold
 }
 
 // freeBuffer frees the engine buffer; call it after closing the client.
@@ -41,7 +47,7 @@ func (r *queryRun) run() (*queryReport, error) {
 	if r.ns, err = client.Fingerprint(spec); err != nil {
 		return nil, err
 	}
-	rep := &queryReport{ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
+	rep := &queryReport{hists: r.hists, ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
 	if rep.PublishS, err = r.publish(); err != nil {
 		return nil, err
 	}
@@ -156,7 +162,7 @@ func (r *queryRun) measureRow(n int) (queryRow, error) {
 	}
 	d := after.sub(before)
 	if d.hashes <= 0 || d.nanos <= 0 {
-		return row, fmt.Errorf("the Manager's counters moved by %.0f ns and %.0f hashes over %d queries; want both above 0", d.nanos, d.hashes, hot.N)
+		return row, fmt.Errorf("the Manager's counters moved by %.0f ns and %.0f hashes over %d queries; want both above 0", d.nanos, d.hashes, hot.count())
 	}
 	row.ServerHashes, row.ServerNsPerHash = uint64(d.hashes), d.nanos/d.hashes
 	row.ServerNsPerQuery = d.nanos / (d.hashes / float64(n))
@@ -164,7 +170,8 @@ func (r *queryRun) measureRow(n int) (queryRow, error) {
 	if err != nil {
 		return row, err
 	}
-	row.RTT, row.ColdRTT = rttOf(hot), rttOf(cold)
+	row.RTT, row.ColdRTT = rttOf(hot.stats()), rttOf(cold.stats())
+	r.keep(fmt.Sprintf("query %d", n), hot, cold)
 	return row, nil
 }
 
@@ -217,7 +224,10 @@ func (r *queryRun) measurePoll(rep *queryReport) error {
 	if err != nil {
 		return err
 	}
-	rep.PollRTT, rep.PingRTT, rep.PollColdRTT, rep.PingColdRTT = rttOf(pollHot), rttOf(pingHot), rttOf(pollCold), rttOf(pingCold)
+	r.keep("poll", pollHot, pollCold)
+	r.keep("ping", pingHot, pingCold)
+	rep.PollRTT, rep.PingRTT = rttOf(pollHot.stats()), rttOf(pingHot.stats())
+	rep.PollColdRTT, rep.PingColdRTT = rttOf(pollCold.stats()), rttOf(pingCold.stats())
 	// Releasing the held lease admits the ticket: its next poll answers Ok.
 	if err := r.c.Release(held.ID); err != nil {
 		return fmt.Errorf("releasing the budget lease: %w", err)
@@ -236,33 +246,33 @@ func (r *queryRun) measurePoll(rep *queryReport) error {
 	}
 }
 
-// timeAlternating collects n samples each of f and g, alternating which
+// timeAlternating records n samples each of f and g, alternating which
 // goes first, after a warmup as timeRoundTrips', pausing gap before each
 // call.
-func timeAlternating(f, g func() (time.Duration, error), n int, gap time.Duration) (Stats, Stats, error) {
-	fs, gs := make([]uint64, 0, n), make([]uint64, 0, n)
-	call := func(h func() (time.Duration, error), out *[]uint64, keep bool) error {
+func timeAlternating(f, g func() (time.Duration, error), n int, gap time.Duration) (*latencyHist, *latencyHist, error) {
+	fs, gs := newLatencyHist(), newLatencyHist()
+	call := func(h func() (time.Duration, error), out *latencyHist, keep bool) error {
 		if gap > 0 {
 			time.Sleep(gap)
 		}
 		d, err := h()
 		if err == nil && keep {
-			*out = append(*out, uint64(d))
+			out.recordDuration(d)
 		}
 		return err
 	}
 	for i := -min(n/10+1, 1000); i < n; i++ {
 		first, second := f, g
-		fo, so := &fs, &gs
+		fo, so := fs, gs
 		if i%2 != 0 {
-			first, second, fo, so = g, f, &gs, &fs
+			first, second, fo, so = g, f, gs, fs
 		}
 		if err := call(first, fo, i >= 0); err != nil {
-			return Stats{}, Stats{}, err
+			return nil, nil, err
 		}
 		if err := call(second, so, i >= 0); err != nil {
-			return Stats{}, Stats{}, err
+			return nil, nil, err
 		}
 	}
-	return summarize(fs), summarize(gs), nil
+	return fs, gs, nil
 }

@@ -217,12 +217,8 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.json {
-		err = writeReplayJSON(stdout, rep)
-	} else {
-		err = writeReplayTable(stdout, rep)
-	}
-	if err != nil {
+	rep.Meta = cfg.meta()
+	if err := cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeReplayTable(w, rep) }); err != nil {
 		return err
 	}
 	if rep.Mismatches != 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,7 +11,8 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// rttStats are nearest-rank percentiles of one operation's round trips, ns.
+// rttStats are percentiles of one operation's round trips, ns, as
+// latencyHist.quantile defines them.
 type rttStats struct {
 	P50  uint64 `json:"p50"`
 	P99  uint64 `json:"p99"`
@@ -25,6 +25,7 @@ type rttStats struct {
 // bytes; RAMCapacityBytes is 0 when unknown (an external Manager that does
 // not report it).
 type replayReport struct {
+	reportHead
 	Trace               string              `json:"trace"`
 	Requests            uint64              `json:"requests"`
 	Blocks              uint64              `json:"blocks"`
@@ -54,8 +55,9 @@ type replayReport struct {
 	ManagerRAMUsedBytes uint64              `json:"manager_ram_used_bytes"` // after the run
 	IdleInvariant       string              `json:"idle_invariant"`         // "ok", "not checked: …" or "violated: …"
 
-	header        string // conditions of the run, first line of the table
-	idleViolation string // non-empty: the run fails
+	hists         map[string]*latencyHist // merged over the workers, keyed by op name, for plots
+	header        string                  // conditions of the run, first line of the table
+	idleViolation string                  // non-empty: the run fails
 }
 
 // header describes the conditions of a run in one line.
@@ -71,10 +73,6 @@ func (r *replayRun) header() string {
 		fmt.Fprintf(&b, ", Manager at %s", r.manager.socket)
 	}
 	return b.String()
-}
-
-func writeReplayJSON(w io.Writer, rep *replayReport) error {
-	return json.NewEncoder(w).Encode(rep)
 }
 
 // writeReplayTable prints the human-readable report: the counts, the

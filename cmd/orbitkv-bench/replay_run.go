@@ -46,10 +46,11 @@ type workerProc struct {
 }
 
 // workerEvent is what a worker's reader goroutine reports: ready (res nil,
-// err nil), a result, or a failure.
+// err nil), a result with its decoded histograms, or a failure.
 type workerEvent struct {
 	index int
 	res   *workerResult
+	hists [numOps]*latencyHist
 	at    time.Time // when the result line arrived
 	err   error
 }
@@ -89,18 +90,19 @@ func (r *replayRun) execute() (*replayReport, error) {
 		w.stdin.Close()
 	}
 	results := make([]*workerResult, n)
+	hists := make([][numOps]*latencyHist, n)
 	var last time.Time
 	for range n {
 		ev := <-done
 		if ev.err != nil {
 			return nil, r.failure(ev)
 		}
-		results[ev.index] = ev.res
+		results[ev.index], hists[ev.index] = ev.res, ev.hists
 		if ev.at.After(last) {
 			last = ev.at
 		}
 	}
-	rep := r.merge(results, last.Sub(start))
+	rep := r.merge(results, hists, last.Sub(start))
 	if err := r.checkIdle(rep); err != nil {
 		return nil, err
 	}
@@ -158,14 +160,14 @@ func (w *workerProc) talk(in workerInput, ready, done chan<- workerEvent) {
 		return
 	}
 	ready <- workerEvent{index: w.index}
-	b, err := w.stdout.ReadBytes('\n')
+	b, err := readResultLine(w.stdout, maxWorkerResultBytes)
 	at := time.Now()
 	if err != nil {
 		fail(done, fmt.Errorf("reading the result: %w", err))
 		return
 	}
-	res := &workerResult{}
-	if err := json.Unmarshal(b, res); err != nil {
+	res, hists, err := decodeWorkerResult(b)
+	if err != nil {
 		fail(done, fmt.Errorf("decoding the result: %w", err))
 		return
 	}
@@ -173,7 +175,7 @@ func (w *workerProc) talk(in workerInput, ready, done chan<- workerEvent) {
 		done <- workerEvent{index: w.index, err: err}
 		return
 	}
-	done <- workerEvent{index: w.index, res: res, at: at}
+	done <- workerEvent{index: w.index, res: res, hists: hists, at: at}
 }
 
 // failure describes a failed worker with its stderr and the Manager's state.
@@ -199,21 +201,24 @@ func (r *replayRun) killWorkers() {
 	}
 }
 
-// merge sums the workers' counters and computes exact percentiles over all
-// their round-trip samples.
-func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayReport {
+// merge sums the workers' counters and merges their histograms, op by op
+// (hists[i] is worker i's, indexed like opNames), into the report's.
+func (r *replayRun) merge(results []*workerResult, hists [][numOps]*latencyHist, wall time.Duration) *replayReport {
 	rep := &replayReport{
 		Trace: r.plan.tracePath, BoundBlocks: r.plan.bound.Blocks, BoundHitBlocks: r.plan.bound.HitBlocks,
 		BoundHitRatio: r.plan.bound.HitRatio(), WorkingSetBytes: r.plan.unique * r.cfg.blockBytes,
 		Clients: r.cfg.clients, BlockBytes: r.cfg.blockBytes, Layers: r.cfg.layers,
-		WallS: elapsedSeconds(wall), RTT: map[string]rttStats{},
+		WallS: elapsedSeconds(wall), RTT: map[string]rttStats{}, hists: map[string]*latencyHist{},
 	}
 	if r.manager.started() {
 		rep.RAMCapacityBytes = r.cfg.ramCapacity
 	}
 	var restoreNS, publishNS uint64
-	samples := map[string][]uint64{}
-	for _, res := range results {
+	var merged [numOps]*latencyHist
+	for op := range merged {
+		merged[op] = newLatencyHist()
+	}
+	for i, res := range results {
 		rep.Requests += res.Requests
 		rep.Blocks += res.Blocks
 		rep.HitBlocks += res.HitBlocks
@@ -227,8 +232,8 @@ func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayRe
 		rep.PublishedBytes += res.PublishedBytes
 		restoreNS += res.RestoreNS
 		publishNS += res.PublishNS
-		for op, s := range res.Samples {
-			samples[op] = append(samples[op], s...)
+		for op, h := range hists[i] {
+			merged[op].merge(h)
 		}
 	}
 	if rep.Blocks > 0 {
@@ -236,9 +241,10 @@ func (r *replayRun) merge(results []*workerResult, wall time.Duration) *replayRe
 	}
 	rep.RestoreGBps = gbps(rep.RestoredBytes, restoreNS)
 	rep.PublishGBps = gbps(rep.PublishedBytes, publishNS)
-	for _, op := range opNames {
-		st := summarize(samples[op])
-		rep.RTT[op] = rttStats{P50: st.P50, P99: st.P99, P999: st.P999, N: st.N}
+	for op, name := range opNames {
+		st := merged[op].stats()
+		rep.RTT[name] = rttStats{P50: st.P50, P99: st.P99, P999: st.P999, N: st.N}
+		rep.hists[name] = merged[op]
 	}
 	rep.header = r.header()
 	return rep

@@ -265,7 +265,7 @@ func fixtureReport() *replayReport {
 
 func TestReplayJSONHasTheFieldsOfTheIssue(t *testing.T) {
 	var out bytes.Buffer
-	if err := writeReplayJSON(&out, fixtureReport()); err != nil {
+	if err := (&suiteCommon{json: true}).emit(&out, io.Discard, fixtureReport(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := bytes.Count(bytes.TrimSpace(out.Bytes()), []byte("\n")); n != 0 {

@@ -68,23 +68,25 @@ type workerInput struct {
 	Requests   [][]uint64 `json:"requests"` // hash ids of the worker's requests, in trace order
 }
 
-// workerResult is what a worker measured. Samples holds every round trip
-// in ns, keyed by op name, so the parent's percentiles are exact.
+// workerResult is what a worker measured. Histograms holds, per op name,
+// the latencyHist of its round trips in ns, HdrHistogram V2 encoded
+// (latencyHist.encode): the parent decodes them (decodeWorkerResult) and
+// merges them without loss, since every histogram has the same geometry.
 type workerResult struct {
-	Requests         uint64              `json:"requests"`
-	Blocks           uint64              `json:"blocks"`
-	HitBlocks        uint64              `json:"hit_blocks"`
-	Mismatches       uint64              `json:"mismatches"`
-	Unadmitted       uint64              `json:"unadmitted"`        // Publish calls refused for capacity
-	UnadmittedBlocks uint64              `json:"unadmitted_blocks"` // blocks those calls did not store
-	LoadingWaits     uint64              `json:"loading_waits"`     // queries answered Loading (SSD prefetch) and asked again
-	StoredBlocks     uint64              `json:"stored_blocks"`
-	PresentBlocks    uint64              `json:"present_blocks"`
-	RestoredBytes    uint64              `json:"restored_bytes"`
-	PublishedBytes   uint64              `json:"published_bytes"`
-	RestoreNS        uint64              `json:"restore_ns"`
-	PublishNS        uint64              `json:"publish_ns"`
-	Samples          map[string][]uint64 `json:"samples_ns"`
+	Requests         uint64            `json:"requests"`
+	Blocks           uint64            `json:"blocks"`
+	HitBlocks        uint64            `json:"hit_blocks"`
+	Mismatches       uint64            `json:"mismatches"`
+	Unadmitted       uint64            `json:"unadmitted"`        // Publish calls refused for capacity
+	UnadmittedBlocks uint64            `json:"unadmitted_blocks"` // blocks those calls did not store
+	LoadingWaits     uint64            `json:"loading_waits"`     // queries answered Loading (SSD prefetch) and asked again
+	StoredBlocks     uint64            `json:"stored_blocks"`
+	PresentBlocks    uint64            `json:"present_blocks"`
+	RestoredBytes    uint64            `json:"restored_bytes"`
+	PublishedBytes   uint64            `json:"published_bytes"`
+	RestoreNS        uint64            `json:"restore_ns"`
+	PublishNS        uint64            `json:"publish_ns"`
+	Histograms       map[string]string `json:"histograms"`
 }
 
 // runReplayWorker is `orbitkv-bench __replay-worker`: one replay client.
@@ -133,7 +135,7 @@ type replayWorker struct {
 	pages   []uint32
 	entries []client.RestoreEntry
 	leases  []client.Lease
-	samples [numOps][]uint64
+	hists   [numOps]*latencyHist
 	res     workerResult
 }
 
@@ -180,8 +182,8 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 		w.pages[i] = uint32(i)
 	}
 	w.entries = make([]client.RestoreEntry, 0, in.PageCount)
-	for op := range w.samples {
-		w.samples[op] = make([]uint64, 0, len(in.Requests)+16)
+	for op := range w.hists {
+		w.hists[op] = newLatencyHist()
 	}
 	return w, nil
 }
@@ -196,7 +198,7 @@ func (w *replayWorker) close() {
 	}
 }
 
-// run replays every request, then fills res.Samples.
+// run replays every request, then fills res.Histograms.
 func (w *replayWorker) run() error {
 	for j, ids := range w.in.Requests {
 		if err := w.request(ids); err != nil {
@@ -204,16 +206,21 @@ func (w *replayWorker) run() error {
 				w.in.Index, w.in.Index+j*w.in.Clients+1, len(ids), err)
 		}
 	}
-	w.res.Samples = make(map[string][]uint64, numOps)
-	for op, s := range w.samples {
-		w.res.Samples[opNames[op]] = s
+	w.res.Histograms = make(map[string]string, numOps)
+	for op, h := range w.hists {
+		b, err := h.encode()
+		if err != nil {
+			return fmt.Errorf("encoding the %s histogram: %w", opNames[op], err)
+		}
+		w.res.Histograms[opNames[op]] = string(b)
 	}
 	return nil
 }
 
+// since records the round trip of op that began at t and returns it in ns.
 func (w *replayWorker) since(op int, t time.Time) uint64 {
 	ns := uint64(time.Since(t))
-	w.samples[op] = append(w.samples[op], ns)
+	w.hists[op].record(ns)
 	return ns
 }
 

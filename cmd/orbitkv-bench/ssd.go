@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -121,6 +120,7 @@ type ssdSize struct {
 
 // ssdReport is the one JSON object `orbitkv-bench ssd --json` prints.
 type ssdReport struct {
+	reportHead
 	Dir       string    `json:"dir"`
 	IOWorkers int       `json:"io_workers"`
 	Iters     int       `json:"iters"`
@@ -168,10 +168,8 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 	if err := writeCharts(cfg.plotDir, stderr, ssdCharts(rep)...); err != nil {
 		return err
 	}
-	if cfg.json {
-		return json.NewEncoder(stdout).Encode(rep)
-	}
-	return writeSSDTable(stdout, rep)
+	rep.Meta = cfg.meta()
+	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeSSDTable(w, rep) })
 }
 
 // ssdBench is one block size's store and buffers.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
 	"text/tabwriter"
@@ -28,20 +27,6 @@ func (r *channelRun) header() string {
 	}
 	fmt.Fprintf(&b, ", n=%d back-to-back, %d per ms", r.cfg.n, r.cfg.perMsN)
 	return b.String()
-}
-
-// cpuModel returns the first "model name" of /proc/cpuinfo, or "".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // us formats nanoseconds as microseconds with 2 decimals.

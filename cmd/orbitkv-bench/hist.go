@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// The geometry of every latency histogram of the bench. One fixed geometry
+// lets any two histograms merge without loss and lets a decoder refuse
+// anything else.
+const (
+	// histLowestNS is the smallest value told apart from 0: 1 ns.
+	histLowestNS = 1
+	// histHighestNS is the largest value recorded as itself: one hour.
+	// A longer duration is recorded as one hour (and counted in clamped);
+	// no operation a suite times comes near it (the longest bound is a
+	// 10 s restore wait).
+	histHighestNS = int64(time.Hour)
+	// histSigFigs is the precision: 3 significant decimal digits, so a
+	// recorded value is reported at most 1/1024 (under 0.1%) above
+	// itself. The counts array of this geometry is 33,792 int64 (264 KiB).
+	histSigFigs = 3
+)
+
+// latencyHist is an HDR histogram of durations in nanoseconds, the one
+// way the bench summarises timed round trips: suites record each sample
+// into it instead of keeping and sorting the samples, replay workers send
+// it to the parent (encode, decodeLatencyHist) and the parent merges.
+//
+// Percentiles (quantile) follow hdrhistogram-go's ValueAtPercentile: the
+// sample of rank r = ⌊q·n + 0.5⌋ (q·n rounded half up), clamped to 1..n,
+// in ascending order, reported as the highest value equivalent to it at
+// histSigFigs digits. So a percentile is never below the sample of that
+// rank and at most 1/1024 above it. Examples (hist_test.go pins them): p50
+// of 1..100 is 50 (rank 50.5 → 50), p99 of 1..100 is 99, p99.9 of 1..1000
+// is 999 (rank 999.5 → 999), p50 of {3, 9} is 3 (rank 1.5 → 1). This is
+// the nearest-rank percentile the suites used before (rank ⌈q·n⌉) except
+// that the rank rounds instead of rising: they differ only where q·n has a
+// fractional part below one half, by one rank.
+//
+// A latencyHist is not safe for concurrent use.
+type latencyHist struct {
+	h       *hdrhistogram.Histogram
+	clamped int64 // samples above histHighestNS, recorded as histHighestNS
+}
+
+// newLatencyHist returns an empty histogram of the bench's geometry.
+func newLatencyHist() *latencyHist {
+	return &latencyHist{h: hdrhistogram.New(histLowestNS, histHighestNS, histSigFigs)}
+}
+
+// record adds one sample of ns nanoseconds.
+func (l *latencyHist) record(ns uint64) {
+	v := int64(histHighestNS)
+	if ns < uint64(histHighestNS) {
+		v = int64(ns)
+	} else if ns > uint64(histHighestNS) {
+		l.clamped++
+	}
+	// In range by construction: RecordValue fails only above the highest.
+	_ = l.h.RecordValue(v)
+}
+
+// recordDuration adds one sample of d (a negative d counts as 0).
+func (l *latencyHist) recordDuration(d time.Duration) { l.record(uint64(max(d, 0))) }
+
+// recordAll adds every sample of samples, in ns.
+func (l *latencyHist) recordAll(samples []uint64) {
+	for _, s := range samples {
+		l.record(s)
+	}
+}
+
+// merge adds every sample of o to l; o is unchanged.
+func (l *latencyHist) merge(o *latencyHist) {
+	l.h.Merge(o.h) // same geometry: nothing is dropped
+	l.clamped += o.clamped
+}
+
+// count is the number of samples recorded.
+func (l *latencyHist) count() int64 { return l.h.TotalCount() }
+
+// quantile is the percentile q (0..100) in ns as the type comment defines
+// it; 0 for an empty histogram.
+func (l *latencyHist) quantile(q float64) uint64 { return uint64(l.h.ValueAtPercentile(q)) }
+
+// maxNS is the largest sample's highest equivalent value, ns (0 if empty).
+func (l *latencyHist) maxNS() uint64 {
+	if l.count() == 0 {
+		return 0
+	}
+	return uint64(l.h.Max())
+}
+
+// stats is the report summary of the histogram: p50, p99, p99.9 and the
+// count. An empty histogram gives the zero Stats.
+func (l *latencyHist) stats() Stats {
+	return Stats{P50: l.quantile(50), P99: l.quantile(99), P999: l.quantile(99.9), N: int(l.count())}
+}
+
+// cdf returns the cumulative distribution (plot.go's cdfPoint), one point
+// per distinct recorded value (its highest equivalent value; a 0 ns sample
+// at 1 ns, the lowest value the histogram tells apart, so a log axis can
+// draw it), ascending; nil if empty. It is what a latency CDF plot draws.
+func (l *latencyHist) cdf() []cdfPoint {
+	n := l.count()
+	if n == 0 {
+		return nil
+	}
+	var out []cdfPoint
+	var seen int64
+	for _, b := range l.h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		seen += b.Count
+		out = append(out, cdfPoint{ns: float64(max(b.To, histLowestNS)), fraction: float64(seen) / float64(n)})
+	}
+	return out
+}
+
+// encode returns the histogram in the HdrHistogram V2 compressed encoding
+// (base64 text, a few hundred bytes for a typical run): what a replay
+// worker sends its parent. The clamped count is not part of it; a worker
+// sends it beside.
+func (l *latencyHist) encode() ([]byte, error) {
+	return l.h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+}
+
+// maxEncodedHist bounds one encoded histogram from outside the process:
+// the V2 encoding of the bench's geometry with every counter distinct and
+// large is about 300 KiB before compression, far below.
+const maxEncodedHist = 1 << 20
+
+// decodeLatencyHist decodes one histogram of encode from outside bytes
+// (a worker's message); field names it in errors. It refuses input over
+// maxEncodedHist bytes, anything hdrhistogram-go cannot decode, and a
+// histogram of any geometry but the bench's own (which could not be
+// merged without loss).
+func decodeLatencyHist(field string, b []byte) (*latencyHist, error) {
+	if len(b) > maxEncodedHist {
+		return nil, fmt.Errorf("%s: %d bytes, limit %d", field, len(b), maxEncodedHist)
+	}
+	h, err := hdrhistogram.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an HdrHistogram V2 compressed encoding: %w", field, err)
+	}
+	if h.LowestTrackableValue() != histLowestNS || h.HighestTrackableValue() != histHighestNS || h.SignificantFigures() != histSigFigs {
+		return nil, fmt.Errorf("%s: histogram of %d..%d at %d digits, want %d..%d at %d", field,
+			h.LowestTrackableValue(), h.HighestTrackableValue(), h.SignificantFigures(), histLowestNS, histHighestNS, histSigFigs)
+	}
+	if h.TotalCount() < 0 {
+		return nil, fmt.Errorf("%s: negative total count %d", field, h.TotalCount())
+	}
+	return &latencyHist{h: h}, nil
+}

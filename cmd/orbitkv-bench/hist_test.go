@@ -1,0 +1,157 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+func histOf(samples ...uint64) *latencyHist {
+	h := newLatencyHist()
+	h.recordAll(samples)
+	return h
+}
+
+func seq(from, to uint64) []uint64 {
+	var out []uint64
+	for v := from; v <= to; v++ {
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestHistogramPercentilesRoundTheRankHalfUp(t *testing.T) {
+	tests := []struct {
+		name    string
+		samples []uint64
+		q       float64
+		want    uint64
+	}{
+		{"an empty histogram gives zero", nil, 50, 0},
+		{"one sample is every percentile", []uint64{7}, 99.9, 7},
+		{"p50 of 1..100 is the 50th value", seq(1, 100), 50, 50},
+		{"p99 of 1..100 is the 99th value", seq(1, 100), 99, 99},
+		{"p99.9 of 1..100 is the 100th value", seq(1, 100), 99.9, 100},
+		{"p99.9 of 1..1000 is the 999th value (rank 999.5 rounds down)", seq(1, 1000), 99.9, 999},
+		{"p50 of two samples is the lower one", []uint64{3, 9}, 50, 3},
+		{"p99 of two samples is the higher one", []uint64{3, 9}, 99, 9},
+		{"p50 of three samples is the middle one", []uint64{1, 2, 3}, 50, 2},
+		{"order of recording does not matter", []uint64{500, 100, 300, 200, 400}, 50, 300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := histOf(tt.samples...).quantile(tt.q); got != tt.want {
+				t.Errorf("quantile(%v) = %d, want %d", tt.q, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHistogramKeepsThreeSignificantDigits(t *testing.T) {
+	tests := []struct {
+		name string
+		ns   uint64
+	}{
+		{"a microsecond", 1000},
+		{"3.8 µs, the query suite's hot p50", 3_812},
+		{"58 µs", 58_123},
+		{"a millisecond and a bit", 1_234_567},
+		{"ten seconds", 10_000_000_007},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" is reported within 1/1024 above itself", func(t *testing.T) {
+			got := histOf(tt.ns).quantile(50)
+			if got < tt.ns || float64(got-tt.ns) > float64(tt.ns)/1024 {
+				t.Errorf("quantile(50) of %d = %d, want in [%d, %d·(1+1/1024)]", tt.ns, got, tt.ns, tt.ns)
+			}
+		})
+	}
+	t.Run("a sample above an hour is recorded as an hour and counted", func(t *testing.T) {
+		h := histOf(uint64(2 * time.Hour))
+		if got := h.quantile(50); got < uint64(time.Hour) || got > uint64(time.Hour)+uint64(time.Hour)/1024 {
+			t.Errorf("quantile = %d, want about an hour", got)
+		}
+		if h.clamped != 1 {
+			t.Errorf("clamped = %d, want 1", h.clamped)
+		}
+	})
+}
+
+func TestHistogramStatsAndMerge(t *testing.T) {
+	a, b := histOf(seq(1, 50)...), histOf(seq(51, 100)...)
+	a.merge(b)
+	if got, want := a.stats(), (Stats{P50: 50, P99: 99, P999: 100, N: 100}); got != want {
+		t.Errorf("stats of merged 1..50 and 51..100 = %+v, want %+v", got, want)
+	}
+	if b.count() != 50 {
+		t.Errorf("merge changed its argument: count %d, want 50", b.count())
+	}
+	if got := (newLatencyHist()).stats(); got != (Stats{}) {
+		t.Errorf("stats of an empty histogram = %+v, want zero", got)
+	}
+}
+
+func TestHistogramCDFAscendsToOne(t *testing.T) {
+	cdf := histOf(10, 10, 20, 40).cdf()
+	want := []cdfPoint{{10, 0.5}, {20, 0.75}, {40, 1}}
+	if len(cdf) != len(want) {
+		t.Fatalf("cdf = %v, want %v", cdf, want)
+	}
+	for i := range want {
+		if cdf[i] != want[i] {
+			t.Errorf("cdf[%d] = %v, want %v", i, cdf[i], want[i])
+		}
+	}
+	if histOf().cdf() != nil {
+		t.Errorf("cdf of an empty histogram is not nil")
+	}
+}
+
+func TestHistogramEncodingRoundTrips(t *testing.T) {
+	h := histOf(append(seq(1, 3000), 58_000, 1_000_000, 9_999_999_999)...)
+	b, err := h.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeLatencyHist("h", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []float64{0, 10, 50, 90, 99, 99.9, 100} {
+		if got.quantile(q) != h.quantile(q) {
+			t.Errorf("quantile(%v) after the round trip = %d, want %d", q, got.quantile(q), h.quantile(q))
+		}
+	}
+	if got.count() != h.count() {
+		t.Errorf("count after the round trip = %d, want %d", got.count(), h.count())
+	}
+}
+
+func TestDecodeLatencyHistRefusesForeignInput(t *testing.T) {
+	twoDigits := hdrhistogram.New(1, int64(time.Hour), 2)
+	_ = twoDigits.RecordValue(5)
+	foreign, err := twoDigits.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"empty input is refused", nil, "not an HdrHistogram"},
+		{"text that is not base64 is refused", []byte("not base64!"), "not an HdrHistogram"},
+		{"input over the limit is refused naming it", make([]byte, maxEncodedHist+1), "limit 1048576"},
+		{"a histogram of another precision is refused naming both", foreign, "at 2 digits, want 1..3600000000000 at 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeLatencyHist("histograms.query", tt.input)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "histograms.query: ") {
+				t.Errorf("err = %v, want it to start with the field and contain %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// maxWorkerResultBytes bounds the result line a worker writes: its
+// counters and numOps encoded histograms of at most maxEncodedHist bytes
+// each, with room for the JSON around them.
+const maxWorkerResultBytes = numOps*maxEncodedHist + 64<<10
+
+// readResultLine reads one '\n'-terminated line of at most limit bytes
+// (the newline included) from r. A longer line is an error naming the
+// limit, read no further.
+func readResultLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, fmt.Errorf("result line longer than %d bytes", limit)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return nil, fmt.Errorf("result line of %d bytes ends without a newline", len(line))
+		default:
+			return nil, err
+		}
+	}
+}
+
+// decodeWorkerResult decodes a worker's result line (outside bytes to the
+// parent) into its counters and one histogram per op, indexed like
+// opNames. Every error names the field and the limit it broke: a line
+// over maxWorkerResultBytes, JSON that is not one workerResult object
+// (unknown keys included), a histogram missing, of an unknown op or that
+// does not decode (decodeLatencyHist), or counters that contradict each
+// other (hit_blocks above blocks).
+func decodeWorkerResult(line []byte) (*workerResult, [numOps]*latencyHist, error) {
+	var hists [numOps]*latencyHist
+	if len(line) > maxWorkerResultBytes {
+		return nil, hists, fmt.Errorf("result: %d bytes, limit %d", len(line), maxWorkerResultBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	res := &workerResult{}
+	if err := dec.Decode(res); err != nil {
+		return nil, hists, fmt.Errorf("result: not a workerResult JSON object: %w", err)
+	}
+	if dec.More() {
+		return nil, hists, errors.New("result: data after the JSON object")
+	}
+	if res.HitBlocks > res.Blocks {
+		return nil, hists, fmt.Errorf("result: hit_blocks %d above blocks %d", res.HitBlocks, res.Blocks)
+	}
+	for name := range res.Histograms {
+		if !slices.Contains(opNames[:], name) {
+			return nil, hists, fmt.Errorf("result: histograms: unknown op %q (want %s)", name, strings.Join(opNames[:], ", "))
+		}
+	}
+	for op, name := range opNames {
+		enc, ok := res.Histograms[name]
+		if !ok {
+			return nil, hists, fmt.Errorf("result: histograms: no %q histogram", name)
+		}
+		h, err := decodeLatencyHist("result: histograms."+name, []byte(enc))
+		if err != nil {
+			return nil, hists, err
+		}
+		hists[op] = h
+	}
+	return res, hists, nil
+}
