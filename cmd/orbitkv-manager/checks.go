@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
 )
@@ -24,6 +26,9 @@ var flagOf = map[string]string{
 	"tier.Eviction": "eviction", "ram.CapacityBytes": "ram-capacity", "ram.ChunkBytes": "ram-chunk-bytes",
 	"ram.Hugepages": "hugepages", "ssd.Dir": "ssd-dir", "ssd.CapacityBytes": "ssd-capacity",
 	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",
+	"profiling.URL": "pyroscope-url", "profiling.AppName": "pyroscope-app-name", "profiling.TenantID": "pyroscope-tenant-id",
+	"profiling.BasicAuthUser": "pyroscope-basic-auth-user", "profiling.BasicAuthPassword": "pyroscope-password-file",
+	"profiling.UploadInterval": "pyroscope-upload-interval",
 }
 
 // checks collects the errors of the settings, at most one per setting, in
@@ -66,7 +71,7 @@ func (k *checks) add(err error) {
 			k.errs = append(k.errs, f)
 			continue
 		}
-		v := k.o.fs.Lookup(name).Value.String()
+		v := shown(name, k.o.fs.Lookup(name).Value.String())
 		_, quoted := value.(string)
 		switch {
 		case v == "" && value != "":
@@ -92,4 +97,19 @@ func (k *checks) size(name, v, examples string) uint64 {
 		k.fail(name, strconv.Quote(v), fmt.Sprintf("%v (examples: %s; %s)", err, examples, sizeHint))
 	}
 	return n
+}
+
+// shown is setting name's value v as errors and --print-config write it:
+// a password in the --pyroscope-url (which Validate refuses) as "xxxxx".
+func shown(name, v string) string {
+	if name != "pyroscope-url" {
+		return v
+	}
+	if u, err := url.Parse(v); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(v, "@"); at >= 0 {
+		return "xxxxx" + v[at:] // unparsable: whatever precedes the host may be a password
+	}
+	return v
 }

@@ -317,7 +317,7 @@ func (o *options) printConfig(w io.Writer) {
 		if commandFlags[f.Name] {
 			return
 		}
-		v := f.Value.String()
+		v := shown(f.Name, f.Value.String())
 		switch f.Value.Type() {
 		case "bool", "int", "uint":
 		default:
@@ -335,6 +335,8 @@ func (o *options) printConfig(w io.Writer) {
 			note += " (empty: no SSD tier)"
 		case f.Name == "http-addr" && o.c.httpAddr == "":
 			note += " (empty: no HTTP endpoint)"
+		case f.Name == "pyroscope-url" && o.c.pyroURL == "":
+			note += " (empty: no profiling push)"
 		}
 		fmt.Fprintf(w, "%-40s # %s\n", f.Name+" = "+v, note)
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
@@ -48,6 +49,12 @@ type config struct {
 	shutdownWait time.Duration
 	opSocket     string
 	opGroup      string
+	pyroURL      string
+	pyroApp      string
+	pyroTenant   string
+	pyroUser     string
+	pyroPassFile string
+	pyroInterval time.Duration
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -96,6 +103,12 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults (--prefault=false to skip)")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "after SIGTERM, how long closing sessions and stopping the cache may take (`duration`, 1s..10m); past it the Manager logs the SSD reads still stuck and exits with status 3 without freeing the memory they may write")
+	fs.StringVar(&c.pyroURL, "pyroscope-url", "", "push continuous profiles (CPU, heap, goroutines, mutex, block) to the Grafana Pyroscope server at this http(s) `URL`, e.g. http://pyroscope:4040 (empty: no push)")
+	fs.StringVar(&c.pyroApp, "pyroscope-app-name", profiling.DefaultAppName, "application `name` the profiles are listed under in Pyroscope")
+	fs.StringVar(&c.pyroTenant, "pyroscope-tenant-id", "", "tenant `id` sent as X-Scope-OrgID to a multi-tenant Pyroscope (empty: none)")
+	fs.StringVar(&c.pyroUser, "pyroscope-basic-auth-user", "", "HTTP basic auth `user` for the push (Grafana Cloud: the stack's numeric user id); needs --pyroscope-password-file")
+	fs.StringVar(&c.pyroPassFile, "pyroscope-password-file", "", "`file` holding the basic auth password or access token (one line; it is never printed)")
+	fs.DurationVar(&c.pyroInterval, "pyroscope-upload-interval", profiling.DefaultUploadInterval, "how often profiles are pushed, each covering the interval before it (`duration`, 1s..5m)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit, build date and Go version, then exit")

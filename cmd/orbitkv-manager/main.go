@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/manager"
+	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -127,7 +129,66 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
+	s.Profiling = profilingSpec(o, k)
 	return s
+}
+
+// profilingSpec is the push of the --pyroscope-* settings. The node id is
+// the host name: one Manager serves one host. The password is read from
+// --pyroscope-password-file (never a flag: the command line is public in
+// /proc), without its trailing newline.
+func profilingSpec(o *options, k *checks) profiling.Spec {
+	c := o.c
+	p := profiling.Spec{URL: c.pyroURL, AppName: c.pyroApp, TenantID: c.pyroTenant, BasicAuthUser: c.pyroUser,
+		UploadInterval: c.pyroInterval, Version: buildinfo.Get().Version}
+	p.NodeID, _ = os.Hostname()
+	k.add(profiling.UploadIntervalRange.CheckSet(c.pyroInterval))
+	if c.pyroApp == "" {
+		k.fail("pyroscope-app-name", `""`, "want a name (default "+profiling.DefaultAppName+")")
+	}
+	if c.pyroPassFile != "" {
+		b, err := readSecret(c.pyroPassFile)
+		if err != nil {
+			k.fail("pyroscope-password-file", strconv.Quote(c.pyroPassFile), err.Error())
+		}
+		p.BasicAuthPassword = b
+	}
+	return p
+}
+
+// maxSecretBytes bounds a password file: a token is well under a KiB.
+const maxSecretBytes = 4096
+
+// readSecret reads a password file: a regular file of at most
+// maxSecretBytes, its trailing newline (CRLF too) dropped; it must not be
+// empty.
+func readSecret(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular():
+		return "", errors.New("not a regular file")
+	case fi.Size() > maxSecretBytes:
+		return "", fmt.Errorf("%d bytes, want at most %d", fi.Size(), maxSecretBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
+	if err != nil {
+		return "", err
+	}
+	secret := strings.TrimRight(string(b), "\r\n")
+	if secret == "" {
+		return "", errors.New("empty: want the password or token on its first line")
+	}
+	if strings.ContainsAny(secret, "\r\n") {
+		return "", errors.New("more than one line: want only the password or token")
+	}
+	return secret, nil
 }
 
 // validate builds the Spec from the settings and validates it once; it

@@ -64,9 +64,10 @@ var allowed = map[string][]string{
 	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
 	"gocore/lifecycle":       {"proto/lifecyclepb"},
 	"gocore/limit":           {},
-	"gocore/manager":         {"gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/session", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/manager":         {"gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/profiling", "gocore/session", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":        {"gocore/bootstrap", "proto/operatorpb"},
 	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
+	"gocore/profiling":       {"gocore/limit"},
 	"gocore/session":         {"gocore/abi", "gocore/failpoint", "gocore/limit"},
 	"gocore/ticket":          {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
 	"gocore/tier":            {"gocore/abi", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
@@ -97,7 +98,7 @@ func TestImportGraphMatchesTheAllowedList(t *testing.T) {
 func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
 	p := goList(t, nil, "./cmd/orbitkv-manager")[0]
 	for _, d := range p.Deps {
-		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/manpage", "test/", "cmd/orbitkv-bench", "gocore/pingpong", "gocore/trace"} {
+		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/manpage", "internal/pyroscopetest", "test/", "cmd/orbitkv-bench", "gocore/pingpong", "gocore/trace"} {
 			if strings.HasPrefix(d, module+bad) {
 				t.Errorf("orbitkv-manager depends on %s, a test- or bench-only package", d)
 			}

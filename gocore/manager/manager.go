@@ -24,6 +24,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -55,12 +56,19 @@ type Spec struct {
 	// ShutdownTimeout bounds Run's shutdown, from the signal to the last
 	// step (0: DefaultShutdownTimeout; 1s..10m).
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// Profiling pushes continuous profiles to a Pyroscope server from Run
+	// on (gocore/profiling; zero: off). New fills its Epoch, and its
+	// Version from Bootstrap.Version when empty.
+	Profiling profiling.Spec
+	Logger    *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
 func (s Spec) withDefaults() Spec {
-	s.Session.Epoch, s.Channel.Epoch = s.Epoch, s.Epoch
+	s.Session.Epoch, s.Channel.Epoch, s.Profiling.Epoch = s.Epoch, s.Epoch, s.Epoch
+	if s.Profiling.Version == "" {
+		s.Profiling.Version = s.Bootstrap.Version
+	}
 	if s.Channel.MaxSessions == 0 {
 		s.Channel.MaxSessions = s.Session.MaxSessions
 	}
@@ -80,7 +88,7 @@ func (s Spec) Validate() error {
 	errs := []error{
 		limit.Check(s.Epoch != 0, "manager.Epoch", s.Epoch, "nonzero"),
 		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(),
-		ShutdownTimeoutRange.Check(s.ShutdownTimeout),
+		ShutdownTimeoutRange.Check(s.ShutdownTimeout), s.Profiling.Validate(),
 		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
 			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
 	}
@@ -108,7 +116,8 @@ type Manager struct {
 	ready      *readiness
 	http       *httpServer // nil without Spec.HTTPAddr
 	op         operatorState
-	closed     atomic.Bool // Close or Run's shutdown began
+	prof       *profiling.Profiler // nil unless Run pushes profiles
+	closed     atomic.Bool         // Close or Run's shutdown began
 }
 
 // New validates s and makes the Manager, each step before the next

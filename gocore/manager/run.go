@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/orbitkv/orbitkv/gocore/profiling"
 )
 
 // ErrShutdownForced is Run's answer when shutdown ran past
@@ -45,6 +47,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		slog.Uint64("desc_bytes", uint64(s.Session.DescCapacity)), slog.String("desc", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.Server.Serve() }()
+	m.startProfiling()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -58,6 +61,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	// (its frames may still be written): past the deadline Run gives up
 	// rather than wait with it.
 	deadline := time.Now().Add(s.ShutdownTimeout)
+	// The last profile is pushed while the rest shuts down; a server that
+	// does not answer may hold it, but never past the deadline.
+	profStopped := m.stopProfiling()
 	// The operator socket closes its idle connections at once and gives
 	// calls in flight (a Drain's reply) a short grace; it can hold
 	// shutdown up to the deadline at worst, and is then named.
@@ -77,6 +83,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		return m.forced("the cache did not stop")
 	}
 	m.Free()
+	if !waitUntil(deadline, profStopped) {
+		m.log.Warn("profiling: the last push did not finish by the shutdown deadline; it is dropped")
+	}
 	m.stopHTTP()
 	m.log.Info("orbitkv-manager stopped", slog.Uint64("requests", m.Dispatcher.Requests()), slog.Duration("uptime", time.Since(m.health.started)))
 	return err
@@ -123,4 +132,31 @@ func (m *Manager) forced(why string) error {
 		slog.Int("stuck_reads", reads), slog.Int("ssd_ios", total), slog.Int("in_kernel", issued),
 		slog.Int("not_logged", max(0, total-maxStuckLines)))
 	return ErrShutdownForced
+}
+
+// startProfiling starts the push of Spec.Profiling when it is enabled. A
+// push that cannot start is logged and the Manager serves without it:
+// profiling never stops the Manager.
+func (m *Manager) startProfiling() {
+	if !m.spec.Profiling.Enabled() {
+		return
+	}
+	p, err := profiling.Start(m.spec.Profiling, m.log)
+	if err != nil {
+		m.log.Error("profiling: not pushing", slog.Any("err", err))
+		return
+	}
+	m.prof = p
+}
+
+// stopProfiling stops the push on its own goroutine; the channel closes
+// once it stopped (at once without one).
+func (m *Manager) stopProfiling() <-chan struct{} {
+	done := make(chan struct{})
+	if m.prof == nil {
+		close(done)
+		return done
+	}
+	go func() { m.prof.Stop(); close(done) }()
+	return done
 }
