@@ -22,6 +22,9 @@ type suiteCommon struct {
 	managerArgs []string // --manager-args split at white space; they come last and win
 	plotDir     string   // --plot of a suite that draws (plotFlag); "" = no plots
 
+	// progress is --progress of the long suites (progress.go).
+	progress progressMode
+
 	suite string    // the suite's name, for the report's metadata
 	args  []string  // the suite's arguments as given
 	start time.Time // when the arguments were parsed: the report's timestamp

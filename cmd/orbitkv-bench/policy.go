@@ -46,6 +46,7 @@ func parsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 	fractions := fs.String("fractions", "0.05,0.10,0.25,0.50", "capacities to simulate, comma-separated fractions of the trace's unique blocks, each in (0, 1]")
 	policies := fs.String("policies", strings.Join(evict.Names(), ","), "policies to compare, comma-separated (lru and the optimum are always shown)")
 	fs.traceFlags(&cfg.tracePath, &cfg.limit, "simulate")
+	fs.progressFlag()
 	fs.plotFlag("hit ratio against capacity")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
@@ -146,7 +147,9 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	if len(reqs) == 0 {
 		return fmt.Errorf("%s: the trace has no requests", path)
 	}
-	rep, err := simulatePolicies(&cfg, path, reqs)
+	prog := startProgress(cfg.progress, stderr, "policy", "simulations", int64(len(cfg.fractions)*(len(cfg.policies)+1)))
+	rep, err := simulatePolicies(&cfg, path, reqs, prog)
+	prog.finish()
 	if err != nil {
 		return err
 	}
@@ -157,8 +160,9 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
 }
 
-// simulatePolicies runs every policy and the optimum at every capacity.
-func simulatePolicies(cfg *policyConfig, path string, reqs []trace.Request) (*policyReport, error) {
+// simulatePolicies runs every policy and the optimum at every capacity,
+// counting each simulation done on prog.
+func simulatePolicies(cfg *policyConfig, path string, reqs []trace.Request, prog *progress) (*policyReport, error) {
 	start := time.Now()
 	bound := trace.InfiniteCacheBound(reqs)
 	ids := make([][]uint64, len(reqs))
@@ -181,6 +185,7 @@ func simulatePolicies(cfg *policyConfig, path string, reqs []trace.Request) (*po
 		c := max(1, int(f*float64(len(seen))))
 		t := time.Now()
 		optHits, _ := evict.Optimum(ids, c)
+		prog.add(1)
 		opt := policyRow{CapacityFraction: f, CapacityBlocks: c, Policy: optimumName, HitRatio: ratio(optHits),
 			HitBlocks: optHits, SimS: elapsedSeconds(time.Since(t))}
 		var lru float64
@@ -190,6 +195,7 @@ func simulatePolicies(cfg *policyConfig, path string, reqs []trace.Request) (*po
 			if err != nil {
 				return nil, fmt.Errorf("%s at %d blocks: %w", name, c, err)
 			}
+			prog.add(1)
 			row := policyRow{CapacityFraction: f, CapacityBlocks: c, Policy: name, HitRatio: ratio(hits),
 				HitBlocks: hits, SimS: elapsedSeconds(time.Since(t))}
 			if name == evict.NameLRU {

@@ -69,6 +69,7 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suiteFlags {
 		"copy throughput. Method: bench/README.md.")
 	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
 	fs.traceFlags(&cfg.tracePath, &cfg.limit, "replay")
+	fs.progressFlag()
 	fs.IntVar(&cfg.clients, "clients", cfg.clients, "client processes; client i replays requests i, i+N, i+2N, … in trace order")
 	fs.Var(sizeValue{&cfg.blockBytes}, "block-bytes", "`size` of one KV block summed over its layers")
 	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -31,6 +32,8 @@ type replayRun struct {
 	stderr  io.Writer
 	salt    string // tenant salt of this run's namespace (replayNamespace)
 
+	prog atomic.Pointer[progress] // from the workers' release on; their pipes count into it
+
 	mu      sync.Mutex // guards workers and killed against the signal handler
 	workers []*workerProc
 	killed  bool
@@ -38,11 +41,12 @@ type replayRun struct {
 
 // workerProc is one started worker process.
 type workerProc struct {
-	index  int
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	stderr *tailBuffer
+	index    int
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   *bufio.Reader
+	stderr   *tailBuffer
+	progress *os.File // read end of the worker's progress pipe (workerInput.ProgressFD)
 }
 
 // workerEvent is what a worker's reader goroutine reports: ready (res nil,
@@ -69,7 +73,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 			return nil, err
 		}
 		in := workerInput{Socket: r.manager.socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
-			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n)}
+			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: workerProgressFD}
 		go w.talk(in, ready, done)
 	}
 	for range n {
@@ -83,6 +87,9 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 	}
 	start := time.Now()
+	prog := startProgress(r.cfg.progress, r.stderr, "replay", "requests", int64(len(r.plan.requests)))
+	defer prog.finish()
+	r.prog.Store(prog)
 	for _, w := range r.workers {
 		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
 			return nil, fmt.Errorf("client %d: releasing it: %w", w.index, err)
@@ -127,14 +134,22 @@ func (r *replayRun) startWorker(i int) (*workerProc, error) {
 		return nil, err
 	}
 	w.stdout = bufio.NewReader(out)
+	pw, err := w.progressPipe()
+	if err != nil {
+		return nil, fmt.Errorf("client %d: %w", i, err)
+	}
+	defer pw.Close() // the worker holds its own copy once started
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.killed {
+		w.progress.Close()
 		return nil, errors.New("interrupted")
 	}
 	if err := w.cmd.Start(); err != nil {
+		w.progress.Close()
 		return nil, fmt.Errorf("starting client %d: %w", i, err)
 	}
+	go w.readProgress(&r.prog)
 	r.workers = append(r.workers, w)
 	return w, nil
 }

@@ -66,6 +66,10 @@ type workerInput struct {
 	PageCount  uint64     `json:"page_count"`
 	RunSalt    string     `json:"run_salt"` // tenant salt of this run's namespace
 	Requests   [][]uint64 `json:"requests"` // hash ids of the worker's requests, in trace order
+
+	// ProgressFD is the worker's end of its progress pipe (progress.go,
+	// workerProgress); 0: none.
+	ProgressFD int `json:"progress_fd,omitempty"`
 }
 
 // workerResult is what a worker measured. Histograms holds, per op name,
@@ -200,11 +204,14 @@ func (w *replayWorker) close() {
 
 // run replays every request, then fills res.Histograms.
 func (w *replayWorker) run() error {
+	prog := openWorkerProgress(w.in.ProgressFD)
+	defer prog.close()
 	for j, ids := range w.in.Requests {
 		if err := w.request(ids); err != nil {
 			return fmt.Errorf("client %d, trace request %d (%d blocks): %w",
 				w.in.Index, w.in.Index+j*w.in.Clients+1, len(ids), err)
 		}
+		prog.report(j + 1)
 	}
 	w.res.Histograms = make(map[string]string, numOps)
 	for op, h := range w.hists {

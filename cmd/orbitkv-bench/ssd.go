@@ -68,6 +68,7 @@ func parseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	fs.IntVar(&cfg.warmup, "warmup", 1, "untimed passes per size and subject first")
 	fs.IntVar(&cfg.ioWorkers, "io-workers", ssd.DefaultIOWorkers, "the store's I/O workers (reads in flight)")
 	fs.plotFlag("GB/s against block size, one PNG per --memory kind")
+	fs.progressFlag()
 	memory := fs.String("memory", "4k,thp", "comma-separated destination `memory` kinds: 4k (4 KiB pages) and thp (MADV_HUGEPAGE)")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
@@ -153,12 +154,14 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.header += fmt.Sprintf(", store in %s, %d I/O workers; %d blocks per size read at once, median of %d passes",
 		dir, cfg.ioWorkers, cfg.blocks, cfg.iters)
+	prog := startProgress(cfg.progress, stderr, "ssd", "passes", int64(len(cfg.sizes)*len(cfg.memory)*(cfg.warmup+cfg.iters)))
+	defer prog.finish()
 	for _, size := range cfg.sizes {
 		for _, memory := range cfg.memory {
 			if !cfg.json {
 				fmt.Fprintf(stderr, "measuring %s blocks into %s memory ...\n", humanize.IBytes(size), memory)
 			}
-			r, err := measureSSD(&cfg, filepath.Join(dir, fmt.Sprint(size, "-", memory)), size, memory)
+			r, err := measureSSD(&cfg, filepath.Join(dir, fmt.Sprint(size, "-", memory)), size, memory, prog)
 			if err != nil {
 				return fmt.Errorf("%s blocks, %s memory: %w", humanize.IBytes(size), memory, err)
 			}
@@ -187,8 +190,9 @@ type ssdBench struct {
 }
 
 // measureSSD writes cfg.blocks blocks of size into a fresh store, then
-// times passes of the baseline and of Store.Read alternately.
-func measureSSD(cfg *ssdConfig, dir string, size uint64, memory string) (ssdSize, error) {
+// times passes of the baseline and of Store.Read alternately, counting
+// each pass (warm-up ones too) on prog.
+func measureSSD(cfg *ssdConfig, dir string, size uint64, memory string, prog *progress) (ssdSize, error) {
 	stride := ssd.HeaderBytes + size
 	spec := ssd.Spec{Dir: dir, CreateDir: true, SlotBytes: size, CapacityBytes: uint64(cfg.blocks) * stride, IOWorkers: cfg.ioWorkers,
 		MaxPendingWrites: cfg.blocks, VerifyOnOpen: -1}
@@ -267,6 +271,7 @@ func measureSSD(cfg *ssdConfig, dir string, size uint64, memory string) (ssdSize
 			}
 			d[k] = time.Since(t)
 		}
+		prog.add(1)
 		if i < cfg.warmup {
 			continue
 		}
