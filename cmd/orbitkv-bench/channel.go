@@ -69,6 +69,9 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		}
 		run.report.IdleCPUPercent = &pct
 	}
+	if err := cfg.plot(stderr, channelCharts(&run.report, &cfg)...); err != nil {
+		return err
+	}
 	run.report.Meta = cfg.meta()
 	return cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
 		return writeTable(w, run.header(), &run.report, cfg.subjects)

@@ -56,6 +56,7 @@ func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, ou
 	fs.IntVar(&cfg.perMsN, "per-ms-n", 2000, "round trips timed per subject at one per millisecond")
 	fs.IntVar(&cfg.warmup, "warmup", 0, "untimed back-to-back round trips before timing (default: n/10, at most 10000)")
 	fs.IntVar(&cfg.perMsWarmup, "per-ms-warmup", 50, "untimed per-ms round trips before timing")
+	fs.plotFlag("latency CDFs of every subject, back to back and per ms")
 	fs.StringVar(subjects, "subjects", strings.Join(allSubjects, ","), "comma-separated subjects: "+strings.Join(allSubjects, ", "))
 	fs.Float64Var(idleSeconds, "idle-seconds", 3, "seconds 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")

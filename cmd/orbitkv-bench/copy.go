@@ -138,7 +138,7 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Sizes = append(rep.Sizes, r)
 	}
-	if err := writeCharts(cfg.plotDir, stderr, copyCharts(rep)...); err != nil {
+	if err := cfg.plot(stderr, copyCharts(rep)...); err != nil {
 		return err
 	}
 	rep.Meta = cfg.meta()

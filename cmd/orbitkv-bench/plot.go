@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -18,8 +17,6 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 )
 
 // The PNGs --plot writes are plotWidth × plotHeight pixels at plotDPI:
@@ -95,17 +92,20 @@ type lineChart struct {
 }
 
 // plotHost is the second title line of every plot: the machine and the
-// build the figures come from.
-func plotHost() string {
-	s := fmt.Sprintf("%d CPUs", runtime.NumCPU())
-	if m := cpuModel(); m != "" {
-		s += " (" + m + ")"
+// build the figures come from, as the report's metadata names them
+// ("2 CPUs (AMD EPYC), commit 39f5c5504b94"; the commit cut to 12 hex
+// digits, keeping a -dirty suffix).
+func plotHost(m reportMeta) string {
+	s := fmt.Sprintf("%d CPUs", m.Cores)
+	if m.CPUModel != "" {
+		s += " (" + m.CPUModel + ")"
 	}
-	c := buildinfo.Get().Commit
-	if len(c) > 12 && !strings.HasSuffix(c, "-dirty") {
+	c, dirty := strings.CutSuffix(m.Commit, "-dirty")
+	if len(c) > 12 {
 		c = c[:12]
-	} else if len(c) > 18 {
-		c = c[:12] + "-dirty"
+	}
+	if dirty {
+		c += "-dirty"
 	}
 	return s + ", commit " + c
 }
@@ -139,15 +139,15 @@ func (c *lineChart) check() error {
 }
 
 // write draws the chart into dir/c.file as a plotWidth × plotHeight PNG,
-// through a temporary file renamed into place, and returns its path.
-// Errors wrap errPlot (a refused chart) or are the file system's, naming
-// --plot.
-func (c *lineChart) write(dir string) (string, error) {
+// with host (plotHost) as the title's second line, through a temporary
+// file renamed into place, and returns its path. Errors wrap errPlot (a
+// refused chart) or are the file system's, naming --plot.
+func (c *lineChart) write(dir, host string) (string, error) {
 	if err := c.check(); err != nil {
 		return "", err
 	}
 	p := plot.New()
-	p.Title.Text = c.title + "\n" + plotHost()
+	p.Title.Text = c.title + "\n" + host
 	p.X.Label.Text, p.Y.Label.Text = c.xLabel, c.yLabel
 	if c.logX {
 		p.X.Scale = plot.LogScale{}

@@ -10,17 +10,19 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/evict"
 )
 
-// writeCharts writes each chart into dir (--plot) and names each file on
-// log. With dir "" (no --plot) it writes nothing. The suites build their
-// charts from the report they print (copyCharts, ...), so a plot shows
-// exactly the figures of the table and the JSON. The first failure is
-// returned; files written before it stay.
-func writeCharts(dir string, log io.Writer, charts ...lineChart) error {
-	if dir == "" {
+// plot writes each chart into --plot DIR, titled with this run's host and
+// commit (plotHost of its metadata), and names each file on log. Without
+// --plot it writes nothing. The suites build their charts from the report
+// they print (copyCharts, ...), so a plot shows exactly the figures of the
+// table and the JSON. The first failure is returned; files written before
+// it stay.
+func (c *suiteCommon) plot(log io.Writer, charts ...lineChart) error {
+	if c.plotDir == "" {
 		return nil
 	}
+	host := plotHost(c.meta())
 	for i := range charts {
-		path, err := charts[i].write(dir)
+		path, err := charts[i].write(c.plotDir, host)
 		if err != nil {
 			return err
 		}
@@ -111,4 +113,57 @@ func policyCharts(rep *policyReport) []lineChart {
 	}
 	c.yMax = rep.BoundHitRatio * 1.05
 	return []lineChart{c}
+}
+
+// channelCharts is channel-cdf-back-to-back.png and, when per-ms round
+// trips were timed, channel-cdf-per-ms.png: the CDF of round-trip latency
+// of each subject, in --subjects order, from the histogram behind its
+// Stats.
+func channelCharts(rep *Report, cfg *channelConfig) []lineChart {
+	cadences := []struct{ key, file, what string }{{"back_to_back", "channel-cdf-back-to-back.png", fmt.Sprintf("back to back, %d round trips per subject", cfg.n)}}
+	if cfg.perMsN > 0 {
+		cadences = append(cadences, struct{ key, file, what string }{"per_ms", "channel-cdf-per-ms.png", fmt.Sprintf("one round trip per ms, %d per subject", cfg.perMsN)})
+	}
+	var charts []lineChart
+	for _, cd := range cadences {
+		title := "orbitkv-bench channel: " + cd.what
+		if cfg.needsManager() && cfg.socket == "" {
+			title += ", Manager --poll-mode " + cfg.pollMode
+		}
+		var subjects []cdfSubject
+		for _, s := range cfg.subjects {
+			subjects = append(subjects, cdfSubject{name: s, points: histCDF(rep.hists, cd.key+"/"+s)})
+		}
+		charts = append(charts, cdfChart(cd.file, title, "round trip", subjects))
+	}
+	return charts
+}
+
+// queryCharts is query-cdf-hot.png and query-cdf-cold.png: the CDF of
+// round-trip latency of QueryBundle at each --hashes count, of Ping and of
+// the Poll of a pending ticket, back to back (hot) and after --cold-gap
+// (cold).
+func queryCharts(rep *queryReport, cfg *queryConfig) []lineChart {
+	var charts []lineChart
+	for _, ph := range []struct{ key, what string }{{"hot", "hot (back to back)"}, {"cold", fmt.Sprintf("cold (%v before each)", cfg.coldGap)}} {
+		var subjects []cdfSubject
+		for _, r := range rep.Rows {
+			subjects = append(subjects, cdfSubject{name: fmt.Sprintf("QueryBundle of %d hashes", r.Hashes), points: histCDF(rep.hists, fmt.Sprintf("query %d/%s", r.Hashes, ph.key))})
+		}
+		subjects = append(subjects,
+			cdfSubject{name: "Ping", points: histCDF(rep.hists, "ping/"+ph.key)},
+			cdfSubject{name: "Poll of a pending ticket", points: histCDF(rep.hists, "poll/"+ph.key)})
+		title := fmt.Sprintf("orbitkv-bench query: %s, %d resident blocks", ph.what, rep.ResidentBlocks)
+		charts = append(charts, cdfChart("query-cdf-"+ph.key+".png", title, "round trip", subjects))
+	}
+	return charts
+}
+
+// histCDF is the CDF of hists[key], or nil (a series the chart refuses,
+// naming it) when there is no such histogram.
+func histCDF(hists map[string]*latencyHist, key string) []cdfPoint {
+	if h := hists[key]; h != nil {
+		return h.cdf()
+	}
+	return nil
 }

@@ -69,7 +69,7 @@ func TestChartsWriteAPNGWithEveryLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path, err := tt.chart.write(dir)
+			path, err := tt.chart.write(dir, "2 CPUs (test), commit 0123456789ab")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestChartsRefuseWhatTheyCannotDraw(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c := lineChart{file: "x.png", logX: tt.logX, series: tt.series}
-			_, err := c.write(dir)
+			_, err := c.write(dir, "host")
 			if !errors.Is(err, errPlot) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want errPlot containing %q", err, tt.want)
 			}
@@ -227,6 +227,75 @@ func TestSSDChartsAreOnePerMemoryKind(t *testing.T) {
 	}
 }
 
+// runBench runs bin/orbitkv-bench (built with the Manager by binaries) with
+// args; the error carries its output.
+func runBench(t *testing.T, args ...string) error {
+	cmd := exec.Command(filepath.Join(binaries(t), "orbitkv-bench"), args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return errors.New(err.Error() + ": " + string(out))
+	}
+	return nil
+}
+
+func TestLatencyChartsDrawEverySubjectsHistogram(t *testing.T) {
+	chRep := &Report{hists: map[string]*latencyHist{
+		"back_to_back/orbitkv_ping": histOf(250, 300, 300, 900), "back_to_back/uds": histOf(40000, 41000),
+		"per_ms/orbitkv_ping": histOf(8000), "per_ms/uds": histOf(60000, 70000, 80000),
+	}}
+	qRep := &queryReport{ResidentBlocks: 100, Rows: []queryRow{{Hashes: 1}, {Hashes: 32}}, hists: map[string]*latencyHist{
+		"query 1/hot": histOf(2000), "query 32/hot": histOf(3000, 4000), "ping/hot": histOf(300), "poll/hot": histOf(500),
+		"query 1/cold": histOf(9000), "query 32/cold": histOf(10000), "ping/cold": histOf(8000), "poll/cold": histOf(8500, 9500),
+	}}
+	tests := []struct {
+		name   string
+		charts []lineChart
+		want   map[string][]string // file → series names, in order
+		points map[string]int      // "file/series" → points (distinct values)
+	}{
+		{"the channel suite draws each subject at each cadence", channelCharts(chRep, &channelConfig{n: 4, perMsN: 3, subjects: []string{"orbitkv_ping", "uds"}, pollMode: "adaptive"}),
+			map[string][]string{"channel-cdf-back-to-back.png": {"orbitkv_ping", "uds"}, "channel-cdf-per-ms.png": {"orbitkv_ping", "uds"}},
+			map[string]int{"channel-cdf-back-to-back.png/orbitkv_ping": 3, "channel-cdf-per-ms.png/uds": 3}},
+		{"the channel suite without per-ms round trips draws one chart", channelCharts(chRep, &channelConfig{n: 4, subjects: []string{"uds"}}),
+			map[string][]string{"channel-cdf-back-to-back.png": {"uds"}}, map[string]int{"channel-cdf-back-to-back.png/uds": 2}},
+		{"the query suite draws every row, Ping and Poll in each phase", queryCharts(qRep, &queryConfig{coldGap: 1e6}),
+			map[string][]string{"query-cdf-hot.png": {"QueryBundle of 1 hashes", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"},
+				"query-cdf-cold.png": {"QueryBundle of 1 hashes", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"}},
+			map[string]int{"query-cdf-hot.png/QueryBundle of 32 hashes": 2, "query-cdf-cold.png/Poll of a pending ticket": 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.charts) != len(tt.want) {
+				t.Fatalf("%d charts, want %d", len(tt.charts), len(tt.want))
+			}
+			for _, c := range tt.charts {
+				var names []string
+				for _, s := range c.series {
+					names = append(names, s.name)
+					if n, ok := tt.points[c.file+"/"+s.name]; ok && len(s.xs) != n {
+						t.Errorf("%s: %q has %d points, want %d", c.file, s.name, len(s.xs), n)
+					}
+					if len(s.ys) > 0 && s.ys[len(s.ys)-1] != 1 {
+						t.Errorf("%s: %q ends at %v, want 1", c.file, s.name, s.ys[len(s.ys)-1])
+					}
+				}
+				if !slices.Equal(names, tt.want[c.file]) {
+					t.Errorf("%s: series %v, want %v", c.file, names, tt.want[c.file])
+				}
+				if err := c.check(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+func TestALatencyChartRefusesASubjectWithoutItsHistogram(t *testing.T) {
+	c := channelCharts(&Report{hists: map[string]*latencyHist{"back_to_back/uds": histOf(1000)}}, &channelConfig{n: 1, subjects: []string{"uds", "futex"}})[0]
+	if err := c.check(); err == nil || !strings.Contains(err.Error(), `--plot: channel-cdf-back-to-back.png: series "futex" has no points`) {
+		t.Errorf("err = %v, want the subject named", err)
+	}
+}
+
 // plotFiles lists the PNG files in dir.
 func plotFiles(t *testing.T, dir string) []string {
 	t.Helper()
@@ -253,12 +322,14 @@ func TestSuitesWithPlotWriteTheirPNGs(t *testing.T) {
 			return runSSD([]string{"--dir", directTestDir(t), "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "1", "--warmup", "0", "--memory", "4k", "--plot", dir, "--json"}, &bytes.Buffer{}, &bytes.Buffer{})
 		}, []string{"ssd-throughput-4k.png"}},
 		{"the copy suite writes its throughput chart", func(t *testing.T, dir string) error {
-			cmd := exec.Command(filepath.Join(binaries(t), "orbitkv-bench"), "copy", "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "2", "--warmup", "0", "--plot", dir, "--json")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return errors.New(err.Error() + ": " + string(out))
-			}
-			return nil
+			return runBench(t, "copy", "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "2", "--warmup", "0", "--plot", dir, "--json")
 		}, []string{"copy-throughput.png"}},
+		{"the channel suite writes a CDF per cadence (baselines only: no Manager to start)", func(t *testing.T, dir string) error {
+			return runBench(t, "channel", "--subjects", "futex,uds", "--n", "300", "--per-ms-n", "20", "--plot", dir, "--json")
+		}, []string{"channel-cdf-back-to-back.png", "channel-cdf-per-ms.png"}},
+		{"the query suite writes a CDF per phase", func(t *testing.T, dir string) error {
+			return runBench(t, "query", "--resident-blocks", "2000", "--hashes", "1,32", "--iters", "200", "--cold-iters", "10", "--cold-gap", "100us", "--plot", dir, "--json")
+		}, []string{"query-cdf-cold.png", "query-cdf-hot.png"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

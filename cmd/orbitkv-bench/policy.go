@@ -153,7 +153,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeCharts(cfg.plotDir, stderr, policyCharts(rep)...); err != nil {
+	if err := cfg.plot(stderr, policyCharts(rep)...); err != nil {
 		return err
 	}
 	rep.Meta = cfg.meta()

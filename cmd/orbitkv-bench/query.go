@@ -55,6 +55,7 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	fs.IntVar(&cfg.coldIters, "cold-iters", 500, "timed round trips per row and subject with --cold-gap before each (capped by --hash-budget)")
 	fs.IntVar(&cfg.hashBudget, "hash-budget", 10000000, "most hashes the timed queries of one row carry in each mode: a row of N hashes makes min(iters, max(100, budget/N)) round trips (`count`)")
 	fs.DurationVar(&cfg.coldGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
+	fs.plotFlag("latency CDFs of every subject, hot and cold")
 	fs.BoolVar(&cfg.sameChain, "same-chain", false, "query the first N resident hashes every time (index entries stay in the CPU caches) instead of moving through the resident set")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
@@ -159,6 +160,9 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
+	if err := cfg.plot(stderr, queryCharts(rep, &cfg)...); err != nil {
+		return err
+	}
 	rep.Meta = cfg.meta()
 	header := fmt.Sprintf("orbitkv-bench query: %d CPUs", runtime.NumCPU())
 	if model := cpuModel(); model != "" {

@@ -168,7 +168,7 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 			rep.Sizes = append(rep.Sizes, r)
 		}
 	}
-	if err := writeCharts(cfg.plotDir, stderr, ssdCharts(rep)...); err != nil {
+	if err := cfg.plot(stderr, ssdCharts(rep)...); err != nil {
 		return err
 	}
 	rep.Meta = cfg.meta()
