@@ -87,7 +87,8 @@ type lineChart struct {
 	xTicks         plot.Ticker
 	yFromZero      bool    // y starts at 0 (throughputs, ratios), not at the data's minimum
 	yMax           float64 // the y axis reaches at least this
-	glyphs         bool    // mark each point (few points per line)
+	yTicks         plot.Ticker
+	glyphs         bool // mark each point (few points per line)
 	series         []plotSeries
 }
 
@@ -185,6 +186,10 @@ func (c *lineChart) write(dir, host string) (string, error) {
 		p.Add(pts)
 		p.Legend.Add(s.name, l, pts)
 	}
+	p.Add(legendBackdrop{}) // last: over the lines, under the legend
+	if c.yTicks != nil {
+		p.Y.Tick.Marker = c.yTicks
+	}
 	if c.yFromZero {
 		p.Y.Min = 0
 		p.Y.Max *= 1.05 // headroom: the highest point is not drawn on the frame
@@ -216,6 +221,34 @@ func (c *lineChart) write(dir, host string) (string, error) {
 	}
 	return path, nil
 }
+
+// legendBackdrop veils the data area under the legend (bottom right, the
+// plot's default place) in translucent white, so a line passing under the
+// legend does not run through its text. The legend is drawn on the plot
+// area before padding, the backdrop on the padded data area: the margin
+// covers the difference.
+type legendBackdrop struct{}
+
+// Plot fills the legend's rectangle, grown by a margin, on c.
+func (legendBackdrop) Plot(c draw.Canvas, p *plot.Plot) {
+	const margin = 6 // points
+	size := p.Legend.Rectangle(c).Size()
+	if size.X == 0 {
+		return
+	}
+	r := vg.Rectangle{Min: vg.Point{X: c.Max.X - size.X - margin, Y: c.Min.Y - margin}, Max: vg.Point{X: c.Max.X + margin, Y: c.Min.Y + size.Y + margin}}
+	c.SetColor(color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0xd8})
+	c.Fill(r.Path())
+}
+
+// fractionTicks ticks a y axis of fractions in [0, 1] every 0.1.
+var fractionTicks = func() plot.ConstantTicks {
+	var ts plot.ConstantTicks
+	for i := 0; i <= 10; i++ {
+		ts = append(ts, plot.Tick{Value: float64(i) / 10, Label: strconv.FormatFloat(float64(i)/10, 'f', -1, 64)})
+	}
+	return ts
+}()
 
 // throughputSubject is one line of a throughput chart: GB/s (10^9 bytes
 // per second) at each block size of the chart, in the same order.
@@ -261,7 +294,7 @@ type cdfSubject struct {
 // subject, on a log x axis ticked 1-2-5 per decade in ns, µs and ms.
 func cdfChart(file, title, what string, subjects []cdfSubject) lineChart {
 	c := lineChart{file: file, title: title, xLabel: what + " latency (log scale)", yLabel: "fraction of " + what + "s ≤ latency",
-		logX: true, xTicks: latencyTicks{}, yFromZero: true, yMax: 1}
+		logX: true, xTicks: latencyTicks{}, yFromZero: true, yMax: 1, yTicks: fractionTicks}
 	for _, s := range subjects {
 		ps := plotSeries{name: s.name}
 		for _, p := range s.points {

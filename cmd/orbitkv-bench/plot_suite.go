@@ -148,7 +148,11 @@ func queryCharts(rep *queryReport, cfg *queryConfig) []lineChart {
 	for _, ph := range []struct{ key, what string }{{"hot", "hot (back to back)"}, {"cold", fmt.Sprintf("cold (%v before each)", cfg.coldGap)}} {
 		var subjects []cdfSubject
 		for _, r := range rep.Rows {
-			subjects = append(subjects, cdfSubject{name: fmt.Sprintf("QueryBundle of %d hashes", r.Hashes), points: histCDF(rep.hists, fmt.Sprintf("query %d/%s", r.Hashes, ph.key))})
+			name := fmt.Sprintf("QueryBundle of %d hashes", r.Hashes)
+			if r.Hashes == 1 {
+				name = "QueryBundle of 1 hash"
+			}
+			subjects = append(subjects, cdfSubject{name: name, points: histCDF(rep.hists, fmt.Sprintf("query %d/%s", r.Hashes, ph.key))})
 		}
 		subjects = append(subjects,
 			cdfSubject{name: "Ping", points: histCDF(rep.hists, "ping/"+ph.key)},

@@ -258,8 +258,8 @@ func TestLatencyChartsDrawEverySubjectsHistogram(t *testing.T) {
 		{"the channel suite without per-ms round trips draws one chart", channelCharts(chRep, &channelConfig{n: 4, subjects: []string{"uds"}}),
 			map[string][]string{"channel-cdf-back-to-back.png": {"uds"}}, map[string]int{"channel-cdf-back-to-back.png/uds": 2}},
 		{"the query suite draws every row, Ping and Poll in each phase", queryCharts(qRep, &queryConfig{coldGap: 1e6}),
-			map[string][]string{"query-cdf-hot.png": {"QueryBundle of 1 hashes", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"},
-				"query-cdf-cold.png": {"QueryBundle of 1 hashes", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"}},
+			map[string][]string{"query-cdf-hot.png": {"QueryBundle of 1 hash", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"},
+				"query-cdf-cold.png": {"QueryBundle of 1 hash", "QueryBundle of 32 hashes", "Ping", "Poll of a pending ticket"}},
 			map[string]int{"query-cdf-hot.png/QueryBundle of 32 hashes": 2, "query-cdf-cold.png/Poll of a pending ticket": 2}},
 	}
 	for _, tt := range tests {
