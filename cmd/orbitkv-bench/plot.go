@@ -305,13 +305,18 @@ func cdfChart(file, title, what string, subjects []cdfSubject) lineChart {
 	return c
 }
 
-// latencyTicks ticks a log axis of nanoseconds at 1, 2 and 5 of each
-// decade, labelled with their unit (500ns, 2µs, 1ms), and at the other
-// integers of the decade unlabelled.
+// latencyTicks ticks a log axis of nanoseconds at every integer of each
+// decade, labelled with their unit (500ns, 2µs, 1ms) at 1, 2 and 5 of each
+// decade, or at 1 alone when the axis spans more than latencyTickDecades
+// decades (an 800-pixel axis has room for about 12 labels).
 type latencyTicks struct{}
+
+// latencyTickDecades is the widest span, in decades, whose 1-2-5 labels fit.
+const latencyTickDecades = 4
 
 // Ticks returns the ticks within [lo, hi] (ns, both > 0).
 func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
+	wide := math.Log10(hi/lo) > latencyTickDecades
 	var ts []plot.Tick
 	for d := math.Pow10(int(math.Floor(math.Log10(lo)))); d <= hi; d *= 10 {
 		for m := 1.0; m < 10; m++ {
@@ -320,7 +325,7 @@ func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
 				continue
 			}
 			t := plot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
+			if m == 1 || (!wide && (m == 2 || m == 5)) {
 				t.Label = formatNs(v)
 			}
 			ts = append(ts, t)

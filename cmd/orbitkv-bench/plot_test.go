@@ -162,18 +162,30 @@ func TestPlotDirIsCheckedWhenTheFlagsAreParsed(t *testing.T) {
 	}
 }
 
-func TestLatencyTicksLabelOneTwoFivePerDecade(t *testing.T) {
-	var labels []string
-	for _, tk := range (latencyTicks{}).Ticks(150, 25000) {
-		if tk.Value < 150 || tk.Value > 25000 {
-			t.Errorf("tick %v lies outside [150, 25000]", tk.Value)
-		}
-		if tk.Label != "" {
-			labels = append(labels, tk.Label)
-		}
+func TestLatencyTicksLabelAsManyValuesAsFit(t *testing.T) {
+	tests := []struct {
+		name   string
+		lo, hi float64
+		want   []string
+	}{
+		{"a span of two decades is labelled 1-2-5", 150, 25000, []string{"200ns", "500ns", "1µs", "2µs", "5µs", "10µs", "20µs"}},
+		{"a span of six decades is labelled once per decade", 60, 1.5e8, []string{"100ns", "1µs", "10µs", "100µs", "1ms", "10ms", "100ms"}},
 	}
-	if want := []string{"200ns", "500ns", "1µs", "2µs", "5µs", "10µs", "20µs"}; !slices.Equal(labels, want) {
-		t.Errorf("labels = %v, want %v", labels, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var labels []string
+			for _, tk := range (latencyTicks{}).Ticks(tt.lo, tt.hi) {
+				if tk.Value < tt.lo || tk.Value > tt.hi {
+					t.Errorf("tick %v lies outside [%v, %v]", tk.Value, tt.lo, tt.hi)
+				}
+				if tk.Label != "" {
+					labels = append(labels, tk.Label)
+				}
+			}
+			if !slices.Equal(labels, tt.want) {
+				t.Errorf("labels = %v, want %v", labels, tt.want)
+			}
+		})
 	}
 }
 
