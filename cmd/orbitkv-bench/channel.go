@@ -69,13 +69,12 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		}
 		run.report.IdleCPUPercent = &pct
 	}
-	if err := cfg.plot(stderr, channelCharts(&run.report, &cfg)...); err != nil {
-		return err
-	}
 	run.report.Meta = cfg.meta()
-	return cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
+	// The report first: a plot that fails does not lose a run's figures.
+	err = cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
 		return writeTable(w, run.header(), &run.report, cfg.subjects)
 	})
+	return errors.Join(err, cfg.plot(stderr, channelCharts(&run.report, &cfg)...))
 }
 
 // measure runs one subject at both cadences and records its Stats.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -138,11 +139,10 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Sizes = append(rep.Sizes, r)
 	}
-	if err := cfg.plot(stderr, copyCharts(rep)...); err != nil {
-		return err
-	}
 	rep.Meta = cfg.meta()
-	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeCopyTable(w, rep) })
+	// The report first: a plot that fails does not lose a run's figures.
+	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeCopyTable(w, rep) })
+	return errors.Join(err, cfg.plot(stderr, copyCharts(rep)...))
 }
 
 // copyBench is one block size's buffers: src is registered with the

@@ -358,3 +358,23 @@ func TestSuitesWithPlotWriteTheirPNGs(t *testing.T) {
 		})
 	}
 }
+
+func TestAPlotThatCannotBeWrittenStillLeavesTheReport(t *testing.T) {
+	dir := t.TempDir()
+	// A directory where the PNG should go: the directory passes the check
+	// at parse time, the rename onto it fails after the run.
+	if err := os.Mkdir(filepath.Join(dir, "policy-hit-ratio.png"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := runPolicy([]string{"--trace", testTrace, "--limit", "200", "--fractions", "0.5", "--plot", dir, "--json"}, &out, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--plot: writing "+filepath.Join(dir, "policy-hit-ratio.png")) {
+		t.Errorf("err = %v, want the failed plot named", err)
+	}
+	if !strings.Contains(out.String(), `"rows"`) {
+		t.Errorf("stdout = %q, want the JSON report printed before the plot failed", out.String())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%s holds %d entries, want only the directory in the way (a temporary file is left)", dir, len(entries))
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -153,11 +154,10 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := cfg.plot(stderr, policyCharts(rep)...); err != nil {
-		return err
-	}
 	rep.Meta = cfg.meta()
-	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
+	// The report first: a plot that fails does not lose a run's figures.
+	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
+	return errors.Join(err, cfg.plot(stderr, policyCharts(rep)...))
 }
 
 // simulatePolicies runs every policy and the optimum at every capacity,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -160,9 +161,6 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
-	if err := cfg.plot(stderr, queryCharts(rep, &cfg)...); err != nil {
-		return err
-	}
 	rep.Meta = cfg.meta()
 	header := fmt.Sprintf("orbitkv-bench query: %d CPUs", runtime.NumCPU())
 	if model := cpuModel(); model != "" {
@@ -174,7 +172,9 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	}
 	header += fmt.Sprintf(", Manager pid %d started by the bench (%.1f s; %s RAM tier of 4 KiB chunks); %d resident blocks of %d B published in %.2f s; queries %s",
 		m.pid, startS, humanize.IBytes(capacity), rep.ResidentBlocks, rep.BlockBytes, rep.PublishS, chains)
-	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeQueryTable(w, header, rep) })
+	// The report first: a plot that fails does not lose a run's figures.
+	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeQueryTable(w, header, rep) })
+	return errors.Join(err, cfg.plot(stderr, queryCharts(rep, &cfg)...))
 }
 
 // timeRoundTrips records n samples of f after a warmup of up to 1000

@@ -168,11 +168,10 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 			rep.Sizes = append(rep.Sizes, r)
 		}
 	}
-	if err := cfg.plot(stderr, ssdCharts(rep)...); err != nil {
-		return err
-	}
 	rep.Meta = cfg.meta()
-	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeSSDTable(w, rep) })
+	// The report first: a plot that fails does not lose a run's figures.
+	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeSSDTable(w, rep) })
+	return errors.Join(err, cfg.plot(stderr, ssdCharts(rep)...))
 }
 
 // ssdBench is one block size's store and buffers.
