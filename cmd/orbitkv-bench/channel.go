@@ -27,6 +27,11 @@ type channelRun struct {
 	manager    *manager
 	pollMode   string // from Health when known
 	idleWindow time.Duration
+
+	repeats   map[string][]*latencyHist // "CADENCE/SUBJECT" → one histogram per repeat
+	idleReps  []float64                 // idle CPU % of each repeat's window
+	hot       []hotPhase                // back-to-back orbitkv_ping phases and the Manager's parks in each
+	hotReason string                    // why the hot phases were not checked
 }
 
 // runChannel is `orbitkv-bench channel`.
@@ -35,7 +40,8 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run := &channelRun{cfg: cfg, report: Report{BackToBack: map[string]Stats{}, PerMs: map[string]Stats{}}}
+	mon := startMonitor(nil)
+	run := &channelRun{cfg: cfg, report: Report{BackToBack: map[string]Stats{}, PerMs: map[string]Stats{}}, repeats: map[string][]*latencyHist{}}
 	if cfg.needsManager() {
 		if cfg.socket != "" {
 			run.manager = external(cfg.socket)
@@ -63,13 +69,21 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		if !cfg.json {
 			fmt.Fprintf(stderr, "measuring idle Manager CPU with %d sessions for %v ...\n", idleSessions, cfg.idle)
 		}
-		pct, err := run.idleCPU()
-		if err != nil {
-			return fmt.Errorf("idle CPU: %w", err)
+		for range cfg.repeats {
+			pct, err := run.idleCPU()
+			if err != nil {
+				return fmt.Errorf("idle CPU: %w", err)
+			}
+			run.idleReps = append(run.idleReps, pct)
 		}
+		pct := medianOf(run.idleReps)
 		run.report.IdleCPUPercent = &pct
 	}
-	run.report.Meta = cfg.meta()
+	in := validityInput{HotPhases: run.hot, HotUnchecked: run.hotReason}
+	if run.manager != nil && !run.manager.started() {
+		in.ExternalManager = run.manager.socket
+	}
+	cfg.finish(&run.report.reportHead, mon, in, run.figures())
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
 		return writeTable(w, run.header(), &run.report, cfg.subjects)
@@ -160,36 +174,94 @@ func (r *channelRun) measure(subject string, buf []uint64) error {
 	return err
 }
 
-// cadences times subject back-to-back and then at one round trip per ms.
+// cadences times subject back-to-back and then at one round trip per ms,
+// --repeats times, each repeat into its own histograms, which the
+// report's Stats merge. The back-to-back phases of orbitkv_ping are hot:
+// the Manager's park counter is read around each.
 func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, []uint64) error, buf []uint64) error {
-	out := buf[:r.cfg.n]
-	if err := timeRun(r.cfg.warmup, 0, out); err != nil {
-		return fmt.Errorf("back-to-back: %w", err)
-	}
-	r.report.BackToBack[subject] = r.summarize("back_to_back", subject, out)
-	if r.cfg.perMsN > 0 {
-		out = buf[:r.cfg.perMsN]
-		if err := timeRun(r.cfg.perMsWarmup, perMsPeriod, out); err != nil {
-			return fmt.Errorf("per-ms: %w", err)
+	for rep := range r.cfg.repeats {
+		out := buf[:r.cfg.n]
+		watch := subject == subjectOrbitKV && r.manager.http != ""
+		var before uint64
+		if watch {
+			var err error
+			if before, err = scrapeParks(r.manager.http); err != nil {
+				return err
+			}
 		}
-		r.report.PerMs[subject] = r.summarize("per_ms", subject, out)
+		if err := timeRun(r.cfg.warmup, 0, out); err != nil {
+			return fmt.Errorf("back-to-back: %w", err)
+		}
+		if watch {
+			after, err := scrapeParks(r.manager.http)
+			if err != nil {
+				return err
+			}
+			r.hot = append(r.hot, hotPhase{Name: fmt.Sprintf("back_to_back/%s repeat %d", subject, rep+1), Parks: after - before, RoundTrips: r.cfg.n + r.cfg.warmup})
+		} else if subject == subjectOrbitKV {
+			r.hotReason = "an external Manager's /metrics address is unknown"
+		}
+		r.record("back_to_back", subject, out)
+		if r.cfg.perMsN > 0 {
+			out = buf[:r.cfg.perMsN]
+			if err := timeRun(r.cfg.perMsWarmup, perMsPeriod, out); err != nil {
+				return fmt.Errorf("per-ms: %w", err)
+			}
+			r.record("per_ms", subject, out)
+		}
+		if r.manager != nil {
+			if err := r.manager.alive(); err != nil {
+				return err
+			}
+		}
 	}
-	if r.manager != nil {
-		return r.manager.alive()
+	r.report.BackToBack[subject] = r.merged("back_to_back", subject).stats()
+	if r.cfg.perMsN > 0 {
+		r.report.PerMs[subject] = r.merged("per_ms", subject).stats()
 	}
 	return nil
 }
 
-// summarize records samples (ns) into the histogram of cadence and
-// subject, kept in the report for plots, and returns its Stats.
-func (r *channelRun) summarize(cadence, subject string, samples []uint64) Stats {
+// figures are the channel report's headline figures: p50 and p99 of every
+// subject at every cadence, and the idle CPU.
+func (r *channelRun) figures() []figure {
+	var out []figure
+	for _, cadence := range []string{"back_to_back", "per_ms"} {
+		for _, s := range r.cfg.subjects {
+			key := cadence + "/" + s
+			if reps := r.repeats[key]; len(reps) > 0 {
+				out = append(out, latencyFigures(key, r.report.hists[key], reps)...)
+			}
+		}
+	}
+	if r.report.IdleCPUPercent != nil {
+		out = append(out, newFigure("idle_cpu_percent", "%", lowerIsBetter, *r.report.IdleCPUPercent, r.idleReps))
+	}
+	return out
+}
+
+// record files one repeat's samples (ns) of cadence and subject as a
+// histogram of their own.
+func (r *channelRun) record(cadence, subject string, samples []uint64) {
 	h := newLatencyHist()
 	h.recordAll(samples)
+	key := cadence + "/" + subject
+	r.repeats[key] = append(r.repeats[key], h)
+}
+
+// merged merges the repeats' histograms of cadence and subject into the
+// one the report keeps for plots, and returns it.
+func (r *channelRun) merged(cadence, subject string) *latencyHist {
+	key := cadence + "/" + subject
+	h := newLatencyHist()
+	for _, rh := range r.repeats[key] {
+		h.merge(rh)
+	}
 	if r.report.hists == nil {
 		r.report.hists = map[string]*latencyHist{}
 	}
-	r.report.hists[cadence+"/"+subject] = h
-	return h.stats()
+	r.report.hists[key] = h
+	return h
 }
 
 func (r *channelRun) connect(instance string) (*client.Client, error) {

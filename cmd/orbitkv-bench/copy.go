@@ -102,6 +102,7 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	mon := startMonitor(nil)
 	capacity := copyCapacity(&cfg)
 	m, err := launchManager(ramManager(cfg.managerBin, capacity, cfg.managerArgs))
 	if err != nil {
@@ -129,20 +130,38 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 	rep.header += fmt.Sprintf(", Manager pid %d started by the bench, --ram-capacity %s; %d blocks per batch over %d layers, median of %d batches",
 		m.pid, humanize.IBytes(capacity), cfg.blocks, cfg.layers, cfg.iters)
 	var next uint64 // hash counter: every published batch is fresh
-	for _, size := range cfg.sizes {
-		if !cfg.json {
-			fmt.Fprintf(stderr, "measuring %s blocks ...\n", humanize.IBytes(size))
+	perSize := make([][]copySize, len(cfg.sizes))
+	for repeat := range cfg.repeats {
+		for i, size := range cfg.sizes {
+			if !cfg.json {
+				fmt.Fprintf(stderr, "repeat %d of %d: measuring %s blocks ...\n", repeat+1, cfg.repeats, humanize.IBytes(size))
+			}
+			r, err := measureCopy(c, &cfg, size, &next, &registered)
+			if err != nil {
+				return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
+			}
+			perSize[i] = append(perSize[i], r)
 		}
-		r, err := measureCopy(c, &cfg, size, &next, &registered)
-		if err != nil {
-			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
-		}
-		rep.Sizes = append(rep.Sizes, r)
 	}
-	rep.Meta = cfg.meta()
+	var figs []figure
+	for i, size := range cfg.sizes {
+		s, f := medianOver(humanize.IBytes(size), perSize[i], copyFields)
+		rep.Sizes, figs = append(rep.Sizes, s), append(figs, f...)
+	}
+	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the copy suite has no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeCopyTable(w, rep) })
 	return errors.Join(err, cfg.plot(stderr, copyCharts(rep)...))
+}
+
+// copyFields are the figures of one block size: each the median of the
+// repeats' values (a repeat's own GB/s is over its median batch).
+var copyFields = []floatField[copySize]{
+	{"memcpy_gbps", "GB/s", higherIsBetter, func(s *copySize) *float64 { return &s.MemcpyGBps }},
+	{"publish_gbps", "GB/s", higherIsBetter, func(s *copySize) *float64 { return &s.PublishGBps }},
+	{"restore_gbps", "GB/s", higherIsBetter, func(s *copySize) *float64 { return &s.RestoreGBps }},
+	{"publish_ratio", "ratio", higherIsBetter, func(s *copySize) *float64 { return &s.PublishRatio }},
+	{"restore_ratio", "ratio", higherIsBetter, func(s *copySize) *float64 { return &s.RestoreRatio }},
 }
 
 // copyBench is one block size's buffers: src is registered with the

@@ -21,6 +21,8 @@ type suiteCommon struct {
 	managerBin  string   // --manager-bin; "" = launch.Find's default
 	managerArgs []string // --manager-args split at white space; they come last and win
 	plotDir     string   // --plot of a suite that draws (plotFlag); "" = no plots
+	repeats     int      // --repeats: how often each measurement runs (1..maxRepeats)
+	strict      bool     // --strict: an invalid run exits exitInvalid
 
 	// progress is --progress of the long suites (progress.go).
 	progress progressMode
@@ -31,7 +33,7 @@ type suiteCommon struct {
 }
 
 // meta is the metadata of this run's report.
-func (c *suiteCommon) meta() reportMeta { return newMeta(c.suite, c.args, 1, c.start) }
+func (c *suiteCommon) meta() reportMeta { return newMeta(c.suite, c.args, c.repeats, c.start) }
 
 // suiteFlags is the flag parser every suite shares: the usage text, the
 // shared flags into a suiteCommon, and parsing into usage errors that
@@ -51,6 +53,8 @@ func newSuiteFlags(name string, common *suiteCommon, out io.Writer, about ...str
 	f.SetOutput(out)
 	f.BoolVar(&common.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&common.output, "output", "", "write the report (JSON with --json, else the table) to this `file` instead of stdout")
+	f.IntVar(&common.repeats, "repeats", defaultRepeats, fmt.Sprintf("run the measurement this many `times` (1..%d) and report each headline figure's spread; fewer than %d marks the report invalid", maxRepeats, minValidRepeats))
+	f.BoolVar(&common.strict, "strict", false, fmt.Sprintf("exit %d (after printing the report) when the run is invalid (bench/README.md \"Valid runs\")", exitInvalid))
 	f.StringVar(&common.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
 	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
 	f.Usage = func() {
@@ -81,7 +85,7 @@ func (f *suiteFlags) parse(args []string) error {
 	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	f.common.managerArgs = strings.Fields(f.managerArgs)
 	f.common.suite, f.common.args, f.common.start = f.Name(), append([]string{}, args...), time.Now()
-	return firstError(checkPlotDir(f.common.plotDir), checkOutput(f.common.output))
+	return firstError(between("repeats", f.common.repeats, 1, maxRepeats), checkPlotDir(f.common.plotDir), checkOutput(f.common.output))
 }
 
 // isSet reports whether --name was given on the command line (after parse).

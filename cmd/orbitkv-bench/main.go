@@ -7,6 +7,7 @@
 //	orbitkv-bench copy      Publish and Restore throughput beside memcpy
 //	orbitkv-bench channel   round-trip latency of Ping through liborbitkv
 //	                        beside raw shm spin, futex, UDS and gRPC baselines
+//	orbitkv-bench compare   two --json reports of one suite, figure by figure
 //
 // `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
 // flags. The hidden subcommands __peer (the other end of a baseline) and
@@ -38,6 +39,7 @@ func commands() []command {
 		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: runQuery},
 		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
+		{name: "compare", summary: "compare two --json reports of one suite: ratios, and which differences lie within the noise band", run: runCompare},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},
 		{name: replayWorkerCommand, summary: "internal: one replay client", run: runReplayWorker, hidden: true},
 	}
@@ -48,7 +50,9 @@ func main() {
 }
 
 // dispatch runs the subcommand named by args[0] and returns the exit status:
-// 0 on success, 2 on a usage error, 1 on any other failure.
+// 0 on success, 2 on a usage error, exitInvalid (3) when --strict finds
+// the run invalid (or compare --strict a regression), 1 on any other
+// failure.
 func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
@@ -74,6 +78,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		case errors.As(err, new(*usageError)):
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
 			return 2
+		case errors.As(err, new(*invalidRunError)):
+			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
+			return exitInvalid
 		default:
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
 			return 1

@@ -148,16 +148,58 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	if len(reqs) == 0 {
 		return fmt.Errorf("%s: the trace has no requests", path)
 	}
-	prog := startProgress(cfg.progress, stderr, "policy", "simulations", int64(len(cfg.fractions)*(len(cfg.policies)+1)))
-	rep, err := simulatePolicies(&cfg, path, reqs, prog)
+	prog := startProgress(cfg.progress, stderr, "policy", "simulations", int64(cfg.repeats*len(cfg.fractions)*(len(cfg.policies)+1)))
+	mon := startMonitor(nil)
+	var reps []*policyReport
+	for range cfg.repeats {
+		r, err := simulatePolicies(&cfg, path, reqs, prog)
+		if err != nil {
+			prog.finish()
+			return err
+		}
+		reps = append(reps, r)
+	}
 	prog.finish()
+	rep, figs, err := combinePolicies(reps)
 	if err != nil {
 		return err
 	}
-	rep.Meta = cfg.meta()
+	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the policy suite simulates: no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
 	return errors.Join(err, cfg.plot(stderr, policyCharts(rep)...))
+}
+
+// combinePolicies is the report of repeated simulations: a simulation is
+// deterministic, so every repeat must find the same hits in every row
+// (else the policy depends on something besides the trace: an error
+// naming the row). The report is the first repeat's with each row's and
+// the whole's seconds the median over the repeats; the figures are each
+// row's hit ratio (its spread is zero by the check) and the wall time.
+func combinePolicies(reps []*policyReport) (*policyReport, []figure, error) {
+	rep := reps[0]
+	var figs []figure
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		var ratios, secs []float64
+		for k, r := range reps {
+			o := r.Rows[i]
+			if o.HitBlocks != row.HitBlocks {
+				return nil, nil, fmt.Errorf("%s at %d blocks hit %d blocks in repeat 1 and %d in repeat %d: the simulation is not deterministic",
+					row.Policy, row.CapacityBlocks, row.HitBlocks, o.HitBlocks, k+1)
+			}
+			ratios, secs = append(ratios, o.HitRatio), append(secs, o.SimS)
+		}
+		row.SimS = medianOf(secs)
+		figs = append(figs, newFigure(fmt.Sprintf("%s/%s/hit_ratio", percent(row.CapacityFraction), row.Policy), "fraction", higherIsBetter, row.HitRatio, ratios))
+	}
+	var walls []float64
+	for _, r := range reps {
+		walls = append(walls, r.WallS)
+	}
+	wall := medianFigure("wall_s", "s", lowerIsBetter, walls)
+	rep.WallS = wall.Value
+	return rep, append(figs, wall), nil
 }
 
 // simulatePolicies runs every policy and the optimum at every capacity,

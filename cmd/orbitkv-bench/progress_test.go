@@ -134,8 +134,8 @@ func TestProgressLeavesTheJSONReportAlone(t *testing.T) {
 	if dec.More() {
 		t.Fatalf("stdout has more than one JSON object")
 	}
-	// 2 capacities × (lru, slru and the optimum).
-	if !strings.Contains(stderr.String(), "policy: 100% (6/6 simulations) in ") {
+	// 3 repeats (the default --repeats) × 2 capacities × (lru, slru and the optimum).
+	if !strings.Contains(stderr.String(), "policy: 100% (18/18 simulations) in ") {
 		t.Fatalf("stderr lacks the final progress line:\n%s", stderr.String())
 	}
 }

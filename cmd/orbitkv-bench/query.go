@@ -139,6 +139,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	own, capacity := cfg.queryManagerArgs(httpAddr)
+	mon := startMonitor(nil)
 	start := time.Now()
 	m, err := launchManager(ramManager(cfg.managerBin, capacity, append(own, cfg.managerArgs...)))
 	if err != nil {
@@ -151,7 +152,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r := &queryRun{cfg: &cfg, c: c, m: m, metricsAddr: httpAddr, progress: stderr, hists: map[string]*latencyHist{}}
+	r := &queryRun{cfg: &cfg, c: c, m: m, metricsAddr: httpAddr, progress: stderr}
 	defer func() { c.Close(); r.freeBuffer() }() // a registered buffer outlives its session
 	if cfg.json {
 		r.progress = io.Discard
@@ -161,7 +162,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
-	rep.Meta = cfg.meta()
+	cfg.finish(&rep.reportHead, mon, validityInput{HotPhases: r.hot}, r.figures(rep))
 	header := fmt.Sprintf("orbitkv-bench query: %d CPUs", runtime.NumCPU())
 	if model := cpuModel(); model != "" {
 		header += " (" + model + ")"

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/client"
@@ -21,12 +22,47 @@ type queryRun struct {
 	ns     client.Namespace
 	hashes []client.BlockHash // hash i = blockHash(i), all resident
 	next   int                // start of the next query window (moving chains)
-	hists  map[string]*latencyHist
+
+	repeats map[string][]*latencyHist // "query N/hot", "ping/cold", … → one histogram per repeat
+	server  map[int][]queryCounters   // per row: the Manager's counters over each repeat's hot queries
+	hot     []hotPhase                // every hot phase and the Manager's parks in it
 }
 
-// keep files the hot and cold histograms of subject for the report.
+// keep files one repeat's hot and cold histograms of subject.
 func (r *queryRun) keep(subject string, hot, cold *latencyHist) {
-	r.hists[subject+"/hot"], r.hists[subject+"/cold"] = hot, cold
+	r.repeats[subject+"/hot"] = append(r.repeats[subject+"/hot"], hot)
+	r.repeats[subject+"/cold"] = append(r.repeats[subject+"/cold"], cold)
+}
+
+// merged is the histogram of key over all repeats.
+func (r *queryRun) merged(key string) *latencyHist {
+	h := newLatencyHist()
+	for _, rh := range r.repeats[key] {
+		h.merge(rh)
+	}
+	return h
+}
+
+// warmupOf is the untimed calls timeRoundTrips and timeAlternating make
+// before n timed ones.
+func warmupOf(n int) int { return min(n/10+1, 1000) }
+
+// watchHot runs a hot phase of roundTrips calls (f) between two readings
+// of the Manager's park counter and files it as name.
+func (r *queryRun) watchHot(name string, roundTrips int, f func() error) error {
+	before, err := scrapeParks(r.metricsAddr)
+	if err != nil {
+		return err
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	after, err := scrapeParks(r.metricsAddr)
+	if err != nil {
+		return err
+	}
+	r.hot = append(r.hot, hotPhase{Name: name, Parks: after - before, RoundTrips: roundTrips})
+	return nil
 }
 
 // freeBuffer frees the engine buffer; call it after closing the client.
@@ -47,7 +83,8 @@ func (r *queryRun) run() (*queryReport, error) {
 	if r.ns, err = client.Fingerprint(spec); err != nil {
 		return nil, err
 	}
-	rep := &queryReport{hists: r.hists, ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
+	r.repeats, r.server = map[string][]*latencyHist{}, map[int][]queryCounters{}
+	rep := &queryReport{ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
 	if rep.PublishS, err = r.publish(); err != nil {
 		return nil, err
 	}
@@ -59,20 +96,65 @@ func (r *queryRun) run() (*queryReport, error) {
 		return nil, fmt.Errorf("after publishing %d blocks the Manager holds %d (%d evicted); want all resident", r.cfg.residentBlocks, h.Blocks, h.Evictions)
 	}
 	rep.ManagerBlocks = h.Blocks
-	for _, n := range r.cfg.hashes {
-		fmt.Fprintf(r.progress, "measuring QueryBundle of %d hashes ...\n", n)
-		row, err := r.measureRow(n)
-		if err != nil {
-			return nil, fmt.Errorf("QueryBundle of %d hashes: %w", n, err)
+	for repeat := range r.cfg.repeats {
+		for _, n := range r.cfg.hashes {
+			fmt.Fprintf(r.progress, "repeat %d of %d: measuring QueryBundle of %d hashes ...\n", repeat+1, r.cfg.repeats, n)
+			if err := r.measureRow(n, repeat); err != nil {
+				return nil, fmt.Errorf("QueryBundle of %d hashes: %w", n, err)
+			}
 		}
+		fmt.Fprintf(r.progress, "repeat %d of %d: measuring Poll of a pending ticket beside Ping ...\n", repeat+1, r.cfg.repeats)
+		if err := r.measurePoll(repeat); err != nil {
+			return nil, fmt.Errorf("poll of a pending ticket: %w", err)
+		}
+	}
+	r.assemble(rep)
+	return rep, nil
+}
+
+// assemble fills the report from every repeat: each round-trip summary
+// from the histogram merged over the repeats, each row's server time from
+// the Manager's counters summed over them.
+func (r *queryRun) assemble(rep *queryReport) {
+	rep.hists = map[string]*latencyHist{}
+	for key := range r.repeats {
+		rep.hists[key] = r.merged(key)
+	}
+	for _, n := range r.cfg.hashes {
+		var sum queryCounters
+		for _, d := range r.server[n] {
+			sum.nanos, sum.hashes = sum.nanos+d.nanos, sum.hashes+d.hashes
+		}
+		row := queryRow{Hashes: n, RTT: rttOf(rep.hists[fmt.Sprintf("query %d/hot", n)].stats()), ColdRTT: rttOf(rep.hists[fmt.Sprintf("query %d/cold", n)].stats())}
+		row.ServerHashes, row.ServerNsPerHash = uint64(sum.hashes), sum.nanos/sum.hashes
+		row.ServerNsPerQuery = sum.nanos / (sum.hashes / float64(n))
 		rep.Rows = append(rep.Rows, row)
 	}
 	rep.ServerNsPerHash = rep.Rows[len(rep.Rows)-1].ServerNsPerHash
-	fmt.Fprintf(r.progress, "measuring Poll of a pending ticket beside Ping ...\n")
-	if err := r.measurePoll(rep); err != nil {
-		return nil, fmt.Errorf("poll of a pending ticket: %w", err)
+	rep.PollRTT, rep.PingRTT = rttOf(rep.hists["poll/hot"].stats()), rttOf(rep.hists["ping/hot"].stats())
+	rep.PollColdRTT, rep.PingColdRTT = rttOf(rep.hists["poll/cold"].stats()), rttOf(rep.hists["ping/cold"].stats())
+}
+
+// figures are the query report's headline figures: hot and cold p50 and
+// p99 of every row, of Ping and of Poll, and each row's server ns per hash.
+func (r *queryRun) figures(rep *queryReport) []figure {
+	var out []figure
+	for _, n := range r.cfg.hashes {
+		for _, mode := range []string{"hot", "cold"} {
+			key := fmt.Sprintf("query %d/%s", n, mode)
+			out = append(out, latencyFigures(key, rep.hists[key], r.repeats[key])...)
+		}
+		var per []float64
+		for _, d := range r.server[n] {
+			per = append(per, d.nanos/d.hashes)
+		}
+		row := rep.Rows[slices.Index(r.cfg.hashes, n)]
+		out = append(out, newFigure(fmt.Sprintf("query %d/server_ns_per_hash", n), "ns/hash", lowerIsBetter, row.ServerNsPerHash, per))
 	}
-	return rep, nil
+	for _, key := range []string{"ping/hot", "poll/hot", "ping/cold", "poll/cold"} {
+		out = append(out, latencyFigures(key, rep.hists[key], r.repeats[key])...)
+	}
+	return out
 }
 
 // publish stores hashes 0..residentBlocks-1 from the pages of one engine
@@ -128,9 +210,10 @@ func (r *queryRun) window(n int) []client.BlockHash {
 }
 
 // measureRow times QueryBundle of n resident hashes hot, reading the
-// Manager's query counters around the hot samples (warmup included: every
-// query of the row carries n hashes), then cold.
-func (r *queryRun) measureRow(n int) (queryRow, error) {
+// Manager's query counters and its park counter around the hot samples
+// (warmup included: every query of the row carries n hashes), then cold,
+// and files repeat's histograms and counters.
+func (r *queryRun) measureRow(n, repeat int) error {
 	query := func() (time.Duration, error) {
 		w := r.window(n)
 		t := time.Now()
@@ -147,32 +230,34 @@ func (r *queryRun) measureRow(n int) (queryRow, error) {
 		}
 		return d, r.c.Release(l.ID)
 	}
-	row := queryRow{Hashes: n}
 	before, err := scrapeQueryCounters(r.metricsAddr)
 	if err != nil {
-		return row, err
+		return err
 	}
-	hot, err := timeRoundTrips(query, r.cfg.rowIters(r.cfg.iters, n), 0)
+	iters := r.cfg.rowIters(r.cfg.iters, n)
+	var hot *latencyHist
+	err = r.watchHot(fmt.Sprintf("query %d/hot repeat %d", n, repeat+1), iters+warmupOf(iters), func() (err error) {
+		hot, err = timeRoundTrips(query, iters, 0)
+		return err
+	})
 	if err != nil {
-		return row, err
+		return err
 	}
 	after, err := scrapeQueryCounters(r.metricsAddr)
 	if err != nil {
-		return row, err
+		return err
 	}
 	d := after.sub(before)
 	if d.hashes <= 0 || d.nanos <= 0 {
-		return row, fmt.Errorf("the Manager's counters moved by %.0f ns and %.0f hashes over %d queries; want both above 0", d.nanos, d.hashes, hot.count())
+		return fmt.Errorf("the Manager's counters moved by %.0f ns and %.0f hashes over %d queries; want both above 0", d.nanos, d.hashes, hot.count())
 	}
-	row.ServerHashes, row.ServerNsPerHash = uint64(d.hashes), d.nanos/d.hashes
-	row.ServerNsPerQuery = d.nanos / (d.hashes / float64(n))
 	cold, err := timeRoundTrips(query, r.cfg.rowIters(r.cfg.coldIters, n), r.cfg.coldGap)
 	if err != nil {
-		return row, err
+		return err
 	}
-	row.RTT, row.ColdRTT = rttOf(hot.stats()), rttOf(cold.stats())
+	r.server[n] = append(r.server[n], d)
 	r.keep(fmt.Sprintf("query %d", n), hot, cold)
-	return row, nil
+	return nil
 }
 
 // measurePoll times Poll of a ticket that stays pending beside Ping: a
@@ -180,7 +265,7 @@ func (r *queryRun) measureRow(n int) (queryRow, error) {
 // started with exactly its bytes), so a ticket for one more block waits for
 // budget and answers Loading until that lease is released. Ping and Poll
 // alternate sample by sample, so both see the same machine state.
-func (r *queryRun) measurePoll(rep *queryReport) error {
+func (r *queryRun) measurePoll(repeat int) error {
 	largest := r.cfg.hashes[len(r.cfg.hashes)-1]
 	held, err := r.c.Query(r.ns, r.hashes[:largest])
 	if err != nil {
@@ -216,7 +301,11 @@ func (r *queryRun) measurePoll(rep *queryReport) error {
 		_, err := r.c.Ping(1)
 		return time.Since(t), err
 	}
-	pollHot, pingHot, err := timeAlternating(poll, ping, r.cfg.iters, 0)
+	var pollHot, pingHot *latencyHist
+	err = r.watchHot(fmt.Sprintf("poll+ping/hot repeat %d", repeat+1), 2*(r.cfg.iters+warmupOf(r.cfg.iters)), func() (err error) {
+		pollHot, pingHot, err = timeAlternating(poll, ping, r.cfg.iters, 0)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -226,8 +315,6 @@ func (r *queryRun) measurePoll(rep *queryReport) error {
 	}
 	r.keep("poll", pollHot, pollCold)
 	r.keep("ping", pingHot, pingCold)
-	rep.PollRTT, rep.PingRTT = rttOf(pollHot.stats()), rttOf(pingHot.stats())
-	rep.PollColdRTT, rep.PingColdRTT = rttOf(pollCold.stats()), rttOf(pingCold.stats())
 	// Releasing the held lease admits the ticket: its next poll answers Ok.
 	if err := r.c.Release(held.ID); err != nil {
 		return fmt.Errorf("releasing the budget lease: %w", err)

@@ -184,7 +184,10 @@ func partition(reqs []trace.Request, i, n int) [][]uint64 {
 	return out
 }
 
-// runReplay is `orbitkv-bench replay`.
+// runReplay is `orbitkv-bench replay`: --repeats replays of the trace,
+// each against a fresh Manager when the bench starts it (so every repeat
+// starts from an empty RAM tier), or against the --socket Manager under a
+// fresh namespace salt; the report combines them (combineReplays).
 func runReplay(args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseReplayFlags(args, stderr)
 	if err != nil {
@@ -194,33 +197,28 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var m *manager
-	if cfg.socket != "" {
-		m = external(cfg.socket)
-	} else {
-		if m, err = launchManager(ramManager(cfg.managerBin, cfg.ramCapacity, cfg.managerArgs)); err != nil {
+	mon := startMonitor(nil)
+	var reps []*replayReport
+	for i := range cfg.repeats {
+		if !cfg.json {
+			fmt.Fprintf(stderr, "repeat %d of %d: replaying %d requests (%d blocks) of %s with %d clients ...\n",
+				i+1, cfg.repeats, len(plan.requests), plan.bound.Blocks, plan.tracePath, cfg.clients)
+		}
+		rep, err := replayOnce(&cfg, plan, stderr)
+		if err != nil {
 			return err
 		}
+		reps = append(reps, rep)
 	}
-	defer m.stop()
-
-	run := &replayRun{cfg: cfg, plan: plan, manager: m, stderr: stderr,
-		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
-	// Interrupted: kill the workers, stop a Manager the bench started and
-	// remove its temporary directory, exit 130.
-	defer stopOnSignal("replay", m, stderr, run.killWorkers)()
-
-	if !cfg.json {
-		fmt.Fprintf(stderr, "replaying %d requests (%d blocks) of %s with %d clients ...\n",
-			len(plan.requests), plan.bound.Blocks, plan.tracePath, cfg.clients)
+	rep := combineReplays(reps)
+	in := validityInput{HotUnchecked: "the replay has no hot phase"}
+	if cfg.socket != "" {
+		in.ExternalManager = cfg.socket
 	}
-	rep, err := run.execute()
-	if err != nil {
-		return err
-	}
-	rep.Meta = cfg.meta()
-	if err := cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeReplayTable(w, rep) }); err != nil {
-		return err
+	cfg.finish(&rep.reportHead, mon, in, replayFigures(rep, reps))
+	emitErr := cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeReplayTable(w, rep) })
+	if emitErr != nil && !errors.As(emitErr, new(*invalidRunError)) {
+		return emitErr
 	}
 	if rep.Mismatches != 0 {
 		return fmt.Errorf("%d restored bytes differ from what was published", rep.Mismatches)
@@ -228,7 +226,28 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if rep.idleViolation != "" {
 		return fmt.Errorf("the Manager is not idle after the clients exited: %s", rep.idleViolation)
 	}
-	return nil
+	return emitErr
+}
+
+// replayOnce is one replay of the plan: it starts a Manager unless
+// --socket names one, runs the workers and stops what it started.
+func replayOnce(cfg *replayConfig, plan *replayPlan, stderr io.Writer) (*replayReport, error) {
+	var m *manager
+	if cfg.socket != "" {
+		m = external(cfg.socket)
+	} else {
+		var err error
+		if m, err = launchManager(ramManager(cfg.managerBin, cfg.ramCapacity, cfg.managerArgs)); err != nil {
+			return nil, err
+		}
+	}
+	defer m.stop()
+	run := &replayRun{cfg: *cfg, plan: plan, manager: m, stderr: stderr,
+		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	// Interrupted: kill the workers, stop a Manager the bench started and
+	// remove its temporary directory, exit 130.
+	defer stopOnSignal("replay", m, stderr, run.killWorkers)()
+	return run.execute()
 }
 
 // elapsedSeconds is d in seconds, rounded to the microsecond.

@@ -58,6 +58,8 @@ type replayReport struct {
 	hists         map[string]*latencyHist // merged over the workers, keyed by op name, for plots
 	header        string                  // conditions of the run, first line of the table
 	idleViolation string                  // non-empty: the run fails
+	restoreNS     uint64                  // time inside restore ops, summed over the workers (and replays)
+	publishNS     uint64                  // time inside Publish calls, likewise
 }
 
 // header describes the conditions of a run in one line.
@@ -157,13 +159,102 @@ func boundReachable(rep *replayReport) bool {
 func replayTargets(rep *replayReport) []target {
 	out := []target{{"0 mismatched bytes", fmt.Sprint(rep.Mismatches), rep.Mismatches == 0}}
 	diff := rep.HitRatio - rep.BoundHitRatio
-	measured := fmt.Sprintf("%+.4f (%+d blocks)", diff, int64(rep.HitBlocks)-int64(rep.BoundHitBlocks))
+	// Over several replays the counts are summed: the bound's hits scale
+	// with the replays (blocks = replays × bound blocks).
+	boundHits := rep.BoundHitBlocks
+	if rep.BoundBlocks > 0 && rep.Blocks > rep.BoundBlocks {
+		boundHits = rep.BoundHitBlocks * (rep.Blocks / rep.BoundBlocks)
+	}
+	measured := fmt.Sprintf("%+.4f (%+d blocks)", diff, int64(rep.HitBlocks)-int64(boundHits))
 	switch {
 	case !boundReachable(rep):
 	case rep.Clients == 1:
-		out = append(out, target{"hit ratio = bound (1 client, capacity ≥ working set)", measured, rep.HitBlocks == rep.BoundHitBlocks})
+		out = append(out, target{"hit ratio = bound (1 client, capacity ≥ working set)", measured, rep.HitBlocks == boundHits})
 	default:
 		out = append(out, target{"hit ratio within 0.01 of the bound (capacity ≥ working set)", measured, math.Abs(diff) <= 0.01})
+	}
+	return out
+}
+
+// combineReplays is the report of several replays of one plan: the counts
+// (requests, blocks, hits, mismatches, bytes, wall time …) summed over
+// them, so the hit ratio is the pooled one; the round trips from the
+// histograms merged over them; GB/s from the summed bytes and times. The
+// bound_* and working-set keys describe the trace (one replay); the
+// Manager's figures are the last replay's. The idle invariant holds only
+// when it held after every replay.
+func combineReplays(reps []*replayReport) *replayReport {
+	if len(reps) == 1 {
+		return reps[0]
+	}
+	out := *reps[len(reps)-1]
+	out.Requests, out.Blocks, out.HitBlocks, out.Mismatches = 0, 0, 0, 0
+	out.Unadmitted, out.UnadmittedBlocks, out.LoadingWaits, out.StoredBlocks, out.PresentBlocks = 0, 0, 0, 0, 0
+	out.RestoredBytes, out.PublishedBytes, out.restoreNS, out.publishNS, out.WallS = 0, 0, 0, 0, 0
+	out.IdleInvariant, out.idleViolation = "ok", ""
+	out.RTT, out.hists = map[string]rttStats{}, map[string]*latencyHist{}
+	for _, r := range reps {
+		out.Requests += r.Requests
+		out.Blocks += r.Blocks
+		out.HitBlocks += r.HitBlocks
+		out.Mismatches += r.Mismatches
+		out.Unadmitted += r.Unadmitted
+		out.UnadmittedBlocks += r.UnadmittedBlocks
+		out.LoadingWaits += r.LoadingWaits
+		out.StoredBlocks += r.StoredBlocks
+		out.PresentBlocks += r.PresentBlocks
+		out.RestoredBytes += r.RestoredBytes
+		out.PublishedBytes += r.PublishedBytes
+		out.restoreNS += r.restoreNS
+		out.publishNS += r.publishNS
+		out.WallS += r.WallS
+		if r.IdleInvariant != "ok" && out.IdleInvariant == "ok" {
+			out.IdleInvariant = r.IdleInvariant
+		}
+		if r.idleViolation != "" && out.idleViolation == "" {
+			out.idleViolation = r.idleViolation
+		}
+		for op, h := range r.hists {
+			if out.hists[op] == nil {
+				out.hists[op] = newLatencyHist()
+			}
+			out.hists[op].merge(h)
+		}
+	}
+	if out.Blocks > 0 {
+		out.HitRatio = float64(out.HitBlocks) / float64(out.Blocks)
+	}
+	out.RestoreGBps, out.PublishGBps = gbps(out.RestoredBytes, out.restoreNS), gbps(out.PublishedBytes, out.publishNS)
+	for op, h := range out.hists {
+		st := h.stats()
+		out.RTT[op] = rttStats{P50: st.P50, P99: st.P99, P999: st.P999, N: st.N}
+	}
+	return &out
+}
+
+// replayFigures are the replay's headline figures over the replays reps
+// combined into rep: hit ratio, restore and publish GB/s, wall time per
+// replay, and p50 and p99 of every operation.
+func replayFigures(rep *replayReport, reps []*replayReport) []figure {
+	each := func(f func(r *replayReport) float64) []float64 {
+		var out []float64
+		for _, r := range reps {
+			out = append(out, f(r))
+		}
+		return out
+	}
+	out := []figure{
+		newFigure("hit_ratio", "fraction", higherIsBetter, rep.HitRatio, each(func(r *replayReport) float64 { return r.HitRatio })),
+		newFigure("restore_gbps", "GB/s", higherIsBetter, rep.RestoreGBps, each(func(r *replayReport) float64 { return r.RestoreGBps })),
+		newFigure("publish_gbps", "GB/s", higherIsBetter, rep.PublishGBps, each(func(r *replayReport) float64 { return r.PublishGBps })),
+		medianFigure("wall_s", "s", lowerIsBetter, each(func(r *replayReport) float64 { return r.WallS })),
+	}
+	for _, op := range opNames {
+		var hs []*latencyHist
+		for _, r := range reps {
+			hs = append(hs, r.hists[op])
+		}
+		out = append(out, latencyFigures("rtt/"+op, rep.hists[op], hs)...)
 	}
 	return out
 }

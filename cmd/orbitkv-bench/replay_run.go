@@ -254,6 +254,7 @@ func (r *replayRun) merge(results []*workerResult, hists [][numOps]*latencyHist,
 	if rep.Blocks > 0 {
 		rep.HitRatio = float64(rep.HitBlocks) / float64(rep.Blocks)
 	}
+	rep.restoreNS, rep.publishNS = restoreNS, publishNS
 	rep.RestoreGBps = gbps(rep.RestoredBytes, restoreNS)
 	rep.PublishGBps = gbps(rep.PublishedBytes, publishNS)
 	for op, name := range opNames {

@@ -383,7 +383,7 @@ func replayE2E(t *testing.T, args ...string) (*replayReport, []trace.Request) {
 }
 
 func TestReplayTwoClientsUnderCapacityPressureVerifiesEveryByte(t *testing.T) {
-	rep, _ := replayE2E(t, "--limit", "300", "--clients", "2", "--block-bytes", "16KiB", "--ram-capacity", "64MiB")
+	rep, _ := replayE2E(t, "--limit", "300", "--clients", "2", "--block-bytes", "16KiB", "--ram-capacity", "64MiB", "--repeats", "1")
 	if rep.Requests != 300 || rep.Mismatches != 0 {
 		t.Errorf("requests %d mismatches %d, want 300 and 0", rep.Requests, rep.Mismatches)
 	}
@@ -400,15 +400,25 @@ func TestReplayTwoClientsUnderCapacityPressureVerifiesEveryByte(t *testing.T) {
 	}
 }
 
+// Three repeats (the default), each against a fresh Manager: the counts
+// are summed over them, and each repeat reaches the bound exactly, so the
+// hit ratio's spread is zero.
 func TestReplayOneClientAboveTheWorkingSetReachesTheBoundExactly(t *testing.T) {
 	rep, reqs := replayE2E(t, "--limit", "300", "--clients", "1", "--block-bytes", "16KiB", "--ram-capacity", "256MiB")
 	bound := trace.InfiniteCacheBound(reqs[:300])
 	if rep.WorkingSetBytes > 256<<20 {
 		t.Fatalf("the working set %d bytes does not fit the capacity: the test is wrong", rep.WorkingSetBytes)
 	}
-	if rep.Blocks != bound.Blocks || rep.HitBlocks != bound.HitBlocks || rep.HitRatio != bound.HitRatio() {
-		t.Errorf("hit %d of %d blocks (%v), bound %d of %d (%v): want equal",
-			rep.HitBlocks, rep.Blocks, rep.HitRatio, bound.HitBlocks, bound.Blocks, bound.HitRatio())
+	if rep.Meta.Repeats != 3 || rep.Blocks != 3*bound.Blocks || rep.HitBlocks != 3*bound.HitBlocks || rep.HitRatio != bound.HitRatio() {
+		t.Errorf("%d repeats hit %d of %d blocks (%v), bound %d of %d (%v) per repeat: want 3 repeats, each equal",
+			rep.Meta.Repeats, rep.HitBlocks, rep.Blocks, rep.HitRatio, bound.HitBlocks, bound.Blocks, bound.HitRatio())
+	}
+	i := slices.IndexFunc(rep.Figures, func(f figure) bool { return f.Name == "hit_ratio" })
+	if i < 0 || len(rep.Figures[i].Repeats) != 3 || rep.Figures[i].Min != bound.HitRatio() || rep.Figures[i].Max != bound.HitRatio() {
+		t.Errorf("hit_ratio figure = %+v, want 3 repeats all at the bound %v", rep.Figures, bound.HitRatio())
+	}
+	if len(rep.Validity.Checks) == 0 {
+		t.Errorf("the report has no validity checks: %+v", rep.Validity)
 	}
 	if rep.BoundHitRatio != bound.HitRatio() || rep.Mismatches != 0 || rep.Unadmitted != 0 || rep.IdleInvariant != "ok" {
 		t.Errorf("bound %v mismatches %d unadmitted %d idle %q", rep.BoundHitRatio, rep.Mismatches, rep.Unadmitted, rep.IdleInvariant)

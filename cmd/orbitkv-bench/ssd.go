@@ -154,24 +154,47 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.header += fmt.Sprintf(", store in %s, %d I/O workers; %d blocks per size read at once, median of %d passes",
 		dir, cfg.ioWorkers, cfg.blocks, cfg.iters)
-	prog := startProgress(cfg.progress, stderr, "ssd", "passes", int64(len(cfg.sizes)*len(cfg.memory)*(cfg.warmup+cfg.iters)))
+	prog := startProgress(cfg.progress, stderr, "ssd", "passes", int64(cfg.repeats*len(cfg.sizes)*len(cfg.memory)*(cfg.warmup+cfg.iters)))
 	defer prog.finish()
+	mon := startMonitor(nil)
+	var figs []figure
 	for _, size := range cfg.sizes {
 		for _, memory := range cfg.memory {
-			if !cfg.json {
-				fmt.Fprintf(stderr, "measuring %s blocks into %s memory ...\n", humanize.IBytes(size), memory)
+			var reps []ssdSize
+			for repeat := range cfg.repeats {
+				if !cfg.json {
+					fmt.Fprintf(stderr, "repeat %d of %d: measuring %s blocks into %s memory ...\n", repeat+1, cfg.repeats, humanize.IBytes(size), memory)
+				}
+				storeDir := filepath.Join(dir, fmt.Sprint(size, "-", memory, "-", repeat))
+				r, err := measureSSD(&cfg, storeDir, size, memory, prog)
+				if err != nil {
+					return fmt.Errorf("%s blocks, %s memory: %w", humanize.IBytes(size), memory, err)
+				}
+				// Each repeat writes a store of its own; only one is on disk at a time.
+				if err := os.RemoveAll(storeDir); err != nil {
+					return err
+				}
+				reps = append(reps, r)
 			}
-			r, err := measureSSD(&cfg, filepath.Join(dir, fmt.Sprint(size, "-", memory)), size, memory, prog)
-			if err != nil {
-				return fmt.Errorf("%s blocks, %s memory: %w", humanize.IBytes(size), memory, err)
-			}
-			rep.Sizes = append(rep.Sizes, r)
+			s, f := medianOver(humanize.IBytes(size)+"/"+memory, reps, ssdFields)
+			rep.Sizes, figs = append(rep.Sizes, s), append(figs, f...)
 		}
 	}
-	rep.Meta = cfg.meta()
+	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the ssd suite has no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeSSDTable(w, rep) })
 	return errors.Join(err, cfg.plot(stderr, ssdCharts(rep)...))
+}
+
+// ssdFields are the figures of one size and memory kind: each the median
+// of the repeats' values (a repeat's own is over its median pass).
+var ssdFields = []floatField[ssdSize]{
+	{"write_gbps", "GB/s", higherIsBetter, func(s *ssdSize) *float64 { return &s.WriteGBps }},
+	{"baseline_gbps", "GB/s", higherIsBetter, func(s *ssdSize) *float64 { return &s.BaselineGBps }},
+	{"read_gbps", "GB/s", higherIsBetter, func(s *ssdSize) *float64 { return &s.ReadGBps }},
+	{"read_ratio", "ratio", higherIsBetter, func(s *ssdSize) *float64 { return &s.ReadRatio }},
+	{"reused_buffer_gbps", "GB/s", higherIsBetter, func(s *ssdSize) *float64 { return &s.ReusedBufferGBps }},
+	{"reused_buffer_ratio", "ratio", higherIsBetter, func(s *ssdSize) *float64 { return &s.ReusedBufferRatio }},
 }
 
 // ssdBench is one block size's store and buffers.

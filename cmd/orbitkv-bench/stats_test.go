@@ -25,7 +25,7 @@ func TestReportJSONHasExactlyTheIssuesKeys(t *testing.T) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sortedKeys(top), []string{"back_to_back", "idle_cpu_percent", "meta", "per_ms"}; !slices.Equal(got, want) {
+	if got, want := sortedKeys(top), []string{"back_to_back", "figures", "idle_cpu_percent", "meta", "per_ms", "validity"}; !slices.Equal(got, want) {
 		t.Fatalf("top-level keys = %v, want %v", got, want)
 	}
 	var idleGot float64
@@ -63,6 +63,8 @@ func TestReportJSONIdleIsNullWhenNotMeasured(t *testing.T) {
 		t.Errorf("idle_cpu_percent = %s, want null", got)
 	}
 	delete(top, "meta")
+	delete(top, "validity")
+	delete(top, "figures")
 	b, _ = json.Marshal(top)
 	if want := `{"back_to_back":{},"idle_cpu_percent":null,"per_ms":{}}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)

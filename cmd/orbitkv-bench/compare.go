@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Verdicts of compare, B against A.
+const (
+	verdictNoise  = "within noise"
+	verdictBetter = "better"
+	verdictWorse  = "WORSE"
+	verdictOnlyA  = "only in A"
+	verdictOnlyB  = "only in B"
+)
+
+// maxReportBytes bounds a report file compare reads.
+const maxReportBytes = 64 << 20
+
+// comparedReport is what compare reads of a --json report: its head.
+type comparedReport struct {
+	path     string
+	Meta     reportMeta `json:"meta"`
+	Validity validity   `json:"validity"`
+	Figures  []figure   `json:"figures"`
+}
+
+// runCompare is `orbitkv-bench compare [--strict] A.json B.json`.
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	strict := fs.Bool("strict", false, fmt.Sprintf("exit %d when a figure of B is worse than A's outside the noise band, or either report is marked invalid", exitInvalid))
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: orbitkv-bench compare [--strict] A.json B.json")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Compares two --json reports of one suite figure by figure: A, B, the ratio B/A, and")
+		fmt.Fprintln(stderr, "a verdict. A difference is \"within noise\" when the ranges [min, max] of the two")
+		fmt.Fprintln(stderr, "reports' repeats overlap; otherwise B is better or WORSE. Method: bench/README.md.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "flags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() != 2 {
+		return usagef("want two report files (A.json B.json), got %d arguments", fs.NArg())
+	}
+	a, err := loadComparedReport(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	b, err := loadComparedReport(fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	if a.Meta.Suite != b.Meta.Suite {
+		return fmt.Errorf("%s is a %s report and %s a %s report: compare reports of one suite", a.path, a.Meta.Suite, b.path, b.Meta.Suite)
+	}
+	rows := compareFigures(a.Figures, b.Figures)
+	if err := writeComparison(stdout, a, b, rows); err != nil {
+		return err
+	}
+	if !*strict {
+		return nil
+	}
+	var reasons []string
+	for _, r := range [2]*comparedReport{a, b} {
+		if !r.Validity.Valid {
+			reasons = append(reasons, r.path+" is marked invalid")
+		}
+	}
+	for _, r := range rows {
+		if r.verdict == verdictWorse {
+			reasons = append(reasons, r.name+" is worse outside the noise band")
+		}
+	}
+	if len(reasons) > 0 {
+		return &invalidRunError{what: "B does not hold A's figures", reasons: reasons}
+	}
+	return nil
+}
+
+// loadComparedReport reads and checks the report at path.
+func loadComparedReport(path string) (*comparedReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxReportBytes {
+		return nil, fmt.Errorf("%s: more than %d bytes, not a report", path, maxReportBytes)
+	}
+	return parseComparedReport(path, b)
+}
+
+// parseComparedReport decodes one --json report (outside bytes) and
+// checks what compare relies on; each error names path and the field:
+// one JSON object with "meta", "validity" and "figures"; meta.schema
+// reportSchema and a suite; every figure with a unique name, a unit,
+// better "lower" or "higher", and min ≤ value ≤ max.
+func parseComparedReport(path string, b []byte) (*comparedReport, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(bytes.TrimSpace(b), &keys); err != nil {
+		return nil, fmt.Errorf("%s: not one JSON object: %w", path, err)
+	}
+	for _, k := range []string{"meta", "validity", "figures"} {
+		if v, ok := keys[k]; !ok || string(v) == "null" {
+			return nil, fmt.Errorf("%s: no %q (a report of schema %d has meta, validity and figures; older reports cannot be compared)", path, k, reportSchema)
+		}
+	}
+	r := &comparedReport{path: path}
+	for k, dst := range map[string]any{"meta": &r.Meta, "validity": &r.Validity, "figures": &r.Figures} {
+		if err := json.Unmarshal(keys[k], dst); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+	}
+	switch {
+	case r.Meta.Schema != reportSchema:
+		return nil, fmt.Errorf("%s: meta.schema is %d, want %d (compare reads schema %d reports only)", path, r.Meta.Schema, reportSchema, reportSchema)
+	case r.Meta.Suite == "":
+		return nil, fmt.Errorf("%s: meta.suite is empty", path)
+	}
+	seen := map[string]bool{}
+	for i, f := range r.Figures {
+		field := fmt.Sprintf("%s: figures[%d]", path, i)
+		switch {
+		case f.Name == "":
+			return nil, fmt.Errorf("%s.name is empty", field)
+		case seen[f.Name]:
+			return nil, fmt.Errorf("%s.name %q is named twice", field, f.Name)
+		case f.Unit == "":
+			return nil, fmt.Errorf("%s (%s).unit is empty", field, f.Name)
+		case f.Better != lowerIsBetter && f.Better != higherIsBetter:
+			return nil, fmt.Errorf("%s (%s).better is %q, want %q or %q", field, f.Name, f.Better, lowerIsBetter, higherIsBetter)
+		case !(f.Min <= f.Value && f.Value <= f.Max):
+			return nil, fmt.Errorf("%s (%s): value %v outside min %v .. max %v", field, f.Name, f.Value, f.Min, f.Max)
+		}
+		seen[f.Name] = true
+	}
+	return r, nil
+}
+
+// comparedFigure is one line of a comparison; a or b is nil for a figure
+// only one report has.
+type comparedFigure struct {
+	name    string
+	a, b    *figure
+	verdict string
+}
+
+// compareFigures matches the figures of A and B by name, in A's order
+// then B's extra ones, and gives each a verdict: within noise when the
+// ranges [A.min, A.max] and [B.min, B.max] overlap (ends included),
+// else better or worse by the figure's direction (A's).
+func compareFigures(a, b []figure) []comparedFigure {
+	var out []comparedFigure
+	inA := map[string]bool{}
+	for i := range a {
+		fa := &a[i]
+		inA[fa.Name] = true
+		j := slices.IndexFunc(b, func(f figure) bool { return f.Name == fa.Name })
+		if j < 0 {
+			out = append(out, comparedFigure{name: fa.Name, a: fa, verdict: verdictOnlyA})
+			continue
+		}
+		out = append(out, comparedFigure{name: fa.Name, a: fa, b: &b[j], verdict: noiseVerdict(*fa, b[j])})
+	}
+	for i := range b {
+		if !inA[b[i].Name] {
+			out = append(out, comparedFigure{name: b[i].Name, b: &b[i], verdict: verdictOnlyB})
+		}
+	}
+	return out
+}
+
+// noiseVerdict is B's verdict against A (see compareFigures).
+func noiseVerdict(a, b figure) string {
+	if a.Min <= b.Max && b.Min <= a.Max {
+		return verdictNoise
+	}
+	higher := b.Min > a.Max
+	if higher == (a.Better == higherIsBetter) {
+		return verdictBetter
+	}
+	return verdictWorse
+}
+
+// describeReport is one line on a report: path, suite, when, what built
+// it and how often it repeated.
+func describeReport(label string, r *comparedReport) string {
+	state := "valid"
+	if !r.Validity.Valid {
+		state = "INVALID: " + strings.Join(r.Validity.Reasons, "; ")
+	}
+	return fmt.Sprintf("%s: %s (%s, %s, version %s, %d repeats, %d cores %s): %s",
+		label, r.path, r.Meta.Suite, r.Meta.Timestamp, r.Meta.Version, r.Meta.Repeats, r.Meta.Cores, r.Meta.CPUModel, state)
+}
+
+// reportFlags are the flags that shape a report but not the measurement;
+// the value says whether the flag takes an argument.
+var reportFlags = map[string]bool{"json": false, "strict": false, "output": true, "plot": true}
+
+// measurementFlags is flags without the reportFlags (and their values), so
+// two runs that differ only in where their reports went compare as alike.
+func measurementFlags(flags []string) []string {
+	out := []string{}
+	for i := 0; i < len(flags); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(flags[i], "-"), "=")
+		takesArg, ok := reportFlags[name]
+		if !ok || !strings.HasPrefix(flags[i], "-") {
+			out = append(out, flags[i])
+			continue
+		}
+		if takesArg && !hasValue {
+			i++ // the value is the next argument
+		}
+	}
+	return out
+}
+
+// writeComparison prints the comparison table.
+func writeComparison(w io.Writer, a, b *comparedReport, rows []comparedFigure) error {
+	fmt.Fprintln(w, describeReport("A", a))
+	fmt.Fprintln(w, describeReport("B", b))
+	if fa, fb := measurementFlags(a.Meta.Flags), measurementFlags(b.Meta.Flags); !slices.Equal(fa, fb) {
+		fmt.Fprintf(w, "note: the flags differ: A %q, B %q\n", fa, fb)
+	}
+	fmt.Fprintln(w, "within noise: the ranges min..max of the two reports' repeats overlap")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tA\tA min..max\tB\tB min..max\tB/A\tverdict")
+	side := func(f *figure) (string, string) {
+		if f == nil {
+			return "-", "-"
+		}
+		return formatFigure(f.Value, f.Unit), formatFigure(f.Min, f.Unit) + " .. " + formatFigure(f.Max, f.Unit)
+	}
+	for _, r := range rows {
+		av, ar := side(r.a)
+		bv, br := side(r.b)
+		ratio := "-"
+		if r.a != nil && r.b != nil && r.a.Value != 0 {
+			ratio = fmt.Sprintf("%.3fx", r.b.Value/r.a.Value)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.name, av, ar, bv, br, ratio, r.verdict)
+	}
+	return tw.Flush()
+}

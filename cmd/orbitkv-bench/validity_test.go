@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+const procStatText = `cpu  1000 10 500 8000 40 0 10 %d 0 0
+cpu0 500 5 250 4000 20 0 5 0 0 0
+intr 1 2 3
+ctxt 547206654
+procs_running %d
+procs_blocked 0
+`
+
+func TestParseProcStatReadsStealAndRunnable(t *testing.T) {
+	st, err := parseProcStat(fmt.Sprintf(procStatText, 40, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (procStat{Total: 1000 + 10 + 500 + 8000 + 40 + 0 + 10 + 40, Steal: 40, ProcsRunning: 3}); st != want {
+		t.Errorf("parseProcStat = %+v, want %+v", st, want)
+	}
+	bad := []struct {
+		name string
+		text string
+		want string
+	}{
+		{"a short cpu line", "cpu 1 2 3\nprocs_running 1\n", "cpu line has 4 fields"},
+		{"a cpu field that is not a count", "cpu 1 2 3 4 5 6 7 x 0 0\nprocs_running 1\n", `cpu field 8 "x"`},
+		{"no procs_running line", "cpu 1 2 3 4 5 6 7 8 0 0\n", "no cpu or procs_running"},
+		{"a negative procs_running", "cpu 1 2 3 4 5 6 7 8 0 0\nprocs_running -1\n", `procs_running "-1"`},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			if _, err := parseProcStat(tt.text); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestJudgeMarksEachCondition(t *testing.T) {
+	quiet := validityInput{Repeats: 3, StatStart: procStat{Total: 1000, Steal: 10}, StatEnd: procStat{Total: 2000, Steal: 20}, Foreign: []float64{0, 0, 1, 0}}
+	tests := []struct {
+		name  string
+		edit  func(in *validityInput)
+		valid bool
+		want  string // in the one reason, "" when valid
+	}{
+		{"a quiet run of 3 repeats is valid", func(*validityInput) {}, true, ""},
+		{"two repeats give no noise band", func(in *validityInput) { in.Repeats = 2 }, false, "--repeats 2: fewer than 3"},
+		{"steal of 6% of the CPU time is too much", func(in *validityInput) { in.StatEnd.Steal = 10 + 60 }, false, "steal time 6.0%"},
+		{"steal of exactly 5% is allowed", func(in *validityInput) { in.StatEnd.Steal = 10 + 50 }, true, ""},
+		{"one foreign runnable task on average is contention", func(in *validityInput) { in.Foreign = []float64{1, 1, 1, 1} }, false, "1.00 runnable tasks on average were not the bench's"},
+		{"a hot phase that parked every round trip is invalid", func(in *validityInput) {
+			in.HotPhases = []hotPhase{{Name: "query 32/hot repeat 1", Parks: 20000, RoundTrips: 21000}}
+		}, false, "hot phase query 32/hot repeat 1 parked"},
+		{"a hot phase that parked 1% of its round trips is allowed", func(in *validityInput) {
+			in.HotPhases = []hotPhase{{Name: "h", Parks: 10, RoundTrips: 1000}}
+		}, true, ""},
+		{"a Manager named by --socket is not the bench's own", func(in *validityInput) { in.ExternalManager = "/run/orbitkv.sock" }, false, "the Manager at /run/orbitkv.sock is not the bench's own"},
+		{"counters that went backwards count as no steal", func(in *validityInput) { in.StatEnd = procStat{} }, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := quiet
+			in.Foreign = append([]float64{}, quiet.Foreign...)
+			tt.edit(&in)
+			v := judge(in)
+			if v.Valid != tt.valid {
+				t.Fatalf("valid = %v, want %v (reasons %q)", v.Valid, tt.valid, v.Reasons)
+			}
+			switch {
+			case tt.valid && len(v.Reasons) != 0:
+				t.Errorf("a valid run has reasons %q", v.Reasons)
+			case !tt.valid && (len(v.Reasons) != 1 || !strings.Contains(v.Reasons[0], tt.want)):
+				t.Errorf("reasons = %q, want one containing %q", v.Reasons, tt.want)
+			}
+			for _, c := range v.Checks {
+				if c.OK == (c.Reason != "") {
+					t.Errorf("check %+v: a reason exactly when not ok", c)
+				}
+			}
+		})
+	}
+}
+
+func TestStrictMakesAnInvalidRunExitThree(t *testing.T) {
+	invalid := &policyReport{reportHead: reportHead{Validity: judge(validityInput{Repeats: 1})}}
+	valid := &policyReport{reportHead: reportHead{Validity: judge(validityInput{Repeats: 3})}}
+	table := func(w io.Writer) error { return nil }
+	tests := []struct {
+		name   string
+		strict bool
+		rep    *policyReport
+		exit   int
+	}{
+		{"an invalid run without --strict exits 0", false, invalid, 0},
+		{"an invalid run with --strict exits 3", true, invalid, exitInvalid},
+		{"a valid run with --strict exits 0", true, valid, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := (&suiteCommon{strict: tt.strict}).emit(&out, io.Discard, tt.rep, table)
+			exit := 0
+			if errors.As(err, new(*invalidRunError)) {
+				exit = exitInvalid
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if exit != tt.exit {
+				t.Errorf("exit %d (err %v), want %d", exit, err, tt.exit)
+			}
+			if strings.Contains(out.String(), "run: INVALID") != !tt.rep.Validity.Valid {
+				t.Errorf("table = %q: want the verdict printed", out.String())
+			}
+		})
+	}
+	t.Run("dispatch maps the error to exit status 3", func(t *testing.T) {
+		var stderr bytes.Buffer
+		code := dispatch([]string{"policy", "--strict", "--repeats", "1", "--limit", "50", "--fractions", "0.5", "--trace", testTrace}, io.Discard, &stderr)
+		if code != exitInvalid || !strings.Contains(stderr.String(), "--repeats 1") {
+			t.Errorf("exit %d, stderr %q; want %d naming --repeats 1", code, stderr.String(), exitInvalid)
+		}
+	})
+}
+
+func TestStatStateAndPPIDCountsFieldsAfterTheName(t *testing.T) {
+	state, ppid, ok := statStateAndPPID("42 (a) b) (c) R 7 42 42 0")
+	if !ok || state != "R" || ppid != 7 {
+		t.Errorf("= %q, %d, %v; want R, 7, true", state, ppid, ok)
+	}
+	if _, _, ok := statStateAndPPID("42 (x"); ok {
+		t.Errorf("a line without ')' parsed")
+	}
+}
