@@ -27,8 +27,10 @@ const (
 	plotDPI    = 96
 )
 
-// errPlot is wrapped by every refusal of a plot: a series with no points,
-// a value an axis cannot show, a --plot directory that cannot be written.
+// errPlot is wrapped by every refusal of a chart (lineChart.check): no
+// series, a series with no points, a value its axes cannot show. A --plot
+// directory that cannot be made or written is a usage error instead
+// (checkPlotDir), and a file that cannot be written the file system's.
 var errPlot = errors.New("--plot")
 
 // plotFlag adds --plot DIR to a suite that draws plots; the directory

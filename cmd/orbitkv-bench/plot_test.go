@@ -162,6 +162,25 @@ func TestPlotDirIsCheckedWhenTheFlagsAreParsed(t *testing.T) {
 	}
 }
 
+func TestPlotHostNamesTheMachineAndTheCommit(t *testing.T) {
+	tests := []struct {
+		name string
+		meta reportMeta
+		want string
+	}{
+		{"a full commit is cut to 12 digits", reportMeta{Cores: 2, CPUModel: "AMD EPYC", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5"}, "2 CPUs (AMD EPYC), commit 6e7afaf5d547"},
+		{"a dirty tree keeps its suffix", reportMeta{Cores: 16, CPUModel: "Xeon", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5-dirty"}, "16 CPUs (Xeon), commit 6e7afaf5d547-dirty"},
+		{"no CPU model and an unknown commit stay readable", reportMeta{Cores: 4, Commit: "unknown"}, "4 CPUs, commit unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := plotHost(tt.meta); got != tt.want {
+				t.Errorf("plotHost = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestLatencyTicksLabelAsManyValuesAsFit(t *testing.T) {
 	tests := []struct {
 		name   string
