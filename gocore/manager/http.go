@@ -19,6 +19,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -81,7 +82,7 @@ func routes(h *health, r *readiness, log *slog.Logger) *http.ServeMux {
 	mux.HandleFunc("GET /health", h.serveHTTP)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/profile", profiling.ServeCPUProfile) // works while the Pyroscope push runs
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	if failpoint.Enabled {
 		// Test builds only (tag failpoints): pause points and the expiry clock.

@@ -116,8 +116,8 @@ type Manager struct {
 	ready      *readiness
 	http       *httpServer // nil without Spec.HTTPAddr
 	op         operatorState
-	prof       *profiling.Profiler // nil unless Run pushes profiles
-	closed     atomic.Bool         // Close or Run's shutdown began
+	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
+	closed     atomic.Bool                        // Close or Run's shutdown began
 }
 
 // New validates s and makes the Manager, each step before the next

@@ -3,6 +3,9 @@ package manager
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
+	"net/http"
 	"runtime"
 	"slices"
 	"strings"
@@ -43,7 +46,7 @@ func dispatcherSamples(p *profile.Profile) int64 {
 // the runtime's profile rates.
 func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 	rcv := pyroscopetest.New(t)
-	s := testSpec(t, "")
+	s := testSpec(t, "127.0.0.1:0")
 	s.Epoch, s.Bootstrap.Version = 77, "v9.9.9-test"
 	s.Profiling = profiling.Spec{URL: rcv.URL(), UploadInterval: time.Second, NodeID: "test-node"}
 	m, err := New(s)
@@ -88,6 +91,19 @@ func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 		}
 		return false
 	})
+	// /debug/pprof/profile shares the push's CPU profiler rather than
+	// failing with "cpu profiling already in use".
+	resp, err := http.Get("http://" + m.http.addr + "/debug/pprof/profile?seconds=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, perr := profile.Parse(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || perr != nil {
+		t.Errorf("GET /debug/pprof/profile while pushing = %d, %v; want 200 and a profile", resp.StatusCode, perr)
+	} else if dispatcherSamples(cpu) == 0 {
+		t.Errorf("the /debug/pprof/profile taken while pushing has no dispatcher samples")
+	}
 	close(stop)
 	if err := <-pinged; err != nil {
 		t.Fatalf("ping: %v", err)
@@ -105,5 +121,81 @@ func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 	}
 	if got := runtime.SetMutexProfileFraction(-1); got != 0 {
 		t.Errorf("mutex profile fraction after Run returned = %d, want 0 as before", got)
+	}
+}
+
+// syncLog is a log destination the test reads while the Manager writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A Pyroscope server that is down neither holds the start nor the
+// shutdown, and costs one log line however many uploads fail.
+func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: every upload is refused
+	var logs syncLog
+	s := testSpec(t, "")
+	s.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s.Profiling = profiling.Spec{URL: down, UploadInterval: time.Second}
+	m, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	c, err := client.Connect(client.Options{SocketPath: s.Bootstrap.Path, InstanceID: "served"})
+	if errors.Is(err, native.ErrNoCgo) {
+		cancel()
+		<-ran
+		t.Skip("built without cgo: no liborbitkv client")
+	}
+	if err != nil {
+		cancel()
+		<-ran
+		t.Fatalf("connecting while the push fails: %v", err)
+	}
+	if v, err := c.Ping(7); err != nil || v != 7 {
+		t.Errorf("Ping = %d, %v", v, err)
+	}
+	c.Close()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p := m.prof.Load(); p != nil {
+			if _, failed := p.Uploads(); failed >= 3 {
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("fewer than 3 failed uploads within 20 s:\n%s", logs.String())
+		}
+	}
+	began := time.Now()
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("shutdown took %v with the Pyroscope server down", took)
+	}
+	if n := strings.Count(logs.String(), "upload to pyroscope failed"); n != 1 {
+		t.Errorf("%d failure lines for 3 or more failed uploads, want 1:\n%s", n, logs.String())
 	}
 }

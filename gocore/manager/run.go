@@ -146,17 +146,18 @@ func (m *Manager) startProfiling() {
 		m.log.Error("profiling: not pushing", slog.Any("err", err))
 		return
 	}
-	m.prof = p
+	m.prof.Store(p)
 }
 
 // stopProfiling stops the push on its own goroutine; the channel closes
 // once it stopped (at once without one).
 func (m *Manager) stopProfiling() <-chan struct{} {
 	done := make(chan struct{})
-	if m.prof == nil {
+	p := m.prof.Load()
+	if p == nil {
 		close(done)
 		return done
 	}
-	go func() { m.prof.Stop(); close(done) }()
+	go func() { p.Stop(); close(done) }()
 	return done
 }

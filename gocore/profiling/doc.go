@@ -12,9 +12,10 @@
 //
 // Pushing sets the runtime's mutex and block profile rates (MutexFraction,
 // BlockRate: low enough in overhead for a production Manager) for as long
-// as it runs; Stop restores them. While it runs the CPU profiler is
-// pyroscope-go's, so /debug/pprof/profile answers an error ("cpu
-// profiling already in use"); the other pprof endpoints work as before.
+// as it runs; Stop restores them. While it runs the process's CPU
+// profiler is the push's: ServeCPUProfile, the Manager's
+// /debug/pprof/profile, shares its samples with a request instead of
+// failing as net/http/pprof's would.
 //
 // Only gocore/manager imports it; it imports gocore/limit for its Spec's
 // errors.
