@@ -98,11 +98,12 @@ func Start(s Spec, log *slog.Logger) (*Profiler, error) {
 // Stop pushes what the current interval holds, stops the push and
 // restores the mutex profile fraction Start found and the block profile
 // rate to 0 (the runtime's default; nothing else in the Manager sets it).
-// It may wait up to uploadTimeout for an upload in flight. Stop after
-// Stop does nothing.
+// It may wait up to uploadTimeout for an upload in flight, and closes the
+// push's connections. Stop after Stop does nothing.
 func (p *Profiler) Stop() {
 	p.stop.Do(func() {
 		p.p.Stop()
+		p.up.c.CloseIdleConnections() // no upload comes after Stop: free its sockets
 		runtime.SetMutexProfileFraction(p.prevMutex)
 		runtime.SetBlockProfileRate(0)
 	})
