@@ -198,13 +198,15 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mon := startMonitor(nil)
+	prog := startProgress(cfg.progress, stderr, "replay", "requests", int64(cfg.repeats*len(plan.requests)))
+	defer prog.finish()
 	var reps []*replayReport
 	for i := range cfg.repeats {
 		if !cfg.json {
 			fmt.Fprintf(stderr, "repeat %d of %d: replaying %d requests (%d blocks) of %s with %d clients ...\n",
 				i+1, cfg.repeats, len(plan.requests), plan.bound.Blocks, plan.tracePath, cfg.clients)
 		}
-		rep, err := replayOnce(&cfg, plan, stderr)
+		rep, err := replayOnce(&cfg, plan, stderr, prog)
 		if err != nil {
 			return err
 		}
@@ -230,8 +232,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 }
 
 // replayOnce is one replay of the plan: it starts a Manager unless
-// --socket names one, runs the workers and stops what it started.
-func replayOnce(cfg *replayConfig, plan *replayPlan, stderr io.Writer) (*replayReport, error) {
+// --socket names one, runs the workers (counting their requests on prog)
+// and stops what it started.
+func replayOnce(cfg *replayConfig, plan *replayPlan, stderr io.Writer, prog *progress) (*replayReport, error) {
 	var m *manager
 	if cfg.socket != "" {
 		m = external(cfg.socket)
@@ -242,7 +245,7 @@ func replayOnce(cfg *replayConfig, plan *replayPlan, stderr io.Writer) (*replayR
 		}
 	}
 	defer m.stop()
-	run := &replayRun{cfg: *cfg, plan: plan, manager: m, stderr: stderr,
+	run := &replayRun{cfg: *cfg, plan: plan, manager: m, stderr: stderr, progress: prog,
 		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	// Interrupted: kill the workers, stop a Manager the bench started and
 	// remove its temporary directory, exit 130.

@@ -32,7 +32,8 @@ type replayRun struct {
 	stderr  io.Writer
 	salt    string // tenant salt of this run's namespace (replayNamespace)
 
-	prog atomic.Pointer[progress] // from the workers' release on; their pipes count into it
+	progress *progress                // the requests of every repeat (runReplay); nil: none shown
+	prog     atomic.Pointer[progress] // progress from the workers' release on; their pipes count into it
 
 	mu      sync.Mutex // guards workers and killed against the signal handler
 	workers []*workerProc
@@ -87,9 +88,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 	}
 	start := time.Now()
-	prog := startProgress(r.cfg.progress, r.stderr, "replay", "requests", int64(len(r.plan.requests)))
-	defer prog.finish()
-	r.prog.Store(prog)
+	r.prog.Store(r.progress)
 	for _, w := range r.workers {
 		if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
 			return nil, fmt.Errorf("client %d: releasing it: %w", w.index, err)
