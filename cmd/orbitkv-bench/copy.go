@@ -130,22 +130,16 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 	rep.header += fmt.Sprintf(", Manager pid %d started by the bench, --ram-capacity %s; %d blocks per batch over %d layers, median of %d batches",
 		m.pid, humanize.IBytes(capacity), cfg.blocks, cfg.layers, cfg.iters)
 	var next uint64 // hash counter: every published batch is fresh
-	perSize := make([][]copySize, len(cfg.sizes))
-	for repeat := range cfg.repeats {
-		for i, size := range cfg.sizes {
-			if !cfg.json {
-				fmt.Fprintf(stderr, "repeat %d of %d: measuring %s blocks ...\n", repeat+1, cfg.repeats, humanize.IBytes(size))
-			}
-			r, err := measureCopy(c, &cfg, size, &next, &registered)
-			if err != nil {
-				return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
-			}
-			perSize[i] = append(perSize[i], r)
-		}
-	}
 	var figs []figure
-	for i, size := range cfg.sizes {
-		s, f := medianOver(humanize.IBytes(size), perSize[i], copyFields)
+	for _, size := range cfg.sizes {
+		if !cfg.json {
+			fmt.Fprintf(stderr, "measuring %s blocks, %d repeats ...\n", humanize.IBytes(size), cfg.repeats)
+		}
+		reps, err := measureCopy(c, &cfg, size, &next, &registered)
+		if err != nil {
+			return fmt.Errorf("%s blocks: %w%s", humanize.IBytes(size), err, m.exitNote())
+		}
+		s, f := medianOver(humanize.IBytes(size), reps, copyFields)
 		rep.Sizes, figs = append(rep.Sizes, s), append(figs, f...)
 	}
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the copy suite has no hot phase"}, figs)
@@ -181,21 +175,22 @@ type copyBench struct {
 	entries    []client.RestoreEntry
 }
 
-// measureCopy measures memcpy, Publish and Restore of one block size. The
-// baseline runs interleaved with each subject, batch by batch, so both see
-// the same machine state.
-func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, registered *[]*client.Buffer) (copySize, error) {
+// measureCopy measures memcpy, Publish and Restore of one block size,
+// --repeats times on the same buffers, and returns one result per repeat.
+// The baseline runs interleaved with each subject, batch by batch, so both
+// see the same machine state.
+func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, registered *[]*client.Buffer) ([]copySize, error) {
 	b := &copyBench{c: c, cfg: cfg, batchBytes: size * uint64(cfg.blocks)}
 	spec := replayNamespace
 	spec.KVLayout = "orbitkv-bench-copy"
 	spec.TenantSalt = fmt.Sprint(size)
 	var err error
 	if b.ns, err = client.Fingerprint(spec); err != nil {
-		return copySize{}, fmt.Errorf("namespace fingerprint: %w", err)
+		return nil, fmt.Errorf("namespace fingerprint: %w", err)
 	}
 	pageBytes := size / uint64(cfg.layers)
 	if b.src, err = client.AllocBuffer(cfg.layers, pageBytes, uint64(cfg.blocks)); err != nil {
-		return copySize{}, fmt.Errorf("allocating the engine buffer: %w", err)
+		return nil, fmt.Errorf("allocating the engine buffer: %w", err)
 	}
 	*registered = append(*registered, b.src) // freed after the session closes
 	// The memcpy destination rotates over as many batches as fill the
@@ -204,11 +199,11 @@ func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, r
 	// writes into cache lines the previous round left hot.
 	b.rotation = max(1, copyCapacity(cfg)/b.batchBytes)
 	if b.dst, err = client.AllocBuffer(cfg.layers, pageBytes, b.rotation*uint64(cfg.blocks)); err != nil {
-		return copySize{}, fmt.Errorf("allocating the memcpy destination: %w", err)
+		return nil, fmt.Errorf("allocating the memcpy destination: %w", err)
 	}
 	defer b.dst.Free()
 	if b.bufID, err = c.RegisterBuffer(b.src); err != nil {
-		return copySize{}, fmt.Errorf("registering the engine buffer: %w", err)
+		return nil, fmt.Errorf("registering the engine buffer: %w", err)
 	}
 	fillPage(b.src.Bytes(), size)
 	b.hashes = make([]client.BlockHash, cfg.blocks)
@@ -218,6 +213,22 @@ func measureCopy(c *client.Client, cfg *copyConfig, size uint64, next *uint64, r
 		b.entries = append(b.entries, client.RestoreEntry{Block: uint32(i), Page: uint32(i)})
 	}
 
+	var out []copySize
+	for range cfg.repeats {
+		r, err := b.once(next)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// once measures one repeat of the size: --warmup and --iters batches of
+// memcpy beside Publish, then of memcpy beside Restore of the last batch
+// published (leased; its first restore is checked byte for byte).
+func (b *copyBench) once(next *uint64) (copySize, error) {
+	c, cfg, size := b.c, b.cfg, b.batchBytes/uint64(b.cfg.blocks)
 	var base, pub, res []time.Duration
 	for i := range cfg.warmup + cfg.iters {
 		m := b.memcpy()

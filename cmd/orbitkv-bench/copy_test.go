@@ -76,4 +76,17 @@ func TestCopyRunsAgainstTheManager(t *testing.T) {
 			t.Errorf("size %d: a throughput is not positive: %+v", s.BlockBytes, s)
 		}
 	}
+	// Three repeats (the default): five figures per size, each the median
+	// of its three repeats, which the size's own keys report.
+	if rep.Meta.Suite != "copy" || rep.Meta.Repeats != 3 || len(rep.Figures) != 2*len(copyFields) || len(rep.Validity.Checks) == 0 {
+		t.Fatalf("meta %+v, %d figures, validity %+v: want copy, 3 repeats, %d figures, checks", rep.Meta, len(rep.Figures), rep.Validity, 2*len(copyFields))
+	}
+	for _, f := range rep.Figures {
+		if len(f.Repeats) != 3 || f.Value != medianOf(f.Repeats) || f.Min > f.Value || f.Value > f.Max {
+			t.Errorf("figure %+v: want the median of 3 repeats inside their range", f)
+		}
+	}
+	if f := rep.Figures[len(copyFields)+1]; f.Name != "256 KiB/publish_gbps" || f.Value != rep.Sizes[1].PublishGBps {
+		t.Errorf("figure %+v: want 256 KiB/publish_gbps equal to the size's publish_gbps %v", f, rep.Sizes[1].PublishGBps)
+	}
 }

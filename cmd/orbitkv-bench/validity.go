@@ -116,6 +116,7 @@ func parseProcStat(text string) (procStat, error) {
 	return st, nil
 }
 
+// readProcStat reads and parses /proc/stat.
 func readProcStat() (procStat, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -259,11 +260,14 @@ func startMonitor(extra func() []int) *runMonitor {
 	return m
 }
 
+// mustStat is readProcStat with ok false instead of an error: a machine
+// without /proc/stat leaves the steal check at zero, never fails a run.
 func mustStat() (procStat, bool) {
 	st, err := readProcStat()
 	return st, err == nil
 }
 
+// loop samples the foreign runnable tasks every monitorInterval until stop.
 func (m *runMonitor) loop() {
 	defer close(m.done)
 	t := time.NewTicker(monitorInterval)

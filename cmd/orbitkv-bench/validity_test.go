@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -138,5 +139,32 @@ func TestStatStateAndPPIDCountsFieldsAfterTheName(t *testing.T) {
 	}
 	if _, _, ok := statStateAndPPID("42 (x"); ok {
 		t.Errorf("a line without ')' parsed")
+	}
+}
+
+// The monitor counts the bench's own running threads, this test's among
+// them: a goroutine spinning on its own thread is counted while it runs.
+func TestRunningThreadsCountsTheBenchsOwn(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	own := descendants(os.Getpid())
+	if len(own) == 0 || own[0] != os.Getpid() {
+		t.Fatalf("descendants = %v, want this process first", own)
+	}
+	seen := 0
+	for range 20 {
+		seen = max(seen, runningThreads(own))
+	}
+	if seen < 1 {
+		t.Errorf("runningThreads never counted a running thread of this process (a spinning goroutine and the caller)")
 	}
 }
