@@ -64,7 +64,10 @@ type plotSeries struct {
 	name      string
 	xs, ys    []float64
 	reference bool // a baseline: drawn dashed
-	bound     bool // a limit no subject passes: wide, light grey, no point marks; put it first, to be drawn under the lines that reach it
+	// lo and hi, when set, hold the spread of each y (its lowest and
+	// highest over the repeats, lo[i] ≤ ys[i] ≤ hi[i]), drawn as a bar.
+	lo, hi []float64
+	bound  bool // a limit no subject passes: wide, light grey, no point marks; put it first, to be drawn under the lines that reach it
 }
 
 // boundColor is the colour of a bound line, lighter than every line of
@@ -128,6 +131,16 @@ func (c *lineChart) check() error {
 		case len(s.xs) != len(s.ys):
 			return fmt.Errorf("%w: %s: series %q has %d x values and %d y values", errPlot, c.file, s.name, len(s.xs), len(s.ys))
 		}
+		if s.lo != nil || s.hi != nil {
+			if len(s.lo) != len(s.ys) || len(s.hi) != len(s.ys) {
+				return fmt.Errorf("%w: %s: series %q has %d y values and a spread of %d and %d", errPlot, c.file, s.name, len(s.ys), len(s.lo), len(s.hi))
+			}
+			for i := range s.ys {
+				if !(s.lo[i] <= s.ys[i] && s.ys[i] <= s.hi[i]) {
+					return fmt.Errorf("%w: %s: series %q point %d: y = %v lies outside its spread [%v, %v]", errPlot, c.file, s.name, i, s.ys[i], s.lo[i], s.hi[i])
+				}
+			}
+		}
 		for i := range s.xs {
 			x, y := s.xs[i], s.ys[i]
 			switch {
@@ -159,6 +172,13 @@ func (c *lineChart) write(dir, host string) (string, error) {
 		p.X.Tick.Marker = c.xTicks
 	}
 	p.Add(plotter.NewGrid())
+	spread := 0 // series with a spread: their bars are set side by side
+	for _, s := range c.series {
+		if s.lo != nil {
+			spread++
+		}
+	}
+	bar := 0
 	for i, s := range c.series {
 		xys := make(plotter.XYs, len(s.xs))
 		for j := range s.xs {
@@ -176,6 +196,21 @@ func (c *lineChart) write(dir, host string) (string, error) {
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		}
 		p.Add(l)
+		if s.lo != nil {
+			// On a log x axis the bars of one x are spread 3% of a
+			// doubling apart, so that they do not hide each other.
+			dodge := 1.0
+			if c.logX {
+				dodge = math.Exp2(0.03 * (float64(bar) - float64(spread-1)/2))
+			}
+			bar++
+			bars, err := plotter.NewYErrorBars(spreadXYs{s, dodge})
+			if err != nil {
+				return "", fmt.Errorf("%w: %s: series %q: %v", errPlot, c.file, s.name, err)
+			}
+			bars.Color, bars.Width, bars.CapWidth = l.Color, vg.Points(1), vg.Points(8)
+			p.Add(bars)
+		}
 		if !c.glyphs || s.bound {
 			p.Legend.Add(s.name, l)
 			continue
@@ -224,6 +259,20 @@ func (c *lineChart) write(dir, host string) (string, error) {
 	return path, nil
 }
 
+// spreadXYs is a series with its spread, as plotter.NewYErrorBars reads
+// it: each bar at x × dodge, YError the distance from y down to lo and up
+// to hi.
+type spreadXYs struct {
+	s     plotSeries
+	dodge float64
+}
+
+func (e spreadXYs) Len() int                { return len(e.s.xs) }
+func (e spreadXYs) XY(i int) (x, y float64) { return e.s.xs[i] * e.dodge, e.s.ys[i] }
+func (e spreadXYs) YError(i int) (low, high float64) {
+	return e.s.ys[i] - e.s.lo[i], e.s.hi[i] - e.s.ys[i]
+}
+
 // legendBackdrop veils the data area under the legend (bottom right, the
 // plot's default place) in translucent white, so a line passing under the
 // legend does not run through its text. The legend is drawn on the plot
@@ -257,12 +306,15 @@ var fractionTicks = func() plot.ConstantTicks {
 type throughputSubject struct {
 	name      string
 	gbps      []float64
-	reference bool // a baseline (memcpy, a plain read): drawn dashed
+	lo, hi    []float64 // optional: the lowest and highest GB/s over the repeats, per size
+	reference bool      // a baseline (memcpy, a plain read): drawn dashed
 }
 
 // throughputChart is GB/s against block size, one line per subject, on a
-// log2 x axis ticked at the sizes measured. Any suite that measures a
-// throughput per block size (copy, ssd, a transfer) draws with it.
+// log2 x axis ticked at the sizes measured, with a bar over each point
+// from the lowest to the highest of the repeats where a subject has them.
+// Any suite that measures a throughput per block size (copy, ssd, a
+// transfer) draws with it.
 func throughputChart(file, title string, sizes []uint64, subjects []throughputSubject) lineChart {
 	c := lineChart{file: file, title: title, xLabel: "block size (bytes, log scale)", yLabel: "throughput (GB/s, 10^9 bytes/s)",
 		logX: true, yFromZero: true, glyphs: true}
@@ -274,7 +326,7 @@ func throughputChart(file, title string, sizes []uint64, subjects []throughputSu
 	}
 	c.xTicks = ticks
 	for _, s := range subjects {
-		c.series = append(c.series, plotSeries{name: s.name, xs: xs, ys: s.gbps, reference: s.reference})
+		c.series = append(c.series, plotSeries{name: s.name, xs: xs, ys: s.gbps, lo: s.lo, hi: s.hi, reference: s.reference})
 	}
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/dustin/go-humanize"
 	"gonum.org/v1/plot"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
@@ -31,8 +32,41 @@ func (c *suiteCommon) plot(log io.Writer, charts ...lineChart) error {
 	return nil
 }
 
+// withSpread gives each subject the spread of its figures over the
+// repeats, the figure of size i being prefix(i) + "/" + the subject's
+// figure name (copyFields, ssdFields), and returns the title's note on
+// the bars. With fewer than 2 repeats, or a figure missing, a subject has
+// no spread and the note is "".
+func withSpread(head *reportHead, subjects []throughputSubject, figureNames []string, sizes int, prefix func(i int) string) string {
+	if head.Meta.Repeats < 2 {
+		return ""
+	}
+	byName := map[string]figure{}
+	for _, f := range head.Figures {
+		byName[f.Name] = f
+	}
+	note := ""
+	for j := range subjects {
+		var lo, hi []float64
+		for i := range sizes {
+			f, ok := byName[prefix(i)+"/"+figureNames[j]]
+			if !ok {
+				lo, hi = nil, nil
+				break
+			}
+			lo, hi = append(lo, f.Min), append(hi, f.Max)
+		}
+		if lo != nil {
+			subjects[j].lo, subjects[j].hi = lo, hi
+			note = fmt.Sprintf("; bars: min to max of %d repeats", head.Meta.Repeats)
+		}
+	}
+	return note
+}
+
 // copyCharts is copy-throughput.png: Publish and Restore GB/s against
-// block size beside the memcpy baseline.
+// block size beside the memcpy baseline, each point the median of the
+// repeats with a bar over their range.
 func copyCharts(rep *copyReport) []lineChart {
 	var sizes []uint64
 	pub, res, mem := throughputSubject{name: "Publish"}, throughputSubject{name: "Restore"},
@@ -41,8 +75,11 @@ func copyCharts(rep *copyReport) []lineChart {
 		sizes = append(sizes, s.BlockBytes)
 		pub.gbps, res.gbps, mem.gbps = append(pub.gbps, s.PublishGBps), append(res.gbps, s.RestoreGBps), append(mem.gbps, s.MemcpyGBps)
 	}
-	title := fmt.Sprintf("orbitkv-bench copy: %d blocks per batch over %d layers, median of %d batches", rep.Blocks, rep.Layers, rep.Iters)
-	return []lineChart{throughputChart("copy-throughput.png", title, sizes, []throughputSubject{pub, res, mem})}
+	subjects := []throughputSubject{pub, res, mem}
+	note := withSpread(&rep.reportHead, subjects, []string{"publish_gbps", "restore_gbps", "memcpy_gbps"}, len(sizes),
+		func(i int) string { return humanize.IBytes(sizes[i]) })
+	title := fmt.Sprintf("orbitkv-bench copy: %d blocks per batch over %d layers, median of %d batches%s", rep.Blocks, rep.Layers, rep.Iters, note)
+	return []lineChart{throughputChart("copy-throughput.png", title, sizes, subjects)}
 }
 
 // ssdCharts is ssd-throughput-KIND.png for each destination memory kind
@@ -69,8 +106,11 @@ func ssdCharts(rep *ssdReport) []lineChart {
 			read.gbps, write.gbps = append(read.gbps, s.ReadGBps), append(write.gbps, s.WriteGBps)
 			base.gbps, reused.gbps = append(base.gbps, s.BaselineGBps), append(reused.gbps, s.ReusedBufferGBps)
 		}
-		title := fmt.Sprintf("orbitkv-bench ssd: into %s memory, %d I/O workers, median of %d passes", kind, rep.IOWorkers, rep.Iters)
-		charts = append(charts, throughputChart("ssd-throughput-"+kind+".png", title, sizes, []throughputSubject{read, write, base, reused}))
+		subjects := []throughputSubject{read, write, base, reused}
+		note := withSpread(&rep.reportHead, subjects, []string{"read_gbps", "write_gbps", "baseline_gbps", "reused_buffer_gbps"}, len(sizes),
+			func(i int) string { return humanize.IBytes(sizes[i]) + "/" + kind })
+		title := fmt.Sprintf("orbitkv-bench ssd: into %s memory, %d I/O workers, median of %d passes%s", kind, rep.IOWorkers, rep.Iters, note)
+		charts = append(charts, throughputChart("ssd-throughput-"+kind+".png", title, sizes, subjects))
 	}
 	return charts
 }

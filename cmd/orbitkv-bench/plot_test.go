@@ -59,6 +59,8 @@ func TestChartsWriteAPNGWithEveryLine(t *testing.T) {
 	}{
 		{"a throughput chart draws one line per subject on a log2 axis", throughputChart("t.png", "throughput", []uint64{256 << 10, 1 << 20, 2 << 20},
 			[]throughputSubject{{name: "Publish", gbps: []float64{10, 12, 11}}, {name: "memcpy", gbps: []float64{13, 14, 12}, reference: true}})},
+		{"a throughput chart draws the repeats' spread as bars", throughputChart("s.png", "throughput", []uint64{256 << 10, 2 << 20},
+			[]throughputSubject{{name: "Restore", gbps: []float64{10, 12}, lo: []float64{8, 11}, hi: []float64{13, 12}}, {name: "memcpy", gbps: []float64{13, 14}, lo: []float64{12, 14}, hi: []float64{13, 16}, reference: true}})},
 		{"a latency CDF draws one line per subject on a log ns axis", cdfChart("c.png", "cdf", "round trip",
 			[]cdfSubject{{name: "orbitkv_ping", points: []cdfPoint{{250, 0.1}, {300, 0.5}, {2000, 0.99}, {9000, 1}}},
 				{name: "uds", points: []cdfPoint{{40000, 0.2}, {50000, 0.9}, {1.2e6, 1}}}})},
@@ -101,6 +103,8 @@ func TestChartsRefuseWhatTheyCannotDraw(t *testing.T) {
 		{"a series without points", false, []plotSeries{ok, {name: "empty"}}, `--plot: x.png: series "empty" has no points`},
 		{"a series with more x than y values", false, []plotSeries{{name: "short", xs: []float64{1, 2}, ys: []float64{1}}}, `series "short" has 2 x values and 1 y values`},
 		{"a value that is not a number", false, []plotSeries{{name: "nan", xs: []float64{1}, ys: []float64{math.NaN()}}}, `series "nan" point 0 (1, NaN) is not finite`},
+		{"a spread shorter than the series", false, []plotSeries{{name: "bars", xs: []float64{1, 2}, ys: []float64{1, 2}, lo: []float64{1}, hi: []float64{1, 2}}}, `series "bars" has 2 y values and a spread of 1 and 2`},
+		{"a spread that does not hold its value", false, []plotSeries{{name: "bars", xs: []float64{1}, ys: []float64{5}, lo: []float64{1}, hi: []float64{4}}}, `series "bars" point 0: y = 5 lies outside its spread [1, 4]`},
 		{"a zero on a log axis", true, []plotSeries{{name: "zero", xs: []float64{0, 1}, ys: []float64{1, 1}}}, `series "zero" point 0 has x = 0, which a log axis cannot show`},
 	}
 	for _, tt := range tests {
@@ -227,6 +231,43 @@ func TestPolicyChartShowsTheReportsRowsInCapacityOrder(t *testing.T) {
 		if !slices.Equal(s.ys, want[s.name]) || !slices.Equal(s.xs, []float64{10, 50}) {
 			t.Errorf("series %q = %v at %v, want %v at [10 50]", s.name, s.ys, s.xs, want[s.name])
 		}
+	}
+}
+
+func TestCopyChartBarsSpanTheRepeatsOfEachFigure(t *testing.T) {
+	rep := &copyReport{Blocks: 8, Layers: 4, Iters: 3, Sizes: []copySize{{BlockBytes: 256 << 10, PublishGBps: 10, RestoreGBps: 11, MemcpyGBps: 12}, {BlockBytes: 1 << 20, PublishGBps: 20, RestoreGBps: 21, MemcpyGBps: 22}}}
+	for _, size := range []string{"256 KiB", "1.0 MiB"} {
+		for _, f := range []string{"publish_gbps", "restore_gbps", "memcpy_gbps"} {
+			base := map[string]float64{"256 KiB": 10, "1.0 MiB": 20}[size] + map[string]float64{"publish_gbps": 0, "restore_gbps": 1, "memcpy_gbps": 2}[f]
+			rep.Figures = append(rep.Figures, newFigure(size+"/"+f, "GB/s", higherIsBetter, base, []float64{base - 1, base, base + 0.5}))
+		}
+	}
+	tests := []struct {
+		name    string
+		repeats int
+		lo, hi  map[string][]float64 // by series name; nil = no bars
+	}{
+		{"three repeats give each point the range of its figure", 3,
+			map[string][]float64{"Publish": {9, 19}, "Restore": {10, 20}, "memcpy (baseline)": {11, 21}},
+			map[string][]float64{"Publish": {10.5, 20.5}, "Restore": {11.5, 21.5}, "memcpy (baseline)": {12.5, 22.5}}},
+		{"one repeat draws no bars", 1, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep.Meta.Repeats = tt.repeats
+			c := copyCharts(rep)[0]
+			if err := c.check(); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(c.title, "bars: min to max of 3 repeats"); got != (tt.lo != nil) {
+				t.Errorf("title %q: names the bars = %v, want %v", c.title, got, tt.lo != nil)
+			}
+			for _, s := range c.series {
+				if !slices.Equal(s.lo, tt.lo[s.name]) || !slices.Equal(s.hi, tt.hi[s.name]) {
+					t.Errorf("%s: spread [%v, %v], want [%v, %v]", s.name, s.lo, s.hi, tt.lo[s.name], tt.hi[s.name])
+				}
+			}
+		})
 	}
 }
 
