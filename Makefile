@@ -114,6 +114,18 @@ test-go: ## Go tests with the race detector
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)
 	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
+.PHONY: wheel
+wheel: native ## The orbitkv Python wheel, liborbitkv bundled, into build/wheel (python/pyproject.toml)
+	/usr/bin/python3 python/_build/orbitkv_wheel.py $(BUILD)/wheel
+
+.PHONY: deps-engines
+deps-engines: ## Real vLLM+LMCache and SGLang environments in build/venv from engines/*.lock (~16 GB; needs PyPI; not in make test)
+	engines/deps.sh
+
+.PHONY: engines-lock
+engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
+	engines/deps.sh --lock
+
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
 	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager

@@ -35,6 +35,7 @@ PACKAGES=(
 	curl                    # with unzip: fetching Go when it is missing
 	unzip
 	python3                 # the Python client, adapters and the e2e gate run on Debian's /usr/bin/python3
+	python3-venv            # a fresh virtual environment for the wheel test (python/tests/test_wheel.py) and engines/deps.sh
 	python3-torch           # the e2e gate's test engine (CPU); pulls python3-numpy
 	python3-numpy
 )

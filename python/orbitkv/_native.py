@@ -4,9 +4,12 @@ Where the library comes from, first match wins:
 
 1. ``$ORBITKV_LIB`` when set: that file only (a path that was asked for and
    fails to load is an error, never silently replaced by another library);
-2. the repository build, ``build/native/liborbitkv.so`` relative to this
+2. the copy bundled inside the package, ``orbitkv/_lib/liborbitkv.so.0``,
+   present only in an installed wheel (``make wheel``; never in the source
+   tree);
+3. the repository build, ``build/native/liborbitkv.so`` relative to this
    package (``python/orbitkv/../../build/native``), made by ``make native``;
-3. ``liborbitkv.so.0`` through the system's dynamic loader (an installed
+4. ``liborbitkv.so.0`` through the system's dynamic loader (an installed
    copy).
 
 When none loads, importing this module (and so ``orbitkv``) raises
@@ -37,6 +40,8 @@ from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint32, c_uint64, c_voi
 from . import _abi
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+#: The copy a wheel bundles (``make wheel``); absent in the source tree.
+BUNDLED_LIBRARY = os.path.join(_HERE, "_lib", "liborbitkv.so.0")
 #: The repository build of liborbitkv (``make native``).
 REPO_LIBRARY = os.path.normpath(os.path.join(_HERE, "..", "..", "build", "native", "liborbitkv.so"))
 #: The soname looked up through the system's dynamic loader.
@@ -47,7 +52,7 @@ def _candidates() -> list[str]:
     explicit = os.environ.get("ORBITKV_LIB")
     if explicit:
         return [explicit]
-    return [REPO_LIBRARY, SYSTEM_LIBRARY]
+    return [BUNDLED_LIBRARY, REPO_LIBRARY, SYSTEM_LIBRARY]
 
 
 def _load() -> tuple[ctypes.CDLL, str]:
@@ -60,7 +65,7 @@ def _load() -> tuple[ctypes.CDLL, str]:
             return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{path} ({e})")
-    source = "$ORBITKV_LIB" if os.environ.get("ORBITKV_LIB") else "the repository build and the system"
+    source = "$ORBITKV_LIB" if os.environ.get("ORBITKV_LIB") else "the package, the repository build and the system"
     raise ImportError(
         f"orbitkv: cannot load liborbitkv from {source}; tried: "
         + "; ".join(tried)
