@@ -234,12 +234,17 @@ MAN_PKGS := ./cmd/orbitkv-manager ./cmd/orbitkvctl
 man: deps ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
 	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done
 
-check-generated: deps ## Regenerate protobuf code and man pages and fail if they differ from what is committed
+check-generated: deps ## Regenerate protobuf code, the BPF probes (clang) and man pages and fail if they differ from what is committed
 	@if [ -x ci/gen-proto.sh ]; then ci/gen-proto.sh; else echo "no ci/gen-proto.sh yet"; fi
+	@ci/gen-ebpf.sh
 	@$(MAKE) man
 	@if ! git rev-parse --git-dir >/dev/null 2>&1; then echo "not a git checkout: diff skipped"; exit 0; fi; \
 	git diff --exit-code -- proto native/src/proto || \
 		{ echo "generated code differs from the committed version: run ci/gen-proto.sh and commit"; exit 1; }; \
+	git diff --exit-code -- ebpf || \
+		{ echo "the BPF object or its loader differs from the committed version: run ci/gen-ebpf.sh and commit ebpf/"; exit 1; }; \
+	new=$$(git ls-files --others --exclude-standard -- ebpf); \
+	if [ -n "$$new" ]; then echo "generated BPF files not committed:"; echo "$$new"; exit 1; fi; \
 	git diff --exit-code -- docs/man || \
 		{ echo "man pages differ from the committed version: run make man and commit docs/man"; exit 1; }; \
 	new=$$(git ls-files --others --exclude-standard -- docs/man); \

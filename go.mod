@@ -3,6 +3,7 @@ module github.com/orbitkv/orbitkv
 go 1.26.8
 
 tool (
+	github.com/cilium/ebpf/cmd/bpf2go
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
@@ -10,6 +11,7 @@ tool (
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/axiomhq/hyperloglog v0.3.0
+	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/dustin/go-humanize v1.1.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
@@ -43,7 +45,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/kamstrup/intmap v0.5.2 // indirect
 	github.com/klauspost/compress v1.20.2 // indirect
-	github.com/kr/text v0.2.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect

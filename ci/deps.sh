@@ -25,6 +25,8 @@ PACKAGES=(
 	cmake
 	pkg-config
 	clang
+	llvm                    # llvm-strip: bpf2go strips the BPF object (ci/gen-ebpf.sh)
+	libbpf-dev              # bpf_helpers.h, bpf_tracing.h, bpf_core_read.h of ebpf/bpf/probes.c
 	libclang-rt-14-dev      # libFuzzer and ASan/UBSan runtimes for clang 14
 	protobuf-compiler
 	protobuf-c-compiler

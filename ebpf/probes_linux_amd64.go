@@ -1,0 +1,212 @@
+//go:build linux && amd64
+
+package ebpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	ciliumebpf "github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Probes is the loaded and attached probes: its BPF maps hold the
+// histograms from Load until Close. Its methods are safe for concurrent
+// use.
+type Probes struct {
+	objs  probesObjects
+	links []link.Link
+
+	mu    sync.Mutex
+	peers map[string]uint32 // peer label → index in transfer_hist/2, never reused
+	order []string          // labels by index
+}
+
+// Load checks the host (Check), loads the probes for spec.ManagerPID and
+// attaches them. Errors from the host wrap ErrUnavailable and name the
+// missing piece; a *ciliumebpf.VerifierError (a bug here) does not. The
+// caller must Close the result.
+func Load(spec Spec) (*Probes, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := Check(); err != nil {
+		return nil, err
+	}
+	pid := spec.ManagerPID
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
+	// (memcg accounting) make this a no-op.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: raising RLIMIT_MEMLOCK for BPF maps: %v", ErrUnavailable, err)
+	}
+	cs, err := loadProbes()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded BPF object: %w", err)
+	}
+	if err := cs.Variables[probesVarManagerTgid].Set(uint32(pid)); err != nil {
+		return nil, fmt.Errorf("setting %s: %w", probesVarManagerTgid, err)
+	}
+	p := &Probes{peers: map[string]uint32{}}
+	if err := cs.LoadAndAssign(&p.objs, nil); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("%w: loading the BPF programs was refused (EPERM): they need root, or CAP_BPF with CAP_PERFMON, "+
+				"and a kernel whose lockdown (/sys/kernel/security/lockdown) is not \"confidentiality\": %v", ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("loading the BPF programs: %w", err)
+	}
+	for _, prog := range []struct {
+		tracepoint string
+		prog       *ciliumebpf.Program
+	}{
+		{"sock_send_length", p.objs.SockSend},
+		{"sock_recv_length", p.objs.SockRecv},
+		{"tcp_sendmsg_locked", p.objs.TransferSend},
+		{"tcp_probe", p.objs.TransferSegment},
+		{"sched_waking", p.objs.EventfdWake},
+		{"sched_switch", p.objs.EventfdRun},
+	} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog.prog})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("attaching to the BTF tracepoint %s: %w", prog.tracepoint, err)
+		}
+		p.links = append(p.links, l)
+	}
+	return p, nil
+}
+
+// Close detaches every probe and frees the maps (the histograms are lost).
+// Safe to call more than once.
+func (p *Probes) Close() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	errs = append(errs, p.objs.Close())
+	p.objs = probesObjects{}
+	return errors.Join(errs...)
+}
+
+// Unix is the bootstrap/lifecycle Unix socket histogram: send → receive.
+func (p *Probes) Unix() (Histogram, error) {
+	return read(p.objs.UnixHist, 0)
+}
+
+// Eventfd is the session eventfd histogram: the Manager's write → the
+// woken client running.
+func (p *Probes) Eventfd() (Histogram, error) {
+	return read(p.objs.EventfdHist, 0)
+}
+
+// Transfer is peer's pair of histograms: send → ACK and arrival →
+// receive. A peer never registered gives ErrUnknownPeer.
+func (p *Probes) Transfer(peer string) (send, recv Histogram, err error) {
+	p.mu.Lock()
+	i, ok := p.peers[peer]
+	p.mu.Unlock()
+	if !ok {
+		return send, recv, fmt.Errorf("%w: %q", ErrUnknownPeer, peer)
+	}
+	if send, err = read(p.objs.TransferHist, 2*i); err != nil {
+		return send, recv, err
+	}
+	recv, err = read(p.objs.TransferHist, 2*i+1)
+	return send, recv, err
+}
+
+// peerList is the registered peer labels, by index.
+func (p *Probes) peerList() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.order...)
+}
+
+// RegisterTransfer makes conn (a TCP connection) one of peer's transfer
+// connections: its sends and receives are measured from now on, into
+// peer's histograms. Registering again moves it to the new peer. Errors:
+// a peer label outside PeerLabelRange, more than MaxPeers distinct peers
+// (ErrTooManyPeers), a conn that is not TCP.
+func (p *Probes) RegisterTransfer(conn syscall.Conn, peer string) error {
+	if err := checkPeer(peer); err != nil {
+		return err
+	}
+	cookie, err := tcpCookie(conn)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	i, ok := p.peers[peer]
+	if !ok {
+		if len(p.order) >= MaxPeers {
+			p.mu.Unlock()
+			return fmt.Errorf("%w: peer %q would be number %d, the limit is %d", ErrTooManyPeers, peer, len(p.order)+1, MaxPeers)
+		}
+		i = uint32(len(p.order))
+		p.peers[peer] = i
+		p.order = append(p.order, peer)
+	}
+	p.mu.Unlock()
+	if err := p.objs.TransferConns.Update(cookie, probesTransferConn{Peer: i}, ciliumebpf.UpdateAny); err != nil {
+		return fmt.Errorf("registering the transfer connection of peer %q (the map holds %d): %w", peer, p.objs.TransferConns.MaxEntries(), err)
+	}
+	return nil
+}
+
+// UnregisterTransfer stops measuring conn; its peer's histograms stay.
+// Call it before closing conn. A conn never registered is not an error.
+func (p *Probes) UnregisterTransfer(conn syscall.Conn) error {
+	cookie, err := tcpCookie(conn)
+	if err != nil {
+		return err
+	}
+	if err := p.objs.TransferConns.Delete(cookie); err != nil && !errors.Is(err, ciliumebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unregistering a transfer connection: %w", err)
+	}
+	return nil
+}
+
+// tcpCookie is conn's socket cookie (SO_COOKIE), which the probes read
+// from struct sock; asking for it makes the kernel assign it.
+func tcpCookie(conn syscall.Conn) (uint64, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("transfer connection: %w", err)
+	}
+	var cookie uint64
+	var proto int
+	var opErr error
+	if err := rc.Control(func(fd uintptr) {
+		if proto, opErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL); opErr != nil {
+			return
+		}
+		cookie, opErr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+	}); err != nil {
+		return 0, fmt.Errorf("transfer connection: %w", err)
+	}
+	if opErr != nil {
+		return 0, fmt.Errorf("transfer connection: getsockopt: %w", opErr)
+	}
+	if proto != unix.IPPROTO_TCP {
+		return 0, fmt.Errorf("transfer connection: protocol %d, want TCP (%d)", proto, unix.IPPROTO_TCP)
+	}
+	return cookie, nil
+}
+
+func read(m *ciliumebpf.Map, key uint32) (Histogram, error) {
+	var v probesHist
+	var h Histogram
+	if err := m.Lookup(key, &v); err != nil {
+		return h, fmt.Errorf("reading histogram %d of map %s: %w", key, m, err)
+	}
+	h.add(v.Slots, v.SumNs)
+	return h, nil
+}

@@ -1,0 +1,356 @@
+//go:build linux && amd64
+
+package ebpf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// load loads the probes for managerPID or skips the test with the reason
+// the host cannot (ErrUnavailable); any other error fails it.
+func load(t testing.TB, managerPID int) *Probes {
+	t.Helper()
+	p, err := Load(Spec{ManagerPID: managerPID})
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("BPF unavailable here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+// plausible fails unless h has n samples, each above 0 and below a second.
+func plausible(t *testing.T, what string, h Histogram, n uint64) {
+	t.Helper()
+	if got := h.Count(); got != n {
+		t.Errorf("%s: %d samples, want %d (log2 ns slots: %v)", what, got, n, h.Buckets)
+	}
+	if n == 0 {
+		return
+	}
+	if h.Sum <= 0 {
+		t.Errorf("%s: total latency %v, want > 0", what, h.Sum)
+	}
+	if m := h.Max(); m > time.Second {
+		t.Errorf("%s: a sample in the slot below %v, want every one under 1s", what, m)
+	}
+}
+
+// unixPingPong makes rounds round trips of one byte each way over a
+// connected Unix stream socket pair whose listener this process owns: 2
+// sends, each consumed by one receive, per round.
+func unixPingPong(t testing.TB, rounds int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		for range rounds {
+			if _, err := io.ReadFull(c, b); err != nil {
+				done <- err
+				return
+			}
+			if _, err := c.Write(b); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := []byte{7}
+	for range rounds {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnixSocketProbe(t *testing.T) {
+	const rounds = 100
+	for _, tc := range []struct {
+		name    string
+		manager int // 0: this process
+		want    uint64
+	}{
+		{"counts every send of the Manager's sockets once", 0, 2 * rounds},
+		{"ignores the sockets of a process that is not the Manager", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := load(t, tc.manager)
+			unixPingPong(t, rounds)
+			h, err := p.Unix()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plausible(t, "unix", h, tc.want)
+		})
+	}
+}
+
+func TestEventfdProbe(t *testing.T) {
+	const writes = 50
+	for _, tc := range []struct {
+		name    string
+		manager int
+		fd      func(t *testing.T) (w, r int)
+		want    uint64
+	}{
+		{"times each wake-up of a client blocked on the Manager's eventfd", 0, newEventfd, writes},
+		{"ignores eventfd writes of another process", 1, newEventfd, 0},
+		{"ignores a wake-up by an 8-byte write to a pipe", 0, newPipe, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := load(t, tc.manager)
+			w, r := tc.fd(t)
+			wakeBlockedReader(t, w, r, writes)
+			h, err := p.Eventfd()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plausible(t, "eventfd", h, tc.want)
+		})
+	}
+}
+
+// wakeBlockedReader writes 8 bytes to w n times, each once a reader (a
+// child process: the test binary in reader mode, holding r as fd 3) is
+// blocked in read(2) of r (its /proc/PID/task/TID/syscall says so) and its
+// previous read has returned, so that every write wakes it once.
+func wakeBlockedReader(t *testing.T, w, r, n int) {
+	t.Helper()
+	done, signal, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done.Close()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", readerEnv, n))
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(r), "r"), signal}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	signal.Close()
+	defer cmd.Wait()
+	var tid int
+	if _, err := fmt.Fscanln(done, &tid); err != nil {
+		t.Fatalf("reading the reader's thread id: %v", err)
+	}
+	// /proc/.../syscall while blocked: "<nr> <arg0 hex> ...".
+	want := fmt.Sprintf("%d 0x3 ", unix.SYS_READ)
+	v := [8]byte{1}
+	ack := make([]byte, 1)
+	for range n {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Microsecond) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", cmd.Process.Pid, tid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(string(b), want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the reader never blocked in read(2) of its fd 3: %q", b)
+			}
+		}
+		if _, err := unix.Write(w, v[:]); err != nil {
+			t.Fatal(err)
+		}
+		// The woken reader's read returned before the next write, so that
+		// writes never coalesce into one wake-up.
+		if _, err := done.Read(ack); err != nil {
+			t.Fatalf("the reader ended early: %v", err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+}
+
+func newEventfd(t *testing.T) (w, r int) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd, fd
+}
+
+func newPipe(t *testing.T) (w, r int) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	return p[1], p[0]
+}
+
+// tcpPair is a connected loopback TCP pair.
+func tcpPair(t *testing.T) (client, server *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *net.TCPConn, 1)
+	go func() {
+		c, _ := ln.AcceptTCP()
+		accepted <- c
+	}()
+	client, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+func TestTransferProbe(t *testing.T) {
+	const sends, size = 40, 4096
+	p := load(t, 0)
+	client, server := tcpPair(t)
+	other, otherServer := tcpPair(t) // never registered: must not count
+	if err := p.RegisterTransfer(client, "peer-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RegisterTransfer(server, "peer-b"); err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, size)
+	reply := make([]byte, 1)
+	for _, conn := range []struct{ c, s *net.TCPConn }{{client, server}, {other, otherServer}} {
+		for range sends {
+			if _, err := conn.c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(conn.s, msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.s.Write(reply); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(conn.c, reply); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		peer string
+	}{
+		{"times each send and receive of the client's registered connection", "peer-a"},
+		{"times each send and receive of the server's registered connection", "peer-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The last reply's ACK may be a delayed one (40 ms or more on
+			// loopback): wait for every send's ACK, up to 2 s.
+			var send, recv Histogram
+			var err error
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if send, recv, err = p.Transfer(tc.peer); err != nil {
+					t.Fatal(err)
+				}
+				if send.Count() >= sends || time.Now().After(deadline) {
+					break
+				}
+			}
+			t.Logf("%s: send %d samples, %v total; receive %d samples, %v total", tc.peer, send.Count(), send.Sum, recv.Count(), recv.Sum)
+			plausible(t, tc.peer+" send", send, sends)
+			plausible(t, tc.peer+" receive", recv, sends)
+		})
+	}
+	t.Run("refuses an unknown peer", func(t *testing.T) {
+		if _, _, err := p.Transfer("peer-c"); !errors.Is(err, ErrUnknownPeer) {
+			t.Errorf("Transfer(peer-c): %v, want ErrUnknownPeer", err)
+		}
+	})
+	t.Run("refuses a connection that is not TCP", func(t *testing.T) {
+		f, err := os.CreateTemp(t.TempDir(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := p.RegisterTransfer(f, "peer-a"); err == nil {
+			t.Error("RegisterTransfer of a file: nil error")
+		}
+	})
+}
+
+func TestTheGoMirrorOfTheHistogramHasSlotsSlots(t *testing.T) {
+	if n := len(probesHist{}.Slots); n != Slots {
+		t.Fatalf("bpf/probes.c HIST_SLOTS is %d, ebpf.Slots %d", n, Slots)
+	}
+}
+
+func TestRegisterTransferRefusesBadPeers(t *testing.T) {
+	p := load(t, 0)
+	client, _ := tcpPair(t)
+	for _, tc := range []struct {
+		name string
+		peer string
+	}{
+		{"an empty peer label is refused", ""},
+		{"a peer label over 128 bytes is refused", strings.Repeat("p", 129)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.RegisterTransfer(client, tc.peer)
+			if err == nil || !strings.Contains(err.Error(), "ebpf.peer") {
+				t.Errorf("RegisterTransfer(%q): %v, want an error naming ebpf.peer", tc.peer, err)
+			}
+		})
+	}
+	t.Run("a peer past MaxPeers is refused", func(t *testing.T) {
+		for i := range MaxPeers {
+			if err := p.RegisterTransfer(client, fmt.Sprintf("peer-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.RegisterTransfer(client, "one-too-many"); !errors.Is(err, ErrTooManyPeers) {
+			t.Errorf("RegisterTransfer of peer %d: %v, want ErrTooManyPeers", MaxPeers+1, err)
+		}
+	})
+}
