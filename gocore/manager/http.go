@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,7 @@ type health struct {
 	started   time.Time
 	ops       *opDurations // the cache's observer; nil without a cache
 	ready     *readiness
+	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.

@@ -171,7 +171,7 @@ func (m *Manager) build(s Spec) error {
 	}
 	m.Table, m.Dispatcher = table, disp
 	m.health = &health{disp: disp, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
-		serviceID: s.Bootstrap.ServiceID, ready: m.ready}
+		serviceID: s.Bootstrap.ServiceID, ready: m.ready, prof: &m.prof}
 	bc := s.Bootstrap
 	bc.Epoch, bc.Table, bc.Dispatcher = s.Epoch, table, disp
 	if bc.Logger == nil {

@@ -55,6 +55,7 @@ type snapshot struct {
 	sessions                         int
 	requests, invalid, parks, rescue uint64
 	cache                            cache.Stats
+	uploadsOK, uploadsFailed         uint64 // the Pyroscope push's; 0 when off
 }
 
 // series is one metric drawn from a snapshot.
@@ -85,6 +86,11 @@ func (c *collector) take() snapshot {
 	}
 	if h.svc != nil {
 		s.cache = h.svc.Stats()
+	}
+	if h.prof != nil {
+		if p := h.prof.Load(); p != nil {
+			s.uploadsOK, s.uploadsFailed = p.Uploads()
+		}
 	}
 	return s
 }
@@ -139,6 +145,9 @@ func newCollector(h *health, ops *opDurations) *collector {
 	counter("orbitkv_channel_invalid_requests_total", "Channel requests refused as invalid, stale-session or stale-generation.", u(func(s *snapshot) uint64 { return s.invalid }))
 	counter("orbitkv_channel_parks_total", "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup.", u(func(s *snapshot) uint64 { return s.parks }))
 	counter("orbitkv_channel_lost_rings_total", "Requests found only by the periodic rescan of request lines because their doorbell ring was erased (a session wrote the shared doorbell); each waited up to 100 ms.", u(func(s *snapshot) uint64 { return s.rescue }))
+	const uploadsHelp = "Profile uploads to Pyroscope (--pyroscope-url) the server accepted (result ok) or that failed (no answer or another status than 200: the profile was dropped); 0 without the push."
+	add(prometheus.CounterValue, "orbitkv_profiling_uploads_total", uploadsHelp, u(func(s *snapshot) uint64 { return s.uploadsOK }), "result", "ok")
+	add(prometheus.CounterValue, "orbitkv_profiling_uploads_total", uploadsHelp, u(func(s *snapshot) uint64 { return s.uploadsFailed }), "result", "failed")
 	build := buildinfo.Get()
 	failpoints := "false"
 	if build.Failpoints {

@@ -104,6 +104,9 @@ func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 	} else if dispatcherSamples(cpu) == 0 {
 		t.Errorf("the /debug/pprof/profile taken while pushing has no dispatcher samples")
 	}
+	if ok, failed := uploadsMetric(t, m); ok == 0 || failed != 0 {
+		t.Errorf("orbitkv_profiling_uploads_total: ok %v, failed %v; want some ok and none failed", ok, failed)
+	}
 	close(stop)
 	if err := <-pinged; err != nil {
 		t.Fatalf("ping: %v", err)
@@ -152,7 +155,7 @@ func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
 	down := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there now: every upload is refused
 	var logs syncLog
-	s := testSpec(t, "")
+	s := testSpec(t, "127.0.0.1:0")
 	s.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s.Profiling = profiling.Spec{URL: down, UploadInterval: time.Second}
 	m, err := New(s)
@@ -178,10 +181,8 @@ func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
 	}
 	c.Close()
 	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if p := m.prof.Load(); p != nil {
-			if _, failed := p.Uploads(); failed >= 3 {
-				break
-			}
+		if _, failed := uploadsMetric(t, m); failed >= 3 {
+			break
 		}
 		if time.Now().After(end) {
 			t.Fatalf("fewer than 3 failed uploads within 20 s:\n%s", logs.String())
@@ -197,5 +198,33 @@ func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "upload to pyroscope failed"); n != 1 {
 		t.Errorf("%d failure lines for 3 or more failed uploads, want 1:\n%s", n, logs.String())
+	}
+}
+
+// uploadsMetric reads orbitkv_profiling_uploads_total{result} of m's
+// GET /metrics.
+func uploadsMetric(t *testing.T, m *Manager) (ok, failed float64) {
+	t.Helper()
+	f := scrape(t, m)["orbitkv_profiling_uploads_total"]
+	if f == nil || len(f.GetMetric()) != 2 {
+		t.Fatalf("orbitkv_profiling_uploads_total = %v, want the series ok and failed", f)
+	}
+	for _, s := range f.GetMetric() {
+		switch labels(s)["result"] {
+		case "ok":
+			ok = s.GetCounter().GetValue()
+		case "failed":
+			failed = s.GetCounter().GetValue()
+		}
+	}
+	return ok, failed
+}
+
+// Without --pyroscope-url the upload counters are there, at 0, so an
+// alert on their rate needs no absent().
+func TestUploadCountersAreZeroWithoutThePush(t *testing.T) {
+	m := newMetricsManager(t, 1)
+	if ok, failed := uploadsMetric(t, m); ok != 0 || failed != 0 {
+		t.Fatalf("orbitkv_profiling_uploads_total: ok %v, failed %v without a push; want 0 and 0", ok, failed)
 	}
 }
