@@ -181,7 +181,7 @@ func (r *channelRun) measure(subject string, buf []uint64) error {
 func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, []uint64) error, buf []uint64) error {
 	for rep := range r.cfg.repeats {
 		out := buf[:r.cfg.n]
-		watch := subject == subjectOrbitKV && r.manager.http != ""
+		watch := subject == subjectOrbitKV && r.manager.http != "" && !parkMode(r.cfg.pollMode, r.cfg.managerArgs)
 		var before uint64
 		if watch {
 			var err error
@@ -198,8 +198,10 @@ func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, [
 				return err
 			}
 			r.hot = append(r.hot, hotPhase{Name: fmt.Sprintf("back_to_back/%s repeat %d", subject, rep+1), Parks: after - before, RoundTrips: r.cfg.n + r.cfg.warmup})
-		} else if subject == subjectOrbitKV {
+		} else if subject == subjectOrbitKV && r.manager.http == "" {
 			r.hotReason = "an external Manager's /metrics address is unknown"
+		} else if subject == subjectOrbitKV {
+			r.hotReason = "the Manager runs --poll-mode park: it parks by design, no phase is hot"
 		}
 		r.record("back_to_back", subject, out)
 		if r.cfg.perMsN > 0 {

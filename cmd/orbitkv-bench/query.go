@@ -162,7 +162,11 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w%s", err, m.exitNote())
 	}
 	rep.ManagerStartS, rep.RAMCapacityBytes = startS, capacity
-	cfg.finish(&rep.reportHead, mon, validityInput{HotPhases: r.hot}, r.figures(rep))
+	in := validityInput{HotPhases: r.hot}
+	if parkMode("", cfg.managerArgs) {
+		in.HotPhases, in.HotUnchecked = nil, "the Manager runs --poll-mode park: it parks by design, no phase is hot"
+	}
+	cfg.finish(&rep.reportHead, mon, in, r.figures(rep))
 	header := fmt.Sprintf("orbitkv-bench query: %d CPUs", runtime.NumCPU())
 	if model := cpuModel(); model != "" {
 		header += " (" + model + ")"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 // Thresholds of a valid run (bench/README.md "Valid runs"). A run past
@@ -143,6 +145,16 @@ type validityInput struct {
 	HotPhases       []hotPhase // nil: the suite has none, or could not read the Manager's counter
 	HotUnchecked    string     // why the hot phases were not checked; "" = checked or none
 	ExternalManager string     // the --socket of a Manager not started by the bench; "" = own or none
+}
+
+// parkMode reports whether a Manager started with --poll-mode pollMode
+// ("" = not given) and then managerArgs (which win) parks after every
+// request: then no phase is hot and hot_parks does not apply.
+func parkMode(pollMode string, managerArgs []string) bool {
+	if v, ok := launch.LastFlagValue(managerArgs, "poll-mode"); ok {
+		pollMode = v
+	}
+	return pollMode == "park"
 }
 
 // judge applies the thresholds to in.

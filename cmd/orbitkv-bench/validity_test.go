@@ -168,3 +168,25 @@ func TestRunningThreadsCountsTheBenchsOwn(t *testing.T) {
 		t.Errorf("runningThreads never counted a running thread of this process (a spinning goroutine and the caller)")
 	}
 }
+
+func TestParkModeTurnsTheHotCheckOff(t *testing.T) {
+	tests := []struct {
+		name     string
+		pollMode string
+		args     []string
+		want     bool
+	}{
+		{"adaptive polling has hot phases", "adaptive", nil, false},
+		{"--poll-mode park parks by design", "park", nil, true},
+		{"--manager-args --poll-mode park wins over the suite's flag", "adaptive", []string{"--poll-mode", "park"}, true},
+		{"--manager-args --poll-mode=spin wins over park", "park", []string{"--poll-mode=spin"}, false},
+		{"a suite without the flag and no args is not park", "", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parkMode(tt.pollMode, tt.args); got != tt.want {
+				t.Errorf("parkMode(%q, %q) = %v, want %v", tt.pollMode, tt.args, got, tt.want)
+			}
+		})
+	}
+}
