@@ -197,7 +197,10 @@ func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, [
 			if err != nil {
 				return err
 			}
-			r.hot = append(r.hot, hotPhase{Name: fmt.Sprintf("back_to_back/%s repeat %d", subject, rep+1), Parks: after - before, RoundTrips: r.cfg.n + r.cfg.warmup})
+			h := newLatencyHist()
+			h.recordAll(out)
+			r.hot = append(r.hot, hotPhase{Name: fmt.Sprintf("back_to_back/%s repeat %d", subject, rep+1), Parks: after - before,
+				RoundTrips: r.cfg.n + r.cfg.warmup}.clientSide(h, r.cfg.clientSpin))
 		} else if subject == subjectOrbitKV && r.manager.http == "" {
 			r.hotReason = "an external Manager's /metrics address is unknown"
 		} else if subject == subjectOrbitKV {

@@ -94,6 +94,18 @@ func (l *latencyHist) maxNS() uint64 {
 	return uint64(l.h.Max())
 }
 
+// countAbove is the number of samples above ns (at the histogram's
+// precision: a sample within 1/1024 of ns may count either way).
+func (l *latencyHist) countAbove(ns uint64) int64 {
+	var n int64
+	for _, b := range l.h.Distribution() {
+		if b.From > int64(ns) {
+			n += b.Count
+		}
+	}
+	return n
+}
+
 // stats is the report summary of the histogram: p50, p99, p99.9 and the
 // count. An empty histogram gives the zero Stats.
 func (l *latencyHist) stats() Stats {

@@ -127,12 +127,33 @@ func readProcStat() (procStat, error) {
 	return parseProcStat(string(b))
 }
 
-// hotPhase is one hot (spinning) phase of a suite and how often the
-// Manager's dispatcher parked during it.
+// hotPhase is one hot (spinning) phase of a suite, how often the
+// Manager's dispatcher parked during it and, where the suite checks the
+// client side too, how many of its timed round trips took longer than the
+// client's spin window (so the client parked on its futex: a round trip
+// whose answer came within the window never parks).
 type hotPhase struct {
 	Name       string
 	Parks      uint64
 	RoundTrips int
+	// Slow is the round trips above the client's spin window, of Timed
+	// timed ones; Timed 0 = the client side is not checked.
+	Slow, Timed int64
+}
+
+// clientSpinDefault is liborbitkv's default spin window
+// (okv_connect_options.spin_ns 0): a call spins this long on the response
+// line, then parks on the futex.
+const clientSpinDefault = 50 * time.Microsecond
+
+// clientSide fills the client-side counts of p from h, the phase's
+// histogram, with the client's spin window spin (0 = the default).
+func (p hotPhase) clientSide(h *latencyHist, spin time.Duration) hotPhase {
+	if spin <= 0 {
+		spin = clientSpinDefault
+	}
+	p.Slow, p.Timed = h.countAbove(uint64(spin)), h.count()
+	return p
 }
 
 // validityInput is everything a run's validity is judged on; judge is a
@@ -196,6 +217,11 @@ func judge(in validityInput) validity {
 		add(validityCheck{Check: checkHotParks, Measured: fmt.Sprintf("%s: %d parks in %d round trips", p.Name, p.Parks, p.RoundTrips),
 			Limit: fmt.Sprintf("at most %.0f%% of the round trips", 100*maxHotParkFraction)},
 			float64(p.Parks) <= limit, fmt.Sprintf("hot phase %s parked: the Manager's dispatcher slept %d times in %d round trips (limit %.0f%%), so it measured wake-ups, not the spinning channel", p.Name, p.Parks, p.RoundTrips, 100*maxHotParkFraction))
+		if p.Timed > 0 {
+			add(validityCheck{Check: checkHotParks, Measured: fmt.Sprintf("%s: %d of %d round trips beyond the client's spin window", p.Name, p.Slow, p.Timed),
+				Limit: fmt.Sprintf("at most %.0f%% of the round trips", 100*maxHotParkFraction)},
+				float64(p.Slow) <= maxHotParkFraction*float64(p.Timed), fmt.Sprintf("hot phase %s parked on the client side: %d of %d round trips outlasted the client's spin window (limit %.0f%%), so the client slept on its futex (a descheduled Manager answers late without parking)", p.Name, p.Slow, p.Timed, 100*maxHotParkFraction))
+		}
 	}
 	if in.HotUnchecked != "" {
 		add(validityCheck{Check: checkHotParks, Measured: "not checked: " + in.HotUnchecked, Limit: "-"}, true, "")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 const procStatText = `cpu  1000 10 500 8000 40 0 10 %d 0 0
@@ -186,6 +187,31 @@ func TestParkModeTurnsTheHotCheckOff(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := parkMode(tt.pollMode, tt.args); got != tt.want {
 				t.Errorf("parkMode(%q, %q) = %v, want %v", tt.pollMode, tt.args, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClientSideCountsRoundTripsBeyondTheSpinWindow(t *testing.T) {
+	h := histOf(append(seq(1000, 1099), 60_000, 70_000, 2_000_000)...)
+	p := hotPhase{Name: "ping/hot", RoundTrips: 103}.clientSide(h, 0)
+	if p.Slow != 3 || p.Timed != 103 {
+		t.Fatalf("clientSide = %+v, want 3 of 103 beyond 50 µs", p)
+	}
+	tests := []struct {
+		name  string
+		phase hotPhase
+		valid bool
+	}{
+		{"3% of the round trips beyond the window is a parked client", p, false},
+		{"1 in 200 is allowed", hotPhase{Name: "x", RoundTrips: 200, Slow: 1, Timed: 200}, true},
+		{"a wider window takes the slow ones in", hotPhase{Name: "x", RoundTrips: 103}.clientSide(h, 3*time.Millisecond), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := judge(validityInput{Repeats: 3, HotPhases: []hotPhase{tt.phase}})
+			if v.Valid != tt.valid || (!tt.valid && !strings.Contains(v.Reasons[0], "parked on the client side")) {
+				t.Errorf("valid %v reasons %q, want valid %v", v.Valid, v.Reasons, tt.valid)
 			}
 		})
 	}
