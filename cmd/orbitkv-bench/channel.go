@@ -88,7 +88,7 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 	err = cfg.emit(stdout, stderr, &run.report, func(w io.Writer) error {
 		return writeTable(w, run.header(), &run.report, cfg.subjects)
 	})
-	return errors.Join(err, cfg.plot(stderr, channelCharts(&run.report, &cfg)...))
+	return errors.Join(err, cfg.plot(stderr, &run.report.reportHead, channelCharts(&run.report, &cfg)...))
 }
 
 // measure runs one subject at both cadences and records its Stats.

@@ -145,7 +145,7 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the copy suite has no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeCopyTable(w, rep) })
-	return errors.Join(err, cfg.plot(stderr, copyCharts(rep)...))
+	return errors.Join(err, cfg.plot(stderr, &rep.reportHead, copyCharts(rep)...))
 }
 
 // copyFields are the figures of one block size: each the median of the

@@ -100,8 +100,11 @@ type lineChart struct {
 // plotHost is the second title line of every plot: the machine and the
 // build the figures come from, as the report's metadata names them
 // ("2 CPUs (AMD EPYC), commit 39f5c5504b94"; the commit cut to 12 hex
-// digits, keeping a -dirty suffix).
-func plotHost(m reportMeta) string {
+// digits, keeping a -dirty suffix), and "INVALID RUN" when the report's
+// validity says so, so that a plot shown without its report still
+// carries the verdict.
+func plotHost(h *reportHead) string {
+	m := h.Meta
 	s := fmt.Sprintf("%d CPUs", m.Cores)
 	if m.CPUModel != "" {
 		s += " (" + m.CPUModel + ")"
@@ -113,7 +116,15 @@ func plotHost(m reportMeta) string {
 	if dirty {
 		c += "-dirty"
 	}
-	return s + ", commit " + c
+	s += ", commit " + c
+	if n := len(h.Validity.Reasons); !h.Validity.Valid && n > 0 {
+		noun := "reasons"
+		if n == 1 {
+			noun = "reason"
+		}
+		s += fmt.Sprintf("; INVALID RUN (%d %s in the report)", n, noun)
+	}
+	return s
 }
 
 // check refuses a chart that would draw nothing or misdraw: no series, a

@@ -11,17 +11,18 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/evict"
 )
 
-// plot writes each chart into --plot DIR, titled with this run's host and
-// commit (plotHost of its metadata), and names each file on log. Without
+// plot writes each chart into --plot DIR, titled with the host, commit and
+// verdict of the report whose head is h (plotHost; call it after finish),
+// and names each file on log. Without
 // --plot it writes nothing. The suites build their charts from the report
 // they print (copyCharts, ...), so a plot shows exactly the figures of the
 // table and the JSON. The first failure is returned; files written before
 // it stay.
-func (c *suiteCommon) plot(log io.Writer, charts ...lineChart) error {
+func (c *suiteCommon) plot(log io.Writer, h *reportHead, charts ...lineChart) error {
 	if c.plotDir == "" {
 		return nil
 	}
-	host := plotHost(c.meta())
+	host := plotHost(h)
 	for i := range charts {
 		path, err := charts[i].write(c.plotDir, host)
 		if err != nil {
@@ -160,9 +161,9 @@ func policyCharts(rep *policyReport) []lineChart {
 // of each subject, in --subjects order, from the histogram behind its
 // Stats.
 func channelCharts(rep *Report, cfg *channelConfig) []lineChart {
-	cadences := []struct{ key, file, what string }{{"back_to_back", "channel-cdf-back-to-back.png", fmt.Sprintf("back to back, %d round trips per subject", cfg.n)}}
+	cadences := []struct{ key, file, what string }{{"back_to_back", "channel-cdf-back-to-back.png", fmt.Sprintf("back to back, %s round trips per subject", timesRepeats(cfg.n, cfg.repeats))}}
 	if cfg.perMsN > 0 {
-		cadences = append(cadences, struct{ key, file, what string }{"per_ms", "channel-cdf-per-ms.png", fmt.Sprintf("one round trip per ms, %d per subject", cfg.perMsN)})
+		cadences = append(cadences, struct{ key, file, what string }{"per_ms", "channel-cdf-per-ms.png", fmt.Sprintf("one round trip per ms, %s per subject", timesRepeats(cfg.perMsN, cfg.repeats))})
 	}
 	var charts []lineChart
 	for _, cd := range cadences {
@@ -198,9 +199,21 @@ func queryCharts(rep *queryReport, cfg *queryConfig) []lineChart {
 			cdfSubject{name: "Ping", points: histCDF(rep.hists, "ping/"+ph.key)},
 			cdfSubject{name: "Poll of a pending ticket", points: histCDF(rep.hists, "poll/"+ph.key)})
 		title := fmt.Sprintf("orbitkv-bench query: %s, %d resident blocks", ph.what, rep.ResidentBlocks)
+		if cfg.repeats > 1 {
+			title += fmt.Sprintf(", the round trips of %d repeats", cfg.repeats)
+		}
 		charts = append(charts, cdfChart("query-cdf-"+ph.key+".png", title, "round trip", subjects))
 	}
 	return charts
+}
+
+// timesRepeats is n, or "R × n" for R > 1 repeats of n each: the samples
+// behind a histogram merged over the repeats.
+func timesRepeats(n, repeats int) string {
+	if repeats > 1 {
+		return fmt.Sprintf("%d × %d", repeats, n)
+	}
+	return fmt.Sprint(n)
 }
 
 // histCDF is the CDF of hists[key], or nil (a series the chart refuses,

@@ -169,16 +169,22 @@ func TestPlotDirIsCheckedWhenTheFlagsAreParsed(t *testing.T) {
 func TestPlotHostNamesTheMachineAndTheCommit(t *testing.T) {
 	tests := []struct {
 		name string
-		meta reportMeta
+		head reportHead
 		want string
 	}{
-		{"a full commit is cut to 12 digits", reportMeta{Cores: 2, CPUModel: "AMD EPYC", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5"}, "2 CPUs (AMD EPYC), commit 6e7afaf5d547"},
-		{"a dirty tree keeps its suffix", reportMeta{Cores: 16, CPUModel: "Xeon", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5-dirty"}, "16 CPUs (Xeon), commit 6e7afaf5d547-dirty"},
-		{"no CPU model and an unknown commit stay readable", reportMeta{Cores: 4, Commit: "unknown"}, "4 CPUs, commit unknown"},
+		{"a full commit is cut to 12 digits", reportHead{Meta: reportMeta{Cores: 2, CPUModel: "AMD EPYC", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5"}, Validity: validity{Valid: true}},
+			"2 CPUs (AMD EPYC), commit 6e7afaf5d547"},
+		{"a dirty tree keeps its suffix", reportHead{Meta: reportMeta{Cores: 16, CPUModel: "Xeon", Commit: "6e7afaf5d547a79ea11b4bdc1ee70f7defc8f5d5-dirty"}, Validity: validity{Valid: true}},
+			"16 CPUs (Xeon), commit 6e7afaf5d547-dirty"},
+		{"no CPU model and an unknown commit stay readable", reportHead{Meta: reportMeta{Cores: 4, Commit: "unknown"}, Validity: validity{Valid: true}}, "4 CPUs, commit unknown"},
+		{"an invalid run says so", reportHead{Meta: reportMeta{Cores: 2, Commit: "abc"}, Validity: validity{Reasons: []string{"steal", "parked"}}},
+			"2 CPUs, commit abc; INVALID RUN (2 reasons in the report)"},
+		{"an invalid run of one reason says so in the singular", reportHead{Meta: reportMeta{Cores: 2, Commit: "abc"}, Validity: validity{Reasons: []string{"steal"}}},
+			"2 CPUs, commit abc; INVALID RUN (1 reason in the report)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := plotHost(tt.meta); got != tt.want {
+			if got := plotHost(&tt.head); got != tt.want {
 				t.Errorf("plotHost = %q, want %q", got, tt.want)
 			}
 		})

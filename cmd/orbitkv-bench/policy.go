@@ -167,7 +167,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the policy suite simulates: no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writePolicyTable(w, rep) })
-	return errors.Join(err, cfg.plot(stderr, policyCharts(rep)...))
+	return errors.Join(err, cfg.plot(stderr, &rep.reportHead, policyCharts(rep)...))
 }
 
 // combinePolicies is the report of repeated simulations: a simulation is

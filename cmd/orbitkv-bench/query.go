@@ -179,7 +179,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 		m.pid, startS, humanize.IBytes(capacity), rep.ResidentBlocks, rep.BlockBytes, rep.PublishS, chains)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeQueryTable(w, header, rep) })
-	return errors.Join(err, cfg.plot(stderr, queryCharts(rep, &cfg)...))
+	return errors.Join(err, cfg.plot(stderr, &rep.reportHead, queryCharts(rep, &cfg)...))
 }
 
 // timeRoundTrips records n samples of f after a warmup of up to 1000

@@ -183,7 +183,7 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the ssd suite has no hot phase"}, figs)
 	// The report first: a plot that fails does not lose a run's figures.
 	err = cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeSSDTable(w, rep) })
-	return errors.Join(err, cfg.plot(stderr, ssdCharts(rep)...))
+	return errors.Join(err, cfg.plot(stderr, &rep.reportHead, ssdCharts(rep)...))
 }
 
 // ssdFields are the figures of one size and memory kind: each the median
