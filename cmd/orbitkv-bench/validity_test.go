@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +214,21 @@ func TestClientSideCountsRoundTripsBeyondTheSpinWindow(t *testing.T) {
 			v := judge(validityInput{Repeats: 3, HotPhases: []hotPhase{tt.phase}})
 			if v.Valid != tt.valid || (!tt.valid && !strings.Contains(v.Reasons[0], "parked on the client side")) {
 				t.Errorf("valid %v reasons %q, want valid %v", v.Valid, v.Reasons, tt.valid)
+			}
+		})
+	}
+}
+
+func TestDescendantsFindAChildProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep(1) to start: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for name, find := range map[string]func(int) []int{"children files": descendants, "a scan of /proc": descendantsByScan} {
+		t.Run("the child is found by "+name, func(t *testing.T) {
+			if got := find(os.Getpid()); !slices.Contains(got, cmd.Process.Pid) || got[0] != os.Getpid() {
+				t.Errorf("descendants = %v, want this process first and the child %d", got, cmd.Process.Pid)
 			}
 		})
 	}
