@@ -3,9 +3,9 @@
 package ebpf
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
@@ -69,14 +69,14 @@ func checkCaps() error {
 	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
 		return nil
 	}
-	var missing []error
+	var missing []string
 	for _, c := range []struct {
 		n    uint
 		name string
 	}{{capBPF, "CAP_BPF"}, {capPerfmon, "CAP_PERFMON"}} {
 		if !has(c.n) {
-			missing = append(missing, errors.New(c.name))
+			missing = append(missing, c.name)
 		}
 	}
-	return fmt.Errorf("%w: not privileged: the probes need root, or CAP_BPF and CAP_PERFMON (missing: %v)", ErrUnavailable, errors.Join(missing...))
+	return fmt.Errorf("%w: not privileged: the probes need root, or CAP_BPF and CAP_PERFMON (this process lacks %s)", ErrUnavailable, strings.Join(missing, " and "))
 }

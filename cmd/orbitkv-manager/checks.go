@@ -28,7 +28,7 @@ var flagOf = map[string]string{
 	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",
 	"profiling.URL": "pyroscope-url", "profiling.AppName": "pyroscope-app-name", "profiling.TenantID": "pyroscope-tenant-id",
 	"profiling.BasicAuthUser": "pyroscope-basic-auth-user", "profiling.BasicAuthPassword": "pyroscope-password-file",
-	"profiling.UploadInterval": "pyroscope-upload-interval",
+	"profiling.UploadInterval": "pyroscope-upload-interval", "manager.EBPF": "ebpf",
 }
 
 // checks collects the errors of the settings, at most one per setting, in

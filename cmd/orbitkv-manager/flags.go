@@ -55,6 +55,7 @@ type config struct {
 	pyroUser     string
 	pyroPassFile string
 	pyroInterval time.Duration
+	ebpf         bool
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -109,6 +110,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.pyroUser, "pyroscope-basic-auth-user", "", "HTTP basic auth `user` for the push (Grafana Cloud: the stack's numeric user id); needs --pyroscope-password-file")
 	fs.StringVar(&c.pyroPassFile, "pyroscope-password-file", "", "`file` holding the basic auth password or access token (one line; it is never printed)")
 	fs.DurationVar(&c.pyroInterval, "pyroscope-upload-interval", profiling.DefaultUploadInterval, "how often profiles are pushed, each covering the interval before it (`duration`, 1s..5m)")
+	fs.BoolVar(&c.ebpf, "ebpf", false, "load eBPF latency probes (Unix socket send to receive, session eventfd wake-up, transfer TCP) and export them on /metrics (the orbitkv_ebpf histograms); needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF, and the Manager does not start when they cannot load")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit, build date and Go version, then exit")

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/orbitkv/orbitkv/ebpf"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -37,6 +38,7 @@ type health struct {
 	ops       *opDurations // the cache's observer; nil without a cache
 	ready     *readiness
 	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
+	ebpf      *ebpf.Probes                        // nil without Spec.EBPF
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.
@@ -79,6 +81,9 @@ func routes(h *health, r *readiness, log *slog.Logger) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(h, h.ops))
+	if h.ebpf != nil {
+		reg.MustRegister(h.ebpf)
+	}
 	mux := http.NewServeMux()
 	probes(mux, r)
 	mux.HandleFunc("GET /health", h.serveHTTP)
@@ -118,6 +123,7 @@ func (h *health) serveHTTP(w http.ResponseWriter, _ *http.Request) {
 
 // stopHTTP stops the HTTP endpoints, giving requests in flight 2 s.
 func (m *Manager) stopHTTP() {
+	defer m.stopProbes()
 	if m.http == nil {
 		return
 	}

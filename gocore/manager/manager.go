@@ -20,6 +20,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/orbitkv/orbitkv/ebpf"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
@@ -60,7 +61,12 @@ type Spec struct {
 	// on (gocore/profiling; zero: off). New fills its Epoch, and its
 	// Version from Bootstrap.Version when empty.
 	Profiling profiling.Spec
-	Logger    *slog.Logger
+	// EBPF loads the eBPF latency probes (package ebpf) at New and exports
+	// their orbitkv_ebpf_*_seconds histograms on /metrics; New fails with
+	// the reason when this host cannot load them (root or CAP_BPF with
+	// CAP_PERFMON, BTF, the tracepoints).
+	EBPF   bool
+	Logger *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -114,7 +120,8 @@ type Manager struct {
 	log        *slog.Logger
 	health     *health
 	ready      *readiness
-	http       *httpServer // nil without Spec.HTTPAddr
+	http       *httpServer  // nil without Spec.HTTPAddr
+	probes     *ebpf.Probes // nil without Spec.EBPF
 	op         operatorState
 	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
 	closed     atomic.Bool                        // Close or Run's shutdown began
@@ -147,11 +154,16 @@ func New(s Spec) (*Manager, error) {
 		m.http, sw = serveEarly(ln, m.ready, s.Logger)
 		m.log.Info("start: http endpoints serving /livez and /readyz", slog.String("addr", m.http.addr))
 	}
+	if err := m.loadProbes(s); err != nil {
+		m.stopHTTP()
+		return nil, err
+	}
 	if err := m.build(s); err != nil {
 		m.stopOperator()
 		m.stopHTTP()
 		return nil, err
 	}
+	m.health.ebpf = m.probes
 	if sw != nil {
 		sw.store(routes(m.health, m.ready, s.Logger))
 	}
