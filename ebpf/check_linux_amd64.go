@@ -14,15 +14,15 @@ import (
 // btfPath is where the kernel publishes its BTF (CONFIG_DEBUG_INFO_BTF).
 const btfPath = "/sys/kernel/btf/vmlinux"
 
-// tracepoints is every BTF tracepoint a probe attaches to, with the kernel
-// that added it.
+// tracepoints is every BTF tracepoint a probe attaches to, with a word on
+// which kernels have it.
 var tracepoints = []struct{ name, since string }{
 	{"sock_send_length", "Linux 6.3"},
 	{"sock_recv_length", "Linux 6.3"},
-	{"tcp_sendmsg_locked", "Linux 6.5"},
+	{"tcp_sendmsg_locked", "a late-2024 kernel"},
 	{"tcp_probe", "Linux 4.16"},
-	{"sched_waking", "Linux 4.17 (with BTF)"},
-	{"sched_switch", "Linux 4.17 (with BTF)"},
+	{"sched_waking", "every kernel with BTF"},
+	{"sched_switch", "every kernel with BTF"},
 }
 
 // Check reports why the probes cannot load here, or nil: each error wraps
@@ -42,7 +42,7 @@ func Check() error {
 	for _, tp := range tracepoints {
 		var td *btf.Typedef
 		if err := spec.TypeByName("btf_trace_"+tp.name, &td); err != nil {
-			return fmt.Errorf("%w: the kernel has no tracepoint %s (added in %s; btf_trace_%s is not in its BTF): %v",
+			return fmt.Errorf("%w: the kernel has no tracepoint %s (it needs %s; btf_trace_%s is not in its BTF): %v",
 				ErrUnavailable, tp.name, tp.since, tp.name, err)
 		}
 	}

@@ -60,7 +60,7 @@
 // for VMs (CONFIG_KPROBES unset), and fentry/fexit programs failed to load
 // (EPERM) on the development kernel, a Linux 6.18 in lockdown "integrity"
 // mode, while tp_btf loads. The tracepoints: sock_send_length and
-// sock_recv_length (Linux 6.3), tcp_sendmsg_locked (6.5), tcp_probe,
+// sock_recv_length (Linux 6.3), tcp_sendmsg_locked (late 2024), tcp_probe,
 // sched_waking, sched_switch. Check names the one a kernel lacks.
 //
 // # Privileges
