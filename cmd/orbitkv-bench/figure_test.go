@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -61,4 +63,23 @@ func TestFiguresTableShowsValueAndSpread(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}
+}
+
+// The sections emit adds after a suite's table (the spread and the
+// validity) are stable text: a golden file.
+func TestReportSectionsMatchGolden(t *testing.T) {
+	rep := fixtureReport()
+	rep.Meta = reportMeta{Schema: reportSchema, Suite: "replay", Repeats: 3}
+	rep.Figures = []figure{
+		newFigure("hit_ratio", "fraction", higherIsBetter, 0.3581, []float64{0.3579, 0.3581, 0.3584}),
+		medianFigure("restore_gbps", "GB/s", higherIsBetter, []float64{6.1, 6.5, 7.2}),
+		newFigure("rtt/query/p50", "ns", lowerIsBetter, 4200, []float64{4100, 4200, 4900}),
+	}
+	rep.Validity = judge(validityInput{Repeats: 3, StatStart: procStat{Total: 1000}, StatEnd: procStat{Total: 2000, Steal: 90},
+		Foreign: []float64{2, 1}, HotUnchecked: "the replay has no hot phase"})
+	var got bytes.Buffer
+	if err := (&suiteCommon{}).emit(&got, io.Discard, rep, func(w io.Writer) error { return writeReplayTable(w, rep) }); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "report_sections.golden", got.Bytes())
 }
