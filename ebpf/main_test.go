@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(readerEnv) != "" {
 		os.Exit(reader())
 	}
+	if os.Getenv(checkEnv) != "" {
+		os.Exit(printCheck())
+	}
 	os.Exit(fdcheck.Run(m, "ebpf", 0, nil))
 }
 
@@ -46,5 +49,18 @@ func reader() int {
 			return 1
 		}
 	}
+	return 0
+}
+
+// checkEnv makes the test binary print Check's error (or "ok") and exit:
+// TestCheckNamesTheMissingCapabilities runs it without privileges.
+const checkEnv = "ORBITKV_EBPF_TEST_CHECK"
+
+func printCheck() int {
+	if err := Check(); err != nil {
+		fmt.Println(err)
+		return 0
+	}
+	fmt.Println("ok")
 	return 0
 }

@@ -354,3 +354,37 @@ func TestRegisterTransferRefusesBadPeers(t *testing.T) {
 		}
 	})
 }
+
+// Run as nobody (setpriv drops every capability with the uid change),
+// Check names the privilege and both missing capabilities.
+func TestCheckNamesTheMissingCapabilities(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv (util-linux) to run a process without privileges")
+	}
+	// A copy of the test binary that nobody may run (go test's own
+	// directory is 0700).
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "ebpf.test")
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", exe)
+	cmd.Env = append(os.Environ(), checkEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, out)
+	}
+	for _, want := range []string{"eBPF probes unavailable", "not privileged", "CAP_BPF and CAP_PERFMON"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("Check as nobody: %q, want it to say %q", out, want)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"bufio"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/ebpf"
+	"github.com/orbitkv/orbitkv/gocore/client"
+)
+
+// ebpfSeries reads every <name>_count and <name>_sum of the orbitkv_ebpf_
+// histograms on httpAddr's /metrics, and all their lines.
+func ebpfSeries(t *testing.T, httpAddr string) (map[string]float64, []string) {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	values := map[string]float64{}
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "orbitkv_ebpf_") {
+			continue
+		}
+		lines = append(lines, line)
+		f := strings.Fields(line)
+		if len(f) == 2 && (strings.Contains(f[0], "_count") || strings.Contains(f[0], "_sum")) {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			values[f[0]] = v
+		}
+	}
+	return values, lines
+}
+
+// A Manager started with --ebpf, under known traffic from another process
+// (this test's clients): every connection's hello and reply are measured
+// Unix messages, and a restore completion wakes its waiting client at most
+// once (a client that finds its copy done before waiting is not woken).
+func TestEBPFProbesOfAManagerUnderKnownTraffic(t *testing.T) {
+	if err := ebpf.Check(); err != nil {
+		t.Skipf("BPF unavailable here: %v", err)
+	}
+	const engines, restores = 4, 20
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	addr := freeLoopbackAddr(t)
+	startManagerBin(t, "orbitkv-manager", sock, addr, 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off", "--ebpf")
+	ns := namespace(t, "model-ebpf")
+	a := newEngine(t, sock, "engine-0")
+	if r := a.publish(t, ns, []uint64{1, 2, 3, 4}, []uint32{0, 1, 2, 3}); r.Stored != 4 {
+		t.Fatalf("publish stored %d", r.Stored)
+	}
+	chain := []client.BlockHash{bh(1), bh(2), bh(3), bh(4)}
+	for i := 1; i < engines; i++ {
+		e := newEngine(t, sock, "engine-"+strconv.Itoa(i))
+		for range restores / (engines - 1) {
+			l, err := e.c.Query(ns, chain)
+			if err != nil || l.Hits != 4 {
+				t.Fatalf("query: %+v %v", l, err)
+			}
+			e.restore(t, l.ID, []client.RestoreEntry{{Block: 0, Page: 10}, {Block: 1, Page: 11}, {Block: 2, Page: 12}, {Block: 3, Page: 13}})
+			if err := e.c.Release(l.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	values, lines := ebpfSeries(t, addr)
+	t.Logf("/metrics, eBPF series:\n%s", strings.Join(lines, "\n"))
+	for _, tc := range []struct {
+		name     string
+		series   string
+		min, max float64
+	}{
+		{"every engine's connection sent measured Unix messages", "orbitkv_ebpf_unix_socket_seconds_count", 2 * engines, 1e9},
+		{"no restore completion wakes a client twice", "orbitkv_ebpf_eventfd_wakeup_seconds_count", 0, restores},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := values[tc.series]
+			if !ok {
+				t.Fatalf("/metrics has no %s", tc.series)
+			}
+			if v < tc.min || v > tc.max {
+				t.Errorf("%s = %v, want %v..%v", tc.series, v, tc.min, tc.max)
+			}
+			sum := values[strings.TrimSuffix(tc.series, "_count")+"_sum"]
+			if v > 0 && (sum <= 0 || sum/v >= 1) {
+				t.Errorf("%s: mean %v s, want in (0, 1 s)", tc.series, sum/v)
+			}
+		})
+	}
+}
