@@ -41,6 +41,7 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mon := startMonitor(nil)
+	defer mon.stop()
 	run := &channelRun{cfg: cfg, report: Report{BackToBack: map[string]Stats{}, PerMs: map[string]Stats{}}, repeats: map[string][]*latencyHist{}}
 	if cfg.needsManager() {
 		if cfg.socket != "" {

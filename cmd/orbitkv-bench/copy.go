@@ -103,6 +103,7 @@ func runCopy(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mon := startMonitor(nil)
+	defer mon.stop()
 	capacity := copyCapacity(&cfg)
 	m, err := launchManager(ramManager(cfg.managerBin, capacity, cfg.managerArgs))
 	if err != nil {

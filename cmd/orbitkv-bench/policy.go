@@ -150,6 +150,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) error {
 	}
 	prog := startProgress(cfg.progress, stderr, "policy", "simulations", int64(cfg.repeats*len(cfg.fractions)*(len(cfg.policies)+1)))
 	mon := startMonitor(nil)
+	defer mon.stop()
 	var reps []*policyReport
 	for range cfg.repeats {
 		r, err := simulatePolicies(&cfg, path, reqs, prog)

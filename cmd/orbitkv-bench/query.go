@@ -140,6 +140,7 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	}
 	own, capacity := cfg.queryManagerArgs(httpAddr)
 	mon := startMonitor(nil)
+	defer mon.stop()
 	start := time.Now()
 	m, err := launchManager(ramManager(cfg.managerBin, capacity, append(own, cfg.managerArgs...)))
 	if err != nil {

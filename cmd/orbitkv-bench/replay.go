@@ -198,6 +198,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mon := startMonitor(nil)
+	defer mon.stop()
 	prog := startProgress(cfg.progress, stderr, "replay", "requests", int64(cfg.repeats*len(plan.requests)))
 	defer prog.finish()
 	var reps []*replayReport

@@ -157,6 +157,7 @@ func runSSD(args []string, stdout, stderr io.Writer) error {
 	prog := startProgress(cfg.progress, stderr, "ssd", "passes", int64(cfg.repeats*len(cfg.sizes)*len(cfg.memory)*(cfg.warmup+cfg.iters)))
 	defer prog.finish()
 	mon := startMonitor(nil)
+	defer mon.stop()
 	var figs []figure
 	for _, size := range cfg.sizes {
 		for _, memory := range cfg.memory {

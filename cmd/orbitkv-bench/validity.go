@@ -291,14 +291,22 @@ type runMonitor struct {
 	mu      sync.Mutex
 	foreign []float64
 
-	stop chan struct{}
-	done chan struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	done     chan struct{}
+}
+
+// stop ends the sampling and waits for it; safe to call more than once
+// (a suite defers it for its error paths; finish calls it too).
+func (m *runMonitor) stop() {
+	m.quitOnce.Do(func() { close(m.quit) })
+	<-m.done
 }
 
 // startMonitor starts watching; extra, if not nil, names further pids
 // whose running threads are the bench's own (an external Manager is not).
 func startMonitor(extra func() []int) *runMonitor {
-	m := &runMonitor{extra: extra, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &runMonitor{extra: extra, quit: make(chan struct{}), done: make(chan struct{})}
 	m.start, m.startOK = mustStat()
 	go m.loop()
 	return m
@@ -320,7 +328,7 @@ func (m *runMonitor) loop() {
 	var tree []int
 	for i := 0; ; i++ {
 		select {
-		case <-m.stop:
+		case <-m.quit:
 			return
 		case <-t.C:
 		}
@@ -347,8 +355,7 @@ func (m *runMonitor) loop() {
 
 // finish stops the monitor and returns its readings in in.
 func (m *runMonitor) finish(in *validityInput) {
-	close(m.stop)
-	<-m.done
+	m.stop()
 	end, ok := mustStat()
 	if m.startOK && ok {
 		in.StatStart, in.StatEnd = m.start, end
