@@ -36,6 +36,21 @@ func load(t testing.TB, managerPID int) *Probes {
 	return p
 }
 
+// managerPID is 0 (this process is the Manager), or with other the pid of
+// an idle child (sleep(1)) that sends and writes nothing while it lives.
+func managerPID(t *testing.T, other bool) int {
+	t.Helper()
+	if !other {
+		return 0
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
 // plausible fails unless h has n samples, each above 0 and below a second.
 func plausible(t *testing.T, what string, h Histogram, n uint64) {
 	t.Helper()
@@ -107,15 +122,15 @@ func unixPingPong(t testing.TB, rounds int) {
 func TestUnixSocketProbe(t *testing.T) {
 	const rounds = 100
 	for _, tc := range []struct {
-		name    string
-		manager int // 0: this process
-		want    uint64
+		name  string
+		other bool // the Manager is another (idle) process, not this one
+		want  uint64
 	}{
-		{"counts every send of the Manager's sockets once", 0, 2 * rounds},
-		{"ignores the sockets of a process that is not the Manager", 1, 0},
+		{"counts every send of the Manager's sockets once", false, 2 * rounds},
+		{"ignores the sockets of a process that is not the Manager", true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := load(t, tc.manager)
+			p := load(t, managerPID(t, tc.other))
 			unixPingPong(t, rounds)
 			h, err := p.Unix()
 			if err != nil {
@@ -129,17 +144,17 @@ func TestUnixSocketProbe(t *testing.T) {
 func TestEventfdProbe(t *testing.T) {
 	const writes = 50
 	for _, tc := range []struct {
-		name    string
-		manager int
-		fd      func(t *testing.T) (w, r int)
-		want    uint64
+		name  string
+		other bool
+		fd    func(t *testing.T) (w, r int)
+		want  uint64
 	}{
-		{"times each wake-up of a client blocked on the Manager's eventfd", 0, newEventfd, writes},
-		{"ignores eventfd writes of another process", 1, newEventfd, 0},
-		{"ignores a wake-up by an 8-byte write to a pipe", 0, newPipe, 0},
+		{"times each wake-up of a client blocked on the Manager's eventfd", false, newEventfd, writes},
+		{"ignores eventfd writes of another process", true, newEventfd, 0},
+		{"ignores a wake-up by an 8-byte write to a pipe", false, newPipe, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := load(t, tc.manager)
+			p := load(t, managerPID(t, tc.other))
 			w, r := tc.fd(t)
 			wakeBlockedReader(t, w, r, writes)
 			h, err := p.Eventfd()

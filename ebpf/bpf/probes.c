@@ -142,7 +142,7 @@ static __always_inline bool manager_end(struct sock *sk)
 
 static __always_inline void unix_sent(struct sock *sk)
 {
-	if (BPF_CORE_READ(sk, sk_type) != SOCK_STREAM || !manager_end(sk))
+	if (sk->sk_type != SOCK_STREAM || !manager_end(sk))
 		return;
 	__u64 peer = (__u64)BPF_CORE_READ((struct unix_sock *)sk, peer);
 	if (!peer)
@@ -230,7 +230,7 @@ static __always_inline void transfer_received(struct sock *sk)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
 {
-	if (ret > 0 && BPF_CORE_READ(sk, __sk_common.skc_family) == AF_UNIX)
+	if (ret > 0 && sk->__sk_common.skc_family == AF_UNIX)
 		unix_sent(sk);
 	return 0;
 }
@@ -241,7 +241,7 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 {
 	if (ret <= 0 || (flags & MSG_PEEK))
 		return 0;
-	unsigned short family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	unsigned short family = sk->__sk_common.skc_family;
 	if (family == AF_UNIX)
 		unix_received(sk);
 	else if (family == AF_INET || family == AF_INET6)
