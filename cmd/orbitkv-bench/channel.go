@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/client"
@@ -32,6 +33,8 @@ type channelRun struct {
 	idleReps  []float64                 // idle CPU % of each repeat's window
 	hot       []hotPhase                // back-to-back orbitkv_ping phases and the Manager's parks in each
 	hotReason string                    // why the hot phases were not checked
+
+	externalPID atomic.Int64 // an external Manager's pid once known, for the run monitor
 }
 
 // runChannel is `orbitkv-bench channel`.
@@ -40,9 +43,16 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mon := startMonitor(nil)
-	defer mon.stop()
 	run := &channelRun{cfg: cfg, report: Report{BackToBack: map[string]Stats{}, PerMs: map[string]Stats{}}, repeats: map[string][]*latencyHist{}}
+	// An external Manager is not in the bench's process tree; once its pid
+	// is known (from Health) its running threads count as the bench's own.
+	mon := startMonitor(func() []int {
+		if p := run.externalPID.Load(); p > 0 {
+			return []int{int(p)}
+		}
+		return nil
+	})
+	defer mon.stop()
 	if cfg.needsManager() {
 		if cfg.socket != "" {
 			run.manager = external(cfg.socket)
@@ -108,6 +118,8 @@ func (r *channelRun) measure(subject string, buf []uint64) error {
 			r.pollMode = h.PollMode
 			if r.manager.pid == 0 {
 				r.manager.pid = int(h.ManagerPID)
+				r.externalPID.Store(int64(h.ManagerPID))
+				r.externalPID.Store(int64(h.ManagerPID))
 			}
 		}
 		next := uint64(1)
