@@ -35,11 +35,18 @@ func external(socket string) *manager { return &manager{socket: socket} }
 // started reports whether the bench started m (and so stops it).
 func (m *manager) started() bool { return m.proc != nil }
 
+// channelRAMCapacity is the RAM tier of the channel suite's Manager: Ping
+// never touches the tier, and a small one starts in well under a second
+// where pre-faulting the 4 GiB default takes seconds (more than the start
+// timeout on a loaded VM). --manager-args --ram-capacity overrides it.
+const channelRAMCapacity = 64 << 20
+
 // startManager starts bin/orbitkv-manager for the channel suite: on a
-// temporary bootstrap socket with --poll-mode and --manager-args.
+// temporary bootstrap socket with a channelRAMCapacity RAM tier,
+// --poll-mode and then --manager-args (which win).
 func startManager(cfg *channelConfig) (*manager, error) {
-	return launchManager(launch.Spec{Bin: cfg.managerBin,
-		Args: append([]string{"--poll-mode", cfg.pollMode}, cfg.managerArgs...)})
+	return launchManager(ramManager(cfg.managerBin, channelRAMCapacity,
+		append([]string{"--poll-mode", cfg.pollMode}, cfg.managerArgs...)))
 }
 
 // launchManager starts a Manager as spec says (spec.Bin "" = launch.Find's
