@@ -15,10 +15,12 @@
 //   - orbitkv_ebpf_unix_socket_seconds: bootstrap/lifecycle Unix socket,
 //     from a send to the receive that consumes it. At the end of every
 //     sock_sendmsg (tracepoint sock:sock_send_length) on a Unix stream
-//     socket with the Manager at one end, the time goes into a map keyed by
-//     the receiving socket, unless an older send is still unconsumed there;
-//     the end of the next sock_recvmsg on that socket (sock:sock_recv_length,
-//     not MSG_PEEK) takes it out and records the difference. "The Manager
+//     socket with the Manager at one end, the time goes into the receiving
+//     socket's BPF socket-local storage (freed with the socket, so a
+//     message never read leaves nothing behind), unless an older send is
+//     still unconsumed there; the end of the next sock_recvmsg on that
+//     socket (sock:sock_recv_length, not MSG_PEEK) takes it out and records
+//     the difference. "The Manager
 //     at one end": the sender is the Manager process (Spec.ManagerPID), or
 //     the sending socket's peer credentials (SO_PEERCRED, taken from the
 //     listener at connect) are the Manager's. This covers every Unix stream
@@ -77,8 +79,8 @@
 // Per event: sock_send_length and sock_recv_length run on every socket
 // send and receive of the host and return after one load of the socket's
 // family (plus its type and peer credentials for Unix sockets); a measured
-// Unix message costs a hash insert at the send and a lookup and delete at
-// the receive. tcp_probe and tcp_sendmsg_locked read the socket cookie and
+// Unix message costs a socket-storage lookup (created on a socket's first
+// message) at the send and one at the receive. tcp_probe and tcp_sendmsg_locked read the socket cookie and
 // return unless it is registered. sched_waking returns unless the waker is
 // the Manager (one compare) and, for the Manager's wake-ups, unless it is
 // inside write(2) (one read of its saved registers); sched_switch returns
@@ -88,12 +90,13 @@
 //
 // BenchmarkProbeCost (`go test -bench ProbeCost ./ebpf`, as root) runs each
 // operation with the probes off and on. On the shared 2-vCPU development VM
-// (load average 7 to 10 from other work; medians of 6 runs of 300,000):
-// two measured Unix messages each way on one thread (4 system calls)
-// 4.24 µs off, 6.3 µs on, so about 1 µs per measured message, send and
-// receive together; an unmeasured eventfd write and read and getppid(2)
-// showed no difference beyond the noise (761/767 ns, 168/172 ns). Rerun it
-// on a quiet machine before quoting a ratio.
+// (load average 5 to 10 from other work; medians of 6 runs of 300,000):
+// one measured Unix message each way on one thread (4 system calls) took
+// 4.64 µs off and 5.42 µs on, about 0.4 µs per measured message, send and
+// receive together (1 µs with a hash map keyed by socket before the
+// socket-local storage); an unmeasured eventfd write and read and
+// getppid(2) showed no difference beyond the noise (761/767 ns, 168/172
+// ns). Rerun it on a quiet machine before quoting a ratio.
 //
 // Probes is safe for concurrent use; Close detaches everything and
 // frees every fd.

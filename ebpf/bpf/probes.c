@@ -71,13 +71,13 @@ struct {
 	__type(value, struct hist);
 } transfer_hist SEC(".maps");
 
-/* unix_pending: receiving struct sock * → time of the oldest send to it
- * that no receive has consumed yet. LRU: a peer that never reads cannot
- * fill it. */
+/* unix_pending: per receiving socket (socket-local storage, freed with
+ * the socket), the time of the oldest send to it that no receive has
+ * consumed yet; 0: none. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, __u64);
 } unix_pending SEC(".maps");
 
@@ -144,21 +144,21 @@ static __always_inline void unix_sent(struct sock *sk)
 {
 	if (sk->sk_type != SOCK_STREAM || !manager_end(sk))
 		return;
-	__u64 peer = (__u64)BPF_CORE_READ((struct unix_sock *)sk, peer);
-	if (!peer)
+	struct unix_sock *u = bpf_skc_to_unix_sock(sk);
+	if (!u || !u->peer)
 		return;
-	__u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&unix_pending, &peer, &now, BPF_NOEXIST);
+	__u64 *sent = bpf_sk_storage_get(&unix_pending, u->peer, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (sent && !*sent)
+		*sent = bpf_ktime_get_ns();
 }
 
 static __always_inline void unix_received(struct sock *sk)
 {
-	__u64 key = (__u64)sk;
-	__u64 *sent = bpf_map_lookup_elem(&unix_pending, &key);
-	if (!sent)
+	__u64 *sent = bpf_sk_storage_get(&unix_pending, sk, 0, 0);
+	if (!sent || !*sent)
 		return;
 	__u64 took = bpf_ktime_get_ns() - *sent;
-	bpf_map_delete_elem(&unix_pending, &key);
+	*sent = 0;
 	hist_add(&unix_hist, 0, took);
 }
 
