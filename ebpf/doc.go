@@ -41,8 +41,9 @@
 //     in that window would still count.
 //   - orbitkv_ebpf_transfer_send_seconds{peer} and
 //     orbitkv_ebpf_transfer_receive_seconds{peer}: the TCP connections that
-//     RegisterTransfer names (by socket cookie; the cluster's transfer
-//     engine registers each of its connections with its peer's label).
+//     RegisterTransfer names (their socket-local storage holds the peer's
+//     index, freed with the socket; the cluster's transfer engine registers
+//     each of its connections with its peer's label).
 //     Send: from tcp:tcp_sendmsg_locked (a send starting) to the first
 //     incoming segment (tcp:tcp_probe) whose ACK covers the first byte it
 //     sent — the network round trip plus the peer's receive path, as the
@@ -80,8 +81,9 @@
 // send and receive of the host and return after one load of the socket's
 // family (plus its type and peer credentials for Unix sockets); a measured
 // Unix message costs a socket-storage lookup (created on a socket's first
-// message) at the send and one at the receive. tcp_probe and tcp_sendmsg_locked read the socket cookie and
-// return unless it is registered. sched_waking returns unless the waker is
+// message) at the send and one at the receive. tcp_probe and
+// tcp_sendmsg_locked look up the socket's storage and return unless it is
+// registered. sched_waking returns unless the waker is
 // the Manager (one compare) and, for the Manager's wake-ups, unless it is
 // inside write(2) (one read of its saved registers); sched_switch returns
 // after one load while no eventfd wake-up is pending. None of them runs on

@@ -139,10 +139,6 @@ func (p *Probes) RegisterTransfer(conn syscall.Conn, peer string) error {
 	if err := checkPeer(peer); err != nil {
 		return err
 	}
-	cookie, err := tcpCookie(conn)
-	if err != nil {
-		return err
-	}
 	p.mu.Lock()
 	i, ok := p.peers[peer]
 	if !ok {
@@ -155,50 +151,49 @@ func (p *Probes) RegisterTransfer(conn syscall.Conn, peer string) error {
 		p.order = append(p.order, peer)
 	}
 	p.mu.Unlock()
-	if err := p.objs.TransferConns.Update(cookie, probesTransferConn{Peer: i}, ciliumebpf.UpdateAny); err != nil {
-		return fmt.Errorf("registering the transfer connection of peer %q (the map holds %d): %w", peer, p.objs.TransferConns.MaxEntries(), err)
-	}
-	return nil
+	return onTCP(conn, func(fd int) error {
+		if err := p.objs.TransferConns.Update(int32(fd), probesTransferConn{Peer: i}, ciliumebpf.UpdateAny); err != nil {
+			return fmt.Errorf("registering the transfer connection of peer %q: %w", peer, err)
+		}
+		return nil
+	})
 }
 
 // UnregisterTransfer stops measuring conn; its peer's histograms stay.
-// Call it before closing conn. A conn never registered is not an error.
+// Closing conn unregisters it too. A conn never registered is not an
+// error.
 func (p *Probes) UnregisterTransfer(conn syscall.Conn) error {
-	cookie, err := tcpCookie(conn)
-	if err != nil {
-		return err
-	}
-	if err := p.objs.TransferConns.Delete(cookie); err != nil && !errors.Is(err, ciliumebpf.ErrKeyNotExist) {
-		return fmt.Errorf("unregistering a transfer connection: %w", err)
-	}
-	return nil
+	return onTCP(conn, func(fd int) error {
+		if err := p.objs.TransferConns.Delete(int32(fd)); err != nil && !errors.Is(err, ciliumebpf.ErrKeyNotExist) {
+			return fmt.Errorf("unregistering a transfer connection: %w", err)
+		}
+		return nil
+	})
 }
 
-// tcpCookie is conn's socket cookie (SO_COOKIE), which the probes read
-// from struct sock; asking for it makes the kernel assign it.
-func tcpCookie(conn syscall.Conn) (uint64, error) {
+// onTCP runs f on conn's fd (valid only during f) once it is known to be a
+// TCP socket. The socket-local storage f writes through the fd belongs to
+// the socket, so it is freed when the socket closes.
+func onTCP(conn syscall.Conn, f func(fd int) error) error {
 	rc, err := conn.SyscallConn()
 	if err != nil {
-		return 0, fmt.Errorf("transfer connection: %w", err)
+		return fmt.Errorf("transfer connection: %w", err)
 	}
-	var cookie uint64
-	var proto int
-	var opErr error
+	var fErr error
 	if err := rc.Control(func(fd uintptr) {
-		if proto, opErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL); opErr != nil {
-			return
+		proto, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		switch {
+		case err != nil:
+			fErr = fmt.Errorf("transfer connection: getsockopt SO_PROTOCOL: %w", err)
+		case proto != unix.IPPROTO_TCP:
+			fErr = fmt.Errorf("transfer connection: protocol %d, want TCP (%d)", proto, unix.IPPROTO_TCP)
+		default:
+			fErr = f(int(fd))
 		}
-		cookie, opErr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
 	}); err != nil {
-		return 0, fmt.Errorf("transfer connection: %w", err)
+		return fmt.Errorf("transfer connection: %w", err)
 	}
-	if opErr != nil {
-		return 0, fmt.Errorf("transfer connection: getsockopt: %w", opErr)
-	}
-	if proto != unix.IPPROTO_TCP {
-		return 0, fmt.Errorf("transfer connection: protocol %d, want TCP (%d)", proto, unix.IPPROTO_TCP)
-	}
-	return cookie, nil
+	return fErr
 }
 
 func read(m *ciliumebpf.Map, key uint32) (Histogram, error) {

@@ -177,14 +177,23 @@ func wakeBlockedReader(t *testing.T, w, r, n int) {
 		t.Fatal(err)
 	}
 	defer done.Close()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", readerEnv, n))
-	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(r), "r"), signal}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	// A dup of r for the child, closed here once it started (an *os.File
+	// of r itself would close r when collected).
+	rdup, err := unix.FcntlInt(uintptr(r), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	rfile := os.NewFile(uintptr(rdup), "r")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", readerEnv, n))
+	cmd.ExtraFiles = []*os.File{rfile, signal}
+	cmd.Stderr = os.Stderr
+	err = cmd.Start()
+	rfile.Close()
 	signal.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer cmd.Wait()
 	var tid int
 	if _, err := fmt.Fscanln(done, &tid); err != nil {
@@ -402,4 +411,39 @@ func TestCheckNamesTheMissingCapabilities(t *testing.T) {
 			t.Errorf("Check as nobody: %q, want it to say %q", out, want)
 		}
 	}
+}
+
+func TestAnUnregisteredTransferConnectionIsNotMeasured(t *testing.T) {
+	p := load(t, 0)
+	client, server := tcpPair(t)
+	if err := p.RegisterTransfer(client, "peer-gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UnregisterTransfer(client); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UnregisterTransfer(client); err != nil {
+		t.Errorf("unregistering twice: %v, want nil", err)
+	}
+	b := make([]byte, 64)
+	for range 10 {
+		if _, err := client.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(server, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send, recv, err := p.Transfer("peer-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plausible(t, "send", send, 0)
+	plausible(t, "receive", recv, 0)
 }

@@ -57,13 +57,8 @@ struct pid {
 	struct upid numbers[1];
 };
 
-typedef struct {
-	__s64 counter;
-} atomic64_t;
-
 struct sock_common {
 	unsigned short skc_family;
-	atomic64_t skc_cookie;
 };
 
 struct sock {

@@ -91,11 +91,13 @@ struct transfer_conn {
 	__u64 recv_ts;
 };
 
-/* transfer_conns: socket cookie (SO_COOKIE) → connection. */
+/* transfer_conns: socket-local storage of the registered connections;
+ * the Go side creates it through the socket's fd, and it is freed with
+ * the socket. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct transfer_conn);
 } transfer_conns SEC(".maps");
 
@@ -166,10 +168,7 @@ static __always_inline void unix_received(struct sock *sk)
 
 static __always_inline struct transfer_conn *transfer_lookup(const struct sock *sk)
 {
-	__u64 cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
-	if (!cookie) /* never asked for: not registered */
-		return 0;
-	return bpf_map_lookup_elem(&transfer_conns, &cookie);
+	return bpf_sk_storage_get(&transfer_conns, (void *)sk, 0, 0);
 }
 
 /* A send starts: unless a sample is in flight, note the time and the

@@ -91,7 +91,9 @@ func TestEBPFHistogramsAreOnMetricsUnderKnownTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	echoed := make(chan struct{})
 	go func() {
+		defer close(echoed)
 		c, err := ln.Accept()
 		if err != nil {
 			return
@@ -103,7 +105,8 @@ func TestEBPFHistogramsAreOnMetricsUnderKnownTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	// The echo's end is closed before the test ends (TestMain counts fds).
+	defer func() { c.Close(); <-echoed }()
 	if err := m.Probes().RegisterTransfer(c.(*net.TCPConn), "node-b"); err != nil {
 		t.Fatal(err)
 	}
