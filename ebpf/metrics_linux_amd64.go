@@ -11,8 +11,8 @@ var (
 		"Seconds from a send on one of the Manager's Unix stream sockets (bootstrap and lifecycle frames, the operator socket) "+
 			"to the receive at the other end that consumes it (the oldest unconsumed send per receiving socket; eBPF, log2 buckets).", nil, nil)
 	eventfdDesc = prometheus.NewDesc("orbitkv_ebpf_eventfd_wakeup_seconds",
-		"Seconds from the Manager's write to a session eventfd to the client's read(2) of it after its wake-up "+
-			"(the oldest unread write per eventfd; eBPF, log2 buckets).", nil, nil)
+		"Seconds from the Manager's write(2) to a session eventfd that woke a client waiting on it (in read or poll) "+
+			"to that client running again; a write that wakes nobody is no sample (eBPF, log2 buckets).", nil, nil)
 	transferSendDesc = prometheus.NewDesc("orbitkv_ebpf_transfer_send_seconds",
 		"Seconds from the start of a send on a registered transfer connection to the peer's ACK of its first byte "+
 			"(one send in flight per connection is timed; eBPF, log2 buckets).", []string{"peer"}, nil)
