@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* probes.c — OrbitKV's latency probes (see ../doc.go for what each measures).
  *
- * Every program is a BTF-enabled tracepoint (tp_btf): no kprobes (this
- * kernel has none), no fentry/fexit (refused by kernels in lockdown), no
- * tracefs. Each keeps a log2 histogram of nanoseconds in an array map that
+ * Every program is a BTF-enabled tracepoint (tp_btf): no kprobes (kernels
+ * built without CONFIG_KPROBES have none), no fentry/fexit (their loads
+ * failed with EPERM on the development kernel, in lockdown "integrity"
+ * mode), no tracefs. Each keeps a log2 histogram of nanoseconds in an array map that
  * the Go side reads on a scrape: slot i counts samples in [2^i, 2^(i+1)) ns
  * (slot 0 also holds 0 ns; the last slot holds everything above).
  *
