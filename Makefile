@@ -268,7 +268,7 @@ demo: $(DEMO_TARGET) ## Run the main job on embedded defaults: replay the Moonca
 # file, printed when the replay fails.
 demo-replay: all
 	@log=$$(mktemp /tmp/orbitkv-demo.XXXXXX.log); \
-	echo "==> bin/orbitkv-bench replay --clients 4 (Manager started and stopped by the bench; about 20 s; log $$log)"; \
+	echo "==> bin/orbitkv-bench replay --clients 4 (3 replays, each with a fresh Manager started and stopped by the bench; about a minute; log $$log)"; \
 	if bin/orbitkv-bench replay --clients 4 --trace bench/traces/mooncake-conversation.jsonl.gz 2>$$log; then \
 		rm -f $$log; \
 	else \
