@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -148,12 +153,17 @@ const maxEncodedHist = 1 << 20
 
 // decodeLatencyHist decodes one histogram of encode from outside bytes
 // (a worker's message); field names it in errors. It refuses input over
-// maxEncodedHist bytes, anything hdrhistogram-go cannot decode, and a
+// maxEncodedHist bytes, anything hdrhistogram-go cannot decode, a
 // histogram of any geometry but the bench's own (which could not be
-// merged without loss).
+// merged without loss; refused from its header, before hdrhistogram-go
+// allocates the counts array the header asks for) and one of more than
+// maxHistSamples samples.
 func decodeLatencyHist(field string, b []byte) (*latencyHist, error) {
 	if len(b) > maxEncodedHist {
 		return nil, fmt.Errorf("%s: %d bytes, limit %d", field, len(b), maxEncodedHist)
+	}
+	if err := checkEncodedGeometry(field, b); err != nil {
+		return nil, err
 	}
 	h, err := hdrhistogram.Decode(b)
 	if err != nil {
@@ -163,8 +173,50 @@ func decodeLatencyHist(field string, b []byte) (*latencyHist, error) {
 		return nil, fmt.Errorf("%s: histogram of %d..%d at %d digits, want %d..%d at %d", field,
 			h.LowestTrackableValue(), h.HighestTrackableValue(), h.SignificantFigures(), histLowestNS, histHighestNS, histSigFigs)
 	}
-	if h.TotalCount() < 0 {
-		return nil, fmt.Errorf("%s: negative total count %d", field, h.TotalCount())
+	if h.TotalCount() < 0 || h.TotalCount() > maxHistSamples {
+		return nil, fmt.Errorf("%s: %d samples, limit %d", field, h.TotalCount(), maxHistSamples)
 	}
 	return &latencyHist{h: h}, nil
+}
+
+// maxHistSamples bounds the samples of one histogram from outside the
+// process: 2^40 (about 1.1·10^12), more round trips than a worker times in
+// days. It keeps the parent's merge of up to 64 workers (--clients) far
+// from int64's limit, where a wrapped total would make every percentile
+// wrong.
+const maxHistSamples = 1 << 40
+
+// checkEncodedGeometry reads the geometry from the header of b, a V2
+// compressed encoding, and refuses any but the bench's own. The header
+// is 40 bytes at the start of the zlib stream (cookie, payload length,
+// index offset, significant digits int32; lowest, highest int64, big
+// endian); hdrhistogram-go allocates the counts array of whatever
+// geometry it names before reading the payload, about 50 MB for
+// 1..MaxInt64 at 5 digits, so a few bytes of outside input must not reach
+// it unchecked. Input it cannot read the header of passes on to
+// hdrhistogram.Decode, which names what is wrong with it.
+func checkEncodedGeometry(field string, b []byte) error {
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
+	n, err := base64.StdEncoding.Decode(raw, b)
+	if err != nil || n < 8 {
+		return nil
+	}
+	z, err := zlib.NewReader(bytes.NewReader(raw[8:n]))
+	if err != nil {
+		return nil
+	}
+	defer z.Close()
+	var hdr [40]byte
+	if _, err := io.ReadFull(z, hdr[:]); err != nil {
+		return nil
+	}
+	digits := int32(binary.BigEndian.Uint32(hdr[12:16]))
+	lowest := int64(binary.BigEndian.Uint64(hdr[16:24]))
+	highest := int64(binary.BigEndian.Uint64(hdr[24:32]))
+	// hdrhistogram-go reads a lowest below 1 as 1 (streams of its v1.0.0).
+	if max(lowest, 1) != histLowestNS || highest != histHighestNS || digits != histSigFigs {
+		return fmt.Errorf("%s: histogram of %d..%d at %d digits, want %d..%d at %d", field,
+			lowest, highest, digits, histLowestNS, histHighestNS, histSigFigs)
+	}
+	return nil
 }

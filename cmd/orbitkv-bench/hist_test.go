@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +157,59 @@ func TestDecodeLatencyHistRefusesForeignInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// encodedHist is the V2 compressed encoding of a histogram of the given
+// geometry holding count samples of value v.
+func encodedHist(t *testing.T, lowest, highest int64, digits int, v, count int64) []byte {
+	t.Helper()
+	h := hdrhistogram.New(lowest, highest, digits)
+	if count > 0 {
+		if err := h.RecordValues(v, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecodeLatencyHistBoundsHostileInput(t *testing.T) {
+	t.Run("a tiny encoding of a huge geometry is refused without allocating its counts", func(t *testing.T) {
+		// 1..MaxInt64 at 5 digits: a counts array of about 50 MB behind
+		// an encoding of a few dozen bytes.
+		hostile := encodedHist(t, 1, math.MaxInt64, 5, 0, 0)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := decodeLatencyHist("histograms.query", hostile)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "want 1..3600000000000 at 3") {
+			t.Errorf("err = %v, want the geometry refused naming ours", err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+			t.Errorf("decoding allocated %d bytes, want under 4 MiB (our own geometry's counts are 264 KiB)", got)
+		}
+	})
+	t.Run("a histogram of more samples than a worker can time is refused naming the limit", func(t *testing.T) {
+		_, err := decodeLatencyHist("histograms.query", encodedHist(t, histLowestNS, histHighestNS, histSigFigs, 1000, math.MaxInt64/2))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("limit %d", maxHistSamples)) {
+			t.Errorf("err = %v, want the sample limit named", err)
+		}
+	})
+	t.Run("a histogram at the sample limit is accepted and 64 of them merge without overflow", func(t *testing.T) {
+		h, err := decodeLatencyHist("histograms.query", encodedHist(t, histLowestNS, histHighestNS, histSigFigs, 1000, maxHistSamples))
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged := newLatencyHist()
+		for range 64 {
+			merged.merge(h)
+		}
+		if got, want := merged.count(), int64(64*maxHistSamples); got != want || merged.quantile(50) < 1000 {
+			t.Errorf("merged count = %d, p50 = %d; want %d samples at about 1000 ns", got, merged.quantile(50), want)
+		}
+	})
 }

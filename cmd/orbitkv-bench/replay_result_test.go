@@ -131,6 +131,9 @@ func FuzzDecodeWorkerResult(f *testing.F) {
 			if h == nil || h.h.SignificantFigures() != histSigFigs || h.h.HighestTrackableValue() != histHighestNS {
 				t.Fatalf("accepted a %s histogram of a foreign geometry", opNames[op])
 			}
+			if h.count() < 0 || h.count() > maxHistSamples {
+				t.Fatalf("accepted a %s histogram of %d samples, limit %d", opNames[op], h.count(), maxHistSamples)
+			}
 			b, err := h.encode()
 			if err != nil {
 				t.Fatal(err)
