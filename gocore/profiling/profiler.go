@@ -1,6 +1,7 @@
 package profiling
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -74,7 +75,8 @@ func Start(s Spec, log *slog.Logger) (*Profiler, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxConnsPerHost = 5 // pyroscope-go's upload threads
-	up := &uploads{log: log, url: s.URL, c: &http.Client{Transport: base, Timeout: uploadTimeout,
+	ctx, cancel := context.WithCancel(context.Background())
+	up := &uploads{log: log, url: s.URL, ctx: ctx, cancel: cancel, c: &http.Client{Transport: base, Timeout: uploadTimeout,
 		// Redirects are not followed: Go drops the Authorization header
 		// on one (as pyroscope-go's own client does not follow them).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -86,6 +88,7 @@ func Start(s Spec, log *slog.Logger) (*Profiler, error) {
 		UploadRate: s.UploadInterval, ProfileTypes: profileTypes, HTTPClient: up, Logger: &logger{log: log},
 	})
 	if err != nil {
+		cancel()
 		runtime.SetMutexProfileFraction(prevMutex)
 		runtime.SetBlockProfileRate(0)
 		return nil, fmt.Errorf("profiling: starting the pyroscope push: %w", err)
@@ -98,11 +101,17 @@ func Start(s Spec, log *slog.Logger) (*Profiler, error) {
 // Stop pushes what the current interval holds, stops the push and
 // restores the mutex profile fraction Start found and the block profile
 // rate to 0 (the runtime's default; nothing else in the Manager sets it).
-// It may wait up to uploadTimeout for an upload in flight, and closes the
-// push's connections. Stop after Stop does nothing.
+// It waits at most about uploadTimeout in all for the uploads in flight and
+// queued (pyroscope-go's threads would otherwise send each queued profile
+// in turn to a server that does not answer, uploadTimeout each): then it
+// cancels them. It closes the push's connections. Stop after Stop does
+// nothing.
 func (p *Profiler) Stop() {
 	p.stop.Do(func() {
+		giveUp := time.AfterFunc(uploadTimeout, p.up.cancel)
 		p.p.Stop()
+		giveUp.Stop()
+		p.up.cancel()
 		p.up.c.CloseIdleConnections() // no upload comes after Stop: free its sockets
 		runtime.SetMutexProfileFraction(p.prevMutex)
 		runtime.SetBlockProfileRate(0)
@@ -117,7 +126,11 @@ func (p *Profiler) Uploads() (ok, failed uint64) { return p.up.ok.Load(), p.up.f
 // first failure after a success (or the start), and the first success
 // after failures, never each upload.
 type uploads struct {
-	c          *http.Client
+	c *http.Client
+	// ctx is every upload's; cancel ends those in flight and fails those
+	// after it at once (Stop's bound on a server that does not answer).
+	ctx        context.Context
+	cancel     context.CancelFunc
 	log        *slog.Logger
 	url        string
 	ok, failed atomic.Uint64
@@ -127,9 +140,21 @@ type uploads struct {
 // maxReplyShown bounds the part of a refusal's body that is logged.
 const maxReplyShown = 256
 
+// maxReplyBytes bounds how much of any answer's body is read (pyroscope-go
+// reads the body to its end): Pyroscope's answer to an upload is a few
+// bytes, and a server or proxy sending more cannot grow the Manager's
+// memory with it.
+const maxReplyBytes = 64 << 10
+
 // Do sends one upload (pyroscope-go's remote.HTTPClient).
 func (u *uploads) Do(req *http.Request) (*http.Response, error) {
-	resp, err := u.c.Do(req)
+	resp, err := u.c.Do(req.WithContext(u.ctx))
+	if err == nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(resp.Body, maxReplyBytes), resp.Body}
+	}
 	switch {
 	case err != nil:
 		// The *url.Error's text repeats the whole ingest URL and its

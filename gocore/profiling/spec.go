@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,8 @@ func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	problem := ""
 	switch {
+	case strings.ContainsAny(raw, " \t\r\n"):
+		problem = "it has a space or line break (a stray one around the URL?)"
 	case err != nil:
 		problem = "it does not parse"
 	case u.Scheme == "":
@@ -96,6 +99,8 @@ func checkURL(raw string) error {
 		problem = fmt.Sprintf("its scheme is %q", u.Scheme)
 	case u.Hostname() == "":
 		problem = "it has no host"
+	case u.Port() != "" && !validPort(u.Port()):
+		problem = fmt.Sprintf("its port %q is not 1..65535", u.Port())
 	case u.User != nil:
 		problem = "it holds a user or password; give them as the basic auth user and password instead"
 	case u.RawQuery != "" || u.Fragment != "":
@@ -110,6 +115,13 @@ func checkURL(raw string) error {
 		shown = u.String()
 	}
 	return &limit.Error{Field: "profiling.URL", Value: shown, Want: "an http or https URL with a host, such as http://pyroscope:4040; " + problem}
+}
+
+// validPort reports whether p, the digits url.Parse leaves as a port, is
+// a TCP port, 1..65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // checkAppName allows what Pyroscope allows in a service name.
