@@ -19,6 +19,9 @@ const (
 	verdictWorse  = "WORSE"
 	verdictOnlyA  = "only in A"
 	verdictOnlyB  = "only in B"
+	// verdictMismatch: the figure's unit or direction differs between the
+	// reports, so its values cannot be set against each other.
+	verdictMismatch = "NOT COMPARABLE"
 )
 
 // maxReportBytes bounds a report file compare reads.
@@ -36,13 +39,14 @@ type comparedReport struct {
 func runCompare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	strict := fs.Bool("strict", false, fmt.Sprintf("exit %d when a figure of B is worse than A's outside the noise band, or either report is marked invalid", exitInvalid))
+	strict := fs.Bool("strict", false, fmt.Sprintf("exit %d when a figure of B is worse than A's outside the noise band or in another unit or direction, or either report is marked invalid", exitInvalid))
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: orbitkv-bench compare [--strict] A.json B.json")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Compares two --json reports of one suite figure by figure: A, B, the ratio B/A, and")
 		fmt.Fprintln(stderr, "a verdict. A difference is \"within noise\" when the ranges [min, max] of the two")
-		fmt.Fprintln(stderr, "reports' repeats overlap; otherwise B is better or WORSE. Method: bench/README.md.")
+		fmt.Fprintln(stderr, "reports' repeats overlap; otherwise B is better or WORSE (NOT COMPARABLE: the")
+		fmt.Fprintln(stderr, "figure's unit or direction differs). Method: bench/README.md.")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "flags:")
 		fs.PrintDefaults()
@@ -81,8 +85,12 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, r := range rows {
-		if r.verdict == verdictWorse {
+		switch r.verdict {
+		case verdictWorse:
 			reasons = append(reasons, r.name+" is worse outside the noise band")
+		case verdictMismatch:
+			reasons = append(reasons, fmt.Sprintf("%s is in %s (%s is better) in A and %s (%s is better) in B",
+				r.name, r.a.Unit, r.a.Better, r.b.Unit, r.b.Better))
 		}
 	}
 	if len(reasons) > 0 {
@@ -112,7 +120,7 @@ func loadComparedReport(path string) (*comparedReport, error) {
 // checks what compare relies on; each error names path and the field:
 // one JSON object with "meta", "validity" and "figures"; meta.schema
 // reportSchema and a suite; every figure with a unique name, a unit,
-// better "lower" or "higher", and min ≤ value ≤ max.
+// better "lower" or "higher", and 0 ≤ min ≤ value ≤ max.
 func parseComparedReport(path string, b []byte) (*comparedReport, error) {
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(bytes.TrimSpace(b), &keys); err != nil {
@@ -149,6 +157,8 @@ func parseComparedReport(path string, b []byte) (*comparedReport, error) {
 			return nil, fmt.Errorf("%s (%s).better is %q, want %q or %q", field, f.Name, f.Better, lowerIsBetter, higherIsBetter)
 		case !(f.Min <= f.Value && f.Value <= f.Max):
 			return nil, fmt.Errorf("%s (%s): value %v outside min %v .. max %v", field, f.Name, f.Value, f.Min, f.Max)
+		case f.Min < 0:
+			return nil, fmt.Errorf("%s (%s): min %v is negative (every figure is a latency, rate, ratio or share)", field, f.Name, f.Min)
 		}
 		seen[f.Name] = true
 	}
@@ -164,9 +174,10 @@ type comparedFigure struct {
 }
 
 // compareFigures matches the figures of A and B by name, in A's order
-// then B's extra ones, and gives each a verdict: within noise when the
-// ranges [A.min, A.max] and [B.min, B.max] overlap (ends included),
-// else better or worse by the figure's direction (A's).
+// then B's extra ones, and gives each a verdict: not comparable when
+// its unit or direction differs between A and B, within noise when the
+// ranges [A.min, A.max] and [B.min, B.max] overlap (ends included), else
+// better or worse by the figure's direction.
 func compareFigures(a, b []figure) []comparedFigure {
 	var out []comparedFigure
 	inA := map[string]bool{}
@@ -178,7 +189,11 @@ func compareFigures(a, b []figure) []comparedFigure {
 			out = append(out, comparedFigure{name: fa.Name, a: fa, verdict: verdictOnlyA})
 			continue
 		}
-		out = append(out, comparedFigure{name: fa.Name, a: fa, b: &b[j], verdict: noiseVerdict(*fa, b[j])})
+		verdict := noiseVerdict(*fa, b[j])
+		if fa.Unit != b[j].Unit || fa.Better != b[j].Better {
+			verdict = verdictMismatch
+		}
+		out = append(out, comparedFigure{name: fa.Name, a: fa, b: &b[j], verdict: verdict})
 	}
 	for i := range b {
 		if !inA[b[i].Name] {
@@ -254,7 +269,7 @@ func writeComparison(w io.Writer, a, b *comparedReport, rows []comparedFigure) e
 		av, ar := side(r.a)
 		bv, br := side(r.b)
 		ratio := "-"
-		if r.a != nil && r.b != nil && r.a.Value != 0 {
+		if r.a != nil && r.b != nil && r.a.Value != 0 && r.verdict != verdictMismatch {
 			ratio = fmt.Sprintf("%.3fx", r.b.Value/r.a.Value)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.name, av, ar, bv, br, ratio, r.verdict)

@@ -38,6 +38,17 @@ func TestCompareVerdictsFollowTheNoiseBand(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a figure whose unit or direction differs between the reports is not compared", func(t *testing.T) {
+		inUS := fig("p50", lowerIsBetter, 3.8, 3.7, 3.9)
+		inUS.Unit = "µs"
+		higher := fig("p50", higherIsBetter, 100, 90, 110)
+		for _, b := range []figure{inUS, higher} {
+			rows := compareFigures([]figure{fig("p50", lowerIsBetter, 3800, 3700, 3900)}, []figure{b})
+			if len(rows) != 1 || rows[0].verdict != verdictMismatch {
+				t.Errorf("B %+v: rows = %+v, want %q", b, rows, verdictMismatch)
+			}
+		}
+	})
 	t.Run("figures in one report only are named so", func(t *testing.T) {
 		rows := compareFigures([]figure{fig("x", lowerIsBetter, 1, 1, 1)}, []figure{fig("y", lowerIsBetter, 1, 1, 1)})
 		if len(rows) != 2 || rows[0].verdict != verdictOnlyA || rows[1].verdict != verdictOnlyB {
@@ -71,6 +82,9 @@ func TestCompareCommand(t *testing.T) {
 	same := reportFile(t, "query", true, fig("query 32/hot/p50", lowerIsBetter, 3850, 3750, 3950), fig("ping/hot/p50", lowerIsBetter, 305, 300, 320))
 	slower := reportFile(t, "query", true, fig("query 32/hot/p50", lowerIsBetter, 58000, 57000, 59000), fig("ping/hot/p50", lowerIsBetter, 300, 290, 310))
 	invalid := reportFile(t, "query", false, fig("query 32/hot/p50", lowerIsBetter, 3800, 3700, 3900))
+	usFig := fig("ping/hot/p50", lowerIsBetter, 0.3, 0.29, 0.31)
+	usFig.Unit = "µs"
+	inUS := reportFile(t, "query", true, fig("query 32/hot/p50", lowerIsBetter, 3800, 3700, 3900), usFig)
 	channel := reportFile(t, "channel", true, fig("per_ms/futex/p50", lowerIsBetter, 7000, 6900, 7100))
 	tests := []struct {
 		name string
@@ -83,6 +97,8 @@ func TestCompareCommand(t *testing.T) {
 		{"a regression with --strict exits 3", []string{"--strict", base, slower}, exitInvalid, "query 32/hot/p50 is worse outside the noise band"},
 		{"an invalid report with --strict exits 3", []string{"--strict", base, invalid}, exitInvalid, "is marked invalid"},
 		{"runs alike with --strict exit 0", []string{"--strict", base, same}, 0, "within noise"},
+		{"a figure in other units with --strict exits 3 naming both", []string{"--strict", base, inUS}, exitInvalid, "ping/hot/p50 is in ns (lower is better) in A and µs (lower is better) in B"},
+		{"the same file twice is within noise", []string{base, base}, 0, "1.000x"},
 		{"reports of different suites are refused", []string{base, channel}, 1, "a query report and"},
 		{"one file is a usage error", []string{base}, 2, "want two report files"},
 	}
@@ -124,6 +140,10 @@ func TestCompareRejectsMalformedReportsNamingTheField(t *testing.T) {
 		{"a figure without a name", good(figureWith("name", "")), "figures[0].name is empty"},
 		{"a figure with an unknown direction", good(figureWith("better", "up")), `figures[0] (x).better is "up"`},
 		{"a value outside its spread", good(figureWith("value", 9)), "figures[0] (x): value 9 outside min 1 .. max 3"},
+		{"a negative figure", good(func(m map[string]any) {
+			f := m["figures"].([]any)[0].(map[string]any)
+			f["min"], f["value"] = -5, -1
+		}), "figures[0] (x): min -5 is negative (every figure is a latency, rate, ratio or share)"},
 		{"a figure of the wrong type", good(figureWith("value", "fast")), "r.json: figures:"},
 		{"a figure named twice", good(func(m map[string]any) { m["figures"] = append(m["figures"].([]any), m["figures"].([]any)[0]) }), `figures[1].name "x" is named twice`},
 	}
@@ -154,7 +174,7 @@ func FuzzParseComparedReport(f *testing.F) {
 			return
 		}
 		for _, fg := range r.Figures {
-			if !(fg.Min <= fg.Value && fg.Value <= fg.Max) || fg.Name == "" {
+			if !(0 <= fg.Min && fg.Min <= fg.Value && fg.Value <= fg.Max) || fg.Name == "" {
 				t.Fatalf("accepted figure %+v", fg)
 			}
 		}
