@@ -129,7 +129,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
-	s.Profiling = profilingSpec(o, k)
+	s.Profiling = profilingSpec(o, k, log)
 	return s
 }
 
@@ -137,7 +137,10 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 // the host name: one Manager serves one host. The password is read from
 // --pyroscope-password-file (never a flag: the command line is public in
 // /proc), without its trailing newline.
-func profilingSpec(o *options, k *checks) profiling.Spec {
+// profilingSpec builds the push's Spec from the settings, reading the
+// password file; log (nil: slog.Default) gets a warning when that file is
+// readable by users other than its owner.
+func profilingSpec(o *options, k *checks, log *slog.Logger) profiling.Spec {
 	c := o.c
 	p := profiling.Spec{URL: c.pyroURL, AppName: c.pyroApp, TenantID: c.pyroTenant, BasicAuthUser: c.pyroUser,
 		UploadInterval: c.pyroInterval, Version: buildinfo.Get().Version}
@@ -147,9 +150,16 @@ func profilingSpec(o *options, k *checks) profiling.Spec {
 		k.fail("pyroscope-app-name", `""`, "want a name (default "+profiling.DefaultAppName+")")
 	}
 	if c.pyroPassFile != "" {
-		b, err := readSecret(c.pyroPassFile)
+		b, mode, err := readSecret(c.pyroPassFile)
 		if err != nil {
 			k.fail("pyroscope-password-file", strconv.Quote(c.pyroPassFile), err.Error())
+		}
+		if mode&0o077 != 0 {
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("the Pyroscope password file is readable or writable by users other than its owner; chmod 600 it",
+				slog.String("flag", "--pyroscope-password-file"), slog.String("path", c.pyroPassFile), slog.String("mode", fmt.Sprintf("%04o", mode)))
 		}
 		p.BasicAuthPassword = b
 	}
@@ -161,34 +171,34 @@ const maxSecretBytes = 4096
 
 // readSecret reads a password file: a regular file of at most
 // maxSecretBytes, its trailing newline (CRLF too) dropped; it must not be
-// empty.
-func readSecret(path string) (string, error) {
+// empty. mode is the file's permission bits (0 on an error).
+func readSecret(path string) (secret string, mode os.FileMode, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		return "", err
+		return "", 0, err
 	case !fi.Mode().IsRegular():
-		return "", errors.New("not a regular file")
+		return "", 0, errors.New("not a regular file")
 	case fi.Size() > maxSecretBytes:
-		return "", fmt.Errorf("%d bytes, want at most %d", fi.Size(), maxSecretBytes)
+		return "", 0, fmt.Errorf("%d bytes, want at most %d", fi.Size(), maxSecretBytes)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	secret := strings.TrimRight(string(b), "\r\n")
+	secret = strings.TrimRight(string(b), "\r\n")
 	if secret == "" {
-		return "", errors.New("empty: want the password or token on its first line")
+		return "", 0, errors.New("empty: want the password or token on its first line")
 	}
 	if strings.ContainsAny(secret, "\r\n") {
-		return "", errors.New("more than one line: want only the password or token")
+		return "", 0, errors.New("more than one line: want only the password or token")
 	}
-	return secret, nil
+	return secret, fi.Mode().Perm(), nil
 }
 
 // validate builds the Spec from the settings and validates it once; it

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +70,7 @@ func TestPyroscopeSettingsBecomeTheProfilingSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := newChecks(o)
-	p := profilingSpec(o, k)
+	p := profilingSpec(o, k, nil)
 	host, _ := os.Hostname()
 	if p.URL != "http://p:4040" || p.BasicAuthUser != "u1" || p.BasicAuthPassword != "tok" || p.UploadInterval != 2*time.Second ||
 		p.NodeID != host || p.Version == "" || p.AppName != "orbitkv-manager" {
@@ -95,5 +97,40 @@ func TestNoPasswordIsPrinted(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `pyroscope-url = "https://user:xxxxx@p:4040"`) {
 		t.Errorf("--print-config does not show the URL redacted:\n%s", out.String())
+	}
+}
+
+func TestAPasswordFileOthersCanReadIsWarnedAbout(t *testing.T) {
+	tests := []struct {
+		name string
+		mode os.FileMode
+		warn bool
+	}{
+		{"a file of mode 0600 gives no warning", 0o600, false},
+		{"a file of mode 0400 gives no warning", 0o400, false},
+		{"a file of mode 0644 is warned about with its mode", 0o644, true},
+		{"a file of mode 0660 is warned about with its mode", 0o660, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeSecret(t, "glc_s3cret\n")
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			o, err := load(t, []string{"--pyroscope-url", "http://p:4040", "--pyroscope-basic-auth-user", "u", "--pyroscope-password-file", path}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logged bytes.Buffer
+			p := profilingSpec(o, newChecks(o), slog.New(slog.NewTextHandler(&logged, nil)))
+			if p.BasicAuthPassword != "glc_s3cret" {
+				t.Fatalf("password = %q, want the file's", p.BasicAuthPassword)
+			}
+			warned := strings.Contains(logged.String(), "chmod 600") && strings.Contains(logged.String(), fmt.Sprintf("mode=%04o", tc.mode)) &&
+				strings.Contains(logged.String(), path)
+			if warned != tc.warn || strings.Contains(logged.String(), "glc_s3cret") {
+				t.Errorf("log = %q, want a warning naming the path and mode: %v (and never the password)", logged.String(), tc.warn)
+			}
+		})
 	}
 }
