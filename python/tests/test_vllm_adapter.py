@@ -158,7 +158,7 @@ class TestConstruction(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "torch not installed (python3-torch)")
-class TestConnector(unittest.TestCase):
+class ConnectorCase(unittest.TestCase):
     """Scheduler and worker connectors in one process against a Manager."""
 
     def setUp(self):
@@ -201,6 +201,14 @@ class TestConnector(unittest.TestCase):
         meta, errors = self.step(s, w, new_step(rid, prompt, blocks, 0, len(prompt)))
         s.request_finished(request(rid, prompt), blocks)
         return meta
+
+    def live_tickets(self) -> int:
+        """Tickets live at the Manager (GET /health)."""
+        return int(self.manager.health()["tickets"])
+
+
+class TestConnector(ConnectorCase):
+    """The connector's bookkeeping, step by step."""
 
     def test_a_published_prefix_is_offered_loaded_byte_exact_and_not_saved_again(self):
         s, w = self.connectors()
@@ -344,6 +352,138 @@ class TestConnector(unittest.TestCase):
         self.assertEqual(w._worker.mode, "zero-copy")
         _, w2 = self.connectors(kv={f"layer.{l}": mem[LAYERS - 1 - l] for l in range(LAYERS)})
         self.assertEqual(w2._worker.mode, "staging")  # layers out of order: not the buffer's layout
+
+
+def evict_all(sock: str) -> str:
+    """``orbitkvctl evict --all --yes`` against the Manager at ``sock``; its output."""
+    import subprocess
+    ctl = os.path.join(os.path.dirname(support.MANAGER_BIN), "orbitkvctl")
+    r = subprocess.run([ctl, "--socket", sock, "evict", "--all", "--yes"], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode:
+        raise AssertionError(f"orbitkvctl evict: {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+class TestBindingOffers(ConnectorCase):
+    """What get_num_new_matched_tokens offers is pinned until the worker restored it."""
+
+    def offer_then_evict_then_load(self, s, w, finish_before_evict: bool):
+        prompt = list(range(300, 311))  # 2 full blocks offered
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        if finish_before_evict:
+            s.request_finished(req, [])  # the pin ends: nothing protects the blocks now
+            self.assertEqual(s.get_num_new_matched_tokens(request("c", prompt), 0), (8, False))
+            s.request_finished(request("c", prompt), [])
+            req = request("b", prompt)
+            s._scheduler._req(req).matched = 2  # the stale offer, as if never unpinned
+        evict_all(self.sock)
+        if not finish_before_evict:
+            s.update_state_after_alloc(req, Blocks([1, 2, 3]), 8)
+            meta, errors = self.step(s, w, new_step("b", prompt, [1, 2, 3], 8, 3))
+        else:
+            meta = OrbitKVConnectorMetadata(loads=[LoadSpec("b", chain_block_hashes(prompt, BLOCK)[:2], 0, [1, 2])])
+            w.bind_connector_metadata(meta)
+            w.start_load_kv(None)
+            w.wait_for_layer_load("layer.0")
+            w.wait_for_save()
+            errors = w.get_block_ids_with_load_errors()
+            w.clear_connector_metadata()
+        return errors
+
+    def test_an_eviction_between_the_offer_and_the_restore_cannot_fail_the_request(self):
+        s, w = self.connectors()
+        errors = self.offer_then_evict_then_load(s, w, finish_before_evict=False)
+        self.assertEqual(errors, set())
+        self.assertEqual(w.stats["restored_blocks"], 2)
+
+    def test_without_the_pin_the_same_eviction_does_fail_the_load(self):
+        # The control: the eviction above really removes unpinned blocks.
+        s, w = self.connectors()
+        errors = self.offer_then_evict_then_load(s, w, finish_before_evict=True)
+        self.assertEqual(errors, {1, 2})
+
+    def test_repeated_offers_for_one_request_pin_once(self):
+        s, w = self.connectors()
+        prompt = list(range(400, 411))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        pins = s.stats["pins"]
+        req = request("b", prompt)
+        for computed in (0, 0, 4, 0):
+            self.assertEqual(s.get_num_new_matched_tokens(req, computed), (8 - computed, False))
+        self.assertEqual(s.stats["pins"] - pins, 1)
+        self.assertEqual(self.live_tickets(), 1)
+
+    def test_the_pin_ends_when_the_worker_reports_the_load_settled(self):
+        s, w = self.connectors()
+        prompt = list(range(500, 511))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        self.assertEqual(self.live_tickets(), 1)
+        s.update_state_after_alloc(req, Blocks([1, 2, 3]), 8)
+        self.step(s, w, new_step("b", prompt, [1, 2, 3], 8, 3))
+        wm = w.build_connector_worker_meta()
+        self.assertEqual(wm.loaded, frozenset({"b"}))
+        self.assertIsNone(w.build_connector_worker_meta())  # cleared by the call
+        s.update_connector_output(SimpleNamespace(kv_connector_worker_meta=wm))
+        self.assertEqual(self.live_tickets(), 0)
+        self.assertEqual(self.manager.health()["leases"], 0)
+
+    def test_an_offer_vllm_does_not_take_is_unpinned(self):
+        s, w = self.connectors()
+        prompt = list(range(600, 611))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        s.update_state_after_alloc(req, Blocks([1, 2, 3]), 0)
+        self.assertEqual(self.live_tickets(), 0)
+
+
+class TestEngineStartChecks(unittest.TestCase):
+    """Misconfigurations that must stop vLLM at start, naming what is wrong."""
+
+    def test_only_the_supported_vllm_series_is_accepted(self):
+        from orbitkv.vllm.connector import check_vllm_version
+        for version, ok in (("0.32.0", True), ("0.32.7+cpu", True), ("0.31.2", False), ("0.33.0", False),
+                            ("", False)):
+            with self.subTest(version=version):
+                if ok:
+                    check_vllm_version(version)
+                else:
+                    with self.assertRaises(RuntimeError) as cm:
+                        check_vllm_version(version)
+                    self.assertIn(f"the installed vLLM is {version or 'of unknown version'}", str(cm.exception))
+
+    def test_vllm_block_hashes_without_pythonhashseed_are_refused(self):
+        old = os.environ.pop("PYTHONHASHSEED", None)
+        self.addCleanup(lambda: os.environ.__setitem__("PYTHONHASHSEED", old) if old is not None else None)
+        with self.assertRaises(OptionError) as cm:
+            OrbitKVConnector(config("/nonexistent.sock", **{"orbitkv.block_hashes": "vllm"}),
+                             KVConnectorRole.SCHEDULER)
+        self.assertIn("PYTHONHASHSEED", str(cm.exception))
+
+    def test_a_worker_refuses_a_scheduler_of_another_block_size_or_model(self):
+        from orbitkv.vllm.options import identity_base
+        opts = parse_options({})
+        mine = identity_base(config("/x"), opts)
+        for field, value in (("block_tokens", BLOCK * 2), ("model_id", "other/model")):
+            with self.subTest(field=field):
+                theirs = dict(mine, **{field: value})
+                meta = OrbitKVConnectorMetadata(identity=tuple(sorted(theirs.items())))
+                from orbitkv.vllm.worker import WorkerSide
+                side = WorkerSide.__new__(WorkerSide)
+                side._identity, side.tp_rank = tuple(sorted(mine.items())), 0
+                with self.assertRaises(ValueError) as cm:
+                    side.check_identity(meta)
+                self.assertIn(f"{field} is {value!r} at the scheduler", str(cm.exception))
+
+    def test_the_connector_is_a_best_effort_host_cache_for_vllm(self):
+        self.assertFalse(OrbitKVConnector.requires_kv_delivery.fget(None))
+        self.assertEqual(str(getattr(OrbitKVConnector._cache_hit_source, "value",
+                                     OrbitKVConnector._cache_hit_source)), "host")
 
 
 if __name__ == "__main__":

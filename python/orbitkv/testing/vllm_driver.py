@@ -12,7 +12,8 @@ and ``CachedRequestData``, ``VllmConfig``). Per request (one at a time):
    ``wait_for_layer_load`` before the layer reads its cache and
    ``save_kv_layer`` after it writes it, ``wait_for_save``,
    ``get_finished``, ``get_block_ids_with_load_errors``,
-   ``clear_connector_metadata``;
+   ``build_connector_worker_meta`` (handed to the scheduler's
+   ``update_connector_output``), ``clear_connector_metadata``;
 3. load errors: vLLM's recompute policy - the step's output is discarded and
    ``num_computed_tokens`` goes back to the first failed block, which is
    then computed again;
@@ -121,6 +122,7 @@ class VllmDriver:
         w.get_finished(self._pending_finish)
         self._pending_finish = set()
         errors = w.get_block_ids_with_load_errors()
+        self.sched.update_connector_output(SimpleNamespace(kv_connector_worker_meta=w.build_connector_worker_meta()))
         w.clear_connector_metadata()
         return logits, errors
 

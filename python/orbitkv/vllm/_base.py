@@ -16,18 +16,25 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "VLLM_AVAILABLE",
-           "VLLM_IMPORT_ERROR", "role_name"]
+__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "KVConnectorWorkerMetadata",
+           "VLLM_AVAILABLE", "VLLM_IMPORT_ERROR", "VLLM_VERSION", "CACHE_HIT_HOST", "CACHE_HIT_DISK", "role_name"]
 
 VLLM_IMPORT_ERROR: str | None = None
+#: ``vllm.__version__`` of the vLLM imported ("" without vLLM).
+VLLM_VERSION = ""
 
 try:  # pragma: no cover - vLLM is not installed where the tests run
     from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # type: ignore
         KVConnectorBase_V1,
         KVConnectorMetadata,
         KVConnectorRole,
+        KVConnectorWorkerMetadata,
     )
+    from vllm.v1.metrics.cache_hit_source import CacheHitSource  # type: ignore
+    import vllm as _vllm  # type: ignore
 
+    VLLM_VERSION = str(getattr(_vllm, "__version__", ""))
+    CACHE_HIT_HOST, CACHE_HIT_DISK = CacheHitSource.HOST, CacheHitSource.DISK
     VLLM_AVAILABLE = True
 except Exception as _e:  # ImportError, or a vLLM that fails to import here
     VLLM_AVAILABLE = False
@@ -41,6 +48,16 @@ except Exception as _e:  # ImportError, or a vLLM that fails to import here
 
     class KVConnectorMetadata:  # type: ignore[no-redef]
         """Stand-in for vLLM's ``KVConnectorMetadata`` (scheduler -> worker)."""
+
+    class KVConnectorWorkerMetadata:  # type: ignore[no-redef]
+        """Stand-in for vLLM's ``KVConnectorWorkerMetadata`` (worker ->
+        scheduler, merged over workers by ``aggregate``)."""
+
+        def aggregate(self, other: Any) -> Any:
+            raise NotImplementedError
+
+    #: vLLM's ``CacheHitSource.HOST`` / ``.DISK`` (their string values here).
+    CACHE_HIT_HOST, CACHE_HIT_DISK = "host", "disk"
 
     class KVConnectorBase_V1:  # type: ignore[no-redef]
         """Stand-in for vLLM's ``KVConnectorBase_V1``: the constructor and the
@@ -86,6 +103,9 @@ except Exception as _e:  # ImportError, or a vLLM that fails to import here
             return False, None
 
         def update_connector_output(self, connector_output: Any) -> None:
+            return None
+
+        def build_connector_worker_meta(self) -> Any:
             return None
 
         def take_events(self):

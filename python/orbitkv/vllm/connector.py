@@ -3,7 +3,7 @@
 Configure vLLM with::
 
     --kv-transfer-config '{"kv_connector": "OrbitKVConnector",
-        "kv_connector_module_path": "orbitkv.vllm",
+        "kv_connector_module_path": "orbitkv.vllm.connector",
         "kv_role": "kv_both",
         "kv_connector_extra_config": {"orbitkv.bootstrap_socket": "/run/orbitkv.sock"}}'
 
@@ -19,19 +19,38 @@ in the first ``wait_for_layer_load``; saves are published in
 ``wait_for_save``, so ``request_finished`` never holds blocks and
 ``get_finished`` reports nothing. ``kv_role``: ``kv_both`` loads and
 saves, ``kv_consumer`` only loads, ``kv_producer`` only saves.
+
+Supported vLLM: ``SUPPORTED_VLLM`` (the 0.32 series, whose
+``KVConnectorBase_V1`` this was written and tested against: ``make
+e2e-vllm``); in another vLLM the constructor raises naming the installed
+version. Without vLLM (the stand-in base) nothing is checked.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from ._base import KVConnectorBase_V1, role_name
-from .metadata import OrbitKVConnectorMetadata
+from ._base import CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1, role_name
+from .metadata import OrbitKVConnectorMetadata, OrbitKVWorkerMetadata
 from .options import OptionError, identity_base, parse_options
 from .scheduler import SchedulerSide
 from .worker import WorkerSide
 
-__all__ = ["OrbitKVConnector"]
+__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version"]
+
+#: vLLM release series (``major.minor``) the connector supports.
+SUPPORTED_VLLM = ("0.32",)
+
+
+def check_vllm_version(version: str) -> None:
+    """Raise ``RuntimeError`` naming ``version`` (``vllm.__version__``) when
+    it is not of a series in ``SUPPORTED_VLLM``."""
+    series = ".".join(version.split("+")[0].split(".")[:2])
+    if series not in SUPPORTED_VLLM:
+        raise RuntimeError(f"OrbitKVConnector supports vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM)}; "
+                           f"the installed vLLM is {version or 'of unknown version'} (its KVConnectorBase_V1 "
+                           "call sequence is not the one this connector implements)")
 
 
 def _ranks(vllm_config: Any, tp_size: int, pp_size: int) -> tuple[int, int]:
@@ -58,7 +77,11 @@ class OrbitKVConnector(KVConnectorBase_V1):
     the sessions so far) are for monitoring and tests.
     """
 
+    _cache_hit_source = CACHE_HIT_HOST
+
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None):
+        if VLLM_AVAILABLE:
+            check_vllm_version(VLLM_VERSION)
         try:
             super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         except TypeError:  # vLLM before kv_cache_config was added
@@ -67,6 +90,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
         extra = getattr(ktc, "kv_connector_extra_config", None) or {}
         tp = int(getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", 1) or 1)
         self.options = parse_options(extra, tp_size=tp)
+        if self.options.block_hashes == "vllm" and not os.environ.get("PYTHONHASHSEED"):
+            raise OptionError("orbitkv.block_hashes=\"vllm\" needs PYTHONHASHSEED set in every vLLM process: "
+                              "without it vLLM seeds its hash chain randomly per process, so no other process "
+                              "could ever hit these blocks (or use the default \"tokens\")")
         base = identity_base(vllm_config, self.options)
         self.block_size: int = base["block_tokens"]
         self._scheduler: SchedulerSide | None = None
@@ -98,13 +125,36 @@ class OrbitKVConnector(KVConnectorBase_V1):
             return list(self._worker.session.epochs)
         return [e for s in self._scheduler.sessions for e in s.epochs]
 
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """False: OrbitKV is a best-effort cache; a save dropped by a
+        preemption is a future miss, never a lost hand-off."""
+        return False
+
     # ---- scheduler side ----
+
+    def get_external_cache_hit_sources(self, request: Any, num_external_tokens: int) -> dict:
+        """vLLM's statistics label: ``CacheHitSource.HOST`` (RAM tier), or
+        ``DISK`` when the pinned hits waited on SSD reads."""
+        if num_external_tokens <= 0:
+            return {}
+        disk = self._scheduler is not None and self._scheduler.hit_from_disk(request)
+        return {CACHE_HIT_DISK if disk else CACHE_HIT_HOST: num_external_tokens}
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        """Take the workers' ``OrbitKVWorkerMetadata``: end the pins of the
+        requests whose loads settled."""
+        meta = getattr(connector_output, "kv_connector_worker_meta", None)
+        if self._scheduler is not None and isinstance(meta, OrbitKVWorkerMetadata):
+            self._scheduler.loads_settled(meta.loaded)
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int | None, bool]:
         """Prompt tokens beyond ``num_computed_tokens`` that OrbitKV holds as
         full blocks (a multiple of the block size; never the last prompt
-        token), and False (loads are synchronous). Side-effect free at the
-        Manager (DISCOVER); a Manager error counts as a miss."""
+        token) and pinned at the Manager until the worker restored them,
+        and False (loads are synchronous); None while a pin is still
+        loading. Idempotent per request (a repeat reuses the pin); a
+        Manager error counts as a miss. See ``orbitkv.vllm.scheduler``."""
         return self._side("SCHEDULER").get_num_new_matched_tokens(request, num_computed_tokens)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
@@ -150,6 +200,14 @@ class OrbitKVConnector(KVConnectorBase_V1):
         blocks are visible when this returns; failures are logged)."""
         meta = self._connector_metadata if self.has_connector_metadata() else None
         self._side("WORKER").wait_for_save(meta)
+
+    def build_connector_worker_meta(self) -> OrbitKVWorkerMetadata | None:
+        """The requests whose loads settled this step (None when none), for
+        the scheduler's ``update_connector_output``."""
+        if self._worker is None:
+            return None
+        done = self._worker.worker_meta()
+        return OrbitKVWorkerMetadata(frozenset(done)) if done else None
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         """(None, None): nothing is sent or received asynchronously."""

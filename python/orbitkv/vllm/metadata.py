@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._base import KVConnectorMetadata
+from ._base import KVConnectorMetadata, KVConnectorWorkerMetadata
 
-__all__ = ["LoadSpec", "SaveSpec", "OrbitKVConnectorMetadata"]
+__all__ = ["LoadSpec", "SaveSpec", "OrbitKVConnectorMetadata", "OrbitKVWorkerMetadata"]
 
 
 @dataclasses.dataclass
@@ -45,3 +45,20 @@ class OrbitKVConnectorMetadata(KVConnectorMetadata):
 
     loads: list[LoadSpec] = dataclasses.field(default_factory=list)
     saves: list[SaveSpec] = dataclasses.field(default_factory=list)
+    #: The scheduler's cache identity fields, ``(name, value)`` pairs of
+    #: ``options.identity_base`` (block tokens, model, revision, dtype,
+    #: layout, TP/PP sizes, salt); a worker whose own differ refuses the
+    #: step naming the field. Empty: not checked.
+    identity: tuple = ()
+
+
+@dataclasses.dataclass
+class OrbitKVWorkerMetadata(KVConnectorWorkerMetadata):
+    """Worker -> scheduler, once per step: the requests whose loads settled
+    this step (restored or failed), so the scheduler ends their pins.
+    ``aggregate`` (vLLM merges the TP/PP workers' metadata) is the union."""
+
+    loaded: frozenset = frozenset()
+
+    def aggregate(self, other: "OrbitKVWorkerMetadata") -> "OrbitKVWorkerMetadata":
+        return OrbitKVWorkerMetadata(self.loaded | getattr(other, "loaded", frozenset()))

@@ -1,17 +1,30 @@
 """Scheduler side of ``OrbitKVConnector``: how many prompt tokens OrbitKV
 holds, which blocks each worker loads and saves this step.
 
-Lookups here are DISCOVER tickets: a count of leading blocks, no lease, no
-bytes reserved, retired at once, so ``get_num_new_matched_tokens`` is free
-of side effects (vLLM may call it repeatedly). The worker takes the lease
-itself when it loads (leases belong to a session; the scheduler's would be
-useless to a worker). Blocks evicted in between make the worker's lease
-shorter: those blocks are reported by ``get_block_ids_with_load_errors``
-and vLLM recomputes them.
+What ``get_num_new_matched_tokens`` offers is binding: under vLLM's default
+``kv_load_failure_policy="fail"`` a block offered and then not restored
+fails the request. So every offer is *pinned* at the Manager: the lookup is
+a PREPARE ticket (one per request and shard), whose result - a lease on
+the leading blocks - stays at the Manager until this side cancels it or
+``--op-expiry`` (60 s) passes. A leased block is never evicted, so the
+worker's own lease (leases belong to a session; the scheduler's is of no
+use to a worker process) covers at least what was offered. The pin ends
+when the worker reports the request's load settled
+(``OrbitKVWorkerMetadata`` through ``update_connector_output``), when vLLM
+allocates no external tokens for it, when the request finishes, or when
+the offer changes.
+
+vLLM may ask the same request again (its docstring: "might be called
+multiple times ... should be side-effect free"): a repeat with the same
+chain reuses the live pins (a Poll, no new ticket), so repeated calls pin
+once. While a pin is still Loading (SSD reads, byte budget) the answer is
+None - vLLM asks again next step - until ``load_timeout_s``, then 0. A pin
+the Manager cannot admit (ticket bounds), a Manager error or no Manager
+is a miss (0): never an offer that is not pinned.
 
 With TP/PP > 1 each (TP rank, PP rank) shard has its own namespace (and,
 with ``tp_shard_bootstrap_sockets``, its own Manager): the count is the
-minimum over shards.
+minimum over shards, each shard pinned.
 """
 
 from __future__ import annotations
@@ -19,10 +32,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from typing import Any
 
 from .._abi import QueryFlags, Role
-from ..errors import OrbitKVError
+from ..errors import OrbitKVError, Unadmitted
 from ..hashes import BlockHashes
 from ..identity import block_hash16
 from .hashing import extend_chain
@@ -46,6 +60,10 @@ class _Req:
     block_ids: list[int] = dataclasses.field(default_factory=list)
     matched: int = 0      # leading chain blocks OrbitKV holds (last lookup)
     saved_upto: int = 0   # chain blocks published, loaded or known held
+    pins: list = dataclasses.field(default_factory=list)  # [(Session, client, Ticket)] per shard
+    pin_len: int = 0      # hashes the live pins cover (0: none)
+    pin_since: float = 0.0
+    pin_waited: bool = False  # a pin was Loading once (SSD blocks among the hits)
 
 
 def lora_of(obj: Any) -> str:
@@ -65,7 +83,9 @@ class SchedulerSide:
         self.save_enabled = kv_role != "kv_consumer"
         self.base = base
         self.block = base["block_tokens"]
-        self.stats = {"lookups": 0, "lookup_errors": 0, "hit_blocks": 0}
+        self.identity = tuple(sorted(base.items()))
+        self.stats = {"lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
+                      "pins_unadmitted": 0}
         sessions: dict[str, Session] = {}
         self.shards: list[tuple[Session, int, int]] = []
         for tp in range(base["tp_size"]):
@@ -89,6 +109,8 @@ class SchedulerSide:
         prompt = list(getattr(request, "prompt_token_ids", None) or [])
         st = self._reqs.get(rid)
         if st is None or st.prompt != prompt:
+            if st is not None:
+                self._unpin(st)
             mm = getattr(request, "mm_features", None) or getattr(request, "mm_positions", None)
             cacheable = bool(prompt) and not (mm and self.opts.block_hashes == "tokens")
             st = _Req(rid, prompt, lora_of(request), str(getattr(request, "cache_salt", None) or ""), cacheable)
@@ -108,34 +130,76 @@ class SchedulerSide:
             ns = self._ns[key] = make_identity(self.base, tp, pp, lora).namespace()
         return ns
 
-    def _discover(self, st: _Req, n: int) -> int:
-        """Leading blocks of st.hashes[:n] every shard holds (0 on errors)."""
+    def _unpin(self, st: _Req) -> None:
+        """Cancel st's pins (their undelivered leases end at once)."""
+        pins, st.pins, st.pin_len = st.pins, [], 0
+        for session, client, ticket in pins:
+            self.stats["unpins"] += 1
+            try:
+                if client is session.client and not client.closed:
+                    client.cancel(ticket)
+            except OrbitKVError as e:  # expired, or the Manager went: nothing is held
+                session.fail(e)
+            finally:
+                client.retire(ticket)
+
+    def _pin(self, st: _Req, n: int) -> int | None:
+        """Leading blocks of st.hashes[:n] pinned on every shard; None while
+        a pin is still Loading; 0 on any error (no pin is then kept)."""
+        if st.pins and (st.pin_len != n or any(c is not s.client or c.closed for s, c, _ in st.pins)):
+            self._unpin(st)
+        if not st.pins:
+            batch = BlockHashes(st.hashes[:n])
+            session = None
+            try:
+                for session, tp, pp in self.shards:
+                    client = session.get()
+                    if client is None:
+                        self._unpin(st)
+                        return 0
+                    self.stats["lookups"] += 1
+                    t = client.query(self._namespace(tp, pp, st.lora_id), batch, flags=QueryFlags.PREPARE)
+                    st.pins.append((session, client, t))
+                    self.stats["pins"] += 1
+            except Unadmitted as e:
+                self.stats["pins_unadmitted"] += 1
+                log.warning("OrbitKV could not pin request %s (%s); treating it as a miss", st.req_id, e)
+                self._unpin(st)
+                return 0
+            except OrbitKVError as e:
+                return self._pin_failed(st, e, session)
+            finally:
+                batch.close()
+            st.pin_len, st.pin_since, st.pin_waited = n, time.monotonic(), False
         hits = n
-        batch = BlockHashes(st.hashes[:n])
+        session = None
         try:
-            for session, tp, pp in self.shards:
-                client = session.get()
-                if client is None:
-                    return 0
-                self.stats["lookups"] += 1
-                try:
-                    a = client.lookup(self._namespace(tp, pp, st.lora_id), batch, flags=QueryFlags.DISCOVER)
-                except OrbitKVError as e:
-                    self.stats["lookup_errors"] += 1
-                    session.fail(e)
-                    log.warning("OrbitKV lookup for request %s failed: %s; treating it as a miss", st.req_id, e)
-                    return 0
-                held = a.hit_count if self.opts.wait_for_full_prefix else a.ram_hits
-                hits = min(hits, held if a.status == "Candidates" else 0)
-                if hits == 0:
-                    return 0
-            return hits
-        finally:
-            batch.close()
+            for session, client, t in st.pins:
+                a = t.answer if not t.live or t.ready else client.poll(t)
+                if a.status == "Loading":
+                    st.pin_waited = True
+                    if time.monotonic() - st.pin_since > self.opts.load_timeout_s:
+                        log.warning("OrbitKV pin of request %s still loading after %g s; a miss", st.req_id,
+                                    self.opts.load_timeout_s)
+                        self._unpin(st)
+                        return 0
+                    return None
+                hits = min(hits, a.hit_count if a.status in ("Candidates", "Ok") else 0)
+        except OrbitKVError as e:
+            return self._pin_failed(st, e, session)
+        return hits
+
+    def _pin_failed(self, st: _Req, e: OrbitKVError, session: Session | None) -> int:
+        self.stats["lookup_errors"] += 1
+        if session is not None:
+            session.fail(e)
+        self._unpin(st)
+        log.warning("OrbitKV lookup for request %s failed: %s; treating it as a miss", st.req_id, e)
+        return 0
 
     # ---- vLLM hooks ----
 
-    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int | None, bool]:
         st = self._req(request)
         if not self.load_enabled or not st.cacheable or num_computed_tokens % self.block:
             return 0, False
@@ -143,18 +207,39 @@ class SchedulerSide:
         limit = min((len(st.prompt) - 1) // self.block, len(st.hashes))
         start = num_computed_tokens // self.block
         if limit <= start:
+            self._unpin(st)
             return 0, False
-        st.matched = self._discover(st, limit)
+        first = not st.pins
+        matched = self._pin(st, limit)
+        if matched is None:
+            return None, False
+        st.matched = matched
         st.saved_upto = max(st.saved_upto, st.matched)
         if st.matched <= start:
+            self._unpin(st)
             return 0, False
-        self.stats["hit_blocks"] += st.matched - start
+        if first:
+            self.stats["hit_blocks"] += st.matched - start
         return (st.matched - start) * self.block, False
 
-    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
-        if num_external_tokens <= 0:
-            return
+    def hit_from_disk(self, request: Any) -> bool:
+        """Whether the request's pinned hits waited on SSD reads."""
         st = self._reqs.get(request.request_id)
+        return bool(st and st.pin_waited)
+
+    def loads_settled(self, req_ids: Any) -> None:
+        """The workers settled these requests' loads: end their pins."""
+        for rid in req_ids or ():
+            st = self._reqs.get(rid)
+            if st is not None and st.pins:
+                self._unpin(st)
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        st = self._reqs.get(request.request_id)
+        if num_external_tokens <= 0:
+            if st is not None:
+                self._unpin(st)  # vLLM loads nothing of ours for it (e.g. its own cache hit)
+            return
         if st is None or num_external_tokens % self.block or num_external_tokens // self.block > st.matched:
             raise ValueError(f"OrbitKVConnector: update_state_after_alloc for request {request.request_id!r} "
                              f"with {num_external_tokens} external tokens that get_num_new_matched_tokens "
@@ -169,7 +254,7 @@ class SchedulerSide:
         self._loads[st.req_id] = LoadSpec(st.req_id, st.hashes[:end], first, ids[first:end], st.lora_id)
 
     def build_connector_meta(self, so: Any) -> OrbitKVConnectorMetadata:
-        meta = OrbitKVConnectorMetadata(loads=list(self._loads.values()))
+        meta = OrbitKVConnectorMetadata(loads=list(self._loads.values()), identity=self.identity)
         self._loads.clear()
         scheduled = getattr(so, "num_scheduled_tokens", {}) or {}
         for nr in getattr(so, "scheduled_new_reqs", ()) or ():
@@ -192,7 +277,9 @@ class SchedulerSide:
                     st.block_ids = list(nb[0]) if resumed else st.block_ids + list(nb[0])
                 self._plan_save(st, cached.num_computed_tokens[i] + scheduled.get(rid, 0), meta)
         for rid in getattr(so, "finished_req_ids", ()) or ():
-            self._reqs.pop(rid, None)
+            st = self._reqs.pop(rid, None)
+            if st is not None:
+                self._unpin(st)
         return meta
 
     def _plan_save(self, st: _Req, computed_after: int, meta: OrbitKVConnectorMetadata) -> None:
@@ -205,11 +292,15 @@ class SchedulerSide:
             st.saved_upto = full
 
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, None]:
-        self._reqs.pop(request.request_id, None)
+        st = self._reqs.pop(request.request_id, None)
+        if st is not None:
+            self._unpin(st)
         self._loads.pop(request.request_id, None)
         return False, None
 
     def shutdown(self) -> None:
+        for st in self._reqs.values():
+            self._unpin(st)
         for s in self.sessions:
             s.close()
 

@@ -69,6 +69,8 @@ class WorkerSide:
         self._step: Any = None
         self._next_page = 0
         self._errors: set[int] = set()
+        self._settled: set[str] = set()   # requests whose loads settled since the last worker meta
+        self._identity = tuple(sorted(base.items()))
         self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
                       "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
                       "leased_blocks": 0}
@@ -132,10 +134,32 @@ class WorkerSide:
         self._next_page += k
         return pages
 
+    def check_identity(self, meta: OrbitKVConnectorMetadata) -> None:
+        """Raise ``ValueError`` naming the first cache-identity field (block
+        size, model, ...) where the scheduler's step differs from this
+        worker: its blocks would be restored into the wrong shape or model."""
+        theirs = dict(getattr(meta, "identity", ()) or ())
+        if not theirs:
+            return
+        for name, mine in self._identity:
+            if theirs.get(name) != mine:
+                raise ValueError(f"OrbitKVConnector: scheduler and worker tp{self.tp_rank} disagree on the cache "
+                                 f"identity: {name} is {theirs.get(name)!r} at the scheduler, {mine!r} at the "
+                                 "worker (same vLLM config and orbitkv.* options on both sides)")
+
     def start_load_kv(self, meta: OrbitKVConnectorMetadata) -> None:
+        if meta is not self._step:
+            self.check_identity(meta)
         self._begin(meta)
         for spec in meta.loads:
+            self._settled.add(spec.req_id)
             self._start(spec)
+
+    def worker_meta(self) -> set[str]:
+        """The requests whose loads settled since the last call (cleared)."""
+        self.settle()
+        done, self._settled = self._settled, set()
+        return done
 
     def _fail_blocks(self, ids: list[int]) -> None:
         self._errors.update(ids)
