@@ -19,8 +19,14 @@ import (
 // histograms from Load until Close. Its methods are safe for concurrent
 // use.
 type Probes struct {
-	objs  probesObjects
-	links []link.Link
+	// life guards objs and links: every reader of the maps holds it
+	// shared, Close exclusively, so a scrape still running when the
+	// Manager closes the probes gets ErrClosed instead of a closed or
+	// nil map.
+	life   sync.RWMutex
+	closed bool
+	objs   probesObjects
+	links  []link.Link
 
 	mu    sync.Mutex
 	peers map[string]uint32 // peer label → index in transfer_hist/2, never reused
@@ -86,6 +92,9 @@ func Load(spec Spec) (*Probes, error) {
 // Close detaches every probe and frees the maps (the histograms are lost).
 // Safe to call more than once.
 func (p *Probes) Close() error {
+	p.life.Lock()
+	defer p.life.Unlock()
+	p.closed = true
 	var errs []error
 	for _, l := range p.links {
 		errs = append(errs, l.Close())
@@ -96,20 +105,48 @@ func (p *Probes) Close() error {
 	return errors.Join(errs...)
 }
 
+// open holds p.life shared for the caller, which must call the returned
+// release; ErrClosed after Close.
+func (p *Probes) open() (release func(), err error) {
+	p.life.RLock()
+	if p.closed {
+		p.life.RUnlock()
+		return nil, ErrClosed
+	}
+	return p.life.RUnlock, nil
+}
+
 // Unix is the bootstrap/lifecycle Unix socket histogram: send → receive.
+// ErrClosed after Close.
 func (p *Probes) Unix() (Histogram, error) {
+	release, err := p.open()
+	if err != nil {
+		return Histogram{}, err
+	}
+	defer release()
 	return read(p.objs.UnixHist, 0)
 }
 
 // Eventfd is the session eventfd histogram: the Manager's write → the
-// woken client running.
+// woken client running. ErrClosed after Close.
 func (p *Probes) Eventfd() (Histogram, error) {
+	release, err := p.open()
+	if err != nil {
+		return Histogram{}, err
+	}
+	defer release()
 	return read(p.objs.EventfdHist, 0)
 }
 
 // Transfer is peer's pair of histograms: send → ACK and arrival →
-// receive. A peer never registered gives ErrUnknownPeer.
+// receive. A peer never registered gives ErrUnknownPeer; ErrClosed
+// after Close.
 func (p *Probes) Transfer(peer string) (send, recv Histogram, err error) {
+	release, err := p.open()
+	if err != nil {
+		return send, recv, err
+	}
+	defer release()
 	p.mu.Lock()
 	i, ok := p.peers[peer]
 	p.mu.Unlock()
@@ -134,11 +171,16 @@ func (p *Probes) peerList() []string {
 // connections: its sends and receives are measured from now on, into
 // peer's histograms. Registering again moves it to the new peer. Errors:
 // a peer label outside PeerLabelRange, more than MaxPeers distinct peers
-// (ErrTooManyPeers), a conn that is not TCP.
+// (ErrTooManyPeers), a conn that is not TCP, ErrClosed after Close.
 func (p *Probes) RegisterTransfer(conn syscall.Conn, peer string) error {
 	if err := checkPeer(peer); err != nil {
 		return err
 	}
+	release, err := p.open()
+	if err != nil {
+		return err
+	}
+	defer release()
 	p.mu.Lock()
 	i, ok := p.peers[peer]
 	if !ok {
@@ -161,8 +203,13 @@ func (p *Probes) RegisterTransfer(conn syscall.Conn, peer string) error {
 
 // UnregisterTransfer stops measuring conn; its peer's histograms stay.
 // Closing conn unregisters it too. A conn never registered is not an
-// error.
+// error; ErrClosed after Close.
 func (p *Probes) UnregisterTransfer(conn syscall.Conn) error {
+	release, err := p.open()
+	if err != nil {
+		return err
+	}
+	defer release()
 	return onTCP(conn, func(fd int) error {
 		if err := p.objs.TransferConns.Delete(int32(fd)); err != nil && !errors.Is(err, ciliumebpf.ErrKeyNotExist) {
 			return fmt.Errorf("unregistering a transfer connection: %w", err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 )
 
@@ -446,4 +448,48 @@ func TestAnUnregisteredTransferConnectionIsNotMeasured(t *testing.T) {
 	}
 	plausible(t, "send", send, 0)
 	plausible(t, "receive", recv, 0)
+}
+
+// A scrape still running when the Manager closes the probes (its HTTP
+// shutdown gives requests 2 s, then closes them anyway) must get errors,
+// not a panic.
+func TestProbesAfterCloseAnswerErrors(t *testing.T) {
+	p := load(t, 0)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn, _ := tcpPair(t)
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Unix after Close is an error", func() error { _, err := p.Unix(); return err }},
+		{"Eventfd after Close is an error", func() error { _, err := p.Eventfd(); return err }},
+		{"RegisterTransfer after Close is an error", func() error { return p.RegisterTransfer(conn, "peer-a") }},
+		{"Transfer after Close is an error", func() error { _, _, err := p.Transfer("peer-a"); return err }},
+		{"UnregisterTransfer after Close is an error", func() error { return p.UnregisterTransfer(conn) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, ErrClosed) {
+				t.Errorf("err = %v, want ErrClosed", err)
+			}
+		})
+	}
+	t.Run("Collect after Close yields invalid metrics and no panic", func(t *testing.T) {
+		ch := make(chan prometheus.Metric, 16)
+		p.Collect(ch)
+		close(ch)
+		n := 0
+		for m := range ch {
+			n++
+			var out dto.Metric
+			if err := m.Write(&out); !errors.Is(err, ErrClosed) {
+				t.Errorf("metric %v: Write = %v, want ErrClosed", m.Desc(), err)
+			}
+		}
+		if n == 0 {
+			t.Error("Collect sent nothing, want an invalid metric per histogram")
+		}
+	})
 }
