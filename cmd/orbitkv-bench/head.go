@@ -40,8 +40,9 @@ func (h *reportHead) head() *reportHead { return h }
 // headed is a report with a reportHead.
 type headed interface{ head() *reportHead }
 
-// checkOutput refuses an --output whose directory does not exist, before
-// a run that may take minutes.
+// checkOutput refuses an --output whose directory does not exist or
+// cannot be written in (it creates and removes a file there), or that is a
+// directory, before a run that may take minutes.
 func checkOutput(path string) error {
 	if path == "" {
 		return nil
@@ -54,30 +55,106 @@ func checkOutput(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return usagef("--output %s is a directory; want a file", path)
 	}
+	target, direct := outputTarget(path)
+	if direct {
+		return nil // a device or pipe (/dev/null, /dev/stdout): written as it is
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), tempPattern(target))
+	if err != nil {
+		return usagef("--output %s: cannot write in %s: %v", path, filepath.Dir(target), err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// outputTarget is the file a report for --output path lands in: path, or
+// where path's symbolic links lead (the link stays a link). direct: it
+// exists and is not a regular file (a device such as /dev/null, a pipe),
+// so it is opened and written, never replaced.
+func outputTarget(path string) (target string, direct bool) {
+	// Links are followed one at a time (a link to a report not yet
+	// written included), at most 40 deep, Linux's own limit.
+	for range 40 {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		t, err := os.Readlink(path)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(path), t)
+		}
+		path = t
+	}
+	st, err := os.Stat(path)
+	return path, err == nil && !st.Mode().IsRegular()
+}
+
+// tempPattern is the os.CreateTemp pattern of the file a report is
+// written to before it is renamed to path: hidden, beside it.
+func tempPattern(path string) string { return "." + filepath.Base(path) + ".*.tmp" }
+
+// writeReportFile writes what write writes to path (its outputTarget)
+// through a temporary file beside it, renamed over it (mode 0644) only
+// once complete: a failed write leaves an earlier report intact and no
+// temporary file behind. A device or pipe is written directly. Errors
+// name --output.
+func writeReportFile(path string, write func(io.Writer) error) (err error) {
+	path, direct := outputTarget(path)
+	if direct {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--output %s: %w", path, err)
+		}
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), tempPattern(path))
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := write(f); err != nil {
+		return fmt.Errorf("--output %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("--output %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--output %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
 	return nil
 }
 
 // emit writes a suite's report: one JSON object (with --json) or the table
 // that table writes followed by the figures' spread and the validity, to
-// stdout or, with --output FILE, to FILE (created or truncated, mode 0644)
-// with a line naming it on stderr. Errors are the writer's or the file's,
-// naming --output; then, with --strict, an *invalidRunError if the report
-// is marked invalid.
+// stdout or, with --output FILE, to FILE (replaced whole once written,
+// mode 0644: writeReportFile) with a line naming it on stderr. Errors are
+// the writer's or the file's, naming --output; then, with --strict, an
+// *invalidRunError if the report is marked invalid.
 func (c *suiteCommon) emit(stdout, stderr io.Writer, rep headed, table func(io.Writer) error) error {
-	w := stdout
-	var f *os.File
-	if c.output != "" {
-		var err error
-		if f, err = os.OpenFile(c.output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-			return fmt.Errorf("--output: %w", err)
+	write := func(w io.Writer) error {
+		if c.json {
+			return json.NewEncoder(w).Encode(rep)
 		}
-		w = f
-	}
-	var err error
-	if c.json {
-		err = json.NewEncoder(w).Encode(rep)
-	} else {
-		err = table(w)
+		err := table(w)
 		h := rep.head()
 		if err == nil && len(h.Figures) > 0 {
 			fmt.Fprintln(w)
@@ -87,14 +164,13 @@ func (c *suiteCommon) emit(stdout, stderr io.Writer, rep headed, table func(io.W
 			fmt.Fprintln(w)
 			err = writeValidity(w, h.Validity)
 		}
+		return err
 	}
-	if f != nil {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("--output: %w", cerr)
-		}
-		if err == nil {
-			fmt.Fprintf(stderr, "report written to %s\n", c.output)
-		}
+	var err error
+	if c.output == "" {
+		err = write(stdout)
+	} else if err = writeReportFile(c.output, write); err == nil {
+		fmt.Fprintf(stderr, "report written to %s\n", c.output)
 	}
 	if err == nil && c.strict && rep.head().Validity.Checks != nil && !rep.head().Validity.Valid {
 		err = &invalidRunError{reasons: rep.head().Validity.Reasons}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,56 @@ func TestOutputWritesTheReportToTheFile(t *testing.T) {
 	}
 }
 
+func TestOutputKeepsTheOldReportWhenWritingFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(path, []byte("the old report\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A NaN cannot be encoded as JSON: the write fails after the file was
+	// chosen.
+	rep := &policyReport{reportHead: reportHead{Meta: reportMeta{Schema: reportSchema, Suite: "policy"},
+		Figures: []figure{{Name: "x", Unit: "ns", Better: lowerIsBetter, Value: math.NaN()}}}}
+	c := &suiteCommon{json: true, output: path}
+	if err := c.emit(io.Discard, io.Discard, rep, nil); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Fatalf("emit = %v, want an error naming --output", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "the old report\n" {
+		t.Errorf("file after the failed write = %q, %v; want the old report intact", b, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*")); len(left) != 1 {
+		t.Errorf("files in the directory = %q, want only the report (no temporary file left)", left)
+	}
+}
+
+func TestOutputReplacesNeitherDevicesNorLinks(t *testing.T) {
+	rep := &policyReport{reportHead: reportHead{Meta: reportMeta{Schema: reportSchema, Suite: "policy"}}, Trace: "t"}
+	t.Run("a report to /dev/null leaves /dev/null a device", func(t *testing.T) {
+		c := &suiteCommon{json: true, output: os.DevNull}
+		if err := c.emit(io.Discard, io.Discard, rep, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Fatalf("%s after the report: %v, %v; want a character device still", os.DevNull, st.Mode(), err)
+		}
+	})
+	t.Run("a report to a symbolic link lands where it points and the link stays", func(t *testing.T) {
+		dir := t.TempDir()
+		real, link := filepath.Join(dir, "real.json"), filepath.Join(dir, "link.json")
+		if err := os.Symlink(real, link); err != nil {
+			t.Fatal(err)
+		}
+		c := &suiteCommon{json: true, output: link}
+		if err := c.emit(io.Discard, io.Discard, rep, nil); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(real)
+		st, lerr := os.Lstat(link)
+		if err != nil || !strings.Contains(string(b), `"suite":"policy"`) || lerr != nil || st.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("target %q, %v; link mode %v, %v; want the report in the target and the link kept", b, err, st.Mode(), lerr)
+		}
+	})
+}
+
 func TestOutputIsCheckedBeforeTheRun(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
@@ -113,6 +164,8 @@ func TestOutputIsCheckedBeforeTheRun(t *testing.T) {
 		{"a file in a missing directory is refused", filepath.Join(dir, "nope", "r.json"), "does not exist"},
 		{"a directory is refused", dir, "is a directory"},
 		{"a new file in an existing directory is accepted", filepath.Join(dir, "r.json"), ""},
+		// /proc/self is a directory no one, root included, can create a file in.
+		{"a directory the report cannot be written in is refused", "/proc/self/r.json", "cannot write in /proc/self"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
