@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(checkEnv) != "" {
 		os.Exit(printCheck())
 	}
+	if os.Getenv(loadEnv) != "" {
+		os.Exit(printLoad())
+	}
 	os.Exit(fdcheck.Run(m, "ebpf", 0, nil))
 }
 
@@ -61,6 +64,22 @@ func printCheck() int {
 		fmt.Println(err)
 		return 0
 	}
+	fmt.Println("ok")
+	return 0
+}
+
+// loadEnv makes the test binary print Load's error for this process (or
+// "ok") and exit: TestLoadRefusesAManagerInAnotherPidNamespace runs it in
+// a pid namespace of its own.
+const loadEnv = "ORBITKV_EBPF_TEST_LOAD"
+
+func printLoad() int {
+	p, err := Load(Spec{})
+	if err != nil {
+		fmt.Println(err)
+		return 0
+	}
+	p.Close()
 	fmt.Println("ok")
 	return 0
 }

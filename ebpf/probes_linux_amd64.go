@@ -34,7 +34,8 @@ type Probes struct {
 }
 
 // Load checks the host (Check), loads the probes for spec.ManagerPID and
-// attaches them. Errors from the host wrap ErrUnavailable and name the
+// attaches them; with ManagerPID 0 this process must run in the host's
+// (initial) pid namespace. Errors from the host wrap ErrUnavailable and name the
 // missing piece; a *ciliumebpf.VerifierError (a bug here) does not. The
 // caller must Close the result.
 func Load(spec Spec) (*Probes, error) {
@@ -46,6 +47,9 @@ func Load(spec Spec) (*Probes, error) {
 	}
 	pid := spec.ManagerPID
 	if pid == 0 {
+		if err := checkHostPidNS(); err != nil {
+			return nil, err
+		}
 		pid = os.Getpid()
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
@@ -87,6 +91,24 @@ func Load(spec Spec) (*Probes, error) {
 		p.links = append(p.links, l)
 	}
 	return p, nil
+}
+
+// hostPidNS is /proc/self/ns/pid's link in the initial pid namespace
+// (the kernel's PROC_PID_INIT_INO, fixed since Linux 3.8).
+const hostPidNS = "pid:[4026531836]"
+
+// checkHostPidNS refuses a process outside the initial pid namespace:
+// os.Getpid there is not the pid the probes compare (the kernel's tgid),
+// so they would load and measure nothing. Where /proc/self/ns/pid cannot
+// be read it cannot tell, and lets the load go on.
+func checkHostPidNS() error {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || ns == hostPidNS {
+		return nil
+	}
+	return fmt.Errorf("%w: this process runs in the pid namespace %s, not the host's %s (a container without the host's pids), "+
+		"so its pid %d is not the one the probes see: run it in the host's pid namespace (docker run --pid=host, Kubernetes hostPID: true), "+
+		"or load the probes with Spec.ManagerPID set to its pid on the host", ErrUnavailable, ns, hostPidNS, os.Getpid())
 }
 
 // Close detaches every probe and frees the maps (the histograms are lost).

@@ -493,3 +493,28 @@ func TestProbesAfterCloseAnswerErrors(t *testing.T) {
 		}
 	})
 }
+
+// A Manager in a pid namespace of its own (a container without the host's
+// pids) knows itself by a pid the probes never see: Load must refuse it,
+// not load probes that measure nothing.
+func TestLoadRefusesAManagerInAnotherPidNamespace(t *testing.T) {
+	load(t, 0) // skips where BPF is unavailable
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) to make a pid namespace")
+	}
+	if probe, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
+		t.Skipf("unshare --pid cannot run here: %v: %s", err, probe)
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0])
+	cmd.Env = append(os.Environ(), loadEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, out)
+	}
+	for _, want := range []string{"eBPF probes unavailable", "pid namespace", "Spec.ManagerPID"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("Load in a pid namespace of its own: %q, want it to say %q", out, want)
+		}
+	}
+}
