@@ -16,6 +16,12 @@ import (
 // each, with room for the JSON around them.
 const maxWorkerResultBytes = numOps*maxEncodedHist + 64<<10
 
+// maxWorkerCounter bounds each counter of a worker's result: 2^56 (72
+// PB, 2.3 years of ns), beyond any run, so the parent's sums over at most
+// 64 workers (--clients) cannot wrap uint64 (a wrapped sum could put
+// hit_blocks above blocks, or turn GB/s into nonsense).
+const maxWorkerCounter = 1 << 56
+
 // readResultLine reads one '\n'-terminated line of at most limit bytes
 // (the newline included) from r. A longer line is an error naming the
 // limit, read no further.
@@ -45,8 +51,8 @@ func readResultLine(r *bufio.Reader, limit int) ([]byte, error) {
 // opNames. Every error names the field and the limit it broke: a line
 // over maxWorkerResultBytes, JSON that is not one workerResult object
 // (unknown keys included), a histogram missing, of an unknown op or that
-// does not decode (decodeLatencyHist), or counters that contradict each
-// other (hit_blocks above blocks).
+// does not decode (decodeLatencyHist), a counter above maxWorkerCounter,
+// or counters that contradict each other (hit_blocks above blocks).
 func decodeWorkerResult(line []byte) (*workerResult, [numOps]*latencyHist, error) {
 	var hists [numOps]*latencyHist
 	if len(line) > maxWorkerResultBytes {
@@ -60,6 +66,19 @@ func decodeWorkerResult(line []byte) (*workerResult, [numOps]*latencyHist, error
 	}
 	if dec.More() {
 		return nil, hists, errors.New("result: data after the JSON object")
+	}
+	for _, c := range []struct {
+		name string
+		v    uint64
+	}{
+		{"requests", res.Requests}, {"blocks", res.Blocks}, {"hit_blocks", res.HitBlocks}, {"mismatches", res.Mismatches},
+		{"unadmitted", res.Unadmitted}, {"unadmitted_blocks", res.UnadmittedBlocks}, {"loading_waits", res.LoadingWaits},
+		{"stored_blocks", res.StoredBlocks}, {"present_blocks", res.PresentBlocks}, {"restored_bytes", res.RestoredBytes},
+		{"published_bytes", res.PublishedBytes}, {"restore_ns", res.RestoreNS}, {"publish_ns", res.PublishNS},
+	} {
+		if c.v > maxWorkerCounter {
+			return nil, hists, fmt.Errorf("result: %s %d above the limit %d", c.name, c.v, uint64(maxWorkerCounter))
+		}
 	}
 	if res.HitBlocks > res.Blocks {
 		return nil, hists, fmt.Errorf("result: hit_blocks %d above blocks %d", res.HitBlocks, res.Blocks)

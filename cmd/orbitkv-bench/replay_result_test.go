@@ -70,6 +70,10 @@ func TestDecodeWorkerResultNamesTheBadField(t *testing.T) {
 		{"more hits than blocks", `{"blocks": 1, "hit_blocks": 2}`, "result: hit_blocks 2 above blocks 1"},
 		{"a second object after the first", `{} {}`, "result: data after the JSON object"},
 		{"a negative counter", `{"blocks": -1}`, "result: not a workerResult JSON object"},
+		{"a counter that 64 workers could wrap when summed", `{"blocks": 9223372036854775808, "hit_blocks": 9223372036854775808}`,
+			"result: blocks 9223372036854775808 above the limit 72057594037927936"},
+		{"a byte count that 64 workers could wrap when summed", `{"restored_bytes": 18446744073709551615}`,
+			"result: restored_bytes 18446744073709551615 above the limit 72057594037927936"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +130,9 @@ func FuzzDecodeWorkerResult(f *testing.F) {
 		}
 		if res.HitBlocks > res.Blocks {
 			t.Errorf("accepted hit_blocks %d above blocks %d", res.HitBlocks, res.Blocks)
+		}
+		if res.Blocks > maxWorkerCounter || res.RestoredBytes > maxWorkerCounter || res.Requests > maxWorkerCounter {
+			t.Errorf("accepted a counter above %d: %+v", uint64(maxWorkerCounter), res)
 		}
 		for op, h := range hists {
 			if h == nil || h.h.SignificantFigures() != histSigFigs || h.h.HighestTrackableValue() != histHighestNS {
