@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,7 +152,7 @@ func TestNewRefusesEBPFWhereItCannotLoad(t *testing.T) {
 	if ebpf.Check() == nil {
 		t.Skip("BPF loads here: TestEBPFHistogramsAreOnMetricsUnderKnownTraffic covers it")
 	}
-	s := testSpec(t, "")
+	s := testSpec(t, "127.0.0.1:0")
 	s.EBPF = true
 	m, err := New(s)
 	if err == nil {
@@ -161,5 +162,26 @@ func TestNewRefusesEBPFWhereItCannotLoad(t *testing.T) {
 	var refused *limit.Refused
 	if !errors.As(err, &refused) || refused.Field != "manager.EBPF" || !errors.Is(err, ebpf.ErrUnavailable) {
 		t.Errorf("New: %v, want a *limit.Refused of manager.EBPF wrapping ebpf.ErrUnavailable", err)
+	}
+}
+
+func TestValidateRefusesEBPFWithoutMetrics(t *testing.T) {
+	tests := []struct {
+		name     string
+		httpAddr string
+		want     string // "" = valid
+	}{
+		{"EBPF without HTTPAddr is refused: nothing would read the histograms", "", "manager.EBPF true: want an HTTP endpoint (HTTPAddr, --http-addr)"},
+		{"EBPF with HTTPAddr is valid", "127.0.0.1:0", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSpec(t, tt.httpAddr)
+			s.EBPF = true
+			err := s.Validate()
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

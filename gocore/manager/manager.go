@@ -64,7 +64,7 @@ type Spec struct {
 	// EBPF loads the eBPF latency probes (package ebpf) at New and exports
 	// their orbitkv_ebpf_*_seconds histograms on /metrics; New fails with
 	// the reason when this host cannot load them (root or CAP_BPF with
-	// CAP_PERFMON, BTF, the tracepoints).
+	// CAP_PERFMON, BTF, the tracepoints). It needs HTTPAddr.
 	EBPF   bool
 	Logger *slog.Logger
 }
@@ -104,6 +104,10 @@ func (s Spec) Validate() error {
 	if s.HTTPAddr != "" {
 		errs = append(errs, checkLoopback(s.HTTPAddr))
 	}
+	// The probes cost every context switch of the host a few instructions
+	// and are read only by /metrics: without it they would run for nothing.
+	errs = append(errs, limit.Check(!s.EBPF || s.HTTPAddr != "", "manager.EBPF", s.EBPF,
+		"an HTTP endpoint (HTTPAddr, --http-addr): the probes' histograms are read only on its /metrics"))
 	errs = append(errs, s.validateOperator())
 	return errors.Join(errs...)
 }
