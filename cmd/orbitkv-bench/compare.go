@@ -215,12 +215,20 @@ func noiseVerdict(a, b figure) string {
 	return verdictWorse
 }
 
-// describeReport is one line on a report: path, suite, when, what built
-// it and how often it repeated.
+// describeReport is a line on a report: path, suite, when, what built it
+// and how often it repeated, and its validity; an invalid report's
+// reasons follow, one per line.
 func describeReport(label string, r *comparedReport) string {
 	state := "valid"
 	if !r.Validity.Valid {
-		state = "INVALID: " + strings.Join(r.Validity.Reasons, "; ")
+		plural := "s"
+		if len(r.Validity.Reasons) == 1 {
+			plural = ""
+		}
+		state = fmt.Sprintf("INVALID (%d reason%s)", len(r.Validity.Reasons), plural)
+		for _, why := range r.Validity.Reasons {
+			state += "\n  - " + why
+		}
 	}
 	return fmt.Sprintf("%s: %s (%s, %s, version %s, %d repeats, %d cores %s): %s",
 		label, r.path, r.Meta.Suite, r.Meta.Timestamp, r.Meta.Version, r.Meta.Repeats, r.Meta.Cores, r.Meta.CPUModel, state)

@@ -96,6 +96,7 @@ func TestCompareCommand(t *testing.T) {
 		{"a regression is marked WORSE with the ratio", []string{base, slower}, 0, "15.263x"},
 		{"a regression with --strict exits 3", []string{"--strict", base, slower}, exitInvalid, "query 32/hot/p50 is worse outside the noise band"},
 		{"an invalid report with --strict exits 3", []string{"--strict", base, invalid}, exitInvalid, "is marked invalid"},
+		{"an invalid report's reasons are listed one per line", []string{base, invalid}, 0, "INVALID (1 reason)\n  - steal time 9.0%\n"},
 		{"runs alike with --strict exit 0", []string{"--strict", base, same}, 0, "within noise"},
 		{"a figure in other units with --strict exits 3 naming both", []string{"--strict", base, inUS}, exitInvalid, "ping/hot/p50 is in ns (lower is better) in A and µs (lower is better) in B"},
 		{"the same file twice is within noise", []string{base, base}, 0, "1.000x"},
