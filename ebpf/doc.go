@@ -20,7 +20,11 @@
 //     message never read leaves nothing behind), unless an older send is
 //     still unconsumed there; the end of the next sock_recvmsg on that
 //     socket (sock:sock_recv_length, not MSG_PEEK) takes it out and records
-//     the difference. "The Manager
+//     the difference, in the histogram of direction="to_manager" when the
+//     receiver is the Manager (a client's send until the Manager reads it:
+//     the Manager's own delay) and direction="to_client" otherwise (the
+//     Manager's send until the client reads it, which a client sets by when
+//     it reads, so a slow or hostile client can only lengthen that tail). "The Manager
 //     at one end": the sender is the Manager process (Spec.ManagerPID), or
 //     the sending socket's peer credentials (SO_PEERCRED, taken from the
 //     listener at connect) are the Manager's. This covers every Unix stream

@@ -1,6 +1,7 @@
 package ebpf
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -57,4 +58,29 @@ func (h *Histogram) add(slots [Slots]uint64, sumNs uint64) {
 		h.Buckets[i] += v
 	}
 	h.Sum += time.Duration(sumNs)
+}
+
+// Direction says which end of a Manager's Unix stream socket received the
+// sends a Unix socket histogram counts (bpf/probes.c UNIX_TO_MANAGER,
+// UNIX_TO_CLIENT): the split keeps the Manager's own delay apart from the
+// time a client takes to read what the Manager sent it.
+type Direction uint32
+
+const (
+	// ToManager: a client's sends, until the Manager's receive.
+	ToManager Direction = 0
+	// ToClient: the Manager's sends, until the client's receive.
+	ToClient Direction = 1
+)
+
+// String is the direction's label on /metrics: "to_manager" or
+// "to_client" ("direction(N)" for any other value).
+func (d Direction) String() string {
+	switch d {
+	case ToManager:
+		return "to_manager"
+	case ToClient:
+		return "to_client"
+	}
+	return fmt.Sprintf("direction(%d)", uint32(d))
 }

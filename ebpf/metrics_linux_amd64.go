@@ -9,7 +9,9 @@ import (
 var (
 	unixDesc = prometheus.NewDesc("orbitkv_ebpf_unix_socket_seconds",
 		"Seconds from a send on one of the Manager's Unix stream sockets (bootstrap and lifecycle frames, the operator socket) "+
-			"to the receive at the other end that consumes it (the oldest unconsumed send per receiving socket; eBPF, log2 buckets).", nil, nil)
+			"to the receive at the other end that consumes it (the oldest unconsumed send per receiving socket; eBPF, log2 buckets). "+
+			"direction=\"to_manager\": sends the Manager receives (its own delay); direction=\"to_client\": sends a client receives "+
+			"(the client decides when it reads).", []string{"direction"}, nil)
 	eventfdDesc = prometheus.NewDesc("orbitkv_ebpf_eventfd_wakeup_seconds",
 		"Seconds from the Manager's write(2) to a session eventfd that woke a client waiting on it (in read or poll) "+
 			"to that client running again; a write that wakes nobody is no sample (eBPF, log2 buckets).", nil, nil)
@@ -38,9 +40,11 @@ func (p *Probes) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- constHistogram(desc, h, labels...)
 	}
-	h, err := p.Unix()
-	emit(unixDesc, h, err)
-	h, err = p.Eventfd()
+	for _, d := range []Direction{ToManager, ToClient} {
+		h, err := p.Unix(d)
+		emit(unixDesc, h, err, d.String())
+	}
+	h, err := p.Eventfd()
 	emit(eventfdDesc, h, err)
 	for _, peer := range p.peerList() {
 		send, recv, err := p.Transfer(peer)

@@ -138,15 +138,19 @@ func (p *Probes) open() (release func(), err error) {
 	return p.life.RUnlock, nil
 }
 
-// Unix is the bootstrap/lifecycle Unix socket histogram: send → receive.
-// ErrClosed after Close.
-func (p *Probes) Unix() (Histogram, error) {
+// Unix is the bootstrap/lifecycle Unix socket histogram of direction d:
+// send → receive. ErrClosed after Close; an error naming d for a
+// direction other than ToManager and ToClient.
+func (p *Probes) Unix(d Direction) (Histogram, error) {
+	if d != ToManager && d != ToClient {
+		return Histogram{}, fmt.Errorf("ebpf: Unix socket direction %d: want ToManager (0) or ToClient (1)", d)
+	}
 	release, err := p.open()
 	if err != nil {
 		return Histogram{}, err
 	}
 	defer release()
-	return read(p.objs.UnixHist, 0)
+	return read(p.objs.UnixHist, uint32(d))
 }
 
 // Eventfd is the session eventfd histogram: the Manager's write → the

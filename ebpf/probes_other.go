@@ -26,7 +26,7 @@ func Check() error {
 func (p *Probes) Close() error { return nil }
 
 // Unix fails: see Probes.
-func (p *Probes) Unix() (Histogram, error) { return Histogram{}, Check() }
+func (p *Probes) Unix(Direction) (Histogram, error) { return Histogram{}, Check() }
 
 // Eventfd fails: see Probes.
 func (p *Probes) Eventfd() (Histogram, error) { return Histogram{}, Check() }

@@ -124,22 +124,89 @@ func unixPingPong(t testing.TB, rounds int) {
 func TestUnixSocketProbe(t *testing.T) {
 	const rounds = 100
 	for _, tc := range []struct {
-		name  string
-		other bool // the Manager is another (idle) process, not this one
-		want  uint64
+		name                string
+		other               bool // the Manager is another (idle) process, not this one
+		childClient         bool // the client end is a child process (python3), not this one
+		toManager, toClient uint64
 	}{
-		{"counts every send of the Manager's sockets once", false, 2 * rounds},
-		{"ignores the sockets of a process that is not the Manager", true, 0},
+		{"counts every send of the Manager's sockets once, as received by the Manager when both ends are its own", false, false, 2 * rounds, 0},
+		{"splits a client process's sends (to_manager) from the Manager's (to_client)", false, true, rounds, rounds},
+		{"ignores the sockets of a process that is not the Manager", true, false, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := load(t, managerPID(t, tc.other))
-			unixPingPong(t, rounds)
-			h, err := p.Unix()
-			if err != nil {
-				t.Fatal(err)
+			if tc.childClient {
+				unixPingPongWithChild(t, rounds)
+			} else {
+				unixPingPong(t, rounds)
 			}
-			plausible(t, "unix", h, tc.want)
+			for _, d := range []struct {
+				dir  Direction
+				want uint64
+			}{{ToManager, tc.toManager}, {ToClient, tc.toClient}} {
+				h, err := p.Unix(d.dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plausible(t, "unix "+d.dir.String(), h, d.want)
+			}
 		})
+	}
+	t.Run("refuses a direction it does not have, naming it", func(t *testing.T) {
+		p := load(t, managerPID(t, false))
+		if _, err := p.Unix(Direction(2)); err == nil || !strings.Contains(err.Error(), "direction 2") {
+			t.Errorf("Unix(2): %v, want an error naming direction 2", err)
+		}
+	})
+}
+
+// unixPingPongWithChild serves rounds round trips of one byte each way on
+// a Unix stream listener of this process to a python3 child that connects,
+// sends first and reads the echo: per round, one send received here and
+// one received by the child.
+func unixPingPongWithChild(t testing.TB, rounds int) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skipf("no python3 for the client process: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	script := fmt.Sprintf(`import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(%q)
+for _ in range(%d):
+    s.sendall(b"x")
+    assert s.recv(1) == b"x"
+s.close()
+`, path, rounds)
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := make([]byte, 1)
+	for i := range rounds {
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("client process: %v", err)
 	}
 }
 
@@ -463,7 +530,7 @@ func TestProbesAfterCloseAnswerErrors(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"Unix after Close is an error", func() error { _, err := p.Unix(); return err }},
+		{"Unix after Close is an error", func() error { _, err := p.Unix(ToManager); return err }},
 		{"Eventfd after Close is an error", func() error { _, err := p.Eventfd(); return err }},
 		{"RegisterTransfer after Close is an error", func() error { return p.RegisterTransfer(conn, "peer-a") }},
 		{"Transfer after Close is an error", func() error { _, _, err := p.Transfer("peer-a"); return err }},

@@ -48,10 +48,16 @@ struct hist {
 	__u64 sum_ns;
 };
 
-/* unix_hist, eventfd_hist: one histogram each (key 0). */
+/* unix_hist: key UNIX_TO_MANAGER, the sends the Manager receives (a
+ * client's send to the Manager's read: the Manager's own delay), and key
+ * UNIX_TO_CLIENT, the sends a client receives (the Manager's send to the
+ * client's read: the client decides when it reads). eventfd_hist: one
+ * histogram (key 0). */
+#define UNIX_TO_MANAGER 0
+#define UNIX_TO_CLIENT 1
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct hist);
 } unix_hist SEC(".maps");
@@ -162,7 +168,7 @@ static __always_inline void unix_received(struct sock *sk)
 		return;
 	__u64 took = bpf_ktime_get_ns() - *sent;
 	*sent = 0;
-	hist_add(&unix_hist, 0, took);
+	hist_add(&unix_hist, current_tgid() == manager_tgid ? UNIX_TO_MANAGER : UNIX_TO_CLIENT, took);
 }
 
 /* ---- transfer: registered TCP connections --------------------------- */

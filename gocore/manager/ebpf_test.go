@@ -121,9 +121,10 @@ func TestEBPFHistogramsAreOnMetricsUnderKnownTraffic(t *testing.T) {
 		}
 	}
 	var fams map[string]*dto.MetricFamily
+	toManager := map[string]string{"direction": "to_manager"}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		fams = scrape(t, m)
-		if histogramCount(t, fams, "orbitkv_ebpf_unix_socket_seconds", nil) >= conns || time.Now().After(deadline) {
+		if histogramCount(t, fams, "orbitkv_ebpf_unix_socket_seconds", toManager) >= conns || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -133,7 +134,9 @@ func TestEBPFHistogramsAreOnMetricsUnderKnownTraffic(t *testing.T) {
 		labels map[string]string
 		min    uint64
 	}{
-		{"the Unix socket histogram counts every bootstrap connection's message", "orbitkv_ebpf_unix_socket_seconds", nil, conns},
+		{"the Unix socket histogram counts every bootstrap connection's message to the Manager", "orbitkv_ebpf_unix_socket_seconds", toManager, conns},
+		// The clients here are Manager threads: their receives count as to_manager too.
+		{"the Unix socket histogram exports the to_client direction", "orbitkv_ebpf_unix_socket_seconds", map[string]string{"direction": "to_client"}, 0},
 		{"the eventfd histogram is exported", "orbitkv_ebpf_eventfd_wakeup_seconds", nil, 0},
 		{"the transfer receive histogram counts each echo of the registered peer", "orbitkv_ebpf_transfer_receive_seconds", map[string]string{"peer": "node-b"}, sends},
 		{"the transfer send histogram has samples of the registered peer", "orbitkv_ebpf_transfer_send_seconds", map[string]string{"peer": "node-b"}, 1},
