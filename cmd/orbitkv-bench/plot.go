@@ -245,6 +245,9 @@ func (c *lineChart) write(dir, host string) (string, error) {
 	p.Y.Max = max(p.Y.Max, c.yMax)
 	p.Legend.Padding = vg.Points(2)
 	p.Legend.TextStyle.Color = color.Black
+	// Inset from the frame so the thumbnails, drawn right of the text,
+	// stay inside the image.
+	p.Legend.XOffs, p.Legend.YOffs = -legendInset, legendInset
 
 	canvas := vgimg.NewWith(vgimg.UseWH(plotWidth*vg.Inch/plotDPI, plotHeight*vg.Inch/plotDPI), vgimg.UseDPI(plotDPI))
 	p.Draw(draw.New(canvas))
@@ -284,6 +287,10 @@ func (e spreadXYs) YError(i int) (low, high float64) {
 	return e.s.ys[i] - e.s.lo[i], e.s.hi[i] - e.s.ys[i]
 }
 
+// legendInset is how far the legend sits inside the data area's bottom
+// right corner.
+const legendInset = vg.Length(12)
+
 // legendBackdrop veils the data area under the legend (bottom right, the
 // plot's default place) in translucent white, so a line passing under the
 // legend does not run through its text. The legend is drawn on the plot
@@ -298,7 +305,8 @@ func (legendBackdrop) Plot(c draw.Canvas, p *plot.Plot) {
 	if size.X == 0 {
 		return
 	}
-	r := vg.Rectangle{Min: vg.Point{X: c.Max.X - size.X - margin, Y: c.Min.Y - margin}, Max: vg.Point{X: c.Max.X + margin, Y: c.Min.Y + size.Y + margin}}
+	x, y := c.Max.X-legendInset, c.Min.Y+legendInset // the legend's bottom right corner (plot.Legend XOffs, YOffs)
+	r := vg.Rectangle{Min: vg.Point{X: x - size.X - margin, Y: y - margin}, Max: vg.Point{X: x + margin, Y: y + size.Y + margin}}
 	c.SetColor(color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0xd8})
 	c.Fill(r.Path())
 }
