@@ -137,6 +137,12 @@ e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the 
 	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
+.PHONY: e2e-sglang
+e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang): its controller, factory and host pools on the CPU (~3 min; not in make test)
+	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	engines/deps.sh sglang
+	PYTHONPATH=python build/venv/sglang/bin/python -m orbitkv.testing.e2e_sglang --manager bin/orbitkv-manager-fp
+
 SOAK_SEEDS ?= 200
 # The load soak (test/integration/loadsoak_test.go): how long it runs, and the
 # go test timeout around it (builds, start-up and the end checks included).

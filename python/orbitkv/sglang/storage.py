@@ -1,14 +1,25 @@
 """``OrbitKVStorage``: SGLang's HiCache storage backend (``HiCacheStorage``) on OrbitKV.
 
 SGLang (``--enable-hierarchical-cache``) keeps a host KV pool (L2) below the
-GPU (L1) and a storage backend (L3) below that. HiCache calls:
+GPU (L1) and a storage backend (L3) below that. SGLang's
+``HiCacheController`` calls:
 
-* ``batch_exists(keys)`` - how many leading pages storage holds (prefetch
-  decides from it);
-* ``batch_get_v1(keys, host_indices)`` - read those pages into host pool
-  slots; a list of per-page success;
-* ``batch_set_v1(keys, host_indices)`` - write host pool pages (write-back /
-  write-through); a list of per-page success.
+* ``batch_exists(keys, extra_info)`` - how many leading pages storage holds
+  (its prefetch thread decides from it);
+* ``batch_get_v1(keys, host_indices, extra_info)`` - read those pages into
+  host pool slots; a list of per-page success;
+* ``batch_set_v1(keys, host_indices, extra_info)`` - write host pool pages
+  (its backup thread, write-back / write-through); a list of per-page
+  success.
+
+The hybrid controller (models with Mamba, SWA or indexer pools) registers
+those sidecar pools by name (``register_mem_host_pool_v2``, then
+``on_host_pools_registered``) and calls the v2 API for them:
+``batch_exists_v2(keys, pool_transfers, extra_info)`` (a
+``PoolTransferResult``: the KV prefix, each pool's hit, the restorable
+prefix lengths, per ``PoolHitPolicy``), ``batch_get_v2(transfers)`` and
+``batch_set_v2(transfers)`` (per pool name, per-page success). KV pages
+still go through v1. Each pool has its own namespace and buffer (``pool``).
 
 ``keys`` are SGLang's page hashes (hex strings, each chained over the
 page's tokens and the previous key); ``host_indices`` holds the pool's
@@ -30,16 +41,26 @@ calls ``OrbitKVStorage(storage_config, kwargs)``, then
 ``timeout_ms``, ``load_timeout_s``, ``reconnect_interval_s``,
 ``staging_pages``.
 
-Pool memory: a host pool with an ``orbitkv_buffer`` attribute (an
-``EngineBuffer``, layer-major, one page per SGLang page per layer, as the
-test engine's) is restored into and published from in place; any other
-pool (SGLang's own ``MHATokenToKVPoolHost``) goes through a staging
-``EngineBuffer`` page by page with the pool's ``get_data_page(index,
-flat=True)`` / ``set_from_flat_data_page(index, data)``.
+Versions: when SGLang imports, ``OrbitKVStorage`` subclasses its real
+``HiCacheStorage`` and refuses at construction any SGLang not in
+``version.SUPPORTED_SGLANG`` (``UnsupportedSGLang``). Without SGLang
+(the stdlib tests, the test engine) it subclasses a stand-in with the same
+method names.
+
+Pool memory (``pool.PoolMemory``): a host pool with an ``orbitkv_buffer``
+attribute (an ``EngineBuffer``, layer-major, one page per SGLang page per
+layer, as the test engine's) is restored into and published from in
+place; any other pool (SGLang's own ``MHATokenToKVPoolHost``) goes through
+a staging ``EngineBuffer`` page by page with the pool's
+``get_data_page(index, flat=True)`` / ``set_from_flat_data_page(index,
+data)``.
 
 Errors never raise into HiCache's threads: a failure is a False in the
 per-page list (a miss, or a page not backed up), logged; the Manager going
-away is survived by reconnecting (``orbitkv.vllm.session``).
+away is survived by reconnecting (``orbitkv.vllm.session``). Calls before
+``register_mem_pool_host`` and v1 calls whose ``host_indices`` do not match
+the keys raise (SGLang never makes them; a caller bug must not look like a
+miss).
 
 Threads: HiCache calls ``batch_exists``/``batch_get_v1`` from its prefetch
 thread and ``batch_set_v1`` from its backup thread at the same time. Every
@@ -56,10 +77,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Callable, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
 
 from .._abi import QueryFlags, Role
-from ..buffer import EngineBuffer
 from ..client import socket_path_for
 from ..errors import OrbitKVError, TimedOut
 from ..hashes import BlockHashes
@@ -67,15 +88,21 @@ from ..identity import CacheIdentity, block_hash16
 from ..revision import resolve_revision
 from ..vllm.options import DEFAULT_MANAGER_ADDR, OptionError, _bool, _number, _str
 from ..vllm.session import Session
+from .pool import PoolMemory
+from .version import check_sglang, installed_sglang
 
-__all__ = ["OrbitKVStorage", "HiCacheStorage", "SGLANG_AVAILABLE", "key_hash"]
+__all__ = ["OrbitKVStorage", "HiCacheStorage", "PoolTransferResult", "SGLANG_AVAILABLE", "key_hash"]
 
 log = logging.getLogger("orbitkv.sglang")
 
-try:  # pragma: no cover - SGLang is not installed where the tests run
+try:  # pragma: no cover - SGLang is not installed where the stdlib tests run
     from sglang.srt.mem_cache.hicache_storage import HiCacheStorage  # type: ignore
+    from sglang.srt.mem_cache.hicache_storage import PoolName, PoolTransferResult  # type: ignore
 
     SGLANG_AVAILABLE = True
+    #: The KV pool's key in ``PoolTransferResult.extra_pool_hit_pages``
+    #: (SGLang looks it up as ``PoolName.KV``, which hashes unlike "kv").
+    _KV_KEY: Any = PoolName.KV
 except Exception:
     SGLANG_AVAILABLE = False
 
@@ -96,6 +123,16 @@ except Exception:
 
         def get_stats(self):
             return None
+
+    @dataclass
+    class PoolTransferResult:  # type: ignore[no-redef]
+        """Stand-in for SGLang's ``PoolTransferResult`` (same fields)."""
+
+        kv_hit_pages: int
+        extra_pool_hit_pages: dict = field(default_factory=dict)
+        restorable_prefix_pages: Optional[List[int]] = None
+
+    _KV_KEY = "kv"
 
 _OPTIONS = ("bootstrap_socket", "tp_shard_bootstrap_sockets", "wait_for_full_prefix", "model_revision",
             "dtype", "salt", "timeout_ms", "load_timeout_s", "reconnect_interval_s", "staging_pages")
@@ -142,16 +179,21 @@ class OrbitKVStorage(HiCacheStorage):
 
     ``OrbitKVStorage(storage_config, kwargs=None)``: ``storage_config`` is
     SGLang's ``HiCacheStorageConfig`` (tp/pp/cp ranks and sizes,
-    ``model_name``, ``is_mla_model``, ``extra_config``). Connects at once:
-    raises ``OptionError`` for a bad option and the ``OrbitKVError`` of the
-    failed connect naming the option and path. The namespace is fixed by
+    ``model_name``, ``is_mla_model``, ``extra_config``). Checks the
+    installed SGLang (``UnsupportedSGLang`` for a release not in
+    ``SUPPORTED_SGLANG``), then connects at once: raises ``OptionError``
+    for a bad option and the ``OrbitKVError`` of the failed connect naming
+    the option and path. The namespace is fixed by
     ``register_mem_pool_host`` (it needs the pool's dtype and page size);
     calls before it raise ``RuntimeError``.
 
-    ``stats``: counts and bytes (``restored_bytes`` among them).
+    ``stats``: counts and bytes over every pool (``restored_bytes`` among
+    them).
     """
 
     def __init__(self, storage_config: Any, kwargs: Any = None):
+        if SGLANG_AVAILABLE:
+            check_sglang(installed_sglang())
         self._lock = threading.RLock()
         self._legacy_warned = False
         self.config = storage_config
@@ -168,70 +210,96 @@ class OrbitKVStorage(HiCacheStorage):
                                timeout_ms=self.opts["timeout_ms"],
                                reconnect_interval_s=self.opts["reconnect_interval_s"])
         self.mem_pool_host = None
-        self.buf: EngineBuffer | None = None
-        self.ns: bytes | None = None
-        self.page_size = 0
-        self.zero_copy = False
-        self._staging = None
+        self.kv: PoolMemory | None = None
+        self.pools: dict[str, PoolMemory] = {}
         self.stats = {"exists_calls": 0, "hit_pages": 0, "restored_pages": 0, "restored_bytes": 0,
                       "get_failed_pages": 0, "published_pages": 0, "present_pages": 0, "set_failed_pages": 0}
 
     # ---- setup ----
 
-    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        """Take the host pool: register its ``orbitkv_buffer`` (zero copy) or
-        a staging buffer, and fix the namespace."""
-        self.mem_pool_host = mem_pool_host
-        self.page_size = int(mem_pool_host.page_size)
-        dtype = self.opts["dtype"] or str(getattr(mem_pool_host, "dtype", "")).replace("torch.", "")
-        layout = str(getattr(mem_pool_host, "layout", "layer_first"))
-        buf = getattr(mem_pool_host, "orbitkv_buffer", None)
-        if isinstance(buf, EngineBuffer):
-            self.buf, self.zero_copy = buf, True
-            kv_layout = f"sglang-{layout}-orbitkv-pages"
-        else:
-            import torch
-            flat = mem_pool_host.get_data_page(0, flat=True)
-            page_bytes = flat.numel() * flat.element_size()
-            self.buf = EngineBuffer(1, page_bytes, self.opts["staging_pages"])
-            self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
-                self.opts["staging_pages"], page_bytes)
-            self._dtype = flat.dtype
-            kv_layout = f"sglang-{layout}-flat"
-        mla = bool(getattr(self.config, "is_mla_model", False))
+    @property
+    def ns(self) -> bytes | None:
+        """The KV pool's namespace (None before ``register_mem_pool_host``)."""
+        return self.kv.ns if self.kv is not None else None
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether the KV pool is restored into in place (its
+        ``orbitkv_buffer``) rather than through staging pages."""
+        return self.kv is not None and self.kv.zero_copy
+
+    @property
+    def page_size(self) -> int:
+        """Tokens per page of the KV pool (0 before registration)."""
+        return self.kv.page_size if self.kv is not None else 0
+
+    def _namespace(self, pool: PoolMemory) -> bytes:
+        """The namespace of ``pool``: model, revision, dtype, the pool's
+        layout and name, page size and shard."""
         c = self.config
+        mla = bool(getattr(c, "is_mla_model", False))
         model = str(getattr(c, "model_name", "") or "")
         revision = resolve_revision(self.opts["model_revision"], str(getattr(c, "model_path", "") or model),
                                     "OrbitKVStorage (orbitkv.model_revision)")
-        self.ns = CacheIdentity(
-            model, revision, dtype, kv_layout, self.page_size,
+        return CacheIdentity(
+            model, revision, self.opts["dtype"] or pool.dtype_name, pool.kv_layout, pool.page_size,
             0 if mla else self.tp_rank, 1 if mla else int(getattr(c, "tp_size", 1) or 1),
             int(getattr(c, "pp_rank", 0) or 0), int(getattr(c, "pp_size", 1) or 1),
             int(getattr(c, "attn_cp_rank", 0) or 0), int(getattr(c, "attn_cp_size", 1) or 1),
             salt=self.opts["salt"]).namespace()
-        self.session.register(self.buf)
 
-    def _ready(self, op: str) -> None:
-        if self.ns is None:
+    def _add_pool(self, name: str, host: Any) -> PoolMemory:
+        pool = PoolMemory(name, host, self.opts["staging_pages"])
+        pool.ns = self._namespace(pool)
+        self.session.register(pool.buf)
+        self.pools[name] = pool
+        return pool
+
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        """Take the anchor (KV) host pool: register its ``orbitkv_buffer``
+        (zero copy) or a staging buffer, and fix its namespace. Raises
+        ``ValueError`` for a pool without a usable ``page_size`` and the
+        ``OrbitKVError`` of a failed buffer registration."""
+        with self._lock:
+            self.mem_pool_host = mem_pool_host
+            self.kv = self._add_pool("kv", mem_pool_host)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        """Take sidecar host pool ``host_pool_name`` (a ``PoolName``: Mamba
+        state, SWA, indexer, ...) for the v2 calls: its own buffer (zero
+        copy or staging) and namespace. Registering the KV pool's name
+        again is ignored (it is the anchor). Raises as
+        ``register_mem_pool_host``."""
+        name = str(getattr(host_pool_name, "value", host_pool_name))
+        with self._lock:
+            if name == "kv" and self.kv is not None:
+                return
+            self._add_pool(name, host_pool)
+            if name == "kv":
+                self.kv = self.pools[name]
+
+    def on_host_pools_registered(self) -> None:
+        """The registration burst is over; pools are usable as they come,
+        so nothing remains to do (a sidecar registered later is taken by
+        ``register_mem_host_pool_v2`` alone)."""
+
+    def _ready(self, op: str) -> PoolMemory:
+        if self.kv is None:
             raise RuntimeError(f"OrbitKVStorage.{op}: register_mem_pool_host first")
+        return self.kv
 
-    def _pages(self, host_indices: Any, n: int) -> list[int]:
-        idx = [int(i) for i in host_indices[: n * self.page_size: self.page_size]]
-        if len(idx) != n:
-            raise ValueError(f"OrbitKVStorage: {len(host_indices)} host indices for {n} pages of "
-                             f"{self.page_size}; want {n * self.page_size}")
-        return idx
-
-    # ---- HiCache calls ----
+    # ---- existence ----
 
     def batch_exists(self, keys: List[str], extra_info: Any = None) -> int:
         """Leading pages of ``keys`` OrbitKV holds (RAM, or RAM and SSD with
         ``wait_for_full_prefix``); 0 on any error."""
-        self._ready("batch_exists")
+        kv = self._ready("batch_exists")
         with self._lock:
-            return self._batch_exists(keys)
+            return self._leading(kv, keys)
 
-    def _batch_exists(self, keys: List[str]) -> int:
+    def _leading(self, pool: PoolMemory, keys: List[str]) -> int:
+        """Leading pages of ``keys`` held in ``pool``'s namespace; 0 on a
+        Manager error (logged). ``ValueError`` for an empty key."""
         if not keys:
             return 0
         self.stats["exists_calls"] += 1
@@ -240,9 +308,9 @@ class OrbitKVStorage(HiCacheStorage):
             return 0
         batch = BlockHashes([key_hash(k) for k in keys])
         try:
-            a = client.lookup(self.ns, batch, flags=QueryFlags.DISCOVER)
+            a = client.lookup(pool.ns, batch, flags=QueryFlags.DISCOVER)
         except OrbitKVError as e:
-            log.warning("OrbitKVStorage.batch_exists: %s; a miss", e)
+            log.warning("OrbitKVStorage: lookup in pool %s: %s; a miss", pool.name, e)
             self.session.fail(e)
             return 0
         finally:
@@ -259,33 +327,105 @@ class OrbitKVStorage(HiCacheStorage):
             log.warning("OrbitKVStorage.exists: %s; a miss", e)
             return False
 
+    def batch_exists_v2(self, keys: List[str], pool_transfers: Optional[List[Any]] = None,
+                        extra_info: Any = None) -> Any:
+        """SGLang's v2 existence query: the leading KV pages of ``keys``
+        held, cut by each sidecar pool of ``pool_transfers`` per its
+        ``hit_policy``: ``all_pages`` (every page of the prefix held in that
+        pool), ``trailing_pages`` (the last ``len(transfer.keys)`` pages of
+        a prefix held, at least 1). A ``PoolTransferResult``: kv_hit_pages
+        (the longest prefix every pool can restore), extra_pool_hit_pages
+        (per pool name its own boundary; "kv" the KV prefix) and
+        restorable_prefix_pages (the prefix lengths all pools can
+        restore). A pool never registered, a ``block_groups`` policy (not
+        served) or any error: that pool restores nothing, so the hit is 0
+        (logged); never raises into HiCache."""
+        try:
+            kv = self._ready("batch_exists_v2")
+            with self._lock:
+                return self._exists_v2(kv, keys, pool_transfers or [])
+        except Exception as e:
+            log.warning("OrbitKVStorage.batch_exists_v2: %s; a miss", e)
+            return PoolTransferResult(0, {}, [])
+
+    def _exists_v2(self, kv: PoolMemory, keys: List[str], transfers: List[Any]) -> Any:
+        kv_pages = self._leading(kv, keys)
+        hits: dict = {_KV_KEY: kv_pages} if kv_pages else {}
+        restorable = set(range(1, kv_pages + 1))
+        for t in transfers:
+            if not restorable:
+                break
+            name = str(getattr(t.name, "value", t.name))
+            pool = self.pools.get(name)
+            policy = str(getattr(t.hit_policy, "value", t.hit_policy))
+            if pool is None or policy not in ("all_pages", "trailing_pages"):
+                log.warning("OrbitKVStorage.batch_exists_v2: pool %s (%s) %s; no hit", name, policy,
+                            "was never registered" if pool is None else "has a hit policy not served")
+                restorable = set()
+                break
+            if policy == "all_pages":
+                boundary = self._leading(pool, keys[:kv_pages])
+                ok = set(range(1, boundary + 1))
+            else:
+                trailing = max(1, len(t.keys) if t.keys else 1)
+                held = {i for i in range(kv_pages) if self._leading(pool, [keys[i]]) == 1}
+                ok = {p for p in range(1, kv_pages + 1) if all(i in held for i in range(max(0, p - trailing), p))}
+                boundary = max(ok, default=0)
+            if boundary:
+                hits[t.name] = boundary
+            restorable &= ok
+        order = sorted(restorable)
+        return PoolTransferResult(order[-1] if order else 0, hits, order)
+
+    # ---- reads ----
+
     def batch_get_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
-        """Restore the pages of ``keys`` into the host pool slots
+        """Restore the KV pages of ``keys`` into the host pool slots
         ``host_indices``; returns per-page success (a leading run of True:
         the lease covers a prefix). Returns only after every restore reached
         its terminal result; the pool's pages are untouched by the Manager
-        afterwards."""
-        return self._batch("batch_get_v1", self._batch_get_v1, keys, host_indices)
-
-    def _batch(self, op: str, run: Callable[[List[str], list], List[bool]], keys: List[str],
-               host_indices: Any) -> List[bool]:
-        """The shared frame of batch_get_v1 and batch_set_v1: refuse before
-        ``register_mem_pool_host`` (``_ready``), then, under this backend's
-        lock, ``[]`` for no key, else ``run(keys, slots)`` with the pool
-        slots of ``host_indices`` (one per key, ``_pages``)."""
-        self._ready(op)
+        afterwards. Raises ``RuntimeError`` before registration and
+        ``ValueError`` when ``host_indices`` is not ``len(keys) *
+        page_size`` slots."""
+        kv = self._ready("batch_get_v1")
         with self._lock:
             if not keys:
                 return []
-            return run(keys, self._pages(host_indices, len(keys)))
+            return self._read(kv, keys, kv.slots(host_indices, len(keys)))
 
-    def _batch_get_v1(self, keys: List[str], slots: list) -> List[bool]:
+    def batch_get_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
+        """Restore each transfer's pages (``transfer.keys`` into
+        ``transfer.host_indices`` of the pool named ``transfer.name``);
+        per pool name, per-page success (a leading run of True). A pool
+        never registered, mismatched indices or any error: False for its
+        pages (logged); never raises into HiCache."""
+        return self._v2("batch_get_v2", self._read, transfers)
+
+    def _v2(self, op: str, run: Any, transfers: List[Any]) -> dict:
+        results: dict = {}
+        with self._lock:
+            for t in transfers:
+                keys = list(t.keys or [])
+                name = str(getattr(t.name, "value", t.name))
+                try:
+                    pool = self.pools.get(name)
+                    if pool is None:
+                        raise ValueError(f"host pool {name!r} was never registered (register_mem_host_pool_v2)")
+                    if t.host_indices is None:
+                        raise ValueError(f"host pool {name!r}: no host indices")
+                    results[t.name] = run(pool, keys, pool.slots(t.host_indices, len(keys))) if keys else []
+                except Exception as e:
+                    log.warning("OrbitKVStorage.%s: %s; its %d pages failed", op, e, len(keys))
+                    results[t.name] = [False] * len(keys)
+        return results
+
+    def _read(self, pool: PoolMemory, keys: List[str], slots: list) -> List[bool]:
         n = len(keys)
         ok = 0
         done = 0
         while done < n:
-            k = n - done if self.zero_copy else min(n - done, len(self._staging))
-            got = self._get(keys, done, k, slots[done:done + k])
+            k = min(n - done, pool.round_pages)
+            got = self._get(pool, keys, done, k, slots[done:done + k])
             ok += got
             done += k
             if got < k:
@@ -293,9 +433,9 @@ class OrbitKVStorage(HiCacheStorage):
         self.stats["get_failed_pages"] += n - ok
         return [True] * ok + [False] * (n - ok)
 
-    def _get(self, keys: List[str], first: int, k: int, slots: list[int]) -> int:
-        """Restore keys[first:first+k] (the lease covers keys[:first+k]);
-        returns pages restored."""
+    def _get(self, pool: PoolMemory, keys: List[str], first: int, k: int, slots: list[int]) -> int:
+        """Restore keys[first:first+k] of ``pool`` (the lease covers
+        keys[:first+k]); returns pages restored."""
         client = self.session.get()
         if client is None:
             return 0
@@ -303,26 +443,24 @@ class OrbitKVStorage(HiCacheStorage):
         lease = 0
         try:
             flags = QueryFlags.WAIT_FOR_FULL_PREFIX if self.opts["wait_for_full_prefix"] else 0
-            a = client.lookup(self.ns, batch, flags=flags, timeout_s=self.opts["load_timeout_s"])
+            a = client.lookup(pool.ns, batch, flags=flags, timeout_s=self.opts["load_timeout_s"])
             lease = a.lease_id if a.status == "Ok" else 0
             got = max(0, min(a.hit_count, first + k) - first) if lease else 0
             if got == 0:
                 return 0
-            pages = [s // self.page_size for s in slots[:got]] if self.zero_copy else list(range(got))
-            bid = self.session.buffer_id(self.buf)
+            pages = pool.targets(slots[:got])
+            bid = self.session.buffer_id(pool.buf)
             step = client.max_restore_entries
             entries = [(first + i, pages[i]) for i in range(got)]
             ops = [client.start_restore(lease, bid, entries[i:i + step]) for i in range(0, got, step)]
             for op in ops:
                 client.wait_restore(op, self.opts["load_timeout_s"])
-            if not self.zero_copy:
-                for i in range(got):
-                    self.mem_pool_host.set_from_flat_data_page(slots[i], self._staging[i].view(self._dtype))
+            pool.stage_in(slots[:got])
             self.stats["restored_pages"] += got
-            self.stats["restored_bytes"] += got * self.buf.layers * self.buf.page_bytes
+            self.stats["restored_bytes"] += got * pool.page_bytes
             return got
         except OrbitKVError as e:
-            log.warning("OrbitKVStorage.batch_get_v1: %s; pages treated as misses", e)
+            log.warning("OrbitKVStorage: restore into pool %s: %s; pages treated as misses", pool.name, e)
             if isinstance(e, TimedOut) and lease:
                 self.session.close()  # the pages stay the Manager's until its copies drain
             self.session.fail(e)
@@ -335,35 +473,43 @@ class OrbitKVStorage(HiCacheStorage):
                 except OrbitKVError as e:
                     self.session.fail(e)
 
-    def batch_set_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
-        """Publish the host pool pages at ``host_indices`` under ``keys``;
-        per-page success (a page already held counts as success). Returns
-        after the Manager's copy completed and the pages are visible. A page
-        whose publish failed (or may have failed) is False."""
-        return self._batch("batch_set_v1", self._batch_set_v1, keys, host_indices)
+    # ---- writes ----
 
-    def _batch_set_v1(self, keys: List[str], slots: list) -> List[bool]:
+    def batch_set_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
+        """Publish the KV host pool pages at ``host_indices`` under
+        ``keys``; per-page success (a page already held counts as success).
+        Returns after the Manager's copy completed and the pages are
+        visible. A page whose publish failed (or may have failed) is
+        False. Raises as ``batch_get_v1`` for a caller's mistake."""
+        kv = self._ready("batch_set_v1")
+        with self._lock:
+            if not keys:
+                return []
+            return self._write(kv, keys, kv.slots(host_indices, len(keys)))
+
+    def batch_set_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
+        """Publish each transfer's pages (``transfer.host_indices`` of the
+        pool named ``transfer.name``, under ``transfer.keys``); per pool
+        name, per-page success. Failures as ``batch_get_v2``."""
+        return self._v2("batch_set_v2", self._write, transfers)
+
+    def _write(self, pool: PoolMemory, keys: List[str], slots: list) -> List[bool]:
         n = len(keys)
         result = [False] * n
         client = self.session.get()
         if client is None:
             self.stats["set_failed_pages"] += n
             return result
-        bid = self.session.buffer_id(self.buf)
-        step = n if self.zero_copy else len(self._staging)
-        for s in range(0, n, step):
-            chunk = range(s, min(n, s + step))
-            if self.zero_copy:
-                pages = [slots[i] // self.page_size for i in chunk]
-            else:
-                pages = list(range(len(chunk)))
-                for j, i in enumerate(chunk):
-                    data = self.mem_pool_host.get_data_page(slots[i], flat=True)
-                    self._staging[j].copy_(data.reshape(-1).view(self._staging.dtype))
+        bid = self.session.buffer_id(pool.buf)
+        for s in range(0, n, pool.round_pages):
+            chunk = range(s, min(n, s + pool.round_pages))
+            round_slots = [slots[i] for i in chunk]
+            pool.stage_out(round_slots)
             try:
-                stored, present = client.publish(self.ns, bid, [key_hash(keys[i]) for i in chunk], pages)
+                stored, present = client.publish(pool.ns, bid, [key_hash(keys[i]) for i in chunk],
+                                                 pool.targets(round_slots))
             except OrbitKVError as e:
-                log.warning("OrbitKVStorage.batch_set_v1: %s", e)
+                log.warning("OrbitKVStorage: publish from pool %s: %s", pool.name, e)
                 self.session.fail(e)
                 break
             self.stats["published_pages"] += stored
