@@ -44,7 +44,10 @@ Engine processes, in order:
 7. ``fail-policy``: the same kill under vLLM's default ``fail`` policy:
    vLLM reports the failure its own way (no wrong tokens, within the
    engine's time limit); a restarted Manager serves the next request;
-8. ``tp2``: tensor parallel 2 (``VLLM_CPU_OMP_THREADS_BIND="0|1"``) saves
+8. ``bad-config``: an unknown ``orbitkv.*`` key, and the socket of a
+   Manager that is not running, each stop vLLM at start with an error
+   naming the key or the socket;
+9. ``tp2``: tensor parallel 2 (``VLLM_CPU_OMP_THREADS_BIND="0|1"``) saves
    and restores p0 through OrbitKV, tokens equal cold; skipped, with the
    reason, on a machine with fewer than 2 CPUs.
 
@@ -98,6 +101,11 @@ def prompts(seed: int = PROMPT_SEED) -> dict[str, list[int]]:
 
 DOC = os.path.join(ROOT, "docs", "adapters.md")
 DOC_MARK = "<!-- make e2e-vllm runs this kv-transfer-config -->"
+
+
+#: The gate's phases, in order (each one engine process but bad-config's two).
+PHASES = ("reference", "save", "warm", "other-namespace", "save-killed", "recompute", "fail-policy", "bad-config",
+          "tp2")
 
 
 def documented_config() -> dict:
@@ -483,6 +491,30 @@ class Gate:
                    r2["stats"].get("worker", {}).get("restored_blocks") == want and r2["tokens"] == r1["tokens"],
                    f"first: worker {r1['stats'].get('worker')}; second: worker {r2['stats'].get('worker')}")
 
+    def bad_config(self) -> None:
+        """vLLM must refuse to start, naming the problem, never hang."""
+        import socket as so
+        dead = os.path.join(self.tmp, "dead.sock")
+        s = so.socket(so.AF_UNIX)
+        s.bind(dead)
+        s.close()
+        cases = [("an unknown orbitkv.* key", self.sock, {"orbitkv.bootstrap_sockets": self.sock},
+                  "orbitkv.bootstrap_sockets: unknown OrbitKV option"),
+                 ("the socket of a Manager that is not running", dead, {},
+                  f"orbitkv.bootstrap_socket={dead!r}")]
+        for what, sock, extra, want in cases:
+            t0 = time.monotonic()
+            e = self.engine(f"bad-config-{len(extra)}", [], **dict(self.connector(extra=extra), socket=sock),
+                            timeout_s=180)
+            e.wait_for(lambda: e.eof, 180)
+            e.kill()
+            out = "".join(e.lines)
+            line = next((ln.strip() for ln in e.lines if want in ln), "")
+            self.check(f"bad config: {what} stops vLLM at start, naming it",
+                       e.started is None and e.proc.returncode not in (0, None) and bool(line),
+                       f"{time.monotonic() - t0:.0f} s: {line[-200:]}" if line else
+                       f"exit {e.proc.returncode}, no {want!r} in:\n{out[-1500:]}")
+
     def tp2(self) -> None:
         name = "tensor parallel 2"
         if (os.cpu_count() or 1) < 2:
@@ -514,17 +546,23 @@ class Gate:
                 subprocess.run([sys.executable, os.path.join(HERE, "e2e_vllm_engine.py"), "model", self.model],
                                check=True, stdout=subprocess.DEVNULL)
             self.start_manager()
-            if self.reference():
-                self.save()
-                self.warm()
-                self.other_namespace()
-                self.save_killed()
-                self.killed_mid_restore("recompute", "recompute", "p4", "p0", "p3")
-                self.killed_mid_restore("fail-policy", "fail", "p3", "p3", "p0")
-                if not self.args.no_tp2:
-                    self.tp2()
-                else:
-                    self.skip("tensor parallel 2", "--no-tp2")
+            only = set(self.args.only.split(",")) if self.args.only else None
+            if only is not None and not only <= set(PHASES):
+                raise SystemExit(f"--only {self.args.only}: phases are {','.join(PHASES)}")
+            if only == {"bad-config"}:
+                self.bad_config()
+            elif self.reference():
+                for phase in PHASES[1:]:
+                    if only is not None and phase not in only:
+                        continue
+                    if phase == "tp2" and self.args.no_tp2:
+                        self.skip("tensor parallel 2", "--no-tp2")
+                        continue
+                    {"save": self.save, "warm": self.warm, "other-namespace": self.other_namespace,
+                     "save-killed": self.save_killed,
+                     "recompute": lambda: self.killed_mid_restore("recompute", "recompute", "p4", "p0", "p3"),
+                     "fail-policy": lambda: self.killed_mid_restore("fail-policy", "fail", "p3", "p3", "p0"),
+                     "bad-config": self.bad_config, "tp2": self.tp2}[phase]()
         finally:
             if self.manager is not None:
                 self.end_manager()
@@ -546,6 +584,8 @@ def main() -> int:
                     help="model directory (made here when missing)")
     ap.add_argument("--engine-timeout", type=float, default=300, help="seconds one engine process may take")
     ap.add_argument("--no-tp2", action="store_true", help="skip the tensor-parallel-2 check (reported as skipped)")
+    ap.add_argument("--only", default="", help="comma-separated phases to run (for debugging; later phases "
+                    "depend on earlier ones): " + ",".join(PHASES))
     return Gate(ap.parse_args()).run()
 
 

@@ -137,7 +137,8 @@ def run(spec: dict) -> None:
         # reconnects at once after it restarts the Manager.
         cfg = dict(spec["ktc"])
         cfg["kv_connector_extra_config"] = dict(cfg.get("kv_connector_extra_config") or {}, **{
-            "orbitkv.bootstrap_socket": spec["socket"], "orbitkv.reconnect_interval_s": 0})
+            "orbitkv.bootstrap_socket": spec["socket"], "orbitkv.reconnect_interval_s": 0},
+            **spec.get("extra", {}))
         if spec.get("policy"):
             cfg["kv_load_failure_policy"] = spec["policy"]
         kw["kv_transfer_config"] = KVTransferConfig(**cfg)
