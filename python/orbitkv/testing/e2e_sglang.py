@@ -10,12 +10,15 @@ module's doc):
 1. ``save``: SGLang's parser takes the flags of docs/adapters.md, its
    ``HybridCacheController`` builds ``OrbitKVStorage`` through its backend
    factory ("dynamic"), on the real base class with the real signatures and
-   the zero-copy v1 calls selected; its backup thread publishes a 4-page
-   prompt (an exact multiple of the page size);
+   the zero-copy v1 calls selected and the SWA sidecar pool registered
+   (v2); its backup thread publishes a 4-page prompt (an exact multiple of
+   the page size), and a hybrid prompt's KV (v1) and 2-page window (v2);
 2. ``warm`` (a new process): the prefetch thread's hit query finds all 4
    pages, the I/O thread loads them into other host slots, bytes equal;
    a prompt diverging mid-page 3 hits its 2 shared pages only; restored
-   bytes = pages x page bytes; the v2 pool API with SGLang's own types;
+   bytes = pages x page bytes; the hybrid prompt's hit query goes through
+   ``batch_exists_v2`` and its window comes back through ``batch_get_v2``,
+   bytes equal; more v2 calls with SGLang's own types;
 3. ``other``: another model revision (another namespace) gets 0 hits; bad
    settings (an unknown ``orbitkv.*`` key, a socket no Manager serves) fail
    at construction through SGLang's factory, naming the key or path;
@@ -46,6 +49,7 @@ from .manager import ManagerProcess, free_port
 PY_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPO = os.path.dirname(PY_DIR)
 PAGES = 4          # the shared prompt's full pages (sglang_real.PROMPTS)
+WINDOW = 2         # the hybrid prompt's sliding-window pages (sglang_real.WINDOW)
 DIVERGE_PAGES = 2  # the full pages the diverging prompt shares with it
 
 
@@ -127,10 +131,16 @@ class Gate:
                    (f["page_get_func"], f["page_set_func"]) == ("_page_get_zero_copy", "_page_set_zero_copy"),
                    f"{f['page_get_func']}, {f['page_set_func']}")
         print(f"note    SGLang's own host pool assembler on this CPU: {f['assembler_error'] or 'built'}", flush=True)
-        st = r["stats"]
+        st, sv = r["stats"], r["saved"]
+        self.check("the controller registered the sidecar host pool (register_mem_host_pool_v2)",
+                   r["registered_pools"] == ["kv", "swa"], f"pools {r['registered_pools']}")
         self.check(f"the backup thread stored the {PAGES}-page prompt (batch_set_v1)",
-                   r["saved_tokens"]["shared"] == PAGES * 32 and st["published_pages"] == PAGES,
-                   f"{r['saved_tokens']['shared']} tokens completed, {st['published_pages']} pages published")
+                   sv["shared"]["tokens"] == PAGES * 32, f"{sv['shared']['tokens']} tokens completed")
+        self.check(f"a hybrid prompt: {PAGES} KV pages (v1) and its {WINDOW}-page sliding window (batch_set_v2)",
+                   sv["hybrid"]["tokens"] == PAGES * 32 and sv["hybrid"]["pools"] == {"swa": WINDOW}
+                   and st["published_pages"] == 2 * PAGES + WINDOW,
+                   f"{sv['hybrid']['tokens']} tokens, pools {sv['hybrid']['pools']}, "
+                   f"{st['published_pages']} pages published in all")
 
     def warm(self) -> None:
         r = self.role("warm")
@@ -147,9 +157,18 @@ class Gate:
                    and d["pages_equal"] == [True] * DIVERGE_PAGES,
                    f"hit {d['hit_tokens']}, loaded {d['loaded_tokens']} tokens")
         want = (PAGES + DIVERGE_PAGES) * r["page_bytes"]
-        self.restored += r["kv_restored_bytes"]
+        self.restored += r["stats"]["restored_bytes"]
         self.check("restored bytes = loaded pages x page bytes", r["kv_restored_bytes"] == want,
                    f"{r['kv_restored_bytes']} B, want {PAGES + DIVERGE_PAGES} x {r['page_bytes']}")
+        h = r["hybrid"]
+        self.check("hybrid prompt: the hit query goes through batch_exists_v2 and finds the KV pages and the window",
+                   h["hit_tokens"] == PAGES * 32 and h.get("query_pool_hit_pages", {}).get("kv") == PAGES
+                   and h.get("query_pool_hit_pages", {}).get("swa") == PAGES,
+                   f"hit {h['hit_tokens']} tokens, per pool {h.get('query_pool_hit_pages')}")
+        self.check("hybrid prompt: the I/O thread loads the KV pages (v1) and the window (batch_get_v2), bytes equal",
+                   h["loaded_tokens"] == PAGES * 32 and h["pages_equal"] == [True] * PAGES
+                   and h.get("pool_hits") == {"swa": WINDOW} and h.get("window_equal") == [True] * WINDOW,
+                   f"loaded {h['loaded_tokens']}, pool hits {h.get('pool_hits')}, window equal {h.get('window_equal')}")
         v = r["pools_v2"]
         self.check("v2: a sidecar host pool's pages set and got back into other slots, bytes equal",
                    v["set"] == {"swa": v["pages"]} and v["get"] == {"swa": v["pages"]} and v["bytes_equal"],
@@ -202,7 +221,7 @@ class Gate:
         self.check("kill: the prefetch returned within the load timeout (10 s), no hang",
                    r["dead_manager_s"] < 15, f"{r['dead_manager_s']:.1f} s")
         a = r["after_restart"]
-        self.restored += a["loaded_tokens"] // 32 * r["page_bytes"]
+        self.restored += r["stats"]["restored_bytes"]
         self.check("kill: the same process reconnected; the new Manager stores and serves the prompt",
                    r["saved_after_restart"] == PAGES * 32 and a["loaded_tokens"] == PAGES * 32
                    and a["pages_equal"] == [True] * PAGES and len(set(r["epochs"])) == 2,

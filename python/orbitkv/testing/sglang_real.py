@@ -10,14 +10,18 @@ is SGLang's own code here and what is not:
   --hicache-storage-backend-extra-config '{...}'``) into ``ServerArgs``,
   published as the process's runtime context (``publish``);
 * SGLang's ``MHATokenToKVPool`` (device "cpu"), its
-  ``PagedTokenToKVPoolAllocator``, its host pool ``MHATokenToKVPoolHost``
-  in a ``HostPoolGroup``, and the server's cache controller
+  ``PagedTokenToKVPoolAllocator``, two host pools ``MHATokenToKVPoolHost``
+  in a ``HostPoolGroup`` (the KV anchor and a one-layer SWA sidecar, as a
+  hybrid model has), and the server's cache controller
   ``HybridCacheController``: its constructor parses the extra config
   (``parse_storage_backend_extra_config``) and attaches the backend
   through ``StorageBackendFactory`` ("dynamic": module path and class
-  name), whose threads then call ``OrbitKVStorage`` (backup thread:
-  ``batch_set_v1``; prefetch thread: ``batch_exists``; prefetch I/O thread:
-  ``batch_get_v1``); page keys are SGLang's ``get_storage_hash_str``;
+  name) with the sidecar registered by ``register_mem_host_pool_v2``;
+  its threads then call ``OrbitKVStorage`` (backup thread:
+  ``batch_set_v1``, and ``batch_set_v2`` for a prompt's sliding window;
+  prefetch thread: ``batch_exists`` or ``batch_exists_v2``; prefetch I/O
+  thread: ``batch_get_v1`` and ``batch_get_v2``); page keys are SGLang's
+  ``get_storage_hash_str``;
 * not SGLang's: the host pool is built with ``pin_memory=False`` (SGLang's
   assembler pins it with cudaHostRegister, which needs a GPU; the
   exception is reported as ``assembler_error``), and the radix tree's part
@@ -27,10 +31,12 @@ is SGLang's own code here and what is not:
 
 Roles (each one process, so a warm role's SGLang state starts empty):
 
-* ``save`` - backs up the pages of ``--prompts`` (seeded random KV);
-* ``warm`` - prefetches each prompt: hit tokens, loaded tokens, the bytes
-  compared with what ``save`` wrote (same seed); the v2 pool API with
-  SGLang's own ``PoolTransfer`` types on a second real host pool;
+* ``save`` - backs up the "shared" prompt, and the "hybrid" one with its
+  sliding window (KV seeded by each page's key);
+* ``warm`` - prefetches "shared", "diverge" and "hybrid" (with its
+  window): hit tokens, loaded tokens, the bytes compared with what
+  ``save`` wrote; more v2 calls made directly with SGLang's own
+  ``PoolTransfer`` types on the sidecar pool;
 * ``other`` - prefetches under another model revision: expects 0;
 * ``kill`` - prefetches while the gate pauses then SIGKILLs the Manager
   mid-restore: the pages must come back as misses within the load timeout,
@@ -53,6 +59,7 @@ import traceback
 
 PAGE, LAYERS, HEADS, DIM = 32, 2, 2, 64
 SLOTS = 2048
+WINDOW = 2  # pages of the sliding-window sidecar a hybrid prompt keeps
 
 #: The prompts: token ids. "shared" is 4 full pages (an exact multiple of
 #: the page size); "diverge" shares its first 2.5 pages with "shared" and
@@ -60,6 +67,7 @@ SLOTS = 2048
 PROMPTS = {
     "shared": [(i * 7 + 3) % 1000 for i in range(4 * PAGE)],
     "diverge": [(i * 7 + 3) % 1000 for i in range(2 * PAGE + PAGE // 2)] + [999] * (PAGE + PAGE // 2),
+    "hybrid": [(i * 11 + 5) % 1000 for i in range(4 * PAGE)],
 }
 
 
@@ -103,7 +111,6 @@ class Engine:
         from sglang.srt.mem_cache.hicache_storage import PoolName
         from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
         from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_kv_only_group, build_pool_entry
-        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
         from sglang.srt.mem_cache.pool_host.group import HostPoolGroup
         from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
         from sglang.srt.runtime_context import get_memory, get_parallel, publish
@@ -119,31 +126,44 @@ class Engine:
         get_parallel().override_permanently(dcp_enabled=False, attn_dcp_size=1, attn_dcp_rank=0, tp_rank=0,
                                             tp_size=1, pp_rank=0, pp_size=1)
         mem = get_memory()
-        self.device = MHATokenToKVPool(size=SLOTS, page_size=PAGE, dtype=torch.float32, head_num=HEADS,
-                                       head_dim=DIM, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+        self.device = self.device_pool(LAYERS)
+        # The sidecar of a hybrid model (one sliding-window layer): its own
+        # device and host pools, an entry of the host pool group, so the
+        # controller registers it with register_mem_host_pool_v2.
+        self.side_device = self.device_pool(1)
         alloc = PagedTokenToKVPoolAllocator(SLOTS, PAGE, torch.float32, "cpu", self.device, False)
         self.assembler_error = ""
         try:
             build_kv_only_group(page_size=PAGE, kv_pool=self.device, full_layer_mapping={0: 0, 1: 1}, use_mla=False)
         except Exception as e:  # the assembler pins host memory with cudaHostRegister
             self.assembler_error = f"{type(e).__name__}: {e}"
-        self.host = self.host_pool(MHATokenToKVPoolHost, mem.hicache_ratio)
-        group = HostPoolGroup([build_pool_entry(name=PoolName.KV, host_pool=self.host, device_pool=self.device,
-                                                layer_mapping={0: 0, 1: 1}, transfer_layer_id_max=LAYERS,
-                                                is_anchor=True)])
+        self.host = self.host_pool(MHATokenToKVPoolHost, mem.hicache_ratio, self.device)
+        self.side = self.host_pool(MHATokenToKVPoolHost, mem.hicache_ratio, self.side_device)
+        layers = LAYERS + 1
+        group = HostPoolGroup([
+            build_pool_entry(name=PoolName.KV, host_pool=self.host, device_pool=self.device,
+                             layer_mapping={i: i for i in range(LAYERS)}, transfer_layer_id_max=layers,
+                             is_anchor=True),
+            build_pool_entry(name=PoolName.SWA, host_pool=self.side, device_pool=self.side_device,
+                             layer_mapping={LAYERS: 0}, transfer_layer_id_max=layers)])
         extra, threshold, *_ = HybridCacheController.parse_storage_backend_extra_config(
             mem.hicache_storage_backend_extra_config)
         self.ctl = HybridCacheController(
             alloc, group, PAGE, None, threading.Event(), write_policy=mem.hicache_write_policy,
             io_backend=mem.hicache_io_backend, storage_backend=mem.hicache_storage_backend,
             prefetch_threshold=threshold, model_name=self.server_args.served_model_name,
-            storage_backend_extra_config=extra, transfer_layer_id_max=LAYERS)
+            storage_backend_extra_config=extra, transfer_layer_id_max=layers)
         self.backend = self.ctl.storage_backend
         self.start_s = time.monotonic() - t0
 
-    def host_pool(self, cls, ratio: float):
-        """SGLang's host pool class ``cls`` over the device pool, unpinned."""
-        d = self.device
+    def device_pool(self, layers: int):
+        """SGLang's device KV pool of ``layers`` layers, on the CPU."""
+        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+        return MHATokenToKVPool(size=SLOTS, page_size=PAGE, dtype=self.torch.float32, head_num=HEADS,
+                                head_dim=DIM, layer_num=layers, device="cpu", enable_memory_saver=False)
+
+    def host_pool(self, cls, ratio: float, d):
+        """SGLang's host pool class ``cls`` over device pool ``d``, unpinned."""
         return cls(d.get_device_pool_infos()[0].buffer_info, ratio, 0, PAGE, "layer_first", pin_memory=False,
                    device="cpu", device_capacity_tokens=d.size if d.host_capacity_tokens is None
                    else d.host_capacity_tokens, start_layer=d.start_layer, end_layer=d.end_layer,
@@ -154,37 +174,60 @@ class Engine:
         from sglang.srt.mem_cache.utils import get_storage_hash_str
         return get_storage_hash_str(tokens, None, page_size=PAGE)
 
-    def page_data(self, key: str):
-        """The KV of the page with SGLang key ``key``, as the host pool's
-        flat page: seeded by the key, so the same in every process and
-        equal for equal keys (as a page's KV is)."""
-        g = self.torch.Generator().manual_seed(int(key[:12], 16))
-        flat = self.host.get_data_page(0, flat=True)
+    def page_data(self, key: str, pool=None):
+        """The KV of the page with SGLang key ``key`` in host pool ``pool``
+        (the KV pool by default), as its flat page: seeded by the key and
+        the pool, so the same in every process and equal for equal keys (as
+        a page's KV is)."""
+        pool = self.host if pool is None else pool
+        g = self.torch.Generator().manual_seed(int(key[:12], 16) + (0 if pool is self.host else 1))
+        flat = pool.get_data_page(0, flat=True)
         return self.torch.randn(flat.numel(), generator=g, dtype=flat.dtype)
 
-    def save(self, name: str, timeout_s: float = 60) -> int:
+    def window(self, keys: list[str], slots=None):
+        """The sliding-window sidecar transfer of a prompt: its last
+        ``WINDOW`` pages (SGLang's trailing-pages policy)."""
+        from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer
+        return [PoolTransfer(name=PoolName.SWA, host_indices=slots, keys=keys[-WINDOW:],
+                             hit_policy=PoolHitPolicy.TRAILING_PAGES)]
+
+    def save(self, name: str, timeout_s: float = 60, sidecar: bool = False) -> dict:
         """Back up prompt ``name``'s full pages through the controller's
-        backup thread; returns the tokens it reports completed."""
+        backup thread (with ``sidecar``, its last WINDOW pages of the SWA
+        pool too: batch_set_v2); returns the tokens it reports completed
+        and, with ``sidecar``, the pages each pool stored."""
         tokens = PROMPTS[name][: len(PROMPTS[name]) // PAGE * PAGE]
         slots = self.host.alloc(len(tokens))
         keys = self.keys(tokens)
         for p, key in enumerate(keys):
             self.host.set_from_flat_data_page(int(slots[p * PAGE]), self.page_data(key))
-        self.ctl.write_storage(slots, tokens, hash_value=keys)
+        extra = None
+        if sidecar:
+            side = self.side.alloc(WINDOW * PAGE)
+            for j, key in enumerate(keys[-WINDOW:]):
+                self.side.set_from_flat_data_page(int(side[j * PAGE]), self.page_data(key, self.side))
+            extra = self.window(keys, side)
+        self.ctl.write_storage(slots, tokens, hash_value=keys, extra_pools=extra)
         op = self.ctl.ack_backup_queue.get(timeout=timeout_s)
         self.host.free(slots)
-        return op.completed_tokens
+        if sidecar:
+            self.side.free(side)
+        return {"tokens": op.completed_tokens,
+                "pools": {str(k): v for k, v in op.pool_storage_result.extra_pool_hit_pages.items()}}
 
-    def prefetch(self, name: str, rid: str, timeout_s: float = 60, sentinel: float | None = None) -> dict:
+    def prefetch(self, name: str, rid: str, timeout_s: float = 60, sentinel: float | None = None,
+                 sidecar: bool = False) -> dict:
         """Prefetch prompt ``name`` the way the radix tree does: the prefetch
-        thread's hit query, then host slots for the hit handed to the I/O
-        thread; waits for its final ack. Returns hit and loaded tokens,
+        thread's hit query (with ``sidecar``, batch_exists_v2 over the SWA
+        window), then host slots for the hit (and the window) handed to the
+        I/O thread; waits for its final ack. Returns hit and loaded tokens,
         whether each loaded page equals the saved one, and the wall times."""
         tokens = PROMPTS[name]
         keys = self.keys(tokens)
         t0 = time.monotonic()
         from sglang.srt.mem_cache.base_prefix_cache import CacheRequestHandle
-        op = self.ctl.prefetch(CacheRequestHandle(rid, 0), tokens)
+        op = self.ctl.prefetch(CacheRequestHandle(rid, 0), tokens,
+                               extra_pools=self.window(keys) if sidecar else None)
         got = self.ctl.prefetch_hit_queue.get(timeout=timeout_s)
         assert got is op, "another operation's hit answer"
         hit = op.storage_hit_count
@@ -197,6 +240,12 @@ class Engine:
                 self.host.set_from_flat_data_page(int(slots[p * PAGE]),
                                                   self.torch.full_like(self.page_data(keys[p]), sentinel))
         op.host_indices = slots
+        side = None
+        if sidecar:
+            res["query_pool_hit_pages"] = {str(k): v for k, v in op.query_pool_hit_pages.items()}
+            side = self.side.alloc(WINDOW * PAGE)
+            for t in op.pool_transfers:
+                t.host_indices = side
         t1 = time.monotonic()
         self.ctl.prefetch_buffer.put(op)
         loaded = 0
@@ -204,6 +253,8 @@ class Engine:
             ack = self.ctl.ack_prefetch_queue.get(timeout=timeout_s)
             if ack.completed_tokens is not None:
                 loaded = ack.completed_tokens
+            if getattr(ack, "pool_hits", None):
+                res["pool_hits"] = {str(k): v for k, v in ack.pool_hits.items() if v}
             if ack.completed_req:
                 break
         res["load_s"] = time.monotonic() - t1
@@ -215,6 +266,11 @@ class Engine:
             else:
                 res["pages_equal"].append(bool(self.torch.equal(page, self.page_data(keys[p]))))
         self.host.free(slots)
+        if side is not None:
+            res["window_equal"] = [bool(self.torch.equal(self.side.get_data_page(int(side[j * PAGE]), flat=True),
+                                                         self.page_data(key, self.side)))
+                                   for j, key in enumerate(op.pool_transfers[0].keys)]
+            self.side.free(side)
         return res
 
 
@@ -250,15 +306,14 @@ def interface_facts(engine: Engine) -> dict:
 
 
 def pools_v2(engine: Engine) -> dict:
-    """The v2 pool API with SGLang's own types: a second real host pool
-    registered as the SWA sidecar, pages set and got back by v2 into other
-    slots, and batch_exists_v2 answers read the way SGLang reads them."""
+    """The v2 pool API called directly with SGLang's own types on the SWA
+    sidecar host pool: pages set and got back into other slots, and
+    batch_exists_v2 answers read the way SGLang reads them (all-pages,
+    trailing, a pool never registered)."""
     from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer, count_pool_hits
-    from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
     torch = engine.torch
-    side = engine.host_pool(MHATokenToKVPoolHost, 1.0)
+    side = engine.side
     b = engine.backend
-    b.register_mem_host_pool_v2(side, PoolName.SWA)
     tokens = PROMPTS["shared"]
     keys = engine.keys(tokens)
     src, dst = side.alloc(len(tokens)), side.alloc(len(tokens))
@@ -320,10 +375,12 @@ def main() -> int:
         res.update(sglang=sglang.__version__, import_s=eng.import_s, start_s=eng.start_s,
                    facts=interface_facts(eng), page_bytes=eng.backend.kv.page_bytes)
         if a.role == "save":
-            res["saved_tokens"] = {n: eng.save(n) for n in ("shared",)}
+            res["registered_pools"] = sorted(eng.backend.pools)
+            res["saved"] = {"shared": eng.save("shared"), "hybrid": eng.save("hybrid", sidecar=True)}
         elif a.role == "warm":
             res["prefetch"] = {n: eng.prefetch(n, f"warm-{n}") for n in ("shared", "diverge")}
             res["kv_restored_bytes"] = eng.backend.stats["restored_bytes"]
+            res["hybrid"] = eng.prefetch("hybrid", "warm-hybrid", sidecar=True)
             res["pools_v2"] = pools_v2(eng)
         elif a.role == "other":
             res["prefetch"] = {"shared": eng.prefetch("shared", "other-shared")}
@@ -337,7 +394,7 @@ def main() -> int:
             deadline = time.monotonic() + 60
             saved = 0
             while time.monotonic() < deadline and saved == 0:
-                saved = eng.save("shared", timeout_s=30)
+                saved = eng.save("shared", timeout_s=30)["tokens"]
                 if saved == 0:
                     time.sleep(0.5)
             res["saved_after_restart"] = saved
