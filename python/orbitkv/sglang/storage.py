@@ -81,13 +81,12 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from .._abi import QueryFlags, Role
-from ..client import socket_path_for
 from ..errors import OrbitKVError, TimedOut
 from ..hashes import BlockHashes
-from ..identity import CacheIdentity, block_hash16
+from ..identity import CacheIdentity
 from ..revision import resolve_revision
-from ..vllm.options import DEFAULT_MANAGER_ADDR, OptionError, _bool, _number, _str
 from ..vllm.session import Session
+from .options import key_hash, options
 from .pool import PoolMemory
 from .version import check_sglang, installed_sglang
 
@@ -134,46 +133,6 @@ except Exception:
 
     _KV_KEY = "kv"
 
-_OPTIONS = ("bootstrap_socket", "tp_shard_bootstrap_sockets", "wait_for_full_prefix", "model_revision",
-            "dtype", "salt", "timeout_ms", "load_timeout_s", "reconnect_interval_s", "staging_pages")
-
-
-def key_hash(key: str) -> bytes:
-    """The 16-byte OrbitKV hash of an SGLang page key."""
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"OrbitKVStorage: page key {key!r}: want a non-empty str")
-    return block_hash16(("sglang", key))
-
-
-def _options(extra: dict | None, tp_size: int) -> dict[str, Any]:
-    o: dict[str, Any] = {"bootstrap_socket": socket_path_for(DEFAULT_MANAGER_ADDR),
-                         "tp_shard_bootstrap_sockets": (), "wait_for_full_prefix": False,
-                         "model_revision": "", "dtype": "", "salt": "", "timeout_ms": 5000,
-                         "load_timeout_s": 30.0, "reconnect_interval_s": 1.0, "staging_pages": 128}
-    for key, v in (extra or {}).items():
-        if not isinstance(key, str) or not key.startswith("orbitkv."):
-            continue
-        name = key[len("orbitkv."):]
-        if name not in _OPTIONS:
-            raise OptionError(f"{key}: unknown OrbitKV option (known: "
-                              + ", ".join("orbitkv." + n for n in _OPTIONS) + ")")
-        if name == "tp_shard_bootstrap_sockets":
-            items = [s.strip() for s in v.split(",")] if isinstance(v, str) else v
-            if not isinstance(items, (list, tuple)) or len(items) != tp_size or \
-                    not all(isinstance(s, str) and s for s in items):
-                raise OptionError(f"{key}: want {tp_size} socket paths (one per TP rank), got {v!r}")
-            o[name] = tuple(items)
-        elif name == "wait_for_full_prefix":
-            o[name] = _bool(key, v)
-        elif name in ("timeout_ms", "staging_pages"):
-            o[name] = _number(key, v, int, 1, 3_600_000 if name == "timeout_ms" else 1 << 20)
-        elif name in ("load_timeout_s", "reconnect_interval_s"):
-            o[name] = _number(key, v, float, 0 if name == "reconnect_interval_s" else 0.001, 3600)
-        else:
-            o[name] = _str(key, v)
-    return o
-
-
 class OrbitKVStorage(HiCacheStorage):
     """HiCache L3 backend on the node's OrbitKV Manager.
 
@@ -198,7 +157,7 @@ class OrbitKVStorage(HiCacheStorage):
         self._legacy_warned = False
         self.config = storage_config
         tp_size = int(getattr(storage_config, "tp_size", 1) or 1)
-        self.opts = _options(getattr(storage_config, "extra_config", None), tp_size)
+        self.opts = options(getattr(storage_config, "extra_config", None), tp_size)
         self.tp_rank = int(getattr(storage_config, "tp_rank", 0) or 0)
         if self.opts["tp_shard_bootstrap_sockets"]:
             path = self.opts["tp_shard_bootstrap_sockets"][self.tp_rank]
