@@ -416,6 +416,22 @@ class TestBindingOffers(ConnectorCase):
         self.assertEqual(s.stats["pins"] - pins, 1)
         self.assertEqual(self.live_tickets(), 1)
 
+    def test_an_old_pin_is_renewed_before_it_is_offered_again(self):
+        import orbitkv.vllm.scheduler as sched
+        s, w = self.connectors()
+        prompt = list(range(450, 461))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        pins = s.stats["pins"]
+        old, sched.PIN_REFRESH_S = sched.PIN_REFRESH_S, 0.0
+        try:
+            self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        finally:
+            sched.PIN_REFRESH_S = old
+        self.assertEqual(s.stats["pins"] - pins, 1)
+        self.assertEqual(self.live_tickets(), 1)  # the old pin was cancelled
+
     def test_the_pin_ends_when_the_worker_reports_the_load_settled(self):
         s, w = self.connectors()
         prompt = list(range(500, 511))

@@ -17,7 +17,9 @@ the offer changes.
 vLLM may ask the same request again (its docstring: "might be called
 multiple times ... should be side-effect free"): a repeat with the same
 chain reuses the live pins (a Poll, no new ticket), so repeated calls pin
-once. While a pin is still Loading (SSD reads, byte budget) the answer is
+once; a pin older than ``PIN_REFRESH_S`` is renewed (a fresh ticket, the
+old one cancelled) before it is offered again, so it cannot expire between
+the offer and the restore. While a pin is still Loading (SSD reads, byte budget) the answer is
 None - vLLM asks again next step - until ``load_timeout_s``, then 0. A pin
 the Manager cannot admit (ticket bounds), a Manager error or no Manager
 is a miss (0): never an offer that is not pinned.
@@ -44,7 +46,12 @@ from .metadata import LoadSpec, OrbitKVConnectorMetadata, SaveSpec
 from .options import ConnectorOptions, make_identity
 from .session import Session
 
-__all__ = ["SchedulerSide"]
+__all__ = ["SchedulerSide", "PIN_REFRESH_S"]
+
+#: A pin older than this (seconds) is renewed when vLLM asks again: a
+#: preparation expires at the Manager 60 s (``--op-expiry``) after it was
+#: submitted, so an offer always has at least 30 s of pin left.
+PIN_REFRESH_S = 30.0
 
 log = logging.getLogger("orbitkv.vllm")
 
@@ -146,7 +153,8 @@ class SchedulerSide:
     def _pin(self, st: _Req, n: int) -> int | None:
         """Leading blocks of st.hashes[:n] pinned on every shard; None while
         a pin is still Loading; 0 on any error (no pin is then kept)."""
-        if st.pins and (st.pin_len != n or any(c is not s.client or c.closed for s, c, _ in st.pins)):
+        if st.pins and (st.pin_len != n or any(c is not s.client or c.closed for s, c, _ in st.pins)
+                        or time.monotonic() - st.pin_since > PIN_REFRESH_S):
             self._unpin(st)
         if not st.pins:
             batch = BlockHashes(st.hashes[:n])
