@@ -473,6 +473,47 @@ class TestEngineStartChecks(unittest.TestCase):
                         check_vllm_version(version)
                     self.assertIn(f"the installed vLLM is {version or 'of unknown version'}", str(cm.exception))
 
+    def test_a_manager_of_another_version_is_refused_at_construction_naming_it(self):
+        import socket
+        import struct
+        import threading
+        BOOT_MAGIC, BOOT_VERSION, HELLO_BYTES, ERROR_BYTES = 0x42564B4F, 3, 96, 128
+        cases = [
+            # A Manager of another ABI answers the hello BAD_VERSION (status 2) with its reason.
+            ("refused with BAD_VERSION", BOOT_VERSION, 2, "abi_version 3 differs from this Manager's 4",
+             orbitkv.Refused, "BAD_VERSION"),
+            # A Manager speaking another bootstrap protocol is caught by the client's own check.
+            ("another bootstrap protocol", BOOT_VERSION + 1, 0, "", orbitkv.VersionMismatch,
+             f"protocol_version {BOOT_VERSION + 1} differs from {BOOT_VERSION}"),
+        ]
+        for name, version, status, why, err, want in cases:
+            with self.subTest(name):
+                d = tempfile.mkdtemp(prefix="orbitkv-pytest-")
+                self.addCleanup(shutil.rmtree, d, True)
+                path = os.path.join(d, "other.sock")
+                srv = socket.socket(socket.AF_UNIX)
+                srv.bind(path)
+                srv.listen(1)
+                got: list[bytes] = []
+
+                def serve():
+                    conn, _ = srv.accept()
+                    with conn:
+                        got.append(conn.recv(HELLO_BYTES))
+                        reply = struct.pack("<IHHQ16sQQIIIIIIIHH", BOOT_MAGIC, version, status, 7, b"\0" * 16, 0,
+                                            1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                        conn.sendall(reply + why.encode().ljust(ERROR_BYTES, b"\0"))
+
+                t = threading.Thread(target=serve, daemon=True)
+                t.start()
+                with support.hang_guard(30), self.assertRaises(err) as cm:
+                    OrbitKVConnector(config(path), KVConnectorRole.SCHEDULER)
+                t.join(5)
+                srv.close()
+                self.assertEqual(struct.unpack_from("<I", got[0])[0], BOOT_MAGIC)  # it did speak to us
+                self.assertIn(f"orbitkv.bootstrap_socket={path!r}", str(cm.exception))
+                self.assertIn(want, str(cm.exception))
+
     def test_vllm_block_hashes_without_pythonhashseed_are_refused(self):
         old = os.environ.pop("PYTHONHASHSEED", None)
         self.addCleanup(lambda: os.environ.__setitem__("PYTHONHASHSEED", old) if old is not None else None)
