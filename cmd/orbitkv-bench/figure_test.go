@@ -76,7 +76,7 @@ func TestReportSectionsMatchGolden(t *testing.T) {
 		newFigure("rtt/query/p50", "ns", lowerIsBetter, 4200, []float64{4100, 4200, 4900}),
 	}
 	rep.Validity = judge(validityInput{Repeats: 3, StatStart: procStat{Total: 1000}, StatEnd: procStat{Total: 2000, Steal: 90},
-		Foreign: []float64{2, 1}, HotUnchecked: "the replay has no hot phase"})
+		Foreign: foreignCPU{Ticks: 300, Span: 1000, CPUs: 2}, HotUnchecked: "the replay has no hot phase"})
 	var got bytes.Buffer
 	if err := (&suiteCommon{}).emit(&got, io.Discard, rep, func(w io.Writer) error { return writeReplayTable(w, rep) }); err != nil {
 		t.Fatal(err)

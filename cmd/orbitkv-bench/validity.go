@@ -22,23 +22,25 @@ const (
 	// maxStealFraction: the share of all CPU time the hypervisor gave
 	// to other guests (the steal column of /proc/stat) over the run.
 	maxStealFraction = 0.05
-	// maxForeignRunnable: the mean number of runnable tasks that are not
-	// the bench's own (procs_running of /proc/stat less the running
-	// threads of the bench, its child processes and its Manager),
-	// sampled every monitorInterval.
-	maxForeignRunnable = 0.5
+	// maxForeignCPUs: the CPUs that processes other than the bench's own
+	// kept busy on average over the run: the host's user, nice and
+	// system time (/proc/stat) less the CPU time of the bench, its
+	// child processes and its Manager (/proc/PID/stat utime, stime and,
+	// for the bench, the reaped children's cutime, cstime), over the
+	// monitor's intervals in which that set of processes did not change.
+	// CPU time, not a count of runnable tasks: a count sampled from
+	// /proc while the bench's own threads spin and park is racy and read
+	// about one task too many on an idle machine.
+	maxForeignCPUs = 0.25
 	// maxHotParkFraction: in a hot (back-to-back, spinning) phase, the
 	// Manager's dispatcher may park at most this share of the phase's
 	// round trips (orbitkv_channel_parks_total); a hot phase that parks
 	// measures wake-ups, not the spinning channel.
 	maxHotParkFraction = 0.01
 	// monitorInterval is how often the run monitor samples /proc: a
-	// sample reads /proc/stat and the task states of the bench's own
-	// processes, about 0.1 ms of CPU (0.1% of a core).
+	// sample walks the bench's process tree and reads /proc/stat and one
+	// /proc/PID/stat per process of it, well under 0.1 ms of CPU.
 	monitorInterval = 100 * time.Millisecond
-	// monitorTreeEvery: the bench's process tree is walked again every
-	// this many samples.
-	monitorTreeEvery = 10
 )
 
 // exitInvalid is the exit status of a suite run with --strict whose
@@ -73,10 +75,12 @@ type validity struct {
 }
 
 // procStat is one reading of /proc/stat: the aggregate "cpu" line's
-// total and steal jiffies, and procs_running.
+// total, busy (user + nice + system) and steal jiffies, the number of
+// "cpuN" lines (CPUs) and procs_running.
 type procStat struct {
-	Total, Steal uint64
-	ProcsRunning int
+	Total, Busy, Steal uint64
+	CPUs               int
+	ProcsRunning       int
 }
 
 // parseProcStat reads a /proc/stat text: the first line "cpu  user nice
@@ -102,12 +106,24 @@ func parseProcStat(text string) (procStat, error) {
 					return st, fmt.Errorf("/proc/stat: cpu field %d %q is not a count", i+1, s)
 				}
 				st.Total += v
+				if i < 3 {
+					st.Busy += v
+				}
 				if i == 7 {
 					st.Steal = v
 				}
 			}
 			sawCPU = true
-		case "procs_running":
+		default:
+			if strings.HasPrefix(f[0], "cpu") {
+				if _, err := strconv.Atoi(f[0][3:]); err == nil {
+					st.CPUs++
+				}
+				continue
+			}
+			if f[0] != "procs_running" {
+				continue
+			}
 			if len(f) != 2 {
 				return st, errors.New("/proc/stat: procs_running line has no single value")
 			}
@@ -162,13 +178,32 @@ func (p hotPhase) clientSide(h *latencyHist, spin time.Duration) hotPhase {
 	return p
 }
 
+// foreignCPU is the CPU time of processes other than the bench's own over
+// the monitor's valid intervals: Ticks (may be negative from rounding
+// where the machine was idle) of Span jiffies of the whole machine, which
+// has CPUs CPUs.
+type foreignCPU struct {
+	Ticks int64
+	Span  uint64
+	CPUs  int
+}
+
+// cpus is the mean number of CPUs the foreign processes kept busy; 0
+// when nothing was measured.
+func (f foreignCPU) cpus() float64 {
+	if f.Span == 0 || f.Ticks <= 0 {
+		return 0
+	}
+	return float64(f.Ticks) / float64(f.Span) * float64(max(f.CPUs, 1))
+}
+
 // validityInput is everything a run's validity is judged on; judge is a
 // pure function of it, so tests inject readings.
 type validityInput struct {
 	Repeats         int
 	StatStart       procStat
 	StatEnd         procStat
-	Foreign         []float64  // foreign runnable tasks, one per monitor sample
+	Foreign         foreignCPU // the CPU time of processes not the bench's, from the monitor
 	HotPhases       []hotPhase // nil: the suite has none, or could not read the Manager's counter
 	HotUnchecked    string     // why the hot phases were not checked; "" = checked or none
 	ExternalManager string     // the --socket of a Manager not started by the bench; "" = own or none
@@ -208,15 +243,12 @@ func judge(in validityInput) validity {
 	add(validityCheck{Check: checkSteal, Measured: fmt.Sprintf("%.4f", steal), Limit: fmt.Sprintf("at most %.2f", maxStealFraction)},
 		steal <= maxStealFraction, fmt.Sprintf("steal time %.1f%% of the CPU time over the run (limit %.0f%%): the hypervisor ran other guests", 100*steal, 100*maxStealFraction))
 
-	foreign := 0.0
-	if len(in.Foreign) > 0 {
-		for _, f := range in.Foreign {
-			foreign += f
-		}
-		foreign /= float64(len(in.Foreign))
+	foreign, seconds := in.Foreign.cpus(), 0.0
+	if in.Foreign.CPUs > 0 {
+		seconds = float64(in.Foreign.Span) / float64(in.Foreign.CPUs) / clockTicks
 	}
-	add(validityCheck{Check: checkContention, Measured: fmt.Sprintf("%.2f (mean of %d samples)", foreign, len(in.Foreign)), Limit: fmt.Sprintf("at most %.2f", maxForeignRunnable)},
-		foreign <= maxForeignRunnable, fmt.Sprintf("%.2f runnable tasks on average were not the bench's (limit %.2f): other work competed for the CPUs", foreign, maxForeignRunnable))
+	add(validityCheck{Check: checkContention, Measured: fmt.Sprintf("%.2f CPUs busy with other processes (over %.1f s)", foreign, seconds), Limit: fmt.Sprintf("at most %.2f CPUs", maxForeignCPUs)},
+		foreign <= maxForeignCPUs, fmt.Sprintf("other processes kept %.2f CPUs busy on average (limit %.2f): other work competed for the CPUs", foreign, maxForeignCPUs))
 
 	for _, p := range in.HotPhases {
 		limit := maxHotParkFraction * float64(p.RoundTrips)
@@ -289,7 +321,7 @@ type runMonitor struct {
 	extra   func() []int // pids outside the bench's process tree that are its own (its Manager)
 
 	mu      sync.Mutex
-	foreign []float64
+	foreign foreignCPU
 
 	quit     chan struct{}
 	quitOnce sync.Once
@@ -319,37 +351,41 @@ func mustStat() (procStat, bool) {
 	return st, err == nil
 }
 
-// loop samples the foreign runnable tasks every monitorInterval until stop.
+// loop samples, every monitorInterval until stop, the host's busy time
+// and the CPU time of the bench's own processes; an interval counts only
+// when both readings worked and the set of own processes is the one of
+// the interval's start (a process that starts or is reaped in it would
+// count its life before, or lose its last moments).
 func (m *runMonitor) loop() {
 	defer close(m.done)
 	t := time.NewTicker(monitorInterval)
 	defer t.Stop()
 	self := os.Getpid()
-	var tree []int
-	for i := 0; ; i++ {
+	var prevPIDs []int
+	var prevStat procStat
+	var prevOwn uint64
+	havePrev := false
+	for {
 		select {
 		case <-m.quit:
 			return
 		case <-t.C:
 		}
-		// The process tree changes rarely (workers and peers start with a
-		// phase); walking it costs far more than a sample, so it is
-		// refreshed every monitorTreeEvery samples.
-		if i%monitorTreeEvery == 0 {
-			tree = descendants(self)
+		pids := descendants(self)
+		if m.extra != nil {
+			pids = append(pids, m.extra()...)
 		}
 		st, err := readProcStat()
-		if err != nil {
-			continue
+		own, ok := ownCPUTicks(pids, self)
+		ok = ok && err == nil
+		if ok && havePrev && slices.Equal(pids, prevPIDs) && st.Total >= prevStat.Total && st.Busy >= prevStat.Busy {
+			m.mu.Lock()
+			m.foreign.Ticks += int64(st.Busy-prevStat.Busy) - (int64(own) - int64(prevOwn))
+			m.foreign.Span += st.Total - prevStat.Total
+			m.foreign.CPUs = st.CPUs
+			m.mu.Unlock()
 		}
-		var extra []int
-		if m.extra != nil {
-			extra = m.extra()
-		}
-		own := runningThreads(append(slices.Clip(tree), extra...))
-		m.mu.Lock()
-		m.foreign = append(m.foreign, float64(max(0, st.ProcsRunning-own)))
-		m.mu.Unlock()
+		prevPIDs, prevStat, prevOwn, havePrev = pids, st, own, ok
 	}
 }
 
@@ -361,7 +397,7 @@ func (m *runMonitor) finish(in *validityInput) {
 		in.StatStart, in.StatEnd = m.start, end
 	}
 	m.mu.Lock()
-	in.Foreign = append(in.Foreign, m.foreign...)
+	in.Foreign = m.foreign
 	m.mu.Unlock()
 }
 
@@ -431,23 +467,53 @@ func descendantsByScan(pid int) []int {
 	return out
 }
 
-// runningThreads counts the threads of pids in state R.
-func runningThreads(pids []int) int {
-	n := 0
+// clockTicks is USER_HZ, the unit of /proc/stat and /proc/PID/stat
+// times: 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// ownCPUTicks is the CPU time (utime + stime, jiffies) of pids, plus
+// for self the reaped children's (cutime + cstime); ok is false when a
+// process's stat could not be read (it exited).
+func ownCPUTicks(pids []int, self int) (uint64, bool) {
+	var total uint64
 	for _, pid := range pids {
-		dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-		tasks, _ := os.ReadDir(dir)
-		for _, t := range tasks {
-			b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
-			if err != nil {
-				continue
-			}
-			if state, _, ok := statStateAndPPID(string(b)); ok && state == "R" {
-				n++
-			}
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return 0, false
 		}
+		t, ok := statCPUTicks(string(b), pid == self)
+		if !ok {
+			return 0, false
+		}
+		total += t
 	}
-	return n
+	return total, true
+}
+
+// statCPUTicks is utime + stime (fields 14 and 15) of a /proc/PID/stat
+// line, plus cutime + cstime (16 and 17) when children is set.
+func statCPUTicks(stat string, children bool) (uint64, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3
+	if len(f) < 15 {
+		return 0, false
+	}
+	last := 13 // stime, field 15
+	if children {
+		last = 15 // cstime, field 17
+	}
+	var total uint64
+	for _, s := range f[11:last] {
+		v, err := strconv.ParseInt(s, 10, 64) // cutime and cstime are signed in proc(5)
+		if err != nil || v < 0 {
+			return 0, false
+		}
+		total += uint64(v)
+	}
+	return total, true
 }
 
 // statStateAndPPID returns the state (field 3) and ppid (field 4) of a

@@ -21,12 +21,12 @@ procs_running %d
 procs_blocked 0
 `
 
-func TestParseProcStatReadsStealAndRunnable(t *testing.T) {
+func TestParseProcStatReadsBusyStealCPUsAndRunnable(t *testing.T) {
 	st, err := parseProcStat(fmt.Sprintf(procStatText, 40, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (procStat{Total: 1000 + 10 + 500 + 8000 + 40 + 0 + 10 + 40, Steal: 40, ProcsRunning: 3}); st != want {
+	if want := (procStat{Total: 1000 + 10 + 500 + 8000 + 40 + 0 + 10 + 40, Busy: 1000 + 10 + 500, Steal: 40, CPUs: 1, ProcsRunning: 3}); st != want {
 		t.Errorf("parseProcStat = %+v, want %+v", st, want)
 	}
 	bad := []struct {
@@ -49,7 +49,7 @@ func TestParseProcStatReadsStealAndRunnable(t *testing.T) {
 }
 
 func TestJudgeMarksEachCondition(t *testing.T) {
-	quiet := validityInput{Repeats: 3, StatStart: procStat{Total: 1000, Steal: 10}, StatEnd: procStat{Total: 2000, Steal: 20}, Foreign: []float64{0, 0, 1, 0}}
+	quiet := validityInput{Repeats: 3, StatStart: procStat{Total: 1000, Steal: 10}, StatEnd: procStat{Total: 2000, Steal: 20}, Foreign: foreignCPU{Ticks: 20, Span: 1000, CPUs: 2}}
 	tests := []struct {
 		name  string
 		edit  func(in *validityInput)
@@ -60,7 +60,9 @@ func TestJudgeMarksEachCondition(t *testing.T) {
 		{"two repeats give no noise band", func(in *validityInput) { in.Repeats = 2 }, false, "--repeats 2: fewer than 3"},
 		{"steal of 6% of the CPU time is too much", func(in *validityInput) { in.StatEnd.Steal = 10 + 60 }, false, "steal time 6.0%"},
 		{"steal of exactly 5% is allowed", func(in *validityInput) { in.StatEnd.Steal = 10 + 50 }, true, ""},
-		{"one foreign runnable task on average is contention", func(in *validityInput) { in.Foreign = []float64{1, 1, 1, 1} }, false, "1.00 runnable tasks on average were not the bench's"},
+		{"other processes keeping one CPU of two busy is contention", func(in *validityInput) { in.Foreign.Ticks = 500 }, false, "other processes kept 1.00 CPUs busy on average"},
+		{"a quarter of a CPU is allowed", func(in *validityInput) { in.Foreign.Ticks = 125 }, true, ""},
+		{"negative foreign time (rounding on an idle machine) is none", func(in *validityInput) { in.Foreign.Ticks = -30 }, true, ""},
 		{"a hot phase that parked every round trip is invalid", func(in *validityInput) {
 			in.HotPhases = []hotPhase{{Name: "query 32/hot repeat 1", Parks: 20000, RoundTrips: 21000}}
 		}, false, "hot phase query 32/hot repeat 1 parked"},
@@ -73,7 +75,6 @@ func TestJudgeMarksEachCondition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := quiet
-			in.Foreign = append([]float64{}, quiet.Foreign...)
 			tt.edit(&in)
 			v := judge(in)
 			if v.Valid != tt.valid {
@@ -145,30 +146,44 @@ func TestStatStateAndPPIDCountsFieldsAfterTheName(t *testing.T) {
 	}
 }
 
-// The monitor counts the bench's own running threads, this test's among
-// them: a goroutine spinning on its own thread is counted while it runs.
-func TestRunningThreadsCountsTheBenchsOwn(t *testing.T) {
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+func TestStatCPUTicksReadsUtimeStimeAndChildren(t *testing.T) {
+	// Fields after the name: 3 state, 4 ppid ... 14 utime, 15 stime, 16 cutime, 17 cstime.
+	const line = "42 (a) b) (c) R 7 42 42 0 -1 4194560 100 0 0 0 30 12 5 3 20 0 1 0"
+	for _, tt := range []struct {
+		name     string
+		children bool
+		want     uint64
+	}{
+		{"utime and stime of the process itself", false, 30 + 12},
+		{"plus its reaped children's cutime and cstime", true, 30 + 12 + 5 + 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, ok := statCPUTicks(line, tt.children); !ok || got != tt.want {
+				t.Errorf("statCPUTicks = %d, %v; want %d, true", got, ok, tt.want)
 			}
-		}
-	}()
-	own := descendants(os.Getpid())
-	if len(own) == 0 || own[0] != os.Getpid() {
-		t.Fatalf("descendants = %v, want this process first", own)
+		})
 	}
-	seen := 0
-	for range 20 {
-		seen = max(seen, runningThreads(own))
+	if _, ok := statCPUTicks("42 (x) R 7", false); ok {
+		t.Errorf("a short line parsed")
 	}
-	if seen < 1 {
-		t.Errorf("runningThreads never counted a running thread of this process (a spinning goroutine and the caller)")
+}
+
+// The monitor's own CPU time of the bench grows while one of its
+// goroutines spins, so its work is never counted as another process's.
+func TestOwnCPUTicksCountsTheBenchsWork(t *testing.T) {
+	self := os.Getpid()
+	before, ok := ownCPUTicks(descendants(self), self)
+	if !ok {
+		t.Fatal("ownCPUTicks of this process: not readable")
+	}
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, ok := ownCPUTicks(descendants(self), self)
+	if !ok || after < before+5 {
+		t.Errorf("own CPU %d then %d jiffies after spinning 200 ms, want at least 5 more", before, after)
+	}
+	if _, ok := ownCPUTicks([]int{1 << 30}, self); ok {
+		t.Errorf("a pid that does not exist was read")
 	}
 }
 
