@@ -254,9 +254,11 @@ func (r *queryRun) measureRow(n, repeat int) error {
 	// A row whose Manager-side time per query is under half the client's
 	// spin window answers within it unless something parked or was
 	// descheduled: its client side is checked too.
+	last := &r.hot[len(r.hot)-1]
 	if perQuery := d.nanos / (d.hashes / float64(n)); perQuery < float64(clientSpinDefault)/2 {
-		last := &r.hot[len(r.hot)-1]
 		*last = last.clientSide(hot, 0)
+	} else {
+		last.Long = true
 	}
 	cold, err := timeRoundTrips(query, r.cfg.rowIters(r.cfg.coldIters, n), r.cfg.coldGap)
 	if err != nil {

@@ -69,6 +69,9 @@ func TestJudgeMarksEachCondition(t *testing.T) {
 		{"a hot phase that parked 1% of its round trips is allowed", func(in *validityInput) {
 			in.HotPhases = []hotPhase{{Name: "h", Parks: 10, RoundTrips: 1000}}
 		}, true, ""},
+		{"parks of a hot phase whose requests keep the Manager busy half the spin window are not held against the run", func(in *validityInput) {
+			in.HotPhases = []hotPhase{{Name: "query 10000/hot repeat 1", Parks: 568, RoundTrips: 1101, Long: true}}
+		}, true, ""},
 		{"a Manager named by --socket is not the bench's own", func(in *validityInput) { in.ExternalManager = "/run/orbitkv.sock" }, false, "the Manager at /run/orbitkv.sock is not the bench's own"},
 		{"counters that went backwards count as no steal", func(in *validityInput) { in.StatEnd = procStat{} }, true, ""},
 	}
