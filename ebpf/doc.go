@@ -24,7 +24,11 @@
 //     receiver is the Manager (a client's send until the Manager reads it:
 //     the Manager's own delay) and direction="to_client" otherwise (the
 //     Manager's send until the client reads it, which a client sets by when
-//     it reads, so a slow or hostile client can only lengthen that tail). "The Manager
+//     it reads, so a slow or hostile client can only lengthen that tail).
+//     The send is stamped when sendmsg ends, so a receiver on another CPU
+//     can take the data first: that receive records nothing and the stamp
+//     is taken by the next receive on the socket (one sample lost, the next
+//     one long by up to the gap between messages). "The Manager
 //     at one end": the sender is the Manager process (Spec.ManagerPID), or
 //     the sending socket's peer credentials (SO_PEERCRED, taken from the
 //     listener at connect) are the Manager's. This covers every Unix stream

@@ -56,8 +56,18 @@ func managerPID(t *testing.T, other bool) int {
 // plausible fails unless h has n samples, each above 0 and below a second.
 func plausible(t *testing.T, what string, h Histogram, n uint64) {
 	t.Helper()
-	if got := h.Count(); got != n {
-		t.Errorf("%s: %d samples, want %d (log2 ns slots: %v)", what, got, n, h.Buckets)
+	plausibleWithin(t, what, h, n, n)
+}
+
+// plausibleWithin is plausible with a count anywhere in lo..n.
+func plausibleWithin(t *testing.T, what string, h Histogram, lo, n uint64) {
+	t.Helper()
+	if got := h.Count(); got < lo || got > n {
+		if lo == n {
+			t.Errorf("%s: %d samples, want %d (log2 ns slots: %v)", what, got, n, h.Buckets)
+		} else {
+			t.Errorf("%s: %d samples, want %d..%d (log2 ns slots: %v)", what, got, lo, n, h.Buckets)
+		}
 	}
 	if n == 0 {
 		return
@@ -128,10 +138,15 @@ func TestUnixSocketProbe(t *testing.T) {
 		other               bool // the Manager is another (idle) process, not this one
 		childClient         bool // the client end is a child process (python3), not this one
 		toManager, toClient uint64
+		// slack: samples a direction may lack. With the receiver on
+		// another CPU, a receive can take the data before the send's
+		// tracepoint (at the end of sendmsg) stamps it; that round's
+		// sample then goes to the next receive, and one is lost (doc.go).
+		slack uint64
 	}{
-		{"counts every send of the Manager's sockets once, as received by the Manager when both ends are its own", false, false, 2 * rounds, 0},
-		{"splits a client process's sends (to_manager) from the Manager's (to_client)", false, true, rounds, rounds},
-		{"ignores the sockets of a process that is not the Manager", true, false, 0, 0},
+		{"counts every send of the Manager's sockets once, as received by the Manager when both ends are its own", false, false, 2 * rounds, 0, rounds / 10},
+		{"splits a client process's sends (to_manager) from the Manager's (to_client)", false, true, rounds, rounds, rounds / 10},
+		{"ignores the sockets of a process that is not the Manager", true, false, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := load(t, managerPID(t, tc.other))
@@ -148,7 +163,7 @@ func TestUnixSocketProbe(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plausible(t, "unix "+d.dir.String(), h, d.want)
+				plausibleWithin(t, "unix "+d.dir.String(), h, d.want-min(d.want, tc.slack), d.want)
 			}
 		})
 	}
