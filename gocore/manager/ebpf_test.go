@@ -23,20 +23,7 @@ func newEBPFManager(t *testing.T) *Manager {
 	}
 	s := testSpec(t, "127.0.0.1:0")
 	s.EBPF = true
-	m, err := New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	go m.Serve()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if phase, _ := m.ready.get(); phase == PhaseServing {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Manager did not start serving within 5 s")
-		}
-	}
+	return serving(t, s)
 }
 
 func histogramCount(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) uint64 {

@@ -56,20 +56,7 @@ func newMetricsManager(t *testing.T, epoch uint64) *Manager {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	slot := uint64(16 << 10)
 	s.Cache.Tiers.SSD = &ssd.Spec{Dir: dir, CapacityBytes: 64 * (ssd.HeaderBytes + slot), SlotBytes: slot}
-	m, err := New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	go m.Serve()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if phase, _ := m.ready.get(); phase == PhaseServing {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Manager did not start serving within 5 s")
-		}
-	}
+	return serving(t, s)
 }
 
 // scrape parses the Manager's GET /metrics.
@@ -384,5 +371,26 @@ func TestHugepageFallbackSentencesMapToShortCodes(t *testing.T) {
 				t.Fatalf("%q is not in hugepageReasons %v", got, hugepageReasons)
 			}
 		})
+	}
+}
+
+// serving builds a Manager from s, serves it until the test ends (Close
+// at cleanup) and returns it once it reports PhaseServing, failing the
+// test after 5 s.
+func serving(t *testing.T, s Spec) *Manager {
+	t.Helper()
+	m, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	go m.Serve()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if phase, _ := m.ready.get(); phase == PhaseServing {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Manager did not start serving within 5 s")
+		}
 	}
 }
