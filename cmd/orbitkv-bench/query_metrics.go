@@ -31,16 +31,23 @@ func (c queryCounters) sub(before queryCounters) queryCounters {
 
 // scrapeQueryCounters reads GET http://addr/metrics.
 func scrapeQueryCounters(addr string) (queryCounters, error) {
+	return scrapeMetrics(addr, parseQueryCounters)
+}
+
+// scrapeMetrics reads GET http://addr/metrics (within 5 s) through parse;
+// a failed request or a status other than 200 is an error naming it.
+func scrapeMetrics[T any](addr string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	hc := http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return queryCounters{}, fmt.Errorf("reading the Manager's metrics: %w", err)
+		return zero, fmt.Errorf("reading the Manager's metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return queryCounters{}, fmt.Errorf("reading the Manager's metrics at %s: HTTP %s", addr, resp.Status)
+		return zero, fmt.Errorf("reading the Manager's metrics at %s: HTTP %s", addr, resp.Status)
 	}
-	return parseQueryCounters(resp.Body)
+	return parse(resp.Body)
 }
 
 // parseQueryCounters finds the two counters in the Prometheus text format:
@@ -89,16 +96,7 @@ const metricParks = "orbitkv_channel_parks_total"
 
 // scrapeParks reads the Manager's park counter from GET http://addr/metrics.
 func scrapeParks(addr string) (uint64, error) {
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("reading the Manager's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("reading the Manager's metrics at %s: HTTP %s", addr, resp.Status)
-	}
-	return parseCounter(resp.Body, metricParks)
+	return scrapeMetrics(addr, func(r io.Reader) (uint64, error) { return parseCounter(r, metricParks) })
 }
 
 // parseCounter finds the unlabelled counter name in the Prometheus text
