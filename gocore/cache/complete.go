@@ -93,7 +93,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 			s.abortPublish(o) // the publisher went away: never half-visible
 		default:
 			for _, blk := range o.blocks {
-				s.idx.Seal(blk)
+				s.tiers.Seal(blk) // advertised to peers (tier.Advertiser)
 			}
 			s.stats.published.Add(uint64(o.stored))
 			s.stats.publishBytes.Add(o.bytes)

@@ -109,6 +109,11 @@ type Service struct {
 	comps   []copier.Completion
 	hits    []*index.Block
 
+	// Transfer pins (source.go): blocks pinned for peers, by pin id.
+	transferPins map[uint64][]*index.Block
+	nextPin      uint64
+	pinnedBlocks int // blocks over all transfer pins
+
 	stats    counters
 	draining bool // SetDraining: new queries, publishes and restores answer Unadmitted
 

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/orbitkv/orbitkv/gocore/lease"
@@ -15,6 +16,7 @@ type counters struct {
 	published, restored, unadmitted, invalid              atomic.Uint64
 	publishBytes, restoreBytes, queries, queryHits        atomic.Uint64
 	budgetWaiting, expired                                atomic.Uint64
+	transfers, transferPins, replicas                     atomic.Uint64
 	queryNanos, queryHashes                               atomic.Uint64
 }
 
@@ -26,8 +28,11 @@ func (s *Service) publishStats() {
 	s.stats.pins.Store(pins)
 	s.stats.leases.Store(uint64(s.leases.Leases()))
 	s.stats.reserved.Store(s.leases.Reserved())
-	s.stats.operations.Store(uint64(len(s.ops) + s.restores.done + s.tickets.Permits() + s.tiers.Loading()))
+	s.stats.operations.Store(uint64(len(s.ops) + s.restores.done + s.tickets.Permits() + s.tiers.Loading() + s.tiers.PeerLoading()))
 	s.stats.budgetWaiting.Store(uint64(s.leases.Waiting()))
+	s.stats.transfers.Store(uint64(len(s.transferPins)))
+	s.stats.transferPins.Store(uint64(s.pinnedBlocks))
+	s.stats.replicas.Store(uint64(s.idx.Stats().Replicas))
 }
 
 // Stats is a snapshot of the cache counters; safe from any goroutine.
@@ -38,7 +43,7 @@ type Stats struct {
 	Leases        uint64
 	Pins          uint64
 	ReservedBytes uint64
-	Operations    uint64 // copies in flight, restores awaiting RestorePoll, tickets live or draining, SSD reads
+	Operations    uint64 // copies in flight, restores awaiting RestorePoll, tickets live or draining, SSD reads, peer fetches
 	Evictions     uint64
 	Published     uint64 // blocks stored
 	Restored      uint64 // blocks restored
@@ -60,8 +65,16 @@ type Stats struct {
 	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
 	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
 
-	// Blocks looked up, per tier and result (see lease.LookupBlocks).
+	// Blocks looked up, per tier and result (see lease.LookupBlocks; the
+	// peer tier's are Peer.LookupHit and Peer.LookupMiss).
 	LookupBlocks lease.LookupBlocks
+
+	// Peer transfers: this node as a source (Transfers pins held, pinning
+	// TransferPins blocks; counted in Pins) and as a requester (Replicas:
+	// sealed blocks fetched from peers, among Blocks; Peer: the peer tier,
+	// zero without one).
+	Transfers, TransferPins, Replicas uint64
+	Peer                              tier.PeerStats
 
 	// SSD tier (zero without one: SSD.On false).
 	SSD         tier.SSDStats
@@ -89,26 +102,36 @@ func (s *Service) Stats() Stats {
 	st.Lookups, st.DistinctLookups = s.lookups.Snapshot()
 	st.SSD = ts.SSD
 	st.LookupBlocks = s.leases.LookupBlocks()
+	st.Transfers, st.TransferPins, st.Replicas = c.transfers.Load(), c.transferPins.Load(), c.replicas.Load()
+	st.Peer = ts.Peer
 	return st
 }
 
 // Idle reports whether the idle invariant of DESIGN.md §6 rule 8 holds for
 // this snapshot (meaningful when no session is attached).
 func (st Stats) Idle() bool {
-	return st.Leases == 0 && st.Pins == 0 && st.ReservedBytes == 0 && st.Operations == 0
+	return st.Leases == 0 && st.Pins == 0 && st.ReservedBytes == 0 && st.Operations == 0 && st.Transfers == 0
 }
 
 // Check verifies the accounting relations the cache keeps (dispatcher
 // goroutine only; it walks every lease and restore): the lease book's
 // (gocore/lease), the restores' (restoreCounts), and that the index's pins
 // are what leases, copies and holds account for when no session is
-// attached. Every idle-invariant test calls it; the Manager calls it when
-// its last session detached.
+// attached: then the only pins left are the transfer pins peers hold.
+// Every idle-invariant test calls it; the Manager calls it when its last
+// session detached.
 func (s *Service) Check() error {
 	errs := []error{s.leases.Check(), s.restores.check(s.sessions, s.leases.Restoring())}
+	held := 0
+	for _, blocks := range s.transferPins {
+		held += len(blocks)
+	}
+	if held != s.pinnedBlocks {
+		errs = append(errs, fmt.Errorf("cache: transfer pins hold %d blocks, counted %d", held, s.pinnedBlocks))
+	}
 	if len(s.sessions) == 0 {
-		if _, pins, _ := s.tiers.Resident(); pins != 0 || s.leases.Leases() != 0 || s.leases.Reserved() != 0 || s.tickets.Permits() != 0 || s.restores.all != 0 {
-			errs = append(errs, errors.New("cache: no session attached, yet pins, leases, reserved bytes or operations remain"))
+		if _, pins, _ := s.tiers.Resident(); pins != uint64(held) || s.leases.Leases() != 0 || s.leases.Reserved() != 0 || s.tickets.Permits() != 0 || s.restores.all != 0 {
+			errs = append(errs, errors.New("cache: no session attached, yet pins (beyond transfer pins), leases, reserved bytes or operations remain"))
 		}
 	}
 	return errors.Join(errs...)

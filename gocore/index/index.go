@@ -38,6 +38,9 @@ type Block struct {
 	Layers uint32     // layers the block spans: Bytes/Layers bytes each
 	Chunks []uint32   // RAM tier chunk ids, in byte order
 	node   evict.Node // the eviction policy's state; in the policy while sealed
+	// replica: fetched from a peer (InsertReplica), not produced here; it
+	// lives in the replica policy, whose victims go first.
+	replica bool
 }
 
 // State is the block's state.
@@ -46,10 +49,21 @@ func (b *Block) State() State { return b.state }
 // Pins is the block's pin count.
 func (b *Block) Pins() int32 { return b.pins }
 
-// Index is the block map plus the eviction policy over its sealed blocks.
+// Replica reports whether b was fetched from a peer (InsertReplica) rather
+// than produced on this node (published here, or read back from this
+// node's SSD tier).
+func (b *Block) Replica() bool { return b.replica }
+
+// Index is the block map plus the eviction policies over its sealed
+// blocks: pol over the blocks this node produced, rep (LRU) over replicas.
+// Evict takes rep's victim while it has one: a replica is a copy of a
+// block another node still advertises, so losing it costs a transfer,
+// losing an own block may lose the cluster's only copy.
 type Index struct {
 	m         table
 	pol       evict.Policy
+	rep       evict.Policy
+	replicas  int    // sealed replicas
 	evictable uint64 // chunks of sealed unpinned blocks
 	nEvict    int    // sealed unpinned blocks
 	sealed    int
@@ -59,11 +73,20 @@ type Index struct {
 
 // New returns an empty index that evicts with pol (gocore/evict).
 func New(pol evict.Policy) *Index {
-	return &Index{m: newTable(), pol: pol}
+	return &Index{m: newTable(), pol: pol, rep: evict.NewLRU()}
 }
 
-// Policy is the index's eviction policy.
+// Policy is the index's eviction policy over the blocks this node
+// produced (replicas have their own LRU, evicted first).
 func (x *Index) Policy() evict.Policy { return x.pol }
+
+// policyOf is the policy holding b's node.
+func (x *Index) policyOf(b *Block) evict.Policy {
+	if b.replica {
+		return x.rep
+	}
+	return x.pol
+}
 
 // Lookup returns the sealed block for k, or nil (absent or still publishing).
 func (x *Index) Lookup(k Key) *Block {
@@ -131,6 +154,14 @@ func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks 
 	return b
 }
 
+// InsertReplica is Insert for a block fetched from a peer: once sealed it
+// is evicted before any block this node produced (see Index).
+func (x *Index) InsertReplica(k Key, bytes uint64, layers uint32, depth uint32, chunks []uint32) *Block {
+	b := x.Insert(k, bytes, layers, depth, chunks)
+	b.replica = true
+	return b
+}
+
 // Seal makes a Publishing block visible and hands it to the policy.
 func (x *Index) Seal(b *Block) {
 	if b.state != Publishing {
@@ -139,11 +170,15 @@ func (x *Index) Seal(b *Block) {
 	b.state = Sealed
 	x.sealed++
 	x.bytes += b.Bytes
-	x.pol.Insert(&b.node)
+	if b.replica {
+		x.replicas++
+	}
+	pol := x.policyOf(b)
+	pol.Insert(&b.node)
 	x.evictable += uint64(len(b.Chunks))
 	x.nEvict++
 	if b.pins > 0 { // pinned while publishing (not done today): keep it so
-		x.pol.Pin(&b.node)
+		pol.Pin(&b.node)
 		x.evictable -= uint64(len(b.Chunks))
 		x.nEvict--
 	}
@@ -165,7 +200,7 @@ func (x *Index) Pin(b *Block) {
 	b.pins++
 	x.pins++
 	if b.pins == 1 && b.state == Sealed {
-		x.pol.Pin(&b.node)
+		x.policyOf(b).Pin(&b.node)
 		x.evictable -= uint64(len(b.Chunks))
 		x.nEvict--
 	}
@@ -179,7 +214,7 @@ func (x *Index) Unpin(b *Block) {
 	b.pins--
 	x.pins--
 	if b.pins == 0 && b.state == Sealed {
-		x.pol.Unpin(&b.node)
+		x.policyOf(b).Unpin(&b.node)
 		x.evictable += uint64(len(b.Chunks))
 		x.nEvict++
 	}
@@ -189,9 +224,13 @@ func (x *Index) Unpin(b *Block) {
 func (x *Index) EvictableChunks() uint64 { return x.evictable }
 
 // Evict removes the block the policy chooses among the unpinned sealed ones
-// and returns it (the caller releases its chunks), or nil if none.
+// and returns it (the caller releases its chunks), or nil if none: the
+// replica LRU's victim while there is one, else the policy's.
 func (x *Index) Evict() *Block {
-	n := x.pol.Victim()
+	n := x.rep.Victim()
+	if n == nil {
+		n = x.pol.Victim()
+	}
 	if n == nil {
 		return nil
 	}
@@ -206,6 +245,7 @@ func (x *Index) Evict() *Block {
 // Stats are the index counters.
 type Stats struct {
 	Blocks    int    // sealed blocks
+	Replicas  int    // sealed blocks fetched from peers (among Blocks)
 	Bytes     uint64 // bytes of sealed blocks
 	Pins      int64  // pins over all blocks
 	Evictable int    // sealed unpinned blocks
@@ -214,5 +254,5 @@ type Stats struct {
 
 // Stats returns the counters.
 func (x *Index) Stats() Stats {
-	return Stats{Blocks: x.sealed, Bytes: x.bytes, Pins: x.pins, Evictable: x.nEvict, Entries: x.m.n}
+	return Stats{Blocks: x.sealed, Replicas: x.replicas, Bytes: x.bytes, Pins: x.pins, Evictable: x.nEvict, Entries: x.m.n}
 }

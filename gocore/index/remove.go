@@ -28,9 +28,12 @@ func (x *Index) Remove(b *Block) {
 // unlink takes a sealed, unpinned block out of the policy, the map and
 // the counters: the one removal Remove and eviction share.
 func (x *Index) unlink(b *Block) {
-	x.pol.Remove(&b.node)
+	x.policyOf(b).Remove(&b.node)
 	x.m.del(b)
 	x.sealed--
+	if b.replica {
+		x.replicas--
+	}
 	x.bytes -= b.Bytes
 	x.evictable -= uint64(len(b.Chunks))
 	x.nEvict--

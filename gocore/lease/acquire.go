@@ -35,7 +35,14 @@ const (
 )
 
 // Fetch finds the resident prefix of c and, when the chain continues on
-// SSD, reads the rest for r or warms it, as t says. loading reports that
+// SSD, reads the rest for r or warms it, as t says; with ReadTail, when
+// nothing past the prefix is on SSD, it fetches the run a peer advertises
+// instead (tier.Tiers.PeerFetch). The order is RAM, SSD, peer: cheapest
+// first, each tier asked only for what the cheaper ones lack: a local SSD
+// read costs no network round trip and pins nothing on another node, and
+// a peer's run is fetched only from the first block neither local tier
+// has (the rest of a chain after an SSD run is fetched by the lookup
+// after that run landed). Warm-ups never fetch from peers. loading reports that
 // the caller must answer Loading (reads run for the block after the
 // prefix); started counts the reads begun for r, each of which r hears of
 // once. The hits slice is the Book's scratch, valid until the next Fetch.
@@ -48,16 +55,21 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 	b.hits = hits[:0]
 	miss := c.First + len(hits)
 	b.looked.ram(len(hits), c.End-miss)
-	if miss >= c.End || !b.tiers.HasSSD() || t == SkipTail {
+	if miss >= c.End || t == SkipTail || !b.tiers.HasSSD() && (t != ReadTail || !b.tiers.HasPeer()) {
 		return hits, false, 0
 	}
 	for _, blk := range hits {
 		b.idx.Pin(blk)
 	}
 	if t == ReadTail {
-		loading, started = b.tiers.Prefetch(r, c.NS, c.Hash, miss, c.End)
-		if !loading || started > 0 { // a tail already loading was counted by the lookup that started it
-			b.looked.ssd(started, c.End-miss-started)
+		if b.tiers.HasSSD() {
+			loading, started = b.tiers.Prefetch(r, c.NS, c.Hash, miss, c.End)
+			if !loading || started > 0 { // a tail already loading was counted by the lookup that started it
+				b.looked.ssd(started, c.End-miss-started)
+			}
+		}
+		if !loading {
+			loading, started = b.tiers.PeerFetch(r, c.NS, c.Hash, miss, c.End) // counts its own lookups
 		}
 	} else {
 		warmed := b.tiers.Warm(c.NS, c.Hash, miss, c.End)

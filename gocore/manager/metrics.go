@@ -215,7 +215,7 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 	gauge("orbitkv_lookups_distinct", "Distinct logical lookups since start, HyperLogLog estimate (~1% error); lookups_total / this = reuse.", cs(func(s cache.Stats) uint64 { return s.DistinctLookups }))
 	const lookupHelp = "Blocks looked up, by tier and result. ram: every lookup of a chain (queries, tickets each time they resolve, discovery); its resident prefix is hits, the rest misses. " +
 		"ssd: lookups that consult the SSD tier past a RAM miss; blocks whose read the lookup started are hits, the rest misses; a tail already loading counts nothing. " +
-		"peer: always 0 until blocks can come from other hosts (the cluster issue). Hit ratio of a tier: hit / (hit + miss)."
+		"peer: lookups that consult the peer tier past the RAM and SSD misses (ReadTail only, never warm-ups); blocks fetched from a peer, checked and sealed are hits, the rest misses (no live owner advertises them, past a fetched run, a failed, late or corrupt fetch); a chain already being fetched counts nothing. Hit ratio of a tier: hit / (hit + miss)."
 	lookups := []struct {
 		tier, result string
 		f            func(cache.Stats) uint64
@@ -224,8 +224,8 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 		{"ram", "miss", func(s cache.Stats) uint64 { return s.LookupBlocks.RAMMiss }},
 		{"ssd", "hit", func(s cache.Stats) uint64 { return s.LookupBlocks.SSDHit }},
 		{"ssd", "miss", func(s cache.Stats) uint64 { return s.LookupBlocks.SSDMiss }},
-		{"peer", "hit", func(cache.Stats) uint64 { return 0 }},
-		{"peer", "miss", func(cache.Stats) uint64 { return 0 }},
+		{"peer", "hit", func(s cache.Stats) uint64 { return s.Peer.LookupHit }},
+		{"peer", "miss", func(s cache.Stats) uint64 { return s.Peer.LookupMiss }},
 	}
 	for _, l := range lookups {
 		add(prometheus.CounterValue, "orbitkv_lookup_blocks_total", lookupHelp, cs(l.f), "tier", l.tier, "result", l.result)
@@ -244,6 +244,15 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 		counter("orbitkv_ssd_demote_skipped_total", "Evicted blocks not demoted: no staging buffer, larger than a slot, or the tier busy.", cs(func(s cache.Stats) uint64 { return s.SSD.DemoteSkipped }))
 		counter("orbitkv_ssd_prefetch_total", "Blocks prefetched from SSD into RAM for a query.", cs(func(s cache.Stats) uint64 { return s.SSD.Prefetches }))
 		counter("orbitkv_ssd_prefetch_failures_total", "Prefetches that failed (corrupt or I/O error) and became misses.", cs(func(s cache.Stats) uint64 { return s.SSD.PrefetchFails }))
+	}
+	gauge("orbitkv_transfer_pins", "Transfers this node serves to peers whose blocks are pinned (counted in orbitkv_block_pins).", cs(func(s cache.Stats) uint64 { return s.Transfers }))
+	gauge("orbitkv_transfer_pinned_blocks", "Blocks pinned for transfers to peers.", cs(func(s cache.Stats) uint64 { return s.TransferPins }))
+	if st.Peer.On {
+		gauge("orbitkv_ram_replica_blocks", "Sealed RAM blocks fetched from peers (replicas: evicted first, not advertised).", cs(func(s cache.Stats) uint64 { return s.Replicas }))
+		counter("orbitkv_peer_fetches_total", "Fetches of block runs from peers started.", cs(func(s cache.Stats) uint64 { return s.Peer.Fetches }))
+		counter("orbitkv_peer_fetch_failures_total", "Peer fetches that landed fewer blocks than asked (failed, late, corrupt or a shorter run): the rest were misses.", cs(func(s cache.Stats) uint64 { return s.Peer.Fails }))
+		counter("orbitkv_peer_fetched_blocks_total", "Blocks fetched from peers, checked (CRC32C) and sealed.", cs(func(s cache.Stats) uint64 { return s.Peer.Blocks }))
+		counter("orbitkv_peer_corrupt_total", "Blocks from peers that failed their CRC32C check: discarded, misses, never served.", cs(func(s cache.Stats) uint64 { return s.Peer.Corrupt }))
 	}
 	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", cs(func(s cache.Stats) uint64 { return s.Invalid }))
 	// The tier's backing is fixed at start: one series, its value constant.

@@ -1,7 +1,8 @@
 // Package tier places blocks in the tiers below the engine (DESIGN.md §7):
 // the RAM tier (gocore/tier/ram, chunked frames), the block index over it
 // (gocore/index, with the eviction policy of gocore/evict), and, when
-// configured, the SSD tier (gocore/tier/ssd) below RAM.
+// configured, the SSD tier (gocore/tier/ssd) below RAM and the peer tier
+// (blocks other Managers advertise, fetched through a Remote) below SSD.
 //
 //   - Room: MakeRoom evicts the policy's victims, never a pinned block,
 //     until enough chunks are free; an evicted block is demoted to SSD
@@ -15,9 +16,28 @@
 //     I/O error, discards it: a block that fails its checksum is a miss,
 //     never served. A Reader (the session or ticket that asked) hears of
 //     each read; warm-ups have none and are bounded by the warmup budget.
+//   - Peer fetch (peer.go, with Spec.Remote): a chain that continues past
+//     its RAM prefix, with nothing of it on SSD, into blocks a live peer
+//     advertises is fetched from that peer as Prefetch reads SSD: the
+//     query answers Loading; the fetch runs on a goroutine of its own
+//     (Remote.Fetch: open the transfer, READs, release); once the peer
+//     says which run it serves and how long each block is, the dispatcher
+//     places frames (Publishing replicas) through a place event; the
+//     goroutine checks each landed block's CRC32C; Complete seals the
+//     blocks that landed whole and checked, and discards the rest (a
+//     failed, late or corrupt fetch is a miss, its frames freed). Every
+//     fetch has a deadline (Spec.PeerTimeout); Close cancels them and
+//     waits. Order: RAM, SSD, peer, cheapest first (gocore/lease.Fetch).
+//   - Replicas and advertising (advertise.go): a block fetched from a peer
+//     is a replica, evicted before any block this node produced (the
+//     index's replica LRU goes first), never demoted to SSD and never
+//     advertised; own blocks are advertised to the Advertiser (the
+//     catalog) when sealed in RAM and withdrawn when they leave it.
 //
-// Threading: a Tiers is owned by the dispatcher goroutine; only Stats and
-// Outstanding are safe from others. Close has no deadline: an SSD read may
+// Threading: a Tiers is owned by the dispatcher goroutine; only Counters and
+// Outstanding are safe from others. Peer fetch goroutines touch only the
+// frames placed for them, and talk to the dispatcher through a bounded
+// event queue (at most two events per fetch: a send never blocks). Close has no deadline: an SSD read may
 // still write RAM frames, and freeing them first is what DESIGN.md §6 rule
 // 9 forbids.
 package tier

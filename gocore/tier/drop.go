@@ -14,7 +14,8 @@ type Dropped struct {
 }
 
 // Drop removes the unpinned sealed RAM blocks whose namespace match
-// accepts (dispatcher goroutine only). Without flush each is demoted to
+// accepts (dispatcher goroutine only), withdrawing the advertisements of
+// those this node produced. Without flush each of those is demoted to
 // the SSD tier first, as MakeRoom's evictions are (admission rule and
 // staging buffers permitting); with flush it is not, and the matching
 // SSD blocks are deleted too, but for those a prefetch is reading. Pinned
@@ -31,9 +32,10 @@ func (t *Tiers) Drop(match func(abi.Namespace) bool, flush bool) Dropped {
 			d.Pinned++
 		default:
 			t.idx.Remove(blk)
-			if t.ssd != nil && !flush {
+			if t.ssd != nil && !flush && !blk.Replica() {
 				t.demote(blk) // copies the bytes out first: the chunks are free after
 			}
+			t.gone(blk)
 			t.arena.Release(blk.Chunks)
 			d.RAMBlocks++
 			d.RAMBytes += blk.Bytes
@@ -51,5 +53,6 @@ func (t *Tiers) Drop(match func(abi.Namespace) bool, flush bool) Dropped {
 			d.SSDBlocks++
 		}
 	}
+	t.FlushAdverts()
 	return d
 }

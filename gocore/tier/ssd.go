@@ -256,22 +256,40 @@ func (t *Tiers) startReads(run []ssdItem, r Reader) {
 	}
 }
 
-// Complete applies at most limit finished prefetches (dispatcher
-// goroutine): each block is sealed, or discarded when its read failed, and
-// its Reader told. It returns how many it applied and whether more may be
-// queued.
+// Complete applies at most limit finished prefetches and peer events
+// (dispatcher goroutine): each block is sealed, or discarded when its read
+// or fetch failed, and its Reader told; then queued advertisements are
+// handed over. It returns how many reads and fetches ended and whether
+// more may be queued.
 func (t *Tiers) Complete(limit int) (got int, more bool) {
+	defer t.FlushAdverts()
+	n := 0 // events applied, within limit
+	if t.peer != nil {
+	peer:
+		for ; n < limit; n++ {
+			select {
+			case ev := <-t.peer.events:
+				if t.completePeer(ev) {
+					got++
+				}
+			default:
+				break peer
+			}
+		}
+		more = len(t.peer.events) > 0
+	}
 	if t.ssd == nil {
-		return 0, false
+		return got, more
 	}
 	s := t.ssd
-	for ; got < limit; got++ {
+	for ; n < limit; n++ {
 		var ev ssdEvent
 		select {
 		case ev = <-s.events:
 		default:
-			return got, false
+			return got, more
 		}
+		got++
 		delete(s.loading, ev.blk.Key)
 		if ev.reader == nil {
 			t.warming -= ev.blk.Bytes
@@ -288,7 +306,7 @@ func (t *Tiers) Complete(limit int) (got int, more bool) {
 			continue
 		}
 		s.prefetches.Add(1)
-		t.idx.Seal(ev.blk)
+		t.Seal(ev.blk) // produced here: read back from this node's SSD
 		if ev.reader != nil {
 			ev.reader.ReadDone(ev.blk)
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -38,11 +39,25 @@ type Spec struct {
 	SSD             *ssd.Spec
 	SSDStagingBytes uint64 // 0: DefaultSSDStagingBytes
 	WarmupBudget    uint64 // 0: DefaultWarmupBudget
+	// Remote, when set, adds the peer tier below SSD: blocks other nodes
+	// advertise are fetched into RAM as replicas (peer.go).
+	Remote Remote
+	// PeerTimeout bounds one peer fetch (0: DefaultPeerTimeout);
+	// PeerRunBytes the bytes it asks for (0: DefaultPeerRunBytes).
+	PeerTimeout  time.Duration
+	PeerRunBytes uint64
+	// Advertiser, when set, hears the blocks this node produced as they
+	// enter and leave RAM (advertise.go).
+	Advertiser Advertiser
 	// Ring wakes the dispatcher (safe from any goroutine) when an SSD read
-	// finished; Complete then applies it.
+	// or a peer fetch finished; Complete then applies it.
 	Ring   func()
 	Logger *slog.Logger
 }
+
+// PeerTimeoutRange bounds Spec.PeerTimeout.
+var PeerTimeoutRange = limit.Range[time.Duration]{Field: "tier.PeerTimeout", Min: 10 * time.Millisecond, Max: time.Minute,
+	Zero: limit.Format(DefaultPeerTimeout)}
 
 // Validate checks the limits of s, its RAM spec's and its SSD spec's
 // (ssd.Open checks the latter against the filesystem too); every field out
@@ -52,6 +67,7 @@ func (s Spec) Validate() error {
 		limit.Check(s.Eviction == "" || slices.Contains(evict.Names(), s.Eviction), "tier.Eviction", s.Eviction,
 			"one of "+strings.Join(evict.Names(), ", ")),
 		s.RAM.Validate(),
+		PeerTimeoutRange.Check(s.PeerTimeout),
 	}
 	if s.SSD != nil {
 		errs = append(errs, s.SSD.Validate())
@@ -64,7 +80,9 @@ type Tiers struct {
 	log   *slog.Logger
 	arena *ram.Arena
 	idx   *index.Index
-	ssd   *ssdTier // nil without Spec.SSD
+	ssd   *ssdTier  // nil without Spec.SSD
+	peer  *peerTier // nil without Spec.Remote
+	adv   *adverts  // nil without Spec.Advertiser
 	batch map[index.Key]struct{}
 
 	warmupBudget, warming uint64
@@ -114,12 +132,22 @@ func New(s Spec) (*Tiers, error) {
 			return nil, err
 		}
 	}
+	if s.Remote != nil {
+		t.peer = newPeerTier(s.Remote, s.PeerTimeout, s.PeerRunBytes, s.Ring)
+	}
+	if s.Advertiser != nil {
+		t.adv = &adverts{to: s.Advertiser}
+	}
 	return t, nil
 }
 
-// Close waits for every SSD I/O (reads write RAM frames), then frees the
-// RAM tier. The copy engine must have drained first.
+// Close ends every peer fetch and waits for its goroutine, waits for every
+// SSD I/O (both write RAM frames), then frees the RAM tier. The copy
+// engine must have drained first.
 func (t *Tiers) Close() {
+	if t.peer != nil {
+		t.peer.close()
+	}
 	if t.ssd != nil {
 		t.ssd.close()
 	}
@@ -133,9 +161,10 @@ func (t *Tiers) Index() *index.Index { return t.idx }
 // HasSSD reports whether the SSD tier is configured.
 func (t *Tiers) HasSSD() bool { return t.ssd != nil }
 
-// MakeRoom evicts the policy's victims (never pinned blocks), demoting each
-// to SSD first, until need chunks are free; false (nothing evicted) when
-// even evicting every unpinned block would not do.
+// MakeRoom evicts the policy's victims (never pinned blocks; replicas
+// first), demoting each block this node produced to SSD first and
+// withdrawing its advertisement, until need chunks are free; false
+// (nothing evicted) when even evicting every unpinned block would not do.
 func (t *Tiers) MakeRoom(need uint64) bool {
 	free := uint64(t.arena.Free())
 	if free >= need {
@@ -146,9 +175,10 @@ func (t *Tiers) MakeRoom(need uint64) bool {
 	}
 	for uint64(t.arena.Free()) < need {
 		blk := t.idx.Evict()
-		if t.ssd != nil {
+		if t.ssd != nil && !blk.Replica() {
 			t.demote(blk) // copies the bytes out first: the chunks are free after
 		}
+		t.gone(blk)
 		t.arena.Release(blk.Chunks)
 		t.evictions.Add(1)
 	}
@@ -164,6 +194,7 @@ func (t *Tiers) Insert(k index.Key, bytes uint64, layers, depth uint32) *index.B
 	if err != nil {
 		panic("tier: allocation after MakeRoom failed: " + err.Error())
 	}
+	t.learnLayout(k.NS, bytes, layers)
 	return t.idx.Insert(k, bytes, layers, depth, chunks)
 }
 
@@ -185,6 +216,7 @@ type Stats struct {
 	RAMHuge                  bool   // the RAM tier is backed by 2 MiB hugetlb pages
 	RAMFallback              string // why not ("" when RAMHuge); see ram.Arena.Fallback
 	SSD                      SSDStats
+	Peer                     PeerStats
 }
 
 // SSDStats are the SSD tier's counters (zero without one).
@@ -204,11 +236,15 @@ func (t *Tiers) Counters() Stats {
 	if t.ssd != nil {
 		st.SSD = t.ssd.stats()
 	}
+	if t.peer != nil {
+		st.Peer = t.peer.stats()
+	}
 	return st
 }
 
 // Resident samples the index figures (dispatcher goroutine only): sealed
-// blocks, pins, and bytes of allocated chunks (sealed and publishing).
+// blocks (replicas among them: Index().Stats().Replicas), pins, and bytes
+// of allocated chunks (sealed and publishing).
 func (t *Tiers) Resident() (blocks, pins, usedBytes uint64) {
 	is := t.idx.Stats()
 	return uint64(is.Blocks), uint64(is.Pins), uint64(t.arena.Chunks()-t.arena.Free()) * t.arena.ChunkBytes()

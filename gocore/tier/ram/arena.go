@@ -147,6 +147,12 @@ func (a *Arena) Addr(id uint32) uintptr {
 	return uintptr(unsafe.Pointer(&a.base[0])) + uintptr(uint64(id)*a.spec.ChunkBytes)
 }
 
+// Mem is the whole arena mapping, every chunk in id order (valid until
+// Close): what a transfer engine registers as destination memory
+// (gocore/transfer's RegisterLocalMemory), so bytes from a peer land in
+// the frames directly.
+func (a *Arena) Mem() []byte { return a.base[:uint64(a.total)*a.spec.ChunkBytes] }
+
 // Chunk is chunk id's bytes (valid until Close).
 func (a *Arena) Chunk(id uint32) []byte {
 	off := uint64(id) * a.spec.ChunkBytes
