@@ -74,6 +74,7 @@ var allowed = map[string][]string{
 	"gocore/tier/ram":        {"gocore/limit", "hugepages"},
 	"gocore/tier/ssd":        {"gocore/limit"},
 	"gocore/trace":           {},
+	"gocore/transfer":        {"gocore/limit"},
 }
 
 func TestImportGraphMatchesTheAllowedList(t *testing.T) {

@@ -1,0 +1,305 @@
+package transfer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// DefaultSliceBytes is the default EngineSpec.SliceBytes: 256 KiB. On
+// loopback it is the smallest slice at which the engine's GB/s stops
+// rising (bench/transfer/README.md has the sweep): smaller slices pay the
+// 64-byte header, a READ round trip and two syscalls per slice; larger ones
+// leave fewer slices to spread over the rails for the blocks of a 1–4 MiB
+// batch.
+const DefaultSliceBytes = 256 << 10
+
+// Limits of EngineSpec; 0 stands for the default in each.
+var (
+	RailsRange          = limit.Range[int]{Field: "transfer.EngineSpec.Rails", Min: 1, Max: 64, Zero: "4"}
+	SliceBytesRange     = limit.Range[int]{Field: "transfer.EngineSpec.SliceBytes", Min: 4 << 10, Max: MaxSliceBytes, Bytes: true, Zero: "256KiB"}
+	WindowRange         = limit.Range[int]{Field: "transfer.EngineSpec.Window", Min: 1, Max: 64, Zero: "2"}
+	MaxEndpointsRange   = limit.Range[int]{Field: "transfer.EngineSpec.MaxEndpoints", Min: 1, Max: 4096, Zero: "64"}
+	RetriesRange        = limit.Range[int]{Field: "transfer.EngineSpec.Retries", Min: 1, Max: 16, Zero: "3"}
+	DialTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.EngineSpec.DialTimeout", Min: time.Millisecond, Max: time.Minute, Zero: "3s"}
+	DefaultTimeoutRange = limit.Range[time.Duration]{Field: "transfer.EngineSpec.DefaultTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+)
+
+// MaxBatchRequests bounds the requests of one SubmitTransfer.
+const MaxBatchRequests = 1 << 16
+
+// EngineSpec describes the requester side. Zero fields take their
+// defaults.
+type EngineSpec struct {
+	// Rails is the number of data connections per peer. Default 4.
+	Rails int
+	// SliceBytes is the most bytes one READ asks for: a request's Dst is
+	// cut into slices of this size, spread over the rails. Default
+	// DefaultSliceBytes (256 KiB).
+	SliceBytes int
+	// Window is the number of slices in flight on one rail (READs sent,
+	// their DATA not yet read). Default 2. Rails × Window slices of one
+	// peer are in flight at most.
+	Window int
+	// MaxEndpoints bounds the pool of peers with open rails; the SIEVE
+	// policy evicts one beyond it (its rails close once the batches using
+	// it are freed). Default 64.
+	MaxEndpoints int
+	// Retries is how many times a slice whose rail failed is sent again,
+	// on another rail. Default 3.
+	Retries int
+	// DialTimeout bounds the dial of one rail. Default 3 s.
+	DialTimeout time.Duration
+	// DefaultTimeout is the deadline of a batch whose ctx has none.
+	// Default 10 s.
+	DefaultTimeout time.Duration
+	// OnConn, when set, is called with each data connection right after
+	// it is dialled, and peer, the address dialled (the Manager registers
+	// it with the eBPF probes). It must not keep or use conn for I/O.
+	OnConn func(conn net.Conn, peer string)
+	// Logger gets rail failures at Debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate checks the spec; each error names the field and its limit.
+func (s *EngineSpec) Validate() error {
+	return errors.Join(RailsRange.Check(s.Rails), SliceBytesRange.Check(s.SliceBytes), WindowRange.Check(s.Window),
+		MaxEndpointsRange.Check(s.MaxEndpoints), RetriesRange.Check(s.Retries),
+		DialTimeoutRange.Check(s.DialTimeout), DefaultTimeoutRange.Check(s.DefaultTimeout))
+}
+
+func (s *EngineSpec) withDefaults() EngineSpec {
+	o := *s
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Rails = cmp0(o.Rails, 4)
+	o.SliceBytes = cmp0(o.SliceBytes, DefaultSliceBytes)
+	o.Window = cmp0(o.Window, 2)
+	o.MaxEndpoints = cmp0(o.MaxEndpoints, 64)
+	o.Retries = cmp0(o.Retries, 3)
+	o.DialTimeout = cmp0(o.DialTimeout, 3*time.Second)
+	o.DefaultTimeout = cmp0(o.DefaultTimeout, 10*time.Second)
+	return o
+}
+
+// SegmentHandle names a segment opened with OpenSegment; 0 is none.
+type SegmentHandle uint64
+
+// BatchID names a submitted batch; 0 is none.
+type BatchID uint64
+
+// State is where one request of a batch stands.
+type State uint8
+
+// The states of a request.
+const (
+	Pending State = iota // slices still in flight
+	Done                 // every byte of Dst written
+	Failed               // Status.Err says why; Dst holds unspecified bytes
+)
+
+// String names the state.
+func (s State) String() string {
+	return [...]string{"pending", "done", "failed"}[min(int(s), 2)]
+}
+
+// Status is one request's state; Err is set when Failed.
+type Status struct {
+	State State
+	Err   error
+}
+
+// Request is one READ of a transfer batch: len(Dst) bytes at Offset of
+// the segment land in Dst, which must lie in registered local memory.
+type Request struct {
+	Segment SegmentHandle
+	Offset  uint64
+	Dst     []byte
+}
+
+// segRef is what an open SegmentHandle stands for.
+type segRef struct {
+	addr string
+	id   uint64
+	cap  Capability
+}
+
+// Engine is the requester side: it reads registered segments of peers
+// into registered local memory over a pool of endpoints, each a set of
+// rails. Safe for concurrent use.
+type Engine struct {
+	spec EngineSpec
+	wg   sync.WaitGroup // every rail's two goroutines
+
+	mu         sync.Mutex
+	closed     bool
+	pool       *sieve[string, *endpoint]
+	live       map[*endpoint]struct{} // pooled, and evicted ones still in use
+	handles    map[SegmentHandle]segRef
+	nextHandle SegmentHandle
+	batches    map[BatchID]*batch
+	nextBatch  BatchID
+	regions    []region
+
+	nextTag                         atomic.Uint64
+	slices, retries, dials, failure atomic.Uint64
+}
+
+// region is registered local memory [start, end).
+type region struct{ start, end uintptr }
+
+func span(b []byte) region {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return region{p, p + uintptr(len(b))}
+}
+
+// NewEngine validates s and makes an Engine; rails are dialled on the
+// first batch that reads a peer.
+func NewEngine(s EngineSpec) (*Engine, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	sp := s.withDefaults()
+	return &Engine{spec: sp, pool: newSieve[string, *endpoint](sp.MaxEndpoints), live: map[*endpoint]struct{}{},
+		handles: map[SegmentHandle]segRef{}, batches: map[BatchID]*batch{}}, nil
+}
+
+// RegisterLocalMemory makes buf a destination of requests (the RAM tier's
+// arena): every request's Dst must lie inside one registered buffer. buf
+// must stay allocated until UnregisterLocalMemory or Close. Errors: an
+// empty buf, one that overlaps a registered buffer, ErrClosed.
+func (e *Engine) RegisterLocalMemory(buf []byte) error {
+	if len(buf) == 0 {
+		return limit.Check(false, "transfer.RegisterLocalMemory buf (bytes)", 0, "≥ 1")
+	}
+	r := span(buf)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	for _, o := range e.regions {
+		if r.start < o.end && o.start < r.end {
+			return fmt.Errorf("transfer: RegisterLocalMemory: [%#x, %#x) overlaps registered [%#x, %#x)", r.start, r.end, o.start, o.end)
+		}
+	}
+	e.regions = append(e.regions, r)
+	return nil
+}
+
+// UnregisterLocalMemory forgets buf, registered before; batches submitted
+// later may not write it. Batches already submitted are the caller's to
+// wait for or free first.
+func (e *Engine) UnregisterLocalMemory(buf []byte) error {
+	r := span(buf)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, o := range e.regions {
+		if o == r {
+			e.regions = append(e.regions[:i], e.regions[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: [%#x, %#x) was not registered", ErrUnregistered, r.start, r.end)
+}
+
+func (e *Engine) registered(dst []byte) bool {
+	r := span(dst)
+	for _, o := range e.regions {
+		if r.start >= o.start && r.end <= o.end {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenSegment names segment id of the Server at addr (host:port), readable
+// with cap, for requests; nothing is dialled until a batch reads it.
+// Errors: a malformed addr, id 0, ErrClosed.
+func (e *Engine) OpenSegment(addr string, id uint64, cap Capability) (SegmentHandle, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return 0, limit.Check(false, "transfer.OpenSegment addr", addr, "host:port")
+	}
+	if id == 0 {
+		return 0, limit.Check(false, "transfer.OpenSegment id", id, "≥ 1")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, ErrClosed
+	}
+	e.nextHandle++
+	e.handles[e.nextHandle] = segRef{addr: addr, id: id, cap: cap}
+	return e.nextHandle, nil
+}
+
+// CloseSegment forgets h; batches already submitted on it go on.
+func (e *Engine) CloseSegment(h SegmentHandle) {
+	e.mu.Lock()
+	delete(e.handles, h)
+	e.mu.Unlock()
+}
+
+// EngineStats are counters since NewEngine.
+type EngineStats struct {
+	Endpoints    int    // endpoints in the pool now
+	Rails        int    // rails open now, over every endpoint
+	Slices       uint64 // slices read into Dst
+	Retries      uint64 // slices sent again after their rail failed
+	Dials        uint64 // rails dialled
+	RailFailures uint64 // rails that failed (read, write, a frame out of order)
+}
+
+// Stats returns the counters.
+func (e *Engine) Stats() EngineStats {
+	e.mu.Lock()
+	st := EngineStats{Endpoints: e.pool.Len()}
+	for ep := range e.live {
+		ep.mu.Lock()
+		st.Rails += len(ep.rails)
+		ep.mu.Unlock()
+	}
+	e.mu.Unlock()
+	st.Slices, st.Retries, st.Dials, st.RailFailures = e.slices.Load(), e.retries.Load(), e.dials.Load(), e.failure.Load()
+	return st
+}
+
+// Close fails every batch not ended (ErrClosed), closes every rail and
+// waits for the Engine's goroutines: after it returns no Dst is written.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	bs := make([]*batch, 0, len(e.batches))
+	for _, b := range e.batches {
+		bs = append(bs, b)
+	}
+	eps := make([]*endpoint, 0, len(e.live))
+	for ep := range e.live {
+		eps = append(eps, ep)
+	}
+	e.mu.Unlock()
+	for _, b := range bs {
+		b.abort(ErrClosed)
+	}
+	for _, ep := range eps {
+		ep.close(ErrClosed)
+	}
+	for _, b := range bs {
+		<-b.done
+		b.cancel()
+	}
+	e.wg.Wait()
+	return nil
+}

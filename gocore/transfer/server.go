@@ -1,0 +1,387 @@
+package transfer
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// Limits of ServerSpec; 0 stands for the default in each.
+var (
+	MaxConnsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: "256"}
+	MaxSegmentsRange  = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: "4096"}
+	IdleTimeoutRange  = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: "2m"}
+	WriteTimeoutRange = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+)
+
+// ServerSpec describes the source side of the transfer engine: one TCP
+// listener for data connections. Zero limits take their defaults.
+type ServerSpec struct {
+	// Addr is the TCP address to listen on ("127.0.0.1:0" picks a port).
+	Addr string
+	// Logger gets refused READs and failed connections at Debug level;
+	// nil discards.
+	Logger *slog.Logger
+	// OnConn, when set, is called with each accepted data connection
+	// before it is served (the Manager registers it with the eBPF probes).
+	// It runs on the connection's goroutine and must not keep conn.
+	OnConn func(conn net.Conn)
+	// MaxConns bounds the open data connections; one more is closed at
+	// accept. Default 256.
+	MaxConns int
+	// MaxSegments bounds the live segments; RegisterSegment fails with
+	// ErrTooManySegments beyond it. Default 4096.
+	MaxSegments int
+	// IdleTimeout closes a data connection that sends no READ for this
+	// long. Default 2 minutes.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds the write of one DATA frame: a requester that
+	// stops reading loses the connection. Default 10 seconds.
+	WriteTimeout time.Duration
+}
+
+// Validate checks the spec; each error names the field and its limit.
+func (s *ServerSpec) Validate() error {
+	return errors.Join(
+		limit.Check(s.Addr != "", "transfer.ServerSpec.Addr", s.Addr, "a TCP host:port"),
+		MaxConnsRange.Check(s.MaxConns), MaxSegmentsRange.Check(s.MaxSegments),
+		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout))
+}
+
+func (s *ServerSpec) withDefaults() ServerSpec {
+	o := *s
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.MaxConns = cmp0(o.MaxConns, 256)
+	o.MaxSegments = cmp0(o.MaxSegments, 4096)
+	o.IdleTimeout = cmp0(o.IdleTimeout, 2*time.Minute)
+	o.WriteTimeout = cmp0(o.WriteTimeout, 10*time.Second)
+	return o
+}
+
+func cmp0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Capability is the unguessable 128-bit secret (crypto/rand) that admits
+// READs of one segment; peer control hands it to the authenticated peer.
+type Capability [16]byte
+
+// Server serves READs of registered segments over plain TCP data
+// connections. Safe for concurrent use.
+type Server struct {
+	spec ServerSpec
+	ln   net.Listener
+	wg   sync.WaitGroup // the accept loop and every connection's goroutine
+
+	mu     sync.Mutex
+	closed bool
+	nextID uint64
+	segs   map[uint64]*segment
+	conns  map[net.Conn]struct{}
+
+	reads, bytes, refused, accepted atomic.Uint64
+}
+
+// segment is the concatenation of bufs; ends[i] is the segment offset just
+// past bufs[i].
+type segment struct {
+	id       uint64
+	cap      Capability
+	bufs     [][]byte
+	ends     []uint64
+	size     uint64
+	deadline time.Time
+	timer    *time.Timer
+	// inflight counts DATA writes reading bufs; writers holds their
+	// connections (guarded by Server.mu) so that UnregisterSegment can cut
+	// a write short.
+	inflight sync.WaitGroup
+	writers  map[net.Conn]int
+}
+
+// Listen validates s and starts serving on s.Addr. Errors: a field error
+// (limit.Error), or the listen error (limit.Refused on Addr).
+func Listen(s ServerSpec) (*Server, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return nil, &limit.Refused{Field: "transfer.ServerSpec.Addr", Value: s.Addr, Err: err}
+	}
+	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]struct{}{}}
+	srv.wg.Add(1)
+	go srv.accept()
+	return srv, nil
+}
+
+// Addr is the listener's address (host:port), to be handed to requesters.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// ServerStats are counters since Listen.
+type ServerStats struct {
+	Conns    int    // data connections open now
+	Segments int    // live segments now
+	Accepted uint64 // data connections accepted
+	Reads    uint64 // READs answered with DATA
+	Bytes    uint64 // payload bytes sent in DATA frames
+	Refused  uint64 // READs answered with ERROR
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	st := ServerStats{Conns: len(s.conns), Segments: len(s.segs)}
+	s.mu.Unlock()
+	st.Accepted, st.Reads, st.Bytes, st.Refused = s.accepted.Load(), s.reads.Load(), s.bytes.Load(), s.refused.Load()
+	return st
+}
+
+// RegisterSegment makes the concatenation of bufs readable, until
+// UnregisterSegment or deadline, by requesters that present the returned
+// capability with the returned id. bufs must stay unchanged and allocated
+// until then; the Server keeps them but never writes them. Errors: bufs
+// holding no bytes, a deadline not in the future, ErrTooManySegments,
+// ErrClosed.
+func (s *Server) RegisterSegment(bufs [][]byte, deadline time.Time) (uint64, Capability, error) {
+	seg := &segment{bufs: bufs, ends: make([]uint64, len(bufs)), deadline: deadline, writers: map[net.Conn]int{}}
+	for i, b := range bufs {
+		seg.size += uint64(len(b))
+		seg.ends[i] = seg.size
+	}
+	var c Capability
+	if seg.size == 0 {
+		return 0, c, limit.Check(false, "transfer.RegisterSegment bufs", 0, "≥ 1 byte in all")
+	}
+	d := time.Until(deadline)
+	if d <= 0 {
+		return 0, c, limit.Check(false, "transfer.RegisterSegment deadline", deadline.Format(time.RFC3339Nano), "a time in the future")
+	}
+	if _, err := rand.Read(c[:]); err != nil {
+		return 0, c, fmt.Errorf("drawing a capability: %w", err)
+	}
+	seg.cap = c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, Capability{}, ErrClosed
+	}
+	if len(s.segs) >= s.spec.MaxSegments {
+		return 0, Capability{}, fmt.Errorf("%w: %d live, the limit (transfer.ServerSpec.MaxSegments) is %d", ErrTooManySegments, len(s.segs), s.spec.MaxSegments)
+	}
+	s.nextID++
+	seg.id = s.nextID
+	s.segs[seg.id] = seg
+	id := seg.id
+	seg.timer = time.AfterFunc(d, func() { s.UnregisterSegment(id) })
+	return id, c, nil
+}
+
+// UnregisterSegment ends segment id (a no-op when it is gone already).
+// When it returns no READ reads the segment's bufs any more: later READs
+// are refused with ErrUnknownSegment, and a DATA write in flight is cut
+// short (its connection closes) and waited for. Expiry at the deadline
+// does the same.
+func (s *Server) UnregisterSegment(id uint64) {
+	s.mu.Lock()
+	seg, ok := s.segs[id]
+	if ok {
+		delete(s.segs, id)
+		seg.timer.Stop()
+		for c := range seg.writers {
+			_ = c.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		seg.inflight.Wait()
+	}
+}
+
+// Close stops listening, closes every data connection, unregisters every
+// segment (waiting for writes in flight, as UnregisterSegment) and waits
+// for the Server's goroutines. Later calls return nil.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	ids := make([]uint64, 0, len(s.segs))
+	for id := range s.segs {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.UnregisterSegment(id)
+	}
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.spec.Logger.Warn("transfer: accept failed; the listener stops", "err", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.spec.MaxConns {
+			s.mu.Unlock()
+			s.spec.Logger.Debug("transfer: data connection refused", "remote", c.RemoteAddr(), "conns", s.spec.MaxConns)
+			c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.accepted.Add(1)
+		go s.serve(c)
+	}
+}
+
+// serve answers the READs of one connection in order, until it fails or
+// the Server closes.
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	if s.spec.OnConn != nil {
+		s.spec.OnConn(c)
+	}
+	var hdr, out [HeaderBytes]byte
+	var pieces [][]byte
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.spec.IdleTimeout))
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.spec.Logger.Debug("transfer: data connection ends", "remote", c.RemoteAddr(), "err", err)
+			}
+			return
+		}
+		h, err := DecodeHeader(hdr[:])
+		if err == nil && h.Op != OpRead {
+			err = fmt.Errorf("%w: op %s from a requester, want READ", ErrMalformed, h.Op)
+		}
+		if err != nil {
+			// The framing cannot be trusted past a bad header: refuse and close.
+			s.refuse(c, &h, err)
+			return
+		}
+		seg, err := s.admit(c, &h)
+		if err != nil {
+			if s.refuse(c, &h, err) != nil {
+				return
+			}
+			continue
+		}
+		pieces = seg.slice(pieces[:0], h.Offset, uint64(h.Length))
+		reply := Header{Op: OpData, Tag: h.Tag, Segment: h.Segment, Offset: h.Offset, Length: h.Length}
+		reply.Encode(out[:])
+		bufs := net.Buffers(append([][]byte{out[:]}, pieces...))
+		_ = c.SetWriteDeadline(time.Now().Add(s.spec.WriteTimeout))
+		_, err = bufs.WriteTo(c) // writev: the payload goes from bufs to the socket, no copy here
+		s.release(c, seg)
+		if err != nil {
+			s.spec.Logger.Debug("transfer: DATA write failed; the connection closes", "remote", c.RemoteAddr(), "segment", h.Segment, "err", err)
+			return
+		}
+		s.reads.Add(1)
+		s.bytes.Add(uint64(h.Length))
+	}
+}
+
+// admit checks a decoded READ against its segment and, when it may be
+// served, counts the write in flight (release ends it).
+func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seg, ok := s.segs[h.Segment]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: segment %d", ErrUnknownSegment, h.Segment)
+	case subtle.ConstantTimeCompare(seg.cap[:], h.Capability[:]) != 1:
+		return nil, fmt.Errorf("%w: segment %d", ErrBadCapability, h.Segment)
+	case !time.Now().Before(seg.deadline):
+		return nil, fmt.Errorf("%w: segment %d at %s", ErrExpired, h.Segment, seg.deadline.Format(time.RFC3339Nano))
+	}
+	if err := CheckRange(h, seg.size); err != nil {
+		return nil, err
+	}
+	seg.inflight.Add(1)
+	seg.writers[c]++
+	return seg, nil
+}
+
+func (s *Server) release(c net.Conn, seg *segment) {
+	s.mu.Lock()
+	if seg.writers[c]--; seg.writers[c] == 0 {
+		delete(seg.writers, c)
+	}
+	s.mu.Unlock()
+	seg.inflight.Done()
+}
+
+// refuse answers h with an ERROR frame carrying err's status and text.
+func (s *Server) refuse(c net.Conn, h *Header, err error) error {
+	s.refused.Add(1)
+	s.spec.Logger.Debug("transfer: READ refused", "remote", c.RemoteAddr(), "segment", h.Segment, "err", err)
+	text := err.Error()
+	if len(text) > MaxErrorTextBytes {
+		text = text[:MaxErrorTextBytes]
+	}
+	seg := h.Segment
+	if seg == 0 {
+		seg = 1 // DecodeHeader wants ≥ 1; the tag is what the requester matches
+	}
+	var out [HeaderBytes + MaxErrorTextBytes]byte
+	reply := Header{Op: OpError, Code: codeOf(err), Tag: h.Tag, Segment: seg, Offset: 0, Length: uint32(len(text))}
+	reply.Encode(out[:])
+	n := copy(out[HeaderBytes:], text)
+	_ = c.SetWriteDeadline(time.Now().Add(s.spec.WriteTimeout))
+	_, werr := c.Write(out[:HeaderBytes+n])
+	return werr
+}
+
+// slice appends to dst the pieces of bufs that make [off, off+n) of the
+// segment (CheckRange has admitted it).
+func (g *segment) slice(dst [][]byte, off, n uint64) [][]byte {
+	i := sort.Search(len(g.ends), func(i int) bool { return g.ends[i] > off })
+	for ; n > 0 && i < len(g.bufs); i++ {
+		start := off - (g.ends[i] - uint64(len(g.bufs[i])))
+		take := min(n, uint64(len(g.bufs[i]))-start)
+		dst = append(dst, g.bufs[i][start:start+take])
+		off += take
+		n -= take
+	}
+	return dst
+}
