@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# gen-proto.sh — regenerate the committed protobuf code of proto/lifecycle.proto
-# and proto/operator.proto.
+# gen-proto.sh — regenerate the committed protobuf code of proto/lifecycle.proto,
+# proto/operator.proto and proto/peer.proto.
 #
 # Outputs (all committed; `make check-generated` reruns this script and fails
 # on `git diff --exit-code`):
 #   proto/lifecyclepb/lifecycle.pb.go          protoc + protoc-gen-go
 #   native/src/proto/lifecycle.pb-c.{c,h}      protoc + protoc-c (protobuf-c)
 #   proto/operatorpb/operator{,_grpc}.pb.go    protoc + protoc-gen-go, protoc-gen-go-grpc
+#   proto/peerpb/peer{,_grpc}.pb.go            protoc + protoc-gen-go, protoc-gen-go-grpc
 #
 # protoc-gen-go and protoc-gen-go-grpc are built from the `tool` directives in
 # go.mod, so their versions are the ones pinned there; they are built into
@@ -49,7 +50,7 @@ mkdir -p "$tools"
 go build -o "$tools/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
 go build -o "$tools/protoc-gen-go-grpc" google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-mkdir -p proto/lifecyclepb proto/operatorpb native/src/proto
+mkdir -p proto/lifecyclepb proto/operatorpb proto/peerpb native/src/proto
 
 # Go: module= strips the module path from go_package, so the file lands in
 # proto/lifecyclepb/ relative to the repository root.
@@ -71,6 +72,17 @@ protoc \
 	--go-grpc_opt=module=github.com/orbitkv/orbitkv \
 	operator.proto
 
+# Peer control between Managers (Go only: gocore/peer is both ends).
+protoc \
+	--plugin=protoc-gen-go="$tools/protoc-gen-go" \
+	--plugin=protoc-gen-go-grpc="$tools/protoc-gen-go-grpc" \
+	-I proto \
+	--go_out=. \
+	--go_opt=module=github.com/orbitkv/orbitkv \
+	--go-grpc_out=. \
+	--go-grpc_opt=module=github.com/orbitkv/orbitkv \
+	peer.proto
+
 # C: protoc-c writes lifecycle.pb-c.{c,h}; the .c includes "lifecycle.pb-c.h"
 # by its bare name, so both files stay side by side in native/src/proto/.
 protoc \
@@ -78,4 +90,4 @@ protoc \
 	--c_out=native/src/proto \
 	lifecycle.proto
 
-echo "gen-proto: regenerated proto/lifecyclepb/lifecycle.pb.go proto/operatorpb/operator{,_grpc}.pb.go native/src/proto/lifecycle.pb-c.{c,h}"
+echo "gen-proto: regenerated proto/lifecyclepb/lifecycle.pb.go proto/operatorpb/operator{,_grpc}.pb.go proto/peerpb/peer{,_grpc}.pb.go native/src/proto/lifecycle.pb-c.{c,h}"

@@ -1,7 +1,9 @@
 // Command orbitkvctl is the operator's tool for a running orbitkv-manager:
 // sessions, stats, health, evict, flush and drain over the Manager's
-// operator socket (gocore/operator), and ping through a session of its own
-// on the bootstrap socket. Run orbitkvctl --help for the commands.
+// operator socket (gocore/operator), ping through a session of its own
+// on the bootstrap socket, and certs, which makes the certificates of the
+// Managers' peer control (gocore/peer). Run orbitkvctl --help for the
+// commands.
 package main
 
 import (
@@ -86,7 +88,8 @@ socket (default: the bootstrap socket's path plus ".operator"; mode 0600, or
 0660 for the Manager's --operator-group), which only root, the Manager's uid
 and the operator group may use. ping opens a session of its own on the
 bootstrap socket, as an engine does. Every command prints a table, or JSON
-with -o json (64-bit integers as strings).`,
+with -o json (64-bit integers as strings). certs makes the cluster CA and
+node certificates of the Managers' peer control; it talks to no Manager.`,
 		Version:       buildinfo.Get().String("orbitkvctl") + fmt.Sprintf("abi: %d, bootstrap protocol %d\n", abi.Version, abi.BootstrapVersion),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -94,7 +97,7 @@ with -o json (64-bit integers as strings).`,
 			return g.check()
 		},
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("no command (want sessions, stats, health, evict, flush, drain, ping, version or completion)")
+			return usagef("no command (want sessions, stats, health, evict, flush, drain, ping, certs, version or completion)")
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}")
@@ -109,7 +112,7 @@ with -o json (64-bit integers as strings).`,
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
 	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table or json")
 	root.AddCommand(sessionsCmd(g), statsCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),
-		pingCmd(g), versionCmd())
+		pingCmd(g), certsCmd(), versionCmd())
 	return root
 }
 

@@ -1,0 +1,52 @@
+package peer
+
+import (
+	"context"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// PinnedBlock is one block a Source pinned: its hash, its length in bytes,
+// and its bytes in RAM as the chunks that hold them, in order. The chunks
+// together are exactly Length bytes (the last one cut to the block's end),
+// and they stay valid and unchanged until Source.Unpin of the pin that
+// returned them.
+type PinnedBlock struct {
+	Hash   abi.BlockHash
+	Length uint64
+	Bufs   [][]byte
+}
+
+// Source is the source side's hold on its RAM tier, implemented by the
+// Manager on its dispatcher goroutine (gocore/manager). Its methods are
+// called from gRPC handler goroutines, concurrently.
+type Source interface {
+	// Pin pins the longest resident leading run of hashes in namespace ns
+	// (it stops at the first block not resident in RAM, or before the block
+	// that would take the run past maxBytes) and returns a token for Unpin
+	// and the run, maybe empty (the token is then still Unpinned). Pinned
+	// blocks are not evicted or changed until Unpin. An error pins nothing;
+	// Pin returns early with ctx's error when ctx ends.
+	Pin(ctx context.Context, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (pin uint64, run []PinnedBlock, err error)
+	// Unpin drops the pins of a token Pin returned, once; the blocks'
+	// chunks may change after it returns.
+	Unpin(pin uint64)
+}
+
+// Capability is the 128-bit secret that authorises READs of one segment of
+// the transfer server (gocore/transfer's contract).
+type Capability = [16]byte
+
+// SegmentServer is the source side of the transfer engine as peer control
+// uses it; *transfer.Server (gocore/transfer) is one.
+type SegmentServer interface {
+	// RegisterSegment makes the concatenation of bufs readable by whoever
+	// presents id and the capability, until UnregisterSegment or deadline.
+	RegisterSegment(bufs [][]byte, deadline time.Time) (id uint64, c Capability, err error)
+	// UnregisterSegment ends segment id; after it returns no READ touches
+	// its bufs. An id that already ended (its deadline passed) is a no-op.
+	UnregisterSegment(id uint64)
+	// Addr is the host:port requesters' data connections dial.
+	Addr() string
+}

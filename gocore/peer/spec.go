@@ -1,0 +1,128 @@
+package peer
+
+import (
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// ServerSpec configures the peer control server of one Manager; a plain
+// value (Validate checks it without touching the network).
+type ServerSpec struct {
+	// Listen is the host:port to serve on ("127.0.0.1:0" picks a port).
+	Listen string
+	// TLS is the server side of the cluster's mutual TLS (LoadTLS's server
+	// config): a certificate, ClientCAs and tls.RequireAndVerifyClientCert.
+	// Serve uses a clone at TLS 1.3 at least.
+	TLS *tls.Config
+	// Source pins the blocks transfers serve (the Manager's dispatcher).
+	Source Source
+	// Transfer is the transfer engine's server the runs are registered on.
+	Transfer SegmentServer
+	// Epoch is this Manager's epoch (at least 1); OpenTransfer refuses any
+	// other expect_epoch.
+	Epoch uint64
+	// NodeID is this Manager's node id (CheckNodeID), for its logs.
+	NodeID string
+	// MaxTransferBytes is the most bytes one transfer pins (0:
+	// DefaultMaxTransferBytes); a request's max_bytes above it is lowered.
+	MaxTransferBytes uint64
+	// MaxPeerTransfers is how many transfers one peer (node id) may hold
+	// open at once (0: DefaultMaxPeerTransfers).
+	MaxPeerTransfers int
+	// MaxPeerBytes is how many bytes one peer's open transfers may pin
+	// together (0: DefaultMaxPeerBytes); at least MaxTransferBytes.
+	MaxPeerBytes uint64
+	// LeaseTTL is how long a transfer lasts after its answer unless released
+	// first (0: DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// Logger gets connections, refusals and contract breaks (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults of ServerSpec's zero fields.
+const (
+	DefaultMaxTransferBytes = 64 << 20
+	DefaultMaxPeerTransfers = 64
+	DefaultMaxPeerBytes     = 256 << 20
+	DefaultLeaseTTL         = 5 * time.Second
+)
+
+// The limits of ServerSpec's fields.
+var (
+	MaxTransferBytesRange = limit.Range[uint64]{Field: "peer.MaxTransferBytes", Min: 4 << 10, Max: 64 << 30, Bytes: true, Zero: "64MiB"}
+	MaxPeerTransfersRange = limit.Range[int]{Field: "peer.MaxPeerTransfers", Min: 1, Max: 1 << 16, Zero: "64"}
+	MaxPeerBytesRange     = limit.Range[uint64]{Field: "peer.MaxPeerBytes", Min: 4 << 10, Max: 1 << 40, Bytes: true, Zero: "256MiB"}
+	LeaseTTLRange         = limit.Range[time.Duration]{Field: "peer.LeaseTTL", Min: 10 * time.Millisecond, Max: 10 * time.Minute, Zero: "5s"}
+)
+
+// withDefaults is s with its zero fields at their defaults.
+func (s ServerSpec) withDefaults() ServerSpec {
+	if s.MaxTransferBytes == 0 {
+		s.MaxTransferBytes = DefaultMaxTransferBytes
+	}
+	if s.MaxPeerTransfers == 0 {
+		s.MaxPeerTransfers = DefaultMaxPeerTransfers
+	}
+	if s.MaxPeerBytes == 0 {
+		s.MaxPeerBytes = DefaultMaxPeerBytes
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = DefaultLeaseTTL
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	return s
+}
+
+// Validate checks every field and returns all the *limit.Error values
+// found (errors.Join), nil when s is good.
+func (s ServerSpec) Validate() error {
+	errs := []error{
+		MaxTransferBytesRange.Check(s.MaxTransferBytes),
+		MaxPeerTransfersRange.Check(s.MaxPeerTransfers),
+		MaxPeerBytesRange.Check(s.MaxPeerBytes),
+		LeaseTTLRange.Check(s.LeaseTTL),
+		limit.Check(s.Epoch >= 1, "peer.Epoch", s.Epoch, "at least 1"),
+		limit.Check(s.Source != nil, "peer.Source", "nil", "the Manager's Source"),
+		limit.Check(s.Transfer != nil, "peer.Transfer", "nil", "the transfer engine's server"),
+		checkTLSServer(s.TLS),
+	}
+	if err := CheckNodeID(s.NodeID); err != nil {
+		errs = append(errs, &limit.Error{Field: "peer.NodeID", Value: s.NodeID, Want: nodeIDWant})
+	}
+	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		errs = append(errs, &limit.Error{Field: "peer.Listen", Value: s.Listen, Want: "host:port"})
+	}
+	if d := s.withDefaults(); d.MaxPeerBytes < d.MaxTransferBytes {
+		r := MaxPeerBytesRange
+		r.Min, r.Note = d.MaxTransferBytes, "at least peer.MaxTransferBytes"
+		errs = append(errs, r.CheckSet(d.MaxPeerBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// checkTLSServer refuses a server config that would let a peer in without
+// a client certificate the CA signed.
+func checkTLSServer(c *tls.Config) error {
+	const f = "peer.TLS"
+	switch {
+	case c == nil:
+		return &limit.Error{Field: f, Value: "nil", Want: "the server side of mutual TLS (LoadTLS)"}
+	case c.ClientAuth != tls.RequireAndVerifyClientCert:
+		return &limit.Error{Field: f + ".ClientAuth", Value: c.ClientAuth.String(), Want: "RequireAndVerifyClientCert"}
+	case c.ClientCAs == nil:
+		return &limit.Error{Field: f + ".ClientCAs", Value: "nil", Want: "the cluster CA"}
+	case len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil:
+		return &limit.Error{Field: f + ".Certificates", Value: "none", Want: "this node's certificate"}
+	case c.MinVersion != 0 && c.MinVersion < tls.VersionTLS13:
+		return &limit.Error{Field: f + ".MinVersion", Value: tls.VersionName(c.MinVersion), Want: "TLS 1.3"}
+	}
+	return nil
+}
