@@ -66,7 +66,7 @@ var allowed = map[string][]string{
 	"gocore/limit":           {},
 	"gocore/manager":         {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/profiling", "gocore/session", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":        {"gocore/bootstrap", "proto/operatorpb"},
-	"gocore/peer":            {"gocore/abi", "gocore/limit", "proto/peerpb"},
+	"gocore/peer":            {"gocore/abi", "gocore/limit", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
 	"gocore/profiling":       {"gocore/limit"},
 	"gocore/session":         {"gocore/abi", "gocore/failpoint", "gocore/limit"},

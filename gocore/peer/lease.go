@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// transfer is one open transfer: a pin of the Source and the segment that
+// hold is one open transfer: a pin of the Source and the segment that
 // serves it, owned by the peer that opened it.
-type transfer struct {
+type hold struct {
 	id    uint64
 	node  string // the peer that opened it
 	conn  *peerConn
@@ -90,7 +90,7 @@ func (s *Server) give(node string, transfers int, bytes uint64) {
 // add makes t open until deadline, on its connection; it refuses (with
 // ErrUnavailable) when the connection already ended or the server closes,
 // and the caller then releases what t holds.
-func (s *Server) add(t *transfer, deadline time.Time) error {
+func (s *Server) add(t *hold, deadline time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {

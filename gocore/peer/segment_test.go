@@ -1,85 +1,65 @@
 package peer
 
 import (
-	"errors"
-	"sync"
+	"context"
+	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
-// segDouble is a test double of SegmentServer, standing in for
-// gocore/transfer's Server until that package is on main: it keeps the
-// registered segments and reads them back as a READ would, refusing a
-// wrong capability, an ended segment or one past its deadline.
-type segDouble struct {
-	mu    sync.Mutex
-	next  uint64
-	segs  map[uint64]*segEntry
-	ended []uint64
+// dataPath is the real transfer engine of a test: the source's
+// transfer.Server the runs are registered on, and a requester's Engine
+// that reads them back into registered memory, as the Manager does.
+type dataPath struct {
+	srv   *transfer.Server
+	eng   *transfer.Engine
+	arena []byte // the requester's registered memory
 }
 
-type segEntry struct {
-	bufs     [][]byte
-	c        Capability
-	deadline time.Time
+func newDataPath(t *testing.T) *dataPath {
+	t.Helper()
+	srv, err := transfer.Listen(transfer.ServerSpec{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := transfer.NewEngine(transfer.EngineSpec{Rails: 2})
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	d := &dataPath{srv: srv, eng: eng, arena: make([]byte, 1<<20)}
+	if err := eng.RegisterLocalMemory(d.arena); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		srv.Close()
+	})
+	return d
 }
 
-func newSegDouble() *segDouble { return &segDouble{segs: map[uint64]*segEntry{}} }
+// segments is how many segments the source's transfer server holds.
+func (d *dataPath) segments() int { return d.srv.Stats().Segments }
 
-func (d *segDouble) RegisterSegment(bufs [][]byte, deadline time.Time) (uint64, Capability, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.next++
-	var c Capability
-	for i := range c {
-		c[i] = byte(d.next*31) + byte(i)
+// read READs n bytes at off of segment id with capability c, in at most
+// 5 s; the bytes are a copy.
+func (d *dataPath) read(tr *Transfer, c Capability, off, n uint64) ([]byte, error) {
+	h, err := d.eng.OpenSegment(tr.DataAddr, tr.SegmentID, c)
+	if err != nil {
+		return nil, err
 	}
-	d.segs[d.next] = &segEntry{bufs: bufs, c: c, deadline: deadline}
-	return d.next, c, nil
-}
-
-func (d *segDouble) UnregisterSegment(id uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.segs[id]; ok {
-		delete(d.segs, id)
-		d.ended = append(d.ended, id)
+	defer d.eng.CloseSegment(h)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dst := d.arena[:n]
+	b, err := d.eng.SubmitTransfer(ctx, []transfer.Request{{Segment: h, Offset: off, Dst: dst}})
+	if err != nil {
+		return nil, err
 	}
-}
-
-func (d *segDouble) Addr() string { return "127.0.0.1:1" }
-
-func (d *segDouble) live() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.segs)
-}
-
-// read copies [off, off+len(dst)) of segment id into dst.
-func (d *segDouble) read(id uint64, c Capability, off uint64, dst []byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.segs[id]
-	switch {
-	case !ok:
-		return errors.New("no such segment")
-	case s.c != c:
-		return errors.New("wrong capability")
-	case time.Now().After(s.deadline):
-		return errors.New("segment expired")
+	defer d.eng.FreeBatch(b)
+	if err := d.eng.Wait(ctx, b); err != nil {
+		return nil, err
 	}
-	var pos uint64
-	n := 0
-	for _, b := range s.bufs {
-		for i := range b {
-			if p := pos + uint64(i); p >= off && p < off+uint64(len(dst)) {
-				dst[p-off] = b[i]
-				n++
-			}
-		}
-		pos += uint64(len(b))
-	}
-	if n != len(dst) {
-		return errors.New("read past the segment's end")
-	}
-	return nil
+	return append([]byte(nil), dst...), nil
 }

@@ -47,7 +47,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	closed    bool
-	transfers map[uint64]*transfer
+	transfers map[uint64]*hold
 	peers     map[string]*usage
 	ending    sync.WaitGroup // releases in progress (UnregisterSegment, Unpin)
 
@@ -74,7 +74,7 @@ func Serve(s ServerSpec) (*Server, error) {
 		log:       s.Logger.With(slog.String("component", "peer"), slog.String("self", s.NodeID)),
 		ln:        ln,
 		done:      make(chan struct{}),
-		transfers: map[uint64]*transfer{},
+		transfers: map[uint64]*hold{},
 		peers:     map[string]*usage{},
 	}
 	srv.grpc = grpc.NewServer(
@@ -201,7 +201,7 @@ func (s *Server) open(ctx context.Context, req *peerpb.OpenTransferRequest) (*pe
 		s.unreserve(c.node, total)
 		return nil, fmt.Errorf("%w: registering the segment: %v", ErrUnavailable, err)
 	}
-	t := &transfer{id: s.nextID.Add(1), node: c.node, conn: c, pin: pin, seg: seg, bytes: total}
+	t := &hold{id: s.nextID.Add(1), node: c.node, conn: c, pin: pin, seg: seg, bytes: total}
 	if err := s.add(t, deadline); err != nil {
 		s.spec.Transfer.UnregisterSegment(seg)
 		s.spec.Source.Unpin(pin)

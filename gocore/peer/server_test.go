@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 	"github.com/orbitkv/orbitkv/proto/peerpb"
 )
 
@@ -30,16 +31,16 @@ var testNS = abi.Namespace{'n', 's'}
 type rig struct {
 	ca  *testCA
 	src *memSource
-	seg *segDouble
+	seg *dataPath
 	srv *Server
 }
 
 func newRig(t *testing.T, edit func(*ServerSpec)) *rig {
 	t.Helper()
-	r := &rig{ca: newTestCA(t, "test cluster CA"), src: newMemSource(t, testNS), seg: newSegDouble()}
+	r := &rig{ca: newTestCA(t, "test cluster CA"), src: newMemSource(t, testNS), seg: newDataPath(t)}
 	serverTLS, _ := r.ca.tls(t, "src")
 	spec := ServerSpec{
-		Listen: "127.0.0.1:0", TLS: serverTLS, Source: r.src, Transfer: r.seg,
+		Listen: "127.0.0.1:0", TLS: serverTLS, Source: r.src, Transfer: r.seg.srv,
 		Epoch: 7, NodeID: "src", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if edit != nil {
@@ -55,7 +56,7 @@ func newRig(t *testing.T, edit func(*ServerSpec)) *rig {
 		if n := r.src.livePins(); n != 0 {
 			t.Errorf("after Close %d pins are still held", n)
 		}
-		if n := r.seg.live(); n != 0 {
+		if n := r.seg.segments(); n != 0 {
 			t.Errorf("after Close %d segments are still registered", n)
 		}
 	})
@@ -107,8 +108,8 @@ func TestOpenReadRelease(t *testing.T) {
 			}
 			off += b.Length
 		}
-		if tr.Bytes != off || tr.Epoch != 7 || tr.DataAddr != r.seg.Addr() || tr.ID == 0 {
-			t.Errorf("transfer %+v: want %d bytes at epoch 7 on %s with an id", tr, off, r.seg.Addr())
+		if tr.Bytes != off || tr.Epoch != 7 || tr.DataAddr != r.seg.srv.Addr() || tr.ID == 0 {
+			t.Errorf("transfer %+v: want %d bytes at epoch 7 on %s with an id", tr, off, r.seg.srv.Addr())
 		}
 	})
 	t.Run("the deadline is the lease's length from the call", func(t *testing.T) {
@@ -118,8 +119,8 @@ func TestOpenReadRelease(t *testing.T) {
 	})
 	t.Run("each block read from the segment has the bytes and the CRC32C announced", func(t *testing.T) {
 		for _, b := range tr.Blocks {
-			got := make([]byte, b.Length)
-			if err := r.seg.read(tr.SegmentID, tr.Capability, b.Offset, got); err != nil {
+			got, err := r.seg.read(tr, tr.Capability, b.Offset, b.Length)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want[b.Hash]) {
@@ -133,8 +134,8 @@ func TestOpenReadRelease(t *testing.T) {
 	t.Run("a wrong capability reads nothing", func(t *testing.T) {
 		bad := tr.Capability
 		bad[0] ^= 1
-		if err := r.seg.read(tr.SegmentID, bad, 0, make([]byte, 1)); err == nil {
-			t.Error("read with a wrong capability succeeded")
+		if _, err := r.seg.read(tr, bad, 0, 1); !errors.Is(err, transfer.ErrBadCapability) {
+			t.Errorf("read with a wrong capability: %v, want ErrBadCapability", err)
 		}
 	})
 	t.Run("release unregisters the segment and unpins", func(t *testing.T) {
@@ -142,10 +143,10 @@ func TestOpenReadRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.src.waitUnpin(t, time.Second, "release")
-		if n := r.seg.live(); n != 0 {
+		if n := r.seg.segments(); n != 0 {
 			t.Errorf("%d segments registered after the release", n)
 		}
-		if err := r.seg.read(tr.SegmentID, tr.Capability, 0, make([]byte, 1)); err == nil {
+		if _, err := r.seg.read(tr, tr.Capability, 0, 1); err == nil {
 			t.Error("the segment still reads after the release")
 		}
 		if st := r.srv.Stats(); st.Released != 1 || st.Open != 0 || st.Opened != 1 || st.OpenedBytes != tr.Bytes {
@@ -229,10 +230,10 @@ func TestPinsGo(t *testing.T) {
 			if tc.ttl < time.Minute && time.Since(start) < tc.ttl/2 {
 				t.Errorf("unpinned after %v, before the lease of %v ended", time.Since(start), tc.ttl)
 			}
-			if r.seg.live() != 0 {
+			if r.seg.segments() != 0 {
 				t.Error("segment still registered after the pins went")
 			}
-			if err := r.seg.read(tr.SegmentID, tr.Capability, 0, make([]byte, 1)); err == nil {
+			if _, err := r.seg.read(tr, tr.Capability, 0, 1); err == nil {
 				t.Error("the segment still reads after the pins went")
 			}
 			st := r.srv.Stats()
@@ -468,7 +469,7 @@ func TestASourceBreakingItsContractIsRefused(t *testing.T) {
 				t.Errorf("open: %v, want ErrSourceBroken", err)
 			}
 			r.src.waitUnpin(t, time.Second, "broken run")
-			if r.seg.live() != 0 {
+			if r.seg.segments() != 0 {
 				t.Error("a broken run was registered")
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // PinnedBlock is one block a Source pinned: its hash, its length in bytes,
@@ -35,11 +36,13 @@ type Source interface {
 }
 
 // Capability is the 128-bit secret that authorises READs of one segment of
-// the transfer server (gocore/transfer's contract).
-type Capability = [16]byte
+// the transfer server: transfer.Capability, which Engine.OpenSegment takes.
+type Capability = transfer.Capability
 
 // SegmentServer is the source side of the transfer engine as peer control
-// uses it; *transfer.Server (gocore/transfer) is one.
+// uses it: *transfer.Server (gocore/transfer) is the one the Manager passes;
+// the interface keeps the server's other methods out of this package's
+// reach.
 type SegmentServer interface {
 	// RegisterSegment makes the concatenation of bufs readable by whoever
 	// presents id and the capability, until UnregisterSegment or deadline.
@@ -50,3 +53,5 @@ type SegmentServer interface {
 	// Addr is the host:port requesters' data connections dial.
 	Addr() string
 }
+
+var _ SegmentServer = (*transfer.Server)(nil)

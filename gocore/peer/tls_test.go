@@ -184,7 +184,7 @@ func TestDialChecksItsConfig(t *testing.T) {
 func TestServerSpecValidateNamesTheField(t *testing.T) {
 	ca := newTestCA(t, "test CA")
 	serverTLS, clientTLS := ca.tls(t, "src")
-	good := ServerSpec{Listen: "127.0.0.1:0", TLS: serverTLS, Source: newMemSource(t, testNS), Transfer: newSegDouble(), Epoch: 1, NodeID: "src"}
+	good := ServerSpec{Listen: "127.0.0.1:0", TLS: serverTLS, Source: newMemSource(t, testNS), Transfer: newDataPath(t).srv, Epoch: 1, NodeID: "src"}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good spec: %v", err)
 	}
