@@ -88,3 +88,8 @@ func (s *Service) UnpinRun(pin uint64) error {
 	s.publishStats()
 	return nil
 }
+
+// RAMMemory is the RAM tier's whole mapping (valid until Close), which a
+// transfer engine registers as destination memory so that bytes from
+// peers land in the tier's frames directly. Safe from any goroutine.
+func (s *Service) RAMMemory() []byte { return s.arena.Mem() }

@@ -39,7 +39,9 @@ type Served struct {
 	Length uint64 // block bytes
 	// Layers the block spans; 0 when the peer does not say, and the tier
 	// then takes the layers of the blocks of that namespace and length
-	// seen on this node (none seen: the block is not fetched).
+	// seen on this node, or else those of the chain's block before the
+	// run, or else leaves the replica's Layers 0 (unknown: a restore then
+	// checks its bytes only, gocore/cache; a namespace has one layout).
 	Layers uint32
 	CRC32C uint32 // Castagnoli, over the block's Length bytes
 }
@@ -98,6 +100,7 @@ type layoutKey struct {
 type peerFetch struct {
 	ns     abi.Namespace
 	keys   []index.Key // the run asked for
+	layers uint32      // layers of the chain's block before the run, if resident (0: none)
 	reader Reader
 	blocks []*index.Block  // frames allocated for the served run (Publishing replicas)
 	reply  chan [][][]byte // place's answer; buffered: the dispatcher never waits
@@ -186,6 +189,11 @@ func (t *Tiers) PeerFetch(r Reader, ns abi.Namespace, hashAt func(int) abi.Block
 	o := owners[int(p.seq%uint64(len(owners)))] // spread fetches over the owners
 	p.seq++
 	f := &peerFetch{ns: ns, reader: r, reply: make(chan [][][]byte, 1)}
+	if from > 0 {
+		if prev := t.idx.Lookup(index.Key{NS: ns, Hash: hashAt(from - 1)}); prev != nil {
+			f.layers = prev.Layers
+		}
+	}
 	defer clear(t.batch)
 	for j := from; j < n && len(f.keys) < MaxPeerRun; j++ {
 		k := index.Key{NS: ns, Hash: hashAt(j)}
@@ -294,8 +302,11 @@ func (t *Tiers) placeRun(f *peerFetch, run []Served) [][][]byte {
 		if layers == 0 {
 			layers = p.layouts[layoutKey{f.ns, s.Length}]
 		}
-		if layers == 0 || s.Length%uint64(layers) != 0 {
-			break
+		if layers == 0 {
+			layers = f.layers
+		}
+		if layers != 0 && s.Length%uint64(layers) != 0 {
+			layers = 0
 		}
 		items = append(items, item{s.Length, layers})
 		need += uint64(t.arena.ChunksFor(s.Length))

@@ -189,23 +189,27 @@ func TestAPeerFetchSealsTheRunOrMissesWithItsFramesFreed(t *testing.T) {
 		mode      fetchMode
 		serve     int
 		layers    uint32
+		learn     bool // this node once held a block of the namespace and length
 		wantHits  int
 		wantFails uint64
+		// wantLayers of the replicas
+		wantLayers uint32
 	}{
-		{"a run the peer serves whole is sealed with the peer's bytes", fetchOK, 0, pLayers, 4, 0},
-		{"a run the peer serves with unknown layers uses this node's layout of the namespace", fetchOK, 0, 0, 4, 0},
-		{"a peer that serves a shorter run leaves the rest a miss", fetchOK, 2, pLayers, 2, 1},
-		{"a refused fetch is a miss for the whole run", fetchRefused, 0, pLayers, 0, 1},
-		{"a connection broken after the frames were placed frees them", fetchBrokenAfter, 0, pLayers, 0, 1},
-		{"a peer that never answers is a miss at the deadline", fetchLate, 0, pLayers, 0, 1},
-		{"a block failing its CRC32C check is a miss and so is the rest of the run", fetchCorrupt, 0, pLayers, corruptAt, 1},
+		{"a run the peer serves whole is sealed with the peer's bytes", fetchOK, 0, pLayers, false, 4, 0, pLayers},
+		{"a run the peer serves with unknown layers uses this node's layout of the namespace", fetchOK, 0, 0, true, 4, 0, pLayers},
+		{"a run of unknown layers and layout is sealed with layers unknown", fetchOK, 0, 0, false, 4, 0, 0},
+		{"a peer that serves a shorter run leaves the rest a miss", fetchOK, 2, pLayers, false, 2, 1, pLayers},
+		{"a refused fetch is a miss for the whole run", fetchRefused, 0, pLayers, false, 0, 1, pLayers},
+		{"a connection broken after the frames were placed frees them", fetchBrokenAfter, 0, pLayers, false, 0, 1, pLayers},
+		{"a peer that never answers is a miss at the deadline", fetchLate, 0, pLayers, false, 0, 1, pLayers},
+		{"a block failing its CRC32C check is a miss and so is the rest of the run", fetchCorrupt, 0, pLayers, false, corruptAt, 1, pLayers},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDouble(4, tc.layers)
 			d.mode, d.serve = tc.mode, tc.serve
 			ts, ring := newPeerRig(t, 64, d, nil, 50*time.Millisecond)
-			if tc.layers == 0 { // this node once held a block of that namespace and length
+			if tc.learn {
 				blk := ts.Insert(index.Key{NS: pNS, Hash: abi.BlockHash{0xee}}, pBlock, pLayers, 0)
 				ts.Discard(blk)
 			}
@@ -235,7 +239,7 @@ func TestAPeerFetchSealsTheRunOrMissesWithItsFramesFreed(t *testing.T) {
 					}
 					continue
 				}
-				if got := ts.idx.Lookup(index.Key{NS: pNS, Hash: pHash(i)}); got != blk || !blk.Replica() || blk.Layers != pLayers {
+				if got := ts.idx.Lookup(index.Key{NS: pNS, Hash: pHash(i)}); got != blk || !blk.Replica() || blk.Layers != tc.wantLayers {
 					t.Fatalf("block %d: lookup %p (sealed %p), replica %v, layers %d", i, got, blk, blk.Replica(), blk.Layers)
 				}
 				var got []byte
