@@ -75,6 +75,9 @@ type memSource struct {
 	// breakRun, when set, rewrites the run Pin returns (a Source that
 	// breaks its contract).
 	breakRun func([]PinnedBlock) []PinnedBlock
+	// gate, when set, holds every Pin (whatever its ctx) until it is
+	// closed, after sending on pinning: a Source slow to answer.
+	gate, pinning chan struct{}
 
 	mu       sync.Mutex
 	blocks   map[abi.BlockHash][]byte
@@ -105,6 +108,10 @@ func (m *memSource) put(h abi.BlockHash, n int) []byte {
 func (m *memSource) Pin(ctx context.Context, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (uint64, []PinnedBlock, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
+	}
+	if m.gate != nil {
+		m.pinning <- struct{}{}
+		<-m.gate
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
@@ -443,6 +444,39 @@ func TestOnlyAuthenticatedPeersOpenTransfers(t *testing.T) {
 	if n := r.src.pins(); n != 0 {
 		t.Errorf("refused clients reached the Source %d times", n)
 	}
+	t.Run("a client of the cluster CA whose certificate names no node id is refused", func(t *testing.T) {
+		before := r.srv.Stats().RefusedHandshakes
+		_, clientTLS := r.ca.tls(t, "member")
+		pair, err := tls.X509KeyPair(r.ca.certPEM, r.ca.keyP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caCert, _ := x509.ParseCertificate(pair.Certificate[0])
+		tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: "no id/with a slash"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		certPEM, keyPEM, err := signWith(tmpl, caCert, pair.PrivateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientTLS.Certificates = []tls.Certificate{bad}
+		_, err = r.rawClient(t, clientTLS).OpenTransfer(ctx5(t), &peerpb.OpenTransferRequest{Namespace: testNS[:], Hashes: [][]byte{hashBytes(0)}, MaxBytes: 1 << 20, ExpectEpoch: 7})
+		if err == nil {
+			t.Fatal("a certificate without a node id was served")
+		}
+		for end := time.Now().Add(2 * time.Second); r.srv.Stats().RefusedHandshakes <= before && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		if r.srv.Stats().RefusedHandshakes <= before {
+			t.Error("the refusal was not counted")
+		}
+	})
+	if n := r.src.pins(); n != 0 {
+		t.Errorf("refused clients reached the Source %d times", n)
+	}
 	t.Run("a client of the cluster CA is served", func(t *testing.T) {
 		tr, err := r.dial(t, "member").OpenTransfer(ctx5(t), testNS, []abi.BlockHash{hash(0)}, 1<<20, 7)
 		if err != nil || len(tr.Blocks) != 1 {
@@ -543,5 +577,33 @@ func TestThePeersNodeIDIsLogged(t *testing.T) {
 		if !logged(msg) {
 			t.Errorf("the log has no %q line naming node-42:\n%s", msg, logs.String())
 		}
+	}
+}
+
+func TestAConnectionThatDropsWhileTheSourcePinsLeavesNoPin(t *testing.T) {
+	var logs syncBuffer
+	r := newRig(t, func(s *ServerSpec) { s.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	r.src.put(hash(0), 5000)
+	r.src.gate, r.src.pinning = make(chan struct{}), make(chan struct{}, 1)
+	c := r.dial(t, "req")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.OpenTransfer(context.Background(), testNS, []abi.BlockHash{hash(0)}, 1<<20, 7)
+		done <- err
+	}()
+	select {
+	case <-r.src.pinning:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Pin within 5s")
+	}
+	c.Close()
+	<-done
+	for end := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), `msg="peer disconnected"`) && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	close(r.src.gate) // the Source answers after the connection ended
+	r.src.waitUnpin(t, 2*time.Second, "pin answered after the drop")
+	if st := r.srv.Stats(); st.Open != 0 || st.Opened != 0 || st.Peers != 0 || r.seg.segments() != 0 {
+		t.Errorf("stats %+v, %d segments: want nothing opened or held", st, r.seg.segments())
 	}
 }
