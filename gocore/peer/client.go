@@ -62,6 +62,7 @@ type Block struct {
 	Length uint64 // bytes
 	CRC32C uint32 // CRC-32C (Castagnoli) of its bytes, as the source computed it
 	Offset uint64 // where its bytes start in the segment
+	Layers uint32 // the model layers it spans; 0: the source did not say
 }
 
 // Transfer is an open transfer: the run the source pinned and how to read
@@ -149,7 +150,7 @@ func parseReply(rep *peerpb.OpenTransferReply, hashes []abi.BlockHash, maxBytes,
 		if b.GetOffset() != t.Bytes || b.GetLength() == 0 {
 			return nil, bad("blocks[%d]: offset %d length %d, want offset %d and a length", i, b.GetOffset(), b.GetLength(), t.Bytes)
 		}
-		t.Blocks[i] = Block{Hash: hashes[i], Length: b.GetLength(), CRC32C: b.GetCrc32C(), Offset: b.GetOffset()}
+		t.Blocks[i] = Block{Hash: hashes[i], Length: b.GetLength(), CRC32C: b.GetCrc32C(), Offset: b.GetOffset(), Layers: b.GetLayers()}
 		t.Bytes += b.GetLength()
 	}
 	if t.Bytes > maxBytes {

@@ -127,7 +127,7 @@ func (m *memSource) Pin(ctx context.Context, ns abi.Namespace, hashes []abi.Bloc
 		for off := 0; off < len(b); off += m.chunkBytes {
 			bufs = append(bufs, b[off:min(off+m.chunkBytes, len(b))])
 		}
-		run = append(run, PinnedBlock{Hash: h, Length: uint64(len(b)), Bufs: bufs})
+		run = append(run, PinnedBlock{Hash: h, Length: uint64(len(b)), Layers: uint32(len(b)%61 + 1), Bufs: bufs})
 		total += uint64(len(b))
 	}
 	if m.breakRun != nil {

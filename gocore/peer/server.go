@@ -261,7 +261,7 @@ func describeRun(run []PinnedBlock) ([]*peerpb.Block, [][]byte) {
 			crc = crc32Update(crc, buf)
 		}
 		bufs = append(bufs, b.Bufs...)
-		blocks[i] = &peerpb.Block{Hash: append([]byte(nil), b.Hash[:]...), Length: b.Length, Crc32C: crc, Offset: off}
+		blocks[i] = &peerpb.Block{Hash: append([]byte(nil), b.Hash[:]...), Length: b.Length, Crc32C: crc, Offset: off, Layers: b.Layers}
 		off += b.Length
 	}
 	return blocks, bufs

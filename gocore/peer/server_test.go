@@ -104,8 +104,8 @@ func TestOpenReadRelease(t *testing.T) {
 		}
 		var off uint64
 		for i, b := range tr.Blocks {
-			if b.Hash != asked[i] || b.Length != uint64(lengths[i]) || b.Offset != off {
-				t.Errorf("block %d = %+v, want hash %x length %d offset %d", i, b, asked[i], lengths[i], off)
+			if b.Hash != asked[i] || b.Length != uint64(lengths[i]) || b.Offset != off || b.Layers != uint32(lengths[i]%61+1) {
+				t.Errorf("block %d = %+v, want hash %x length %d offset %d layers %d", i, b, asked[i], lengths[i], off, lengths[i]%61+1)
 			}
 			off += b.Length
 		}

@@ -9,13 +9,14 @@ import (
 )
 
 // PinnedBlock is one block a Source pinned: its hash, its length in bytes,
-// and its bytes in RAM as the chunks that hold them, in order. The chunks
-// together are exactly Length bytes (the last one cut to the block's end),
-// and they stay valid and unchanged until Source.Unpin of the pin that
-// returned them.
+// the layers it spans, and its bytes in RAM as the chunks that hold them,
+// in order. The chunks together are exactly Length bytes (the last one cut
+// to the block's end), and they stay valid and unchanged until
+// Source.Unpin of the pin that returned them.
 type PinnedBlock struct {
 	Hash   abi.BlockHash
 	Length uint64
+	Layers uint32 // 0: not known
 	Bufs   [][]byte
 }
 
@@ -26,12 +27,14 @@ type Source interface {
 	// Pin pins the longest resident leading run of hashes in namespace ns
 	// (it stops at the first block not resident in RAM, or before the block
 	// that would take the run past maxBytes) and returns a token for Unpin
-	// and the run, maybe empty (the token is then still Unpinned). Pinned
-	// blocks are not evicted or changed until Unpin. An error pins nothing;
-	// Pin returns early with ctx's error when ctx ends.
+	// and the run, maybe empty. Pinned blocks are not evicted or changed
+	// until Unpin. An error pins nothing; Pin returns early with ctx's
+	// error when ctx ends.
 	Pin(ctx context.Context, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (pin uint64, run []PinnedBlock, err error)
-	// Unpin drops the pins of a token Pin returned, once; the blocks'
-	// chunks may change after it returns.
+	// Unpin drops the pins of a token Pin returned; the blocks' chunks may
+	// change after it returns. It is called exactly once for every Pin that
+	// returned no error, an empty run's too (whose token the Source may
+	// have made 0: then it does nothing).
 	Unpin(pin uint64)
 }
 

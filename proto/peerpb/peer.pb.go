@@ -108,6 +108,7 @@ type Block struct {
 	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`  // bytes
 	Crc32C        uint32                 `protobuf:"fixed32,3,opt,name=crc32c,proto3" json:"crc32c,omitempty"` // CRC-32C (Castagnoli) of its bytes
 	Offset        uint64                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`  // where its bytes start in the segment
+	Layers        uint32                 `protobuf:"varint,5,opt,name=layers,proto3" json:"layers,omitempty"`  // the model layers it spans (0: the source does not say)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +167,13 @@ func (x *Block) GetCrc32C() uint32 {
 func (x *Block) GetOffset() uint64 {
 	if x != nil {
 		return x.Offset
+	}
+	return 0
+}
+
+func (x *Block) GetLayers() uint32 {
+	if x != nil {
+		return x.Layers
 	}
 	return 0
 }
@@ -360,12 +368,13 @@ const file_peer_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\fR\tnamespace\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\fR\x06hashes\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x04R\bmaxBytes\x12!\n" +
-	"\fexpect_epoch\x18\x04 \x01(\x04R\vexpectEpoch\"c\n" +
+	"\fexpect_epoch\x18\x04 \x01(\x04R\vexpectEpoch\"{\n" +
 	"\x05Block\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\fR\x04hash\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06crc32c\x18\x03 \x01(\aR\x06crc32c\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x04R\x06offset\"\x97\x02\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06layers\x18\x05 \x01(\rR\x06layers\"\x97\x02\n" +
 	"\x11OpenTransferReply\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\x04R\n" +
 	"transferId\x12\x1d\n" +
