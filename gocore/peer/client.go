@@ -52,6 +52,40 @@ func Dial(addr string, cfg *tls.Config) (*Client, error) {
 	return &Client{addr: addr, cc: cc, pc: peerpb.NewPeerClient(cc)}, nil
 }
 
+// DialNode is Dial that also requires the server's certificate to name
+// node (the catalog's node id for addr): a connection to another node
+// of the cluster, one that took over addr, fails its handshake
+// (ErrUnavailable on the first call, naming both ids).
+func DialNode(addr, node string, cfg *tls.Config) (*Client, error) {
+	if err := CheckNodeID(node); err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	if cfg == nil {
+		return Dial(addr, cfg)
+	}
+	c := cfg.Clone()
+	prev := c.VerifyConnection
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if prev != nil {
+			if err := prev(cs); err != nil {
+				return err
+			}
+		}
+		if len(cs.PeerCertificates) == 0 {
+			return fmt.Errorf("%w: no server certificate", ErrUnauthenticated)
+		}
+		got, err := CertNodeID(cs.PeerCertificates[0])
+		if err != nil {
+			return err
+		}
+		if got != node {
+			return fmt.Errorf("%w: %s is node %s, not %s", ErrUnauthenticated, addr, got, node)
+		}
+		return nil
+	}
+	return Dial(addr, c)
+}
+
 // Close closes the connection; the source releases every transfer opened
 // on it.
 func (c *Client) Close() error { return c.cc.Close() }

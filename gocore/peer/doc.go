@@ -52,6 +52,9 @@
 // refusalLogsPerSecond lines a second) before any call is read. The peer's
 // node id is its certificate's subject common name, logged at connect and
 // used to bound and to own its transfers: one peer cannot release another's.
+// The other way round, the server's certificate must chain to the CA and
+// name the address dialled; DialNode also requires it to name the node id
+// the catalog gave, so a node that took over another's address is refused.
 // Nothing of this package listens without that authentication; the
 // transfer engine's data connections are plain TCP, but a READ names a
 // segment by its id and a 128-bit capability from crypto/rand that only

@@ -607,3 +607,35 @@ func TestAConnectionThatDropsWhileTheSourcePinsLeavesNoPin(t *testing.T) {
 		t.Errorf("stats %+v, %d segments: want nothing opened or held", st, r.seg.segments())
 	}
 }
+
+func TestDialNodeChecksTheServersNodeID(t *testing.T) {
+	r := newRig(t, nil)
+	r.src.put(hash(0), 100)
+	_, clientTLS := r.ca.tls(t, "req")
+	for _, tc := range []struct {
+		name string
+		node string
+		ok   bool
+	}{
+		{"the node the certificate names is served", "src", true},
+		{"another node id fails the handshake", "other", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := DialNode(r.srv.Addr(), tc.node, clientTLS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.OpenTransfer(ctx5(t), testNS, []abi.BlockHash{hash(0)}, 1<<20, 7)
+			if tc.ok && err != nil {
+				t.Errorf("open: %v", err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "is node src, not other")) {
+				t.Errorf("open: %v, want ErrUnavailable naming both node ids", err)
+			}
+		})
+	}
+	if _, err := DialNode(r.srv.Addr(), "a b", clientTLS); err == nil {
+		t.Error("DialNode took a bad node id")
+	}
+}
