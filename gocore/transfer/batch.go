@@ -18,17 +18,24 @@ const (
 	sFailed                     // terminal; dst is never written again
 )
 
-// slice is one READ of at most SliceBytes: dst is part of a request's Dst.
+// slice is one READ of at most SliceBytes: [off, off+n) of its segment,
+// landing in parts, each a piece of one request's Dst, in order.
 type slice struct {
 	b        *batch
-	req      int
 	tag      uint64
 	seg      segRef
 	off      uint64
-	dst      []byte
+	n        int
+	parts    []part
 	state    sliceState // guarded by b.mu
 	rail     *rail      // the rail it is on while sAwaiting or sReading; guarded by b.mu
 	attempts int        // READs sent; guarded by b.mu
+}
+
+// part is where a piece of a slice's DATA lands.
+type part struct {
+	req int
+	dst []byte
 }
 
 // batch is one SubmitTransfer.
@@ -56,17 +63,20 @@ func (b *batch) finish(s *slice, err error) {
 	s.state, s.rail = sDone, nil
 	if err != nil {
 		s.state = sFailed
-		if b.reqs[s.req].Err == nil {
-			b.reqs[s.req].Err = err
-		}
 		if b.firstErr == nil {
-			b.firstErr = fmt.Errorf("request %d: %w", s.req, err)
+			b.firstErr = fmt.Errorf("request %d: %w", s.parts[0].req, err)
 		}
 	}
-	if b.left[s.req]--; b.left[s.req] == 0 {
-		b.reqs[s.req].State = Done
-		if b.reqs[s.req].Err != nil {
-			b.reqs[s.req].State = Failed
+	for _, p := range s.parts { // a request appears once in a slice
+		st := &b.reqs[p.req]
+		if err != nil && st.Err == nil {
+			st.Err = err
+		}
+		if b.left[p.req]--; b.left[p.req] == 0 {
+			st.State = Done
+			if st.Err != nil {
+				st.State = Failed
+			}
 		}
 	}
 	if b.remaining--; b.remaining == 0 {
@@ -143,11 +153,26 @@ func (e *Engine) SubmitTransfer(ctx context.Context, reqs []Request) (BatchID, e
 		if _, ok := byEP[ref.addr]; !ok {
 			order = append(order, ref.addr)
 		}
-		for off := 0; off < len(r.Dst); off += e.spec.SliceBytes {
-			end := min(off+e.spec.SliceBytes, len(r.Dst))
-			s := &slice{b: b, req: i, tag: e.nextTag.Add(1), seg: ref, off: r.Offset + uint64(off), dst: r.Dst[off:end:end]}
-			b.slices = append(b.slices, s)
-			byEP[ref.addr] = append(byEP[ref.addr], s)
+		// Cut Dst into slices; a request that continues the segment range
+		// of the one before it fills that one's last slice first, so that
+		// small blocks of one run travel as full slices.
+		for off := 0; off < len(r.Dst); {
+			var s *slice
+			if k := len(b.slices); k > 0 {
+				last := b.slices[k-1]
+				if last.seg == ref && last.off+uint64(last.n) == r.Offset+uint64(off) && last.n < e.spec.SliceBytes {
+					s = last
+				}
+			}
+			if s == nil {
+				s = &slice{b: b, tag: e.nextTag.Add(1), seg: ref, off: r.Offset + uint64(off)}
+				b.slices = append(b.slices, s)
+				byEP[ref.addr] = append(byEP[ref.addr], s)
+			}
+			take := min(e.spec.SliceBytes-s.n, len(r.Dst)-off)
+			s.parts = append(s.parts, part{req: i, dst: r.Dst[off : off+take : off+take]})
+			s.n += take
+			off += take
 			b.left[i]++
 		}
 	}

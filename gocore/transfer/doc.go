@@ -33,14 +33,19 @@
 // bit, eviction sweeps a hand over the insertion-ordered queue; it keeps
 // the peers in steady use without LRU's reordering on every hit. An
 // endpoint is EngineSpec.Rails TCP connections ("rails", default 4), dialled
-// on the first batch that reads the peer. A request's Dst is cut into
-// slices of EngineSpec.SliceBytes (default DefaultSliceBytes, 256 KiB)
-// that wait in the endpoint's queue; each rail keeps up to
-// EngineSpec.Window (default 2) slices in flight, taking the next one
-// whenever an answer frees a slot, so the slices spread over the rails by
-// how fast each drains. A rail reads the DATA of a slice with
-// io.ReadFull from the socket into the slice's part of Dst: the bytes
-// land in the destination frame without an intermediate buffer. A rail
+// on the first batch that reads the peer. The requests of a batch are cut
+// into slices of EngineSpec.SliceBytes (default DefaultSliceBytes, 256
+// KiB): a request larger than a slice is cut, and consecutive requests
+// whose segment ranges follow each other share slices (the blocks of one
+// run are adjacent in their segment), each slice a list of pieces of
+// their Dst, so small blocks travel as full READs wherever their
+// destinations lie. The slices wait in the endpoint's queue; each rail
+// keeps up to EngineSpec.Window (default 2) slices in flight, taking the
+// next ones whenever answers free slots (their READ headers go out in
+// one write), so the slices spread over the rails by how fast each
+// drains. A rail reads the DATA of a slice with io.ReadFull from the
+// socket into each piece of Dst in turn: the bytes land in the
+// destination frames without an intermediate buffer. A rail
 // that fails (read or write error, a frame that does not answer what was
 // asked) dies; its slices in flight go back to the front of the queue for
 // the other rails, at most EngineSpec.Retries times each; the next batch

@@ -199,10 +199,15 @@ func (r *rail) kill(err error) {
 	r.conn.Close()
 }
 
+// send writes READs while the window has room: it takes one slice
+// (waiting for a slot and for the queue), then every further slice the
+// queue holds and the window has a slot for, and writes their headers in
+// one write.
 func (r *rail) send() {
 	defer r.ep.e.wg.Done()
 	ep := r.ep
-	var hdr [HeaderBytes]byte
+	hdrs := make([]byte, 0, HeaderBytes*cap(r.tokens))
+	taken := make([]*slice, 0, cap(r.tokens))
 	for {
 		select {
 		case r.tokens <- struct{}{}:
@@ -217,36 +222,66 @@ func (r *rail) send() {
 			ep.mu.Unlock()
 			return
 		}
-		s := ep.queue[0]
-		ep.queue[0] = nil
-		ep.queue = ep.queue[1:]
+		taken = append(taken[:0], ep.pop())
+	more:
+		for len(ep.queue) > 0 {
+			select {
+			case r.tokens <- struct{}{}:
+				taken = append(taken, ep.pop())
+			default:
+				break more
+			}
+		}
 		ep.mu.Unlock()
 
-		b := s.b
-		b.mu.Lock()
-		if s.state != sQueued { // failed while queued (its batch ended)
+		claimed := taken[:0]
+		for _, s := range taken {
+			b := s.b
+			b.mu.Lock()
+			if s.state != sQueued { // failed while queued (its batch ended)
+				b.mu.Unlock()
+				<-r.tokens
+				continue
+			}
+			s.state, s.rail = sAwaiting, r
+			s.attempts++
 			b.mu.Unlock()
-			<-r.tokens
+			claimed = append(claimed, s)
+		}
+		if len(claimed) == 0 {
 			continue
 		}
-		s.state, s.rail = sAwaiting, r
-		s.attempts++
-		b.mu.Unlock()
 		r.mu.Lock()
 		if r.dead.Load() {
 			r.mu.Unlock()
-			r.putBack(s)
+			for _, s := range claimed {
+				r.putBack(s)
+			}
 			return
 		}
-		r.fifo = append(r.fifo, s)
+		r.fifo = append(r.fifo, claimed...)
 		r.mu.Unlock()
-		h := Header{Op: OpRead, Tag: s.tag, Segment: s.seg.id, Offset: s.off, Length: uint32(len(s.dst)), Capability: s.seg.cap}
-		h.Encode(hdr[:])
-		if _, err := r.conn.Write(hdr[:]); err != nil {
+		hdrs = hdrs[:0]
+		for _, s := range claimed {
+			h := Header{Op: OpRead, Tag: s.tag, Segment: s.seg.id, Offset: s.off, Length: uint32(s.n), Capability: s.seg.cap}
+			hdrs = hdrs[:len(hdrs)+HeaderBytes]
+			h.Encode(hdrs[len(hdrs)-HeaderBytes:])
+		}
+		clear(taken[:cap(taken)]) // drop the references until the next round
+		if _, err := r.conn.Write(hdrs); err != nil {
 			r.kill(fmt.Errorf("writing a READ: %w", err))
 			return
 		}
 	}
+}
+
+// pop takes the head of the queue; ep.mu is held and the queue is not
+// empty.
+func (ep *endpoint) pop() *slice {
+	s := ep.queue[0]
+	ep.queue[0] = nil
+	ep.queue = ep.queue[1:]
+	return s
 }
 
 // putBack queues s again after the rail died before s was on it.
@@ -291,8 +326,8 @@ func (r *rail) read() {
 		case h.Op == OpRead || h.Tag != s.tag || h.Segment != s.seg.id:
 			r.die(fmt.Errorf("%w: %s frame of tag %d segment %d answers READ tag %d segment %d", ErrMalformed, h.Op, h.Tag, h.Segment, s.tag, s.seg.id))
 			return
-		case h.Op == OpData && (h.Offset != s.off || int(h.Length) != len(s.dst)):
-			r.die(fmt.Errorf("%w: DATA of offset %d length %d answers READ of offset %d length %d", ErrMalformed, h.Offset, h.Length, s.off, len(s.dst)))
+		case h.Op == OpData && (h.Offset != s.off || int(h.Length) != s.n):
+			r.die(fmt.Errorf("%w: DATA of offset %d length %d answers READ of offset %d length %d", ErrMalformed, h.Offset, h.Length, s.off, s.n))
 			return
 		}
 		b := s.b
@@ -316,7 +351,11 @@ func (r *rail) read() {
 		}
 		b.mu.Unlock()
 		if mine {
-			_, err = io.ReadFull(r.conn, s.dst) // the bytes land in Dst: no copy
+			for _, p := range s.parts {
+				if _, err = io.ReadFull(r.conn, p.dst); err != nil { // the bytes land in Dst: no copy
+					break
+				}
+			}
 		} else {
 			_, err = io.CopyN(io.Discard, r.conn, int64(h.Length)) // its batch ended: never touch dst
 		}
@@ -326,11 +365,11 @@ func (r *rail) read() {
 		}
 		r.pop()
 		if mine {
+			r.count.Add(1) // before finish: a Stats after Wait counts this slice
+			r.ep.e.slices.Add(1)
 			b.mu.Lock()
 			b.finish(s, nil)
 			b.mu.Unlock()
-			r.count.Add(1)
-			r.ep.e.slices.Add(1)
 		}
 	}
 }

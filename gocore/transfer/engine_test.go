@@ -59,6 +59,51 @@ func TestRoundTripLandsEveryByte(t *testing.T) {
 	}
 }
 
+func TestConsecutiveRequestsTravelPackedIntoFullSlices(t *testing.T) {
+	cases := []struct {
+		name       string
+		sizes      []int
+		scatter    bool
+		wantSlices uint64
+	}{
+		{"128 blocks of 64 KiB in a row make 32 slices of 256 KiB", repeat(128, 64<<10), false, 32},
+		{"they do so with destinations scattered over the arena", repeat(128, 64<<10), true, 32},
+		{"blocks of 100,000 bytes share slices across their boundaries", repeat(10, 100000), true, 4},
+		{"one block larger than a slice is cut, not packed", []int{1<<20 + 1}, false, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newServer(t, ServerSpec{})
+			e := newEngine(t, EngineSpec{})
+			src := newSource(t, srv, c.sizes, 32<<10, time.Now().Add(time.Minute))
+			h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
+			var reqs []Request
+			if c.scatter {
+				reqs = src.scatteredRequests(t, e, h)
+			} else {
+				reqs, _ = src.requests(t, e, h)
+			}
+			b, err := transfer(t, e, reqs, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.FreeBatch(b)
+			src.verify(t, reqs)
+			if n := e.Stats().Slices; n != c.wantSlices {
+				t.Errorf("%d slices, want %d", n, c.wantSlices)
+			}
+		})
+	}
+}
+
+func repeat(n, size int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = size
+	}
+	return out
+}
+
 func TestSlicesSpreadOverEveryRail(t *testing.T) {
 	srv := newServer(t, ServerSpec{})
 	e := newEngine(t, EngineSpec{Rails: 4, SliceBytes: 64 << 10})

@@ -119,6 +119,21 @@ func (src *source) requests(t *testing.T, e *Engine, h SegmentHandle) ([]Request
 	return reqs, arena
 }
 
+// scatteredRequests are requests like requests', each Dst at the mirror
+// place of the arena (the last block first), so no two consecutive
+// requests have adjacent destinations.
+func (src *source) scatteredRequests(t *testing.T, e *Engine, h SegmentHandle) []Request {
+	t.Helper()
+	reqs, arena := src.requests(t, e, h)
+	end := len(arena)
+	for i := range reqs {
+		n := len(reqs[i].Dst)
+		reqs[i].Dst = arena[end-n : end]
+		end -= n
+	}
+	return reqs
+}
+
 // verify fails t for each request whose Dst differs from its block.
 func (src *source) verify(t *testing.T, reqs []Request) {
 	t.Helper()

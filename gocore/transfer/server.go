@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
@@ -280,9 +281,12 @@ func (s *Server) serve(c net.Conn) {
 	}
 	var hdr, out [HeaderBytes]byte
 	var pieces [][]byte
+	// Only headers come from the requester, often several in one segment:
+	// a small buffer reads them with one syscall.
+	in := bufio.NewReaderSize(c, 16*HeaderBytes)
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.spec.IdleTimeout))
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		if _, err := io.ReadFull(in, hdr[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.spec.Logger.Debug("transfer: data connection ends", "remote", c.RemoteAddr(), "err", err)
 			}
