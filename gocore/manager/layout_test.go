@@ -53,6 +53,7 @@ var allowed = map[string][]string{
 	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
 	"gocore/buildinfo":       {},
 	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/catalog":         {"gocore/abi", "gocore/limit"},
 	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
 	"gocore/client":          {"gocore/internal/native"},
 	"gocore/copier":          {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
@@ -100,10 +101,15 @@ func TestImportGraphMatchesTheAllowedList(t *testing.T) {
 func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
 	p := goList(t, nil, "./cmd/orbitkv-manager")[0]
 	for _, d := range p.Deps {
-		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/manpage", "internal/pyroscopetest", "test/", "cmd/orbitkv-bench", "gocore/pingpong", "gocore/trace"} {
+		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/etcdtest", "internal/manpage", "internal/pyroscopetest", "test/", "cmd/orbitkv-bench", "gocore/pingpong", "gocore/trace"} {
 			if strings.HasPrefix(d, module+bad) {
 				t.Errorf("orbitkv-manager depends on %s, a test- or bench-only package", d)
 			}
+		}
+		// The catalog is an etcd client; etcd servers run only in tests
+		// (internal/etcdtest) and in the demo's own etcd.
+		if strings.HasPrefix(d, "go.etcd.io/etcd/server/") {
+			t.Errorf("orbitkv-manager depends on %s: the Manager links the etcd client only", d)
 		}
 	}
 }
