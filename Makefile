@@ -45,7 +45,7 @@ FUZZTIME       ?= 60s
 SMOKE_FUZZTIME ?= 10s
 
 # Benchmark suites of orbitkv-bench that `make bench` runs, in order.
-BENCH_SUITES := channel replay copy query policy ssd
+BENCH_SUITES := channel replay copy query policy ssd transfer
 
 # `make demo` runs this target: the trace replay, the main job.
 DEMO_TARGET := demo-replay

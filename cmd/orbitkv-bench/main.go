@@ -5,6 +5,8 @@
 //	orbitkv-bench replay    the main job: a Mooncake trace replayed by N client
 //	                        processes (query, restore + verify, publish, release)
 //	orbitkv-bench copy      Publish and Restore throughput beside memcpy
+//	orbitkv-bench transfer  the transfer engine between Managers beside a
+//	                        plain TCP stream and one slice in flight
 //	orbitkv-bench channel   round-trip latency of Ping through liborbitkv
 //	                        beside raw shm spin, futex, UDS and gRPC baselines
 //	orbitkv-bench compare   two --json reports of one suite, figure by figure
@@ -38,6 +40,7 @@ func commands() []command {
 		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: runSSD},
 		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: runQuery},
 		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
+		{name: "transfer", summary: "transfer engine GB/s for 64KiB-4MiB blocks on loopback vs a plain TCP stream and one slice in flight, in the same run", run: runTransfer},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
 		{name: "compare", summary: "compare two --json reports of one suite: ratios, and which differences lie within the noise band", run: runCompare},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},

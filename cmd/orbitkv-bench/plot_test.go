@@ -402,6 +402,9 @@ func TestSuitesWithPlotWriteTheirPNGs(t *testing.T) {
 		{"the copy suite writes its throughput chart", func(t *testing.T, dir string) error {
 			return runBench(t, "copy", "--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "2", "--warmup", "0", "--plot", dir, "--json")
 		}, []string{"copy-throughput.png"}},
+		{"the transfer suite writes its throughput chart", func(t *testing.T, dir string) error {
+			return runTransfer([]string{"--sizes", "64KiB,128KiB", "--blocks", "4", "--iters", "2", "--warmup", "0", "--repeats", "1", "--plot", dir, "--json"}, &bytes.Buffer{}, &bytes.Buffer{})
+		}, []string{"transfer-throughput.png"}},
 		{"the channel suite writes a CDF per cadence (baselines only: no Manager to start)", func(t *testing.T, dir string) error {
 			return runBench(t, "channel", "--subjects", "futex,uds", "--n", "300", "--per-ms-n", "20", "--plot", dir, "--json")
 		}, []string{"channel-cdf-back-to-back.png", "channel-cdf-per-ms.png"}},
