@@ -13,12 +13,13 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
-// DefaultSliceBytes is the default EngineSpec.SliceBytes: 256 KiB. On
-// loopback it is the smallest slice at which the engine's GB/s stops
-// rising (bench/transfer/README.md has the sweep): smaller slices pay the
-// 64-byte header, a READ round trip and two syscalls per slice; larger ones
-// leave fewer slices to spread over the rails for the blocks of a 1–4 MiB
-// batch.
+// DefaultSliceBytes is the default EngineSpec.SliceBytes: 256 KiB, the
+// smaller of the two best slice sizes measured for 1–4 MiB blocks on
+// loopback (bench/transfer/README.md has the sweep): smaller slices pay a
+// 64-byte header, a READ's trip and two goroutine wake-ups per slice and
+// lose to a plain stream; larger ones gain nothing and leave a batch fewer
+// slices to spread over the rails, and a slice is the unit a failed rail
+// sends again.
 const DefaultSliceBytes = 256 << 10
 
 // Limits of EngineSpec; 0 stands for the default in each.
