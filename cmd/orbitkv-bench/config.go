@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
 )
 
 // Subjects of the channel suite, in report order.
@@ -13,10 +15,24 @@ const (
 	subjectShmSpin = "shm_spin"
 	subjectFutex   = "futex"
 	subjectUDS     = "uds"
+	subjectIox2Raw = "iceoryx2_raw"
 	subjectGRPC    = "grpc"
 )
 
-var allSubjects = []string{subjectOrbitKV, subjectShmSpin, subjectFutex, subjectUDS, subjectGRPC}
+var allSubjects = []string{subjectOrbitKV, subjectShmSpin, subjectFutex, subjectUDS, subjectIox2Raw, subjectGRPC}
+
+// iox2Subjects need the iceoryx2 transport (pingpong.Iceoryx2Built); a build
+// without it leaves them out of the default --subjects and refuses them by
+// name.
+var iox2Subjects = []string{subjectIox2Raw}
+
+// defaultSubjects is --subjects' default: every subject this build can run.
+func defaultSubjects() []string {
+	if pingpong.Iceoryx2Built {
+		return allSubjects
+	}
+	return slices.DeleteFunc(slices.Clone(allSubjects), func(s string) bool { return slices.Contains(iox2Subjects, s) })
+}
 
 // perMsPeriod is the period of the per_ms cadence.
 const perMsPeriod = time.Millisecond
@@ -57,7 +73,7 @@ func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, ou
 	fs.IntVar(&cfg.warmup, "warmup", 0, "untimed back-to-back round trips before timing (default: n/10, at most 10000)")
 	fs.IntVar(&cfg.perMsWarmup, "per-ms-warmup", 50, "untimed per-ms round trips before timing")
 	fs.plotFlag("latency CDFs of every subject, back to back and per ms")
-	fs.StringVar(subjects, "subjects", strings.Join(allSubjects, ","), "comma-separated subjects: "+strings.Join(allSubjects, ", "))
+	fs.StringVar(subjects, "subjects", strings.Join(defaultSubjects(), ","), "comma-separated subjects: "+strings.Join(allSubjects, ", ")+" ("+strings.Join(iox2Subjects, ", ")+" only in a build with the iceoryx2 transport)")
 	fs.Float64Var(idleSeconds, "idle-seconds", 3, "seconds 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")
 	fs.DurationVar(&cfg.peerIdle, "peer-idle", 30*time.Second, "a baseline peer process exits after this long without a request")
@@ -99,6 +115,9 @@ func parseChannelFlags(args []string, out io.Writer) (channelConfig, error) {
 	picked, err := parseList(listFlag{name: "subjects", noun: "subject", quoteRepeats: true}, subjects, func(s string) (string, error) {
 		if !slices.Contains(allSubjects, s) {
 			return "", usagef("--subjects: unknown subject %q (want %s)", s, strings.Join(allSubjects, ", "))
+		}
+		if slices.Contains(iox2Subjects, s) && !pingpong.Iceoryx2Built {
+			return "", usagef("--subjects: %s: %v", s, pingpong.ErrNoIceoryx2)
 		}
 		return s, nil
 	})

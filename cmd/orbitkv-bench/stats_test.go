@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
 )
 
 // The JSON shape is part of the suite's contract (bench/channel/README.md):
@@ -72,10 +76,27 @@ func TestReportJSONIdleIsNullWhenNotMeasured(t *testing.T) {
 }
 
 func TestSubjectNamesAreTheIssues(t *testing.T) {
-	want := []string{"orbitkv_ping", "shm_spin", "futex", "uds", "grpc"}
+	want := []string{"orbitkv_ping", "shm_spin", "futex", "uds", "iceoryx2_raw", "grpc"}
 	if !slices.Equal(allSubjects, want) {
 		t.Errorf("subjects = %v, want %v", allSubjects, want)
 	}
+	t.Run("the default runs the iceoryx2 subjects only in a build that has them", func(t *testing.T) {
+		got := defaultSubjects()
+		for _, s := range iox2Subjects {
+			if slices.Contains(got, s) != pingpong.Iceoryx2Built {
+				t.Errorf("default subjects %v: %s present = %v, build has iceoryx2 = %v", got, s, !pingpong.Iceoryx2Built, pingpong.Iceoryx2Built)
+			}
+		}
+	})
+	t.Run("an iceoryx2 subject in a build without it is refused naming the reason", func(t *testing.T) {
+		if pingpong.Iceoryx2Built {
+			t.Skip("this build has the iceoryx2 transport")
+		}
+		_, err := parseChannelFlags([]string{"--subjects", subjectIox2Raw}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "iceoryx2_raw") || !strings.Contains(err.Error(), "Rust") {
+			t.Errorf("parse = %v, want a refusal naming iceoryx2_raw and the Rust toolchain", err)
+		}
+	})
 }
 
 func TestCPUPercentIsShareOfOneCore(t *testing.T) {

@@ -102,11 +102,17 @@ func targets(rep *Report) []target {
 		if s, ok := b2b[subjectUDS]; ok && okv.P50 > 0 {
 			out = append(out, target{"uds p50 ≥ 30x orbitkv_ping", ratio(s.P50, okv.P50), s.P50 >= 30*okv.P50})
 		}
+		if s, ok := b2b[subjectIox2Raw]; ok && s.P50 > 0 {
+			out = append(out, target{"back-to-back orbitkv_ping p50 ≤ 0.5x iceoryx2_raw", ratio(okv.P50, s.P50), okv.P50*2 <= s.P50})
+		}
 		if s, ok := b2b[subjectGRPC]; ok && okv.P50 > 0 {
 			out = append(out, target{"grpc p50 ≥ 100x orbitkv_ping", ratio(s.P50, okv.P50), s.P50 >= 100*okv.P50})
 		}
 	}
 	if o, ok := perMs[subjectOrbitKV]; ok {
+		if s, ok := perMs[subjectIox2Raw]; ok && s.P50 > 0 {
+			out = append(out, target{"per-ms orbitkv_ping p50 ≤ 0.5x iceoryx2_raw", ratio(o.P50, s.P50), o.P50*2 <= s.P50})
+		}
 		if f, ok := perMs[subjectFutex]; ok && f.P50 > 0 && f.P99 > 0 {
 			out = append(out,
 				target{"per-ms orbitkv_ping p50 ≤ 1.1x futex", ratio(o.P50, f.P50), o.P50*10 <= f.P50*11},

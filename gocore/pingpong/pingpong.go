@@ -16,9 +16,20 @@ const (
 	ShmSpin = native.BenchShmSpin
 	Futex   = native.BenchFutex
 	UDS     = native.BenchUDS
+	// Iceoryx2 is a bare iceoryx2 request-response ping-pong
+	// (native.BenchIceoryx2); only where Iceoryx2Built.
+	Iceoryx2 = native.BenchIceoryx2
 )
 
-// ParseKind parses "shm_spin", "futex" or "uds".
+// Iceoryx2Built reports whether this binary carries the iceoryx2 transport
+// (native.Iceoryx2Built).
+const Iceoryx2Built = native.Iceoryx2Built
+
+// ErrNoIceoryx2 is what the iceoryx2 subjects return in a build without
+// the transport (native.ErrNoIceoryx2).
+var ErrNoIceoryx2 = native.ErrNoIceoryx2
+
+// ParseKind parses "shm_spin", "futex", "uds" or "iceoryx2_raw".
 func ParseKind(s string) (Kind, error) { return native.ParseBenchKind(s) }
 
 // Baseline is the parent's end of a raw baseline; see native.BenchPingPong.

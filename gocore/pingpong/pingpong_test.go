@@ -45,8 +45,11 @@ func startPeer(t *testing.T, k pingpong.Kind, f *os.File) *exec.Cmd {
 }
 
 func TestBaselinesEchoThroughAPeerProcessAndStopIt(t *testing.T) {
-	for _, k := range []pingpong.Kind{pingpong.ShmSpin, pingpong.Futex, pingpong.UDS} {
+	for _, k := range []pingpong.Kind{pingpong.ShmSpin, pingpong.Futex, pingpong.UDS, pingpong.Iceoryx2} {
 		t.Run(k.String(), func(t *testing.T) {
+			if k == pingpong.Iceoryx2 && !pingpong.Iceoryx2Built {
+				t.Skip(pingpong.ErrNoIceoryx2)
+			}
 			b, peer, err := pingpong.NewBaseline(k)
 			if err != nil {
 				t.Fatal(err)
@@ -114,8 +117,18 @@ func TestUDSWithoutAPeerReportsEPIPE(t *testing.T) {
 	}
 }
 
+func TestIceoryx2BaselineNamesTheMissingTransport(t *testing.T) {
+	if pingpong.Iceoryx2Built {
+		t.Skip("this build carries the iceoryx2 transport")
+	}
+	_, _, err := pingpong.NewBaseline(pingpong.Iceoryx2)
+	if !errors.Is(err, pingpong.ErrNoIceoryx2) {
+		t.Errorf("NewBaseline(iceoryx2_raw) without the transport = %v, want ErrNoIceoryx2", err)
+	}
+}
+
 func TestParseKindRoundTrips(t *testing.T) {
-	for _, k := range []pingpong.Kind{pingpong.ShmSpin, pingpong.Futex, pingpong.UDS} {
+	for _, k := range []pingpong.Kind{pingpong.ShmSpin, pingpong.Futex, pingpong.UDS, pingpong.Iceoryx2} {
 		got, err := pingpong.ParseKind(k.String())
 		if err != nil || got != k {
 			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)

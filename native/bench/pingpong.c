@@ -59,10 +59,13 @@ struct okvb_shm {
 _Static_assert(sizeof(struct okvb_line) == OKVB_MSG_BYTES, "one message per line");
 _Static_assert(sizeof(struct okvb_shm) <= OKVB_SHM_BYTES, "shm fits one page");
 
+struct okvb_iox2;
+
 struct okvb_chan {
 	int kind;
 	int fd;                      /* borrowed */
 	struct okvb_shm *shm;        /* mapped for shm kinds */
+	struct okvb_iox2 *iox2;      /* owned, OKVB_IOX2 only */
 	uint32_t seq;                /* last request sequence */
 	uint8_t msg[OKVB_MSG_BYTES]; /* the message sent; echo is compared */
 	uint8_t echo[OKVB_MSG_BYTES];
@@ -163,10 +166,42 @@ static int okvb_set_rcvtimeo(int fd, uint64_t ns)
 	return 0;
 }
 
+#ifdef OKV_HAVE_IOX2
+static int okvb_iox2_open(int fd, struct okvb_iox2 **out);
+static int okvb_rt_iox2(struct okvb_chan *ch);
+static void okvb_iox2_close(struct okvb_iox2 *x);
+static int okvb_peer_iox2(int fd, pid_t parent_pid, uint64_t idle_ns);
+#else
+int okvb_iox2_create(void)
+{
+	return -ENOSYS;
+}
+#endif
+
 int okvb_chan_open(int kind, int fd, struct okvb_chan **out)
 {
 	if (out == NULL || fd < 0)
 		return -EINVAL;
+	if (kind == OKVB_IOX2) {
+#ifdef OKV_HAVE_IOX2
+		struct okvb_chan *ch = calloc(1, sizeof(*ch));
+		if (ch == NULL)
+			return -ENOMEM;
+		ch->kind = kind;
+		ch->fd = fd;
+		int rc = okvb_iox2_open(fd, &ch->iox2);
+		if (rc != 0) {
+			free(ch);
+			return rc;
+		}
+		for (unsigned i = 0; i < OKVB_MSG_BYTES; i++)
+			ch->msg[i] = (uint8_t)(i * 7u + 1u);
+		*out = ch;
+		return 0;
+#else
+		return -ENOSYS;
+#endif
+	}
 	if (kind != OKVB_SHM_SPIN && kind != OKVB_FUTEX && kind != OKVB_UDS)
 		return -EINVAL;
 	struct okvb_chan *ch = calloc(1, sizeof(*ch));
@@ -279,6 +314,10 @@ int okvb_chan_roundtrip(void *chan)
 		return okvb_rt_shm(ch, 0);
 	case OKVB_UDS:
 		return okvb_rt_uds(ch);
+#ifdef OKV_HAVE_IOX2
+	case OKVB_IOX2:
+		return okvb_rt_iox2(ch);
+#endif
 	default:
 		return -EINVAL;
 	}
@@ -296,6 +335,13 @@ void okvb_chan_close(struct okvb_chan *ch)
 {
 	if (ch == NULL)
 		return;
+#ifdef OKV_HAVE_IOX2
+	if (ch->iox2 != NULL) {
+		okvb_iox2_close(ch->iox2);
+		free(ch);
+		return;
+	}
+#endif
 	if (ch->shm != NULL) {
 		/* stop first, then the sentinel seq (release: a peer that sees
 		 * the sentinel also sees stop), then wake a sleeping peer. */
@@ -400,6 +446,13 @@ int okvb_peer_run(int kind, int fd, pid_t parent_pid, uint64_t idle_ns)
 		return -ESRCH;
 	if (kind == OKVB_UDS)
 		return okvb_peer_uds(fd, parent_pid, idle_ns);
+	if (kind == OKVB_IOX2) {
+#ifdef OKV_HAVE_IOX2
+		return okvb_peer_iox2(fd, parent_pid, idle_ns);
+#else
+		return -ENOSYS;
+#endif
+	}
 	if (kind != OKVB_SHM_SPIN && kind != OKVB_FUTEX)
 		return -EINVAL;
 	struct okvb_shm *shm = NULL;
@@ -410,3 +463,7 @@ int okvb_peer_run(int kind, int fd, pid_t parent_pid, uint64_t idle_ns)
 	munmap(shm, OKVB_SHM_BYTES);
 	return rc;
 }
+
+#ifdef OKV_HAVE_IOX2
+#include "pingpong_iox2.c"
+#endif

@@ -14,7 +14,13 @@
  *               other's 32-bit sequence word and is woken by FUTEX_WAKE
  *               (shared futexes, never private: two processes); no spinning;
  *   uds       — blocking write(2)/read(2) of 64 bytes on a SOCK_SEQPACKET
- *               socketpair.
+ *               socketpair;
+ *   iceoryx2  — a bare iceoryx2 request-response service (orbitkv/iox2.h);
+ *               each side polls its receive for 50 µs (yielding the
+ *               CPU between polls), then sleeps on
+ *               the iceoryx2 event the other notifies (pingpong_iox2.c).
+ *               Only where the Rust library was built (OKV_HAVE_IOX2);
+ *               elsewhere its functions return -ENOSYS.
  * The client side ("the parent") lives in the bench process; the echoing side
  * ("the peer") in a separate process that the bench starts by re-executing
  * itself and handing it the fd.
@@ -35,7 +41,8 @@ extern "C" {
 enum okvb_kind {
 	OKVB_SHM_SPIN = 1,
 	OKVB_FUTEX = 2,
-	OKVB_UDS = 3
+	OKVB_UDS = 3,
+	OKVB_IOX2 = 4
 };
 
 /** Bytes of the message every baseline moves each way. */
@@ -77,10 +84,20 @@ struct okvb_chan;
 int okvb_shm_create(void);
 
 /**
+ * Create the fd of the iceoryx2 baseline: a memfd holding a fresh service
+ * name (NUL-terminated), which the peer creates and the parent opens.
+ * Returns the fd (owned by the caller), -ENOSYS without the iceoryx2
+ * library, or -errno.
+ */
+int okvb_iox2_create(void);
+
+/**
  * Open the parent's end of a baseline on fd (borrowed: the channel dups
  * nothing and does not close fd; keep it open until okvb_chan_close).
  * kind OKVB_SHM_SPIN / OKVB_FUTEX: fd from okvb_shm_create.
  * kind OKVB_UDS: one end of a SOCK_SEQPACKET socketpair.
+ * kind OKVB_IOX2: fd from okvb_iox2_create; the service is opened at the
+ * first round trip (the peer creates it), -ENOSYS without the library.
  * Returns 0 and *out, or -EINVAL / -errno.
  */
 int okvb_chan_open(int kind, int fd, struct okvb_chan **out);

@@ -28,16 +28,25 @@ type BenchPingPong struct {
 }
 
 // NewBenchPingPong creates the shared resource of a baseline (a memfd for
-// shm_spin and futex, a SOCK_SEQPACKET socketpair for uds) and opens the
+// shm_spin and futex, a SOCK_SEQPACKET socketpair for uds, a memfd holding
+// a fresh service name for iceoryx2_raw) and opens the
 // parent's end. peer is the file to hand to the peer process (through
 // exec.Cmd.ExtraFiles) that runs BenchPeer; the caller owns it and should
 // close it once the peer has started. Errors are syscall.Errno values,
-// wrapped.
+// wrapped, or ErrNoIceoryx2 for iceoryx2_raw in a build without it.
 func NewBenchPingPong(kind BenchKind) (pp *BenchPingPong, peer *os.File, err error) {
 	var fd, peerFD int
 	switch kind {
-	case BenchShmSpin, BenchFutex:
-		rc := int(C.okvb_shm_create())
+	case BenchShmSpin, BenchFutex, BenchIceoryx2:
+		var rc int
+		if kind == BenchIceoryx2 {
+			if !Iceoryx2Built {
+				return nil, nil, fmt.Errorf("opening %s baseline: %w", kind, ErrNoIceoryx2)
+			}
+			rc = int(C.okvb_iox2_create())
+		} else {
+			rc = int(C.okvb_shm_create())
+		}
 		if rc < 0 {
 			return nil, nil, fmt.Errorf("creating bench memfd: %w", syscall.Errno(-rc))
 		}

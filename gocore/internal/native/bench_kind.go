@@ -16,10 +16,17 @@ const (
 	BenchFutex BenchKind = 2
 	// BenchUDS: blocking send/read of 64 bytes on a SOCK_SEQPACKET socketpair.
 	BenchUDS BenchKind = 3
+	// BenchIceoryx2: a bare iceoryx2 request-response service (the Rust
+	// library native/iox2); each side polls its receive for 50 µs, yielding
+	// the CPU between polls, then sleeps on the iceoryx2 event the other
+	// notifies. Only where the
+	// library was built (Iceoryx2Built); elsewhere NewBenchPingPong
+	// returns ErrNoIceoryx2.
+	BenchIceoryx2 BenchKind = 4
 )
 
 // String returns the subject name used by orbitkv-bench ("shm_spin",
-// "futex", "uds").
+// "futex", "uds", "iceoryx2_raw").
 func (k BenchKind) String() string {
 	switch k {
 	case BenchShmSpin:
@@ -28,16 +35,18 @@ func (k BenchKind) String() string {
 		return "futex"
 	case BenchUDS:
 		return "uds"
+	case BenchIceoryx2:
+		return "iceoryx2_raw"
 	}
 	return fmt.Sprintf("BenchKind(%d)", int(k))
 }
 
 // ParseBenchKind is the inverse of String.
 func ParseBenchKind(s string) (BenchKind, error) {
-	for _, k := range []BenchKind{BenchShmSpin, BenchFutex, BenchUDS} {
+	for _, k := range []BenchKind{BenchShmSpin, BenchFutex, BenchUDS, BenchIceoryx2} {
 		if k.String() == s {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown bench baseline %q (want shm_spin, futex or uds)", s)
+	return 0, fmt.Errorf("unknown bench baseline %q (want shm_spin, futex, uds or iceoryx2_raw)", s)
 }

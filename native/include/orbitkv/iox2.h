@@ -1,0 +1,130 @@
+/*
+ * orbitkv/iox2.h — OrbitKV's iceoryx2 transport: the C ABI of the Rust crate
+ * native/iox2 (a static library, libokv_iox2.a, on the iceoryx2 crate 0.10).
+ *
+ * Hand-written: the Rust side (native/iox2/src/lib.rs) implements exactly
+ * these declarations; a C test (native/tests/test_iox2.c) calls each.
+ * Built only where a Rust toolchain of iceoryx2's minimum version (1.89) is
+ * present; C code that uses it is compiled under OKV_HAVE_IOX2.
+ *
+ * Model: a server end exclusively creates a named iceoryx2 request-response
+ * service (and two event services beside it, "<name>/rq" and "<name>/rs");
+ * a client end opens it by name. One request is in flight per client; each
+ * request and each response is one 64-byte line (struct okv_msg of
+ * orbitkv/abi.h, moved as opaque bytes). Every send is followed by an
+ * iceoryx2 notify, so a side that waits (okv_iox2_*_wait) after finding
+ * nothing to receive is always woken; a side that spins on *_receive
+ * never needs the notify, and iceoryx2 coalesces notifies while one is
+ * unconsumed, so spinning costs the sender no system call.
+ *
+ * Shared-memory objects and sockets are created with mode 0600 (iceoryx2
+ * built without its dev_permissions feature): other users can neither read
+ * nor write them. The name is the capability among processes of one user.
+ *
+ * Threads: a node and every end made from it are used by one thread at a
+ * time; a hand-over between threads must be ordered by the caller.
+ *
+ * Errors: 0 (or a count) on success, else a negative OKV_IOX2_E* code;
+ * okv_iox2_last_error() says what failed, in words, for the calling thread.
+ */
+#ifndef ORBITKV_IOX2_H
+#define ORBITKV_IOX2_H
+
+#include <stdint.h>
+
+#include "orbitkv/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Return codes (negative); values equal native/iox2/src/lib.rs. */
+enum okv_iox2_rc {
+	OKV_IOX2_EINVAL = -1,       /* a NULL, a name too long or not UTF-8, a count out of range */
+	OKV_IOX2_EEXIST = -2,       /* create: a service of that name exists */
+	OKV_IOX2_ENOENT = -3,       /* open: no service of that name (or not yet) */
+	OKV_IOX2_EDISCONNECTED = -4, /* the other side is gone */
+	OKV_IOX2_EBUSY = -5,        /* the service has no room for another port */
+	OKV_IOX2_EPERM = -6,        /* the objects belong to another user */
+	OKV_IOX2_EINTERNAL = -7     /* iceoryx2 failed otherwise (see okv_iox2_last_error) */
+};
+
+/** Longest service name, in bytes (iceoryx2 allows 255; "/rq" is added). */
+#define OKV_IOX2_NAME_MAX 240u
+
+/** An iceoryx2 node: the process's registration (owning handle). */
+struct okv_iox2_node;
+/** The answering end of a service (owning handle). */
+struct okv_iox2_server;
+/** The asking end of a service (owning handle). */
+struct okv_iox2_client;
+
+/**
+ * Create a node; `name` may be NULL. iceoryx2 installs no signal handlers
+ * (the host process keeps SIGINT/SIGTERM) and logs only fatal errors.
+ * Returns 0 and *out, or OKV_IOX2_EINVAL / OKV_IOX2_EINTERNAL.
+ */
+int okv_iox2_node_new(const char *name, struct okv_iox2_node **out);
+/** Free a node after every end made from it; NULL is a no-op. */
+void okv_iox2_node_free(struct okv_iox2_node *node);
+/**
+ * Remove what iceoryx2 nodes of this user left behind when their process
+ * died (SIGKILL): their shared memory, sockets and node files, where this
+ * process may. Returns how many dead nodes were cleaned (≥ 0) or a code.
+ */
+int okv_iox2_cleanup_dead(struct okv_iox2_node *node);
+
+/**
+ * Create the service `name` exclusively, its event services, and the
+ * server end, for at most max_clients (1..64) clients. OKV_IOX2_EEXIST when
+ * it exists (also a dead process's leftover not yet cleaned).
+ */
+int okv_iox2_server_create(struct okv_iox2_node *node, const char *name,
+			   uint32_t max_clients, struct okv_iox2_server **out);
+/** Take the next request into *out: 1 taken, 0 none; never blocks. A newer
+ *  request replaces an unanswered older one (its client gave up). */
+int okv_iox2_server_receive(struct okv_iox2_server *s, struct okv_msg *out);
+/** Answer the request taken last and notify its client. OKV_IOX2_EINVAL
+ *  when none is unanswered, OKV_IOX2_EDISCONNECTED when its client is gone. */
+int okv_iox2_server_respond(struct okv_iox2_server *s, const struct okv_msg *msg);
+/**
+ * Sleep until a client notified or timeout_ns passed (0: only consume
+ * pending notifications, never sleep). 1 notified, 0 timed out. A
+ * notification may be stale; a request sent before the call is always
+ * either receivable or notified, so "receive, then wait, then receive"
+ * loses nothing.
+ */
+int okv_iox2_server_wait(struct okv_iox2_server *s, uint64_t timeout_ns);
+/** Free the server end; its services go once no process holds them. */
+void okv_iox2_server_free(struct okv_iox2_server *s);
+
+/** Open the existing service `name` as a client. OKV_IOX2_ENOENT when it
+ *  does not exist, OKV_IOX2_EPERM when it is another user's,
+ *  OKV_IOX2_EBUSY when it has no room for another client. */
+int okv_iox2_client_open(struct okv_iox2_node *node, const char *name,
+			 struct okv_iox2_client **out);
+/** Send a request and notify the server; a request still unanswered is
+ *  abandoned. OKV_IOX2_EDISCONNECTED when no server is connected. */
+int okv_iox2_client_send(struct okv_iox2_client *c, const struct okv_msg *msg);
+/** Take the response to the request in flight: 1 taken, 0 not yet,
+ *  OKV_IOX2_EDISCONNECTED when the server is gone, OKV_IOX2_EINVAL when no
+ *  request is in flight; never blocks. */
+int okv_iox2_client_receive(struct okv_iox2_client *c, struct okv_msg *out);
+/** Sleep until the server notified or timeout_ns passed; as
+ *  okv_iox2_server_wait. */
+int okv_iox2_client_wait(struct okv_iox2_client *c, uint64_t timeout_ns);
+/** Free the client end; NULL is a no-op. */
+void okv_iox2_client_free(struct okv_iox2_client *c);
+
+/** The calling thread's last failure in words; valid until its next
+ *  failing call; never NULL. */
+const char *okv_iox2_last_error(void);
+/** Static text of a return code; never NULL. */
+const char *okv_iox2_strerror(int rc);
+/** The iceoryx2 version the library was built on ("0.10.0"); static. */
+const char *okv_iox2_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORBITKV_IOX2_H */

@@ -1,0 +1,657 @@
+//! okv_iox2 — OrbitKV's iceoryx2 transport: a C ABI over the `iceoryx2`
+//! crate (0.10), declared by the hand-written `native/include/orbitkv/iox2.h`.
+//!
+//! What it owns: one iceoryx2 node per caller (`okv_iox2_node`), a server
+//! end (`okv_iox2_server`: the side that exclusively creates a service and
+//! answers) and a client end (`okv_iox2_client`: the side that opens it by
+//! name and asks). Each end moves one 64-byte line (`struct okv_msg` of
+//! `orbitkv/abi.h`) per request and per response through an iceoryx2
+//! request-response service, and wakes the other side through two iceoryx2
+//! event services beside it (`<name>/rq`: the client notifies, the server
+//! listens; `<name>/rs`: the server notifies, the client listens). Waiting
+//! is the caller's policy (spin on `*_receive`, then `*_wait`); every send
+//! is followed by a notify, so a waiter is never missed: iceoryx2 keeps a
+//! notification until a listener consumes it, and coalesces notifies while
+//! one is pending (a peer that spins and never waits costs the sender one
+//! atomic compare-exchange per notify, no system call).
+//!
+//! Errors: every function returns 0 (or a count) or a negative `OKV_IOX2_E*`
+//! code; `okv_iox2_last_error` gives the thread's last failure in words.
+//! No function unwinds into C: a Rust panic is caught and reported as
+//! `OKV_IOX2_EINTERNAL`.
+//!
+//! Threads: a node and every end made from it belong to one thread at a
+//! time (iceoryx2's `ipc::Service`, not its thread-safe variant); a caller
+//! that hands them to another thread must order the hand-over itself.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use core::cell::RefCell;
+use core::ffi::{c_char, c_int, CStr};
+use core::time::Duration;
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use iceoryx2::active_request::ActiveRequest;
+use iceoryx2::pending_response::PendingResponse;
+use iceoryx2::port::client::Client;
+use iceoryx2::port::listener::Listener;
+use iceoryx2::port::notifier::Notifier;
+use iceoryx2::port::server::Server;
+use iceoryx2::prelude::*;
+
+/// Return codes; equal to the `OKV_IOX2_E*` values of iox2.h.
+pub const OKV_IOX2_EINVAL: c_int = -1;
+pub const OKV_IOX2_EEXIST: c_int = -2;
+pub const OKV_IOX2_ENOENT: c_int = -3;
+pub const OKV_IOX2_EDISCONNECTED: c_int = -4;
+pub const OKV_IOX2_EBUSY: c_int = -5;
+pub const OKV_IOX2_EPERM: c_int = -6;
+pub const OKV_IOX2_EINTERNAL: c_int = -7;
+
+/// Longest service name this layer accepts (iceoryx2 allows 255; the
+/// event services append 3 bytes).
+pub const OKV_IOX2_NAME_MAX: usize = 240;
+
+/// The 64-byte line: `struct okv_msg`, moved as opaque bytes. Aligned to a
+/// cache line so that iceoryx2 places each payload on one.
+#[derive(Debug, Clone, Copy, ZeroCopySend)]
+#[repr(C)]
+#[repr(align(64))]
+#[type_name("okv_msg")]
+pub struct Line {
+    bytes: [u8; 64],
+}
+
+type Ipc = ipc::Service;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::new("no error").unwrap());
+}
+
+fn set_error(text: String) {
+    let text = CString::new(text.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = text);
+}
+
+/// Records `what: err` as the thread's last error and returns `rc`.
+fn fail(rc: c_int, what: &str, err: impl core::fmt::Debug) -> c_int {
+    set_error(format!("{what}: {err:?}"));
+    rc
+}
+
+/// Runs f, turning a panic into OKV_IOX2_EINTERNAL.
+fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(rc) => rc,
+        Err(_) => {
+            set_error("okv_iox2: internal panic (a bug in OrbitKV's iceoryx2 layer)".into());
+            OKV_IOX2_EINTERNAL
+        }
+    }
+}
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn name_arg(p: *const c_char, what: &str) -> Result<String, c_int> {
+    if p.is_null() {
+        return Err(fail(OKV_IOX2_EINVAL, what, "NULL"));
+    }
+    let s = unsafe { CStr::from_ptr(p) };
+    let s = s.to_str().map_err(|e| fail(OKV_IOX2_EINVAL, what, e))?;
+    if s.is_empty() || s.len() > OKV_IOX2_NAME_MAX {
+        return Err(fail(
+            OKV_IOX2_EINVAL,
+            what,
+            format!("length {} (want 1..{OKV_IOX2_NAME_MAX} bytes)", s.len()),
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+fn service_name(s: &str, what: &str) -> Result<ServiceName, c_int> {
+    ServiceName::new(s).map_err(|e| fail(OKV_IOX2_EINVAL, what, e))
+}
+
+// ---- node -------------------------------------------------------------------
+
+/// One iceoryx2 node: the process's registration under iceoryx2's root
+/// directory (its monitoring token lets others tell whether it died).
+pub struct OkvIox2Node {
+    node: Node<Ipc>,
+}
+
+/// Creates a node named `name` (NULL: unnamed). iceoryx2's own signal
+/// handlers are not installed (the host process owns SIGINT/SIGTERM) and its
+/// log output is limited to fatal errors (failures come back as codes).
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is a valid pointer.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_node_new(
+    name: *const c_char,
+    out: *mut *mut OkvIox2Node,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_node_new: out", "NULL");
+        }
+        set_log_level_from_env_or(LogLevel::Fatal);
+        let mut b = NodeBuilder::new().signal_handling_mode(SignalHandlingMode::Disabled);
+        if !name.is_null() {
+            let n = match unsafe { name_arg(name, "node name") } {
+                Ok(n) => n,
+                Err(rc) => return rc,
+            };
+            match NodeName::new(&n) {
+                Ok(nn) => b = b.name(&nn),
+                Err(e) => return fail(OKV_IOX2_EINVAL, "node name", e),
+            }
+        }
+        match b.create::<Ipc>() {
+            Ok(node) => {
+                unsafe { *out = Box::into_raw(Box::new(OkvIox2Node { node })) };
+                0
+            }
+            Err(e) => fail(OKV_IOX2_EINTERNAL, "creating iceoryx2 node", e),
+        }
+    })
+}
+
+/// Frees a node (NULL: no-op). Every end made from it must be freed first.
+///
+/// # Safety
+/// `n` is NULL or from okv_iox2_node_new, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_node_free(n: *mut OkvIox2Node) {
+    if !n.is_null() {
+        let _ = guard(|| {
+            drop(unsafe { Box::from_raw(n) });
+            0
+        });
+    }
+}
+
+/// Removes the resources (shared memory, sockets, node files) of every
+/// iceoryx2 node of this user whose process died without cleaning up, as
+/// far as this process may. Returns the number of dead nodes cleaned, or a
+/// negative code.
+///
+/// # Safety
+/// `n` is from okv_iox2_node_new.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_cleanup_dead(n: *mut OkvIox2Node) -> c_int {
+    guard(|| {
+        let Some(n) = (unsafe { n.as_ref() }) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_cleanup_dead: node", "NULL");
+        };
+        let st = n.node.try_cleanup_dead_nodes();
+        st.cleanups.min(i32::MAX as u64) as c_int
+    })
+}
+
+// ---- server -----------------------------------------------------------------
+
+/// The answering end of one service: the request-response server, the
+/// listener of `<name>/rq` and the notifier of `<name>/rs`, and the request
+/// taken but not yet answered.
+pub struct OkvIox2Server {
+    server: Server<Ipc, Line, (), Line, ()>,
+    listener: Listener<Ipc>,
+    notifier: Notifier<Ipc>,
+    active: Option<ActiveRequest<Ipc, Line, (), Line, ()>>,
+}
+
+/// Creates the service `name` exclusively (OKV_IOX2_EEXIST if it exists,
+/// even as a dead process's leftover that okv_iox2_cleanup_dead has not yet
+/// removed) with one server and at most `max_clients` clients, and its two
+/// event services. The shared-memory objects are the creating user's only
+/// (iceoryx2's permissions without its `dev_permissions` feature: 0600).
+///
+/// # Safety
+/// `n` from okv_iox2_node_new; `name` NUL-terminated; `out` valid.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_create(
+    n: *mut OkvIox2Node,
+    name: *const c_char,
+    max_clients: u32,
+    out: *mut *mut OkvIox2Server,
+) -> c_int {
+    guard(|| {
+        let (Some(n), false) = (unsafe { n.as_ref() }, out.is_null()) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_server_create: node/out", "NULL");
+        };
+        let name = match unsafe { name_arg(name, "service name") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        if max_clients == 0 || max_clients > 64 {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "max_clients",
+                format!("{max_clients} (want 1..64)"),
+            );
+        }
+        match server_create(n, &name, max_clients as usize) {
+            Ok(s) => {
+                unsafe { *out = Box::into_raw(Box::new(s)) };
+                0
+            }
+            Err(rc) => rc,
+        }
+    })
+}
+
+fn server_create(n: &OkvIox2Node, name: &str, max_clients: usize) -> Result<OkvIox2Server, c_int> {
+    use iceoryx2::service::builder::event::EventCreateError as EC;
+    use iceoryx2::service::builder::request_response::RequestResponseCreateError as RC;
+    let what = format!("creating iceoryx2 service {name}");
+    let rr = n
+        .node
+        .service_builder(&service_name(name, "service name")?)
+        .request_response::<Line, Line>()
+        .max_servers(1)
+        .max_clients(max_clients)
+        .max_active_requests_per_client(2)
+        .max_response_buffer_size(2)
+        .max_loaned_requests(1)
+        .create()
+        .map_err(|e| {
+            let rc = match e {
+                RC::AlreadyExists | RC::IsBeingCreatedByAnotherInstance => OKV_IOX2_EEXIST,
+                RC::InsufficientPermissions => OKV_IOX2_EPERM,
+                _ => OKV_IOX2_EINTERNAL,
+            };
+            fail(rc, &what, e)
+        })?;
+    let event = |suffix: &str| {
+        n.node
+            .service_builder(&service_name(&format!("{name}{suffix}"), "service name")?)
+            .event()
+            .max_notifiers(max_clients + 1)
+            .max_listeners(max_clients + 1)
+            .create()
+            .map_err(|e| {
+                let rc = match e {
+                    EC::AlreadyExists | EC::IsBeingCreatedByAnotherInstance => OKV_IOX2_EEXIST,
+                    EC::InsufficientPermissions => OKV_IOX2_EPERM,
+                    _ => OKV_IOX2_EINTERNAL,
+                };
+                fail(rc, &format!("{what}{suffix}"), e)
+            })
+    };
+    let rq = event("/rq")?;
+    let rs = event("/rs")?;
+    let server = rr
+        .server_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "creating iceoryx2 server", e))?;
+    let listener = rq
+        .listener_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "creating iceoryx2 listener", e))?;
+    let notifier = rs
+        .notifier_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "creating iceoryx2 notifier", e))?;
+    Ok(OkvIox2Server {
+        server,
+        listener,
+        notifier,
+        active: None,
+    })
+}
+
+/// Takes the next request into `*out`: 1 when one was taken, 0 when none is
+/// there. A request taken while an earlier one is unanswered replaces it
+/// (its client gave up on the earlier one). Never blocks.
+///
+/// # Safety
+/// `s` from okv_iox2_server_create; `out` points to 64 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_receive(s: *mut OkvIox2Server, out: *mut Line) -> c_int {
+    guard(|| {
+        let (Some(s), false) = (unsafe { s.as_mut() }, out.is_null()) else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_server_receive: server/out",
+                "NULL",
+            );
+        };
+        match s.server.receive() {
+            Ok(Some(req)) => {
+                unsafe { out.write_unaligned(*req.payload()) };
+                s.active = Some(req);
+                1
+            }
+            Ok(None) => 0,
+            Err(e) => fail(OKV_IOX2_EINTERNAL, "receiving iceoryx2 request", e),
+        }
+    })
+}
+
+/// Answers the request taken last with the 64 bytes at `msg` and notifies
+/// the client. OKV_IOX2_EINVAL when no request is unanswered,
+/// OKV_IOX2_EDISCONNECTED when its client is gone.
+///
+/// # Safety
+/// `s` from okv_iox2_server_create; `msg` points to 64 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_respond(s: *mut OkvIox2Server, msg: *const Line) -> c_int {
+    guard(|| {
+        let (Some(s), false) = (unsafe { s.as_mut() }, msg.is_null()) else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_server_respond: server/msg",
+                "NULL",
+            );
+        };
+        let Some(req) = s.active.take() else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_server_respond",
+                "no request to answer",
+            );
+        };
+        if !req.is_connected() {
+            return fail(
+                OKV_IOX2_EDISCONNECTED,
+                "answering iceoryx2 request",
+                "client gone",
+            );
+        }
+        if let Err(e) = req.send_copy(unsafe { msg.read_unaligned() }) {
+            return fail(OKV_IOX2_EDISCONNECTED, "sending iceoryx2 response", e);
+        }
+        drop(req);
+        match s.notifier.notify() {
+            Ok(_) => 0,
+            Err(e) => fail(OKV_IOX2_EINTERNAL, "notifying iceoryx2 client", e),
+        }
+    })
+}
+
+/// Sleeps on the request event until a client notified or `timeout_ns`
+/// passed (0: do not sleep, only consume pending notifications). Returns 1
+/// when notified (a request may be there: call okv_iox2_server_receive), 0
+/// on timeout. A notification can be stale (consumed after its request was
+/// taken by spinning), so 1 promises nothing; a request sent before the
+/// call is always either receivable or notified.
+///
+/// # Safety
+/// `s` from okv_iox2_server_create.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_wait(s: *mut OkvIox2Server, timeout_ns: u64) -> c_int {
+    guard(|| {
+        let Some(s) = (unsafe { s.as_mut() }) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_server_wait: server", "NULL");
+        };
+        wait(&s.listener, timeout_ns)
+    })
+}
+
+/// Frees the server; the services it created are removed once no other
+/// process holds them. NULL is a no-op.
+///
+/// # Safety
+/// `s` is NULL or from okv_iox2_server_create, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_free(s: *mut OkvIox2Server) {
+    if !s.is_null() {
+        let _ = guard(|| {
+            drop(unsafe { Box::from_raw(s) });
+            0
+        });
+    }
+}
+
+// ---- client -----------------------------------------------------------------
+
+/// The asking end of one service: the request-response client, the notifier
+/// of `<name>/rq`, the listener of `<name>/rs`, and the request in flight.
+pub struct OkvIox2Client {
+    client: Client<Ipc, Line, (), Line, ()>,
+    listener: Listener<Ipc>,
+    notifier: Notifier<Ipc>,
+    pending: Option<PendingResponse<Ipc, Line, (), Line, ()>>,
+}
+
+/// Opens the existing service `name` and its event services as a client.
+/// OKV_IOX2_ENOENT when no such service exists (or not yet: a caller that
+/// races the creator retries), OKV_IOX2_EPERM when this user may not open
+/// it.
+///
+/// # Safety
+/// `n` from okv_iox2_node_new; `name` NUL-terminated; `out` valid.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_client_open(
+    n: *mut OkvIox2Node,
+    name: *const c_char,
+    out: *mut *mut OkvIox2Client,
+) -> c_int {
+    guard(|| {
+        let (Some(n), false) = (unsafe { n.as_ref() }, out.is_null()) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_client_open: node/out", "NULL");
+        };
+        let name = match unsafe { name_arg(name, "service name") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        match client_open(n, &name) {
+            Ok(c) => {
+                unsafe { *out = Box::into_raw(Box::new(c)) };
+                0
+            }
+            Err(rc) => rc,
+        }
+    })
+}
+
+fn client_open(n: &OkvIox2Node, name: &str) -> Result<OkvIox2Client, c_int> {
+    use iceoryx2::service::builder::event::EventOpenError as EO;
+    use iceoryx2::service::builder::request_response::RequestResponseOpenError as RO;
+    let what = format!("opening iceoryx2 service {name}");
+    let rr = n
+        .node
+        .service_builder(&service_name(name, "service name")?)
+        .request_response::<Line, Line>()
+        .open()
+        .map_err(|e| {
+            let rc = match e {
+                RO::DoesNotExist => OKV_IOX2_ENOENT,
+                RO::InsufficientPermissions => OKV_IOX2_EPERM,
+                RO::ExceedsMaxNumberOfNodes => OKV_IOX2_EBUSY,
+                _ => OKV_IOX2_EINTERNAL,
+            };
+            fail(rc, &what, e)
+        })?;
+    let event = |suffix: &str| {
+        n.node
+            .service_builder(&service_name(&format!("{name}{suffix}"), "service name")?)
+            .event()
+            .open()
+            .map_err(|e| {
+                let rc = match e {
+                    EO::DoesNotExist => OKV_IOX2_ENOENT,
+                    EO::InsufficientPermissions => OKV_IOX2_EPERM,
+                    _ => OKV_IOX2_EINTERNAL,
+                };
+                fail(rc, &format!("{what}{suffix}"), e)
+            })
+    };
+    let rq = event("/rq")?;
+    let rs = event("/rs")?;
+    let client = rr
+        .client_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EBUSY, "creating iceoryx2 client", e))?;
+    let listener = rs
+        .listener_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EBUSY, "creating iceoryx2 listener", e))?;
+    let notifier = rq
+        .notifier_builder()
+        .create()
+        .map_err(|e| fail(OKV_IOX2_EBUSY, "creating iceoryx2 notifier", e))?;
+    Ok(OkvIox2Client {
+        client,
+        listener,
+        notifier,
+        pending: None,
+    })
+}
+
+/// Sends the 64 bytes at `msg` as a request and notifies the server. A
+/// request still unanswered is abandoned (its late response is never
+/// received). OKV_IOX2_EDISCONNECTED when no server is connected.
+///
+/// # Safety
+/// `c` from okv_iox2_client_open; `msg` points to 64 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_client_send(c: *mut OkvIox2Client, msg: *const Line) -> c_int {
+    guard(|| {
+        let (Some(c), false) = (unsafe { c.as_mut() }, msg.is_null()) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_client_send: client/msg", "NULL");
+        };
+        c.pending = None;
+        match c.client.send_copy(unsafe { msg.read_unaligned() }) {
+            Ok(p) => {
+                if p.number_of_server_connections() == 0 {
+                    return fail(
+                        OKV_IOX2_EDISCONNECTED,
+                        "sending iceoryx2 request",
+                        "no server connected",
+                    );
+                }
+                c.pending = Some(p);
+            }
+            Err(e) => return fail(OKV_IOX2_EDISCONNECTED, "sending iceoryx2 request", e),
+        }
+        match c.notifier.notify() {
+            Ok(_) => 0,
+            Err(e) => fail(OKV_IOX2_EINTERNAL, "notifying iceoryx2 server", e),
+        }
+    })
+}
+
+/// Takes the response to the request in flight into `*out`: 1 when it was
+/// there, 0 when not yet, OKV_IOX2_EDISCONNECTED when the server is gone,
+/// OKV_IOX2_EINVAL when no request is in flight. Never blocks.
+///
+/// # Safety
+/// `c` from okv_iox2_client_open; `out` points to 64 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_client_receive(c: *mut OkvIox2Client, out: *mut Line) -> c_int {
+    guard(|| {
+        let (Some(c), false) = (unsafe { c.as_mut() }, out.is_null()) else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_client_receive: client/out",
+                "NULL",
+            );
+        };
+        let Some(p) = c.pending.as_ref() else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_client_receive",
+                "no request in flight",
+            );
+        };
+        // A server answers, then drops its request: a disconnect seen
+        // after an empty receive may follow the answer, so look once more.
+        for last in [false, true] {
+            match p.receive() {
+                Ok(Some(r)) => {
+                    unsafe { out.write_unaligned(*r.payload()) };
+                    drop(r);
+                    c.pending = None;
+                    return 1;
+                }
+                Ok(None) if last => break,
+                Ok(None) if p.is_connected() => return 0,
+                Ok(None) => continue,
+                Err(e) => return fail(OKV_IOX2_EDISCONNECTED, "receiving iceoryx2 response", e),
+            }
+        }
+        fail(
+            OKV_IOX2_EDISCONNECTED,
+            "waiting for iceoryx2 response",
+            "server gone",
+        )
+    })
+}
+
+/// Sleeps on the response event until the server notified or `timeout_ns`
+/// passed; 1 when notified, 0 on timeout (see okv_iox2_server_wait).
+///
+/// # Safety
+/// `c` from okv_iox2_client_open.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_client_wait(c: *mut OkvIox2Client, timeout_ns: u64) -> c_int {
+    guard(|| {
+        let Some(c) = (unsafe { c.as_mut() }) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_client_wait: client", "NULL");
+        };
+        wait(&c.listener, timeout_ns)
+    })
+}
+
+/// Frees the client (NULL: no-op).
+///
+/// # Safety
+/// `c` is NULL or from okv_iox2_client_open, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_client_free(c: *mut OkvIox2Client) {
+    if !c.is_null() {
+        let _ = guard(|| {
+            drop(unsafe { Box::from_raw(c) });
+            0
+        });
+    }
+}
+
+// ---- shared ---------------------------------------------------------------
+
+fn wait(l: &Listener<Ipc>, timeout_ns: u64) -> c_int {
+    let r = if timeout_ns == 0 {
+        l.try_wait(|_| {})
+    } else {
+        l.timed_wait(|_| {}, Duration::from_nanos(timeout_ns))
+    };
+    match r {
+        Ok(0) => 0,
+        Ok(_) => 1,
+        Err(e) => fail(OKV_IOX2_EINTERNAL, "waiting on iceoryx2 listener", e),
+    }
+}
+
+/// The calling thread's last failure in words (static until the thread's
+/// next failing call). Never NULL.
+#[no_mangle]
+pub extern "C" fn okv_iox2_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// The name of a return code ("OKV_IOX2_ENOENT: no such service", ...);
+/// static, never NULL.
+#[no_mangle]
+pub extern "C" fn okv_iox2_strerror(rc: c_int) -> *const c_char {
+    let s: &'static CStr = match rc {
+        0 => c"OK",
+        OKV_IOX2_EINVAL => c"OKV_IOX2_EINVAL: invalid argument",
+        OKV_IOX2_EEXIST => c"OKV_IOX2_EEXIST: the service exists",
+        OKV_IOX2_ENOENT => c"OKV_IOX2_ENOENT: no such service",
+        OKV_IOX2_EDISCONNECTED => c"OKV_IOX2_EDISCONNECTED: the other side is gone",
+        OKV_IOX2_EBUSY => c"OKV_IOX2_EBUSY: the service has no room for another port",
+        OKV_IOX2_EPERM => c"OKV_IOX2_EPERM: insufficient permissions",
+        OKV_IOX2_EINTERNAL => c"OKV_IOX2_EINTERNAL: iceoryx2 failed",
+        _ => c"unknown okv_iox2 code",
+    };
+    s.as_ptr()
+}
+
+/// The iceoryx2 version this layer was built on ("0.10.0"); static.
+#[no_mangle]
+pub extern "C" fn okv_iox2_version() -> *const c_char {
+    c"0.10.0".as_ptr()
+}

@@ -1,0 +1,325 @@
+/*
+ * test_iox2.c — the iceoryx2 layer (orbitkv/iox2.h, native/iox2): exclusive
+ * create, open by name, a round trip in one process and one across a fork
+ * that sleeps on the event services, the mode of every shared-memory object
+ * it creates, the refusals of bad arguments, and the cleanup of what a
+ * SIGKILLed process left under /dev/shm. Built only with the Rust library
+ * (OKV_HAVE_IOX2); prints each failed check, exits 1 if any failed.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "orbitkv/iox2.h"
+#include "check.h"
+
+#define MAX_ENTRIES 4096
+
+/* The names under /dev/shm, sorted; returns the count. */
+static int shm_list(char names[][256], int max)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL && n < max) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(names[n++], 256, "%s", e->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, 256, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+static int contains(char names[][256], int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+static char before[MAX_ENTRIES][256], during[MAX_ENTRIES][256], after[MAX_ENTRIES][256];
+
+static void unique_name(char *buf, size_t len, const char *what)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(buf, len, "okv-test/%s/%d/%ld", what, (int)getpid(), (long)ts.tv_nsec);
+}
+
+static void fill(struct okv_msg *m, uint64_t v)
+{
+	memset(m, 0, sizeof(*m));
+	m->magic = OKV_MSG_MAGIC;
+	m->generation = v;
+	m->arg0 = v * 3;
+}
+
+/* Server and client in this process: exclusive create, open, one round
+ * trip, and the mode of every new /dev/shm entry. */
+static void test_one_process(void)
+{
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_server *srv = NULL, *dup = NULL;
+	struct okv_iox2_client *cli = NULL, *none = NULL;
+	struct okv_msg req, got, rsp;
+	char name[128];
+	int nb = shm_list(before, MAX_ENTRIES);
+
+	unique_name(name, sizeof(name), "one");
+	CHECK(okv_iox2_node_new("okv-test", &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_create(node, name, 4, &srv) == 0, "create: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_create(node, name, 4, &dup) == OKV_IOX2_EEXIST,
+	      "a second create of %s must be refused as existing", name);
+	CHECK(okv_iox2_client_open(node, "okv-test/no-such-service", &none) == OKV_IOX2_ENOENT,
+	      "opening a missing service: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_client_open(node, name, &cli) == 0, "open: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_receive(srv, &got) == 0, "nothing to receive before a send");
+	CHECK(okv_iox2_client_receive(cli, &got) == OKV_IOX2_EINVAL, "receive with no request in flight");
+
+	fill(&req, 41);
+	CHECK(okv_iox2_client_send(cli, &req) == 0, "send: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_wait(srv, 1000000000ull) == 1, "the send notified the server");
+	CHECK(okv_iox2_server_receive(srv, &got) == 1, "receive: %s", okv_iox2_last_error());
+	CHECK(memcmp(&got, &req, sizeof(req)) == 0, "request bytes arrive unchanged");
+	CHECK(okv_iox2_client_receive(cli, &rsp) == 0, "no response before the answer");
+	fill(&rsp, 42);
+	CHECK(okv_iox2_server_respond(srv, &rsp) == 0, "respond: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_respond(srv, &rsp) == OKV_IOX2_EINVAL, "a second answer is refused");
+	CHECK(okv_iox2_client_wait(cli, 1000000000ull) == 1, "the answer notified the client");
+	CHECK(okv_iox2_client_receive(cli, &got) == 1, "client receive: %s", okv_iox2_last_error());
+	CHECK(memcmp(&got, &rsp, sizeof(rsp)) == 0, "response bytes arrive unchanged");
+
+	int nd = shm_list(during, MAX_ENTRIES);
+	int fresh = 0;
+	for (int i = 0; i < nd; i++) {
+		struct stat st;
+
+		if (contains(before, nb, during[i]))
+			continue;
+		fresh++;
+		if (fstatat(AT_FDCWD, "/dev/shm", &st, 0) != 0 || !S_ISDIR(st.st_mode))
+			continue;
+		int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int rc = dfd < 0 ? -1 : fstatat(dfd, during[i], &st, 0);
+		if (dfd >= 0)
+			close(dfd);
+		if (rc != 0)
+			continue;
+		CHECK((st.st_mode & 077) == 0 && st.st_uid == geteuid(),
+		      "/dev/shm/%s has mode %o uid %u: the owner's only", during[i],
+		      st.st_mode & 0777, st.st_uid);
+	}
+	CHECK(fresh > 0, "the service created shared-memory objects under /dev/shm");
+
+	okv_iox2_client_free(cli);
+	CHECK(okv_iox2_server_respond(srv, &rsp) == OKV_IOX2_EINVAL, "nothing to answer after free");
+	okv_iox2_server_free(srv);
+	okv_iox2_node_free(node);
+	int na = shm_list(after, MAX_ENTRIES);
+	for (int i = 0; i < na; i++)
+		CHECK(contains(before, nb, after[i]), "/dev/shm/%s left behind after every free", after[i]);
+}
+
+/* A server in a child process that sleeps on its listener between
+ * requests, a client here that sleeps on its own: 200 round trips. */
+static void test_across_processes(void)
+{
+	char name[128];
+	int ready[2];
+	char c;
+
+	unique_name(name, sizeof(name), "fork");
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		char fd[16];
+
+		close(ready[0]);
+		snprintf(fd, sizeof(fd), "%d", ready[1]);
+		execl("/proc/self/exe", "test_iox2", "echo-200", name, fd, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	CHECK(read(ready[0], &c, 1) == 1, "the child created its server");
+	close(ready[0]);
+
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_client *cli = NULL;
+	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_client_open(node, name, &cli) == 0, "open: %s", okv_iox2_last_error());
+	int ok = 0;
+	for (uint64_t i = 0; cli != NULL && i < 200; i++) {
+		struct okv_msg req, got;
+		int rc;
+
+		fill(&req, 2 * i + 1);
+		if (okv_iox2_client_send(cli, &req) != 0)
+			break;
+		while ((rc = okv_iox2_client_receive(cli, &got)) == 0)
+			if (okv_iox2_client_wait(cli, 5000000000ull) == 0)
+				break;
+		if (rc == 1 && got.generation == req.generation && got.arg0 == req.arg0 + 1)
+			ok++;
+	}
+	CHECK(ok == 200, "%d of 200 round trips through a child's server echoed", ok);
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child server exited with 0 (status %#x)", status);
+	/* The server is gone: a send or a receive says so. */
+	struct okv_msg req, got;
+	fill(&req, 1001);
+	int rc = okv_iox2_client_send(cli, &req);
+	if (rc == 0)
+		rc = okv_iox2_client_receive(cli, &got);
+	CHECK(rc == OKV_IOX2_EDISCONNECTED, "after the server left: %d (%s)", rc, okv_iox2_last_error());
+	okv_iox2_client_free(cli);
+	okv_iox2_node_free(node);
+}
+
+/* A child creates a service and dies by SIGKILL: its objects stay under
+ * /dev/shm until a live node cleans up dead nodes, and then are gone. */
+static void test_sigkill_leftovers_are_cleaned(void)
+{
+	char name[128];
+	int ready[2];
+	char c;
+	int nb = shm_list(before, MAX_ENTRIES);
+
+	unique_name(name, sizeof(name), "kill");
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* A fresh program, not only a fork: iceoryx2 caches its process id,
+		 * and a forked child's node would carry this process's. */
+		char fd[16];
+
+		close(ready[0]);
+		snprintf(fd, sizeof(fd), "%d", ready[1]);
+		execl("/proc/self/exe", "test_iox2", "serve-and-wait", name, fd, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	CHECK(read(ready[0], &c, 1) == 1, "the child created its server");
+	close(ready[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+
+	int nd = shm_list(during, MAX_ENTRIES), left = 0;
+	for (int i = 0; i < nd; i++)
+		left += !contains(before, nb, during[i]);
+	CHECK(left > 0, "a SIGKILLed server leaves objects under /dev/shm (%d)", left);
+
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_server *srv = NULL;
+	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	int cleaned = okv_iox2_cleanup_dead(node);
+	/* Creating the node already cleaned the dead one (iceoryx2 cleans dead
+	 * nodes when a node is created); the explicit call finds 0 or more. */
+	CHECK(cleaned >= 0, "cleanup_dead: %d: %s", cleaned, okv_iox2_last_error());
+	int na = shm_list(after, MAX_ENTRIES);
+	for (int i = 0; i < na; i++)
+		CHECK(contains(before, nb, after[i]), "/dev/shm/%s of the dead node left after cleanup", after[i]);
+	CHECK(okv_iox2_server_create(node, name, 1, &srv) == 0,
+	      "the dead server's name can be created again: %s", okv_iox2_last_error());
+	okv_iox2_server_free(srv);
+	okv_iox2_node_free(node);
+}
+
+static void test_bad_arguments(void)
+{
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_server *srv = NULL;
+	struct okv_iox2_client *cli = NULL;
+	char long_name[OKV_IOX2_NAME_MAX + 2];
+
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	CHECK(okv_iox2_node_new(NULL, NULL) == OKV_IOX2_EINVAL, "NULL out");
+	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_create(node, NULL, 1, &srv) == OKV_IOX2_EINVAL, "NULL name");
+	CHECK(okv_iox2_server_create(node, long_name, 1, &srv) == OKV_IOX2_EINVAL, "a name over the limit");
+	CHECK(strstr(okv_iox2_last_error(), "240") != NULL, "the error names the limit: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_create(node, "okv-test/x", 0, &srv) == OKV_IOX2_EINVAL, "0 clients");
+	CHECK(okv_iox2_server_create(node, "okv-test/x", 65, &srv) == OKV_IOX2_EINVAL, "65 clients");
+	CHECK(okv_iox2_client_open(NULL, "okv-test/x", &cli) == OKV_IOX2_EINVAL, "NULL node");
+	CHECK(strncmp(okv_iox2_strerror(OKV_IOX2_ENOENT), "OKV_IOX2_ENOENT", 15) == 0, "strerror names the code");
+	CHECK(strcmp(okv_iox2_version(), "0.10.0") == 0, "built on iceoryx2 %s", okv_iox2_version());
+	okv_iox2_node_free(node);
+	okv_iox2_node_free(NULL);
+	okv_iox2_server_free(NULL);
+	okv_iox2_client_free(NULL);
+}
+
+/* The child programs (re-executed by the tests above): a server that echoes
+ * 200 requests sleeping on its listener between them, or one that waits to
+ * be killed. argv: ROLE NAME READY_FD. */
+static int child(const char *role, const char *name, int ready_fd)
+{
+	if (strcmp(role, "echo-200") == 0) {
+		struct okv_iox2_node *node;
+		struct okv_iox2_server *srv;
+		struct okv_msg m;
+
+		if (okv_iox2_node_new(NULL, &node) != 0 ||
+		    okv_iox2_server_create(node, name, 1, &srv) != 0)
+			return 2;
+		if (write(ready_fd, "r", 1) != 1)
+			return 3;
+		for (int done = 0; done < 200;) {
+			int rc = okv_iox2_server_receive(srv, &m);
+			if (rc < 0)
+				return 4;
+			if (rc == 0) {
+				if (okv_iox2_server_wait(srv, 5000000000ull) < 0)
+					return 5;
+				continue;
+			}
+			m.arg0 += 1;
+			if (okv_iox2_server_respond(srv, &m) != 0)
+				return 6;
+			done++;
+		}
+		okv_iox2_server_free(srv);
+		okv_iox2_node_free(node);
+		return 0;
+	}
+	struct okv_iox2_node *node;
+	struct okv_iox2_server *srv;
+
+	if (okv_iox2_node_new(NULL, &node) != 0 || okv_iox2_server_create(node, name, 1, &srv) != 0)
+		return 2;
+	if (write(ready_fd, "r", 1) != 1)
+		return 3;
+	pause();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4)
+		return child(argv[1], argv[2], atoi(argv[3]));
+	test_bad_arguments();
+	test_one_process();
+	test_across_processes();
+	test_sigkill_leftovers_are_cleaned();
+	if (failures != 0) {
+		fprintf(stderr, "test_iox2: %d of %d checks failed\n", failures, checks);
+		return 1;
+	}
+	printf("test_iox2: all %d checks passed\n", checks);
+	return 0;
+}
