@@ -48,8 +48,11 @@
 // destination frames without an intermediate buffer. A rail
 // that fails (read or write error, a frame that does not answer what was
 // asked) dies; its slices in flight go back to the front of the queue for
-// the other rails, at most EngineSpec.Retries times each; the next batch
-// redials the rails an endpoint lacks. A batch ends when every slice is
+// the other rails, at most EngineSpec.Retries times each. When the last
+// rail of an endpoint dies (the source restarted, a connection blip, its
+// idle timeout) the endpoint dials its rails again for the slices left,
+// at most Retries times in a row without a slice landing in between; a
+// batch also dials the rails its endpoint lacks before it starts. A batch ends when every slice is
 // done or failed; its deadline is its ctx's (EngineSpec.DefaultTimeout
 // when ctx has none): at the deadline, on Wait's ctx, on FreeBatch or on
 // Close the batch is aborted, its queued slices fail, and the rails with

@@ -35,6 +35,9 @@ type endpoint struct {
 	rails   []*rail
 	closed  bool
 	lastErr error // why the last rail failed or the last dial did
+	// redials counts the redials of every rail at once since a slice last
+	// landed (bounded by Retries).
+	redials atomic.Int32
 }
 
 var errEvicted = errors.New("transfer: endpoint evicted from the pool")
@@ -367,6 +370,9 @@ func (r *rail) read() {
 		if mine {
 			r.count.Add(1) // before finish: a Stats after Wait counts this slice
 			r.ep.e.slices.Add(1)
+			if r.ep.redials.Load() != 0 {
+				r.ep.redials.Store(0)
+			}
 			b.mu.Lock()
 			b.finish(s, nil)
 			b.mu.Unlock()
@@ -405,17 +411,12 @@ func (r *rail) die(err error) {
 	}
 	ep.lastErr = cause
 	var stranded []*slice // the last rail is gone: nothing would take the queue
-	if len(ep.rails) == 0 {
+	last := len(ep.rails) == 0
+	if last {
 		stranded, ep.queue = ep.queue, nil
 	}
 	ep.cond.Broadcast()
 	ep.mu.Unlock()
-	if len(stranded) > 0 {
-		err := fmt.Errorf("%w: no data connection to %s is left: %v", ErrRail, ep.addr, cause)
-		for _, s := range stranded {
-			s.b.failAll([]*slice{s}, err)
-		}
-	}
 
 	var again []*slice
 	for _, s := range fifo {
@@ -431,8 +432,49 @@ func (r *rail) die(err error) {
 		}
 		b.mu.Unlock()
 	}
-	if len(again) > 0 {
-		e.retries.Add(uint64(len(again)))
-		ep.enqueue(again, true)
+	e.retries.Add(uint64(len(again)))
+	if !last {
+		if len(again) > 0 {
+			ep.enqueue(again, true)
+		}
+		return
 	}
+	// Every rail is gone at once (the source restarted, a connection
+	// blip, its idle timeout): dial them again for the slices left, at
+	// most Retries times in a row without a slice landing in between.
+	pending := append(again, stranded...)
+	if len(pending) == 0 {
+		return
+	}
+	ep.mu.Lock()
+	redial := !ep.closed && int(ep.redials.Load()) < e.spec.Retries
+	if redial {
+		ep.redials.Add(1)
+		e.wg.Add(1) // under ep.mu: ordered before Close's Wait, which follows ep.close
+	}
+	ep.mu.Unlock()
+	if !redial {
+		err := fmt.Errorf("%w: no data connection to %s is left: %v", ErrRail, ep.addr, cause)
+		for _, s := range pending {
+			s.b.failAll([]*slice{s}, err)
+		}
+		return
+	}
+	go ep.redial(pending)
+}
+
+// redial dials the endpoint's rails again and queues pending on them, or
+// fails pending when no rail can be dialled within DialTimeout.
+func (ep *endpoint) redial(pending []*slice) {
+	e := ep.e
+	defer e.wg.Done()
+	ctx, cancel := context.WithTimeout(e.ctx, e.spec.DialTimeout)
+	defer cancel()
+	if err := ep.ensure(ctx); err != nil {
+		for _, s := range pending {
+			s.b.failAll([]*slice{s}, err)
+		}
+		return
+	}
+	ep.enqueue(pending, true)
 }

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,8 +138,10 @@ type segRef struct {
 // into registered local memory over a pool of endpoints, each a set of
 // rails. Safe for concurrent use.
 type Engine struct {
-	spec EngineSpec
-	wg   sync.WaitGroup // every rail's two goroutines
+	spec   EngineSpec
+	wg     sync.WaitGroup     // every rail's two goroutines, and redials
+	ctx    context.Context    // ends at Close: bounds redials
+	cancel context.CancelFunc // ends ctx
 
 	mu         sync.Mutex
 	closed     bool
@@ -169,7 +172,8 @@ func NewEngine(s EngineSpec) (*Engine, error) {
 		return nil, err
 	}
 	sp := s.withDefaults()
-	return &Engine{spec: sp, pool: newSieve[string, *endpoint](sp.MaxEndpoints), live: map[*endpoint]struct{}{},
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{spec: sp, ctx: ctx, cancel: cancel, pool: newSieve[string, *endpoint](sp.MaxEndpoints), live: map[*endpoint]struct{}{},
 		handles: map[SegmentHandle]segRef{}, batches: map[BatchID]*batch{}}, nil
 }
 
@@ -282,6 +286,7 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.cancel()
 	bs := make([]*batch, 0, len(e.batches))
 	for _, b := range e.batches {
 		bs = append(bs, b)

@@ -171,6 +171,53 @@ func TestARailKilledMidTransferIsRetriedOnAnother(t *testing.T) {
 	}
 }
 
+func TestLosingEveryRailAtOnceRedialsThem(t *testing.T) {
+	t.Run("every rail cut mid-transfer, the source still listening: the batch completes on new rails", func(t *testing.T) {
+		srv := newServer(t, ServerSpec{})
+		var cut atomic.Bool
+		p := newProxy(t, srv.Addr(), func(p *proxy, pc *proxyConn, total int64) {
+			if total >= 3<<20 && !cut.Swap(true) {
+				p.cutAll()
+			}
+		})
+		e := newEngine(t, EngineSpec{Rails: 4})
+		src := newSource(t, srv, repeat(8, 2<<20), 1<<20, time.Now().Add(time.Minute))
+		h, _ := e.OpenSegment(p.addr(), src.id, src.cap)
+		reqs, _ := src.requests(t, e, h)
+		b, err := transfer(t, e, reqs, 10*time.Second)
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		defer e.FreeBatch(b)
+		if !cut.Load() {
+			t.Fatal("the proxy never cut the rails")
+		}
+		src.verify(t, reqs)
+		if st := e.Stats(); st.Dials < 8 || st.RailFailures < 4 {
+			t.Errorf("stats %+v: want 4 rails lost and dialled again", st)
+		}
+	})
+	t.Run("rails the source closed as idle are dialled again by the next batch", func(t *testing.T) {
+		srv := newServer(t, ServerSpec{IdleTimeout: 20 * time.Millisecond})
+		e := newEngine(t, EngineSpec{Rails: 2})
+		src := newSource(t, srv, repeat(4, 256<<10), 256<<10, time.Now().Add(time.Minute))
+		h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
+		for round := range 2 {
+			reqs, _ := src.requests(t, e, h)
+			b, err := transfer(t, e, reqs, 5*time.Second)
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			src.verify(t, reqs)
+			e.FreeBatch(b)
+			time.Sleep(100 * time.Millisecond) // the source closes the idle rails
+		}
+		if st := e.Stats(); st.Dials != 4 {
+			t.Errorf("%d rails dialled, want 2 per round", st.Dials)
+		}
+	})
+}
+
 func TestAServerThatDiesMidTransferFailsTheBatchInTime(t *testing.T) {
 	cases := []struct {
 		name string

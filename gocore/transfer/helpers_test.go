@@ -275,6 +275,16 @@ func (p *proxy) close() {
 	p.wg.Wait()
 }
 
+// cutAll kills every connection so far and goes on accepting new ones
+// (a network blip; safe from a hook).
+func (p *proxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.conns {
+		pc.kill()
+	}
+}
+
 // closeAsync is close from a hook (which runs on a proxy goroutine).
 func (p *proxy) closeAsync() {
 	if p.closed.Swap(true) {
