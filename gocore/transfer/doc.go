@@ -118,7 +118,8 @@
 // pipelines up to Window READs); answers are matched by order and
 // checked by tag, segment, offset and length. DecodeHeader rejects a
 // header that breaks any bound above, naming the field and its limit
-// (and is fuzzed: FuzzDecodeHeader); the Server then checks the segment
+// (and is fuzzed: FuzzDecodeHeader; FuzzServe fuzzes the Server's whole
+// connection loop); the Server then checks the segment
 // (exists, capability, deadline) and the range (CheckRange). A refused
 // READ gets an ERROR and the connection goes on; a malformed frame gets
 // an ERROR with code 5 and the connection is closed, since its framing
