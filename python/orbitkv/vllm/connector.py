@@ -174,6 +174,16 @@ class OrbitKVConnector(KVConnectorBase_V1):
 
     # ---- worker side ----
 
+    def get_mem_pool_context(self) -> Any:
+        """Worker side: the context vLLM allocates its KV cache in, placing
+        it in an OrbitKV buffer so restores and publishes copy in place
+        (``orbitkv.vllm.kvbuffer.KVCacheAllocation``); None (vLLM's default
+        pool) on the scheduler side, with ``orbitkv.zero_copy`` false, or
+        when the planned layout does not allow it."""
+        if self._worker is None:
+            return None
+        return self._worker.mem_pool_context(getattr(self, "_kv_cache_config", None))
+
     def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
         """Register the per-layer KV tensors (layer order = dict order).
         Tensors over an ``orbitkv.vllm.kv_cache_buffer`` are used in place

@@ -8,6 +8,12 @@ Two ways, chosen by ``register_kv_caches``:
   tensor starts at ``buffer.offset(l, 0)`` and block b of it is page b. The
   Manager restores straight into, and publishes straight from, the pages
   the attention reads.
+  vLLM itself is brought there through its connector hook
+  ``get_mem_pool_context``: ``KVCacheAllocation`` below places the one
+  backing allocation vLLM makes for its KV cache (``torch.zeros(size,
+  dtype=int8)`` in ``vllm/v1/worker/utils.py:allocate_kv_cache``) in a
+  ``kv_cache_buffer`` when ``kv_cache_geometry`` finds its layout to be
+  OrbitKV's (layer-major dense pages); vLLM's own code is not changed.
 * **Staging.** Any other tensors (vLLM's GPU caches): the worker allocates a
   host ``EngineBuffer`` of ``staging_blocks`` pages; a page holds one
   block of one layer, flattened. Loads land in staging pages and are copied
@@ -28,7 +34,8 @@ from typing import Any
 
 from ..buffer import EngineBuffer
 
-__all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes"]
+__all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes",
+           "kv_cache_geometry", "KVCacheAllocation"]
 
 _lock = threading.Lock()
 # buffer -> base address of its Python mapping (EngineBuffer.memoryview()).
@@ -81,3 +88,87 @@ def block_dim(t: Any) -> int:
 def block_bytes(t: Any) -> int:
     """Bytes of one block of one layer of tensor ``t``."""
     return t.select(block_dim(t), 0).numel() * t.element_size()
+
+
+def kv_cache_geometry(kv_cache_config: Any) -> tuple[tuple[int, int, int] | None, int, str]:
+    """``((layers, page_bytes, page_count), size, "")`` when vLLM's KV
+    cache, as ``kv_cache_config`` (vLLM's ``KVCacheConfig``) plans it, is
+    one backing allocation of ``size`` bytes laid out as an OrbitKV buffer:
+    layer l, block b at ``(l * page_count + b) * page_bytes``, ``page_bytes``
+    a multiple of 64 (vLLM's ``KVCacheTensor`` with offset 0,
+    ``block_stride == page_bytes``, ``layer_stride == page_count *
+    page_bytes``, ``size == layers * layer_stride``). Otherwise ``(None, 0,
+    why)``: the reason names the field that differs."""
+    tensors = list(getattr(kv_cache_config, "kv_cache_tensors", None) or [])
+    if len(tensors) != 1:
+        return None, 0, f"{len(tensors)} KV cache tensors planned; zero copy needs exactly 1"
+    t = tensors[0]
+    layers = len(getattr(t, "layers", ()) or ())
+    count_of = getattr(kv_cache_config, "num_blocks_of", None)
+    blocks = int(count_of(t)) if callable(count_of) else int(getattr(kv_cache_config, "num_blocks", 0) or 0)
+    size, offset = int(getattr(t, "size", 0)), int(getattr(t, "offset", 0))
+    page = int(getattr(t, "block_stride", 0) or 0)
+    layer_stride = int(getattr(t, "layer_stride", 0) or 0)
+    if layers < 1 or blocks < 1 or page < 1:
+        return None, 0, f"KVCacheTensor layers {layers}, num_blocks {blocks}, block_stride {page}: want each >= 1"
+    if offset != 0:
+        return None, 0, f"KVCacheTensor.offset {offset}: want 0"
+    if page % 64:
+        return None, 0, f"KVCacheTensor.block_stride {page}: want a multiple of 64 (OrbitKV pages)"
+    if layer_stride != blocks * page:
+        return None, 0, (f"KVCacheTensor.layer_stride {layer_stride}: want num_blocks x block_stride "
+                         f"= {blocks * page} (layer-major pages)")
+    if size != layers * layer_stride:
+        return None, 0, f"KVCacheTensor.size {size}: want layers x layer_stride = {layers * layer_stride}"
+    return (layers, page, blocks), size, ""
+
+
+class KVCacheAllocation:
+    """The context ``OrbitKVConnector.get_mem_pool_context`` returns: while
+    it is entered, the first ``torch.zeros(size, dtype=torch.int8)`` on the
+    CPU (vLLM's KV-cache backing allocation; ``size`` from
+    ``kv_cache_geometry``) returns an int8 tensor over a new
+    ``kv_cache_buffer(*geometry)`` instead (memfd pages are zero, so the
+    result is the same zeros); every other call runs unchanged. It works
+    through ``torch.overrides.TorchFunctionMode``, torch's public hook for
+    intercepting its functions. ``buffer`` is the ``EngineBuffer`` made (None
+    before, or if vLLM made no such call). Raises as ``EngineBuffer`` when
+    the buffer cannot be allocated."""
+
+    def __init__(self, geometry: tuple[int, int, int], size: int):
+        self.geometry, self.size = geometry, size
+        self.buffer: EngineBuffer | None = None
+        self._mode: Any = None
+
+    def __enter__(self) -> "KVCacheAllocation":
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        outer = self
+
+        class _Place(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func is torch.zeros and outer.buffer is None and outer._is_backing(torch, args, kwargs):
+                    outer.buffer = kv_cache_buffer(*outer.geometry)
+                    return torch.frombuffer(outer.buffer.memoryview(), dtype=torch.int8)
+                return func(*args, **kwargs)
+
+        self._mode = _Place()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        mode, self._mode = self._mode, None
+        mode.__exit__(*exc)
+
+    def _is_backing(self, torch: Any, args: tuple, kwargs: dict) -> bool:
+        shape = args[0] if len(args) == 1 else args
+        if isinstance(shape, (tuple, list)) and len(shape) == 1:
+            shape = shape[0]
+        if isinstance(shape, bool) or not isinstance(shape, int) or shape != self.size:
+            return False
+        if kwargs.get("dtype") is not torch.int8 or kwargs.get("out") is not None:
+            return False
+        device = kwargs.get("device")
+        return device is None or torch.device(device).type == "cpu"

@@ -25,6 +25,12 @@ key                                meaning
 ``orbitkv.load_timeout_s``         bound of one restore wait (default 30)
 ``orbitkv.reconnect_interval_s``   least time between reconnect attempts
                                    after the Manager went away (default 1)
+``orbitkv.zero_copy``              bool (default true): allocate vLLM's KV
+                                   cache inside an OrbitKV buffer (vLLM's
+                                   ``get_mem_pool_context`` hook) so the
+                                   Manager copies straight into and out of
+                                   the pages attention reads; false, or a
+                                   layout that does not allow it: staging
 ``orbitkv.staging_blocks``         host staging pages when the KV cache is
                                    not in an OrbitKV buffer (default 256)
 =================================  =========================================
@@ -63,6 +69,7 @@ class ConnectorOptions:
     load_timeout_s: float = 30.0
     reconnect_interval_s: float = 1.0
     staging_blocks: int = 256
+    zero_copy: bool = True
 
     def socket_for(self, tp_rank: int) -> tuple[str, str]:
         """(socket path, the option it came from) for TP rank ``tp_rank``."""
@@ -128,7 +135,7 @@ def parse_options(extra: Mapping[str, Any] | None, tp_size: int = 1) -> Connecto
                 raise OptionError(f"{key}: {len(items)} sockets for tensor_parallel_size {tp_size}; "
                                   "want one per TP rank")
             kw[name] = tuple(items)
-        elif name == "wait_for_full_prefix":
+        elif name in ("wait_for_full_prefix", "zero_copy"):
             kw[name] = _bool(key, v)
         elif name in ("kv_layout", "salt"):
             kw[name] = _str(key, v)

@@ -26,7 +26,7 @@ from .._abi import Code, QueryFlags, Role
 from ..buffer import EngineBuffer
 from ..errors import Closed, OrbitKVError, TimedOut
 from ..hashes import BlockHashes
-from .kvbuffer import block_bytes, block_dim, find_buffer
+from .kvbuffer import KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
 from .session import Session
@@ -73,9 +73,25 @@ class WorkerSide:
         self._identity = tuple(sorted(base.items()))
         self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
                       "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
-                      "leased_blocks": 0}
+                      "leased_blocks": 0, "kv_zero_copy": 0}
 
     # ---- registration ----
+
+    def mem_pool_context(self, kv_cache_config: Any) -> KVCacheAllocation | None:
+        """The allocation context for vLLM's KV cache (zero copy, see
+        ``orbitkv.vllm.kvbuffer``), or None (vLLM allocates as usual and
+        ``register_kv_caches`` stages) when ``orbitkv.zero_copy`` is false
+        or the planned layout is not OrbitKV's; the reason is logged."""
+        if not self.opts.zero_copy:
+            log.info("OrbitKV: zero copy off (orbitkv.zero_copy=false); the KV cache will be staged")
+            return None
+        geometry, size, why = kv_cache_geometry(kv_cache_config)
+        if geometry is None:
+            log.info("OrbitKV: KV cache layout allows no zero copy (%s); it will be staged", why)
+            return None
+        log.info("OrbitKV: vLLM's KV cache (%d layers x %d blocks x %d B) goes into an OrbitKV buffer",
+                 geometry[0], geometry[2], geometry[1])
+        return KVCacheAllocation(geometry, size)
 
     def namespace(self, lora: str = "") -> bytes:
         ns = self._ns.get(lora)
@@ -105,6 +121,7 @@ class WorkerSide:
                 len(self.kv), self.opts.staging_blocks, page_bytes)
             self.mode = "staging"
             log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
+        self.stats["kv_zero_copy"] = int(self.mode == "zero-copy")
         self.session.register(self.buf)
 
     def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
