@@ -127,28 +127,36 @@ func (e *Engine) SubmitTransfer(ctx context.Context, reqs []Request) (BatchID, e
 		return 0, fmt.Errorf("transfer: SubmitTransfer: %w", err)
 	}
 	b := &batch{reqs: make([]Status, len(reqs)), left: make([]int, len(reqs)), done: make(chan struct{})}
+	// The batch's own context: its deadline, and the end FreeBatch and
+	// Close give it. Set before the batch is visible to Close.
+	var bctx context.Context
+	if _, ok := ctx.Deadline(); !ok {
+		bctx, b.cancel = context.WithTimeout(ctx, e.spec.DefaultTimeout)
+	} else {
+		bctx, b.cancel = context.WithCancel(ctx)
+	}
+	refuse := func(err error) (BatchID, error) {
+		e.mu.Unlock()
+		b.cancel()
+		return 0, err
+	}
 	byEP := map[string][]*slice{}
 	var order []string
 	e.mu.Lock()
 	if e.closed {
-		e.mu.Unlock()
-		return 0, ErrClosed
+		return refuse(ErrClosed)
 	}
 	for i, r := range reqs {
 		ref, ok := e.handles[r.Segment]
 		switch {
 		case !ok:
-			e.mu.Unlock()
-			return 0, fmt.Errorf("%w: request %d names handle %d", ErrUnknownHandle, i, r.Segment)
+			return refuse(fmt.Errorf("%w: request %d names handle %d", ErrUnknownHandle, i, r.Segment))
 		case len(r.Dst) == 0:
-			e.mu.Unlock()
-			return 0, fmt.Errorf("transfer: request %d: Dst is empty, want ≥ 1 byte", i)
+			return refuse(fmt.Errorf("transfer: request %d: Dst is empty, want ≥ 1 byte", i))
 		case !e.registered(r.Dst):
-			e.mu.Unlock()
-			return 0, fmt.Errorf("%w: request %d: Dst of %d bytes", ErrUnregistered, i, len(r.Dst))
+			return refuse(fmt.Errorf("%w: request %d: Dst of %d bytes", ErrUnregistered, i, len(r.Dst)))
 		case r.Offset > ^uint64(0)-uint64(len(r.Dst)):
-			e.mu.Unlock()
-			return 0, fmt.Errorf("transfer: request %d: Offset %d + %d bytes overflows 2^64", i, r.Offset, len(r.Dst))
+			return refuse(fmt.Errorf("transfer: request %d: Offset %d + %d bytes overflows 2^64", i, r.Offset, len(r.Dst)))
 		}
 		if _, ok := byEP[ref.addr]; !ok {
 			order = append(order, ref.addr)
@@ -182,18 +190,13 @@ func (e *Engine) SubmitTransfer(ctx context.Context, reqs []Request) (BatchID, e
 	}
 	e.nextBatch++
 	b.id = e.nextBatch
+	b.stop = context.AfterFunc(bctx, func() { b.abort(fmt.Errorf("transfer batch %d: %w", b.id, bctx.Err())) })
 	e.batches[b.id] = b
 	e.mu.Unlock()
 
-	if _, ok := ctx.Deadline(); !ok {
-		ctx, b.cancel = context.WithTimeout(ctx, e.spec.DefaultTimeout)
-	} else {
-		ctx, b.cancel = context.WithCancel(ctx)
-	}
-	b.stop = context.AfterFunc(ctx, func() { b.abort(fmt.Errorf("transfer batch %d: %w", b.id, ctx.Err())) })
 	for i, addr := range order {
 		ep := b.eps[i]
-		if err := ep.ensure(ctx); err != nil {
+		if err := ep.ensure(bctx); err != nil {
 			b.failAll(byEP[addr], err)
 			continue
 		}

@@ -514,3 +514,68 @@ func TestSpecsNameTheFieldOutsideItsLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
+	srv := newServer(t, ServerSpec{})
+	e, err := NewEngine(EngineSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newSource(t, srv, repeat(16, 1<<20), 1<<20, time.Now().Add(time.Minute))
+	h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
+	type worker struct {
+		reqs  []Request
+		arena []byte
+	}
+	var ws []worker
+	for range 4 {
+		reqs, arena := src.requests(t, e, h)
+		ws = append(ws, worker{reqs, arena})
+	}
+	done := make(chan error, len(ws))
+	for _, w := range ws {
+		go func() {
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				b, err := e.SubmitTransfer(ctx, w.reqs)
+				if err == nil {
+					err = e.Wait(ctx, b)
+					e.FreeBatch(b)
+				}
+				cancel()
+				if errors.Is(err, ErrClosed) {
+					done <- nil
+					return
+				}
+				if err != nil && !errors.Is(err, ErrRail) && !errors.Is(err, ErrUnknownBatch) {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snaps := make([]string, len(ws))
+	for i, w := range ws {
+		snaps[i] = string(w.arena)
+	}
+	for range ws {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("a worker saw %v, want ErrClosed (or a rail error from the close)", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a worker is still running 5 s after Close")
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	for i, w := range ws {
+		if string(w.arena) != snaps[i] {
+			t.Errorf("arena %d changed after Close returned", i)
+		}
+	}
+}
