@@ -243,14 +243,21 @@ func (s *Server) Close() error {
 
 func (s *Server) accept() {
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.spec.Logger.Warn("transfer: accept failed; the listener stops", "err", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			// Out of descriptors, or an aborted handshake: wait and go on,
+			// as net/http does, rather than stop serving for good.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.spec.Logger.Warn("transfer: accept failed; retrying", "err", err, "in", backoff)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closed || len(s.conns) >= s.spec.MaxConns {
 			s.mu.Unlock()
