@@ -245,6 +245,12 @@ func (c *Catalog) flushLoop() {
 			continue
 		}
 		ok := c.flush(lease)
+		if clientv3.LeaseID(c.lease.Load()) != lease {
+			// Registered again meanwhile: what this flush wrote hangs on
+			// the old lease, and may have cleared the marks that the new
+			// registration set. Everything goes again under the new one.
+			c.markAllDirty()
+		}
 		switch {
 		case !ok && !failing:
 			c.log.Warn("catalog advertisements not written; retrying each batch interval")

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -35,6 +36,9 @@ type Catalog struct {
 	// Manager is registered, else 0. The session goroutine stores it; the
 	// flusher writes inventory under it; Close revokes it.
 	lease atomic.Int64
+	// lastLease is the latest lease granted, kept after a lost keep-alive:
+	// Close revokes it too, as its records may still hang on it.
+	lastLease atomic.Int64
 
 	advertiser // the outbox: what this node advertises (advertise.go)
 	index      // the other Managers' members and advertisements (index.go)
@@ -92,7 +96,8 @@ func Open(ctx context.Context, s Spec) (*Catalog, error) {
 // Self returns this Manager's member record, as Spec.Self gave it.
 func (c *Catalog) Self() Member { return c.spec.Self }
 
-// Close stops the background goroutines and revokes the membership lease,
+// Close stops the background goroutines and revokes the membership lease
+// (the latest granted, even one whose keep-alive was lost),
 // which removes this Manager's member record and every advertisement from
 // etcd at once (the others' Watches see them go). With etcd unreachable
 // the revoke gives up after Spec.DialTimeout and the records go at lease
@@ -105,9 +110,10 @@ func (c *Catalog) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	var err error
-	if id := clientv3.LeaseID(c.lease.Swap(0)); id != 0 {
+	c.lease.Store(0)
+	if id := clientv3.LeaseID(c.lastLease.Load()); id != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.spec.DialTimeout)
-		if _, rerr := c.cli.Revoke(ctx, id); rerr != nil {
+		if _, rerr := c.cli.Revoke(ctx, id); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
 			err = fmt.Errorf("catalog: revoking the membership lease (its records go at its expiry, within %v): %w", c.spec.LeaseTTL, rerr)
 		}
 		cancel()

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,6 +305,35 @@ func TestCatalogOnAThreeMemberEtcd(t *testing.T) {
 		eventually(t, waitFor, "etcd holds a's new set", func() bool { n, _ := held(); return uint64(n) == st2.AdvertisedBytes })
 	})
 
+	t.Run("a watcher cut off without a compaction resumes from its revision", func(t *testing.T) {
+		p := "/t-resume/"
+		proxy := etcdtest.NewProxy(t, eps[1])
+		a := open(t, eps[0:1], p, "a", 1, nil)
+		b := open(t, []string{proxy.URL()}, p, "b", 1, func(s *Spec) { s.LeaseTTL = 30 * time.Second })
+		r := rand.New(rand.NewPCG(8, 8))
+		before, after := randomHashes(r, 20), randomHashes(r, 20)
+		a.Advertise(ns, before)
+		for _, h := range before {
+			eventually(t, waitFor, "b sees a's blocks", ownedBy(b, ns, h, "a@1"))
+		}
+		rebuilds := b.Stats().Rebuilds
+		proxy.Cut()
+		a.Withdraw(ns, before[:10])
+		a.Advertise(ns, after)
+		eventually(t, waitFor, "a's changes reach etcd", func() bool { return a.Stats().PendingShards == 0 })
+		time.Sleep(200 * time.Millisecond) // b's stream is down meanwhile
+		proxy.Restore()
+		for _, h := range after {
+			eventually(t, waitFor, "b sees a own the blocks advertised while it was cut off", ownedBy(b, ns, h, "a@1"))
+		}
+		for _, h := range before[:10] {
+			eventually(t, waitFor, "b sees the blocks withdrawn while it was cut off go", ownedBy(b, ns, h))
+		}
+		if st := b.Stats(); st.Rebuilds != rebuilds || st.Compactions != 0 {
+			t.Fatalf("b's stats %+v: it should have resumed its Watch, not rebuilt", st)
+		}
+	})
+
 	t.Run("a watcher behind a compaction rebuilds its index", func(t *testing.T) {
 		p := "/t-compact/"
 		proxy := etcdtest.NewProxy(t, eps[1])
@@ -403,6 +433,9 @@ func TestEtcdOutages(t *testing.T) {
 		eventually(t, waitFor, "b sees a own h2 with one etcd member down", ownedBy(b, ns, h, "a@1"))
 	}
 
+	c := open(t, eps, p, "c", 1, nil)
+	eventually(t, waitFor, "b lists a, b and c", hasNodes(b, "a@1", "b@1", "c@1"))
+
 	// All members down, for longer than the lease TTL.
 	var rest []int
 	for i := range cluster.Members {
@@ -434,6 +467,13 @@ func TestEtcdOutages(t *testing.T) {
 		timed("Stats", func() { a.Stats() })
 	}
 	t.Logf("slowest call with etcd down: %v", slowest)
+	start := time.Now()
+	if err := c.Close(); err == nil || !strings.Contains(err.Error(), "revoking") {
+		t.Fatalf("Close with etcd down = %v; want the failed revoke", err)
+	}
+	if d := time.Since(start); d > c.spec.DialTimeout+time.Second {
+		t.Fatalf("Close with etcd down took %v; DialTimeout is %v", d, c.spec.DialTimeout)
+	}
 
 	all := append([]int{leader}, rest...)
 	cluster.StartMembers(all...)
@@ -444,7 +484,7 @@ func TestEtcdOutages(t *testing.T) {
 	for _, h := range h1 {
 		eventually(t, waitFor, "b sees h1 withdrawn while etcd was down", ownedBy(b, ns, h))
 	}
-	eventually(t, waitFor, "b lists a and b", hasNodes(b, "a@1", "b@1"))
+	eventually(t, waitFor, "b lists a and b (c's records went at its lease's expiry)", hasNodes(b, "a@1", "b@1"))
 	if st := a.Stats(); st.Registrations < 2 || st.LeasesLost < 1 {
 		t.Fatalf("a's stats %+v: its lease should have been lost while etcd was down longer than the TTL, and renewed", st)
 	}

@@ -57,7 +57,8 @@ func (x *index) stripe(e entry) *indexStripe { return &x.stripes[mix64(e.ns, e.h
 // round trip), so while etcd is unreachable it answers from what the
 // Watch saw last: the result is a list of candidates, which peer control
 // confirms (a stale one costs one refused transfer, a miss). It does not
-// allocate when there is no owner (nil); else the slice is the caller's.
+// allocate when there is no live owner (nil, also when the index holds
+// only older epochs); else it allocates the one slice, the caller's.
 // Safe from any goroutine; O(owners of h).
 func (c *Catalog) Owners(ns abi.Namespace, h abi.BlockHash) []Member {
 	e := entry{ns, h}
@@ -72,6 +73,9 @@ func (c *Catalog) Owners(ns abi.Namespace, h abi.BlockHash) []Member {
 	var out []Member
 	for _, o := range owners {
 		if m, ok := view.byNode[o.node]; ok && m.Epoch == o.epoch {
+			if out == nil {
+				out = make([]Member, 0, len(owners)) // the only allocation, and only with an owner
+			}
 			out = append(out, m)
 		}
 	}

@@ -35,6 +35,7 @@ func (c *Catalog) sessionLoop() {
 		}
 		r.reset()
 		failing = false
+		c.lastLease.Store(int64(id))
 		c.lease.Store(int64(id))
 		c.st.registrations.Add(1)
 		c.markAllDirty()

@@ -64,8 +64,8 @@ func (c *Catalog) watchLoop() {
 			c.log.Info("catalog index rebuilt from a range read", slog.Int64("revision", rev),
 				slog.Int("members", len(c.members.Load().list)), slog.Int64("entries", c.entries.Load()))
 		}
-		var compacted bool
-		rev, compacted = c.follow(rev)
+		var compacted, progressed bool
+		rev, compacted, progressed = c.follow(rev)
 		switch {
 		case c.ctx.Err() != nil:
 			return
@@ -76,6 +76,9 @@ func (c *Catalog) watchLoop() {
 			continue
 		}
 		c.st.resumes.Add(1)
+		if progressed {
+			r.reset()
+		}
 		if !c.sleep(r.delay()) {
 			return
 		}
@@ -83,20 +86,21 @@ func (c *Catalog) watchLoop() {
 }
 
 // follow watches the prefix from rev+1 and applies every event until the
-// stream ends; it returns the last revision applied and whether the
-// stream ended on a compaction.
-func (c *Catalog) follow(rev int64) (int64, bool) {
+// stream ends; it returns the last revision applied, whether the stream
+// ended on a compaction, and whether it delivered anything before.
+func (c *Catalog) follow(rev int64) (last int64, compacted, progressed bool) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
 	defer cancel()
 	wch := c.cli.Watch(ctx, c.spec.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	for resp := range wch {
 		if resp.CompactRevision != 0 || errors.Is(resp.Err(), rpctypes.ErrCompacted) {
-			return rev, true
+			return rev, true, progressed
 		}
 		if err := resp.Err(); err != nil {
 			c.log.Debug("catalog watch ended; resuming", slog.Int64("revision", rev), slog.Any("err", err))
-			return rev, false
+			return rev, false, progressed
 		}
+		progressed = true
 		for _, ev := range resp.Events {
 			if ev.Type == mvccpb.DELETE {
 				c.apply(ev.Kv.Key, nil)
@@ -110,7 +114,7 @@ func (c *Catalog) follow(rev int64) (int64, bool) {
 		}
 		c.st.revision.Store(rev)
 	}
-	return rev, false
+	return rev, false, progressed
 }
 
 // rebuild reads the whole prefix at one revision, in pages, and makes the
