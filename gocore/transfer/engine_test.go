@@ -579,3 +579,53 @@ func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestFreeBatchOfARunningBatchReturnsAndWritesNothingAfter(t *testing.T) {
+	srv := newServer(t, ServerSpec{})
+	var froze atomic.Bool
+	p := newProxy(t, srv.Addr(), func(p *proxy, pc *proxyConn, total int64) {
+		if total >= 1<<20 && !froze.Swap(true) {
+			p.frozen.Store(true)
+		}
+	})
+	e := newEngine(t, EngineSpec{})
+	src := newSource(t, srv, repeat(8, 1<<20), 1<<20, time.Now().Add(time.Minute))
+	h, _ := e.OpenSegment(p.addr(), src.id, src.cap)
+	reqs, arena := src.requests(t, e, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := e.SubmitTransfer(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !froze.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the transfer never reached the freeze")
+		}
+	}
+	done := e.Done(b)
+	select {
+	case <-done:
+		t.Fatal("the batch ended while its source was frozen")
+	default:
+	}
+	start := time.Now()
+	e.FreeBatch(b)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("FreeBatch of a running batch took %v", d)
+	}
+	select {
+	case <-done:
+	default:
+		t.Error("the batch's Done channel is open after FreeBatch")
+	}
+	snap := string(arena)
+	p.frozen.Store(false)
+	time.Sleep(100 * time.Millisecond)
+	if string(arena) != snap {
+		t.Error("Dst changed after FreeBatch returned")
+	}
+	if err := e.Wait(context.Background(), b); !errors.Is(err, ErrUnknownBatch) {
+		t.Errorf("Wait after FreeBatch: %v, want ErrUnknownBatch", err)
+	}
+}
