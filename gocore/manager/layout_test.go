@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
 	"gocore/lifecycle":       {"proto/lifecyclepb"},
 	"gocore/limit":           {},
-	"gocore/manager":         {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/profiling", "gocore/session", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/manager":         {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tier", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":        {"gocore/bootstrap", "proto/operatorpb"},
 	"gocore/peer":            {"gocore/abi", "gocore/limit", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},

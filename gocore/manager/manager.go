@@ -65,8 +65,13 @@ type Spec struct {
 	// their orbitkv_ebpf_*_seconds histograms on /metrics; New fails with
 	// the reason when this host cannot load them (root or CAP_BPF with
 	// CAP_PERFMON, BTF, the tracepoints). It needs HTTPAddr.
-	EBPF   bool
-	Logger *slog.Logger
+	EBPF bool
+	// Cluster, when set, makes this Manager one node of a cluster: its own
+	// blocks are advertised in an etcd catalog and served to peers, and a
+	// chain that continues into blocks a live peer advertises is fetched
+	// from it (ClusterSpec). It needs Cache.
+	Cluster *ClusterSpec
+	Logger  *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -109,6 +114,9 @@ func (s Spec) Validate() error {
 	errs = append(errs, limit.Check(!s.EBPF || s.HTTPAddr != "", "manager.EBPF", s.EBPF,
 		"an HTTP endpoint (HTTPAddr, --http-addr): the probes' histograms are read only on its /metrics"))
 	errs = append(errs, s.validateOperator())
+	if s.Cluster != nil {
+		errs = append(errs, s.Cluster.Validate(s.Cache != nil))
+	}
 	return errors.Join(errs...)
 }
 
@@ -126,6 +134,7 @@ type Manager struct {
 	ready      *readiness
 	http       *httpServer  // nil without Spec.HTTPAddr
 	probes     *ebpf.Probes // nil without Spec.EBPF
+	cluster    *cluster     // nil without Spec.Cluster
 	op         operatorState
 	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
 	closed     atomic.Bool                        // Close or Run's shutdown began
@@ -224,9 +233,19 @@ func (m *Manager) build(s Spec) error {
 		} else {
 			cs.Tiers.RAM.Progress = m.ready.prefault
 		}
+		if s.Cluster != nil {
+			if m.cluster, err = m.newCluster(s); err != nil {
+				m.stopOperator()
+				m.Server.Close()
+				disp.Close()
+				return err
+			}
+			cs.Tiers.Remote, cs.Tiers.Advertiser = m.cluster.remote, m.cluster.adv
+		}
 		m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
 		start := time.Now()
 		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
+			m.closeEngine()
 			m.stopOperator()
 			m.Server.Close()
 			disp.Close()
@@ -237,8 +256,19 @@ func (m *Manager) build(s Spec) error {
 		m.logTiers(cs, time.Since(start))
 	}
 	m.health.started = time.Now()
-	m.ready.starting("made; waiting to serve")
 	go disp.Run()
+	if m.cluster != nil {
+		// Peer control pins through the dispatcher: it runs first.
+		m.ready.starting("joining the cluster")
+		if err := m.startCluster(s); err != nil {
+			m.stopOperator()
+			m.Server.Close()
+			m.stopDispatcher()
+			m.closeEngine()
+			return err
+		}
+	}
+	m.ready.starting("made; waiting to serve")
 	return nil
 }
 
@@ -271,7 +301,9 @@ func (m *Manager) Serve() error {
 func (m *Manager) Health() *lifecyclepb.HealthReply { return m.health.reply() }
 
 // Close shuts down in the order DESIGN.md §5.1 needs: every session is
-// detached and released first, then the dispatcher stops and the cache
+// detached and released first, then the node leaves the cluster (peer
+// control releases every transfer it serves, through the dispatcher),
+// then the dispatcher stops and the cache
 // waits for its copies and SSD I/O and frees the RAM tier; the HTTP
 // endpoints stop last. It has no deadline (see cache.Service.Close); Run
 // bounds each step by Spec.ShutdownTimeout.
@@ -282,7 +314,9 @@ func (m *Manager) Close() {
 	}
 	m.stopOperator()
 	m.CloseSessions()
+	m.stopCluster()
 	m.stopDispatcher()
+	m.closeEngine()
 	m.stopHTTP()
 }
 

@@ -252,6 +252,9 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 		counter("orbitkv_peer_fetches_total", "Fetches of block runs from peers started.", cs(func(s cache.Stats) uint64 { return s.Peer.Fetches }))
 		counter("orbitkv_peer_fetch_failures_total", "Peer fetches that landed fewer blocks than asked (failed, late, corrupt or a shorter run): the rest were misses.", cs(func(s cache.Stats) uint64 { return s.Peer.Fails }))
 		counter("orbitkv_peer_fetched_blocks_total", "Blocks fetched from peers, checked (CRC32C) and sealed.", cs(func(s cache.Stats) uint64 { return s.Peer.Blocks }))
+		counter("orbitkv_peer_fetched_bytes_total", "Bytes of the blocks fetched from peers and sealed.", cs(func(s cache.Stats) uint64 { return s.Peer.FetchedBytes }))
+		counter("orbitkv_peer_fetch_seconds_total", "Seconds of the peer fetches that landed blocks, from the lookup to the seal, summed; fetched bytes / this = the transfer rate.",
+			func(s *snapshot) float64 { return time.Duration(s.cache.Peer.FetchNanos).Seconds() })
 		counter("orbitkv_peer_corrupt_total", "Blocks from peers that failed their CRC32C check: discarded, misses, never served.", cs(func(s cache.Stats) uint64 { return s.Peer.Corrupt }))
 	}
 	counter("orbitkv_cache_invalid_requests_total", "Cache requests refused as invalid.", cs(func(s cache.Stats) uint64 { return s.Invalid }))

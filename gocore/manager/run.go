@@ -79,10 +79,16 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.Server.RemoveSocket() // Close removes it only once every session is detached
 		return m.forced("sessions did not finish detaching")
 	}
+	left := make(chan struct{})
+	go func() { m.stopCluster(); close(left) }()
+	if !waitUntil(deadline, left) {
+		return m.forced("the node did not leave the cluster (catalog, peer control or transfer server)")
+	}
 	if !waitUntil(deadline, m.StopDispatcher()) {
 		return m.forced("the cache did not stop")
 	}
 	m.Free()
+	m.closeEngine()
 	if !waitUntil(deadline, profStopped) {
 		m.log.Warn("profiling: the last push did not finish by the shutdown deadline; it is dropped")
 	}

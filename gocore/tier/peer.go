@@ -88,6 +88,7 @@ type peerTier struct {
 
 	fetches, fetchFails, fetched, corrupt atomic.Uint64
 	hit, miss                             atomic.Uint64
+	fetchedBytes, fetchNanos              atomic.Uint64
 }
 
 type layoutKey struct {
@@ -101,6 +102,7 @@ type peerFetch struct {
 	ns     abi.Namespace
 	keys   []index.Key // the run asked for
 	layers uint32      // layers of the chain's block before the run, if resident (0: none)
+	start  time.Time   // when the lookup started it
 	reader Reader
 	blocks []*index.Block  // frames allocated for the served run (Publishing replicas)
 	reply  chan [][][]byte // place's answer; buffered: the dispatcher never waits
@@ -188,7 +190,7 @@ func (t *Tiers) PeerFetch(r Reader, ns abi.Namespace, hashAt func(int) abi.Block
 	}
 	o := owners[int(p.seq%uint64(len(owners)))] // spread fetches over the owners
 	p.seq++
-	f := &peerFetch{ns: ns, reader: r, reply: make(chan [][][]byte, 1)}
+	f := &peerFetch{ns: ns, reader: r, reply: make(chan [][][]byte, 1), start: time.Now()}
 	if from > 0 {
 		if prev := t.idx.Lookup(index.Key{NS: ns, Hash: hashAt(from - 1)}); prev != nil {
 			f.layers = prev.Layers
@@ -364,6 +366,14 @@ func (t *Tiers) completePeer(ev peerEvent) bool {
 	}
 	p.fetched.Add(uint64(landed))
 	p.hit.Add(uint64(landed))
+	if landed > 0 {
+		var bytes uint64
+		for _, blk := range f.blocks[:landed] {
+			bytes += blk.Bytes
+		}
+		p.fetchedBytes.Add(bytes)
+		p.fetchNanos.Add(uint64(time.Since(f.start)))
+	}
 	p.miss.Add(uint64(len(f.keys) - landed))
 	for i, blk := range f.blocks {
 		if i < landed {
@@ -392,9 +402,14 @@ type PeerStats struct {
 	// Lookup blocks of the peer tier (see Tiers.PeerFetch): fetched and
 	// sealed, and not (no owner, past a run, failed, late or corrupt).
 	LookupHit, LookupMiss uint64
+	// Bytes of the blocks fetched (sealed), and the time of the fetches
+	// that landed any, from the lookup to the seal, summed (ns): their
+	// quotient is the peer tier's transfer rate.
+	FetchedBytes, FetchNanos uint64
 }
 
 func (p *peerTier) stats() PeerStats {
 	return PeerStats{On: true, Fetches: p.fetches.Load(), Fails: p.fetchFails.Load(), Blocks: p.fetched.Load(),
-		Corrupt: p.corrupt.Load(), LookupHit: p.hit.Load(), LookupMiss: p.miss.Load()}
+		Corrupt: p.corrupt.Load(), LookupHit: p.hit.Load(), LookupMiss: p.miss.Load(),
+		FetchedBytes: p.fetchedBytes.Load(), FetchNanos: p.fetchNanos.Load()}
 }

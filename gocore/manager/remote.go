@@ -1,0 +1,205 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/catalog"
+	"github.com/orbitkv/orbitkv/gocore/peer"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
+)
+
+// releaseTimeout bounds a ReleaseTransfer call; a release that does not
+// get through is not retried: the source's lease expires on its own.
+const releaseTimeout = time.Second
+
+// remote is the tiers' Remote over the cluster: owners from the catalog's
+// Watch-fed index, a fetch through peer control (OpenTransfer, pins at
+// the source) and the transfer engine (READs straight into the RAM tier
+// frames the dispatcher placed), then ReleaseTransfer.
+type remote struct {
+	cat    atomic.Pointer[catalog.Catalog] // nil until the catalog is open, and after it closed
+	eng    *transfer.Engine
+	tls    *tls.Config
+	log    *slog.Logger
+	owners []tier.Owner // Owners' scratch (dispatcher goroutine)
+
+	mu       sync.Mutex
+	clients  map[string]*peer.Client // by node id and peer control address
+	releases sync.WaitGroup          // ReleaseTransfer calls in flight
+	rtt      rttRing                 // round trips of fetches that landed blocks
+}
+
+func newRemote(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *remote {
+	return &remote{eng: eng, tls: cfg, log: log, clients: make(map[string]*peer.Client)}
+}
+
+// Owners returns the live members advertising (ns, h) (tier.Remote).
+func (r *remote) Owners(ns abi.Namespace, h abi.BlockHash) []tier.Owner {
+	c := r.cat.Load()
+	if c == nil {
+		return nil
+	}
+	ms := c.Owners(ns, h)
+	if len(ms) == 0 {
+		return nil
+	}
+	r.owners = r.owners[:0]
+	for _, m := range ms {
+		r.owners = append(r.owners, tier.Owner{NodeID: m.NodeID, Addr: m.PeerAddr, Epoch: m.Epoch})
+	}
+	return r.owners
+}
+
+// client returns the peer control client of node o, dialling it once
+// (the server's certificate must name o's node id).
+func (r *remote) client(o tier.Owner) (*peer.Client, error) {
+	key := o.NodeID + "@" + o.Addr
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.clients[key]; c != nil {
+		return c, nil
+	}
+	c, err := peer.DialNode(o.Addr, o.NodeID, r.tls)
+	if err != nil {
+		return nil, err
+	}
+	r.clients[key] = c
+	return c, nil
+}
+
+// Fetch opens a transfer of hashes at o, has the dispatcher place frames
+// for the run the source serves, READs the run into them and releases the
+// transfer (tier.Remote). The transfer's deadline and ctx's bound it.
+func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
+	place func([]tier.Served) [][][]byte) (landed int, err error) {
+	start := time.Now()
+	cl, err := r.client(o)
+	if err != nil {
+		return 0, err
+	}
+	tr, err := cl.OpenTransfer(ctx, ns, hashes, maxBytes, o.Epoch)
+	if err != nil {
+		return 0, err
+	}
+
+	if tr.ID == 0 || len(tr.Blocks) == 0 {
+		return 0, nil
+	}
+	defer r.release(cl, tr.ID)
+	served := make([]tier.Served, len(tr.Blocks))
+	for i, b := range tr.Blocks {
+		served[i] = tier.Served{Length: b.Length, Layers: b.Layers, CRC32C: b.CRC32C}
+	}
+	dst := place(served)
+	if len(dst) == 0 {
+		return 0, nil
+	}
+
+	if d := tr.Deadline; !d.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	h, err := r.eng.OpenSegment(tr.DataAddr, tr.SegmentID, tr.Capability)
+	if err != nil {
+		return 0, err
+	}
+	defer r.eng.CloseSegment(h)
+	var reqs []transfer.Request
+	first := make([]int, len(dst)+1) // block i's requests are reqs[first[i]:first[i+1]]
+	for i, frames := range dst {
+		first[i] = len(reqs)
+		off := tr.Blocks[i].Offset
+		for _, f := range frames {
+			reqs = append(reqs, transfer.Request{Segment: h, Offset: off, Dst: f})
+			off += uint64(len(f))
+		}
+	}
+	first[len(dst)] = len(reqs)
+	b, err := r.eng.SubmitTransfer(ctx, reqs)
+	if err != nil {
+		return 0, err
+	}
+	werr := r.eng.Wait(ctx, b)
+	st := r.eng.Status(b)
+	r.eng.FreeBatch(b) // after it no byte lands in dst
+	for landed < len(dst) {
+		whole := true
+		for _, s := range st[first[landed]:first[landed+1]] {
+			whole = whole && s.State == transfer.Done
+		}
+		if !whole {
+			break
+		}
+		landed++
+	}
+	if landed > 0 {
+		r.rtt.add(time.Since(start))
+	}
+	if werr != nil && landed < len(dst) {
+		return landed, fmt.Errorf("transfer from %s (%s): %w", o.NodeID, tr.DataAddr, werr)
+	}
+	return landed, nil
+}
+
+// release ends transfer id at its source in the background: the fetch's
+// answer does not wait for it.
+func (r *remote) release(cl *peer.Client, id uint64) {
+	r.releases.Add(1)
+	go func() {
+		defer r.releases.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		if err := cl.ReleaseTransfer(ctx, id); err != nil && !errors.Is(err, peer.ErrUnknownTransfer) {
+			r.log.Debug("peer: release not delivered; the source's lease ends it", slog.Uint64("transfer", id), slog.Any("err", err))
+		}
+	}()
+}
+
+// close waits for releases in flight, then closes every peer client.
+func (r *remote) close() {
+	r.releases.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for addr, c := range r.clients {
+		c.Close()
+		delete(r.clients, addr)
+	}
+}
+
+// rttRing keeps the last rttKept fetch round trips.
+type rttRing struct {
+	mu   sync.Mutex
+	n    int
+	last [rttKept]time.Duration
+}
+
+const rttKept = 4096
+
+func (q *rttRing) add(d time.Duration) {
+	q.mu.Lock()
+	q.last[q.n%rttKept] = d
+	q.n++
+	q.mu.Unlock()
+}
+
+// snapshot returns the kept round trips, oldest first.
+func (q *rttRing) snapshot() []time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := min(q.n, rttKept)
+	out := make([]time.Duration, 0, k)
+	for i := q.n - k; i < q.n; i++ {
+		out = append(out, q.last[i%rttKept])
+	}
+	return out
+}
