@@ -44,7 +44,8 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 		"--blocks blocks from a transfer.Server's segment into registered memory, as GB/s, beside",
 		"a plain TCP stream of the same bytes (io.Copy over one connection into the same",
 		"destination) and the same engine limited to one slice in flight (1 rail, window 1),",
-		"interleaved batch by batch in one process. Method: bench/transfer/README.md.")
+		"interleaved batch by batch in one process. Starts no Manager: --manager-bin and",
+		"--manager-args are refused. Method: bench/transfer/README.md.")
 	sizes := fs.String("sizes", "64KiB,256KiB,1MiB,4MiB", "comma-separated block `sizes`")
 	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per batch")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed batches per size and subject (the median is reported)")
@@ -55,6 +56,9 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 	fs.plotFlag("GB/s against block size")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
+	}
+	if cfg.managerBin != "" || len(cfg.managerArgs) > 0 {
+		return cfg, usagef("--manager-bin and --manager-args configure a Manager; the transfer suite starts none")
 	}
 	if err := firstError(between("blocks", cfg.blocks, 1, 4096), atLeast("iters", cfg.iters, 1), atLeast("warmup", cfg.warmup, 0)); err != nil {
 		return cfg, err

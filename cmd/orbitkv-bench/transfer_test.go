@@ -35,6 +35,7 @@ func TestParseTransferFlagsRejects(t *testing.T) {
 		{"too many rails", []string{"--rails", "65"}, "--rails 65: want 1..64"},
 		{"a negative window", []string{"--window", "-1"}, "--window -1: want 1..64"},
 		{"zero blocks", []string{"--blocks", "0"}, "--blocks must be between 1 and 4096"},
+		{"a Manager binary (the suite starts none)", []string{"--manager-bin", "/bin/true"}, "the transfer suite starts none"},
 		{"a batch over 2GiB", []string{"--sizes", "256MiB", "--blocks", "9"}, "more than 2GiB per batch"},
 	}
 	for _, tt := range tests {
