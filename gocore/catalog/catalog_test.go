@@ -497,3 +497,31 @@ func TestEtcdOutages(t *testing.T) {
 		}
 	}
 }
+
+func TestCatalogOverTLS(t *testing.T) {
+	certs := etcdtest.NewTLS(t)
+	cluster := etcdtest.StartTLS(t, 1, certs)
+	eps := cluster.Endpoints()
+	ns := abi.Namespace{0xdd}
+	const p = "/t-tls/"
+	withTLS := func(s *Spec) { s.TLS = certs.Client }
+	a := open(t, eps, p, "a", 1, withTLS)
+	b := open(t, eps, p, "b", 1, withTLS)
+	hs := randomHashes(rand.New(rand.NewPCG(10, 10)), 10)
+	a.Advertise(ns, hs)
+	for _, h := range hs {
+		eventually(t, waitFor, "b sees a's blocks over TLS", ownedBy(b, ns, h, "a@1"))
+	}
+	t.Run("a Manager without the client certificate is refused and never registers", func(t *testing.T) {
+		noCert := certs.Client.Clone()
+		noCert.Certificates = nil
+		c := open(t, eps, p, "c", 1, func(s *Spec) { s.TLS = noCert })
+		eventually(t, waitFor, "c's registration fails", func() bool { return c.Stats().RegisterErrors >= 2 })
+		if st := c.Stats(); st.Registered || st.Registrations != 0 {
+			t.Fatalf("c registered without a client certificate: %+v", st)
+		}
+		if got := nodes(b.Members()); !slices.Equal(got, []string{"a@1", "b@1"}) {
+			t.Fatalf("b lists %v", got)
+		}
+	})
+}

@@ -37,6 +37,7 @@ type Member struct {
 // are for the test goroutine.
 type Cluster struct {
 	t       testing.TB
+	tls     *TLS // nil: plain http client URLs
 	token   string
 	initial string // the initial-cluster flag: name=peerURL,...
 	Members []*Member
@@ -47,15 +48,31 @@ type Cluster struct {
 // data. With ETCDTEST_LOG=1 the servers log warnings to stderr.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return start(t, n, nil)
+}
+
+// StartTLS is Start with https client URLs that require a client
+// certificate from tc's CA (peers still talk plain http).
+func StartTLS(t testing.TB, n int, tc *TLS) *Cluster {
+	t.Helper()
+	return start(t, n, tc)
+}
+
+func start(t testing.TB, n int, tc *TLS) *Cluster {
+	t.Helper()
 	ports := freePorts(t, 2*n)
 	root := t.TempDir()
-	c := &Cluster{t: t, token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusterSeq.Add(1))}
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+	}
+	c := &Cluster{t: t, tls: tc, token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusterSeq.Add(1))}
 	var initial []string
 	for i := 0; i < n; i++ {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
 			Dir:       filepath.Join(root, fmt.Sprintf("m%d", i)),
-			ClientURL: url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
+			ClientURL: url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])},
 			PeerURL:   url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])},
 		}
 		c.Members = append(c.Members, m)
@@ -103,6 +120,10 @@ func (c *Cluster) config(m *Member) *embed.Config {
 	cfg.ClusterState = embed.ClusterStateFlagNew // ignored once Dir holds a WAL
 	cfg.UnsafeNoFsync = true                     // test data: no fsync on a loaded VM
 	cfg.EnableGRPCGateway = false
+	if c.tls != nil {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = c.tls.ServerCertFile, c.tls.ServerKeyFile
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = c.tls.CAFile, true
+	}
 	lg := zap.NewNop()
 	if os.Getenv("ETCDTEST_LOG") == "1" {
 		lg, _ = zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
@@ -212,11 +233,16 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-// Client returns a plain etcd client of every member, closed at the
-// test's Cleanup: for a test's own reads, writes and compactions.
+// Client returns an etcd client of every member (with the cluster's
+// client certificate under StartTLS), closed at the test's Cleanup: for a
+// test's own reads, writes and compactions.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.tls != nil {
+		cfg.TLS = c.tls.Client
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		c.t.Fatalf("etcdtest: client: %v", err)
 	}
