@@ -56,6 +56,7 @@ type config struct {
 	pyroPassFile string
 	pyroInterval time.Duration
 	ebpf         bool
+	cluster      clusterConfig
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -111,6 +112,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.pyroPassFile, "pyroscope-password-file", "", "`file` holding the basic auth password or access token (one line; it is never printed)")
 	fs.DurationVar(&c.pyroInterval, "pyroscope-upload-interval", profiling.DefaultUploadInterval, "how often profiles are pushed, each covering the interval before it (`duration`, 1s..5m)")
 	fs.BoolVar(&c.ebpf, "ebpf", false, "load eBPF latency probes (Unix socket send to receive, session eventfd wake-up, transfer TCP) and export them on /metrics (the orbitkv_ebpf histograms); needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF, and the Manager does not start when they cannot load")
+	defineClusterFlags(fs, &c.cluster)
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit, build date and Go version, then exit")

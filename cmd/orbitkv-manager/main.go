@@ -129,6 +129,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
+	clusterSpec(o, k, &s)
 	s.Profiling = profilingSpec(o, k, log)
 	return s
 }
