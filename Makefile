@@ -83,7 +83,7 @@ define cmake_build
 endef
 
 .PHONY: help all deps deps-build native go test lint test-go test-native test-asan test-clang \
-	fuzz-build fuzz-smoke fuzz check-generated man bench demo demo-replay demo-channel clean soak \
+	fuzz-build fuzz-smoke fuzz check-generated man bench demo demo-replay demo-channel demo-cluster clean soak \
 	test-integration-race test-python-asan
 
 help: ## List the targets (this text)
@@ -314,6 +314,23 @@ demo-replay: all
 		rm -f $$log; \
 	else \
 		rc=$$?; echo "==> orbitkv-bench replay failed (exit $$rc); its log:"; cat $$log; rm -f $$log; exit $$rc; \
+	fi
+
+# Three Managers on 127.0.0.1, .2 and .3 (peer control and data listeners;
+# HTTP on 127.0.0.1) joined by a real etcd (bin/orbitkv-etcd, built from
+# etcd's embed package), the conversation trace replayed by 6 clients
+# spread over them (client i on node i mod 3), beside 3 Managers without
+# the peer tier and one Manager with their RAM: the hit ratios, the peer
+# tier's figures, and hits per node and per tier (bench/cluster/README.md).
+# The bench makes the cluster's CA and node certificates in a temporary
+# directory and stops everything at the end (also on failure or Ctrl-C).
+demo-cluster: all ## Three Managers on 127.0.0.1, .2, .3 and a real etcd replay the conversation trace, clients spread over the nodes: hits per node and per tier
+	@log=$$(mktemp /tmp/orbitkv-demo-cluster.XXXXXX.log); \
+	echo "==> bin/orbitkv-bench replay --nodes 3 --clients 6 (one Manager, 3 without peers, 3 with an etcd and the peer tier; a few minutes; log $$log)"; \
+	if bin/orbitkv-bench replay --nodes 3 --clients 6 --repeats 1 --trace bench/traces/mooncake-conversation.jsonl.gz 2>$$log; then \
+		rm -f $$log; \
+	else \
+		rc=$$?; echo "==> orbitkv-bench replay --nodes 3 failed (exit $$rc); its log:"; cat $$log; rm -f $$log; exit $$rc; \
 	fi
 
 # Starts the Manager on its embedded defaults, runs the channel benchmark

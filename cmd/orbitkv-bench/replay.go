@@ -34,6 +34,8 @@ type replayConfig struct {
 	ramCapacity uint64 // --ram-capacity of a Manager the bench starts
 	socket      string // running Manager's bootstrap socket; "" = start one
 	limit       int    // replay the first limit requests; 0 = all
+	nodes       int    // --nodes: 0 = one Manager; N = the cluster comparison (replay_cluster.go)
+	etcdBin     string // --etcd-bin; "" = orbitkv-etcd next to this binary
 }
 
 // pageBytes is the bytes of one block in one layer.
@@ -75,6 +77,8 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suiteFlags {
 	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
 	fs.Var(sizeValue{&cfg.ramCapacity}, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
 	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
+	fs.IntVar(&cfg.nodes, "nodes", 0, fmt.Sprintf("`N` (1..%d): replay on N Managers with the peer tier (an etcd, node i on 127.0.0.i), on N without it, and on one, each N sharing --ram-capacity; clients spread over the nodes (bench/cluster/README.md)", maxReplayNodes))
+	fs.StringVar(&cfg.etcdBin, "etcd-bin", "", "etcd `binary` of --nodes (default: orbitkv-etcd next to this binary)")
 	return fs
 }
 
@@ -89,6 +93,7 @@ func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	}
 	err := firstError(
 		between("clients", cfg.clients, 1, maxReplayClients),
+		between("nodes", cfg.nodes, 0, maxReplayNodes),
 		between("layers", layers, 1, maxReplayLayers),
 		checkLimit(cfg.limit))
 	if err != nil {
@@ -109,6 +114,16 @@ func parseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	if cfg.ramCapacity < cfg.blockBytes {
 		return cfg, usagef("--ram-capacity %s is smaller than one block (--block-bytes %s)",
 			humanize.IBytes(cfg.ramCapacity), humanize.IBytes(cfg.blockBytes))
+	}
+	if cfg.nodes > 0 {
+		switch {
+		case cfg.socket != "":
+			return cfg, usagef("--nodes starts its own Managers: it does not take --socket")
+		case cfg.clients < cfg.nodes:
+			return cfg, usagef("--clients %d is fewer than --nodes %d: every node needs a client", cfg.clients, cfg.nodes)
+		case cfg.ramCapacity/uint64(cfg.nodes) < cfg.blockBytes:
+			return cfg, usagef("--ram-capacity %s over --nodes %d is less than one block per node", humanize.IBytes(cfg.ramCapacity), cfg.nodes)
+		}
 	}
 	return cfg, fs.refuseWithSocket(cfg.socket, "manager-bin", "manager-args", "ram-capacity")
 }
@@ -196,6 +211,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	plan, err := loadPlan(&cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.nodes > 0 {
+		return runClusterReplay(&cfg, plan, stdout, stderr)
 	}
 	mon := startMonitor(nil)
 	defer mon.stop()

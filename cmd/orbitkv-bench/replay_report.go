@@ -56,6 +56,7 @@ type replayReport struct {
 	IdleInvariant       string              `json:"idle_invariant"`         // "ok", "not checked: …" or "violated: …"
 
 	hists         map[string]*latencyHist // merged over the workers, keyed by op name, for plots
+	remoteHist    *latencyHist            // queries that waited for Loading, first ask to lease (nil: none)
 	header        string                  // conditions of the run, first line of the table
 	idleViolation string                  // non-empty: the run fails
 	restoreNS     uint64                  // time inside restore ops, summed over the workers (and replays)
@@ -192,7 +193,7 @@ func combineReplays(reps []*replayReport) *replayReport {
 	out.Unadmitted, out.UnadmittedBlocks, out.LoadingWaits, out.StoredBlocks, out.PresentBlocks = 0, 0, 0, 0, 0
 	out.RestoredBytes, out.PublishedBytes, out.restoreNS, out.publishNS, out.WallS = 0, 0, 0, 0, 0
 	out.IdleInvariant, out.idleViolation = "ok", ""
-	out.RTT, out.hists = map[string]rttStats{}, map[string]*latencyHist{}
+	out.RTT, out.hists, out.remoteHist = map[string]rttStats{}, map[string]*latencyHist{}, nil
 	for _, r := range reps {
 		out.Requests += r.Requests
 		out.Blocks += r.Blocks
@@ -213,6 +214,12 @@ func combineReplays(reps []*replayReport) *replayReport {
 		}
 		if r.idleViolation != "" && out.idleViolation == "" {
 			out.idleViolation = r.idleViolation
+		}
+		if r.remoteHist != nil {
+			if out.remoteHist == nil {
+				out.remoteHist = newLatencyHist()
+			}
+			out.remoteHist.merge(r.remoteHist)
 		}
 		for op, h := range r.hists {
 			if out.hists[op] == nil {

@@ -99,5 +99,12 @@ func decodeWorkerResult(line []byte) (*workerResult, [numOps]*latencyHist, error
 		}
 		hists[op] = h
 	}
+	if res.Remote != "" {
+		h, err := decodeLatencyHist("result: remote", []byte(res.Remote))
+		if err != nil {
+			return nil, hists, err
+		}
+		res.remote = h
+	}
 	return res, hists, nil
 }

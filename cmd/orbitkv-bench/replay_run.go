@@ -29,8 +29,11 @@ type replayRun struct {
 	cfg     replayConfig
 	plan    *replayPlan
 	manager *manager
-	stderr  io.Writer
-	salt    string // tenant salt of this run's namespace (replayNamespace)
+	// nodes, when set, are the Managers of a cluster run (manager is the
+	// first): client i talks to nodes[i % len(nodes)].
+	nodes  []*manager
+	stderr io.Writer
+	salt   string // tenant salt of this run's namespace (replayNamespace)
 
 	progress *progress                // the requests of every repeat (runReplay); nil: none shown
 	prog     atomic.Pointer[progress] // progress from the workers' release on; their pipes count into it
@@ -73,7 +76,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		in := workerInput{Socket: r.manager.socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
+		in := workerInput{Socket: r.managerOf(i).socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
 			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: workerProgressFD}
 		go w.talk(in, ready, done)
 	}
@@ -113,6 +116,22 @@ func (r *replayRun) execute() (*replayReport, error) {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// managerOf is the Manager client i talks to.
+func (r *replayRun) managerOf(i int) *manager {
+	if len(r.nodes) > 0 {
+		return r.nodes[i%len(r.nodes)]
+	}
+	return r.manager
+}
+
+// managers are every Manager of the run.
+func (r *replayRun) managers() []*manager {
+	if len(r.nodes) > 0 {
+		return r.nodes
+	}
+	return []*manager{r.manager}
 }
 
 // startWorker re-executes this binary as the hidden worker subcommand.
@@ -240,6 +259,12 @@ func (r *replayRun) merge(results []*workerResult, hists [][numOps]*latencyHist,
 		rep.Unadmitted += res.Unadmitted
 		rep.UnadmittedBlocks += res.UnadmittedBlocks
 		rep.LoadingWaits += res.LoadingWaits
+		if res.remote != nil {
+			if rep.remoteHist == nil {
+				rep.remoteHist = newLatencyHist()
+			}
+			rep.remoteHist.merge(res.remote)
+		}
 		rep.StoredBlocks += res.StoredBlocks
 		rep.PresentBlocks += res.PresentBlocks
 		rep.RestoredBytes += res.RestoredBytes
@@ -287,23 +312,34 @@ func (r *replayRun) checkIdle(rep *replayReport) error {
 	}
 	deadline := time.Now().Add(idleCheckTimeout)
 	for {
-		h, err := readManagerHealth(r.manager.http)
-		if err != nil {
-			return fmt.Errorf("health after the run: %w%s", err, r.manager.exitNote())
+		var blocks, used, capacity uint64
+		var busy []string
+		for k, m := range r.managers() {
+			h, err := readManagerHealth(m.http)
+			if err != nil {
+				return fmt.Errorf("health after the run: %w%s", err, m.exitNote())
+			}
+			blocks, used, capacity = blocks+h.Blocks, used+h.RAMUsedBytes, capacity+h.RAMCapacityBytes
+			if h.Sessions != 0 || h.Leases != 0 || h.Pins != 0 || h.ReservedBytes != 0 || h.Operations != 0 {
+				b := fmt.Sprintf("%d sessions, %d leases, %d pins, %d reserved bytes, %d operations",
+					h.Sessions, h.Leases, h.Pins, h.ReservedBytes, h.Operations)
+				if len(r.nodes) > 0 {
+					b = fmt.Sprintf("node %d: %s", k, b)
+				}
+				busy = append(busy, b)
+			}
 		}
-		rep.ManagerBlocks, rep.ManagerRAMUsedBytes = h.Blocks, h.RAMUsedBytes
-		if h.RAMCapacityBytes != 0 {
-			rep.RAMCapacityBytes = h.RAMCapacityBytes
+		rep.ManagerBlocks, rep.ManagerRAMUsedBytes = blocks, used
+		if capacity != 0 {
+			rep.RAMCapacityBytes = capacity
 		}
-		busy := fmt.Sprintf("%d sessions, %d leases, %d pins, %d reserved bytes, %d operations",
-			h.Sessions, h.Leases, h.Pins, h.ReservedBytes, h.Operations)
-		if h.Sessions == 0 && h.Leases == 0 && h.Pins == 0 && h.ReservedBytes == 0 && h.Operations == 0 {
+		if len(busy) == 0 {
 			rep.IdleInvariant = "ok"
 			return nil
 		}
 		if time.Now().After(deadline) {
-			rep.IdleInvariant = "violated: " + busy
-			rep.idleViolation = busy
+			rep.IdleInvariant = "violated: " + strings.Join(busy, "; ")
+			rep.idleViolation = rep.IdleInvariant[len("violated: "):]
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)

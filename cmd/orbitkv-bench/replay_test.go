@@ -177,6 +177,10 @@ func TestParseReplayFlagsRejects(t *testing.T) {
 		{"a capacity for an external Manager", []string{"--socket", "/tmp/x.sock", "--ram-capacity", "1GiB"}, "--ram-capacity configures a Manager the bench starts"},
 		{"Manager arguments for an external Manager", []string{"--socket", "/tmp/x.sock", "--manager-args", "-x"}, "--manager-args configures"},
 		{"a stray argument", []string{"extra"}, `unexpected argument "extra"`},
+		{"too many nodes", []string{"--nodes", "17"}, "--nodes must be between 0 and 16, got 17"},
+		{"nodes with a running Manager", []string{"--nodes", "2", "--socket", "/tmp/x.sock"}, "--nodes starts its own Managers: it does not take --socket"},
+		{"fewer clients than nodes", []string{"--nodes", "3", "--clients", "2"}, "--clients 2 is fewer than --nodes 3"},
+		{"less than a block per node", []string{"--nodes", "4", "--ram-capacity", "128KiB", "--block-bytes", "64KiB"}, "less than one block per node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -339,7 +343,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir, "../orbitkv-manager", ".")
+		cmd := exec.Command("go", "build", "-o", binDir, "../orbitkv-manager", "../orbitkv-etcd", ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -91,6 +91,12 @@ type workerResult struct {
 	RestoreNS        uint64            `json:"restore_ns"`
 	PublishNS        uint64            `json:"publish_ns"`
 	Histograms       map[string]string `json:"histograms"`
+	// Remote is the histogram (encoded as Histograms) of the queries that
+	// answered Loading before their lease (a peer fetch, or an SSD
+	// prefetch), from the first ask to the lease, ns; "" when none did.
+	Remote string `json:"remote,omitempty"`
+
+	remote *latencyHist // Remote decoded (decodeWorkerResult)
 }
 
 // runReplayWorker is `orbitkv-bench __replay-worker`: one replay client.
@@ -140,6 +146,7 @@ type replayWorker struct {
 	entries []client.RestoreEntry
 	leases  []client.Lease
 	hists   [numOps]*latencyHist
+	remote  *latencyHist // queries that waited for Loading
 	res     workerResult
 }
 
@@ -189,6 +196,7 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 	for op := range w.hists {
 		w.hists[op] = newLatencyHist()
 	}
+	w.remote = newLatencyHist()
 	return w, nil
 }
 
@@ -220,6 +228,13 @@ func (w *replayWorker) run() error {
 			return fmt.Errorf("encoding the %s histogram: %w", opNames[op], err)
 		}
 		w.res.Histograms[opNames[op]] = string(b)
+	}
+	if w.remote.count() > 0 {
+		b, err := w.remote.encode()
+		if err != nil {
+			return fmt.Errorf("encoding the remote histogram: %w", err)
+		}
+		w.res.Remote = string(b)
 	}
 	return nil
 }
@@ -337,11 +352,15 @@ const (
 // Loading (the SSD tier prefetches the chain into RAM); the timed round trip
 // includes the waits.
 func (w *replayWorker) queryUntilReady(hashes []client.BlockHash) (client.Lease, error) {
-	deadline := time.Now().Add(loadingTimeout)
-	for {
+	start := time.Now()
+	deadline := start.Add(loadingTimeout)
+	for waited := false; ; waited = true {
 		l, err := w.c.Query(w.ns, hashes)
 		var ce *client.Error
 		if err == nil || !errors.As(err, &ce) || ce.Code != client.CodePending {
+			if waited && err == nil {
+				w.remote.recordDuration(time.Since(start))
+			}
 			return l, err
 		}
 		w.res.LoadingWaits++
