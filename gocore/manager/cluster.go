@@ -87,8 +87,10 @@ type cluster struct {
 func (m *Manager) newCluster(s Spec) (*cluster, error) {
 	cs := *s.Cluster
 	es := cs.Engine
+	c := &cluster{spec: cs, log: s.Logger.With(slog.String("component", "cluster"))}
 	if m.probes != nil {
-		es.OnConn = func(conn net.Conn, to string) { m.registerTransfer(conn, to) }
+		// Requester side: the peer's node id labels its histograms.
+		es.OnConn = func(conn net.Conn, to string) { m.registerTransfer(conn, c.remote.nodeOf(to)) }
 	}
 	if es.Logger == nil {
 		es.Logger = s.Logger
@@ -97,10 +99,18 @@ func (m *Manager) newCluster(s Spec) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{spec: cs, log: s.Logger.With(slog.String("component", "cluster")), engine: eng}
+	c.engine = eng
 	c.remote = newRemote(eng, cs.ClientTLS, s.Logger)
 	c.adv = &advertiser{}
 	return c, nil
+}
+
+// hostOf is addr without its port.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // registerTransfer hands a transfer data connection to the eBPF probes.
@@ -127,7 +137,11 @@ func (m *Manager) startCluster(s Spec) error {
 		ts.Logger = s.Logger
 	}
 	if m.probes != nil {
-		ts.OnConn = func(conn net.Conn) { m.registerTransfer(conn, conn.RemoteAddr().String()) }
+		// Source side: a data connection is admitted by the capability its
+		// first READ carries, after OnConn, so the requester's node is not
+		// known yet: its host address labels the histograms (never the
+		// ephemeral port, which would make a label per connection).
+		ts.OnConn = func(conn net.Conn) { m.registerTransfer(conn, hostOf(conn.RemoteAddr().String())) }
 	}
 	var err error
 	if c.data, err = transfer.Listen(ts); err != nil {

@@ -10,9 +10,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/orbitkv/orbitkv/ebpf"
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
@@ -81,6 +83,12 @@ type clusterNode struct {
 // registered buffer.
 func startNode(t *testing.T, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config) *clusterNode {
 	t.Helper()
+	return startNodeWith(t, name, epoch, endpoints, certs, nil)
+}
+
+// startNodeWith is startNode with edit applied to the Spec first.
+func startNodeWith(t *testing.T, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config, edit func(*Spec)) *clusterNode {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("CLUSTER_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
@@ -93,6 +101,9 @@ func startNode(t *testing.T, name string, epoch uint64, endpoints []string, cert
 		Cluster: &ClusterSpec{NodeID: name, PeerListen: "127.0.0.1:0", TransferListen: "127.0.0.1:0",
 			Catalog:   catalog.Spec{Endpoints: endpoints, BatchInterval: 20 * time.Millisecond, LeaseTTL: 2 * time.Second},
 			ServerTLS: certs[name][0], ClientTLS: certs[name][1]},
+	}
+	if edit != nil {
+		edit(&s)
 	}
 	m := serving(t, s)
 	c, err := client.Connect(client.Options{SocketPath: s.Bootstrap.Path, InstanceID: name + "-client"})
@@ -326,4 +337,113 @@ func TestARequesterThatGoesAwayReleasesTheSourcesPins(t *testing.T) {
 	}
 	cl.Close()
 	waitPins(t, a)
+}
+
+// fetchAll has b lease and release the chain 0..n a publishes, failing
+// unless every block comes back.
+func fetchAll(t *testing.T, b *clusterNode, n int) {
+	t.Helper()
+	l, took, err := b.query(t, n, 5*time.Second)
+	if err != nil || l.Hits != uint32(n) {
+		t.Fatalf("query on %s: %+v, %v after %v; want %d hits", b.m.spec.Cluster.NodeID, l, err, took, n)
+	}
+	if err := b.c.Release(l.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With etcd gone, each Manager goes on serving its own blocks (the
+// dispatcher never waits for etcd: advertising queues), and once etcd is
+// back the advertisements made meanwhile reach the peers.
+func TestLocalServingGoesOnWithoutEtcdAndAdvertisingResumes(t *testing.T) {
+	etcd := etcdtest.Start(t, 1)
+	eps := []string{etcd.Members[0].ClientURL.Host}
+	certs := clusterCerts(t, "a", "b")
+	a := startNode(t, "a", 11, eps, certs)
+	b := startNode(t, "b", 22, eps, certs)
+	etcd.Stop(0)
+	start := time.Now()
+	a.publish(t, 0, 4)
+	l, _, err := a.query(t, 4, 2*time.Second)
+	if err != nil || l.Hits != 4 {
+		t.Fatalf("local query on a with etcd down: %+v, %v", l, err)
+	}
+	a.c.Release(l.ID)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("publishing and querying locally took %v with etcd down", took)
+	}
+	// b knows no owner yet: a miss at once, never a wait for etcd.
+	if l, took, err := b.query(t, 4, 2*time.Second); err != nil || l.Hits != 0 {
+		t.Fatalf("query on b with etcd down: %+v, %v after %v; want a miss", l, err, took)
+	}
+	etcd.StartMembers(0)
+	etcd.WaitReady(0)
+	waitOwners(t, b, 3)
+	fetchAll(t, b, 4)
+}
+
+// A restarted Manager has a new epoch and an empty RAM tier: its peers
+// drop the advertisements of its old epoch and never ask it for them.
+func TestARestartedPeerIsNotAskedForItsOldEpochsBlocks(t *testing.T) {
+	eps := etcdEndpoints(t)
+	certs := clusterCerts(t, "a", "b")
+	a := startNode(t, "a", 11, eps, certs)
+	b := startNode(t, "b", 22, eps, certs)
+	a.publish(t, 0, 4)
+	waitOwners(t, b, 3)
+	a.c.Close()
+	a.m.Close()
+	a2 := startNode(t, "a", 12, eps, certs)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ms := b.m.Catalog().Members()
+		owners := b.m.Catalog().Owners(cNS, cHash(0))
+		if len(owners) == 0 && slices.ContainsFunc(ms, func(m catalog.Member) bool { return m.NodeID == "a" && m.Epoch == 12 }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a's restart b still lists owners %+v (members %+v)", owners, ms)
+		}
+	}
+	if l, _, err := b.query(t, 4, 3*time.Second); err != nil || l.Hits != 0 {
+		t.Fatalf("query on b: %+v, %v; want a miss", l, err)
+	}
+	if st := b.m.Cache.Stats(); st.Peer.Fetches != 0 {
+		t.Fatalf("b fetched %d times from a peer that holds nothing", st.Peer.Fetches)
+	}
+	// The new epoch's blocks are fetched as before.
+	a2.publish(t, 0, 4)
+	waitOwners(t, b, 3)
+	fetchAll(t, b, 4)
+}
+
+// With the eBPF probes loaded, both ends of the transfer engine's data
+// connections are measured: the requester's under the source's node id,
+// the source's under the requester's host address.
+func TestTransferConnectionsAreMeasuredByTheProbes(t *testing.T) {
+	if err := ebpf.Check(); err != nil {
+		t.Skipf("BPF unavailable here: %v", err)
+	}
+	eps := etcdEndpoints(t)
+	certs := clusterCerts(t, "a", "b")
+	probed := func(s *Spec) { s.EBPF, s.HTTPAddr = true, "127.0.0.1:0" }
+	a := startNodeWith(t, "a", 11, eps, certs, probed)
+	b := startNodeWith(t, "b", 22, eps, certs, probed)
+	a.publish(t, 0, 8)
+	waitOwners(t, b, 7)
+	fetchAll(t, b, 8)
+	for _, tc := range []struct {
+		name   string
+		node   *clusterNode
+		metric string
+		peer   string
+	}{
+		{"the requester's receives are counted under the source's node id", b, "orbitkv_ebpf_transfer_receive_seconds", "a"},
+		{"the source's sends are counted under the requester's address", a, "orbitkv_ebpf_transfer_send_seconds", "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := histogramCount(t, scrape(t, tc.node.m), tc.metric, map[string]string{"peer": tc.peer}); n == 0 {
+				t.Errorf("%s{peer=%q}: no samples", tc.metric, tc.peer)
+			}
+		})
+	}
 }

@@ -35,7 +35,7 @@ type remote struct {
 	mu       sync.Mutex
 	clients  map[string]*peer.Client // by node id and peer control address
 	releases sync.WaitGroup          // ReleaseTransfer calls in flight
-	rtt      rttRing                 // round trips of fetches that landed blocks
+	dataNode sync.Map                // transfer data address → node id, for the probes' labels
 }
 
 func newRemote(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *remote {
@@ -81,7 +81,6 @@ func (r *remote) client(o tier.Owner) (*peer.Client, error) {
 // transfer (tier.Remote). The transfer's deadline and ctx's bound it.
 func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
 	place func([]tier.Served) [][][]byte) (landed int, err error) {
-	start := time.Now()
 	cl, err := r.client(o)
 	if err != nil {
 		return 0, err
@@ -109,6 +108,7 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
+	r.dataNode.Store(tr.DataAddr, o.NodeID)
 	h, err := r.eng.OpenSegment(tr.DataAddr, tr.SegmentID, tr.Capability)
 	if err != nil {
 		return 0, err
@@ -142,9 +142,6 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 		}
 		landed++
 	}
-	if landed > 0 {
-		r.rtt.add(time.Since(start))
-	}
 	if werr != nil && landed < len(dst) {
 		return landed, fmt.Errorf("transfer from %s (%s): %w", o.NodeID, tr.DataAddr, werr)
 	}
@@ -176,30 +173,11 @@ func (r *remote) close() {
 	}
 }
 
-// rttRing keeps the last rttKept fetch round trips.
-type rttRing struct {
-	mu   sync.Mutex
-	n    int
-	last [rttKept]time.Duration
-}
-
-const rttKept = 4096
-
-func (q *rttRing) add(d time.Duration) {
-	q.mu.Lock()
-	q.last[q.n%rttKept] = d
-	q.n++
-	q.mu.Unlock()
-}
-
-// snapshot returns the kept round trips, oldest first.
-func (q *rttRing) snapshot() []time.Duration {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	k := min(q.n, rttKept)
-	out := make([]time.Duration, 0, k)
-	for i := q.n - k; i < q.n; i++ {
-		out = append(out, q.last[i%rttKept])
+// nodeOf is the node id whose transfer data address is addr (the
+// address itself when no fetch named it).
+func (r *remote) nodeOf(addr string) string {
+	if v, ok := r.dataNode.Load(addr); ok {
+		return v.(string)
 	}
-	return out
+	return hostOf(addr)
 }
