@@ -2,12 +2,14 @@ package catalog
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -286,6 +288,10 @@ func (c *Catalog) flush(lease clientv3.LeaseID) bool {
 	return ok
 }
 
+// commit writes batch in one transaction. One that etcd refuses as too
+// large or of too many operations (an etcd run with --max-request-bytes or
+// --max-txn-ops below the defaults) is split in halves, down to one shard
+// per transaction.
 func (c *Catalog) commit(lease clientv3.LeaseID, batch []write) bool {
 	ops := make([]clientv3.Op, len(batch))
 	for i, w := range batch {
@@ -298,14 +304,19 @@ func (c *Catalog) commit(lease clientv3.LeaseID, batch []write) bool {
 	ctx, cancel := c.opCtx()
 	_, err := c.cli.Txn(ctx).Then(ops...).Commit()
 	cancel()
-	if err != nil {
-		c.st.flushErrors.Add(1)
-		c.log.Debug("catalog flush failed", slog.Int("shards", len(batch)), slog.Any("err", err))
-		for _, w := range batch {
-			c.markDirty(w.shard)
-		}
-		return false
+	if err == nil {
+		c.st.flushes.Add(1)
+		return true
 	}
-	c.st.flushes.Add(1)
-	return true
+	if len(batch) > 1 && (errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrTooManyOps)) {
+		h := len(batch) / 2
+		first := c.commit(lease, batch[:h])
+		return c.commit(lease, batch[h:]) && first
+	}
+	c.st.flushErrors.Add(1)
+	c.log.Debug("catalog flush failed", slog.Int("shards", len(batch)), slog.Any("err", err))
+	for _, w := range batch {
+		c.markDirty(w.shard)
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/internal/etcdtest"
@@ -500,7 +501,7 @@ func TestEtcdOutages(t *testing.T) {
 
 func TestCatalogOverTLS(t *testing.T) {
 	certs := etcdtest.NewTLS(t)
-	cluster := etcdtest.StartTLS(t, 1, certs)
+	cluster := etcdtest.StartWith(t, 1, etcdtest.Options{TLS: certs})
 	eps := cluster.Endpoints()
 	ns := abi.Namespace{0xdd}
 	const p = "/t-tls/"
@@ -524,4 +525,25 @@ func TestCatalogOverTLS(t *testing.T) {
 			t.Fatalf("b lists %v", got)
 		}
 	})
+}
+
+// TestFlushSplitsTransactionsEtcdRefuses runs etcd with request and
+// transaction limits far below the defaults the flusher sizes its
+// transactions for: refused transactions are split until they fit.
+func TestFlushSplitsTransactionsEtcdRefuses(t *testing.T) {
+	cluster := etcdtest.StartWith(t, 1, etcdtest.Options{Config: func(c *embed.Config) {
+		c.MaxTxnOps = 2
+		c.MaxRequestBytes = 16 << 10
+	}})
+	eps := cluster.Endpoints()
+	ns := abi.Namespace{0xee}
+	const p = "/t-split/"
+	a := open(t, eps, p, "a", 1, func(s *Spec) { s.AdvertiseBudgetBytes = 1 << 20; s.BatchInterval = 200 * time.Millisecond })
+	b := open(t, eps, p, "b", 1, nil)
+	hs := randomHashes(rand.New(rand.NewPCG(11, 11)), 4000) // 8 shards of about 8 KiB
+	a.Advertise(ns, hs)
+	eventually(t, waitFor, "b indexes all of a's blocks", func() bool { return b.Stats().IndexedEntries == 4000 })
+	if st := a.Stats(); st.FlushErrors != 0 || st.PendingShards != 0 || st.Flushes < 4 {
+		t.Fatalf("a's stats %+v: every shard should be written, in at least 4 transactions of 2 and none failed", st)
+	}
 }

@@ -113,8 +113,10 @@
 // set per shard, under a lock per shard: they never wait on etcd. Every
 // Spec.BatchInterval a flusher writes the shards that changed, each as a
 // whole value, in transactions of at most 128 shards and about 1.25 MiB
-// (etcd's default --max-txn-ops and request limit); a failed transaction's
-// shards stay marked and go in the next batch. Rewriting a whole shard
+// (etcd's default --max-txn-ops and request limit; one that an etcd with
+// lower limits refuses is split in halves, down to a shard each, and etcd
+// must then take one shard of MaxShardValueBytes in a request); a failed
+// transaction's shards stay marked and go in the next batch. Rewriting a whole shard
 // trades write volume (at most the budget per interval, when every shard
 // changes) for one key per shard: etcd holds Shards keys per node, not
 // one per block, and a reader updates its index with one value per shard.

@@ -54,9 +54,12 @@ func (c *Catalog) sessionLoop() {
 	}
 }
 
-// register grants a lease and, in one transaction, writes the member
-// record under it and deletes this node's records of older epochs (their
-// Manager is gone: this process replaced it).
+// register grants a lease, writes the member record under it, and
+// deletes this node's records of older epochs (their Manager is gone:
+// this process replaced it; were the deletes lost, those records would
+// still go with their lease and be ignored meanwhile). Three plain calls,
+// not one transaction, so that an etcd run with --max-txn-ops below 3
+// still takes them.
 func (c *Catalog) register(ttl int64) (clientv3.LeaseID, error) {
 	ctx, cancel := c.opCtx()
 	defer cancel()
@@ -65,16 +68,16 @@ func (c *Catalog) register(ttl int64) (clientv3.LeaseID, error) {
 		return 0, fmt.Errorf("granting the membership lease: %w", err)
 	}
 	p, self := c.spec.Prefix, c.spec.Self
-	_, err = c.cli.Txn(ctx).Then(
-		clientv3.OpPut(memberKey(p, self.NodeID, self.Epoch), string(encodeMember(self)), clientv3.WithLease(g.ID)),
-		clientv3.OpDelete(nodePrefix(p, "m", self.NodeID), clientv3.WithRange(epochKey(p, "m", self.NodeID, self.Epoch))),
-		clientv3.OpDelete(nodePrefix(p, "i", self.NodeID), clientv3.WithRange(epochKey(p, "i", self.NodeID, self.Epoch))),
-	).Commit()
-	if err != nil {
+	if _, err = c.cli.Put(ctx, memberKey(p, self.NodeID, self.Epoch), string(encodeMember(self)), clientv3.WithLease(g.ID)); err != nil {
 		rctx, rcancel := context.WithTimeout(context.Background(), c.spec.DialTimeout)
 		c.cli.Revoke(rctx, g.ID) // best effort: else it expires unused
 		rcancel()
 		return 0, fmt.Errorf("writing the member record: %w", err)
+	}
+	for _, kind := range []string{"m", "i"} {
+		if _, err := c.cli.Delete(ctx, nodePrefix(p, kind, self.NodeID), clientv3.WithRange(epochKey(p, kind, self.NodeID, self.Epoch))); err != nil {
+			c.log.Debug("catalog: deleting this node's older epochs failed (they go with their lease)", slog.Any("err", err))
+		}
 	}
 	return g.ID, nil
 }

@@ -37,7 +37,8 @@ type Member struct {
 // are for the test goroutine.
 type Cluster struct {
 	t       testing.TB
-	tls     *TLS // nil: plain http client URLs
+	tls     *TLS                // nil: plain http client URLs
+	edit    func(*embed.Config) // Options.Config
 	token   string
 	initial string // the initial-cluster flag: name=peerURL,...
 	Members []*Member
@@ -48,25 +49,31 @@ type Cluster struct {
 // data. With ETCDTEST_LOG=1 the servers log warnings to stderr.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return start(t, n, nil)
+	return StartWith(t, n, Options{})
 }
 
-// StartTLS is Start with https client URLs that require a client
-// certificate from tc's CA (peers still talk plain http).
-func StartTLS(t testing.TB, n int, tc *TLS) *Cluster {
-	t.Helper()
-	return start(t, n, tc)
+// Options changes what StartWith starts.
+type Options struct {
+	// TLS, when set, makes the client URLs https, requiring a client
+	// certificate of its CA (peers still talk plain http); Client then
+	// uses TLS.Client.
+	TLS *TLS
+	// Config, when set, edits each member's configuration last (limits
+	// such as MaxRequestBytes or MaxTxnOps).
+	Config func(*embed.Config)
 }
 
-func start(t testing.TB, n int, tc *TLS) *Cluster {
+// StartWith is Start with Options.
+func StartWith(t testing.TB, n int, o Options) *Cluster {
 	t.Helper()
+	tc := o.TLS
 	ports := freePorts(t, 2*n)
 	root := t.TempDir()
 	scheme := "http"
 	if tc != nil {
 		scheme = "https"
 	}
-	c := &Cluster{t: t, tls: tc, token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusterSeq.Add(1))}
+	c := &Cluster{t: t, tls: tc, edit: o.Config, token: fmt.Sprintf("etcdtest-%d-%d", os.Getpid(), clusterSeq.Add(1))}
 	var initial []string
 	for i := 0; i < n; i++ {
 		m := &Member{
@@ -129,6 +136,9 @@ func (c *Cluster) config(m *Member) *embed.Config {
 		lg, _ = zap.NewDevelopment(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.With(zap.String("member", m.Name)))
+	if c.edit != nil {
+		c.edit(cfg)
+	}
 	return cfg
 }
 
@@ -234,7 +244,7 @@ func (c *Cluster) Leader() int {
 }
 
 // Client returns an etcd client of every member (with the cluster's
-// client certificate under StartTLS), closed at the test's Cleanup: for a
+// client certificate under Options.TLS), closed at the test's Cleanup: for a
 // test's own reads, writes and compactions.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
