@@ -35,7 +35,8 @@
 // With the default prefix a member key is 28+len(node) bytes and an
 // inventory key 33+len(node). Epochs are fixed-width hex so that a node's
 // older epochs sort before its current one: a Manager deletes its node's
-// older-epoch records with one range delete when it registers.
+// older-epoch records with a range delete of each kind when it
+// registers.
 //
 // # Values
 //
