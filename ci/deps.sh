@@ -40,6 +40,9 @@ PACKAGES=(
 	python3-venv            # a fresh virtual environment for the wheel test (python/tests/test_wheel.py) and engines/deps.sh
 	python3-torch           # the e2e gate's test engine (CPU); pulls python3-numpy
 	python3-numpy
+	libibverbs1             # with libnuma1 and libcurl4: loaded by Mooncake's transfer_engine_bench (build/venv/mooncake, docs/mooncake.md)
+	libnuma1
+	libcurl4
 )
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26

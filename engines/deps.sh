@@ -2,7 +2,7 @@
 # engines/deps.sh — create the real engines' Python environments from the
 # lock files beside this script, idempotently.
 #
-#   engines/deps.sh [--lock] [ENV...]     ENV: vllm, sglang (default: both)
+#   engines/deps.sh [--lock] [ENV...]     ENV: vllm, sglang, mooncake (default: all)
 #
 # Each ENV becomes build/venv/ENV (git-ignored), a virtual environment of
 # Debian's /usr/bin/python3 (3.11) holding exactly the packages of
@@ -34,11 +34,11 @@ envs=()
 for a in "$@"; do
 	case "$a" in
 		--lock) lock=1 ;;
-		vllm|sglang) envs+=("$a") ;;
-		*) die "unknown argument '$a': want --lock, vllm or sglang" ;;
+		vllm|sglang|mooncake) envs+=("$a") ;;
+		*) die "unknown argument '$a': want --lock, vllm, sglang or mooncake" ;;
 	esac
 done
-[ ${#envs[@]} -gt 0 ] || envs=(vllm sglang)
+[ ${#envs[@]} -gt 0 ] || envs=(vllm sglang mooncake)
 
 [ "$(uname -m)" = x86_64 ] || die "machine $(uname -m): the locks name x86-64 wheels only"
 [ -x "$py" ] || die "ORBITKV_ENGINE_PYTHON '$py' is not an executable"
@@ -59,6 +59,7 @@ if [ "$lock" = 1 ]; then
 	"${compile[@]}" "$here/uv.in" -o "$here/uv.lock"
 	"${compile[@]}" --override "$here/vllm.overrides" "$here/vllm.in" -o "$here/vllm.lock"
 	"${compile[@]}" "$here/sglang.in" -o "$here/sglang.lock"
+	"${compile[@]}" "$here/mooncake.in" -o "$here/mooncake.lock"
 	exit 0
 fi
 
