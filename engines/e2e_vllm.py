@@ -341,14 +341,13 @@ class Gate:
                         **self.connector(extra={"orbitkv.zero_copy": False}))
         if not self.started(e):
             return
-        mode = None
+        mode = (e.started or {}).get("kv_mode")
+        self.check("save (orbitkv.zero_copy=false): the worker stages through its own buffer", mode == "staging",
+                   f"kv_mode {mode!r}")
         for n in names:
             r = self.got(e, n)
             if r:
                 self.compare_cold(f"save {n}", r, self.cold[n])
-                mode = r["stats"].get("worker", {}).get("kv_zero_copy")
-        self.check("save (orbitkv.zero_copy=false): the worker staged through its own buffer", mode == 0,
-                   f"kv_zero_copy {mode}")
         e.finish()
         want = sum(len(self.p[n]) // BLOCK for n in names)
         got = self.metric("orbitkv_published_blocks_total") - before
@@ -363,6 +362,9 @@ class Gate:
         e = self.engine("warm", steps, **self.connector())
         if not self.started(e):
             return
+        mode = (e.started or {}).get("kv_mode")
+        self.check("warm: vLLM's KV cache is in an OrbitKV buffer (zero copy, through get_mem_pool_context)",
+                   mode == "zero-copy", f"kv_mode {mode!r}")
         diffs = []
         for n in names:
             r = self.got(e, n)
@@ -387,9 +389,6 @@ class Gate:
                            st.get("worker", {}).get("restored_blocks") == 7, f"{st.get('worker')}")
         r = self.got(e, "p1")
         if r is not None:
-            zc = r["stats"].get("worker", {}).get("kv_zero_copy")
-            self.check("warm: vLLM's KV cache is in an OrbitKV buffer (zero copy, through get_mem_pool_context)",
-                       zc == 1, f"kv_zero_copy {zc}")
             shared = 200 // BLOCK
             self.check(f"warm p1 (diverges mid-block {shared}): restores only the {shared} shared blocks",
                        r["stats"].get("worker", {}).get("restored_blocks") == shared and

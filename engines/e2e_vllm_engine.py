@@ -145,7 +145,14 @@ def run(spec: dict) -> None:
     t0 = time.monotonic()
     llm = LLM(**kw)
     import vllm
-    emit("STARTED", {"seconds": round(time.monotonic() - t0, 1), "vllm": vllm.__version__})
+    kv_mode = ""
+    try:  # the worker connector, when it runs in this process (TP 1)
+        from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
+        if has_kv_transfer_group():
+            kv_mode = getattr(get_kv_transfer_group(), "kv_mode", "")
+    except Exception:
+        pass
+    emit("STARTED", {"seconds": round(time.monotonic() - t0, 1), "vllm": vllm.__version__, "kv_mode": kv_mode})
     for step in spec["steps"]:
         op = step["op"]
         if op == "gen":

@@ -126,6 +126,14 @@ class OrbitKVConnector(KVConnectorBase_V1):
         return [e for s in self._scheduler.sessions for e in s.epochs]
 
     @property
+    def kv_mode(self) -> str:
+        """Where the worker's restores land: ``"zero-copy"`` (vLLM's KV
+        tensors are an OrbitKV buffer) or ``"staging"``, once
+        ``register_kv_caches`` ran; ``""`` before that and on the scheduler
+        side."""
+        return self._worker.mode if self._worker is not None else ""
+
+    @property
     def requires_kv_delivery(self) -> bool:
         """False: OrbitKV is a best-effort cache; a save dropped by a
         preemption is a future miss, never a lost hand-off."""

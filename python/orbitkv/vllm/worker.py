@@ -73,7 +73,7 @@ class WorkerSide:
         self._identity = tuple(sorted(base.items()))
         self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
                       "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
-                      "leased_blocks": 0, "kv_zero_copy": 0}
+                      "leased_blocks": 0}
 
     # ---- registration ----
 
@@ -121,7 +121,6 @@ class WorkerSide:
                 len(self.kv), self.opts.staging_blocks, page_bytes)
             self.mode = "staging"
             log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
-        self.stats["kv_zero_copy"] = int(self.mode == "zero-copy")
         self.session.register(self.buf)
 
     def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
