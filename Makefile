@@ -129,8 +129,9 @@ lint: ## go vet and gofmt (gofmt -l must print nothing)
 	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './$(BUILD)/*' | xargs -r gofmt -l); \
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
 
-test-go: ## Go tests with the race detector
+test-go: ## Go tests with the race detector (test/integration once more over iceoryx2 where it is built)
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
+	$(if $(filter ok,$(IOX2_STATUS)),$(GO) test -race $(GO_TEST_FLAGS) ./test/integration -args -channel-transport iceoryx2)
 	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
 	$(GO) test -race -count=1 -tags $(FP_TAGS) ./gocore/failpoint ./gocore/buildinfo ./cmd/orbitkv-manager
 

@@ -129,6 +129,30 @@ func (r *channelRun) measure(subject string, buf []uint64) error {
 			return err
 		}
 		cleanup = func() error { c.Close(); return nil }
+	case subjectOKVIox2:
+		// A second Manager of its own, serving the channel over iceoryx2
+		// (--channel-transport iceoryx2), with the run's poll mode and
+		// --manager-args; it runs only while this subject is measured.
+		m, err := launchManager(ramManager(r.cfg.managerBin, channelRAMCapacity,
+			append([]string{"--poll-mode", r.cfg.pollMode, "--channel-transport", "iceoryx2"}, r.cfg.managerArgs...)))
+		if err != nil {
+			return fmt.Errorf("starting a Manager with --channel-transport iceoryx2: %w", err)
+		}
+		c, err := client.Connect(client.Options{
+			SocketPath: m.socket, InstanceID: fmt.Sprintf("orbitkv-bench-ping-iox2-%d", os.Getpid()),
+			Role: pingpong.RoleBench, Spin: r.cfg.clientSpin,
+		})
+		if err != nil {
+			m.stop()
+			return fmt.Errorf("connecting to the iceoryx2 Manager at %s: %w", m.socket, err)
+		}
+		next := uint64(1)
+		timeRun = func(warmup int, period time.Duration, out []uint64) error {
+			err := pingpong.Ping(c, next, warmup, period, out)
+			next += uint64(warmup + len(out))
+			return err
+		}
+		cleanup = func() error { c.Close(); m.stop(); return nil }
 	case subjectGRPC:
 		stdin, stdinW, err := os.Pipe()
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 // Subjects of the channel suite, in report order.
 const (
 	subjectOrbitKV = "orbitkv_ping"
+	subjectOKVIox2 = "orbitkv_ping_iceoryx2"
 	subjectShmSpin = "shm_spin"
 	subjectFutex   = "futex"
 	subjectUDS     = "uds"
@@ -19,12 +20,12 @@ const (
 	subjectGRPC    = "grpc"
 )
 
-var allSubjects = []string{subjectOrbitKV, subjectShmSpin, subjectFutex, subjectUDS, subjectIox2Raw, subjectGRPC}
+var allSubjects = []string{subjectOrbitKV, subjectOKVIox2, subjectShmSpin, subjectFutex, subjectUDS, subjectIox2Raw, subjectGRPC}
 
 // iox2Subjects need the iceoryx2 transport (pingpong.Iceoryx2Built); a build
 // without it leaves them out of the default --subjects and refuses them by
 // name.
-var iox2Subjects = []string{subjectIox2Raw}
+var iox2Subjects = []string{subjectOKVIox2, subjectIox2Raw}
 
 // defaultSubjects is --subjects' default: every subject this build can run.
 func defaultSubjects() []string {

@@ -76,7 +76,7 @@ func TestReportJSONIdleIsNullWhenNotMeasured(t *testing.T) {
 }
 
 func TestSubjectNamesAreTheIssues(t *testing.T) {
-	want := []string{"orbitkv_ping", "shm_spin", "futex", "uds", "iceoryx2_raw", "grpc"}
+	want := []string{"orbitkv_ping", "orbitkv_ping_iceoryx2", "shm_spin", "futex", "uds", "iceoryx2_raw", "grpc"}
 	if !slices.Equal(allSubjects, want) {
 		t.Errorf("subjects = %v, want %v", allSubjects, want)
 	}

@@ -119,6 +119,21 @@ func targets(rep *Report) []target {
 				target{"per-ms orbitkv_ping p99 ≤ 1.1x futex", ratio(o.P99, f.P99), o.P99*10 <= f.P99*11})
 		}
 	}
+	// The spec's substrate in the same run (issue 15's targets): our Ping
+	// over shm at most half iceoryx2's bare round trip, and over iceoryx2
+	// at most 1.5 times it.
+	for _, cad := range []struct {
+		name  string
+		stats map[string]Stats
+	}{{"back-to-back", b2b}, {"per-ms", perMs}} {
+		raw, ok := cad.stats[subjectIox2Raw]
+		if !ok || raw.P50 == 0 {
+			continue
+		}
+		if o, ok := cad.stats[subjectOKVIox2]; ok {
+			out = append(out, target{cad.name + " orbitkv_ping_iceoryx2 p50 ≤ 1.5x iceoryx2_raw", ratio(o.P50, raw.P50), o.P50*2 <= raw.P50*3})
+		}
+	}
 	if rep.IdleCPUPercent != nil {
 		p := *rep.IdleCPUPercent
 		out = append(out, target{fmt.Sprintf("idle Manager, %d sessions, ≤ 1%% of a core", idleSessions), fmt.Sprintf("%.2f%%", p), p <= 1})

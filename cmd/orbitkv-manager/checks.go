@@ -17,6 +17,7 @@ import (
 var flagOf = map[string]string{
 	"session.MaxSessions": "max-sessions", "channel.MaxSessions": "max-sessions",
 	"session.DescCapacity": "desc-bytes", "channel.SpinWindow": "spin-window",
+	"channel.Transport": "channel-transport", "channel.ServicePrefix": "channel-service",
 	"bootstrap.Path": "bootstrap-socket", "bootstrap.HelloTimeout": "hello-timeout",
 	"bootstrap.MaxBufferBytes": "max-buffer-bytes",
 	"manager.OperatorSocket":   "operator-socket", "manager.OperatorGroup": "operator-group",

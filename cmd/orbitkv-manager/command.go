@@ -58,7 +58,8 @@ func newRoot(o *options) *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return flagError(cmd, err) })
 	for name, values := range map[string][]string{
 		"poll-mode": {"spin", "adaptive", "park"}, "hugepages": {"require", "prefer", "off"},
-		"eviction": evict.Names(), "ssd-admission": {"all", "second-hit"},
+		"channel-transport": {"shm", "iceoryx2"},
+		"eviction":          evict.Names(), "ssd-admission": {"all", "second-hit"},
 		"log-level": {"debug", "info", "warn", "error"}, "log-format": {"text", "json"},
 	} {
 		must(root.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)))

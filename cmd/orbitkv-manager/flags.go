@@ -21,6 +21,8 @@ type config struct {
 	listen       string
 	socket       string
 	pollMode     string
+	transport    string
+	service      string
 	spinWindow   time.Duration
 	httpAddr     string
 	maxSessions  uint
@@ -80,6 +82,8 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
 	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
 	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration` with a unit, e.g. 50us; 0..1s)")
+	fs.StringVar(&c.transport, "channel-transport", "shm", "how the 64-byte requests and responses move: shm (the session slot's lines, a doorbell and futexes) or iceoryx2 (a request-response service of iceoryx2 0.10 per session, created exclusively with objects of this user only, its name in the session's bootstrap reply; needs a build with the iceoryx2 transport)")
+	fs.StringVar(&c.service, "channel-service", "orbitkv", "iceoryx2 transport: `prefix` of every session's service name PREFIX/EPOCH/TOKEN (1..190 printable bytes, no spaces)")
 	fs.StringVar(&c.opSocket, "operator-socket", "", "operator Unix socket `path` for orbitkvctl (default: the bootstrap socket's path plus .operator)")
 	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")

@@ -88,6 +88,10 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	if s.Channel.PollMode, err = channel.ParsePollMode(c.pollMode); err != nil {
 		k.fail("poll-mode", strconv.Quote(c.pollMode), "want spin, adaptive or park")
 	}
+	if s.Channel.Transport, err = channel.ParseTransport(c.transport); err != nil {
+		k.fail("channel-transport", strconv.Quote(c.transport), "want shm or iceoryx2")
+	}
+	s.Channel.ServicePrefix = c.service
 	s.Session.DescCapacity = uint32(min(k.size("desc-bytes", c.descBytes, "64KiB, 1MiB"), math.MaxUint32))
 	s.Bootstrap.MaxBufferBytes = k.size("max-buffer-bytes", c.maxBufBytes, "32TiB, 512GiB")
 	if s.Bootstrap.Path == "" {

@@ -4,10 +4,25 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/channel"
 )
 
 // noEnv is an empty environment.
 func noEnv(string) (string, bool) { return "", false }
+
+// iox2Want is what validating --channel-transport iceoryx2 says in this
+// build: nothing where it has the transport, else the reason it has not.
+var iox2Want = iox2Or("")
+
+// iox2Or is want in a build with the iceoryx2 transport, else the refusal
+// of --channel-transport iceoryx2 naming the missing Rust toolchain.
+func iox2Or(want string) string {
+	if channel.Iceoryx2Built {
+		return want
+	}
+	return "--channel-transport iceoryx2: want shm: built without the iceoryx2 transport"
+}
 
 func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 	tests := []struct {
@@ -46,6 +61,10 @@ func TestValidateNamesTheFlagAndTheLimit(t *testing.T) {
 		{"a zero hello timeout is refused", []string{"--hello-timeout", "0s"}, "--hello-timeout"},
 		{"a bad listen address is refused", []string{"--listen", "nohost"}, "--listen"},
 		{"a socket path over 107 bytes is refused", []string{"--bootstrap-socket", "/" + strings.Repeat("a", 120)}, "limit for a Unix socket is 107"},
+		{"an unknown channel transport is refused", []string{"--channel-transport", "zmq"}, `--channel-transport "zmq": want shm or iceoryx2`},
+		{"the iceoryx2 transport is valid only in a build that has it", []string{"--channel-transport", "iceoryx2"}, iox2Want},
+		{"a service prefix with a space is refused naming the flag", []string{"--channel-transport", "iceoryx2", "--channel-service", "a b"}, iox2Or("--channel-service \"a b\": want 1..190 bytes of printable ASCII without spaces")},
+		{"a service prefix is not checked on the shm transport", []string{"--channel-service", "a b"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -168,6 +168,11 @@ const (
 	// printable ASCII bytes, no fds.
 	BootExtManagerVersion = 1
 	BootExtVersionMax     = 64
+	// BootExtIceoryx2Service carries the session's iceoryx2 service name,
+	// 1..BootExtServiceMax printable ASCII bytes, no fds; always sent with
+	// BootExtRequired (OKV_BOOT_EXT_IOX2_SERVICE).
+	BootExtIceoryx2Service = 2
+	BootExtServiceMax      = 240
 )
 
 // AppendBootExt appends one extension record: header (type, nfds, length),

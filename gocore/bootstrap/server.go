@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,8 +309,14 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		MaxFrameBody: abi.MaxFrameBody, ManagerPID: s.pid, MaxSessions: spec.MaxSessions,
 	}
 	files := []*os.File{sess.SlotFile(), sess.EventFile(), s.cfg.Dispatcher.DoorbellFile()}
-	reply.ExtBytes = uint16(len(s.exts))
-	if err := s.writeReply(c, reply, s.exts, files); err != nil {
+	exts := s.exts
+	if sess.IceoryxService != "" {
+		// Required: a liborbitkv that cannot use it must refuse the reply,
+		// not write requests into a slot nobody reads.
+		exts = abi.AppendBootExt(slices.Clip(s.exts), abi.BootExtIceoryx2Service|abi.BootExtRequired, 0, []byte(sess.IceoryxService))
+	}
+	reply.ExtBytes = uint16(len(exts))
+	if err := s.writeReply(c, reply, exts, files); err != nil {
 		log.Warn("bootstrap reply failed", slog.Any("err", err))
 		s.cfg.Dispatcher.Detach(sess)
 		s.cfg.Table.Close(sess)

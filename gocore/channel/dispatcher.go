@@ -43,6 +43,12 @@ type Spec struct {
 	SpinWindow  time.Duration // adaptive: spin this long after the last request
 	MaxBatch    int           // events per crossing; default 64
 	Logger      *slog.Logger
+	// Transport of the 64-byte messages (zero value: shm). Iceoryx2 needs
+	// a build with it (Iceoryx2Built).
+	Transport Transport
+	// ServicePrefix starts every session's iceoryx2 service name
+	// (PREFIX/EPOCH/TOKEN); "" means DefaultServicePrefix. Iceoryx2 only.
+	ServicePrefix string
 }
 
 // Handler serves the cache commands (gocore/cache.Service implements it);
@@ -72,7 +78,21 @@ type Handler interface {
 // Validate checks the limits of s; every field out of range is a
 // *limit.Error naming it.
 func (s Spec) Validate() error {
+	var transport error
+	switch s.Transport {
+	case TransportShm:
+	case TransportIceoryx2:
+		if !Iceoryx2Built {
+			transport = limit.Check(false, "channel.Transport", s.Transport, "shm: "+native.ErrNoIceoryx2.Error())
+		}
+		if s.ServicePrefix != "" {
+			transport = errors.Join(transport, checkServicePrefix(s.ServicePrefix))
+		}
+	default:
+		transport = limit.Check(false, "channel.Transport", s.Transport, "shm or iceoryx2")
+	}
 	return errors.Join(
+		transport,
 		limit.Check(s.Epoch != 0, "channel.Epoch", s.Epoch, "nonzero"),
 		limit.Range[uint32]{Field: "channel.MaxSessions", Min: 1, Max: abi.ControlSlot}.Check(s.MaxSessions),
 		SpinWindowRange.Check(s.SpinWindow),
@@ -150,6 +170,9 @@ func New(spec Spec) (*Dispatcher, error) {
 	if spec.Logger == nil {
 		spec.Logger = slog.Default()
 	}
+	if spec.ServicePrefix == "" {
+		spec.ServicePrefix = DefaultServicePrefix
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -176,6 +199,13 @@ func New(spec Spec) (*Dispatcher, error) {
 	if err != nil {
 		unix.Munmap(db)
 		return fail(err)
+	}
+	if spec.Transport == TransportIceoryx2 {
+		if err := srv.UseIceoryx2(); err != nil {
+			srv.Close()
+			unix.Munmap(db)
+			return fail(fmt.Errorf("channel transport iceoryx2: %w", err))
+		}
 	}
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
@@ -207,6 +237,9 @@ func (d *Dispatcher) Parks() uint64 { return d.srv.Parks() }
 // another session wrote the shared doorbell (docs/channel.md). Each waited
 // at most 100 ms. Safe from any goroutine.
 func (d *Dispatcher) LostRings() uint64 { return d.srv.Rescued() }
+
+// Transport returns the transport the dispatcher serves.
+func (d *Dispatcher) Transport() Transport { return d.spec.Transport }
 
 // Invalid returns how many channel requests were refused as invalid or stale.
 func (d *Dispatcher) Invalid() uint64 { return d.invalid.Load() }
@@ -338,7 +371,15 @@ func (d *Dispatcher) applyControl() (stop bool) {
 		switch {
 		case op.attach != nil:
 			s := op.attach
-			err := d.srv.Attach(s.Index, s.Slot(), 0)
+			var err error
+			if d.spec.Transport == TransportIceoryx2 {
+				// Created here, on the dispatcher's thread, which alone
+				// uses the poll loop's iceoryx2 ports.
+				s.IceoryxService = serviceName(d.spec.ServicePrefix, d.spec.Epoch)
+				err = d.srv.AttachIceoryx2(s.Index, s.Slot(), 0, s.IceoryxService)
+			} else {
+				err = d.srv.Attach(s.Index, s.Slot(), 0)
+			}
 			if err == nil {
 				d.states[s.Index] = &sessionState{sess: s, limits: abi.RequestLimits{
 					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,

@@ -86,8 +86,13 @@ func (b *Buffer) SetMapping(m []byte, delta uint64) {
 // Session is one connected process. Fields set by Open are immutable; the
 // mutable parts (buffers, registration) are guarded by mu.
 type Session struct {
-	Index             uint32
-	Token             uint64 // client token: random, proves lifecycle frames come from the owner
+	Index uint32
+	Token uint64 // client token: random, proves lifecycle frames come from the owner
+	// IceoryxService is the name of the session's iceoryx2 service when the
+	// channel runs on iceoryx2 (set by the dispatcher's Attach, before it
+	// returns; "" on the shm transport). It carries 128 random bits: it is
+	// the session's capability, sent only in its bootstrap reply.
+	IceoryxService    string
 	Epoch             uint64
 	InitialGeneration uint64
 	Peer              Peer

@@ -26,6 +26,11 @@
 #include <unistd.h>
 
 #include "channel.h"
+#ifdef OKV_HAVE_IOX2
+#include <sched.h>
+
+#include "orbitkv/iox2.h"
+#endif
 #include "client_internal.h"
 #include "lifecycle.h"
 
@@ -65,6 +70,10 @@ static int map_fd(int fd, size_t want, int exact, void **out)
 
 static void client_free(okv_client *c)
 {
+#ifdef OKV_HAVE_IOX2
+	okv_iox2_client_free(c->iox2);
+	okv_iox2_node_free(c->iox2_node);
+#endif
 	if (c->slot)
 		munmap(c->slot, c->slot_bytes);
 	if (c->db)
@@ -278,7 +287,34 @@ static int read_extensions(okv_client *c, int64_t deadline_ms)
 	if (rc)
 		return rc;
 	memcpy(c->manager_version, exts.manager_version, sizeof(c->manager_version));
+	memcpy(c->iox2_service, exts.iox2_service, sizeof(c->iox2_service));
 	return 0;
+}
+
+/* The iceoryx2 transport, when the reply named a service: open it as this
+ * session's client. A liborbitkv built without the library refuses. */
+static int open_iox2(okv_client *c, const char *path)
+{
+	if (c->iox2_service[0] == '\0')
+		return 0;
+#ifdef OKV_HAVE_IOX2
+	int rc = okv_iox2_node_new(NULL, &c->iox2_node);
+	if (rc == 0)
+		rc = okv_iox2_client_open(c->iox2_node, c->iox2_service, &c->iox2);
+	if (rc != 0) {
+		okvi_set_error(c, "opening the session's iceoryx2 service %s (Manager at %s): %s", c->iox2_service,
+			       path, okv_iox2_last_error());
+		return OKV_EPROTO;
+	}
+	return 0;
+#else
+	okvi_set_error(c,
+		       "the Manager at %s serves the channel over iceoryx2 (--channel-transport iceoryx2) and this "
+		       "liborbitkv was built without the iceoryx2 transport (no Rust toolchain >= 1.89 at its build); "
+		       "rebuild it with one, or run the Manager with --channel-transport shm",
+		       path);
+	return OKV_EUNSUPPORTED;
+#endif
 }
 
 static int connect_steps(const struct okv_connect_options *o, okv_client *c)
@@ -346,6 +382,9 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	if (c->pidfd < 0)
 		return -errno;
 	c->next_gen = c->reply.initial_generation;
+	rc = open_iox2(c, path);
+	if (rc)
+		return rc;
 	return okvi_register_instance(c->sock, c->reply.epoch, c->reply.client_token,
 				      o->instance_id ? o->instance_id : "", (int)c->timeout_ms,
 				      c->last_error, sizeof(c->last_error));
@@ -509,6 +548,16 @@ int okvi_desc_acquire(okv_client *c)
 	 * which also notices a dead Manager. */
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	for (;;) {
+#ifdef OKV_HAVE_IOX2
+		/* iceoryx2: the late answer arrives through the service. */
+		if (c->iox2) {
+			int r = okv_iox2_client_receive(c->iox2, &c->iox2_resp);
+			if (r == 1 && c->iox2_resp.generation >= c->desc_busy_gen) {
+				c->desc_busy_gen = 0;
+				return 0;
+			}
+		} else
+#endif
 		if (__atomic_load_n(&c->slot->response.generation, __ATOMIC_ACQUIRE) >= c->desc_busy_gen) {
 			c->desc_busy_gen = 0;
 			return 0;
@@ -548,7 +597,9 @@ static int call_usable(okv_client *c)
 static uint64_t post_request(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
 			     uint64_t *id, int *woke)
 {
-	struct okv_msg *rq = &c->slot->request;
+	struct okv_msg line;
+	/* iceoryx2: the same line, built here and sent through the service. */
+	struct okv_msg *rq = c->iox2 ? &line : &c->slot->request;
 	uint64_t gen = c->next_gen;
 	c->next_gen += 2;
 	*id = ++c->next_request_id;
@@ -565,6 +616,15 @@ static uint64_t post_request(okv_client *c, uint16_t code, uint64_t arg0, uint64
 	/* Release: the Manager load-acquires the generation, then reads the line
 	 * and the descriptor the caller wrote before this call. */
 	__atomic_store_n(&rq->generation, gen, __ATOMIC_RELEASE);
+#ifdef OKV_HAVE_IOX2
+	if (c->iox2) {
+		/* iceoryx2 orders the descriptor written before this call with
+		 * the request (its queue publishes with release semantics). */
+		c->iox2_send_rc = okv_iox2_client_send(c->iox2, rq);
+		*woke = 0;
+		return gen;
+	}
+#endif
 	/* If the Manager was parked it needs a wakeup (10–100 µs on a VM) and may
 	 * be scheduled on this very CPU: spinning would only compete with it, so
 	 * park at once. A spinning Manager answers within the spin budget. */
@@ -575,8 +635,59 @@ static uint64_t post_request(okv_client *c, uint16_t code, uint64_t arg0, uint64
 /* Copy the response line of generation gen + 1 and validate it. */
 static int take_response(okv_client *c, uint64_t id, uint64_t gen, struct okv_msg *resp)
 {
-	memcpy(resp, &c->slot->response, sizeof(*resp));
+	memcpy(resp, c->iox2 ? &c->iox2_resp : &c->slot->response, sizeof(*resp));
 	return okvi_msg_check_response(resp, c->reply.epoch, id, gen + 1, c->last_error, sizeof(c->last_error));
+}
+
+/*
+ * Wait for the response of generation want: on the shared-memory transport
+ * okvi_wait_response on the slot; on iceoryx2 poll the service's receive
+ * for spin_ns (yielding the CPU between polls: a Manager woken through the
+ * event is often queued on this CPU), then sleep on its response event in
+ * rounds of OKV_PARK_ROUND_NS, checking the Manager's pidfd between rounds.
+ * Returns 0, OKV_ETIMEDOUT at deadline_ns, OKV_EMANAGER_DIED, or OKV_ECLOSED
+ * when the service is gone while the Manager lives.
+ */
+static int wait_response(okv_client *c, uint64_t want, uint64_t spin_ns, uint64_t deadline_ns)
+{
+#ifdef OKV_HAVE_IOX2
+	if (c->iox2) {
+		if (c->iox2_send_rc != 0) {
+			if (manager_alive(c) != 0)
+				return OKV_EMANAGER_DIED;
+			okvi_set_error(c, "sending through the session's iceoryx2 service: %s", okv_iox2_last_error());
+			return OKV_ECLOSED;
+		}
+		uint64_t start = okvi_now_ns();
+		for (;;) {
+			int r = okv_iox2_client_receive(c->iox2, &c->iox2_resp);
+			if (r == 1 && c->iox2_resp.generation == want)
+				return 0;
+			if (r == 1)
+				continue; /* an answer to an older request: not ours */
+			if (r < 0) {
+				if (manager_alive(c) != 0)
+					return OKV_EMANAGER_DIED;
+				okvi_set_error(c, "the session's iceoryx2 service: %s", okv_iox2_last_error());
+				return OKV_ECLOSED;
+			}
+			uint64_t now = okvi_now_ns();
+			if (now - start < spin_ns) {
+				sched_yield();
+				continue;
+			}
+			if (deadline_ns && now >= deadline_ns)
+				return OKV_ETIMEDOUT;
+			uint64_t round = OKV_PARK_ROUND_NS;
+			if (deadline_ns && deadline_ns - now < round)
+				round = deadline_ns - now;
+			okv_iox2_client_wait(c->iox2, round);
+			if (manager_alive(c) != 0)
+				return OKV_EMANAGER_DIED;
+		}
+	}
+#endif
+	return okvi_wait_response(c->slot, want, spin_ns, deadline_ns, OKV_PARK_ROUND_NS, manager_alive, c);
 }
 
 int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, uint32_t desc_length,
@@ -589,8 +700,7 @@ int okvi_call_desc(okv_client *c, uint16_t code, uint64_t arg0, uint64_t arg1, u
 	int woke;
 	uint64_t gen = post_request(c, code, arg0, arg1, desc_length, &id, &woke);
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-	rc = okvi_wait_response(c->slot, gen + 1, woke ? 0 : c->spin_ns, deadline, OKV_PARK_ROUND_NS, manager_alive,
-				c);
+	rc = wait_response(c, gen + 1, woke ? 0 : c->spin_ns, deadline);
 	if (rc) {
 		/* Outcome unknown: the Manager may still answer this generation.
 		 * Later calls use newer generations, so a late answer is ignored. */
@@ -630,7 +740,7 @@ int okvi_call_desc_until_reply(okv_client *c, uint16_t code, uint64_t arg0, uint
 	uint64_t mark = start + (uint64_t)c->timeout_ms * 1000000ull;
 	uint64_t spin = woke ? 0 : c->spin_ns;
 	for (;;) {
-		rc = okvi_wait_response(c->slot, gen + 1, spin, mark, OKV_PARK_ROUND_NS, manager_alive, c);
+		rc = wait_response(c, gen + 1, spin, mark);
 		spin = 0;
 		if (rc != OKV_ETIMEDOUT)
 			break;

@@ -21,6 +21,9 @@
  * close); buffer.c records registered buffers, ops.c builds descriptors in
  * the slot's descriptor area.
  */
+struct okv_iox2_node;
+struct okv_iox2_client;
+
 struct okv_client {
 	int sock;          /* bootstrap socket (owning) */
 	int slot_fd;       /* slot memfd (owning) */
@@ -33,6 +36,14 @@ struct okv_client {
 	size_t db_bytes;
 	struct okv_hello_reply reply;
 	char manager_version[OKV_BOOT_EXT_VERSION_MAX + 1]; /* from the reply's records; "" if none */
+	/* iceoryx2 transport (the reply's OKV_BOOT_EXT_IOX2_SERVICE record):
+	 * requests go through the session's iceoryx2 service, responses come
+	 * from it; "" / NULL on the shared-memory transport. */
+	char iox2_service[OKV_BOOT_EXT_SERVICE_MAX + 1];
+	struct okv_iox2_node *iox2_node; /* owned */
+	struct okv_iox2_client *iox2;    /* owned */
+	int iox2_send_rc;                /* okv_iox2_client_send of the request in flight */
+	struct okv_msg iox2_resp;        /* the response taken by the last wait */
 	uint64_t next_gen;  /* generation of the next request (odd) */
 	uint64_t next_request_id;
 	uint64_t spin_ns;

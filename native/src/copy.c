@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct copy_job {
 	struct copy_job *next; /* queue link (mu) */
@@ -67,6 +68,7 @@ struct okvi_copy_engine {
 	const struct okvi_copy_backend *backend;
 	struct okv_doorbell *db; /* borrowed; may be NULL */
 	uint32_t *ring_word;     /* borrowed; Manager-private "control pending" word, may be NULL */
+	int wake_fd;             /* borrowed eventfd written with each ring, or -1 */
 	int nworkers;            /* threads started */
 	pthread_t *threads;
 
@@ -138,7 +140,18 @@ static void push_completion(struct okvi_copy_engine *e, uint64_t token, int32_t 
 		if (e->ring_word)
 			__atomic_store_n(e->ring_word, 1u, __ATOMIC_SEQ_CST);
 		okvi_server_control_ring(e->db);
+		if (e->wake_fd >= 0) {
+			uint64_t one = 1;
+			if (write(e->wake_fd, &one, sizeof(one)) < 0) {
+				/* EAGAIN: the counter is full, a wake is pending */
+			}
+		}
 	}
+}
+
+void okvi_copy_set_wake_fd(struct okvi_copy_engine *e, int fd)
+{
+	e->wake_fd = fd;
 }
 
 void okvi_copy_set_ring_word(struct okvi_copy_engine *e, uint32_t *word)
@@ -241,6 +254,7 @@ struct okvi_copy_engine *okvi_copy_engine_new(const struct okvi_copy_backend *ba
 	}
 	e->backend = backend;
 	e->db = db;
+	e->wake_fd = -1;
 	e->cq_cap = 16;
 	e->cq = calloc(e->cq_cap, sizeof(*e->cq));
 	e->threads = calloc((size_t)workers, sizeof(*e->threads));

@@ -156,4 +156,12 @@ _Static_assert(offsetof(struct okvi_copy_completion, bytes) == 16, "completion b
  */
 void okvi_copy_set_ring_word(struct okvi_copy_engine *e, uint32_t *word);
 
+/**
+ * Also write 1 to the eventfd fd (borrowed; -1: none) with each ring: the
+ * poll loop's wake_fd in iceoryx2 mode (okvi_server_wake_fd), where it
+ * sleeps on a WaitSet rather than the doorbell futex. Call before the
+ * first submit.
+ */
+void okvi_copy_set_wake_fd(struct okvi_copy_engine *e, int fd);
+
 #endif /* ORBITKV_COPY_H */

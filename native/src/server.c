@@ -7,10 +7,18 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "channel.h"
+
+#ifdef OKV_HAVE_IOX2
+#include <sys/eventfd.h>
+
+#include "orbitkv/iox2.h"
+#endif
 
 struct okvi_server {
 	struct okv_doorbell *db;
@@ -29,6 +37,18 @@ struct okvi_server {
 	uint32_t rescan_next;      /* slot index a rescan cut short resumes at */
 	uint32_t since_check;      /* busy steps since the rescan clock was read */
 	uint32_t stray_streak;     /* collects in a row whose rings carried no event */
+	int wake_fd;               /* iceoryx2 mode: eventfd the control path writes, else -1 */
+#ifdef OKV_HAVE_IOX2
+	/* iceoryx2 mode (okvi_server_use_iox2): requests and responses of the
+	 * slots attached with okvi_server_attach_iox2 move through their
+	 * iceoryx2 services; the loop sleeps on one WaitSet over every
+	 * service's request listener and wake_fd. */
+	struct okv_iox2_node *iox2_node;
+	struct okv_iox2_waitset *iox2_ws;
+	struct okv_iox2_server **iox2;  /* [OKV_MAX_SESSIONS], NULL = shm slot */
+	uint32_t *iox2_list;            /* dense indices of iceoryx2 slots */
+	uint32_t iox2_n;
+#endif
 };
 
 /* Empty collects in a row after which a set summary word no longer keeps
@@ -51,6 +71,7 @@ struct okvi_server *okvi_server_new(struct okv_doorbell *db, uint32_t max_sessio
 		return NULL;
 	}
 	s->db = db;
+	s->wake_fd = -1;
 	s->max_sessions = max_sessions;
 	s->mode = mode;
 	s->spin_window_ns = spin_window_ns;
@@ -63,6 +84,21 @@ void okvi_server_free(struct okvi_server *s)
 {
 	if (!s)
 		return;
+#ifdef OKV_HAVE_IOX2
+	if (s->iox2) {
+		for (uint32_t i = 0; i < s->iox2_n; i++) {
+			uint32_t idx = s->iox2_list[i];
+			okv_iox2_waitset_detach(s->iox2_ws, idx);
+			okv_iox2_server_free(s->iox2[idx]);
+		}
+	}
+	okv_iox2_waitset_free(s->iox2_ws);
+	okv_iox2_node_free(s->iox2_node);
+	free(s->iox2);
+	free(s->iox2_list);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+#endif
 	free(s->slots);
 	free(s->seen_gen);
 	free(s);
@@ -89,8 +125,104 @@ int okvi_server_attach(struct okvi_server *s, uint32_t slot_index,
 
 void okvi_server_detach(struct okvi_server *s, uint32_t slot_index)
 {
-	if (slot_index < s->max_sessions)
+	if (slot_index >= s->max_sessions)
+		return;
+	s->slots[slot_index] = NULL;
+#ifdef OKV_HAVE_IOX2
+	if (s->iox2 && s->iox2[slot_index]) {
+		okv_iox2_waitset_detach(s->iox2_ws, slot_index);
+		okv_iox2_server_free(s->iox2[slot_index]);
+		s->iox2[slot_index] = NULL;
+		/* A client killed by SIGKILL still holds the service in its dead
+		 * node's records, so the objects outlive the free: remove what
+		 * dead nodes left (iceoryx2 issues #601, #774). A scan of
+		 * iceoryx2's node directory, on detach only. */
+		okv_iox2_cleanup_dead(s->iox2_node);
+		for (uint32_t i = 0; i < s->iox2_n; i++)
+			if (s->iox2_list[i] == slot_index) {
+				s->iox2_list[i] = s->iox2_list[--s->iox2_n];
+				break;
+			}
+	}
+#endif
+}
+
+int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen)
+{
+#ifdef OKV_HAVE_IOX2
+	if (s->iox2_node)
+		return 0;
+	int rc;
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->iox2 = calloc(OKV_MAX_SESSIONS, sizeof(*s->iox2));
+	s->iox2_list = calloc(OKV_MAX_SESSIONS, sizeof(*s->iox2_list));
+	if (s->wake_fd < 0 || !s->iox2 || !s->iox2_list) {
+		snprintf(err, errlen, "iceoryx2 mode: eventfd or memory: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	if ((rc = okv_iox2_node_new("orbitkv-manager", &s->iox2_node)) != 0 ||
+	    (rc = okv_iox2_waitset_new(s->wake_fd, &s->iox2_ws)) != 0) {
+		snprintf(err, errlen, "iceoryx2 mode: %s", okv_iox2_last_error());
+		return -EIO;
+	}
+	/* The loop sleeps on the WaitSet inside the step: the caller's futex
+	 * sleep on the doorbell would not see an iceoryx2 notification. */
+	s->caller_parks = 0;
+	return 0;
+#else
+	(void)s;
+	snprintf(err, errlen, "this build has no iceoryx2 transport (OKV_HAVE_IOX2)");
+	return -ENOSYS;
+#endif
+}
+
+int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct okv_slot *slot,
+			    uint64_t seen_gen, const char *name, char *err, size_t errlen)
+{
+#ifdef OKV_HAVE_IOX2
+	if (!s->iox2_node) {
+		snprintf(err, errlen, "okvi_server_use_iox2 was not called");
+		return -EINVAL;
+	}
+	int rc = okvi_server_attach(s, slot_index, slot, seen_gen);
+	if (rc != 0) {
+		snprintf(err, errlen, "slot %u: %s", slot_index, rc == -EBUSY ? "attached already" : "out of range");
+		return rc;
+	}
+	struct okv_iox2_server *srv = NULL;
+	rc = okv_iox2_server_create(s->iox2_node, name, 1, &srv);
+	if (rc == 0 && (rc = okv_iox2_waitset_attach(s->iox2_ws, srv, slot_index)) != 0)
+		okv_iox2_server_free(srv);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s", okv_iox2_last_error());
 		s->slots[slot_index] = NULL;
+		return rc == OKV_IOX2_EEXIST ? -EEXIST : -EIO;
+	}
+	s->iox2[slot_index] = srv;
+	s->iox2_list[s->iox2_n++] = slot_index;
+	return 0;
+#else
+	(void)s; (void)slot_index; (void)slot; (void)seen_gen; (void)name;
+	snprintf(err, errlen, "this build has no iceoryx2 transport (OKV_HAVE_IOX2)");
+	return -ENOSYS;
+#endif
+}
+
+int okvi_server_wake_fd(const struct okvi_server *s)
+{
+	return s->wake_fd;
+}
+
+/* iceoryx2 mode: an iceoryx2 slot's request line is not a request (the
+ * client may write anything there): the doorbell path skips it. */
+static inline int is_iox2(const struct okvi_server *s, uint32_t idx)
+{
+#ifdef OKV_HAVE_IOX2
+	return s->iox2 != NULL && s->iox2[idx] != NULL;
+#else
+	(void)s; (void)idx;
+	return 0;
+#endif
 }
 
 void okvi_server_control_ring(struct okv_doorbell *db)
@@ -133,7 +265,8 @@ static uint32_t next_untaken(const struct okvi_server *s, uint32_t idx)
 {
 	for (; idx < s->max_sessions; idx++) {
 		const struct okv_slot *slot = s->slots[idx];
-		if (slot && __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE) != s->seen_gen[idx])
+		if (slot && !is_iox2(s, idx) &&
+		    __atomic_load_n(&slot->request.generation, __ATOMIC_ACQUIRE) != s->seen_gen[idx])
 			return idx;
 	}
 	return s->max_sessions;
@@ -207,14 +340,31 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 {
 	struct okv_doorbell *db = s->db;
 	int control = 0;
+	int n = 0;
 	if (__atomic_load_n(&s->ctl_pending, __ATOMIC_RELAXED) != 0)
 		control = (int)__atomic_exchange_n(&s->ctl_pending, 0u, __ATOMIC_SEQ_CST);
+#ifdef OKV_HAVE_IOX2
+	/* Every iceoryx2 slot's receive: one look at its request queue each. */
+	for (uint32_t i = 0; i < s->iox2_n && n < max - 1; i++) {
+		uint32_t idx = s->iox2_list[i];
+		struct okvi_event *e = &events[n];
+		if (okv_iox2_server_receive(s->iox2[idx], &e->msg) != 1)
+			continue;
+		e->slot = idx;
+		e->kind = OKVI_EV_REQUEST;
+		e->prev_gen = s->seen_gen[idx];
+		s->seen_gen[idx] = e->msg.generation;
+		s->stats.requests++;
+		n++;
+	}
+	if (!control && n == 0 && __atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0) {
+#else
 	if (!control && __atomic_load_n(&db->summary, __ATOMIC_RELAXED) == 0) {
+#endif
 		s->stray_streak = 0;
 		return 0;
 	}
 	uint64_t summary = __atomic_exchange_n(&db->summary, 0, __ATOMIC_SEQ_CST);
-	int n = 0;
 	while (summary) {
 		uint32_t w = (uint32_t)__builtin_ctzll(summary);
 		summary &= summary - 1;
@@ -235,7 +385,7 @@ static int collect(struct okvi_server *s, struct okvi_event *events, int max)
 				continue;
 			}
 			struct okv_slot *slot = idx < s->max_sessions ? s->slots[idx] : NULL;
-			if (!slot) {
+			if (!slot || is_iox2(s, idx)) {
 				s->stats.stray_rings++;
 				continue;
 			}
@@ -276,10 +426,25 @@ static int arm_park(struct okvi_server *s, uint32_t *seq)
 	return 0;
 }
 
-/* Sleep on the doorbell until a client or the control path rings. */
+/* Sleep on the doorbell until a client or the control path rings; in
+ * iceoryx2 mode on the WaitSet (every iceoryx2 service's request listener
+ * and wake_fd), bounded like the futex sleep. */
 static void park(struct okvi_server *s)
 {
 	uint32_t seq;
+#ifdef OKV_HAVE_IOX2
+	if (s->iox2_ws) {
+		if (arm_park(s, &seq)) {
+			okv_iox2_waitset_wait(s->iox2_ws, park_timeout(s));
+			__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
+			uint64_t v;
+			if (read(s->wake_fd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: the control path did not write; nothing to drain */
+			}
+		}
+		return;
+	}
+#endif
 	if (arm_park(s, &seq)) {
 		okvi_futex_wait(&s->db->seq, seq, park_timeout(s));
 		__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
@@ -294,12 +459,22 @@ int okvi_server_post(struct okvi_server *s, const struct okvi_reply *replies, in
 	for (int i = 0; i < nreplies; i++) {
 		uint32_t idx = replies[i].slot;
 		if (idx < s->max_sessions && s->slots[idx]) {
+#ifdef OKV_HAVE_IOX2
+			if (is_iox2(s, idx)) {
+				/* A client that is gone is torn down by its socket. */
+				okv_iox2_server_respond(s->iox2[idx], &replies[i].msg);
+				s->stats.replies++;
+				continue;
+			}
+#endif
 			woke |= okvi_post_response(s->slots[idx], &replies[i].msg);
 			s->stats.replies++;
 		}
 	}
 	if (nreplies > 0) {
-		s->cold = woke;
+		/* iceoryx2 mode cannot tell whether a client slept: yield while
+		 * polling, as after a wake (see okvi_server_step). */
+		s->cold = woke || s->wake_fd >= 0;
 		s->last_activity_ns = okvi_now_ns();
 	}
 	return 0;
@@ -368,6 +543,12 @@ void okvi_server_ring(struct okvi_server *s)
 {
 	__atomic_store_n(&s->ctl_pending, 1u, __ATOMIC_SEQ_CST);
 	okvi_server_control_ring(s->db);
+	if (s->wake_fd >= 0) {
+		uint64_t one = 1;
+		/* EAGAIN only when the counter is full: a wake is pending then. */
+		if (write(s->wake_fd, &one, sizeof(one)) < 0) {
+		}
+	}
 }
 
 uint32_t okvi_server_park_seq(const struct okvi_server *s)

@@ -28,6 +28,7 @@
 #ifndef ORBITKV_SERVER_H
 #define ORBITKV_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "orbitkv/abi.h"
@@ -154,6 +155,32 @@ uint32_t *okvi_server_ctl_word(struct okvi_server *s);
 /** Set the private word, then ring: a control event that clients cannot
  *  suppress. Any thread of the Manager. */
 void okvi_server_ring(struct okvi_server *s);
+
+/**
+ * iceoryx2 mode (orbitkv/iox2.h; the Manager's --channel-transport
+ * iceoryx2): slots attached with okvi_server_attach_iox2 take their
+ * requests from, and post their responses to, their own iceoryx2
+ * request-response service instead of the slot's request and response
+ * lines (descriptors stay in the slot). The loop polls every such service
+ * while it spins (yielding the CPU, as after a wake) and sleeps on one
+ * iceoryx2 WaitSet over their request listeners and a private eventfd
+ * that okvi_server_ring writes (okvi_server_wake_fd; the copy engine's
+ * completions write it too), bounded like the futex sleep. Caller-parks
+ * mode is turned off: the sleep happens inside the step. Call once, before
+ * the first attach. Returns 0, -ENOSYS in a build without the library
+ * (OKV_HAVE_IOX2), -ENOMEM or -EIO; err gets the reason.
+ */
+int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen);
+/**
+ * Attach like okvi_server_attach and create the slot's iceoryx2 service
+ * `name` exclusively (one client). -EEXIST when the name exists, -EINVAL /
+ * -EBUSY as okvi_server_attach, -EIO, -ENOSYS; err gets the reason.
+ * okvi_server_detach frees the service.
+ */
+int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct okv_slot *slot,
+			    uint64_t seen_gen, const char *name, char *err, size_t errlen);
+/** The eventfd okvi_server_ring writes in iceoryx2 mode, else -1. */
+int okvi_server_wake_fd(const struct okvi_server *s);
 
 /** Copy the counters. Dispatcher thread only. */
 void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,6 +240,48 @@ static void test_sigkill_leftovers_are_cleaned(void)
 	okv_iox2_node_free(node);
 }
 
+/* The WaitSet: a client's notify and the control fd wake it, nothing else
+ * does, and a consumed notification does not wake it again. */
+static void test_waitset(void)
+{
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_server *srv = NULL;
+	struct okv_iox2_client *cli = NULL;
+	struct okv_iox2_waitset *ws = NULL;
+	struct okv_msg m, got;
+	char name[128];
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t v = 1;
+
+	unique_name(name, sizeof(name), "waitset");
+	CHECK(efd >= 0, "eventfd");
+	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_server_create(node, name, 1, &srv) == 0, "create: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_client_open(node, name, &cli) == 0, "open: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_waitset_new(efd, &ws) == 0, "waitset: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_waitset_attach(ws, srv, 7) == 0, "attach: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_waitset_attach(ws, srv, 7) == OKV_IOX2_EEXIST, "a key attached twice is refused");
+	CHECK(okv_iox2_waitset_wait(ws, 20000000ull) == 0, "nothing pending: the wait times out");
+	fill(&m, 5);
+	CHECK(okv_iox2_client_send(cli, &m) == 0, "send: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_waitset_wait(ws, 1000000000ull) >= 1, "the client's notify wakes the WaitSet");
+	CHECK(okv_iox2_server_receive(srv, &got) == 1 && got.generation == 5, "the request is there after the wake");
+	CHECK(okv_iox2_waitset_wait(ws, 20000000ull) == 0, "a consumed notification does not wake it again");
+	CHECK(write(efd, &v, sizeof(v)) == sizeof(v), "eventfd write");
+	CHECK(okv_iox2_waitset_wait(ws, 1000000000ull) >= 1, "the control fd wakes the WaitSet");
+	CHECK(read(efd, &v, sizeof(v)) == sizeof(v), "eventfd drained");
+	okv_iox2_waitset_detach(ws, 7);
+	okv_iox2_waitset_detach(ws, 7); /* absent: a no-op */
+	CHECK(okv_iox2_client_send(cli, &m) == 0, "send: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_waitset_wait(ws, 20000000ull) == 0, "a detached server's client no longer wakes it");
+	okv_iox2_waitset_free(ws);
+	okv_iox2_waitset_free(NULL);
+	okv_iox2_client_free(cli);
+	okv_iox2_server_free(srv);
+	okv_iox2_node_free(node);
+	close(efd);
+}
+
 static void test_bad_arguments(void)
 {
 	struct okv_iox2_node *node = NULL;
@@ -314,6 +357,7 @@ int main(int argc, char **argv)
 		return child(argv[1], argv[2], atoi(argv[3]));
 	test_bad_arguments();
 	test_one_process();
+	test_waitset();
 	test_across_processes();
 	test_sigkill_leftovers_are_cleaned();
 	if (failures != 0) {

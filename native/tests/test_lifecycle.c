@@ -298,6 +298,32 @@ static void test_boot_exts_parse(void)
 	      "64-byte version: %s", err);
 	CHECK(okvi_boot_exts_parse(b, OKV_BOOT_EXT_MAX_BYTES + 8, 0, &out, err, sizeof(err)) == OKV_EPROTO,
 	      "records over 4096 bytes refused");
+
+	/* The iceoryx2 service record: required, printable, 1..240 bytes. */
+	const uint16_t svc = OKV_BOOT_EXT_IOX2_SERVICE | OKV_BOOT_EXT_REQUIRED;
+	n = 0;
+	put_ext(b, &n, svc, 0, "orbitkv/00000000000000ab/0123", 29);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == 0 &&
+		      strcmp(out.iox2_service, "orbitkv/00000000000000ab/0123") == 0,
+	      "iceoryx2 service record: %s (\"%s\")", err, out.iox2_service);
+	put_ext(b, &n, svc, 0, "again", 5);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "iox2_service repeated"),
+	      "service twice: %s", err);
+	n = 0;
+	put_ext(b, &n, svc, 0, "a b\t", 4);
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO &&
+		      strstr(err, "iox2_service byte 3 is 0x09") != NULL,
+	      "control byte in service: %s", err);
+	char huge[OKV_BOOT_EXT_SERVICE_MAX + 1];
+	memset(huge, 's', sizeof(huge));
+	n = 0;
+	put_ext(b, &n, svc, 0, huge, sizeof(huge));
+	CHECK(okvi_boot_exts_parse(b, n, 0, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "1..240 bytes") != NULL,
+	      "241-byte service: %s", err);
+	n = 0;
+	put_ext(b, &n, svc, 1, "x", 1);
+	CHECK(okvi_boot_exts_parse(b, n, 1, &out, err, sizeof(err)) == OKV_EPROTO && strstr(err, "no fds") != NULL,
+	      "service with an fd: %s", err);
 }
 
 static void put_header(unsigned char *b, uint32_t magic, uint16_t version, uint16_t code, uint64_t epoch,

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,10 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 var binDir string
+
+// channelTransport is the --channel-transport of every Manager these tests
+// start (startManagerBin): make test-go runs the package once per
+// transport the build has (shm, and iceoryx2 where it was built).
+var channelTransport = flag.String("channel-transport", "shm", "--channel-transport of every Manager the tests start: shm or iceoryx2")
 
 // raceEnv is the opt-in of make test-integration-race: with
 // ORBITKV_MANAGER_RACE=1 TestMain builds both Manager binaries with -race and
@@ -56,7 +63,13 @@ func TestMain(m *testing.M) {
 	build("orbitkvctl and testclient", "-o", dir, "../../cmd/orbitkvctl", "./testclient")
 	// The failpoint build of the Manager (tag failpoints): pause points and
 	// a test clock behind loopback HTTP; never shipped.
-	build("the failpoint Manager", append(raceFlag, "-tags", "failpoints", "-o", filepath.Join(dir, "orbitkv-manager-fp"), "../../cmd/orbitkv-manager")...)
+	// A command-line -tags replaces GOFLAGS' own: name okv_iox2 again where
+	// this build has the iceoryx2 transport.
+	fpTags := "failpoints"
+	if channel.Iceoryx2Built {
+		fpTags += ",okv_iox2"
+	}
+	build("the failpoint Manager", append(raceFlag, "-tags", fpTags, "-o", filepath.Join(dir, "orbitkv-manager-fp"), "../../cmd/orbitkv-manager")...)
 	if race {
 		fmt.Fprintln(os.Stderr, "integration: Manager binaries built with -race; reports go to", filepath.Join(dir, "race.<pid>"))
 	}
@@ -126,6 +139,11 @@ func startSpec(t *testing.T, spec launch.ProcessSpec) *proc {
 // Manager's HTTP address for readHealth; a cleanup SIGKILLs it and waits.
 func startManagerBin(t *testing.T, name, sock, httpAddr string, ready time.Duration, args ...string) *proc {
 	t.Helper()
+	if *channelTransport != "shm" && !channel.Iceoryx2Built {
+		t.Skipf("-channel-transport %s: %v", *channelTransport, errors.New("this test binary was built without the iceoryx2 transport"))
+	}
+	// First, so a test's own --channel-transport wins.
+	args = append([]string{"--channel-transport", *channelTransport}, args...)
 	m, err := launch.Start(launch.Spec{Bin: filepath.Join(binDir, name), Dir: t.TempDir(), Socket: sock,
 		HTTPAddr: httpAddr, Args: args, ReadyTimeout: ready})
 	if err != nil {

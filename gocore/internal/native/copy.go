@@ -46,13 +46,15 @@ type CopyEngine struct {
 // NewCopyEngineFor starts an engine whose completions wake srv's poll loop
 // through its doorbell and its private control word (okvi_server_ctl_word),
 // so a client scribbling on the shared doorbell cannot lose a completion's
-// wakeup. srv must outlive the engine (Close the engine first).
+// wakeup, and through its wake eventfd in iceoryx2 mode (UseIceoryx2 must
+// come first). srv must outlive the engine (Close the engine first).
 func NewCopyEngineFor(srv *Server, workers int) (*CopyEngine, error) {
 	e, err := newCopyEngine(srv.db, workers)
 	if err != nil {
 		return nil, err
 	}
 	C.okvi_copy_set_ring_word(e.e, srv.ctlWord())
+	C.okvi_copy_set_wake_fd(e.e, C.okvi_server_wake_fd(srv.s))
 	return e, nil
 }
 

@@ -7,6 +7,12 @@ import "time"
 // Server is unavailable without cgo; NewServer returns ErrNoCgo.
 type Server struct{}
 
+// UseIceoryx2 returns ErrNoCgo.
+func (*Server) UseIceoryx2() error { return ErrNoCgo }
+
+// AttachIceoryx2 returns ErrNoCgo.
+func (*Server) AttachIceoryx2(uint32, []byte, uint64, string) error { return ErrNoCgo }
+
 // NewServer returns ErrNoCgo.
 func NewServer([]byte, uint32, PollMode, time.Duration, int) (*Server, error) { return nil, ErrNoCgo }
 

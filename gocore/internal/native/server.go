@@ -3,6 +3,7 @@
 package native
 
 /*
+#include <errno.h>
 #include <stdlib.h>
 #include "server.h"
 */
@@ -11,6 +12,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -99,6 +101,53 @@ func (s *Server) Attach(index uint32, slot []byte, seenGen uint64) error {
 		return fmt.Errorf("attach slot %d: %w", index, ErrBadSlot)
 	}
 	return nil
+}
+
+// UseIceoryx2 switches the poll loop to iceoryx2 mode (okvi_server_use_iox2,
+// native/src/server.h): slots attached with AttachIceoryx2 move their
+// requests and responses through their own iceoryx2 service, and Step
+// sleeps on an iceoryx2 WaitSet inside C. Call once, before the first
+// attach and before NewCopyEngineFor. Errors wrap ErrNoIceoryx2 in a build
+// without the transport, else name what failed.
+func (s *Server) UseIceoryx2() error {
+	var buf [256]C.char
+	rc := C.okvi_server_use_iox2(s.s, &buf[0], C.size_t(len(buf)))
+	switch {
+	case rc == 0:
+		return nil
+	case rc == -C.ENOSYS:
+		return fmt.Errorf("native: %w", ErrNoIceoryx2)
+	default:
+		return fmt.Errorf("native: %s", C.GoString(&buf[0]))
+	}
+}
+
+// AttachIceoryx2 attaches like Attach and creates the slot's iceoryx2
+// request-response service named name exclusively (one client; objects of
+// this uid only). Errors wrap ErrBadSlot for an index out of range or in
+// use, os.ErrExist when the name exists, ErrNoIceoryx2 without the
+// transport.
+func (s *Server) AttachIceoryx2(index uint32, slot []byte, seenGen uint64, name string) error {
+	if len(slot) < abi.SlotDescOffset {
+		return fmt.Errorf("native: slot mapping of %d bytes, want >= %d", len(slot), abi.SlotDescOffset)
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var buf [512]C.char
+	rc := C.okvi_server_attach_iox2(s.s, C.uint32_t(index), (*C.struct_okv_slot)(unsafe.Pointer(&slot[0])),
+		C.uint64_t(seenGen), cname, &buf[0], C.size_t(len(buf)))
+	switch {
+	case rc == 0:
+		return nil
+	case rc == -C.EINVAL || rc == -C.EBUSY:
+		return fmt.Errorf("attach slot %d: %s: %w", index, C.GoString(&buf[0]), ErrBadSlot)
+	case rc == -C.EEXIST:
+		return fmt.Errorf("attach slot %d: iceoryx2 service %s: %w", index, name, os.ErrExist)
+	case rc == -C.ENOSYS:
+		return fmt.Errorf("attach slot %d: %w", index, ErrNoIceoryx2)
+	default:
+		return fmt.Errorf("attach slot %d: iceoryx2 service %s: %s", index, name, C.GoString(&buf[0]))
+	}
 }
 
 // Detach stops polling index; afterwards the mapping may be unmapped.

@@ -517,11 +517,23 @@ struct okv_boot_ext {
 enum okv_boot_ext_type {
 	/** The Manager's build version: 1..OKV_BOOT_EXT_VERSION_MAX printable
 	 *  ASCII bytes, no fds (okv_manager_version). */
-	OKV_BOOT_EXT_MANAGER_VERSION = 1
+	OKV_BOOT_EXT_MANAGER_VERSION = 1,
+	/** The session's iceoryx2 service (a Manager with
+	 *  --channel-transport iceoryx2): 1..OKV_BOOT_EXT_SERVICE_MAX bytes of
+	 *  printable ASCII, no fds, always sent with OKV_BOOT_EXT_REQUIRED. The
+	 *  client then sends its 64-byte requests through that service and
+	 *  takes the responses from it (orbitkv/iox2.h) instead of the slot's
+	 *  request and response lines; descriptors stay in the slot. The name
+	 *  carries a 128-bit token of this session: it is the capability. A
+	 *  liborbitkv that does not know the type refuses the reply. */
+	OKV_BOOT_EXT_IOX2_SERVICE = 2
 };
 
 /** Longest OKV_BOOT_EXT_MANAGER_VERSION value. */
 #define OKV_BOOT_EXT_VERSION_MAX 64u
+/** Longest OKV_BOOT_EXT_IOX2_SERVICE value (iceoryx2 allows 255 bytes; its
+ *  event services add 3). */
+#define OKV_BOOT_EXT_SERVICE_MAX 240u
 
 /* ------------------------------------------------------------------------ */
 /* Lifecycle frames (DESIGN.md §5.1)                                        */

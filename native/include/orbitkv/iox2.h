@@ -116,6 +116,28 @@ int okv_iox2_client_wait(struct okv_iox2_client *c, uint64_t timeout_ns);
 /** Free the client end; NULL is a no-op. */
 void okv_iox2_client_free(struct okv_iox2_client *c);
 
+/** An iceoryx2 WaitSet over many servers' request listeners and one
+ *  control fd: where a server process with many clients sleeps (owning). */
+struct okv_iox2_waitset;
+
+/** Create a WaitSet with ctl_fd (borrowed, open until the free) attached:
+ *  a wait returns when it is readable; the caller drains it. */
+int okv_iox2_waitset_new(int ctl_fd, struct okv_iox2_waitset **out);
+/** Attach s's request listener under key (the caller's slot index);
+ *  OKV_IOX2_EEXIST when key is attached. s must stay until the detach. */
+int okv_iox2_waitset_attach(struct okv_iox2_waitset *w, struct okv_iox2_server *s, uint32_t key);
+/** Detach key (absent: no-op). */
+void okv_iox2_waitset_detach(struct okv_iox2_waitset *w, uint32_t key);
+/**
+ * Sleep until a client of an attached server notified, the control fd is
+ * readable, or timeout_ns passed. Consumes the notifications of the servers
+ * that woke it (not the control fd). Returns how many attachments
+ * triggered (0: timed out) or a code.
+ */
+int okv_iox2_waitset_wait(struct okv_iox2_waitset *w, uint64_t timeout_ns);
+/** Free the WaitSet; NULL is a no-op. */
+void okv_iox2_waitset_free(struct okv_iox2_waitset *w);
+
 /** The calling thread's last failure in words; valid until its next
  *  failing call; never NULL. */
 const char *okv_iox2_last_error(void);

@@ -39,6 +39,7 @@ use iceoryx2::port::listener::Listener;
 use iceoryx2::port::notifier::Notifier;
 use iceoryx2::port::server::Server;
 use iceoryx2::prelude::*;
+use iceoryx2::waitset::WaitSetGuard;
 
 /// Return codes; equal to the `OKV_IOX2_E*` values of iox2.h.
 pub const OKV_IOX2_EINVAL: c_int = -1;
@@ -605,6 +606,189 @@ pub unsafe extern "C" fn okv_iox2_client_free(c: *mut OkvIox2Client) {
     if !c.is_null() {
         let _ = guard(|| {
             drop(unsafe { Box::from_raw(c) });
+            0
+        });
+    }
+}
+
+// ---- waitset ----------------------------------------------------------------
+
+/// A control fd (an eventfd of the caller's) as a WaitSet attachment.
+#[derive(Debug)]
+struct CtlFd(FileDescriptor);
+
+impl FileDescriptorBased for CtlFd {
+    fn file_descriptor(&self) -> &FileDescriptor {
+        &self.0
+    }
+}
+
+impl SynchronousMultiplexing for CtlFd {}
+
+/// An iceoryx2 WaitSet over the request listeners of many servers and one
+/// control fd: the Manager's one place to sleep. Guards borrow the
+/// listeners and the WaitSet; they are kept with 'static lifetimes because
+/// both live behind stable pointers (boxed here, boxed by the caller) and
+/// a guard is dropped before what it borrows (okv_iox2_waitset_detach
+/// before okv_iox2_server_free; field order below for the rest).
+pub struct OkvIox2Waitset {
+    attached: Vec<(u32, *mut OkvIox2Server, WaitSetGuard<'static, 'static, Ipc>)>,
+    ctl_guard: Option<WaitSetGuard<'static, 'static, Ipc>>,
+    ctl: Box<CtlFd>,
+    ws: Box<WaitSet<Ipc>>,
+}
+
+/// Creates a WaitSet with `ctl_fd` (borrowed; an eventfd or any fd that
+/// becomes readable) attached: okv_iox2_waitset_wait returns when it is
+/// readable, and the caller drains it.
+///
+/// # Safety
+/// `out` is valid; `ctl_fd` stays open until okv_iox2_waitset_free.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_waitset_new(
+    ctl_fd: c_int,
+    out: *mut *mut OkvIox2Waitset,
+) -> c_int {
+    guard(|| {
+        if out.is_null() || ctl_fd < 0 {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_waitset_new: out/ctl_fd",
+                "NULL or negative",
+            );
+        }
+        let Some(fd) = FileDescriptor::non_owning_new(ctl_fd) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_waitset_new: ctl_fd", ctl_fd);
+        };
+        let ws = match WaitSetBuilder::new()
+            .signal_handling_mode(SignalHandlingMode::Disabled)
+            .create::<Ipc>()
+        {
+            Ok(ws) => Box::new(ws),
+            Err(e) => return fail(OKV_IOX2_EINTERNAL, "creating iceoryx2 WaitSet", e),
+        };
+        let mut w = Box::new(OkvIox2Waitset {
+            attached: Vec::new(),
+            ctl_guard: None,
+            ctl: Box::new(CtlFd(fd)),
+            ws,
+        });
+        let ws_ref: &'static WaitSet<Ipc> = unsafe { &*(&*w.ws as *const WaitSet<Ipc>) };
+        let ctl_ref: &'static CtlFd = unsafe { &*(&*w.ctl as *const CtlFd) };
+        match ws_ref.attach_notification(ctl_ref) {
+            Ok(g) => w.ctl_guard = Some(g),
+            Err(e) => {
+                return fail(
+                    OKV_IOX2_EINTERNAL,
+                    "attaching the control fd to the WaitSet",
+                    e,
+                )
+            }
+        }
+        unsafe { *out = Box::into_raw(w) };
+        0
+    })
+}
+
+/// Attaches the request listener of `s` under `key` (the caller's slot
+/// index). OKV_IOX2_EEXIST when `key` is attached already.
+///
+/// # Safety
+/// `w` from okv_iox2_waitset_new; `s` from okv_iox2_server_create, freed
+/// only after okv_iox2_waitset_detach(w, key).
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_waitset_attach(
+    w: *mut OkvIox2Waitset,
+    s: *mut OkvIox2Server,
+    key: u32,
+) -> c_int {
+    guard(|| {
+        let (Some(w), Some(srv)) = (unsafe { w.as_mut() }, unsafe { s.as_ref() }) else {
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_waitset_attach: waitset/server",
+                "NULL",
+            );
+        };
+        if w.attached.iter().any(|(k, _, _)| *k == key) {
+            return fail(
+                OKV_IOX2_EEXIST,
+                "okv_iox2_waitset_attach",
+                format!("key {key} attached"),
+            );
+        }
+        let ws_ref: &'static WaitSet<Ipc> = unsafe { &*(&*w.ws as *const WaitSet<Ipc>) };
+        let l_ref: &'static Listener<Ipc> = unsafe { &*(&srv.listener as *const Listener<Ipc>) };
+        match ws_ref.attach_notification(l_ref) {
+            Ok(g) => {
+                w.attached.push((key, s, g));
+                0
+            }
+            Err(e) => fail(OKV_IOX2_EBUSY, "attaching a listener to the WaitSet", e),
+        }
+    })
+}
+
+/// Detaches what was attached under `key` (absent: no-op).
+///
+/// # Safety
+/// `w` from okv_iox2_waitset_new.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_waitset_detach(w: *mut OkvIox2Waitset, key: u32) {
+    let _ = guard(|| {
+        if let Some(w) = unsafe { w.as_mut() } {
+            w.attached.retain(|(k, _, _)| *k != key);
+        }
+        0
+    });
+}
+
+/// Sleeps until a client of an attached server notified, the control fd
+/// became readable, or `timeout_ns` passed. The notifications of the
+/// servers that woke it are consumed (so the next wait sleeps again); the
+/// control fd is left for the caller to drain. Returns how many
+/// attachments triggered (0: timed out).
+///
+/// # Safety
+/// `w` from okv_iox2_waitset_new.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_waitset_wait(w: *mut OkvIox2Waitset, timeout_ns: u64) -> c_int {
+    guard(|| {
+        let Some(w) = (unsafe { w.as_mut() }) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_waitset_wait: waitset", "NULL");
+        };
+        let mut n: c_int = 0;
+        let attached = &w.attached;
+        let r = w.ws.wait_and_process_once_with_timeout(
+            |id| {
+                n += 1;
+                for (_, s, g) in attached.iter() {
+                    if id.has_event_from(g) {
+                        // Consume the notifications: the WaitSet is level
+                        // triggered on the listener's socket.
+                        let _ = unsafe { &**s }.listener.try_wait(|_| {});
+                    }
+                }
+                CallbackProgression::Continue
+            },
+            Duration::from_nanos(timeout_ns.max(1)),
+        );
+        match r {
+            Ok(_) => n,
+            Err(e) => fail(OKV_IOX2_EINTERNAL, "waiting on the iceoryx2 WaitSet", e),
+        }
+    })
+}
+
+/// Frees the WaitSet (NULL: no-op); detaches everything first.
+///
+/// # Safety
+/// `w` is NULL or from okv_iox2_waitset_new, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_waitset_free(w: *mut OkvIox2Waitset) {
+    if !w.is_null() {
+        let _ = guard(|| {
+            drop(unsafe { Box::from_raw(w) });
             0
         });
     }
