@@ -37,7 +37,7 @@ const (
 
 // clusterCerts writes a cluster CA and node certificates for names (all
 // dialled at 127.0.0.1) into a temporary directory and loads them.
-func clusterCerts(t *testing.T, names ...string) map[string][2]*tls.Config {
+func clusterCerts(t testing.TB, names ...string) map[string][2]*tls.Config {
 	t.Helper()
 	dir := t.TempDir()
 	caCert, caKey, err := peer.NewCA("orbitkv test CA", 24*time.Hour, time.Now())
@@ -81,13 +81,13 @@ type clusterNode struct {
 // startNode serves a Manager named name at epoch in the cluster of etcd
 // endpoints, with a 32 MiB RAM tier, and connects a client with one
 // registered buffer.
-func startNode(t *testing.T, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config) *clusterNode {
+func startNode(t testing.TB, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config) *clusterNode {
 	t.Helper()
 	return startNodeWith(t, name, epoch, endpoints, certs, nil)
 }
 
 // startNodeWith is startNode with edit applied to the Spec first.
-func startNodeWith(t *testing.T, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config, edit func(*Spec)) *clusterNode {
+func startNodeWith(t testing.TB, name string, epoch uint64, endpoints []string, certs map[string][2]*tls.Config, edit func(*Spec)) *clusterNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("CLUSTER_LOG") != "" {
@@ -152,7 +152,7 @@ func cCheck(t *testing.T, n *clusterNode, page int, tag byte) {
 }
 
 // publish publishes blocks first..first+n of the chain from pages 0..n.
-func (n *clusterNode) publish(t *testing.T, first, count int) {
+func (n *clusterNode) publish(t testing.TB, first, count int) {
 	t.Helper()
 	hs := make([]abi.BlockHash, count)
 	pages := make([]uint32, count)
@@ -189,7 +189,7 @@ func (n *clusterNode) query(t *testing.T, count int, d time.Duration) (client.Le
 }
 
 // waitOwners waits until n's catalog lists an owner of the chain's block i.
-func waitOwners(t *testing.T, n *clusterNode, i int) {
+func waitOwners(t testing.TB, n *clusterNode, i int) {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); len(n.m.Catalog().Owners(cNS, cHash(i))) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -214,7 +214,7 @@ func framesClean(t *testing.T, n *clusterNode) {
 	}
 }
 
-func etcdEndpoints(t *testing.T) []string {
+func etcdEndpoints(t testing.TB) []string {
 	t.Helper()
 	c := etcdtest.Start(t, 1)
 	return []string{c.Members[0].ClientURL.Host}
@@ -445,5 +445,100 @@ func TestTransferConnectionsAreMeasuredByTheProbes(t *testing.T) {
 				t.Errorf("%s{peer=%q}: no samples", tc.metric, tc.peer)
 			}
 		})
+	}
+}
+
+// BenchmarkRemoteRestore times the remote restore of the target
+// (32 blocks of 64 KiB on loopback): node b queries a chain only node a
+// holds (Loading, the fetch, then the lease), restores it into its engine
+// buffer and releases it. a holds 192 chains (384 MiB of its 512 MiB); b
+// cycles through them, and its 256 MiB keep the replicas of 128 chains
+// (replicas are evicted oldest first), so every iteration is a fetch. It
+// reports the p50 and p99 of those round trips (rtt-p50-ns, rtt-p99-ns)
+// beside ns/op.
+func BenchmarkRemoteRestore(b *testing.B) {
+	const blocks, size, chains = 32, 64 << 10, 192
+	eps := etcdEndpoints(b)
+	certs := clusterCerts(b, "a", "b")
+	na := startNodeWith(b, "a", 11, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 512 << 20 })
+	nb := startNodeWith(b, "b", 22, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 256 << 20 })
+	bufs := make([]uint32, 2)
+	for i, n := range []*clusterNode{na, nb} {
+		buf, err := client.AllocBuffer(1, size, blocks)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(buf.Free)
+		if bufs[i], err = n.c.RegisterBuffer(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pages := make([]uint32, blocks)
+	entries := make([]client.RestoreEntry, blocks)
+	for i := range pages {
+		pages[i], entries[i] = uint32(i), client.RestoreEntry{Block: uint32(i), Page: uint32(i)}
+	}
+	chain := func(k int) []abi.BlockHash {
+		hs := make([]abi.BlockHash, blocks)
+		for i := range hs {
+			hs[i] = abi.BlockHash{byte(i), byte(k), byte(k >> 8), 0xbe}
+		}
+		return hs
+	}
+	for k := range chains {
+		if _, err := na.c.Publish(cNS, bufs[0], chain(k), pages); err != nil {
+			b.Fatal(err)
+		}
+	}
+	advertised := func() bool {
+		for k := range chains {
+			for _, h := range chain(k) {
+				if len(nb.m.Catalog().Owners(cNS, h)) == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(15 * time.Second); !advertised(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the chains are not advertised after 15 s")
+		}
+	}
+	var rtts []time.Duration
+	b.SetBytes(blocks * size)
+	b.ResetTimer()
+	for k := 0; k < b.N; k++ {
+		hs := chain(k % chains)
+		start := time.Now()
+		var l client.Lease
+		for {
+			var err error
+			l, err = nb.c.Query(cNS, hs)
+			var ce *native.ClientError
+			if errors.As(err, &ce) && ce.Code == native.CodePending {
+				continue
+			}
+			if err != nil || l.Hits != blocks {
+				b.Fatalf("query of chain %d: %+v, %v", k%chains, l, err)
+			}
+			break
+		}
+		op, err := nb.c.Restore(l.ID, bufs[1], entries)
+		if err == nil {
+			err = nb.c.RestoreWait(op, 5*time.Second)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(start))
+		nb.c.Release(l.ID)
+	}
+	b.StopTimer()
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "rtt-p50-ns")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "rtt-p99-ns")
+	if fetches := nb.m.Cache.Stats().Peer.Fetches; fetches < uint64(b.N) {
+		b.Fatalf("%d fetches for %d iterations: some restores were local", fetches, b.N)
 	}
 }

@@ -377,7 +377,7 @@ func TestHugepageFallbackSentencesMapToShortCodes(t *testing.T) {
 // serving builds a Manager from s, serves it until the test ends (Close
 // at cleanup) and returns it once it reports PhaseServing, failing the
 // test after 5 s.
-func serving(t *testing.T, s Spec) *Manager {
+func serving(t testing.TB, s Spec) *Manager {
 	t.Helper()
 	m, err := New(s)
 	if err != nil {
