@@ -301,6 +301,33 @@ static void test_bad_arguments(void)
 	CHECK(okv_iox2_client_open(NULL, "okv-test/x", &cli) == OKV_IOX2_EINVAL, "NULL node");
 	CHECK(strncmp(okv_iox2_strerror(OKV_IOX2_ENOENT), "OKV_IOX2_ENOENT", 15) == 0, "strerror names the code");
 	CHECK(strcmp(okv_iox2_version(), "0.10.0") == 0, "built on iceoryx2 %s", okv_iox2_version());
+	/* This layer's configuration: its own root and prefix, every object
+	 * the owner's only, the global node counter included. */
+	char root[64], prefix[32];
+	struct stat st;
+	snprintf(root, sizeof(root), "/tmp/orbitkv-iox2-%u", (unsigned)geteuid());
+	snprintf(prefix, sizeof(prefix), "okv%u_", (unsigned)geteuid());
+	CHECK(stat(root, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 022) == 0,
+	      "%s is this user's directory that only it writes (mode %o)", root, st.st_mode & 0777);
+	int n = shm_list(during, MAX_ENTRIES), counters = 0;
+	int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (int i = 0; i < n && dfd >= 0; i++) {
+		if (strncmp(during[i], prefix, strlen(prefix)) != 0)
+			continue;
+		counters += strstr(during[i], ".global_mgmt") != NULL;
+		CHECK(fstatat(dfd, during[i], &st, 0) != 0 || ((st.st_mode & 077) == 0 && st.st_uid == geteuid()),
+		      "/dev/shm/%s has mode %o: the owner's only", during[i], st.st_mode & 0777);
+	}
+	if (dfd >= 0)
+		close(dfd);
+	CHECK(counters == 1, "one global node counter of this layer's prefix %s, found %d", prefix, counters);
+	/* A root directory others may write is refused, naming it. */
+	struct okv_iox2_node *refused = NULL;
+	CHECK(chmod(root, 0777) == 0, "chmod %s", root);
+	CHECK(okv_iox2_node_new(NULL, &refused) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), root) != NULL,
+	      "a node on a root writable by others: %s", okv_iox2_last_error());
+	CHECK(chmod(root, 0750) == 0, "chmod %s back", root);
+	okv_iox2_node_free(refused);
 	okv_iox2_node_free(node);
 	okv_iox2_node_free(NULL);
 	okv_iox2_server_free(NULL);

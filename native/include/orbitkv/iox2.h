@@ -60,9 +60,16 @@ struct okv_iox2_server;
 struct okv_iox2_client;
 
 /**
- * Create a node; `name` may be NULL. iceoryx2 installs no signal handlers
- * (the host process keeps SIGINT/SIGTERM) and logs only fatal errors.
- * Returns 0 and *out, or OKV_IOX2_EINVAL / OKV_IOX2_EINTERNAL.
+ * Create a node; `name` may be NULL. Every node of this layer uses its own
+ * iceoryx2 configuration: objects /dev/shm/okv<euid>_*, files under
+ * /tmp/orbitkv-iox2-<euid>/ (not iceoryx2's shared iox2_ and /tmp/iceoryx2,
+ * whose root directory belongs to its first user and whose global node
+ * counter is 0666); this layer makes the counter 0600. iceoryx2 installs no
+ * signal handlers (the host process keeps SIGINT/SIGTERM) and logs only
+ * fatal errors (IOX2_LOG_LEVEL raises that). Creating a node removes what
+ * dead nodes of this user left. Returns 0 and *out, OKV_IOX2_EPERM when the
+ * root directory or the counter belongs to another user or is writable by
+ * others, OKV_IOX2_EINVAL / OKV_IOX2_EINTERNAL.
  */
 int okv_iox2_node_new(const char *name, struct okv_iox2_node **out);
 /** Free a node after every end made from it; NULL is a no-op. */

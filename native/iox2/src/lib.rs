@@ -116,15 +116,91 @@ fn service_name(s: &str, what: &str) -> Result<ServiceName, c_int> {
 
 // ---- node -------------------------------------------------------------------
 
+/// The iceoryx2 configuration of every node of this layer: objects under
+/// /dev/shm named `okv<euid>_…` and files under `/tmp/orbitkv-iox2-<euid>/`
+/// instead of iceoryx2's shared `iox2_` and `/tmp/iceoryx2/`. One user's
+/// Manager and clients therefore never share iceoryx2's directories or its
+/// global node counter with another user's (iceoryx2 creates its root
+/// directory for its first user only, and the counter with mode 0666).
+fn okv_config() -> Result<(Config, String, String), c_int> {
+    let uid = unsafe { libc::geteuid() };
+    let prefix = format!("okv{uid}_");
+    let root = format!("/tmp/orbitkv-iox2-{uid}");
+    let mut cfg = Config::default();
+    cfg.global.prefix = FileName::new(prefix.as_bytes()).map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 prefix", e))?;
+    let p = Path::new(format!("{root}/").as_bytes()).map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 root path", e))?;
+    cfg.global.set_root_path(&p);
+    Ok((cfg, prefix, root))
+}
+
+/// Refuses a root directory that another user owns or may write: its
+/// files (node records, service configs, event sockets) decide what this
+/// user's processes open.
+fn check_root(root: &str) -> Result<(), c_int> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = unsafe { libc::geteuid() };
+    match std::fs::symlink_metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(fail(OKV_IOX2_EPERM, &format!("iceoryx2 root {root}"), e)),
+        Ok(m) if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 => Err(fail(
+            OKV_IOX2_EPERM,
+            &format!("iceoryx2 root {root}"),
+            format!(
+                "a {} of uid {} with mode {:o}; want a directory of uid {uid} that only it may write: remove it",
+                if m.is_dir() { "directory" } else { "non-directory" },
+                m.uid(),
+                m.mode() & 0o7777
+            ),
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Makes this layer's iceoryx2 global node counter (`/dev/shm/<prefix>…
+/// .global_mgmt`, created 0666 by iceoryx2) the owner's only, and refuses
+/// one another user created.
+fn own_global_mgmt(prefix: &str) -> Result<(), c_int> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let uid = unsafe { libc::geteuid() };
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return Ok(()) };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(prefix) || !name.ends_with(".global_mgmt") {
+            continue;
+        }
+        let path = e.path();
+        let m = std::fs::symlink_metadata(&path).map_err(|e| fail(OKV_IOX2_EPERM, &path.to_string_lossy(), e))?;
+        if m.uid() != uid {
+            return Err(fail(
+                OKV_IOX2_EPERM,
+                &path.to_string_lossy(),
+                format!("owned by uid {}, not {uid}: another user created this user's iceoryx2 counter; remove it", m.uid()),
+            ));
+        }
+        if m.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| fail(OKV_IOX2_EPERM, &path.to_string_lossy(), e))?;
+        }
+    }
+    Ok(())
+}
+
+
 /// One iceoryx2 node: the process's registration under iceoryx2's root
 /// directory (its monitoring token lets others tell whether it died).
 pub struct OkvIox2Node {
     node: Node<Ipc>,
 }
 
-/// Creates a node named `name` (NULL: unnamed). iceoryx2's own signal
-/// handlers are not installed (the host process owns SIGINT/SIGTERM) and its
-/// log output is limited to fatal errors (failures come back as codes).
+/// Creates a node named `name` (NULL: unnamed) on this layer's iceoryx2
+/// configuration (okv_config: prefix `okv<euid>_`, root
+/// `/tmp/orbitkv-iox2-<euid>/`). iceoryx2's own signal handlers are not
+/// installed (the host process owns SIGINT/SIGTERM) and its log output is
+/// limited to fatal errors (failures come back as codes). Creating a node
+/// removes what dead nodes of this configuration left (iceoryx2's
+/// cleanup_dead_nodes_on_creation). OKV_IOX2_EPERM when the root directory
+/// or the global counter belongs to another user or is writable by others.
 ///
 /// # Safety
 /// `name` is NULL or a NUL-terminated string; `out` is a valid pointer.
@@ -138,7 +214,16 @@ pub unsafe extern "C" fn okv_iox2_node_new(
             return fail(OKV_IOX2_EINVAL, "okv_iox2_node_new: out", "NULL");
         }
         set_log_level_from_env_or(LogLevel::Fatal);
-        let mut b = NodeBuilder::new().signal_handling_mode(SignalHandlingMode::Disabled);
+        let (cfg, prefix, root) = match okv_config() {
+            Ok(c) => c,
+            Err(rc) => return rc,
+        };
+        if let Err(rc) = check_root(&root) {
+            return rc;
+        }
+        let mut b = NodeBuilder::new()
+            .config(&cfg)
+            .signal_handling_mode(SignalHandlingMode::Disabled);
         if !name.is_null() {
             let n = match unsafe { name_arg(name, "node name") } {
                 Ok(n) => n,
@@ -151,6 +236,11 @@ pub unsafe extern "C" fn okv_iox2_node_new(
         }
         match b.create::<Ipc>() {
             Ok(node) => {
+                // Again after iceoryx2 made them: the root may have been
+                // created by someone else between the check and now.
+                if let Err(rc) = check_root(&root).and_then(|_| own_global_mgmt(&prefix)) {
+                    return rc;
+                }
                 unsafe { *out = Box::into_raw(Box::new(OkvIox2Node { node })) };
                 0
             }
