@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,6 +217,19 @@ func parseMooncakeCompleted(line string) (mooncakeResult, bool) {
 		return mooncakeResult{}, false
 	}
 	return mooncakeResult{seconds: s, batches: n}, true
+}
+
+// mooncakeEnv is the MC_* variables of this process's environment, sorted:
+// Mooncake's tunables, which its processes inherit.
+func mooncakeEnv() []string {
+	out := []string{}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "MC_") {
+			out = append(out, kv)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // freePort is a loopback TCP port free a moment ago.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -132,7 +133,11 @@ type transferMooncake struct {
 	Bench     string  `json:"bench"`
 	DurationS float64 `json:"duration_s"`
 	Threads   int     `json:"threads"`
-	Method    string  `json:"method"`
+	// Env is the MC_* variables of the bench's environment, which both
+	// Mooncake processes inherit (Mooncake's tunables, e.g.
+	// MC_TCP_ENABLE_CONNECTION_POOL); empty: Mooncake's defaults.
+	Env    []string `json:"env"`
+	Method string   `json:"method"`
 }
 
 // transferReport is the one JSON object `orbitkv-bench transfer --json` prints.
@@ -170,7 +175,7 @@ var transferMooncakeFields = []floatField[transferSize]{
 }
 
 // transferMooncakeMethod says how the Mooncake figures were measured.
-const transferMooncakeMethod = "per block size, one transfer_engine_bench --mode=target process (P2PHANDSHAKE metadata, TCP transport, 127.0.0.1); after each repeat's interleaved batches, one --mode=initiator process READs batches of --blocks blocks of the size from it for the duration; mooncake_gbps is its completed batches' bytes over the duration it reports (a mean over the run, where orbitkv_gbps is over the median batch); its bytes are not checked"
+const transferMooncakeMethod = "per block size, one transfer_engine_bench --mode=target process (P2PHANDSHAKE metadata, TCP transport, 127.0.0.1); after one untimed initiator run of 1 s (with --warmup > 0) and after each repeat's interleaved batches, one --mode=initiator process READs batches of --blocks blocks of the size from it for the duration; mooncake_gbps is its completed batches' bytes over the duration it reports (a mean over the run, where orbitkv_gbps is over the median batch); its bytes are not checked"
 
 // runTransfer is `orbitkv-bench transfer`.
 func runTransfer(args []string, stdout, stderr io.Writer) error {
@@ -192,8 +197,11 @@ func runTransfer(args []string, stdout, stderr io.Writer) error {
 	fields := transferFields
 	if cfg.mooncake.bin != "" {
 		fields = append(slices.Clone(fields), transferMooncakeFields...)
-		rep.Mooncake = &transferMooncake{Bench: cfg.mooncake.bin, DurationS: cfg.mooncake.duration.Seconds(), Threads: cfg.mooncake.threads, Method: transferMooncakeMethod}
+		rep.Mooncake = &transferMooncake{Bench: cfg.mooncake.bin, DurationS: cfg.mooncake.duration.Seconds(), Threads: cfg.mooncake.threads, Env: mooncakeEnv(), Method: transferMooncakeMethod}
 		rep.header += fmt.Sprintf("; Mooncake: transfer_engine_bench, TCP, %d thread(s), %s per repeat", cfg.mooncake.threads, cfg.mooncake.duration)
+		if len(rep.Mooncake.Env) > 0 {
+			rep.header += " with " + strings.Join(rep.Mooncake.Env, " ")
+		}
 	}
 	var figs []figure
 	for _, size := range cfg.sizes {
@@ -259,6 +267,13 @@ func measureTransfer(cfg *transferConfig, size uint64) ([]transferSize, error) {
 			return nil, err
 		}
 		defer target.close()
+		if cfg.warmup > 0 { // one untimed run first: the target's buffer faulted in, as the engine's warm-up batches do for ours
+			warm := cfg.mooncake
+			warm.duration = mooncakeMinDuration
+			if _, err := runMooncakeInitiator(warm, target, size, cfg.blocks); err != nil {
+				return nil, fmt.Errorf("warm-up: %w", err)
+			}
+		}
 	}
 	var out []transferSize
 	for range cfg.repeats {
