@@ -144,7 +144,7 @@ wheel: native ## The orbitkv Python wheel, liborbitkv bundled, into build/wheel 
 	/usr/bin/python3 python/_build/orbitkv_wheel.py $(BUILD)/wheel
 
 .PHONY: deps-engines
-deps-engines: ## Real vLLM+LMCache and SGLang environments in build/venv from engines/*.lock (~16 GB, ~8 GB download; needs PyPI)
+deps-engines: ## Real vLLM+LMCache and SGLang environments and Mooncake's Transfer Engine in build/venv from engines/*.lock (~16 GB, ~8 GB download; needs PyPI)
 	engines/deps.sh
 
 .PHONY: engines-lock

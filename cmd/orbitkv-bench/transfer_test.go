@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -198,6 +199,11 @@ func TestTransferFillsMooncakeFromTheRealWheel(t *testing.T) {
 		"--mooncake-bench", mooncakeBenchPath, "--mooncake-duration", "1s"}
 	if err := runTransfer(args, &out, io.Discard); err != nil {
 		t.Fatal(err)
+	}
+	for _, pid := range descendants(os.Getpid())[1:] {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.HasPrefix(string(comm), "transfer_engine") {
+			t.Errorf("Mooncake process %d (%s) outlived the run", pid, strings.TrimSpace(string(comm)))
+		}
 	}
 	var rep struct {
 		Mooncake struct {
