@@ -46,3 +46,11 @@ var All = []Name{TicketAdmission, Reservation, CopySubmitted, CopyComplete, Noti
 // its pages earlier. Unlike a pause it holds every restore that completes
 // while it is on, not one.
 const RestoreDone Name = "restore-done"
+
+// TransferServe is a hold point of the source side of the transfer engine:
+// while held, each data connection reads its next READ and withholds the
+// answer (no DATA is written, the segment is not touched, so
+// UnregisterSegment and the release of its pins never wait for it) until
+// the hold ends or the Server closes; peer control goes on meanwhile, so
+// a test can hold a remote restore open mid-transfer and kill either end.
+const TransferServe Name = "transfer-serve"

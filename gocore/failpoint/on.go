@@ -144,7 +144,8 @@ func Advance(d time.Duration) { offset.Add(int64(d)) }
 //	POST /debug/failpoints/resume?name=N   let it go (again: a no-op)
 //	POST /debug/failpoints/drop-wakeups?on=1  skip every eventfd write (0: stop)
 //	POST /debug/failpoints/hold?name=restore-done&on=1  withhold restore completions (0: release them)
-//	GET  /debug/failpoints/held?name=restore-done&timeout=5s  200 once one was withheld, 408 if not in time
+//	POST /debug/failpoints/hold?name=transfer-serve&on=1  withhold the answers to transfer READs (0: serve them)
+//	GET  /debug/failpoints/held?name=N&timeout=5s  200 once one was withheld at hold point N, 408 if not in time
 //	POST /debug/clock/advance?by=61s       move the expiry clock forward
 func Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -168,8 +169,8 @@ func Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /debug/failpoints/hold", func(w http.ResponseWriter, r *http.Request) {
 		name := Name(r.URL.Query().Get("name"))
-		if name != RestoreDone {
-			http.Error(w, fmt.Sprintf("unknown hold point %q (want %q)", name, RestoreDone), http.StatusBadRequest)
+		if name != RestoreDone && name != TransferServe {
+			http.Error(w, fmt.Sprintf("unknown hold point %q (want %q or %q)", name, RestoreDone, TransferServe), http.StatusBadRequest)
 			return
 		}
 		on := r.URL.Query().Get("on") == "1"

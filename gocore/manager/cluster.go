@@ -79,6 +79,9 @@ type cluster struct {
 	data   *transfer.Server
 	ctl    *peer.Server
 	cat    *catalog.Catalog
+	// live holds ctl once it serves, for /metrics (read from any goroutine;
+	// the catalog is remote.cat).
+	live atomic.Pointer[peer.Server]
 }
 
 // newCluster makes the transfer engine and the late-bound Remote and
@@ -171,6 +174,7 @@ func (m *Manager) startCluster(s Spec) error {
 	}
 	c.remote.cat.Store(c.cat)
 	c.adv.cat.Store(c.cat)
+	c.live.Store(c.ctl)
 	c.log.Info("start: cluster joined", slog.String("node", c.spec.NodeID), slog.String("peer_addr", c.ctl.Addr()),
 		slog.String("data_addr", c.data.Addr()), slog.Any("etcd", ks.Endpoints))
 	return nil

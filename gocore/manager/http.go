@@ -39,6 +39,7 @@ type health struct {
 	ready     *readiness
 	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
 	ebpf      *ebpf.Probes                        // nil without Spec.EBPF
+	cluster   *cluster                            // nil without Spec.Cluster
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.

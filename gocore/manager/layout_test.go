@@ -76,7 +76,7 @@ var allowed = map[string][]string{
 	"gocore/tier/ram":        {"gocore/limit", "hugepages"},
 	"gocore/tier/ssd":        {"gocore/limit"},
 	"gocore/trace":           {},
-	"gocore/transfer":        {"gocore/limit"},
+	"gocore/transfer":        {"gocore/failpoint", "gocore/limit"},
 }
 
 func TestImportGraphMatchesTheAllowedList(t *testing.T) {

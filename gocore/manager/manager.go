@@ -241,6 +241,7 @@ func (m *Manager) build(s Spec) error {
 				return err
 			}
 			cs.Tiers.Remote, cs.Tiers.Advertiser = m.cluster.remote, m.cluster.adv
+			m.health.cluster = m.cluster
 		}
 		m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
 		start := time.Now()

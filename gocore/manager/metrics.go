@@ -8,6 +8,8 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/catalog"
+	"github.com/orbitkv/orbitkv/gocore/peer"
 )
 
 // opDurations is the cache's OpObserver: one histogram per cache.Op, each
@@ -55,7 +57,9 @@ type snapshot struct {
 	sessions                         int
 	requests, invalid, parks, rescue uint64
 	cache                            cache.Stats
-	uploadsOK, uploadsFailed         uint64 // the Pyroscope push's; 0 when off
+	catalog                          catalog.Stats // zero until the catalog is open
+	peer                             peer.Stats    // zero until peer control serves
+	uploadsOK, uploadsFailed         uint64        // the Pyroscope push's; 0 when off
 }
 
 // series is one metric drawn from a snapshot.
@@ -86,6 +90,14 @@ func (c *collector) take() snapshot {
 	}
 	if h.svc != nil {
 		s.cache = h.svc.Stats()
+	}
+	if cl := h.cluster; cl != nil {
+		if cat := cl.remote.cat.Load(); cat != nil {
+			s.catalog = cat.Stats()
+		}
+		if ctl := cl.live.Load(); ctl != nil {
+			s.peer = ctl.Stats()
+		}
 	}
 	if h.prof != nil {
 		if p := h.prof.Load(); p != nil {
@@ -160,7 +172,50 @@ func newCollector(h *health, ops *opDurations) *collector {
 	if h.svc != nil {
 		c.addCache(gauge, counter, u, add)
 	}
+	if h.cluster != nil {
+		addCluster(gauge, counter, u, add)
+	}
 	return c
+}
+
+// addCluster adds the catalog's and peer control's series (a node in a
+// cluster only): membership, advertising, the Watch-fed index and the
+// transfers this node serves, by how they ended.
+func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
+	cat := func(f func(catalog.Stats) uint64) func(*snapshot) float64 {
+		return func(s *snapshot) float64 { return float64(f(s.catalog)) }
+	}
+	gauge("orbitkv_catalog_registered", "1 while this node holds a live membership lease in etcd, 0 while it registers again (etcd unreachable, lease lost).", cat(func(s catalog.Stats) uint64 {
+		if s.Registered {
+			return 1
+		}
+		return 0
+	}))
+	counter("orbitkv_catalog_register_errors_total", "Failed registration attempts (etcd unreachable); retried in the background.", cat(func(s catalog.Stats) uint64 { return s.RegisterErrors }))
+	gauge("orbitkv_catalog_members", "Live members (other nodes and this one) the Watch-fed index knows.", cat(func(s catalog.Stats) uint64 { return s.Members }))
+	gauge("orbitkv_catalog_advertised_blocks", "Blocks this node advertises as their owner (written to etcd or about to be).", cat(func(s catalog.Stats) uint64 { return s.AdvertisedBlocks }))
+	gauge("orbitkv_catalog_pending_shards", "Inventory shards whose changes etcd does not have yet (0 once advertising has caught up).", cat(func(s catalog.Stats) uint64 { return s.PendingShards }))
+	counter("orbitkv_catalog_flushes_total", "Inventory transactions written to etcd.", cat(func(s catalog.Stats) uint64 { return s.Flushes }))
+	counter("orbitkv_catalog_flush_errors_total", "Inventory transactions that failed (their shards are retried).", cat(func(s catalog.Stats) uint64 { return s.FlushErrors }))
+	gauge("orbitkv_catalog_indexed_entries", "(block, owner) pairs in the Watch-fed index.", cat(func(s catalog.Stats) uint64 { return s.IndexedEntries }))
+	pc := func(f func(peer.Stats) uint64) func(*snapshot) float64 {
+		return func(s *snapshot) float64 { return float64(f(s.peer)) }
+	}
+	counter("orbitkv_peer_transfers_opened_total", "Transfers peer control opened for peers (blocks pinned, a segment registered).", pc(func(s peer.Stats) uint64 { return s.Opened }))
+	counter("orbitkv_peer_epoch_mismatches_total", "OpenTransfer requests for another epoch of this node (refused FAILED_PRECONDITION).", pc(func(s peer.Stats) uint64 { return s.EpochMismatches }))
+	const endedHelp = "Transfers served to peers that ended, by how: released (ReleaseTransfer), expired (their lease's deadline), dropped (the requester's connection went), closed (this node stopped)."
+	for _, e := range []struct {
+		how string
+		f   func(peer.Stats) uint64
+	}{
+		{"released", func(s peer.Stats) uint64 { return s.Released }},
+		{"expired", func(s peer.Stats) uint64 { return s.Expired }},
+		{"dropped", func(s peer.Stats) uint64 { return s.Dropped }},
+		{"closed", func(s peer.Stats) uint64 { return s.ClosedAtShutdown }},
+	} {
+		add(prometheus.CounterValue, "orbitkv_peer_transfers_ended_total", endedHelp, pc(e.f), "how", e.how)
+	}
+	gauge("orbitkv_peer_transfers_open", "Transfers open now that this node serves to peers.", pc(func(s peer.Stats) uint64 { return s.Open }))
 }
 
 // labelPairs turns "k", "v", ... into constant labels (nil for none).

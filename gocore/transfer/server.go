@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
@@ -308,6 +309,9 @@ func (s *Server) serve(c net.Conn) {
 			s.refuse(c, &h, err)
 			return
 		}
+		if failpoint.Enabled && failpoint.Holding(failpoint.TransferServe) {
+			s.hold()
+		}
 		seg, err := s.admit(c, &h)
 		if err != nil {
 			if s.refuse(c, &h, err) != nil {
@@ -328,6 +332,21 @@ func (s *Server) serve(c net.Conn) {
 		}
 		s.reads.Add(1)
 		s.bytes.Add(uint64(h.Length))
+	}
+}
+
+// hold withholds a READ's answer while the failpoint TransferServe is held
+// (tests only), before admit: the segment is not in use meanwhile.
+func (s *Server) hold() {
+	failpoint.NoteHeld(failpoint.TransferServe)
+	for failpoint.Holding(failpoint.TransferServe) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
