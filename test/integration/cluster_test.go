@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -285,11 +286,11 @@ func TestClusterRequesterSIGKILLedMidTransferReleasesTheSourcesPins(t *testing.T
 }
 
 // roundTrips times n QueryBundle round trips of hashes on e (each leases
-// and releases) and returns the slowest.
-func roundTrips(t *testing.T, e *engine, ns client.Namespace, hashes []client.BlockHash, n int) time.Duration {
+// and releases) and returns the median and the slowest.
+func roundTrips(t *testing.T, e *engine, ns client.Namespace, hashes []client.BlockHash, n int) (median, worst time.Duration) {
 	t.Helper()
-	var worst time.Duration
-	for range n {
+	took := make([]time.Duration, n)
+	for i := range took {
 		start := time.Now()
 		l, err := e.c.Query(ns, hashes)
 		if err != nil || l.Hits != uint32(len(hashes)) {
@@ -298,15 +299,28 @@ func roundTrips(t *testing.T, e *engine, ns client.Namespace, hashes []client.Bl
 		if err := e.c.Release(l.ID); err != nil {
 			t.Fatal(err)
 		}
-		worst = max(worst, time.Since(start))
+		took[i] = time.Since(start)
 	}
-	return worst
+	slices.Sort(took)
+	return took[n/2], took[n-1]
 }
 
 // localBound is a generous bound on one local QueryBundle round trip on a
-// loaded VM; an etcd call on the dispatcher would take its dial or request
-// timeout (seconds).
-const localBound = 250 * time.Millisecond
+// loaded VM (2 cores shared by several builds: a descheduled client or
+// dispatcher costs tens of milliseconds); one that waited on etcd would
+// take the catalog's dial timeout (catalog.DefaultDialTimeout, 3 s) or
+// its request timeout.
+const localBound = time.Second
+
+// checkLocal runs n local round trips on e and fails past localBound.
+func checkLocal(t *testing.T, e *engine, ns client.Namespace, hashes []client.BlockHash, n int, what string) {
+	t.Helper()
+	median, worst := roundTrips(t, e, ns, hashes, n)
+	t.Logf("%s: %d local round trips, median %v, slowest %v", what, n, median, worst)
+	if worst > localBound {
+		t.Errorf("%s: slowest local round trip %v, want ≤ %v", what, worst, localBound)
+	}
+}
 
 func TestClusterServesLocallyWithEtcdDownAndAdvertisesOnceItIsBack(t *testing.T) {
 	env := newClusterEnv(t, 3)
@@ -326,17 +340,13 @@ func TestClusterServesLocallyWithEtcdDownAndAdvertisesOnceItIsBack(t *testing.T)
 		tags, pages := tagRange(11, 4)
 		ea.publish(t, ns, tags, pages)
 		indexed(8, "b sees the blocks a published with one member down")
-		if w := roundTrips(t, ea, ns, chain(tags), 20); w > localBound {
-			t.Errorf("slowest local round trip %v, want ≤ %v", w, localBound)
-		}
+		checkLocal(t, ea, ns, chain(tags), 20, "one member down")
 	})
 	t.Run("with all of etcd down, local serving goes on and peers miss at once", func(t *testing.T) {
 		env.etcd.Stop(1, 2)
 		tags, pages := tagRange(21, 4)
 		ea.publish(t, ns, tags, pages)
-		if w := roundTrips(t, ea, ns, chain(tags), 50); w > localBound {
-			t.Errorf("slowest local round trip with etcd down %v, want ≤ %v", w, localBound)
-		}
+		checkLocal(t, ea, ns, chain(tags), 50, "etcd down")
 		l, took := queryUntilAnswered(t, eb, ns, chain(tags), 2*time.Second)
 		if l.Hits != 0 || took > localBound {
 			t.Errorf("b's query of blocks etcd never heard of: %d hits after %v, want a miss within %v", l.Hits, took, localBound)
