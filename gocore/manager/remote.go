@@ -21,6 +21,22 @@ import (
 // get through is not retried: the source's lease expires on its own.
 const releaseTimeout = time.Second
 
+// peerBackoff is how long a peer (node id at one epoch) whose fetch failed
+// — refused, unreachable, cut off, late — is not asked again: its blocks
+// are misses at once meanwhile. Without it a dead or partitioned source
+// stays listed until its catalog lease expires (--catalog-lease-ttl, 10 s
+// by default), and every lookup of its blocks starts a fetch that fails
+// and answers Loading again: thousands of failed dials, and a poller that
+// never sees its Miss within the fetch deadline.
+const peerBackoff = time.Second
+
+// peerKey names a peer at one epoch in remote.down: a restarted peer (a
+// new epoch) is asked again at once.
+type peerKey struct {
+	node  string
+	epoch uint64
+}
+
 // remote is the tiers' Remote over the cluster: owners from the catalog's
 // Watch-fed index, a fetch through peer control (OpenTransfer, pins at
 // the source) and the transfer engine (READs straight into the RAM tier
@@ -36,6 +52,8 @@ type remote struct {
 	clients  map[string]*peer.Client // by node id and peer control address
 	releases sync.WaitGroup          // ReleaseTransfer calls in flight
 	dataNode sync.Map                // transfer data address → node id, for the probes' labels
+	down     sync.Map                // peerKey → time.Time: not asked before then (peerBackoff)
+	downs    atomic.Int64            // entries in down; Owners skips the map while 0
 }
 
 func newRemote(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *remote {
@@ -54,9 +72,38 @@ func (r *remote) Owners(ns abi.Namespace, h abi.BlockHash) []tier.Owner {
 	}
 	r.owners = r.owners[:0]
 	for _, m := range ms {
+		if r.downs.Load() > 0 && r.isDown(peerKey{m.NodeID, m.Epoch}) {
+			continue
+		}
 		r.owners = append(r.owners, tier.Owner{NodeID: m.NodeID, Addr: m.PeerAddr, Epoch: m.Epoch})
 	}
+	if len(r.owners) == 0 {
+		return nil
+	}
 	return r.owners
+}
+
+// isDown reports whether k failed a fetch less than peerBackoff ago; an
+// entry past its time goes.
+func (r *remote) isDown(k peerKey) bool {
+	v, ok := r.down.Load(k)
+	if !ok {
+		return false
+	}
+	if time.Now().Before(v.(time.Time)) {
+		return true
+	}
+	if r.down.CompareAndDelete(k, v) {
+		r.downs.Add(-1)
+	}
+	return false
+}
+
+// markDown keeps o out of Owners for peerBackoff (any goroutine).
+func (r *remote) markDown(o tier.Owner) {
+	if _, loaded := r.down.Swap(peerKey{o.NodeID, o.Epoch}, time.Now().Add(peerBackoff)); !loaded {
+		r.downs.Add(1)
+	}
 }
 
 // client returns the peer control client of node o, dialling it once
@@ -81,6 +128,11 @@ func (r *remote) client(o tier.Owner) (*peer.Client, error) {
 // transfer (tier.Remote). The transfer's deadline and ctx's bound it.
 func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
 	place func([]tier.Served) [][][]byte) (landed int, err error) {
+	defer func() {
+		if err != nil && ctx.Err() != context.Canceled {
+			r.markDown(o)
+		}
+	}()
 	cl, err := r.client(o)
 	if err != nil {
 		return 0, err
