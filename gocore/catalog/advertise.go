@@ -74,7 +74,8 @@ func (a *advertiser) reserve(n uint64) bool {
 
 // Advertise offers hashes of namespace ns as blocks this node holds: other
 // Managers' Owners list this node for them once the next batch (within
-// Spec.BatchInterval, while etcd answers) reaches etcd. It only updates
+// Spec.BatchInterval, at once after an idle spell, while etcd answers)
+// reaches etcd. It only updates
 // memory and never waits on etcd. A hash already advertised is kept once.
 // Past Spec.AdvertiseBudgetBytes, or past MaxShardValueBytes in its shard,
 // a hash is not advertised at all (it stays a local block that no peer is
@@ -84,6 +85,7 @@ func (c *Catalog) Advertise(ns abi.Namespace, hashes []abi.BlockHash) {
 	if c.closed.Load() {
 		return
 	}
+	changed := false
 	for _, h := range hashes {
 		e := entry{ns, h}
 		s := &c.out[shardOf(ns, h, len(c.out))]
@@ -115,6 +117,10 @@ func (c *Catalog) Advertise(ns abi.Namespace, hashes []abi.BlockHash) {
 		s.dirty = true
 		s.mu.Unlock()
 		c.blocks.Add(1)
+		changed = true
+	}
+	if changed {
+		c.wake()
 	}
 }
 
@@ -126,6 +132,7 @@ func (c *Catalog) Withdraw(ns abi.Namespace, hashes []abi.BlockHash) {
 	if c.closed.Load() {
 		return
 	}
+	changed := false
 	for _, h := range hashes {
 		e := entry{ns, h}
 		s := &c.out[shardOf(ns, h, len(c.out))]
@@ -150,6 +157,10 @@ func (c *Catalog) Withdraw(ns abi.Namespace, hashes []abi.BlockHash) {
 		s.mu.Unlock()
 		c.used.Add(^uint64(refund - 1))
 		c.blocks.Add(-1)
+		changed = true
+	}
+	if changed {
+		c.wake()
 	}
 }
 
@@ -229,24 +240,42 @@ func (c *Catalog) markDirty(i int) {
 	s.mu.Unlock()
 }
 
-// flushLoop writes the changed shards every Spec.BatchInterval while
-// registered.
+// flushLoop writes the changed shards while registered: the first change
+// after an idle spell (no flush for a whole Spec.BatchInterval) at once,
+// so a peer sees a block one etcd round trip and one Watch event after it
+// was sealed; under load the changes that come within an interval of the
+// last flush wait for the next tick and go together, one transaction per
+// interval. The tick also retries failed shards and writes everything
+// again after a re-registration.
 func (c *Catalog) flushLoop() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.spec.BatchInterval)
+	t := time.NewTimer(c.spec.BatchInterval)
 	defer t.Stop()
+	var last time.Time // the end of the last flush that wrote or tried to
 	failing := false
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-c.kick:
+			if time.Since(last) < c.spec.BatchInterval {
+				continue // batching: the next tick takes it, within an interval
+			}
 		case <-t.C:
 		}
+		if !t.Stop() {
+			select { // a tick that fired while a kick was served
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(c.spec.BatchInterval)
 		lease := clientv3.LeaseID(c.lease.Load())
-		if lease == 0 {
+		if lease == 0 || c.pendingShards() == 0 {
 			continue
 		}
 		ok := c.flush(lease)
+		last = time.Now()
 		if clientv3.LeaseID(c.lease.Load()) != lease {
 			// Registered again meanwhile: what this flush wrote hangs on
 			// the old lease, and may have cleared the marks that the new
@@ -260,6 +289,15 @@ func (c *Catalog) flushLoop() {
 			c.log.Info("catalog advertisements written again")
 		}
 		failing = !ok
+	}
+}
+
+// wake tells the flusher that a shard changed (never blocks: one pending
+// wake-up is enough).
+func (c *Catalog) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -31,6 +31,7 @@ type Catalog struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	kick   chan struct{} // Advertise and Withdraw wake the flusher (capacity 1)
 
 	// lease is the membership lease (a clientv3.LeaseID) while this
 	// Manager is registered, else 0. The session goroutine stores it; the
@@ -78,7 +79,7 @@ func Open(ctx context.Context, s Spec) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: etcd client for %v: %w", s.Endpoints, err)
 	}
-	c := &Catalog{spec: s, log: s.Logger.With(slog.String("component", "catalog")), cli: cli}
+	c := &Catalog{spec: s, log: s.Logger.With(slog.String("component", "catalog")), cli: cli, kick: make(chan struct{}, 1)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.advertiser.init(s)
 	c.index.init()

@@ -547,3 +547,31 @@ func TestFlushSplitsTransactionsEtcdRefuses(t *testing.T) {
 		t.Fatalf("a's stats %+v: every shard should be written, in at least 4 transactions of 2 and none failed", st)
 	}
 }
+
+// TestTheFirstAdvertisementAfterAnIdleSpellIsWrittenAtOnce: with a batch
+// interval far longer than the test, the first advertisement reaches a
+// peer at once, and the ones that follow it within the interval wait for
+// the next batch.
+func TestTheFirstAdvertisementAfterAnIdleSpellIsWrittenAtOnce(t *testing.T) {
+	eps := etcdtest.Start(t, 1).Endpoints()
+	const p = "/t-idle/"
+	const interval = time.Minute
+	a := open(t, eps, p, "a", 1, func(s *Spec) { s.BatchInterval = interval })
+	b := open(t, eps, p, "b", 1, nil)
+	eventually(t, waitFor, "a registers and b sees it", hasNodes(b, "a@1", "b@1"))
+	ns := abi.Namespace{0x1d}
+	hs := randomHashes(rand.New(rand.NewPCG(5, 5)), 2)
+	t.Run("an advertisement after an idle spell reaches the peer without waiting for the interval", func(t *testing.T) {
+		a.Advertise(ns, hs[:1]) // a is registered: the wake-up finds its lease
+		took := eventually(t, 10*time.Second, "b lists a for the first block", func() bool { return len(b.Owners(ns, hs[0])) == 1 })
+		t.Logf("seen by the peer after %v (batch interval %v)", took, interval)
+	})
+	t.Run("an advertisement within the interval of that flush waits for the next batch", func(t *testing.T) {
+		flushes := a.Stats().Flushes
+		a.Advertise(ns, hs[1:])
+		time.Sleep(300 * time.Millisecond)
+		if st := a.Stats(); st.Flushes != flushes || st.PendingShards == 0 || len(b.Owners(ns, hs[1])) != 0 {
+			t.Fatalf("a's stats %+v (flushes before %d), b's owners %v: the second advertisement should wait for the batch", st, flushes, b.Owners(ns, hs[1]))
+		}
+	})
+}

@@ -111,8 +111,10 @@
 // # Inventory
 //
 // Advertise and Withdraw only change this node's in-memory outbox, one
-// set per shard, under a lock per shard: they never wait on etcd. Every
-// Spec.BatchInterval a flusher writes the shards that changed, each as a
+// set per shard, under a lock per shard: they never wait on etcd. A
+// flusher writes the shards that changed: the first change after an idle
+// spell (no flush for a whole Spec.BatchInterval) at once, later ones at
+// most once per Spec.BatchInterval (batching under load), each shard as a
 // whole value, in transactions of at most 128 shards and about 1.25 MiB
 // (etcd's default --max-txn-ops and request limit; one that an etcd with
 // lower limits refuses is split in halves, down to a shard each, and etcd

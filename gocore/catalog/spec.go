@@ -97,8 +97,9 @@ type Spec struct {
 	// Manager that dies disappears from every other's catalog this long
 	// after its last keep-alive.
 	LeaseTTL time.Duration
-	// BatchInterval is how often changed shards are written to etcd, one
-	// transaction per batch of them.
+	// BatchInterval is how often changed shards are written to etcd under
+	// load, one transaction per batch of them; the first change after a
+	// whole interval without a flush is written at once.
 	BatchInterval time.Duration
 	// DialTimeout bounds every etcd call the catalog makes in the
 	// background, and Close's revoke.
