@@ -15,6 +15,7 @@
 #include "channel.h"
 
 #ifdef OKV_HAVE_IOX2
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 
 #include "orbitkv/iox2.h"
@@ -48,6 +49,8 @@ struct okvi_server {
 	struct okv_iox2_server **iox2;  /* [OKV_MAX_SESSIONS], NULL = shm slot */
 	uint32_t *iox2_list;            /* dense indices of iceoryx2 slots */
 	uint32_t iox2_n;
+	int iox2_epfd;                  /* epoll over the listeners' fds and wake_fd (caller parks) */
+	int iox2_drain;                 /* the last step returned 0: consume notifications first */
 #endif
 };
 
@@ -92,6 +95,8 @@ void okvi_server_free(struct okvi_server *s)
 			okv_iox2_server_free(s->iox2[idx]);
 		}
 	}
+	if (s->iox2_node && s->iox2_epfd >= 0)
+		close(s->iox2_epfd);
 	okv_iox2_waitset_free(s->iox2_ws);
 	okv_iox2_node_free(s->iox2_node);
 	free(s->iox2);
@@ -130,6 +135,7 @@ void okvi_server_detach(struct okvi_server *s, uint32_t slot_index)
 	s->slots[slot_index] = NULL;
 #ifdef OKV_HAVE_IOX2
 	if (s->iox2 && s->iox2[slot_index]) {
+		epoll_ctl(s->iox2_epfd, EPOLL_CTL_DEL, okv_iox2_server_fd(s->iox2[slot_index]), NULL);
 		okv_iox2_waitset_detach(s->iox2_ws, slot_index);
 		okv_iox2_server_free(s->iox2[slot_index]);
 		s->iox2[slot_index] = NULL;
@@ -160,14 +166,20 @@ int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen)
 		snprintf(err, errlen, "iceoryx2 mode: eventfd or memory: %s", strerror(errno));
 		return -ENOMEM;
 	}
+	s->iox2_epfd = -1;
 	if ((rc = okv_iox2_node_new("orbitkv-manager", &s->iox2_node)) != 0 ||
 	    (rc = okv_iox2_waitset_new(s->wake_fd, &s->iox2_ws)) != 0) {
 		snprintf(err, errlen, "iceoryx2 mode: %s", okv_iox2_last_error());
 		return -EIO;
 	}
-	/* The loop sleeps on the WaitSet inside the step: the caller's futex
-	 * sleep on the doorbell would not see an iceoryx2 notification. */
-	s->caller_parks = 0;
+	/* The caller's short sleep (okvi_server_park_fd): readiness of every
+	 * session's iceoryx2 request listener and of wake_fd. */
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = OKV_CONTROL_SLOT };
+	s->iox2_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->iox2_epfd < 0 || epoll_ctl(s->iox2_epfd, EPOLL_CTL_ADD, s->wake_fd, &ev) != 0) {
+		snprintf(err, errlen, "iceoryx2 mode: epoll: %s", strerror(errno));
+		return -EIO;
+	}
 	return 0;
 #else
 	(void)s;
@@ -193,6 +205,16 @@ int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct o
 	rc = okv_iox2_server_create(s->iox2_node, name, 1, &srv);
 	if (rc == 0 && (rc = okv_iox2_waitset_attach(s->iox2_ws, srv, slot_index)) != 0)
 		okv_iox2_server_free(srv);
+	if (rc == 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = slot_index };
+		if (epoll_ctl(s->iox2_epfd, EPOLL_CTL_ADD, okv_iox2_server_fd(srv), &ev) != 0) {
+			okv_iox2_waitset_detach(s->iox2_ws, slot_index);
+			okv_iox2_server_free(srv);
+			snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+			s->slots[slot_index] = NULL;
+			return -EIO;
+		}
+	}
 	if (rc != 0) {
 		snprintf(err, errlen, "%s", okv_iox2_last_error());
 		s->slots[slot_index] = NULL;
@@ -211,6 +233,37 @@ int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct o
 int okvi_server_wake_fd(const struct okvi_server *s)
 {
 	return s->wake_fd;
+}
+
+int okvi_server_park_fd(const struct okvi_server *s)
+{
+#ifdef OKV_HAVE_IOX2
+	return s->iox2_node ? s->iox2_epfd : -1;
+#else
+	(void)s;
+	return -1;
+#endif
+}
+
+/* iceoryx2 mode, after the caller slept: consume every pending
+ * notification (the listeners' sockets are level triggered), so the next
+ * sleep sleeps; a request sent after this is notified anew, one sent
+ * before is in its queue for the collect that follows. */
+static void iox2_drain(struct okvi_server *s)
+{
+#ifdef OKV_HAVE_IOX2
+	if (!s->iox2_drain)
+		return;
+	s->iox2_drain = 0;
+	for (uint32_t i = 0; i < s->iox2_n; i++)
+		okv_iox2_server_wait(s->iox2[s->iox2_list[i]], 0);
+	uint64_t v;
+	if (read(s->wake_fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing written */
+	}
+#else
+	(void)s;
+#endif
 }
 
 /* iceoryx2 mode: an iceoryx2 slot's request line is not a request (the
@@ -488,6 +541,7 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 	s->stats.steps++;
 	if (s->caller_parks)
 		__atomic_store_n(&s->db->server_parked, 0u, __ATOMIC_SEQ_CST);
+	iox2_drain(s);
 	okvi_server_post(s, replies, nreplies);
 	unsigned iter = 0;
 	for (;;) {
@@ -521,6 +575,9 @@ int okvi_server_step(struct okvi_server *s, const struct okvi_reply *replies,
 			uint32_t seq;
 			if (arm_park(s, &seq)) {
 				s->park_seq = seq; /* the caller sleeps; next step clears the flag */
+#ifdef OKV_HAVE_IOX2
+				s->iox2_drain = s->iox2_node != NULL;
+#endif
 				return 0;
 			}
 			continue;
@@ -559,6 +616,14 @@ uint32_t okvi_server_park_seq(const struct okvi_server *s)
 void okvi_server_park_wait(struct okvi_server *s)
 {
 	struct okv_doorbell *db = s->db;
+#ifdef OKV_HAVE_IOX2
+	if (s->iox2_ws) {
+		/* The long sleep: iceoryx2's WaitSet (it consumes what woke it). */
+		okv_iox2_waitset_wait(s->iox2_ws, park_timeout(s));
+		s->iox2_drain = 1;
+		return;
+	}
+#endif
 	for (;;) {
 		if (okvi_futex_wait(&db->seq, s->park_seq, park_timeout(s)) != -ETIMEDOUT)
 			return;

@@ -165,9 +165,9 @@ void okvi_server_ring(struct okvi_server *s);
  * while it spins (yielding the CPU, as after a wake) and sleeps on one
  * iceoryx2 WaitSet over their request listeners and a private eventfd
  * that okvi_server_ring writes (okvi_server_wake_fd; the copy engine's
- * completions write it too), bounded like the futex sleep. Caller-parks
- * mode is turned off: the sleep happens inside the step. Call once, before
- * the first attach. Returns 0, -ENOSYS in a build without the library
+ * completions write it too), bounded like the futex sleep; in
+ * caller-parks mode the caller sleeps (okvi_server_park_fd). Call once,
+ * before the first attach. Returns 0, -ENOSYS in a build without the library
  * (OKV_HAVE_IOX2), -ENOMEM or -EIO; err gets the reason.
  */
 int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen);
@@ -181,6 +181,15 @@ int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct o
 			    uint64_t seen_gen, const char *name, char *err, size_t errlen);
 /** The eventfd okvi_server_ring writes in iceoryx2 mode, else -1. */
 int okvi_server_wake_fd(const struct okvi_server *s);
+/**
+ * iceoryx2 mode in caller-parks mode: an epoll fd over every iceoryx2
+ * session's request listener (iceoryx2's event service) and wake_fd; the
+ * caller's short sleep after a step returned 0 is epoll_wait on it (a raw
+ * system call, like the futex sleep of the shm transport), and its long one
+ * okvi_server_park_wait, which sleeps on the iceoryx2 WaitSet. The next
+ * step consumes the notifications. -1 outside iceoryx2 mode.
+ */
+int okvi_server_park_fd(const struct okvi_server *s);
 
 /** Copy the counters. Dispatcher thread only. */
 void okvi_server_stats(const struct okvi_server *s, struct okvi_server_stats *out);

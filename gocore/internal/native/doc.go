@@ -27,6 +27,15 @@
 // (csrc_*.c, bench_csrc.c) rather than linked from the CMake build, so `go build` needs
 // nothing but a C compiler and libprotobuf-c.
 //
+// The iceoryx2 transport (Server.UseIceoryx2, AttachIceoryx2, the
+// iceoryx2_raw bench kind, liborbitkv's iceoryx2 client) is the Rust static
+// library native/iox2, which make builds into build/iox2 where a Rust
+// toolchain >= 1.89 is found and then links here through the okv_iox2 build
+// tag (iox2.go: -DOKV_HAVE_IOX2 and the library on the link line). Without
+// the tag Iceoryx2Built is false and those entry points return
+// ErrNoIceoryx2. The Makefile's hash of native/ covers the crate's sources
+// and Cargo.lock, since Go links the library by path.
+//
 // Memory ownership: C never keeps a pointer into the Go heap. Slot and
 // doorbell mappings handed to Server are mmap'd memory owned by
 // gocore/session (not Go heap) and must stay mapped until Detach returns.

@@ -47,6 +47,11 @@ type Server struct {
 	cReplies *C.struct_okvi_reply
 	rawPark  unix.Timespec // rawParkWindow, for FUTEX_WAIT
 	parks    atomic.Uint64 // times Step went to sleep; read by any goroutine
+	// iceoryx2 mode (UseIceoryx2): the raw sleep is epoll_wait on parkFD,
+	// the poll loop's epoll over every session's iceoryx2 request listener
+	// and its wake eventfd; -1 on the shm transport.
+	parkFD int
+	epev   [1]unix.EpollEvent
 }
 
 // NewServer makes a poll loop over the doorbell mapping db (at least
@@ -74,7 +79,7 @@ func NewServer(db []byte, maxSessions uint32, mode PollMode, spinWindow time.Dur
 	}
 	C.okvi_server_set_caller_parks(s, 1)
 	return &Server{
-		s: s, db: cdb, cEvents: ev, cReplies: rp,
+		s: s, db: cdb, cEvents: ev, cReplies: rp, parkFD: -1,
 		rawPark: unix.NsecToTimespec(rawParkWindow.Nanoseconds()),
 		events:  unsafe.Slice((*Event)(unsafe.Pointer(ev)), maxBatch),
 		replies: unsafe.Slice((*Reply)(unsafe.Pointer(rp)), 2*maxBatch),
@@ -114,6 +119,7 @@ func (s *Server) UseIceoryx2() error {
 	rc := C.okvi_server_use_iox2(s.s, &buf[0], C.size_t(len(buf)))
 	switch {
 	case rc == 0:
+		s.parkFD = int(C.okvi_server_park_fd(s.s))
 		return nil
 	case rc == -C.ENOSYS:
 		return fmt.Errorf("native: %w", ErrNoIceoryx2)
@@ -181,6 +187,18 @@ func (s *Server) Step(nReplies int) []Event {
 		}
 		nReplies = 0
 		s.parks.Add(1)
+		if s.parkFD >= 0 {
+			// iceoryx2: the same two stages, the raw one an epoll_wait on
+			// the sessions' iceoryx2 listeners (and the wake eventfd), the
+			// long one iceoryx2's WaitSet inside C. EINTR (a preemption
+			// signal: epoll_wait is never restarted) means step again.
+			n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(s.parkFD), uintptr(unsafe.Pointer(&s.epev[0])),
+				1, uintptr(rawParkWindow/time.Millisecond), 0, 0)
+			if n == 0 && errno == 0 {
+				C.okvi_server_park_wait(s.s)
+			}
+			continue
+		}
 		seq := uint32(C.okvi_server_park_seq(s.s))
 		// FUTEX_WAIT (shared: the word is in a MAP_SHARED memfd) on the
 		// doorbell's seq (abi.h offset 64). EAGAIN (value changed) and a

@@ -102,6 +102,10 @@ int okv_iox2_server_respond(struct okv_iox2_server *s, const struct okv_msg *msg
  * loses nothing.
  */
 int okv_iox2_server_wait(struct okv_iox2_server *s, uint64_t timeout_ns);
+/** The fd of the server's request listener (borrowed, until the free):
+ *  readable while a notification is unconsumed; sleep on it with poll or
+ *  epoll, consume with okv_iox2_server_wait(s, 0). */
+int okv_iox2_server_fd(struct okv_iox2_server *s);
 /** Free the server end; its services go once no process holds them. */
 void okv_iox2_server_free(struct okv_iox2_server *s);
 

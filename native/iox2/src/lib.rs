@@ -127,8 +127,10 @@ fn okv_config() -> Result<(Config, String, String), c_int> {
     let prefix = format!("okv{uid}_");
     let root = format!("/tmp/orbitkv-iox2-{uid}");
     let mut cfg = Config::default();
-    cfg.global.prefix = FileName::new(prefix.as_bytes()).map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 prefix", e))?;
-    let p = Path::new(format!("{root}/").as_bytes()).map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 root path", e))?;
+    cfg.global.prefix = FileName::new(prefix.as_bytes())
+        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 prefix", e))?;
+    let p = Path::new(format!("{root}/").as_bytes())
+        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 root path", e))?;
     cfg.global.set_root_path(&p);
     Ok((cfg, prefix, root))
 }
@@ -162,7 +164,9 @@ fn check_root(root: &str) -> Result<(), c_int> {
 fn own_global_mgmt(prefix: &str) -> Result<(), c_int> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let uid = unsafe { libc::geteuid() };
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return Ok(()) };
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return Ok(());
+    };
     for e in dir.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -170,7 +174,8 @@ fn own_global_mgmt(prefix: &str) -> Result<(), c_int> {
             continue;
         }
         let path = e.path();
-        let m = std::fs::symlink_metadata(&path).map_err(|e| fail(OKV_IOX2_EPERM, &path.to_string_lossy(), e))?;
+        let m = std::fs::symlink_metadata(&path)
+            .map_err(|e| fail(OKV_IOX2_EPERM, &path.to_string_lossy(), e))?;
         if m.uid() != uid {
             return Err(fail(
                 OKV_IOX2_EPERM,
@@ -185,7 +190,6 @@ fn own_global_mgmt(prefix: &str) -> Result<(), c_int> {
     }
     Ok(())
 }
-
 
 /// One iceoryx2 node: the process's registration under iceoryx2's root
 /// directory (its monitoring token lets others tell whether it died).
@@ -478,6 +482,23 @@ pub unsafe extern "C" fn okv_iox2_server_wait(s: *mut OkvIox2Server, timeout_ns:
             return fail(OKV_IOX2_EINVAL, "okv_iox2_server_wait: server", "NULL");
         };
         wait(&s.listener, timeout_ns)
+    })
+}
+
+/// The file descriptor of the server's request listener (borrowed, valid
+/// until okv_iox2_server_free): readable while a client's notification is
+/// unconsumed, so a caller may sleep on it with poll or epoll and consume
+/// with okv_iox2_server_wait(s, 0).
+///
+/// # Safety
+/// `s` from okv_iox2_server_create.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_server_fd(s: *mut OkvIox2Server) -> c_int {
+    guard(|| {
+        let Some(s) = (unsafe { s.as_ref() }) else {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_server_fd: server", "NULL");
+        };
+        unsafe { s.listener.file_descriptor().native_handle() }
     })
 }
 
