@@ -3,11 +3,15 @@
  * create, open by name, a round trip in one process and one across a fork
  * that sleeps on the event services, the mode of every shared-memory object
  * it creates, the refusals of bad arguments, and the cleanup of what a
- * SIGKILLed process left under /dev/shm. Built only with the Rust library
+ * SIGKILLed process left under /dev/shm, the WaitSet, and the Manager's poll
+ * loop in iceoryx2 mode (server.h). Built only with the Rust library
  * (OKV_HAVE_IOX2); prints each failed check, exits 1 if any failed.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 
 #include "orbitkv/iox2.h"
 #include "check.h"
+#include "server.h"
 
 #define MAX_ENTRIES 4096
 
@@ -282,6 +287,72 @@ static void test_waitset(void)
 	close(efd);
 }
 
+/* The Manager's poll loop in iceoryx2 mode (server.h): a request sent
+ * through a slot's service comes out of a step as that slot's event, the
+ * reply goes back through the service, a request line or doorbell ring of
+ * that slot is ignored, a step that would park returns 0 with a park fd the
+ * next notify makes readable, and detach frees the service. */
+static void test_poll_loop(void)
+{
+	struct okv_doorbell *db = mmap(NULL, sizeof(*db), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct okv_slot *slot = mmap(NULL, sizeof(*slot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct okvi_event ev[8];
+	struct okvi_reply rep;
+	char err[256], name[128];
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_client *cli = NULL;
+	struct okv_msg m, got;
+	int nb = shm_list(before, MAX_ENTRIES);
+
+	CHECK(db != MAP_FAILED && slot != MAP_FAILED, "mmap");
+	unique_name(name, sizeof(name), "loop");
+	struct okvi_server *s = okvi_server_new(db, 8, OKVI_POLL_PARK, 0);
+	CHECK(s != NULL && okvi_server_use_iox2(s, err, sizeof(err)) == 0, "iceoryx2 mode: %s", err);
+	okvi_server_set_caller_parks(s, 1);
+	CHECK(okvi_server_attach_iox2(s, 3, slot, 0, name, err, sizeof(err)) == 0, "attach: %s", err);
+	CHECK(okvi_server_attach_iox2(s, 4, slot, 0, name, err, sizeof(err)) == -EEXIST, "a second service of one name: %s", err);
+	CHECK(okvi_server_park_fd(s) >= 0 && okvi_server_wake_fd(s) >= 0, "park and wake fds");
+	CHECK(okvi_server_step(s, NULL, 0, ev, 8) == 0, "nothing pending: the step returns 0 for the caller to park");
+	struct pollfd pf = { .fd = okvi_server_park_fd(s), .events = POLLIN };
+	CHECK(poll(&pf, 1, 0) == 0, "the park fd is quiet with nothing sent");
+
+	CHECK(okv_iox2_node_new(NULL, &node) == 0 && okv_iox2_client_open(node, name, &cli) == 0,
+	      "client: %s", okv_iox2_last_error());
+	/* A request line and a doorbell ring of an iceoryx2 slot are strays. */
+	__atomic_store_n(&slot->request.generation, 99, __ATOMIC_RELEASE);
+	fill(&m, 7);
+	CHECK(okv_iox2_client_send(cli, &m) == 0, "send: %s", okv_iox2_last_error());
+	CHECK(poll(&pf, 1, 1000) == 1, "the notify makes the park fd readable");
+	int n = okvi_server_step(s, NULL, 0, ev, 8);
+	CHECK(n == 1 && ev[0].kind == OKVI_EV_REQUEST && ev[0].slot == 3 && ev[0].msg.generation == 7,
+	      "one request event of slot 3 (n %d, slot %u, gen %llu)", n, n > 0 ? ev[0].slot : 0,
+	      n > 0 ? (unsigned long long)ev[0].msg.generation : 0ull);
+	memset(&rep, 0, sizeof(rep));
+	rep.slot = 3;
+	rep.msg = ev[0].msg;
+	rep.msg.generation = 8;
+	CHECK(okvi_server_post(s, &rep, 1) == 0, "post");
+	int r;
+	for (int i = 0; (r = okv_iox2_client_receive(cli, &got)) == 0 && i < 1000; i++)
+		okv_iox2_client_wait(cli, 1000000ull);
+	CHECK(r == 1 && got.generation == 8, "the reply came back through the service (rc %d)", r);
+	CHECK(okvi_server_step(s, NULL, 0, ev, 8) == 0, "the stray request line made no event");
+	/* The control ring wakes a parked caller through the wake fd. */
+	okvi_server_ring(s);
+	CHECK(poll(&pf, 1, 1000) == 1, "a control ring makes the park fd readable");
+	n = okvi_server_step(s, NULL, 0, ev, 8);
+	CHECK(n == 1 && ev[0].kind == OKVI_EV_CONTROL, "the control event (n %d)", n);
+	okv_iox2_client_free(cli);
+	okv_iox2_node_free(node);
+	okvi_server_detach(s, 3);
+	okvi_server_free(s);
+	int na = shm_list(after, MAX_ENTRIES);
+	for (int i = 0; i < na; i++)
+		CHECK(contains(before, nb, after[i]), "/dev/shm/%s left after detach and free", after[i]);
+	munmap(db, sizeof(*db));
+	munmap(slot, sizeof(*slot));
+}
+
 static void test_bad_arguments(void)
 {
 	struct okv_iox2_node *node = NULL;
@@ -385,6 +456,7 @@ int main(int argc, char **argv)
 	test_bad_arguments();
 	test_one_process();
 	test_waitset();
+	test_poll_loop();
 	test_across_processes();
 	test_sigkill_leftovers_are_cleaned();
 	if (failures != 0) {
