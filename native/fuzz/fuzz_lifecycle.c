@@ -200,6 +200,10 @@ static void fuzz_boot_exts(const uint8_t *d, size_t n)
 	REQUIRE(v <= OKV_BOOT_EXT_VERSION_MAX);
 	for (size_t i = 0; i < v; i++)
 		REQUIRE(out.manager_version[i] >= 0x20 && out.manager_version[i] <= 0x7e);
+	size_t sv = strlen(out.iox2_service);
+	REQUIRE(sv <= OKV_BOOT_EXT_SERVICE_MAX);
+	for (size_t i = 0; i < sv; i++)
+		REQUIRE(out.iox2_service[i] >= 0x20 && out.iox2_service[i] <= 0x7e);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
