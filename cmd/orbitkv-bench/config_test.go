@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
 )
 
 func TestParseChannelFlagsDefaults(t *testing.T) {
@@ -19,8 +21,14 @@ func TestParseChannelFlagsDefaults(t *testing.T) {
 		cfg.warmup != 10000 || cfg.json || cfg.socket != "" {
 		t.Errorf("defaults = %+v", cfg)
 	}
-	if !slices.Equal(cfg.subjects, allSubjects) {
-		t.Errorf("default subjects = %v, want all", cfg.subjects)
+	// Every subject this build can run: all of them with the iceoryx2
+	// transport, all but the iceoryx2 ones without it.
+	want := allSubjects
+	if !pingpong.Iceoryx2Built {
+		want = []string{subjectOrbitKV, subjectShmSpin, subjectFutex, subjectUDS, subjectGRPC}
+	}
+	if !slices.Equal(cfg.subjects, want) {
+		t.Errorf("default subjects = %v, want %v (iceoryx2 built: %v)", cfg.subjects, want, pingpong.Iceoryx2Built)
 	}
 	if !cfg.needsManager() {
 		t.Error("the default run does not start a Manager")
