@@ -22,7 +22,8 @@ import (
 const releaseTimeout = time.Second
 
 // peerBackoff is how long a peer (node id at one epoch) whose fetch failed
-// — refused, unreachable, cut off, late — is not asked again: its blocks
+// — unreachable, cut off, late, of another epoch; not one that refused for
+// its per-peer bounds or our request — is not asked again: its blocks
 // are misses at once meanwhile. Without it a dead or partitioned source
 // stays listed until its catalog lease expires (--catalog-lease-ttl, 10 s
 // by default), and every lookup of its blocks starts a fetch that fails
@@ -129,7 +130,7 @@ func (r *remote) client(o tier.Owner) (*peer.Client, error) {
 func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
 	place func([]tier.Served) [][][]byte) (landed int, err error) {
 	defer func() {
-		if err != nil && ctx.Err() != context.Canceled {
+		if err != nil && !errors.Is(err, peer.ErrPeerLimit) && !errors.Is(err, peer.ErrInvalidRequest) && ctx.Err() != context.Canceled {
 			r.markDown(o)
 		}
 	}()
