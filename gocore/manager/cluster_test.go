@@ -19,6 +19,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
+	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/client"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/peer"
@@ -460,8 +461,13 @@ func BenchmarkRemoteRestore(b *testing.B) {
 	const blocks, size, chains = 32, 64 << 10, 192
 	eps := etcdEndpoints(b)
 	certs := clusterCerts(b, "a", "b")
-	na := startNodeWith(b, "a", 11, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 512 << 20 })
-	nb := startNodeWith(b, "b", 22, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 256 << 20 })
+	// The dispatchers wait as orbitkv-manager's do by default (adaptive,
+	// 50 µs): two spinning dispatchers in one process (the Spec's zero
+	// value) take two Ps for good, and on a 2-vCPU machine starve the
+	// fetch's own goroutines (gRPC, rails, the CRC32C check).
+	poll := func(s *Spec) { s.Channel.PollMode, s.Channel.SpinWindow = channel.PollAdaptive, 50*time.Microsecond }
+	na := startNodeWith(b, "a", 11, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 512 << 20; poll(s) })
+	nb := startNodeWith(b, "b", 22, eps, certs, func(s *Spec) { s.Cache.Tiers.RAM.CapacityBytes = 256 << 20; poll(s) })
 	bufs := make([]uint32, 2)
 	for i, n := range []*clusterNode{na, nb} {
 		buf, err := client.AllocBuffer(1, size, blocks)
