@@ -312,6 +312,11 @@ func (s *Server) serve(c net.Conn) {
 		if failpoint.Enabled && failpoint.Holding(failpoint.TransferServe) {
 			s.hold()
 		}
+		// The write deadline is set before admit makes this write visible
+		// to UnregisterSegment: once admitted, UnregisterSegment may move
+		// it to the past to cut the write short, and nothing here may move
+		// it back.
+		_ = c.SetWriteDeadline(time.Now().Add(s.spec.WriteTimeout))
 		seg, err := s.admit(c, &h)
 		if err != nil {
 			if s.refuse(c, &h, err) != nil {
@@ -323,7 +328,6 @@ func (s *Server) serve(c net.Conn) {
 		reply := Header{Op: OpData, Tag: h.Tag, Segment: h.Segment, Offset: h.Offset, Length: h.Length}
 		reply.Encode(out[:])
 		bufs := net.Buffers(append([][]byte{out[:]}, pieces...))
-		_ = c.SetWriteDeadline(time.Now().Add(s.spec.WriteTimeout))
 		_, err = bufs.WriteTo(c) // writev: the payload goes from bufs to the socket, no copy here
 		s.release(c, seg)
 		if err != nil {
