@@ -558,11 +558,12 @@ func TestTheFirstAdvertisementAfterAnIdleSpellIsWrittenAtOnce(t *testing.T) {
 	const interval = time.Minute
 	a := open(t, eps, p, "a", 1, func(s *Spec) { s.BatchInterval = interval })
 	b := open(t, eps, p, "b", 1, nil)
-	eventually(t, waitFor, "a registers and b sees it", hasNodes(b, "a@1", "b@1"))
+	seen := hasNodes(b, "a@1", "b@1")
+	eventually(t, waitFor, "a registers and b sees it", func() bool { return a.Stats().Registered && seen() })
 	ns := abi.Namespace{0x1d}
 	hs := randomHashes(rand.New(rand.NewPCG(5, 5)), 2)
 	t.Run("an advertisement after an idle spell reaches the peer without waiting for the interval", func(t *testing.T) {
-		a.Advertise(ns, hs[:1]) // a is registered: the wake-up finds its lease
+		a.Advertise(ns, hs[:1]) // a holds its lease: the wake-up writes at once
 		took := eventually(t, 10*time.Second, "b lists a for the first block", func() bool { return len(b.Owners(ns, hs[0])) == 1 })
 		t.Logf("seen by the peer after %v (batch interval %v)", took, interval)
 	})
@@ -574,4 +575,29 @@ func TestTheFirstAdvertisementAfterAnIdleSpellIsWrittenAtOnce(t *testing.T) {
 			t.Fatalf("a's stats %+v (flushes before %d), b's owners %v: the second advertisement should wait for the batch", st, flushes, b.Owners(ns, hs[1]))
 		}
 	})
+}
+
+// TestAnAdvertisementMadeBeforeRegistrationIsWrittenOnceRegistered: a
+// Manager that advertises while etcd is unreachable (no lease yet) has
+// those blocks written as soon as it registers, not a batch interval
+// later (the flusher's wake-up came while there was no lease to write
+// under).
+func TestAnAdvertisementMadeBeforeRegistrationIsWrittenOnceRegistered(t *testing.T) {
+	eps := etcdtest.Start(t, 1).Endpoints()
+	const p = "/t-unregistered/"
+	const interval = time.Minute
+	proxy := etcdtest.NewProxy(t, eps[0])
+	proxy.Cut()
+	a := open(t, []string{proxy.URL()}, p, "a", 1, func(s *Spec) { s.BatchInterval = interval })
+	b := open(t, eps, p, "b", 1, nil)
+	ns := abi.Namespace{0x2e}
+	hs := randomHashes(rand.New(rand.NewPCG(12, 12)), 1)
+	a.Advertise(ns, hs)
+	eventually(t, waitFor, "a's registration fails while etcd is cut off", func() bool { return a.Stats().RegisterErrors >= 1 })
+	if st := a.Stats(); st.Registered || st.PendingShards == 0 {
+		t.Fatalf("a's stats %+v: a should be unregistered with its advertisement pending", st)
+	}
+	proxy.Restore()
+	took := eventually(t, waitFor, "b lists a for the block advertised before a registered", func() bool { return len(b.Owners(ns, hs[0])) == 1 })
+	t.Logf("seen by the peer %v after etcd came back (batch interval %v)", took, interval)
 }

@@ -39,6 +39,10 @@ func (c *Catalog) sessionLoop() {
 		c.lease.Store(int64(id))
 		c.st.registrations.Add(1)
 		c.markAllDirty()
+		// An Advertise that came while no lease was held woke the flusher
+		// to no effect (it writes nothing without a lease): wake it again,
+		// or those blocks would wait for the next batch tick.
+		c.wake()
 		c.log.Info("catalog registered", slog.String("node", c.spec.Self.NodeID), slog.Uint64("epoch", c.spec.Self.Epoch),
 			slog.String("lease", fmt.Sprintf("%x", int64(id))))
 		if ka, err := c.cli.KeepAlive(c.ctx, id); err == nil {
