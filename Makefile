@@ -99,8 +99,9 @@ iox2: ## The iceoryx2 transport's Rust library into build/iox2 (cargo, cached th
 
 deps: deps-build deps-engines ## Install everything the tests need: deps-build, then the engine environments (deps-engines)
 
-deps-build: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo)
+deps-build: ## Install missing Debian packages and, if none >= 1.26 is found, Go (needs root or sudo); cuda.h into build/cuda (ci/cuda-headers.sh)
 	@ci/deps.sh
+	@ci/cuda-headers.sh
 
 native: deps-build ## Build liborbitkv (.so/.a) and the C tests into build/native
 	$(call cmake_build,$(NATIVE_DIR),,)

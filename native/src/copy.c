@@ -98,7 +98,7 @@ static int host_copy(void *ctx, const struct okvi_copy_seg *segs, size_t n)
 	return 0;
 }
 
-static const struct okvi_copy_backend host_backend = {"host", host_copy, NULL};
+static const struct okvi_copy_backend host_backend = {.name = "host", .copy = host_copy};
 
 const struct okvi_copy_backend *okvi_copy_host_backend(void)
 {
@@ -314,8 +314,55 @@ static int check_seg(const struct okvi_copy_seg *s, uint64_t *pieces)
 	return 0;
 }
 
+void okvi_copy_complete(struct okvi_copy_engine *e, uint64_t token, int32_t status,
+			uint64_t bytes)
+{
+	push_completion(e, token, status, bytes);
+}
+
 int okvi_copy_submit(struct okvi_copy_engine *e, uint64_t token,
 		     const struct okvi_copy_seg *segs, size_t n)
+{
+	return okvi_copy_submit_lane(e, token, 0, segs, n);
+}
+
+/* Offer a validated job of pieces > 0 to the backend's asynchronous path
+ * (copy.h): reserve its completion, then call submit without any lock held.
+ * Returns 0 (taken), -errno, or OKVI_COPY_HOST with the reservation kept
+ * (*reserved = 1) for the worker queue. */
+static int submit_async(struct okvi_copy_engine *e, struct copy_job *j, uint64_t lane,
+			int *reserved)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->stopping) {
+		pthread_mutex_unlock(&e->mu);
+		return -ESHUTDOWN;
+	}
+	pthread_mutex_lock(&e->cq_mu);
+	int rc = reserve_completion(e);
+	if (rc == 0)
+		__atomic_store_n(&e->inflight, e->inflight + 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&e->cq_mu);
+	pthread_mutex_unlock(&e->mu);
+	if (rc != 0)
+		return rc;
+	rc = e->backend->submit(e->backend->ctx, e, j->token, lane, j->segs, j->nseg, j->bytes);
+	if (rc == OKVI_COPY_HOST) {
+		*reserved = 1;
+		return rc;
+	}
+	if (rc > 0)
+		rc = -EIO;
+	if (rc < 0) {
+		pthread_mutex_lock(&e->cq_mu);
+		__atomic_store_n(&e->inflight, e->inflight - 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&e->cq_mu);
+	}
+	return rc;
+}
+
+int okvi_copy_submit_lane(struct okvi_copy_engine *e, uint64_t token, uint64_t lane,
+			  const struct okvi_copy_seg *segs, size_t n)
 {
 	if (!e || !segs || n < 1 || n > OKVI_COPY_MAX_SEGS)
 		return -EINVAL;
@@ -343,17 +390,33 @@ int okvi_copy_submit(struct okvi_copy_engine *e, uint64_t token,
 	j->npieces = pieces;
 	j->bytes = bytes;
 
+	int reserved = 0;
+	if (pieces > 0 && e->backend->submit) {
+		int arc = submit_async(e, j, lane, &reserved);
+		if (arc != OKVI_COPY_HOST) {
+			free(j);
+			return arc;
+		}
+	}
 	pthread_mutex_lock(&e->mu);
 	if (e->stopping) {
+		if (reserved) {
+			pthread_mutex_lock(&e->cq_mu);
+			__atomic_store_n(&e->inflight, e->inflight - 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&e->cq_mu);
+		}
 		pthread_mutex_unlock(&e->mu);
 		free(j);
 		return -ESHUTDOWN;
 	}
-	pthread_mutex_lock(&e->cq_mu);
-	int rc = reserve_completion(e);
-	if (rc == 0)
-		__atomic_store_n(&e->inflight, e->inflight + 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&e->cq_mu);
+	int rc = 0;
+	if (!reserved) {
+		pthread_mutex_lock(&e->cq_mu);
+		rc = reserve_completion(e);
+		if (rc == 0)
+			__atomic_store_n(&e->inflight, e->inflight + 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&e->cq_mu);
+	}
 	if (rc != 0) {
 		pthread_mutex_unlock(&e->mu);
 		free(j);
@@ -408,6 +471,10 @@ void okvi_copy_engine_free(struct okvi_copy_engine *e)
 {
 	if (!e)
 		return;
+	/* A device backend's jobs complete into this engine: wait for them
+	 * before anything is torn down. */
+	if (e->backend->quiesce)
+		e->backend->quiesce(e->backend->ctx);
 	pthread_mutex_lock(&e->mu);
 	e->stopping = 1;
 	pthread_cond_broadcast(&e->cv);

@@ -74,13 +74,33 @@ struct okvi_copy_completion {
  * The host backend is memcpy; a CUDA backend (cudaMemcpyAsync on a
  * per-worker stream, then an event wait) slots in here.
  */
-struct okvi_copy_backend {
-	const char *name; /* "host"; static storage */
-	int (*copy)(void *ctx, const struct okvi_copy_seg *segs, size_t n);
-	void *ctx; /* passed to copy; owned by whoever made the backend */
-};
-
 struct okvi_copy_engine;
+
+/** submit's answer for a job with no device memory: run it on the workers. */
+#define OKVI_COPY_HOST 1
+
+struct okvi_copy_backend {
+	const char *name; /* "host", "cuda"; static storage */
+	int (*copy)(void *ctx, const struct okvi_copy_seg *segs, size_t n);
+	void *ctx; /* passed to copy, submit and quiesce; owned by whoever made the backend */
+	/*
+	 * Optional (NULL: every job goes to the workers): the asynchronous path
+	 * of a device backend (copy_cuda.h). Called by okvi_copy_submit_lane,
+	 * after the job was validated and its completion capacity reserved, on
+	 * the submitting thread, with the validated segments (bytes: their
+	 * total). Returns 0 when the backend took the job: it then calls
+	 * okvi_copy_complete(e, token, ...) exactly once, from any thread,
+	 * when no byte of the job is still in flight; OKVI_COPY_HOST when the
+	 * job touches no device memory (the workers copy it); or -errno when
+	 * nothing of the job was issued (the submit fails with it). lane
+	 * names the stream set (the Manager passes the session).
+	 */
+	int (*submit)(void *ctx, struct okvi_copy_engine *e, uint64_t token, uint64_t lane,
+		      const struct okvi_copy_seg *segs, size_t n, uint64_t bytes);
+	/* Optional: return once every job submit took has been completed
+	 * (okvi_copy_engine_free calls it before joining the workers). */
+	void (*quiesce)(void *ctx);
+};
 
 /** The memcpy backend (static storage; never fails). */
 const struct okvi_copy_backend *okvi_copy_host_backend(void);
@@ -106,6 +126,24 @@ struct okvi_copy_engine *okvi_copy_engine_new(const struct okvi_copy_backend *ba
  */
 int okvi_copy_submit(struct okvi_copy_engine *e, uint64_t token,
 		     const struct okvi_copy_seg *segs, size_t n);
+
+/**
+ * okvi_copy_submit on stream set `lane` of a device backend (the Manager
+ * passes the session id, so each (session, device) has its own streams);
+ * the host backend ignores lane. Same returns as okvi_copy_submit, plus a
+ * device backend's -errno when it issued nothing.
+ */
+int okvi_copy_submit_lane(struct okvi_copy_engine *e, uint64_t token, uint64_t lane,
+			  const struct okvi_copy_seg *segs, size_t n);
+
+/**
+ * Push the completion of a job a backend's submit took (token, status 0 or
+ * -errno, bytes as submitted), through the same queue and doorbell ring as
+ * the workers' completions. Called once per such job, from any thread,
+ * before okvi_copy_engine_free returns.
+ */
+void okvi_copy_complete(struct okvi_copy_engine *e, uint64_t token, int32_t status,
+			uint64_t bytes);
 
 /**
  * Move up to max completions, oldest first, into out; return how many (0 if

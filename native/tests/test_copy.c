@@ -305,7 +305,7 @@ static void test_failing_backend(void)
 	struct okvi_copy_seg seg = {addr(src), addr(dst), len};
 	struct okvi_copy_completion c;
 
-	struct okvi_copy_backend all = {"fail", failing_copy, NULL};
+	struct okvi_copy_backend all = {.name = "fail", .copy = failing_copy, .ctx = NULL};
 	struct okvi_copy_engine *e = okvi_copy_engine_new(&all, 2, NULL);
 	CHECK(e != NULL, "engine: errno %d", errno);
 	if (e) {
@@ -321,7 +321,7 @@ static void test_failing_backend(void)
 	}
 
 	/* Only the third piece fails: the job still reports -EIO. */
-	struct okvi_copy_backend one = {"fail-one", failing_copy, dst + 2 * MIB};
+	struct okvi_copy_backend one = {.name = "fail-one", .copy = failing_copy, .ctx = dst + 2 * MIB};
 	e = okvi_copy_engine_new(&one, 3, NULL);
 	CHECK(e != NULL, "engine: errno %d", errno);
 	if (e) {
@@ -332,7 +332,7 @@ static void test_failing_backend(void)
 		okvi_copy_engine_free(e);
 	}
 
-	struct okvi_copy_backend pos = {"positive", positive_copy, NULL};
+	struct okvi_copy_backend pos = {.name = "positive", .copy = positive_copy, .ctx = NULL};
 	e = okvi_copy_engine_new(&pos, 1, NULL);
 	CHECK(e != NULL, "engine: errno %d", errno);
 	if (e) {
@@ -358,7 +358,7 @@ static int slow_copy(void *ctx, const struct okvi_copy_seg *segs, size_t n)
 static void test_free_finishes_queued_jobs(void)
 {
 	enum { JOBS = 40, LEN = 1000 };
-	struct okvi_copy_backend slow = {"slow", slow_copy, NULL};
+	struct okvi_copy_backend slow = {.name = "slow", .copy = slow_copy, .ctx = NULL};
 	struct okvi_copy_engine *e = okvi_copy_engine_new(&slow, 1, NULL);
 	CHECK(e != NULL, "engine: errno %d", errno);
 	if (!e)
@@ -454,7 +454,7 @@ static void test_bad_arguments(void)
 	errno = 0;
 	CHECK(okvi_copy_engine_new(NULL, OKVI_COPY_MAX_WORKERS + 1, NULL) == NULL && errno == EINVAL,
 	      "too many workers");
-	struct okvi_copy_backend nocopy = {"none", NULL, NULL};
+	struct okvi_copy_backend nocopy = {.name = "none", .copy = NULL, .ctx = NULL};
 	CHECK(okvi_copy_engine_new(&nocopy, 1, NULL) == NULL, "backend without copy");
 
 	struct okvi_copy_engine *e = okvi_copy_engine_new(NULL, 1, NULL);

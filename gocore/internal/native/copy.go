@@ -49,7 +49,7 @@ type CopyEngine struct {
 // wakeup, and through its wake eventfd in iceoryx2 mode (UseIceoryx2 must
 // come first). srv must outlive the engine (Close the engine first).
 func NewCopyEngineFor(srv *Server, workers int) (*CopyEngine, error) {
-	e, err := newCopyEngine(srv.db, workers)
+	e, err := newCopyEngine(nil, srv.db, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -72,14 +72,15 @@ func NewCopyEngine(db []byte, workers int) (*CopyEngine, error) {
 		}
 		cdb = (*C.struct_okv_doorbell)(unsafe.Pointer(&db[0]))
 	}
-	return newCopyEngine(cdb, workers)
+	return newCopyEngine(nil, cdb, workers)
 }
 
-func newCopyEngine(cdb *C.struct_okv_doorbell, workers int) (*CopyEngine, error) {
+// newCopyEngine starts an engine over backend (nil: host).
+func newCopyEngine(backend *C.struct_okvi_copy_backend, cdb *C.struct_okv_doorbell, workers int) (*CopyEngine, error) {
 	if workers < 1 || workers > maxCopyWorkers {
 		return nil, fmt.Errorf("native: copy engine with %d workers (want 1..%d): %w", workers, maxCopyWorkers, unix.EINVAL)
 	}
-	e, err := C.okvi_copy_engine_new(nil, C.int(workers), cdb)
+	e, err := C.okvi_copy_engine_new(backend, C.int(workers), cdb)
 	if e == nil {
 		if err == nil {
 			err = unix.ENOMEM
@@ -97,6 +98,17 @@ func newCopyEngine(cdb *C.struct_okv_doorbell, workers int) (*CopyEngine, error)
 // unix.EINVAL (no segments, too many, a NULL address, a wrapping or
 // overlapping range), unix.ENOMEM or unix.ESHUTDOWN (after Close).
 func (e *CopyEngine) Submit(token uint64, segs []CopySeg) error {
+	return e.SubmitLane(token, 0, segs)
+}
+
+// SubmitLane is Submit on stream set lane of a device backend: the CUDA
+// backend keeps one H2D and one D2H stream per (lane, device), and the
+// cache passes the session id, so sessions do not queue behind each other
+// on one stream. The host backend ignores lane. Errors as Submit, plus
+// unix.EINVAL for a segment straddling the end of announced device memory
+// or a job spanning two devices, and unix.EIO when the driver refused the
+// job before anything was issued.
+func (e *CopyEngine) SubmitLane(token, lane uint64, segs []CopySeg) error {
 	if e.e == nil {
 		return fmt.Errorf("native: copy submit on a closed engine: %w", unix.ESHUTDOWN)
 	}
@@ -105,7 +117,7 @@ func (e *CopyEngine) Submit(token uint64, segs []CopySeg) error {
 	}
 	// segs holds no Go pointers (addresses are uintptrs into mmap'd
 	// memory), so it may be passed directly; C copies it before returning.
-	rc := C.okvi_copy_submit(e.e, C.uint64_t(token), (*C.struct_okvi_copy_seg)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
+	rc := C.okvi_copy_submit_lane(e.e, C.uint64_t(token), C.uint64_t(lane), (*C.struct_okvi_copy_seg)(unsafe.Pointer(&segs[0])), C.size_t(len(segs)))
 	if rc != 0 {
 		return fmt.Errorf("native: copy submit of %d segments: %w", len(segs), unix.Errno(-rc))
 	}
@@ -135,7 +147,7 @@ func (e *CopyEngine) Inflight() uint64 {
 	return uint64(C.okvi_copy_inflight(e.e))
 }
 
-// Backend returns the name of the engine's copy backend ("host").
+// Backend returns the name of the engine's copy backend ("host" or "cuda").
 func (e *CopyEngine) Backend() string {
 	if e.e == nil {
 		return ""

@@ -7,9 +7,10 @@
 //     returns the next batch of requests), with event and reply arrays
 //     allocated once in C memory and viewed from Go without copies;
 //   - the copy engine (native/src/copy.c) as CopyEngine: worker threads
-//     behind one copy-backend interface (host memcpy now, CUDA later); one
-//     crossing submits a whole job's segments, one drains a batch of
-//     completions;
+//     behind one copy-backend interface (host memcpy, or the CUDA backend
+//     of native/src/copy_cuda.c as CUDA, which dlopens libcuda.so.1 at run
+//     time); one crossing submits a whole job's segments, one drains a
+//     batch of completions;
 //   - liborbitkv's client (native/src/client.c, ops.c, buffer.c,
 //     identity.c) as Client, Buffer and Fingerprint, for Go tools
 //     (orbitkv-bench, orbitkvctl, tests);
@@ -25,7 +26,9 @@
 //
 // The C sources are compiled into this package through unity files
 // (csrc_*.c, bench_csrc.c) rather than linked from the CMake build, so `go build` needs
-// nothing but a C compiler and libprotobuf-c.
+// nothing but a C compiler, libprotobuf-c and cuda.h in build/cuda/include
+// (ci/cuda-headers.sh, run by `make deps-build`; a header only: nothing of
+// CUDA is linked).
 //
 // The iceoryx2 transport (Server.UseIceoryx2, AttachIceoryx2, the
 // iceoryx2_raw bench kind, liborbitkv's iceoryx2 client) is the Rust static

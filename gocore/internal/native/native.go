@@ -3,8 +3,8 @@
 package native
 
 /*
-#cgo CFLAGS: -std=gnu11 -O2 -Wall -Wextra -Werror -I${SRCDIR}/../../../native/include -I${SRCDIR}/../../../native/src -I${SRCDIR}/../../../native/bench
-#cgo LDFLAGS: -lprotobuf-c -lcrypto
+#cgo CFLAGS: -std=gnu11 -O2 -Wall -Wextra -Werror -I${SRCDIR}/../../../native/include -I${SRCDIR}/../../../native/src -I${SRCDIR}/../../../native/bench -isystem ${SRCDIR}/../../../build/cuda/include
+#cgo LDFLAGS: -lprotobuf-c -lcrypto -ldl
 #include "orbitkv/client.h"
 */
 import "C"

@@ -236,3 +236,42 @@ func (*Client) OpClaim(uint64, uint32) (QueryAnswer, error) { return QueryAnswer
 
 // OpCancel returns ErrNoCgo.
 func (*Client) OpCancel(uint64, uint32) error { return ErrNoCgo }
+
+// SubmitLane returns ErrNoCgo.
+func (*CopyEngine) SubmitLane(uint64, uint64, []CopySeg) error { return ErrNoCgo }
+
+// CUDALibEnv names the CUDA driver library to load (see the cgo build).
+const CUDALibEnv = "ORBITKV_LIBCUDA"
+
+// CUDA is unavailable without cgo; OpenCUDA returns ErrNoCgo.
+type CUDA struct{}
+
+// OpenCUDA returns ErrNoCgo.
+func OpenCUDA(string) (*CUDA, error) { return nil, ErrNoCgo }
+
+// NewCopyEngineCUDA returns ErrNoCgo.
+func NewCopyEngineCUDA(int, *CUDA) (*CopyEngine, error) { return nil, ErrNoCgo }
+
+// Devices returns 0.
+func (*CUDA) Devices() int { return 0 }
+
+// DeviceUUID returns ErrNoCgo.
+func (*CUDA) DeviceUUID(int) ([16]byte, error) { return [16]byte{}, ErrNoCgo }
+
+// AddRange returns ErrNoCgo.
+func (*CUDA) AddRange(int, uintptr, uint64) error { return ErrNoCgo }
+
+// RemoveRange returns ErrNoCgo.
+func (*CUDA) RemoveRange(uintptr) error { return ErrNoCgo }
+
+// PinHost returns ErrNoCgo.
+func (*CUDA) PinHost([]byte) error { return ErrNoCgo }
+
+// UnpinHost returns ErrNoCgo.
+func (*CUDA) UnpinHost([]byte) error { return ErrNoCgo }
+
+// Close does nothing.
+func (*CUDA) Close() {}
+
+// NewCopyEngineForCUDA returns ErrNoCgo.
+func NewCopyEngineForCUDA(*Server, int, *CUDA) (*CopyEngine, error) { return nil, ErrNoCgo }

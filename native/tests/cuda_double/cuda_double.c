@@ -1,0 +1,364 @@
+/*
+ * cuda_double.c — a fault-injecting test double of the CUDA driver library
+ * (libcuda.so.1), built by CMake as build/native/libokv_cuda_double.so and
+ * loaded by the CUDA copy backend through its dlopen seam (okvi_cuda_open's
+ * path, or ORBITKV_LIBCUDA). It exists to inject faults a real driver
+ * cannot be made to produce on demand: a call failing at its n-th use,
+ * and sticky errors after which every call fails (a lost device). It is
+ * never a stand-in for proving GPU behaviour: the GPU rows of
+ * docs/cuda.md come from scripts/gpu-check.sh on a real device only.
+ *
+ * Model: "device memory" (cuMemAlloc) is host memory, and so is every
+ * address the backend hands to cuMemcpyAsync. A stream is a FIFO of copies
+ * that do NOT run at issue: they run when cuStreamSynchronize is called on
+ * the stream, or when an event recorded behind them is queried the second
+ * time (the first query answers CUDA_ERROR_NOT_READY, so the backend's
+ * polling path runs). So a copy "in flight" is observable: its bytes are
+ * not at the destination yet.
+ *
+ * Faults: okv_cuda_double_fault(fn, nth, code, sticky) makes the nth call
+ * (1-based, counted from the last okv_cuda_double_reset) of driver function
+ * fn (its ABI name, e.g. "cuMemcpyAsync", "cuStreamDestroy_v2") return
+ * code; with sticky set, every later call of any function returns code
+ * too. The environment variable ORBITKV_CUDA_DOUBLE_FAULT="fn:nth:code[:s]"
+ * sets one fault at cuInit (for tests of a whole Manager process), and
+ * ORBITKV_CUDA_DOUBLE_DEVICES=N (default 1; 0: cuInit answers
+ * CUDA_ERROR_NO_DEVICE) the device count.
+ *
+ * All state is behind one mutex; every function is thread-safe.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FAULTS 16
+
+struct fault {
+	char fn[64];
+	int nth, code, sticky, calls;
+};
+
+struct op {
+	void *dst;
+	const void *src;
+	size_t len;
+};
+
+struct CUstream_st {
+	struct op *ops;
+	size_t n, cap, done;
+};
+
+struct CUevent_st {
+	struct CUstream_st *s;
+	size_t upto;
+	int recorded, queries;
+};
+
+struct CUctx_st {
+	int dev;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fault faults[MAX_FAULTS];
+static int nfaults;
+static CUresult sticky;
+static int ndev = 1;
+static int inited;
+static struct CUctx_st ctxs[8];
+static long host_registered;
+static char calls_fn[64][64];
+static int calls_n[64];
+static int ncalls;
+
+/** Clear every fault, the sticky error and the call counts. */
+void okv_cuda_double_reset(void)
+{
+	pthread_mutex_lock(&mu);
+	nfaults = 0;
+	sticky = CUDA_SUCCESS;
+	ncalls = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+/** Make the nth call of fn return code (sticky: and every call after it).
+ * Returns 0, or -1 when MAX_FAULTS are set already. */
+int okv_cuda_double_fault(const char *fn, int nth, int code, int sticky_)
+{
+	pthread_mutex_lock(&mu);
+	int rc = -1;
+	if (nfaults < MAX_FAULTS) {
+		struct fault *f = &faults[nfaults++];
+		snprintf(f->fn, sizeof(f->fn), "%s", fn);
+		f->nth = nth;
+		f->code = code;
+		f->sticky = sticky_;
+		f->calls = 0;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/** How many times fn was called since the last reset. */
+int okv_cuda_double_calls(const char *fn)
+{
+	pthread_mutex_lock(&mu);
+	int n = 0;
+	for (int i = 0; i < ncalls; i++)
+		if (strcmp(calls_fn[i], fn) == 0)
+			n = calls_n[i];
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+/** Bytes passed to cuMemHostRegister since the library was loaded. */
+long okv_cuda_double_host_registered(void)
+{
+	pthread_mutex_lock(&mu);
+	long n = host_registered;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+/* Count a call of fn and return its injected result (mu held). */
+static CUresult enter(const char *fn)
+{
+	int i;
+	for (i = 0; i < ncalls; i++)
+		if (strcmp(calls_fn[i], fn) == 0)
+			break;
+	if (i == ncalls && ncalls < 64) {
+		snprintf(calls_fn[ncalls], sizeof(calls_fn[0]), "%s", fn);
+		calls_n[ncalls++] = 0;
+	}
+	if (i < 64)
+		calls_n[i]++;
+	if (sticky != CUDA_SUCCESS)
+		return sticky;
+	for (int k = 0; k < nfaults; k++) {
+		struct fault *f = &faults[k];
+		if (strcmp(f->fn, fn) == 0 && ++f->calls == f->nth) {
+			if (f->sticky)
+				sticky = (CUresult)f->code;
+			return (CUresult)f->code;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+#define ENTER(name)                              \
+	pthread_mutex_lock(&mu);                 \
+	CUresult r_ = enter(name);               \
+	if (r_ != CUDA_SUCCESS) {                \
+		pthread_mutex_unlock(&mu);       \
+		return r_;                       \
+	}
+#define LEAVE(rc)                  \
+	pthread_mutex_unlock(&mu); \
+	return rc
+
+static void run_until(struct CUstream_st *s, size_t upto)
+{
+	for (; s->done < upto && s->done < s->n; s->done++)
+		memcpy(s->ops[s->done].dst, s->ops[s->done].src, s->ops[s->done].len);
+}
+
+CUresult cuInit(unsigned int flags)
+{
+	(void)flags;
+	const char *f = getenv("ORBITKV_CUDA_DOUBLE_FAULT");
+	const char *d = getenv("ORBITKV_CUDA_DOUBLE_DEVICES");
+	pthread_mutex_lock(&mu);
+	ndev = d ? atoi(d) : 1;
+	if (ndev > 8)
+		ndev = 8;
+	pthread_mutex_unlock(&mu);
+	if (!inited) {
+		if (f) {
+			char fn[64];
+			int nth = 0, code = 0;
+			char s = 0;
+			if (sscanf(f, "%63[^:]:%d:%d:%c", fn, &nth, &code, &s) >= 3)
+				okv_cuda_double_fault(fn, nth, code, s == 's');
+		}
+		inited = 1;
+	}
+	ENTER("cuInit");
+	LEAVE(ndev == 0 ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS);
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	switch (error) {
+	case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; break;
+	case CUDA_ERROR_INVALID_VALUE: *pStr = "CUDA_ERROR_INVALID_VALUE"; break;
+	case CUDA_ERROR_OUT_OF_MEMORY: *pStr = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+	case CUDA_ERROR_NO_DEVICE: *pStr = "CUDA_ERROR_NO_DEVICE"; break;
+	case CUDA_ERROR_ILLEGAL_ADDRESS: *pStr = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
+	case CUDA_ERROR_LAUNCH_FAILED: *pStr = "CUDA_ERROR_LAUNCH_FAILED"; break;
+	case CUDA_ERROR_NOT_READY: *pStr = "CUDA_ERROR_NOT_READY"; break;
+	default: *pStr = NULL; return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+	ENTER("cuDeviceGetCount");
+	*count = ndev;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	ENTER("cuDeviceGet");
+	if (ordinal < 0 || ordinal >= ndev) {
+		LEAVE(CUDA_ERROR_INVALID_DEVICE);
+	}
+	*device = ordinal;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	ENTER("cuDeviceGetUuid");
+	for (int i = 0; i < 16; i++)
+		uuid->bytes[i] = (char)(0xd0 + dev + i);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	ENTER("cuDevicePrimaryCtxRetain");
+	ctxs[dev].dev = dev;
+	*pctx = &ctxs[dev];
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	(void)dev;
+	ENTER("cuDevicePrimaryCtxRelease_v2");
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	(void)ctx;
+	ENTER("cuCtxSetCurrent");
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	(void)Flags;
+	ENTER("cuStreamCreate");
+	*phStream = calloc(1, sizeof(struct CUstream_st));
+	LEAVE(*phStream ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+	ENTER("cuStreamDestroy_v2");
+	run_until(s, s->n);
+	free(s->ops);
+	free(s);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+	ENTER("cuStreamSynchronize");
+	run_until(s, s->n);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream s)
+{
+	ENTER("cuMemcpyAsync");
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct op *n = realloc(s->ops, cap * sizeof(*n));
+		if (!n) {
+			LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+		}
+		s->ops = n;
+		s->cap = cap;
+	}
+	s->ops[s->n++] = (struct op){(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount};
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	(void)Flags;
+	ENTER("cuEventCreate");
+	*phEvent = calloc(1, sizeof(struct CUevent_st));
+	LEAVE(*phEvent ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+CUresult cuEventRecord(CUevent ev, CUstream s)
+{
+	ENTER("cuEventRecord");
+	ev->s = s;
+	ev->upto = s->n;
+	ev->recorded = 1;
+	ev->queries = 0;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuEventQuery(CUevent ev)
+{
+	ENTER("cuEventQuery");
+	if (ev->recorded && ++ev->queries < 2) {
+		LEAVE(CUDA_ERROR_NOT_READY);
+	}
+	if (ev->recorded)
+		run_until(ev->s, ev->upto);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuEventDestroy(CUevent ev)
+{
+	ENTER("cuEventDestroy_v2");
+	free(ev);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+	(void)p;
+	(void)Flags;
+	ENTER("cuMemHostRegister_v2");
+	host_registered += (long)bytesize;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+	(void)p;
+	ENTER("cuMemHostUnregister");
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	ENTER("cuMemAlloc_v2");
+	void *m = NULL;
+	if (posix_memalign(&m, 256, bytesize ? bytesize : 1) != 0) {
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	*dptr = (CUdeviceptr)(uintptr_t)m;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemFree(CUdeviceptr dptr)
+{
+	ENTER("cuMemFree_v2");
+	free((void *)(uintptr_t)dptr);
+	LEAVE(CUDA_SUCCESS);
+}
