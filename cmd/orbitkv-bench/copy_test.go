@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestParseCopyFlagsDefaults(t *testing.T) {
@@ -41,6 +44,8 @@ func TestParseCopyFlagsRejects(t *testing.T) {
 		{"zero layers", []string{"--layers", "0"}, "--layers must be between 1 and 256"},
 		{"zero iterations", []string{"--iters", "0"}, "--iters must be at least 1"},
 		{"a batch over 4GiB", []string{"--sizes", "256MiB", "--blocks", "17"}, "more than 4GiB per batch"},
+		{"copy workers that are not a count", []string{"--manager-args", "--copy-workers two"}, `--copy-workers "two" must be a count 1..64`},
+		{"zero copy workers", []string{"--manager-args", "--copy-workers=0"}, `--copy-workers "0" must be a count 1..64`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +83,9 @@ func TestCopyRunsAgainstTheManager(t *testing.T) {
 	}
 	// Three repeats (the default): five figures per size, each the median
 	// of its three repeats, which the size's own keys report.
+	if rep.CopyThreads != defaultCopyWorkers() || !strings.Contains(rep.Baseline, fmt.Sprintf("%d threads", rep.CopyThreads)) {
+		t.Errorf("copy_threads %d, baseline %q: want the Manager's default %d copy workers, and the baseline's as many threads", rep.CopyThreads, rep.Baseline, defaultCopyWorkers())
+	}
 	if rep.Meta.Suite != "copy" || rep.Meta.Repeats != 3 || len(rep.Figures) != 2*len(copyFields) || len(rep.Validity.Checks) == 0 {
 		t.Fatalf("meta %+v, %d figures, validity %+v: want copy, 3 repeats, %d figures, checks", rep.Meta, len(rep.Figures), rep.Validity, 2*len(copyFields))
 	}
@@ -88,5 +96,60 @@ func TestCopyRunsAgainstTheManager(t *testing.T) {
 	}
 	if f := rep.Figures[len(copyFields)+1]; f.Name != "256 KiB/publish_gbps" || f.Value != rep.Sizes[1].PublishGBps {
 		t.Errorf("figure %+v: want 256 KiB/publish_gbps equal to the size's publish_gbps %v", f, rep.Sizes[1].PublishGBps)
+	}
+}
+
+func TestCopyWorkersIsTheLastManagerArgElseTheDefault(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no --copy-workers keeps the default", []string{"--ram-chunk-bytes", "16KiB"}, 2},
+		{"one --copy-workers is used", []string{"--copy-workers", "3"}, 3},
+		{"the last of two wins, as the Manager's flag package keeps it", []string{"--copy-workers=1", "--copy-workers", "4"}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := copyWorkers(2, tt.args)
+			if err != nil || got != tt.want {
+				t.Errorf("copyWorkers(2, %q) = %d, %v; want %d", tt.args, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParallelMemcpyCopiesEveryByteWithEachThreadCount(t *testing.T) {
+	for _, threads := range []int{1, 2, 3, 4} {
+		for _, n := range []uint64{1, 4095, 4096, 3*4096 + 7, 1 << 20} {
+			t.Run(fmt.Sprintf("threads=%d/bytes=%d", threads, n), func(t *testing.T) {
+				p := newParallelMemcpy(threads)
+				defer p.Close()
+				src, dst := make([]byte, n), make([]byte, n+64)
+				for i := range src {
+					src[i] = byte(i*7 + 3)
+				}
+				p.copy(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), n)
+				if !bytes.Equal(dst[:n], src) {
+					t.Fatalf("the copy differs from the source")
+				}
+				if !bytes.Equal(dst[n:], make([]byte, 64)) {
+					t.Fatalf("bytes past the copy were written")
+				}
+			})
+		}
+	}
+}
+
+func TestPartBytesCoversTheBatchInWholePages(t *testing.T) {
+	for _, tt := range []struct {
+		n       uint64
+		threads int
+		want    uint64
+	}{{8 << 20, 2, 4 << 20}, {8 << 20, 3, 2797568}, {100, 4, 4096}, {5, 1, 4096}} {
+		got := partBytes(tt.n, tt.threads)
+		if got != tt.want || got%4096 != 0 || got*uint64(tt.threads) < tt.n {
+			t.Errorf("partBytes(%d, %d) = %d, want %d (whole pages covering the batch)", tt.n, tt.threads, got, tt.want)
+		}
 	}
 }

@@ -26,6 +26,10 @@ type queryRun struct {
 	repeats map[string][]*latencyHist // "query N/hot", "ping/cold", … → one histogram per repeat
 	server  map[int][]queryCounters   // per row: the Manager's counters over each repeat's hot queries
 	hot     []hotPhase                // every hot phase and the Manager's parks in it
+
+	probe       *probeTable // the machine yardstick over --resident-blocks keys
+	probeNs     []float64   // per repeat: the probe's ns per key (independent lookups)
+	probeSerial []float64   // per repeat: the chase's ns per key
 }
 
 // keep files one repeat's hot and cold histograms of subject.
@@ -96,12 +100,17 @@ func (r *queryRun) run() (*queryReport, error) {
 		return nil, fmt.Errorf("after publishing %d blocks the Manager holds %d (%d evicted); want all resident", r.cfg.residentBlocks, h.Blocks, h.Evictions)
 	}
 	rep.ManagerBlocks = h.Blocks
+	r.probe = newProbeTable(r.cfg.residentBlocks)
 	for repeat := range r.cfg.repeats {
 		for _, n := range r.cfg.hashes {
 			fmt.Fprintf(r.progress, "repeat %d of %d: measuring QueryBundle of %d hashes ...\n", repeat+1, r.cfg.repeats, n)
 			if err := r.measureRow(n, repeat); err != nil {
 				return nil, fmt.Errorf("QueryBundle of %d hashes: %w", n, err)
 			}
+		}
+		fmt.Fprintf(r.progress, "repeat %d of %d: measuring the bare open-addressing probe over %d keys ...\n", repeat+1, r.cfg.repeats, r.cfg.residentBlocks)
+		if err := r.measureProbe(); err != nil {
+			return nil, err
 		}
 		fmt.Fprintf(r.progress, "repeat %d of %d: measuring Poll of a pending ticket beside Ping ...\n", repeat+1, r.cfg.repeats)
 		if err := r.measurePoll(repeat); err != nil {
@@ -131,6 +140,10 @@ func (r *queryRun) assemble(rep *queryReport) {
 		rep.Rows = append(rep.Rows, row)
 	}
 	rep.ServerNsPerHash = rep.Rows[len(rep.Rows)-1].ServerNsPerHash
+	rep.ProbeNsPerKey, rep.ProbeSerialNsPerKey = medianOf(r.probeNs), medianOf(r.probeSerial)
+	if rep.ProbeNsPerKey > 0 {
+		rep.ServerPerProbe = rep.ServerNsPerHash / rep.ProbeNsPerKey
+	}
 	rep.PollRTT, rep.PingRTT = rttOf(rep.hists["poll/hot"].stats()), rttOf(rep.hists["ping/hot"].stats())
 	rep.PollColdRTT, rep.PingColdRTT = rttOf(rep.hists["poll/cold"].stats()), rttOf(rep.hists["ping/cold"].stats())
 }
@@ -151,6 +164,19 @@ func (r *queryRun) figures(rep *queryReport) []figure {
 		row := rep.Rows[slices.Index(r.cfg.hashes, n)]
 		out = append(out, newFigure(fmt.Sprintf("query %d/server_ns_per_hash", n), "ns/hash", lowerIsBetter, row.ServerNsPerHash, per))
 	}
+	// The ratio per repeat: that repeat's largest row against that
+	// repeat's probe, measured right after it.
+	largest := r.cfg.hashes[len(r.cfg.hashes)-1]
+	var ratios []float64
+	for i, d := range r.server[largest] {
+		if i < len(r.probeNs) && r.probeNs[i] > 0 {
+			ratios = append(ratios, d.nanos/d.hashes/r.probeNs[i])
+		}
+	}
+	out = append(out,
+		medianFigure("probe_ns_per_key", "ns/key", lowerIsBetter, r.probeNs),
+		medianFigure("probe_serial_ns_per_key", "ns/key", lowerIsBetter, r.probeSerial),
+		newFigure("server_per_probe", "ratio", lowerIsBetter, rep.ServerPerProbe, ratios))
 	for _, key := range []string{"ping/hot", "poll/hot", "ping/cold", "poll/cold"} {
 		out = append(out, latencyFigures(key, rep.hists[key], r.repeats[key])...)
 	}
@@ -266,6 +292,25 @@ func (r *queryRun) measureRow(n, repeat int) error {
 	}
 	r.server[n] = append(r.server[n], d)
 	r.keep(fmt.Sprintf("query %d", n), hot, cold)
+	return nil
+}
+
+// probeRounds is how many passes over the probe's keys one measurement
+// makes (4M lookups at 1M keys: about 0.1 s).
+const probeRounds = 4
+
+// measureProbe times the bare probe (probeTable) once per repeat, right
+// after the repeat's largest row, so both see the same machine state.
+func (r *queryRun) measureProbe() error {
+	ns, err := r.probe.independentNs(probeRounds)
+	if err != nil {
+		return err
+	}
+	serial, err := r.probe.serialNs(1)
+	if err != nil {
+		return err
+	}
+	r.probeNs, r.probeSerial = append(r.probeNs, ns), append(r.probeSerial, serial)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -99,7 +100,7 @@ func TestQueryRunsAgainstARealManager(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &raw); err != nil {
 		t.Fatalf("decoding %q: %v", stdout.String(), err)
 	}
-	for _, k := range []string{"resident_blocks", "server_ns_per_hash", "rows", "poll_rtt_ns", "ping_rtt_ns"} {
+	for _, k := range []string{"resident_blocks", "server_ns_per_hash", "rows", "poll_rtt_ns", "ping_rtt_ns", "probe_ns_per_key", "probe_serial_ns_per_key", "server_per_probe"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("JSON lacks %q: %s", k, stdout.String())
 		}
@@ -117,6 +118,9 @@ func TestQueryRunsAgainstARealManager(t *testing.T) {
 		PollRTT       map[string]float64 `json:"poll_rtt_ns"`
 		PingRTT       map[string]float64 `json:"ping_rtt_ns"`
 		ManagerBlocks uint64             `json:"manager_blocks"`
+		ProbeNs       float64            `json:"probe_ns_per_key"`
+		ProbeSerialNs float64            `json:"probe_serial_ns_per_key"`
+		PerProbe      float64            `json:"server_per_probe"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("decoding %q: %v", stdout.String(), err)
@@ -147,12 +151,16 @@ func TestQueryRunsAgainstARealManager(t *testing.T) {
 	if last := rep.Rows[len(rep.Rows)-1]; rep.ServerNsPerHash != last.ServerNsPerHash {
 		t.Errorf("server_ns_per_hash %v, want the largest row's %v", rep.ServerNsPerHash, last.ServerNsPerHash)
 	}
+	if rep.ProbeNs <= 0 || rep.ProbeSerialNs <= 0 || math.Abs(rep.PerProbe-rep.ServerNsPerHash/rep.ProbeNs) > 1e-9*rep.PerProbe {
+		t.Errorf("probe %v ns/key, serial %v, server_per_probe %v: want positive figures and the ratio server_ns_per_hash / probe_ns_per_key (%v)",
+			rep.ProbeNs, rep.ProbeSerialNs, rep.PerProbe, rep.ServerNsPerHash/rep.ProbeNs)
+	}
 	positive("poll_rtt_ns", rep.PollRTT)
 	positive("ping_rtt_ns", rep.PingRTT)
 }
 
 func TestQueryTableNamesEveryRowAndTarget(t *testing.T) {
-	rep := &queryReport{ResidentBlocks: 1000000, ServerNsPerHash: 40,
+	rep := &queryReport{ResidentBlocks: 1000000, ServerNsPerHash: 40, ProbeNsPerKey: 32, ServerPerProbe: 1.25,
 		Rows: []queryRow{
 			{Hashes: 32, RTT: rtt{P50: 1500, P99: 3000}, ServerNsPerHash: 60, ServerNsPerQuery: 1920},
 			{Hashes: 1000, RTT: rtt{P50: 45000, P99: 60000}, ServerNsPerHash: 40, ServerNsPerQuery: 40000},
@@ -166,7 +174,8 @@ func TestQueryTableNamesEveryRowAndTarget(t *testing.T) {
 	// are read as one two-space column gap.
 	table := regexp.MustCompile(` {2,}`).ReplaceAllString(b.String(), "  ")
 	for _, want := range []string{"poll (pending)", "1.50", "QueryBundle of 32 resident hashes, hot p50 ≤ 5µs  1.50 µs  ok",
-		"server time per hash, 1000 hashes (1000000 resident blocks) ≤ 50 ns  40.0 ns  ok",
+		"server time per hash, 1000 hashes (1000000 resident blocks) ≤ 1.5x the bare probe  40.0 ns / 32.0 ns = 1.25x  ok",
+		"server time per hash, 1000 hashes (1000000 resident blocks) ≤ 50 ns where the probe is ≤ 33 ns  40.0 ns  ok",
 		"linear: server ns/hash never rises > 1.25x to the next row  60.0, 40.0  ok",
 		"hot p50 ≤ ping + 1µs  0.40 µs vs ping 0.30 µs (+0.10 µs)  ok"} {
 		if !strings.Contains(table, want) {

@@ -35,7 +35,7 @@ type slot struct {
 const minTableSlots = 1024
 
 func newTable() table {
-	t := table{slots: make([]slot, minTableSlots), mask: minTableSlots - 1}
+	t := table{slots: newSlots(minTableSlots), mask: minTableSlots - 1}
 	var b [40]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("index: crypto/rand: " + err.Error()) // never fails on Linux (getrandom(2))
@@ -110,7 +110,7 @@ func (t *table) insert(h uint64, b *Block) {
 
 func (t *table) grow() {
 	old := t.slots
-	t.slots = make([]slot, 2*len(old))
+	t.slots = newSlots(2 * len(old))
 	t.mask = uint64(len(t.slots) - 1)
 	for _, s := range old {
 		if s.tag != 0 {
