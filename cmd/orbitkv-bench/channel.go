@@ -66,16 +66,21 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 		// temporary directory (peers die with us by PR_SET_PDEATHSIG).
 		defer stopOnSignal("channel", run.manager, stderr, nil)()
 	}
-	// One sample buffer, reused by every subject and cadence.
+	// One sample buffer, reused by every subject and cadence. Repeats are
+	// interleaved: each runs every subject once, so a ratio of two
+	// subjects' repeats compares the same stretch of machine state.
 	buf := make([]uint64, max(cfg.n, cfg.perMsN))
-	for _, s := range cfg.subjects {
-		if !cfg.json {
-			fmt.Fprintf(stderr, "measuring %s ...\n", s)
-		}
-		if err := run.measure(s, buf); err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+	for rep := range cfg.repeats {
+		for _, s := range cfg.subjects {
+			if !cfg.json {
+				fmt.Fprintf(stderr, "repeat %d of %d: measuring %s ...\n", rep+1, cfg.repeats, s)
+			}
+			if err := run.measure(s, buf, rep); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
 		}
 	}
+	run.summarise()
 	if cfg.needsManager() && cfg.idle > 0 {
 		if !cfg.json {
 			fmt.Fprintf(stderr, "measuring idle Manager CPU with %d sessions for %v ...\n", idleSessions, cfg.idle)
@@ -102,8 +107,9 @@ func runChannel(args []string, stdout, stderr io.Writer) error {
 	return errors.Join(err, cfg.plot(stderr, &run.report.reportHead, channelCharts(&run.report, &cfg)...))
 }
 
-// measure runs one subject at both cadences and records its Stats.
-func (r *channelRun) measure(subject string, buf []uint64) error {
+// measure runs repeat rep of one subject at both cadences and records its
+// samples; the subject's client, peer or Manager lives for this repeat only.
+func (r *channelRun) measure(subject string, buf []uint64, rep int) error {
 	var (
 		timeRun func(warmup int, period time.Duration, out []uint64) error
 		cleanup func() error
@@ -204,19 +210,19 @@ func (r *channelRun) measure(subject string, buf []uint64) error {
 		}
 	}
 
-	err := r.cadences(subject, timeRun, buf)
+	err := r.cadences(subject, timeRun, buf, rep)
 	if cerr := cleanup(); err == nil && cerr != nil {
 		err = fmt.Errorf("stopping: %w", cerr)
 	}
 	return err
 }
 
-// cadences times subject back-to-back and then at one round trip per ms,
-// --repeats times, each repeat into its own histograms, which the
-// report's Stats merge. The back-to-back phases of orbitkv_ping are hot:
-// the Manager's park counter is read around each.
-func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, []uint64) error, buf []uint64) error {
-	for rep := range r.cfg.repeats {
+// cadences times repeat rep of subject back-to-back and then at one round
+// trip per ms, each into histograms of its own, which the report's Stats
+// merge (summarise). The back-to-back phases of orbitkv_ping are hot: the
+// Manager's park counter is read around each.
+func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, []uint64) error, buf []uint64, rep int) error {
+	{
 		out := buf[:r.cfg.n]
 		watch := subject == subjectOrbitKV && r.manager.http != "" && !parkMode(r.cfg.pollMode, r.cfg.managerArgs)
 		var before uint64
@@ -257,11 +263,19 @@ func (r *channelRun) cadences(subject string, timeRun func(int, time.Duration, [
 			}
 		}
 	}
-	r.report.BackToBack[subject] = r.merged("back_to_back", subject).stats()
-	if r.cfg.perMsN > 0 {
-		r.report.PerMs[subject] = r.merged("per_ms", subject).stats()
-	}
 	return nil
+}
+
+// summarise files every subject's Stats, from its histograms merged over
+// the repeats, and the per-ms wake ratio of orbitkv_ping to futex.
+func (r *channelRun) summarise() {
+	for _, subject := range r.cfg.subjects {
+		r.report.BackToBack[subject] = r.merged("back_to_back", subject).stats()
+		if r.cfg.perMsN > 0 {
+			r.report.PerMs[subject] = r.merged("per_ms", subject).stats()
+		}
+	}
+	r.report.PerMsVsFutex = wakeRatioOf(r.repeats["per_ms/"+subjectOrbitKV], r.repeats["per_ms/"+subjectFutex])
 }
 
 // figures are the channel report's headline figures: p50 and p99 of every
@@ -275,6 +289,11 @@ func (r *channelRun) figures() []figure {
 				out = append(out, latencyFigures(key, r.report.hists[key], reps)...)
 			}
 		}
+	}
+	if w := r.report.PerMsVsFutex; w != nil {
+		out = append(out,
+			medianFigure("per_ms/orbitkv_ping_vs_futex/p50", "ratio", lowerIsBetter, w.P50PerRepeat),
+			medianFigure("per_ms/orbitkv_ping_vs_futex/p99", "ratio", lowerIsBetter, w.P99PerRepeat))
 	}
 	if r.report.IdleCPUPercent != nil {
 		out = append(out, newFigure("idle_cpu_percent", "%", lowerIsBetter, *r.report.IdleCPUPercent, r.idleReps))

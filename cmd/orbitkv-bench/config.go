@@ -111,6 +111,11 @@ func parseChannelFlags(args []string, out io.Writer) (channelConfig, error) {
 	if !fs.isSet("warmup") {
 		cfg.warmup = min(cfg.n/10, 10000)
 	}
+	if !fs.isSet("repeats") {
+		// The cold-wake target is the median of at least this many
+		// interleaved repeats (issue 18).
+		cfg.repeats = coldWakeRepeats
+	}
 	cfg.idle = time.Duration(idleSeconds * float64(time.Second))
 
 	picked, err := parseList(listFlag{name: "subjects", noun: "subject", quoteRepeats: true}, subjects, func(s string) (string, error) {

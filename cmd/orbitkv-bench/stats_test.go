@@ -29,7 +29,7 @@ func TestReportJSONHasExactlyTheIssuesKeys(t *testing.T) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sortedKeys(top), []string{"back_to_back", "figures", "idle_cpu_percent", "meta", "per_ms", "validity"}; !slices.Equal(got, want) {
+	if got, want := sortedKeys(top), []string{"back_to_back", "figures", "idle_cpu_percent", "meta", "per_ms", "per_ms_vs_futex", "validity"}; !slices.Equal(got, want) {
 		t.Fatalf("top-level keys = %v, want %v", got, want)
 	}
 	var idleGot float64
@@ -70,7 +70,7 @@ func TestReportJSONIdleIsNullWhenNotMeasured(t *testing.T) {
 	delete(top, "validity")
 	delete(top, "figures")
 	b, _ = json.Marshal(top)
-	if want := `{"back_to_back":{},"idle_cpu_percent":null,"per_ms":{}}`; string(b) != want {
+	if want := `{"back_to_back":{},"idle_cpu_percent":null,"per_ms":{},"per_ms_vs_futex":null}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
 	}
 }
