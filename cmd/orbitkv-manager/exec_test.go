@@ -74,6 +74,8 @@ func TestTheCommandAsAnOperatorSeesIt(t *testing.T) {
 		{"a single-dash long flag says flags take two dashes", nil, []string{"-ram-capacity", "1GiB"}, 2,
 			nil, []string{"long flags start with --"}, ""},
 		{"a stray argument is refused", nil, []string{"serve"}, 2, nil, []string{`unexpected argument "serve"`}, ""},
+		{"an unknown copy backend is refused naming the choices", nil, []string{"--copy-backend", "gpu"}, 2,
+			nil, []string{`orbitkv-manager: --copy-backend "gpu": want host, cuda or auto`}, ""},
 		{"completion bash writes a bash script", nil, []string{"completion", "bash"}, 0, []string{"bash completion V2 for orbitkv-manager"}, nil, ""},
 		{"completion zsh writes a zsh script", nil, []string{"completion", "zsh"}, 0, []string{"#compdef orbitkv-manager"}, nil, ""},
 		{"completion fish writes a fish script", nil, []string{"completion", "fish"}, 0, []string{"complete -c orbitkv-manager"}, nil, ""},
@@ -124,5 +126,22 @@ func TestTheBuildSaysWhetherItHasFailpoints(t *testing.T) {
 	}
 	if warned := strings.Contains(line, "level=WARN") && strings.Contains(line, "failpoint build"); warned != buildinfo.Failpoints {
 		t.Errorf("start log %q: warned %v, Failpoints %v", line, warned, buildinfo.Failpoints)
+	}
+}
+
+// TestCopyBackendCUDAWithoutADriverStopsTheManager: --copy-backend cuda on a
+// machine whose driver library cannot be loaded (ORBITKV_LIBCUDA names a
+// missing file, so this holds on GPU hosts too) stops the Manager at start
+// with status 1, naming the flag and the dlopen error (in the log line's
+// quoted err value). The Manager runs on a temporary socket with a small
+// RAM tier and no HTTP endpoint.
+func TestCopyBackendCUDAWithoutADriverStopsTheManager(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--bootstrap-socket", dir + "/m.sock", "--http-addr", "", "--ram-capacity", "16MiB",
+		"--prefault=false", "--hugepages", "off", "--copy-backend", "cuda"}
+	_, stderr, code := runMain(t, []string{"ORBITKV_LIBCUDA=" + dir + "/libcuda.so.1"}, args...)
+	want := `--copy-backend \"cuda\": dlopen ` + dir + `/libcuda.so.1: ` + dir + `/libcuda.so.1: cannot open shared object file`
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr, want)
 	}
 }

@@ -33,6 +33,7 @@ type config struct {
 	ramCapacity  string
 	chunkBytes   string
 	copyWorkers  int
+	copyBackend  string
 	prefault     bool
 	maxBufBytes  string
 	hugepages    string
@@ -93,6 +94,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
 	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.StringVar(&c.copyBackend, "copy-backend", "host", "what moves publish and restore bytes: host (memcpy on the copy threads), cuda (the CUDA driver, dlopened from $ORBITKV_LIBCUDA or libcuda.so.1; the Manager does not start without a device; the RAM tier is page-locked) or auto (cuda when the driver loads and has a device, else host)")
 	fs.StringVar(&c.eviction, "eviction", evict.Default, "RAM tier eviction `policy`: "+strings.Join(evict.Names(), ", ")+" (orbitkv-bench policy compares them)")
 	fs.StringVar(&c.ssdDir, "ssd-dir", "", "`directory` of the SSD tier on a filesystem that takes O_DIRECT (empty: no SSD tier); its blocks survive a restart")
 	fs.BoolVar(&c.ssdCreateDir, "ssd-create-dir", false, "create --ssd-dir (mode 0700) when it is missing; without it a missing directory is an error")

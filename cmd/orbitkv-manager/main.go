@@ -99,7 +99,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 			k.fail("listen", strconv.Quote(c.listen), err.Error())
 		}
 	}
-	cs := cache.Spec{CopyWorkers: c.copyWorkers, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
+	cs := cache.Spec{CopyWorkers: c.copyWorkers, CopyBackend: c.copyBackend, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
 		Clock: failpoint.Clock, Tiers: tier.Spec{Eviction: c.eviction, RAM: ram.Spec{Prefault: c.prefault}}}
 	cs.Tiers.RAM.CapacityBytes = k.size("ram-capacity", c.ramCapacity, "4GiB, 512MiB")
 	cs.Tiers.RAM.ChunkBytes = k.size("ram-chunk-bytes", c.chunkBytes, "16KiB, 2MiB")

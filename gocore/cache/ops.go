@@ -131,7 +131,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	o.bytes = uint64(o.stored) * blockBytes
 	o.reply = m.Response(s.epoch, abi.StatusOK, uint64(o.stored), uint64(o.present))
 	s.segs = segs[:0]
-	if err := s.copier.Submit(o.id, segs); err != nil {
+	if err := s.copier.SubmitLane(o.id, uint64(st.sess.Index), segs); err != nil {
 		s.log.Error("copy engine refused a publish job", "err", err, "segments", len(segs))
 		s.abortPublish(o)
 		return m.Response(s.epoch, abi.StatusInternal, 0, 0), true, nil

@@ -125,7 +125,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	}
 	o.bytes = uint64(n) * blockBytes
 	s.segs = segs[:0]
-	if err := s.copier.Submit(o.id, segs); err != nil {
+	if err := s.copier.SubmitLane(o.id, uint64(st.sess.Index), segs); err != nil {
 		s.log.Error("copy engine refused a restore job", "err", err, "segments", len(segs))
 		for _, blk := range o.blocks {
 			s.idx.Unpin(blk)

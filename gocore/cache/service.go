@@ -3,6 +3,7 @@ package cache
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -41,6 +42,11 @@ type Spec struct {
 	// it (New sets Ring and Logger).
 	Tiers       tier.Spec
 	CopyWorkers int // native copy threads, 1..copier.MaxWorkers
+	// CopyBackend moves the bytes: "" or copier.BackendHost (memcpy),
+	// copier.BackendCUDA (the CUDA driver: an error without a device) or
+	// copier.BackendAuto (CUDA when the driver loads and has a device).
+	// With CUDA the RAM tier is page-locked for DMA (cuMemHostRegister).
+	CopyBackend string
 	// Operation bounds and expiry (0: DefaultMaxOpsPerSession,
 	// DefaultMaxOps, ticket.DefaultOpExpiry).
 	MaxOpsPerSession, MaxOps int
@@ -66,6 +72,8 @@ func (s Spec) Validate() error {
 		MaxOpsRange.Check(s.MaxOps),
 		OpExpiryRange.Check(s.OpExpiry),
 		limit.Range[int]{Field: "cache.CopyWorkers", Min: 1, Max: copier.MaxWorkers}.Check(s.CopyWorkers),
+		limit.Check(s.CopyBackend == "" || s.CopyBackend == copier.BackendHost || s.CopyBackend == copier.BackendCUDA ||
+			s.CopyBackend == copier.BackendAuto, "cache.CopyBackend", s.CopyBackend, "host, cuda or auto"),
 		s.Tiers.Validate(),
 	)
 }
@@ -91,6 +99,8 @@ type Service struct {
 	leases  *lease.Book[*ticket.Ticket]
 	tickets *ticket.Set
 	copier  *copier.Engine
+	cuda    *copier.CUDA // the CUDA backend of copier, or nil
+	pinned  []byte       // the RAM tier's memory page-locked for cuda, or nil
 
 	sessions map[uint32]*sessState // by slot index
 	ops      map[uint64]*op        // copies in flight, by token
@@ -147,14 +157,25 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := copier.New(p, s.CopyWorkers)
+	cp, cu, why, err := copier.Open(p, s.CopyWorkers, s.CopyBackend)
 	if err != nil {
 		tiers.Close()
-		return nil, err
+		return nil, &limit.Refused{Field: "cache.CopyBackend", Value: cmp.Or(s.CopyBackend, copier.BackendHost), Err: err}
 	}
+	var pinned []byte
+	if cu != nil {
+		if err := cu.PinHost(tiers.Arena().Mem()); err != nil {
+			cp.Close()
+			cu.Close()
+			tiers.Close()
+			return nil, &limit.Refused{Field: "cache.CopyBackend", Value: s.CopyBackend, Err: fmt.Errorf("the RAM tier: %w", err)}
+		}
+		pinned = tiers.Arena().Mem()
+	}
+	s.Logger.Info("copy backend", slog.String("backend", cp.Backend()), slog.String("why", why))
 	base := lease.FirstID(s.Epoch) // restore ids share the rule
 	svc := &Service{
-		epoch: s.Epoch, log: s.Logger, tiers: tiers, arena: tiers.Arena(), idx: tiers.Index(), copier: cp,
+		epoch: s.Epoch, log: s.Logger, tiers: tiers, arena: tiers.Arena(), idx: tiers.Index(), copier: cp, cuda: cu, pinned: pinned,
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
 		maxOpsSession: cmp.Or(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: cmp.Or(s.MaxOps, DefaultMaxOps),
 		expiry: cmp.Or(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
@@ -179,7 +200,13 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 func (s *Service) Close() {
 	s.resumed.Close() // a failpoint Resume from now on must not ring the server
 	s.sweeps.Stop()   // it rings the server, which the caller frees after Close
-	s.copier.Close()
+	s.copier.Close()  // every device job drained: the streams are idle
+	if s.cuda != nil {
+		if err := s.cuda.UnpinHost(s.pinned); err != nil {
+			s.log.Warn("unpinning the RAM tier", "err", err)
+		}
+		s.cuda.Close()
+	}
 	s.tiers.Close()
 }
 

@@ -52,6 +52,53 @@ func New(p *Poller, workers int) (*Engine, error) {
 	return e, nil
 }
 
+// CUDA is the CUDA copy backend (native/src/copy_cuda.c): device jobs on
+// per-(session, device) streams, host jobs on the engine's workers.
+type CUDA = native.CUDA
+
+// The copy backends Open takes (the Manager's --copy-backend).
+const (
+	BackendHost = "host" // memcpy on the worker threads (also "")
+	BackendCUDA = "cuda" // the CUDA driver, or an error when it has no device
+	BackendAuto = "auto" // cuda when the driver loads and has a device, else host
+)
+
+// Open starts an engine of workers threads over backend (BackendHost or
+// "", BackendCUDA, BackendAuto) whose finished jobs ring p's control slot.
+// cu is the CUDA backend when one was chosen (close it after the engine),
+// else nil; why says in words why auto chose what it chose. BackendCUDA
+// without a usable driver fails with OpenCUDA's error (the library and
+// the dlopen or driver call that failed, e.g. "cuInit:
+// CUDA_ERROR_NO_DEVICE (100)"); the library is $ORBITKV_LIBCUDA, else
+// libcuda.so.1.
+func Open(p *Poller, workers int, backend string) (e *Engine, cu *CUDA, why string, err error) {
+	switch backend {
+	case "", BackendHost:
+		e, err = New(p, workers)
+		return e, nil, "host backend requested", err
+	case BackendCUDA, BackendAuto:
+	default:
+		return nil, nil, "", fmt.Errorf("copy backend %q: want host, cuda or auto", backend)
+	}
+	if workers < 1 || workers > MaxWorkers {
+		return nil, nil, "", fmt.Errorf("copy engine: %d workers, want 1..%d", workers, MaxWorkers)
+	}
+	cu, err = native.OpenCUDA("")
+	if err != nil {
+		if backend == BackendAuto {
+			e, err2 := New(p, workers)
+			return e, nil, "host: no usable CUDA driver (" + err.Error() + ")", err2
+		}
+		return nil, nil, "", err
+	}
+	e, err = native.NewCopyEngineForCUDA(p, workers, cu)
+	if err != nil {
+		cu.Close()
+		return nil, nil, "", fmt.Errorf("copy engine: %w", err)
+	}
+	return e, cu, fmt.Sprintf("cuda: %d device(s)", cu.Devices()), nil
+}
+
 // Direction of a job.
 type Direction bool
 
