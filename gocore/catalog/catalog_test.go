@@ -351,6 +351,11 @@ func TestCatalogOnAThreeMemberEtcd(t *testing.T) {
 		}
 		eventually(t, waitFor, "b lists a, b and c", hasNodes(b, "a@1", "b@1", "c@1"))
 		rebuilds := b.Stats().Rebuilds
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("b's stats when the test failed: %+v (rebuilds before the cut %d)", b.Stats(), rebuilds)
+			}
+		})
 
 		proxy.Cut() // b's watch falls behind
 		a.Withdraw(ns, dropped)
