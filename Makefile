@@ -109,6 +109,19 @@ native: deps-build ## Build liborbitkv (.so/.a) and the C tests into build/nativ
 go: deps-build iox2 ## Build the Go commands of cmd/ into bin/
 	$(if $(wildcard cmd/*/*.go),$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
 
+.PHONY: gpu-bundle
+gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 MiB): Manager, okv_gpu_check, scripts/gpu-check.sh, the libraries they need; see docs/cuda.md
+	@rm -rf $(BUILD)/gpu-bundle && mkdir -p $(BUILD)/gpu-bundle/bin $(BUILD)/gpu-bundle/lib
+	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager bin/orbitkv-manager
+	strip -o $(BUILD)/gpu-bundle/bin/okv_gpu_check $(NATIVE_DIR)/okv_gpu_check
+	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
+	@# libprotobuf-c and libcrypto travel (a GPU image may lack them); glibc does not
+	@for b in $(BUILD)/gpu-bundle/bin/*; do ldd $$b | awk '/=> \// {print $$3}'; done | sort -u | \
+		grep -E 'libprotobuf-c|libcrypto' | xargs -r -I{} cp -L {} $(BUILD)/gpu-bundle/lib/
+	tar -C $(BUILD) -czf $(BUILD)/gpu-bundle.tar.gz gpu-bundle
+	@size=$$(stat -c %s $(BUILD)/gpu-bundle.tar.gz); echo "$(BUILD)/gpu-bundle.tar.gz: $$size bytes"; \
+		[ $$size -lt 67108864 ] || { echo "gpu-bundle: over 64 MiB"; exit 1; }
+
 # ---- tests ------------------------------------------------------------------
 
 test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates
