@@ -39,6 +39,7 @@ func commands() []command {
 		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: runCopy},
 		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: runSSD},
 		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: runQuery},
+		{name: "discover", summary: "discovery of 32 and 1,000 hashes from the shared-memory index vs the QueryBundle round trip, and Manager CPU with 4 clients at 10 kHz", run: runDiscover},
 		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
 		{name: "transfer", summary: "transfer engine GB/s for 64KiB-4MiB blocks on loopback vs a plain TCP stream and one slice in flight, in the same run", run: runTransfer},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},

@@ -36,6 +36,7 @@ type config struct {
 	copyBackend  string
 	prefault     bool
 	maxBufBytes  string
+	discBytes    string
 	hugepages    string
 	eviction     string
 	ssdDir       string
@@ -103,6 +104,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.ssdAdmission, "ssd-admission", "all", "which evicted blocks are written to SSD: all, or second-hit (a block evicted twice)")
 	fs.IntVar(&c.ssdWorkers, "ssd-io-workers", 4, "O_DIRECT I/Os in flight on the SSD tier (`count`, 1..256)")
 	fs.StringVar(&c.maxBufBytes, "max-buffer-bytes", "32TiB", "engine buffer bytes all sessions together may register for the Manager to map (`size`, at most 64TiB); it bounds the Manager's virtual address space, not its memory")
+	fs.StringVar(&c.discBytes, "discover-bytes", "256MiB", "memory of all the shared-memory discovery indexes sessions map read-only (`size`, 64KiB..64GiB; 0: none served); one per namespace asked for, each of 64 bytes per RAM-tier chunk (rounded up to a power of two); past it a namespace's index is refused and its clients take the round trip")
 	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
 	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
 	fs.DurationVar(&c.opExpiry, "op-expiry", ticket.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")

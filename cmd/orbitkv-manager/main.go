@@ -94,6 +94,9 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	s.Channel.ServicePrefix = c.service
 	s.Session.DescCapacity = uint32(min(k.size("desc-bytes", c.descBytes, "64KiB, 1MiB"), math.MaxUint32))
 	s.Bootstrap.MaxBufferBytes = k.size("max-buffer-bytes", c.maxBufBytes, "32TiB, 512GiB")
+	if s.Discover.Bytes = k.size("discover-bytes", c.discBytes, "256MiB, 1GiB"); s.Discover.Bytes == 0 {
+		s.Discover.Disabled = true
+	}
 	if s.Bootstrap.Path == "" {
 		if s.Bootstrap.Path, err = lifecycle.SocketPath(c.listen); err != nil {
 			k.fail("listen", strconv.Quote(c.listen), err.Error())

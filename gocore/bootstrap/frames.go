@@ -99,8 +99,9 @@ func (s *Server) frameLoop(cn *conn) {
 			}
 			err = lifecycle.WriteError(cn.c, s.cfg.Epoch, uint32(aerr.status), aerr.field, aerr.msg)
 		} else {
-			err = lifecycle.WriteFrame(cn.c, code.Reply(), s.cfg.Epoch, reply, nil)
+			err = lifecycle.WriteFrame(cn.c, code.Reply(), s.cfg.Epoch, reply, cn.replyFiles)
 		}
+		cn.replyFiles = nil
 		cn.wmu.Unlock()
 		if err != nil {
 			log.Info("lifecycle reply failed", slog.Any("err", err))
@@ -185,6 +186,18 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		cn.watched = true
 		cn.wmu.Unlock()
 		return &lifecyclepb.WatchSessionReply{State: "active", SlotIndex: sess.Index, Epoch: s.cfg.Epoch}, nil, nil
+	case lifecycle.CodeMapDiscovery:
+		ns, token, err := decodeMapDiscovery(f.Body)
+		var nerr *nsError
+		if errors.As(err, &nerr) {
+			return nil, invalid("namespace", "%s", nerr.msg), nil
+		} else if err != nil {
+			return nil, nil, err
+		}
+		if aerr := checkToken(sess, token); aerr != nil {
+			return nil, aerr, nil
+		}
+		return s.mapDiscovery(cn, ns)
 	case lifecycle.CodeUnregister:
 		var req lifecyclepb.UnregisterRequest
 		if err := f.Unmarshal(&req); err != nil {

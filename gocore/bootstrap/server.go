@@ -43,6 +43,12 @@ type Config struct {
 	// the Go heap, the RAM tier and the slots: a client must not be able
 	// to fill it.
 	MaxBufferBytes uint64
+	// Discovery answers a MapDiscovery frame: the sealed memfd of the
+	// namespace's discovery index (owned by the callee: it stays open),
+	// its size and bucket count (gocore/discover, wired by the Manager).
+	// An error is sent to the client as Unadmitted naming "namespace"
+	// with the error's text. nil: MapDiscovery is refused as Invalid.
+	Discovery func(ns abi.Namespace) (f *os.File, bytes, buckets uint64, err error)
 }
 
 // Limits and defaults of a Config.
@@ -105,6 +111,9 @@ type conn struct {
 	sess    *session.Session
 	wmu     sync.Mutex // serialises frame writes (watch events vs replies)
 	watched bool
+	// replyFiles ride with the next reply (MapDiscovery's memfd); set by
+	// handleFrame, taken by frameLoop. Not owned: the sender keeps them.
+	replyFiles []*os.File
 }
 
 // New listens on cfg.Path (see Listen) and returns a Server ready to Serve.

@@ -422,3 +422,7 @@ func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
 // reserve: Spec.LeaseBudget, or the RAM tier's capacity when that is 0.
 // Safe from any goroutine (fixed at New).
 func (s *Service) LeaseBudget() uint64 { return s.leaseBudget }
+
+// Index is the block index of the RAM tier (dispatcher goroutine only):
+// what gocore/discover observes.
+func (s *Service) Index() *index.Index { return s.idx }

@@ -103,3 +103,18 @@ func AllocBuffer(layers uint32, pageBytes, pageCount uint64) (*Buffer, error) {
 func MemcpyBench(dst, src uintptr, n uint64, iters int) time.Duration {
 	return native.MemcpyBench(dst, src, n, iters)
 }
+
+// DiscoverMode is a subject of BenchDiscover; see native.DiscoverMode.
+type DiscoverMode = native.DiscoverMode
+
+// Subjects of BenchDiscover.
+const (
+	DiscoverLocalMode = native.DiscoverLocalMode // okv_discover_local from the mapped index
+	DiscoverRTTMode   = native.DiscoverRTTMode   // a QueryBundle ticket with QueryDiscover
+	DiscoverEmptyMode = native.DiscoverEmptyMode // an empty call: the timer's floor
+)
+
+// BenchDiscover times discoveries in one cgo call; see native.BenchDiscover.
+func BenchDiscover(c *Client, ns Namespace, hashes []BlockHash, want uint32, mode DiscoverMode, warmup int, period time.Duration, out []uint64) error {
+	return native.BenchDiscover(c, ns, hashes, want, mode, warmup, period, out)
+}

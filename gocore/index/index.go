@@ -69,6 +69,7 @@ type Index struct {
 	sealed    int
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
+	obs       Observer
 }
 
 // New returns an empty index that evicts with pol (gocore/evict).
@@ -168,6 +169,9 @@ func (x *Index) Seal(b *Block) {
 		panic("index: Seal of a block that is not publishing")
 	}
 	b.state = Sealed
+	if x.obs != nil {
+		x.obs.Sealed(b.Key)
+	}
 	x.sealed++
 	x.bytes += b.Bytes
 	if b.replica {

@@ -38,4 +38,7 @@ func (x *Index) unlink(b *Block) {
 	x.evictable -= uint64(len(b.Chunks))
 	x.nEvict--
 	b.state = 0
+	if x.obs != nil {
+		x.obs.Removed(b.Key)
+	}
 }

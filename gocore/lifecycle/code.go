@@ -3,7 +3,7 @@ package lifecycle
 import "fmt"
 
 // Code is the code field of a frame header (enum okv_frame_code in abi.h).
-// A request carries one of CodeRegisterInstance..CodeUnregister; its reply
+// A request carries one of CodeRegisterInstance..CodeMapDiscovery; its reply
 // carries the same code with CodeReplyFlag set; CodeError marks an
 // application error whose body is a lifecyclepb.Error.
 type Code uint16
@@ -20,6 +20,10 @@ const (
 	CodeWatchSession Code = 4
 	// CodeUnregister ends the session; body UnregisterRequest.
 	CodeUnregister Code = 5
+	// CodeMapDiscovery asks for a namespace's discovery index; body
+	// MapDiscoveryRequest, its reply carries the index's sealed memfd
+	// (native/include/orbitkv/discover.h).
+	CodeMapDiscovery Code = 6
 	// CodeReplyFlag is ORed into a request code to form its reply code.
 	CodeReplyFlag Code = 0x8000
 	// CodeError marks an error frame; body lifecyclepb.Error.
@@ -27,7 +31,7 @@ const (
 )
 
 // codeMax is the largest request code (OKV_FRAME_CODE_MAX).
-const codeMax = CodeUnregister
+const codeMax = CodeMapDiscovery
 
 var codeNames = [...]string{
 	CodeRegisterInstance: "RegisterInstance",
@@ -35,6 +39,7 @@ var codeNames = [...]string{
 	CodeHealth:           "Health",
 	CodeWatchSession:     "WatchSession",
 	CodeUnregister:       "Unregister",
+	CodeMapDiscovery:     "MapDiscovery",
 }
 
 // Known reports whether c is a request code, the reply code of one, or

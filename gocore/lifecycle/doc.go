@@ -16,7 +16,7 @@
 //	offset  size  field     rule
 //	     0     4  magic     OKV_FRAME_MAGIC 0x46564B4F ("OKVF" as LE bytes)
 //	     4     2  version   OKV_FRAME_VERSION = 2, compared for equality
-//	     6     2  code      a Code: request 1..5, request|0x8000 reply, 0xFFFF error
+//	     6     2  code      a Code: request 1..6, request|0x8000 reply, 0xFFFF error
 //	     8     8  epoch     Manager incarnation epoch from the hello reply
 //	    16     4  length    body bytes, <= MaxBody (16 MiB, OKV_FRAME_MAX_BODY)
 //	    20     4  reserved  must be zero

@@ -319,7 +319,7 @@ func TestWriteFrameRefuses(t *testing.T) {
 		files   []*os.File
 		wantMsg string
 	}{
-		{name: "an unknown code is refused", code: 6, wantMsg: "frame code 0x0006 unknown"},
+		{name: "an unknown code is refused", code: 7, wantMsg: "frame code 0x0007 unknown"},
 		{name: "65 files are refused", code: CodeRegisterBuffers, files: make([]*os.File, MaxFiles+1),
 			wantMsg: "frame files 65 exceed limit 64"},
 		{name: "a nil file is refused", code: CodeRegisterBuffers, files: []*os.File{nil}, wantMsg: "frame files[0] is nil"},

@@ -21,7 +21,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(rawHeader(CodeHealth, testEpoch, 0), uint64(testEpoch))
 	f.Add(rawHeader(CodeRegisterBuffers.Reply(), 1, MaxBody), uint64(1))
 	f.Add(rawHeader(CodeError, 7, MaxBody+1), uint64(7))
-	f.Add(rawHeader(0x8006, 7, 3), uint64(7))
+	f.Add(rawHeader(0x8007, 7, 3), uint64(7))
 	f.Add([]byte("OKVF"), uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, epoch uint64) {
 		h, err := DecodeHeader(b, epoch)

@@ -15,15 +15,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/orbitkv/orbitkv/ebpf"
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/discover"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
@@ -71,7 +74,11 @@ type Spec struct {
 	// chain that continues into blocks a live peer advertises is fetched
 	// from it (ClusterSpec). It needs Cache.
 	Cluster *ClusterSpec
-	Logger  *slog.Logger
+	// Discover bounds the shared-memory discovery indexes sessions map
+	// read-only (gocore/discover; served with Cache only). New fills in
+	// MaxBlocks from the RAM tier.
+	Discover discover.Spec
+	Logger   *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -98,7 +105,7 @@ func (s Spec) Validate() error {
 	s = s.withDefaults()
 	errs := []error{
 		limit.Check(s.Epoch != 0, "manager.Epoch", s.Epoch, "nonzero"),
-		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(),
+		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(), s.Discover.Validate(),
 		ShutdownTimeoutRange.Check(s.ShutdownTimeout), s.Profiling.Validate(),
 		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
 			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
@@ -132,9 +139,10 @@ type Manager struct {
 	log        *slog.Logger
 	health     *health
 	ready      *readiness
-	http       *httpServer  // nil without Spec.HTTPAddr
-	probes     *ebpf.Probes // nil without Spec.EBPF
-	cluster    *cluster     // nil without Spec.Cluster
+	http       *httpServer        // nil without Spec.HTTPAddr
+	probes     *ebpf.Probes       // nil without Spec.EBPF
+	cluster    *cluster           // nil without Spec.Cluster
+	discover   *discover.Registry // nil without Spec.Cache or with Spec.Discover.Disabled
 	op         operatorState
 	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
 	closed     atomic.Bool                        // Close or Run's shutdown began
@@ -205,6 +213,19 @@ func (m *Manager) build(s Spec) error {
 	if bc.Health == nil {
 		bc.Health = m.health.reply
 	}
+	if s.Cache != nil && !s.Discover.Disabled {
+		ds := s.Discover
+		if ram := s.Cache.Tiers.RAM; ram.ChunkBytes > 0 {
+			ds.MaxBlocks = max(ram.CapacityBytes/ram.ChunkBytes, 1)
+		} else {
+			ds.MaxBlocks = 1
+		}
+		if m.discover, err = discover.New(ds, disp.Do); err != nil {
+			disp.Close()
+			return err
+		}
+		bc.Discovery = m.openDiscovery
+	}
 	// The socket is bound (not yet served: Serve accepts) before the RAM
 	// tier is committed, so a squatted or unsafe path fails at once.
 	if m.Server, err = bootstrap.New(bc); err != nil {
@@ -253,6 +274,9 @@ func (m *Manager) build(s Spec) error {
 			return err
 		}
 		disp.SetHandler(m.Cache)
+		if m.discover != nil {
+			m.discover.Attach(m.Cache.Index()) // before the dispatcher runs
+		}
 		m.health.svc = m.Cache
 		m.logTiers(cs, time.Since(start))
 	}
@@ -340,6 +364,19 @@ func (m *Manager) StopDispatcher() <-chan struct{} {
 func (m *Manager) Free() {
 	m.stopOperator()
 	m.Dispatcher.Close()
+	if m.discover != nil {
+		m.discover.Close()
+	}
+}
+
+// openDiscovery is the bootstrap server's Config.Discovery: the
+// namespace's discovery index, made on first use.
+func (m *Manager) openDiscovery(ns abi.Namespace) (*os.File, uint64, uint64, error) {
+	t, err := m.discover.Open(ns)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return t.File(), t.Bytes(), t.Buckets(), nil
 }
 
 func (m *Manager) stopDispatcher() {

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "orbitkv/abi.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -146,4 +148,15 @@ int okvb_ping_measure(struct okv_client *client, uint64_t first_value, uint64_t 
 #ifdef __cplusplus
 }
 #endif
+/**
+ * okvb_measure over one discovery of hashes[0..n) of ns on client, each
+ * answer checked to count `want`: mode 0 okv_discover_local (the mapped
+ * index), mode 1 a QueryBundle ticket with OKV_QUERY_DISCOVER (the round
+ * trip), mode 2 an empty call (the timer's floor). Returns 0, -EPROTO (an
+ * answer differed from want), -EINVAL, or the call's error.
+ */
+int okvb_discover_measure(struct okv_client *client, const struct okv_namespace *ns,
+			  const struct okv_block_hash *hashes, size_t n, uint32_t want, int mode, uint64_t iters,
+			  uint64_t warmup, uint64_t period_ns, uint64_t *out);
+
 #endif /* ORBITKV_BENCH_PINGPONG_H */

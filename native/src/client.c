@@ -83,6 +83,7 @@ static void client_free(okv_client *c)
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 	free(c->buf_layers);
+	okvi_discover_unmap_all(c);
 	free(c);
 }
 

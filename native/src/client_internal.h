@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "orbitkv/client.h"
+#include "orbitkv/discover.h"
 
 /** Bytes of sockaddr_un.sun_path (unix(7)): a socket path is at most 107. */
 #define OKVI_SOCKET_PATH_BYTES 108
@@ -23,6 +24,19 @@
  */
 struct okv_iox2_node;
 struct okv_iox2_client;
+
+/** Most namespaces whose discovery index one client maps. */
+#define OKVI_DISCOVER_MAX_NS 16u
+
+/* One mapped discovery index (discover.c): read-only, borrowed by readers. */
+struct okvi_discover_map {
+	struct okv_namespace ns;
+	const struct okv_discover_header *hdr;
+	const struct okv_discover_bucket *bkt;
+	uint64_t mask;
+	uint64_t seed;
+	size_t bytes;  /* of the mapping */
+};
 
 struct okv_client {
 	int sock;          /* bootstrap socket (owning) */
@@ -71,8 +85,31 @@ struct okv_client {
 	 * OKV_EFENCED until the client is closed. A fixed bitmap, so fencing
 	 * never allocates (it must not fail). */
 	uint8_t buf_fenced[(OKVI_MAX_BUFFER_ID + 1) / 8];
+	/* Discovery indexes mapped so far (okv_discover_open), in order. */
+	struct okvi_discover_map disc[OKVI_DISCOVER_MAX_NS];
+	uint32_t disc_count;
 	char last_error[512];
 };
+
+/** Unmap every discovery index of c (client_free). */
+void okvi_discover_unmap_all(okv_client *c);
+
+/**
+ * Validate and map read-only a discovery index memfd of `bytes` bytes for
+ * ns into *m (the fd may be closed afterwards). Errors: OKV_EPROTO (size,
+ * magic, version, bucket count or namespace differ from what was asked),
+ * -errno of fstat or mmap; err names the field.
+ */
+int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes, struct okvi_discover_map *m,
+			 char *err, size_t errlen);
+
+/**
+ * Prefix of hashes[0..n) present in m: *count consecutive from the first.
+ * 0, or OKV_ETIMEDOUT when a bucket stayed mid-update for
+ * OKV_DISCOVER_SPINS tries (*count then holds the prefix before it).
+ */
+int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,
+			 uint32_t *count);
 
 /** Start of every public call on c: okv_last_error describes this call
  *  only, also when it fails before reaching the channel. NULL is a no-op. */

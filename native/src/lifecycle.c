@@ -449,17 +449,33 @@ static int okvi_recv_exact(int sock, void *buf, size_t n, int64_t deadline_ms, s
 	return okvi_recv_exact_fds(sock, buf, n, deadline_ms, got, NULL, 0, NULL, err, errlen);
 }
 
-int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body, char *err,
-		    size_t errlen)
+/* Close the n fds of fds[] (an error after they were received). */
+static void okvi_close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* okvi_frame_recv taking up to max_fds fds that ride with the header into
+ * fds[] (*nfds of them; closed again on any error). */
+static int okvi_frame_recv_fds(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body,
+			       int *fds, int max_fds, int *nfds, char *err, size_t errlen)
 {
 	uint8_t hb[sizeof(struct okv_frame_header)];
 	int64_t deadline = timeout_ms < 0 ? -1 : okvi_now_ms() + timeout_ms;
 	uint8_t *b;
 	size_t got;
 	int rc;
+	int kept = 0;
 
 	*body = NULL;
-	rc = okvi_recv_exact(sock, hb, sizeof(hb), deadline, &got, err, errlen);
+	if (nfds)
+		*nfds = 0;
+	rc = okvi_recv_exact_fds(sock, hb, sizeof(hb), deadline, &got, fds, max_fds, &kept, err, errlen);
+	if (rc != 0 || (rc = okvi_frame_header_check(hb, sizeof(hb), epoch, h, err, errlen)) != 0) {
+		okvi_close_fds(fds, kept);
+		kept = 0;
+	}
 	if (rc == 1 && got == 0)
 		return okvi_fail(err, errlen, OKV_ECLOSED, "bootstrap socket closed by the Manager");
 	if (rc == 1)
@@ -470,13 +486,12 @@ int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_h
 		return okvi_fail(err, errlen, rc, "receiving frame header: %s", okv_strerror(rc));
 	if (rc != 0)
 		return rc; /* OKV_EPROTO with err written */
-	rc = okvi_frame_header_check(hb, sizeof(hb), epoch, h, err, errlen);
-	if (rc != 0)
-		return rc;
 	/* length <= OKV_FRAME_MAX_BODY was checked above, before allocating. */
 	b = malloc(h->length > 0 ? h->length : 1);
-	if (b == NULL)
+	if (b == NULL) {
+		okvi_close_fds(fds, kept);
 		return okvi_fail(err, errlen, -ENOMEM, "allocating a frame body of %u bytes", h->length);
+	}
 	rc = okvi_recv_exact(sock, b, h->length, deadline, &got, err, errlen);
 	if (rc == 1)
 		rc = okvi_fail(err, errlen, OKV_EPROTO, "frame body ends after %zu of %u bytes", got, h->length);
@@ -487,19 +502,43 @@ int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_h
 		rc = okvi_fail(err, errlen, rc, "receiving frame body: %s", okv_strerror(rc));
 	if (rc != 0) {
 		free(b);
+		okvi_close_fds(fds, kept);
 		return rc;
 	}
 	*body = b;
+	if (nfds)
+		*nfds = kept;
 	return 0;
+}
+
+int okvi_frame_recv(int sock, uint64_t epoch, int timeout_ms, struct okv_frame_header *h, uint8_t **body, char *err,
+		    size_t errlen)
+{
+	return okvi_frame_recv_fds(sock, epoch, timeout_ms, h, body, NULL, 0, NULL, err, errlen);
 }
 
 /* One request/reply round trip, nfds fds riding with the request. On success *reply is the unpacked reply
  * (free with protobuf_c_message_free_unpacked). An error frame becomes
  * OKV_EAPPLICATION with "field: message" in err. */
+static int okvi_frame_call_fds(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, const int *fds,
+			       int nfds, int timeout_ms, const ProtobufCMessageDescriptor *reply_desc,
+			       ProtobufCMessage **reply, int *rfds, int max_rfds, int *nrfds, char *err, size_t errlen);
+
 static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, const int *fds,
 			   int nfds, int timeout_ms, const ProtobufCMessageDescriptor *reply_desc,
 			   ProtobufCMessage **reply, char *err, size_t errlen)
 {
+	return okvi_frame_call_fds(sock, epoch, code, req, fds, nfds, timeout_ms, reply_desc, reply, NULL, 0, NULL, err,
+				   errlen);
+}
+
+/* okvi_frame_call whose reply may carry up to max_rfds fds into rfds[]
+ * (*nrfds of them, owned by the caller on success; closed on any error). */
+static int okvi_frame_call_fds(int sock, uint64_t epoch, uint16_t code, const ProtobufCMessage *req, const int *fds,
+			       int nfds, int timeout_ms, const ProtobufCMessageDescriptor *reply_desc,
+			       ProtobufCMessage **reply, int *rfds, int max_rfds, int *nrfds, char *err, size_t errlen)
+{
+	int kept = 0;
 	size_t n = protobuf_c_message_get_packed_size(req);
 	struct okv_frame_header h;
 	uint8_t *buf;
@@ -517,9 +556,13 @@ static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const Protob
 	free(buf);
 	if (rc != 0)
 		return okvi_fail(err, errlen, rc, "sending frame code %u: %s", (unsigned)code, okv_strerror(rc));
-	rc = okvi_frame_recv(sock, epoch, timeout_ms, &h, &buf, err, errlen);
+	rc = okvi_frame_recv_fds(sock, epoch, timeout_ms, &h, &buf, rfds, max_rfds, &kept, err, errlen);
 	if (rc != 0)
 		return rc;
+	if (h.code != (uint16_t)(code | OKV_FRAME_REPLY)) {
+		okvi_close_fds(rfds, kept); /* only a reply carries fds */
+		kept = 0;
+	}
 	if (h.code == OKV_FRAME_ERROR) {
 		Orbitkv__Lifecycle__V1__Error *e = orbitkv__lifecycle__v1__error__unpack(NULL, h.length, buf);
 		free(buf);
@@ -537,9 +580,13 @@ static int okvi_frame_call(int sock, uint64_t epoch, uint16_t code, const Protob
 	}
 	*reply = protobuf_c_message_unpack(reply_desc, NULL, h.length, buf);
 	free(buf);
-	if (*reply == NULL)
+	if (*reply == NULL) {
+		okvi_close_fds(rfds, kept);
 		return okvi_fail(err, errlen, OKV_EPROTO, "reply body (%u bytes) is not a valid %s", h.length,
 				 reply_desc->name);
+	}
+	if (nrfds)
+		*nrfds = kept;
 	return 0;
 }
 
@@ -655,5 +702,37 @@ int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms)
 		       &orbitkv__lifecycle__v1__unregister_reply__descriptor, &reply, NULL, 0);
 	if (rc == 0)
 		protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
+int okvi_map_discovery(int sock, uint64_t epoch, uint64_t token, const struct okv_namespace *ns, int timeout_ms,
+		       int *fd, uint64_t *bytes, uint64_t *buckets, char *err, size_t errlen)
+{
+	Orbitkv__Lifecycle__V1__MapDiscoveryRequest req = ORBITKV__LIFECYCLE__V1__MAP_DISCOVERY_REQUEST__INIT;
+	Orbitkv__Lifecycle__V1__MapDiscoveryReply *r;
+	ProtobufCMessage *reply;
+	int rfds[2];
+	int n = 0;
+	int rc;
+
+	*fd = -1;
+	req.client_token = token;
+	req.namespace_.data = (uint8_t *)ns->bytes;
+	req.namespace_.len = sizeof(ns->bytes);
+	rc = okvi_frame_call_fds(sock, epoch, OKV_FRAME_MAP_DISCOVERY, &req.base, NULL, 0, timeout_ms,
+				 &orbitkv__lifecycle__v1__map_discovery_reply__descriptor, &reply, rfds, 2, &n, err,
+				 errlen);
+	if (rc != 0)
+		return rc;
+	r = (Orbitkv__Lifecycle__V1__MapDiscoveryReply *)reply;
+	if (n != 1) {
+		okvi_close_fds(rfds, n);
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "map discovery reply carried %d fds; want 1", n);
+	} else {
+		*fd = rfds[0];
+		*bytes = r->bytes;
+		*buckets = r->buckets;
+	}
+	protobuf_c_message_free_unpacked(reply, NULL);
 	return rc;
 }

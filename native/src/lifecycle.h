@@ -173,6 +173,17 @@ int okvi_register_instance(int sock, uint64_t epoch, uint64_t token, const char 
 int okvi_health(int sock, uint64_t epoch, int timeout_ms, struct okv_health *out, char *err, size_t errlen);
 
 /**
+ * MapDiscovery round trip: sends MapDiscoveryRequest{client_token, ns}
+ * (code 6), waits for MapDiscoveryReply (code 0x8006) with exactly one fd
+ * (SCM_RIGHTS on the reply's header), stores it in *fd (owned by the
+ * caller, O_CLOEXEC) and the reply's sizes in *bytes and *buckets. A reply
+ * with no fd or more than one is OKV_EPROTO. Other returns as
+ * okvi_register_instance.
+ */
+int okvi_map_discovery(int sock, uint64_t epoch, uint64_t token, const struct okv_namespace *ns, int timeout_ms,
+		       int *fd, uint64_t *bytes, uint64_t *buckets, char *err, size_t errlen);
+
+/**
  * RegisterBuffers round trip for one host buffer: sends
  * RegisterBuffersRequest{client_token = token, regions = [{fd_index 0,
  * offset 0, bytes, layers, page_bytes, page_count}]} (code 2) with b->fd as

@@ -861,6 +861,116 @@ func (*UnregisterReply) Descriptor() ([]byte, []int) {
 	return file_lifecycle_proto_rawDescGZIP(), []int{11}
 }
 
+// MapDiscoveryRequest (code 6) asks for the discovery index of one
+// namespace (native/include/orbitkv/discover.h): the reply carries one fd,
+// a sealed memfd the client can only map read-only. A session learns the
+// index of the namespaces it names and of no other; a namespace is a
+// 16-byte fingerprint of the cache identity (DESIGN.md §5.4), so naming it
+// proves the session already holds that identity.
+type MapDiscoveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClientToken   uint64                 `protobuf:"varint,1,opt,name=client_token,json=clientToken,proto3" json:"client_token,omitempty"`
+	Namespace     []byte                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"` // 16 bytes, not all zero
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapDiscoveryRequest) Reset() {
+	*x = MapDiscoveryRequest{}
+	mi := &file_lifecycle_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapDiscoveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapDiscoveryRequest) ProtoMessage() {}
+
+func (x *MapDiscoveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lifecycle_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapDiscoveryRequest.ProtoReflect.Descriptor instead.
+func (*MapDiscoveryRequest) Descriptor() ([]byte, []int) {
+	return file_lifecycle_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MapDiscoveryRequest) GetClientToken() uint64 {
+	if x != nil {
+		return x.ClientToken
+	}
+	return 0
+}
+
+func (x *MapDiscoveryRequest) GetNamespace() []byte {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+type MapDiscoveryReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         uint64                 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`     // size of the memfd riding with the reply
+	Buckets       uint64                 `protobuf:"varint,2,opt,name=buckets,proto3" json:"buckets,omitempty"` // bucket count of the table (a power of two)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MapDiscoveryReply) Reset() {
+	*x = MapDiscoveryReply{}
+	mi := &file_lifecycle_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MapDiscoveryReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MapDiscoveryReply) ProtoMessage() {}
+
+func (x *MapDiscoveryReply) ProtoReflect() protoreflect.Message {
+	mi := &file_lifecycle_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MapDiscoveryReply.ProtoReflect.Descriptor instead.
+func (*MapDiscoveryReply) Descriptor() ([]byte, []int) {
+	return file_lifecycle_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MapDiscoveryReply) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *MapDiscoveryReply) GetBuckets() uint64 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
 var File_lifecycle_proto protoreflect.FileDescriptor
 
 const file_lifecycle_proto_rawDesc = "" +
@@ -938,7 +1048,13 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"6\n" +
 	"\x11UnregisterRequest\x12!\n" +
 	"\fclient_token\x18\x01 \x01(\x04R\vclientToken\"\x11\n" +
-	"\x0fUnregisterReplyB.Z,github.com/orbitkv/orbitkv/proto/lifecyclepbb\x06proto3"
+	"\x0fUnregisterReply\"V\n" +
+	"\x13MapDiscoveryRequest\x12!\n" +
+	"\fclient_token\x18\x01 \x01(\x04R\vclientToken\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\fR\tnamespace\"C\n" +
+	"\x11MapDiscoveryReply\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\abuckets\x18\x02 \x01(\x04R\abucketsB.Z,github.com/orbitkv/orbitkv/proto/lifecyclepbb\x06proto3"
 
 var (
 	file_lifecycle_proto_rawDescOnce sync.Once
@@ -952,7 +1068,7 @@ func file_lifecycle_proto_rawDescGZIP() []byte {
 	return file_lifecycle_proto_rawDescData
 }
 
-var file_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_lifecycle_proto_goTypes = []any{
 	(*Error)(nil),                   // 0: orbitkv.lifecycle.v1.Error
 	(*RegisterInstanceRequest)(nil), // 1: orbitkv.lifecycle.v1.RegisterInstanceRequest
@@ -966,10 +1082,12 @@ var file_lifecycle_proto_goTypes = []any{
 	(*WatchSessionReply)(nil),       // 9: orbitkv.lifecycle.v1.WatchSessionReply
 	(*UnregisterRequest)(nil),       // 10: orbitkv.lifecycle.v1.UnregisterRequest
 	(*UnregisterReply)(nil),         // 11: orbitkv.lifecycle.v1.UnregisterReply
-	nil,                             // 12: orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
+	(*MapDiscoveryRequest)(nil),     // 12: orbitkv.lifecycle.v1.MapDiscoveryRequest
+	(*MapDiscoveryReply)(nil),       // 13: orbitkv.lifecycle.v1.MapDiscoveryReply
+	nil,                             // 14: orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
 }
 var file_lifecycle_proto_depIdxs = []int32{
-	12, // 0: orbitkv.lifecycle.v1.RegisterInstanceRequest.labels:type_name -> orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
+	14, // 0: orbitkv.lifecycle.v1.RegisterInstanceRequest.labels:type_name -> orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
 	3,  // 1: orbitkv.lifecycle.v1.RegisterBuffersRequest.regions:type_name -> orbitkv.lifecycle.v1.BufferRegion
 	2,  // [2:2] is the sub-list for method output_type
 	2,  // [2:2] is the sub-list for method input_type
@@ -989,7 +1107,7 @@ func file_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lifecycle_proto_rawDesc), len(file_lifecycle_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -33,3 +33,18 @@ func ClockTicksPerSecond() int { return 100 }
 
 // BenchRole is OKV_ROLE_BENCH.
 const BenchRole = uint32(4)
+
+// DiscoverMode is a subject of BenchDiscover.
+type DiscoverMode int
+
+// Subjects of BenchDiscover.
+const (
+	DiscoverLocalMode DiscoverMode = 0
+	DiscoverRTTMode   DiscoverMode = 1
+	DiscoverEmptyMode DiscoverMode = 2
+)
+
+// BenchDiscover returns ErrNoCgo.
+func BenchDiscover(*Client, Namespace, []BlockHash, uint32, DiscoverMode, int, time.Duration, []uint64) error {
+	return ErrNoCgo
+}

@@ -275,3 +275,9 @@ func (*CUDA) Close() {}
 
 // NewCopyEngineForCUDA returns ErrNoCgo.
 func NewCopyEngineForCUDA(*Server, int, *CUDA) (*CopyEngine, error) { return nil, ErrNoCgo }
+
+// DiscoverOpen returns ErrNoCgo.
+func (*Client) DiscoverOpen(Namespace) error { return ErrNoCgo }
+
+// DiscoverLocal returns ErrNoCgo.
+func (*Client) DiscoverLocal(Namespace, []BlockHash) (uint32, error) { return 0, ErrNoCgo }

@@ -551,7 +551,8 @@ enum okv_frame_code {
 	OKV_FRAME_HEALTH = 3,
 	OKV_FRAME_WATCH_SESSION = 4,
 	OKV_FRAME_UNREGISTER = 5,
-	OKV_FRAME_CODE_MAX = 5,
+	OKV_FRAME_MAP_DISCOVERY = 6, /* reply carries one fd: orbitkv/discover.h */
+	OKV_FRAME_CODE_MAX = 6,
 	OKV_FRAME_REPLY = 0x8000,
 	OKV_FRAME_ERROR = 0xFFFF    /* body: lifecycle.Error */
 };

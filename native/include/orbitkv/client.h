@@ -249,6 +249,42 @@ int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buf
 /* Cache operations (DESIGN.md §5.3)                                         */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Local discovery (orbitkv/discover.h)                                      */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Map the Manager's discovery index of namespace ns read-only (one
+ * MapDiscovery lifecycle round trip; a no-op when it is mapped already).
+ * The Manager hands a session the index of a namespace only when the
+ * session names it, so nothing of other namespaces is learnt. A client maps
+ * at most 16 namespaces. Errors: -EINVAL (NULL, all-zero ns), -ENOSPC (16
+ * mapped), OKV_EAPPLICATION (the Manager refused: its discovery budget,
+ * --discover-bytes, is spent, or it serves none; okv_last_error says
+ * which), OKV_EPROTO (a reply or table that does not check out),
+ * OKV_ETIMEDOUT, OKV_ECLOSED.
+ */
+int okv_discover_open(okv_client *c, const struct okv_namespace *ns);
+
+/**
+ * How many of hashes[0..n) are resident in the Manager's RAM tier, counted
+ * from the first up to the first absent one (the prefix QueryBundle would
+ * report as hits), into *count, answered from the namespace's mapped
+ * discovery index: no syscall, no message, no Manager wake-up once mapped
+ * (the first call for a namespace maps it with okv_discover_open).
+ * The answer is advisory: it takes no lease, so a reported block may be
+ * evicted before it is restored (confirm a hit with okv_query where a
+ * missing block would fail a request), and it is stale by at most the one
+ * update the Manager is writing (a block sealed or evicted a moment ago).
+ * Thread use: like every call on c, one thread at a time. Errors: those
+ * of okv_discover_open on the first call; OKV_ETIMEDOUT when a bucket
+ * stayed mid-update for OKV_DISCOVER_SPINS tries (a Manager that died
+ * while writing; *count holds the prefix before it); -EINVAL (NULL, n >
+ * UINT32_MAX).
+ */
+int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes, size_t n,
+		       uint32_t *count);
+
 /** A lease returned by okv_query. */
 struct okv_lease {
 	uint64_t lease_id;     /* 0 when hit_count is 0 (no lease to release) */

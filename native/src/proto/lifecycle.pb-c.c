@@ -553,6 +553,96 @@ void   orbitkv__lifecycle__v1__unregister_reply__free_unpacked
   assert(message->base.descriptor == &orbitkv__lifecycle__v1__unregister_reply__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   orbitkv__lifecycle__v1__map_discovery_request__init
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryRequest         *message)
+{
+  static const Orbitkv__Lifecycle__V1__MapDiscoveryRequest init_value = ORBITKV__LIFECYCLE__V1__MAP_DISCOVERY_REQUEST__INIT;
+  *message = init_value;
+}
+size_t orbitkv__lifecycle__v1__map_discovery_request__get_packed_size
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t orbitkv__lifecycle__v1__map_discovery_request__pack
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t orbitkv__lifecycle__v1__map_discovery_request__pack_to_buffer
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Orbitkv__Lifecycle__V1__MapDiscoveryRequest *
+       orbitkv__lifecycle__v1__map_discovery_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Orbitkv__Lifecycle__V1__MapDiscoveryRequest *)
+     protobuf_c_message_unpack (&orbitkv__lifecycle__v1__map_discovery_request__descriptor,
+                                allocator, len, data);
+}
+void   orbitkv__lifecycle__v1__map_discovery_request__free_unpacked
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   orbitkv__lifecycle__v1__map_discovery_reply__init
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryReply         *message)
+{
+  static const Orbitkv__Lifecycle__V1__MapDiscoveryReply init_value = ORBITKV__LIFECYCLE__V1__MAP_DISCOVERY_REPLY__INIT;
+  *message = init_value;
+}
+size_t orbitkv__lifecycle__v1__map_discovery_reply__get_packed_size
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply *message)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_reply__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t orbitkv__lifecycle__v1__map_discovery_reply__pack
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_reply__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t orbitkv__lifecycle__v1__map_discovery_reply__pack_to_buffer
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_reply__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Orbitkv__Lifecycle__V1__MapDiscoveryReply *
+       orbitkv__lifecycle__v1__map_discovery_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Orbitkv__Lifecycle__V1__MapDiscoveryReply *)
+     protobuf_c_message_unpack (&orbitkv__lifecycle__v1__map_discovery_reply__descriptor,
+                                allocator, len, data);
+}
+void   orbitkv__lifecycle__v1__map_discovery_reply__free_unpacked
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryReply *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &orbitkv__lifecycle__v1__map_discovery_reply__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__error__field_descriptors[3] =
 {
   {
@@ -1479,5 +1569,107 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__unregister_reply__descr
   orbitkv__lifecycle__v1__unregister_reply__field_indices_by_name,
   0,  orbitkv__lifecycle__v1__unregister_reply__number_ranges,
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__unregister_reply__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__map_discovery_request__field_descriptors[2] =
+{
+  {
+    "client_token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__MapDiscoveryRequest, client_token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "namespace",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__MapDiscoveryRequest, namespace_),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned orbitkv__lifecycle__v1__map_discovery_request__field_indices_by_name[] = {
+  0,   /* field[0] = client_token */
+  1,   /* field[1] = namespace */
+};
+static const ProtobufCIntRange orbitkv__lifecycle__v1__map_discovery_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__map_discovery_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "orbitkv.lifecycle.v1.MapDiscoveryRequest",
+  "MapDiscoveryRequest",
+  "Orbitkv__Lifecycle__V1__MapDiscoveryRequest",
+  "orbitkv.lifecycle.v1",
+  sizeof(Orbitkv__Lifecycle__V1__MapDiscoveryRequest),
+  2,
+  orbitkv__lifecycle__v1__map_discovery_request__field_descriptors,
+  orbitkv__lifecycle__v1__map_discovery_request__field_indices_by_name,
+  1,  orbitkv__lifecycle__v1__map_discovery_request__number_ranges,
+  (ProtobufCMessageInit) orbitkv__lifecycle__v1__map_discovery_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__map_discovery_reply__field_descriptors[2] =
+{
+  {
+    "bytes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__MapDiscoveryReply, bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "buckets",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__MapDiscoveryReply, buckets),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned orbitkv__lifecycle__v1__map_discovery_reply__field_indices_by_name[] = {
+  1,   /* field[1] = buckets */
+  0,   /* field[0] = bytes */
+};
+static const ProtobufCIntRange orbitkv__lifecycle__v1__map_discovery_reply__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__map_discovery_reply__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "orbitkv.lifecycle.v1.MapDiscoveryReply",
+  "MapDiscoveryReply",
+  "Orbitkv__Lifecycle__V1__MapDiscoveryReply",
+  "orbitkv.lifecycle.v1",
+  sizeof(Orbitkv__Lifecycle__V1__MapDiscoveryReply),
+  2,
+  orbitkv__lifecycle__v1__map_discovery_reply__field_descriptors,
+  orbitkv__lifecycle__v1__map_discovery_reply__field_indices_by_name,
+  1,  orbitkv__lifecycle__v1__map_discovery_reply__number_ranges,
+  (ProtobufCMessageInit) orbitkv__lifecycle__v1__map_discovery_reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

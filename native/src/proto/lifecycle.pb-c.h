@@ -28,6 +28,8 @@ typedef struct Orbitkv__Lifecycle__V1__WatchSessionRequest Orbitkv__Lifecycle__V
 typedef struct Orbitkv__Lifecycle__V1__WatchSessionReply Orbitkv__Lifecycle__V1__WatchSessionReply;
 typedef struct Orbitkv__Lifecycle__V1__UnregisterRequest Orbitkv__Lifecycle__V1__UnregisterRequest;
 typedef struct Orbitkv__Lifecycle__V1__UnregisterReply Orbitkv__Lifecycle__V1__UnregisterReply;
+typedef struct Orbitkv__Lifecycle__V1__MapDiscoveryRequest Orbitkv__Lifecycle__V1__MapDiscoveryRequest;
+typedef struct Orbitkv__Lifecycle__V1__MapDiscoveryReply Orbitkv__Lifecycle__V1__MapDiscoveryReply;
 
 
 /* --- enums --- */
@@ -343,6 +345,45 @@ struct  Orbitkv__Lifecycle__V1__UnregisterReply
      }
 
 
+/*
+ * MapDiscoveryRequest (code 6) asks for the discovery index of one
+ * namespace (native/include/orbitkv/discover.h): the reply carries one fd,
+ * a sealed memfd the client can only map read-only. A session learns the
+ * index of the namespaces it names and of no other; a namespace is a
+ * 16-byte fingerprint of the cache identity (DESIGN.md §5.4), so naming it
+ * proves the session already holds that identity.
+ */
+struct  Orbitkv__Lifecycle__V1__MapDiscoveryRequest
+{
+  ProtobufCMessage base;
+  uint64_t client_token;
+  /*
+   * 16 bytes, not all zero
+   */
+  ProtobufCBinaryData namespace_;
+};
+#define ORBITKV__LIFECYCLE__V1__MAP_DISCOVERY_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__map_discovery_request__descriptor) \
+    , 0, {0,NULL} }
+
+
+struct  Orbitkv__Lifecycle__V1__MapDiscoveryReply
+{
+  ProtobufCMessage base;
+  /*
+   * size of the memfd riding with the reply
+   */
+  uint64_t bytes;
+  /*
+   * bucket count of the table (a power of two)
+   */
+  uint64_t buckets;
+};
+#define ORBITKV__LIFECYCLE__V1__MAP_DISCOVERY_REPLY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__map_discovery_reply__descriptor) \
+    , 0, 0 }
+
+
 /* Orbitkv__Lifecycle__V1__Error methods */
 void   orbitkv__lifecycle__v1__error__init
                      (Orbitkv__Lifecycle__V1__Error         *message);
@@ -574,6 +615,44 @@ Orbitkv__Lifecycle__V1__UnregisterReply *
 void   orbitkv__lifecycle__v1__unregister_reply__free_unpacked
                      (Orbitkv__Lifecycle__V1__UnregisterReply *message,
                       ProtobufCAllocator *allocator);
+/* Orbitkv__Lifecycle__V1__MapDiscoveryRequest methods */
+void   orbitkv__lifecycle__v1__map_discovery_request__init
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryRequest         *message);
+size_t orbitkv__lifecycle__v1__map_discovery_request__get_packed_size
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest   *message);
+size_t orbitkv__lifecycle__v1__map_discovery_request__pack
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest   *message,
+                      uint8_t             *out);
+size_t orbitkv__lifecycle__v1__map_discovery_request__pack_to_buffer
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Orbitkv__Lifecycle__V1__MapDiscoveryRequest *
+       orbitkv__lifecycle__v1__map_discovery_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   orbitkv__lifecycle__v1__map_discovery_request__free_unpacked
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Orbitkv__Lifecycle__V1__MapDiscoveryReply methods */
+void   orbitkv__lifecycle__v1__map_discovery_reply__init
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryReply         *message);
+size_t orbitkv__lifecycle__v1__map_discovery_reply__get_packed_size
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply   *message);
+size_t orbitkv__lifecycle__v1__map_discovery_reply__pack
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply   *message,
+                      uint8_t             *out);
+size_t orbitkv__lifecycle__v1__map_discovery_reply__pack_to_buffer
+                     (const Orbitkv__Lifecycle__V1__MapDiscoveryReply   *message,
+                      ProtobufCBuffer     *buffer);
+Orbitkv__Lifecycle__V1__MapDiscoveryReply *
+       orbitkv__lifecycle__v1__map_discovery_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   orbitkv__lifecycle__v1__map_discovery_reply__free_unpacked
+                     (Orbitkv__Lifecycle__V1__MapDiscoveryReply *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Orbitkv__Lifecycle__V1__Error_Closure)
@@ -615,6 +694,12 @@ typedef void (*Orbitkv__Lifecycle__V1__UnregisterRequest_Closure)
 typedef void (*Orbitkv__Lifecycle__V1__UnregisterReply_Closure)
                  (const Orbitkv__Lifecycle__V1__UnregisterReply *message,
                   void *closure_data);
+typedef void (*Orbitkv__Lifecycle__V1__MapDiscoveryRequest_Closure)
+                 (const Orbitkv__Lifecycle__V1__MapDiscoveryRequest *message,
+                  void *closure_data);
+typedef void (*Orbitkv__Lifecycle__V1__MapDiscoveryReply_Closure)
+                 (const Orbitkv__Lifecycle__V1__MapDiscoveryReply *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -634,6 +719,8 @@ extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__watch_session_re
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__watch_session_reply__descriptor;
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__unregister_request__descriptor;
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__unregister_reply__descriptor;
+extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__map_discovery_request__descriptor;
+extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__map_discovery_reply__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,179 @@
+package discover
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/limit"
+)
+
+// DefaultBytes is Spec.Bytes's default: 256 MiB of tables (16 namespaces
+// on the default 4 GiB RAM tier of 16 KiB chunks, 16 MiB each).
+const DefaultBytes = 256 << 20
+
+// BytesRange is the limit of Spec.Bytes (0: DefaultBytes).
+var BytesRange = limit.Range[uint64]{Field: "discover.Bytes", Min: 64 << 10, Max: 64 << 30, Bytes: true,
+	Zero: limit.Size(DefaultBytes), Note: "memory of all discovery indexes together"}
+
+// Spec configures a Registry; a plain value.
+type Spec struct {
+	// Bytes bounds the memory of all tables together (--discover-bytes;
+	// 0: DefaultBytes). A table takes TableBytes(BucketsFor(MaxBlocks)).
+	Bytes uint64
+	// MaxBlocks is the most blocks the RAM tier can hold at once (its
+	// chunk count: a block takes one chunk at least); it sizes each table.
+	MaxBlocks uint64
+	// Disabled serves no table: Open answers ErrDisabled.
+	Disabled bool
+}
+
+// Validate checks the limits of s the user sets (Bytes); New also needs
+// MaxBlocks, which the Manager fills in from the RAM tier.
+func (s Spec) Validate() error { return BytesRange.Check(s.Bytes) }
+
+// Errors of Open.
+var (
+	// ErrBudget: another table would pass Spec.Bytes.
+	ErrBudget = errors.New("discovery index budget exhausted")
+	// ErrDisabled: the Manager serves no discovery indexes.
+	ErrDisabled = errors.New("discovery indexes are disabled on this Manager")
+	// ErrNamespace: the all-zero namespace, which is never valid.
+	ErrNamespace = errors.New("the all-zero namespace is never valid")
+)
+
+// Registry holds the tables by namespace and keeps them current as an
+// index.Observer. Sealed and Removed run on the dispatcher goroutine (the
+// Index's owner); Open runs anywhere and reaches the tables through do,
+// which runs a function on the dispatcher (channel.Dispatcher.Do).
+type Registry struct {
+	spec    Spec
+	buckets uint64
+	do      func(func()) error
+	idx     *index.Index // set by Attach; dispatcher-owned
+
+	tables map[abi.Namespace]*Table // dispatcher only
+	used   uint64                   // bytes of tables and reservations; dispatcher only
+
+	closeOnce sync.Once
+}
+
+// New returns a Registry for spec whose tables are reached through do.
+func New(spec Spec, do func(func()) error) (*Registry, error) {
+	if spec.Bytes == 0 {
+		spec.Bytes = DefaultBytes
+	}
+	if err := errors.Join(spec.Validate(),
+		limit.Check(spec.MaxBlocks > 0, "discover.MaxBlocks", spec.MaxBlocks, "nonzero (the RAM tier's chunk count)")); err != nil {
+		return nil, err
+	}
+	return &Registry{spec: spec, buckets: BucketsFor(spec.MaxBlocks), do: do, tables: map[abi.Namespace]*Table{}}, nil
+}
+
+// Attach makes r the observer of idx, whose blocks later tables start
+// from. It must run on idx's goroutine or before that goroutine starts.
+func (r *Registry) Attach(idx *index.Index) {
+	r.idx = idx
+	idx.SetObserver(r)
+}
+
+// TableBytes is the size of each table r makes.
+func (r *Registry) TableBytes() uint64 { return TableBytes(r.buckets) }
+
+// Sealed implements index.Observer: k becomes visible.
+func (r *Registry) Sealed(k index.Key) {
+	if t := r.tables[k.NS]; t != nil {
+		t.Insert(k.Hash)
+	}
+}
+
+// Removed implements index.Observer: k left the index.
+func (r *Registry) Removed(k index.Key) {
+	if t := r.tables[k.NS]; t != nil {
+		t.Remove(k.Hash)
+	}
+}
+
+// Open returns the table of ns, making it on first use from the blocks of
+// ns the index holds: the returned file is the table's memfd (owned by the
+// Registry: send it, do not close it). Errors: ErrNamespace, ErrDisabled,
+// ErrBudget (wrapped with the sizes and the flag), the dispatcher's
+// ErrStopped, or a system error making the memfd.
+func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
+	if ns == (abi.Namespace{}) {
+		return nil, ErrNamespace
+	}
+	if r.spec.Disabled {
+		return nil, ErrDisabled
+	}
+	size := r.TableBytes()
+	var t *Table
+	var budgetErr error
+	if err := r.do(func() {
+		if t = r.tables[ns]; t != nil {
+			return
+		}
+		if r.used+size > r.spec.Bytes {
+			budgetErr = fmt.Errorf("a table of %d bytes on top of %d bytes for %d namespaces passes --discover-bytes %s: %w",
+				size, r.used, len(r.tables), limit.Size(r.spec.Bytes), ErrBudget)
+			return
+		}
+		r.used += size // reserved while the memfd is made off the dispatcher
+	}); err != nil {
+		return nil, err
+	}
+	if t != nil || budgetErr != nil {
+		return t, budgetErr
+	}
+	nt, err := NewTable(ns, r.buckets)
+	if err != nil {
+		r.do(func() { r.used -= size })
+		return nil, err
+	}
+	if err := r.do(func() {
+		if t = r.tables[ns]; t != nil { // another Open made it meanwhile
+			r.used -= size
+			return
+		}
+		if r.idx != nil {
+			for _, b := range r.idx.Matching(func(n abi.Namespace) bool { return n == ns }) {
+				if r.idx.Lookup(b.Key) == b { // sealed: visible to lookups
+					nt.Insert(b.Key.Hash)
+				}
+			}
+		}
+		r.tables[ns], t = nt, nt
+	}); err != nil {
+		nt.Close()
+		return nil, err
+	}
+	if t != nt {
+		nt.Close()
+	}
+	return t, nil
+}
+
+// Stats are the registry's figures.
+type Stats struct {
+	Tables int    // namespaces with a table
+	Bytes  uint64 // their memory
+	Budget uint64 // Spec.Bytes
+}
+
+// Stats returns the figures; dispatcher goroutine only.
+func (r *Registry) Stats() Stats {
+	return Stats{Tables: len(r.tables), Bytes: r.used, Budget: r.spec.Bytes}
+}
+
+// Close closes every table; call it after the dispatcher stopped.
+func (r *Registry) Close() {
+	r.closeOnce.Do(func() {
+		for ns, t := range r.tables {
+			t.Close()
+			delete(r.tables, ns)
+		}
+		r.used = 0
+	})
+}

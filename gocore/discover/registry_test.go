@@ -1,0 +1,112 @@
+package discover
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/index"
+)
+
+// inline runs f at once: the tests are the dispatcher goroutine.
+func inline(f func()) error { f(); return nil }
+
+func seal(idx *index.Index, k index.Key) *index.Block {
+	b := idx.Insert(k, 4096, 1, 0, []uint32{0})
+	idx.Seal(b)
+	return b
+}
+
+func TestRegistry(t *testing.T) {
+	idx := index.New(evict.NewLRU())
+	r, err := New(Spec{Bytes: 3 * TableBytes(1024), MaxBlocks: 1024}, inline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Attach(idx)
+	a, b := testNS(1), testNS(2)
+	seal(idx, index.Key{NS: a, Hash: hashOf(1)})
+	pub := idx.Insert(index.Key{NS: a, Hash: hashOf(2)}, 4096, 1, 0, []uint32{1}) // publishing: invisible
+	seal(idx, index.Key{NS: b, Hash: hashOf(3)})
+
+	ta, err := r.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a new table starts from the namespace's sealed blocks", func(t *testing.T) {
+		if p, _ := ta.Contains(hashOf(1)); !p {
+			t.Fatal("sealed block of the namespace missing")
+		}
+		if p, _ := ta.Contains(hashOf(2)); p {
+			t.Fatal("a publishing block is visible")
+		}
+	})
+	t.Run("a table holds nothing of another namespace", func(t *testing.T) {
+		if p, _ := ta.Contains(hashOf(3)); p || ta.Entries() != 1 {
+			t.Fatalf("present %v, entries %d", p, ta.Entries())
+		}
+	})
+	t.Run("a seal after the table exists shows at once", func(t *testing.T) {
+		idx.Seal(pub)
+		if p, _ := ta.Contains(hashOf(2)); !p {
+			t.Fatal("sealed block not visible")
+		}
+	})
+	t.Run("an eviction shows at once", func(t *testing.T) {
+		for idx.Evict() != nil {
+		}
+		if ta.Entries() != 0 {
+			t.Fatalf("entries %d after evicting everything", ta.Entries())
+		}
+		if p, _ := ta.Contains(hashOf(1)); p {
+			t.Fatal("evicted block still present")
+		}
+	})
+	t.Run("a second Open of a namespace returns the same table", func(t *testing.T) {
+		again, err := r.Open(a)
+		if err != nil || again != ta {
+			t.Fatalf("Open again: %p %v, want %p", again, err, ta)
+		}
+	})
+	t.Run("tables past the budget are refused naming the flag", func(t *testing.T) {
+		if _, err := r.Open(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Open(testNS(3)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.Open(testNS(4))
+		if !errors.Is(err, ErrBudget) {
+			t.Fatalf("err %v, want ErrBudget", err)
+		}
+		t.Log(err)
+		if st := r.Stats(); st.Tables != 3 || st.Bytes != 3*TableBytes(1024) {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("the all-zero namespace is refused", func(t *testing.T) {
+		if _, err := r.Open([16]byte{}); !errors.Is(err, ErrNamespace) {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+func TestRegistryDisabled(t *testing.T) {
+	r, err := New(Spec{MaxBlocks: 64, Disabled: true}, inline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Open(testNS(1)); !errors.Is(err, ErrDisabled) {
+		t.Fatalf("err %v, want ErrDisabled", err)
+	}
+}
+
+func TestSpecLimits(t *testing.T) {
+	if _, err := New(Spec{Bytes: 1, MaxBlocks: 64}, inline); err == nil {
+		t.Fatal("a 1-byte budget was accepted")
+	}
+	if _, err := New(Spec{MaxBlocks: 0}, inline); err == nil {
+		t.Fatal("MaxBlocks 0 was accepted")
+	}
+}

@@ -1,0 +1,217 @@
+//go:build cgo
+
+package native_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/identity"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
+)
+
+// discHashes are n distinct block hashes from first on (a tag in the high
+// word keeps them apart from other tests' hashes).
+func discHashes(first, n int) []native.BlockHash {
+	out := make([]native.BlockHash, n)
+	for i := range out {
+		binary.LittleEndian.PutUint64(out[i][:8], uint64(first+i))
+		binary.LittleEndian.PutUint64(out[i][8:], 0xd15c0)
+	}
+	return out
+}
+
+func discNamespace(t *testing.T, model string) native.Namespace {
+	t.Helper()
+	id, err := identity.Spec{ModelID: model, BlockTokens: 16, TPSize: 1, PPSize: 1, CPSize: 1}.Fingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return native.Namespace(id)
+}
+
+// discoverMapping is one mapping of a discovery index in this process.
+type discoverMapping struct {
+	start, end uint64
+	perms      string
+	inode      string
+}
+
+// discoverMappings lists this process's mappings of discovery-index
+// memfds (/proc/self/maps names them "/memfd:orbitkv-discover").
+func discoverMappings(t *testing.T) []discoverMapping {
+	t.Helper()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []discoverMapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || !strings.HasPrefix(fields[5], "/memfd:orbitkv-discover") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		s, _ := strconv.ParseUint(lo, 16, 64)
+		e, _ := strconv.ParseUint(hi, 16, 64)
+		out = append(out, discoverMapping{start: s, end: e, perms: fields[1], inode: fields[4]})
+	}
+	return out
+}
+
+func publishRange(t *testing.T, c *native.Client, ns native.Namespace, buf uint32, hs []native.BlockHash) {
+	t.Helper()
+	per := min(len(hs), 256)
+	pages := make([]uint32, per)
+	for i := range pages {
+		pages[i] = uint32(i)
+	}
+	for i := 0; i < len(hs); i += per {
+		n := min(per, len(hs)-i)
+		if _, err := c.Publish(ns, buf, hs[i:i+n], pages[:n]); err != nil {
+			t.Fatalf("publish %d..%d: %v", i, i+n-1, err)
+		}
+	}
+}
+
+// TestDiscoverLocalThroughTheManager drives okv_discover_local against a
+// real Manager (8 MiB RAM tier of 4 KiB chunks: 2,048 blocks).
+func TestDiscoverLocalThroughTheManager(t *testing.T) {
+	path := startManager(t)
+	c, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	buf, err := native.AllocBuffer(1, 4096, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	id, err := c.RegisterBuffer(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obuf, err := native.AllocBuffer(1, 4096, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obuf.Free()
+	oid, err := other.RegisterBuffer(obuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsA, nsB := discNamespace(t, "tenant-a"), discNamespace(t, "tenant-b")
+	chain := discHashes(0, 100)
+	publishRange(t, c, nsA, id, chain)
+
+	t.Run("the count is the resident prefix of the chain", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			hashes []native.BlockHash
+			want   uint32
+		}{
+			{"a resident chain counts whole", chain, 100},
+			{"a chain running past the resident blocks stops at the first missing", discHashes(0, 150), 100},
+			{"a chain starting at a missing block counts zero", discHashes(100, 10), 0},
+			{"an empty chain counts zero", nil, 0},
+		} {
+			got, err := c.DiscoverLocal(nsA, tt.hashes)
+			if err != nil || got != tt.want {
+				t.Errorf("%s: DiscoverLocal = %d, %v; want %d", tt.name, got, err, tt.want)
+			}
+		}
+	})
+	t.Run("the mapping is read-only and cannot be made writable", func(t *testing.T) {
+		maps := discoverMappings(t)
+		if len(maps) != 1 {
+			t.Fatalf("%d discovery mappings in this process, want 1 (only namespace A was asked for): %+v", len(maps), maps)
+		}
+		m := maps[0]
+		if m.perms != "r--s" {
+			t.Fatalf("mapping perms %q, want r--s", m.perms)
+		}
+		// The raw syscall: the mapping is C's, not a Go slice.
+		if _, _, errno := unix.Syscall(unix.SYS_MPROTECT, uintptr(m.start), uintptr(m.end-m.start), unix.PROT_READ|unix.PROT_WRITE); errno == 0 {
+			t.Fatal("mprotect of the discovery mapping to PROT_WRITE succeeded")
+		}
+	})
+	t.Run("another session cannot write the index through its memfd", func(t *testing.T) {
+		m := discoverMappings(t)[0]
+		f, err := os.OpenFile("/proc/self/map_files/"+strconv.FormatUint(m.start, 16)+"-"+strconv.FormatUint(m.end, 16), os.O_RDWR, 0)
+		if err != nil {
+			t.Skipf("cannot open the mapping's file through /proc/self/map_files (needs CAP_SYS_ADMIN): %v", err)
+		}
+		defer f.Close()
+		if _, err := unix.Mmap(int(f.Fd()), 0, int(m.end-m.start), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); !errors.Is(err, unix.EPERM) {
+			t.Fatalf("PROT_WRITE MAP_SHARED mmap: err %v, want EPERM", err)
+		}
+		if _, err := f.WriteAt([]byte{0xff}, 0); !errors.Is(err, unix.EPERM) {
+			t.Fatalf("write(2): err %v, want EPERM", err)
+		}
+		if err := f.Truncate(0); !errors.Is(err, unix.EPERM) {
+			t.Fatalf("ftruncate: err %v, want EPERM", err)
+		}
+	})
+	t.Run("another namespace is not mapped and its blocks never show", func(t *testing.T) {
+		bHashes := discHashes(5000, 50)
+		publishRange(t, other, nsB, oid, bHashes)
+		if got, err := c.DiscoverLocal(nsA, bHashes); err != nil || got != 0 {
+			t.Fatalf("namespace A's index counts %d of namespace B's blocks (%v)", got, err)
+		}
+		if n := len(discoverMappings(t)); n != 1 {
+			t.Fatalf("%d mappings before anyone asked for B, want 1", n)
+		}
+		if got, err := other.DiscoverLocal(nsB, bHashes); err != nil || got != 50 {
+			t.Fatalf("B's own session counts %d of 50 (%v)", got, err)
+		}
+		maps := discoverMappings(t)
+		if len(maps) != 2 || maps[0].inode == maps[1].inode {
+			t.Fatalf("after B's session asked for B: %+v, want two mappings of different memfds", maps)
+		}
+	})
+	t.Run("after eviction the answers agree with QueryBundle", func(t *testing.T) {
+		// 1,950 more blocks make 2,100 in a 2,048-block tier: the oldest of
+		// the chain are evicted, the rest stay. No update is in flight once
+		// Publish returned, so the index must agree with the Manager's own
+		// answer exactly.
+		publishRange(t, c, nsA, id, discHashes(10000, 1950))
+		evicted := 0
+		for i, h := range chain {
+			local, err := c.DiscoverLocal(nsA, []native.BlockHash{h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := c.Query(nsA, []native.BlockHash{h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Hits > 0 {
+				c.Release(l.ID)
+			} else {
+				evicted++
+			}
+			if local != l.Hits {
+				t.Fatalf("block %d: local discovery says %d, QueryBundle %d", i, local, l.Hits)
+			}
+		}
+		if evicted == 0 {
+			t.Fatal("no block of the chain was evicted: the test proves nothing")
+		}
+		t.Logf("%d of %d chain blocks evicted; local discovery agreed on every one", evicted, len(chain))
+	})
+}

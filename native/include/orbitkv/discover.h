@@ -1,0 +1,135 @@
+/*
+ * orbitkv/discover.h — the shared-memory discovery index of one namespace.
+ *
+ * The Manager keeps, per namespace a session asked for (the MapDiscovery
+ * lifecycle frame), a table of the block hashes resident in its RAM tier
+ * (sealed, visible to QueryBundle). The table lives in a memfd the Manager
+ * created, mapped read-write by the Manager only and then sealed with
+ * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE, so a client can map it
+ * read-only and nothing else: mmap(PROT_WRITE, MAP_SHARED) and write(2) on
+ * the fd fail with EPERM (fcntl(2), "File Sealing"). A client answers "how
+ * many of these blocks are here?" from its own mapping: no syscall, no
+ * message, no Manager wake-up (okv_discover_local in client.h).
+ *
+ * Layout (little-endian, natural alignment, no packed structs; the Go writer
+ * is gocore/discover, whose tests read it back through liborbitkv):
+ *
+ *   offset 0:  struct okv_discover_header (64 bytes)
+ *   offset 64: struct okv_discover_bucket buckets[header.buckets]
+ *              (64 bytes each, one cache line; buckets is a power of two)
+ *
+ * Placement: two-choice bucketed hashing. A hash h has two candidate
+ * buckets, okv_discover_buckets_of(seed, h); it sits in at most one way of
+ * one of them. Entries never move once written (no displacement), so a
+ * reader probes exactly two cache lines for a miss and usually one for a hit.
+ * The Manager sizes the table at one bucket per block its RAM tier can hold
+ * (the chunk count, rounded up to a power of two), so at most a third of
+ * the OKV_DISCOVER_WAYS ways per bucket are ever used;
+ * an insert whose two buckets are both full is dropped and counted
+ * (header.dropped): a false negative, which costs a round trip or a
+ * recomputation, never a wrong hit.
+ *
+ * Consistency: each bucket is a seqlock with one writer (the Manager's
+ * dispatcher goroutine). The writer makes seq odd (a full barrier: a
+ * sequentially consistent read-modify-write), stores the ways and `used`,
+ * then makes seq even (a release store). A reader loads seq (acquire),
+ * retries while it is odd, reads used and the ways (relaxed atomic loads of
+ * whole 64-bit words), issues an acquire fence, reloads seq and retries if
+ * it changed: it never uses a torn entry. Every insert and removal is
+ * written before the dispatcher handles its next request, so an answer is
+ * stale by at most the one update in flight. header.generation counts the
+ * updates (a reader that wants to know whether anything changed compares
+ * two loads). A Manager that died mid-update leaves a bucket odd forever;
+ * readers give up after OKV_DISCOVER_SPINS tries and report the hash
+ * absent (okv_discover_local answers OKV_ETIMEDOUT).
+ */
+#ifndef ORBITKV_DISCOVER_H
+#define ORBITKV_DISCOVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orbitkv/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Magic of a discovery index: "OKVX" read as little-endian bytes. */
+#define OKV_DISCOVER_MAGIC 0x58564B4Fu
+/** Layout version; compared for equality. */
+#define OKV_DISCOVER_VERSION 1u
+/** Ways (hashes) per bucket. */
+#define OKV_DISCOVER_WAYS 3u
+/** Largest bucket count (2^26 buckets: a 4 GiB table). */
+#define OKV_DISCOVER_MAX_BUCKETS (1ull << 26)
+/** Tries a reader makes on a bucket whose seq stays odd before it gives up. */
+#define OKV_DISCOVER_SPINS 4096u
+
+/** Header of a discovery index (64 bytes, offset 0). */
+struct okv_discover_header {
+	uint32_t magic;             /*  0: OKV_DISCOVER_MAGIC */
+	uint32_t version;           /*  4: OKV_DISCOVER_VERSION */
+	uint64_t buckets;           /*  8: bucket count, a power of two */
+	uint64_t seed;              /* 16: keys the bucket choice (random per table) */
+	uint64_t generation;        /* 24: updates written so far (writer: atomic add) */
+	struct okv_namespace ns;    /* 32: the namespace this table indexes */
+	uint64_t entries;           /* 48: hashes present (writer: atomic store) */
+	uint64_t dropped;           /* 56: inserts dropped, both buckets full */
+};
+
+/** One bucket: a seqlock over up to OKV_DISCOVER_WAYS hashes (64 bytes). */
+struct okv_discover_bucket {
+	uint64_t seq;                                  /*  0: odd while written */
+	uint64_t used;                                 /*  8: bit w set: way w holds a hash */
+	struct okv_block_hash way[OKV_DISCOVER_WAYS]; /* 16 */
+};
+
+_Static_assert(sizeof(struct okv_discover_header) == 64, "discover header is one cache line");
+_Static_assert(offsetof(struct okv_discover_header, generation) == 24, "generation offset");
+_Static_assert(offsetof(struct okv_discover_header, ns) == 32, "ns offset");
+_Static_assert(offsetof(struct okv_discover_header, entries) == 48, "entries offset");
+_Static_assert(sizeof(struct okv_discover_bucket) == OKV_CACHE_LINE, "a bucket is one cache line");
+_Static_assert(offsetof(struct okv_discover_bucket, way) == 16, "way offset");
+
+/** Bytes of a table of `buckets` buckets. */
+static inline uint64_t okv_discover_bytes(uint64_t buckets)
+{
+	return sizeof(struct okv_discover_header) + buckets * sizeof(struct okv_discover_bucket);
+}
+
+/** The 64-bit finaliser of MurmurHash3 (a bijection with full avalanche). */
+static inline uint64_t okv_discover_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+/**
+ * The two candidate buckets of hash h in a table of mask+1 buckets keyed by
+ * seed (b1 != b2 whenever the table has two buckets or more). Block hashes
+ * are chosen by engines and need not be uniform, hence the keyed mix.
+ */
+static inline void okv_discover_buckets_of(uint64_t seed, uint64_t mask, const struct okv_block_hash *h,
+					   uint64_t *b1, uint64_t *b2)
+{
+	uint64_t lo, hi, x;
+	__builtin_memcpy(&lo, h->bytes, 8);
+	__builtin_memcpy(&hi, h->bytes + 8, 8);
+	x = okv_discover_mix(lo ^ okv_discover_mix(hi ^ seed));
+	*b1 = x & mask;
+	*b2 = okv_discover_mix(x ^ seed) & mask;
+	if (*b2 == *b1)
+		*b2 = *b1 ^ 1u;
+	*b2 &= mask;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ORBITKV_DISCOVER_H */

@@ -1,0 +1,228 @@
+/*
+ * discover.c — the client's reader of the Manager's shared-memory discovery
+ * indexes (orbitkv/discover.h): okv_discover_open maps a namespace's index
+ * read-only once (one MapDiscovery lifecycle round trip); okv_discover_local
+ * then answers from the mapping alone: no syscall, no message to the
+ * Manager.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "lifecycle.h"
+
+/* A spin-wait hint while the writer holds a bucket. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Hashes whose buckets are prefetched before the first is compared. */
+#define OKVI_DISCOVER_GROUP 16u
+
+__attribute__((format(printf, 4, 5))) static int disc_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	if (err != NULL && errlen > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes, struct okvi_discover_map *m,
+			 char *err, size_t errlen)
+{
+	struct stat st;
+	const struct okv_discover_header *h;
+	void *p;
+
+	memset(m, 0, sizeof(*m));
+	if (fstat(fd, &st) < 0)
+		return disc_fail(err, errlen, -errno, "discovery index fstat: %s", strerror(errno));
+	if (bytes < sizeof(struct okv_discover_header) || (uint64_t)st.st_size != bytes)
+		return disc_fail(err, errlen, OKV_EPROTO, "discovery index is %lld bytes; the reply said %llu",
+				 (long long)st.st_size, (unsigned long long)bytes);
+	p = mmap(NULL, (size_t)bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED)
+		return disc_fail(err, errlen, -errno, "mapping the discovery index read-only: %s", strerror(errno));
+	h = p;
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OKV_DISCOVER_MAGIC || h->version != OKV_DISCOVER_VERSION) {
+		munmap(p, (size_t)bytes);
+		return disc_fail(err, errlen, OKV_EPROTO, "discovery index magic 0x%08x version %u; want 0x%08x version %u",
+				 h->magic, h->version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
+	}
+	if (h->buckets < 2 || h->buckets > OKV_DISCOVER_MAX_BUCKETS || (h->buckets & (h->buckets - 1)) != 0 ||
+	    okv_discover_bytes(h->buckets) != bytes) {
+		uint64_t n = h->buckets;
+		munmap(p, (size_t)bytes);
+		return disc_fail(err, errlen, OKV_EPROTO,
+				 "discovery index buckets %llu: not a power of two in 2..%llu filling %llu bytes",
+				 (unsigned long long)n, (unsigned long long)OKV_DISCOVER_MAX_BUCKETS,
+				 (unsigned long long)bytes);
+	}
+	if (memcmp(&h->ns, ns, sizeof(*ns)) != 0) {
+		munmap(p, (size_t)bytes);
+		return disc_fail(err, errlen, OKV_EPROTO, "discovery index is of another namespace than the one asked for");
+	}
+	m->ns = *ns;
+	m->hdr = h;
+	m->bkt = (const struct okv_discover_bucket *)((const uint8_t *)p + sizeof(*h));
+	m->mask = h->buckets - 1;
+	m->seed = h->seed;
+	m->bytes = (size_t)bytes;
+	return 0;
+}
+
+void okvi_discover_unmap_all(okv_client *c)
+{
+	for (uint32_t i = 0; i < c->disc_count; i++)
+		munmap((void *)c->disc[i].hdr, c->disc[i].bytes);
+	c->disc_count = 0;
+}
+
+/*
+ * Whether bucket b holds (lo, hi): 1 yes, 0 no, OKV_ETIMEDOUT when it
+ * stayed mid-update. The seqlock reader of discover.h: seq (acquire), the
+ * ways (relaxed 64-bit loads), an acquire fence, seq again.
+ */
+static int bucket_has(const struct okv_discover_bucket *b, uint64_t lo, uint64_t hi)
+{
+	for (unsigned t = 0; t < OKV_DISCOVER_SPINS; t++) {
+		uint64_t s1 = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1u) {
+			cpu_relax();
+			continue;
+		}
+		uint64_t used = __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+		int found = 0;
+		for (unsigned w = 0; w < OKV_DISCOVER_WAYS; w++) {
+			const uint64_t *wd = (const uint64_t *)(const void *)b->way[w].bytes;
+			uint64_t a = __atomic_load_n(&wd[0], __ATOMIC_RELAXED);
+			uint64_t z = __atomic_load_n(&wd[1], __ATOMIC_RELAXED);
+			found |= ((used >> w) & 1u) && a == lo && z == hi;
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&b->seq, __ATOMIC_RELAXED) == s1)
+			return found;
+	}
+	return OKV_ETIMEDOUT;
+}
+
+int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,
+			 uint32_t *count)
+{
+	uint64_t b1[OKVI_DISCOVER_GROUP], b2[OKVI_DISCOVER_GROUP], lo[OKVI_DISCOVER_GROUP], hi[OKVI_DISCOVER_GROUP];
+
+	*count = 0;
+	for (size_t base = 0; base < n; base += OKVI_DISCOVER_GROUP) {
+		size_t g = n - base < OKVI_DISCOVER_GROUP ? n - base : OKVI_DISCOVER_GROUP;
+		/* Phase 1: every bucket's line is requested before any is needed,
+		 * so the cache misses of a group overlap. */
+		for (size_t j = 0; j < g; j++) {
+			memcpy(&lo[j], hashes[base + j].bytes, 8);
+			memcpy(&hi[j], hashes[base + j].bytes + 8, 8);
+			okv_discover_buckets_of(m->seed, m->mask, &hashes[base + j], &b1[j], &b2[j]);
+			__builtin_prefetch(&m->bkt[b1[j]]);
+		}
+		/* Phase 2: the first bucket, then the second only where needed. */
+		for (size_t j = 0; j < g; j++) {
+			int rc = bucket_has(&m->bkt[b1[j]], lo[j], hi[j]);
+			if (rc == 0)
+				rc = bucket_has(&m->bkt[b2[j]], lo[j], hi[j]);
+			if (rc < 0)
+				return rc;
+			if (rc == 0)
+				return 0;
+			(*count)++;
+		}
+	}
+	return 0;
+}
+
+/* The mapped index of ns in c, or NULL. */
+static const struct okvi_discover_map *find_map(const okv_client *c, const struct okv_namespace *ns)
+{
+	for (uint32_t i = 0; i < c->disc_count; i++)
+		if (memcmp(&c->disc[i].ns, ns, sizeof(*ns)) == 0)
+			return &c->disc[i];
+	return NULL;
+}
+
+int okv_discover_open(okv_client *c, const struct okv_namespace *ns)
+{
+	static const struct okv_namespace zero;
+	uint64_t bytes = 0, buckets = 0;
+	int fd = -1;
+	int rc;
+
+	okvi_clear_error(c);
+	if (!c || !ns)
+		return -EINVAL;
+	if (memcmp(ns, &zero, sizeof(zero)) == 0) {
+		okvi_set_error(c, "%s", "namespace: all zero, which is never a valid namespace");
+		return -EINVAL;
+	}
+	if (find_map(c, ns) != NULL)
+		return 0;
+	if (c->sock < 0)
+		return OKV_ECLOSED;
+	if (c->lc_broken) {
+		okvi_set_error(c, "%s", "an earlier lifecycle call timed out or failed mid-frame; reconnect");
+		return OKV_ECLOSED;
+	}
+	if (c->disc_count == OKVI_DISCOVER_MAX_NS) {
+		okvi_set_error(c, "namespace: this client maps %u discovery indexes already, the most it maps",
+			       OKVI_DISCOVER_MAX_NS);
+		return -ENOSPC;
+	}
+	rc = okvi_map_discovery(c->sock, c->reply.epoch, c->reply.client_token, ns, (int)c->timeout_ms, &fd, &bytes,
+				&buckets, c->last_error, sizeof(c->last_error));
+	if (okvi_lifecycle_desynced(rc))
+		c->lc_broken = 1;
+	if (rc != 0)
+		return rc;
+	rc = okvi_discover_attach(fd, ns, bytes, &c->disc[c->disc_count], c->last_error, sizeof(c->last_error));
+	close(fd); /* the mapping keeps the memory */
+	if (rc != 0)
+		return rc;
+	if (c->disc[c->disc_count].mask + 1 != buckets) {
+		munmap((void *)c->disc[c->disc_count].hdr, c->disc[c->disc_count].bytes);
+		okvi_set_error(c, "discovery index has %llu buckets; the reply said %llu",
+			       (unsigned long long)(c->disc[c->disc_count].mask + 1), (unsigned long long)buckets);
+		return OKV_EPROTO;
+	}
+	c->disc_count++;
+	return 0;
+}
+
+int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes, size_t n,
+		       uint32_t *count)
+{
+	const struct okvi_discover_map *m;
+
+	if (!c || !ns || !count || (n > 0 && !hashes))
+		return -EINVAL;
+	*count = 0;
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	m = find_map(c, ns);
+	if (m == NULL) {
+		int rc = okv_discover_open(c, ns);
+		if (rc != 0)
+			return rc;
+		m = find_map(c, ns);
+	}
+	return okvi_discover_prefix(m, hashes, n, count);
+}
