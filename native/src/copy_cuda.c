@@ -50,7 +50,17 @@
 	X(cuEventQuery, "cuEventQuery")                              \
 	X(cuEventDestroy, "cuEventDestroy_v2")                       \
 	X(cuMemHostRegister, "cuMemHostRegister_v2")                 \
-	X(cuMemHostUnregister, "cuMemHostUnregister")
+	X(cuMemHostUnregister, "cuMemHostUnregister")                 \
+	X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2")                \
+	X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle")                 \
+	X(cuMemGetAddressRange, "cuMemGetAddressRange_v2")            \
+	X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle") \
+	X(cuMemAddressReserve, "cuMemAddressReserve")                 \
+	X(cuMemAddressFree, "cuMemAddressFree")                       \
+	X(cuMemMap, "cuMemMap")                                       \
+	X(cuMemUnmap, "cuMemUnmap")                                   \
+	X(cuMemSetAccess, "cuMemSetAccess")                           \
+	X(cuMemRelease, "cuMemRelease")
 
 struct drv {
 #define X(fn, sym) __typeof__(&fn) fn;
@@ -566,4 +576,162 @@ void okvi_cuda_close(struct okvi_cuda *c)
 	pthread_mutex_destroy(&c->pmu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
+}
+
+/* The ordinal of the device whose UUID is uuid, or -1. */
+static int dev_by_uuid(const struct okvi_cuda *c, const uint8_t uuid[16])
+{
+	for (int i = 0; i < c->ndev; i++) {
+		uint8_t u[16];
+		if (okvi_cuda_device_uuid(c, i, u) == 0 && memcmp(u, uuid, 16) == 0)
+			return i;
+	}
+	return -1;
+}
+
+static void uuid_hex(const uint8_t uuid[16], char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", uuid[i]);
+}
+
+int okvi_cuda_map_ipc(struct okvi_cuda *c, const uint8_t uuid[16], const uint8_t handle[64],
+		      uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
+		      size_t errlen)
+{
+	char nb[96], hex[33];
+	memset(m, 0, sizeof(*m));
+	int dev = dev_by_uuid(c, uuid);
+	if (dev < 0) {
+		uuid_hex(uuid, hex);
+		errf(err, errlen, "no CUDA device with UUID %s on this host", hex);
+		return -ENODEV;
+	}
+	CUipcMemHandle h;
+	memcpy(h.reserved, handle, sizeof(h.reserved));
+	CUdeviceptr p = 0, base = 0;
+	size_t size = 0;
+	CUresult r = c->d.cuCtxSetCurrent(c->ctx[dev]);
+	if (r == CUDA_SUCCESS)
+		r = c->d.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	if (r != CUDA_SUCCESS) {
+		errf(err, errlen, "cuIpcOpenMemHandle: %s", cu_name(c, r, nb, sizeof(nb)));
+		return -EIO;
+	}
+	if ((r = c->d.cuMemGetAddressRange(&base, &size, p)) != CUDA_SUCCESS) {
+		c->d.cuIpcCloseMemHandle(p);
+		errf(err, errlen, "cuMemGetAddressRange: %s", cu_name(c, r, nb, sizeof(nb)));
+		return -EIO;
+	}
+	uint64_t end;
+	if (len == 0 || __builtin_add_overflow(offset, len, &end) || end > size) {
+		c->d.cuIpcCloseMemHandle(p);
+		errf(err, errlen, "offset %llu + bytes %llu exceeds the allocation of %zu bytes",
+		     (unsigned long long)offset, (unsigned long long)len, size);
+		return -ERANGE;
+	}
+	m->kind = OKVI_CUDA_MAP_IPC;
+	m->dev = dev;
+	m->base = p;
+	m->size = size;
+	m->addr = p + offset;
+	m->len = len;
+	int rc = okvi_cuda_add_range(c, dev, m->addr, len);
+	if (rc != 0) {
+		c->d.cuIpcCloseMemHandle(p);
+		errf(err, errlen, "announcing the range: %s", strerror(-rc));
+		memset(m, 0, sizeof(*m));
+	}
+	return rc;
+}
+
+int okvi_cuda_map_vmm_fd(struct okvi_cuda *c, const uint8_t uuid[16], int fd, uint64_t alloc_bytes,
+			 uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
+			 size_t errlen)
+{
+	char nb[96], hex[33];
+	memset(m, 0, sizeof(*m));
+	int dev = dev_by_uuid(c, uuid);
+	if (dev < 0) {
+		uuid_hex(uuid, hex);
+		errf(err, errlen, "no CUDA device with UUID %s on this host", hex);
+		return -ENODEV;
+	}
+	uint64_t end;
+	if (len == 0 || alloc_bytes == 0 || __builtin_add_overflow(offset, len, &end) ||
+	    end > alloc_bytes) {
+		errf(err, errlen, "offset %llu + bytes %llu exceeds the allocation of %llu bytes",
+		     (unsigned long long)offset, (unsigned long long)len,
+		     (unsigned long long)alloc_bytes);
+		return -ERANGE;
+	}
+	CUmemGenericAllocationHandle h = 0;
+	CUdeviceptr p = 0;
+	const char *call = "cuCtxSetCurrent";
+	int stage = 0;
+	CUresult r = c->d.cuCtxSetCurrent(c->ctx[dev]);
+	if (r == CUDA_SUCCESS) {
+		call = "cuMemImportFromShareableHandle";
+		r = c->d.cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	}
+	if (r == CUDA_SUCCESS) {
+		stage = 1;
+		call = "cuMemAddressReserve";
+		r = c->d.cuMemAddressReserve(&p, (size_t)alloc_bytes, 0, 0, 0);
+	}
+	if (r == CUDA_SUCCESS) {
+		stage = 2;
+		call = "cuMemMap";
+		r = c->d.cuMemMap(p, (size_t)alloc_bytes, 0, h, 0);
+	}
+	if (r == CUDA_SUCCESS) {
+		stage = 3;
+		CUmemAccessDesc a;
+		memset(&a, 0, sizeof(a));
+		a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		a.location.id = dev;
+		a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		call = "cuMemSetAccess";
+		r = c->d.cuMemSetAccess(p, (size_t)alloc_bytes, &a, 1);
+	}
+	if (r != CUDA_SUCCESS) {
+		if (stage >= 3)
+			c->d.cuMemUnmap(p, (size_t)alloc_bytes);
+		if (stage >= 2)
+			c->d.cuMemAddressFree(p, (size_t)alloc_bytes);
+		if (stage >= 1)
+			c->d.cuMemRelease(h);
+		errf(err, errlen, "%s: %s", call, cu_name(c, r, nb, sizeof(nb)));
+		return -EIO;
+	}
+	m->kind = OKVI_CUDA_MAP_VMM;
+	m->dev = dev;
+	m->base = p;
+	m->size = alloc_bytes;
+	m->addr = p + offset;
+	m->len = len;
+	m->handle = (uint64_t)h;
+	int rc = okvi_cuda_add_range(c, dev, m->addr, len);
+	if (rc != 0) {
+		errf(err, errlen, "announcing the range: %s", strerror(-rc));
+		okvi_cuda_unmap(c, m);
+	}
+	return rc;
+}
+
+void okvi_cuda_unmap(struct okvi_cuda *c, struct okvi_cuda_mapping *m)
+{
+	if (m->kind == OKVI_CUDA_MAP_NONE)
+		return;
+	okvi_cuda_remove_range(c, m->addr);
+	c->d.cuCtxSetCurrent(c->ctx[m->dev]);
+	if (m->kind == OKVI_CUDA_MAP_IPC) {
+		c->d.cuIpcCloseMemHandle(m->base);
+	} else {
+		c->d.cuMemUnmap(m->base, (size_t)m->size);
+		c->d.cuMemAddressFree(m->base, (size_t)m->size);
+		c->d.cuMemRelease((CUmemGenericAllocationHandle)m->handle);
+	}
+	memset(m, 0, sizeof(*m));
 }

@@ -117,6 +117,56 @@ int okvi_cuda_host_unregister(struct okvi_cuda *c, void *addr);
  */
 uint64_t okvi_cuda_inflight(struct okvi_cuda *c);
 
+/** Kinds of okvi_cuda_mapping. */
+enum { OKVI_CUDA_MAP_NONE = 0, OKVI_CUDA_MAP_IPC = 1, OKVI_CUDA_MAP_VMM = 2 };
+
+/**
+ * Device memory of another process mapped into this one (okvi_cuda_map_ipc,
+ * okvi_cuda_map_vmm_fd) and announced as a range: the region is
+ * [addr, addr+len) on device ordinal dev, inside the mapping [base,
+ * base+size) of the whole base allocation.
+ */
+struct okvi_cuda_mapping {
+	int kind; /* OKVI_CUDA_MAP_* */
+	int dev;
+	uint64_t base, size, addr, len;
+	uint64_t handle; /* VMM: the imported CUmemGenericAllocationHandle */
+};
+
+/**
+ * Open a legacy CUDA IPC handle (the 64 bytes of cudaIpcMemHandle_t /
+ * CUipcMemHandle, made by the exporting process for a cudaMalloc base
+ * allocation) on the device whose 16-byte UUID is uuid (ordinals differ
+ * between processes under CUDA_VISIBLE_DEVICES), check that [offset,
+ * offset+len) lies inside the allocation (cuMemGetAddressRange), and
+ * announce it as a range. Returns 0, -ENODEV (no such device), -ERANGE
+ * (outside the allocation, or len 0), -EIO (the driver refused), or
+ * okvi_cuda_add_range's error; err says which and why.
+ */
+int okvi_cuda_map_ipc(struct okvi_cuda *c, const uint8_t uuid[16], const uint8_t handle[64],
+		      uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
+		      size_t errlen);
+
+/**
+ * Import a VMM allocation exported as a POSIX file descriptor
+ * (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; what expandable-segment
+ * allocators produce; fd is borrowed, the caller closes it), reserve
+ * alloc_bytes of address space, map it, grant the device read-write access
+ * and announce [offset, offset+len) as a range. Returns as
+ * okvi_cuda_map_ipc.
+ */
+int okvi_cuda_map_vmm_fd(struct okvi_cuda *c, const uint8_t uuid[16], int fd, uint64_t alloc_bytes,
+			 uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
+			 size_t errlen);
+
+/**
+ * Forget the range and release the mapping (cuIpcCloseMemHandle, or
+ * cuMemUnmap + cuMemAddressFree + cuMemRelease), so a dead engine's GPU
+ * memory is not kept alive. Every job touching it must have been drained
+ * first. A zeroed (or already unmapped) mapping is a no-op.
+ */
+void okvi_cuda_unmap(struct okvi_cuda *c, struct okvi_cuda_mapping *m);
+
 /**
  * Stop the completion thread (after every job completed), destroy the
  * streams, release the primary contexts and dlclose the library. Every

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +39,8 @@ static int (*d_calls)(const char *);
 static long (*d_registered)(void);
 static CUresult (*d_alloc)(CUdeviceptr *, size_t);
 static CUresult (*d_free)(CUdeviceptr);
+static void (*d_ipc_handle)(void *, CUdeviceptr, size_t);
+static int (*d_ipc_open)(void);
 
 static uint64_t now_ns(void)
 {
@@ -232,6 +235,75 @@ static void test_partial_failure(void)
 	free(host);
 }
 
+/* Device memory of "another process": a legacy IPC handle (opened, the
+ * range inside the allocation checked, announced, copied from, closed at
+ * unmap) and a VMM POSIX fd (a memfd mapped through the reserved range, so
+ * bytes copied into the mapping are in the fd). */
+static void test_mappings(void)
+{
+	d_reset();
+	struct okvi_cuda *c = open_double();
+	if (!c)
+		return;
+	struct okvi_copy_engine *e = okvi_copy_engine_new(okvi_cuda_backend(c), 1, NULL);
+	uint8_t uuid[16], wrong[16];
+	okvi_cuda_device_uuid(c, 0, uuid);
+	memcpy(wrong, uuid, 16);
+	wrong[15] ^= 0xff;
+	enum { ALLOC = 1 << 20, OFF = 4096, LEN = 64 << 10 };
+	CUdeviceptr dev;
+	d_alloc(&dev, ALLOC);
+	fill((uint8_t *)(uintptr_t)dev, ALLOC, 5);
+	uint8_t h[64];
+	d_ipc_handle(h, dev, ALLOC);
+	char err[256] = "";
+	struct okvi_cuda_mapping m;
+	CHECK(okvi_cuda_map_ipc(c, wrong, h, OFF, LEN, &m, err, sizeof(err)) == -ENODEV &&
+		      strstr(err, "no CUDA device with UUID") != NULL,
+	      "wrong uuid: '%s'", err);
+	CHECK(okvi_cuda_map_ipc(c, uuid, h, ALLOC - 8, LEN, &m, err, sizeof(err)) == -ERANGE &&
+		      strstr(err, "exceeds the allocation of 1048576 bytes") != NULL,
+	      "range past the allocation: '%s'", err);
+	CHECK(d_ipc_open() == 0, "a refused handle stayed open (%d)", d_ipc_open());
+	CHECK(okvi_cuda_map_ipc(c, uuid, h, OFF, LEN, &m, err, sizeof(err)) == 0, "map ipc: %s", err);
+	CHECK(m.kind == OKVI_CUDA_MAP_IPC && m.addr == dev + OFF && m.size == ALLOC && d_ipc_open() == 1,
+	      "mapping kind %d addr %#llx size %llu", m.kind, (unsigned long long)m.addr,
+	      (unsigned long long)m.size);
+	uint8_t *host = calloc(1, LEN);
+	struct okvi_copy_seg s = {m.addr, (uint64_t)(uintptr_t)host, LEN};
+	struct okvi_copy_completion cc;
+	CHECK(okvi_copy_submit_lane(e, 1, 1, &s, 1) == 0 && wait_one(e, 1, &cc) == 0 && cc.status == 0,
+	      "d2h from the IPC mapping");
+	CHECK(memcmp(host, (uint8_t *)(uintptr_t)dev + OFF, LEN) == 0, "IPC bytes differ");
+	CHECK(d_calls("cuMemcpyAsync") == 1, "the job did not go to the driver");
+	okvi_cuda_unmap(c, &m);
+	CHECK(d_ipc_open() == 0, "unmap left the handle open");
+	CHECK(okvi_cuda_remove_range(c, dev + OFF) == -ENOENT, "unmap left the range");
+	okvi_cuda_unmap(c, &m); /* again: a no-op */
+
+	int fd = memfd_create("vmm", 0);
+	CHECK(fd >= 0 && ftruncate(fd, 2 * ALLOC) == 0, "memfd");
+	CHECK(okvi_cuda_map_vmm_fd(c, uuid, fd, ALLOC, ALLOC - 8, LEN, &m, err, sizeof(err)) == -ERANGE,
+	      "vmm range past the allocation accepted: %s", err);
+	CHECK(okvi_cuda_map_vmm_fd(c, uuid, fd, 2 * ALLOC, OFF, LEN, &m, err, sizeof(err)) == 0,
+	      "map vmm: %s", err);
+	fill(host, LEN, 77);
+	struct okvi_copy_seg w = {(uint64_t)(uintptr_t)host, m.addr, LEN};
+	CHECK(okvi_copy_submit_lane(e, 2, 1, &w, 1) == 0 && wait_one(e, 2, &cc) == 0 && cc.status == 0,
+	      "h2d into the VMM mapping");
+	uint8_t *back = calloc(1, LEN);
+	CHECK(pread(fd, back, LEN, OFF) == LEN && memcmp(back, host, LEN) == 0,
+	      "bytes copied into the VMM mapping are not in the fd");
+	okvi_cuda_unmap(c, &m);
+	CHECK(d_calls("cuMemRelease") == 1 && d_calls("cuMemAddressFree") == 1, "vmm release");
+	close(fd);
+	okvi_copy_engine_free(e);
+	okvi_cuda_close(c);
+	d_free(dev);
+	free(host);
+	free(back);
+}
+
 /* Run a job in a child whose driver fails as set; the child must abort with
  * "fail-stop" and `want` on stderr. */
 static void expect_fail_stop(const char *name, const char *fn, int nth, int code, const char *want)
@@ -304,12 +376,16 @@ int main(void)
 	*(void **)&d_registered = dlsym(dbl, "okv_cuda_double_host_registered");
 	*(void **)&d_alloc = dlsym(dbl, "cuMemAlloc_v2");
 	*(void **)&d_free = dlsym(dbl, "cuMemFree_v2");
-	if (!d_reset || !d_fault || !d_calls || !d_registered || !d_alloc || !d_free) {
+	*(void **)&d_ipc_handle = dlsym(dbl, "okv_cuda_double_ipc_handle");
+	*(void **)&d_ipc_open = dlsym(dbl, "okv_cuda_double_ipc_open");
+	if (!d_reset || !d_fault || !d_calls || !d_registered || !d_alloc || !d_free || !d_ipc_handle ||
+	    !d_ipc_open) {
 		fprintf(stderr, "test_copy_cuda: the double lacks its control functions\n");
 		return 1;
 	}
 	test_round_trip();
 	test_partial_failure();
+	test_mappings();
 	test_fail_stop();
 	if (failures) {
 		fprintf(stderr, "test_copy_cuda: %d failures\n", failures);

@@ -142,3 +142,66 @@ func NewCopyEngineForCUDA(srv *Server, workers int, cu *CUDA) (*CopyEngine, erro
 func NewCopyEngineCUDA(workers int, cu *CUDA) (*CopyEngine, error) {
 	return newCopyEngine(C.okvi_cuda_backend(cu.c), nil, workers)
 }
+
+// CUDAMapping is device memory of another process mapped into the Manager
+// and announced to the backend (MapIPC, MapVMM); Unmap releases it.
+type CUDAMapping struct {
+	cu *CUDA
+	m  C.struct_okvi_cuda_mapping
+}
+
+// Addr is the region's device address in this process (the copy
+// segments' address for it).
+func (m *CUDAMapping) Addr() uintptr { return uintptr(m.m.addr) }
+
+// Device is the ordinal, in this process, of the device it lives on.
+func (m *CUDAMapping) Device() int { return int(m.m.dev) }
+
+// AllocBytes is the size of the whole base allocation mapped.
+func (m *CUDAMapping) AllocBytes() uint64 { return uint64(m.m.size) }
+
+// Unmap forgets the range and releases the mapping (cuIpcCloseMemHandle,
+// or cuMemUnmap + cuMemAddressFree + cuMemRelease), so the exporting
+// engine's memory is not kept alive. Every copy touching it must have been
+// drained. Idempotent.
+func (m *CUDAMapping) Unmap() {
+	if m.cu == nil || m.cu.c == nil {
+		return
+	}
+	C.okvi_cuda_unmap(m.cu.c, &m.m)
+	m.cu = nil
+}
+
+// MapIPC opens a legacy CUDA IPC handle (64 bytes of cudaIpcMemHandle_t,
+// for plain cudaMalloc memory) on the device whose UUID is uuid, checks
+// that [offset, offset+n) lies inside the base allocation and announces
+// it. The error says why it was refused: no device with that UUID
+// (ENODEV), outside the allocation (ERANGE), or the driver's error.
+func (c *CUDA) MapIPC(uuid [16]byte, handle []byte, offset, n uint64) (*CUDAMapping, error) {
+	if len(handle) != 64 {
+		return nil, fmt.Errorf("native: CUDA IPC handle of %d bytes, want 64: %w", len(handle), unix.EINVAL)
+	}
+	m := &CUDAMapping{cu: c}
+	var buf [256]C.char
+	rc := C.okvi_cuda_map_ipc(c.c, (*C.uint8_t)(unsafe.Pointer(&uuid[0])), (*C.uint8_t)(unsafe.Pointer(&handle[0])),
+		C.uint64_t(offset), C.uint64_t(n), &m.m, &buf[0], C.size_t(len(buf)))
+	if rc != 0 {
+		return nil, fmt.Errorf("%s: %w", C.GoString(&buf[0]), unix.Errno(-rc))
+	}
+	return m, nil
+}
+
+// MapVMM imports a VMM allocation of allocBytes exported as a POSIX file
+// descriptor (fd is borrowed: the caller closes it), maps it read-write on
+// the device whose UUID is uuid and announces [offset, offset+n). Errors as
+// MapIPC.
+func (c *CUDA) MapVMM(uuid [16]byte, fd int, allocBytes, offset, n uint64) (*CUDAMapping, error) {
+	m := &CUDAMapping{cu: c}
+	var buf [256]C.char
+	rc := C.okvi_cuda_map_vmm_fd(c.c, (*C.uint8_t)(unsafe.Pointer(&uuid[0])), C.int(fd), C.uint64_t(allocBytes),
+		C.uint64_t(offset), C.uint64_t(n), &m.m, &buf[0], C.size_t(len(buf)))
+	if rc != 0 {
+		return nil, fmt.Errorf("%s: %w", C.GoString(&buf[0]), unix.Errno(-rc))
+	}
+	return m, nil
+}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cudaDouble returns the path of the fault-injecting double of the CUDA
@@ -173,4 +175,69 @@ func failStopChild(t *testing.T) {
 	}
 	c := waitToken(t, e, 9)
 	t.Fatalf("the job completed (%v) instead of failing stop", c.Err())
+}
+
+// TestCUDAMapVMM: a VMM allocation exported as a POSIX fd (a memfd, for the
+// double) is mapped, announced and copied into, and the bytes are in the
+// fd; a range past the allocation and an unknown device UUID are refused
+// saying why.
+func TestCUDAMapVMM(t *testing.T) {
+	cu, err := OpenCUDA(cudaDouble(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cu.Close()
+	e, err := NewCopyEngineCUDA(1, cu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	uuid, err := cu.DeviceUUID(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.MemfdCreate("vmm", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	const alloc, off, n = 1 << 21, 8192, 1 << 16
+	if err := unix.Ftruncate(fd, alloc); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a range past the allocation is refused", func(t *testing.T) {
+		if _, err := cu.MapVMM(uuid, fd, alloc, alloc-8, n); !errors.Is(err, syscall.ERANGE) || !strings.Contains(err.Error(), "exceeds the allocation") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("an unknown device UUID is refused", func(t *testing.T) {
+		bad := uuid
+		bad[0] ^= 0xff
+		if _, err := cu.MapVMM(bad, fd, alloc, off, n); !errors.Is(err, syscall.ENODEV) || !strings.Contains(err.Error(), "no CUDA device with UUID") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	m, err := cu.MapVMM(uuid, fd, alloc, off, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := mapAnon(t, n)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	if err := e.SubmitLane(1, 1, []CopySeg{{Src: addrOf(src), Dst: m.Addr(), Len: n}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := waitToken(t, e, 1); c.Err() != nil {
+		t.Fatal(c.Err())
+	}
+	got := make([]byte, n)
+	if _, err := unix.Pread(fd, got, off); err != nil || !bytes.Equal(got, src) {
+		t.Fatalf("bytes copied into the mapping are not in the fd (pread err %v)", err)
+	}
+	m.Unmap()
+	m.Unmap()
+	if err := cu.RemoveRange(m.Addr()); err == nil {
+		t.Fatal("Unmap left the range announced")
+	}
 }

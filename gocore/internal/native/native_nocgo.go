@@ -281,3 +281,26 @@ func (*Client) DiscoverOpen(Namespace) error { return ErrNoCgo }
 
 // DiscoverLocal returns ErrNoCgo.
 func (*Client) DiscoverLocal(Namespace, []BlockHash) (uint32, error) { return 0, ErrNoCgo }
+
+// CUDAMapping is unavailable without cgo.
+type CUDAMapping struct{}
+
+// Addr returns 0.
+func (*CUDAMapping) Addr() uintptr { return 0 }
+
+// Device returns 0.
+func (*CUDAMapping) Device() int { return 0 }
+
+// AllocBytes returns 0.
+func (*CUDAMapping) AllocBytes() uint64 { return 0 }
+
+// Unmap does nothing.
+func (*CUDAMapping) Unmap() {}
+
+// MapIPC returns ErrNoCgo.
+func (*CUDA) MapIPC([16]byte, []byte, uint64, uint64) (*CUDAMapping, error) { return nil, ErrNoCgo }
+
+// MapVMM returns ErrNoCgo.
+func (*CUDA) MapVMM([16]byte, int, uint64, uint64, uint64) (*CUDAMapping, error) {
+	return nil, ErrNoCgo
+}

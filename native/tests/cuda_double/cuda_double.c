@@ -25,6 +25,12 @@
  * ORBITKV_CUDA_DOUBLE_DEVICES=N (default 1; 0: cuInit answers
  * CUDA_ERROR_NO_DEVICE) the device count.
  *
+ * Sharing: a "legacy IPC handle" of the double is 16 bytes of the 64: the
+ * address and the size of an allocation of this process (the tests make
+ * them with okv_cuda_double_ipc_handle), so cuIpcOpenMemHandle maps nothing;
+ * a VMM "POSIX fd" is any mmap-able fd (a memfd), which cuMemMap maps
+ * MAP_SHARED into the reserved range, so the bytes really cross.
+ *
  * All state is behind one mutex; every function is thread-safe.
  */
 #define _GNU_SOURCE
@@ -33,8 +39,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_FAULTS 16
+#define MAX_ALLOCS 256
 
 struct fault {
 	char fn[64];
@@ -70,6 +79,13 @@ static int ndev = 1;
 static int inited;
 static struct CUctx_st ctxs[8];
 static long host_registered;
+static struct {
+	CUdeviceptr base;
+	size_t size;
+	int open; /* IPC-opened (not cuMemAlloc'd) */
+} allocs[MAX_ALLOCS];
+static int ipc_open;
+static void track(CUdeviceptr base, size_t size, int open);
 static char calls_fn[64][64];
 static int calls_n[64];
 static int ncalls;
@@ -353,12 +369,161 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)m;
+	track(*dptr, bytesize ? bytesize : 1, 0);
 	LEAVE(CUDA_SUCCESS);
 }
 
 CUresult cuMemFree(CUdeviceptr dptr)
 {
 	ENTER("cuMemFree_v2");
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].base == dptr && !allocs[i].open)
+			allocs[i].base = 0;
 	free((void *)(uintptr_t)dptr);
+	LEAVE(CUDA_SUCCESS);
+}
+
+/* Record an allocation (mu held). */
+static void track(CUdeviceptr base, size_t size, int open)
+{
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].base == 0) {
+			allocs[i].base = base;
+			allocs[i].size = size;
+			allocs[i].open = open;
+			return;
+		}
+}
+
+/** Write the double's IPC handle of [base, base+size) into h (64 bytes). */
+void okv_cuda_double_ipc_handle(void *h, CUdeviceptr base, size_t size)
+{
+	memset(h, 0, 64);
+	uint64_t b = base, n = size;
+	memcpy(h, &b, 8);
+	memcpy((char *)h + 8, &n, 8);
+}
+
+/** IPC handles opened and not closed. */
+int okv_cuda_double_ipc_open(void)
+{
+	pthread_mutex_lock(&mu);
+	int n = ipc_open;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+	(void)Flags;
+	ENTER("cuIpcOpenMemHandle_v2");
+	uint64_t b, n;
+	memcpy(&b, handle.reserved, 8);
+	memcpy(&n, handle.reserved + 8, 8);
+	if (b == 0 || n == 0) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	track((CUdeviceptr)b, (size_t)n, 1);
+	ipc_open++;
+	*pdptr = (CUdeviceptr)b;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	ENTER("cuIpcCloseMemHandle");
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].base == dptr && allocs[i].open) {
+			allocs[i].base = 0;
+			ipc_open--;
+			LEAVE(CUDA_SUCCESS);
+		}
+	LEAVE(CUDA_ERROR_INVALID_VALUE);
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	ENTER("cuMemGetAddressRange_v2");
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].base && dptr >= allocs[i].base && dptr < allocs[i].base + allocs[i].size) {
+			*pbase = allocs[i].base;
+			*psize = allocs[i].size;
+			LEAVE(CUDA_SUCCESS);
+		}
+	LEAVE(CUDA_ERROR_NOT_FOUND);
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+					CUmemAllocationHandleType shHandleType)
+{
+	ENTER("cuMemImportFromShareableHandle");
+	if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	int fd = dup((int)(intptr_t)osHandle);
+	if (fd < 0) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	*handle = (CUmemGenericAllocationHandle)fd + 1;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+			     unsigned long long flags)
+{
+	(void)alignment;
+	(void)addr;
+	(void)flags;
+	ENTER("cuMemAddressReserve");
+	void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	*ptr = (CUdeviceptr)(uintptr_t)p;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+		  unsigned long long flags)
+{
+	(void)flags;
+	ENTER("cuMemMap");
+	void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		       (int)(handle - 1), (off_t)offset);
+	if (p == MAP_FAILED) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	(void)ptr;
+	(void)size;
+	(void)desc;
+	(void)count;
+	ENTER("cuMemSetAccess");
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	ENTER("cuMemUnmap");
+	mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+	     -1, 0);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	ENTER("cuMemAddressFree");
+	munmap((void *)(uintptr_t)ptr, size);
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	ENTER("cuMemRelease");
+	close((int)(handle - 1));
 	LEAVE(CUDA_SUCCESS);
 }
