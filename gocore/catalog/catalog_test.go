@@ -571,6 +571,8 @@ func TestTheFirstAdvertisementAfterAnIdleSpellIsWrittenAtOnce(t *testing.T) {
 		a.Advertise(ns, hs[:1]) // a holds its lease: the wake-up writes at once
 		took := eventually(t, 20*time.Second, "b lists a for the first block", func() bool { return len(b.Owners(ns, hs[0])) == 1 })
 		t.Logf("seen by the peer after %v (batch interval %v)", took, interval)
+		// a counts the flush once etcd answered it, which can be after b saw it.
+		eventually(t, waitFor, "a counts that flush", func() bool { st := a.Stats(); return st.Flushes >= 1 && st.PendingShards == 0 })
 	})
 	t.Run("an advertisement within the interval of that flush waits for the next batch", func(t *testing.T) {
 		flushes := a.Stats().Flushes
