@@ -159,7 +159,7 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if !s.reserveMapped(want) {
 			return nil, invalid("regions", "%d bytes would pass the Manager-wide limit of %d bytes of registered buffers (--max-buffer-bytes)", want, s.cfg.MaxBufferBytes), nil
 		}
-		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()))
+		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()), s.gpuMapper())
 		if aerr != nil {
 			s.releaseMapped(want)
 			return nil, aerr, nil
@@ -244,8 +244,9 @@ func trunc(s string) string {
 }
 
 // buffersFromRequest validates regions against the frame's fds and dups the
-// fds it keeps (the frame's own files are closed by the caller).
-func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.File, own map[fileID]bool) ([]session.Buffer, uint64, *appError) {
+// fds it keeps (the frame's own files are closed by the caller). CUDA
+// regions are mapped through gpu (nil: refused, naming --copy-backend).
+func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.File, own map[fileID]bool, gpu session.GPUMapper) ([]session.Buffer, uint64, *appError) {
 	regions := req.GetRegions()
 	if len(regions) == 0 || len(regions) > maxRegions {
 		return nil, 0, invalid("regions", "%d regions, want 1..%d", len(regions), maxRegions)
@@ -274,11 +275,17 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 		}
 		b := session.Buffer{Offset: r.GetOffset(), Bytes: r.GetBytes(), Layers: r.GetLayers(),
 			PageBytes: r.GetPageBytes(), PageCount: r.GetPageCount(), Device: r.GetDevice()}
-		if h := r.GetCudaIpcHandle(); len(h) > 0 {
-			if len(h) != 64 {
-				return fail(invalid(field("cuda_ipc_handle"), "%d bytes, want 64 (cudaIpcMemHandle_t)", len(h)))
+		if kind := r.GetHandleKind(); kind != lifecyclepb.BufferHandleKind_BUFFER_HANDLE_MEMFD {
+			m, aerr := mapGPURegion(r, files, gpu, field)
+			if aerr != nil {
+				return fail(aerr)
 			}
-			b.CUDAIPC = append([]byte(nil), h...)
+			b.GPU = m
+			if kind == lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC {
+				b.CUDAIPC = append([]byte(nil), r.GetCudaIpcHandle()...)
+			}
+		} else if h := r.GetCudaIpcHandle(); len(h) > 0 {
+			return fail(invalid(field("cuda_ipc_handle"), "%d bytes, but handle_kind is BUFFER_HANDLE_MEMFD: set handle_kind BUFFER_HANDLE_CUDA_IPC for CUDA memory", len(h)))
 		} else {
 			idx := r.GetFdIndex()
 			if int(idx) >= len(files) {
@@ -359,6 +366,55 @@ func ownFiles(files ...*os.File) map[fileID]bool {
 		}
 	}
 	return m
+}
+
+// mapGPURegion validates the CUDA fields of region r (handle_kind not
+// MEMFD) and maps it through gpu; field names a field of r for errors.
+func mapGPURegion(r *lifecyclepb.BufferRegion, files []*os.File, gpu session.GPUMapper, field func(string) string) (session.DeviceMapping, *appError) {
+	kind := r.GetHandleKind()
+	if kind != lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC && kind != lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_VMM_FD {
+		return nil, invalid(field("handle_kind"), "%d, want 0 (memfd), 1 (CUDA IPC handle) or 2 (CUDA VMM fd)", int32(kind))
+	}
+	if gpu == nil {
+		return nil, invalid(field("handle_kind"), "%s, but this Manager copies host memory only (--copy-backend host, or auto without a CUDA device): start it with --copy-backend cuda", kind)
+	}
+	u := r.GetDeviceUuid()
+	if len(u) != 16 {
+		return nil, invalid(field("device_uuid"), "%d bytes, want 16 (cuDeviceGetUuid)", len(u))
+	}
+	uuid := [16]byte(u)
+	var m session.DeviceMapping
+	var err error
+	handleField := "cuda_ipc_handle"
+	if kind == lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC {
+		if h := r.GetCudaIpcHandle(); len(h) != 64 {
+			return nil, invalid(field("cuda_ipc_handle"), "%d bytes, want 64 (cudaIpcMemHandle_t)", len(h))
+		}
+		m, err = gpu.MapIPC(uuid, r.GetCudaIpcHandle(), r.GetOffset(), r.GetBytes())
+	} else {
+		handleField = "fd_index"
+		idx := r.GetFdIndex()
+		if int(idx) >= len(files) {
+			return nil, invalid(field("fd_index"), "%d, frame carries %d fds", idx, len(files))
+		}
+		a := r.GetAllocBytes()
+		if a == 0 {
+			return nil, invalid(field("alloc_bytes"), "0: a CUDA VMM fd needs the size of its allocation")
+		}
+		if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > a {
+			return nil, invalid(field("bytes"), "offset %d + bytes %d exceeds alloc_bytes %d", r.GetOffset(), r.GetBytes(), a)
+		}
+		m, err = gpu.MapVMM(uuid, int(files[idx].Fd()), a, r.GetOffset(), r.GetBytes())
+	}
+	switch {
+	case err == nil:
+		return m, nil
+	case errors.Is(err, unix.ENODEV):
+		return nil, invalid(field("device_uuid"), "%v", err)
+	case errors.Is(err, unix.ERANGE):
+		return nil, invalid(field("bytes"), "%v", err)
+	}
+	return nil, invalid(field(handleField), "cannot be mapped: %v", err)
 }
 
 // closeBuffer unmaps and closes a buffer that was never handed to a session.

@@ -1,16 +1,22 @@
 package bootstrap_test
 
 import (
+	"encoding/binary"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/copier"
+	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -498,5 +504,149 @@ func TestRegisteredBufferBytesAreBoundedAcrossSessions(t *testing.T) {
 	h.waitSessions(t, 1)
 	if f := register(b); f.Header.Code == lifecycle.CodeError {
 		t.Fatal("budget not returned when the first session closed")
+	}
+}
+
+// cudaDoubleGPU opens the CUDA copy backend over the fault-injecting driver
+// double CMake builds (build/native/libokv_cuda_double.so), whose "device
+// memory" is host memory of this process and whose VMM fd is any memfd,
+// skipping with the reason when it is not built.
+func cudaDoubleGPU(t *testing.T) (*native.CUDA, [16]byte) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	lib := filepath.Join(filepath.Dir(file), "../../build/native/libokv_cuda_double.so")
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("the CUDA driver double is not built (make native builds it): %v", err)
+	}
+	cu, err := native.OpenCUDA(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cu.Close)
+	uuid, err := cu.DeviceUUID(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cu, uuid
+}
+
+// TestRegisterBuffersWithCUDAMemory: CUDA regions (a legacy IPC handle, a
+// VMM fd) are mapped through the CUDA backend and released when the
+// session ends; each bad CUDA field is refused naming it; a Manager on the
+// host backend refuses CUDA memory naming --copy-backend.
+func TestRegisterBuffersWithCUDAMemory(t *testing.T) {
+	const layers, pageBytes, pages = 2, 4096, 8
+	const n = layers * pageBytes * pages
+	t.Run("a host-backend Manager refuses CUDA memory naming the flag", func(t *testing.T) {
+		h := newHarness(t)
+		rc := connect(t, h.path)
+		rc.register(t, "engine")
+		req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{{
+			HandleKind: lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC, CudaIpcHandle: make([]byte, 64), DeviceUuid: make([]byte, 16),
+			Bytes: n, Layers: layers, PageBytes: pageBytes, PageCount: pages}}}
+		expectFieldError(t, rc.frame(t, lifecycle.CodeRegisterBuffers, req), "regions[0].handle_kind", "--copy-backend cuda")
+	})
+
+	cu, uuid := cudaDoubleGPU(t)
+	h := newHarness(t)
+	h.srv.SetGPU(copier.GPU{CU: cu})
+	// The double's IPC handle names an allocation of this process: its
+	// address and size, little-endian, in the first 16 of the 64 bytes.
+	alloc, err := unix.Mmap(-1, 0, 2*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(alloc)
+	ipc := make([]byte, 64)
+	binary.LittleEndian.PutUint64(ipc, uint64(uintptr(unsafe.Pointer(&alloc[0]))))
+	binary.LittleEndian.PutUint64(ipc[8:], uint64(len(alloc)))
+	vmm := newMemfd(t, 4*n)
+	ipcRegion := func() *lifecyclepb.BufferRegion {
+		return &lifecyclepb.BufferRegion{HandleKind: lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC, CudaIpcHandle: ipc,
+			DeviceUuid: uuid[:], Offset: n, Bytes: n, Layers: layers, PageBytes: pageBytes, PageCount: pages}
+	}
+	vmmRegion := func() *lifecyclepb.BufferRegion {
+		return &lifecyclepb.BufferRegion{HandleKind: lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_VMM_FD, FdIndex: 0, AllocBytes: 4 * n,
+			DeviceUuid: uuid[:], Offset: 2 * n, Bytes: n, Layers: layers, PageBytes: pageBytes, PageCount: pages}
+	}
+	wrongUUID := append([]byte(nil), uuid[:]...)
+	wrongUUID[0] ^= 0xff
+	for _, c := range []struct {
+		name   string
+		region func() *lifecyclepb.BufferRegion
+		field  string
+		want   string
+	}{
+		{"an unknown handle kind names handle_kind", func() *lifecyclepb.BufferRegion { r := ipcRegion(); r.HandleKind = 7; return r }, "regions[0].handle_kind", "want 0 (memfd)"},
+		{"a short device UUID names device_uuid", func() *lifecyclepb.BufferRegion { r := ipcRegion(); r.DeviceUuid = uuid[:8]; return r }, "regions[0].device_uuid", "want 16"},
+		{"a UUID of no device here names device_uuid", func() *lifecyclepb.BufferRegion { r := ipcRegion(); r.DeviceUuid = wrongUUID; return r }, "regions[0].device_uuid", "no CUDA device with UUID"},
+		{"a short IPC handle names cuda_ipc_handle", func() *lifecyclepb.BufferRegion { r := ipcRegion(); r.CudaIpcHandle = ipc[:32]; return r }, "regions[0].cuda_ipc_handle", "want 64"},
+		{"a region past the IPC allocation names bytes", func() *lifecyclepb.BufferRegion { r := ipcRegion(); r.Offset = 2*n - 8; return r }, "regions[0].bytes", "exceeds the allocation"},
+		{"a VMM fd without alloc_bytes names alloc_bytes", func() *lifecyclepb.BufferRegion { r := vmmRegion(); r.AllocBytes = 0; return r }, "regions[0].alloc_bytes", "size of its allocation"},
+		{"a region past alloc_bytes names bytes", func() *lifecyclepb.BufferRegion { r := vmmRegion(); r.AllocBytes = 2 * n; return r }, "regions[0].bytes", "exceeds alloc_bytes"},
+		{"a memfd region with IPC bytes names cuda_ipc_handle", func() *lifecyclepb.BufferRegion {
+			return &lifecyclepb.BufferRegion{Bytes: n, Layers: layers, PageBytes: pageBytes, PageCount: pages, CudaIpcHandle: ipc}
+		}, "regions[0].cuda_ipc_handle", "handle_kind"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := connect(t, h.path)
+			rc.register(t, "engine")
+			req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{c.region()}}
+			expectFieldError(t, rc.frame(t, lifecycle.CodeRegisterBuffers, req, vmm), c.field, c.want)
+			rc.close()
+			h.waitSessions(t, 0)
+		})
+	}
+	t.Run("an IPC handle and a VMM fd are mapped, and released with the session", func(t *testing.T) {
+		rc := connect(t, h.path)
+		rc.register(t, "engine")
+		req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{ipcRegion(), vmmRegion()}}
+		var r lifecyclepb.RegisterBuffersReply
+		rc.expectReply(t, rc.frame(t, lifecycle.CodeRegisterBuffers, req, vmm), lifecycle.CodeRegisterBuffers, &r)
+		if r.GetRegions() != 2 || r.GetTotalBytes() != 2*n {
+			t.Fatalf("reply %v, want 2 regions of %d bytes", &r, 2*n)
+		}
+		sess := h.table.Sessions()[0]
+		b0, _ := sess.Buffer(r.GetFirstBufferId())
+		b1, _ := sess.Buffer(r.GetFirstBufferId() + 1)
+		if b0.GPU == nil || b0.Addr() != uintptr(unsafe.Pointer(&alloc[n])) {
+			t.Fatalf("IPC region mapped at %#x, want the allocation's offset %d", b0.Addr(), n)
+		}
+		if b1.GPU == nil || b1.Addr() == 0 {
+			t.Fatal("VMM region not mapped")
+		}
+		// The VMM mapping shows the fd's bytes.
+		if _, err := vmm.WriteAt([]byte("vmm!"), 2*n); err != nil {
+			t.Fatal(err)
+		}
+		mem, err := os.Open("/proc/self/mem")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4)
+		_, err = mem.ReadAt(got, int64(b1.Addr()))
+		mem.Close()
+		if err != nil || string(got) != "vmm!" {
+			t.Fatalf("VMM mapping reads %q (%v), want the fd's bytes", got, err)
+		}
+		rc.close()
+		h.waitSessions(t, 0)
+		// Released: the backend no longer knows either range.
+		if cu.RemoveRange(b0.Addr()) == nil || cu.RemoveRange(b1.Addr()) == nil {
+			t.Fatal("a mapping outlived its session")
+		}
+	})
+}
+
+// expectFieldError fails unless f is an error frame naming field with a
+// message containing want.
+func expectFieldError(t *testing.T, f lifecycle.Frame, field, want string) {
+	t.Helper()
+	var e lifecyclepb.Error
+	if f.Header.Code != lifecycle.CodeError || f.Unmarshal(&e) != nil {
+		t.Fatalf("got %v, want an error frame", f.Header.Code)
+	}
+	if e.GetField() != field || !strings.Contains(e.GetMessage(), want) {
+		t.Fatalf("error %v, want %s mentioning %q", &e, field, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -95,6 +96,7 @@ type Server struct {
 	// the peer rule cannot hold and every peer is refused.
 	uidAmbiguous bool
 	pid          uint32
+	gpu          atomic.Pointer[session.GPUMapper] // CUDA memory of RegisterBuffers; nil: refused (SetGPU)
 
 	refusals refusalLog // rate limit for refusal log lines
 
@@ -147,6 +149,26 @@ func New(cfg Config) (*Server, error) {
 
 // Path returns the socket path.
 func (s *Server) Path() string { return s.cfg.Path }
+
+// SetGPU lets RegisterBuffers map CUDA memory through g (the cache's CUDA
+// copy backend); without it CUDA regions are refused naming
+// --copy-backend. Safe at any time; connections see it from their next
+// RegisterBuffers.
+func (s *Server) SetGPU(g session.GPUMapper) {
+	if g == nil {
+		s.gpu.Store(nil)
+		return
+	}
+	s.gpu.Store(&g)
+}
+
+// gpuMapper is SetGPU's mapper, or nil.
+func (s *Server) gpuMapper() session.GPUMapper {
+	if g := s.gpu.Load(); g != nil {
+		return *g
+	}
+	return nil
+}
 
 // Serve accepts connections until Close. It returns nil after Close.
 func (s *Server) Serve() error {

@@ -210,6 +210,15 @@ func (s *Service) Close() {
 	s.tiers.Close()
 }
 
+// GPUMapper maps clients' CUDA memory for RegisterBuffers when the copy
+// backend is CUDA; nil with the host backend.
+func (s *Service) GPUMapper() session.GPUMapper {
+	if s.cuda == nil {
+		return nil
+	}
+	return copier.GPU{CU: s.cuda}
+}
+
 // SSDOutstanding returns the SSD tier's I/Os not yet finished (nil without
 // an SSD tier); see tier.Tiers.Outstanding. Safe from any goroutine, also
 // while Close waits for them: it is what a bounded shutdown logs.

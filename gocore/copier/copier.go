@@ -12,7 +12,6 @@ package copier
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -99,6 +98,28 @@ func Open(p *Poller, workers int, backend string) (e *Engine, cu *CUDA, why stri
 	return e, cu, fmt.Sprintf("cuda: %d device(s)", cu.Devices()), nil
 }
 
+// GPU maps clients' CUDA memory through a CUDA backend for registration
+// (session.GPUMapper).
+type GPU struct{ CU *CUDA }
+
+// MapIPC implements session.GPUMapper with CUDA.MapIPC.
+func (g GPU) MapIPC(uuid [16]byte, handle []byte, offset, n uint64) (session.DeviceMapping, error) {
+	m, err := g.CU.MapIPC(uuid, handle, offset, n)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// MapVMM implements session.GPUMapper with CUDA.MapVMM.
+func (g GPU) MapVMM(uuid [16]byte, fd int, allocBytes, offset, n uint64) (session.DeviceMapping, error) {
+	m, err := g.CU.MapVMM(uuid, fd, allocBytes, offset, n)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Direction of a job.
 type Direction bool
 
@@ -114,7 +135,7 @@ const (
 // chunk boundaries.
 func AppendBlock(segs []Seg, arena *ram.Arena, blk *index.Block, buf *session.Buffer, page uint32, dir Direction) []Seg {
 	cb := arena.ChunkBytes()
-	base := uintptr(unsafe.Pointer(&buf.Mem[0]))
+	base := buf.Addr()
 	var off uint64 // byte offset in the block
 	for l := uint64(0); l < uint64(buf.Layers); l++ {
 		pageAddr := base + uintptr((l*buf.PageCount+uint64(page))*buf.PageBytes)

@@ -274,6 +274,9 @@ func (m *Manager) build(s Spec) error {
 			return err
 		}
 		disp.SetHandler(m.Cache)
+		if g := m.Cache.GPUMapper(); g != nil {
+			m.Server.SetGPU(g) // RegisterBuffers maps CUDA memory from now on
+		}
 		if m.discover != nil {
 			m.discover.Attach(m.Cache.Index()) // before the dispatcher runs
 		}

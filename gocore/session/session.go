@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -74,6 +75,41 @@ type Buffer struct {
 	// otherwise); mapping is the whole page-aligned mapping it lies in.
 	Mem     []byte
 	mapping []byte
+	// GPU is the region's CUDA memory mapped into the Manager (nil for host
+	// memory); Table.Close unmaps it after the session's copies drained.
+	GPU DeviceMapping
+}
+
+// DeviceMapping is a client's CUDA memory mapped into the Manager and
+// announced to the CUDA copy backend (native.CUDAMapping).
+type DeviceMapping interface {
+	Addr() uintptr // the region's first byte, as copy segments address it
+	Unmap()        // release the mapping; idempotent; copies must have drained
+}
+
+// GPUMapper maps a client's CUDA memory (the cache's CUDA copy backend;
+// copier.GPU). Errors wrap unix.ENODEV (no device with that UUID),
+// unix.ERANGE (the region does not lie inside the allocation) or carry the
+// driver's error.
+type GPUMapper interface {
+	// MapIPC opens a 64-byte legacy IPC handle on the device uuid and maps
+	// [offset, offset+n) of its base allocation.
+	MapIPC(uuid [16]byte, handle []byte, offset, n uint64) (DeviceMapping, error)
+	// MapVMM imports a VMM POSIX-fd handle (fd borrowed) of allocBytes and
+	// maps [offset, offset+n) of it.
+	MapVMM(uuid [16]byte, fd int, allocBytes, offset, n uint64) (DeviceMapping, error)
+}
+
+// Addr is the address of the region's first byte in the Manager: of Mem,
+// or of the GPU mapping; 0 when neither is mapped.
+func (b *Buffer) Addr() uintptr {
+	switch {
+	case b.Mem != nil:
+		return uintptr(unsafe.Pointer(&b.Mem[0]))
+	case b.GPU != nil:
+		return b.GPU.Addr()
+	}
+	return 0
 }
 
 // SetMapping records the page-aligned mapping m of which the region is
@@ -163,6 +199,10 @@ func (b *Buffer) Unmap() {
 		unix.Munmap(b.mapping)
 		b.mapping, b.Mem = nil, nil
 	}
+	if b.GPU != nil {
+		b.GPU.Unmap()
+		b.GPU = nil
+	}
 }
 
 // AddBuffers takes ownership of the buffers (their files and mappings) and
@@ -212,15 +252,15 @@ func randomUint64() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// HostBuffer returns buffer id for a host copy, or the DescError a request
-// naming it gets: Invalid for an unknown id, Unsupported for a CUDA buffer
-// (this build copies host memory only).
+// HostBuffer returns buffer id for a copy, or the DescError a request
+// naming it gets: Invalid for an unknown id, Unsupported for a buffer
+// mapped neither as host memory nor as CUDA memory.
 func (s *Session) HostBuffer(id uint32) (Buffer, *abi.DescError) {
 	b, ok := s.Buffer(id)
 	if !ok {
 		return b, abi.Invalid(abi.FieldBufferID, 0, "%d: no registered buffer with this id", id)
 	}
-	if b.Mem == nil {
+	if b.Mem == nil && b.GPU == nil {
 		return b, &abi.DescError{Status: abi.StatusUnsupported, Field: abi.FieldBufferID, Detail: fmt.Sprintf("%d is a CUDA buffer; this build copies host memory only", id)}
 	}
 	return b, nil

@@ -168,6 +168,9 @@ func (t *Table) Close(s *Session) {
 		if b.mapping != nil {
 			unix.Munmap(b.mapping)
 		}
+		if b.GPU != nil {
+			b.GPU.Unmap() // the session's copies drained: its streams hold none
+		}
 		if b.File != nil {
 			b.File.Close()
 		}

@@ -29,6 +29,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What memory a BufferRegion names (handle_kind).
+type BufferHandleKind int32
+
+const (
+	// A host memfd passed with SCM_RIGHTS in the same frame (fd_index).
+	BufferHandleKind_BUFFER_HANDLE_MEMFD BufferHandleKind = 0
+	// CUDA memory of a plain cudaMalloc base allocation: cuda_ipc_handle holds
+	// the 64 bytes of cudaIpcMemHandle_t and no fd travels.
+	BufferHandleKind_BUFFER_HANDLE_CUDA_IPC BufferHandleKind = 1
+	// CUDA VMM memory (cuMemCreate; what expandable-segment allocators
+	// produce) exported as a POSIX file descriptor, passed with SCM_RIGHTS at
+	// fd_index like a memfd; alloc_bytes is the allocation's size.
+	BufferHandleKind_BUFFER_HANDLE_CUDA_VMM_FD BufferHandleKind = 2
+)
+
+// Enum value maps for BufferHandleKind.
+var (
+	BufferHandleKind_name = map[int32]string{
+		0: "BUFFER_HANDLE_MEMFD",
+		1: "BUFFER_HANDLE_CUDA_IPC",
+		2: "BUFFER_HANDLE_CUDA_VMM_FD",
+	}
+	BufferHandleKind_value = map[string]int32{
+		"BUFFER_HANDLE_MEMFD":       0,
+		"BUFFER_HANDLE_CUDA_IPC":    1,
+		"BUFFER_HANDLE_CUDA_VMM_FD": 2,
+	}
+)
+
+func (x BufferHandleKind) Enum() *BufferHandleKind {
+	p := new(BufferHandleKind)
+	*p = x
+	return p
+}
+
+func (x BufferHandleKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BufferHandleKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_lifecycle_proto_enumTypes[0].Descriptor()
+}
+
+func (BufferHandleKind) Type() protoreflect.EnumType {
+	return &file_lifecycle_proto_enumTypes[0]
+}
+
+func (x BufferHandleKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BufferHandleKind.Descriptor instead.
+func (BufferHandleKind) EnumDescriptor() ([]byte, []int) {
+	return file_lifecycle_proto_rawDescGZIP(), []int{0}
+}
+
 // Error is the body of an error frame (code 0xFFFF).
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -204,20 +260,26 @@ func (x *RegisterInstanceReply) GetSlotIndex() uint32 {
 	return 0
 }
 
-// BufferRegion describes one engine KV buffer. For the host backend the
-// memory is a memfd passed with SCM_RIGHTS in the same frame; fd_index is its
-// position in the frame's fd list. For the CUDA backend cuda_ipc_handle
-// carries the cudaIpcMemHandle_t bytes and no fd travels.
+// BufferRegion describes one engine KV buffer. For host memory (handle_kind
+// BUFFER_HANDLE_MEMFD) the memory is a memfd passed with SCM_RIGHTS in the
+// same frame; fd_index is its position in the frame's fd list. For CUDA
+// memory (the Manager must run --copy-backend cuda or auto with a device)
+// the device is named by device_uuid (ordinals differ between processes
+// under CUDA_VISIBLE_DEVICES), offset is the region's offset inside its
+// base allocation, and the handle is cuda_ipc_handle or a VMM fd.
 type BufferRegion struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FdIndex       uint32                 `protobuf:"varint,1,opt,name=fd_index,json=fdIndex,proto3" json:"fd_index,omitempty"`
-	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`                        // bytes into the fd
-	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`                          // region length in bytes
-	Layers        uint32                 `protobuf:"varint,4,opt,name=layers,proto3" json:"layers,omitempty"`                        // KV layers in the region
-	PageBytes     uint64                 `protobuf:"varint,5,opt,name=page_bytes,json=pageBytes,proto3" json:"page_bytes,omitempty"` // bytes of one page of one layer
-	PageCount     uint64                 `protobuf:"varint,6,opt,name=page_count,json=pageCount,proto3" json:"page_count,omitempty"` // pages per layer
-	CudaIpcHandle []byte                 `protobuf:"bytes,7,opt,name=cuda_ipc_handle,json=cudaIpcHandle,proto3" json:"cuda_ipc_handle,omitempty"`
-	Device        uint32                 `protobuf:"varint,8,opt,name=device,proto3" json:"device,omitempty"` // CUDA device ordinal (CUDA backend)
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`                                     // bytes into the fd, or into the CUDA base allocation
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`                                       // region length in bytes
+	Layers        uint32                 `protobuf:"varint,4,opt,name=layers,proto3" json:"layers,omitempty"`                                     // KV layers in the region
+	PageBytes     uint64                 `protobuf:"varint,5,opt,name=page_bytes,json=pageBytes,proto3" json:"page_bytes,omitempty"`              // bytes of one page of one layer
+	PageCount     uint64                 `protobuf:"varint,6,opt,name=page_count,json=pageCount,proto3" json:"page_count,omitempty"`              // pages per layer
+	CudaIpcHandle []byte                 `protobuf:"bytes,7,opt,name=cuda_ipc_handle,json=cudaIpcHandle,proto3" json:"cuda_ipc_handle,omitempty"` // BUFFER_HANDLE_CUDA_IPC: 64 bytes
+	Device        uint32                 `protobuf:"varint,8,opt,name=device,proto3" json:"device,omitempty"`                                     // the exporting process's CUDA ordinal (informational)
+	HandleKind    BufferHandleKind       `protobuf:"varint,9,opt,name=handle_kind,json=handleKind,proto3,enum=orbitkv.lifecycle.v1.BufferHandleKind" json:"handle_kind,omitempty"`
+	DeviceUuid    []byte                 `protobuf:"bytes,10,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`  // CUDA memory: 16 bytes (cuDeviceGetUuid)
+	AllocBytes    uint64                 `protobuf:"varint,11,opt,name=alloc_bytes,json=allocBytes,proto3" json:"alloc_bytes,omitempty"` // BUFFER_HANDLE_CUDA_VMM_FD: bytes of the allocation
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +366,27 @@ func (x *BufferRegion) GetCudaIpcHandle() []byte {
 func (x *BufferRegion) GetDevice() uint32 {
 	if x != nil {
 		return x.Device
+	}
+	return 0
+}
+
+func (x *BufferRegion) GetHandleKind() BufferHandleKind {
+	if x != nil {
+		return x.HandleKind
+	}
+	return BufferHandleKind_BUFFER_HANDLE_MEMFD
+}
+
+func (x *BufferRegion) GetDeviceUuid() []byte {
+	if x != nil {
+		return x.DeviceUuid
+	}
+	return nil
+}
+
+func (x *BufferRegion) GetAllocBytes() uint64 {
+	if x != nil {
+		return x.AllocBytes
 	}
 	return 0
 }
@@ -990,7 +1073,7 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
 	"\x15RegisterInstanceReply\x12\x1d\n" +
 	"\n" +
-	"slot_index\x18\x01 \x01(\rR\tslotIndex\"\xed\x01\n" +
+	"slot_index\x18\x01 \x01(\rR\tslotIndex\"\xf8\x02\n" +
 	"\fBufferRegion\x12\x19\n" +
 	"\bfd_index\x18\x01 \x01(\rR\afdIndex\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
@@ -1001,7 +1084,14 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\n" +
 	"page_count\x18\x06 \x01(\x04R\tpageCount\x12&\n" +
 	"\x0fcuda_ipc_handle\x18\a \x01(\fR\rcudaIpcHandle\x12\x16\n" +
-	"\x06device\x18\b \x01(\rR\x06device\"y\n" +
+	"\x06device\x18\b \x01(\rR\x06device\x12G\n" +
+	"\vhandle_kind\x18\t \x01(\x0e2&.orbitkv.lifecycle.v1.BufferHandleKindR\n" +
+	"handleKind\x12\x1f\n" +
+	"\vdevice_uuid\x18\n" +
+	" \x01(\fR\n" +
+	"deviceUuid\x12\x1f\n" +
+	"\valloc_bytes\x18\v \x01(\x04R\n" +
+	"allocBytes\"y\n" +
 	"\x16RegisterBuffersRequest\x12!\n" +
 	"\fclient_token\x18\x01 \x01(\x04R\vclientToken\x12<\n" +
 	"\aregions\x18\x02 \x03(\v2\".orbitkv.lifecycle.v1.BufferRegionR\aregions\"y\n" +
@@ -1054,7 +1144,11 @@ const file_lifecycle_proto_rawDesc = "" +
 	"\tnamespace\x18\x02 \x01(\fR\tnamespace\"C\n" +
 	"\x11MapDiscoveryReply\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x18\n" +
-	"\abuckets\x18\x02 \x01(\x04R\abucketsB.Z,github.com/orbitkv/orbitkv/proto/lifecyclepbb\x06proto3"
+	"\abuckets\x18\x02 \x01(\x04R\abuckets*f\n" +
+	"\x10BufferHandleKind\x12\x17\n" +
+	"\x13BUFFER_HANDLE_MEMFD\x10\x00\x12\x1a\n" +
+	"\x16BUFFER_HANDLE_CUDA_IPC\x10\x01\x12\x1d\n" +
+	"\x19BUFFER_HANDLE_CUDA_VMM_FD\x10\x02B.Z,github.com/orbitkv/orbitkv/proto/lifecyclepbb\x06proto3"
 
 var (
 	file_lifecycle_proto_rawDescOnce sync.Once
@@ -1068,32 +1162,35 @@ func file_lifecycle_proto_rawDescGZIP() []byte {
 	return file_lifecycle_proto_rawDescData
 }
 
+var file_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_lifecycle_proto_goTypes = []any{
-	(*Error)(nil),                   // 0: orbitkv.lifecycle.v1.Error
-	(*RegisterInstanceRequest)(nil), // 1: orbitkv.lifecycle.v1.RegisterInstanceRequest
-	(*RegisterInstanceReply)(nil),   // 2: orbitkv.lifecycle.v1.RegisterInstanceReply
-	(*BufferRegion)(nil),            // 3: orbitkv.lifecycle.v1.BufferRegion
-	(*RegisterBuffersRequest)(nil),  // 4: orbitkv.lifecycle.v1.RegisterBuffersRequest
-	(*RegisterBuffersReply)(nil),    // 5: orbitkv.lifecycle.v1.RegisterBuffersReply
-	(*HealthRequest)(nil),           // 6: orbitkv.lifecycle.v1.HealthRequest
-	(*HealthReply)(nil),             // 7: orbitkv.lifecycle.v1.HealthReply
-	(*WatchSessionRequest)(nil),     // 8: orbitkv.lifecycle.v1.WatchSessionRequest
-	(*WatchSessionReply)(nil),       // 9: orbitkv.lifecycle.v1.WatchSessionReply
-	(*UnregisterRequest)(nil),       // 10: orbitkv.lifecycle.v1.UnregisterRequest
-	(*UnregisterReply)(nil),         // 11: orbitkv.lifecycle.v1.UnregisterReply
-	(*MapDiscoveryRequest)(nil),     // 12: orbitkv.lifecycle.v1.MapDiscoveryRequest
-	(*MapDiscoveryReply)(nil),       // 13: orbitkv.lifecycle.v1.MapDiscoveryReply
-	nil,                             // 14: orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
+	(BufferHandleKind)(0),           // 0: orbitkv.lifecycle.v1.BufferHandleKind
+	(*Error)(nil),                   // 1: orbitkv.lifecycle.v1.Error
+	(*RegisterInstanceRequest)(nil), // 2: orbitkv.lifecycle.v1.RegisterInstanceRequest
+	(*RegisterInstanceReply)(nil),   // 3: orbitkv.lifecycle.v1.RegisterInstanceReply
+	(*BufferRegion)(nil),            // 4: orbitkv.lifecycle.v1.BufferRegion
+	(*RegisterBuffersRequest)(nil),  // 5: orbitkv.lifecycle.v1.RegisterBuffersRequest
+	(*RegisterBuffersReply)(nil),    // 6: orbitkv.lifecycle.v1.RegisterBuffersReply
+	(*HealthRequest)(nil),           // 7: orbitkv.lifecycle.v1.HealthRequest
+	(*HealthReply)(nil),             // 8: orbitkv.lifecycle.v1.HealthReply
+	(*WatchSessionRequest)(nil),     // 9: orbitkv.lifecycle.v1.WatchSessionRequest
+	(*WatchSessionReply)(nil),       // 10: orbitkv.lifecycle.v1.WatchSessionReply
+	(*UnregisterRequest)(nil),       // 11: orbitkv.lifecycle.v1.UnregisterRequest
+	(*UnregisterReply)(nil),         // 12: orbitkv.lifecycle.v1.UnregisterReply
+	(*MapDiscoveryRequest)(nil),     // 13: orbitkv.lifecycle.v1.MapDiscoveryRequest
+	(*MapDiscoveryReply)(nil),       // 14: orbitkv.lifecycle.v1.MapDiscoveryReply
+	nil,                             // 15: orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
 }
 var file_lifecycle_proto_depIdxs = []int32{
-	14, // 0: orbitkv.lifecycle.v1.RegisterInstanceRequest.labels:type_name -> orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
-	3,  // 1: orbitkv.lifecycle.v1.RegisterBuffersRequest.regions:type_name -> orbitkv.lifecycle.v1.BufferRegion
-	2,  // [2:2] is the sub-list for method output_type
-	2,  // [2:2] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	15, // 0: orbitkv.lifecycle.v1.RegisterInstanceRequest.labels:type_name -> orbitkv.lifecycle.v1.RegisterInstanceRequest.LabelsEntry
+	0,  // 1: orbitkv.lifecycle.v1.BufferRegion.handle_kind:type_name -> orbitkv.lifecycle.v1.BufferHandleKind
+	4,  // 2: orbitkv.lifecycle.v1.RegisterBuffersRequest.regions:type_name -> orbitkv.lifecycle.v1.BufferRegion
+	3,  // [3:3] is the sub-list for method output_type
+	3,  // [3:3] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_lifecycle_proto_init() }
@@ -1106,13 +1203,14 @@ func file_lifecycle_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lifecycle_proto_rawDesc), len(file_lifecycle_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_lifecycle_proto_goTypes,
 		DependencyIndexes: file_lifecycle_proto_depIdxs,
+		EnumInfos:         file_lifecycle_proto_enumTypes,
 		MessageInfos:      file_lifecycle_proto_msgTypes,
 	}.Build()
 	File_lifecycle_proto = out.File

@@ -860,7 +860,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_instance_reply
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__register_instance_reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__buffer_region__field_descriptors[8] =
+static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__buffer_region__field_descriptors[11] =
 {
   {
     "fd_index",
@@ -958,12 +958,51 @@ static const ProtobufCFieldDescriptor orbitkv__lifecycle__v1__buffer_region__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "handle_kind",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__BufferRegion, handle_kind),
+    &orbitkv__lifecycle__v1__buffer_handle_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_uuid",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__BufferRegion, device_uuid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alloc_bytes",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Orbitkv__Lifecycle__V1__BufferRegion, alloc_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned orbitkv__lifecycle__v1__buffer_region__field_indices_by_name[] = {
+  10,   /* field[10] = alloc_bytes */
   2,   /* field[2] = bytes */
   6,   /* field[6] = cuda_ipc_handle */
   7,   /* field[7] = device */
+  9,   /* field[9] = device_uuid */
   0,   /* field[0] = fd_index */
+  8,   /* field[8] = handle_kind */
   3,   /* field[3] = layers */
   1,   /* field[1] = offset */
   4,   /* field[4] = page_bytes */
@@ -972,7 +1011,7 @@ static const unsigned orbitkv__lifecycle__v1__buffer_region__field_indices_by_na
 static const ProtobufCIntRange orbitkv__lifecycle__v1__buffer_region__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__buffer_region__descriptor =
 {
@@ -982,7 +1021,7 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__buffer_region__descript
   "Orbitkv__Lifecycle__V1__BufferRegion",
   "orbitkv.lifecycle.v1",
   sizeof(Orbitkv__Lifecycle__V1__BufferRegion),
-  8,
+  11,
   orbitkv__lifecycle__v1__buffer_region__field_descriptors,
   orbitkv__lifecycle__v1__buffer_region__field_indices_by_name,
   1,  orbitkv__lifecycle__v1__buffer_region__number_ranges,
@@ -1672,4 +1711,34 @@ const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__map_discovery_reply__de
   1,  orbitkv__lifecycle__v1__map_discovery_reply__number_ranges,
   (ProtobufCMessageInit) orbitkv__lifecycle__v1__map_discovery_reply__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue orbitkv__lifecycle__v1__buffer_handle_kind__enum_values_by_number[3] =
+{
+  { "BUFFER_HANDLE_MEMFD", "ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_MEMFD", 0 },
+  { "BUFFER_HANDLE_CUDA_IPC", "ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_IPC", 1 },
+  { "BUFFER_HANDLE_CUDA_VMM_FD", "ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_VMM_FD", 2 },
+};
+static const ProtobufCIntRange orbitkv__lifecycle__v1__buffer_handle_kind__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex orbitkv__lifecycle__v1__buffer_handle_kind__enum_values_by_name[3] =
+{
+  { "BUFFER_HANDLE_CUDA_IPC", 1 },
+  { "BUFFER_HANDLE_CUDA_VMM_FD", 2 },
+  { "BUFFER_HANDLE_MEMFD", 0 },
+};
+const ProtobufCEnumDescriptor orbitkv__lifecycle__v1__buffer_handle_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "orbitkv.lifecycle.v1.BufferHandleKind",
+  "BufferHandleKind",
+  "Orbitkv__Lifecycle__V1__BufferHandleKind",
+  "orbitkv.lifecycle.v1",
+  3,
+  orbitkv__lifecycle__v1__buffer_handle_kind__enum_values_by_number,
+  3,
+  orbitkv__lifecycle__v1__buffer_handle_kind__enum_values_by_name,
+  1,
+  orbitkv__lifecycle__v1__buffer_handle_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -34,6 +34,27 @@ typedef struct Orbitkv__Lifecycle__V1__MapDiscoveryReply Orbitkv__Lifecycle__V1_
 
 /* --- enums --- */
 
+/*
+ * What memory a BufferRegion names (handle_kind).
+ */
+typedef enum _Orbitkv__Lifecycle__V1__BufferHandleKind {
+  /*
+   * A host memfd passed with SCM_RIGHTS in the same frame (fd_index).
+   */
+  ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_MEMFD = 0,
+  /*
+   * CUDA memory of a plain cudaMalloc base allocation: cuda_ipc_handle holds
+   * the 64 bytes of cudaIpcMemHandle_t and no fd travels.
+   */
+  ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_IPC = 1,
+  /*
+   * CUDA VMM memory (cuMemCreate; what expandable-segment allocators
+   * produce) exported as a POSIX file descriptor, passed with SCM_RIGHTS at
+   * fd_index like a memfd; alloc_bytes is the allocation's size.
+   */
+  ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_VMM_FD = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND)
+} Orbitkv__Lifecycle__V1__BufferHandleKind;
 
 /* --- messages --- */
 
@@ -111,17 +132,20 @@ struct  Orbitkv__Lifecycle__V1__RegisterInstanceReply
 
 
 /*
- * BufferRegion describes one engine KV buffer. For the host backend the
- * memory is a memfd passed with SCM_RIGHTS in the same frame; fd_index is its
- * position in the frame's fd list. For the CUDA backend cuda_ipc_handle
- * carries the cudaIpcMemHandle_t bytes and no fd travels.
+ * BufferRegion describes one engine KV buffer. For host memory (handle_kind
+ * BUFFER_HANDLE_MEMFD) the memory is a memfd passed with SCM_RIGHTS in the
+ * same frame; fd_index is its position in the frame's fd list. For CUDA
+ * memory (the Manager must run --copy-backend cuda or auto with a device)
+ * the device is named by device_uuid (ordinals differ between processes
+ * under CUDA_VISIBLE_DEVICES), offset is the region's offset inside its
+ * base allocation, and the handle is cuda_ipc_handle or a VMM fd.
  */
 struct  Orbitkv__Lifecycle__V1__BufferRegion
 {
   ProtobufCMessage base;
   uint32_t fd_index;
   /*
-   * bytes into the fd
+   * bytes into the fd, or into the CUDA base allocation
    */
   uint64_t offset;
   /*
@@ -140,15 +164,27 @@ struct  Orbitkv__Lifecycle__V1__BufferRegion
    * pages per layer
    */
   uint64_t page_count;
+  /*
+   * BUFFER_HANDLE_CUDA_IPC: 64 bytes
+   */
   ProtobufCBinaryData cuda_ipc_handle;
   /*
-   * CUDA device ordinal (CUDA backend)
+   * the exporting process's CUDA ordinal (informational)
    */
   uint32_t device;
+  Orbitkv__Lifecycle__V1__BufferHandleKind handle_kind;
+  /*
+   * CUDA memory: 16 bytes (cuDeviceGetUuid)
+   */
+  ProtobufCBinaryData device_uuid;
+  /*
+   * BUFFER_HANDLE_CUDA_VMM_FD: bytes of the allocation
+   */
+  uint64_t alloc_bytes;
 };
 #define ORBITKV__LIFECYCLE__V1__BUFFER_REGION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&orbitkv__lifecycle__v1__buffer_region__descriptor) \
-    , 0, 0, 0, 0, 0, 0, {0,NULL}, 0 }
+    , 0, 0, 0, 0, 0, 0, {0,NULL}, 0, ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_MEMFD, {0,NULL}, 0 }
 
 
 /*
@@ -706,6 +742,7 @@ typedef void (*Orbitkv__Lifecycle__V1__MapDiscoveryReply_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    orbitkv__lifecycle__v1__buffer_handle_kind__descriptor;
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__error__descriptor;
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_instance_request__descriptor;
 extern const ProtobufCMessageDescriptor orbitkv__lifecycle__v1__register_instance_request__labels_entry__descriptor;
