@@ -123,7 +123,21 @@
 // (exists, capability, deadline) and the range (CheckRange). A refused
 // READ gets an ERROR and the connection goes on; a malformed frame gets
 // an ERROR with code 5 and the connection is closed, since its framing
-// can no longer be trusted. Errors cross the wire through one table
+// can no longer be trusted. A wrong capability is answered exactly as a
+// segment that does not exist, and segment ids are drawn at random
+// (crypto/rand), so refusals tell a requester without the capability
+// nothing of which segments are live.
+//
+// # Limits against requesters without a capability
+//
+// The data port is plain TCP; only the capability admits a READ. So that
+// such a requester cannot hold the Server's connections: at most
+// ServerSpec.MaxConns (256) are open, at most MaxConnsPerHost (64) from
+// one remote IP address; a connection is closed after MaxRefusals (128)
+// refused READs in a row, and only a READ answered with DATA moves its
+// idle deadline (IdleTimeout, 2 minutes), so one that is only ever
+// refused lives that long at most. ServerStats counts each of these
+// closes (OverConns, OverHost, OverRefusals). Errors cross the wire through one table
 // (codeErrors in errors.go) and come back as the same sentinel errors.
 //
 // The 64-byte header against a 256 KiB slice is 0.02% of the bytes; the

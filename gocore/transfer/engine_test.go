@@ -323,7 +323,7 @@ func TestTheSourceRefusesBadReads(t *testing.T) {
 		off  uint64
 		want []error
 	}{
-		{"a wrong capability is refused", src.id, wrong, 0, []error{ErrBadCapability}},
+		{"a wrong capability is refused as an unknown segment", src.id, wrong, 0, []error{ErrUnknownSegment}},
 		{"an unknown segment is refused", 999, src.cap, 0, []error{ErrUnknownSegment}},
 		{"an expired segment is refused", short.id, short.cap, 0, []error{ErrExpired, ErrUnknownSegment}},
 		{"a range past the segment's end is refused", src.id, src.cap, 1, []error{ErrOutOfRange}},

@@ -12,7 +12,10 @@ var (
 	// ErrUnknownSegment: no live segment has the READ's id (never
 	// registered, unregistered, or expired and removed).
 	ErrUnknownSegment = errors.New("transfer: unknown segment")
-	// ErrBadCapability: the READ's capability is not its segment's.
+	// ErrBadCapability: the READ's capability is not its segment's. The
+	// Server answers it on the wire as ErrUnknownSegment (CodeBadCapability
+	// stays in the table for sources that send it), so a requester without
+	// the capability cannot tell a live segment id from a dead one.
 	ErrBadCapability = errors.New("transfer: wrong capability for the segment")
 	// ErrExpired: the segment's deadline has passed.
 	ErrExpired = errors.New("transfer: segment expired")

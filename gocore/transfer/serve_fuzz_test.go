@@ -23,6 +23,10 @@ var fuzzCap = Capability{0xca, 0xfe, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 
 // few MiB (the fuzzer finds long inputs with nothing new past a few frames).
 const fuzzMaxHeaders = 64
 
+// fuzzMaxRefusals is FuzzServe's ServerSpec.MaxRefusals, small so that
+// inputs reach the close it makes.
+const fuzzMaxRefusals = 4
+
 // FuzzServe feeds arbitrary bytes to a Server over a real loopback TCP
 // connection and checks every answer against the READ it answers: the
 // requester writes the input and half-closes, so the source reads all of
@@ -33,10 +37,11 @@ const fuzzMaxHeaders = 64
 // decodes; the i-th answer echoes the i-th header's tag; a DATA frame
 // answers a READ of exactly its segment, offset and length and carries
 // the segment's bytes there; nothing follows a CodeMalformed ERROR; no
-// answer is written for bytes that are not a whole header. The source
+// answer is written for bytes that are not a whole header; nothing follows
+// the fuzzMaxRefusals-th ERROR in a row (no DATA between). The source
 // must not panic or read past its segment (the bounds checks would say).
 func FuzzServe(f *testing.F) {
-	srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, WriteTimeout: time.Minute})
+	srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, WriteTimeout: time.Minute, MaxRefusals: fuzzMaxRefusals})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -97,6 +102,7 @@ func FuzzServe(f *testing.F) {
 // with input unread, and the kernel then answers with a reset.
 func checkAnswers(c net.Conn, in, seg []byte) error {
 	var hdr [HeaderBytes]byte
+	refusals := 0 // ERRORs since the last DATA
 	for i := 0; ; i++ {
 		if _, err := io.ReadFull(c, hdr[:]); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -133,10 +139,11 @@ func checkAnswers(c net.Conn, in, seg []byte) error {
 			if !bytes.Equal(body, seg[h.Offset:h.Offset+uint64(h.Length)]) {
 				return fmt.Errorf("answer %d: DATA bytes differ from the segment's", i)
 			}
+			refusals = 0
 		case OpError:
-			if h.Code == CodeMalformed {
+			if refusals++; h.Code == CodeMalformed || refusals == fuzzMaxRefusals {
 				if n, err := c.Read(hdr[:1]); n > 0 || err == nil {
-					return fmt.Errorf("answer %d: bytes after a CodeMalformed ERROR (%q)", i, body)
+					return fmt.Errorf("answer %d: bytes after ERROR %d in a row, code %d (%q): the source must close", i, refusals, h.Code, body)
 				}
 				return nil
 			}

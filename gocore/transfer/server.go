@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -20,10 +22,12 @@ import (
 
 // Limits of ServerSpec; 0 stands for the default in each.
 var (
-	MaxConnsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: "256"}
-	MaxSegmentsRange  = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: "4096"}
-	IdleTimeoutRange  = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: "2m"}
-	WriteTimeoutRange = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+	MaxConnsRange        = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: "256"}
+	MaxConnsPerHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxConnsPerHost", Min: 1, Max: 65536, Zero: "64"}
+	MaxRefusalsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxRefusals", Min: 1, Max: 1 << 20, Zero: "128"}
+	MaxSegmentsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: "4096"}
+	IdleTimeoutRange     = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: "2m"}
+	WriteTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
 )
 
 // ServerSpec describes the source side of the transfer engine: one TCP
@@ -41,11 +45,26 @@ type ServerSpec struct {
 	// MaxConns bounds the open data connections; one more is closed at
 	// accept. Default 256.
 	MaxConns int
+	// MaxConnsPerHost bounds the open data connections from one remote IP
+	// address (IPv4-mapped IPv6 counts as IPv4), so that one host cannot
+	// take all MaxConns; one more is closed at accept. Default 64, the
+	// most rails (EngineSpec.Rails) one requester dials.
+	MaxConnsPerHost int
+	// MaxRefusals is how many READs in a row one connection may have
+	// refused (ERROR) without one answered with DATA in between: the
+	// connection is closed after the ERROR of the last one. A refusal
+	// alone fails only its READ; the budget ends connections that only
+	// ever get refused (a requester without a capability). Default 128,
+	// twice the most READs a requester pipelines on a rail
+	// (EngineSpec.Window) that a segment's end refuses at once.
+	MaxRefusals int
 	// MaxSegments bounds the live segments; RegisterSegment fails with
 	// ErrTooManySegments beyond it. Default 4096.
 	MaxSegments int
-	// IdleTimeout closes a data connection that sends no READ for this
-	// long. Default 2 minutes.
+	// IdleTimeout closes a data connection that has had no READ answered
+	// with DATA for this long (since accept, or since its last DATA): a
+	// refused READ does not extend it, so a connection that is only ever
+	// refused lives at most this long. Default 2 minutes.
 	IdleTimeout time.Duration
 	// WriteTimeout bounds the write of one DATA frame: a requester that
 	// stops reading loses the connection. Default 10 seconds.
@@ -56,7 +75,8 @@ type ServerSpec struct {
 func (s *ServerSpec) Validate() error {
 	return errors.Join(
 		limit.Check(s.Addr != "", "transfer.ServerSpec.Addr", s.Addr, "a TCP host:port"),
-		MaxConnsRange.Check(s.MaxConns), MaxSegmentsRange.Check(s.MaxSegments),
+		MaxConnsRange.Check(s.MaxConns), MaxConnsPerHostRange.Check(s.MaxConnsPerHost),
+		MaxRefusalsRange.Check(s.MaxRefusals), MaxSegmentsRange.Check(s.MaxSegments),
 		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout))
 }
 
@@ -66,6 +86,8 @@ func (s *ServerSpec) withDefaults() ServerSpec {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.MaxConns = cmp0(o.MaxConns, 256)
+	o.MaxConnsPerHost = cmp0(o.MaxConnsPerHost, 64)
+	o.MaxRefusals = cmp0(o.MaxRefusals, 128)
 	o.MaxSegments = cmp0(o.MaxSegments, 4096)
 	o.IdleTimeout = cmp0(o.IdleTimeout, 2*time.Minute)
 	o.WriteTimeout = cmp0(o.WriteTimeout, 10*time.Second)
@@ -93,11 +115,12 @@ type Server struct {
 
 	mu     sync.Mutex
 	closed bool
-	nextID uint64
 	segs   map[uint64]*segment
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]string // the remote host of each open connection
+	hosts  map[string]int      // open connections per remote host
 
-	reads, bytes, refused, accepted atomic.Uint64
+	reads, bytes, refused, accepted   atomic.Uint64
+	overConns, overHost, overRefusals atomic.Uint64
 }
 
 // segment is the concatenation of bufs; ends[i] is the segment offset just
@@ -127,7 +150,7 @@ func Listen(s ServerSpec) (*Server, error) {
 	if err != nil {
 		return nil, &limit.Refused{Field: "transfer.ServerSpec.Addr", Value: s.Addr, Err: err}
 	}
-	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]struct{}{}}
+	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]string{}, hosts: map[string]int{}}
 	srv.wg.Add(1)
 	go srv.accept()
 	return srv, nil
@@ -144,6 +167,10 @@ type ServerStats struct {
 	Reads    uint64 // READs answered with DATA
 	Bytes    uint64 // payload bytes sent in DATA frames
 	Refused  uint64 // READs answered with ERROR
+	// Connections closed by a limit: at accept, MaxConns open (OverConns)
+	// or MaxConnsPerHost open from the same host (OverHost); after
+	// MaxRefusals refusals in a row (OverRefusals).
+	OverConns, OverHost, OverRefusals uint64
 }
 
 // Stats returns the counters.
@@ -152,12 +179,15 @@ func (s *Server) Stats() ServerStats {
 	st := ServerStats{Conns: len(s.conns), Segments: len(s.segs)}
 	s.mu.Unlock()
 	st.Accepted, st.Reads, st.Bytes, st.Refused = s.accepted.Load(), s.reads.Load(), s.bytes.Load(), s.refused.Load()
+	st.OverConns, st.OverHost, st.OverRefusals = s.overConns.Load(), s.overHost.Load(), s.overRefusals.Load()
 	return st
 }
 
 // RegisterSegment makes the concatenation of bufs readable, until
 // UnregisterSegment or deadline, by requesters that present the returned
-// capability with the returned id. bufs must stay unchanged and allocated
+// capability with the returned id. Ids are drawn at random (crypto/rand,
+// never 0, unique among the live segments), so an id tells nothing of the
+// others. bufs must stay unchanged and allocated
 // until then; the Server keeps them but never writes them. Errors: bufs
 // holding no bytes, a deadline not in the future, ErrTooManySegments,
 // ErrClosed.
@@ -175,9 +205,11 @@ func (s *Server) RegisterSegment(bufs [][]byte, deadline time.Time) (uint64, Cap
 	if d <= 0 {
 		return 0, c, limit.Check(false, "transfer.RegisterSegment deadline", deadline.Format(time.RFC3339Nano), "a time in the future")
 	}
-	if _, err := rand.Read(c[:]); err != nil {
+	var draw [16 + 8]byte
+	if _, err := rand.Read(draw[:]); err != nil {
 		return 0, c, fmt.Errorf("drawing a capability: %w", err)
 	}
+	copy(c[:], draw[:16])
 	seg.cap = c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -187,8 +219,10 @@ func (s *Server) RegisterSegment(bufs [][]byte, deadline time.Time) (uint64, Cap
 	if len(s.segs) >= s.spec.MaxSegments {
 		return 0, Capability{}, fmt.Errorf("%w: %d live, the limit (transfer.ServerSpec.MaxSegments) is %d", ErrTooManySegments, len(s.segs), s.spec.MaxSegments)
 	}
-	s.nextID++
-	seg.id = s.nextID
+	seg.id = binary.LittleEndian.Uint64(draw[16:])
+	for _, taken := s.segs[seg.id]; seg.id == 0 || taken; _, taken = s.segs[seg.id] {
+		seg.id++ // 0 is never an id, and a live id is not drawn twice
+	}
 	s.segs[seg.id] = seg
 	id := seg.id
 	seg.timer = time.AfterFunc(d, func() { s.UnregisterSegment(id) })
@@ -259,14 +293,27 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
+		host := hostOf(c.RemoteAddr())
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= s.spec.MaxConns {
+		var over string
+		switch {
+		case s.closed:
+			over = "closed"
+		case len(s.conns) >= s.spec.MaxConns:
+			over = "transfer.ServerSpec.MaxConns"
+			s.overConns.Add(1)
+		case s.hosts[host] >= s.spec.MaxConnsPerHost:
+			over = "transfer.ServerSpec.MaxConnsPerHost"
+			s.overHost.Add(1)
+		}
+		if over != "" {
 			s.mu.Unlock()
-			s.spec.Logger.Debug("transfer: data connection refused", "remote", c.RemoteAddr(), "conns", s.spec.MaxConns)
+			s.spec.Logger.Debug("transfer: data connection refused", "remote", c.RemoteAddr(), "limit", over)
 			c.Close()
 			continue
 		}
-		s.conns[c] = struct{}{}
+		s.conns[c] = host
+		s.hosts[host]++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.accepted.Add(1)
@@ -280,7 +327,12 @@ func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		delete(s.conns, c)
+		if host, ok := s.conns[c]; ok {
+			delete(s.conns, c)
+			if s.hosts[host]--; s.hosts[host] <= 0 {
+				delete(s.hosts, host)
+			}
+		}
 		s.mu.Unlock()
 		c.Close()
 	}()
@@ -292,8 +344,13 @@ func (s *Server) serve(c net.Conn) {
 	// Only headers come from the requester, often several in one segment:
 	// a small buffer reads them with one syscall.
 	in := bufio.NewReaderSize(c, 16*HeaderBytes)
+	// Only DATA moves the idle deadline, and refusals counts the ERRORs
+	// since the last DATA: a connection that is only ever refused ends
+	// after IdleTimeout or MaxRefusals, whichever comes first.
+	idle := time.Now().Add(s.spec.IdleTimeout)
+	refusals := 0
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(s.spec.IdleTimeout))
+		_ = c.SetReadDeadline(idle)
 		if _, err := io.ReadFull(in, hdr[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.spec.Logger.Debug("transfer: data connection ends", "remote", c.RemoteAddr(), "err", err)
@@ -322,6 +379,11 @@ func (s *Server) serve(c net.Conn) {
 			if s.refuse(c, &h, err) != nil {
 				return
 			}
+			if refusals++; refusals >= s.spec.MaxRefusals {
+				s.overRefusals.Add(1)
+				s.spec.Logger.Debug("transfer: data connection closed after refusals", "remote", c.RemoteAddr(), "refusals", refusals, "limit", "transfer.ServerSpec.MaxRefusals")
+				return
+			}
 			continue
 		}
 		pieces = seg.slice(pieces[:0], h.Offset, uint64(h.Length))
@@ -336,7 +398,18 @@ func (s *Server) serve(c net.Conn) {
 		}
 		s.reads.Add(1)
 		s.bytes.Add(uint64(h.Length))
+		refusals, idle = 0, time.Now().Add(s.spec.IdleTimeout)
 	}
+}
+
+// hostOf is the IP address of a remote address, the key of
+// MaxConnsPerHost (an IPv4-mapped IPv6 address as IPv4); the whole
+// address when it has no IP (a pipe).
+func hostOf(a net.Addr) string {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return a.String()
 }
 
 // hold withholds a READ's answer while the failpoint TransferServe is held
@@ -355,7 +428,10 @@ func (s *Server) hold() {
 }
 
 // admit checks a decoded READ against its segment and, when it may be
-// served, counts the write in flight (release ends it).
+// served, counts the write in flight (release ends it). The capability is
+// checked before the deadline and the range, so only its holder hears of
+// an expired segment or a range beyond it (refuse answers a wrong
+// capability as an unknown segment).
 func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -385,10 +461,16 @@ func (s *Server) release(c net.Conn, seg *segment) {
 	seg.inflight.Done()
 }
 
-// refuse answers h with an ERROR frame carrying err's status and text.
+// refuse answers h with an ERROR frame carrying err's status and text,
+// except that a wrong capability is answered exactly as a segment that
+// does not exist (the log keeps the reason): a requester without the
+// capability cannot tell which segment ids are live.
 func (s *Server) refuse(c net.Conn, h *Header, err error) error {
 	s.refused.Add(1)
 	s.spec.Logger.Debug("transfer: READ refused", "remote", c.RemoteAddr(), "segment", h.Segment, "err", err)
+	if errors.Is(err, ErrBadCapability) {
+		err = fmt.Errorf("%w: segment %d", ErrUnknownSegment, h.Segment)
+	}
 	text := err.Error()
 	if len(text) > MaxErrorTextBytes {
 		text = text[:MaxErrorTextBytes]
