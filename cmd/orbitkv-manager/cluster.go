@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type clusterConfig struct {
 	advertiseEvery time.Duration
 	rails          int
 	sliceBytes     string
+	transferHost   int
+	peerConns      int
+	peerStreams    int
 }
 
 // clusterFlagOf maps the cluster Spec fields to their flags (merged into
@@ -49,6 +53,8 @@ var clusterFlagOf = map[string]string{
 	"tier.PeerTimeout":      "peer-fetch-timeout", "peer.MaxTransferBytes": "peer-max-transfer-bytes",
 	"peer.MaxPeerBytes": "peer-max-peer-bytes", "peer.LeaseTTL": "peer-transfer-lease",
 	"transfer.EngineSpec.Rails": "transfer-rails", "transfer.EngineSpec.SliceBytes": "transfer-slice-bytes",
+	"transfer.ServerSpec.MaxConnsPerHost": "transfer-max-conns-per-host",
+	"peer.MaxConns":                       "peer-max-conns", "peer.MaxConcurrentStreams": "peer-max-streams",
 }
 
 func init() {
@@ -76,6 +82,9 @@ func defineClusterFlags(fs *pflag.FlagSet, c *clusterConfig) {
 	fs.DurationVar(&c.advertiseEvery, "advertise-interval", catalog.DefaultBatchInterval, "how often advertisements and withdrawals are written to etcd, one transaction per batch (`duration`, 10ms..1m): a block published here is visible to peers about this long after")
 	fs.IntVar(&c.rails, "transfer-rails", 4, "data connections per peer (`count`, 1..64)")
 	fs.StringVar(&c.sliceBytes, "transfer-slice-bytes", "256KiB", "most bytes one READ asks for (`size`, 4KiB..); a block is cut into slices spread over the rails")
+	fs.IntVar(&c.transferHost, "transfer-max-conns-per-host", 64, "most data connections open from one remote IP address (`count`, 1..65536; 256 in all): a host without a capability cannot take them all")
+	fs.IntVar(&c.peerConns, "peer-max-conns", peer.DefaultMaxConns, "most peer control connections open, TLS handshakes included (`count`, 1..65536); more wait in the kernel's accept queue")
+	fs.IntVar(&c.peerStreams, "peer-max-streams", peer.DefaultMaxConcurrentStreams, "most peer control calls in flight on one connection (`count`, 1..65536; HTTP/2 max concurrent streams)")
 }
 
 // clusterSpec turns the cluster settings into s.Cluster (nil without
@@ -93,7 +102,12 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 		peer.LeaseTTLRange.CheckSet(c.transferLease), catalog.LeaseTTLRange.CheckSet(c.catalogTTL),
 		catalog.BatchIntervalRange.CheckSet(c.advertiseEvery),
 		tier.PeerTimeoutRange.CheckSet(c.fetchTimeout), transfer.RailsRange.CheckSet(c.rails),
+		transfer.MaxConnsPerHostRange.CheckSet(c.transferHost),
+		peer.MaxConnsRange.CheckSet(c.peerConns), peer.MaxStreamsRange.CheckSet(c.peerStreams),
 	))
+	peerSpec := peer.ServerSpec{MaxTransferBytes: maxTransfer, MaxPeerBytes: maxPeer, LeaseTTL: c.transferLease,
+		MaxConns: c.peerConns, MaxConcurrentStreams: c.peerStreams}
+	k.add(peerSpec.CheckLimits()) // what Serve would refuse, refused before anything starts
 	if c.nodeID == "" {
 		for _, name := range []string{"etcd-endpoints", "peer-ca", "peer-cert", "peer-key"} {
 			if o.fs.Changed(name) {
@@ -104,7 +118,14 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 	}
 	for _, name := range []string{"peer-listen", "transfer-listen"} {
 		addr := o.fs.Lookup(name).Value.String()
-		if host, _, err := net.SplitHostPort(addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+		host, port, err := net.SplitHostPort(addr)
+		_, perr := strconv.ParseUint(port, 10, 16)
+		switch {
+		case err != nil:
+			k.fail(name, strconv.Quote(addr), "want host:port")
+		case perr != nil:
+			k.fail(name, strconv.Quote(addr), "want a port number 0..65535 after the colon")
+		case host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
 			k.fail(name, strconv.Quote(addr), "want an address peers can dial (it is advertised as given), not a wildcard")
 		}
 	}
@@ -117,16 +138,32 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 	cs := &manager.ClusterSpec{NodeID: c.nodeID, PeerListen: c.peerListen, TransferListen: c.transferListen,
 		Catalog: catalog.Spec{Endpoints: endpoints, Prefix: c.etcdPrefix, AdvertiseBudgetBytes: advertise, LeaseTTL: c.catalogTTL,
 			BatchInterval: c.advertiseEvery},
-		Peer:   peer.ServerSpec{MaxTransferBytes: maxTransfer, MaxPeerBytes: maxPeer, LeaseTTL: c.transferLease},
-		Engine: transfer.EngineSpec{Rails: c.rails, SliceBytes: int(min(slice, 1<<30))},
+		Peer:     peerSpec,
+		Engine:   transfer.EngineSpec{Rails: c.rails, SliceBytes: int(min(slice, 1<<30))},
+		Transfer: transfer.ServerSpec{MaxConnsPerHost: c.transferHost},
 	}
-	switch {
-	case c.peerCA == "" || c.peerCert == "" || c.peerKey == "":
-		k.fail("peer-cert", strconv.Quote(c.peerCert), "--node-id needs --peer-ca, --peer-cert and --peer-key (orbitkvctl certs makes them)")
-	default:
+	tlsFlags := []struct{ name, file string }{{"peer-ca", c.peerCA}, {"peer-cert", c.peerCert}, {"peer-key", c.peerKey}}
+	for _, f := range tlsFlags {
+		if f.file == "" {
+			k.fail(f.name, `""`, "--node-id needs --peer-ca, --peer-cert and --peer-key (orbitkvctl certs makes them)")
+		}
+	}
+	if c.peerCA != "" && c.peerCert != "" && c.peerKey != "" {
 		srv, cli, err := peer.LoadTLS(c.peerCA, c.peerCert, c.peerKey)
-		if err != nil {
+		var fe *peer.TLSFileError
+		switch {
+		case errors.As(err, &fe):
+			f := tlsFlags[fe.File-peer.TLSFileCA]
+			k.fail(f.name, strconv.Quote(f.file), err.Error())
+		case err != nil:
 			k.fail("peer-cert", strconv.Quote(c.peerCert), err.Error())
+		default:
+			// Peers know this node by its certificate's common name: a
+			// --node-id that differs would advertise one id and answer
+			// with another.
+			if id, err := peer.ConfigNodeID(srv); peer.CheckNodeID(c.nodeID) == nil && (err != nil || id != c.nodeID) {
+				k.fail("node-id", strconv.Quote(c.nodeID), fmt.Sprintf("--peer-cert %s names node %q (its subject common name): the two must be the same", c.peerCert, id))
+			}
 		}
 		cs.ServerTLS, cs.ClientTLS = srv, cli
 	}

@@ -38,6 +38,7 @@ func certFiles(t *testing.T, name string) []string {
 // refused naming the flag.
 func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 	certs := certFiles(t, "node-a")
+	other := certFiles(t, "node-a") // another CA's
 	base := append([]string{"--node-id", "node-a", "--etcd-endpoints", "127.0.0.1:2379, 127.0.0.2:2379"}, certs...)
 	cases := []struct {
 		name string
@@ -52,7 +53,18 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 		{"an advertise budget below its limit is refused", append(append([]string{}, base...), "--advertise-budget", "1KiB"), "--advertise-budget 1KiB: want 4KiB..1GiB"},
 		{"a fetch timeout beyond its limit is refused", append(append([]string{}, base...), "--peer-fetch-timeout", "2m"), "--peer-fetch-timeout 2m0s: want"},
 		{"a bad node id is refused", append(append([]string{}, base...), "--node-id", "a b"), "--node-id \"a b\": want 1..64"},
-		{"a missing key file is refused naming it", append(append([]string{}, base...), "--peer-key", "/nonexistent/key.pem"), "--peer-cert"},
+		{"a missing key file is refused naming --peer-key", append(append([]string{}, base...), "--peer-key", "/nonexistent/key.pem"), "--peer-key \"/nonexistent/key.pem\": peer TLS: key file"},
+		{"a missing CA file is refused naming --peer-ca", append(append([]string{}, base...), "--peer-ca", "/nonexistent/ca.pem"), "--peer-ca \"/nonexistent/ca.pem\": peer TLS: CA file"},
+		{"a key of another certificate is refused naming --peer-key", append(append([]string{}, base...), "--peer-key", other[5]), "--peer-key \"" + other[5] + "\": peer TLS: key file"},
+		{"a certificate of another CA is refused naming --peer-cert", append(append([]string{}, base...), "--peer-cert", other[3], "--peer-key", other[5]), "--peer-cert \"" + other[3] + "\": peer TLS: cert file"},
+		{"a node without a key is refused naming --peer-key", []string{"--node-id", "node-a", "--etcd-endpoints", "127.0.0.1:2379", "--peer-ca", certs[1], "--peer-cert", certs[3]}, "--peer-key \"\": --node-id needs"},
+		{"a node id other than the certificate's is refused naming both", append(append([]string{}, base...), "--node-id", "node-b"), "--node-id \"node-b\": --peer-cert " + certs[3] + " names node \"node-a\""},
+		{"a transfer port past 65535 is refused", append(append([]string{}, base...), "--transfer-listen", "127.0.0.1:70000"), "--transfer-listen \"127.0.0.1:70000\": want a port number 0..65535"},
+		{"a peer port that is not a number is refused", append(append([]string{}, base...), "--peer-listen", "127.0.0.1:http"), "--peer-listen \"127.0.0.1:http\": want a port number"},
+		{"a per-peer byte bound below the per-transfer one is refused at parse", append(append([]string{}, base...), "--peer-max-transfer-bytes", "1GiB", "--peer-max-peer-bytes", "256MiB"), "--peer-max-peer-bytes 256MiB: want"},
+		{"a peer connection cap of 0 is refused", append(append([]string{}, base...), "--peer-max-conns", "0"), "--peer-max-conns 0: want"},
+		{"a peer stream cap past its limit is refused", append(append([]string{}, base...), "--peer-max-streams", "100000"), "--peer-max-streams 100000: want"},
+		{"a per-host data connection cap of 0 is refused", append(append([]string{}, base...), "--transfer-max-conns-per-host", "0"), "--transfer-max-conns-per-host 0: want"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +80,8 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("validate: %v", err)
 				}
-				if tc.args != nil && (s.Cluster == nil || len(s.Cluster.Catalog.Endpoints) != 2 || s.Cluster.ServerTLS == nil || s.Cache.Tiers.PeerTimeout == 0) {
+				if tc.args != nil && (s.Cluster == nil || len(s.Cluster.Catalog.Endpoints) != 2 || s.Cluster.ServerTLS == nil || s.Cache.Tiers.PeerTimeout == 0 ||
+					s.Cluster.Transfer.MaxConnsPerHost != 64 || s.Cluster.Peer.MaxConns != 256 || s.Cluster.Peer.MaxConcurrentStreams != 128) {
 					t.Fatalf("cluster spec %+v", s.Cluster)
 				}
 				if tc.args == nil && s.Cluster != nil {

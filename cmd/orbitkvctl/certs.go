@@ -126,6 +126,9 @@ overwritten.`,
 			if err := peer.CheckNodeID(name); err != nil {
 				return usagef("certs node: --name: %v", err)
 			}
+			if name+".crt" == caCertName || name+".key" == caKeyName {
+				return usagef("certs node: --name %q is reserved: NODE.crt would be the CA's %s in --out; choose another node id", name, caCertName)
+			}
 			spec := peer.NodeCertSpec{Name: name, DNSNames: dns, Validity: time.Duration(days) * 24 * time.Hour}
 			for _, s := range ips {
 				ip := net.ParseIP(s)

@@ -42,6 +42,7 @@ func TestCertsRefuseBadInput(t *testing.T) {
 		{"certs node without --name is a usage error", node("--ip", "127.0.0.2"), 2, "give --name NODE"},
 		{"certs node without an address is a usage error", node("--name", "n1"), 2, "at least one --ip or --dns"},
 		{"certs node refuses a name with a slash", node("--name", "a/b", "--ip", "127.0.0.2"), 2, `--name: node id "a/b": want 1..64 letters`},
+		{"certs node refuses the name ca, whose certificate would be ca.crt", node("--name", "ca", "--ip", "127.0.0.2"), 2, `--name "ca" is reserved`},
 		{"certs node refuses an IP that does not parse", node("--name", "n1", "--ip", "127.0.0.300"), 2, `--ip "127.0.0.300": not an IP address`},
 		{"certs node refuses a DNS name with a colon", node("--name", "n1", "--dns", "a:b"), 2, `--dns "a:b": not a DNS name`},
 		{"certs node without the CA's files names them", []string{"certs", "node", "--ca", t.TempDir(), "--out", out, "--name", "n1", "--ip", "127.0.0.2"}, 1, "the CA certificate: open "},

@@ -52,6 +52,12 @@
 // refusalLogsPerSecond lines a second) before any call is read. The peer's
 // node id is its certificate's subject common name, logged at connect and
 // used to bound and to own its transfers: one peer cannot release another's.
+// Before any of that, ServerSpec.MaxConns (256) bounds the connections
+// open, handshakes included (netutil.LimitListener below TLS: past it a
+// connection waits in the kernel's accept queue), so clients that never
+// finish a handshake hold at most that many descriptors, each for
+// HandshakeTimeout; MaxConcurrentStreams (128) bounds the calls in flight
+// on one connection.
 // The other way round, the server's certificate must chain to the CA and
 // name the address dialled; DialNode also requires it to name the node id
 // the catalog gave, so a node that took over another's address is refused.

@@ -150,6 +150,7 @@ func (s *Server) endConn(c *peerConn) int {
 
 // counters are the server's running totals.
 type counters struct {
+	open              atomic.Int64 // connections accepted and not closed
 	connections       atomic.Uint64
 	refusedHandshakes atomic.Uint64
 	invalid           atomic.Uint64
@@ -165,6 +166,7 @@ type counters struct {
 // is open now.
 type Stats struct {
 	Connections       uint64 // authenticated connections accepted
+	OpenConns         uint64 // connections open now, TLS handshakes included (at most MaxConns)
 	RefusedHandshakes uint64 // handshakes refused (no or a foreign certificate, no node id)
 	Invalid           uint64 // OpenTransfer requests refused as invalid
 	EpochMismatches   uint64 // OpenTransfer requests of another epoch
@@ -185,6 +187,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	st := Stats{
 		Connections:       s.st.connections.Load(),
+		OpenConns:         uint64(max(s.st.open.Load(), 0)),
 		RefusedHandshakes: s.st.refusedHandshakes.Load(),
 		Invalid:           s.st.invalid.Load(),
 		EpochMismatches:   s.st.epochMismatches.Load(),

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -63,7 +64,7 @@ func Serve(s ServerSpec) (*Server, error) {
 		return nil, err
 	}
 	s = s.withDefaults()
-	ln, err := net.Listen("tcp", s.Listen)
+	tcp, err := net.Listen("tcp", s.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("peer control: listen %s: %w", s.Listen, err)
 	}
@@ -72,11 +73,14 @@ func Serve(s ServerSpec) (*Server, error) {
 	srv := &Server{
 		spec:      s,
 		log:       s.Logger.With(slog.String("component", "peer"), slog.String("self", s.NodeID)),
-		ln:        ln,
 		done:      make(chan struct{}),
 		transfers: map[uint64]*hold{},
 		peers:     map[string]*usage{},
 	}
+	// The cap sits below TLS: a connection counts from accept, so ones
+	// that never finish a handshake count too.
+	srv.ln = &countedListener{Listener: netutil.LimitListener(tcp, s.MaxConns), open: &srv.st.open}
+	ln := srv.ln
 	srv.grpc = grpc.NewServer(
 		grpc.Creds(mtls{TransportCredentials: credentials.NewTLS(cfg), s: srv}),
 		grpc.StatsHandler(connHandler{srv}),
@@ -84,6 +88,7 @@ func Serve(s ServerSpec) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 		grpc.WaitForHandlers(true),
+		grpc.MaxConcurrentStreams(uint32(s.MaxConcurrentStreams)),
 	)
 	peerpb.RegisterPeerServer(srv.grpc, service{s: srv})
 	go func() {
@@ -94,6 +99,36 @@ func Serve(s ServerSpec) (*Server, error) {
 	}()
 	srv.log.Info("peer control serving", slog.String("addr", ln.Addr().String()), slog.Uint64("epoch", s.Epoch))
 	return srv, nil
+}
+
+// countedListener counts in open the connections it accepted that are not
+// closed yet (Stats.OpenConns).
+type countedListener struct {
+	net.Listener
+	open *atomic.Int64
+}
+
+// Accept is the inner listener's Accept, counting the connection.
+func (l *countedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	return &countedConn{Conn: c, open: l.open}, nil
+}
+
+// countedConn uncounts itself at its first Close.
+type countedConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+// Close closes the connection; the first call uncounts it.
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
 }
 
 // Addr is the host:port the server listens on.

@@ -40,6 +40,17 @@ type ServerSpec struct {
 	// LeaseTTL is how long a transfer lasts after its answer unless released
 	// first (0: DefaultLeaseTTL).
 	LeaseTTL time.Duration
+	// MaxConns bounds the open connections of peer control, TLS handshakes
+	// included (0: DefaultMaxConns): past it a new connection waits in the
+	// kernel's accept queue, holding no descriptor here, until one closes
+	// (golang.org/x/net/netutil.LimitListener). So clients that never
+	// finish a handshake hold at most MaxConns descriptors, each for
+	// HandshakeTimeout at most.
+	MaxConns int
+	// MaxConcurrentStreams bounds the calls in flight on one connection
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0:
+	// DefaultMaxConcurrentStreams); a client queues the calls past it.
+	MaxConcurrentStreams int
 	// Logger gets connections, refusals and contract breaks (nil:
 	// slog.Default()).
 	Logger *slog.Logger
@@ -51,6 +62,12 @@ const (
 	DefaultMaxPeerTransfers = 64
 	DefaultMaxPeerBytes     = 256 << 20
 	DefaultLeaseTTL         = 5 * time.Second
+	// DefaultMaxConns is four times the nodes of a large cluster: each peer
+	// holds one connection to a node, more only while it redials.
+	DefaultMaxConns = 256
+	// DefaultMaxConcurrentStreams is twice DefaultMaxPeerTransfers: a
+	// peer's calls beyond its transfers' bound are refused anyway.
+	DefaultMaxConcurrentStreams = 128
 )
 
 // The limits of ServerSpec's fields.
@@ -59,6 +76,8 @@ var (
 	MaxPeerTransfersRange = limit.Range[int]{Field: "peer.MaxPeerTransfers", Min: 1, Max: 1 << 16, Zero: "64"}
 	MaxPeerBytesRange     = limit.Range[uint64]{Field: "peer.MaxPeerBytes", Min: 4 << 10, Max: 1 << 40, Bytes: true, Zero: "256MiB"}
 	LeaseTTLRange         = limit.Range[time.Duration]{Field: "peer.LeaseTTL", Min: 10 * time.Millisecond, Max: 10 * time.Minute, Zero: "5s"}
+	MaxConnsRange         = limit.Range[int]{Field: "peer.MaxConns", Min: 1, Max: 65536, Zero: "256"}
+	MaxStreamsRange       = limit.Range[int]{Field: "peer.MaxConcurrentStreams", Min: 1, Max: 1 << 16, Zero: "128"}
 )
 
 // withDefaults is s with its zero fields at their defaults.
@@ -75,6 +94,12 @@ func (s ServerSpec) withDefaults() ServerSpec {
 	if s.LeaseTTL == 0 {
 		s.LeaseTTL = DefaultLeaseTTL
 	}
+	if s.MaxConns == 0 {
+		s.MaxConns = DefaultMaxConns
+	}
+	if s.MaxConcurrentStreams == 0 {
+		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
@@ -85,10 +110,7 @@ func (s ServerSpec) withDefaults() ServerSpec {
 // found (errors.Join), nil when s is good.
 func (s ServerSpec) Validate() error {
 	errs := []error{
-		MaxTransferBytesRange.Check(s.MaxTransferBytes),
-		MaxPeerTransfersRange.Check(s.MaxPeerTransfers),
-		MaxPeerBytesRange.Check(s.MaxPeerBytes),
-		LeaseTTLRange.Check(s.LeaseTTL),
+		s.CheckLimits(),
 		limit.Check(s.Epoch >= 1, "peer.Epoch", s.Epoch, "at least 1"),
 		limit.Check(s.Source != nil, "peer.Source", "nil", "the Manager's Source"),
 		limit.Check(s.Transfer != nil, "peer.Transfer", "nil", "the transfer engine's server"),
@@ -99,6 +121,23 @@ func (s ServerSpec) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 		errs = append(errs, &limit.Error{Field: "peer.Listen", Value: s.Listen, Want: "host:port"})
+	}
+	return errors.Join(errs...)
+}
+
+// CheckLimits checks the numeric limits alone (MaxTransferBytes,
+// MaxPeerTransfers, MaxPeerBytes and MaxPeerBytes ≥ MaxTransferBytes,
+// LeaseTTL, MaxConns, MaxConcurrentStreams), which need nothing live, so
+// that a command line is checked before anything starts; Validate
+// includes it. It returns the *limit.Error values found (errors.Join).
+func (s ServerSpec) CheckLimits() error {
+	errs := []error{
+		MaxTransferBytesRange.Check(s.MaxTransferBytes),
+		MaxPeerTransfersRange.Check(s.MaxPeerTransfers),
+		MaxPeerBytesRange.Check(s.MaxPeerBytes),
+		LeaseTTLRange.Check(s.LeaseTTL),
+		MaxConnsRange.Check(s.MaxConns),
+		MaxStreamsRange.Check(s.MaxConcurrentStreams),
 	}
 	if d := s.withDefaults(); d.MaxPeerBytes < d.MaxTransferBytes {
 		r := MaxPeerBytesRange
