@@ -81,3 +81,46 @@ func TestPrefixStopsAtTheFirstAbsentOrPublishingBlock(t *testing.T) {
 		t.Fatalf("another namespace: %d blocks", len(got))
 	}
 }
+
+// Prefix looks keys up in pipelined groups of prefixGroup: a chain that
+// ends (absent or publishing) at any position, including either side of a
+// group boundary and inside the group prefetched ahead, gives exactly the
+// blocks Lookup finds one by one up to that position.
+func TestPrefixAgreesWithLookupAcrossGroupBoundaries(t *testing.T) {
+	const chain = 5*prefixGroup + 3
+	ns := abi.Namespace{7}
+	h := func(i int) abi.BlockHash { return abi.BlockHash{byte(i), byte(i >> 8), 2} }
+	for _, stop := range []int{0, 1, prefixGroup - 1, prefixGroup, prefixGroup + 1, 2*prefixGroup - 1, 3 * prefixGroup, chain - 1, chain} {
+		for _, how := range []string{"absent", "publishing"} {
+			x := New(evict.NewLRU())
+			for i := 0; i < chain; i++ {
+				if i == stop && how == "absent" {
+					continue
+				}
+				b := x.Insert(Key{NS: ns, Hash: h(i)}, 64, 1, 0, nil)
+				if i != stop {
+					x.Seal(b)
+				}
+			}
+			for _, n := range []int{stop, stop + 1, chain} {
+				got := x.Prefix(ns, n, h, nil)
+				var want []*Block
+				for i := 0; i < n; i++ {
+					b := x.Lookup(Key{NS: ns, Hash: h(i)})
+					if b == nil {
+						break
+					}
+					want = append(want, b)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("chain ending at %d (%s), Prefix of %d: %d blocks, Lookup finds %d", stop, how, n, len(got), len(want))
+				}
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("chain ending at %d (%s), Prefix of %d: block %d differs from Lookup's", stop, how, n, i)
+					}
+				}
+			}
+		}
+	}
+}
