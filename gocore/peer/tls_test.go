@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"net"
 	"path/filepath"
 	"strings"
@@ -27,21 +28,27 @@ func TestLoadTLSNamesTheFileThatIsWrong(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		caF, certF, keyF string
+		file             TLSFile // the *TLSFileError's File
 		want             []string
 	}{
-		{"a missing CA file is named", missing, cert, key, []string{"CA file", missing}},
-		{"a CA file without PEM is named", garbage, cert, key, []string{"CA file " + garbage, "no PEM CERTIFICATE"}},
-		{"a CA file holding a node certificate is refused", cert, cert, key, []string{"CA file " + cert, `"n1" is not a CA`}},
-		{"a missing cert file is named", caFile, missing, key, []string{"cert file", missing}},
-		{"a cert file without PEM is named", caFile, garbage, key, []string{"cert file " + garbage}},
-		{"a key file without PEM is named", caFile, cert, garbage, []string{"key file " + garbage}},
-		{"a key of another certificate is named", caFile, cert, otherKey, []string{"key file " + otherKey, "does not go with cert file " + cert}},
-		{"a certificate of another CA is named", caFile, otherCert, otherKey, []string{"cert file " + otherCert, "does not verify against CA file " + caFile}},
+		{"a missing CA file is named", missing, cert, key, TLSFileCA, []string{"CA file", missing}},
+		{"a CA file without PEM is named", garbage, cert, key, TLSFileCA, []string{"CA file " + garbage, "no PEM CERTIFICATE"}},
+		{"a CA file holding a node certificate is refused", cert, cert, key, TLSFileCA, []string{"CA file " + cert, `"n1" is not a CA`}},
+		{"a missing cert file is named", caFile, missing, key, TLSFileCert, []string{"cert file", missing}},
+		{"a cert file without PEM is named", caFile, garbage, key, TLSFileCert, []string{"cert file " + garbage}},
+		{"a missing key file is named", caFile, cert, missing, TLSFileKey, []string{"key file", missing}},
+		{"a key file without PEM is named", caFile, cert, garbage, TLSFileKey, []string{"key file " + garbage}},
+		{"a key of another certificate is named", caFile, cert, otherKey, TLSFileKey, []string{"key file " + otherKey, "does not go with cert file " + cert}},
+		{"a certificate of another CA is named", caFile, otherCert, otherKey, TLSFileCert, []string{"cert file " + otherCert, "does not verify against CA file " + caFile}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := LoadTLS(tc.caF, tc.certF, tc.keyF)
 			if err == nil {
 				t.Fatal("LoadTLS succeeded")
+			}
+			var fe *TLSFileError
+			if !errors.As(err, &fe) || fe.File != tc.file {
+				t.Errorf("error %v is not a *TLSFileError of file %d", err, tc.file)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
