@@ -28,6 +28,10 @@ type Spec struct {
 	MaxBlocks uint64
 	// Disabled serves no table: Open answers ErrDisabled.
 	Disabled bool
+	// Complete: the Manager serves from its RAM tier only (no SSD tier, no
+	// cluster), so tables carry FlagComplete and a local miss is final.
+	// The Manager fills it in.
+	Complete bool
 }
 
 // Validate checks the limits of s the user sets (Bytes); New also needs
@@ -127,7 +131,11 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	if t != nil || budgetErr != nil {
 		return t, budgetErr
 	}
-	nt, err := NewTable(ns, r.buckets)
+	var flags uint16
+	if r.spec.Complete {
+		flags = FlagComplete
+	}
+	nt, err := NewTable(ns, r.buckets, flags)
 	if err != nil {
 		r.do(func() { r.used -= size })
 		return nil, err

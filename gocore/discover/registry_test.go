@@ -110,3 +110,20 @@ func TestSpecLimits(t *testing.T) {
 		t.Fatal("MaxBlocks 0 was accepted")
 	}
 }
+
+func TestTablesCarryTheCompleteFlagOfTheirManager(t *testing.T) {
+	for _, complete := range []bool{false, true} {
+		r, err := New(Spec{MaxBlocks: 64, Complete: complete}, inline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := r.Open(testNS(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tb.Flags()&FlagComplete != 0; got != complete {
+			t.Errorf("Complete %v: table flags %#x", complete, tb.Flags())
+		}
+		r.Close()
+	}
+}

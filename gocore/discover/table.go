@@ -31,7 +31,8 @@ const (
 // header mirrors struct okv_discover_header.
 type header struct {
 	magic      uint32
-	version    uint32
+	version    uint16
+	flags      uint16
 	buckets    uint64
 	seed       uint64
 	generation uint64
@@ -111,10 +112,18 @@ type Table struct {
 	seed uint64
 }
 
+// Flags of a table's header (enum okv_discover_flags).
+const (
+	// FlagComplete: the Manager serves only from RAM (no SSD tier, no
+	// peers), so a hash absent from the table is a QueryBundle miss too.
+	FlagComplete = 1 << 0
+)
+
 // NewTable makes the sealed memfd of an empty table of n buckets (a power
-// of two in 2..MaxBuckets) for namespace ns. Errors: the memfd, ftruncate,
-// mmap or seal that failed, wrapped with what it was for.
-func NewTable(ns abi.Namespace, n uint64) (*Table, error) {
+// of two in 2..MaxBuckets) for namespace ns with header flags (Flag*).
+// Errors: the memfd, ftruncate, mmap or seal that failed, wrapped with
+// what it was for.
+func NewTable(ns abi.Namespace, n uint64, flags uint16) (*Table, error) {
 	if n < 2 || n > MaxBuckets || n&(n-1) != 0 {
 		return nil, fmt.Errorf("discover: %d buckets, want a power of two in 2..%d", n, MaxBuckets)
 	}
@@ -152,7 +161,7 @@ func NewTable(ns abi.Namespace, n uint64) (*Table, error) {
 	t.hdr = (*header)(unsafe.Pointer(&mem[0]))
 	t.bkt = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[HeaderBytes])), n)
 	t.hdr.buckets, t.hdr.seed, t.hdr.ns = n, t.seed, ns
-	t.hdr.version = Version
+	t.hdr.version, t.hdr.flags = Version, flags
 	// The magic last: a reader that checks it sees a complete header (the
 	// fd travels only after NewTable returned, so this is belt and braces).
 	atomic.StoreUint32(&t.hdr.magic, Magic)
@@ -161,6 +170,9 @@ func NewTable(ns abi.Namespace, n uint64) (*Table, error) {
 
 // File is the table's memfd (owned by the Table): what MapDiscovery sends.
 func (t *Table) File() *os.File { return t.f }
+
+// Flags are the table's header flags.
+func (t *Table) Flags() uint16 { return t.hdr.flags }
 
 // Bytes is the table's size in bytes.
 func (t *Table) Bytes() uint64 { return uint64(len(t.mem)) }

@@ -32,7 +32,7 @@ func hashOf(i uint64) abi.BlockHash {
 
 func newTestTable(t *testing.T, buckets uint64) *Table {
 	t.Helper()
-	tb, err := NewTable(testNS(1), buckets)
+	tb, err := NewTable(testNS(1), buckets, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTableFullBucketsDrop(t *testing.T) {
 
 func TestNewTableRefusesBadBucketCounts(t *testing.T) {
 	for _, n := range []uint64{0, 1, 3, 100, MaxBuckets * 2} {
-		if _, err := NewTable(testNS(1), n); err == nil {
+		if _, err := NewTable(testNS(1), n, 0); err == nil {
 			t.Errorf("NewTable(%d buckets) succeeded", n)
 		}
 	}

@@ -215,6 +215,7 @@ func (m *Manager) build(s Spec) error {
 	}
 	if s.Cache != nil && !s.Discover.Disabled {
 		ds := s.Discover
+		ds.Complete = s.Cache.Tiers.SSD == nil && s.Cluster == nil
 		if ram := s.Cache.Tiers.RAM; ram.ChunkBytes > 0 {
 			ds.MaxBlocks = max(ram.CapacityBytes/ram.ChunkBytes, 1)
 		} else {

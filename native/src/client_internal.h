@@ -35,6 +35,7 @@ struct okvi_discover_map {
 	const struct okv_discover_bucket *bkt;
 	uint64_t mask;
 	uint64_t seed;
+	uint32_t flags; /* header.flags: enum okv_discover_flags */
 	size_t bytes;  /* of the mapping */
 };
 

@@ -61,7 +61,7 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OKV_DISCOVER_MAGIC || h->version != OKV_DISCOVER_VERSION) {
 		munmap(p, (size_t)bytes);
 		return disc_fail(err, errlen, OKV_EPROTO, "discovery index magic 0x%08x version %u; want 0x%08x version %u",
-				 h->magic, h->version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
+				 h->magic, (unsigned)h->version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
 	}
 	if (h->buckets < 2 || h->buckets > OKV_DISCOVER_MAX_BUCKETS || (h->buckets & (h->buckets - 1)) != 0 ||
 	    okv_discover_bytes(h->buckets) != bytes) {
@@ -81,6 +81,7 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 	m->bkt = (const struct okv_discover_bucket *)((const uint8_t *)p + sizeof(*h));
 	m->mask = h->buckets - 1;
 	m->seed = h->seed;
+	m->flags = h->flags;
 	m->bytes = (size_t)bytes;
 	return 0;
 }
@@ -225,4 +226,22 @@ int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const stru
 		m = find_map(c, ns);
 	}
 	return okvi_discover_prefix(m, hashes, n, count);
+}
+
+int okv_discover_flags(okv_client *c, const struct okv_namespace *ns, uint32_t *flags)
+{
+	const struct okvi_discover_map *m;
+
+	if (!c || !ns || !flags)
+		return -EINVAL;
+	*flags = 0;
+	m = find_map(c, ns);
+	if (m == NULL) {
+		int rc = okv_discover_open(c, ns);
+		if (rc != 0)
+			return rc;
+		m = find_map(c, ns);
+	}
+	*flags = m->flags;
+	return 0;
 }

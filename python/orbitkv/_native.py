@@ -110,6 +110,10 @@ _PROTOTYPES = [
     ("okv_max_query_hashes", c_uint32, [_H]),
     ("okv_max_restore_entries", c_uint32, [_H]),
     ("okv_max_publish_entries", c_uint32, [_H]),
+    # local discovery (orbitkv/discover.h)
+    ("okv_discover_open", c_int, [_H, _P(_abi.Namespace)]),
+    ("okv_discover_local", c_int, [_H, _P(_abi.Namespace), c_void_p, c_size_t, _P(c_uint32)]),
+    ("okv_discover_flags", c_int, [_H, _P(_abi.Namespace), _P(c_uint32)]),
     # hash batches
     ("okv_block_hashes_new", c_int, [c_void_p, c_uint32, _P(c_void_p)]),
     ("okv_block_hashes_ref", c_void_p, [_H]),

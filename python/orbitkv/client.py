@@ -446,6 +446,62 @@ class CacheManagerClient(TicketOps):
         del keep
         return (res.stored, res.present)
 
+    # ---- local discovery ----
+
+    def discover_open(self, ns: bytes) -> None:
+        """Map the Manager's discovery index of namespace ``ns`` read-only
+        (okv_discover_open: one lifecycle round trip; nothing when mapped
+        already). A session gets the index of a namespace only by naming it
+        (docs/discover.md). Raises ``BadArgument`` (not 16 bytes, all zero),
+        ``ApplicationError`` (the Manager refused: its ``--discover-bytes``
+        budget is spent, or it serves none; the detail says which),
+        ``TimedOut``, ``Closed``; an ``OrbitKVError`` with errno ENOSPC when
+        this client maps 16 namespaces already."""
+        ns_c = _check.namespace("discover_open", ns)
+        self._call("discover_open", lib.okv_discover_open, ctypes.byref(ns_c))
+
+    def discover_complete(self, ns: bytes) -> bool:
+        """Whether a local miss in namespace ``ns`` is final
+        (okv_discover_flags, OKV_DISCOVER_COMPLETE): True when the Manager
+        serves from its RAM tier only (no SSD tier, no peers), so a hash
+        ``discover_local`` does not count is one the round trip would miss
+        too. False: a local miss may still be an SSD or peer hit. Maps the
+        index first, as ``discover_open``; raises as it does."""
+        ns_c = _check.namespace("discover_complete", ns)
+        flags = ctypes.c_uint32()
+        self._call("discover_complete", lib.okv_discover_flags, ctypes.byref(ns_c), ctypes.byref(flags))
+        return bool(flags.value & 1)
+
+    def discover_local(self, ns: bytes, hashes: Sequence[bytes] | BlockHashes | HashView) -> int:
+        """How many of ``hashes``, counted from the first up to the first
+        absent one, are resident in the Manager's RAM tier (the prefix
+        QueryBundle would report as hits), read from the namespace's mapped
+        discovery index (okv_discover_local): no syscall and no message to
+        the Manager once mapped (the first call for ``ns`` maps it, as
+        ``discover_open``). ``hashes``: 16-byte values, a ``BlockHashes`` or
+        a ``HashView``; 0 hashes answer 0.
+
+        Advisory: no lease is taken, so a counted block may be evicted
+        before it is restored, and a block sealed or evicted a moment ago
+        may read as it was (stale by at most the one update the Manager is
+        writing). Where a missing block would fail a request, confirm a hit
+        with a leased query first. Raises as ``discover_open`` on the first
+        call; ``TimedOut`` when a bucket stayed mid-update (a Manager that
+        died while writing: take the round trip)."""
+        ns_c = _check.namespace("discover_local", ns)
+        keep: object
+        if isinstance(hashes, BlockHashes):
+            keep, addr, n = hashes, hashes.data_address, len(hashes)
+        elif isinstance(hashes, HashView):
+            keep, addr, n = hashes.batch, hashes.batch.data_address, hashes.length
+        else:
+            n = len(hashes)
+            keep = addr = _check.join_hashes("discover_local", hashes) if n else None
+        count = ctypes.c_uint32()
+        self._call("discover_local", lib.okv_discover_local, ctypes.byref(ns_c), addr, n, ctypes.byref(count))
+        del keep
+        return count.value
+
     def start_restore(self, lease_id: int, buffer_id: int, entries: Sequence[tuple[int, int]]) -> int:
         """Start copying leased blocks into buffer pages (okv_restore):
         entry (block, page) copies block ``block`` of lease ``lease_id``

@@ -104,6 +104,8 @@ class TestStorage(unittest.TestCase):
         self.assertEqual(st.stats["present_pages"], 1)
         self.assertEqual(st.batch_exists(keys + ["k9"]), 3)
         self.assertEqual(st.batch_exists(["k9"] + keys), 0)  # consecutive from the start
+        # All three answered from the shared-memory discovery index, no round trip.
+        self.assertEqual((st.stats["local_exists"], st.stats["exists_calls"]), (3, 3))
         view = mem.view(LAYERS, PAGES, -1)
         want = view[:, 0:3].clone()
         view[:, 4:7] = 0

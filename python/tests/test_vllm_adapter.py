@@ -510,6 +510,35 @@ class TestBindingOffers(ConnectorCase):
         self.assertEqual(self.live_tickets(), 0)
 
 
+class TestLocalDiscovery(ConnectorCase):
+    """The scheduler answers a miss from the Manager's discovery index and
+    confirms every hit with the leased query (docs/discover.md)."""
+
+    def test_a_local_miss_takes_no_round_trip(self):
+        s, w = self.connectors()
+        lookups = s.stats["lookups"]
+        self.assertEqual(s.get_num_new_matched_tokens(request("cold", list(range(700, 711))), 0), (0, False))
+        self.assertEqual(s.stats["local_misses"], 1)
+        self.assertEqual(s.stats["lookups"], lookups)
+        self.assertEqual(self.live_tickets(), 0)
+
+    def test_a_local_hit_is_confirmed_by_the_leased_query(self):
+        s, w = self.connectors()
+        prompt = list(range(720, 731))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        misses, lookups, pins = s.stats["local_misses"], s.stats["lookups"], s.stats["pins"]
+        self.assertEqual(s.get_num_new_matched_tokens(request("b", prompt), 0), (8, False))
+        self.assertEqual(s.stats["local_misses"], misses)
+        self.assertEqual((s.stats["lookups"] - lookups, s.stats["pins"] - pins), (1, 1))
+        self.assertEqual(self.live_tickets(), 1)  # the pin the offer rests on
+
+    def test_with_local_discovery_off_a_miss_asks_the_manager(self):
+        s = OrbitKVConnector(config(self.sock, **{"orbitkv.local_discovery": False}), KVConnectorRole.SCHEDULER)
+        self.addCleanup(s.shutdown)
+        self.assertEqual(s.get_num_new_matched_tokens(request("cold", list(range(740, 751))), 0), (0, False))
+        self.assertEqual((s.stats["local_misses"], s.stats["lookups"]), (0, 1))
+
+
 class TestEngineStartChecks(unittest.TestCase):
     """Misconfigurations that must stop vLLM at start, naming what is wrong."""
 

@@ -285,6 +285,15 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns);
 int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes, size_t n,
 		       uint32_t *count);
 
+/**
+ * The header flags of ns's discovery index (enum okv_discover_flags of
+ * orbitkv/discover.h; mapping it first like okv_discover_local). With
+ * OKV_DISCOVER_COMPLETE a local miss is final (the Manager serves from RAM
+ * only); without it a local miss may still be an SSD or peer hit, so only
+ * the round trip answers it. Errors: those of okv_discover_open.
+ */
+int okv_discover_flags(okv_client *c, const struct okv_namespace *ns, uint32_t *flags);
+
 /** A lease returned by okv_query. */
 struct okv_lease {
 	uint64_t lease_id;     /* 0 when hit_count is 0 (no lease to release) */

@@ -66,10 +66,20 @@ extern "C" {
 /** Tries a reader makes on a bucket whose seq stays odd before it gives up. */
 #define OKV_DISCOVER_SPINS 4096u
 
+/** Flags of a discovery index (header.flags), fixed for its life. */
+enum okv_discover_flags {
+	/** The Manager serves only from its RAM tier (no SSD tier, no peers):
+	 *  a hash absent here is one QueryBundle would miss too, so a local
+	 *  miss is as good as the round trip's. Without it a local miss may
+	 *  still be an SSD or peer hit that the round trip would fetch. */
+	OKV_DISCOVER_COMPLETE = 1u << 0,
+};
+
 /** Header of a discovery index (64 bytes, offset 0). */
 struct okv_discover_header {
 	uint32_t magic;             /*  0: OKV_DISCOVER_MAGIC */
-	uint32_t version;           /*  4: OKV_DISCOVER_VERSION */
+	uint16_t version;           /*  4: OKV_DISCOVER_VERSION */
+	uint16_t flags;             /*  6: enum okv_discover_flags */
 	uint64_t buckets;           /*  8: bucket count, a power of two */
 	uint64_t seed;              /* 16: keys the bucket choice (random per table) */
 	uint64_t generation;        /* 24: updates written so far (writer: atomic add) */
@@ -86,6 +96,7 @@ struct okv_discover_bucket {
 };
 
 _Static_assert(sizeof(struct okv_discover_header) == 64, "discover header is one cache line");
+_Static_assert(offsetof(struct okv_discover_header, flags) == 6, "flags offset");
 _Static_assert(offsetof(struct okv_discover_header, generation) == 24, "generation offset");
 _Static_assert(offsetof(struct okv_discover_header, ns) == 32, "ns offset");
 _Static_assert(offsetof(struct okv_discover_header, entries) == 48, "entries offset");

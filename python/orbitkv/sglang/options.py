@@ -18,7 +18,8 @@ __all__ = ["OPTIONS", "options", "key_hash"]
 
 #: The option names, each as ``orbitkv.<name>`` in the extra config.
 OPTIONS = ("bootstrap_socket", "tp_shard_bootstrap_sockets", "wait_for_full_prefix", "model_revision",
-           "dtype", "salt", "timeout_ms", "load_timeout_s", "reconnect_interval_s", "staging_pages")
+           "dtype", "salt", "timeout_ms", "load_timeout_s", "reconnect_interval_s", "staging_pages",
+           "local_discovery")
 
 
 def key_hash(key: str) -> bytes:
@@ -35,7 +36,8 @@ def options(extra: dict | None, tp_size: int) -> dict[str, Any]:
     o: dict[str, Any] = {"bootstrap_socket": socket_path_for(DEFAULT_MANAGER_ADDR),
                          "tp_shard_bootstrap_sockets": (), "wait_for_full_prefix": False,
                          "model_revision": "", "dtype": "", "salt": "", "timeout_ms": 5000,
-                         "load_timeout_s": 30.0, "reconnect_interval_s": 1.0, "staging_pages": 128}
+                         "load_timeout_s": 30.0, "reconnect_interval_s": 1.0, "staging_pages": 128,
+                         "local_discovery": True}
     for key, v in (extra or {}).items():
         if not isinstance(key, str) or not key.startswith("orbitkv."):
             continue
@@ -49,7 +51,7 @@ def options(extra: dict | None, tp_size: int) -> dict[str, Any]:
                     not all(isinstance(s, str) and s for s in items):
                 raise OptionError(f"{key}: want {tp_size} socket paths (one per TP rank), got {v!r}")
             o[name] = tuple(items)
-        elif name == "wait_for_full_prefix":
+        elif name in ("wait_for_full_prefix", "local_discovery"):
             o[name] = _bool(key, v)
         elif name in ("timeout_ms", "staging_pages"):
             o[name] = _number(key, v, int, 1, 3_600_000 if name == "timeout_ms" else 1 << 20)

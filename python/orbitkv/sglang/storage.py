@@ -171,7 +171,7 @@ class OrbitKVStorage(HiCacheStorage):
         self.mem_pool_host = None
         self.kv: PoolMemory | None = None
         self.pools: dict[str, PoolMemory] = {}
-        self.stats = {"exists_calls": 0, "hit_pages": 0, "restored_pages": 0, "restored_bytes": 0,
+        self.stats = {"local_exists": 0, "exists_calls": 0, "hit_pages": 0, "restored_pages": 0, "restored_bytes": 0,
                       "get_failed_pages": 0, "published_pages": 0, "present_pages": 0, "set_failed_pages": 0}
 
     # ---- setup ----
@@ -251,7 +251,12 @@ class OrbitKVStorage(HiCacheStorage):
 
     def batch_exists(self, keys: List[str], extra_info: Any = None) -> int:
         """Leading pages of ``keys`` OrbitKV holds (RAM, or RAM and SSD with
-        ``wait_for_full_prefix``); 0 on any error."""
+        ``wait_for_full_prefix``); 0 on any error. With
+        ``orbitkv.local_discovery`` (default true) the RAM answer comes from
+        the Manager's shared-memory discovery index, without a round trip:
+        SGLang follows this count with per-page ``batch_get_v1``, where a
+        page evicted meanwhile is a recoverable miss, so the advisory
+        answer is used as it is (docs/discover.md)."""
         kv = self._ready("batch_exists")
         with self._lock:
             return self._leading(kv, keys)
@@ -266,6 +271,18 @@ class OrbitKVStorage(HiCacheStorage):
         if client is None:
             return 0
         batch = BlockHashes([key_hash(k) for k in keys])
+        if self.opts["local_discovery"]:
+            try:
+                # RAM residency is what the index holds: the round trip's
+                # ram_hits, or its hit_count when there is no tier below RAM.
+                if not self.opts["wait_for_full_prefix"] or client.discover_complete(pool.ns):
+                    n = client.discover_local(pool.ns, batch)
+                    batch.close()
+                    self.stats["local_exists"] += 1
+                    self.stats["hit_pages"] += n
+                    return n
+            except OrbitKVError as e:
+                log.debug("OrbitKVStorage: local discovery in pool %s unavailable (%s); asking the Manager", pool.name, e)
         try:
             a = client.lookup(pool.ns, batch, flags=QueryFlags.DISCOVER)
         except OrbitKVError as e:

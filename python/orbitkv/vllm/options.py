@@ -33,6 +33,12 @@ key                                meaning
                                    layout that does not allow it: staging
 ``orbitkv.staging_blocks``         host staging pages when the KV cache is
                                    not in an OrbitKV buffer (default 256)
+``orbitkv.local_discovery``        bool (default true): answer a miss from
+                                   the Manager's shared-memory discovery
+                                   index without a round trip, where the
+                                   index says a miss is final (RAM-only
+                                   Manager); a local hit is always
+                                   confirmed by the leased query
 =================================  =========================================
 """
 
@@ -70,6 +76,7 @@ class ConnectorOptions:
     reconnect_interval_s: float = 1.0
     staging_blocks: int = 256
     zero_copy: bool = True
+    local_discovery: bool = True
 
     def socket_for(self, tp_rank: int) -> tuple[str, str]:
         """(socket path, the option it came from) for TP rank ``tp_rank``."""
@@ -135,7 +142,7 @@ def parse_options(extra: Mapping[str, Any] | None, tp_size: int = 1) -> Connecto
                 raise OptionError(f"{key}: {len(items)} sockets for tensor_parallel_size {tp_size}; "
                                   "want one per TP rank")
             kw[name] = tuple(items)
-        elif name in ("wait_for_full_prefix", "zero_copy"):
+        elif name in ("wait_for_full_prefix", "zero_copy", "local_discovery"):
             kw[name] = _bool(key, v)
         elif name in ("kv_layout", "salt"):
             kw[name] = _str(key, v)

@@ -91,7 +91,7 @@ class SchedulerSide:
         self.base = base
         self.block = base["block_tokens"]
         self.identity = tuple(sorted(base.items()))
-        self.stats = {"lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
+        self.stats = {"local_misses": 0, "lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
                       "pins_unadmitted": 0}
         sessions: dict[str, Session] = {}
         self.shards: list[tuple[Session, int, int]] = []
@@ -197,6 +197,32 @@ class SchedulerSide:
             return self._pin_failed(st, e, session)
         return hits
 
+    def _local_miss(self, st: _Req, n: int, start: int) -> bool:
+        """Whether the discovery index of some shard says none of
+        st.hashes[start:n] beyond the computed prefix is resident, and that
+        shard's Manager serves from RAM only (a local miss there is final):
+        the request is then a miss with no round trip. vLLM treats the
+        matched count as binding (a block reported and then missing fails
+        the request under its default policy), so a local hit is never
+        reported as such: False sends the request to the leased PREPARE
+        query (``_pin``), as does any doubt (option off, no index, an
+        index without OKV_DISCOVER_COMPLETE, an error)."""
+        if not self.opts.local_discovery:
+            return False
+        hashes = st.hashes[:n]
+        for session, tp, pp in self.shards:
+            client = session.get()
+            if client is None:
+                return False
+            ns = self._namespace(tp, pp, st.lora_id)
+            try:
+                if client.discover_complete(ns) and client.discover_local(ns, hashes) <= start:
+                    return True
+            except OrbitKVError as e:
+                log.debug("OrbitKV local discovery for request %s unavailable (%s); asking the Manager", st.req_id, e)
+                return False
+        return False
+
     def _pin_failed(self, st: _Req, e: OrbitKVError, session: Session | None) -> int:
         self.stats["lookup_errors"] += 1
         if session is not None:
@@ -218,6 +244,9 @@ class SchedulerSide:
             self._unpin(st)
             return 0, False
         first = not st.pins
+        if first and self._local_miss(st, limit, start):
+            self.stats["local_misses"] += 1
+            return 0, False
         matched = self._pin(st, limit)
         if matched is None:
             return None, False
