@@ -81,11 +81,12 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// bucketsOf is okv_discover_buckets_of: h's two candidate buckets.
+// bucketsOf is okv_discover_b1 and okv_discover_b2 of okv_discover_key:
+// h's two candidate buckets.
 func bucketsOf(seed, mask uint64, lo, hi uint64) (uint64, uint64) {
-	x := mix(lo ^ mix(hi^seed))
+	x := mix(((lo ^ seed) * 0x9e3779b97f4a7c15) ^ hi)
 	b1 := x & mask
-	b2 := mix(x^seed) & mask
+	b2 := (x >> 32) & mask
 	if b2 == b1 {
 		b2 = (b1 ^ 1) & mask
 	}

@@ -124,7 +124,7 @@ static int bucket_has(const struct okv_discover_bucket *b, uint64_t lo, uint64_t
 int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,
 			 uint32_t *count)
 {
-	uint64_t b1[OKVI_DISCOVER_GROUP], b2[OKVI_DISCOVER_GROUP], lo[OKVI_DISCOVER_GROUP], hi[OKVI_DISCOVER_GROUP];
+	uint64_t key[OKVI_DISCOVER_GROUP], lo[OKVI_DISCOVER_GROUP], hi[OKVI_DISCOVER_GROUP];
 
 	*count = 0;
 	for (size_t base = 0; base < n; base += OKVI_DISCOVER_GROUP) {
@@ -134,14 +134,14 @@ int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_blo
 		for (size_t j = 0; j < g; j++) {
 			memcpy(&lo[j], hashes[base + j].bytes, 8);
 			memcpy(&hi[j], hashes[base + j].bytes + 8, 8);
-			okv_discover_buckets_of(m->seed, m->mask, &hashes[base + j], &b1[j], &b2[j]);
-			__builtin_prefetch(&m->bkt[b1[j]]);
+			key[j] = okv_discover_key(m->seed, lo[j], hi[j]);
+			__builtin_prefetch(&m->bkt[okv_discover_b1(key[j], m->mask)]);
 		}
 		/* Phase 2: the first bucket, then the second only where needed. */
 		for (size_t j = 0; j < g; j++) {
-			int rc = bucket_has(&m->bkt[b1[j]], lo[j], hi[j]);
+			int rc = bucket_has(&m->bkt[okv_discover_b1(key[j], m->mask)], lo[j], hi[j]);
 			if (rc == 0)
-				rc = bucket_has(&m->bkt[b2[j]], lo[j], hi[j]);
+				rc = bucket_has(&m->bkt[okv_discover_b2(key[j], m->mask)], lo[j], hi[j]);
 			if (rc < 0)
 				return rc;
 			if (rc == 0)

@@ -19,7 +19,8 @@
  *              (64 bytes each, one cache line; buckets is a power of two)
  *
  * Placement: two-choice bucketed hashing. A hash h has two candidate
- * buckets, okv_discover_buckets_of(seed, h); it sits in at most one way of
+ * buckets, okv_discover_b1 and okv_discover_b2 of okv_discover_key(seed,
+ * h); it sits in at most one way of
  * one of them. Entries never move once written (no displacement), so a
  * reader probes exactly two cache lines for a miss and usually one for a hit.
  * The Manager sizes the table at one bucket per block its RAM tier can hold
@@ -121,22 +122,28 @@ static inline uint64_t okv_discover_mix(uint64_t x)
 }
 
 /**
- * The two candidate buckets of hash h in a table of mask+1 buckets keyed by
- * seed (b1 != b2 whenever the table has two buckets or more). Block hashes
- * are chosen by engines and need not be uniform, hence the keyed mix.
+ * The keyed mix of hash words (lo, hi): one full-avalanche finaliser over
+ * both words and the seed. Block hashes are chosen by engines and need not
+ * be uniform, hence the mix.
  */
-static inline void okv_discover_buckets_of(uint64_t seed, uint64_t mask, const struct okv_block_hash *h,
-					   uint64_t *b1, uint64_t *b2)
+static inline uint64_t okv_discover_key(uint64_t seed, uint64_t lo, uint64_t hi)
 {
-	uint64_t lo, hi, x;
-	__builtin_memcpy(&lo, h->bytes, 8);
-	__builtin_memcpy(&hi, h->bytes + 8, 8);
-	x = okv_discover_mix(lo ^ okv_discover_mix(hi ^ seed));
-	*b1 = x & mask;
-	*b2 = okv_discover_mix(x ^ seed) & mask;
-	if (*b2 == *b1)
-		*b2 = *b1 ^ 1u;
-	*b2 &= mask;
+	return okv_discover_mix(((lo ^ seed) * 0x9e3779b97f4a7c15ull) ^ hi);
+}
+
+/** The first candidate bucket of key x (okv_discover_key): its low bits. */
+static inline uint64_t okv_discover_b1(uint64_t x, uint64_t mask)
+{
+	return x & mask;
+}
+
+/** The second candidate bucket of key x: its bits from 32 on (the table
+ *  has at most 2^26 buckets, so they are independent of the first's),
+ *  never the first bucket itself. */
+static inline uint64_t okv_discover_b2(uint64_t x, uint64_t mask)
+{
+	uint64_t b = (x >> 32) & mask;
+	return b == (x & mask) ? (b ^ 1u) & mask : b;
 }
 
 #ifdef __cplusplus
