@@ -132,3 +132,54 @@ int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buf
 	*buffer_id = id;
 	return 0;
 }
+
+int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uint32_t *buffer_id)
+{
+	okvi_clear_error(c);
+	uint32_t id = 0;
+	int rc;
+
+	if (!c || !r || !buffer_id)
+		return -EINVAL;
+	if (c->sock < 0)
+		return OKV_ECLOSED;
+	if (r->layers == 0 || r->page_bytes == 0 || r->page_count == 0 || r->bytes == 0) {
+		okvi_set_error(c, "CUDA region with a zero dimension (layers %u, page_bytes %llu, page_count %llu, bytes %llu)",
+			       r->layers, (unsigned long long)r->page_bytes, (unsigned long long)r->page_count,
+			       (unsigned long long)r->bytes);
+		return -EINVAL;
+	}
+	if (r->handle_kind != OKV_CUDA_HANDLE_IPC && (r->handle_kind != OKV_CUDA_HANDLE_VMM_FD || r->vmm_fd < 0)) {
+		okvi_set_error(c, "CUDA region handle_kind %u (want OKV_CUDA_HANDLE_IPC, or OKV_CUDA_HANDLE_VMM_FD with an fd)",
+			       r->handle_kind);
+		return -EINVAL;
+	}
+	if (c->lc_broken) {
+		okvi_set_error(c, "%s", "an earlier lifecycle call timed out or failed mid-frame; reconnect");
+		return OKV_ECLOSED;
+	}
+	rc = okvi_register_cuda_buffer(c->sock, c->reply.epoch, c->reply.client_token, r, (int)c->timeout_ms, &id,
+				       c->last_error, sizeof(c->last_error));
+	if (rc) {
+		if (okvi_lifecycle_desynced(rc))
+			c->lc_broken = 1;
+		return rc;
+	}
+	if (id > OKVI_MAX_BUFFER_ID) {
+		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
+			       OKVI_MAX_BUFFER_ID);
+		return OKV_EPROTO;
+	}
+	rc = record_buffer(c, id, r->layers);
+	if (rc) {
+		okvi_set_error(c, "recording buffer %u: out of memory", id);
+		return rc;
+	}
+	*buffer_id = id;
+	return 0;
+}
+
+_Static_assert(sizeof(struct okv_cuda_region) == 136, "okv_cuda_region size (python/orbitkv/_abi.py)");
+_Static_assert(offsetof(struct okv_cuda_region, ipc_handle) == 24, "okv_cuda_region.ipc_handle");
+_Static_assert(offsetof(struct okv_cuda_region, vmm_fd) == 88, "okv_cuda_region.vmm_fd");
+_Static_assert(offsetof(struct okv_cuda_region, page_count) == 128, "okv_cuda_region.page_count");

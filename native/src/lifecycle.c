@@ -691,6 +691,51 @@ int okvi_register_buffer(int sock, uint64_t epoch, uint64_t token, const struct 
 	return rc;
 }
 
+int okvi_register_cuda_buffer(int sock, uint64_t epoch, uint64_t token, const struct okv_cuda_region *cr,
+			      int timeout_ms, uint32_t *first_id, char *err, size_t errlen)
+{
+	Orbitkv__Lifecycle__V1__RegisterBuffersRequest req = ORBITKV__LIFECYCLE__V1__REGISTER_BUFFERS_REQUEST__INIT;
+	Orbitkv__Lifecycle__V1__BufferRegion region = ORBITKV__LIFECYCLE__V1__BUFFER_REGION__INIT;
+	Orbitkv__Lifecycle__V1__BufferRegion *regions[1] = { &region };
+	Orbitkv__Lifecycle__V1__RegisterBuffersReply *r;
+	ProtobufCMessage *reply;
+	int fd = cr->vmm_fd, nfd = 0;
+	int rc;
+
+	region.offset = cr->offset;
+	region.bytes = cr->bytes;
+	region.layers = cr->layers;
+	region.page_bytes = cr->page_bytes;
+	region.page_count = cr->page_count;
+	region.device_uuid.data = (uint8_t *)cr->device_uuid;
+	region.device_uuid.len = sizeof(cr->device_uuid);
+	if (cr->handle_kind == OKV_CUDA_HANDLE_IPC) {
+		region.handle_kind = ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_IPC;
+		region.cuda_ipc_handle.data = (uint8_t *)cr->ipc_handle;
+		region.cuda_ipc_handle.len = sizeof(cr->ipc_handle);
+	} else {
+		region.handle_kind = ORBITKV__LIFECYCLE__V1__BUFFER_HANDLE_KIND__BUFFER_HANDLE_CUDA_VMM_FD;
+		region.fd_index = 0;
+		region.alloc_bytes = cr->alloc_bytes;
+		nfd = 1;
+	}
+	req.client_token = token;
+	req.n_regions = 1;
+	req.regions = regions;
+	rc = okvi_frame_call(sock, epoch, OKV_FRAME_REGISTER_BUFFERS, &req.base, nfd ? &fd : NULL, nfd, timeout_ms,
+			     &orbitkv__lifecycle__v1__register_buffers_reply__descriptor, &reply, err, errlen);
+	if (rc != 0)
+		return rc;
+	r = (Orbitkv__Lifecycle__V1__RegisterBuffersReply *)reply;
+	if (r->regions != 1 || r->total_bytes != cr->bytes)
+		rc = okvi_fail(err, errlen, OKV_EPROTO, "register buffers reply counts %u regions of %llu bytes; 1 of %llu was sent",
+			       r->regions, (unsigned long long)r->total_bytes, (unsigned long long)cr->bytes);
+	else
+		*first_id = r->first_buffer_id;
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return rc;
+}
+
 int okvi_unregister(int sock, uint64_t epoch, uint64_t token, int timeout_ms)
 {
 	Orbitkv__Lifecycle__V1__UnregisterRequest req = ORBITKV__LIFECYCLE__V1__UNREGISTER_REQUEST__INIT;

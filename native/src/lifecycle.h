@@ -196,6 +196,12 @@ int okvi_map_discovery(int sock, uint64_t epoch, uint64_t token, const struct ok
 int okvi_register_buffer(int sock, uint64_t epoch, uint64_t token, const struct okv_buffer *b, int timeout_ms,
 			 uint32_t *first_id, char *err, size_t errlen);
 
+/** RegisterBuffers of one CUDA region (okv_register_cuda_buffer): as
+ *  okvi_register_buffer, with the region's handle, device UUID and offset;
+ *  a VMM fd travels with SCM_RIGHTS. */
+int okvi_register_cuda_buffer(int sock, uint64_t epoch, uint64_t token, const struct okv_cuda_region *r,
+			      int timeout_ms, uint32_t *first_id, char *err, size_t errlen);
+
 /**
  * Unregister round trip: sends UnregisterRequest{client_token = token}
  * (code 5) and waits for UnregisterReply (code 0x8005); the Manager then

@@ -17,7 +17,7 @@ Rules kept here, and checked by the test rather than by eye
 * ``C_STRUCTS`` maps each Structure to its C name; the test derives its C
   program from that table, so a field added here is checked at once.
 
-Only the ``_native`` and ``client`` modules import this; it is private.
+Only the ``_native``, ``client`` and ``cuda`` modules import this; it is private.
 """
 
 from __future__ import annotations
@@ -230,6 +230,26 @@ class Buffer(ctypes.Structure):
     ]
 
 
+class CudaRegion(ctypes.Structure):
+    """client.h ``struct okv_cuda_region`` (136 bytes): an engine KV buffer
+    in CUDA memory of this process, registered by handle
+    (okv_register_cuda_buffer), never by a pickled tensor."""
+
+    _fields_ = [
+        ("handle_kind", c_uint32),
+        ("layers", c_uint32),
+        ("device_uuid", ctypes.c_uint8 * 16),
+        ("ipc_handle", ctypes.c_uint8 * 64),
+        ("vmm_fd", ctypes.c_int32),
+        ("reserved", c_uint32),
+        ("alloc_bytes", c_uint64),
+        ("offset", c_uint64),
+        ("bytes", c_uint64),
+        ("page_bytes", c_uint64),
+        ("page_count", c_uint64),
+    ]
+
+
 class Lease(ctypes.Structure):
     """client.h ``struct okv_lease``: answer of the untracked okv_query."""
 
@@ -297,6 +317,7 @@ C_STRUCTS = {
     Health: "okv_health",
     NamespaceSpec: "okv_namespace_spec",
     Buffer: "okv_buffer",
+    CudaRegion: "okv_cuda_region",
     Lease: "okv_lease",
     PublishResult: "okv_publish_result",
     RestoreEntry: "okv_restore_entry",

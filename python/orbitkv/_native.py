@@ -99,6 +99,7 @@ _PROTOTYPES = [
     ("okv_buffer_alloc", c_int, [c_uint32, c_uint64, c_uint64, _P(_abi.Buffer)]),
     ("okv_buffer_free", None, [_P(_abi.Buffer)]),
     ("okv_register_buffer", c_int, [_H, _P(_abi.Buffer), _P(c_uint32)]),
+    ("okv_register_cuda_buffer", c_int, [_H, _P(_abi.CudaRegion), _P(c_uint32)]),
     # cache operations; hash and page arrays travel as addresses
     ("okv_query", c_int, [_H, _P(_abi.Namespace), c_void_p, c_uint32, _P(_abi.Lease)]),
     ("okv_publish", c_int,

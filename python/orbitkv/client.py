@@ -394,6 +394,22 @@ class CacheManagerClient(TicketOps):
             buf._registered(self)
         return bid.value
 
+    def register_cuda_buffer(self, region) -> int:
+        """Register a CUDA KV buffer by handle (okv_register_cuda_buffer:
+        RegisterBuffers with a legacy IPC handle or a VMM fd, the device by
+        UUID; never a pickled tensor); ``region`` is an
+        ``orbitkv.cuda.CudaRegion`` (``orbitkv.cuda.tensor_region`` makes
+        one from a torch tensor). Returns its buffer id. The Manager must
+        run ``--copy-backend cuda`` (else ``Rejected`` naming
+        regions[0].handle_kind and the flag); a bad field is ``Rejected``
+        naming it. The memory must stay allocated until ``close()``."""
+        if not isinstance(region, _abi.CudaRegion):
+            raise BadArgument("register_cuda_buffer", _check.EINVAL, f"want a CudaRegion, got {type(region).__name__}")
+        bid = ctypes.c_uint32()
+        with self._lock:
+            self._call("register_cuda_buffer", lib.okv_register_cuda_buffer, ctypes.byref(region), ctypes.byref(bid))
+        return bid.value
+
     # ---- publish, restore, release ----
 
     def publish(self, ns: bytes, buffer_id: int, hashes: Sequence[bytes] | BlockHashes | HashView,

@@ -245,6 +245,41 @@ static inline void *okv_buffer_page(const struct okv_buffer *b, uint32_t layer, 
  */
 int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id);
 
+/** okv_cuda_region.handle_kind: a legacy CUDA IPC handle (cudaMalloc memory). */
+#define OKV_CUDA_HANDLE_IPC 1
+/** okv_cuda_region.handle_kind: a VMM allocation exported as a POSIX fd. */
+#define OKV_CUDA_HANDLE_VMM_FD 2
+
+/**
+ * An engine KV buffer in CUDA memory of this process, registered by handle
+ * (okv_register_cuda_buffer): never a pickled tensor. Layout as okv_buffer
+ * (layer-major pages); the region is [offset, offset+bytes) of its base
+ * allocation.
+ */
+struct okv_cuda_region {
+	uint32_t handle_kind;     /* OKV_CUDA_HANDLE_IPC or OKV_CUDA_HANDLE_VMM_FD */
+	uint32_t layers;          /* KV layers */
+	uint8_t device_uuid[16];  /* cuDeviceGetUuid of the device (not the ordinal) */
+	uint8_t ipc_handle[64];   /* IPC: cuIpcGetMemHandle of the base allocation */
+	int32_t vmm_fd;           /* VMM: the exported fd (borrowed; sent with SCM_RIGHTS) */
+	uint32_t reserved;        /* 0 */
+	uint64_t alloc_bytes;     /* VMM: bytes of the allocation */
+	uint64_t offset;          /* bytes from the base allocation to the region */
+	uint64_t bytes;           /* region length, >= layers*page_bytes*page_count */
+	uint64_t page_bytes;      /* bytes of one page of one layer */
+	uint64_t page_count;      /* pages per layer */
+};
+
+/**
+ * Register a CUDA buffer with the Manager (RegisterBuffers with handle_kind
+ * CUDA_IPC or CUDA_VMM_FD; the Manager must run --copy-backend cuda, maps
+ * it, and refuses a bad field naming it). *buffer_id as okv_register_buffer.
+ * The memory must stay allocated until okv_close. Errors as
+ * okv_register_buffer, and -EINVAL for a NULL, a zero dimension or an
+ * unknown handle_kind.
+ */
+int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uint32_t *buffer_id);
+
 /* ------------------------------------------------------------------------ */
 /* Cache operations (DESIGN.md §5.3)                                         */
 /* ------------------------------------------------------------------------ */

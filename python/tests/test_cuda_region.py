@@ -1,0 +1,130 @@
+"""CUDA KV buffers registered by handle (orbitkv.cuda, register_cuda_buffer):
+the region's encoding (struct layout, offset in the base allocation, the
+handle and UUID bytes, the refusals naming their field) without a GPU, and
+registration through liborbitkv into a real Manager: refused naming
+--copy-backend on the host backend, mapped on --copy-backend cuda over the
+CUDA driver double (build/native/libokv_cuda_double.so, loaded through
+ORBITKV_LIBCUDA), a bad UUID refused naming regions[0].device_uuid. What
+needs a device is in scripts/gpu-check.sh (not run: no GPU here)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import unittest
+
+from tests import support
+
+orbitkv = support.import_orbitkv()
+from orbitkv import cuda  # noqa: E402
+from orbitkv.errors import Rejected  # noqa: E402
+
+DOUBLE = os.path.join(support.REPO, "build", "native", "libokv_cuda_double.so")
+
+
+class FixedDriver:
+    """Stands in for the driver's answers about one allocation (a GPU this
+    machine lacks): base and size, its IPC handle, the device UUID."""
+
+    def __init__(self, base: int, size: int):
+        self.base, self.size = base, size
+        self.handle = bytes(range(64))
+        self.uuid = bytes(range(0xA0, 0xB0))
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        return self.base, self.size
+
+    def ipc_handle(self, base: int) -> bytes:
+        assert base == self.base
+        return self.handle
+
+    def device_uuid(self, ordinal: int) -> bytes:
+        return self.uuid
+
+
+class EncodingTest(unittest.TestCase):
+    def test_the_structure_matches_client_h(self):
+        # buffer.c's static asserts pin the C side to the same numbers.
+        self.assertEqual(ctypes.sizeof(cuda.CudaRegion), 136)
+        self.assertEqual(cuda.CudaRegion.ipc_handle.offset, 24)
+        self.assertEqual(cuda.CudaRegion.vmm_fd.offset, 88)
+        self.assertEqual(cuda.CudaRegion.page_count.offset, 128)
+
+    def test_a_region_carries_its_offset_in_the_allocation_the_handle_and_the_uuid(self):
+        d = FixedDriver(base=0x7F0000000000, size=1 << 24)
+        r = cuda.cuda_region(d.base + 4096, 2 * 8 * 65536, 0, 2, 65536, 8, driver=d)
+        self.assertEqual((r.handle_kind, r.offset, r.bytes, r.layers, r.page_bytes, r.page_count, r.vmm_fd),
+                         (cuda.HANDLE_IPC, 4096, 2 * 8 * 65536, 2, 65536, 8, -1))
+        self.assertEqual(bytes(r.ipc_handle), d.handle)
+        self.assertEqual(bytes(r.device_uuid), d.uuid)
+
+    def test_refusals_name_the_field(self):
+        d = FixedDriver(base=0x10000, size=1 << 20)
+        cases = [
+            ("a region past its allocation", (d.base + (1 << 20) - 64, 4096, 0, 1, 4096, 1), "exceeds the allocation"),
+            ("a layout larger than the bytes", (d.base, 4096, 0, 2, 4096, 1), "bytes = 4096: smaller"),
+            ("zero layers", (d.base, 4096, 0, 0, 4096, 1), "layers = 0"),
+        ]
+        for name, args, want in cases:
+            with self.subTest(name):
+                with self.assertRaises(ValueError) as cm:
+                    cuda.cuda_region(*args, driver=d)
+                self.assertIn(want, str(cm.exception))
+
+    def test_a_host_tensor_is_refused(self):
+        try:
+            import torch
+        except ImportError as e:
+            self.skipTest(f"torch not importable: {e}")
+        with self.assertRaises(ValueError) as cm:
+            cuda.tensor_region(torch.zeros(16), 1, 64, 1)
+        self.assertIn("want a CUDA tensor", str(cm.exception))
+
+
+class RegistrationTest(unittest.TestCase):
+    def region(self, kind: int, uuid: bytes, fd: int = -1) -> cuda.CudaRegion:
+        r = cuda.CudaRegion()
+        r.handle_kind, r.layers, r.page_bytes, r.page_count = kind, 2, 4096, 4
+        r.bytes, r.offset, r.vmm_fd, r.alloc_bytes = 2 * 4 * 4096, 4096, fd, 1 << 20
+        ctypes.memmove(r.device_uuid, uuid, 16)
+        return r
+
+    def test_a_host_backend_manager_refuses_cuda_memory_naming_the_flag(self):
+        m = support.Manager()
+        self.addCleanup(m.stop)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        with self.assertRaises(Rejected) as cm:
+            c.register_cuda_buffer(self.region(cuda.HANDLE_IPC, bytes(16)))
+        self.assertIn("regions[0].handle_kind", str(cm.exception))
+        self.assertIn("--copy-backend cuda", str(cm.exception))
+
+    def test_a_cuda_manager_maps_a_vmm_fd_and_refuses_an_unknown_device(self):
+        if not os.path.exists(DOUBLE):
+            self.skipTest(f"{DOUBLE} not built (make native)")
+        old = os.environ.get("ORBITKV_LIBCUDA")
+        os.environ["ORBITKV_LIBCUDA"] = DOUBLE
+        try:
+            m = support.Manager("--copy-backend", "cuda")
+        finally:
+            if old is None:
+                del os.environ["ORBITKV_LIBCUDA"]
+            else:
+                os.environ["ORBITKV_LIBCUDA"] = old
+        # The double's device 0 UUID (cuda_double.c cuDeviceGetUuid).
+        uuid = bytes((0xD0 + i) & 0xFF for i in range(16))
+        self.addCleanup(m.stop)
+        fd = os.memfd_create("vmm")
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 1 << 20)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        self.assertEqual(c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, uuid, fd)), 0)
+        with self.assertRaises(Rejected) as cm:
+            c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes(16), fd))
+        self.assertIn("regions[0].device_uuid", str(cm.exception))
+        self.assertIn("no CUDA device with UUID", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
