@@ -10,6 +10,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/peer"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // opDurations is the cache's OpObserver: one histogram per cache.Op, each
@@ -57,9 +58,10 @@ type snapshot struct {
 	sessions                         int
 	requests, invalid, parks, rescue uint64
 	cache                            cache.Stats
-	catalog                          catalog.Stats // zero until the catalog is open
-	peer                             peer.Stats    // zero until peer control serves
-	uploadsOK, uploadsFailed         uint64        // the Pyroscope push's; 0 when off
+	catalog                          catalog.Stats        // zero until the catalog is open
+	peer                             peer.Stats           // zero until peer control serves
+	transfer                         transfer.ServerStats // the data port's; zero until peer control serves
+	uploadsOK, uploadsFailed         uint64               // the Pyroscope push's; 0 when off
 }
 
 // series is one metric drawn from a snapshot.
@@ -97,6 +99,7 @@ func (c *collector) take() snapshot {
 		}
 		if ctl := cl.live.Load(); ctl != nil {
 			s.peer = ctl.Stats()
+			s.transfer = cl.data.Stats() // set before live was stored
 		}
 	}
 	if h.prof != nil {
@@ -216,6 +219,26 @@ func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
 		add(prometheus.CounterValue, "orbitkv_peer_transfers_ended_total", endedHelp, pc(e.f), "how", e.how)
 	}
 	gauge("orbitkv_peer_transfers_open", "Transfers open now that this node serves to peers.", pc(func(s peer.Stats) uint64 { return s.Open }))
+	gauge("orbitkv_peer_control_conns", "Peer control (gRPC) connections open now, TLS handshakes included; at most --peer-max-conns.", pc(func(s peer.Stats) uint64 { return s.OpenConns }))
+	ts := func(f func(transfer.ServerStats) uint64) func(*snapshot) float64 {
+		return func(s *snapshot) float64 { return float64(f(s.transfer)) }
+	}
+	gauge("orbitkv_transfer_data_conns", "Data connections to this node's transfer port open now.", ts(func(s transfer.ServerStats) uint64 { return uint64(s.Conns) }))
+	gauge("orbitkv_transfer_segments", "Segments (transfers' block runs) readable on the transfer port now.", ts(func(s transfer.ServerStats) uint64 { return uint64(s.Segments) }))
+	counter("orbitkv_transfer_reads_total", "READs on the transfer port answered with DATA.", ts(func(s transfer.ServerStats) uint64 { return s.Reads }))
+	counter("orbitkv_transfer_sent_bytes_total", "Payload bytes the transfer port sent in DATA frames.", ts(func(s transfer.ServerStats) uint64 { return s.Bytes }))
+	counter("orbitkv_transfer_refused_reads_total", "READs on the transfer port answered with ERROR (unknown segment or capability, out of range, malformed).", ts(func(s transfer.ServerStats) uint64 { return s.Refused }))
+	const closedHelp = "Transfer port connections closed by a limit, by which: max_conns (transfer.ServerSpec.MaxConns, 256 by default, open at accept), max_conns_per_host (--transfer-max-conns-per-host from one host), max_refusals (refusals in a row with no DATA)."
+	for _, e := range []struct {
+		why string
+		f   func(transfer.ServerStats) uint64
+	}{
+		{"max_conns", func(s transfer.ServerStats) uint64 { return s.OverConns }},
+		{"max_conns_per_host", func(s transfer.ServerStats) uint64 { return s.OverHost }},
+		{"max_refusals", func(s transfer.ServerStats) uint64 { return s.OverRefusals }},
+	} {
+		add(prometheus.CounterValue, "orbitkv_transfer_conns_limited_total", closedHelp, ts(e.f), "limit", e.why)
+	}
 }
 
 // labelPairs turns "k", "v", ... into constant labels (nil for none).

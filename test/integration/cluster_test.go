@@ -276,7 +276,7 @@ func TestClusterRequesterSIGKILLedMidTransferReleasesTheSourcesPins(t *testing.T
 	a.waitMetric(t, "orbitkv_transfer_pins", 6*time.Second, "the source's transfer goes", func(v float64) bool { return v == 0 })
 	t.Logf("the source's pins went %v after the requester died (dropped %v, expired %v)", time.Since(start),
 		a.metric(t, `orbitkv_peer_transfers_ended_total{how="dropped"}`), a.metric(t, `orbitkv_peer_transfers_ended_total{how="expired"}`))
-	for _, m := range []string{"orbitkv_transfer_pinned_blocks", "orbitkv_block_pins", "orbitkv_peer_transfers_open"} {
+	for _, m := range []string{"orbitkv_transfer_pinned_blocks", "orbitkv_block_pins", "orbitkv_peer_transfers_open", "orbitkv_transfer_segments", "orbitkv_peer_control_conns"} {
 		if v := a.metric(t, m); v != 0 {
 			t.Errorf("source: %s is %v after the requester died, want 0", m, v)
 		}
