@@ -114,9 +114,12 @@ gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 M
 	@rm -rf $(BUILD)/gpu-bundle && mkdir -p $(BUILD)/gpu-bundle/bin $(BUILD)/gpu-bundle/lib
 	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager bin/orbitkv-manager
 	strip -o $(BUILD)/gpu-bundle/bin/okv_gpu_check $(NATIVE_DIR)/okv_gpu_check
-	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
+	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py scripts/gpu_kv_check.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
+	mkdir -p $(BUILD)/gpu-bundle/python && cp -r python/orbitkv $(BUILD)/gpu-bundle/python/ && \
+		find $(BUILD)/gpu-bundle/python -name __pycache__ -prune -exec rm -rf {} +
+	strip -o $(BUILD)/gpu-bundle/lib/liborbitkv.so.0 $(NATIVE_DIR)/liborbitkv.so.0
 	@# libprotobuf-c and libcrypto travel (a GPU image may lack them); glibc does not
-	@for b in $(BUILD)/gpu-bundle/bin/*; do ldd $$b | awk '/=> \// {print $$3}'; done | sort -u | \
+	@for b in $(BUILD)/gpu-bundle/bin/* $(BUILD)/gpu-bundle/lib/liborbitkv.so.0; do ldd $$b | awk '/=> \// {print $$3}'; done | sort -u | \
 		grep -E 'libprotobuf-c|libcrypto' | xargs -r -I{} cp -L {} $(BUILD)/gpu-bundle/lib/
 	tar -C $(BUILD) -czf $(BUILD)/gpu-bundle.tar.gz gpu-bundle
 	@size=$$(stat -c %s $(BUILD)/gpu-bundle.tar.gz); echo "$(BUILD)/gpu-bundle.tar.gz: $$size bytes"; \

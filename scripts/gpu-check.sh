@@ -8,7 +8,8 @@
 # and no Go toolchain and no network. On the CPU machine, `make gpu-bundle`
 # builds what travels (build/gpu-bundle.tar.gz, under 64 MiB): the Manager,
 # okv_gpu_check (the backend through the copy engine, native/tests/gpu/),
-# this script, fault.cu and gpu_ipc_probe.py. On the GPU machine:
+# this script, fault.cu, gpu_ipc_probe.py, gpu_kv_check.py, the Python
+# package and liborbitkv. On the GPU machine:
 #
 #   tar xzf gpu-bundle.tar.gz && cd gpu-bundle && ./gpu-check.sh [OUTDIR]
 #
@@ -26,9 +27,10 @@
 #   5. ipc: torch allocates in one process, another opens it by legacy IPC
 #      handle and reads the same bytes; on a sandboxed kernel the exact
 #      driver error is printed.
-# Not covered (the row stays open): the Manager copying torch-allocated KV
-# registered by another process — GPU buffer registration (issue 19 item
-# 2) is not built yet, so there is nothing to drive it with.
+#   6. kv: torch allocates the KV cache in one process and registers it by
+#      IPC handle with a Manager on --copy-backend cuda (another process),
+#      which publishes from it (D2H) and restores into it (H2D); bytes
+#      compared on the device (gpu_kv_check.py).
 #
 # Output: OUTDIR (default ./gpu-check-out) holds each step's log and
 # summary.txt; exit status 0 only when every step passed.
@@ -95,7 +97,20 @@ if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; 
 else
 	row ipc "fail (torch with CUDA not importable)"
 fi
-row manager-copies-torch-kv "skip (GPU buffer registration is not built: issue 19 item 2)"
+# The Manager copies KV torch allocated in this process (IPC handle).
+if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+	timeout 60 "$bin/orbitkv-manager" --copy-backend cuda --bootstrap-socket "$out/kv.sock" --http-addr "" \
+		--ram-capacity 2GiB --hugepages off >"$out/kv-manager.log" 2>&1 &
+	kpid=$!
+	for _ in $(seq 1 300); do grep -q "orbitkv-manager serving" "$out/kv-manager.log" && break; sleep 0.1; done
+	PYTHONPATH=$here/python ORBITKV_LIB=$here/lib/liborbitkv.so.0 timeout 120 python3 "$here/gpu_kv_check.py" "$out/kv.sock" >"$out/kv.log" 2>&1
+	rc=$?
+	kill -TERM $kpid 2>/dev/null
+	wait $kpid
+	[ $rc = 0 ] && row manager-copies-torch-kv "pass ($(tail -1 "$out/kv.log"))" || row manager-copies-torch-kv "fail ($(tail -1 "$out/kv.log"))"
+else
+	row manager-copies-torch-kv "fail (torch with CUDA not importable)"
+fi
 
 echo "summary in $summary"
 exit $fail

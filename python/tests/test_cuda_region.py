@@ -125,6 +125,88 @@ class RegistrationTest(unittest.TestCase):
         self.assertIn("regions[0].device_uuid", str(cm.exception))
         self.assertIn("no CUDA device with UUID", str(cm.exception))
 
+    def test_a_cuda_manager_publishes_from_and_restores_into_a_vmm_buffer(self):
+        # The whole path with the CUDA backend: the buffer is a VMM fd (a
+        # memfd, for the double) mapped by the Manager; publish copies out of
+        # that mapping and restore into it as device jobs on the session's
+        # streams; the bytes are checked in this process's view of the fd.
+        import mmap
+        from tests.test_client import engine_hashes, identity
+        if not os.path.exists(DOUBLE):
+            self.skipTest(f"{DOUBLE} not built (make native)")
+        os.environ["ORBITKV_LIBCUDA"] = DOUBLE
+        try:
+            m = support.Manager("--copy-backend", "cuda")
+        finally:
+            del os.environ["ORBITKV_LIBCUDA"]
+        self.addCleanup(m.stop)
+        uuid = bytes((0xD0 + i) & 0xFF for i in range(16))
+        fd = os.memfd_create("vmm")
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 1 << 20)
+        view = mmap.mmap(fd, 1 << 20)
+        self.addCleanup(view.close)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        r = self.region(cuda.HANDLE_VMM_FD, uuid, fd)  # 2 layers x 4 pages of 4096 at offset 4096
+        r.page_count, r.bytes = 8, 2 * 8 * 4096
+        bid = c.register_cuda_buffer(r)
+
+        def page(layer: int, p: int) -> slice:
+            start = r.offset + (layer * r.page_count + p) * r.page_bytes
+            return slice(start, start + r.page_bytes)
+
+        for layer in range(2):
+            for p in range(4):
+                view[page(layer, p)] = os.urandom(4096)
+        ns = identity(self.id()).namespace()
+        hs = engine_hashes(self.id(), 4)
+        self.assertEqual(c.publish(ns, bid, hs, [0, 1, 2, 3]), (4, 0))
+        answer = c.lookup(ns, orbitkv.BlockHashes(hs))
+        self.assertEqual(answer.hit_count, 4)
+        op = c.start_restore(answer.lease_id, bid, [(i, 4 + i) for i in range(4)])
+        c.wait_restore(op, timeout_s=30)
+        for layer in range(2):
+            for i in range(4):
+                self.assertEqual(view[page(layer, 4 + i)], view[page(layer, i)], f"layer {layer} block {i}")
+        c.release(answer.lease_id)
+
+    def test_a_sticky_device_error_during_publish_ends_the_manager_in_fail_stop(self):
+        # The double's first cuMemcpyAsync fails with a sticky
+        # CUDA_ERROR_ILLEGAL_ADDRESS (700): the stream cannot be synchronized,
+        # so completion cannot be established and the Manager must abort
+        # saying why (DESIGN.md rule 9) rather than answer the publish.
+        import time
+        from tests.test_client import engine_hashes, identity
+        if not os.path.exists(DOUBLE):
+            self.skipTest(f"{DOUBLE} not built (make native)")
+        os.environ["ORBITKV_LIBCUDA"] = DOUBLE
+        os.environ["ORBITKV_CUDA_DOUBLE_FAULT"] = "cuMemcpyAsync:1:700:s"
+        try:
+            m = support.Manager("--copy-backend", "cuda")
+        finally:
+            del os.environ["ORBITKV_LIBCUDA"], os.environ["ORBITKV_CUDA_DOUBLE_FAULT"]
+        self.addCleanup(m.stop)
+        fd = os.memfd_create("vmm")
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 1 << 20)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        bid = c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes((0xD0 + i) & 0xFF for i in range(16)), fd))
+        with support.hang_guard(120):
+            with self.assertRaises(orbitkv.errors.OrbitKVError):
+                c.publish(identity(self.id()).namespace(), bid, engine_hashes(self.id(), 1), [0])
+            deadline = time.monotonic() + 60
+            while m.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        # abort() in a C thread of a Go program: Go's runtime reports the
+        # SIGABRT (its dump says so) and exits with status 2.
+        log = "".join(m.log)
+        self.assertEqual(m.proc.returncode, 2, f"the Manager did not crash on SIGABRT: {log[-2000:]}")
+        self.assertIn("SIGABRT", log)
+        self.assertIn("orbitkv-manager: fail-stop: copy job", log)
+        self.assertIn("cuMemcpyAsync failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)", log)
+
 
 if __name__ == "__main__":
     unittest.main()
