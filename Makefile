@@ -186,6 +186,11 @@ bench-engines: native go ## TTFT in the real vLLM: cold, vLLM's own hit, OrbitKV
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python bench/engines/ttft.py --manager bin/orbitkv-manager $(BENCH_ENGINES_FLAGS)
 
+.PHONY: bench-peers
+bench-peers: native go ## OrbitKV beside LMCache's multiprocess server in one run: lookup p50/p99, store/retrieve GB/s, ratios (bench/peers; ~10 min)
+	engines/deps.sh vllm
+	bin/orbitkv-bench peers --python $(BUILD)/venv/vllm/bin/python $(BENCH_PEERS_FLAGS)
+
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
 	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
