@@ -32,6 +32,7 @@ type peersConfig struct {
 	python      string   // the vLLM environment's python (holds lmcache)
 	driver      string   // bench/peers/lmcache_driver.py
 	timeout     time.Duration
+	discover    int     // timed local and round-trip discoveries per chain (MeasureDiscover); 0 = skip
 	l1GiB       float64 // LMCache's --l1-size-gb; OrbitKV's RAM tier is the same bytes
 }
 
@@ -76,6 +77,7 @@ func parsePeersFlags(args []string, out io.Writer) (peersConfig, error) {
 	fs.IntVar(&cfg.warmup, "warmup", 2, "untimed batches per size, operation and system after the cold one")
 	fs.StringVar(&cfg.python, "python", "", "the vLLM engine environment's python, with lmcache (default: build/venv/vllm/bin/python beside this binary's ../, then under the working directory)")
 	fs.StringVar(&cfg.driver, "driver", "", "the LMCache driver (default: bench/peers/lmcache_driver.py, found as --python is)")
+	fs.IntVar(&cfg.discover, "discover-iters", 20000, "timed discoveries per subject and chain of 32 and 1,000 blocks (local from the mapped index, and the round trip; orbitkv-bench discover's MeasureDiscover against a Manager of its own); 0 = leave discovery out")
 	fs.DurationVar(&cfg.timeout, "lmcache-timeout", 15*time.Minute, "bound on the LMCache side (server start, workload, stop)")
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: orbitkv-bench peers [flags]")
@@ -100,7 +102,7 @@ func parsePeersFlags(args []string, out io.Writer) (peersConfig, error) {
 	}
 	cfg.managerArgs = strings.Fields(*managerArgs)
 	err := firstError(between("lookups", cfg.lookups, 10, 100000), between("iters", cfg.iters, 1, 1000),
-		between("warmup", cfg.warmup, 0, 1000), atLeast("lmcache-timeout", cfg.timeout, time.Minute), checkOutput(cfg.output))
+		between("warmup", cfg.warmup, 0, 1000), between("discover-iters", cfg.discover, 0, 10000000), atLeast("lmcache-timeout", cfg.timeout, time.Minute), checkOutput(cfg.output))
 	if err != nil {
 		return cfg, err
 	}
@@ -173,6 +175,15 @@ func runPeers(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "peers: OrbitKV side (a Manager with a %.0f GiB RAM tier) ...\n", cfg.l1GiB)
 	if err := measureOrbitKV(&cfg, rep, stderr); err != nil {
 		return fmt.Errorf("OrbitKV side: %w", err)
+	}
+	if cfg.discover > 0 {
+		fmt.Fprintf(stderr, "peers: OrbitKV discovery, local and round trip (MeasureDiscover, a Manager of its own) ...\n")
+		d, err := MeasureDiscover(DiscoverOptions{ManagerBin: cfg.managerBin, ManagerArgs: cfg.managerArgs,
+			Iters: cfg.discover, Chains: []int{32, 1000}})
+		if err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		rep.addDiscover(d)
 	}
 	fmt.Fprintf(stderr, "peers: LMCache side (its server with a %.0f GiB L1, bounded by %v) ...\n", cfg.l1GiB, cfg.timeout)
 	lm, err := runLMCacheDriver(&cfg, stderr)

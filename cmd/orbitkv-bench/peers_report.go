@@ -73,17 +73,22 @@ type peersConditions struct {
 // are OrbitKV's advantage: LMCache's latency / OrbitKV's, OrbitKV's GB/s /
 // LMCache's; a ratio is absent where either side is.
 type peersReport struct {
-	Lookup        map[string]map[string]peerQuantiles `json:"lookup_rtt_ns"`
-	Store         map[string]map[string]float64       `json:"store_gbps"`
-	Retrieve      map[string]map[string]float64       `json:"retrieve_gbps"`
-	StoreCold     map[string]map[string]float64       `json:"store_cold_gbps"`
-	RetrieveCold  map[string]map[string]float64       `json:"retrieve_cold_gbps"`
-	Ratios        peersRatios                         `json:"ratios"`
-	Targets       []peersTarget                       `json:"targets"`
-	Transfers     map[string][]peerTransfer           `json:"transfers"`
-	LMCacheError  string                              `json:"lmcache_error,omitempty"`
-	Conditions    peersConditions                     `json:"conditions"`
-	chains, sizes []string                            // keys in report order
+	Lookup       map[string]map[string]peerQuantiles `json:"lookup_rtt_ns"`
+	Store        map[string]map[string]float64       `json:"store_gbps"`
+	Retrieve     map[string]map[string]float64       `json:"retrieve_gbps"`
+	StoreCold    map[string]map[string]float64       `json:"store_cold_gbps"`
+	RetrieveCold map[string]map[string]float64       `json:"retrieve_cold_gbps"`
+	// DiscoverLocal and DiscoverRTT are OrbitKV's discovery of chains of
+	// 32 and 1,000 blocks (MeasureDiscover): from the mapped index, and
+	// by a QueryBundle discovery round trip; absent with --discover-iters 0.
+	DiscoverLocal map[string]DiscoverQuantiles `json:"discover_local_ns,omitempty"`
+	DiscoverRTT   map[string]DiscoverQuantiles `json:"discover_rtt_ns,omitempty"`
+	Ratios        peersRatios                  `json:"ratios"`
+	Targets       []peersTarget                `json:"targets"`
+	Transfers     map[string][]peerTransfer    `json:"transfers"`
+	LMCacheError  string                       `json:"lmcache_error,omitempty"`
+	Conditions    peersConditions              `json:"conditions"`
+	chains, sizes []string                     // keys in report order
 }
 
 // peersRatios are the report's ratios, each key → OrbitKV's advantage.
@@ -94,6 +99,11 @@ type peersRatios struct {
 	Retrieve     map[string]float64 `json:"retrieve"`
 	StoreCold    map[string]float64 `json:"store_cold"`
 	RetrieveCold map[string]float64 `json:"retrieve_cold"`
+	// DiscoverVsRTT is the round-trip discovery's p50 over the local one's;
+	// DiscoverVsLMCache LMCache's lookup p50 over the local discovery's,
+	// per chain both measured.
+	DiscoverVsRTT     map[string]float64 `json:"discover_local_vs_rtt_p50"`
+	DiscoverVsLMCache map[string]float64 `json:"discover_local_vs_lmcache_lookup_p50"`
 }
 
 // peersTarget is one target of issue 18: what is promised, the ratio
@@ -133,6 +143,11 @@ func (r *peersReport) addTransfer(system string, t peerTransfer) {
 	r.Transfers[system] = append(r.Transfers[system], t)
 }
 
+// addDiscover files OrbitKV's discovery figures.
+func (r *peersReport) addDiscover(d *DiscoverFigures) {
+	r.DiscoverLocal, r.DiscoverRTT = d.Local, d.RTT
+}
+
 // addLMCache files the LMCache driver's figures.
 func (r *peersReport) addLMCache(lm *lmcacheResult) {
 	for k, q := range lm.Lookup {
@@ -156,7 +171,18 @@ func peerRatio(num, den float64, okNum, okDen bool) (float64, bool) {
 func (r *peersReport) finish() {
 	r.Ratios = peersRatios{LookupP50: map[string]float64{}, LookupP99: map[string]float64{},
 		Store: map[string]float64{}, Retrieve: map[string]float64{},
-		StoreCold: map[string]float64{}, RetrieveCold: map[string]float64{}}
+		StoreCold: map[string]float64{}, RetrieveCold: map[string]float64{},
+		DiscoverVsRTT: map[string]float64{}, DiscoverVsLMCache: map[string]float64{}}
+	for k, loc := range r.DiscoverLocal {
+		rtt, okR := r.DiscoverRTT[k]
+		if v, ok := peerRatio(rtt.P50, loc.P50, okR, true); ok {
+			r.Ratios.DiscoverVsRTT[k] = v
+		}
+		l, okL := r.Lookup[peerLMCache][k]
+		if v, ok := peerRatio(float64(l.P50), loc.P50, okL, true); ok {
+			r.Ratios.DiscoverVsLMCache[k] = v
+		}
+	}
 	for _, k := range r.chains {
 		o, okO := r.Lookup[peerOrbitKV][k]
 		l, okL := r.Lookup[peerLMCache][k]
@@ -242,6 +268,25 @@ func writePeersTable(w io.Writer, r *peersReport) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.DiscoverLocal) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "discovery of\tlocal p50\tp99\tround trip p50\tp99\tround trip / local\tLMCache lookup / local\t")
+		fus := func(ns float64) string { return fmt.Sprintf("%.2f µs", ns/1e3) }
+		keys := make([]string, 0, len(r.DiscoverLocal))
+		for k := range r.DiscoverLocal {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int { return len(a) - len(b) })
+		for _, k := range keys {
+			loc, rtt := r.DiscoverLocal[k], r.DiscoverRTT[k]
+			fmt.Fprintf(tw, "%s blocks\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, fus(loc.P50), fus(loc.P99), fus(rtt.P50), fus(rtt.P99),
+				opt(r.Ratios.DiscoverVsRTT, k, "%.1fx"), opt(r.Ratios.DiscoverVsLMCache, k, "%.0fx"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

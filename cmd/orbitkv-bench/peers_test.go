@@ -153,8 +153,8 @@ func TestPeersReport(t *testing.T) {
 				}
 			}
 		}
-		if strings.Contains(buf.String(), "discover_") {
-			t.Errorf("the report carries discover keys, which nothing measures yet")
+		if strings.Contains(buf.String(), `"discover_local_ns"`) {
+			t.Errorf("a report without discovery carries discover_local_ns")
 		}
 	})
 	t.Run("without LMCache there are no LMCache figures, ratios or met targets, and the error is kept", func(t *testing.T) {
@@ -175,6 +175,59 @@ func TestPeersReport(t *testing.T) {
 		}
 		if !strings.Contains(buf.String(), "LMCache did not run: the LMCache driver failed: RuntimeError: boom") {
 			t.Fatalf("table does not carry the error:\n%s", buf.String())
+		}
+	})
+}
+
+func TestPeersDiscover(t *testing.T) {
+	r := peersSample(t, true)
+	r.addDiscover(&DiscoverFigures{
+		Local: map[string]DiscoverQuantiles{"32": {P50: 100, P99: 200}, "1000": {P50: 2000, P99: 3000}},
+		RTT:   map[string]DiscoverQuantiles{"32": {P50: 1000, P99: 5000}, "1000": {P50: 10000, P99: 20000}},
+	})
+	r.finish()
+	t.Run("discovery ratios are the round trip's and LMCache's lookup p50 over the local p50", func(t *testing.T) {
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"round trip / local of 32", r.Ratios.DiscoverVsRTT["32"], 10},
+			{"round trip / local of 1000", r.Ratios.DiscoverVsRTT["1000"], 5},
+			{"LMCache / local of 32", r.Ratios.DiscoverVsLMCache["32"], 20000},
+			{"LMCache / local of 1000", r.Ratios.DiscoverVsLMCache["1000"], 4000},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+			}
+		}
+	})
+	t.Run("the JSON carries discover_local_ns and discover_rtt_ns by chain", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := writePeersJSON(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]map[string]map[string]float64
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(buf.Bytes(), &raw); err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]map[string]map[string]float64{}
+		for _, k := range []string{"discover_local_ns", "discover_rtt_ns"} {
+			var m map[string]map[string]float64
+			if err := json.Unmarshal(raw[k], &m); err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+			got[k] = m
+		}
+		if got["discover_local_ns"]["32"]["p50"] != 100 || got["discover_rtt_ns"]["1000"]["p99"] != 20000 {
+			t.Fatalf("discover keys: %v", got)
+		}
+		var tbl bytes.Buffer
+		if err := writePeersTable(&tbl, r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tbl.String(), "discovery of") {
+			t.Fatalf("table without discovery rows:\n%s", tbl.String())
 		}
 	})
 }
