@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,9 +47,17 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 {
 	struct stat st;
 	const struct okv_discover_header *h;
+	uint64_t buckets;
 	void *p;
+	int seals;
 
 	memset(m, 0, sizeof(*m));
+	/* A table that could shrink under the mapping would SIGBUS a reader;
+	 * one that could still be written by others is not the Manager's. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE)) != (F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE))
+		return disc_fail(err, errlen, OKV_EPROTO,
+				 "discovery index memfd seals 0x%x lack F_SEAL_SHRINK|F_SEAL_FUTURE_WRITE", seals);
 	if (fstat(fd, &st) < 0)
 		return disc_fail(err, errlen, -errno, "discovery index fstat: %s", strerror(errno));
 	if (bytes < sizeof(struct okv_discover_header) || (uint64_t)st.st_size != bytes)
@@ -59,17 +68,19 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 		return disc_fail(err, errlen, -errno, "mapping the discovery index read-only: %s", strerror(errno));
 	h = p;
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OKV_DISCOVER_MAGIC || h->version != OKV_DISCOVER_VERSION) {
-		munmap(p, (size_t)bytes);
+		uint32_t magic = h->magic;
+		unsigned version = h->version;
+		munmap(p, (size_t)bytes); /* h is gone: the message uses the copies */
 		return disc_fail(err, errlen, OKV_EPROTO, "discovery index magic 0x%08x version %u; want 0x%08x version %u",
-				 h->magic, (unsigned)h->version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
+				 magic, version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
 	}
-	if (h->buckets < 2 || h->buckets > OKV_DISCOVER_MAX_BUCKETS || (h->buckets & (h->buckets - 1)) != 0 ||
-	    okv_discover_bytes(h->buckets) != bytes) {
-		uint64_t n = h->buckets;
+	buckets = h->buckets; /* read once: what is checked is what is used */
+	if (buckets < 2 || buckets > OKV_DISCOVER_MAX_BUCKETS || (buckets & (buckets - 1)) != 0 ||
+	    okv_discover_bytes(buckets) != bytes) {
 		munmap(p, (size_t)bytes);
 		return disc_fail(err, errlen, OKV_EPROTO,
 				 "discovery index buckets %llu: not a power of two in 2..%llu filling %llu bytes",
-				 (unsigned long long)n, (unsigned long long)OKV_DISCOVER_MAX_BUCKETS,
+				 (unsigned long long)buckets, (unsigned long long)OKV_DISCOVER_MAX_BUCKETS,
 				 (unsigned long long)bytes);
 	}
 	if (memcmp(&h->ns, ns, sizeof(*ns)) != 0) {
@@ -79,7 +90,7 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 	m->ns = *ns;
 	m->hdr = h;
 	m->bkt = (const struct okv_discover_bucket *)((const uint8_t *)p + sizeof(*h));
-	m->mask = h->buckets - 1;
+	m->mask = buckets - 1;
 	m->seed = h->seed;
 	m->flags = h->flags;
 	m->bytes = (size_t)bytes;
