@@ -215,3 +215,91 @@ func TestDiscoverLocalThroughTheManager(t *testing.T) {
 		t.Logf("%d of %d chain blocks evicted; local discovery agreed on every one", evicted, len(chain))
 	})
 }
+
+// TestLocalReadersDuringChurnNeverMissAPinnedChain: one session keeps a
+// chain leased (pinned blocks are never evicted) while another publishes
+// thousands of blocks of the same namespace through the 2,048-block tier,
+// so the Manager inserts and evicts entries of the very table the first
+// session reads. The C reader (okv_discover_local, another process than
+// the writer's goroutine) must count the whole pinned chain on every read:
+// a torn entry or a lost one would show as a shorter count.
+func TestLocalReadersDuringChurnNeverMissAPinnedChain(t *testing.T) {
+	path := startManager(t)
+	reader, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	writer, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	buf, err := native.AllocBuffer(1, 4096, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	id, err := writer.RegisterBuffer(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := discNamespace(t, "churn")
+	chain := discHashes(1<<20, 64)
+	publishRange(t, writer, ns, id, chain)
+	lease, err := reader.Query(ns, chain)
+	if err != nil || lease.Hits != uint32(len(chain)) {
+		t.Fatalf("leasing the chain: %+v %v", lease, err)
+	}
+	defer reader.Release(lease.ID)
+	if err := reader.DiscoverOpen(ns); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	type result struct {
+		reads, short int
+		err          error
+	}
+	res := make(chan result, 1)
+	go func() {
+		var r result
+		for {
+			select {
+			case <-done:
+				res <- r
+				return
+			default:
+			}
+			n, err := reader.DiscoverLocal(ns, chain)
+			if err != nil && code(err) != native.CodeTimedOut { // a bucket held mid-update past the spin budget: allowed
+				r.err = err
+				res <- r
+				return
+			}
+			if err == nil && n != uint32(len(chain)) {
+				r.short++
+			}
+			r.reads++
+		}
+	}()
+	// 8,000 fresh blocks through the tier: about 6,000 evictions, each
+	// written into the table the reader reads.
+	publishRange(t, writer, ns, id, discHashes(2<<20, 8000))
+	close(done)
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.short != 0 {
+		t.Fatalf("%d of %d local reads counted less than the pinned chain", r.short, r.reads)
+	}
+	if r.reads == 0 {
+		t.Fatal("the reader never read during the churn: the test proves nothing")
+	}
+	// The control: the churn really evicted (the oldest churn block is gone
+	// from the table), so the reads above ran beside removals.
+	if n, err := reader.DiscoverLocal(ns, discHashes(2<<20, 1)); err != nil || n != 0 {
+		t.Fatalf("the first churn block reads %d (%v) after 8,000 publishes through 2,048 blocks; want evicted", n, err)
+	}
+	t.Logf("%d local reads during the churn, every one counted the whole pinned chain", r.reads)
+}
