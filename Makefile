@@ -141,12 +141,12 @@ test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang b
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
 	echo "make test: all stages passed"
 
-lint: ## go vet and gofmt (gofmt -l must print nothing)
+lint: deps-build ## go vet and gofmt (gofmt -l must print nothing)
 	$(GO) vet ./...
 	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './$(BUILD)/*' | xargs -r gofmt -l); \
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
 
-test-go: ## Go tests with the race detector (test/integration once more over iceoryx2 where it is built)
+test-go: deps-build ## Go tests with the race detector (test/integration once more over iceoryx2 where it is built)
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
 	$(if $(filter ok,$(IOX2_STATUS)),$(GO) test -race $(GO_TEST_FLAGS) ./test/integration -args -channel-transport iceoryx2)
 	$(if $(strip $(GO_NORACE_PKGS)),$(GO) test $(GO_TEST_FLAGS) $(GO_NORACE_PKGS))
