@@ -76,6 +76,21 @@ class TestDiscoverWithAnSSDTier(ManagerTest):
         self.assertFalse(self.client.discover_complete(self.ns))
 
 
+class TestDiscoverBudget(ManagerTest):
+    # 64 MiB of 16 KiB chunks: 4,096 blocks, a 256 KiB table; 64 KiB holds none.
+    manager_flags = ("--discover-bytes", "64KiB")
+
+    def test_an_index_past_the_budget_is_refused_naming_the_flag(self):
+        with self.assertRaises(OrbitKVError) as cm:
+            self.client.discover_open(self.ns)
+        self.assertIn("--discover-bytes", str(cm.exception))
+        # The session stays usable: the round trip still answers.
+        hs = self.publish(2)
+        a = self.client.query_untracked(self.ns, hs)
+        self.assertEqual(a.hit_count, 2)
+        self.client.release(a.lease_id)
+
+
 class TestDiscoverDisabled(ManagerTest):
     manager_flags = ("--discover-bytes", "0")
 
