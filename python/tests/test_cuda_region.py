@@ -207,6 +207,22 @@ class RegistrationTest(unittest.TestCase):
         self.assertIn("orbitkv-manager: fail-stop: copy job", log)
         self.assertIn("cuMemcpyAsync failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)", log)
 
+    def test_auto_picks_cuda_with_a_device_and_host_without_a_driver_saying_why(self):
+        if not os.path.exists(DOUBLE):
+            self.skipTest(f"{DOUBLE} not built (make native)")
+        for lib, want in ((DOUBLE, 'backend=cuda why="cuda: 1 device(s)"'),
+                          ("/nonexistent/libcuda.so.1", 'backend=host why="host: no usable CUDA driver (dlopen /nonexistent/libcuda.so.1')):
+            with self.subTest(lib):
+                os.environ["ORBITKV_LIBCUDA"] = lib
+                try:
+                    m = support.Manager("--copy-backend", "auto")
+                finally:
+                    del os.environ["ORBITKV_LIBCUDA"]
+                try:
+                    self.assertIn(want, "".join(m.log))
+                finally:
+                    m.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
