@@ -85,10 +85,15 @@ type discoverReport struct {
 	Ratios map[string]float64 `json:"rtt_over_local_p50"`
 	// Wakes are the Manager's requests and parks during the local
 	// phases (the 0-wake-up target) and during the round-trip phases.
-	LocalRequests  uint64        `json:"local_manager_requests"`
-	LocalParks     uint64        `json:"local_manager_parks"`
-	RTTRequests    uint64        `json:"rtt_manager_requests"`
-	RTTParks       uint64        `json:"rtt_manager_parks"`
+	LocalRequests uint64 `json:"local_manager_requests"`
+	LocalParks    uint64 `json:"local_manager_parks"`
+	RTTRequests   uint64 `json:"rtt_manager_requests"`
+	RTTParks      uint64 `json:"rtt_manager_parks"`
+	// IdleParks are the Manager's parks over an idle spell of IdleSeconds
+	// (no client calls at all) just before the load phases: the baseline
+	// the local phase's parks compare with (the dispatcher's own timers).
+	IdleParks      uint64        `json:"idle_manager_parks"`
+	IdleSeconds    float64       `json:"idle_seconds"`
 	LoadLocal      *discoverLoad `json:"load_local,omitempty"`
 	LoadRTT        *discoverLoad `json:"load_rtt,omitempty"`
 	CPUs           int           `json:"cpus"`
@@ -225,6 +230,18 @@ func measureDiscover(o DiscoverOptions) (*discoverReport, error) {
 		rep.Ratios[key] = rep.RTT[key].P50 / rep.Local[key].P50
 	}
 	if o.Load {
+		fmt.Fprintf(progress, "an idle spell of %v (the Manager's own wake-ups) ...\n", o.LoadTime)
+		_, p0, err := counters()
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		time.Sleep(o.LoadTime)
+		_, p1, err := counters()
+		if err != nil {
+			return nil, err
+		}
+		rep.IdleParks, rep.IdleSeconds = p1-p0, time.Since(start).Seconds()
 		for _, mode := range []client.DiscoverMode{client.DiscoverLocalMode, client.DiscoverRTTMode} {
 			fmt.Fprintf(progress, "4 clients at 10 kHz each, %v ...\n", map[client.DiscoverMode]string{client.DiscoverLocalMode: "local", client.DiscoverRTTMode: "round trip"}[mode])
 			l, err := discoverUnderLoad(m, httpAddr, ns, hashes[:min(32, longest)], mode, o.LoadTime, counters)
@@ -348,6 +365,9 @@ func runDiscover(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Manager during the local phases: %d channel requests, %d parks; during the round-trip phases: %d requests, %d parks\n",
 		rep.LocalRequests, rep.LocalParks, rep.RTTRequests, rep.RTTParks)
+	if rep.IdleSeconds > 0 {
+		fmt.Fprintf(stdout, "Manager idle (no client calls) for %.1f s: %d parks\n", rep.IdleSeconds, rep.IdleParks)
+	}
 	for _, l := range []struct {
 		name string
 		l    *discoverLoad
