@@ -130,18 +130,22 @@ func parsePeersFlags(args []string, out io.Writer) (peersConfig, error) {
 }
 
 // peersL1GiB is the cache both systems get, in GiB (LMCache takes a
-// --l1-size-gb): the lookup chains plus four batches of the largest
-// batch, at least 1 GiB, in whole GiB.
+// --l1-size-gb; OrbitKV's RAM tier is the same bytes): everything the run
+// stores (the lookup chains and every batch of every size) over LMCache's
+// eviction watermark (0.8, its server's default), in whole GiB, at least 1,
+// so that neither system evicts during the run. With less, LMCache 0.5.6
+// was seen leaving a stored 32 MiB batch invisible to lookups for over 30 s
+// once its L1 filled (bench/peers/README.md, run 3).
 func peersL1GiB(cfg *peersConfig) float64 {
-	var chain uint64
+	var stored uint64
 	for _, n := range cfg.chains {
-		chain += uint64(n) * peersLookupBlock
+		stored += uint64(n) * peersLookupBlock
 	}
-	var batch uint64
+	batches := uint64(1 + cfg.warmup + cfg.iters)
 	for i, s := range cfg.sizes {
-		batch = max(batch, s*uint64(cfg.blocks[i]))
+		stored += batches * s * uint64(cfg.blocks[i])
 	}
-	need := chain + 4*batch
+	need := stored * 5 / 4 // over the 0.8 watermark
 	return float64(max(1, (need+1<<30-1)>>30))
 }
 

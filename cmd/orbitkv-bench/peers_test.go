@@ -48,9 +48,10 @@ func TestPeersFlags(t *testing.T) {
 		if cfg.sizes[len(cfg.sizes)-1] != peersChunkBytes {
 			t.Errorf("last default size %d, want LMCache's chunk %d", cfg.sizes[len(cfg.sizes)-1], peersChunkBytes)
 		}
-		// chains 1,288 x 64 KiB + 4 x 64 MiB batches: 1 GiB.
-		if cfg.l1GiB != 1 {
-			t.Errorf("cache %v GiB, want 1", cfg.l1GiB)
+		// chains 1,288 x 64 KiB (80.5 MiB) + 11 batches of 1+4+16+32+64 MiB
+		// (1,287 MiB), over the 0.8 watermark: 1,709 MiB, so 2 GiB.
+		if cfg.l1GiB != 2 {
+			t.Errorf("cache %v GiB, want 2", cfg.l1GiB)
 		}
 	})
 }
@@ -263,6 +264,7 @@ func TestDriverArgs(t *testing.T) {
 	cfg := peersTestConfig(t, "--sizes", "64KiB,32MiB", "--chains", "32,256", "--iters", "3")
 	got := strings.Join(driverArgs(&cfg, "d.py"), " ")
 	want := "d.py --sizes 65536,33554432 --blocks 16,2 --chains 32,256 --lookup-block-bytes 65536 --lookups 200 --iters 3 --warmup 2 --l1-size-gb 1"
+	// 18 MiB of chains + 6 x 65 MiB = 408 MiB over 0.8: 1 GiB.
 	if got != want {
 		t.Fatalf("driver args\n got %s\nwant %s", got, want)
 	}
