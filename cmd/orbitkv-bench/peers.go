@@ -239,10 +239,12 @@ func measureOrbitKV(cfg *peersConfig, rep *peersReport, stderr io.Writer) error 
 	rep.Conditions.ManagerPid = m.pid
 	p := &peersOKV{c: c, cfg: cfg, bufs: &bufs}
 	for _, n := range cfg.chains {
-		q, err := p.lookups(n)
+		var q peerQuantiles
+		parks, err := countParks(m.http, func() (err error) { q, err = p.lookups(n); return err })
 		if err != nil {
 			return fmt.Errorf("lookup of %d blocks: %w%s", n, err, m.exitNote())
 		}
+		q.ManagerParks = parks
 		rep.Lookup[peerOrbitKV][fmt.Sprint(n)] = q
 		fmt.Fprintf(stderr, "peers: OrbitKV lookup of %d blocks: p50 %d ns, p99 %d ns\n", n, q.P50, q.P99)
 	}
@@ -256,6 +258,29 @@ func measureOrbitKV(cfg *peersConfig, rep *peersReport, stderr io.Writer) error 
 			humanize.IBytes(size), r.Blocks, r.StoreGBps, r.RetrieveGBps)
 	}
 	return nil
+}
+
+// countParks runs f and returns how often the Manager's dispatcher parked
+// meanwhile (orbitkv_channel_parks_total of its /metrics at addr): a round
+// trip that found it parked paid a futex wake-up. nil when addr is "" (the
+// Manager was started without an HTTP listener) or f failed.
+func countParks(addr string, f func() error) (*uint64, error) {
+	if addr == "" {
+		return nil, f()
+	}
+	before, err := scrapeParks(addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := f(); err != nil {
+		return nil, err
+	}
+	after, err := scrapeParks(addr)
+	if err != nil {
+		return nil, err
+	}
+	d := after - before
+	return &d, nil
 }
 
 // peersOKV is the OrbitKV side's session and state.

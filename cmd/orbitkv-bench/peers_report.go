@@ -22,6 +22,10 @@ type peerQuantiles struct {
 	P50     int64 `json:"p50"`
 	P99     int64 `json:"p99"`
 	Samples int   `json:"samples"`
+	// ManagerParks is OrbitKV's only: how often its dispatcher parked
+	// over the chain's lookups (warm-up and untimed Releases included, two
+	// round trips a lookup); each park makes one round trip pay a wake-up.
+	ManagerParks *uint64 `json:"manager_parks,omitempty"`
 }
 
 // quantilesOf is the nearest-rank p50 and p99 of samples (sorted in
@@ -249,7 +253,7 @@ func writePeersTable(w io.Writer, r *peersReport) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lookup of\tOrbitKV p50\tp99\tLMCache p50\tp99\tp50 ratio\tp99 ratio\t")
+	fmt.Fprintln(tw, "lookup of\tOrbitKV p50\tp99\tManager parks\tLMCache p50\tp99\tp50 ratio\tp99 ratio\t")
 	us := func(ns int64) string { return fmt.Sprintf("%.1f µs", float64(ns)/1e3) }
 	opt := func(m map[string]float64, k, f string) string {
 		if v, ok := m[k]; ok {
@@ -263,7 +267,11 @@ func writePeersTable(w io.Writer, r *peersReport) error {
 		if _, ok := r.Lookup[peerLMCache][k]; ok {
 			lp50, lp99 = us(l.P50), us(l.P99)
 		}
-		fmt.Fprintf(tw, "%s blocks\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, us(o.P50), us(o.P99), lp50, lp99,
+		parks := "-"
+		if o.ManagerParks != nil {
+			parks = fmt.Sprint(*o.ManagerParks)
+		}
+		fmt.Fprintf(tw, "%s blocks\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, us(o.P50), us(o.P99), parks, lp50, lp99,
 			opt(r.Ratios.LookupP50, k, "%.0fx"), opt(r.Ratios.LookupP99, k, "%.0fx"))
 	}
 	if err := tw.Flush(); err != nil {

@@ -76,7 +76,8 @@ func peersSample(t *testing.T, withLMCache bool) *peersReport {
 	t.Helper()
 	cfg := peersTestConfig(t, "--sizes", "64KiB,2MiB", "--chains", "32,1000")
 	r := newPeersReport(&cfg)
-	r.Lookup[peerOrbitKV]["32"] = peerQuantiles{P50: 4000, P99: 8000}
+	parks := uint64(3)
+	r.Lookup[peerOrbitKV]["32"] = peerQuantiles{P50: 4000, P99: 8000, ManagerParks: &parks}
 	r.Lookup[peerOrbitKV]["1000"] = peerQuantiles{P50: 40000, P99: 90000}
 	r.addTransfer(peerOrbitKV, peerTransfer{BlockBytes: 65536, Blocks: 16, StoreGBps: 8, RetrieveGBps: 12, StoreColdGBps: 2, RetrieveColdGBps: 3})
 	r.addTransfer(peerOrbitKV, peerTransfer{BlockBytes: 2 << 20, Blocks: 16, StoreGBps: 10, RetrieveGBps: 11, StoreColdGBps: 5, RetrieveColdGBps: 6})
@@ -174,7 +175,8 @@ func TestPeersReport(t *testing.T) {
 		if err := writePeersTable(&buf, r); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(buf.String(), "LMCache did not run: the LMCache driver failed: RuntimeError: boom") {
+		if !strings.Contains(buf.String(), "LMCache did not run: the LMCache driver failed: RuntimeError: boom") ||
+			!strings.Contains(buf.String(), "Manager parks") {
 			t.Fatalf("table does not carry the error:\n%s", buf.String())
 		}
 	})
