@@ -38,6 +38,7 @@ type clusterConfig struct {
 	rails          int
 	sliceBytes     string
 	transferHost   int
+	transferProve  time.Duration
 	peerConns      int
 	peerStreams    int
 }
@@ -54,6 +55,7 @@ var clusterFlagOf = map[string]string{
 	"peer.MaxPeerBytes": "peer-max-peer-bytes", "peer.LeaseTTL": "peer-transfer-lease",
 	"transfer.EngineSpec.Rails": "transfer-rails", "transfer.EngineSpec.SliceBytes": "transfer-slice-bytes",
 	"transfer.ServerSpec.MaxConnsPerHost": "transfer-max-conns-per-host",
+	"transfer.ServerSpec.ProveTimeout":    "transfer-prove-timeout",
 	"peer.MaxConns":                       "peer-max-conns", "peer.MaxConcurrentStreams": "peer-max-streams",
 }
 
@@ -83,6 +85,7 @@ func defineClusterFlags(fs *pflag.FlagSet, c *clusterConfig) {
 	fs.IntVar(&c.rails, "transfer-rails", 4, "data connections per peer (`count`, 1..64)")
 	fs.StringVar(&c.sliceBytes, "transfer-slice-bytes", "256KiB", "most bytes one READ asks for (`size`, 4KiB..); a block is cut into slices spread over the rails")
 	fs.IntVar(&c.transferHost, "transfer-max-conns-per-host", 64, "most data connections open from one remote IP address (`count`, 1..65536; 256 in all): a host without a capability cannot take them all")
+	fs.DurationVar(&c.transferProve, "transfer-prove-timeout", 5*time.Second, "how long a data connection may stay open before one of its READs is admitted (`duration`, 1ms..1h): longer only keeps connections without a capability, since a requester sends its first READ right after it connects; half of the 256 connections at most are such, the oldest closed for a new one")
 	fs.IntVar(&c.peerConns, "peer-max-conns", peer.DefaultMaxConns, "most peer control connections open, TLS handshakes included (`count`, 1..65536); more wait in the kernel's accept queue")
 	fs.IntVar(&c.peerStreams, "peer-max-streams", peer.DefaultMaxConcurrentStreams, "most peer control calls in flight on one connection (`count`, 1..65536; HTTP/2 max concurrent streams)")
 }
@@ -102,7 +105,7 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 		peer.LeaseTTLRange.CheckSet(c.transferLease), catalog.LeaseTTLRange.CheckSet(c.catalogTTL),
 		catalog.BatchIntervalRange.CheckSet(c.advertiseEvery),
 		tier.PeerTimeoutRange.CheckSet(c.fetchTimeout), transfer.RailsRange.CheckSet(c.rails),
-		transfer.MaxConnsPerHostRange.CheckSet(c.transferHost),
+		transfer.MaxConnsPerHostRange.CheckSet(c.transferHost), transfer.ProveTimeoutRange.CheckSet(c.transferProve),
 		peer.MaxConnsRange.CheckSet(c.peerConns), peer.MaxStreamsRange.CheckSet(c.peerStreams),
 	))
 	peerSpec := peer.ServerSpec{MaxTransferBytes: maxTransfer, MaxPeerBytes: maxPeer, LeaseTTL: c.transferLease,
@@ -140,7 +143,7 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 			BatchInterval: c.advertiseEvery},
 		Peer:     peerSpec,
 		Engine:   transfer.EngineSpec{Rails: c.rails, SliceBytes: int(min(slice, 1<<30))},
-		Transfer: transfer.ServerSpec{MaxConnsPerHost: c.transferHost},
+		Transfer: transfer.ServerSpec{MaxConnsPerHost: c.transferHost, ProveTimeout: c.transferProve},
 	}
 	tlsFlags := []struct{ name, file string }{{"peer-ca", c.peerCA}, {"peer-cert", c.peerCert}, {"peer-key", c.peerKey}}
 	for _, f := range tlsFlags {

@@ -65,6 +65,7 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 		{"a peer connection cap of 0 is refused", append(append([]string{}, base...), "--peer-max-conns", "0"), "--peer-max-conns 0: want"},
 		{"a peer stream cap past its limit is refused", append(append([]string{}, base...), "--peer-max-streams", "100000"), "--peer-max-streams 100000: want"},
 		{"a per-host data connection cap of 0 is refused", append(append([]string{}, base...), "--transfer-max-conns-per-host", "0"), "--transfer-max-conns-per-host 0: want"},
+		{"a prove timeout of 0 is refused", append(append([]string{}, base...), "--transfer-prove-timeout", "0s"), "--transfer-prove-timeout 0s: want"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +82,7 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 					t.Fatalf("validate: %v", err)
 				}
 				if tc.args != nil && (s.Cluster == nil || len(s.Cluster.Catalog.Endpoints) != 2 || s.Cluster.ServerTLS == nil || s.Cache.Tiers.PeerTimeout == 0 ||
-					s.Cluster.Transfer.MaxConnsPerHost != 64 || s.Cluster.Peer.MaxConns != 256 || s.Cluster.Peer.MaxConcurrentStreams != 128) {
+					s.Cluster.Transfer.MaxConnsPerHost != 64 || s.Cluster.Transfer.ProveTimeout != 5*time.Second || s.Cluster.Peer.MaxConns != 256 || s.Cluster.Peer.MaxConcurrentStreams != 128) {
 					t.Fatalf("cluster spec %+v", s.Cluster)
 				}
 				if tc.args == nil && s.Cluster != nil {

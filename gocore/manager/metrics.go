@@ -228,7 +228,7 @@ func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
 	counter("orbitkv_transfer_reads_total", "READs on the transfer port answered with DATA.", ts(func(s transfer.ServerStats) uint64 { return s.Reads }))
 	counter("orbitkv_transfer_sent_bytes_total", "Payload bytes the transfer port sent in DATA frames.", ts(func(s transfer.ServerStats) uint64 { return s.Bytes }))
 	counter("orbitkv_transfer_refused_reads_total", "READs on the transfer port answered with ERROR (unknown segment or capability, out of range, malformed).", ts(func(s transfer.ServerStats) uint64 { return s.Refused }))
-	const closedHelp = "Transfer port connections closed by a limit, by which: max_conns (transfer.ServerSpec.MaxConns, 256 by default, open at accept), max_conns_per_host (--transfer-max-conns-per-host from one host), max_refusals (refusals in a row with no DATA)."
+	const closedHelp = "Transfer port connections closed by a limit, by which: max_conns (transfer.ServerSpec.MaxConns, 256 by default, open at accept), max_conns_per_host (--transfer-max-conns-per-host from one host), max_refusals (refusals in a row with no DATA), unproven_evicted (a connection with no READ admitted yet, the oldest, closed to admit a new one), prove_timeout (no READ admitted within --transfer-prove-timeout of accept)."
 	for _, e := range []struct {
 		why string
 		f   func(transfer.ServerStats) uint64
@@ -236,6 +236,8 @@ func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
 		{"max_conns", func(s transfer.ServerStats) uint64 { return s.OverConns }},
 		{"max_conns_per_host", func(s transfer.ServerStats) uint64 { return s.OverHost }},
 		{"max_refusals", func(s transfer.ServerStats) uint64 { return s.OverRefusals }},
+		{"unproven_evicted", func(s transfer.ServerStats) uint64 { return s.Evicted }},
+		{"prove_timeout", func(s transfer.ServerStats) uint64 { return s.ProveTimeouts }},
 	} {
 		add(prometheus.CounterValue, "orbitkv_transfer_conns_limited_total", closedHelp, ts(e.f), "limit", e.why)
 	}

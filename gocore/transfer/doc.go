@@ -136,8 +136,16 @@
 // one remote IP address; a connection is closed after MaxRefusals (128)
 // refused READs in a row, and only a READ answered with DATA moves its
 // idle deadline (IdleTimeout, 2 minutes), so one that is only ever
-// refused lives that long at most. ServerStats counts each of these
-// closes (OverConns, OverHost, OverRefusals). Errors cross the wire through one table
+// refused lives that long at most. A connection is unproven until one of
+// its READs is admitted (it holds a capability): unproven ones may be at
+// most MaxUnproven (half of MaxConns) and MaxUnprovenPerHost
+// (MaxConnsPerHost), are closed ProveTimeout (5 s) after accept, and the
+// oldest is closed to admit a new connection when any of these limits,
+// MaxConns or MaxConnsPerHost is reached; proven connections are never
+// closed for a newcomer. So idle connections without a capability cannot
+// lock a requester out, which sends its READ right after it connects.
+// ServerStats counts each of these closes (OverConns, OverHost,
+// OverRefusals, Evicted, ProveTimeouts). Errors cross the wire through one table
 // (codeErrors in errors.go) and come back as the same sentinel errors.
 //
 // The 64-byte header against a 256 KiB slice is 0.02% of the bytes; the

@@ -31,7 +31,7 @@ const fuzzMaxRefusals = 4
 // connection and checks every answer against the READ it answers: the
 // requester writes the input and half-closes, so the source reads all of
 // it, answers every whole header and closes at EOF; nothing waits on a
-// timer (the idle and write timeouts are a minute, longer than the
+// timer (the idle, prove and write timeouts are a minute, longer than the
 // fuzzer's own 10 s limit of one input), so a slow machine checks the
 // same answers as a fast one. Properties: every frame the source writes
 // decodes; the i-th answer echoes the i-th header's tag; a DATA frame
@@ -41,7 +41,7 @@ const fuzzMaxRefusals = 4
 // the fuzzMaxRefusals-th ERROR in a row (no DATA between). The source
 // must not panic or read past its segment (the bounds checks would say).
 func FuzzServe(f *testing.F) {
-	srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, WriteTimeout: time.Minute, MaxRefusals: fuzzMaxRefusals})
+	srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0", IdleTimeout: time.Minute, ProveTimeout: time.Minute, WriteTimeout: time.Minute, MaxRefusals: fuzzMaxRefusals})
 	if err != nil {
 		f.Fatal(err)
 	}

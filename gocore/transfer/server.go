@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"bufio"
+	"container/list"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -25,6 +27,9 @@ var (
 	MaxConnsRange        = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: "256"}
 	MaxConnsPerHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxConnsPerHost", Min: 1, Max: 65536, Zero: "64"}
 	MaxRefusalsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxRefusals", Min: 1, Max: 1 << 20, Zero: "128"}
+	MaxUnprovenRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxUnproven", Min: 1, Max: 65536, Zero: "half of MaxConns"}
+	MaxUnprovenHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxUnprovenPerHost", Min: 1, Max: 65536, Zero: "MaxConnsPerHost"}
+	ProveTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.ProveTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "5s"}
 	MaxSegmentsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: "4096"}
 	IdleTimeoutRange     = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: "2m"}
 	WriteTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
@@ -58,6 +63,31 @@ type ServerSpec struct {
 	// twice the most READs a requester pipelines on a rail
 	// (EngineSpec.Window) that a segment's end refuses at once.
 	MaxRefusals int
+	// MaxUnproven bounds the open connections not yet proven: a connection
+	// is proven once one of its READs passed the capability check (it is
+	// answered with DATA), and stays proven until it closes. When
+	// MaxUnproven are open, the oldest unproven one is closed to admit a
+	// new one; the same happens instead of a refusal when MaxConns (or
+	// MaxConnsPerHost) are open and one of them (from that host) is
+	// unproven. So idle connections without a capability never lock a
+	// requester out: to close the requester's connection an attacker must
+	// dial MaxUnproven new ones between its connect and its first READ's
+	// admission (microseconds on a LAN). Proven connections are never
+	// closed for a new one. At most MaxConns. Default MaxConns/2 (128).
+	MaxUnproven int
+	// MaxUnprovenPerHost bounds the unproven connections from one remote
+	// IP address (as MaxConnsPerHost): when that many are open the host's
+	// oldest unproven one is closed to admit its new one. At most
+	// MaxConnsPerHost. Default MaxConnsPerHost, so that a requester that
+	// dials all its rails at once (up to 64, EngineSpec.Rails) never
+	// closes its own.
+	MaxUnprovenPerHost int
+	// ProveTimeout closes a connection that is still unproven this long
+	// after accept: a requester sends its first READ right after it
+	// connects, so only a connection without a capability (or a rail its
+	// requester left unused; it dials again when it needs one) waits that
+	// long. Proven connections keep IdleTimeout. Default 5 seconds.
+	ProveTimeout time.Duration
 	// MaxSegments bounds the live segments; RegisterSegment fails with
 	// ErrTooManySegments beyond it. Default 4096.
 	MaxSegments int
@@ -77,7 +107,11 @@ func (s *ServerSpec) Validate() error {
 		limit.Check(s.Addr != "", "transfer.ServerSpec.Addr", s.Addr, "a TCP host:port"),
 		MaxConnsRange.Check(s.MaxConns), MaxConnsPerHostRange.Check(s.MaxConnsPerHost),
 		MaxRefusalsRange.Check(s.MaxRefusals), MaxSegmentsRange.Check(s.MaxSegments),
-		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout))
+		MaxUnprovenRange.Check(s.MaxUnproven), MaxUnprovenHostRange.Check(s.MaxUnprovenPerHost),
+		ProveTimeoutRange.Check(s.ProveTimeout),
+		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout),
+		limit.Check(s.MaxUnproven <= cmp0(s.MaxConns, 256), "transfer.ServerSpec.MaxUnproven", s.MaxUnproven, "at most MaxConns"),
+		limit.Check(s.MaxUnprovenPerHost <= cmp0(s.MaxConnsPerHost, 64), "transfer.ServerSpec.MaxUnprovenPerHost", s.MaxUnprovenPerHost, "at most MaxConnsPerHost"))
 }
 
 func (s *ServerSpec) withDefaults() ServerSpec {
@@ -88,6 +122,9 @@ func (s *ServerSpec) withDefaults() ServerSpec {
 	o.MaxConns = cmp0(o.MaxConns, 256)
 	o.MaxConnsPerHost = cmp0(o.MaxConnsPerHost, 64)
 	o.MaxRefusals = cmp0(o.MaxRefusals, 128)
+	o.MaxUnproven = cmp0(o.MaxUnproven, max(1, o.MaxConns/2))
+	o.MaxUnprovenPerHost = cmp0(o.MaxUnprovenPerHost, o.MaxConnsPerHost)
+	o.ProveTimeout = cmp0(o.ProveTimeout, 5*time.Second)
 	o.MaxSegments = cmp0(o.MaxSegments, 4096)
 	o.IdleTimeout = cmp0(o.IdleTimeout, 2*time.Minute)
 	o.WriteTimeout = cmp0(o.WriteTimeout, 10*time.Second)
@@ -116,11 +153,24 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	segs   map[uint64]*segment
-	conns  map[net.Conn]string // the remote host of each open connection
-	hosts  map[string]int      // open connections per remote host
+	conns  map[net.Conn]*connState // each open connection
+	hosts  map[string]int          // open connections per remote host
+	// unproven holds the open unproven connections oldest first, and
+	// unprovenOf those of each host (a host with none has no entry).
+	unproven   *list.List
+	unprovenOf map[string]*list.List
 
 	reads, bytes, refused, accepted   atomic.Uint64
 	overConns, overHost, overRefusals atomic.Uint64
+	evicted, proveTimeouts            atomic.Uint64
+}
+
+// connState is an open connection's entry in Server.conns (guarded by
+// Server.mu): its remote host and, while it is unproven, its elements in
+// Server.unproven and Server.unprovenOf[host] (both nil once proven).
+type connState struct {
+	host      string
+	all, mine *list.Element
 }
 
 // segment is the concatenation of bufs; ends[i] is the segment offset just
@@ -150,7 +200,8 @@ func Listen(s ServerSpec) (*Server, error) {
 	if err != nil {
 		return nil, &limit.Refused{Field: "transfer.ServerSpec.Addr", Value: s.Addr, Err: err}
 	}
-	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]string{}, hosts: map[string]int{}}
+	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]*connState{}, hosts: map[string]int{},
+		unproven: list.New(), unprovenOf: map[string]*list.List{}}
 	srv.wg.Add(1)
 	go srv.accept()
 	return srv, nil
@@ -168,9 +219,14 @@ type ServerStats struct {
 	Bytes    uint64 // payload bytes sent in DATA frames
 	Refused  uint64 // READs answered with ERROR
 	// Connections closed by a limit: at accept, MaxConns open (OverConns)
-	// or MaxConnsPerHost open from the same host (OverHost); after
-	// MaxRefusals refusals in a row (OverRefusals).
+	// or MaxConnsPerHost open from the same host (OverHost), none of
+	// them unproven; after MaxRefusals refusals in a row (OverRefusals).
 	OverConns, OverHost, OverRefusals uint64
+	// Unproven connections closed: the oldest, to admit a new one
+	// (Evicted: MaxUnproven, MaxUnprovenPerHost, MaxConns or
+	// MaxConnsPerHost was reached), or ProveTimeout after accept with no
+	// READ admitted (ProveTimeouts).
+	Evicted, ProveTimeouts uint64
 }
 
 // Stats returns the counters.
@@ -180,6 +236,7 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Unlock()
 	st.Accepted, st.Reads, st.Bytes, st.Refused = s.accepted.Load(), s.reads.Load(), s.bytes.Load(), s.refused.Load()
 	st.OverConns, st.OverHost, st.OverRefusals = s.overConns.Load(), s.overHost.Load(), s.overRefusals.Load()
+	st.Evicted, st.ProveTimeouts = s.evicted.Load(), s.proveTimeouts.Load()
 	return st
 }
 
@@ -295,30 +352,96 @@ func (s *Server) accept() {
 		backoff = 0
 		host := hostOf(c.RemoteAddr())
 		s.mu.Lock()
-		var over string
-		switch {
-		case s.closed:
-			over = "closed"
-		case len(s.conns) >= s.spec.MaxConns:
-			over = "transfer.ServerSpec.MaxConns"
-			s.overConns.Add(1)
-		case s.hosts[host] >= s.spec.MaxConnsPerHost:
-			over = "transfer.ServerSpec.MaxConnsPerHost"
-			s.overHost.Add(1)
+		over, victims := s.makeRoom(host)
+		if over == "" {
+			st := &connState{host: host, all: s.unproven.PushBack(c)}
+			mine := s.unprovenOf[host]
+			if mine == nil {
+				mine = list.New()
+				s.unprovenOf[host] = mine
+			}
+			st.mine = mine.PushBack(c)
+			s.conns[c] = st
+			s.hosts[host]++
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		for _, v := range victims {
+			s.spec.Logger.Debug("transfer: unproven data connection closed for a new one", "remote", v.RemoteAddr(), "new", c.RemoteAddr())
+			v.Close()
 		}
 		if over != "" {
-			s.mu.Unlock()
 			s.spec.Logger.Debug("transfer: data connection refused", "remote", c.RemoteAddr(), "limit", over)
 			c.Close()
 			continue
 		}
-		s.conns[c] = host
-		s.hosts[host]++
-		s.wg.Add(1)
-		s.mu.Unlock()
 		s.accepted.Add(1)
 		go s.serve(c)
 	}
+}
+
+// makeRoom decides a new connection from host (s.mu held): over names the
+// limit that refuses it ("" admits it), and victims are the unproven
+// connections it takes out of the Server to make room, oldest first (the
+// caller closes them; their goroutines then end). Room under MaxConns and
+// MaxConnsPerHost is made from unproven connections only, so proven ones
+// are never closed for a newcomer.
+func (s *Server) makeRoom(host string) (over string, victims []net.Conn) {
+	if s.closed {
+		return "closed", nil
+	}
+	evict := func(e *list.Element) {
+		c := e.Value.(net.Conn)
+		s.drop(c)
+		s.evicted.Add(1)
+		victims = append(victims, c)
+	}
+	// Per host first: the host's own oldest unproven connection makes room
+	// for it under every limit at once.
+	if mine := s.unprovenOf[host]; mine != nil && (mine.Len() >= s.spec.MaxUnprovenPerHost || s.hosts[host] >= s.spec.MaxConnsPerHost) {
+		evict(mine.Front())
+	}
+	if s.hosts[host] >= s.spec.MaxConnsPerHost {
+		s.overHost.Add(1)
+		return "transfer.ServerSpec.MaxConnsPerHost", victims
+	}
+	if (s.unproven.Len() >= s.spec.MaxUnproven || len(s.conns) >= s.spec.MaxConns) && s.unproven.Len() > 0 {
+		evict(s.unproven.Front())
+	}
+	if len(s.conns) >= s.spec.MaxConns {
+		s.overConns.Add(1)
+		return "transfer.ServerSpec.MaxConns", victims
+	}
+	return "", victims
+}
+
+// drop takes c out of the Server's bookkeeping (s.mu held); a no-op when
+// it is out already (closed for a newcomer, then ending).
+func (s *Server) drop(c net.Conn) {
+	st, ok := s.conns[c]
+	if !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.hosts[st.host]--; s.hosts[st.host] <= 0 {
+		delete(s.hosts, st.host)
+	}
+	s.prove(st)
+}
+
+// prove takes st out of the unproven lists (s.mu held; a no-op once
+// proven).
+func (s *Server) prove(st *connState) {
+	if st.all == nil {
+		return
+	}
+	s.unproven.Remove(st.all)
+	mine := s.unprovenOf[st.host]
+	mine.Remove(st.mine)
+	if mine.Len() == 0 {
+		delete(s.unprovenOf, st.host)
+	}
+	st.all, st.mine = nil, nil
 }
 
 // serve answers the READs of one connection in order, until it fails or
@@ -327,12 +450,7 @@ func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		if host, ok := s.conns[c]; ok {
-			delete(s.conns, c)
-			if s.hosts[host]--; s.hosts[host] <= 0 {
-				delete(s.hosts, host)
-			}
-		}
+		s.drop(c)
 		s.mu.Unlock()
 		c.Close()
 	}()
@@ -347,11 +465,23 @@ func (s *Server) serve(c net.Conn) {
 	// Only DATA moves the idle deadline, and refusals counts the ERRORs
 	// since the last DATA: a connection that is only ever refused ends
 	// after IdleTimeout or MaxRefusals, whichever comes first.
+	// Until a READ is admitted the connection is unproven and must be so
+	// by proveBy as well.
 	idle := time.Now().Add(s.spec.IdleTimeout)
-	refusals := 0
+	proveBy := time.Now().Add(s.spec.ProveTimeout)
+	proven, refusals := false, 0
 	for {
-		_ = c.SetReadDeadline(idle)
+		deadline := idle
+		if !proven && proveBy.Before(idle) {
+			deadline = proveBy
+		}
+		_ = c.SetReadDeadline(deadline)
 		if _, err := io.ReadFull(in, hdr[:]); err != nil {
+			if !proven && deadline.Equal(proveBy) && errors.Is(err, os.ErrDeadlineExceeded) {
+				s.proveTimeouts.Add(1)
+				s.spec.Logger.Debug("transfer: unproven data connection closed", "remote", c.RemoteAddr(), "limit", "transfer.ServerSpec.ProveTimeout")
+				return
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.spec.Logger.Debug("transfer: data connection ends", "remote", c.RemoteAddr(), "err", err)
 			}
@@ -375,6 +505,10 @@ func (s *Server) serve(c net.Conn) {
 		// it back.
 		_ = c.SetWriteDeadline(time.Now().Add(s.spec.WriteTimeout))
 		seg, err := s.admit(c, &h)
+		if errors.Is(err, net.ErrClosed) {
+			return // closed for a newcomer while unproven
+		}
+		proven = proven || err == nil
 		if err != nil {
 			if s.refuse(c, &h, err) != nil {
 				return
@@ -431,10 +565,16 @@ func (s *Server) hold() {
 // served, counts the write in flight (release ends it). The capability is
 // checked before the deadline and the range, so only its holder hears of
 // an expired segment or a range beyond it (refuse answers a wrong
-// capability as an unknown segment).
+// capability as an unknown segment). Admitting a READ proves c. Errors:
+// net.ErrClosed when c was closed for a newcomer (makeRoom), else the
+// refusal to answer.
 func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st, open := s.conns[c]
+	if !open {
+		return nil, net.ErrClosed
+	}
 	seg, ok := s.segs[h.Segment]
 	switch {
 	case !ok:
@@ -447,6 +587,7 @@ func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
 	if err := CheckRange(h, seg.size); err != nil {
 		return nil, err
 	}
+	s.prove(st) // admitted: the connection holds a capability
 	seg.inflight.Add(1)
 	seg.writers[c]++
 	return seg, nil
