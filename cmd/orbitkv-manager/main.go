@@ -257,6 +257,9 @@ func run(o *options) error {
 		return &exitError{code: 2, err: err}
 	}
 	logBuild(log)
+	if err := beNotDumpable(); err != nil {
+		return &exitError{code: 1, err: err}
+	}
 	// Signals are caught from before the start: SIGTERM or SIGINT during
 	// it stops the Manager cleanly once New returns (the step in progress,
 	// such as the RAM pre-fault, finishes first), and SIGHUP is ignored
