@@ -78,6 +78,9 @@ func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, ou
 	fs.Float64Var(idleSeconds, "idle-seconds", 3, "seconds 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")
 	fs.DurationVar(&cfg.peerIdle, "peer-idle", 30*time.Second, "a baseline peer process exits after this long without a request")
+	// The cold-wake target is the median of at least this many interleaved
+	// repeats (issue 18).
+	fs.defaultRepeatsOf(coldWakeRepeats)
 	return fs
 }
 
@@ -110,11 +113,6 @@ func parseChannelFlags(args []string, out io.Writer) (channelConfig, error) {
 	}
 	if !fs.isSet("warmup") {
 		cfg.warmup = min(cfg.n/10, 10000)
-	}
-	if !fs.isSet("repeats") {
-		// The cold-wake target is the median of at least this many
-		// interleaved repeats (issue 18).
-		cfg.repeats = coldWakeRepeats
 	}
 	cfg.idle = time.Duration(idleSeconds * float64(time.Second))
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,13 @@ func newSuiteFlags(name string, common *suiteCommon, out io.Writer, about ...str
 		f.PrintDefaults()
 	}
 	return f
+}
+
+// defaultRepeatsOf makes n the suite's --repeats default, in its value and
+// in its help.
+func (f *suiteFlags) defaultRepeatsOf(n int) {
+	f.common.repeats = n
+	f.Lookup("repeats").DefValue = strconv.Itoa(n)
 }
 
 // parse parses args and fills the suiteCommon; errors are flag.ErrHelp or
