@@ -91,6 +91,34 @@ static int record_buffer(okv_client *c, uint32_t id, uint32_t layers)
 	return 0;
 }
 
+/* registered finishes a RegisterBuffers call that returned rc and, on
+ * success, the Manager's buffer id: it marks the lifecycle stream broken
+ * when rc may leave a reply unread, checks id against the client's limit,
+ * records the buffer's layers and stores id in *buffer_id. */
+static int registered(okv_client *c, int rc, uint32_t id, uint32_t layers, uint32_t *buffer_id)
+{
+	if (rc) {
+		/* A timeout or an I/O error may leave a reply unread, and the next
+		 * call would take it for its own; an error frame or a complete
+		 * but wrong reply leaves the stream in sync. */
+		if (okvi_lifecycle_desynced(rc))
+			c->lc_broken = 1;
+		return rc;
+	}
+	if (id > OKVI_MAX_BUFFER_ID) {
+		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
+			       OKVI_MAX_BUFFER_ID);
+		return OKV_EPROTO;
+	}
+	rc = record_buffer(c, id, layers);
+	if (rc) {
+		okvi_set_error(c, "recording buffer %u: out of memory", id);
+		return rc;
+	}
+	*buffer_id = id;
+	return 0;
+}
+
 int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buffer_id)
 {
 	okvi_clear_error(c);
@@ -111,26 +139,7 @@ int okv_register_buffer(okv_client *c, const struct okv_buffer *b, uint32_t *buf
 	}
 	rc = okvi_register_buffer(c->sock, c->reply.epoch, c->reply.client_token, b, (int)c->timeout_ms, &id,
 				  c->last_error, sizeof(c->last_error));
-	if (rc) {
-		/* A timeout or an I/O error may leave a reply unread, and the next
-		 * call would take it for its own; an error frame or a complete
-		 * but wrong reply leaves the stream in sync. */
-		if (okvi_lifecycle_desynced(rc))
-			c->lc_broken = 1;
-		return rc;
-	}
-	if (id > OKVI_MAX_BUFFER_ID) {
-		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
-			       OKVI_MAX_BUFFER_ID);
-		return OKV_EPROTO;
-	}
-	rc = record_buffer(c, id, b->layers);
-	if (rc) {
-		okvi_set_error(c, "recording buffer %u: out of memory", id);
-		return rc;
-	}
-	*buffer_id = id;
-	return 0;
+	return registered(c, rc, id, b->layers, buffer_id);
 }
 
 int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uint32_t *buffer_id)
@@ -160,23 +169,7 @@ int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uin
 	}
 	rc = okvi_register_cuda_buffer(c->sock, c->reply.epoch, c->reply.client_token, r, (int)c->timeout_ms, &id,
 				       c->last_error, sizeof(c->last_error));
-	if (rc) {
-		if (okvi_lifecycle_desynced(rc))
-			c->lc_broken = 1;
-		return rc;
-	}
-	if (id > OKVI_MAX_BUFFER_ID) {
-		okvi_set_error(c, "register buffers reply first_buffer_id %u exceeds the client limit %u", id,
-			       OKVI_MAX_BUFFER_ID);
-		return OKV_EPROTO;
-	}
-	rc = record_buffer(c, id, r->layers);
-	if (rc) {
-		okvi_set_error(c, "recording buffer %u: out of memory", id);
-		return rc;
-	}
-	*buffer_id = id;
-	return 0;
+	return registered(c, rc, id, r->layers, buffer_id);
 }
 
 _Static_assert(sizeof(struct okv_cuda_region) == 136, "okv_cuda_region size (python/orbitkv/_abi.py)");
