@@ -39,16 +39,53 @@ func decodeMapDiscovery(body []byte) (abi.Namespace, uint64, error) {
 	return ns, req.GetClientToken(), nil
 }
 
+// MaxDiscoveryPerSession is the most namespaces whose discovery index one
+// session may map (OKVI_DISCOVER_MAX_NS, the client's own limit): the
+// Manager enforces it too, so one session cannot hold more than its share
+// of --discover-bytes.
+const MaxDiscoveryPerSession = 16
+
 // mapDiscovery answers MapDiscovery for ns: the reply and, in
-// cn.replyFiles, the index's memfd.
+// cn.replyFiles, the index's memfd. The session holds one reference per
+// namespace it was sent, given back by releaseDiscovery.
 func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appError, error) {
 	if s.cfg.Discovery == nil {
 		return nil, invalid("code", "this Manager serves no discovery indexes"), nil
+	}
+	_, again := cn.discovered[ns]
+	if !again && len(cn.discovered) >= MaxDiscoveryPerSession {
+		return nil, invalid("namespace", "this session maps %d discovery indexes already, limit %d per session",
+			len(cn.discovered), MaxDiscoveryPerSession), nil
 	}
 	f, bytes, buckets, err := s.cfg.Discovery(ns)
 	if err != nil {
 		return nil, &appError{abi.StatusUnadmitted, "namespace", err.Error()}, nil
 	}
+	if again {
+		// The session holds a reference already; the table cannot go away
+		// before the session closes, so the new one is given back at once.
+		s.releaseOne(ns)
+	} else {
+		if cn.discovered == nil {
+			cn.discovered = map[abi.Namespace]struct{}{}
+		}
+		cn.discovered[ns] = struct{}{}
+	}
 	cn.replyFiles = []*os.File{f}
 	return &lifecyclepb.MapDiscoveryReply{Bytes: bytes, Buckets: buckets}, nil, nil
+}
+
+// releaseDiscovery gives back the session's discovery references (at
+// session close, after the last reply was written).
+func (s *Server) releaseDiscovery(cn *conn) {
+	for ns := range cn.discovered {
+		s.releaseOne(ns)
+	}
+	cn.discovered = nil
+}
+
+func (s *Server) releaseOne(ns abi.Namespace) {
+	if s.cfg.ReleaseDiscovery != nil {
+		s.cfg.ReleaseDiscovery(ns)
+	}
 }

@@ -24,11 +24,15 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/discover"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tier"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
@@ -107,6 +111,9 @@ type harnessOptions struct {
 	maxSessions  uint32
 	pollMode     channel.PollMode
 	maxBufBytes  uint64 // Config.MaxBufferBytes; 0 = default
+	// discoverBytes > 0 runs the cache service on a 1 MiB RAM tier of
+	// 4 KiB chunks with discovery indexes of that budget (--discover-bytes).
+	discoverBytes uint64
 }
 
 // harness is an in-process Manager: session.Table + channel.Dispatcher
@@ -139,11 +146,16 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	logs := &logSink{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	path := filepath.Join(dir, "m.sock")
-	m, err := manager.New(manager.Spec{Epoch: testEpoch, Logger: log,
+	spec := manager.Spec{Epoch: testEpoch, Logger: log,
 		Session: session.Spec{MaxSessions: o.maxSessions, DescCapacity: 64 << 10},
 		Channel: channel.Spec{MaxSessions: o.maxSessions, PollMode: o.pollMode, SpinWindow: 20 * time.Microsecond},
 		Bootstrap: bootstrap.Config{Path: path, ServiceID: [16]byte{1, 2, 3}, HelloTimeout: o.helloTimeout,
-			MaxBufferBytes: o.maxBufBytes, Version: harnessVersion}})
+			MaxBufferBytes: o.maxBufBytes, Version: harnessVersion}}
+	if o.discoverBytes > 0 {
+		spec.Cache = &cache.Spec{CopyWorkers: 1, Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20, ChunkBytes: 4096}}}
+		spec.Discover = discover.Spec{Bytes: o.discoverBytes}
+	}
+	m, err := manager.New(spec)
 	if errors.Is(err, native.ErrNoCgo) {
 		t.Skip("built without cgo: the channel dispatcher needs the C poll loop")
 	}

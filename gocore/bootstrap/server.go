@@ -49,7 +49,13 @@ type Config struct {
 	// its size and bucket count (gocore/discover, wired by the Manager).
 	// An error is sent to the client as Unadmitted naming "namespace"
 	// with the error's text. nil: MapDiscovery is refused as Invalid.
+	// Every successful call takes a reference that the server gives back
+	// through ReleaseDiscovery when the session closes (once per call).
 	Discovery func(ns abi.Namespace) (f *os.File, bytes, buckets uint64, err error)
+	// ReleaseDiscovery gives back one reference a successful Discovery
+	// call took (gocore/discover Registry.Release: the last one retires
+	// the table). nil: nothing to give back.
+	ReleaseDiscovery func(ns abi.Namespace)
 }
 
 // Limits and defaults of a Config.
@@ -116,6 +122,11 @@ type conn struct {
 	// replyFiles ride with the next reply (MapDiscovery's memfd); set by
 	// handleFrame, taken by frameLoop. Not owned: the sender keeps them.
 	replyFiles []*os.File
+	// discovered are the namespaces whose discovery index this session
+	// was sent (one Discovery reference each, given back at close); at
+	// most MaxDiscoveryPerSession. Touched by the connection's goroutine
+	// only.
+	discovered map[abi.Namespace]struct{}
 }
 
 // New listens on cfg.Path (see Listen) and returns a Server ready to Serve.
@@ -263,6 +274,7 @@ func (s *Server) serveConn(cn *conn) {
 	defer func() {
 		s.cfg.Dispatcher.Detach(sess)
 		s.releaseMapped(sess.BufferBytes())
+		s.releaseDiscovery(cn)
 		s.cfg.Table.Close(sess)
 		s.log.Info("session closed", slog.Uint64("slot", uint64(sess.Index)),
 			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.InstanceID()),

@@ -16,7 +16,8 @@
 //
 //	offset  size  field       (struct okv_discover_header)
 //	     0     4  magic       0x58564B4F "OKVX"
-//	     4     4  version     1
+//	     4     2  version     1
+//	     6     2  flags       FlagComplete, FlagRetired (set once, atomically)
 //	     8     8  buckets     a power of two
 //	    16     8  seed        keys the bucket choice, random per table
 //	    24     8  generation  updates written (atomic add after each)
@@ -54,5 +55,9 @@
 // read-only mapping cannot be mprotect'ed writable, and the Manager's own
 // mapping cannot be truncated under it (no SIGBUS in the dispatcher).
 // Tables count against Spec.Bytes (--discover-bytes); past it Open refuses
-// with ErrBudget, and a table lives until the Manager exits.
+// with ErrBudget. Open takes a reference and Release gives it back (the
+// bootstrap server holds one per namespace a session mapped, at most 16 a
+// session, and releases them when the session closes); the last Release
+// retires the table (FlagRetired in the header, which readers check on
+// every read), closes it and returns its bytes to the budget.
 package discover

@@ -59,6 +59,7 @@ type Registry struct {
 	idx     *index.Index // set by Attach; dispatcher-owned
 
 	tables map[abi.Namespace]*Table // dispatcher only
+	refs   map[abi.Namespace]int    // Opens not yet Released, per table; dispatcher only
 	used   uint64                   // bytes of tables and reservations; dispatcher only
 
 	closeOnce sync.Once
@@ -73,7 +74,8 @@ func New(spec Spec, do func(func()) error) (*Registry, error) {
 		limit.Check(spec.MaxBlocks > 0, "discover.MaxBlocks", spec.MaxBlocks, "nonzero (the RAM tier's chunk count)")); err != nil {
 		return nil, err
 	}
-	return &Registry{spec: spec, buckets: BucketsFor(spec.MaxBlocks), do: do, tables: map[abi.Namespace]*Table{}}, nil
+	return &Registry{spec: spec, buckets: BucketsFor(spec.MaxBlocks), do: do,
+		tables: map[abi.Namespace]*Table{}, refs: map[abi.Namespace]int{}}, nil
 }
 
 // Attach makes r the observer of idx, whose blocks later tables start
@@ -101,8 +103,11 @@ func (r *Registry) Removed(k index.Key) {
 }
 
 // Open returns the table of ns, making it on first use from the blocks of
-// ns the index holds: the returned file is the table's memfd (owned by the
-// Registry: send it, do not close it). Errors: ErrNamespace, ErrDisabled,
+// ns the index holds, and takes a reference to it: the returned file is the
+// table's memfd (owned by the Registry: send it, do not close it; it stays
+// open until the reference is given back). Every successful Open must be
+// matched by one Release(ns) (the bootstrap server releases a session's
+// namespaces when the session closes). Errors: ErrNamespace, ErrDisabled,
 // ErrBudget (wrapped with the sizes and the flag), the dispatcher's
 // ErrStopped, or a system error making the memfd.
 func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
@@ -117,6 +122,7 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	var budgetErr error
 	if err := r.do(func() {
 		if t = r.tables[ns]; t != nil {
+			r.refs[ns]++
 			return
 		}
 		if r.used+size > r.spec.Bytes {
@@ -143,6 +149,7 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	if err := r.do(func() {
 		if t = r.tables[ns]; t != nil { // another Open made it meanwhile
 			r.used -= size
+			r.refs[ns]++
 			return
 		}
 		if r.idx != nil {
@@ -153,6 +160,7 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 			}
 		}
 		r.tables[ns], t = nt, nt
+		r.refs[ns] = 1
 	}); err != nil {
 		nt.Close()
 		return nil, err
@@ -161,6 +169,35 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 		nt.Close()
 	}
 	return t, nil
+}
+
+// Release gives back one reference Open took to the table of ns. The last
+// one retires the table: FlagRetired is set in its header (a client that
+// still maps the memfd then reads "unknown" and takes the round trip or
+// maps the namespace again, getting a fresh table that is kept current),
+// the Manager's mapping and memfd are closed and its bytes go back to the
+// budget. A Release without an Open is a no-op; after the dispatcher
+// stopped it does nothing (Close frees every table).
+func (r *Registry) Release(ns abi.Namespace) {
+	var retired *Table
+	r.do(func() {
+		n, ok := r.refs[ns]
+		if !ok {
+			return
+		}
+		if n > 1 {
+			r.refs[ns] = n - 1
+			return
+		}
+		retired = r.tables[ns]
+		delete(r.refs, ns)
+		delete(r.tables, ns)
+		retired.Retire() // on the dispatcher: no update of it can follow
+		r.used -= retired.Bytes()
+	})
+	if retired != nil {
+		retired.Close() // off the dispatcher: munmap of a large table takes a while
+	}
 }
 
 // Stats are the registry's figures.
@@ -179,8 +216,10 @@ func (r *Registry) Stats() Stats {
 func (r *Registry) Close() {
 	r.closeOnce.Do(func() {
 		for ns, t := range r.tables {
+			t.Retire()
 			t.Close()
 			delete(r.tables, ns)
+			delete(r.refs, ns)
 		}
 		r.used = 0
 	})

@@ -1,8 +1,11 @@
 package discover
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -126,4 +129,76 @@ func TestTablesCarryTheCompleteFlagOfTheirManager(t *testing.T) {
 		}
 		r.Close()
 	}
+}
+
+// TestReleaseRetiresTheTableWithItsLastReference: a table lives while an
+// Open is not yet released; the last Release sets FlagRetired where a
+// client still mapping the memfd reads it, and gives the bytes back.
+func TestReleaseRetiresTheTableWithItsLastReference(t *testing.T) {
+	r, err := New(Spec{Bytes: TableBytes(1024), MaxBlocks: 1024}, inline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := testNS(1)
+	ta, err := r.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Open(a); err != nil { // a second session of the same namespace
+		t.Fatal(err)
+	}
+	// A client's mapping: it outlives the Manager's.
+	fd, err := unix.Dup(int(ta.File().Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(ta.Bytes()), unix.PROT_READ, unix.MAP_SHARED)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	flags := func() uint16 { return binary.LittleEndian.Uint16(mem[6:8]) }
+	if _, err := r.Open(testNS(2)); !errors.Is(err, ErrBudget) {
+		t.Fatalf("a second table in a budget of one: err %v, want ErrBudget", err)
+	}
+	t.Run("a table stays live while a reference remains", func(t *testing.T) {
+		r.Release(a)
+		if st := r.Stats(); st.Tables != 1 || flags()&FlagRetired != 0 {
+			t.Fatalf("after one of two releases: stats %+v, flags %#x", st, flags())
+		}
+		if p, ok := ta.Contains(hashOf(1)); p || !ok {
+			t.Fatalf("a live table's reader: present %v ok %v", p, ok)
+		}
+	})
+	t.Run("the last release retires it and gives its bytes back", func(t *testing.T) {
+		r.Release(a)
+		if flags()&FlagRetired == 0 {
+			t.Fatalf("flags %#x after the last release, want FlagRetired", flags())
+		}
+		if st := r.Stats(); st.Tables != 0 || st.Bytes != 0 {
+			t.Fatalf("stats %+v after the last release, want no tables and no bytes", st)
+		}
+		if _, err := r.Open(testNS(2)); err != nil {
+			t.Fatalf("the budget did not come back: %v", err)
+		}
+	})
+	t.Run("a release without an open does nothing", func(t *testing.T) {
+		r.Release(testNS(9))
+		if st := r.Stats(); st.Tables != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("namespace A maps again as a fresh, live table", func(t *testing.T) {
+		r.Release(testNS(2))
+		tb, err := r.Open(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tb == ta || tb.Flags()&FlagRetired != 0 {
+			t.Fatalf("got the retired table back (%p, flags %#x)", tb, tb.Flags())
+		}
+		r.Release(a)
+	})
 }

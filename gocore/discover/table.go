@@ -118,6 +118,11 @@ const (
 	// FlagComplete: the Manager serves only from RAM (no SSD tier, no
 	// peers), so a hash absent from the table is a QueryBundle miss too.
 	FlagComplete = 1 << 0
+	// FlagRetired: the Manager no longer keeps the table current (its last
+	// session closed, or the Manager stopped); a reader answers "unknown"
+	// (OKV_ESTALE) from it on every read from then on. The only flag that
+	// changes in a table's life, and only once, by Retire.
+	FlagRetired = 1 << 1
 )
 
 // NewTable makes the sealed memfd of an empty table of n buckets (a power
@@ -173,7 +178,19 @@ func NewTable(ns abi.Namespace, n uint64, flags uint16) (*Table, error) {
 func (t *Table) File() *os.File { return t.f }
 
 // Flags are the table's header flags.
-func (t *Table) Flags() uint16 { return t.hdr.flags }
+func (t *Table) Flags() uint16 { return uint16(atomic.LoadUint32(t.versionFlags()) >> 16) }
+
+// versionFlags is the header's 32-bit word at offset 4: version in the low
+// half, flags in the high half (little-endian), so flags change atomically.
+func (t *Table) versionFlags() *uint32 { return (*uint32)(unsafe.Pointer(&t.hdr.version)) }
+
+// Retire sets FlagRetired in the header, after which every reader answers
+// "unknown" instead of reading the buckets (which then stop being kept
+// current), and counts it as an update. Writer only; before Close.
+func (t *Table) Retire() {
+	atomic.OrUint32(t.versionFlags(), FlagRetired<<16)
+	atomic.AddUint64(&t.hdr.generation, 1)
+}
 
 // Bytes is the table's size in bytes.
 func (t *Table) Bytes() uint64 { return uint64(len(t.mem)) }
@@ -259,9 +276,12 @@ func (t *Table) Remove(h abi.BlockHash) {
 
 // Contains reports whether h is present, reading as a client does (the
 // seqlock's reader side): safe beside the writer on any goroutine. ok is
-// false when a bucket stayed odd for the reader's whole spin budget (a
-// writer that died mid-update).
+// false when the table is retired (FlagRetired) or a bucket stayed odd for
+// the reader's whole spin budget (a writer that died mid-update).
 func (t *Table) Contains(h abi.BlockHash) (present, ok bool) {
+	if t.Flags()&FlagRetired != 0 {
+		return false, false
+	}
 	lo, hi := words(&h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	for _, i := range [2]uint64{i1, i2} {

@@ -226,6 +226,7 @@ func (m *Manager) build(s Spec) error {
 			return err
 		}
 		bc.Discovery = m.openDiscovery
+		bc.ReleaseDiscovery = m.discover.Release
 	}
 	// The socket is bound (not yet served: Serve accepts) before the RAM
 	// tier is committed, so a squatted or unsafe path fails at once.
@@ -374,7 +375,8 @@ func (m *Manager) Free() {
 }
 
 // openDiscovery is the bootstrap server's Config.Discovery: the
-// namespace's discovery index, made on first use.
+// namespace's discovery index, made on first use, with one reference taken
+// (Config.ReleaseDiscovery gives it back).
 func (m *Manager) openDiscovery(ns abi.Namespace) (*os.File, uint64, uint64, error) {
 	t, err := m.discover.Open(ns)
 	if err != nil {

@@ -28,6 +28,20 @@ struct okv_iox2_client;
 /** Most namespaces whose discovery index one client maps. */
 #define OKVI_DISCOVER_MAX_NS 16u
 
+/** How long okv_discover_open answers a namespace the Manager refused with
+ *  that refusal again, without asking (1 s): a budget stays spent for a
+ *  while, and a round trip per call (~140 us) would cost more than the
+ *  local answer saves. */
+#define OKVI_DISCOVER_BACKOFF_NS 1000000000ull
+
+/* One remembered MapDiscovery refusal (discover.c). */
+struct okvi_discover_refusal {
+	struct okv_namespace ns;
+	uint64_t at_ns; /* okvi_now_ns() of the refusal; 0: unused */
+	int rc;
+	char msg[512]; /* okv_last_error of the refusal */
+};
+
 /* One mapped discovery index (discover.c): read-only, borrowed by readers. */
 struct okvi_discover_map {
 	struct okv_namespace ns;
@@ -89,6 +103,11 @@ struct okv_client {
 	/* Discovery indexes mapped so far (okv_discover_open), in order. */
 	struct okvi_discover_map disc[OKVI_DISCOVER_MAX_NS];
 	uint32_t disc_count;
+	/* The Manager's latest refusals of MapDiscovery, a ring by namespace
+	 * (okv_discover_open answers them again for OKVI_DISCOVER_BACKOFF_NS
+	 * without a round trip). */
+	struct okvi_discover_refusal disc_refused[OKVI_DISCOVER_MAX_NS];
+	uint32_t disc_refused_next;
 	char last_error[512];
 };
 
@@ -104,9 +123,14 @@ void okvi_discover_unmap_all(okv_client *c);
 int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes, struct okvi_discover_map *m,
 			 char *err, size_t errlen);
 
+/** okvi_discover_prefix's answer for a table with OKV_DISCOVER_RETIRED set
+ *  (positive: never a public status). */
+#define OKVI_DISCOVER_RETIRED_RC 1
+
 /**
  * Prefix of hashes[0..n) present in m: *count consecutive from the first.
- * 0, or OKV_ETIMEDOUT when a bucket stayed mid-update for
+ * 0, OKVI_DISCOVER_RETIRED_RC when the Manager retired the table (nothing
+ * read, *count 0), or OKV_ETIMEDOUT when a bucket stayed mid-update for
  * OKV_DISCOVER_SPINS tries (*count then holds the prefix before it).
  */
 int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,

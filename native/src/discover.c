@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "client_internal.h"
 #include "lifecycle.h"
 
@@ -138,6 +139,10 @@ int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_blo
 	uint64_t key[OKVI_DISCOVER_GROUP], lo[OKVI_DISCOVER_GROUP], hi[OKVI_DISCOVER_GROUP];
 
 	*count = 0;
+	/* Acquire: a table retired before this load is never read. One retired
+	 * during the read answers as of at most the one update in flight. */
+	if (__atomic_load_n(&m->hdr->flags, __ATOMIC_ACQUIRE) & OKV_DISCOVER_RETIRED)
+		return OKVI_DISCOVER_RETIRED_RC;
 	for (size_t base = 0; base < n; base += OKVI_DISCOVER_GROUP) {
 		size_t g = n - base < OKVI_DISCOVER_GROUP ? n - base : OKVI_DISCOVER_GROUP;
 		/* Phase 1: every bucket's line is requested before any is needed,
@@ -172,6 +177,41 @@ static const struct okvi_discover_map *find_map(const okv_client *c, const struc
 	return NULL;
 }
 
+/* The remembered refusal of ns younger than OKVI_DISCOVER_BACKOFF_NS, or NULL. */
+static struct okvi_discover_refusal *find_refusal(okv_client *c, const struct okv_namespace *ns, uint64_t now)
+{
+	for (uint32_t i = 0; i < OKVI_DISCOVER_MAX_NS; i++) {
+		struct okvi_discover_refusal *r = &c->disc_refused[i];
+		if (r->at_ns != 0 && memcmp(&r->ns, ns, sizeof(*ns)) == 0)
+			return now - r->at_ns < OKVI_DISCOVER_BACKOFF_NS ? r : NULL;
+	}
+	return NULL;
+}
+
+/* Remember the Manager's refusal rc of ns (message in c->last_error). */
+static void remember_refusal(okv_client *c, const struct okv_namespace *ns, int rc)
+{
+	struct okvi_discover_refusal *r = NULL;
+
+	for (uint32_t i = 0; i < OKVI_DISCOVER_MAX_NS && r == NULL; i++)
+		if (c->disc_refused[i].at_ns != 0 && memcmp(&c->disc_refused[i].ns, ns, sizeof(*ns)) == 0)
+			r = &c->disc_refused[i];
+	if (r == NULL)
+		r = &c->disc_refused[c->disc_refused_next++ % OKVI_DISCOVER_MAX_NS];
+	r->ns = *ns;
+	r->at_ns = okvi_now_ns();
+	r->rc = rc;
+	_Static_assert(sizeof(r->msg) == sizeof(c->last_error), "a refusal keeps the whole message");
+	memcpy(r->msg, c->last_error, sizeof(r->msg));
+}
+
+/* Unmap c->disc[i] and drop it from the list (the last entry takes its place). */
+static void drop_map(okv_client *c, uint32_t i)
+{
+	munmap((void *)c->disc[i].hdr, c->disc[i].bytes);
+	c->disc[i] = c->disc[--c->disc_count];
+}
+
 int okv_discover_open(okv_client *c, const struct okv_namespace *ns)
 {
 	static const struct okv_namespace zero;
@@ -190,6 +230,16 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns)
 		return 0;
 	if (c->sock < 0)
 		return OKV_ECLOSED;
+	{
+		uint64_t now = okvi_now_ns();
+		const struct okvi_discover_refusal *r = find_refusal(c, ns, now);
+		if (r != NULL) {
+			okvi_set_error(c, "%s (the Manager's answer %llu ms ago; asked again %llu ms after it)", r->msg,
+				       (unsigned long long)((now - r->at_ns) / 1000000u),
+				       (unsigned long long)(OKVI_DISCOVER_BACKOFF_NS / 1000000u));
+			return r->rc;
+		}
+	}
 	if (c->lc_broken) {
 		okvi_set_error(c, "%s", "an earlier lifecycle call timed out or failed mid-frame; reconnect");
 		return OKV_ECLOSED;
@@ -203,6 +253,8 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns)
 				&buckets, c->last_error, sizeof(c->last_error));
 	if (okvi_lifecycle_desynced(rc))
 		c->lc_broken = 1;
+	if (rc == OKV_EAPPLICATION || rc == OKV_EUNADMITTED || rc == OKV_EINVALID || rc == OKV_EUNSUPPORTED)
+		remember_refusal(c, ns, rc); /* the Manager's answer, not a transport failure */
 	if (rc != 0)
 		return rc;
 	rc = okvi_discover_attach(fd, ns, bytes, &c->disc[c->disc_count], c->last_error, sizeof(c->last_error));
@@ -219,10 +271,35 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns)
 	return 0;
 }
 
+/*
+ * The live mapping of ns in c: the one mapped, unless the Manager retired
+ * it (then it is unmapped and ns mapped again, one round trip), or a new
+ * one. *m is NULL on error.
+ */
+static int live_map(okv_client *c, const struct okv_namespace *ns, const struct okvi_discover_map **m)
+{
+	int rc;
+
+	*m = find_map(c, ns);
+	if (*m != NULL &&
+	    (__atomic_load_n(&(*m)->hdr->flags, __ATOMIC_ACQUIRE) & OKV_DISCOVER_RETIRED) == 0)
+		return 0;
+	if (*m != NULL) {
+		drop_map(c, (uint32_t)(*m - c->disc));
+		*m = NULL;
+	}
+	rc = okv_discover_open(c, ns);
+	if (rc != 0)
+		return rc;
+	*m = find_map(c, ns);
+	return 0;
+}
+
 int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes, size_t n,
 		       uint32_t *count)
 {
 	const struct okvi_discover_map *m;
+	int rc;
 
 	if (!c || !ns || !count || (n > 0 && !hashes))
 		return -EINVAL;
@@ -230,29 +307,34 @@ int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const stru
 	if (n > UINT32_MAX)
 		return -EINVAL;
 	m = find_map(c, ns);
-	if (m == NULL) {
-		int rc = okv_discover_open(c, ns);
-		if (rc != 0)
+	if (m != NULL) {
+		rc = okvi_discover_prefix(m, hashes, n, count);
+		if (rc != OKVI_DISCOVER_RETIRED_RC)
 			return rc;
-		m = find_map(c, ns);
 	}
-	return okvi_discover_prefix(m, hashes, n, count);
+	/* Not mapped yet, or retired since: map it (again) and read once. */
+	rc = live_map(c, ns, &m);
+	if (rc != 0)
+		return rc;
+	rc = okvi_discover_prefix(m, hashes, n, count);
+	if (rc == OKVI_DISCOVER_RETIRED_RC) {
+		okvi_set_error(c, "%s", "the discovery index was retired as soon as it was mapped; take the round trip");
+		return OKV_ECLOSED;
+	}
+	return rc;
 }
 
 int okv_discover_flags(okv_client *c, const struct okv_namespace *ns, uint32_t *flags)
 {
 	const struct okvi_discover_map *m;
+	int rc;
 
 	if (!c || !ns || !flags)
 		return -EINVAL;
 	*flags = 0;
-	m = find_map(c, ns);
-	if (m == NULL) {
-		int rc = okv_discover_open(c, ns);
-		if (rc != 0)
-			return rc;
-		m = find_map(c, ns);
-	}
-	*flags = m->flags;
+	rc = live_map(c, ns, &m);
+	if (rc != 0)
+		return rc;
+	*flags = __atomic_load_n(&m->hdr->flags, __ATOMIC_ACQUIRE);
 	return 0;
 }

@@ -90,6 +90,20 @@ class TestDiscoverBudget(ManagerTest):
         self.assertEqual(a.hit_count, 2)
         self.client.release(a.lease_id)
 
+    def test_a_refusal_is_answered_again_from_memory_without_a_round_trip(self):
+        # The vLLM scheduler asks discover_complete/discover_local per shard
+        # per request: after a refusal the client must not send MapDiscovery
+        # (~140 us) on each; it repeats the Manager's answer for 1 s.
+        with self.assertRaises(OrbitKVError) as first:
+            self.client.discover_local(self.ns, [])
+        for call in ("discover_complete", "discover_local", "discover_open"):
+            with self.subTest(call=call):
+                args = (self.ns, []) if call == "discover_local" else (self.ns,)
+                with self.assertRaises(type(first.exception)) as cm:
+                    getattr(self.client, call)(*args)
+                self.assertIn("--discover-bytes", str(cm.exception))
+                self.assertIn("ms ago; asked again 1000 ms after it", str(cm.exception))
+
 
 class TestDiscoverDisabled(ManagerTest):
     manager_flags = ("--discover-bytes", "0")

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -302,4 +303,94 @@ func TestLocalReadersDuringChurnNeverMissAPinnedChain(t *testing.T) {
 		t.Fatalf("the first churn block reads %d (%v) after 8,000 publishes through 2,048 blocks; want evicted", n, err)
 	}
 	t.Logf("%d local reads during the churn, every one counted the whole pinned chain", r.reads)
+}
+
+// TestARefusedNamespaceIsRememberedAndRetiredTablesAreNotRead runs a
+// Manager whose --discover-bytes holds one table (8 MiB tier of 4 KiB
+// chunks: 2,048 buckets). A refusal is answered again from the client's
+// memory for OKVI_DISCOVER_BACKOFF_NS (no MapDiscovery per call), the
+// budget comes back when the table's session closes, and once the Manager
+// stopped (every table retired) a mapped index answers an error, never its
+// last counts.
+func TestARefusedNamespaceIsRememberedAndRetiredTablesAreNotRead(t *testing.T) {
+	oneTable := 64 + 2048*64
+	path, stop := startManagerWith(t, managerDiscoverEnv+"="+strconv.Itoa(oneTable))
+	holder, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	c, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nsA, nsB := discNamespace(t, "refusal-a"), discNamespace(t, "refusal-b")
+	if _, err := holder.DiscoverLocal(nsA, discHashes(0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a refused namespace is answered from memory, naming the Manager's refusal", func(t *testing.T) {
+		_, err := c.DiscoverLocal(nsB, discHashes(0, 4))
+		var ce *native.ClientError
+		if !errors.As(err, &ce) || !strings.Contains(ce.Detail, "--discover-bytes") {
+			t.Fatalf("first call past the budget: %v, want the Manager's refusal naming --discover-bytes", err)
+		}
+		for i := range 1000 {
+			_, again := c.DiscoverLocal(nsB, discHashes(0, 4))
+			var ae *native.ClientError
+			if !errors.As(again, &ae) || ae.Code != ce.Code || !strings.Contains(ae.Detail, "--discover-bytes") {
+				t.Fatalf("call %d after the refusal: %v, want the same refusal (%v)", i, again, err)
+			}
+			if !strings.Contains(ae.Detail, "ms ago; asked again 1000 ms after it") {
+				// Either the backoff passed (a descheduled test on a loaded
+				// VM) or the client asked the Manager again.
+				if i < 10 {
+					t.Fatalf("call %d after the refusal was not answered from memory: %q", i, ae.Detail)
+				}
+				break
+			}
+		}
+	})
+	t.Run("the budget comes back when the table's only session closes", func(t *testing.T) {
+		holder.Close()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := c.DiscoverLocal(nsB, discHashes(0, 4))
+			if err == nil {
+				if got != 0 {
+					t.Fatalf("an empty namespace counts %d", got)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("30 s after the holder closed: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	t.Run("a table the Manager retired answers an error, not its last counts", func(t *testing.T) {
+		buf, err := native.AllocBuffer(1, 4096, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Free()
+		id, err := c.RegisterBuffer(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := discHashes(0, 8)
+		publishRange(t, c, nsB, id, chain)
+		if got, err := c.DiscoverLocal(nsB, chain); err != nil || got != 8 {
+			t.Fatalf("before the Manager stopped: %d, %v; want 8", got, err)
+		}
+		stop() // Registry.Close retires every table; the client's mapping stays
+		got, err := c.DiscoverLocal(nsB, chain)
+		if err == nil {
+			t.Fatalf("after the Manager stopped the index still answered %d with no error", got)
+		}
+		if got != 0 {
+			t.Fatalf("a retired table counted %d", got)
+		}
+		t.Logf("after the Manager stopped: %v", err)
+	})
 }

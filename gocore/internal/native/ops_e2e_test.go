@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/discover"
 	"github.com/orbitkv/orbitkv/gocore/identity"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/manager"
@@ -36,25 +39,33 @@ const e2eEpoch = 0x0e2e0000cafe0001
 // count are the client's alone.
 const managerEnv = "OKV_NATIVE_TEST_MANAGER"
 
+// managerDiscoverEnv, when set, is the child Manager's --discover-bytes.
+const managerDiscoverEnv = "OKV_NATIVE_TEST_DISCOVER_BYTES"
+
 // TestMain runs the child Manager when asked to, and otherwise fails the
 // package when a test leaves a file descriptor open (CONVENTIONS.md #15):
 // buffers own memfds, clients sockets, eventfds and pidfds, the copy engine
 // its own.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(managerEnv); path != "" {
-		os.Exit(runManager(path))
+		var discoverBytes uint64
+		if v := os.Getenv(managerDiscoverEnv); v != "" {
+			discoverBytes, _ = strconv.ParseUint(v, 10, 64)
+		}
+		os.Exit(runManager(path, discoverBytes))
 	}
 	os.Exit(fdcheck.Run(m, "native", 0, nil))
 }
 
 // runManager serves a Manager (session table, dispatcher with the cache
 // service, bootstrap server) on path until stdin reaches EOF.
-func runManager(path string) int {
+func runManager(path string, discoverBytes uint64) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := manager.New(manager.Spec{Epoch: e2eEpoch, Logger: log,
 		Session:   session.Spec{MaxSessions: 4, DescCapacity: 64 << 10},
 		Channel:   channel.Spec{MaxSessions: 4, PollMode: channel.PollPark},
 		Cache:     &cache.Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 8 << 20, ChunkBytes: 4096}}, CopyWorkers: 1},
+		Discover:  discover.Spec{Bytes: discoverBytes},
 		Bootstrap: bootstrap.Config{Path: path}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -76,6 +87,15 @@ func runManager(path string) int {
 // test's cleanup stops it.
 func startManager(t testing.TB) string {
 	t.Helper()
+	path, _ := startManagerWith(t)
+	return path
+}
+
+// startManagerWith starts the child Manager with extra environment
+// (managerDiscoverEnv) and returns its socket path and a function that
+// stops it and waits for its exit (also run by the test's cleanup).
+func startManagerWith(t testing.TB, env ...string) (string, func()) {
+	t.Helper()
 	// Not t.TempDir: long test names overflow sun_path.
 	dir, err := os.MkdirTemp("", "okvn")
 	if err != nil {
@@ -84,7 +104,7 @@ func startManager(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "m.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), managerEnv+"="+path)
+	cmd.Env = append(append(os.Environ(), managerEnv+"="+path), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -97,17 +117,21 @@ func startManager(t testing.TB) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("child Manager: %v", err)
-		}
-	})
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("child Manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || line != "ready\n" {
 		t.Fatalf("child Manager did not start: %q %v", line, err)
 	}
-	return path
+	return path, stop
 }
 
 func code(err error) int {

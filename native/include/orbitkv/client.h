@@ -296,8 +296,11 @@ int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uin
  * at most 16 namespaces. Errors: -EINVAL (NULL, all-zero ns), -ENOSPC (16
  * mapped), OKV_EAPPLICATION (the Manager refused: its discovery budget,
  * --discover-bytes, is spent, or it serves none; okv_last_error says
- * which), OKV_EPROTO (a reply or table that does not check out),
- * OKV_ETIMEDOUT, OKV_ECLOSED.
+ * which; the Manager also refuses a session's 17th namespace), OKV_EPROTO
+ * (a reply or table that does not check out), OKV_ETIMEDOUT, OKV_ECLOSED.
+ * A refusal by the Manager is remembered per namespace for 1 s: calls for
+ * that namespace meanwhile return it again without a round trip (the
+ * message says how long ago the Manager gave it).
  */
 int okv_discover_open(okv_client *c, const struct okv_namespace *ns);
 
@@ -311,8 +314,11 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns);
  * evicted before it is restored (confirm a hit with okv_query where a
  * missing block would fail a request), and it is stale by at most the one
  * update the Manager is writing (a block sealed or evicted a moment ago).
+ * A table the Manager retired (OKV_DISCOVER_RETIRED: the session that
+ * mapped it closed, or the Manager stopped) is never read: it is unmapped
+ * and the namespace mapped again (one round trip).
  * Thread use: like every call on c, one thread at a time. Errors: those
- * of okv_discover_open on the first call; OKV_ETIMEDOUT when a bucket
+ * of okv_discover_open on the first call and after a retirement; OKV_ETIMEDOUT when a bucket
  * stayed mid-update for OKV_DISCOVER_SPINS tries (a Manager that died
  * while writing; *count holds the prefix before it); -EINVAL (NULL, n >
  * UINT32_MAX).

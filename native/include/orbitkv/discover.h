@@ -67,20 +67,27 @@ extern "C" {
 /** Tries a reader makes on a bucket whose seq stays odd before it gives up. */
 #define OKV_DISCOVER_SPINS 4096u
 
-/** Flags of a discovery index (header.flags), fixed for its life. */
+/** Flags of a discovery index (header.flags); all but OKV_DISCOVER_RETIRED
+ *  are fixed for its life. */
 enum okv_discover_flags {
 	/** The Manager serves only from its RAM tier (no SSD tier, no peers):
 	 *  a hash absent here is one QueryBundle would miss too, so a local
 	 *  miss is as good as the round trip's. Without it a local miss may
 	 *  still be an SSD or peer hit that the round trip would fetch. */
 	OKV_DISCOVER_COMPLETE = 1u << 0,
+	/** The Manager no longer keeps this table current (the last session
+	 *  that mapped it closed, or the Manager stopped): a reader checks it
+	 *  on every read and, when set, answers nothing from the buckets
+	 *  (okv_discover_local maps the namespace again). Set once, never
+	 *  cleared: the only flag that changes in a table's life. */
+	OKV_DISCOVER_RETIRED = 1u << 1,
 };
 
 /** Header of a discovery index (64 bytes, offset 0). */
 struct okv_discover_header {
 	uint32_t magic;             /*  0: OKV_DISCOVER_MAGIC */
 	uint16_t version;           /*  4: OKV_DISCOVER_VERSION */
-	uint16_t flags;             /*  6: enum okv_discover_flags */
+	uint16_t flags;             /*  6: enum okv_discover_flags (atomic load) */
 	uint64_t buckets;           /*  8: bucket count, a power of two */
 	uint64_t seed;              /* 16: keys the bucket choice (random per table) */
 	uint64_t generation;        /* 24: updates written so far (writer: atomic add) */
