@@ -50,7 +50,7 @@ const MaxDiscoveryPerSession = 16
 // namespace it was sent, given back by releaseDiscovery.
 func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appError, error) {
 	if s.cfg.Discovery == nil {
-		return nil, invalid("code", "this Manager serves no discovery indexes"), nil
+		return nil, invalid("code", "this Manager serves no discovery indexes (started with --discover-bytes 0)"), nil
 	}
 	_, again := cn.discovered[ns]
 	if !again && len(cn.discovered) >= MaxDiscoveryPerSession {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/limit"
@@ -26,6 +28,9 @@ type Spec struct {
 	// MaxBlocks is the most blocks the RAM tier can hold at once (its
 	// chunk count: a block takes one chunk at least); it sizes each table.
 	MaxBlocks uint64
+	// MaxTables bounds the number of tables at once (each keeps a file
+	// descriptor open); 0: DefaultMaxTables.
+	MaxTables int
 	// Disabled serves no table: Open answers ErrDisabled.
 	Disabled bool
 	// Complete: the Manager serves from its RAM tier only (no SSD tier, no
@@ -42,6 +47,9 @@ func (s Spec) Validate() error { return BytesRange.Check(s.Bytes) }
 var (
 	// ErrBudget: another table would pass Spec.Bytes.
 	ErrBudget = errors.New("discovery index budget exhausted")
+	// ErrTables: another table would pass the table count limit
+	// (Spec.MaxTables).
+	ErrTables = errors.New("discovery index table limit reached")
 	// ErrDisabled: the Manager serves no discovery indexes.
 	ErrDisabled = errors.New("discovery indexes are disabled on this Manager")
 	// ErrNamespace: the all-zero namespace, which is never valid.
@@ -57,6 +65,9 @@ type Registry struct {
 	buckets uint64
 	do      func(func()) error
 	idx     *index.Index // set by Attach; dispatcher-owned
+	// maxTables bounds len(tables) plus the tables being made.
+	maxTables int
+	making    int // tables being made off the dispatcher; dispatcher only
 
 	tables map[abi.Namespace]*Table // dispatcher only
 	refs   map[abi.Namespace]int    // Opens not yet Released, per table; dispatcher only
@@ -74,8 +85,34 @@ func New(spec Spec, do func(func()) error) (*Registry, error) {
 		limit.Check(spec.MaxBlocks > 0, "discover.MaxBlocks", spec.MaxBlocks, "nonzero (the RAM tier's chunk count)")); err != nil {
 		return nil, err
 	}
-	return &Registry{spec: spec, buckets: BucketsFor(spec.MaxBlocks), do: do,
-		tables: map[abi.Namespace]*Table{}, refs: map[abi.Namespace]int{}}, nil
+	buckets := BucketsFor(spec.MaxBlocks)
+	if tb := TableBytes(buckets); spec.Bytes < tb {
+		return nil, limit.Check(false, "discover.Bytes", limit.Size(spec.Bytes),
+			fmt.Sprintf("at least one table of %s (64 bytes per RAM-tier chunk, %d chunks rounded up to %d buckets, and a 64-byte header), or 0 to serve none",
+				limit.Size(tb), spec.MaxBlocks, buckets))
+	}
+	r := &Registry{spec: spec, buckets: buckets, do: do, maxTables: spec.MaxTables,
+		tables: map[abi.Namespace]*Table{}, refs: map[abi.Namespace]int{}}
+	if r.maxTables == 0 {
+		r.maxTables = DefaultMaxTables()
+	}
+	return r, nil
+}
+
+// MaxTablesCap is the most tables a Registry keeps at once, whatever
+// RLIMIT_NOFILE allows.
+const MaxTablesCap = 4096
+
+// DefaultMaxTables is Spec.MaxTables's default: a quarter of the process's
+// soft RLIMIT_NOFILE (each table keeps its memfd open; the rest is for
+// sessions, whose slot, eventfd, doorbell and socket take 4 each, engine
+// buffers and the SSD tier), at least 16 and at most MaxTablesCap.
+func DefaultMaxTables() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return MaxTablesCap
+	}
+	return int(min(max(rl.Cur/4, 16), MaxTablesCap))
 }
 
 // Attach makes r the observer of idx, whose blocks later tables start
@@ -108,7 +145,8 @@ func (r *Registry) Removed(k index.Key) {
 // open until the reference is given back). Every successful Open must be
 // matched by one Release(ns) (the bootstrap server releases a session's
 // namespaces when the session closes). Errors: ErrNamespace, ErrDisabled,
-// ErrBudget (wrapped with the sizes and the flag), the dispatcher's
+// ErrBudget (wrapped with the sizes and the flag), ErrTables (wrapped with
+// the count and the limit), the dispatcher's
 // ErrStopped, or a system error making the memfd.
 func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	if ns == (abi.Namespace{}) {
@@ -125,12 +163,18 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 			r.refs[ns]++
 			return
 		}
+		if len(r.tables)+r.making >= r.maxTables {
+			budgetErr = fmt.Errorf("%d tables are open, the limit (each keeps a file descriptor; a quarter of RLIMIT_NOFILE, at most %d): %w",
+				len(r.tables)+r.making, MaxTablesCap, ErrTables)
+			return
+		}
 		if r.used+size > r.spec.Bytes {
 			budgetErr = fmt.Errorf("a table of %d bytes on top of %d bytes for %d namespaces passes --discover-bytes %s: %w",
 				size, r.used, len(r.tables), limit.Size(r.spec.Bytes), ErrBudget)
 			return
 		}
 		r.used += size // reserved while the memfd is made off the dispatcher
+		r.making++
 	}); err != nil {
 		return nil, err
 	}
@@ -143,10 +187,11 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	}
 	nt, err := NewTable(ns, r.buckets, flags)
 	if err != nil {
-		r.do(func() { r.used -= size })
+		r.do(func() { r.used -= size; r.making-- })
 		return nil, err
 	}
 	if err := r.do(func() {
+		r.making--
 		if t = r.tables[ns]; t != nil { // another Open made it meanwhile
 			r.used -= size
 			r.refs[ns]++

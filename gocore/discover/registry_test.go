@@ -3,12 +3,14 @@ package discover
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // inline runs f at once: the tests are the dispatcher goroutine.
@@ -111,6 +113,47 @@ func TestSpecLimits(t *testing.T) {
 	}
 	if _, err := New(Spec{MaxBlocks: 0}, inline); err == nil {
 		t.Fatal("MaxBlocks 0 was accepted")
+	}
+	t.Run("a budget smaller than one table is refused naming the field and the table size", func(t *testing.T) {
+		// 4,096 blocks: 4,096 buckets, 262,208 bytes a table.
+		_, err := New(Spec{Bytes: 64 << 10, MaxBlocks: 4096}, inline)
+		var le *limit.Error
+		if !errors.As(err, &le) || le.Field != "discover.Bytes" || !strings.Contains(err.Error(), "262208 bytes") {
+			t.Fatalf("err %v, want a *limit.Error naming discover.Bytes and the 262208-byte table", err)
+		}
+		if _, err := New(Spec{Bytes: TableBytes(4096), MaxBlocks: 4096}, inline); err != nil {
+			t.Fatalf("a budget of exactly one table: %v", err)
+		}
+	})
+}
+
+// TestTheTableCountIsBounded: each table keeps a descriptor open, so their
+// number is bounded apart from their bytes (Spec.MaxTables), and a
+// released table makes room again.
+func TestTheTableCountIsBounded(t *testing.T) {
+	r, err := New(Spec{MaxBlocks: 64, MaxTables: 2}, inline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 2 {
+		if _, err := r.Open(testNS(byte(i + 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = r.Open(testNS(3))
+	if !errors.Is(err, ErrTables) || !strings.Contains(err.Error(), "RLIMIT_NOFILE") {
+		t.Fatalf("a third table with MaxTables 2: %v, want ErrTables naming RLIMIT_NOFILE", err)
+	}
+	if _, err := r.Open(testNS(1)); err != nil {
+		t.Fatalf("a namespace with a table was refused at the limit: %v", err)
+	}
+	r.Release(testNS(2))
+	if _, err := r.Open(testNS(3)); err != nil {
+		t.Fatalf("after a table was retired: %v", err)
+	}
+	if n := DefaultMaxTables(); n < 16 || n > MaxTablesCap {
+		t.Fatalf("DefaultMaxTables %d outside 16..%d", n, MaxTablesCap)
 	}
 }
 

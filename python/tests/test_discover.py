@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from . import support
@@ -77,8 +78,24 @@ class TestDiscoverWithAnSSDTier(ManagerTest):
 
 
 class TestDiscoverBudget(ManagerTest):
-    # 64 MiB of 16 KiB chunks: 4,096 blocks, a 256 KiB table; 64 KiB holds none.
-    manager_flags = ("--discover-bytes", "64KiB")
+    # 64 MiB of 16 KiB chunks: 4,096 blocks, a table of 256 KiB and 64
+    # bytes; 300 KiB holds one, which each test's filler namespace takes.
+    manager_flags = ("--discover-bytes", "300KiB")
+
+    def setUp(self):
+        super().setUp()
+        # An earlier test's session gives its table back when the Manager
+        # tears it down, which may come a moment after its close.
+        filler = identity(self.id() + "/filler").namespace()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.client.discover_open(filler)
+                return
+            except OrbitKVError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def test_an_index_past_the_budget_is_refused_naming_the_flag(self):
         with self.assertRaises(OrbitKVError) as cm:
