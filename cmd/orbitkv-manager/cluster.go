@@ -40,6 +40,8 @@ type clusterConfig struct {
 	transferHost   int
 	transferProve  time.Duration
 	peerConns      int
+	peerShakes     int
+	peerShakesHost int
 	peerStreams    int
 }
 
@@ -57,6 +59,7 @@ var clusterFlagOf = map[string]string{
 	"transfer.ServerSpec.MaxConnsPerHost": "transfer-max-conns-per-host",
 	"transfer.ServerSpec.ProveTimeout":    "transfer-prove-timeout",
 	"peer.MaxConns":                       "peer-max-conns", "peer.MaxConcurrentStreams": "peer-max-streams",
+	"peer.MaxHandshakes": "peer-max-handshakes", "peer.MaxHandshakesPerHost": "peer-max-handshakes-per-host",
 }
 
 func init() {
@@ -87,6 +90,8 @@ func defineClusterFlags(fs *pflag.FlagSet, c *clusterConfig) {
 	fs.IntVar(&c.transferHost, "transfer-max-conns-per-host", 64, "most data connections open from one remote IP address (`count`, 1..65536; 256 in all): a host without a capability cannot take them all")
 	fs.DurationVar(&c.transferProve, "transfer-prove-timeout", 5*time.Second, "how long a data connection may stay open before one of its READs is admitted (`duration`, 1ms..1h): longer only keeps connections without a capability, since a requester sends its first READ right after it connects; half of the 256 connections at most are such, the oldest closed for a new one")
 	fs.IntVar(&c.peerConns, "peer-max-conns", peer.DefaultMaxConns, "most peer control connections open, TLS handshakes included (`count`, 1..65536); more wait in the kernel's accept queue")
+	fs.IntVar(&c.peerShakes, "peer-max-handshakes", peer.DefaultMaxHandshakes, "most peer control connections still in their TLS handshake (`count`, 1..--peer-max-conns): past it the oldest of the host with the most is closed for the new one, so connections without a certificate cannot keep peers out")
+	fs.IntVar(&c.peerShakesHost, "peer-max-handshakes-per-host", peer.DefaultMaxHandshakesPerHost, "most peer control connections in their TLS handshake from one remote IP address (`count`, 1..--peer-max-handshakes): past it that host's oldest is closed for its new one")
 	fs.IntVar(&c.peerStreams, "peer-max-streams", peer.DefaultMaxConcurrentStreams, "most peer control calls in flight on one connection (`count`, 1..65536; HTTP/2 max concurrent streams)")
 }
 
@@ -107,9 +112,10 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 		tier.PeerTimeoutRange.CheckSet(c.fetchTimeout), transfer.RailsRange.CheckSet(c.rails),
 		transfer.MaxConnsPerHostRange.CheckSet(c.transferHost), transfer.ProveTimeoutRange.CheckSet(c.transferProve),
 		peer.MaxConnsRange.CheckSet(c.peerConns), peer.MaxStreamsRange.CheckSet(c.peerStreams),
+		peer.MaxHandshakesRange.CheckSet(c.peerShakes), peer.MaxHandshakesHostRange.CheckSet(c.peerShakesHost),
 	))
 	peerSpec := peer.ServerSpec{MaxTransferBytes: maxTransfer, MaxPeerBytes: maxPeer, LeaseTTL: c.transferLease,
-		MaxConns: c.peerConns, MaxConcurrentStreams: c.peerStreams}
+		MaxConns: c.peerConns, MaxConcurrentStreams: c.peerStreams, MaxHandshakes: c.peerShakes, MaxHandshakesPerHost: c.peerShakesHost}
 	k.add(peerSpec.CheckLimits()) // what Serve would refuse, refused before anything starts
 	if c.nodeID == "" {
 		for _, name := range []string{"etcd-endpoints", "peer-ca", "peer-cert", "peer-key"} {

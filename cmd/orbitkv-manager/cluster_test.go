@@ -64,6 +64,8 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 		{"a per-peer byte bound below the per-transfer one is refused at parse", append(append([]string{}, base...), "--peer-max-transfer-bytes", "1GiB", "--peer-max-peer-bytes", "256MiB"), "--peer-max-peer-bytes 256MiB: want"},
 		{"a peer connection cap of 0 is refused", append(append([]string{}, base...), "--peer-max-conns", "0"), "--peer-max-conns 0: want"},
 		{"a peer stream cap past its limit is refused", append(append([]string{}, base...), "--peer-max-streams", "100000"), "--peer-max-streams 100000: want"},
+		{"a handshake cap above the connection cap is refused", append(append([]string{}, base...), "--peer-max-conns", "16", "--peer-max-handshakes", "32"), "--peer-max-handshakes 32: want"},
+		{"a per-host handshake cap of 0 is refused", append(append([]string{}, base...), "--peer-max-handshakes-per-host", "0"), "--peer-max-handshakes-per-host 0: want"},
 		{"a per-host data connection cap of 0 is refused", append(append([]string{}, base...), "--transfer-max-conns-per-host", "0"), "--transfer-max-conns-per-host 0: want"},
 		{"a prove timeout of 0 is refused", append(append([]string{}, base...), "--transfer-prove-timeout", "0s"), "--transfer-prove-timeout 0s: want"},
 	}
@@ -82,7 +84,7 @@ func TestClusterFlagsNameTheirMistakes(t *testing.T) {
 					t.Fatalf("validate: %v", err)
 				}
 				if tc.args != nil && (s.Cluster == nil || len(s.Cluster.Catalog.Endpoints) != 2 || s.Cluster.ServerTLS == nil || s.Cache.Tiers.PeerTimeout == 0 ||
-					s.Cluster.Transfer.MaxConnsPerHost != 64 || s.Cluster.Transfer.ProveTimeout != 5*time.Second || s.Cluster.Peer.MaxConns != 256 || s.Cluster.Peer.MaxConcurrentStreams != 128) {
+					s.Cluster.Transfer.MaxConnsPerHost != 64 || s.Cluster.Transfer.ProveTimeout != 5*time.Second || s.Cluster.Peer.MaxConns != 256 || s.Cluster.Peer.MaxConcurrentStreams != 128 || s.Cluster.Peer.MaxHandshakes != 64 || s.Cluster.Peer.MaxHandshakesPerHost != 32) {
 					t.Fatalf("cluster spec %+v", s.Cluster)
 				}
 				if tc.args == nil && s.Cluster != nil {

@@ -219,6 +219,7 @@ func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
 		add(prometheus.CounterValue, "orbitkv_peer_transfers_ended_total", endedHelp, pc(e.f), "how", e.how)
 	}
 	gauge("orbitkv_peer_transfers_open", "Transfers open now that this node serves to peers.", pc(func(s peer.Stats) uint64 { return s.Open }))
+	counter("orbitkv_peer_handshakes_evicted_total", "Peer control connections closed in their TLS handshake, the oldest of the busiest host, to admit a new one (--peer-max-handshakes, --peer-max-handshakes-per-host or --peer-max-conns reached).", pc(func(s peer.Stats) uint64 { return s.HandshakesEvicted }))
 	gauge("orbitkv_peer_control_conns", "Peer control (gRPC) connections open now, TLS handshakes included; at most --peer-max-conns.", pc(func(s peer.Stats) uint64 { return s.OpenConns }))
 	ts := func(f func(transfer.ServerStats) uint64) func(*snapshot) float64 {
 		return func(s *snapshot) float64 { return float64(f(s.transfer)) }

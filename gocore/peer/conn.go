@@ -60,6 +60,9 @@ func (m mtls) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, err
 		m.s.refused(addr, err)
 		return nil, nil, err
 	}
+	if g, ok := raw.(*gateConn); ok {
+		g.authenticated() // never closed for a newcomer from here on
+	}
 	m.s.st.connections.Add(1)
 	m.s.log.Info("peer connected", slog.String("node", node), slog.String("addr", addr))
 	return conn, authInfo{TLSInfo: ti, conn: &peerConn{node: node, addr: addr, transfers: map[uint64]struct{}{}}}, nil

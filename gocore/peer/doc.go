@@ -53,11 +53,17 @@
 // node id is its certificate's subject common name, logged at connect and
 // used to bound and to own its transfers: one peer cannot release another's.
 // Before any of that, ServerSpec.MaxConns (256) bounds the connections
-// open, handshakes included (netutil.LimitListener below TLS: past it a
-// connection waits in the kernel's accept queue), so clients that never
-// finish a handshake hold at most that many descriptors, each for
-// HandshakeTimeout; MaxConcurrentStreams (128) bounds the calls in flight
-// on one connection.
+// open, handshakes included (the gate listener below TLS: past it a
+// connection waits in the kernel's accept queue), and MaxHandshakes (64)
+// and MaxHandshakesPerHost (32) those still in their TLS handshake: past
+// either, one of the host with the most (of the same host, for the
+// per-host cap) is closed to admit the new one, the oldest that has sent
+// no byte yet, else the oldest; a connection leaves the pool once
+// authenticated. So clients that never send a TLS byte
+// hold at most 64 descriptors however fast they redial, and keep a peer
+// out only from its own address or from more than 64 addresses (Stats.
+// HandshakesEvicted counts the closes); MaxConcurrentStreams (128) bounds
+// the calls in flight on one connection.
 // The other way round, the server's certificate must chain to the CA and
 // name the address dialled; DialNode also requires it to name the node id
 // the catalog gave, so a node that took over another's address is refused.

@@ -150,7 +150,8 @@ func (s *Server) endConn(c *peerConn) int {
 
 // counters are the server's running totals.
 type counters struct {
-	open              atomic.Int64 // connections accepted and not closed
+	open              atomic.Int64  // connections accepted and not closed
+	handshakesEvicted atomic.Uint64 // connections closed in their TLS handshake for a newer one
 	connections       atomic.Uint64
 	refusedHandshakes atomic.Uint64
 	invalid           atomic.Uint64
@@ -168,6 +169,10 @@ type Stats struct {
 	Connections       uint64 // authenticated connections accepted
 	OpenConns         uint64 // connections open now, TLS handshakes included (at most MaxConns)
 	RefusedHandshakes uint64 // handshakes refused (no or a foreign certificate, no node id)
+	// HandshakesEvicted counts connections closed in their TLS handshake,
+	// the oldest, to admit a new one (MaxHandshakes, MaxHandshakesPerHost
+	// or MaxConns reached).
+	HandshakesEvicted uint64
 	Invalid           uint64 // OpenTransfer requests refused as invalid
 	EpochMismatches   uint64 // OpenTransfer requests of another epoch
 	Limited           uint64 // OpenTransfer requests refused by a peer's bounds
@@ -189,6 +194,7 @@ func (s *Server) Stats() Stats {
 		Connections:       s.st.connections.Load(),
 		OpenConns:         uint64(max(s.st.open.Load(), 0)),
 		RefusedHandshakes: s.st.refusedHandshakes.Load(),
+		HandshakesEvicted: s.st.handshakesEvicted.Load(),
 		Invalid:           s.st.invalid.Load(),
 		EpochMismatches:   s.st.epochMismatches.Load(),
 		Limited:           s.st.limited.Load(),

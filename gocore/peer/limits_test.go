@@ -96,6 +96,9 @@ func TestServerSpecLimitsAreCheckedWithoutAnythingLive(t *testing.T) {
 		{"MaxConns past its limit is refused", ServerSpec{MaxConns: 1 << 20}, "peer.MaxConns"},
 		{"MaxConcurrentStreams below 1 is refused", ServerSpec{MaxConcurrentStreams: -1}, "peer.MaxConcurrentStreams"},
 		{"MaxPeerBytes below MaxTransferBytes is refused", ServerSpec{MaxTransferBytes: 1 << 30, MaxPeerBytes: 1 << 20}, "peer.MaxPeerBytes"},
+		{"MaxHandshakes above MaxConns is refused", ServerSpec{MaxConns: 8, MaxHandshakes: 9}, "peer.MaxHandshakes"},
+		{"MaxHandshakesPerHost above MaxHandshakes is refused", ServerSpec{MaxHandshakes: 4, MaxHandshakesPerHost: 5}, "peer.MaxHandshakesPerHost"},
+		{"a small MaxConns lowers the default handshake caps", ServerSpec{MaxConns: 2}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

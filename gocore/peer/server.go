@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -77,9 +76,10 @@ func Serve(s ServerSpec) (*Server, error) {
 		transfers: map[uint64]*hold{},
 		peers:     map[string]*usage{},
 	}
-	// The cap sits below TLS: a connection counts from accept, so ones
-	// that never finish a handshake count too.
-	srv.ln = &countedListener{Listener: netutil.LimitListener(tcp, s.MaxConns), open: &srv.st.open}
+	// The caps sit below TLS: a connection counts from accept, so ones
+	// that never finish a handshake count too, and mtls takes an
+	// authenticated one out of the handshake pool.
+	srv.ln = newGate(tcp, s.MaxConns, s.MaxHandshakes, s.MaxHandshakesPerHost, &srv.st.open, &srv.st.handshakesEvicted)
 	ln := srv.ln
 	srv.grpc = grpc.NewServer(
 		grpc.Creds(mtls{TransportCredentials: credentials.NewTLS(cfg), s: srv}),
@@ -99,36 +99,6 @@ func Serve(s ServerSpec) (*Server, error) {
 	}()
 	srv.log.Info("peer control serving", slog.String("addr", ln.Addr().String()), slog.Uint64("epoch", s.Epoch))
 	return srv, nil
-}
-
-// countedListener counts in open the connections it accepted that are not
-// closed yet (Stats.OpenConns).
-type countedListener struct {
-	net.Listener
-	open *atomic.Int64
-}
-
-// Accept is the inner listener's Accept, counting the connection.
-func (l *countedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.open.Add(1)
-	return &countedConn{Conn: c, open: l.open}, nil
-}
-
-// countedConn uncounts itself at its first Close.
-type countedConn struct {
-	net.Conn
-	open *atomic.Int64
-	once sync.Once
-}
-
-// Close closes the connection; the first call uncounts it.
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.open.Add(-1) })
-	return c.Conn.Close()
 }
 
 // Addr is the host:port the server listens on.

@@ -43,10 +43,24 @@ type ServerSpec struct {
 	// MaxConns bounds the open connections of peer control, TLS handshakes
 	// included (0: DefaultMaxConns): past it a new connection waits in the
 	// kernel's accept queue, holding no descriptor here, until one closes
-	// (golang.org/x/net/netutil.LimitListener). So clients that never
-	// finish a handshake hold at most MaxConns descriptors, each for
-	// HandshakeTimeout at most.
+	// or, when one is still in its TLS handshake, one such is closed to
+	// admit it (as for MaxHandshakes).
 	MaxConns int
+	// MaxHandshakes bounds the connections still in their TLS handshake
+	// (0: DefaultMaxHandshakes, or MaxConns if less; at most MaxConns):
+	// past it one is closed (its handshake fails) to admit a new one: the
+	// oldest that has sent no byte yet, else the oldest, of the host with
+	// the most in their handshake. A connection leaves the bound once
+	// mutual TLS authenticated it and is never closed for a newcomer, so
+	// clients that never send a TLS byte hold at most MaxHandshakes
+	// descriptors however fast they redial.
+	MaxHandshakes int
+	// MaxHandshakesPerHost bounds the connections in their TLS handshake
+	// from one remote IP address (an IPv4-mapped IPv6 one as IPv4; 0:
+	// DefaultMaxHandshakesPerHost, or MaxHandshakes if less; at most
+	// MaxHandshakes): past it the host's own one is closed (chosen as for
+	// MaxHandshakes) to admit its new one.
+	MaxHandshakesPerHost int
 	// MaxConcurrentStreams bounds the calls in flight on one connection
 	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0:
 	// DefaultMaxConcurrentStreams); a client queues the calls past it.
@@ -65,6 +79,14 @@ const (
 	// DefaultMaxConns is four times the nodes of a large cluster: each peer
 	// holds one connection to a node, more only while it redials.
 	DefaultMaxConns = 256
+	// DefaultMaxHandshakes is a quarter of DefaultMaxConns: a handshake
+	// takes milliseconds, so 64 cover a cluster's nodes all redialling at
+	// once after a restart.
+	DefaultMaxHandshakes = 64
+	// DefaultMaxHandshakesPerHost is half of DefaultMaxHandshakes: one host
+	// holds at most half the pool, and one redialling from a peer's own
+	// address must win a race of 32 accepts against the peer's hello.
+	DefaultMaxHandshakesPerHost = 32
 	// DefaultMaxConcurrentStreams is twice DefaultMaxPeerTransfers: a
 	// peer's calls beyond its transfers' bound are refused anyway.
 	DefaultMaxConcurrentStreams = 128
@@ -72,12 +94,14 @@ const (
 
 // The limits of ServerSpec's fields.
 var (
-	MaxTransferBytesRange = limit.Range[uint64]{Field: "peer.MaxTransferBytes", Min: 4 << 10, Max: 64 << 30, Bytes: true, Zero: "64MiB"}
-	MaxPeerTransfersRange = limit.Range[int]{Field: "peer.MaxPeerTransfers", Min: 1, Max: 1 << 16, Zero: "64"}
-	MaxPeerBytesRange     = limit.Range[uint64]{Field: "peer.MaxPeerBytes", Min: 4 << 10, Max: 1 << 40, Bytes: true, Zero: "256MiB"}
-	LeaseTTLRange         = limit.Range[time.Duration]{Field: "peer.LeaseTTL", Min: 10 * time.Millisecond, Max: 10 * time.Minute, Zero: "5s"}
-	MaxConnsRange         = limit.Range[int]{Field: "peer.MaxConns", Min: 1, Max: 65536, Zero: "256"}
-	MaxStreamsRange       = limit.Range[int]{Field: "peer.MaxConcurrentStreams", Min: 1, Max: 1 << 16, Zero: "128"}
+	MaxTransferBytesRange  = limit.Range[uint64]{Field: "peer.MaxTransferBytes", Min: 4 << 10, Max: 64 << 30, Bytes: true, Zero: "64MiB"}
+	MaxPeerTransfersRange  = limit.Range[int]{Field: "peer.MaxPeerTransfers", Min: 1, Max: 1 << 16, Zero: "64"}
+	MaxPeerBytesRange      = limit.Range[uint64]{Field: "peer.MaxPeerBytes", Min: 4 << 10, Max: 1 << 40, Bytes: true, Zero: "256MiB"}
+	LeaseTTLRange          = limit.Range[time.Duration]{Field: "peer.LeaseTTL", Min: 10 * time.Millisecond, Max: 10 * time.Minute, Zero: "5s"}
+	MaxConnsRange          = limit.Range[int]{Field: "peer.MaxConns", Min: 1, Max: 65536, Zero: "256"}
+	MaxHandshakesRange     = limit.Range[int]{Field: "peer.MaxHandshakes", Min: 1, Max: 65536, Zero: "64"}
+	MaxHandshakesHostRange = limit.Range[int]{Field: "peer.MaxHandshakesPerHost", Min: 1, Max: 65536, Zero: "32"}
+	MaxStreamsRange        = limit.Range[int]{Field: "peer.MaxConcurrentStreams", Min: 1, Max: 1 << 16, Zero: "128"}
 )
 
 // withDefaults is s with its zero fields at their defaults.
@@ -96,6 +120,12 @@ func (s ServerSpec) withDefaults() ServerSpec {
 	}
 	if s.MaxConns == 0 {
 		s.MaxConns = DefaultMaxConns
+	}
+	if s.MaxHandshakes == 0 {
+		s.MaxHandshakes = min(DefaultMaxHandshakes, s.MaxConns)
+	}
+	if s.MaxHandshakesPerHost == 0 {
+		s.MaxHandshakesPerHost = min(DefaultMaxHandshakesPerHost, s.MaxHandshakes)
 	}
 	if s.MaxConcurrentStreams == 0 {
 		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
@@ -127,7 +157,8 @@ func (s ServerSpec) Validate() error {
 
 // CheckLimits checks the numeric limits alone (MaxTransferBytes,
 // MaxPeerTransfers, MaxPeerBytes and MaxPeerBytes ≥ MaxTransferBytes,
-// LeaseTTL, MaxConns, MaxConcurrentStreams), which need nothing live, so
+// LeaseTTL, MaxConns, MaxHandshakes ≤ MaxConns, MaxHandshakesPerHost ≤
+// MaxHandshakes, MaxConcurrentStreams), which need nothing live, so
 // that a command line is checked before anything starts; Validate
 // includes it. It returns the *limit.Error values found (errors.Join).
 func (s ServerSpec) CheckLimits() error {
@@ -138,6 +169,17 @@ func (s ServerSpec) CheckLimits() error {
 		LeaseTTLRange.Check(s.LeaseTTL),
 		MaxConnsRange.Check(s.MaxConns),
 		MaxStreamsRange.Check(s.MaxConcurrentStreams),
+		MaxHandshakesRange.Check(s.MaxHandshakes), MaxHandshakesHostRange.Check(s.MaxHandshakesPerHost),
+	}
+	if d := s.withDefaults(); d.MaxHandshakes > d.MaxConns && s.MaxHandshakes > 0 {
+		r := MaxHandshakesRange
+		r.Max, r.Note = d.MaxConns, "at most peer.MaxConns"
+		errs = append(errs, r.CheckSet(d.MaxHandshakes))
+	}
+	if d := s.withDefaults(); d.MaxHandshakesPerHost > d.MaxHandshakes && s.MaxHandshakesPerHost > 0 {
+		r := MaxHandshakesHostRange
+		r.Max, r.Note = d.MaxHandshakes, "at most peer.MaxHandshakes"
+		errs = append(errs, r.CheckSet(d.MaxHandshakesPerHost))
 	}
 	if d := s.withDefaults(); d.MaxPeerBytes < d.MaxTransferBytes {
 		r := MaxPeerBytesRange
