@@ -130,7 +130,7 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 /**
  * Prefix of hashes[0..n) present in m: *count consecutive from the first.
  * 0, OKVI_DISCOVER_RETIRED_RC when the Manager retired the table (nothing
- * read, *count 0), or OKV_ETIMEDOUT when a bucket stayed mid-update for
+ * read, *count 0), or OKV_EDISCOVER_BUSY when a bucket stayed mid-update for
  * OKV_DISCOVER_SPINS tries (*count then holds the prefix before it).
  */
 int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,

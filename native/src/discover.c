@@ -106,8 +106,8 @@ void okvi_discover_unmap_all(okv_client *c)
 }
 
 /*
- * Whether bucket b holds (lo, hi): 1 yes, 0 no, OKV_ETIMEDOUT when it
- * stayed mid-update. The seqlock reader of discover.h: seq (acquire), the
+ * Whether bucket b holds (lo, hi): 1 yes, 0 no, OKV_EDISCOVER_BUSY when
+ * it stayed mid-update. The seqlock reader of discover.h: seq (acquire), the
  * ways (relaxed 64-bit loads), an acquire fence, seq again.
  */
 static int bucket_has(const struct okv_discover_bucket *b, uint64_t lo, uint64_t hi)
@@ -130,7 +130,7 @@ static int bucket_has(const struct okv_discover_bucket *b, uint64_t lo, uint64_t
 		if (__atomic_load_n(&b->seq, __ATOMIC_RELAXED) == s1)
 			return found;
 	}
-	return OKV_ETIMEDOUT;
+	return OKV_EDISCOVER_BUSY;
 }
 
 int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_block_hash *hashes, size_t n,

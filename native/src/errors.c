@@ -56,6 +56,8 @@ const char *okv_strerror(int err)
 		return "Manager answered Timeout: the ticket or operation expired";
 	case OKV_EFENCED:
 		return "publish outcome ambiguous: the buffer's pages stay pinned until the Manager exits";
+	case OKV_EDISCOVER_BUSY:
+		return "a discovery index bucket stayed mid-update; nothing was sent: take the round trip";
 	case OKV_EPEER:
 		return "the bootstrap socket is served by a process of another user; nothing was sent to it";
 	default:

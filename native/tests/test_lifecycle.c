@@ -855,10 +855,10 @@ static void test_strerror(void)
 				     OKV_ESTALE_GENERATION, OKV_EINVALID,     OKV_ETIMEDOUT,  OKV_EMANAGER_DIED,
 				     OKV_ECLOSED,	    OKV_EINTERNAL,    OKV_EUNSUPPORTED, OKV_EAPPLICATION,
 				     OKV_EPENDING,	    OKV_EUNADMITTED,  OKV_E2BIG,	OKV_EEXPIRED,
-				     OKV_EFENCED,	    OKV_EPEER };
+				     OKV_EFENCED,	    OKV_EPEER,	      OKV_EDISCOVER_BUSY };
 	size_t n = sizeof(codes) / sizeof(codes[0]);
 
-	CHECK(n == (size_t)(OKV_EPROTO - OKV_EPEER + 1), "every OKV_E* code is listed");
+	CHECK(n == (size_t)(OKV_EPROTO - OKV_EDISCOVER_BUSY + 1), "every OKV_E* code is listed");
 	for (size_t i = 0; i < n; i++) {
 		const char *s = okv_strerror(codes[i]);
 		CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown error") != 0, "okv_strerror(%d) = \"%s\"",
@@ -873,7 +873,7 @@ static void test_strerror(void)
 	CHECK(strcmp(okv_strerror(-EPIPE), "Broken pipe") == 0, "-EPIPE");
 	CHECK(strcmp(okv_strerror(EINVAL), "unknown error") == 0, "positive codes are unknown");
 	CHECK(strcmp(okv_strerror(-1000), "unknown error") == 0, "-1000 is unknown");
-	CHECK(strcmp(okv_strerror(OKV_EPEER - 1), "unknown error") == 0, "below OKV_EPEER is unknown");
+	CHECK(strcmp(okv_strerror(OKV_EDISCOVER_BUSY - 1), "unknown error") == 0, "below OKV_EDISCOVER_BUSY is unknown");
 	CHECK(strcmp(okv_strerror(-4095), "unknown error") == 0, "unassigned errno is unknown");
 	CHECK(strcmp(okv_strerror(-2147483647 - 1), "unknown error") == 0, "INT_MIN is unknown");
 }

@@ -67,6 +67,7 @@ class Code(enum.IntEnum):
     EEXPIRED = -1016
     EFENCED = -1017
     EPEER = -1018
+    EDISCOVER_BUSY = -1019
 
 
 class Status(enum.IntEnum):

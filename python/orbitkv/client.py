@@ -502,8 +502,9 @@ class CacheManagerClient(TicketOps):
         may read as it was (stale by at most the one update the Manager is
         writing). Where a missing block would fail a request, confirm a hit
         with a leased query first. Raises as ``discover_open`` on the first
-        call; ``TimedOut`` when a bucket stayed mid-update (a Manager that
-        died while writing: take the round trip)."""
+        call; ``IndexBusy`` when a bucket stayed mid-update (a Manager
+        descheduled or dead while writing; nothing was sent: take the
+        round trip)."""
         ns_c = _check.namespace("discover_local", ns)
         keep: object
         if isinstance(hashes, BlockHashes):

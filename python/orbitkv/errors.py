@@ -12,7 +12,7 @@ exception is an ``OrbitKVError`` carrying
   ("Unadmitted", "Invalid", "Timeout", "Internal", "Unsupported",
   "StaleSession", "StaleGeneration"), else the client-side outcome
   ("TimedOut", "ManagerDied", "Closed", "Fenced", "Protocol", "Version",
-  "Refused", "Rejected", "TooBig", "Loading") or the errno name ("EINVAL",
+  "Refused", "Rejected", "TooBig", "Loading", "IndexBusy") or the errno name ("EINVAL",
   "ENOENT", ...);
 * ``detail`` - ``okv_last_error`` text (or the connect error text), which
   names the field and limit, or "" when the library gave none;
@@ -64,6 +64,7 @@ __all__ = [
     "VersionMismatch",
     "Refused",
     "ForeignManager",
+    "IndexBusy",
     "Rejected",
     "Stale",
     "Unsupported",
@@ -179,6 +180,13 @@ class ForeignManager(Refused):
     directory). A ``Refused``, so handlers of refusals see it too."""
 
 
+class IndexBusy(OrbitKVError):
+    """``discover_local`` found a discovery index bucket mid-update for the
+    reader's whole spin budget (OKV_EDISCOVER_BUSY: a Manager descheduled
+    or dead while writing it). Nothing was sent to the Manager and the
+    session is fine, unlike ``TimedOut``: take the round trip."""
+
+
 class Rejected(OrbitKVError):
     """The Manager answered a lifecycle call with an error frame
     (OKV_EAPPLICATION), e.g. RegisterBuffers over a limit; ``detail`` names
@@ -248,6 +256,7 @@ _CLASSES: dict[int, type[OrbitKVError]] = {
     Code.EEXPIRED: Expired,
     Code.EFENCED: Fenced,
     Code.EPEER: ForeignManager,
+    Code.EDISCOVER_BUSY: IndexBusy,
 }
 
 _STATUS: dict[int, str] = {
@@ -269,6 +278,7 @@ _STATUS: dict[int, str] = {
     Code.EEXPIRED: "Timeout",
     Code.EFENCED: "Fenced",
     Code.EPEER: "ForeignManager",
+    Code.EDISCOVER_BUSY: "IndexBusy",
 }
 
 

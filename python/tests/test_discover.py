@@ -122,6 +122,19 @@ class TestDiscoverBudget(ManagerTest):
                 self.assertIn("ms ago; asked again 1000 ms after it", str(cm.exception))
 
 
+class TestDiscoverBusy(unittest.TestCase):
+    def test_a_stalled_bucket_is_its_own_error_not_a_lost_reply(self):
+        # okv_discover_local's OKV_EDISCOVER_BUSY: nothing was sent, so it
+        # must not read as TimedOut (which the adapters treat as a wedged
+        # session and end it).
+        e = errors.error_from_code("discover_local", orbitkv._abi.Code.EDISCOVER_BUSY)
+        self.assertIsInstance(e, errors.IndexBusy)
+        self.assertNotIsInstance(e, errors.TimedOut)
+        self.assertEqual(e.status, "IndexBusy")
+        self.assertIn("mid-update", str(e))
+        self.assertIn("nothing was sent", str(e))
+
+
 class TestDiscoverDisabled(ManagerTest):
     manager_flags = ("--discover-bytes", "0")
 

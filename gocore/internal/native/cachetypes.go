@@ -120,4 +120,8 @@ const (
 	// exits, and later Publish and Restore naming that buffer are refused
 	// locally with CodeFenced.
 	CodeFenced = -1017
+	// CodeDiscoverBusy: a discovery index bucket stayed mid-update for the
+	// reader's whole spin budget (DiscoverLocal); nothing was sent to the
+	// Manager, unlike CodeTimedOut: take the round trip.
+	CodeDiscoverBusy = -1019
 )

@@ -40,8 +40,8 @@ func (c *Client) DiscoverOpen(ns Namespace) error {
 // (okv_discover_local: no syscall, no message once mapped; the first call
 // for ns maps it). Advisory: no lease is taken. Allocates nothing.
 // Errors: as DiscoverOpen on the first call; *ClientError with
-// CodeTimedOut when a bucket stayed mid-update (a Manager that died while
-// writing).
+// CodeDiscoverBusy when a bucket stayed mid-update (a Manager descheduled
+// or dead while writing; nothing was sent).
 func (c *Client) DiscoverLocal(ns Namespace, hashes []BlockHash) (uint32, error) {
 	if c.c == nil {
 		return 0, errClosed()

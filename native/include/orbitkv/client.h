@@ -44,8 +44,11 @@ enum okv_error {
 	OKV_EEXPIRED = -1016,        /* Manager answered Timeout: the ticket or restore expired */
 	OKV_EFENCED = -1017,         /* a publish's outcome is ambiguous: its source pages stay
 	                              * the Manager's until it exits (okv_publish) */
-	OKV_EPEER = -1018            /* the bootstrap socket is served by a process of another
+	OKV_EPEER = -1018,           /* the bootstrap socket is served by a process of another
 	                              * uid: refused before the hello or any fd was sent */
+	OKV_EDISCOVER_BUSY = -1019   /* a discovery index bucket stayed mid-update for the
+	                              * reader's whole spin budget; nothing was sent to the
+	                              * Manager: take the round trip (okv_discover_local) */
 };
 
 /** Largest okv_connect_options.timeout_ms: one hour. */
@@ -318,10 +321,11 @@ int okv_discover_open(okv_client *c, const struct okv_namespace *ns);
  * mapped it closed, or the Manager stopped) is never read: it is unmapped
  * and the namespace mapped again (one round trip).
  * Thread use: like every call on c, one thread at a time. Errors: those
- * of okv_discover_open on the first call and after a retirement; OKV_ETIMEDOUT when a bucket
- * stayed mid-update for OKV_DISCOVER_SPINS tries (a Manager that died
- * while writing; *count holds the prefix before it); -EINVAL (NULL, n >
- * UINT32_MAX).
+ * of okv_discover_open on the first call and after a retirement;
+ * OKV_EDISCOVER_BUSY when a bucket stayed mid-update for
+ * OKV_DISCOVER_SPINS tries (a Manager descheduled or dead while writing;
+ * nothing was sent, *count holds the prefix before it: take the round
+ * trip); -EINVAL (NULL, n > UINT32_MAX).
  */
 int okv_discover_local(okv_client *c, const struct okv_namespace *ns, const struct okv_block_hash *hashes, size_t n,
 		       uint32_t *count);

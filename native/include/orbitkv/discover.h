@@ -42,7 +42,7 @@
  * updates (a reader that wants to know whether anything changed compares
  * two loads). A Manager that died mid-update leaves a bucket odd forever;
  * readers give up after OKV_DISCOVER_SPINS tries and report the hash
- * absent (okv_discover_local answers OKV_ETIMEDOUT).
+ * absent (okv_discover_local answers OKV_EDISCOVER_BUSY).
  */
 #ifndef ORBITKV_DISCOVER_H
 #define ORBITKV_DISCOVER_H
