@@ -119,6 +119,10 @@ func measureDiscover(o DiscoverOptions) (*discoverReport, error) {
 	if o.LoadTime == 0 {
 		o.LoadTime = 3 * time.Second
 	}
+	if o.Iters < 1 || o.LoadTime < minDiscoverLoad || len(o.Chains) == 0 || slices.Min(o.Chains) < 1 {
+		return nil, fmt.Errorf("discover: Iters %d (want at least 1), LoadTime %v (want at least %v), chains %v (want each at least 1)",
+			o.Iters, o.LoadTime, minDiscoverLoad, o.Chains)
+	}
 	progress := o.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -325,21 +329,72 @@ func discoverUnderLoad(m *manager, httpAddr string, ns client.Namespace, chain [
 		ManagerReqs:   r1 - r0, ManagerParks: p1 - p0, ClientP50Ns: q.P50, ClientP99Ns: q.P99, MissedDeadline: late}, nil
 }
 
-func runDiscover(args []string, stdout, stderr io.Writer) error {
+// Limits of the discover suite's flags.
+const (
+	minDiscoverIters = 100
+	maxDiscoverIters = 10000000 // 80 MB of samples per subject and chain
+	minDiscoverLoad  = 100 * time.Millisecond
+	maxDiscoverLoad  = 10 * time.Minute
+)
+
+// discoverConfig is the discover suite's flags.
+type discoverConfig struct {
+	json        bool
+	iters       int
+	loadTime    time.Duration
+	managerBin  string
+	managerArgs []string
+}
+
+// parseDiscoverFlags parses the discover suite's flags; every value out of
+// range is a *usageError naming the flag and its limits (flag.ErrHelp for
+// --help, after the usage text went to out).
+func parseDiscoverFlags(args []string, out io.Writer) (discoverConfig, error) {
+	var cfg discoverConfig
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	iters := fs.Int("iters", 20000, "timed discoveries per subject, chain and repetition (`count`)")
-	loadTime := fs.Duration("load-time", 3*time.Second, "length of each Manager-CPU phase (4 clients at 10 kHz)")
-	bin := fs.String("manager-bin", "", "orbitkv-manager binary (default: bin/orbitkv-manager beside this one)")
-	managerArgs := fs.String("manager-args", "", "extra space-separated arguments for the Manager the bench starts; they come last and win")
+	fs.SetOutput(out)
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
+	fs.IntVar(&cfg.iters, "iters", 20000, fmt.Sprintf("timed discoveries per subject, chain and repetition (`count`, %d..%d)", minDiscoverIters, maxDiscoverIters))
+	fs.DurationVar(&cfg.loadTime, "load-time", 3*time.Second, fmt.Sprintf("length of each Manager-CPU phase, 4 clients at 10 kHz each (`duration`, %v..%v)", minDiscoverLoad, maxDiscoverLoad))
+	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	managerArgs := fs.String("manager-args", "", "extra space-separated arguments for the Manager the bench starts (e.g. \"--ram-capacity 1GiB\"); they come last and win")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: orbitkv-bench discover [flags]\n\n")
+		for _, l := range []string{
+			"Discovery of 32 and 1,000 resident hashes from the Manager's shared-memory index",
+			"(okv_discover_local: no syscall, no Manager wake-up) beside the round-trip QueryBundle",
+			"discovery (a ticket with OKV_QUERY_DISCOVER) of the same chain in the same run, p50/p99;",
+			"the Manager's channel requests and parks during the local phases and while idle; and",
+			"the Manager's CPU with 4 clients discovering at 10 kHz each, local against round trip",
+			"(--load-time each). Starts its own Manager. Method: bench/README.md, \"discover\".",
+		} {
+			fmt.Fprintln(out, l)
+		}
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "flags:")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return cfg, err
+		}
+		return cfg, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.managerArgs = strings.Fields(*managerArgs)
+	return cfg, firstError(between("iters", cfg.iters, minDiscoverIters, maxDiscoverIters),
+		between("load-time", cfg.loadTime, minDiscoverLoad, maxDiscoverLoad))
+}
+
+func runDiscover(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseDiscoverFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *iters < 100 {
-		return fmt.Errorf("--iters %d: want at least 100", *iters)
-	}
-	o := DiscoverOptions{ManagerBin: *bin, ManagerArgs: strings.Fields(*managerArgs), Iters: *iters, Load: true, LoadTime: *loadTime, Progress: stderr}
+	asJSON := &cfg.json
+	o := DiscoverOptions{ManagerBin: cfg.managerBin, ManagerArgs: cfg.managerArgs, Iters: cfg.iters, Load: true, LoadTime: cfg.loadTime, Progress: stderr}
 	if *asJSON {
 		o.Progress = nil
 	}
