@@ -140,8 +140,9 @@
 // its READs is admitted (it holds a capability): unproven ones may be at
 // most MaxUnproven (half of MaxConns) and MaxUnprovenPerHost
 // (MaxConnsPerHost), are closed ProveTimeout (5 s) after accept, and the
-// oldest is closed to admit a new connection when any of these limits,
-// MaxConns or MaxConnsPerHost is reached; proven connections are never
+// oldest (of the host with the most, or of the newcomer's host for the
+// per-host limits) is closed to admit a new connection when any of these
+// limits, MaxConns or MaxConnsPerHost is reached; proven connections are never
 // closed for a newcomer. So idle connections without a capability cannot
 // lock a requester out, which sends its READ right after it connects.
 // ServerStats counts each of these closes (OverConns, OverHost,

@@ -66,14 +66,16 @@ type ServerSpec struct {
 	// MaxUnproven bounds the open connections not yet proven: a connection
 	// is proven once one of its READs passed the capability check (it is
 	// answered with DATA), and stays proven until it closes. When
-	// MaxUnproven are open, the oldest unproven one is closed to admit a
-	// new one; the same happens instead of a refusal when MaxConns (or
-	// MaxConnsPerHost) are open and one of them (from that host) is
-	// unproven. So idle connections without a capability never lock a
-	// requester out: to close the requester's connection an attacker must
-	// dial MaxUnproven new ones between its connect and its first READ's
-	// admission (microseconds on a LAN). Proven connections are never
-	// closed for a new one. At most MaxConns. Default MaxConns/2 (128).
+	// MaxUnproven are open, an unproven one is closed to admit a new one:
+	// the oldest of the host with the most unproven; the same happens
+	// instead of a refusal when MaxConns are open and one is unproven
+	// (for MaxConnsPerHost, the host's own oldest). So idle connections
+	// without a capability never lock a requester out: to close the
+	// requester's connection an attacker must, between its connect and
+	// its first READ's admission (microseconds on a LAN), dial
+	// MaxUnprovenPerHost from its address or leave no host with more
+	// unproven than the requester's. Proven connections are never closed
+	// for a new one. At most MaxConns. Default MaxConns/2 (128).
 	MaxUnproven int
 	// MaxUnprovenPerHost bounds the unproven connections from one remote
 	// IP address (as MaxConnsPerHost): when that many are open the host's
@@ -159,6 +161,7 @@ type Server struct {
 	// unprovenOf those of each host (a host with none has no entry).
 	unproven   *list.List
 	unprovenOf map[string]*list.List
+	seq        uint64 // connections admitted: each one's connState.seq
 
 	reads, bytes, refused, accepted   atomic.Uint64
 	overConns, overHost, overRefusals atomic.Uint64
@@ -170,6 +173,7 @@ type Server struct {
 // Server.unproven and Server.unprovenOf[host] (both nil once proven).
 type connState struct {
 	host      string
+	seq       uint64 // order of accept
 	all, mine *list.Element
 }
 
@@ -354,7 +358,8 @@ func (s *Server) accept() {
 		s.mu.Lock()
 		over, victims := s.makeRoom(host)
 		if over == "" {
-			st := &connState{host: host, all: s.unproven.PushBack(c)}
+			s.seq++
+			st := &connState{host: host, seq: s.seq, all: s.unproven.PushBack(c)}
 			mine := s.unprovenOf[host]
 			if mine == nil {
 				mine = list.New()
@@ -406,13 +411,27 @@ func (s *Server) makeRoom(host string) (over string, victims []net.Conn) {
 		return "transfer.ServerSpec.MaxConnsPerHost", victims
 	}
 	if (s.unproven.Len() >= s.spec.MaxUnproven || len(s.conns) >= s.spec.MaxConns) && s.unproven.Len() > 0 {
-		evict(s.unproven.Front())
+		evict(s.busiest().Front())
 	}
 	if len(s.conns) >= s.spec.MaxConns {
 		s.overConns.Add(1)
 		return "transfer.ServerSpec.MaxConns", victims
 	}
 	return "", victims
+}
+
+// busiest is the unproven list of the host with the most unproven
+// connections, of those the one whose oldest is oldest (s.mu held,
+// s.unproven not empty): a host with few, as a requester's, loses one
+// only when no host has more.
+func (s *Server) busiest() *list.List {
+	var best *list.List
+	for _, l := range s.unprovenOf {
+		if best == nil || l.Len() > best.Len() || l.Len() == best.Len() && s.conns[l.Front().Value.(net.Conn)].seq < s.conns[best.Front().Value.(net.Conn)].seq {
+			best = l
+		}
+	}
+	return best
 }
 
 // drop takes c out of the Server's bookkeeping (s.mu held); a no-op when

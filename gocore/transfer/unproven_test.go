@@ -1,8 +1,10 @@
 package transfer
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -142,6 +144,17 @@ func TestUnprovenConnectionsAreClosedFirst(t *testing.T) {
 			t.Fatal("the oldest of 3 unproven connections is open; MaxUnproven is 2")
 		}
 		waitStats(t, srv, "Evicted 1, 2 open", func(st ServerStats) bool { return st.Evicted == 1 && st.Conns == 2 })
+	})
+	t.Run("past MaxUnproven the host with the most loses its oldest", func(t *testing.T) {
+		srv := newServer(t, ServerSpec{MaxUnproven: 4})
+		lone := dialRaw(t, from("127.0.0.3"), srv.Addr())
+		waitStats(t, srv, "1 accepted", func(st ServerStats) bool { return st.Accepted == 1 })
+		hold(t, "127.0.0.2", srv.Addr(), 8)
+		waitStats(t, srv, "5 evicted (all from 127.0.0.2), 4 open", func(st ServerStats) bool { return st.Evicted == 5 && st.Conns == 4 })
+		_ = lone.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := lone.c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the oldest connection, alone from its host: %v; want it open", err)
+		}
 	})
 	t.Run("a proven connection is never closed for a newcomer", func(t *testing.T) {
 		srv := newServer(t, ServerSpec{MaxConns: 2, MaxUnproven: 1})
