@@ -539,6 +539,40 @@ class TestLocalDiscovery(ConnectorCase):
         self.assertEqual((s.stats["local_misses"], s.stats["lookups"]), (0, 1))
 
 
+class TestLocalDiscoveryPastTheBudget(ConnectorCase):
+    """A Manager whose --discover-bytes holds one table, which another
+    client holds: the scheduler's index is refused, and every request
+    after the first is answered from the client's memory of the refusal
+    (no MapDiscovery round trip per shard per request)."""
+
+    def setUp(self):
+        super().setUp()
+        from orbitkv.testing.manager import ManagerProcess
+        self.manager.kill()
+        # 64 MiB of 16 KiB chunks: a table of 256 KiB and 64 bytes; 300 KiB holds one.
+        self.manager = ManagerProcess(support.MANAGER_BIN, self.sock, self.port, ram="64MiB",
+                                      extra=("--discover-bytes", "300KiB"))
+        self.filler = orbitkv.CacheManagerClient(socket_path=self.sock, instance_id="filler")
+        self.addCleanup(self.filler.close)
+        self.filler.discover_open(b"\x01" * 16)
+
+    def test_a_refused_index_is_asked_for_once_not_per_request(self):
+        s, w = self.connectors()
+        with self.assertLogs("orbitkv.vllm", level="DEBUG") as cm:
+            for i in range(3):
+                prompt = list(range(800 + 20 * i, 811 + 20 * i))
+                self.assertEqual(s.get_num_new_matched_tokens(request(f"cold{i}", prompt), 0), (0, False))
+        unavailable = [m for m in cm.output if "local discovery" in m and "unavailable" in m]
+        self.assertEqual(len(unavailable), 3, cm.output)
+        self.assertIn("--discover-bytes", unavailable[0])
+        self.assertNotIn("ms ago", unavailable[0])
+        # From memory unless a loaded VM spent the 1 s backoff between two
+        # requests: at least one of the later ones is.
+        remembered = [m for m in unavailable[1:] if "ms ago; asked again 1000 ms after it" in m]
+        self.assertTrue(remembered, unavailable)
+        self.assertEqual(s.stats["local_misses"], 0)  # every request took the leased query
+
+
 class TestEngineStartChecks(unittest.TestCase):
     """Misconfigurations that must stop vLLM at start, naming what is wrong."""
 
