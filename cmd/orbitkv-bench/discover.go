@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -351,37 +350,21 @@ type discoverConfig struct {
 // --help, after the usage text went to out).
 func parseDiscoverFlags(args []string, out io.Writer) (discoverConfig, error) {
 	var cfg discoverConfig
-	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := standaloneFlags("discover", out,
+		"Discovery of 32 and 1,000 resident hashes from the Manager's shared-memory index",
+		"(okv_discover_local: no syscall, no Manager wake-up) beside the round-trip QueryBundle",
+		"discovery (a ticket with OKV_QUERY_DISCOVER) of the same chain in the same run, p50/p99;",
+		"the Manager's channel requests and parks during the local phases and while idle; and",
+		"the Manager's CPU with 4 clients discovering at 10 kHz each, local against round trip",
+		"(--load-time each). Starts its own Manager. Method: bench/README.md, \"discover\".",
+	)
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.IntVar(&cfg.iters, "iters", 20000, fmt.Sprintf("timed discoveries per subject, chain and repetition (`count`, %d..%d)", minDiscoverIters, maxDiscoverIters))
 	fs.DurationVar(&cfg.loadTime, "load-time", 3*time.Second, fmt.Sprintf("length of each Manager-CPU phase, 4 clients at 10 kHz each (`duration`, %v..%v)", minDiscoverLoad, maxDiscoverLoad))
 	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
 	managerArgs := fs.String("manager-args", "", "extra space-separated arguments for the Manager the bench starts (e.g. \"--ram-capacity 1GiB\"); they come last and win")
-	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: orbitkv-bench discover [flags]\n\n")
-		for _, l := range []string{
-			"Discovery of 32 and 1,000 resident hashes from the Manager's shared-memory index",
-			"(okv_discover_local: no syscall, no Manager wake-up) beside the round-trip QueryBundle",
-			"discovery (a ticket with OKV_QUERY_DISCOVER) of the same chain in the same run, p50/p99;",
-			"the Manager's channel requests and parks during the local phases and while idle; and",
-			"the Manager's CPU with 4 clients discovering at 10 kHz each, local against round trip",
-			"(--load-time each). Starts its own Manager. Method: bench/README.md, \"discover\".",
-		} {
-			fmt.Fprintln(out, l)
-		}
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	if err := parseStandalone(fs, args); err != nil {
+		return cfg, err
 	}
 	cfg.managerArgs = strings.Fields(*managerArgs)
 	return cfg, firstError(between("iters", cfg.iters, minDiscoverIters, maxDiscoverIters),

@@ -50,23 +50,13 @@ type suiteFlags struct {
 // in common; about is the usage paragraph printed between the usage line
 // and the flags.
 func newSuiteFlags(name string, common *suiteCommon, out io.Writer, about ...string) *suiteFlags {
-	f := &suiteFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), common: common}
-	f.SetOutput(out)
+	f := &suiteFlags{FlagSet: standaloneFlags(name, out, about...), common: common}
 	f.BoolVar(&common.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&common.output, "output", "", "write the report (JSON with --json, else the table) to this `file` instead of stdout")
 	f.IntVar(&common.repeats, "repeats", defaultRepeats, fmt.Sprintf("run the measurement this many `times` (1..%d) and report each headline figure's spread; fewer than %d marks the report invalid", maxRepeats, minValidRepeats))
 	f.BoolVar(&common.strict, "strict", false, fmt.Sprintf("exit %d (after printing the report) when the run is invalid (bench/README.md \"Valid runs\")", exitInvalid))
 	f.StringVar(&common.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
 	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
-	f.Usage = func() {
-		fmt.Fprintf(out, "usage: orbitkv-bench %s [flags]\n\n", name)
-		for _, l := range about {
-			fmt.Fprintln(out, l)
-		}
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		f.PrintDefaults()
-	}
 	return f
 }
 
@@ -229,4 +219,38 @@ func parseSizes(value string, rule blockSizes) ([]uint64, error) {
 		return nil, usagef("--blocks %d × %s = more than %dGiB per %s", rule.blocks, humanize.IBytes(m), rule.maxGiB, rule.per)
 	}
 	return sizes, nil
+}
+
+// standaloneFlags makes the flag set of a suite that does not take the
+// shared suite flags (its own --json, --manager-bin, --manager-args): name
+// is the suite, about the usage paragraph printed between the usage line
+// and the flags, and out receives the usage and parse errors.
+func standaloneFlags(name string, out io.Writer, about ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "usage: orbitkv-bench %s [flags]\n\n", name)
+		for _, l := range about {
+			fmt.Fprintln(out, l)
+		}
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "flags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseStandalone parses args into fs: flag.ErrHelp for --help, a
+// *usageError for a bad flag or any positional argument.
+func parseStandalone(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }

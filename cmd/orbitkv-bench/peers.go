@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,8 +63,13 @@ func peersBatchBlocks(size uint64) int {
 
 func parsePeersFlags(args []string, out io.Writer) (peersConfig, error) {
 	cfg := peersConfig{}
-	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := standaloneFlags("peers", out,
+		"The same workload through OrbitKV (a Manager the bench starts, the Go client) and",
+		"through LMCache's multiprocess server (started by bench/peers/lmcache_driver.py on",
+		"127.0.0.1, driven by LMCache's own client): lookup round trips of 32, 256 and 1,000",
+		"blocks, store and retrieve GB/s per block size, cold and warm, every retrieve",
+		"verified byte for byte, and the ratios. Method: bench/peers/README.md.",
+	)
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
 	fs.StringVar(&cfg.output, "output", "", "write the report to this `file` instead of stdout")
 	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
@@ -79,26 +83,8 @@ func parsePeersFlags(args []string, out io.Writer) (peersConfig, error) {
 	fs.StringVar(&cfg.driver, "driver", "", "the LMCache driver (default: bench/peers/lmcache_driver.py, found as --python is)")
 	fs.IntVar(&cfg.discover, "discover-iters", 20000, "timed discoveries per subject and chain of 32 and 1,000 blocks (local from the mapped index, and the round trip; orbitkv-bench discover's MeasureDiscover against a Manager of its own); 0 = leave discovery out")
 	fs.DurationVar(&cfg.timeout, "lmcache-timeout", 15*time.Minute, "bound on the LMCache side (server start, workload, stop)")
-	fs.Usage = func() {
-		fmt.Fprintln(out, "usage: orbitkv-bench peers [flags]")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "The same workload through OrbitKV (a Manager the bench starts, the Go client) and")
-		fmt.Fprintln(out, "through LMCache's multiprocess server (started by bench/peers/lmcache_driver.py on")
-		fmt.Fprintln(out, "127.0.0.1, driven by LMCache's own client): lookup round trips of 32, 256 and 1,000")
-		fmt.Fprintln(out, "blocks, store and retrieve GB/s per block size, cold and warm, every retrieve")
-		fmt.Fprintln(out, "verified byte for byte, and the ratios. Method: bench/peers/README.md.")
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return cfg, err
-		}
-		return cfg, usagef("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, usagef("unexpected argument %q", fs.Arg(0))
+	if err := parseStandalone(fs, args); err != nil {
+		return cfg, err
 	}
 	cfg.managerArgs = strings.Fields(*managerArgs)
 	err := firstError(between("lookups", cfg.lookups, 10, 100000), between("iters", cfg.iters, 1, 1000),
