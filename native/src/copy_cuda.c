@@ -595,18 +595,29 @@ static void uuid_hex(const uint8_t uuid[16], char out[33])
 		snprintf(out + 2 * i, 3, "%02x", uuid[i]);
 }
 
-int okvi_cuda_map_ipc(struct okvi_cuda *c, const uint8_t uuid[16], const uint8_t handle[64],
-		      uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
-		      size_t errlen)
+/* device_of is the ordinal of the device with this UUID, or -ENODEV with
+ * the UUID named in err. */
+static int device_of(struct okvi_cuda *c, const uint8_t uuid[16], char *err, size_t errlen)
 {
-	char nb[96], hex[33];
-	memset(m, 0, sizeof(*m));
+	char hex[33];
 	int dev = dev_by_uuid(c, uuid);
 	if (dev < 0) {
 		uuid_hex(uuid, hex);
 		errf(err, errlen, "no CUDA device with UUID %s on this host", hex);
 		return -ENODEV;
 	}
+	return dev;
+}
+
+int okvi_cuda_map_ipc(struct okvi_cuda *c, const uint8_t uuid[16], const uint8_t handle[64],
+		      uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
+		      size_t errlen)
+{
+	char nb[96];
+	memset(m, 0, sizeof(*m));
+	int dev = device_of(c, uuid, err, errlen);
+	if (dev < 0)
+		return dev;
 	CUipcMemHandle h;
 	memcpy(h.reserved, handle, sizeof(h.reserved));
 	CUdeviceptr p = 0, base = 0;
@@ -649,14 +660,11 @@ int okvi_cuda_map_vmm_fd(struct okvi_cuda *c, const uint8_t uuid[16], int fd, ui
 			 uint64_t offset, uint64_t len, struct okvi_cuda_mapping *m, char *err,
 			 size_t errlen)
 {
-	char nb[96], hex[33];
+	char nb[96];
 	memset(m, 0, sizeof(*m));
-	int dev = dev_by_uuid(c, uuid);
-	if (dev < 0) {
-		uuid_hex(uuid, hex);
-		errf(err, errlen, "no CUDA device with UUID %s on this host", hex);
-		return -ENODEV;
-	}
+	int dev = device_of(c, uuid, err, errlen);
+	if (dev < 0)
+		return dev;
 	uint64_t end;
 	if (len == 0 || alloc_bytes == 0 || __builtin_add_overflow(offset, len, &end) ||
 	    end > alloc_bytes) {
