@@ -221,6 +221,14 @@ func (m *Manager) build(s Spec) error {
 		} else {
 			ds.MaxBlocks = 1
 		}
+		if tb := discover.TableBytes(discover.BucketsFor(ds.MaxBlocks)); ds.Bytes == discover.DefaultBytes && tb > ds.Bytes/4 {
+			// The default budget holds 4 tables whatever the RAM tier's
+			// size; a budget the operator chose is kept (and refused
+			// below when it holds no table).
+			ds.Bytes = 4 * tb
+			s.Logger.Info("discovery: the default --discover-bytes raised to 4 namespaces' indexes for this RAM tier",
+				slog.String("discover_bytes", limit.Size(ds.Bytes)), slog.String("table_bytes", limit.Size(tb)))
+		}
 		if m.discover, err = discover.New(ds, disp.Do); err != nil {
 			disp.Close()
 			return err
