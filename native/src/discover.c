@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,17 +31,6 @@ static inline void cpu_relax(void)
 /* Hashes whose buckets are prefetched before the first is compared. */
 #define OKVI_DISCOVER_GROUP 16u
 
-__attribute__((format(printf, 4, 5))) static int disc_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	if (err != NULL && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes, struct okvi_discover_map *m,
 			 char *err, size_t errlen)
 {
@@ -57,36 +45,36 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 	 * one that could still be written by others is not the Manager's. */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE)) != (F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE))
-		return disc_fail(err, errlen, OKV_EPROTO,
+		return okvi_fail(err, errlen, OKV_EPROTO,
 				 "discovery index memfd seals 0x%x lack F_SEAL_SHRINK|F_SEAL_FUTURE_WRITE", seals);
 	if (fstat(fd, &st) < 0)
-		return disc_fail(err, errlen, -errno, "discovery index fstat: %s", strerror(errno));
+		return okvi_fail(err, errlen, -errno, "discovery index fstat: %s", strerror(errno));
 	if (bytes < sizeof(struct okv_discover_header) || (uint64_t)st.st_size != bytes)
-		return disc_fail(err, errlen, OKV_EPROTO, "discovery index is %lld bytes; the reply said %llu",
+		return okvi_fail(err, errlen, OKV_EPROTO, "discovery index is %lld bytes; the reply said %llu",
 				 (long long)st.st_size, (unsigned long long)bytes);
 	p = mmap(NULL, (size_t)bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED)
-		return disc_fail(err, errlen, -errno, "mapping the discovery index read-only: %s", strerror(errno));
+		return okvi_fail(err, errlen, -errno, "mapping the discovery index read-only: %s", strerror(errno));
 	h = p;
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OKV_DISCOVER_MAGIC || h->version != OKV_DISCOVER_VERSION) {
 		uint32_t magic = h->magic;
 		unsigned version = h->version;
 		munmap(p, (size_t)bytes); /* h is gone: the message uses the copies */
-		return disc_fail(err, errlen, OKV_EPROTO, "discovery index magic 0x%08x version %u; want 0x%08x version %u",
+		return okvi_fail(err, errlen, OKV_EPROTO, "discovery index magic 0x%08x version %u; want 0x%08x version %u",
 				 magic, version, OKV_DISCOVER_MAGIC, OKV_DISCOVER_VERSION);
 	}
 	buckets = h->buckets; /* read once: what is checked is what is used */
 	if (buckets < 2 || buckets > OKV_DISCOVER_MAX_BUCKETS || (buckets & (buckets - 1)) != 0 ||
 	    okv_discover_bytes(buckets) != bytes) {
 		munmap(p, (size_t)bytes);
-		return disc_fail(err, errlen, OKV_EPROTO,
+		return okvi_fail(err, errlen, OKV_EPROTO,
 				 "discovery index buckets %llu: not a power of two in 2..%llu filling %llu bytes",
 				 (unsigned long long)buckets, (unsigned long long)OKV_DISCOVER_MAX_BUCKETS,
 				 (unsigned long long)bytes);
 	}
 	if (memcmp(&h->ns, ns, sizeof(*ns)) != 0) {
 		munmap(p, (size_t)bytes);
-		return disc_fail(err, errlen, OKV_EPROTO, "discovery index is of another namespace than the one asked for");
+		return okvi_fail(err, errlen, OKV_EPROTO, "discovery index is of another namespace than the one asked for");
 	}
 	m->ns = *ns;
 	m->hdr = h;

@@ -26,8 +26,7 @@ union okvi_cmsg_buf {
 	struct cmsghdr align;
 };
 
-/* Write a message into err (if there is room) and return rc. */
-__attribute__((format(printf, 4, 5))) static int okvi_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+int okvi_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	if (err != NULL && errlen > 0) {
 		va_list ap;

@@ -34,6 +34,11 @@ extern "C" {
  *  (proto/lifecycle.proto: "at most 256 bytes"). */
 #define OKVI_MAX_FRAME_INSTANCE_ID 256u
 
+/* okvi_fail writes the message into err (if err is not NULL and errlen is
+ * nonzero; truncated to errlen) and returns rc: the error path of every
+ * decoder and call of the lifecycle channel and the discovery reader. */
+__attribute__((format(printf, 4, 5))) int okvi_fail(char *err, size_t errlen, int rc, const char *fmt, ...);
+
 /**
  * Fill *h with a hello: magic, OKV_BOOTSTRAP_VERSION, OKV_ABI_VERSION, pid,
  * role (enum okv_role) and instance_id NUL-padded to OKV_INSTANCE_ID_BYTES
