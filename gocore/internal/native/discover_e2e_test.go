@@ -84,38 +84,34 @@ func publishRange(t *testing.T, c *native.Client, ns native.Namespace, buf uint3
 	}
 }
 
-// TestDiscoverLocalThroughTheManager drives okv_discover_local against a
-// real Manager (8 MiB RAM tier of 4 KiB chunks: 2,048 blocks).
-func TestDiscoverLocalThroughTheManager(t *testing.T) {
-	path := startManager(t)
-	c, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-a"})
+// discoverSession connects a session named instance to the Manager at path
+// with one registered 256-page buffer of 4 KiB pages and returns it with
+// the buffer's id; the test's Cleanup frees both.
+func discoverSession(t *testing.T, path, instance string) (*native.Client, uint32) {
+	t.Helper()
+	c, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: instance})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	other, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	t.Cleanup(func() { c.Close() })
 	buf, err := native.AllocBuffer(1, 4096, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer buf.Free()
+	t.Cleanup(buf.Free)
 	id, err := c.RegisterBuffer(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obuf, err := native.AllocBuffer(1, 4096, 256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obuf.Free()
-	oid, err := other.RegisterBuffer(obuf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return c, id
+}
+
+// TestDiscoverLocalThroughTheManager drives okv_discover_local against a
+// real Manager (8 MiB RAM tier of 4 KiB chunks: 2,048 blocks).
+func TestDiscoverLocalThroughTheManager(t *testing.T) {
+	path := startManager(t)
+	c, id := discoverSession(t, path, "discover-a")
+	other, oid := discoverSession(t, path, "discover-b")
 	nsA, nsB := discNamespace(t, "tenant-a"), discNamespace(t, "tenant-b")
 	chain := discHashes(0, 100)
 	publishRange(t, c, nsA, id, chain)
@@ -231,20 +227,7 @@ func TestLocalReadersDuringChurnNeverMissAPinnedChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	writer, err := native.Connect(native.ConnectOptions{SocketPath: path, InstanceID: "discover-writer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
-	buf, err := native.AllocBuffer(1, 4096, 256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer buf.Free()
-	id, err := writer.RegisterBuffer(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer, id := discoverSession(t, path, "discover-writer")
 	ns := discNamespace(t, "churn")
 	chain := discHashes(1<<20, 64)
 	publishRange(t, writer, ns, id, chain)
