@@ -115,17 +115,18 @@ const prefixGroup = 16
 // misses of a hash (its slot, then its block) overlap with other hashes'
 // instead of following each other (cost per hash: orbitkv-bench query).
 func (x *Index) Prefix(ns abi.Namespace, n int, hashAt func(int) abi.BlockHash, out []*Block) []*Block {
-	var keys [2][prefixGroup]Key
+	var hs [2][prefixGroup]abi.BlockHash
 	var tags [2][prefixGroup]uint64
 	var cand [prefixGroup]*Block
 	t := &x.m
-	// fill computes the keys and tags of the group at base into buffer
-	// buf and prefetches their home slots; it returns the group's size.
+	nsm := t.nsMix(&ns) // every key of the chain shares ns
+	// fill reads the hashes of the group at base into buffer buf, tags
+	// them and prefetches their home slots; it returns the group's size.
 	fill := func(buf, base int) int {
 		g := min(prefixGroup, n-base)
 		for j := 0; j < g; j++ {
-			keys[buf][j] = Key{NS: ns, Hash: hashAt(base + j)}
-			tags[buf][j] = t.tag(&keys[buf][j])
+			hs[buf][j] = hashAt(base + j)
+			tags[buf][j] = t.tagIn(nsm, &hs[buf][j])
 			prefetch(unsafe.Pointer(&t.slots[tags[buf][j]&t.mask]))
 		}
 		return g
@@ -135,7 +136,7 @@ func (x *Index) Prefix(ns abi.Namespace, n int, hashAt func(int) abi.BlockHash, 
 	}
 	g := fill(0, 0)
 	for base, buf := 0, 0; base < n; base, buf = base+prefixGroup, buf^1 {
-		k, h := &keys[buf], &tags[buf]
+		hb, h := &hs[buf], &tags[buf]
 		// Phase 1: each key's slot run, by tag only (prefetched by fill;
 		// the loads of different keys are independent), and a prefetch
 		// of the block it names.
@@ -154,8 +155,9 @@ func (x *Index) Prefix(ns abi.Namespace, n int, hashAt func(int) abi.BlockHash, 
 		// tag matched another key (a 2^-64 event).
 		for j := 0; j < g; j++ {
 			b := cand[j]
-			if b != nil && b.Key != k[j] {
-				b = t.find(&k[j], h[j])
+			if b != nil && (b.Key.Hash != hb[j] || b.Key.NS != ns) {
+				k := Key{NS: ns, Hash: hb[j]}
+				b = t.find(&k, h[j])
 			}
 			if b == nil || b.state != Sealed {
 				return out
@@ -233,6 +235,23 @@ func (x *Index) Pin(b *Block) {
 		x.policyOf(b).Pin(&b.node)
 		x.evictable -= uint64(len(b.Chunks))
 		x.nEvict--
+	}
+}
+
+// pinAhead is how many blocks ahead of the one it pins PinAll prefetches
+// the policy state of (Block.node, in the block's second cache line, which
+// a lookup does not read).
+const pinAhead = 8
+
+// PinAll pins each block of bs, in order: Pin over a lease's blocks, with
+// each block's policy node prefetched pinAhead blocks before the policy
+// touches it.
+func (x *Index) PinAll(bs []*Block) {
+	for i, b := range bs {
+		if i+pinAhead < len(bs) {
+			prefetch(unsafe.Pointer(&bs[i+pinAhead].node))
+		}
+		x.Pin(b)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
 )
 
 // table is the Index's key → block map: open addressing with linear probing
@@ -52,16 +54,25 @@ func mix(a, b uint64) uint64 {
 }
 
 // tag is k's 64-bit table hash (never 0).
-func (t *table) tag(k *Key) uint64 {
+func (t *table) tag(k *Key) uint64 { return t.tagIn(t.nsMix(&k.NS), &k.Hash) }
+
+// nsMix is the namespace's share of a tag: computed once per chain by
+// Prefix, whose keys all share one namespace.
+func (t *table) nsMix(ns *abi.Namespace) uint64 {
+	le := binary.LittleEndian
+	return mix(le.Uint64(ns[:])^t.seed[0], le.Uint64(ns[8:])^t.seed[1])
+}
+
+// tagIn is the tag of hash h in the namespace whose nsMix is nsm.
+func (t *table) tagIn(nsm uint64, h *abi.BlockHash) uint64 {
 	le := binary.LittleEndian
 	s := &t.seed
-	h := mix(le.Uint64(k.NS[:])^s[0], le.Uint64(k.NS[8:])^s[1]) ^
-		mix(le.Uint64(k.Hash[:])^s[2], le.Uint64(k.Hash[8:])^s[3])
-	h = mix(h^s[4], 0x9e3779b97f4a7c15)
-	if h == 0 {
-		h = 1
+	x := nsm ^ mix(le.Uint64(h[:])^s[2], le.Uint64(h[8:])^s[3])
+	x = mix(x^s[4], 0x9e3779b97f4a7c15)
+	if x == 0 {
+		x = 1
 	}
-	return h
+	return x
 }
 
 // find returns the block stored under k (tag h), or nil.

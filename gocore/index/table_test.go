@@ -124,3 +124,32 @@ func TestPrefixAgreesWithLookupAcrossGroupBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// A tag shared by two keys (a 2^-64 event for real keys, forced here by
+// storing one block under the other's tag) costs Prefix a full probe,
+// never a wrong block: the first block of the run with the tag is another
+// key's, and Prefix must still return the block stored under its own key.
+func TestPrefixComparesTheFullKeyWhenTagsCollide(t *testing.T) {
+	x := New(evict.NewLRU())
+	ns := abi.Namespace{7}
+	want := x.Insert(Key{NS: ns, Hash: abi.BlockHash{1}}, 64, 1, 0, nil)
+	x.Seal(want)
+	h := x.m.tag(&want.Key)
+	// An impostor under want's tag, ahead of it in the run: remove want,
+	// place the impostor at the home slot, put want back behind it.
+	x.m.del(want)
+	impostor := &Block{Key: Key{NS: ns, Hash: abi.BlockHash{2}}, state: Sealed}
+	x.m.insert(h, impostor)
+	x.m.insert(h, want)
+	if got := x.m.findTag(h); got != impostor {
+		t.Fatalf("setup: the first block of the run with the tag is %p, want the impostor %p", got, impostor)
+	}
+	got := x.Prefix(ns, 1, func(int) abi.BlockHash { return want.Key.Hash }, nil)
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("Prefix under a colliding tag: %v, want [%p] (the block of the key asked for)", got, want)
+	}
+	// And a namespace differing only there is not matched by the hash.
+	if got := x.Prefix(abi.Namespace{8}, 1, func(int) abi.BlockHash { return want.Key.Hash }, nil); len(got) != 0 {
+		t.Fatalf("Prefix in another namespace found %v", got)
+	}
+}

@@ -84,14 +84,11 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 // Acquire leases hits (a copy of the slice) for o if Admit grants it;
 // queued says the caller already waits in the budget queue.
 func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
-	var bytes uint64
-	for _, blk := range hits {
-		bytes += blk.Bytes
-	}
+	bytes := sumBytes(hits)
 	ow := b.t.byOwner[o] // one lookup serves the limits and the grant: this is every query's path
 	v := b.admit(ow, len(hits), bytes, queued)
 	if v != Grant {
 		return v, nil
 	}
-	return v, b.grant(o, ow, slices.Clone(hits))
+	return v, b.grant(o, ow, slices.Clone(hits), bytes)
 }

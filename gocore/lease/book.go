@@ -96,16 +96,15 @@ func (b *Book[W]) admit(ow *owned, n int, bytes uint64, queued bool) Verdict {
 // Grant pins blocks (prefix order; the slice is kept) under a new lease of
 // o. The caller asked Admit first.
 func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease {
-	return b.grant(o, b.t.byOwner[o], blocks)
+	return b.grant(o, b.t.byOwner[o], blocks, sumBytes(blocks))
 }
 
-// grant is Grant with the owner's record (nil: none) already looked up.
-func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block) *Lease {
-	for _, blk := range blocks {
-		b.idx.Pin(blk)
-	}
+// grant is Grant with the owner's record (nil: none) already looked up
+// and the blocks' bytes summed.
+func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block, bytes uint64) *Lease {
+	b.idx.PinAll(blocks)
 	b.blocks += len(blocks)
-	return b.t.add(o, ow, blocks)
+	return b.t.add(o, ow, blocks, bytes)
 }
 
 // Get returns o's live lease id, or nil (unknown, ended, or another

@@ -64,15 +64,24 @@ func NewFrom(first uint64) *Table {
 
 // Add registers a lease over blocks (already pinned by the caller) and
 // returns it with a fresh id.
-func (t *Table) Add(o Owner, blocks []*index.Block) *Lease { return t.add(o, t.byOwner[o], blocks) }
+func (t *Table) Add(o Owner, blocks []*index.Block) *Lease {
+	return t.add(o, t.byOwner[o], blocks, sumBytes(blocks))
+}
 
-// add is Add with o's record (nil: none yet) already looked up.
-func (t *Table) add(o Owner, ow *owned, blocks []*index.Block) *Lease {
-	l := &Lease{ID: t.next, Owner: o, Blocks: blocks}
-	t.next++
+// sumBytes is the bytes of blocks.
+func sumBytes(blocks []*index.Block) (n uint64) {
 	for _, b := range blocks {
-		l.Bytes += b.Bytes
+		n += b.Bytes
 	}
+	return n
+}
+
+// add is Add with o's record (nil: none yet) already looked up and the
+// blocks' bytes already summed (a query's path walks its blocks once for
+// the budget; a second pass over 10,000 blocks costs ~2 ns each).
+func (t *Table) add(o Owner, ow *owned, blocks []*index.Block, bytes uint64) *Lease {
+	l := &Lease{ID: t.next, Owner: o, Blocks: blocks, Bytes: bytes}
+	t.next++
 	t.m[l.ID] = l
 	t.reserved += l.Bytes
 	if ow == nil {
