@@ -83,6 +83,10 @@ const (
 	CodeProto       = native.CodeProto       // malformed reply from the Manager
 	CodeClosed      = native.CodeClosed      // client closed or session ended
 	CodeManagerDied = native.CodeManagerDied // the Manager process exited (its pidfd became readable)
+	// CodeDiscoverBusy: a local discovery (DiscoverLocalMode) met an index
+	// bucket that stayed mid-update for its whole spin budget; nothing was
+	// sent, so ask again or fall back to the round-trip discovery.
+	CodeDiscoverBusy = native.CodeDiscoverBusy
 )
 
 // Fingerprint computes the Namespace of s (okv_namespace_fingerprint).
