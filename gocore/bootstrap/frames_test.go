@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
@@ -550,16 +549,15 @@ func TestRegisterBuffersWithCUDAMemory(t *testing.T) {
 	cu, uuid := cudaDoubleGPU(t)
 	h := newHarness(t)
 	h.srv.SetGPU(copier.GPU{CU: cu})
-	// The double's IPC handle names an allocation of this process: its
-	// address and size, little-endian, in the first 16 of the 64 bytes.
-	alloc, err := unix.Mmap(-1, 0, 2*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(alloc)
+	// The double's IPC handle names a memfd of the exporting process (here
+	// this one): the magic "OKVDIPC1", then pid, fd and size, little-endian
+	// uint64s (cuda_double.c); the Manager side opens /proc/<pid>/fd/<fd>.
+	alloc := newUnsealedMemfd(t, 2*n)
 	ipc := make([]byte, 64)
-	binary.LittleEndian.PutUint64(ipc, uint64(uintptr(unsafe.Pointer(&alloc[0]))))
-	binary.LittleEndian.PutUint64(ipc[8:], uint64(len(alloc)))
+	copy(ipc, "OKVDIPC1")
+	binary.LittleEndian.PutUint64(ipc[8:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(ipc[16:], uint64(alloc.Fd()))
+	binary.LittleEndian.PutUint64(ipc[24:], 2*n)
 	vmm := newMemfd(t, 4*n)
 	ipcRegion := func() *lifecyclepb.BufferRegion {
 		return &lifecyclepb.BufferRegion{HandleKind: lifecyclepb.BufferHandleKind_BUFFER_HANDLE_CUDA_IPC, CudaIpcHandle: ipc,
@@ -609,13 +607,18 @@ func TestRegisterBuffersWithCUDAMemory(t *testing.T) {
 		sess := h.table.Sessions()[0]
 		b0, _ := sess.Buffer(r.GetFirstBufferId())
 		b1, _ := sess.Buffer(r.GetFirstBufferId() + 1)
-		if b0.GPU == nil || b0.Addr() != uintptr(unsafe.Pointer(&alloc[n])) {
-			t.Fatalf("IPC region mapped at %#x, want the allocation's offset %d", b0.Addr(), n)
+		if b0.GPU == nil || b0.Addr() == 0 {
+			t.Fatal("IPC region not mapped")
 		}
 		if b1.GPU == nil || b1.Addr() == 0 {
 			t.Fatal("VMM region not mapped")
 		}
-		// The VMM mapping shows the fd's bytes.
+		// Each mapping shows its memory's bytes: the IPC one from the
+		// region's offset in the exported allocation, the VMM one from the
+		// region's offset in the fd.
+		if _, err := alloc.WriteAt([]byte("ipc!"), n); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := vmm.WriteAt([]byte("vmm!"), 2*n); err != nil {
 			t.Fatal(err)
 		}
@@ -623,12 +626,16 @@ func TestRegisterBuffersWithCUDAMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]byte, 4)
-		_, err = mem.ReadAt(got, int64(b1.Addr()))
-		mem.Close()
-		if err != nil || string(got) != "vmm!" {
-			t.Fatalf("VMM mapping reads %q (%v), want the fd's bytes", got, err)
+		for _, c := range []struct {
+			addr uintptr
+			want string
+		}{{b0.Addr(), "ipc!"}, {b1.Addr(), "vmm!"}} {
+			got := make([]byte, 4)
+			if _, err := mem.ReadAt(got, int64(c.addr)); err != nil || string(got) != c.want {
+				t.Fatalf("mapping at %#x reads %q (%v), want %q from its memory", c.addr, got, err, c.want)
+			}
 		}
+		mem.Close()
 		rc.close()
 		h.waitSessions(t, 0)
 		// Released: the backend no longer knows either range.

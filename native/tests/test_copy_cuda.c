@@ -39,7 +39,7 @@ static int (*d_calls)(const char *);
 static long (*d_registered)(void);
 static CUresult (*d_alloc)(CUdeviceptr *, size_t);
 static CUresult (*d_free)(CUdeviceptr);
-static void (*d_ipc_handle)(void *, CUdeviceptr, size_t);
+static CUresult (*d_ipc_get)(CUipcMemHandle *, CUdeviceptr);
 static int (*d_ipc_open)(void);
 
 static uint64_t now_ns(void)
@@ -235,10 +235,13 @@ static void test_partial_failure(void)
 	free(host);
 }
 
-/* Device memory of "another process": a legacy IPC handle (opened, the
- * range inside the allocation checked, announced, copied from, closed at
- * unmap) and a VMM POSIX fd (a memfd mapped through the reserved range, so
- * bytes copied into the mapping are in the fd). */
+/* Device memory of "another process": a legacy IPC handle of a cuMemAlloc'd
+ * allocation (cuIpcGetMemHandle; opened, the range inside the allocation
+ * checked, announced, copied from and into, closed at unmap; the double
+ * maps the exporter's memfd again, so the mapping is a second view of the
+ * same bytes, as in a process that is not the exporter) and a VMM POSIX fd
+ * (a memfd mapped through the reserved range, so bytes copied into the
+ * mapping are in the fd). */
 static void test_mappings(void)
 {
 	d_reset();
@@ -254,8 +257,10 @@ static void test_mappings(void)
 	CUdeviceptr dev;
 	d_alloc(&dev, ALLOC);
 	fill((uint8_t *)(uintptr_t)dev, ALLOC, 5);
+	CUipcMemHandle ipc;
+	CHECK(d_ipc_get(&ipc, dev) == CUDA_SUCCESS, "cuIpcGetMemHandle");
 	uint8_t h[64];
-	d_ipc_handle(h, dev, ALLOC);
+	memcpy(h, ipc.reserved, 64);
 	char err[256] = "";
 	struct okvi_cuda_mapping m;
 	CHECK(okvi_cuda_map_ipc(c, wrong, h, OFF, LEN, &m, err, sizeof(err)) == -ENODEV &&
@@ -266,9 +271,10 @@ static void test_mappings(void)
 	      "range past the allocation: '%s'", err);
 	CHECK(d_ipc_open() == 0, "a refused handle stayed open (%d)", d_ipc_open());
 	CHECK(okvi_cuda_map_ipc(c, uuid, h, OFF, LEN, &m, err, sizeof(err)) == 0, "map ipc: %s", err);
-	CHECK(m.kind == OKVI_CUDA_MAP_IPC && m.addr == dev + OFF && m.size == ALLOC && d_ipc_open() == 1,
-	      "mapping kind %d addr %#llx size %llu", m.kind, (unsigned long long)m.addr,
-	      (unsigned long long)m.size);
+	CHECK(m.kind == OKVI_CUDA_MAP_IPC && m.addr != 0 && m.addr != dev + OFF && m.size == ALLOC &&
+		      d_ipc_open() == 1,
+	      "mapping kind %d addr %#llx size %llu (a new mapping of the allocation)", m.kind,
+	      (unsigned long long)m.addr, (unsigned long long)m.size);
 	uint8_t *host = calloc(1, LEN);
 	struct okvi_copy_seg s = {m.addr, (uint64_t)(uintptr_t)host, LEN};
 	struct okvi_copy_completion cc;
@@ -276,6 +282,12 @@ static void test_mappings(void)
 	      "d2h from the IPC mapping");
 	CHECK(memcmp(host, (uint8_t *)(uintptr_t)dev + OFF, LEN) == 0, "IPC bytes differ");
 	CHECK(d_calls("cuMemcpyAsync") == 1, "the job did not go to the driver");
+	fill(host, LEN, 91);
+	struct okvi_copy_seg in = {(uint64_t)(uintptr_t)host, m.addr, LEN};
+	CHECK(okvi_copy_submit_lane(e, 1, 1, &in, 1) == 0 && wait_one(e, 1, &cc) == 0 && cc.status == 0,
+	      "h2d into the IPC mapping");
+	CHECK(memcmp(host, (uint8_t *)(uintptr_t)dev + OFF, LEN) == 0,
+	      "bytes copied into the IPC mapping are not in the exporter's allocation");
 	okvi_cuda_unmap(c, &m);
 	CHECK(d_ipc_open() == 0, "unmap left the handle open");
 	CHECK(okvi_cuda_remove_range(c, dev + OFF) == -ENOENT, "unmap left the range");
@@ -376,9 +388,9 @@ int main(void)
 	*(void **)&d_registered = dlsym(dbl, "okv_cuda_double_host_registered");
 	*(void **)&d_alloc = dlsym(dbl, "cuMemAlloc_v2");
 	*(void **)&d_free = dlsym(dbl, "cuMemFree_v2");
-	*(void **)&d_ipc_handle = dlsym(dbl, "okv_cuda_double_ipc_handle");
+	*(void **)&d_ipc_get = dlsym(dbl, "cuIpcGetMemHandle");
 	*(void **)&d_ipc_open = dlsym(dbl, "okv_cuda_double_ipc_open");
-	if (!d_reset || !d_fault || !d_calls || !d_registered || !d_alloc || !d_free || !d_ipc_handle ||
+	if (!d_reset || !d_fault || !d_calls || !d_registered || !d_alloc || !d_free || !d_ipc_get ||
 	    !d_ipc_open) {
 		fprintf(stderr, "test_copy_cuda: the double lacks its control functions\n");
 		return 1;

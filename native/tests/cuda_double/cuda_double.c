@@ -25,11 +25,20 @@
  * ORBITKV_CUDA_DOUBLE_DEVICES=N (default 1; 0: cuInit answers
  * CUDA_ERROR_NO_DEVICE) the device count.
  *
- * Sharing: a "legacy IPC handle" of the double is 16 bytes of the 64: the
- * address and the size of an allocation of this process (the tests make
- * them with okv_cuda_double_ipc_handle), so cuIpcOpenMemHandle maps nothing;
- * a VMM "POSIX fd" is any mmap-able fd (a memfd), which cuMemMap maps
- * MAP_SHARED into the reserved range, so the bytes really cross.
+ * Sharing, across processes like the real driver's: cuMemAlloc backs each
+ * "device allocation" with a memfd mapped MAP_SHARED, and cuIpcGetMemHandle
+ * writes a "legacy IPC handle" naming it: 32 of the 64 bytes, the magic
+ * "OKVDIPC1", then the exporting process's pid, the memfd's number in it and
+ * the allocation's size (three little-endian uint64). cuIpcOpenMemHandle in
+ * any process (the exporter's own included) opens /proc/<pid>/fd/<fd> and
+ * maps it MAP_SHARED, so bytes written through either mapping are seen
+ * through the other: a Manager given an engine process's handle really
+ * copies that process's "device memory". (A real driver refuses to open a
+ * handle in its exporting process; the double allows it so that the C and
+ * Go tests can map in one process.) A VMM "POSIX fd" is any mmap-able fd
+ * (a memfd), which cuMemMap maps MAP_SHARED into the reserved range.
+ * okv_cuda_double_ipc_handle(h, pid, fd, size) writes a handle for any
+ * memfd, for tests that make the memory themselves.
  *
  * All state is behind one mutex; every function is thread-safe.
  */
@@ -39,7 +48,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_FAULTS 16
@@ -83,9 +95,13 @@ static struct {
 	CUdeviceptr base;
 	size_t size;
 	int open; /* IPC-opened (not cuMemAlloc'd) */
+	int fd;   /* cuMemAlloc'd: the memfd behind it (exported by IPC handle) */
 } allocs[MAX_ALLOCS];
 static int ipc_open;
-static void track(CUdeviceptr base, size_t size, int open);
+static int track(CUdeviceptr base, size_t size, int open, int fd);
+
+/* The double's IPC handle: bytes 0..7 the magic, then pid, fd, size. */
+static const char ipc_magic[8] = {'O', 'K', 'V', 'D', 'I', 'P', 'C', '1'};
 static char calls_fn[64][64];
 static int calls_n[64];
 static int ncalls;
@@ -364,12 +380,24 @@ CUresult cuMemHostUnregister(void *p)
 CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
 	ENTER("cuMemAlloc_v2");
-	void *m = NULL;
-	if (posix_memalign(&m, 256, bytesize ? bytesize : 1) != 0) {
+	size_t n = bytesize ? bytesize : 1;
+	int fd = memfd_create("okv-cuda-double", MFD_CLOEXEC);
+	if (fd < 0) {
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	void *m = MAP_FAILED;
+	if (ftruncate(fd, (off_t)n) == 0)
+		m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		close(fd);
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	if (track((CUdeviceptr)(uintptr_t)m, n, 0, fd) != 0) {
+		munmap(m, n);
+		close(fd);
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)m;
-	track(*dptr, bytesize ? bytesize : 1, 0);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -377,31 +405,39 @@ CUresult cuMemFree(CUdeviceptr dptr)
 {
 	ENTER("cuMemFree_v2");
 	for (int i = 0; i < MAX_ALLOCS; i++)
-		if (allocs[i].base == dptr && !allocs[i].open)
+		if (allocs[i].base == dptr && !allocs[i].open) {
+			munmap((void *)(uintptr_t)dptr, allocs[i].size);
+			close(allocs[i].fd);
 			allocs[i].base = 0;
-	free((void *)(uintptr_t)dptr);
-	LEAVE(CUDA_SUCCESS);
+			LEAVE(CUDA_SUCCESS);
+		}
+	LEAVE(CUDA_ERROR_INVALID_VALUE);
 }
 
-/* Record an allocation (mu held). */
-static void track(CUdeviceptr base, size_t size, int open)
+/* Record an allocation (mu held); -1 when the table is full. */
+static int track(CUdeviceptr base, size_t size, int open, int fd)
 {
 	for (int i = 0; i < MAX_ALLOCS; i++)
 		if (allocs[i].base == 0) {
 			allocs[i].base = base;
 			allocs[i].size = size;
 			allocs[i].open = open;
-			return;
+			allocs[i].fd = fd;
+			return 0;
 		}
+	return -1;
 }
 
-/** Write the double's IPC handle of [base, base+size) into h (64 bytes). */
-void okv_cuda_double_ipc_handle(void *h, CUdeviceptr base, size_t size)
+/** Write the double's IPC handle of the size bytes of memfd fd of process
+ * pid into h (64 bytes): what cuIpcGetMemHandle writes for a cuMemAlloc'd
+ * allocation, for tests that make the shared memory themselves. */
+void okv_cuda_double_ipc_handle(void *h, uint64_t pid, uint64_t fd, uint64_t size)
 {
 	memset(h, 0, 64);
-	uint64_t b = base, n = size;
-	memcpy(h, &b, 8);
-	memcpy((char *)h + 8, &n, 8);
+	memcpy(h, ipc_magic, 8);
+	memcpy((char *)h + 8, &pid, 8);
+	memcpy((char *)h + 16, &fd, 8);
+	memcpy((char *)h + 24, &size, 8);
 }
 
 /** IPC handles opened and not closed. */
@@ -413,19 +449,51 @@ int okv_cuda_double_ipc_open(void)
 	return n;
 }
 
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	ENTER("cuIpcGetMemHandle");
+	for (int i = 0; i < MAX_ALLOCS; i++)
+		if (allocs[i].base && !allocs[i].open && dptr >= allocs[i].base &&
+		    dptr < allocs[i].base + allocs[i].size) {
+			okv_cuda_double_ipc_handle(pHandle->reserved, (uint64_t)getpid(), (uint64_t)allocs[i].fd,
+						   allocs[i].size);
+			LEAVE(CUDA_SUCCESS);
+		}
+	/* Memory the double did not cuMemAlloc (an opened handle among it). */
+	LEAVE(CUDA_ERROR_INVALID_VALUE);
+}
+
 CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
 	(void)Flags;
 	ENTER("cuIpcOpenMemHandle_v2");
-	uint64_t b, n;
-	memcpy(&b, handle.reserved, 8);
-	memcpy(&n, handle.reserved + 8, 8);
-	if (b == 0 || n == 0) {
+	uint64_t pid, fd, n;
+	memcpy(&pid, handle.reserved + 8, 8);
+	memcpy(&fd, handle.reserved + 16, 8);
+	memcpy(&n, handle.reserved + 24, 8);
+	if (memcmp(handle.reserved, ipc_magic, 8) != 0 || pid == 0 || n == 0) {
 		LEAVE(CUDA_ERROR_INVALID_VALUE);
 	}
-	track((CUdeviceptr)b, (size_t)n, 1);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%llu/fd/%llu", (unsigned long long)pid, (unsigned long long)fd);
+	int f = open(path, O_RDWR | O_CLOEXEC);
+	struct stat st;
+	if (f < 0 || fstat(f, &st) != 0 || (uint64_t)st.st_size < n) {
+		if (f >= 0)
+			close(f);
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	void *m = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+	close(f); /* the mapping keeps the memory */
+	if (m == MAP_FAILED) {
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	if (track((CUdeviceptr)(uintptr_t)m, (size_t)n, 1, -1) != 0) {
+		munmap(m, (size_t)n);
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
 	ipc_open++;
-	*pdptr = (CUdeviceptr)b;
+	*pdptr = (CUdeviceptr)(uintptr_t)m;
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -434,6 +502,7 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 	ENTER("cuIpcCloseMemHandle");
 	for (int i = 0; i < MAX_ALLOCS; i++)
 		if (allocs[i].base == dptr && allocs[i].open) {
+			munmap((void *)(uintptr_t)dptr, allocs[i].size);
 			allocs[i].base = 0;
 			ipc_open--;
 			LEAVE(CUDA_SUCCESS);
