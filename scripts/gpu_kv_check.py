@@ -6,9 +6,15 @@ page_bytes, uint8), registers it with a Manager started with
 --copy-backend cuda by its legacy IPC handle (orbitkv.cuda.tensor_region:
 no pickling), fills pages 0..n-1 with random bytes, publishes them (the
 Manager copies D2H from this process's memory), zeroes pages n..2n-1,
-restores the blocks into them (H2D) and compares on the device. Prints
-"kv ok" and the publish/restore wall times, or the exact error (a sandboxed
-kernel that forbids CUDA IPC between processes shows up at registration).
+restores the blocks into them (H2D) and compares on the device. Then the
+vLLM adapter's GPU-direct mode (orbitkv.vllm.gpudirect): per-layer KV views
+of one torch CUDA allocation, in the block-major and the FlashAttention
+layouts, handed to a worker OrbitKVConnector's register_kv_caches, which
+must choose "gpu-direct"; blocks saved from some block ids are restored
+into others and compared on the device. The last line is "kv ok ...;
+adapter gpu-direct ok" with the publish/restore wall times, or the exact
+error (a sandboxed kernel that forbids CUDA IPC between processes shows up
+at registration).
 
 Usage: python3 gpu_kv_check.py SOCKET   (a Manager serving on SOCKET)
 """
@@ -52,11 +58,63 @@ def main(sock: str) -> int:
         c.release(answer.lease_id)
         same = torch.equal(pages[:, :N], pages[:, N:2 * N])
         mib = LAYERS * N * PAGE / (1 << 20)
-        print(f"kv {'ok' if same else 'FAIL: restored bytes differ'}: {N} blocks of {LAYERS}x{PAGE} B; "
-              f"publish {mib / (t1 - t0):.0f} MiB/s, restore {mib / (t3 - t2):.0f} MiB/s (wall, one round trip each)")
-        return 0 if same else 1
+        line = (f"kv {'ok' if same else 'FAIL: restored bytes differ'}: {N} blocks of {LAYERS}x{PAGE} B; "
+                f"publish {mib / (t1 - t0):.0f} MiB/s, restore {mib / (t3 - t2):.0f} MiB/s (wall, one round trip each)")
+        if not same:
+            print(line)
+            return 1
     finally:
         c.close()
+    adapter = adapter_check(sock)
+    print(f"{line}; adapter {adapter}")
+    return 0 if adapter.startswith("gpu-direct ok") else 1
+
+
+def adapter_check(sock: str) -> str:
+    """The vLLM worker adapter in GPU-direct mode against the Manager at
+    sock: "gpu-direct ok (...)" or what failed."""
+    from types import SimpleNamespace
+
+    from orbitkv.vllm import KVConnectorRole, LoadSpec, OrbitKVConnector, OrbitKVConnectorMetadata, SaveSpec
+
+    cfg = SimpleNamespace(
+        model_config=SimpleNamespace(model="gpu-check/adapter", revision="r1", dtype="float16"),
+        cache_config=SimpleNamespace(block_size=16, cache_dtype="auto"),
+        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+        kv_transfer_config=SimpleNamespace(kv_role="kv_both", kv_connector_extra_config={
+            "orbitkv.bootstrap_socket": sock, "orbitkv.kv_layout": f"gpu-check-{os.getpid()}"}))
+    blocks, n = 32, 8
+    for name, shape in (("block-major", (LAYERS, blocks, 16, 8, 128)), ("flash-attention", (LAYERS, 2, blocks, 16, 8, 128))):
+        mem = torch.randn(*shape, dtype=torch.float16, device="cuda:0")   # one allocation, layers back to back
+        kv = {f"layer.{l}": mem[l] for l in range(LAYERS)}
+        dim = 1 if len(shape) == 6 else 0
+        w = OrbitKVConnector(cfg, KVConnectorRole.WORKER)
+        try:
+            w.register_kv_caches(kv)
+            if w.kv_mode != "gpu-direct":
+                return f"FAIL: {name} KV went {w.kv_mode!r}, not gpu-direct (see the orbitkv.vllm log line)"
+            hs = [orbitkv.block_hash16(("gpu-check-adapter", name, os.getpid(), i)) for i in range(n)]
+            w.bind_connector_metadata(OrbitKVConnectorMetadata(saves=[SaveSpec("a", hs, list(range(n)))]))
+            w.start_load_kv(None)
+            w.wait_for_save()
+            w.clear_connector_metadata()
+            if w.stats["published_blocks"] != n:
+                return f"FAIL: {name}: published {w.stats['published_blocks']}/{n} blocks"
+            for t in kv.values():
+                t.narrow(dim, n, n).zero_()
+            w.bind_connector_metadata(OrbitKVConnectorMetadata(loads=[LoadSpec("b", hs, 0, list(range(n, 2 * n)))]))
+            w.start_load_kv(None)
+            w.wait_for_layer_load("layer.0")
+            errors = w.get_block_ids_with_load_errors()
+            w.clear_connector_metadata()
+            if errors:
+                return f"FAIL: {name}: load errors for blocks {sorted(errors)}"
+            for lname, t in kv.items():
+                if not torch.equal(t.narrow(dim, 0, n), t.narrow(dim, n, n)):
+                    return f"FAIL: {name}: {lname} restored bytes differ"
+        finally:
+            w.shutdown()
+    return f"gpu-direct ok (block-major and flash-attention, {n} blocks each)"
 
 
 if __name__ == "__main__":

@@ -12,12 +12,15 @@ is pickled: only these bytes travel, in the RegisterBuffers frame.
 ``tensor_region`` builds the IPC form from a torch CUDA tensor through the
 CUDA driver (``libcuda.so.1``, by ctypes: ``cuMemGetAddressRange``,
 ``cuIpcGetMemHandle``, ``cuDeviceGetUuid``). The Manager must run
-``--copy-backend cuda``.
+``--copy-backend cuda``. ``$ORBITKV_LIBCUDA``, when set, names the library
+instead (the same seam as the Manager's; the tests load the CUDA driver
+double, build/native/libokv_cuda_double.so, through it).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 from ._abi import CudaRegion
 
@@ -28,13 +31,14 @@ HANDLE_VMM_FD = 2  # client.h OKV_CUDA_HANDLE_VMM_FD
 
 
 class Driver:
-    """The three driver calls a region needs, on ``libcuda.so.1`` (or
-    ``path``) through ctypes, in the calling process's current context.
-    Raises ``OSError`` when the library cannot be loaded and
-    ``RuntimeError`` naming the call and the driver's error name."""
+    """The three driver calls a region needs, on ``path`` (default
+    ``$ORBITKV_LIBCUDA``, else ``libcuda.so.1``) through ctypes, in the
+    calling process's current context. Raises ``OSError`` when the library
+    cannot be loaded and ``RuntimeError`` naming the call and the driver's
+    error name."""
 
-    def __init__(self, path: str = "libcuda.so.1"):
-        self._cu = ctypes.CDLL(path)
+    def __init__(self, path: str | None = None):
+        self._cu = ctypes.CDLL(path or os.environ.get("ORBITKV_LIBCUDA") or "libcuda.so.1")
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:

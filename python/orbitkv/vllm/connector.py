@@ -128,9 +128,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
     @property
     def kv_mode(self) -> str:
         """Where the worker's restores land: ``"zero-copy"`` (vLLM's KV
-        tensors are an OrbitKV buffer) or ``"staging"``, once
-        ``register_kv_caches`` ran; ``""`` before that and on the scheduler
-        side."""
+        tensors are an OrbitKV buffer), ``"gpu-direct"`` (vLLM's CUDA KV
+        tensors, registered by IPC handle: ``orbitkv.vllm.gpudirect``) or
+        ``"staging"``, once ``register_kv_caches`` ran; ``""`` before that
+        and on the scheduler side."""
         return self._worker.mode if self._worker is not None else ""
 
     @property
@@ -195,7 +196,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
         """Register the per-layer KV tensors (layer order = dict order).
         Tensors over an ``orbitkv.vllm.kv_cache_buffer`` are used in place
-        (zero copy); others go through a host staging buffer."""
+        (zero copy); CUDA tensors laid out as one OrbitKV buffer over one
+        allocation are registered by IPC handle (GPU direct,
+        ``orbitkv.gpu_direct``); others go through a host staging buffer
+        (the reason logged)."""
         self._side("WORKER").register_kv_caches(kv_caches)
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:

@@ -14,15 +14,23 @@ Two ways, chosen by ``register_kv_caches``:
   dtype=int8)`` in ``vllm/v1/worker/utils.py:allocate_kv_cache``) in a
   ``kv_cache_buffer`` when ``kv_cache_geometry`` finds its layout to be
   OrbitKV's (layer-major dense pages); vLLM's own code is not changed.
-* **Staging.** Any other tensors (vLLM's GPU caches): the worker allocates a
-  host ``EngineBuffer`` of ``staging_blocks`` pages; a page holds one
-  block of one layer, flattened. Loads land in staging pages and are copied
-  into layer l in ``wait_for_layer_load(l)``; saves are copied out in
-  ``save_kv_layer`` and published in ``wait_for_save``.
+* **GPU direct.** CUDA tensors laid out as one OrbitKV buffer over one
+  base allocation are registered by IPC handle (``orbitkv.vllm.gpudirect``);
+  the Manager copies straight from and into the device pages.
+* **Staging.** Any other tensors: the worker allocates a host
+  ``EngineBuffer`` of ``staging_blocks`` pages; a page holds one block of
+  one plane of one layer (``layer_planes``), flattened. Loads land in
+  staging pages and are copied into layer l in ``wait_for_layer_load(l)``;
+  saves are copied out in ``save_kv_layer`` and published in
+  ``wait_for_save``.
 
-A block's bytes are the layer's block, flattened in the tensor's own
-element order, so the byte layout is the engine's: ``orbitkv.kv_layout``
-names it in the cache identity.
+A block's bytes are, layer after layer, the layer's block flattened in the
+tensor's own element order (for the ``[2, num_blocks, ...]`` layouts: its K
+half, then its V half), so the byte layout is the engine's:
+``orbitkv.kv_layout`` names it in the cache identity. Every mode registers
+the same region layers for the same tensors (one per plane: ``layer_planes``),
+so a block published in one mode is restored in any other: the Manager
+refuses a block whose layer count differs from the buffer's.
 """
 
 from __future__ import annotations
@@ -34,8 +42,8 @@ from typing import Any
 
 from ..buffer import EngineBuffer
 
-__all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes",
-           "kv_cache_geometry", "KVCacheAllocation"]
+__all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes", "layer_planes",
+           "plane_page_bytes", "kv_cache_geometry", "KVCacheAllocation"]
 
 _lock = threading.Lock()
 # buffer -> base address of its Python mapping (EngineBuffer.memoryview()).
@@ -88,6 +96,21 @@ def block_dim(t: Any) -> int:
 def block_bytes(t: Any) -> int:
     """Bytes of one block of one layer of tensor ``t``."""
     return t.select(block_dim(t), 0).numel() * t.element_size()
+
+
+def layer_planes(t: Any) -> list[Any]:
+    """The planes of one layer's KV tensor ``t``, each with its blocks in
+    dim 0: ``[t[0], t[1]]`` (the K plane, the V plane, each ``[num_blocks,
+    ...]``) for the ``[2, num_blocks, ...]`` layouts (``block_dim`` 1), else
+    ``[t]``. Each plane is one OrbitKV region layer, block b its page b; a
+    block's bytes are its planes' blocks in order (K then V), the same bytes
+    as ``t.select(block_dim(t), b)`` flattened."""
+    return [t[0], t[1]] if block_dim(t) == 1 else [t]
+
+
+def plane_page_bytes(plane: Any) -> int:
+    """Bytes of one block of one plane (``layer_planes``): its page."""
+    return plane.select(0, 0).numel() * plane.element_size()
 
 
 def kv_cache_geometry(kv_cache_config: Any) -> tuple[tuple[int, int, int] | None, int, str]:

@@ -31,6 +31,14 @@ key                                meaning
                                    Manager copies straight into and out of
                                    the pages attention reads; false, or a
                                    layout that does not allow it: staging
+``orbitkv.gpu_direct``             bool (default true): register vLLM's
+                                   CUDA KV tensors by IPC handle when they
+                                   are one OrbitKV buffer over one base
+                                   allocation, so a ``--copy-backend cuda``
+                                   Manager copies device pages directly
+                                   (``orbitkv.vllm.gpudirect``); false, a
+                                   layout that does not fit, or a Manager
+                                   that refuses CUDA memory: staging
 ``orbitkv.staging_blocks``         host staging pages when the KV cache is
                                    not in an OrbitKV buffer (default 256)
 ``orbitkv.local_discovery``        bool (default true): answer a miss from
@@ -76,6 +84,7 @@ class ConnectorOptions:
     reconnect_interval_s: float = 1.0
     staging_blocks: int = 256
     zero_copy: bool = True
+    gpu_direct: bool = True
     local_discovery: bool = True
 
     def socket_for(self, tp_rank: int) -> tuple[str, str]:
@@ -142,7 +151,7 @@ def parse_options(extra: Mapping[str, Any] | None, tp_size: int = 1) -> Connecto
                 raise OptionError(f"{key}: {len(items)} sockets for tensor_parallel_size {tp_size}; "
                                   "want one per TP rank")
             kw[name] = tuple(items)
-        elif name in ("wait_for_full_prefix", "zero_copy", "local_discovery"):
+        elif name in ("wait_for_full_prefix", "zero_copy", "gpu_direct", "local_discovery"):
             kw[name] = _bool(key, v)
         elif name in ("kv_layout", "salt"):
             kw[name] = _str(key, v)

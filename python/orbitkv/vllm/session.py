@@ -5,7 +5,9 @@ adapter must never crash or hang its engine because the Manager restarted:
 when a call ends the session (``ManagerDied``, ``Closed``, ``Stale``,
 ``ProtocolError``), ``fail()`` drops the client, and the next ``get()``
 reconnects (at most once per ``reconnect_interval_s``), registering the
-engine buffers again under their new ids: a new Manager epoch. While no
+engine buffers again under their new ids: a new Manager epoch. A CUDA
+buffer (``orbitkv.vllm.gpudirect.CudaKVBuffer``) is registered again by a
+new IPC handle query (``region()``) at every epoch. While no
 Manager answers, ``get()`` returns None and the adapter treats every lookup
 as a miss and skips saves.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from .._abi import Code
 from ..buffer import EngineBuffer
@@ -60,7 +63,7 @@ class Session:
         self.reconnect_interval_s = reconnect_interval_s
         self.client: CacheManagerClient | None = None
         self.epochs: list[int] = []
-        self._buffers: list[EngineBuffer] = []
+        self._buffers: list[Any] = []   # EngineBuffer or CudaKVBuffer
         self._ids: dict[int, int] = {}
         self._last_try = 0.0
         try:
@@ -68,12 +71,18 @@ class Session:
         except OrbitKVError as e:
             raise type(e)(f"{who}: {option}={socket_path!r}", e.code, str(e), e.status) from e
 
+    @staticmethod
+    def _register_one(client: CacheManagerClient, buf: Any) -> int:
+        if isinstance(buf, EngineBuffer):
+            return client.register_buffer(buf)
+        return client.register_cuda_buffer(buf.region())
+
     def _connect(self) -> CacheManagerClient:
         self._last_try = time.monotonic()
         client = CacheManagerClient(socket_path=self.socket_path, instance_id=self.instance_id,
                                     timeout_ms=self.timeout_ms, role=self.role)
         try:
-            ids = {id(b): client.register_buffer(b) for b in self._buffers}
+            ids = {id(b): self._register_one(client, b) for b in self._buffers}
         except BaseException:
             client.close()
             raise
@@ -90,7 +99,9 @@ class Session:
             return None
         try:
             client = self._connect()
-        except (OrbitKVError, OSError) as e:
+        except (OrbitKVError, OSError, RuntimeError, ValueError) as e:
+            # RuntimeError, ValueError: a CUDA buffer's region() (the driver
+            # refused the IPC handle query); the session stays down.
             log.warning("%s: no OrbitKV Manager at %s (%s); treating lookups as misses", self.who,
                         self.socket_path, e)
             return None
@@ -98,21 +109,30 @@ class Session:
                     self.epochs[-1])
         return client
 
-    def register(self, buf: EngineBuffer) -> int:
-        """Register ``buf`` now and after every reconnect; returns its id in
-        the current session. Raises as ``register_buffer``."""
+    def register(self, buf: Any) -> int:
+        """Register ``buf`` (an ``EngineBuffer``, or a ``CudaKVBuffer``,
+        registered by ``register_cuda_buffer(buf.region())``) now and after
+        every reconnect; returns its id in the current session. Raises as
+        ``register_buffer``/``register_cuda_buffer`` (``Rejected`` naming the
+        field, e.g. a CUDA region at a ``--copy-backend host`` Manager) and,
+        for a CUDA buffer, as ``region()`` (``OSError``, ``RuntimeError``,
+        ``ValueError``); a buffer refused so is forgotten (not registered
+        again at a reconnect), one whose session ended is kept."""
         self._buffers.append(buf)
         client = self.get()
         if client is None:
             raise Closed(f"{self.who}: register_buffer", Code.ECLOSED, f"no Manager at {self.socket_path}")
         try:
-            self._ids[id(buf)] = client.register_buffer(buf)
+            self._ids[id(buf)] = self._register_one(client, buf)
         except SESSION_ENDING as e:
             self.fail(e)
             raise
+        except BaseException:
+            self._buffers.remove(buf)
+            raise
         return self._ids[id(buf)]
 
-    def buffer_id(self, buf: EngineBuffer) -> int:
+    def buffer_id(self, buf: Any) -> int:
         """``buf``'s id in the current session (KeyError when unregistered)."""
         return self._ids[id(buf)]
 

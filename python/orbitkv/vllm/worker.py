@@ -9,6 +9,13 @@ leases, and (staging mode) copies layer l into vLLM's tensor; the engine
 reads no page before that. ``save_kv_layer`` (staging mode) copies the
 step's saved blocks out of layer l; ``wait_for_save`` publishes them.
 
+Where the bytes go (``register_kv_caches``, ``mode``): ``"zero-copy"`` (host
+KV tensors inside an OrbitKV buffer), ``"gpu-direct"`` (CUDA KV tensors laid
+out as one OrbitKV buffer, registered by IPC handle:
+``orbitkv.vllm.gpudirect``) — both restore into and publish from vLLM's
+block ids as pages — or ``"staging"`` (host pages and torch copies; any
+other tensors, with one log line giving the reason).
+
 Failures never raise into the engine: a block that is not restored (lease
 shorter than planned, a restore error, the Manager gone) goes into
 ``get_block_ids_with_load_errors`` so vLLM recomputes it; a failed publish
@@ -24,9 +31,11 @@ from typing import Any
 
 from .._abi import Code, QueryFlags, Role
 from ..buffer import EngineBuffer
-from ..errors import Closed, OrbitKVError, TimedOut
+from ..errors import Closed, OrbitKVError, Rejected, TimedOut
 from ..hashes import BlockHashes
-from .kvbuffer import KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry
+from .gpudirect import CudaKVBuffer, direct_layout, is_cuda
+from .kvbuffer import (KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry, layer_planes,
+                       plane_page_bytes)
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
 from .session import Session
@@ -60,9 +69,11 @@ class WorkerSide:
         self._ns: dict[str, bytes] = {}
         self.layer_index: dict[str, int] = {}
         self.kv: list[Any] = []
-        self.buf: EngineBuffer | None = None
+        self.buf: EngineBuffer | CudaKVBuffer | None = None
         self.mode = ""
-        self._staging = None   # torch uint8 view [layers, pages, page_bytes] (staging mode)
+        self._staging = None   # torch uint8 view [region layers, pages, page_bytes] (staging mode)
+        self._first_plane: list[int] = []   # layer l's first region layer (staging mode)
+        self._device_sync = None   # gpu-direct: waits for the engine's device work (None: nothing to wait for)
         self._pending: list[_Restore] = []
         self._staged_loads: list[tuple[int, int]] = []   # (page, block id) landed this step
         self._saves: list[tuple[Any, list[int]]] = []     # (SaveSpec, pages) this step
@@ -81,7 +92,21 @@ class WorkerSide:
         """The allocation context for vLLM's KV cache (zero copy, see
         ``orbitkv.vllm.kvbuffer``), or None (vLLM allocates as usual and
         ``register_kv_caches`` stages) when ``orbitkv.zero_copy`` is false
-        or the planned layout is not OrbitKV's; the reason is logged."""
+        or the planned layout is not OrbitKV's, or on a CUDA engine; the
+        reason is logged.
+
+        On a CUDA engine vLLM's own allocation is kept: vLLM 0.32's
+        ``allocate_kv_cache`` (vllm/v1/worker/utils.py) already makes one
+        backing ``torch.zeros(size, dtype=torch.int8, device=cuda)`` for all
+        layers, inside this context (``GPUModelRunner.initialize_kv_cache``),
+        so ``register_kv_caches`` can register it whole by IPC handle
+        (gpu-direct) when its layout is layer-major; returning a context
+        here would only displace vLLM's CuMem pool
+        (``Worker._maybe_get_memory_pool_context``, vllm/v1/worker/gpu_worker.py)."""
+        if _engine_on_cuda():
+            log.info("OrbitKV: vLLM allocates its CUDA KV cache itself (one backing tensor); register_kv_caches "
+                     "registers it by IPC handle when its layout is OrbitKV's")
+            return None
         if not self.opts.zero_copy:
             log.info("OrbitKV: zero copy off (orbitkv.zero_copy=false); the KV cache will be staged")
             return None
@@ -100,27 +125,75 @@ class WorkerSide:
         return ns
 
     def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
+        """Register vLLM's per-layer KV tensors (``{layer name: tensor}``,
+        layer order = dict order; each ``[num_blocks, ...]`` or ``[2,
+        num_blocks, ...]``) with the Manager: gpu-direct for CUDA tensors
+        that fit (``gpudirect.direct_layout``, ``orbitkv.gpu_direct``),
+        zero-copy for host tensors in an OrbitKV buffer, else staging (the
+        reason logged). Raises ``ValueError`` for no tensors or, in staging,
+        planes of differing page sizes; the ``OrbitKVError`` of a failed
+        registration (a refused CUDA region is not one: it falls back)."""
         if not kv_caches:
             raise ValueError("OrbitKVConnector.register_kv_caches: no KV cache tensors")
         self.layer_index = {name: i for i, name in enumerate(kv_caches)}
         self.kv = list(kv_caches.values())
-        sizes = {block_bytes(t) for t in self.kv}
-        if len(sizes) != 1:
-            raise ValueError(f"OrbitKVConnector.register_kv_caches: layers differ in block bytes {sorted(sizes)}; "
-                             "OrbitKV pages need one size")
-        page_bytes = sizes.pop()
-        found = find_buffer(self.kv[0].data_ptr())
-        buf, base = found if found else (None, 0)
-        why = self._zero_copy_mismatch(buf, base, page_bytes)
-        if why is None:
-            self.buf, self.mode = buf, "zero-copy"
+        if is_cuda(self.kv[0]):
+            why = self._gpu_direct(kv_caches)
+            if why is None:
+                return
         else:
-            import torch
-            self.buf = EngineBuffer(len(self.kv), page_bytes, self.opts.staging_blocks)
-            self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
-                len(self.kv), self.opts.staging_blocks, page_bytes)
-            self.mode = "staging"
-            log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
+            sizes = {block_bytes(t) for t in self.kv}
+            found = find_buffer(self.kv[0].data_ptr())
+            buf, base = found if found else (None, 0)
+            why = (f"layers differ in block bytes {sorted(sizes)}" if len(sizes) != 1
+                   else self._zero_copy_mismatch(buf, base, sizes.pop()))
+            if why is None:
+                self.buf, self.mode = buf, "zero-copy"
+                self.session.register(self.buf)
+                return
+        self._register_staging(kv_caches, why)
+
+    def _gpu_direct(self, kv_caches: dict[str, Any]) -> str | None:
+        """Register the CUDA KV tensors as one CUDA region; None when done,
+        else why not (for the staging log line)."""
+        if not self.opts.gpu_direct:
+            return "CUDA KV tensors, but orbitkv.gpu_direct=false"
+        layout, why = direct_layout(kv_caches)
+        if layout is None:
+            return f"CUDA KV tensors are not one OrbitKV buffer: {why}"
+        buf = CudaKVBuffer(layout)
+        try:
+            self.session.register(buf)
+        except Rejected as e:
+            return f"the Manager refused the CUDA region: {e}"
+        except OrbitKVError:
+            raise   # the session's own failure (some subclass OSError/ValueError), as for a host buffer
+        except (OSError, RuntimeError, ValueError) as e:
+            return f"no IPC region for the CUDA KV tensors: {e}"
+        self.buf, self.mode = buf, "gpu-direct"
+        self._device_sync = _device_sync(layout.device)
+        log.info("OrbitKV: vLLM's CUDA KV cache registered by IPC handle: %d region layers x %d blocks x %d B "
+                 "on cuda:%d; the Manager copies device pages directly", layout.layers, layout.page_count,
+                 layout.page_bytes, layout.device)
+        return None
+
+    def _register_staging(self, kv_caches: dict[str, Any], why: str) -> None:
+        import torch
+        planes = [layer_planes(t) for t in self.kv]
+        sizes = {(name, plane_page_bytes(p)) for name, ps in zip(kv_caches, planes) for p in ps}
+        if len({n for _, n in sizes}) != 1:
+            raise ValueError(f"OrbitKVConnector.register_kv_caches: layers differ in page bytes {sorted(sizes)}; "
+                             "OrbitKV pages need one size")
+        page_bytes = sizes.pop()[1]
+        self._first_plane, layers = [], 0
+        for ps in planes:
+            self._first_plane.append(layers)
+            layers += len(ps)
+        self.buf = EngineBuffer(layers, page_bytes, self.opts.staging_blocks)
+        self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
+            layers, self.opts.staging_blocks, page_bytes)
+        self.mode = "staging"
+        log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
         self.session.register(self.buf)
 
     def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
@@ -198,7 +271,7 @@ class WorkerSide:
             hits = min(a.hit_count, len(spec.hashes)) if lease else 0
             self.stats["leased_blocks"] += hits
             n = max(0, hits - spec.first)
-            pages = spec.block_ids[:n] if self.mode == "zero-copy" else self._pages(n)
+            pages = spec.block_ids[:n] if self.mode != "staging" else self._pages(n)
             n = len(pages)
             self._fail_blocks(spec.block_ids[n:])
             if n == 0:
@@ -206,6 +279,10 @@ class WorkerSide:
                     client.release(lease)
                 return
             entries = [(spec.first + i, pages[i]) for i in range(n)]
+            if self._device_sync is not None:
+                # Device work the engine queued may still read the pages the
+                # Manager is about to write (its copies are on its own streams).
+                self._device_sync()
             step = client.max_restore_entries
             bid = self.session.buffer_id(self.buf)
             ops = [client.start_restore(lease, bid, entries[i:i + step]) for i in range(0, n, step)]
@@ -257,12 +334,11 @@ class WorkerSide:
         self.settle()
         if self.mode == "staging" and self._staged_loads:
             l = self.layer_index[layer_name]
-            t = self.kv[l]
-            dim = block_dim(t)
-            for page, block in self._staged_loads:
-                dst = t.select(dim, block)
-                src = self._staging[l, page].view(t.dtype).view(dst.shape)
-                dst.copy_(src)
+            for p, plane in enumerate(layer_planes(self.kv[l])):
+                r = self._first_plane[l] + p
+                for page, block in self._staged_loads:
+                    dst = plane.select(0, block)
+                    dst.copy_(self._staging[r, page].view(plane.dtype).view(dst.shape))
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, meta: OrbitKVConnectorMetadata | None) -> None:
         if meta is None or self.mode != "staging":
@@ -271,19 +347,24 @@ class WorkerSide:
         if not self._saves and meta.saves:
             self._saves = [(s, self._pages(len(s.block_ids))) for s in meta.saves]
         l = self.layer_index[layer_name]
-        dim = block_dim(kv_layer)
-        for spec, pages in self._saves:
-            for page, block in zip(pages, spec.block_ids):
-                src = kv_layer.select(dim, block).reshape(-1)
-                self._staging[l, page].copy_(src.view(-1).cpu().view(self._staging.dtype))
+        for p, plane in enumerate(layer_planes(kv_layer)):
+            r = self._first_plane[l] + p
+            for spec, pages in self._saves:
+                for page, block in zip(pages, spec.block_ids):
+                    src = plane.select(0, block).reshape(-1)
+                    self._staging[r, page].copy_(src.cpu().view(self._staging.dtype))
 
     def wait_for_save(self, meta: OrbitKVConnectorMetadata | None) -> None:
         self.settle()
         if meta is None or not meta.saves:
             return
         self._begin(meta)
-        if self.mode == "zero-copy":
+        if self.mode != "staging":
             work = [(s, list(s.block_ids)) for s in meta.saves]
+            if self._device_sync is not None and work:
+                # The forward pass wrote these pages on the engine's streams:
+                # they must have landed before the Manager reads them.
+                self._device_sync()
         else:
             work = self._saves
         client = self.session.get()
@@ -314,3 +395,27 @@ class WorkerSide:
         self.session.close()
         if self._staging is not None:
             self._staging = None
+
+
+def _engine_on_cuda() -> bool:
+    """True when this worker's engine runs on CUDA (vLLM's platform is
+    CUDA-like); False without vLLM."""
+    try:  # pragma: no cover - needs vLLM
+        from vllm.platforms import current_platform  # type: ignore
+        return bool(current_platform.is_cuda_alike())
+    except Exception:
+        return False
+
+
+def _device_sync(device: int):
+    """A callable that waits for all work queued on CUDA device ``device``
+    (``torch.cuda.synchronize``), or None when torch sees no CUDA device:
+    the tests' CUDA tensors are host memory of the driver double, with no
+    device work to wait for."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    return lambda: torch.cuda.synchronize(device)
