@@ -305,6 +305,22 @@ class TestGpuDirect(GpuDirectCase):
         self.assertEqual(w.kv_mode, "gpu-direct")
         self.round_trip(s, w, kv, dim=0)
 
+    def test_the_device_is_synchronized_before_a_publish_and_before_restores(self):
+        # The Manager copies on its own streams: the engine's queued device
+        # work must be done before it reads (publish) or writes (restore).
+        # torch sees no CUDA device here, so the worker has no sync of its
+        # own (None); a counter stands in for torch.cuda.synchronize.
+        kv = fa_layers(self.fa)
+        s, w = self.connectors(kv)
+        self.assertIsNone(w._worker._device_sync)
+        syncs = []
+        w._worker._device_sync = lambda: syncs.append(w.stats["published_blocks"])
+        prompt = list(range(60, 71))
+        self.publish(s, w, kv, "a", prompt, [5, 6, 7])
+        self.assertEqual(syncs, [0])   # once, before the step's publish
+        self.restore(s, w, kv, "b", prompt, [1, 2, 3], 8)
+        self.assertEqual(syncs, [0, 2])   # once more, before the step's restores
+
     def test_blocks_published_direct_restore_into_a_staged_worker_and_back(self):
         # One cache identity across modes: the same bytes and region layers.
         kv = fa_layers(self.fa)

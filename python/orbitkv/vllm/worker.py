@@ -240,6 +240,10 @@ class WorkerSide:
         if meta is not self._step:
             self.check_identity(meta)
         self._begin(meta)
+        if self._device_sync is not None and meta.loads:
+            # Device work the engine queued may still use the pages the
+            # Manager is about to write (its copies run on its own streams).
+            self._device_sync()
         for spec in meta.loads:
             self._settled.add(spec.req_id)
             self._start(spec)
@@ -279,10 +283,6 @@ class WorkerSide:
                     client.release(lease)
                 return
             entries = [(spec.first + i, pages[i]) for i in range(n)]
-            if self._device_sync is not None:
-                # Device work the engine queued may still read the pages the
-                # Manager is about to write (its copies are on its own streams).
-                self._device_sync()
             step = client.max_restore_entries
             bid = self.session.buffer_id(self.buf)
             ops = [client.start_restore(lease, bid, entries[i:i + step]) for i in range(0, n, step)]
