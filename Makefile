@@ -110,9 +110,11 @@ go: deps-build iox2 ## Build the Go commands of cmd/ into bin/
 	$(if $(wildcard cmd/*/*.go),$(GO) build -ldflags "$(GO_LDFLAGS)" -o bin/ ./cmd/...,@echo "no Go commands under cmd/ yet")
 
 .PHONY: gpu-bundle
-gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 MiB): Manager, okv_gpu_check, scripts/gpu-check.sh, the libraries they need; see docs/cuda.md
+gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 MiB): Manager and its failpoint build, okv_gpu_check, scripts/gpu-check.sh, the libraries they need; see docs/cuda.md
 	@rm -rf $(BUILD)/gpu-bundle && mkdir -p $(BUILD)/gpu-bundle/bin $(BUILD)/gpu-bundle/lib
 	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager bin/orbitkv-manager
+	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager-fp bin/orbitkv-manager-fp
 	strip -o $(BUILD)/gpu-bundle/bin/okv_gpu_check $(NATIVE_DIR)/okv_gpu_check
 	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py scripts/gpu_kv_check.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
 	mkdir -p $(BUILD)/gpu-bundle/python && cp -r python/orbitkv $(BUILD)/gpu-bundle/python/ && \
@@ -154,6 +156,7 @@ test-go: deps-build ## Go tests with the race detector (test/integration once mo
 
 .PHONY: test-python
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)
+	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
 .PHONY: wheel

@@ -31,6 +31,13 @@
 #      IPC handle with a Manager on --copy-backend cuda (another process),
 #      which publishes from it (D2H) and restores into it (H2D); bytes
 #      compared on the device (gpu_kv_check.py).
+#   7. manager-fault: the Manager's failpoint build (orbitkv-manager-fp,
+#      --copy-backend cuda) copies torch KV of another process by IPC
+#      handle; the device fault is armed through its loopback HTTP control
+#      (POST /debug/failpoints/cuda-device-fault?module=fault.ptx) and the
+#      next publish's copy job launches fault.cu's kernel ahead of its
+#      copies: the Manager must end in fail-stop (exit 2 or SIGABRT, with
+#      "orbitkv-manager: fail-stop:" in its log) and the publish must fail.
 #
 # Output: OUTDIR (default ./gpu-check-out) holds each step's log and
 # summary.txt; exit status 0 only when every step passed.
@@ -110,6 +117,30 @@ if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; 
 	[ $rc = 0 ] && row manager-copies-torch-kv "pass ($(tail -1 "$out/kv.log"))" || row manager-copies-torch-kv "fail ($(tail -1 "$out/kv.log"))"
 else
 	row manager-copies-torch-kv "fail (torch with CUDA not importable)"
+fi
+
+# The Manager itself in fail-stop: a device fault armed through the
+# failpoint build while it copies torch KV of this machine's other process.
+if [ ! -f "$out/fault.ptx" ]; then
+	row manager-fault "fail (no fault.ptx)"
+elif ! python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+	row manager-fault "fail (torch with CUDA not importable)"
+else
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	timeout 90 "$bin/orbitkv-manager-fp" --copy-backend cuda --bootstrap-socket "$out/fault.sock" \
+		--http-addr "127.0.0.1:$port" --ram-capacity 1GiB --hugepages off >"$out/fault-manager.log" 2>&1 &
+	fpid=$!
+	for _ in $(seq 1 300); do grep -q "orbitkv-manager serving" "$out/fault-manager.log" && break; sleep 0.1; done
+	PYTHONPATH=$here/python ORBITKV_LIB=$here/lib/liborbitkv.so.0 timeout 120 python3 "$here/gpu_kv_check.py" \
+		--fault "$out/fault.sock" "$port" "$out/fault.ptx" >"$out/fault-client.log" 2>&1
+	crc=$?
+	wait $fpid
+	mrc=$?
+	if [ $crc = 0 ] && { [ $mrc = 2 ] || [ $mrc = 134 ]; } && grep -q "orbitkv-manager: fail-stop:" "$out/fault-manager.log"; then
+		row manager-fault "pass (Manager exit $mrc; $(grep -m1 -o 'fail-stop: .*' "$out/fault-manager.log"))"
+	else
+		row manager-fault "fail (client exit $crc: $(tail -1 "$out/fault-client.log"); Manager exit $mrc, want 2 or 134 with a fail-stop line; see fault-manager.log)"
+	fi
 fi
 
 echo "summary in $summary"

@@ -17,6 +17,16 @@ error (a sandboxed kernel that forbids CUDA IPC between processes shows up
 at registration).
 
 Usage: python3 gpu_kv_check.py SOCKET   (a Manager serving on SOCKET)
+       python3 gpu_kv_check.py --fault SOCKET HTTP_PORT FAULT_PTX
+The second form is the device-side fault through the failpoint build (a
+Manager built with -tags failpoints, --copy-backend cuda, --http-addr
+127.0.0.1:HTTP_PORT): it registers a small torch KV buffer by IPC handle,
+publishes one block (must succeed), arms the Manager's device fault
+(POST /debug/failpoints/cuda-device-fault?module=FAULT_PTX: the next copy
+job first launches fault.cu's kernel on its stream), publishes again and
+expects that publish to fail with the Manager gone; gpu-check.sh then
+checks the Manager's exit and its "fail-stop:" line. Its last line is
+"fault armed; publish failed: ..." or what went wrong.
 """
 import os
 import sys
@@ -117,5 +127,39 @@ def adapter_check(sock: str) -> str:
     return f"gpu-direct ok (block-major and flash-attention, {n} blocks each)"
 
 
+def fault_check(sock: str, http_port: str, ptx: str) -> int:
+    """The failpoint build's device fault against the Manager at sock
+    (HTTP control on 127.0.0.1:http_port): 0 when the publish after the
+    fault is armed fails (the Manager must be ending in fail-stop)."""
+    import urllib.parse
+    import urllib.request
+
+    kv = torch.zeros(2 * 8 * PAGE, dtype=torch.uint8, device="cuda:0")
+    torch.cuda.synchronize()
+    c = orbitkv.CacheManagerClient(socket_path=sock)
+    try:
+        bid = c.register_cuda_buffer(cuda.tensor_region(kv, 2, PAGE, 8))
+        ident = orbitkv.CacheIdentity(model_id="gpu-check-fault", revision="r1", dtype="uint8", kv_layout="gpu-check",
+                                      block_tokens=16, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1)
+        ns = ident.namespace()
+        hs = [orbitkv.block_hash16(("gpu-check-fault", os.getpid(), i)) for i in range(2)]
+        if c.publish(ns, bid, hs[:1], [0])[0] != 1:
+            print("fault FAIL: the publish before the fault stored nothing")
+            return 1
+        url = f"http://127.0.0.1:{http_port}/debug/failpoints/cuda-device-fault?module={urllib.parse.quote(ptx)}"
+        urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=30).close()
+        try:
+            c.publish(ns, bid, hs[1:], [1])
+        except orbitkv.errors.OrbitKVError as e:
+            print(f"fault armed; publish failed: {type(e).__name__}: {e}")
+            return 0
+        print("fault FAIL: the publish after the device fault succeeded")
+        return 1
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--fault":
+        sys.exit(fault_check(sys.argv[2], sys.argv[3], sys.argv[4]))
     sys.exit(main(sys.argv[1]))

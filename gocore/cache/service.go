@@ -173,6 +173,9 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		pinned = tiers.Arena().Mem()
 	}
 	s.Logger.Info("copy backend", slog.String("backend", cp.Backend()), slog.String("why", why))
+	if failpoint.Enabled && cu != nil {
+		failpoint.SetDeviceFault(cu.ArmDeviceFault) // tests' device-side fault (DESIGN.md §6 rule 9)
+	}
 	base := lease.FirstID(s.Epoch) // restore ids share the rule
 	svc := &Service{
 		epoch: s.Epoch, log: s.Logger, tiers: tiers, arena: tiers.Arena(), idx: tiers.Index(), copier: cp, cuda: cu, pinned: pinned,
@@ -202,6 +205,9 @@ func (s *Service) Close() {
 	s.sweeps.Stop()   // it rings the server, which the caller frees after Close
 	s.copier.Close()  // every device job drained: the streams are idle
 	if s.cuda != nil {
+		if failpoint.Enabled {
+			failpoint.SetDeviceFault(nil)
+		}
 		if err := s.cuda.UnpinHost(s.pinned); err != nil {
 			s.log.Warn("unpinning the RAM tier", "err", err)
 		}

@@ -23,6 +23,10 @@ func NoteHeld(Name) {}
 // WakeupsDropped reports whether eventfd wake-ups are dropped (never here).
 func WakeupsDropped() bool { return false }
 
+// SetDeviceFault does nothing in this build (no endpoint can arm a device
+// fault).
+func SetDeviceFault(func(module string) error) {}
+
 // Clock is the test clock; nil in this build (use time.Now).
 var Clock func() time.Time
 

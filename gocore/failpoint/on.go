@@ -3,6 +3,7 @@
 package failpoint
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -125,6 +126,37 @@ func Holding(name Name) bool { return holdFlag(name).Load() }
 // NoteHeld counts one event withheld at name.
 func NoteHeld(name Name) { heldCount(name).Add(1) }
 
+// deviceFault arms a device-side fault in the CUDA copy backend
+// (SetDeviceFault); nil while the Manager runs no CUDA backend. faultMu
+// orders a call of it before the backend's removal (the Manager removes it
+// before it closes the backend).
+var (
+	faultMu     sync.Mutex
+	deviceFault func(module string) error
+)
+
+// SetDeviceFault installs arm as what POST
+// /debug/failpoints/cuda-device-fault?module=PATH calls (the Manager
+// passes its CUDA backend's ArmDeviceFault; nil removes it, after any call
+// in progress has returned).
+func SetDeviceFault(arm func(module string) error) {
+	faultMu.Lock()
+	deviceFault = arm
+	faultMu.Unlock()
+}
+
+// armDeviceFault calls the installed arm (errNoDevice when none).
+func armDeviceFault(module string) error {
+	faultMu.Lock()
+	defer faultMu.Unlock()
+	if deviceFault == nil {
+		return errNoDevice
+	}
+	return deviceFault(module)
+}
+
+var errNoDevice = errors.New("no CUDA copy backend in this Manager (start it with --copy-backend cuda)")
+
 var dropWakeups atomic.Bool
 
 // WakeupsDropped reports whether the Manager must skip its eventfd writes
@@ -143,6 +175,8 @@ func Advance(d time.Duration) { offset.Add(int64(d)) }
 //	GET  /debug/failpoints/wait?name=N&timeout=5s   200 once one is held, 408 if not in time
 //	POST /debug/failpoints/resume?name=N   let it go (again: a no-op)
 //	POST /debug/failpoints/drop-wakeups?on=1  skip every eventfd write (0: stop)
+//	POST /debug/failpoints/cuda-device-fault?module=PATH  the next CUDA copy job on device 0 first
+//	     launches the kernel okv_fault of module PATH (fault.cu): the device faults, the Manager fail-stops
 //	POST /debug/failpoints/hold?name=restore-done&on=1  withhold restore completions (0: release them)
 //	POST /debug/failpoints/hold?name=transfer-serve&on=1  withhold the answers to transfer READs (0: serve them)
 //	GET  /debug/failpoints/held?name=N&timeout=5s  200 once one was withheld at hold point N, 408 if not in time
@@ -191,6 +225,18 @@ func Handler() http.Handler {
 				http.Error(w, "nothing withheld in time", http.StatusRequestTimeout)
 				return
 			}
+		}
+	})
+	mux.HandleFunc("POST /debug/failpoints/cuda-device-fault", func(w http.ResponseWriter, r *http.Request) {
+		module := r.URL.Query().Get("module")
+		if module == "" {
+			http.Error(w, "module: want the path of a PTX or cubin file holding the kernel okv_fault", http.StatusBadRequest)
+			return
+		}
+		if err := armDeviceFault(module); errors.Is(err, errNoDevice) {
+			http.Error(w, err.Error(), http.StatusConflict)
+		} else if err != nil {
+			http.Error(w, "cuda-device-fault: "+err.Error(), http.StatusBadRequest)
 		}
 	})
 	mux.HandleFunc("POST /debug/failpoints/drop-wakeups", func(w http.ResponseWriter, r *http.Request) {

@@ -66,6 +66,10 @@ struct drv {
 #define X(fn, sym) __typeof__(&fn) fn;
 	OKVI_CUDA_FUNCS(X)
 #undef X
+	/* Optional, for okvi_cuda_arm_device_fault only (NULL when absent). */
+	__typeof__(&cuModuleLoad) cuModuleLoad;
+	__typeof__(&cuModuleGetFunction) cuModuleGetFunction;
+	__typeof__(&cuLaunchKernel) cuLaunchKernel;
 };
 
 struct range {
@@ -107,6 +111,10 @@ struct okvi_cuda {
 	int stopping;
 	pthread_t thread;
 	int thread_started;
+
+	/* okvi_cuda_arm_device_fault: the kernel the next device job launches
+	 * ahead of its copies (under mu; NULL: none armed). */
+	CUfunction fault_fn;
 };
 
 static void errf(char *err, size_t errlen, const char *fmt, ...)
@@ -187,6 +195,9 @@ struct okvi_cuda *okvi_cuda_open(const char *path, char *err, size_t errlen)
 	}
 	OKVI_CUDA_FUNCS(X)
 #undef X
+	*(void **)(&c->d.cuModuleLoad) = dlsym(c->lib, "cuModuleLoad");
+	*(void **)(&c->d.cuModuleGetFunction) = dlsym(c->lib, "cuModuleGetFunction");
+	*(void **)(&c->d.cuLaunchKernel) = dlsym(c->lib, "cuLaunchKernel");
 	if ((r = c->d.cuInit(0)) != CUDA_SUCCESS) {
 		errf(err, errlen, "%s: cuInit: %s", path, cu_name(c, r, nb, sizeof(nb)));
 		goto fail;
@@ -407,6 +418,21 @@ static int cuda_submit(void *ctx, struct okvi_copy_engine *e, uint64_t token, ui
 	struct pend *p = malloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	CUfunction fault = dev == 0 ? c->fault_fn : NULL; /* its module lives in device 0's context */
+	if (fault)
+		c->fault_fn = NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (fault) {
+		/* okvi_cuda_arm_device_fault: a kernel that faults on the device,
+		 * ordered before this job's copies on its stream, so the job's
+		 * event can never report completion. */
+		void *args[] = {NULL};
+		r = c->d.cuLaunchKernel(fault, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+		char nb[96];
+		fprintf(stderr, "orbitkv-manager: failpoint: copy job %llu: launched the device fault kernel "
+			"ahead of its copies: %s\n", (unsigned long long)token, cu_name(c, r, nb, sizeof(nb)));
+	}
 	size_t issued = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (segs[i].len == 0)
@@ -544,6 +570,38 @@ int okvi_cuda_host_unregister(struct okvi_cuda *c, void *addr)
 	if (c->d.cuCtxSetCurrent(c->ctx[0]) != CUDA_SUCCESS ||
 	    c->d.cuMemHostUnregister(addr) != CUDA_SUCCESS)
 		return -EIO;
+	return 0;
+}
+
+int okvi_cuda_arm_device_fault(struct okvi_cuda *c, const char *module, char *err, size_t errlen)
+{
+	char nb[96];
+	CUresult r;
+	if (!c->d.cuModuleLoad || !c->d.cuModuleGetFunction || !c->d.cuLaunchKernel) {
+		errf(err, errlen, "the driver library lacks cuModuleLoad, cuModuleGetFunction or cuLaunchKernel");
+		return -ENOSYS;
+	}
+	if (!module || !*module) {
+		errf(err, errlen, "no module file named");
+		return -EINVAL;
+	}
+	CUmodule mod;
+	CUfunction fn;
+	pthread_mutex_lock(&c->mu);
+	if ((r = c->d.cuCtxSetCurrent(c->ctx[0])) != CUDA_SUCCESS ||
+	    (r = c->d.cuModuleLoad(&mod, module)) != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&c->mu);
+		errf(err, errlen, "cuModuleLoad %s: %s", module, cu_name(c, r, nb, sizeof(nb)));
+		return -EIO;
+	}
+	if ((r = c->d.cuModuleGetFunction(&fn, mod, OKVI_CUDA_FAULT_KERNEL)) != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&c->mu);
+		errf(err, errlen, "cuModuleGetFunction %s in %s: %s", OKVI_CUDA_FAULT_KERNEL, module,
+		     cu_name(c, r, nb, sizeof(nb)));
+		return -EIO;
+	}
+	c->fault_fn = fn;
+	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
 

@@ -117,6 +117,25 @@ int okvi_cuda_host_unregister(struct okvi_cuda *c, void *addr);
  */
 uint64_t okvi_cuda_inflight(struct okvi_cuda *c);
 
+/** The kernel okvi_cuda_arm_device_fault launches (native/tests/gpu/fault.cu). */
+#define OKVI_CUDA_FAULT_KERNEL "okv_fault"
+
+/**
+ * Fault injection for tests of DESIGN.md §6 rule 9 on a device (the
+ * Manager's failpoint build, POST /debug/failpoints/cuda-device-fault):
+ * load the module file `module` (a PTX or cubin, cuModuleLoad) on device
+ * 0's context, find its kernel OKVI_CUDA_FAULT_KERNEL (a write through a
+ * wild pointer), and arm it: the next job on device 0 launches it (1 thread)
+ * on its stream ahead of its copies, so the device takes a sticky error
+ * (CUDA_ERROR_ILLEGAL_ADDRESS) and the job's completion can never be
+ * established: the completion thread ends the process in fail-stop. One
+ * arm serves one job. Returns 0; -ENOSYS when the driver library lacks the
+ * module or launch calls; -EINVAL for no module name; -EIO when the module
+ * does not load or holds no such kernel; err (errlen bytes) says which,
+ * with the driver's error name.
+ */
+int okvi_cuda_arm_device_fault(struct okvi_cuda *c, const char *module, char *err, size_t errlen);
+
 /** Kinds of okvi_cuda_mapping. */
 enum { OKVI_CUDA_MAP_NONE = 0, OKVI_CUDA_MAP_IPC = 1, OKVI_CUDA_MAP_VMM = 2 };
 

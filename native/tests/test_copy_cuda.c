@@ -316,9 +316,12 @@ static void test_mappings(void)
 	free(back);
 }
 
-/* Run a job in a child whose driver fails as set; the child must abort with
+/* Run a job in a child whose driver fails as set (fn's nth call returns a
+ * sticky code; or, with module, the device fault armed from that module
+ * file by okvi_cuda_arm_device_fault); the child must abort with
  * "fail-stop" and `want` on stderr. */
-static void expect_fail_stop(const char *name, const char *fn, int nth, int code, const char *want)
+static void expect_fail_stop(const char *name, const char *fn, int nth, int code, const char *module,
+			     const char *want)
 {
 	int pfd[2];
 	if (pipe(pfd) != 0) {
@@ -342,7 +345,10 @@ static void expect_fail_stop(const char *name, const char *fn, int nth, int code
 		okvi_cuda_add_range(c, 0, dev, sizeof(host));
 		struct okvi_copy_seg s[2] = {{(uint64_t)(uintptr_t)host, dev, 4096},
 					     {(uint64_t)(uintptr_t)host + 4096, dev + 4096, 4096}};
-		d_fault(fn, nth, code, 1);
+		if (fn)
+			d_fault(fn, nth, code, 1);
+		if (module && okvi_cuda_arm_device_fault(c, module, NULL, 0) != 0)
+			_exit(7);
 		okvi_copy_submit_lane(e, 42, 1, s, 2);
 		struct okvi_copy_completion cc;
 		if (wait_one(e, 42, &cc) == 0)
@@ -367,12 +373,49 @@ static void expect_fail_stop(const char *name, const char *fn, int nth, int code
 
 static void test_fail_stop(void)
 {
-	expect_fail_stop("a sticky error at submit", "cuMemcpyAsync", 2, CUDA_ERROR_ILLEGAL_ADDRESS,
+	expect_fail_stop("a sticky error at submit", "cuMemcpyAsync", 2, CUDA_ERROR_ILLEGAL_ADDRESS, NULL,
 			 "cuMemcpyAsync failed with CUDA_ERROR_ILLEGAL_ADDRESS (700) after 1 of 2 copies "
 			 "were issued, and cuStreamSynchronize failed with CUDA_ERROR_ILLEGAL_ADDRESS");
 	expect_fail_stop("a device lost while the job is in flight", "cuEventQuery", 1,
-			 CUDA_ERROR_LAUNCH_FAILED,
+			 CUDA_ERROR_LAUNCH_FAILED, NULL,
 			 "copy job 42: cuEventQuery failed with CUDA_ERROR_LAUNCH_FAILED (719)");
+	/* The failpoint build's device fault: the kernel launched ahead of the
+	 * job's copies faults on the device (the double: its stream reaches
+	 * the kernel and the error turns sticky), so the job's event query
+	 * fails and completion cannot be established. The double takes any
+	 * readable file as the module. */
+	expect_fail_stop("a device fault armed from a module", NULL, 0, 0, OKV_CUDA_DOUBLE,
+			 "copy job 42: cuEventQuery failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+}
+
+/* okvi_cuda_arm_device_fault refuses what cannot be armed, naming it, and
+ * an armed fault waits for a device job: a host job does not take it. */
+static void test_arm_device_fault(void)
+{
+	d_reset();
+	struct okvi_cuda *c = open_double();
+	if (!c)
+		return;
+	char err[256] = "";
+	int rc = okvi_cuda_arm_device_fault(c, "", err, sizeof(err));
+	CHECK(rc == -EINVAL && strstr(err, "no module file") != NULL, "empty module: rc %d, '%s'", rc, err);
+	rc = okvi_cuda_arm_device_fault(c, "/nonexistent/fault.ptx", err, sizeof(err));
+	CHECK(rc == -EIO && strstr(err, "cuModuleLoad /nonexistent/fault.ptx") != NULL &&
+		      strstr(err, "CUDA_ERROR_FILE_NOT_FOUND") != NULL,
+	      "missing module: rc %d, '%s'", rc, err);
+	CHECK(okvi_cuda_arm_device_fault(c, OKV_CUDA_DOUBLE, err, sizeof(err)) == 0, "arm: %s", err);
+	struct okvi_copy_engine *e = okvi_copy_engine_new(okvi_cuda_backend(c), 1, NULL);
+	static uint8_t a[4096], b[4096];
+	memset(a, 0x5A, sizeof(a));
+	struct okvi_copy_seg seg = {(uint64_t)(uintptr_t)a, (uint64_t)(uintptr_t)b, sizeof(a)};
+	okvi_copy_submit_lane(e, 7, 1, &seg, 1);
+	struct okvi_copy_completion cc;
+	CHECK(wait_one(e, 7, &cc) == 0 && cc.status == 0 && b[4095] == 0x5A,
+	      "a host job with a fault armed: status %d", cc.status);
+	CHECK(d_calls("cuLaunchKernel") == 0, "a host job launched the fault kernel (%d launches)",
+	      d_calls("cuLaunchKernel"));
+	okvi_copy_engine_free(e);
+	okvi_cuda_close(c);
 }
 
 int main(void)
@@ -399,6 +442,7 @@ int main(void)
 	test_partial_failure();
 	test_mappings();
 	test_fail_stop();
+	test_arm_device_fault();
 	if (failures) {
 		fprintf(stderr, "test_copy_cuda: %d failures\n", failures);
 		return 1;

@@ -20,6 +20,8 @@ import unittest
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PYTHON_DIR = os.path.join(REPO, "python")
 MANAGER_BIN = os.path.join(REPO, "bin", "orbitkv-manager")
+# The failpoint build (-tags failpoints; make test-python builds it).
+FP_MANAGER_BIN = os.path.join(REPO, "bin", "orbitkv-manager-fp")
 INCLUDE_DIR = os.path.join(REPO, "native", "include")
 
 if PYTHON_DIR not in sys.path:
@@ -71,16 +73,17 @@ class Manager(ManagerProcess):
 
     Started with --bootstrap-socket <tmp>/okv.sock --http-addr 127.0.0.1:PORT
     --ram-capacity 64MiB --hugepages off plus `extra` flags; ready once its stderr says
-    "orbitkv-manager serving". stop() sends SIGTERM (SIGKILL after 10 s);
+    "orbitkv-manager serving"; ``binary`` is the Manager to run (default
+    bin/orbitkv-manager; FP_MANAGER_BIN for failpoint tests). stop() sends SIGTERM (SIGKILL after 10 s);
     kill() sends SIGKILL and waits; both remove the temporary directory."""
 
-    def __init__(self, *extra: str, ram: str = "64MiB"):
-        if not os.access(MANAGER_BIN, os.X_OK):
-            raise unittest.SkipTest(f"{MANAGER_BIN} not built (run `make go`)")
+    def __init__(self, *extra: str, ram: str = "64MiB", binary: str = MANAGER_BIN):
+        if not os.access(binary, os.X_OK):
+            raise unittest.SkipTest(f"{binary} not built (run `make go`; the failpoint build: `make test-python`)")
         self.dir = tempfile.mkdtemp(prefix="orbitkv-pytest-")
         self.socket = os.path.join(self.dir, "okv.sock")
         try:
-            super().__init__(MANAGER_BIN, self.socket, free_port(), ram=ram, extra=extra)
+            super().__init__(binary, self.socket, free_port(), ram=ram, extra=extra)
         except RuntimeError as e:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise AssertionError(str(e)) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import unittest
 
 from tests import support
@@ -206,6 +207,59 @@ class RegistrationTest(unittest.TestCase):
         self.assertIn("SIGABRT", log)
         self.assertIn("orbitkv-manager: fail-stop: copy job", log)
         self.assertIn("cuMemcpyAsync failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)", log)
+
+    def test_a_device_fault_armed_through_the_failpoint_ends_the_manager_in_fail_stop(self):
+        # The failpoint build's device-side fault (what scripts/gpu-check.sh
+        # does on a GPU with fault.cu): the next device job launches a
+        # faulting kernel ahead of its copies, the device's error turns
+        # sticky, the job's event query fails, and the Manager must abort
+        # saying why (DESIGN.md rule 9) rather than answer the publish. The
+        # double takes any readable file as the module; fault.cu stands in.
+        import time
+        from tests.test_client import engine_hashes, identity
+        if not os.path.exists(DOUBLE):
+            self.skipTest(f"{DOUBLE} not built (make native)")
+        os.environ["ORBITKV_LIBCUDA"] = DOUBLE
+        try:
+            m = support.Manager("--copy-backend", "cuda", binary=support.FP_MANAGER_BIN)
+        finally:
+            del os.environ["ORBITKV_LIBCUDA"]
+        self.addCleanup(m.stop)
+        module = os.path.join(support.REPO, "native", "tests", "gpu", "fault.cu")
+        with self.assertRaises(RuntimeError) as cm:
+            m.arm_device_fault("/nonexistent/fault.ptx")
+        self.assertIn("HTTP 400", str(cm.exception))
+        fd = os.memfd_create("vmm")
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 1 << 20)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        bid = c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes((0xD0 + i) & 0xFF for i in range(16)), fd))
+        ns, hs = identity(self.id()).namespace(), engine_hashes(self.id(), 2)
+        self.assertEqual(c.publish(ns, bid, hs[:1], [0]), (1, 0), "a publish before the fault is armed")
+        m.arm_device_fault(module)
+        with support.hang_guard(120):
+            with self.assertRaises(orbitkv.errors.OrbitKVError):
+                c.publish(ns, bid, hs[1:], [1])
+            deadline = time.monotonic() + 60
+            while m.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        log = "".join(m.log)
+        # The fail-stop comes from the backend's completion thread, a C
+        # thread Go did not start: abort() kills the process by SIGABRT
+        # before Go's runtime can report it (from a Go thread in cgo, as in
+        # the test above, Go reports it and exits with status 2).
+        self.assertIn(m.proc.returncode, (2, -signal.SIGABRT), f"the Manager did not die by SIGABRT: {log[-2000:]}")
+        self.assertIn("launched the device fault kernel ahead of its copies", log)
+        self.assertIn("orbitkv-manager: fail-stop: copy job", log)
+        self.assertIn("cuEventQuery failed with CUDA_ERROR_ILLEGAL_ADDRESS (700)", log)
+
+    def test_the_device_fault_endpoint_needs_a_cuda_backend(self):
+        m = support.Manager(binary=support.FP_MANAGER_BIN)
+        self.addCleanup(m.stop)
+        with self.assertRaises(RuntimeError) as cm:
+            m.arm_device_fault(os.path.join(support.REPO, "native", "tests", "gpu", "fault.cu"))
+        self.assertIn("HTTP 409", str(cm.exception))
 
     def test_auto_picks_cuda_with_a_device_and_host_without_a_driver_saying_why(self):
         if not os.path.exists(DOUBLE):

@@ -54,6 +54,24 @@ func OpenCUDA(path string) (*CUDA, error) {
 	return &CUDA{c: c}, nil
 }
 
+// ArmDeviceFault is fault injection for the failpoint build (DESIGN.md §6
+// rule 9 on a device): it loads the module file at path (PTX or cubin
+// holding the kernel okv_fault, native/tests/gpu/fault.cu) on device 0 and
+// arms it, so that the next copy job on device 0 launches it on its stream
+// ahead of its copies; the device then takes a sticky error and the
+// process ends in fail-stop when the job's completion is looked for. The
+// error names the driver call that failed (a missing file, a module
+// without the kernel, a driver library without cuModuleLoad).
+func (c *CUDA) ArmDeviceFault(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var buf [512]C.char
+	if rc := C.okvi_cuda_arm_device_fault(c.c, cpath, &buf[0], C.size_t(len(buf))); rc != 0 {
+		return errors.New(C.GoString(&buf[0]))
+	}
+	return nil
+}
+
 // Devices returns the number of CUDA devices the driver reported (>= 1).
 func (c *CUDA) Devices() int { return int(C.okvi_cuda_device_count(c.c)) }
 

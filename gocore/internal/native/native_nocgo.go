@@ -255,6 +255,9 @@ func NewCopyEngineCUDA(int, *CUDA) (*CopyEngine, error) { return nil, ErrNoCgo }
 // Devices returns 0.
 func (*CUDA) Devices() int { return 0 }
 
+// ArmDeviceFault returns ErrNoCgo.
+func (*CUDA) ArmDeviceFault(string) error { return ErrNoCgo }
+
 // DeviceUUID returns ErrNoCgo.
 func (*CUDA) DeviceUUID(int) ([16]byte, error) { return [16]byte{}, ErrNoCgo }
 

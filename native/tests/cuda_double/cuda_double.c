@@ -66,6 +66,7 @@ struct op {
 	void *dst;
 	const void *src;
 	size_t len;
+	int fault; /* cuLaunchKernel of the fault kernel: running it makes the device's error sticky */
 };
 
 struct CUstream_st {
@@ -193,10 +194,19 @@ static CUresult enter(const char *fn)
 	pthread_mutex_unlock(&mu); \
 	return rc
 
-static void run_until(struct CUstream_st *s, size_t upto)
+/* Run s's operations up to upto; a fault kernel met on the way makes
+ * CUDA_ERROR_ILLEGAL_ADDRESS sticky (as a real device's wild write does)
+ * and stops the stream there. Returns the stream's state. */
+static CUresult run_until(struct CUstream_st *s, size_t upto)
 {
-	for (; s->done < upto && s->done < s->n; s->done++)
+	for (; s->done < upto && s->done < s->n; s->done++) {
+		if (s->ops[s->done].fault) {
+			sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			return sticky;
+		}
 		memcpy(s->ops[s->done].dst, s->ops[s->done].src, s->ops[s->done].len);
+	}
+	return CUDA_SUCCESS;
 }
 
 CUresult cuInit(unsigned int flags)
@@ -233,6 +243,8 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 	case CUDA_ERROR_ILLEGAL_ADDRESS: *pStr = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
 	case CUDA_ERROR_LAUNCH_FAILED: *pStr = "CUDA_ERROR_LAUNCH_FAILED"; break;
 	case CUDA_ERROR_NOT_READY: *pStr = "CUDA_ERROR_NOT_READY"; break;
+	case CUDA_ERROR_FILE_NOT_FOUND: *pStr = "CUDA_ERROR_FILE_NOT_FOUND"; break;
+	case CUDA_ERROR_NOT_FOUND: *pStr = "CUDA_ERROR_NOT_FOUND"; break;
 	default: *pStr = NULL; return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
@@ -305,24 +317,69 @@ CUresult cuStreamDestroy(CUstream s)
 CUresult cuStreamSynchronize(CUstream s)
 {
 	ENTER("cuStreamSynchronize");
-	run_until(s, s->n);
-	LEAVE(CUDA_SUCCESS);
+	CUresult r = run_until(s, s->n);
+	LEAVE(r);
+}
+
+/* Append op to s (caller holds mu). */
+static CUresult push_op(struct CUstream_st *s, struct op op)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct op *n = realloc(s->ops, cap * sizeof(*n));
+		if (!n)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		s->ops = n;
+		s->cap = cap;
+	}
+	s->ops[s->n++] = op;
+	return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream s)
 {
 	ENTER("cuMemcpyAsync");
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct op *n = realloc(s->ops, cap * sizeof(*n));
-		if (!n) {
-			LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-		}
-		s->ops = n;
-		s->cap = cap;
+	CUresult r = push_op(s, (struct op){(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, 0});
+	LEAVE(r);
+}
+
+/* Modules: any readable file is a module holding the one kernel the
+ * backend's fault injection asks for, "okv_fault" (native/tests/gpu/fault.cu);
+ * launching it on a stream queues a fault (run_until). */
+static int module_token, fault_kernel_token;
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+	ENTER("cuModuleLoad");
+	if (!fname || access(fname, R_OK) != 0) {
+		LEAVE(CUDA_ERROR_FILE_NOT_FOUND);
 	}
-	s->ops[s->n++] = (struct op){(void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount};
+	*module = (CUmodule)&module_token;
 	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	ENTER("cuModuleGetFunction");
+	if (hmod != (CUmodule)&module_token || !name || strcmp(name, "okv_fault") != 0) {
+		LEAVE(CUDA_ERROR_NOT_FOUND);
+	}
+	*hfunc = (CUfunction)&fault_kernel_token;
+	LEAVE(CUDA_SUCCESS);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+			unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+			unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+{
+	(void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY, (void)blockDimZ;
+	(void)sharedMemBytes, (void)kernelParams, (void)extra;
+	ENTER("cuLaunchKernel");
+	if (f != (CUfunction)&fault_kernel_token || !hStream) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	CUresult r = push_op(hStream, (struct op){NULL, NULL, 0, 1});
+	LEAVE(r);
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -349,9 +406,8 @@ CUresult cuEventQuery(CUevent ev)
 	if (ev->recorded && ++ev->queries < 2) {
 		LEAVE(CUDA_ERROR_NOT_READY);
 	}
-	if (ev->recorded)
-		run_until(ev->s, ev->upto);
-	LEAVE(CUDA_SUCCESS);
+	CUresult r = ev->recorded ? run_until(ev->s, ev->upto) : CUDA_SUCCESS;
+	LEAVE(r);
 }
 
 CUresult cuEventDestroy(CUevent ev)

@@ -117,6 +117,18 @@ class ManagerProcess:
         there. Raises RuntimeError (not a failpoints build, unknown name)."""
         self._control(f"arming failpoint {name}", f"/debug/failpoints/arm?name={name}")
 
+    def arm_device_fault(self, module: str) -> None:
+        """Arm the CUDA backend's device fault (failpoints build, Manager on
+        ``--copy-backend cuda``): the next copy job on device 0 first
+        launches the kernel ``okv_fault`` of the PTX or cubin file
+        ``module`` (native/tests/gpu/fault.cu), so the device faults and the
+        Manager must end in fail-stop (DESIGN.md §6 rule 9). Raises
+        RuntimeError (not a failpoints build, no CUDA backend, a module
+        that does not load)."""
+        from urllib.parse import quote
+        self._control(f"arming the device fault from {module}",
+                      f"/debug/failpoints/cuda-device-fault?module={quote(module)}")
+
     def wait_paused(self, name: str, timeout_s: float = 20) -> bool:
         """Whether an operation paused at failpoint ``name`` within
         ``timeout_s`` seconds."""
