@@ -15,10 +15,13 @@
 //   - orbitkv_ebpf_unix_socket_seconds: bootstrap/lifecycle Unix socket,
 //     from a send to the receive that consumes it. At the end of every
 //     sock_sendmsg (tracepoint sock:sock_send_length) on a Unix stream
-//     socket with the Manager at one end, the time goes into the receiving
-//     socket's BPF socket-local storage (freed with the socket, so a
-//     message never read leaves nothing behind), unless an older send is
-//     still unconsumed there; the end of the next sock_recvmsg on that
+//     socket with the Manager at one end, the time goes into an LRU hash
+//     keyed by the receiving socket's kernel address (not socket-local
+//     storage: the receiver is reached through the sender's peer pointer,
+//     which kernel 6.x's verifier marks untrusted and bpf_sk_storage_get
+//     refuses), unless an older send is still unconsumed there (one older
+//     than 10 s is replaced: a freed socket's entry stays until eviction,
+//     and its address may be reused); the end of the next sock_recvmsg on that
 //     socket (sock:sock_recv_length, not MSG_PEEK) takes it out and records
 //     the difference, in the histogram of direction="to_manager" when the
 //     receiver is the Manager (a client's send until the Manager reads it:

@@ -78,13 +78,20 @@ struct {
 	__type(value, struct hist);
 } transfer_hist SEC(".maps");
 
-/* unix_pending: per receiving socket (socket-local storage, freed with
- * the socket), the time of the oldest send to it that no receive has
- * consumed yet; 0: none. */
+/* unix_pending: receiving socket (its kernel address) → the time of the
+ * oldest send to it that no receive has consumed yet. Keyed by address in
+ * an LRU hash, not socket-local storage: the receiver is the sender's
+ * u->peer, a pointer the verifier (kernel 6.x) marks untrusted, which
+ * bpf_sk_storage_get and bpf_skc_to_unix_sock refuse. A socket freed with
+ * a send unconsumed leaves its entry until LRU eviction; a send finding an
+ * entry older than UNIX_STALE_NS replaces it, so an address reused by a new
+ * socket does not report that age. */
+#define UNIX_PENDING_MAX 16384
+#define UNIX_STALE_NS (10ull * 1000000000ull)
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, UNIX_PENDING_MAX);
+	__type(key, __u64);
 	__type(value, __u64);
 } unix_pending SEC(".maps");
 
@@ -156,18 +163,21 @@ static __always_inline void unix_sent(struct sock *sk)
 	struct unix_sock *u = bpf_skc_to_unix_sock(sk);
 	if (!u || !u->peer)
 		return;
-	__u64 *sent = bpf_sk_storage_get(&unix_pending, u->peer, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (sent && !*sent)
-		*sent = bpf_ktime_get_ns();
+	__u64 key = (__u64)(unsigned long)u->peer, now = bpf_ktime_get_ns();
+	__u64 *sent = bpf_map_lookup_elem(&unix_pending, &key);
+	if (sent && now - *sent < UNIX_STALE_NS)
+		return; /* an older send is still unconsumed: it starts the sample */
+	bpf_map_update_elem(&unix_pending, &key, &now, BPF_ANY);
 }
 
 static __always_inline void unix_received(struct sock *sk)
 {
-	__u64 *sent = bpf_sk_storage_get(&unix_pending, sk, 0, 0);
-	if (!sent || !*sent)
+	__u64 key = (__u64)(unsigned long)sk;
+	__u64 *sent = bpf_map_lookup_elem(&unix_pending, &key);
+	if (!sent)
 		return;
 	__u64 took = bpf_ktime_get_ns() - *sent;
-	*sent = 0;
+	bpf_map_delete_elem(&unix_pending, &key);
 	hist_add(&unix_hist, current_tgid() == manager_tgid ? UNIX_TO_MANAGER : UNIX_TO_CLIENT, took);
 }
 

@@ -118,13 +118,17 @@ func newMemfd(t *testing.T, size int64) *os.File {
 	return f
 }
 
-func newUnsealedMemfd(t *testing.T, size int64) *os.File {
+func newUnsealedMemfd(t *testing.T, size int64, name ...string) *os.File {
 	t.Helper()
-	fd, err := unix.MemfdCreate("okv-test-buffer", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	n := "okv-test-buffer"
+	if len(name) > 0 {
+		n = name[0]
+	}
+	fd, err := unix.MemfdCreate(n, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := os.NewFile(uintptr(fd), "okv-test-buffer")
+	f := os.NewFile(uintptr(fd), n)
 	t.Cleanup(func() { f.Close() })
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
@@ -551,8 +555,13 @@ func TestRegisterBuffersWithCUDAMemory(t *testing.T) {
 	h.srv.SetGPU(copier.GPU{CU: cu})
 	// The double's IPC handle names a memfd of the exporting process (here
 	// this one): the magic "OKVDIPC1", then pid, fd and size, little-endian
-	// uint64s (cuda_double.c); the Manager side opens /proc/<pid>/fd/<fd>.
-	alloc := newUnsealedMemfd(t, 2*n)
+	// uint64s (cuda_double.c); the Manager side opens /proc/<pid>/fd/<fd>,
+	// and only the double's own "device memory": a memfd of its name,
+	// sealed against shrinking (as its cuMemAlloc makes them).
+	alloc := newUnsealedMemfd(t, 2*n, "okv-cuda-double")
+	if _, err := unix.FcntlInt(alloc.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
 	ipc := make([]byte, 64)
 	copy(ipc, "OKVDIPC1")
 	binary.LittleEndian.PutUint64(ipc[8:], uint64(os.Getpid()))

@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,20 @@ static void test_mappings(void)
 	CHECK(okvi_cuda_map_ipc(c, uuid, h, ALLOC - 8, LEN, &m, err, sizeof(err)) == -ERANGE &&
 		      strstr(err, "exceeds the allocation of 1048576 bytes") != NULL,
 	      "range past the allocation: '%s'", err);
+	/* A forged handle naming a file that is not the double's device
+	 * memory (here a plain memfd of this process, as an engine buffer or
+	 * a RAM tier would be) is refused: the double maps device memory only. */
+	int other = memfd_create("orbitkv-kv-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	CHECK(other >= 0 && ftruncate(other, ALLOC) == 0 && fcntl(other, F_ADD_SEALS, F_SEAL_SHRINK) == 0,
+	      "a sealed memfd"); /* sealed as the double's own: only its name tells them apart */
+	uint8_t forged[64];
+	memcpy(forged, h, 64);
+	uint64_t ofd = (uint64_t)other;
+	memcpy(forged + 16, &ofd, 8);
+	CHECK(okvi_cuda_map_ipc(c, uuid, forged, OFF, LEN, &m, err, sizeof(err)) != 0 &&
+		      strstr(err, "CUDA_ERROR_INVALID_VALUE") != NULL,
+	      "a handle forged to name another memfd was mapped: '%s'", err);
+	close(other);
 	CHECK(d_ipc_open() == 0, "a refused handle stayed open (%d)", d_ipc_open());
 	CHECK(okvi_cuda_map_ipc(c, uuid, h, OFF, LEN, &m, err, sizeof(err)) == 0, "map ipc: %s", err);
 	CHECK(m.kind == OKVI_CUDA_MAP_IPC && m.addr != 0 && m.addr != dev + OFF && m.size == ALLOC &&

@@ -66,6 +66,9 @@ class CudaLooking:
     def __getitem__(self, i):
         return self.t[i]
 
+    def unflatten(self, dim, sizes):
+        return CudaLooking(self.t.unflatten(dim, sizes), self.device.index)
+
 
 def fa_layers(mem) -> dict:
     """FlashAttention layout: layer l is ``mem[l]``, ``[2, blocks, BLOCK, HEADS, DIM]``."""
@@ -393,6 +396,122 @@ class TestGpuDirect(GpuDirectCase):
         self.assertNotEqual(w.epochs[1], epoch)
         self.assertEqual(w.kv_mode, "gpu-direct")
         self.assertEqual(self.mem.calls("cuIpcGetMemHandle"), queried + 1)
+
+
+class TestKernelBlocks(GpuDirectCase):
+    """vLLM 0.32 hands register_kv_caches and save_kv_layer views of kernel
+    blocks when the attention backend cannot take the configured block
+    size (num_blocks x r of them; prepare_kernel_block_sizes): the block ids
+    the scheduler names are manager blocks, each r adjacent kernel blocks.
+    A restore must land in the manager blocks named, in every mode."""
+
+    R = 2
+
+    def run_case(self, **extra):
+        manager_blocks = 2 * NUM_BLOCKS
+        mgr = self.mem.tensor(LAYERS, manager_blocks, HEADS, BLOCK, DIM)   # the scheduler's view of the bytes
+        kern = self.mem.tensor(LAYERS, manager_blocks * self.R, HEADS, BLOCK // self.R, DIM)
+        mgr.copy_(torch.randn(mgr.shape))
+        kv = {f"layer.{l}": CudaLooking(kern[l]) for l in range(LAYERS)}
+        cache = SimpleNamespace(num_blocks=manager_blocks)
+        s = OrbitKVConnector(config(self.sock, **extra), KVConnectorRole.SCHEDULER)
+        w = OrbitKVConnector(config(self.sock, **extra), KVConnectorRole.WORKER, kv_cache_config=cache)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        w.register_kv_caches(kv)
+        prompt = list(range(11))
+        want = mgr[:, 5:7].clone()
+        self.publish(s, w, kv, "a", prompt, [5, 6, 7])
+        mgr[:, 1:3].zero_()
+        _, errors = self.restore(s, w, kv, "b", prompt, [1, 2, 3], 8)
+        self.assertEqual(errors, set())
+        self.assertTrue(torch.equal(mgr[:, 1:3], want), "the restore did not land in manager blocks 1 and 2")
+        return w
+
+    def test_gpu_direct_pages_are_manager_blocks(self):
+        w = self.run_case()
+        self.assertEqual(w.kv_mode, "gpu-direct")
+        self.assertEqual(w._worker.buf.page_count, 2 * NUM_BLOCKS)
+
+    def test_staging_pages_are_manager_blocks(self):
+        w = self.run_case(**{"orbitkv.gpu_direct": False})
+        self.assertEqual(w.kv_mode, "staging")
+
+    def test_a_count_that_is_no_multiple_is_refused_naming_the_layer(self):
+        kern = self.mem.tensor(LAYERS, 2 * NUM_BLOCKS * self.R, HEADS, BLOCK // self.R, DIM)
+        w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER, kv_cache_config=SimpleNamespace(num_blocks=3))
+        self.addCleanup(w.shutdown)
+        with self.assertRaises(ValueError) as cm:
+            w.register_kv_caches({f"layer.{l}": CudaLooking(kern[l]) for l in range(LAYERS)})
+        self.assertIn("layer.0 has 32 blocks in dim 0, not a multiple of vLLM's 3", str(cm.exception))
+
+
+def double_maps(pid: int) -> int:
+    """Mappings of the driver double's device memory in process pid."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sum(1 for line in f if "okv-cuda-double" in line)
+
+
+class TestRegisterWhileTheManagerRestarts(GpuDirectCase):
+    """vLLM registers its KV cache after loading its model, minutes after
+    the connector connected: a Manager that restarted meanwhile must not
+    crash vLLM, and the cache is registered (once) when the session is
+    back."""
+
+    def test_a_restart_before_register_kv_caches_does_not_raise_and_recovers(self):
+        for name, kv in (("gpu-direct", fa_layers(self.fa)),
+                         ("staging", {f"layer.{l}": torch.zeros(NUM_BLOCKS, BLOCK, HEADS, DIM) for l in range(LAYERS)})):
+            with self.subTest(name):
+                s = OrbitKVConnector(config(self.sock), KVConnectorRole.SCHEDULER)
+                w = OrbitKVConnector(config(self.sock, **{"orbitkv.reconnect_interval_s": 0}), KVConnectorRole.WORKER)
+                self.addCleanup(s.shutdown)
+                self.addCleanup(w.shutdown)
+                self.manager.kill()
+                self.manager = self.start()
+                with self.assertLogs("orbitkv.vllm", level="WARNING"):
+                    w.register_kv_caches(kv)   # must not raise into vLLM
+                self.assertEqual(w.kv_mode, name)
+                if name == "gpu-direct":
+                    self.round_trip(s, w, kv, dim=1)
+
+    def test_a_session_down_at_register_maps_the_region_once(self):
+        w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER)
+        self.addCleanup(w.shutdown)
+        sess = w._worker.session
+        sess.client.close()
+        sess.client = None   # dropped, e.g. after a control call timed out
+        w.register_kv_caches(fa_layers(self.fa))
+        self.assertEqual(w.kv_mode, "gpu-direct")
+        self.assertEqual(double_maps(self.manager.pid), 1, "the Manager mapped the one allocation twice")
+
+
+class TestSchedulerAfterARestart(GpuDirectCase):
+    """A scheduler answering misses from the discovery index alone
+    (orbitkv.local_discovery, the default) makes no round trip that would
+    find its Manager dead: it must notice the restart (the Manager's pidfd)
+    and see the new Manager's blocks, not a dead index's misses for good."""
+
+    backend = ()
+
+    def test_the_old_scheduler_sees_the_new_managers_blocks(self):
+        import time
+        mk = lambda: {f"layer.{l}": torch.randn(NUM_BLOCKS, BLOCK, HEADS, DIM) for l in range(LAYERS)}
+        kv = mk()
+        s, w = self.connectors(kv)
+        self.publish(s, w, kv, "a", list(range(11)), [5, 6, 7])
+        self.manager.kill()
+        self.manager = self.start()
+        kv2 = mk()
+        s2, w2 = self.connectors(kv2)   # another engine, on the new Manager
+        prompt = list(range(50, 61))
+        self.publish(s2, w2, kv2, "b", prompt, [5, 6, 7])
+        seen = []
+        for i in range(6):
+            seen.append(s.get_num_new_matched_tokens(request(f"q{i}", prompt), 0)[0])
+            if seen[-1]:
+                break
+            time.sleep(0.5)
+        self.assertEqual(seen[-1], 8, f"the old scheduler's answers after the restart: {seen}")
 
 
 class TestGpuDirectHostManager(GpuDirectCase):

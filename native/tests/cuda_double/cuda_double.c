@@ -31,7 +31,9 @@
  * "OKVDIPC1", then the exporting process's pid, the memfd's number in it and
  * the allocation's size (three little-endian uint64). cuIpcOpenMemHandle in
  * any process (the exporter's own included) opens /proc/<pid>/fd/<fd> and
- * maps it MAP_SHARED, so bytes written through either mapping are seen
+ * maps it MAP_SHARED (only a memfd of the double's own name, sealed
+ * against shrinking as cuMemAlloc seals it: a forged handle cannot name
+ * another file), so bytes written through either mapping are seen
  * through the other: a Manager given an engine process's handle really
  * copies that process's "device memory". (A real driver refuses to open a
  * handle in its exporting process; the double allows it so that the C and
@@ -100,6 +102,9 @@ static struct {
 } allocs[MAX_ALLOCS];
 static int ipc_open;
 static int track(CUdeviceptr base, size_t size, int open, int fd);
+
+/* The name of the memfd behind each cuMemAlloc'd "device" allocation. */
+#define DOUBLE_MEMFD_NAME "okv-cuda-double"
 
 /* The double's IPC handle: bytes 0..7 the magic, then pid, fd, size. */
 static const char ipc_magic[8] = {'O', 'K', 'V', 'D', 'I', 'P', 'C', '1'};
@@ -437,12 +442,13 @@ CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
 	ENTER("cuMemAlloc_v2");
 	size_t n = bytesize ? bytesize : 1;
-	int fd = memfd_create("okv-cuda-double", MFD_CLOEXEC);
+	int fd = memfd_create(DOUBLE_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0) {
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
 	void *m = MAP_FAILED;
-	if (ftruncate(fd, (off_t)n) == 0)
+	/* Sealed to its size, as device memory cannot shrink under an importer. */
+	if (ftruncate(fd, (off_t)n) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0)
 		m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		close(fd);
@@ -530,11 +536,25 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 	if (memcmp(handle.reserved, ipc_magic, 8) != 0 || pid == 0 || n == 0) {
 		LEAVE(CUDA_ERROR_INVALID_VALUE);
 	}
-	char path[64];
+	char path[64], link[128];
 	snprintf(path, sizeof(path), "/proc/%llu/fd/%llu", (unsigned long long)pid, (unsigned long long)fd);
+	/* Only the double's own "device memory" (a memfd cuMemAlloc made,
+	 * sealed against shrinking), never another file a forged handle could
+	 * name (an importer's RAM tier, an engine's buffer): a real handle
+	 * names device memory only. The exporting process may be this one (a
+	 * real driver refuses that; the one-process tests rely on it). */
+	ssize_t ln = readlink(path, link, sizeof(link) - 1);
+	if (ln < 0) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	link[ln] = '\0';
+	if (strncmp(link, "/memfd:" DOUBLE_MEMFD_NAME " ", strlen("/memfd:" DOUBLE_MEMFD_NAME " ")) != 0) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
 	int f = open(path, O_RDWR | O_CLOEXEC);
 	struct stat st;
-	if (f < 0 || fstat(f, &st) != 0 || (uint64_t)st.st_size < n) {
+	if (f < 0 || fstat(f, &st) != 0 || (uint64_t)st.st_size < n ||
+	    (fcntl(f, F_GET_SEALS) & F_SEAL_SHRINK) == 0) {
 		if (f >= 0)
 			close(f);
 		LEAVE(CUDA_ERROR_INVALID_VALUE);

@@ -270,6 +270,10 @@ class OrbitKVStorage(HiCacheStorage):
         client = self.session.get()
         if client is None:
             return 0
+        if self.opts["local_discovery"] and not self.session.manager_alive():
+            # A dead Manager's index stays mapped and would answer for good;
+            # the session is failed: the next call reconnects.
+            return 0
         batch = BlockHashes([key_hash(k) for k in keys])
         if self.opts["local_discovery"]:
             try:

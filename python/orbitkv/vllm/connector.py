@@ -199,8 +199,11 @@ class OrbitKVConnector(KVConnectorBase_V1):
         (zero copy); CUDA tensors laid out as one OrbitKV buffer over one
         allocation are registered by IPC handle (GPU direct,
         ``orbitkv.gpu_direct``); others go through a host staging buffer
-        (the reason logged)."""
-        self._side("WORKER").register_kv_caches(kv_caches)
+        (the reason logged). Block ids are vLLM's manager blocks
+        (``KVCacheConfig.num_blocks``), whatever kernel blocks the views
+        hold (``kvbuffer.manager_blocks_view``)."""
+        cfg = getattr(self, "_kv_cache_config", None)
+        self._side("WORKER").register_kv_caches(kv_caches, num_blocks=getattr(cfg, "num_blocks", None))
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         """Look up and start restoring this step's loads."""

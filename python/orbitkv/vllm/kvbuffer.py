@@ -43,7 +43,7 @@ from typing import Any
 from ..buffer import EngineBuffer
 
 __all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes", "layer_planes",
-           "plane_page_bytes", "kv_cache_geometry", "KVCacheAllocation"]
+           "plane_page_bytes", "manager_blocks_view", "kv_cache_geometry", "KVCacheAllocation"]
 
 _lock = threading.Lock()
 # buffer -> base address of its Python mapping (EngineBuffer.memoryview()).
@@ -96,6 +96,31 @@ def block_dim(t: Any) -> int:
 def block_bytes(t: Any) -> int:
     """Bytes of one block of one layer of tensor ``t``."""
     return t.select(block_dim(t), 0).numel() * t.element_size()
+
+
+def manager_blocks_view(t: Any, num_blocks: int | None, name: str = "KV tensor") -> Any:
+    """``t`` with its block dim (``block_dim``) holding vLLM's manager
+    blocks, the ids the scheduler's metadata names. vLLM 0.32 hands
+    ``register_kv_caches`` and ``save_kv_layer`` views of *kernel* blocks
+    when the attention backend cannot take the configured block size
+    (``prepare_kernel_block_sizes`` in vllm/v1/worker/utils.py,
+    ``create_kv_cache_views`` in vllm/v1/kv_cache_interface.py): ``num_blocks
+    x r`` of them, manager block b being kernel blocks ``b*r .. b*r+r-1``,
+    adjacent in the block dim. The result is ``t.unflatten(block_dim, (
+    num_blocks, r))`` (the same memory), whose block b is manager block b;
+    ``t`` itself when ``num_blocks`` is None (unknown) or equals the count.
+    Raises ``ValueError`` naming ``name`` when the count is not a multiple
+    of ``num_blocks``."""
+    if not num_blocks:
+        return t
+    bd = block_dim(t)
+    n = int(t.shape[bd])
+    if n == num_blocks:
+        return t
+    if n < num_blocks or n % num_blocks:
+        raise ValueError(f"{name} has {n} blocks in dim {bd}, not a multiple of vLLM's {num_blocks} "
+                         "(KVCacheConfig.num_blocks): its blocks cannot be grouped into the scheduler's blocks")
+    return t.unflatten(bd, (num_blocks, n // num_blocks))
 
 
 def layer_planes(t: Any) -> list[Any]:

@@ -212,7 +212,9 @@ class SchedulerSide:
         hashes = st.hashes[:n]
         for session, tp, pp in self.shards:
             client = session.get()
-            if client is None:
+            if client is None or not session.manager_alive():
+                # A dead Manager's index stays mapped and says "miss" for
+                # good: without a round trip nothing else would notice.
                 return False
             ns = self._namespace(tp, pp, st.lora_id)
             try:

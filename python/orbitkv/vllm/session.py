@@ -27,6 +27,7 @@ timeout; the next ``get()`` connects afresh.
 from __future__ import annotations
 
 import logging
+import select
 import time
 from typing import Any
 
@@ -66,6 +67,7 @@ class Session:
         self._buffers: list[Any] = []   # EngineBuffer or CudaKVBuffer
         self._ids: dict[int, int] = {}
         self._last_try = 0.0
+        self._last_alive = 0.0
         try:
             self._connect()
         except OrbitKVError as e:
@@ -122,6 +124,11 @@ class Session:
         client = self.get()
         if client is None:
             raise Closed(f"{self.who}: register_buffer", Code.ECLOSED, f"no Manager at {self.socket_path}")
+        if id(buf) in self._ids:
+            # get() just reconnected, and its _connect registered every kept
+            # buffer, this one too: a second registration would map the
+            # same memory twice (a CUDA IPC handle opens once per context).
+            return self._ids[id(buf)]
         try:
             self._ids[id(buf)] = self._register_one(client, buf)
         except SESSION_ENDING as e:
@@ -131,6 +138,25 @@ class Session:
             self._buffers.remove(buf)
             raise
         return self._ids[id(buf)]
+
+    def manager_alive(self, every_s: float = 0.1) -> bool:
+        """False once the live client's Manager has exited (its pidfd is
+        readable; the session is then failed, so the next ``get()``
+        reconnects), else True. Looks at most once per ``every_s`` seconds
+        (one ``poll(2)``), so a caller that answers from the discovery index
+        alone, with no round trip that would find the death, notices a
+        Manager restart within that interval at a syscall per interval."""
+        now = time.monotonic()
+        if self.client is None or self.client.closed or now - self._last_alive < every_s:
+            return True
+        self._last_alive = now
+        p = select.poll()
+        p.register(self.client.manager_pidfd(), select.POLLIN)
+        if not p.poll(0):
+            return True
+        self.fail(ManagerDied(f"{self.who}: manager_alive", Code.EMANAGER_DIED,
+                              f"the Manager at {self.socket_path} exited (its pidfd is readable)"))
+        return False
 
     def buffer_id(self, buf: Any) -> int:
         """``buf``'s id in the current session (KeyError when unregistered)."""

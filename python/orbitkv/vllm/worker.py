@@ -35,10 +35,10 @@ from ..errors import Closed, OrbitKVError, Rejected, TimedOut
 from ..hashes import BlockHashes
 from .gpudirect import CudaKVBuffer, direct_layout, is_cuda
 from .kvbuffer import (KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry, layer_planes,
-                       plane_page_bytes)
+                       manager_blocks_view, plane_page_bytes)
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
-from .session import Session
+from .session import SESSION_ENDING, Session
 
 __all__ = ["WorkerSide"]
 
@@ -73,6 +73,7 @@ class WorkerSide:
         self.mode = ""
         self._staging = None   # torch uint8 view [region layers, pages, page_bytes] (staging mode)
         self._first_plane: list[int] = []   # layer l's first region layer (staging mode)
+        self._num_blocks: int | None = None   # vLLM's manager blocks (register_kv_caches)
         self._device_sync = None   # gpu-direct: waits for the engine's device work (None: nothing to wait for)
         self._pending: list[_Restore] = []
         self._staged_loads: list[tuple[int, int]] = []   # (page, block id) landed this step
@@ -124,17 +125,25 @@ class WorkerSide:
             ns = self._ns[lora] = make_identity(self.base, self.tp_rank, self.pp_rank, lora).namespace()
         return ns
 
-    def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
+    def register_kv_caches(self, kv_caches: dict[str, Any], num_blocks: int | None = None) -> None:
         """Register vLLM's per-layer KV tensors (``{layer name: tensor}``,
-        layer order = dict order; each ``[num_blocks, ...]`` or ``[2,
-        num_blocks, ...]``) with the Manager: gpu-direct for CUDA tensors
-        that fit (``gpudirect.direct_layout``, ``orbitkv.gpu_direct``),
-        zero-copy for host tensors in an OrbitKV buffer, else staging (the
-        reason logged). Raises ``ValueError`` for no tensors or, in staging,
-        planes of differing page sizes; the ``OrbitKVError`` of a failed
-        registration (a refused CUDA region is not one: it falls back)."""
+        layer order = dict order; each ``[blocks, ...]`` or ``[2, blocks,
+        ...]``) with the Manager: gpu-direct for CUDA tensors that fit
+        (``gpudirect.direct_layout``, ``orbitkv.gpu_direct``), zero-copy for
+        host tensors in an OrbitKV buffer, else staging (the reason
+        logged). ``num_blocks`` is vLLM's manager block count
+        (``KVCacheConfig.num_blocks``; None: the tensors' own count): views
+        of kernel blocks are grouped into manager blocks first
+        (``kvbuffer.manager_blocks_view``), so a page is always one of the
+        scheduler's blocks. Raises ``ValueError`` for no tensors, a block
+        count that is not a multiple of ``num_blocks``, or, in staging,
+        planes of differing page sizes. A Manager that is gone or restarts
+        meanwhile does not raise: the buffer is registered when the session
+        reconnects (``Session``), and lookups miss until then."""
         if not kv_caches:
             raise ValueError("OrbitKVConnector.register_kv_caches: no KV cache tensors")
+        self._num_blocks = num_blocks
+        kv_caches = {name: manager_blocks_view(t, num_blocks, name) for name, t in kv_caches.items()}
         self.layer_index = {name: i for i, name in enumerate(kv_caches)}
         self.kv = list(kv_caches.values())
         if is_cuda(self.kv[0]):
@@ -149,9 +158,20 @@ class WorkerSide:
                    else self._zero_copy_mismatch(buf, base, sizes.pop()))
             if why is None:
                 self.buf, self.mode = buf, "zero-copy"
-                self.session.register(self.buf)
+                self._register(self.buf)
                 return
         self._register_staging(kv_caches, why)
+
+    def _register(self, buf: Any) -> None:
+        """Register buf with the session; a session that ended meanwhile
+        (the Manager gone or restarting: ``SESSION_ENDING``) is logged, not
+        raised into vLLM: ``Session`` keeps buf and registers it at its
+        reconnect."""
+        try:
+            self.session.register(buf)
+        except SESSION_ENDING as e:
+            log.warning("OrbitKV: registering the KV cache (%s) waits for the Manager: %s; lookups miss until "
+                        "the session reconnects", self.mode, e)
 
     def _gpu_direct(self, kv_caches: dict[str, Any]) -> str | None:
         """Register the CUDA KV tensors as one CUDA region; None when done,
@@ -166,6 +186,10 @@ class WorkerSide:
             self.session.register(buf)
         except Rejected as e:
             return f"the Manager refused the CUDA region: {e}"
+        except SESSION_ENDING as e:
+            # Kept by the session: registered again at its reconnect.
+            log.warning("OrbitKV: registering the CUDA KV cache waits for the Manager: %s; lookups miss until "
+                        "the session reconnects", e)
         except OrbitKVError:
             raise   # the session's own failure (some subclass OSError/ValueError), as for a host buffer
         except (OSError, RuntimeError, ValueError) as e:
@@ -194,7 +218,7 @@ class WorkerSide:
             layers, self.opts.staging_blocks, page_bytes)
         self.mode = "staging"
         log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
-        self.session.register(self.buf)
+        self._register(self.buf)
 
     def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
         if buf is None:
@@ -347,6 +371,7 @@ class WorkerSide:
         if not self._saves and meta.saves:
             self._saves = [(s, self._pages(len(s.block_ids))) for s in meta.saves]
         l = self.layer_index[layer_name]
+        kv_layer = manager_blocks_view(kv_layer, self._num_blocks, layer_name)
         for p, plane in enumerate(layer_planes(kv_layer)):
             r = self._first_plane[l] + p
             for spec, pages in self._saves:
