@@ -34,7 +34,7 @@ from typing import Any
 from .._abi import Code
 from ..buffer import EngineBuffer
 from ..client import CacheManagerClient
-from ..errors import Closed, ManagerDied, OrbitKVError, ProtocolError, Stale, TimedOut
+from ..errors import Closed, ManagerDied, OrbitKVError, ProtocolError, Rejected, Stale, TimedOut
 
 __all__ = ["Session", "SESSION_ENDING"]
 
@@ -101,6 +101,13 @@ class Session:
             return None
         try:
             client = self._connect()
+        except Rejected as e:
+            # The Manager answers but refuses a kept buffer (e.g. a CUDA
+            # region at a --copy-backend host Manager): say so, not "no
+            # Manager"; the session stays down.
+            log.warning("%s: the OrbitKV Manager at %s refused a KV buffer it had accepted before its restart (%s); "
+                        "treating lookups as misses", self.who, self.socket_path, e)
+            return None
         except (OrbitKVError, OSError, RuntimeError, ValueError) as e:
             # RuntimeError, ValueError: a CUDA buffer's region() (the driver
             # refused the IPC handle query); the session stays down.
