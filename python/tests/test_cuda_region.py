@@ -172,6 +172,16 @@ class RegistrationTest(unittest.TestCase):
                 self.assertEqual(view[page(layer, 4 + i)], view[page(layer, i)], f"layer {layer} block {i}")
         c.release(answer.lease_id)
 
+    def vmm_buffer(self, m) -> tuple:
+        """A client of Manager m with a 1 MiB memfd registered as a CUDA VMM
+        buffer on the double's device 0: (client, buffer id)."""
+        fd = os.memfd_create("vmm")
+        self.addCleanup(os.close, fd)
+        os.ftruncate(fd, 1 << 20)
+        c = orbitkv.CacheManagerClient(socket_path=m.socket)
+        self.addCleanup(c.close)
+        return c, c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes((0xD0 + i) & 0xFF for i in range(16)), fd))
+
     def test_a_sticky_device_error_during_publish_ends_the_manager_in_fail_stop(self):
         # The double's first cuMemcpyAsync fails with a sticky
         # CUDA_ERROR_ILLEGAL_ADDRESS (700): the stream cannot be synchronized,
@@ -188,12 +198,7 @@ class RegistrationTest(unittest.TestCase):
         finally:
             del os.environ["ORBITKV_LIBCUDA"], os.environ["ORBITKV_CUDA_DOUBLE_FAULT"]
         self.addCleanup(m.stop)
-        fd = os.memfd_create("vmm")
-        self.addCleanup(os.close, fd)
-        os.ftruncate(fd, 1 << 20)
-        c = orbitkv.CacheManagerClient(socket_path=m.socket)
-        self.addCleanup(c.close)
-        bid = c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes((0xD0 + i) & 0xFF for i in range(16)), fd))
+        c, bid = self.vmm_buffer(m)
         with support.hang_guard(120):
             with self.assertRaises(orbitkv.errors.OrbitKVError):
                 c.publish(identity(self.id()).namespace(), bid, engine_hashes(self.id(), 1), [0])
@@ -229,12 +234,7 @@ class RegistrationTest(unittest.TestCase):
         with self.assertRaises(RuntimeError) as cm:
             m.arm_device_fault("/nonexistent/fault.ptx")
         self.assertIn("HTTP 400", str(cm.exception))
-        fd = os.memfd_create("vmm")
-        self.addCleanup(os.close, fd)
-        os.ftruncate(fd, 1 << 20)
-        c = orbitkv.CacheManagerClient(socket_path=m.socket)
-        self.addCleanup(c.close)
-        bid = c.register_cuda_buffer(self.region(cuda.HANDLE_VMM_FD, bytes((0xD0 + i) & 0xFF for i in range(16)), fd))
+        c, bid = self.vmm_buffer(m)
         ns, hs = identity(self.id()).namespace(), engine_hashes(self.id(), 2)
         self.assertEqual(c.publish(ns, bid, hs[:1], [0]), (1, 0), "a publish before the fault is armed")
         m.arm_device_fault(module)

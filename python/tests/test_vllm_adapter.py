@@ -56,6 +56,23 @@ def request(rid: str, prompt: list[int]) -> SimpleNamespace:
                            mm_features=[])
 
 
+def engine_step(s, w, kv: dict, so) -> tuple:
+    """One engine step as vLLM runs it: the scheduler's metadata for
+    SchedulerOutput so, bound to the worker; loads started; each layer of kv
+    waited for and saved; saves waited for. Returns (metadata, the block ids
+    with load errors)."""
+    meta = s.build_connector_meta(so)
+    w.bind_connector_metadata(meta)
+    w.start_load_kv(SimpleNamespace())
+    for name, t in kv.items():
+        w.wait_for_layer_load(name)
+        w.save_kv_layer(name, t, None)
+    w.wait_for_save()
+    errors = w.get_block_ids_with_load_errors()
+    w.clear_connector_metadata()
+    return meta, errors
+
+
 class Blocks:
     def __init__(self, ids):
         self.ids = list(ids)
@@ -185,16 +202,7 @@ class ConnectorCase(unittest.TestCase):
         return s, w
 
     def step(self, s, w, so):
-        meta = s.build_connector_meta(so)
-        w.bind_connector_metadata(meta)
-        w.start_load_kv(SimpleNamespace())
-        for name, t in self.kv.items():
-            w.wait_for_layer_load(name)
-            w.save_kv_layer(name, t, None)
-        w.wait_for_save()
-        errors = w.get_block_ids_with_load_errors()
-        w.clear_connector_metadata()
-        return meta, errors
+        return engine_step(s, w, self.kv, so)
 
     def publish_prompt(self, s, w, rid, prompt, blocks):
         self.assertEqual(s.get_num_new_matched_tokens(request(rid, prompt), 0), (0, False))

@@ -38,7 +38,7 @@ from orbitkv.vllm import (KVConnectorRole, LoadSpec, OrbitKVConnector, OrbitKVCo
 from orbitkv.vllm import gpudirect  # noqa: E402
 from orbitkv.vllm.kvbuffer import block_dim  # noqa: E402
 
-from .test_vllm_adapter import Blocks, config, new_step, request  # noqa: E402
+from .test_vllm_adapter import Blocks, config, engine_step, new_step, request  # noqa: E402
 
 DOUBLE = os.path.join(support.REPO, "build", "native", "libokv_cuda_double.so")
 BLOCK, LAYERS, NUM_BLOCKS, HEADS, DIM = 4, 2, 8, 2, 4
@@ -251,16 +251,16 @@ class GpuDirectCase(unittest.TestCase):
         return s, w
 
     def step(self, s, w, kv, so):
-        meta = s.build_connector_meta(so)
-        w.bind_connector_metadata(meta)
-        w.start_load_kv(SimpleNamespace())
-        for name, t in kv.items():
-            w.wait_for_layer_load(name)
-            w.save_kv_layer(name, t, None)
-        w.wait_for_save()
-        errors = w.get_block_ids_with_load_errors()
-        w.clear_connector_metadata()
-        return meta, errors
+        return engine_step(s, w, kv, so)
+
+    def staged(self, kv, **extra):
+        """connectors(kv) that must stage: (s, w, the one staging log line)."""
+        with self.assertLogs("orbitkv.vllm", level="INFO") as cm:
+            s, w = self.connectors(kv, **extra)
+        self.assertEqual(w.kv_mode, "staging")
+        line = [m for m in cm.output if "staging pages" in m]
+        self.assertEqual(len(line), 1, cm.output)
+        return s, w, line[0]
 
     def publish(self, s, w, kv, rid, prompt, blocks):
         self.assertEqual(s.get_num_new_matched_tokens(request(rid, prompt), 0), (0, False))
@@ -348,12 +348,8 @@ class TestGpuDirect(GpuDirectCase):
 
     def test_tensors_that_are_not_one_buffer_are_staged_saying_why(self):
         kv = {"layer.0": CudaLooking(self.fa[1]), "layer.1": CudaLooking(self.fa[0])}   # layers swapped
-        with self.assertLogs("orbitkv.vllm", level="INFO") as cm:
-            s, w = self.connectors(kv)
-        self.assertEqual(w.kv_mode, "staging")
-        line = [m for m in cm.output if "staging pages" in m]
-        self.assertEqual(len(line), 1, cm.output)
-        self.assertIn("layer.1[K] starts", line[0])
+        s, w, line = self.staged(kv)
+        self.assertIn("layer.1[K] starts", line)
         self.round_trip(s, w, kv, dim=1)
 
     def test_gpu_direct_off_stages(self):
@@ -521,14 +517,10 @@ class TestGpuDirectHostManager(GpuDirectCase):
 
     def test_the_refusal_is_logged_and_staging_round_trips_every_byte(self):
         kv = fa_layers(self.fa)
-        with self.assertLogs("orbitkv.vllm", level="INFO") as cm:
-            s, w = self.connectors(kv)
-        self.assertEqual(w.kv_mode, "staging")
-        line = [m for m in cm.output if "staging pages" in m]
-        self.assertEqual(len(line), 1, cm.output)
-        self.assertIn("the Manager refused the CUDA region", line[0])
-        self.assertIn("regions[0].handle_kind", line[0])
-        self.assertIn("--copy-backend", line[0])
+        s, w, line = self.staged(kv)
+        self.assertIn("the Manager refused the CUDA region", line)
+        self.assertIn("regions[0].handle_kind", line)
+        self.assertIn("--copy-backend", line)
         self.round_trip(s, w, kv, dim=1)
 
 
