@@ -19,9 +19,11 @@
 //     keyed by the receiving socket's kernel address (not socket-local
 //     storage: the receiver is reached through the sender's peer pointer,
 //     which kernel 6.x's verifier marks untrusted and bpf_sk_storage_get
-//     refuses), unless an older send is still unconsumed there (one older
-//     than 10 s is replaced: a freed socket's entry stays until eviction,
-//     and its address may be reused); the end of the next sock_recvmsg on that
+//     refuses), with the socket's inode number, unless an older send to
+//     the same socket is still unconsumed there (a freed socket's entry
+//     stays until LRU eviction and its address may be reused: the inode
+//     number, new for every socket, tells them apart, and a time older
+//     than 10 s is dropped); the end of the next sock_recvmsg on that
 //     socket (sock:sock_recv_length, not MSG_PEEK) takes it out and records
 //     the difference, in the histogram of direction="to_manager" when the
 //     receiver is the Manager (a client's send until the Manager reads it:

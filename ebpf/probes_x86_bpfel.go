@@ -27,6 +27,12 @@ type probesTransferConn struct {
 	RecvTs  uint64
 }
 
+type probesUnixSend struct {
+	_   structs.HostLayout
+	Ts  uint64
+	Ino uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

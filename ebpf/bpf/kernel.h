@@ -61,10 +61,17 @@ struct sock_common {
 	unsigned short skc_family;
 };
 
+struct file;
+
+struct socket {
+	struct file *file;
+};
+
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_type;
 	struct pid *sk_peer_pid;
+	struct socket *sk_socket;
 };
 
 struct unix_sock {
@@ -92,8 +99,13 @@ struct path {
 	struct dentry *dentry;
 };
 
+struct inode {
+	unsigned long i_ino;
+};
+
 struct file {
 	struct path f_path;
+	struct inode *f_inode;
 	void *private_data;
 };
 

@@ -79,20 +79,28 @@ struct {
 } transfer_hist SEC(".maps");
 
 /* unix_pending: receiving socket (its kernel address) → the time of the
- * oldest send to it that no receive has consumed yet. Keyed by address in
- * an LRU hash, not socket-local storage: the receiver is the sender's
- * u->peer, a pointer the verifier (kernel 6.x) marks untrusted, which
- * bpf_sk_storage_get and bpf_skc_to_unix_sock refuse. A socket freed with
- * a send unconsumed leaves its entry until LRU eviction; a send finding an
- * entry older than UNIX_STALE_NS replaces it, so an address reused by a new
- * socket does not report that age. */
+ * oldest send to it that no receive has consumed yet, and the socket's
+ * inode number. Keyed by address in an LRU hash, not socket-local storage:
+ * the receiver is the sender's u->peer, a pointer the verifier (kernel
+ * 6.x) marks untrusted, which bpf_sk_storage_get and bpf_skc_to_unix_sock
+ * refuse (its fields are still read, through bpf_probe_read). A freed
+ * socket's entry stays until LRU eviction; the inode number (sockfs
+ * numbers each socket anew) tells a new socket at the same address from
+ * it, so neither a send nor a receive on the new one uses the old time
+ * (inode 0: a connection not accepted yet, which has no file; then only
+ * the age bound applies), and a sample older than UNIX_STALE_NS is dropped
+ * as well. */
 #define UNIX_PENDING_MAX 16384
 #define UNIX_STALE_NS (10ull * 1000000000ull)
+struct unix_send {
+	__u64 ts;
+	__u64 ino;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, UNIX_PENDING_MAX);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct unix_send);
 } unix_pending SEC(".maps");
 
 /* transfer_conn: one registered TCP connection, written by the Go side
@@ -164,20 +172,28 @@ static __always_inline void unix_sent(struct sock *sk)
 	if (!u || !u->peer)
 		return;
 	__u64 key = (__u64)(unsigned long)u->peer, now = bpf_ktime_get_ns();
-	__u64 *sent = bpf_map_lookup_elem(&unix_pending, &key);
-	if (sent && now - *sent < UNIX_STALE_NS)
-		return; /* an older send is still unconsumed: it starts the sample */
-	bpf_map_update_elem(&unix_pending, &key, &now, BPF_ANY);
+	__u64 ino = BPF_CORE_READ(u, peer, sk_socket, file, f_inode, i_ino);
+	struct unix_send *sent = bpf_map_lookup_elem(&unix_pending, &key);
+	if (sent && (sent->ino == ino || sent->ino == 0) && now - sent->ts < UNIX_STALE_NS)
+		return; /* an older send to this socket is still unconsumed: it starts the sample */
+	struct unix_send v = {now, ino};
+	bpf_map_update_elem(&unix_pending, &key, &v, BPF_ANY);
 }
 
 static __always_inline void unix_received(struct sock *sk)
 {
 	__u64 key = (__u64)(unsigned long)sk;
-	__u64 *sent = bpf_map_lookup_elem(&unix_pending, &key);
+	struct unix_send *sent = bpf_map_lookup_elem(&unix_pending, &key);
 	if (!sent)
 		return;
-	__u64 took = bpf_ktime_get_ns() - *sent;
+	__u64 took = bpf_ktime_get_ns() - sent->ts;
+	__u64 ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	/* 0: the receiver had no file yet when the send stamped it (a
+	 * connection still in the listener's queue, before accept(2)). */
+	int same = sent->ino == ino || sent->ino == 0;
 	bpf_map_delete_elem(&unix_pending, &key);
+	if (!same || took >= UNIX_STALE_NS)
+		return; /* another socket's time at this address, or none worth a sample */
 	hist_add(&unix_hist, current_tgid() == manager_tgid ? UNIX_TO_MANAGER : UNIX_TO_CLIENT, took);
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,8 +230,8 @@ func Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /debug/failpoints/cuda-device-fault", func(w http.ResponseWriter, r *http.Request) {
 		module := r.URL.Query().Get("module")
-		if module == "" {
-			http.Error(w, "module: want the path of a PTX or cubin file holding the kernel okv_fault", http.StatusBadRequest)
+		if module == "" || len(module) > 4096 || strings.ContainsRune(module, 0) {
+			http.Error(w, "module: want the path (1..4096 bytes, no NUL) of a PTX or cubin file holding the kernel okv_fault", http.StatusBadRequest)
 			return
 		}
 		if err := armDeviceFault(module); errors.Is(err, errNoDevice) {

@@ -70,6 +70,7 @@ struct drv {
 	__typeof__(&cuModuleLoad) cuModuleLoad;
 	__typeof__(&cuModuleGetFunction) cuModuleGetFunction;
 	__typeof__(&cuLaunchKernel) cuLaunchKernel;
+	__typeof__(&cuModuleUnload) cuModuleUnload;
 };
 
 struct range {
@@ -113,8 +114,10 @@ struct okvi_cuda {
 	int thread_started;
 
 	/* okvi_cuda_arm_device_fault: the kernel the next device job launches
-	 * ahead of its copies (under mu; NULL: none armed). */
+	 * ahead of its copies, and its module (under mu; NULL: none armed; the
+	 * module of a launched fault stays loaded: the process is ending). */
 	CUfunction fault_fn;
+	CUmodule fault_mod;
 };
 
 static void errf(char *err, size_t errlen, const char *fmt, ...)
@@ -198,6 +201,7 @@ struct okvi_cuda *okvi_cuda_open(const char *path, char *err, size_t errlen)
 	*(void **)(&c->d.cuModuleLoad) = dlsym(c->lib, "cuModuleLoad");
 	*(void **)(&c->d.cuModuleGetFunction) = dlsym(c->lib, "cuModuleGetFunction");
 	*(void **)(&c->d.cuLaunchKernel) = dlsym(c->lib, "cuLaunchKernel");
+	*(void **)(&c->d.cuModuleUnload) = dlsym(c->lib, "cuModuleUnload");
 	if ((r = c->d.cuInit(0)) != CUDA_SUCCESS) {
 		errf(err, errlen, "%s: cuInit: %s", path, cu_name(c, r, nb, sizeof(nb)));
 		goto fail;
@@ -421,7 +425,7 @@ static int cuda_submit(void *ctx, struct okvi_copy_engine *e, uint64_t token, ui
 	pthread_mutex_lock(&c->mu);
 	CUfunction fault = dev == 0 ? c->fault_fn : NULL; /* its module lives in device 0's context */
 	if (fault)
-		c->fault_fn = NULL;
+		c->fault_fn = NULL, c->fault_mod = NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (fault) {
 		/* okvi_cuda_arm_device_fault: a kernel that faults on the device,
@@ -430,8 +434,17 @@ static int cuda_submit(void *ctx, struct okvi_copy_engine *e, uint64_t token, ui
 		void *args[] = {NULL};
 		r = c->d.cuLaunchKernel(fault, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
 		char nb[96];
+		if (r != CUDA_SUCCESS) {
+			/* No fault was injected: the job fails (EIO once the stream
+			 * is synchronized) rather than complete as if nothing had
+			 * been asked. */
+			fprintf(stderr, "orbitkv-manager: failpoint: copy job %llu: the device fault kernel did not "
+				"launch: %s; the job fails\n", (unsigned long long)token, cu_name(c, r, nb, sizeof(nb)));
+			free(p);
+			return fail_partway(c, e, token, bytes, s, "cuLaunchKernel", r, 0, n);
+		}
 		fprintf(stderr, "orbitkv-manager: failpoint: copy job %llu: launched the device fault kernel "
-			"ahead of its copies: %s\n", (unsigned long long)token, cu_name(c, r, nb, sizeof(nb)));
+			"ahead of its copies\n", (unsigned long long)token);
 	}
 	size_t issued = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -577,8 +590,8 @@ int okvi_cuda_arm_device_fault(struct okvi_cuda *c, const char *module, char *er
 {
 	char nb[96];
 	CUresult r;
-	if (!c->d.cuModuleLoad || !c->d.cuModuleGetFunction || !c->d.cuLaunchKernel) {
-		errf(err, errlen, "the driver library lacks cuModuleLoad, cuModuleGetFunction or cuLaunchKernel");
+	if (!c->d.cuModuleLoad || !c->d.cuModuleGetFunction || !c->d.cuLaunchKernel || !c->d.cuModuleUnload) {
+		errf(err, errlen, "the driver library lacks cuModuleLoad, cuModuleGetFunction, cuLaunchKernel or cuModuleUnload");
 		return -ENOSYS;
 	}
 	if (!module || !*module) {
@@ -587,21 +600,26 @@ int okvi_cuda_arm_device_fault(struct okvi_cuda *c, const char *module, char *er
 	}
 	CUmodule mod;
 	CUfunction fn;
-	pthread_mutex_lock(&c->mu);
+	/* Loaded outside mu: a real driver JIT-compiles PTX here, which must
+	 * not hold up submits. The context is per thread. */
 	if ((r = c->d.cuCtxSetCurrent(c->ctx[0])) != CUDA_SUCCESS ||
 	    (r = c->d.cuModuleLoad(&mod, module)) != CUDA_SUCCESS) {
-		pthread_mutex_unlock(&c->mu);
 		errf(err, errlen, "cuModuleLoad %s: %s", module, cu_name(c, r, nb, sizeof(nb)));
 		return -EIO;
 	}
 	if ((r = c->d.cuModuleGetFunction(&fn, mod, OKVI_CUDA_FAULT_KERNEL)) != CUDA_SUCCESS) {
-		pthread_mutex_unlock(&c->mu);
 		errf(err, errlen, "cuModuleGetFunction %s in %s: %s", OKVI_CUDA_FAULT_KERNEL, module,
 		     cu_name(c, r, nb, sizeof(nb)));
+		c->d.cuModuleUnload(mod);
 		return -EIO;
 	}
+	pthread_mutex_lock(&c->mu);
+	CUmodule old = c->fault_mod;
 	c->fault_fn = fn;
+	c->fault_mod = mod;
 	pthread_mutex_unlock(&c->mu);
+	if (old)
+		c->d.cuModuleUnload(old); /* re-armed before a job took the old one: it is unused */
 	return 0;
 }
 

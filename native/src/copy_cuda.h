@@ -129,8 +129,11 @@ uint64_t okvi_cuda_inflight(struct okvi_cuda *c);
  * on its stream ahead of its copies, so the device takes a sticky error
  * (CUDA_ERROR_ILLEGAL_ADDRESS) and the job's completion can never be
  * established: the completion thread ends the process in fail-stop. One
- * arm serves one job. Returns 0; -ENOSYS when the driver library lacks the
- * module or launch calls; -EINVAL for no module name; -EIO when the module
+ * arm serves one job; arming again before a job took it replaces it (the
+ * older module is unloaded). A launch that fails injects nothing: that job
+ * fails (EIO after its stream is synchronized) and the process goes on.
+ * Returns 0; -ENOSYS when the driver library lacks the module or launch
+ * calls; -EINVAL for no module name; -EIO when the module
  * does not load or holds no such kernel; err (errlen bytes) says which,
  * with the driver's error name.
  */

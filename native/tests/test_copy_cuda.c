@@ -429,7 +429,25 @@ static void test_arm_device_fault(void)
 	      "a host job with a fault armed: status %d", cc.status);
 	CHECK(d_calls("cuLaunchKernel") == 0, "a host job launched the fault kernel (%d launches)",
 	      d_calls("cuLaunchKernel"));
+	/* Armed twice before a device job: the first module is unloaded. A
+	 * launch that fails injects nothing: the job fails with EIO instead of
+	 * completing as if no fault had been asked for, and the process goes
+	 * on. */
+	CHECK(okvi_cuda_arm_device_fault(c, OKV_CUDA_DOUBLE, err, sizeof(err)) == 0, "re-arm: %s", err);
+	CHECK(d_calls("cuModuleUnload") == 1, "re-arming unloaded %d modules (want 1)", d_calls("cuModuleUnload"));
+	CUdeviceptr dev;
+	d_alloc(&dev, sizeof(a));
+	okvi_cuda_add_range(c, 0, dev, sizeof(a));
+	struct okvi_copy_seg h2d = {(uint64_t)(uintptr_t)a, dev, sizeof(a)};
+	d_fault("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_FAILED, 0);
+	okvi_copy_submit_lane(e, 8, 1, &h2d, 1);
+	CHECK(wait_one(e, 8, &cc) == 0 && cc.status == -EIO, "a device job whose fault kernel did not launch: status %d",
+	      cc.status);
+	okvi_copy_submit_lane(e, 9, 1, &h2d, 1);
+	CHECK(wait_one(e, 9, &cc) == 0 && cc.status == 0, "the next device job: status %d", cc.status);
+	okvi_cuda_remove_range(c, dev);
 	okvi_copy_engine_free(e);
+	d_free(dev);
 	okvi_cuda_close(c);
 }
 

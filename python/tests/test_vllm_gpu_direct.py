@@ -36,6 +36,8 @@ except ImportError:  # pragma: no cover
 from orbitkv.vllm import (KVConnectorRole, LoadSpec, OrbitKVConnector, OrbitKVConnectorMetadata,  # noqa: E402
                           chain_block_hashes, parse_options)
 from orbitkv.vllm import gpudirect  # noqa: E402
+from orbitkv._abi import Code  # noqa: E402
+from orbitkv.errors import Closed  # noqa: E402
 from orbitkv.vllm.kvbuffer import block_dim  # noqa: E402
 
 from .test_vllm_adapter import Blocks, config, engine_step, new_step, request  # noqa: E402
@@ -68,6 +70,9 @@ class CudaLooking:
 
     def unflatten(self, dim, sizes):
         return CudaLooking(self.t.unflatten(dim, sizes), self.device.index)
+
+    def view(self, *shape):
+        return CudaLooking(self.t.view(*shape), self.device.index)
 
 
 def fa_layers(mem) -> dict:
@@ -433,6 +438,23 @@ class TestKernelBlocks(GpuDirectCase):
         w = self.run_case(**{"orbitkv.gpu_direct": False})
         self.assertEqual(w.kv_mode, "staging")
 
+    def test_two_manager_blocks_are_never_misread_as_a_k_and_a_v_plane(self):
+        # Kernel views of 2 manager blocks: unflattened to [2, r, ...] they
+        # would look like the [2, blocks, ...] K/V layout. A contiguous
+        # [2*r, ...] view merges into [2, r*..., ...] (rank kept, block dim
+        # 0); what would still be misread is refused, never misgrouped.
+        from orbitkv.vllm.kvbuffer import manager_blocks_view
+        t = torch.zeros(4, HEADS, BLOCK // 2, DIM)
+        out = manager_blocks_view(t, 2, "layer.0")
+        self.assertEqual((block_dim(out), out.shape[0], out.data_ptr()), (0, 2, t.data_ptr()))
+        self.assertEqual(out.select(0, 1).numel(), t.numel() // 2)
+        for name, t in (("5-D [2*r, 2, ...] (FlashInfer of 2 blocks)", torch.zeros(4, 2, BLOCK // 2, HEADS, DIM)),
+                        ("non-contiguous [2*r, ...]", torch.zeros(HEADS, 4, BLOCK // 2, DIM).transpose(0, 1))):
+            with self.subTest(name):
+                with self.assertRaises(ValueError) as cm:
+                    manager_blocks_view(t, 2, "layer.0")
+                self.assertIn("refused rather than misread", str(cm.exception))
+
     def test_a_count_that_is_no_multiple_is_refused_naming_the_layer(self):
         kern = self.mem.tensor(LAYERS, 2 * NUM_BLOCKS * self.R, HEADS, BLOCK // self.R, DIM)
         w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER, kv_cache_config=SimpleNamespace(num_blocks=3))
@@ -479,6 +501,24 @@ class TestRegisterWhileTheManagerRestarts(GpuDirectCase):
         w.register_kv_caches(fa_layers(self.fa))
         self.assertEqual(w.kv_mode, "gpu-direct")
         self.assertEqual(double_maps(self.manager.pid), 1, "the Manager mapped the one allocation twice")
+
+
+class TestRegisterAtAHostManagerAfterAnOutage(GpuDirectCase):
+    """The session is down when vLLM registers its CUDA KV cache, and the
+    Manager that comes back runs --copy-backend host: its refusal of the
+    region reaches the worker as a refusal, which stages (not as "no
+    Manager", which would keep the refused region for every reconnect)."""
+
+    def test_the_refusal_falls_back_to_staging(self):
+        w = OrbitKVConnector(config(self.sock, **{"orbitkv.reconnect_interval_s": 0}), KVConnectorRole.WORKER)
+        self.addCleanup(w.shutdown)
+        self.manager.kill()
+        self.backend = ()
+        self.manager = self.start()
+        w._worker.session.fail(Closed("test", Code.ECLOSED, "the Manager went away"))
+        w.register_kv_caches(fa_layers(self.fa))
+        self.assertEqual(w.kv_mode, "staging")
+        self.assertEqual(len(w._worker.session._buffers), 1, "the refused region was kept for later reconnects")
 
 
 class TestSchedulerAfterARestart(GpuDirectCase):

@@ -363,6 +363,15 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
 	LEAVE(CUDA_SUCCESS);
 }
 
+CUresult cuModuleUnload(CUmodule hmod)
+{
+	ENTER("cuModuleUnload");
+	if (hmod != (CUmodule)&module_token) {
+		LEAVE(CUDA_ERROR_INVALID_VALUE);
+	}
+	LEAVE(CUDA_SUCCESS);
+}
+
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
 	ENTER("cuModuleGetFunction");
@@ -553,8 +562,8 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
 	}
 	int f = open(path, O_RDWR | O_CLOEXEC);
 	struct stat st;
-	if (f < 0 || fstat(f, &st) != 0 || (uint64_t)st.st_size < n ||
-	    (fcntl(f, F_GET_SEALS) & F_SEAL_SHRINK) == 0) {
+	int seals = f < 0 ? -1 : fcntl(f, F_GET_SEALS);
+	if (f < 0 || fstat(f, &st) != 0 || (uint64_t)st.st_size < n || seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
 		if (f >= 0)
 			close(f);
 		LEAVE(CUDA_ERROR_INVALID_VALUE);

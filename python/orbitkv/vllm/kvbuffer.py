@@ -106,8 +106,11 @@ def manager_blocks_view(t: Any, num_blocks: int | None, name: str = "KV tensor")
     (``prepare_kernel_block_sizes`` in vllm/v1/worker/utils.py,
     ``create_kv_cache_views`` in vllm/v1/kv_cache_interface.py): ``num_blocks
     x r`` of them, manager block b being kernel blocks ``b*r .. b*r+r-1``,
-    adjacent in the block dim. The result is ``t.unflatten(block_dim, (
-    num_blocks, r))`` (the same memory), whose block b is manager block b;
+    adjacent in the block dim. The result is a view of the same memory
+    whose block b is manager block b: the r kernel blocks merged into the
+    next dim (``t.view``, the rank kept), or, where that view does not
+    exist (a non-contiguous tensor), ``t.unflatten(block_dim, (num_blocks,
+    r))``;
     ``t`` itself when ``num_blocks`` is None (unknown) or equals the count.
     Raises ``ValueError`` naming ``name`` when the count is not a multiple
     of ``num_blocks``."""
@@ -120,7 +123,22 @@ def manager_blocks_view(t: Any, num_blocks: int | None, name: str = "KV tensor")
     if n < num_blocks or n % num_blocks:
         raise ValueError(f"{name} has {n} blocks in dim {bd}, not a multiple of vLLM's {num_blocks} "
                          "(KVCacheConfig.num_blocks): its blocks cannot be grouped into the scheduler's blocks")
-    return t.unflatten(bd, (num_blocks, n // num_blocks))
+    shape = tuple(t.shape)
+    r = n // num_blocks
+    try:
+        # The r kernel blocks of a manager block merged into the next dim
+        # (the same memory; the rank unchanged, so block_dim reads it as
+        # before); a view that would need a copy raises instead.
+        out = t.view(*shape[:bd], num_blocks, r * shape[bd + 1], *shape[bd + 2:]) if t.dim() > bd + 1 else None
+    except RuntimeError:
+        out = None
+    if out is None:
+        out = t.unflatten(bd, (num_blocks, r))
+    if block_dim(out) != bd:
+        raise ValueError(f"{name}: grouped into {num_blocks} blocks of {r} kernel blocks, its shape "
+                         f"{tuple(out.shape)} no longer tells its block dim ({bd}) apart; refused rather than "
+                         "misread")
+    return out
 
 
 def layer_planes(t: Any) -> list[Any]:

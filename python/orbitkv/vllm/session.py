@@ -126,24 +126,29 @@ class Session:
         field, e.g. a CUDA region at a ``--copy-backend host`` Manager) and,
         for a CUDA buffer, as ``region()`` (``OSError``, ``RuntimeError``,
         ``ValueError``); a buffer refused so is forgotten (not registered
-        again at a reconnect), one whose session ended is kept."""
-        self._buffers.append(buf)
+        again at a reconnect), one whose session ended is kept. A buffer
+        registered before is not registered again: its current id is
+        returned (a second registration would map the same memory twice; a
+        CUDA IPC handle opens once per context)."""
+        if any(b is buf for b in self._buffers):
+            if id(buf) in self._ids:
+                return self._ids[id(buf)]
+            raise Closed(f"{self.who}: register_buffer", Code.ECLOSED,
+                         f"no Manager at {self.socket_path}: the buffer is registered when the session reconnects")
+        # Kept only once registered or waiting for a reconnect: a reconnect
+        # inside get() registers the kept buffers, never this one, so a
+        # refusal of it reaches the caller as such.
         client = self.get()
         if client is None:
+            self._buffers.append(buf)
             raise Closed(f"{self.who}: register_buffer", Code.ECLOSED, f"no Manager at {self.socket_path}")
-        if id(buf) in self._ids:
-            # get() just reconnected, and its _connect registered every kept
-            # buffer, this one too: a second registration would map the
-            # same memory twice (a CUDA IPC handle opens once per context).
-            return self._ids[id(buf)]
         try:
             self._ids[id(buf)] = self._register_one(client, buf)
         except SESSION_ENDING as e:
+            self._buffers.append(buf)
             self.fail(e)
             raise
-        except BaseException:
-            self._buffers.remove(buf)
-            raise
+        self._buffers.append(buf)
         return self._ids[id(buf)]
 
     def manager_alive(self, every_s: float = 0.1) -> bool:
