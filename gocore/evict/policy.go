@@ -37,9 +37,11 @@ type Node struct {
 // The event sequence, identical in the Manager and in the simulator of
 // `orbitkv-bench policy` so that the two agree:
 //   - a block becomes resident: Insert (after its publish copy completed);
-//   - a lookup that finds it, or a publish that finds it present: Pin, and
-//     later Unpin when the lease ends or the publish is done;
-//   - a block a copy reads (restore): Pin ... Unpin;
+//   - a lookup that finds it, a publish that finds it present, a copy that
+//     reads it (restore): an access and a pin, which the owner counts and
+//     shows the policy later, when Victim proposes the block: Pin then
+//     Unpin per access, and Pin alone for a block still pinned, whose
+//     Unpin follows when its last pin goes (Reveal, deferred.go);
 //   - when frames are needed: Victim, then Remove of that victim, repeated
 //     until enough are free (Victim alone changes no membership, so two
 //     calls without a Remove between them may return the same node);

@@ -8,11 +8,14 @@ import (
 // ErrBadCapacity is wrapped by Simulate's error for a capacity below one block.
 var ErrBadCapacity = errors.New("capacity must be at least one block")
 
-// simBlock is a resident block of a simulation: the node the policy holds
-// and the pin count the owner keeps (gocore/index keeps the same).
+// simBlock is a resident block of a simulation: the node the policy holds,
+// and the pin count and deferred accesses the owner keeps (gocore/index
+// keeps the same in its slots; deferred.go).
 type simBlock struct {
-	node Node
-	pins int32
+	node     Node
+	pins     int32
+	accesses uint8
+	shown    bool // the policy holds it pinned
 }
 
 // simCache drives a Policy with the Manager's event sequence.
@@ -25,7 +28,7 @@ type simCache struct {
 func (c *simCache) pin(b *simBlock) {
 	b.pins++
 	if b.pins == 1 {
-		c.pol.Pin(&b.node)
+		Access(&b.accesses)
 		c.pinned++
 	}
 }
@@ -33,8 +36,31 @@ func (c *simCache) pin(b *simBlock) {
 func (c *simCache) unpin(b *simBlock) {
 	b.pins--
 	if b.pins == 0 {
-		c.pol.Unpin(&b.node)
+		if b.shown {
+			b.shown = false
+			c.pol.Unpin(&b.node)
+		}
 		c.pinned--
+	}
+}
+
+// victim is the block to evict, as gocore/index's Evict finds it: the
+// policy's victim once it has been shown the deferred accesses and pins
+// of the blocks it proposes; nil when every block is pinned.
+func (c *simCache) victim() (*simBlock, error) {
+	for {
+		v := c.pol.Victim()
+		if v == nil {
+			return nil, nil
+		}
+		b := v.Owner.(*simBlock)
+		if b.shown {
+			return nil, fmt.Errorf("%s chose a pinned block", c.pol.Name())
+		}
+		if b.pins == 0 && b.accesses == 0 {
+			return b, nil
+		}
+		b.shown = Reveal(c.pol, v, b.pins, &b.accesses)
 	}
 }
 
@@ -46,11 +72,13 @@ func (c *simCache) unpin(b *simBlock) {
 // replay at the same capacity agrees with it:
 //
 //  1. query: walk the ids while resident; these are the hit prefix (counted
-//     as hits), each pinned (the lease);
+//     as hits), each pinned (the lease; the policy is shown the access
+//     lazily, as the Manager shows it: deferred.go);
 //  2. publish of the ids after the hit prefix: a resident one is present and
 //     pinned; the fresh ones are the distinct non-resident ids; if evicting
 //     every unpinned block cannot make room for them, nothing is stored (the
-//     Manager answers Unadmitted); else Victim+Remove until they fit, the
+//     Manager answers Unadmitted); else Victim (with Reveal) and Remove
+//     until they fit, the
 //     present blocks are unpinned (the publish call returns) and the fresh
 //     ones inserted in order (their copy completes) with Depth = position in
 //     the publish batch, as the Manager knows it;
@@ -118,15 +146,14 @@ func simulate(reqs [][]uint64, capacity int, pol Policy, depth func(pos int, d u
 		admitted := capacity-c.pinned >= len(fresh)
 		if len(fresh) > 0 && admitted {
 			for len(c.m)+len(fresh) > capacity {
-				v := pol.Victim()
-				if v == nil {
+				b, err := c.victim()
+				if err != nil {
+					return hits, blocks, fmt.Errorf("simulate: trace request %d: %w", r+1, err)
+				}
+				if b == nil {
 					return hits, blocks, fmt.Errorf("simulate: trace request %d: %s found no victim among %d unpinned blocks", r+1, pol.Name(), len(c.m)-c.pinned)
 				}
-				b := v.Owner.(*simBlock)
-				if b.pins != 0 {
-					return hits, blocks, fmt.Errorf("simulate: trace request %d: %s chose a pinned block", r+1, pol.Name())
-				}
-				pol.Remove(v)
+				pol.Remove(&b.node)
 				delete(c.m, b.node.Key)
 			}
 		}

@@ -5,11 +5,13 @@
 // A block is Publishing from the moment its frames are allocated until its
 // publish copy completes: it is invisible to lookups and cannot be evicted.
 // Seal makes it Sealed and visible (DESIGN.md §6 rule 2). A sealed block
-// with pins (a lease or an in-flight restore copy) is pinned in the policy
-// and cannot be evicted (rule 4); the policy sees the first pin as an
-// access and the last unpin as the block becoming evictable again, in the
-// event order gocore/evict.Policy documents (the policy simulator of
-// `orbitkv-bench policy` replays the same order).
+// with pins (a lease or an in-flight restore copy) cannot be evicted (rule
+// 4). The first pin is an access for the policy; the Index counts it in
+// the block and shows it, and the pin, to the policy only when the policy
+// proposes the block for eviction (gocore/evict, "Deferred accesses"), in
+// the event order gocore/evict.Policy documents (the policy simulator of
+// `orbitkv-bench policy` replays the same order). A query therefore reads
+// and writes one cache line per block: the block record's first.
 //
 // An Index is not safe for concurrent use: the dispatcher goroutine owns it.
 package index

@@ -30,19 +30,42 @@ const (
 )
 
 // Block is one cached block. Fields other than Chunks, Bytes and Layers are
-// owned by the Index.
+// owned by the Index. A query reads and writes only the fields up to
+// nChunks (key, state, pins, deferred accesses, bytes, chunk count), which
+// lie in the record's first cache line: Blocks are 192 bytes, a Go size
+// class whose objects all start on a 64-byte boundary (checked at compile
+// time below), so a block costs a lookup and its lease one line.
 type Block struct {
-	Key    Key // first: a lookup reads Key and state from one cache line
+	Key    Key // a lookup reads Key and state
 	state  State
-	pins   int32
-	Bytes  uint64     // block bytes (all layers)
-	Layers uint32     // layers the block spans: Bytes/Layers bytes each
-	Chunks []uint32   // RAM tier chunk ids, in byte order
-	node   evict.Node // the eviction policy's state; in the policy while sealed
+	access uint8 // 0→1 pins the policy has not been shown, at most evict.MaxAccesses (Evict)
+	shown  bool  // the policy holds the block as pinned (evict.Reveal showed it a pin)
 	// replica: fetched from a peer (InsertReplica), not produced here; it
 	// lives in the replica policy, whose victims go first.
 	replica bool
+	pins    int32
+	Bytes   uint64 // block bytes (all layers)
+	Layers  uint32 // layers the block spans: Bytes/Layers bytes each
+	nChunks uint32 // len(Chunks), for the evictable count on the query path
+	// The first cache line ends here.
+	Chunks []uint32   // RAM tier chunk ids, in byte order
+	node   evict.Node // the eviction policy's state; in the policy while sealed
+	_      [blockPad]byte
 }
+
+// blockPad pads Block (136 bytes of fields) to 192 bytes. 192 is a Go
+// allocator size class and a multiple of 64, so every Block starts a cache
+// line; unpadded, in the 144-byte class, three of four would start
+// mid-line and spread the hot fields over two lines. The checks below fail
+// to compile if the fields change size.
+const blockPad = 56
+
+// The hot fields fit in one line and a Block is exactly 192 bytes.
+var (
+	_ [64 - unsafe.Offsetof(Block{}.Chunks)]byte
+	_ [unsafe.Sizeof(Block{}) - 192]byte
+	_ [192 - unsafe.Sizeof(Block{})]byte
+)
 
 // State is the block's state.
 func (b *Block) State() State { return b.state }
@@ -177,7 +200,7 @@ func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks 
 	if x.Contains(k) {
 		panic("index: Insert of a present key")
 	}
-	b := &Block{Key: k, Bytes: bytes, Layers: layers, Chunks: chunks, state: Publishing}
+	b := &Block{Key: k, Bytes: bytes, Layers: layers, Chunks: chunks, nChunks: uint32(len(chunks)), state: Publishing}
 	b.node = evict.Node{Key: k.digest(), Depth: depth, Owner: b}
 	x.m.put(b)
 	return b
@@ -207,11 +230,12 @@ func (x *Index) Seal(b *Block) {
 	}
 	pol := x.policyOf(b)
 	pol.Insert(&b.node)
-	x.evictable += uint64(len(b.Chunks))
+	x.evictable += uint64(b.nChunks)
 	x.nEvict++
 	if b.pins > 0 { // pinned while publishing (not done today): keep it so
 		pol.Pin(&b.node)
-		x.evictable -= uint64(len(b.Chunks))
+		b.shown = true
+		x.evictable -= uint64(b.nChunks)
 		x.nEvict--
 	}
 }
@@ -226,31 +250,23 @@ func (x *Index) Abort(b *Block) {
 	b.state = 0
 }
 
-// Pin keeps b from eviction (a lease or a copy reads it); for the policy it
-// is an access.
+// Pin keeps b from eviction (a lease or a copy reads it). For the policy
+// the first pin is an access, counted in b and shown to the policy only
+// when the policy proposes b for eviction (see Evict): a query touches no
+// policy state and no other block.
 func (x *Index) Pin(b *Block) {
 	b.pins++
 	x.pins++
 	if b.pins == 1 && b.state == Sealed {
-		x.policyOf(b).Pin(&b.node)
-		x.evictable -= uint64(len(b.Chunks))
+		evict.Access(&b.access)
+		x.evictable -= uint64(b.nChunks)
 		x.nEvict--
 	}
 }
 
-// pinAhead is how many blocks ahead of the one it pins PinAll prefetches
-// the policy state of (Block.node, in the block's second cache line, which
-// a lookup does not read).
-const pinAhead = 8
-
-// PinAll pins each block of bs, in order: Pin over a lease's blocks, with
-// each block's policy node prefetched pinAhead blocks before the policy
-// touches it.
+// PinAll pins each block of bs, in order: Pin over a lease's blocks.
 func (x *Index) PinAll(bs []*Block) {
-	for i, b := range bs {
-		if i+pinAhead < len(bs) {
-			prefetch(unsafe.Pointer(&bs[i+pinAhead].node))
-		}
+	for _, b := range bs {
 		x.Pin(b)
 	}
 }
@@ -263,8 +279,11 @@ func (x *Index) Unpin(b *Block) {
 	b.pins--
 	x.pins--
 	if b.pins == 0 && b.state == Sealed {
-		x.policyOf(b).Unpin(&b.node)
-		x.evictable += uint64(len(b.Chunks))
+		if b.shown {
+			b.shown = false
+			x.policyOf(b).Unpin(&b.node)
+		}
+		x.evictable += uint64(b.nChunks)
 		x.nEvict++
 	}
 }
@@ -274,21 +293,29 @@ func (x *Index) EvictableChunks() uint64 { return x.evictable }
 
 // Evict removes the block the policy chooses among the unpinned sealed ones
 // and returns it (the caller releases its chunks), or nil if none: the
-// replica LRU's victim while there is one, else the policy's.
+// replica LRU's victim while there is one, else the policy's. Accesses and
+// pins reach the policies lazily (evict.Reveal): a proposed victim that
+// was accessed since its policy last saw it, or is pinned, is shown that,
+// and the policies propose again.
 func (x *Index) Evict() *Block {
-	n := x.rep.Victim()
-	if n == nil {
-		n = x.pol.Victim()
+	for {
+		n := x.rep.Victim()
+		if n == nil {
+			n = x.pol.Victim()
+		}
+		if n == nil {
+			return nil
+		}
+		b := n.Owner.(*Block)
+		if b.state != Sealed || b.shown {
+			panic("index: the eviction policy chose an unsealed block or one it holds pinned")
+		}
+		if b.pins == 0 && b.access == 0 {
+			x.unlink(b)
+			return b
+		}
+		b.shown = evict.Reveal(x.policyOf(b), n, b.pins, &b.access)
 	}
-	if n == nil {
-		return nil
-	}
-	b := n.Owner.(*Block)
-	if b.pins != 0 || b.state != Sealed {
-		panic("index: the eviction policy chose a pinned or unsealed block")
-	}
-	x.unlink(b)
-	return b
 }
 
 // Stats are the index counters.

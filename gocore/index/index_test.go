@@ -2,6 +2,7 @@ package index
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 )
@@ -94,4 +95,51 @@ func TestPinsCountEveryHolder(t *testing.T) {
 		}
 	}()
 	x.Unpin(b)
+}
+
+// Pins reach the policy lazily (evict.Reveal): a query's pin and unpin
+// touch no policy node, the policy learns of them when it proposes the
+// block, a block pinned then is set aside until its last pin goes, and a
+// block accessed since the policy last saw it outlives an untouched one
+// inserted after it.
+func TestThePolicySeesAccessesAndPinsWhenItProposesTheBlock(t *testing.T) {
+	x := New(evict.NewLRU())
+	a, b, c := sealed(x, 1), sealed(x, 2), sealed(x, 3)
+	x.Pin(a)
+	x.Unpin(a)
+	x.Pin(b)
+	if a.access != 1 || a.shown {
+		t.Fatalf("after a pin and an unpin: %d deferred accesses, shown %v; want 1, false", a.access, a.shown)
+	}
+	if v := x.Evict(); v != c {
+		t.Fatalf("evicted block %d, want block 3 (block 1 was accessed, block 2 is pinned)", v.Key.Hash[0])
+	}
+	if a.access != 0 || b.access != 0 || !b.shown {
+		t.Fatalf("after Evict: block 1 has %d deferred accesses, block 2 %d and shown %v; want 0, 0, true", a.access, b.access, b.shown)
+	}
+	x.Unpin(b) // the policy holds b pinned: this Unpin reaches it
+	if b.shown {
+		t.Fatal("the last unpin of a shown block left it shown")
+	}
+	if v := x.Evict(); v != a {
+		t.Fatalf("evicted block %d, want block 1 (block 2 returned to the front on its unpin)", v.Key.Hash[0])
+	}
+	if v := x.Evict(); v != b {
+		t.Fatal("block 2 not evictable after its last unpin")
+	}
+	if st := x.Stats(); st.Blocks != 0 || st.Pins != 0 || st.Evictable != 0 || x.EvictableChunks() != 0 {
+		t.Fatalf("stats after evicting everything: %+v, %d evictable chunks", st, x.EvictableChunks())
+	}
+}
+
+// Every Block starts a cache line, so a query's fields (up to nChunks)
+// lie in one line.
+func TestBlocksStartACacheLine(t *testing.T) {
+	x := New(evict.NewLRU())
+	for i := 0; i < 256; i++ {
+		b := x.Insert(Key{NS: [16]byte{2}, Hash: [16]byte{byte(i), byte(i >> 8)}}, 64, 1, 0, nil)
+		if p := uintptr(unsafe.Pointer(b)); p%64 != 0 {
+			t.Fatalf("block %d at %#x: not 64-byte aligned", i, p)
+		}
+	}
 }

@@ -35,7 +35,7 @@ func (x *Index) unlink(b *Block) {
 		x.replicas--
 	}
 	x.bytes -= b.Bytes
-	x.evictable -= uint64(len(b.Chunks))
+	x.evictable -= uint64(b.nChunks)
 	x.nEvict--
 	b.state = 0
 	if x.obs != nil {

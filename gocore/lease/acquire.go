@@ -1,8 +1,6 @@
 package lease
 
 import (
-	"slices"
-
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier"
@@ -81,7 +79,8 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 	return hits, loading, started
 }
 
-// Acquire leases hits (a copy of the slice) for o if Admit grants it;
+// Acquire leases hits (copied into a slice of the Book's, which End takes
+// back) for o if Admit grants it;
 // queued says the caller already waits in the budget queue.
 func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
 	bytes := sumBytes(hits)
@@ -90,5 +89,9 @@ func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *
 	if v != Grant {
 		return v, nil
 	}
-	return v, b.grant(o, ow, slices.Clone(hits), bytes)
+	blocks := b.slices.get(len(hits))
+	copy(blocks, hits)
+	l := b.grant(o, ow, blocks, bytes)
+	l.pooled = true
+	return v, l
 }

@@ -48,6 +48,7 @@ type Book[W comparable] struct {
 	restoring uint64 // bytes restores in flight reserve
 	queue     []W    // waiting for budget, oldest first
 	looked    lookupCounts
+	slices    blockSlices // Acquire's lease slices, taken back by End
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
@@ -112,6 +113,8 @@ func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block, bytes uint64)
 func (b *Book[W]) Get(o Owner, id uint64) *Lease { return b.t.Get(o, id) }
 
 // End ends l and unpins its blocks; a lease already ended is left alone.
+// A lease from Acquire has nil Blocks afterwards: its slice may serve a
+// later lease.
 func (b *Book[W]) End(l *Lease) {
 	if b.t.m[l.ID] != l {
 		return
@@ -121,6 +124,10 @@ func (b *Book[W]) End(l *Lease) {
 	}
 	b.blocks -= len(l.Blocks)
 	b.t.Remove(l)
+	if l.pooled {
+		b.slices.put(l.Blocks)
+		l.Blocks = nil
+	}
 }
 
 // EndAll ends every lease of o (session teardown), in O(o's leases).

@@ -55,3 +55,34 @@ func TestOwnedCountsOnlyTheOwnersLeases(t *testing.T) {
 		t.Fatalf("after removing a's leases: owned %v bytes %d reserved %d len %d", tb.Owned(a), tb.OwnedBytes(a), tb.ReservedBytes(), tb.Len())
 	}
 }
+
+// A lease's block slice goes back to the Book at End, cleared, and serves
+// the next lease of a size of its class; a lease granted with a caller's
+// slice keeps it.
+func TestEndedLeaseSlicesAreClearedAndReused(t *testing.T) {
+	var p blockSlices
+	blks := []*index.Block{{}, {}, {}}
+	s := p.get(3)
+	if len(s) != 3 || cap(s) != 4 {
+		t.Fatalf("get(3): len %d cap %d, want 3 and 4", len(s), cap(s))
+	}
+	copy(s, blks)
+	p.put(s)
+	for i, b := range s[:cap(s)] {
+		if b != nil {
+			t.Fatalf("a pooled slice still names a block at %d", i)
+		}
+	}
+	again := p.get(4)
+	if &again[0] != &s[0] {
+		t.Fatal("a slice of the same class was not reused")
+	}
+	if other := p.get(3); &other[0] == &s[0] {
+		t.Fatal("one pooled slice was handed out twice")
+	}
+	odd := make([]*index.Block, 3) // not of a pooled class: dropped
+	p.put(odd)
+	if len(p.free[2]) != 0 {
+		t.Fatal("a slice whose capacity is not a power of two was pooled")
+	}
+}

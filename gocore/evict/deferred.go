@@ -1,0 +1,58 @@
+package evict
+
+// MaxAccesses is the most accesses an owner keeps for Reveal per block:
+// the policies' access counters saturate there (maxFreq), so more would
+// change nothing.
+const MaxAccesses = maxFreq
+
+// Deferred accesses. An owner (gocore/index, the simulator) need not call
+// Pin and Unpin on every access: touching a block's Node on each lookup is
+// a cache miss per block of a query (the node lives in the block record,
+// and a list policy's Pin also touches its two list neighbours). Instead
+// the owner may keep, beside each block, its pin count and the accesses
+// (0→1 pin transitions, counted up to MaxAccesses by Access) that the
+// policy has not seen, and show them when the policy proposes the block
+// for eviction:
+//
+//	for {
+//		n := pol.Victim()
+//		if n == nil || its pins == 0 && its accesses == 0 { evict n }
+//		shown = Reveal(pol, n, pins, &accesses)
+//	}
+//
+// and, when a block's last pin is dropped while shown, call pol.Unpin.
+// The policy then sees each access when the block reaches its eviction
+// end rather than when it happened: its order is the order of the last
+// time it saw the block (lazy promotion, as CLOCK is to LRU), and a
+// pinned block leaves its lists only when Victim meets it (as S3-FIFO's
+// Victim sets pinned blocks aside). Every Reveal either retires accesses
+// or takes the block off the policy's candidates, so the loop ends.
+
+// Access counts one access into a block's deferred accesses.
+func Access(accesses *uint8) {
+	if *accesses < MaxAccesses {
+		*accesses++
+	}
+}
+
+// Reveal shows pol the deferred accesses of n, which pol holds unpinned:
+// each as a Pin and an Unpin, in order, except that when the block is
+// pinned (pins > 0) the last stays pinned (with no access left, it is
+// pinned as one more access). It zeroes *accesses and reports whether pol
+// now holds n pinned; the owner then calls pol.Unpin when the block's last
+// pin is dropped.
+func Reveal(pol Policy, n *Node, pins int32, accesses *uint8) (pinned bool) {
+	for *accesses > 0 {
+		*accesses--
+		pol.Pin(n)
+		if *accesses == 0 && pins > 0 {
+			return true
+		}
+		pol.Unpin(n)
+	}
+	if pins > 0 {
+		pol.Pin(n)
+		return true
+	}
+	return false
+}
