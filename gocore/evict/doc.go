@@ -61,16 +61,18 @@
 // query then touches no policy state, and no other block's node (a list
 // unlink touches both neighbours: two cache misses per block at a million
 // resident). The policies see accesses in the order their blocks reach the
-// eviction end, so lru behaves as CLOCK and slru as a segmented CLOCK; on
-// the Mooncake conversation trace the hit ratios moved by at most 0.0013
-// from the eager order (bench/README.md, policy), s3fifo's not at all
-// (its Pin only counted the access already).
+// eviction end, so lru behaves as CLOCK and slru as a segmented CLOCK. On
+// the Mooncake conversation trace against the eager order (bench/README.md,
+// policy): slru +0.0022 at 5% capacity, +0.0005 at 10%, −0.0013 at 25%,
+// −0.0005 at 50%; lru +0.0063 at 5%, −0.0004 at 50%; s3fifo (whose Pin
+// only counted the access already) within 0.0001.
 //
 // # Measurements
 //
 // bench/README.md (policy) has the table. On the Mooncake conversation
-// trace slru closes 10% (5% capacity) and 17% (10%) of the gap between lru
-// and the optimum and beats lru at every capacity tried from 1% to 100%;
+// trace slru closes 10% (5% capacity) and 16% (10%) of the gap between lru
+// and the optimum and beats lru at every capacity of the default run
+// (with eager accesses: at every capacity tried from 1% to 100%);
 // s3fifo loses to lru from 7.5% up, because its small queue evicts blocks
 // long before their first reuse (a median 7,700 new blocks later).
 // The trace is a prefix tree in which 76% of blocks are never reused and
