@@ -10,7 +10,10 @@ package evict
 // chain's tail never strands the blocks before it, while evicting its head
 // makes every block after it useless.
 //
-// Every policy call other than Insert ends the run (reset).
+// Every policy call other than Insert ends the run (reset), and so does a
+// pin or unpin its owner keeps from the policy (EndRun): a lookup between
+// two publishes separates their chains whether or not the policy hears of
+// it.
 type chainRun struct {
 	last   *Node // the previous call's Insert, while the run lasts
 	placed *Node // the run's block most recently moved out of the tail list

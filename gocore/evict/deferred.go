@@ -16,17 +16,35 @@ const MaxAccesses = maxFreq
 //
 //	for {
 //		n := pol.Victim()
-//		if n == nil || its pins == 0 && its accesses == 0 { evict n }
+//		if n == nil { nothing is evictable }
+//		if its pins == 0 && its accesses == 0 { evict n }
 //		shown = Reveal(pol, n, pins, &accesses)
 //	}
 //
-// and, when a block's last pin is dropped while shown, call pol.Unpin.
+// and, when a block's last pin is dropped while shown, call pol.Unpin; at
+// every 0→1 and 1→0 pin transition it keeps from the policy, the owner
+// calls EndRun before the next Insert.
 // The policy then sees each access when the block reaches its eviction
 // end rather than when it happened: its order is the order of the last
 // time it saw the block (lazy promotion, as CLOCK is to LRU), and a
 // pinned block leaves its lists only when Victim meets it (as S3-FIFO's
-// Victim sets pinned blocks aside). Every Reveal either retires accesses
-// or takes the block off the policy's candidates, so the loop ends.
+// Victim sets pinned blocks aside). Every Reveal retires the block's
+// accesses and shows the policy its pin, after which the policy never
+// proposes it again while it is pinned (lru and slru unlink it at once,
+// s3fifo sets it aside the next time Victim meets it), so the loop ends.
+
+// EndRun tells pol that its owner pinned or unpinned a block without
+// telling it (a 0→1 or 1→0 transition): the chain of Inserts being
+// recognised (chain.go) ends there, as it would at a Pin or Unpin. A
+// policy without chain runs ignores it.
+func EndRun(pol Policy) {
+	if r, ok := pol.(interface{ endRun() }); ok {
+		r.endRun()
+	}
+}
+
+// endRun is EndRun for the prefix-aware policies.
+func (c *chainQueues) endRun() { c.run.reset() }
 
 // Access counts one access into a block's deferred accesses.
 func Access(accesses *uint8) {

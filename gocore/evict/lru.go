@@ -7,8 +7,8 @@ const qLRU = 1 // lru's list id
 
 // lru is plain least-recently-used: one list, most recent at the front.
 // Insert and Unpin push to the front; Pin takes a node off the list (a
-// pinned block is never a candidate); Victim is the back. This is exactly
-// the order gocore/index kept before policies were pluggable.
+// pinned block is never a candidate); Victim is the back. With its owner
+// deferring accesses (deferred.go) it orders blocks as CLOCK does.
 type lru struct {
 	l        list
 	resident int

@@ -47,9 +47,10 @@ type Node struct {
 //     calls without a Remove between them may return the same node);
 //   - a block dropped for another reason: Remove.
 //
-// A pinned block is never returned by Victim (DESIGN.md §6 rule 4). Pins
-// nest: a node pinned twice needs two Unpins; the owner counts pins and
-// calls Pin on the 0→1 transition and Unpin on 1→0 only. Calling Insert
+// A block the policy holds pinned is never returned by Victim; the owner
+// keeps DESIGN.md §6 rule 4 by showing a proposed victim its pin (Reveal)
+// instead of evicting it. Pins nest: a node pinned twice needs two Unpins;
+// the owner counts pins and shows the policy a pin at most once at a time. Calling Insert
 // for a node a policy holds, Pin/Remove for one it does not, or Unpin for
 // one that is not pinned is a bug in the owner and panics. After Remove the
 // node may be inserted again.

@@ -58,7 +58,13 @@ func (p *s3fifo) Insert(n *Node) {
 }
 
 // Pin counts the access; the node stays where it is until Victim meets it.
-func (p *s3fifo) Pin(n *Node) { p.pin(n) }
+// A node Victim proposed and its owner kept (evict.Reveal showed it an
+// access) is no longer a small-queue victim: a later Remove does not
+// remember it in the ghost.
+func (p *s3fifo) Pin(n *Node) {
+	p.pin(n)
+	n.flag &^= flagGhost
+}
 
 // Unpin returns a node Victim set aside to the new end of its home queue.
 func (p *s3fifo) Unpin(n *Node) {

@@ -22,7 +22,18 @@ type simBlock struct {
 type simCache struct {
 	pol    Policy
 	m      map[uint64]*simBlock
-	pinned int // resident blocks with pins
+	pinned int  // resident blocks with pins
+	moved  bool // a pin transition since the last Insert: EndRun before the next
+}
+
+// insert hands the policy a fresh block, ending the chain run first when a
+// pin transition came since the last Insert (deferred.go, EndRun).
+func (c *simCache) insert(n *Node) {
+	if c.moved {
+		EndRun(c.pol)
+		c.moved = false
+	}
+	c.pol.Insert(n)
 }
 
 func (c *simCache) pin(b *simBlock) {
@@ -30,12 +41,14 @@ func (c *simCache) pin(b *simBlock) {
 	if b.pins == 1 {
 		Access(&b.accesses)
 		c.pinned++
+		c.moved = true
 	}
 }
 
 func (c *simCache) unpin(b *simBlock) {
 	b.pins--
 	if b.pins == 0 {
+		c.moved = true
 		if b.shown {
 			b.shown = false
 			c.pol.Unpin(&b.node)
@@ -84,7 +97,8 @@ func (c *simCache) victim() (*simBlock, error) {
 //     the publish batch, as the Manager knows it;
 //  3. release: the hit prefix is unpinned in order.
 //
-// Pins nest; the policy sees only 0→1 and 1→0 transitions. Node.Key is the
+// Pins nest; the owner counts them, with the accesses, and shows them as
+// gocore/index does (Reveal, EndRun). Node.Key is the
 // hash id. Errors: an unknown policy (wrapping ErrUnknownPolicy), a capacity
 // below 1 (wrapping ErrBadCapacity), or a policy that broke its contract
 // (chose a pinned block, found none while unpinned blocks were resident, or
@@ -165,7 +179,7 @@ func simulate(reqs [][]uint64, capacity int, pol Policy, depth func(pos int, d u
 				b := &simBlock{}
 				b.node = Node{Key: f.id, Depth: f.depth, Owner: b}
 				c.m[f.id] = b
-				pol.Insert(&b.node)
+				c.insert(&b.node)
 			}
 		}
 		for _, b := range hit {

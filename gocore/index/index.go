@@ -30,7 +30,8 @@ const (
 )
 
 // Block is one cached block. Fields other than Chunks, Bytes and Layers are
-// owned by the Index. A query reads and writes only the fields up to
+// owned by the Index; Chunks' ids are the caller's, but the slice is never
+// reassigned after Insert (nChunks mirrors its length). A query reads and writes only the fields up to
 // nChunks (key, state, pins, deferred accesses, bytes, chunk count), which
 // lie in the record's first cache line: Blocks are 192 bytes, a Go size
 // class whose objects all start on a 64-byte boundary (checked at compile
@@ -94,6 +95,10 @@ type Index struct {
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
 	obs       Observer
+	// moved[r]: a pin transition of a block of the policy of replicas r
+	// (policyOf) since that policy's last Insert; the next Seal ends its
+	// chain run first (evict.EndRun), as the Pin or Unpin would have.
+	moved [2]bool
 }
 
 // New returns an empty index that evicts with pol (gocore/evict).
@@ -104,6 +109,15 @@ func New(pol evict.Policy) *Index {
 // Policy is the index's eviction policy over the blocks this node
 // produced (replicas have their own LRU, evicted first).
 func (x *Index) Policy() evict.Policy { return x.pol }
+
+// rIdx is 1 for a replica, 0 for a block this node produced: the index of
+// b's policy in per-policy arrays.
+func rIdx(b *Block) int {
+	if b.replica {
+		return 1
+	}
+	return 0
+}
 
 // policyOf is the policy holding b's node.
 func (x *Index) policyOf(b *Block) evict.Policy {
@@ -229,6 +243,10 @@ func (x *Index) Seal(b *Block) {
 		x.replicas++
 	}
 	pol := x.policyOf(b)
+	if r := rIdx(b); x.moved[r] {
+		evict.EndRun(pol)
+		x.moved[r] = false
+	}
 	pol.Insert(&b.node)
 	x.evictable += uint64(b.nChunks)
 	x.nEvict++
@@ -259,6 +277,7 @@ func (x *Index) Pin(b *Block) {
 	x.pins++
 	if b.pins == 1 && b.state == Sealed {
 		evict.Access(&b.access)
+		x.moved[rIdx(b)] = true
 		x.evictable -= uint64(b.nChunks)
 		x.nEvict--
 	}
@@ -279,6 +298,7 @@ func (x *Index) Unpin(b *Block) {
 	b.pins--
 	x.pins--
 	if b.pins == 0 && b.state == Sealed {
+		x.moved[rIdx(b)] = true
 		if b.shown {
 			b.shown = false
 			x.policyOf(b).Unpin(&b.node)

@@ -25,8 +25,15 @@ type blockSlices struct {
 	free [bits.UintSize][][]*index.Block
 }
 
-// get returns a slice of n (≥ 1) nil entries.
+// get returns a slice of n nil entries: of a pooled class's capacity when
+// n ≤ maxPooledBlocks, else of exactly n (never pooled).
 func (p *blockSlices) get(n int) []*index.Block {
+	if n <= 0 {
+		return nil
+	}
+	if n > maxPooledBlocks {
+		return make([]*index.Block, n)
+	}
 	k := bits.Len(uint(n - 1))
 	if l := len(p.free[k]); l > 0 {
 		s := p.free[k][l-1]
