@@ -12,7 +12,8 @@ import (
 // (each chain elsewhere in the set, so lookups miss the CPU caches as a
 // query for an arbitrary chain would); ns/op divided by 10,000 is the cost
 // per hash. BenchmarkPrefixPin adds what a lease adds: a pin and an unpin
-// per block (the eviction policy's bookkeeping).
+// per block (the pin count and the deferred access, in the block's first
+// cache line; the policy is not called).
 func BenchmarkPrefix(b *testing.B)    { benchPrefix(b, false) }
 func BenchmarkPrefixPin(b *testing.B) { benchPrefix(b, true) }
 
