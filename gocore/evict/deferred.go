@@ -1,5 +1,7 @@
 package evict
 
+import "fmt"
+
 // MaxAccesses is the most accesses an owner keeps for Reveal per block:
 // the policies' access counters saturate there (maxFreq), so more would
 // change nothing.
@@ -14,13 +16,7 @@ const MaxAccesses = maxFreq
 // policy has not seen, and show them when the policy proposes the block
 // for eviction:
 //
-//	for {
-//		n := pol.Victim()
-//		if n == nil { nothing is evictable }
-//		if its pins == 0 && its accesses == 0 { evict n }
-//		shown = Reveal(pol, n, pins, &accesses)
-//	}
-//
+// NextVictim (a Victim that Reveals until it meets an untouched block),
 // and, when a block's last pin is dropped while shown, call pol.Unpin; at
 // every 0→1 and 1→0 pin transition it keeps from the policy, the owner
 // calls EndRun before the next Insert.
@@ -50,6 +46,28 @@ func (c *chainQueues) endRun() { c.run.reset() }
 func Access(accesses *uint8) {
 	if *accesses < MaxAccesses {
 		*accesses++
+	}
+}
+
+// NextVictim is the node pol evicts next once shown the deferred accesses
+// and pins of the nodes it proposes on the way (Reveal), or nil when none
+// is evictable: of returns the owner's pin count, deferred accesses and
+// shown flag of a node. The caller removes the node. The error is a policy
+// that proposed a node it holds pinned (a broken contract).
+func NextVictim(pol Policy, of func(*Node) (pins int32, accesses *uint8, shown *bool)) (*Node, error) {
+	for {
+		n := pol.Victim()
+		if n == nil {
+			return nil, nil
+		}
+		pins, accesses, shown := of(n)
+		if *shown {
+			return nil, fmt.Errorf("%s chose a pinned block", pol.Name())
+		}
+		if pins == 0 && *accesses == 0 {
+			return n, nil
+		}
+		*shown = Reveal(pol, n, pins, accesses)
 	}
 }
 

@@ -2,26 +2,27 @@ package evict
 
 import "testing"
 
-// The owner loop of Index.Evict / simCache.victim, over bare nodes.
+// deferOwner is an owner's record of a bare node's pins and deferred
+// accesses, for NextVictim.
 type deferOwner struct {
 	pins     int32
 	accesses uint8
 	shown    bool
 }
 
+// evictWithReveal evicts as gocore/index's Evict does, over bare nodes.
 func evictWithReveal(p Policy) *Node {
-	for {
-		n := p.Victim()
-		if n == nil {
-			return nil
-		}
+	n, err := NextVictim(p, func(n *Node) (int32, *uint8, *bool) {
 		o := n.Owner.(*deferOwner)
-		if o.pins == 0 && o.accesses == 0 {
-			p.Remove(n)
-			return n
-		}
-		o.shown = Reveal(p, n, o.pins, &o.accesses)
+		return o.pins, &o.accesses, &o.shown
+	})
+	if err != nil {
+		panic(err)
 	}
+	if n != nil {
+		p.Remove(n)
+	}
+	return n
 }
 
 // A node Victim proposed from the small queue and Reveal then kept (it had

@@ -49,10 +49,11 @@ type Node struct {
 //
 // A block the policy holds pinned is never returned by Victim; the owner
 // keeps DESIGN.md §6 rule 4 by showing a proposed victim its pin (Reveal)
-// instead of evicting it. Pins nest: a node pinned twice needs two Unpins;
-// the owner counts pins and shows the policy a pin at most once at a time. Calling Insert
-// for a node a policy holds, Pin/Remove for one it does not, or Unpin for
-// one that is not pinned is a bug in the owner and panics. After Remove the
+// instead of evicting it. Pins nest: a node pinned twice needs two
+// Unpins; the owner counts pins and shows the policy a pin at most once at
+// a time. Calling Insert for a node a policy holds, Pin/Remove for one it
+// does not, or Unpin for one that is not pinned is a bug in the owner and
+// panics. After Remove the
 // node may be inserted again.
 type Policy interface {
 	// Name is the --eviction value that selects this policy.

@@ -57,24 +57,10 @@ func (c *simCache) unpin(b *simBlock) {
 	}
 }
 
-// victim is the block to evict, as gocore/index's Evict finds it: the
-// policy's victim once it has been shown the deferred accesses and pins
-// of the blocks it proposes; nil when every block is pinned.
-func (c *simCache) victim() (*simBlock, error) {
-	for {
-		v := c.pol.Victim()
-		if v == nil {
-			return nil, nil
-		}
-		b := v.Owner.(*simBlock)
-		if b.shown {
-			return nil, fmt.Errorf("%s chose a pinned block", c.pol.Name())
-		}
-		if b.pins == 0 && b.accesses == 0 {
-			return b, nil
-		}
-		b.shown = Reveal(c.pol, v, b.pins, &b.accesses)
-	}
+// simDeferred is NextVictim's view of a simulated block.
+func simDeferred(n *Node) (int32, *uint8, *bool) {
+	b := n.Owner.(*simBlock)
+	return b.pins, &b.accesses, &b.shown
 }
 
 // Simulate replays reqs (the hash ids of each request, in trace order) as
@@ -90,16 +76,14 @@ func (c *simCache) victim() (*simBlock, error) {
 //  2. publish of the ids after the hit prefix: a resident one is present and
 //     pinned; the fresh ones are the distinct non-resident ids; if evicting
 //     every unpinned block cannot make room for them, nothing is stored (the
-//     Manager answers Unadmitted); else Victim (with Reveal) and Remove
-//     until they fit, the
-//     present blocks are unpinned (the publish call returns) and the fresh
-//     ones inserted in order (their copy completes) with Depth = position in
-//     the publish batch, as the Manager knows it;
+//     Manager answers Unadmitted); else NextVictim and Remove until they
+//     fit, the present blocks are unpinned (the publish call returns) and
+//     the fresh ones inserted in order (their copy completes) with Depth =
+//     position in the publish batch, as the Manager knows it;
 //  3. release: the hit prefix is unpinned in order.
 //
 // Pins nest; the owner counts them, with the accesses, and shows them as
-// gocore/index does (Reveal, EndRun). Node.Key is the
-// hash id. Errors: an unknown policy (wrapping ErrUnknownPolicy), a capacity
+// gocore/index does (NextVictim, EndRun). Node.Key is the hash id. Errors: an unknown policy (wrapping ErrUnknownPolicy), a capacity
 // below 1 (wrapping ErrBadCapacity), or a policy that broke its contract
 // (chose a pinned block, found none while unpinned blocks were resident, or
 // miscounted its blocks). reqs is only read; each call builds its own
@@ -160,14 +144,15 @@ func simulate(reqs [][]uint64, capacity int, pol Policy, depth func(pos int, d u
 		admitted := capacity-c.pinned >= len(fresh)
 		if len(fresh) > 0 && admitted {
 			for len(c.m)+len(fresh) > capacity {
-				b, err := c.victim()
+				v, err := NextVictim(pol, simDeferred)
 				if err != nil {
 					return hits, blocks, fmt.Errorf("simulate: trace request %d: %w", r+1, err)
 				}
-				if b == nil {
+				if v == nil {
 					return hits, blocks, fmt.Errorf("simulate: trace request %d: %s found no victim among %d unpinned blocks", r+1, pol.Name(), len(c.m)-c.pinned)
 				}
-				pol.Remove(&b.node)
+				b := v.Owner.(*simBlock)
+				pol.Remove(v)
 				delete(c.m, b.node.Key)
 			}
 		}

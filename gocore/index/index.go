@@ -31,9 +31,10 @@ const (
 
 // Block is one cached block. Fields other than Chunks, Bytes and Layers are
 // owned by the Index; Chunks' ids are the caller's, but the slice is never
-// reassigned after Insert (nChunks mirrors its length). A query reads and writes only the fields up to
-// nChunks (key, state, pins, deferred accesses, bytes, chunk count), which
-// lie in the record's first cache line: Blocks are 192 bytes, a Go size
+// reassigned after Insert (nChunks mirrors its length). A query reads and
+// writes only the fields up to nChunks (key, state, pins, deferred
+// accesses, bytes, chunk count), which lie in the record's first cache
+// line: Blocks are 192 bytes, a Go size
 // class whose objects all start on a 64-byte boundary (checked at compile
 // time below), so a block costs a lookup and its lease one line.
 type Block struct {
@@ -318,24 +319,28 @@ func (x *Index) EvictableChunks() uint64 { return x.evictable }
 // was accessed since its policy last saw it, or is pinned, is shown that,
 // and the policies propose again.
 func (x *Index) Evict() *Block {
-	for {
-		n := x.rep.Victim()
-		if n == nil {
-			n = x.pol.Victim()
-		}
-		if n == nil {
-			return nil
-		}
-		b := n.Owner.(*Block)
-		if b.state != Sealed || b.shown {
-			panic("index: the eviction policy chose an unsealed block or one it holds pinned")
-		}
-		if b.pins == 0 && b.access == 0 {
-			x.unlink(b)
-			return b
-		}
-		b.shown = evict.Reveal(x.policyOf(b), n, b.pins, &b.access)
+	n, err := evict.NextVictim(x.rep, deferredOf)
+	if err == nil && n == nil {
+		n, err = evict.NextVictim(x.pol, deferredOf)
 	}
+	if err != nil {
+		panic("index: " + err.Error())
+	}
+	if n == nil {
+		return nil
+	}
+	b := n.Owner.(*Block)
+	if b.state != Sealed {
+		panic("index: the eviction policy chose an unsealed block")
+	}
+	x.unlink(b)
+	return b
+}
+
+// deferredOf is evict.NextVictim's view of a block.
+func deferredOf(n *evict.Node) (int32, *uint8, *bool) {
+	b := n.Owner.(*Block)
+	return b.pins, &b.access, &b.shown
 }
 
 // Stats are the index counters.

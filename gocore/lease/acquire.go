@@ -80,8 +80,8 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 }
 
 // Acquire leases hits (copied into a slice of the Book's, which End takes
-// back) for o if Admit grants it;
-// queued says the caller already waits in the budget queue.
+// back) for o if Admit grants it; queued says the caller already waits in
+// the budget queue.
 func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
 	bytes := sumBytes(hits)
 	ow := b.t.byOwner[o] // one lookup serves the limits and the grant: this is every query's path
