@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"unsafe"
 )
 
 // Descriptor constants; each equals the abi.h macro of the same meaning
@@ -105,6 +106,12 @@ const (
 // BlockHash is a 16-byte engine block hash (struct okv_block_hash);
 // native.BlockHash is an alias of it.
 type BlockHash [16]byte
+
+// HashBytes is hs as the bytes of a descriptor's hash list (HashSize per
+// hash, in order): a view sharing hs's memory, not a copy.
+func HashBytes(hs []BlockHash) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs)*HashSize)
+}
 
 // Namespace is a 16-byte cache-identity fingerprint (struct okv_namespace,
 // DESIGN.md §5.4; gocore/identity computes it). The zero value is never

@@ -37,7 +37,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if len(st.holds) >= tier.MaxPrefetchRun {
 		s.releaseHolds(st) // a session holds at most one run's worth
 	}
-	hits, loading, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hash: q.Hash, First: 0, End: q.Len()}, lease.ReadTail, st)
+	hits, loading, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, lease.ReadTail, st)
 	if loading {
 		// The chain continues on SSD; keep what earlier prefetches held:
 		// this chain is still loading.

@@ -32,7 +32,7 @@ var ErrNoPin = errors.New("cache: no such transfer pin")
 // it with a pin id for UnpinRun; an empty run pins nothing and returns id
 // 0. Dispatcher goroutine only.
 func (s *Service) PinRun(ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (pin uint64, run []PinnedBlock) {
-	blocks := s.idx.Prefix(ns, len(hashes), func(i int) abi.BlockHash { return hashes[i] }, nil)
+	blocks := s.idx.Prefix(ns, abi.HashBytes(hashes), nil)
 	var bytes uint64
 	for i, blk := range blocks {
 		if bytes+blk.Bytes > maxBytes {

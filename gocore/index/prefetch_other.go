@@ -2,8 +2,6 @@
 
 package index
 
-import "unsafe"
-
-// prefetch is a no-op where the package has no prefetch instruction: the
+// prefetchN is a no-op where the package has no prefetch instruction: the
 // lookups stay correct, their misses only overlap less.
-func prefetch(unsafe.Pointer) {}
+func prefetchN(*uintptr, int) {}

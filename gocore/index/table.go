@@ -54,7 +54,10 @@ func mix(a, b uint64) uint64 {
 }
 
 // tag is k's 64-bit table hash (never 0).
-func (t *table) tag(k *Key) uint64 { return t.tagIn(t.nsMix(&k.NS), &k.Hash) }
+func (t *table) tag(k *Key) uint64 {
+	le := binary.LittleEndian
+	return t.tagIn(t.nsMix(&k.NS), le.Uint64(k.Hash[:8]), le.Uint64(k.Hash[8:]))
+}
 
 // nsMix is the namespace's share of a tag: computed once per chain by
 // Prefix, whose keys all share one namespace.
@@ -63,12 +66,11 @@ func (t *table) nsMix(ns *abi.Namespace) uint64 {
 	return mix(le.Uint64(ns[:])^t.seed[0], le.Uint64(ns[8:])^t.seed[1])
 }
 
-// tagIn is the tag of hash h in the namespace whose nsMix is nsm.
-func (t *table) tagIn(nsm uint64, h *abi.BlockHash) uint64 {
-	le := binary.LittleEndian
-	s := &t.seed
-	x := nsm ^ mix(le.Uint64(h[:])^s[2], le.Uint64(h[8:])^s[3])
-	x = mix(x^s[4], 0x9e3779b97f4a7c15)
+// tagIn is the tag of the block hash whose little-endian 64-bit halves
+// are h0 (bytes 0..8) and h1 (bytes 8..16) in the namespace whose nsMix
+// is nsm. Small enough to inline into Prefix's loop.
+func (t *table) tagIn(nsm, h0, h1 uint64) uint64 {
+	x := mix(nsm^mix(h0^t.seed[2], h1^t.seed[3])^t.seed[4], 0x9e3779b97f4a7c15)
 	if x == 0 {
 		x = 1
 	}

@@ -56,6 +56,16 @@ func TestTableAgreesWithAMap(t *testing.T) {
 	}
 }
 
+// chainBytes is hashes h(0..n) as a descriptor's hash list.
+func chainBytes(n int, h func(int) abi.BlockHash) []byte {
+	b := make([]byte, 0, n*abi.HashSize)
+	for i := range n {
+		hi := h(i)
+		b = append(b, hi[:]...)
+	}
+	return b
+}
+
 func TestPrefixStopsAtTheFirstAbsentOrPublishingBlock(t *testing.T) {
 	x := New(evict.NewLRU())
 	ns := abi.Namespace{9}
@@ -67,7 +77,7 @@ func TestPrefixStopsAtTheFirstAbsentOrPublishingBlock(t *testing.T) {
 		}
 	}
 	for _, n := range []int{0, 1, 7, 8, 9, 20, 21, 30} {
-		got := x.Prefix(ns, n, h, nil)
+		got := x.Prefix(ns, chainBytes(n, h), nil)
 		if want := min(n, 21); len(got) != want {
 			t.Fatalf("Prefix of %d: %d blocks, want %d", n, len(got), want)
 		}
@@ -77,8 +87,15 @@ func TestPrefixStopsAtTheFirstAbsentOrPublishingBlock(t *testing.T) {
 			}
 		}
 	}
-	if got := x.Prefix(abi.Namespace{8}, 5, h, nil); len(got) != 0 {
+	if got := x.Prefix(abi.Namespace{8}, chainBytes(5, h), nil); len(got) != 0 {
 		t.Fatalf("another namespace: %d blocks", len(got))
+	}
+	// A trailing partial hash is not a hash: 7 whole hashes and 9 bytes
+	// of the eighth find 7 blocks, and appending keeps out's blocks.
+	b := chainBytes(8, h)
+	got := x.Prefix(ns, b[:len(b)-abi.HashSize+9], []*Block{nil})
+	if len(got) != 8 || got[0] != nil || got[7].Key.Hash != h(6) {
+		t.Fatalf("Prefix of 7 hashes and a partial one after one block of out: %d blocks", len(got))
 	}
 }
 
@@ -103,7 +120,7 @@ func TestPrefixAgreesWithLookupAcrossGroupBoundaries(t *testing.T) {
 				}
 			}
 			for _, n := range []int{stop, stop + 1, chain} {
-				got := x.Prefix(ns, n, h, nil)
+				got := x.Prefix(ns, chainBytes(n, h), nil)
 				var want []*Block
 				for i := 0; i < n; i++ {
 					b := x.Lookup(Key{NS: ns, Hash: h(i)})
@@ -144,12 +161,12 @@ func TestPrefixComparesTheFullKeyWhenTagsCollide(t *testing.T) {
 	if got := x.m.findTag(h); got != impostor {
 		t.Fatalf("setup: the first block of the run with the tag is %p, want the impostor %p", got, impostor)
 	}
-	got := x.Prefix(ns, 1, func(int) abi.BlockHash { return want.Key.Hash }, nil)
+	got := x.Prefix(ns, want.Key.Hash[:], nil)
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("Prefix under a colliding tag: %v, want [%p] (the block of the key asked for)", got, want)
 	}
 	// And a namespace differing only there is not matched by the hash.
-	if got := x.Prefix(abi.Namespace{8}, 1, func(int) abi.BlockHash { return want.Key.Hash }, nil); len(got) != 0 {
+	if got := x.Prefix(abi.Namespace{8}, want.Key.Hash[:], nil); len(got) != 0 {
 		t.Fatalf("Prefix in another namespace found %v", got)
 	}
 }

@@ -15,11 +15,19 @@ import (
 // they cause cannot take a block the caller is about to lease (it would
 // then lease, and restore, another block's bytes).
 
-// Chain is one lookup: hash positions [First, End) of a namespace's chain.
+// Chain is one lookup: hash positions [First, End) of a namespace's chain,
+// whose block hashes are Hashes (abi.HashSize bytes each, as a descriptor
+// carries them; 0 ≤ First ≤ End ≤ len(Hashes)/abi.HashSize).
 type Chain struct {
 	NS         abi.Namespace
-	Hash       func(int) abi.BlockHash
+	Hashes     []byte
 	First, End int
+}
+
+// Hash is the chain's i-th block hash (position i from the chain's start,
+// not from First).
+func (c Chain) Hash(i int) abi.BlockHash {
+	return abi.BlockHash(c.Hashes[i*abi.HashSize:])
 }
 
 // Tail is what Fetch does with the part of a chain past its RAM prefix.
@@ -45,11 +53,7 @@ const (
 // prefix); started counts the reads begun for r, each of which r hears of
 // once. The hits slice is the Book's scratch, valid until the next Fetch.
 func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, loading bool, started int) {
-	hash := c.Hash // a chain from position 0 (every untracked query) is looked up without a wrapper call per hash
-	if first := c.First; first != 0 {
-		hash = func(i int) abi.BlockHash { return c.Hash(first + i) }
-	}
-	hits = b.idx.Prefix(c.NS, c.End-c.First, hash, b.hits[:0])
+	hits = b.idx.Prefix(c.NS, c.Hashes[c.First*abi.HashSize:c.End*abi.HashSize], b.hits[:0])
 	b.hits = hits[:0]
 	miss := c.First + len(hits)
 	b.looked.ram(len(hits), c.End-miss)

@@ -30,7 +30,7 @@ func (s *Set) resolve(t *Ticket) {
 			tail = lease.SkipTail
 		}
 	}
-	hits, loading, started := s.leases.Fetch(lease.Chain{NS: t.NS, Hash: t.Hash, First: first, End: end}, tail, reader{s, t})
+	hits, loading, started := s.leases.Fetch(lease.Chain{NS: t.NS, Hashes: t.hashes, First: first, End: end}, tail, reader{s, t})
 	t.reads += started
 	ramHits := len(hits)
 	if loading {
@@ -156,7 +156,7 @@ func (s *Set) Resume(t *Ticket) {
 
 // ramPrefix is how many leading blocks of q's chain are sealed in RAM.
 func (s *Set) ramPrefix(q *abi.QueryDesc) int {
-	hits, _, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hash: q.Hash, First: 0, End: q.Len()}, lease.SkipTail, nil)
+	hits, _, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, lease.SkipTail, nil)
 	return len(hits)
 }
 
