@@ -11,8 +11,8 @@ import (
 // BenchmarkPrefix looks up chains of 10,000 hashes among 1M sealed blocks
 // (each chain elsewhere in the set, so lookups miss the CPU caches as a
 // query for an arbitrary chain would); ns/op divided by 10,000 is the cost
-// per hash. BenchmarkPrefixPin adds what a lease adds: a pin and an unpin
-// per block (the pin count and the deferred access, in the block's first
+// per hash. BenchmarkPrefixPin adds what a lease adds: PinAll and UnpinAll
+// over the blocks (the pin count and the deferred access, in the block's first
 // cache line; the policy is not called).
 func BenchmarkPrefix(b *testing.B)    { benchPrefix(b, false) }
 func BenchmarkPrefixPin(b *testing.B) { benchPrefix(b, true) }
@@ -42,12 +42,8 @@ func benchPrefix(b *testing.B, pin bool) {
 			b.Fatalf("prefix %d", len(out))
 		}
 		if pin {
-			for _, blk := range out {
-				x.Pin(blk)
-			}
-			for _, blk := range out {
-				x.Unpin(blk)
-			}
+			x.PinAll(out)
+			x.UnpinAll(out)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chain), "ns/hash")

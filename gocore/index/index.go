@@ -299,11 +299,24 @@ func (x *Index) Pin(b *Block) {
 	}
 }
 
-// PinAll pins each block of bs, in order: Pin over a lease's blocks.
+// PinAll pins each block of bs, in order: Pin over a lease's blocks, with
+// the index's totals updated once for the whole slice.
 func (x *Index) PinAll(bs []*Block) {
+	var chunks uint64
+	var first [2]int // blocks of each policy (rIdx) whose first pin this is
 	for _, b := range bs {
-		x.Pin(b)
+		b.pins++
+		if b.pins == 1 && b.state == Sealed {
+			evict.Access(&b.access)
+			first[rIdx(b)]++
+			chunks += uint64(b.nChunks)
+		}
 	}
+	x.pins += int64(len(bs))
+	x.evictable -= chunks
+	x.nEvict -= first[0] + first[1]
+	x.moved[0] = x.moved[0] || first[0] > 0
+	x.moved[1] = x.moved[1] || first[1] > 0
 }
 
 // Unpin drops one pin; the last one makes a sealed block evictable again.
@@ -322,6 +335,34 @@ func (x *Index) Unpin(b *Block) {
 		x.evictable += uint64(b.nChunks)
 		x.nEvict++
 	}
+}
+
+// UnpinAll drops one pin of each block of bs, in order: Unpin over a
+// lease's blocks, with the index's totals updated once for the whole
+// slice. It panics, as Unpin does, at a block with no pin (a broken
+// invariant that ends the Manager; the totals are then not updated).
+func (x *Index) UnpinAll(bs []*Block) {
+	var chunks uint64
+	var last [2]int // blocks of each policy (rIdx) whose last pin this was
+	for _, b := range bs {
+		if b.pins <= 0 {
+			panic("index: Unpin of an unpinned block")
+		}
+		b.pins--
+		if b.pins == 0 && b.state == Sealed {
+			last[rIdx(b)]++
+			if b.shown {
+				b.shown = false
+				x.policyOf(b).Unpin(&b.node)
+			}
+			chunks += uint64(b.nChunks)
+		}
+	}
+	x.pins -= int64(len(bs))
+	x.evictable += chunks
+	x.nEvict += last[0] + last[1]
+	x.moved[0] = x.moved[0] || last[0] > 0
+	x.moved[1] = x.moved[1] || last[1] > 0
 }
 
 // EvictableChunks is the number of chunks eviction could free.

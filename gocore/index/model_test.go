@@ -139,17 +139,45 @@ func modelRun(t *testing.T, name string, seed int64) {
 			if r == nil {
 				continue
 			}
-			x.Pin(r.b)
+			if rng.Intn(2) == 0 {
+				x.Pin(r.b)
+				r.pins++
+				log = append(log, fmt.Sprintf("pin%d", r.b.Key.Hash[0]))
+				break
+			}
+			// PinAll over a lease's worth: 1-4 blocks, repeats allowed.
+			bs := []*Block{r.b}
 			r.pins++
-			log = append(log, fmt.Sprintf("pin%d", r.b.Key.Hash[0]))
+			for k := rng.Intn(4); k > 0; k-- {
+				if q := pick(func(r *refBlock) bool { return r.sealed || rng.Intn(8) == 0 }); q != nil {
+					bs = append(bs, q.b)
+					q.pins++
+				}
+			}
+			x.PinAll(bs)
+			log = append(log, fmt.Sprintf("pinall%d", len(bs)))
 		case op < 75: // Unpin
 			r := pick(func(r *refBlock) bool { return r.pins > 0 })
 			if r == nil {
 				continue
 			}
-			x.Unpin(r.b)
+			if rng.Intn(2) == 0 {
+				x.Unpin(r.b)
+				r.pins--
+				log = append(log, fmt.Sprintf("unpin%d", r.b.Key.Hash[0]))
+				break
+			}
+			// UnpinAll over 1-4 pinned blocks, repeats allowed while pins last.
+			bs := []*Block{r.b}
 			r.pins--
-			log = append(log, fmt.Sprintf("unpin%d", r.b.Key.Hash[0]))
+			for k := rng.Intn(4); k > 0; k-- {
+				if q := pick(func(r *refBlock) bool { return r.pins > 0 }); q != nil {
+					bs = append(bs, q.b)
+					q.pins--
+				}
+			}
+			x.UnpinAll(bs)
+			log = append(log, fmt.Sprintf("unpinall%d", len(bs)))
 		case op < 92: // Evict
 			cp.victims, cr.victims = 0, 0
 			v := x.Evict()
@@ -264,17 +292,45 @@ func modelRun(t *testing.T, name string, seed int64) {
 // starts a chain of its own, and the earlier chain's tail stays the first
 // victim. Without EndRun the later publish continued the earlier chain.
 func TestALookupBetweenTwoPublishesEndsTheChainRun(t *testing.T) {
-	pol, _ := evict.New("slru", 0)
-	x := New(pol)
-	k := func(i byte) Key { return Key{NS: [16]byte{3}, Hash: [16]byte{i}} }
-	seal := func(i byte, d uint32) *Block { b := x.Insert(k(i), 1, 1, d, nil); x.Seal(b); return b }
-	a0 := seal(0, 0)
-	a1 := seal(1, 1) // chain A's tail
-	x.Pin(a0)        // a lookup of chain A between the two publishes
-	x.Unpin(a0)
-	seal(5, 2) // publish B: two present blocks, then fresh ones at depth 2, 3
-	seal(6, 3)
-	if v := x.Evict(); v != a1 {
-		t.Fatalf("first victim %x, want chain A's tail (block 1), evicted first as in the eager order", v.Key.Hash[0])
+	for _, how := range []string{"Pin", "PinAll", "UnpinAll"} {
+		for _, replica := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/replica=%v", how, replica), func(t *testing.T) {
+				pol, _ := evict.New("slru", 0)
+				x := New(pol)
+				if replica {
+					x.rep, _ = evict.New("slru", 0) // a chain-aware replica policy, so its runs show
+				}
+				k := func(i byte) Key { return Key{NS: [16]byte{3}, Hash: [16]byte{i}} }
+				seal := func(i byte, d uint32) *Block {
+					var b *Block
+					if replica {
+						b = x.InsertReplica(k(i), 1, 1, d, nil)
+					} else {
+						b = x.Insert(k(i), 1, 1, d, nil)
+					}
+					x.Seal(b)
+					return b
+				}
+				a0 := seal(0, 0)
+				a1 := seal(1, 1) // chain A's tail
+				// A lookup of chain A between the two publishes.
+				switch how {
+				case "Pin":
+					x.Pin(a0)
+					x.Unpin(a0)
+				case "PinAll": // and a0 stays pinned: only PinAll's transition ends the run
+					x.PinAll([]*Block{a0})
+				case "UnpinAll":
+					x.Pin(a0)
+					x.moved = [2]bool{} // only UnpinAll's transition is left to end the run
+					x.UnpinAll([]*Block{a0})
+				}
+				seal(5, 2) // publish B: two present blocks, then fresh ones at depth 2, 3
+				seal(6, 3)
+				if v := x.Evict(); v != a1 {
+					t.Fatalf("first victim %x, want chain A's tail (block 1), evicted first as in the eager order", v.Key.Hash[0])
+				}
+			})
+		}
 	}
 }

@@ -60,9 +60,7 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 	if miss >= c.End || t == SkipTail || !b.tiers.HasSSD() && (t != ReadTail || !b.tiers.HasPeer()) {
 		return hits, false, 0
 	}
-	for _, blk := range hits {
-		b.idx.Pin(blk)
-	}
+	b.idx.PinAll(hits)
 	if t == ReadTail {
 		if b.tiers.HasSSD() {
 			loading, started = b.tiers.Prefetch(r, c.NS, c.Hash, miss, c.End)
@@ -77,9 +75,7 @@ func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, lo
 		warmed := b.tiers.Warm(c.NS, c.Hash, miss, c.End)
 		b.looked.ssd(warmed, c.End-miss-warmed)
 	}
-	for _, blk := range hits {
-		b.idx.Unpin(blk)
-	}
+	b.idx.UnpinAll(hits)
 	return hits, loading, started
 }
 

@@ -119,9 +119,7 @@ func (b *Book[W]) End(l *Lease) {
 	if b.t.m[l.ID] != l {
 		return
 	}
-	for _, blk := range l.Blocks {
-		b.idx.Unpin(blk)
-	}
+	b.idx.UnpinAll(l.Blocks)
 	b.blocks -= len(l.Blocks)
 	b.t.Remove(l)
 	if l.pooled {
