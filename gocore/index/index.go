@@ -304,6 +304,7 @@ func (x *Index) Pin(b *Block) {
 func (x *Index) PinAll(bs []*Block) {
 	var chunks uint64
 	var first [2]int // blocks of each policy (rIdx) whose first pin this is
+	prefetchAhead(bs, 0)
 	for i, b := range bs {
 		if i%prefixGroup == 0 {
 			prefetchAhead(bs, i+prefixGroup)
@@ -341,8 +342,9 @@ func (x *Index) Unpin(b *Block) {
 }
 
 // prefetchAhead prefetches the first lines of blocks bs[i:i+prefixGroup]
-// (fewer at the end): PinAll and UnpinAll walk a lease's blocks a group
-// ahead, since a long lease's blocks have left the caches since its lookup.
+// (fewer at the end): PinAll and UnpinAll prefetch the first group, then
+// each next group as they start one, since a long lease's blocks have left
+// the caches since its lookup.
 func prefetchAhead(bs []*Block, i int) {
 	if i < len(bs) {
 		// A *Block is one machine word: the slice's elements are the
@@ -358,6 +360,7 @@ func prefetchAhead(bs []*Block, i int) {
 func (x *Index) UnpinAll(bs []*Block) {
 	var chunks uint64
 	var last [2]int // blocks of each policy (rIdx) whose last pin this was
+	prefetchAhead(bs, 0)
 	for i, b := range bs {
 		if i%prefixGroup == 0 {
 			prefetchAhead(bs, i+prefixGroup)

@@ -34,9 +34,9 @@
  * dispatcher goroutine). The writer makes seq odd (a full barrier: a
  * sequentially consistent read-modify-write), stores the ways and `used`,
  * then makes seq even (a release store). A reader loads seq (acquire),
- * retries while it is odd, reads used and the ways (relaxed atomic loads of
- * whole 64-bit words), issues an acquire fence, reloads seq and retries if
- * it changed: it never uses a torn entry. Every insert and removal is
+ * reads used and the ways (relaxed atomic loads of whole 64-bit words),
+ * issues an acquire fence, reloads seq, and discards the read and retries
+ * if the first load was odd or the two differ: it never uses a torn entry. Every insert and removal is
  * written before the dispatcher handles its next request, so an answer is
  * stale by at most the one update in flight. header.generation counts the
  * updates (a reader that wants to know whether anything changed compares
