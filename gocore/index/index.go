@@ -289,56 +289,111 @@ func (x *Index) Abort(b *Block) {
 // when the policy proposes b for eviction (see Evict): a query touches no
 // policy state and no other block.
 func (x *Index) Pin(b *Block) {
-	b.pins++
-	x.pins++
-	if b.pins == 1 && b.state == Sealed {
-		evict.Access(&b.access)
-		x.moved[rIdx(b)] = true
-		x.evictable -= uint64(b.nChunks)
-		x.nEvict--
+	var moved [2]int
+	var chunks uint64
+	if x.pinOne(b) {
+		moved[rIdx(b)] = 1
+		chunks = uint64(b.nChunks)
 	}
+	x.settle(1, moved, -chunks)
 }
 
 // PinAll pins each block of bs, in order: Pin over a lease's blocks, with
 // the index's totals updated once for the whole slice.
-func (x *Index) PinAll(bs []*Block) {
+func (x *Index) PinAll(bs []*Block) { x.pinEach(bs, true) }
+
+// Unpin drops one pin; the last one makes a sealed block evictable again.
+func (x *Index) Unpin(b *Block) {
+	var moved [2]int
 	var chunks uint64
-	var first [2]int // blocks of each policy (rIdx) whose first pin this is
+	if x.unpinOne(b) {
+		moved[rIdx(b)] = 1
+		chunks = uint64(b.nChunks)
+	}
+	x.settle(-1, moved, chunks)
+}
+
+// UnpinAll drops one pin of each block of bs, in order: Unpin over a
+// lease's blocks, with the index's totals updated once for the whole
+// slice. It panics, as Unpin does, at a block with no pin (a broken
+// invariant that ends the Manager; the totals are then not updated).
+func (x *Index) UnpinAll(bs []*Block) { x.pinEach(bs, false) }
+
+// pinEach is PinAll (pin) or UnpinAll (!pin): the per-block step over bs,
+// a group of blocks prefetched ahead, then one settle.
+func (x *Index) pinEach(bs []*Block, pin bool) {
+	var moved [2]int // blocks of each policy (rIdx) that changed sets
+	var chunks uint64
 	prefetchAhead(bs, 0)
 	for i, b := range bs {
 		if i%prefixGroup == 0 {
 			prefetchAhead(bs, i+prefixGroup)
 		}
-		b.pins++
-		if b.pins == 1 && b.state == Sealed {
-			evict.Access(&b.access)
-			first[rIdx(b)]++
+		var changed bool
+		if pin {
+			changed = x.pinOne(b)
+		} else {
+			changed = x.unpinOne(b)
+		}
+		if changed {
+			moved[rIdx(b)]++
 			chunks += uint64(b.nChunks)
 		}
 	}
-	x.pins += int64(len(bs))
-	x.evictable -= chunks
-	x.nEvict -= first[0] + first[1]
-	x.moved[0] = x.moved[0] || first[0] > 0
-	x.moved[1] = x.moved[1] || first[1] > 0
+	if pin {
+		x.settle(int64(len(bs)), moved, -chunks)
+	} else {
+		x.settle(-int64(len(bs)), moved, chunks)
+	}
 }
 
-// Unpin drops one pin; the last one makes a sealed block evictable again.
-func (x *Index) Unpin(b *Block) {
+// pinOne adds a pin to b and reports whether it was the first pin of a
+// sealed block, which b's access counter records (Evict shows it to the
+// policy) and which takes b out of the evictable set: the caller counts it
+// in settle.
+func (x *Index) pinOne(b *Block) bool {
+	b.pins++
+	if b.pins == 1 && b.state == Sealed {
+		evict.Access(&b.access)
+		return true
+	}
+	return false
+}
+
+// unpinOne drops a pin of b and reports whether it was the last pin of a
+// sealed block, which makes b evictable again (the caller counts it in
+// settle); a policy that was shown b pinned (evict.Reveal) is told now. It
+// panics when b has no pin.
+func (x *Index) unpinOne(b *Block) bool {
 	if b.pins <= 0 {
 		panic("index: Unpin of an unpinned block")
 	}
 	b.pins--
-	x.pins--
 	if b.pins == 0 && b.state == Sealed {
-		x.moved[rIdx(b)] = true
 		if b.shown {
 			b.shown = false
 			x.policyOf(b).Unpin(&b.node)
 		}
-		x.evictable += uint64(b.nChunks)
-		x.nEvict++
+		return true
 	}
+	return false
+}
+
+// settle applies pin changes to the totals: dPins pins, moved[r] blocks of
+// policy r (rIdx) that entered (pins) or left (unpins) the unevictable set,
+// and dChunks, their chunks, signed by direction in two's complement (−c to
+// take c away). A transition marks its policy's chain run as ended for the
+// next Seal (moved).
+func (x *Index) settle(dPins int64, moved [2]int, dChunks uint64) {
+	n := moved[0] + moved[1]
+	if dPins > 0 {
+		n = -n
+	}
+	x.pins += dPins
+	x.evictable += dChunks
+	x.nEvict += n
+	x.moved[0] = x.moved[0] || moved[0] > 0
+	x.moved[1] = x.moved[1] || moved[1] > 0
 }
 
 // prefetchAhead prefetches the first lines of blocks bs[i:i+prefixGroup]
@@ -351,38 +406,6 @@ func prefetchAhead(bs []*Block, i int) {
 		// addresses themselves.
 		prefetchN((*uintptr)(unsafe.Pointer(&bs[i])), min(prefixGroup, len(bs)-i))
 	}
-}
-
-// UnpinAll drops one pin of each block of bs, in order: Unpin over a
-// lease's blocks, with the index's totals updated once for the whole
-// slice. It panics, as Unpin does, at a block with no pin (a broken
-// invariant that ends the Manager; the totals are then not updated).
-func (x *Index) UnpinAll(bs []*Block) {
-	var chunks uint64
-	var last [2]int // blocks of each policy (rIdx) whose last pin this was
-	prefetchAhead(bs, 0)
-	for i, b := range bs {
-		if i%prefixGroup == 0 {
-			prefetchAhead(bs, i+prefixGroup)
-		}
-		if b.pins <= 0 {
-			panic("index: Unpin of an unpinned block")
-		}
-		b.pins--
-		if b.pins == 0 && b.state == Sealed {
-			last[rIdx(b)]++
-			if b.shown {
-				b.shown = false
-				x.policyOf(b).Unpin(&b.node)
-			}
-			chunks += uint64(b.nChunks)
-		}
-	}
-	x.pins -= int64(len(bs))
-	x.evictable += chunks
-	x.nEvict += last[0] + last[1]
-	x.moved[0] = x.moved[0] || last[0] > 0
-	x.moved[1] = x.moved[1] || last[1] > 0
 }
 
 // EvictableChunks is the number of chunks eviction could free.
