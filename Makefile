@@ -61,6 +61,11 @@ GO_TEST_FLAGS  ?= -count=1 -timeout=15m
 # Fuzzing: seconds per target (a trailing "s" is accepted: FUZZTIME=60s).
 FUZZTIME       ?= 60s
 SMOKE_FUZZTIME ?= 10s
+# Go's fuzzer minimizes every new interesting input for up to 60 s by
+# default, and its worker runs nothing else meanwhile: a short run ends
+# with "context deadline exceeded" when a minimization outlasts it. The
+# bound below also applies to a failing input's minimization.
+FUZZ_MINIMIZETIME ?= 2s
 
 # Benchmark suites of orbitkv-bench that `make bench` runs, in order.
 BENCH_SUITES := channel replay copy query policy ssd transfer
@@ -92,7 +97,7 @@ endef
 help: ## List the targets (this text)
 	@echo "OrbitKV — make targets:"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
+	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) FUZZ_MINIMIZETIME=$(FUZZ_MINIMIZETIME) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
 
 all: deps-build native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
 
@@ -274,10 +279,10 @@ define fuzz_all
 		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "==> go fuzz $$pkg $$fz ($${secs}s)"; \
 			log=$$(mktemp); \
-			if ! $(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" $$pkg 2>&1 | tee $$log; then \
+			if ! $(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg 2>&1 | tee $$log; then \
 				if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
 					echo "==> $$fz: the fuzzer's own shutdown timed out (no failing input): running it once more"; \
-					$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" $$pkg || failed="$$failed $$fz"; \
+					$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg || failed="$$failed $$fz"; \
 				else failed="$$failed $$fz"; fi; \
 			fi; rm -f $$log; \
 		done; \

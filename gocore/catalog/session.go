@@ -35,10 +35,14 @@ func (c *Catalog) sessionLoop() {
 		}
 		r.reset()
 		failing = false
+		// Every shard is marked before the lease is published: a flusher
+		// that sees the new lease also sees the marks, so no flush under
+		// it can clear a shard the marking would set again (a second,
+		// redundant write of every shard).
+		c.markAllDirty()
 		c.lastLease.Store(int64(id))
 		c.lease.Store(int64(id))
 		c.st.registrations.Add(1)
-		c.markAllDirty()
 		// An Advertise that came while no lease was held woke the flusher
 		// to no effect (it writes nothing without a lease): wake it again,
 		// or those blocks would wait for the next batch tick.
