@@ -29,14 +29,20 @@ const (
 	Sealed                      // visible to lookups
 )
 
-// Block is one cached block. Fields other than Chunks, Bytes and Layers are
+// Block is one cached block: the record a query reads, exactly one cache
+// line, and a pointer to the rest (blockCold), which only publish,
+// eviction and copies read. Fields other than Chunks, Bytes and Layers are
 // owned by the Index; Chunks' ids are the caller's, but the slice is never
-// reassigned after Insert (nChunks mirrors its length). A query reads and
-// writes only the fields up to nChunks (key, state, pins, deferred
-// accesses, bytes, chunk count), which lie in the record's first cache
-// line: Blocks are 192 bytes, a Go size
-// class whose objects all start on a 64-byte boundary (checked at compile
-// time below), so a block costs a lookup and its lease one line.
+// reassigned after Insert (nChunks mirrors its length).
+//
+// A query reads and writes only this line (key, state, pins, deferred
+// accesses, bytes, chunk count). Blocks are 64 bytes, a Go size class
+// whose objects all start on a 64-byte boundary (checked at compile time
+// below), and the blocks of one publish are allocated one after another,
+// so the blocks of a chain published in order lie in consecutive lines:
+// a lookup of that chain reads one dense run of lines, which the CPU's
+// stream prefetchers fetch ahead, instead of every third line of a run of
+// 192-byte records (cost per hash: BenchmarkPrefix, orbitkv-bench query).
 type Block struct {
 	Key    Key // a lookup reads Key and state
 	state  State
@@ -49,24 +55,23 @@ type Block struct {
 	Bytes   uint64 // block bytes (all layers)
 	Layers  uint32 // layers the block spans: Bytes/Layers bytes each
 	nChunks uint32 // len(Chunks), for the evictable count on the query path
-	// The first cache line ends here.
-	Chunks []uint32   // RAM tier chunk ids, in byte order
-	node   evict.Node // the eviction policy's state; in the policy while sealed
-	_      [blockPad]byte
+	// *blockCold: the fields no query touches (Chunks, the policy's node);
+	// nil only in a Block built outside Insert (tests of other packages).
+	*blockCold
 }
 
-// blockPad pads Block (136 bytes of fields) to 192 bytes. 192 is a Go
-// allocator size class and a multiple of 64, so every Block starts a cache
-// line; unpadded, in the 144-byte class, three of four would start
-// mid-line and spread the hot fields over two lines. The checks below fail
-// to compile if the fields change size.
-const blockPad = 56
+// blockCold is the part of a Block a query does not read: its RAM tier
+// chunks (read by copies and frees) and the eviction policy's node (read
+// by Seal, Evict and the last unpin of a block the policy saw pinned).
+type blockCold struct {
+	Chunks []uint32   // RAM tier chunk ids, in byte order
+	node   evict.Node // the eviction policy's state; in the policy while sealed
+}
 
-// The hot fields fit in one line and a Block is exactly 192 bytes.
+// A Block is exactly one cache line.
 var (
-	_ [64 - unsafe.Offsetof(Block{}.Chunks)]byte
-	_ [unsafe.Sizeof(Block{}) - 192]byte
-	_ [192 - unsafe.Sizeof(Block{})]byte
+	_ [unsafe.Sizeof(Block{}) - 64]byte
+	_ [64 - unsafe.Sizeof(Block{})]byte
 )
 
 // State is the block's state.
@@ -230,8 +235,8 @@ func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks 
 	if x.Contains(k) {
 		panic("index: Insert of a present key")
 	}
-	b := &Block{Key: k, Bytes: bytes, Layers: layers, Chunks: chunks, nChunks: uint32(len(chunks)), state: Publishing}
-	b.node = evict.Node{Key: k.digest(), Depth: depth, Owner: b}
+	b := &Block{Key: k, Bytes: bytes, Layers: layers, nChunks: uint32(len(chunks)), state: Publishing}
+	b.blockCold = &blockCold{Chunks: chunks, node: evict.Node{Key: k.digest(), Depth: depth, Owner: b}}
 	x.m.put(b)
 	return b
 }
