@@ -66,6 +66,9 @@ SMOKE_FUZZTIME ?= 10s
 # with "context deadline exceeded" when a minimization outlasts it. The
 # bound below also applies to a failing input's minimization.
 FUZZ_MINIMIZETIME ?= 2s
+# FUZZ_RETRY_EXECS: executions of the one retry of a Go fuzz run whose
+# duration-bounded shutdown timed out with no failing input.
+FUZZ_RETRY_EXECS ?= 200000
 
 # Benchmark suites of orbitkv-bench that `make bench` runs, in order.
 BENCH_SUITES := channel replay copy query policy ssd transfer
@@ -97,7 +100,7 @@ endef
 help: ## List the targets (this text)
 	@echo "OrbitKV — make targets:"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) FUZZ_MINIMIZETIME=$(FUZZ_MINIMIZETIME) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
+	@echo "Variables: FUZZTIME=$(FUZZTIME) SMOKE_FUZZTIME=$(SMOKE_FUZZTIME) FUZZ_MINIMIZETIME=$(FUZZ_MINIMIZETIME) FUZZ_RETRY_EXECS=$(FUZZ_RETRY_EXECS) JOBS=$(JOBS) GO_NORACE_PKGS=$(GO_NORACE_PKGS)"
 
 all: deps-build native go ## Build everything: liborbitkv into build/native, binaries into bin/ (default)
 
@@ -281,8 +284,8 @@ define fuzz_all
 			log=$$(mktemp); \
 			if ! $(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg 2>&1 | tee $$log; then \
 				if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
-					echo "==> $$fz: the fuzzer's own shutdown timed out (no failing input): running it once more"; \
-					$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg || failed="$$failed $$fz"; \
+					echo "==> $$fz: the fuzzer's own shutdown timed out (no failing input): running it once more for $(FUZZ_RETRY_EXECS) executions (a count has no deadline to time out)"; \
+					$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$(FUZZ_RETRY_EXECS)x" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg || failed="$$failed $$fz"; \
 				else failed="$$failed $$fz"; fi; \
 			fi; rm -f $$log; \
 		done; \
