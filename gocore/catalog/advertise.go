@@ -277,7 +277,7 @@ func (c *Catalog) flushLoop() {
 		ok := c.flush(lease)
 		last = time.Now()
 		if clientv3.LeaseID(c.lease.Load()) != lease {
-			// Registered again meanwhile: what this flush wrote hangs on
+			// Lease lost or replaced meanwhile: what this flush wrote hangs on
 			// the old lease, and may have cleared the marks that the new
 			// registration set. Everything goes again under the new one.
 			c.markAllDirty()

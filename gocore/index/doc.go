@@ -11,7 +11,7 @@
 // proposes the block for eviction (gocore/evict, "Deferred accesses"), in
 // the event order gocore/evict.Policy documents (the policy simulator of
 // `orbitkv-bench policy` replays the same order). A query therefore reads
-// and writes one cache line per block: the block record's first.
+// and writes one cache line per block: the block record, which is one line.
 //
 // An Index is not safe for concurrent use: the dispatcher goroutine owns it.
 package index

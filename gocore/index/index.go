@@ -30,9 +30,9 @@ const (
 )
 
 // Block is one cached block: the record a query reads, exactly one cache
-// line, and a pointer to the rest (blockCold), which only publish,
-// eviction and copies read. Fields other than Chunks, Bytes and Layers are
-// owned by the Index; Chunks' ids are the caller's, but the slice is never
+// line, and a pointer to the rest (blockCold), which only publish, removal
+// (Evict, Remove) and chunk I/O (copies, frees, SSD demotion) read. Fields
+// other than Chunks, Bytes and Layers are owned by the Index; Chunks' ids are the caller's, but the slice is never
 // reassigned after Insert (nChunks mirrors its length).
 //
 // A query reads and writes only this line (key, state, pins, deferred
@@ -56,13 +56,14 @@ type Block struct {
 	Layers  uint32 // layers the block spans: Bytes/Layers bytes each
 	nChunks uint32 // len(Chunks), for the evictable count on the query path
 	// *blockCold: the fields no query touches (Chunks, the policy's node);
-	// nil only in a Block built outside Insert (tests of other packages).
+	// nil only in a Block built outside Insert (tests).
 	*blockCold
 }
 
 // blockCold is the part of a Block a query does not read: its RAM tier
 // chunks (read by copies and frees) and the eviction policy's node (read
-// by Seal, Evict and the last unpin of a block the policy saw pinned).
+// by Seal, Evict, Remove and the last unpin of a block the policy saw
+// pinned).
 type blockCold struct {
 	Chunks []uint32   // RAM tier chunk ids, in byte order
 	node   evict.Node // the eviction policy's state; in the policy while sealed

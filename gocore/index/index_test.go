@@ -132,8 +132,8 @@ func TestThePolicySeesAccessesAndPinsWhenItProposesTheBlock(t *testing.T) {
 	}
 }
 
-// Every Block starts a cache line, so a query's fields (up to nChunks)
-// lie in one line.
+// Every Block starts a cache line, so a Block (all a query reads) is
+// one line.
 func TestBlocksStartACacheLine(t *testing.T) {
 	x := New(evict.NewLRU())
 	for i := 0; i < 256; i++ {
