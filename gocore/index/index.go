@@ -32,8 +32,10 @@ const (
 // Block is one cached block: the record a query reads, exactly one cache
 // line, and a pointer to the rest (blockCold), which only publish, removal
 // (Evict, Remove) and chunk I/O (copies, frees, SSD demotion) read. Fields
-// other than Chunks, Bytes and Layers are owned by the Index; Chunks' ids are the caller's, but the slice is never
-// reassigned after Insert (nChunks mirrors its length).
+// other than Chunks, Bytes and Layers are owned by the Index; Chunks' ids
+// are the caller's, but the slice is never reassigned after Insert
+// (nChunks mirrors its length in the hot line, so a query's evictable
+// count never reads blockCold).
 //
 // A query reads and writes only this line (key, state, pins, deferred
 // accesses, bytes, chunk count). Blocks are 64 bytes, a Go size class
