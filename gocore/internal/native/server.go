@@ -38,16 +38,23 @@ const rawParkWindow = 10 * time.Millisecond
 
 // reschedEvery is how often, at most, Step passes through the Go scheduler
 // on its way to a raw sleep. The dispatcher goroutine never blocks in Go,
-// so its P's schedule tick never moves; Go's sysmon preempts a goroutine
-// whose tick stood still for 10 ms (forcePreemptNS), and the dispatcher
-// then reschedules at its next function call, in the middle of a request.
-// On a goroutine locked to its thread (Dispatcher.Run) that costs two
-// thread handoffs (the P goes to another thread, which finds the goroutine
-// and hands the P back): traced at 20–40 µs on the 2-vCPU VM, on about one
-// request in ten at one request per ms. runtime.Gosched before sleeping
-// pays the same handoffs while nothing is pending and moves the tick, so
-// sysmon does not preempt a dispatcher that parks at least this often.
+// so its P's schedule tick never moves; Go's sysmon marks a goroutine
+// whose tick is 10 ms old for preemption (forcePreemptNS; sysmon looks
+// every 10-20 ms on an idle Manager) and signals its thread. The signal
+// mostly ends an idle raw futex sleep with EINTR, and the dispatcher then
+// reschedules at its next function call. On a goroutine locked to its
+// thread (Dispatcher.Run) that costs two thread handoffs (the P goes to
+// another thread, which finds the goroutine and hands the P back), traced
+// at 20-40 µs on the 2-vCPU VM and paid by a request that arrives during
+// them or is in flight. runtime.Gosched before sleeping takes the same
+// handoffs at a moment Step chooses, while nothing is pending, and moves
+// the tick, so sysmon sends no preemption to a dispatcher that parks at
+// least this often (docs/channel.md, "The dispatcher sleeps outside cgo").
 const reschedEvery = 5 * time.Millisecond
+
+// gosched is runtime.Gosched; a test replaces it to ring the doorbell at
+// the moment Step reschedules (TestARingDuringTheRescheduleIsNotLost).
+var gosched = runtime.Gosched
 
 // Server is the Manager's poll loop over one doorbell. It is owned by a
 // single dispatcher goroutine: every method except Ring must be called from
@@ -185,11 +192,13 @@ func (s *Server) Detach(index uint32) { C.okvi_server_detach(s.s, C.uint32_t(ind
 // (strace showed one futex wake and one 20 µs nanosleep per request), an
 // extra cross-CPU wakeup for every request that reaches a parked Manager.
 // The raw sleep keeps the P, so GOMAXPROCS must be at least 2
-// (Dispatcher.Run ensures it). Go's signal handlers restart the futex after a
-// preemption signal (SA_RESTART), so a raw sleep never returns for the
-// runtime: it must stay short, or a stop-the-world (and every goroutine with
-// it) would wait for the next request. After rawParkWindow the goroutine
-// sleeps inside a cgo call instead, where the runtime can take its P.
+// (Dispatcher.Run ensures it). A preemption signal usually ends the timed
+// futex with EINTR (the kernel does not restart it despite SA_RESTART), but
+// nothing does when asynchronous preemption is off or a signal is missed,
+// so the sleep must stay short, or a stop-the-world (and every goroutine
+// with it) would wait for the next request. After rawParkWindow the
+// goroutine sleeps inside a cgo call instead, where the runtime can take
+// its P.
 func (s *Server) Step(nReplies int) []Event {
 	for {
 		n := C.okvi_server_step(s.s, s.cReplies, C.int(nReplies), s.cEvents, C.int(len(s.events)))
@@ -203,9 +212,11 @@ func (s *Server) Step(nReplies int) []Event {
 		nReplies = 0
 		if now := time.Now(); now.Sub(s.resched) >= reschedEvery {
 			// server_parked stays set meanwhile: a ring bumps seq, and
-			// the sleep below returns at once (EAGAIN), or a step finds it.
+			// the futex sleep below returns at once (EAGAIN); an iceoryx2
+			// listener's epoll is level-triggered, so the next step
+			// drains a notification that came meanwhile.
 			s.resched = now
-			runtime.Gosched()
+			gosched()
 		}
 		s.parks.Add(1)
 		if s.parkFD >= 0 {
@@ -220,7 +231,7 @@ func (s *Server) Step(nReplies int) []Event {
 			}
 			continue
 		}
-		seq := uint32(C.okvi_server_park_seq(s.s))
+		seq := s.parkSeq()
 		// FUTEX_WAIT (shared: the word is in a MAP_SHARED memfd) on the
 		// doorbell's seq (abi.h offset 64). EAGAIN (value changed) and a
 		// wake both mean: step again.
@@ -231,6 +242,10 @@ func (s *Server) Step(nReplies int) []Event {
 		}
 	}
 }
+
+// parkSeq is the doorbell seq value the raw futex sleep waits on: the one
+// the last Step that set server_parked read (okvi_server_park_seq).
+func (s *Server) parkSeq() uint32 { return uint32(C.okvi_server_park_seq(s.s)) }
 
 // Post posts the first nReplies entries of Replies() without waiting for
 // requests; the dispatcher uses it once when it stops.
