@@ -39,6 +39,7 @@ type queryConfig struct {
 	hashBudget     int
 	coldGap        time.Duration
 	sameChain      bool
+	scattered      bool
 }
 
 func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
@@ -58,6 +59,7 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	fs.DurationVar(&cfg.coldGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
 	fs.plotFlag("latency CDFs of every subject, hot and cold")
 	fs.BoolVar(&cfg.sameChain, "same-chain", false, "query the first N resident hashes every time (index entries stay in the CPU caches) instead of moving through the resident set")
+	fs.BoolVar(&cfg.scattered, "scattered", false, "publish the resident blocks in a shuffled order, so no two consecutive hashes of a query were published together and the Manager finds each through its table (not by address: gocore/index Prefix)")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
@@ -175,6 +177,9 @@ func runQuery(args []string, stdout, stderr io.Writer) error {
 	chains := "moving through the resident set"
 	if cfg.sameChain {
 		chains = "the same chain every time"
+	}
+	if cfg.scattered {
+		chains += ", published in a shuffled order"
 	}
 	header += fmt.Sprintf(", Manager pid %d started by the bench (%.1f s; %s RAM tier of 4 KiB chunks); %d resident blocks of %d B published in %.2f s; queries %s",
 		m.pid, startS, humanize.IBytes(capacity), rep.ResidentBlocks, rep.BlockBytes, rep.PublishS, chains)

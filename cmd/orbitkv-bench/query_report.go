@@ -69,6 +69,7 @@ type queryReport struct {
 	ManagerStartS       float64    `json:"manager_start_s"`
 	RAMCapacityBytes    uint64     `json:"ram_capacity_bytes"`
 	SameChain           bool       `json:"same_chain"`
+	Scattered           bool       `json:"scattered"` // --scattered: published in a shuffled order
 
 	// hists holds the histogram behind each rtt, for plots: keyed
 	// "query N/hot", "query N/cold", "ping/hot", "poll/cold", ….

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -88,7 +89,7 @@ func (r *queryRun) run() (*queryReport, error) {
 		return nil, err
 	}
 	r.repeats, r.server = map[string][]*latencyHist{}, map[int][]queryCounters{}
-	rep := &queryReport{ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain}
+	rep := &queryReport{ResidentBlocks: r.cfg.residentBlocks, BlockBytes: queryLayers * queryPageBytes, SameChain: r.cfg.sameChain, Scattered: r.cfg.scattered}
 	if rep.PublishS, err = r.publish(); err != nil {
 		return nil, err
 	}
@@ -185,7 +186,8 @@ func (r *queryRun) figures(rep *queryReport) []figure {
 
 // publish stores hashes 0..residentBlocks-1 from the pages of one engine
 // buffer, a publish chunk at a time (pages are reused across calls; their
-// content does not matter here), and returns the seconds it took.
+// content does not matter here), in hash order or, with --scattered, in a
+// shuffled order (a fixed seed), and returns the seconds it took.
 func (r *queryRun) publish() (float64, error) {
 	total := r.cfg.residentBlocks
 	per := min(total, r.c.MaxPublishEntries())
@@ -201,6 +203,12 @@ func (r *queryRun) publish() (float64, error) {
 	for i := range r.hashes {
 		r.hashes[i] = blockHash(uint64(i))
 	}
+	order := r.hashes
+	if r.cfg.scattered {
+		order = slices.Clone(r.hashes)
+		rng := rand.New(rand.NewPCG(1, 2))
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
 	pages := make([]uint32, per)
 	for i := range pages {
 		pages[i] = uint32(i)
@@ -209,7 +217,7 @@ func (r *queryRun) publish() (float64, error) {
 	start := time.Now()
 	for i := 0; i < total; i += per {
 		n := min(per, total-i)
-		res, err := r.c.Publish(r.ns, id, r.hashes[i:i+n], pages[:n])
+		res, err := r.c.Publish(r.ns, id, order[i:i+n], pages[:n])
 		if err != nil {
 			return 0, fmt.Errorf("publishing blocks %d..%d: %w", i, i+n-1, err)
 		}

@@ -13,5 +13,10 @@
 // `orbitkv-bench policy` replays the same order). A query therefore reads
 // and writes one cache line per block: the block record, which is one line.
 //
+// Blocks are allocated from slabs of 63 consecutive lines in Insert order,
+// so a chain published in order is a dense run of lines, and Prefix reads
+// it by address, going to the key → block table only where a run ends
+// (Index.Prefix; the memory this can retain: Index.newBlock).
+//
 // An Index is not safe for concurrent use: the dispatcher goroutine owns it.
 package index

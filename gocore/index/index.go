@@ -2,6 +2,7 @@ package index
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -38,21 +39,22 @@ const (
 // count never reads blockCold).
 //
 // A query reads and writes only this line (key, state, pins, deferred
-// accesses, bytes, chunk count). Blocks are 64 bytes, a Go size class
-// whose objects all start on a 64-byte boundary (checked at compile time
-// below), and the blocks of one publish are allocated one after another,
-// so the blocks of a chain published in order lie in consecutive lines:
-// a lookup of that chain reads one dense run of lines, which the CPU's
-// stream prefetchers fetch ahead, instead of every third line of a run of
-// 192-byte records (cost per hash: BenchmarkPrefix, orbitkv-bench query).
+// accesses, bytes, chunk count). Insert takes Blocks in order from slabs
+// of slabBlocks 64-byte-aligned records (newSlab), so the blocks of a
+// chain published in order lie in consecutive lines: Prefix reads such a
+// chain by address (follow), one dense run of lines that the CPU's stream
+// prefetchers fetch ahead, and goes to the table only where the run ends
+// (cost per hash: BenchmarkPrefix, orbitkv-bench query).
 type Block struct {
 	Key    Key // a lookup reads Key and state
 	state  State
 	access uint8 // 0→1 pins the policy has not been shown, at most evict.MaxAccesses (Evict)
 	shown  bool  // the policy holds the block as pinned (evict.Reveal showed it a pin)
-	// replica: fetched from a peer (InsertReplica), not produced here; it
-	// lives in the replica policy, whose victims go first.
-	replica bool
+	// meta: metaReplica (fetched from a peer by InsertReplica, not
+	// produced here; it lives in the replica policy, whose victims go
+	// first) | the number of Blocks after this one in its slab (metaRest;
+	// 0 for a Block outside a slab).
+	meta    uint8
 	pins    int32
 	Bytes   uint64 // block bytes (all layers)
 	Layers  uint32 // layers the block spans: Bytes/Layers bytes each
@@ -71,11 +73,76 @@ type blockCold struct {
 	node   evict.Node // the eviction policy's state; in the policy while sealed
 }
 
+// Block.meta's fields.
+const (
+	metaReplica = 0x80 // the block is a replica (Replica)
+	metaRest    = 0x7f // Blocks after this one in its slab
+)
+
+// blockBytes is a Block's size: one cache line.
+const blockBytes = 64
+
 // A Block is exactly one cache line.
 var (
-	_ [unsafe.Sizeof(Block{}) - 64]byte
-	_ [64 - unsafe.Sizeof(Block{})]byte
+	_ [unsafe.Sizeof(Block{}) - blockBytes]byte
+	_ [blockBytes - unsafe.Sizeof(Block{})]byte
 )
+
+// slabBlocks is the number of Blocks in a slab: 63 lines and the padding
+// that aligns them fill Go's 4 KiB size class exactly (paddedSlab).
+const slabBlocks = 63
+
+// paddedSlab is a slab's allocation. Go puts an 8-byte header before each
+// object over 512 bytes that holds pointers, at the start of its
+// 4,096-byte-aligned slot (runtime/malloc.go, mallocgcSmallScanHeader),
+// so the object starts 8 bytes past a line boundary; 56 bytes of padding
+// put blocks[0] on the next one, and 8 + 56 + 63×64 = 4,096. newSlab checks
+// the alignment rather than trusting this layout.
+type paddedSlab struct {
+	_      [blockBytes - 8]byte
+	blocks [slabBlocks]Block
+}
+
+// slabsMisaligned is set once a slab came back with its blocks off a
+// line boundary (not seen on Go 1.26: TestInsertTakesConsecutiveLinesOfASlab
+// fails then); from then on Insert allocates each Block alone (64 bytes, a
+// size class whose objects are 64-byte aligned) and Prefix finds every
+// block through the table.
+var slabsMisaligned atomic.Bool
+
+// newSlab returns fresh zeroed Blocks for Insert to take in order: a
+// slab's slabBlocks line-aligned Blocks, or one Block where slabs do not
+// align (slabsMisaligned).
+func newSlab() []Block {
+	if !slabsMisaligned.Load() {
+		s := new(paddedSlab)
+		if uintptr(unsafe.Pointer(&s.blocks[0]))%blockBytes == 0 {
+			return s.blocks[:]
+		}
+		slabsMisaligned.Store(true)
+	}
+	return make([]Block, 1)
+}
+
+// newBlock takes the next Block of the current slab (a new one when it
+// is used up), its metaRest set to the Blocks after it in the slab.
+//
+// Memory: a slab stays allocated while any of its Blocks is referenced
+// (the collector keeps a whole object alive through an interior pointer),
+// and with it the blockCold of its removed Blocks. When blocks of a slab
+// are evicted together, as the blocks of a chain published in order are
+// under a recency policy, that costs nothing; at worst, one live block
+// per slab, it keeps 4 KiB of slab and 62 removed blocks' cold parts
+// (about 10 KiB in all) against 64 + blockCold bytes for a block alone.
+func (x *Index) newBlock() *Block {
+	if len(x.slab) == 0 {
+		x.slab = newSlab()
+	}
+	b := &x.slab[0]
+	x.slab = x.slab[1:]
+	b.meta = uint8(len(x.slab))
+	return b
+}
 
 // State is the block's state.
 func (b *Block) State() State { return b.state }
@@ -86,7 +153,7 @@ func (b *Block) Pins() int32 { return b.pins }
 // Replica reports whether b was fetched from a peer (InsertReplica) rather
 // than produced on this node (published here, or read back from this
 // node's SSD tier).
-func (b *Block) Replica() bool { return b.replica }
+func (b *Block) Replica() bool { return b.meta&metaReplica != 0 }
 
 // Index is the block map plus the eviction policies over its sealed
 // blocks: pol over the blocks this node produced, rep (LRU) over replicas.
@@ -97,9 +164,10 @@ type Index struct {
 	m         table
 	pol       evict.Policy
 	rep       evict.Policy
-	replicas  int    // sealed replicas
-	evictable uint64 // chunks of sealed unpinned blocks
-	nEvict    int    // sealed unpinned blocks
+	slab      []Block // the current slab's Blocks not yet taken (newBlock)
+	replicas  int     // sealed replicas
+	evictable uint64  // chunks of sealed unpinned blocks
+	nEvict    int     // sealed unpinned blocks
 	sealed    int
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
@@ -122,7 +190,7 @@ func (x *Index) Policy() evict.Policy { return x.pol }
 // rIdx is 1 for a replica, 0 for a block this node produced: the index of
 // b's policy in per-policy arrays.
 func rIdx(b *Block) int {
-	if b.replica {
+	if b.Replica() {
 		return 1
 	}
 	return 0
@@ -130,7 +198,7 @@ func rIdx(b *Block) int {
 
 // policyOf is the policy holding b's node.
 func (x *Index) policyOf(b *Block) evict.Policy {
-	if b.replica {
+	if b.Replica() {
 		return x.rep
 	}
 	return x.pol
@@ -157,26 +225,40 @@ const prefixGroup = 16
 // as a descriptor carries them; a trailing partial hash is ignored), in
 // order, up to the first that is absent or not sealed, and returns out.
 //
-// It is Lookup over a chain, in groups of prefixGroup keys,
-// software-pipelined: while a group's blocks are compared, the slots of
-// the next group are already on their way (prefetched), and each group's
-// blocks are prefetched as soon as its slots name them, so the two cache
-// misses of a hash (its slot, then its block) overlap with other hashes'
-// instead of following each other. Each group's prefetches are one call
-// (prefetchN), and tags are computed from the hash bytes in place, with no
-// call per hash (cost per hash: orbitkv-bench query; BenchmarkPrefix).
+// It is Lookup over a chain, in two ways that give the same blocks:
+//
+//   - By the table, in groups of prefixGroup keys, software-pipelined:
+//     while a group's blocks are compared, the slots of the next group
+//     are already on their way (prefetched), and each group's blocks are
+//     prefetched as soon as its slots name them, so the two cache misses
+//     of a hash (its slot, then its block) overlap with other hashes'.
+//     Each group's prefetches are one call (prefetchN), and tags are
+//     computed from the hash bytes in place, with no call per hash.
+//   - By address (follow), after each table step: the blocks after the
+//     last one found, in its slab, are compared with the chain's next
+//     hashes directly, for as long as they match. A chain published in
+//     order lies in consecutive lines of a slab (newBlock), so most of its
+//     hashes cost one sequential line each, no slot and no random miss.
+//     A sealed block holding (ns, hash) is the one the table maps that key
+//     to (a key has at most one block, and removal unseals it), so a match
+//     by address is the table's answer. After a follow that matched, the
+//     next table step is one key (where the run left its slab or the chain
+//     left the run), whose slot follow has prefetched; otherwise the
+//     pipelined groups go on.
+//
+// Cost per hash: BenchmarkPrefix (in order), BenchmarkPrefixScattered
+// (no two consecutive hashes in one slab), orbitkv-bench query.
 func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 	var tags [2][prefixGroup]uint64
 	var cand [prefixGroup]*Block
-	var addrs [prefixGroup]uintptr // prefetch addresses: hints, never dereferenced
+	var addrs [prefixGroup + 1]uintptr // prefetch addresses: hints, never dereferenced
 	le := binary.LittleEndian
 	t := &x.m
 	nsm := t.nsMix(&ns) // every key of the chain shares ns
 	n := len(hashes) / abi.HashSize
-	// fill tags the group of keys at base into buffer buf and prefetches
-	// their home slots; it returns the group's size.
-	fill := func(buf, base int) int {
-		g := min(prefixGroup, n-base)
+	// fill tags the g keys at base into buffer buf and prefetches their
+	// home slots.
+	fill := func(buf, base, g int) {
 		hb := hashes[base*abi.HashSize : (base+g)*abi.HashSize]
 		for j := range g {
 			h := hb[j*abi.HashSize : (j+1)*abi.HashSize]
@@ -185,17 +267,24 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 			addrs[j] = uintptr(unsafe.Pointer(&t.slots[tag&t.mask]))
 		}
 		prefetchN(&addrs[0], g)
-		return g
 	}
-	if n <= 0 {
-		return out
-	}
-	g := fill(0, 0)
-	for base, buf := 0, 0; base < n; base, buf = base+prefixGroup, buf^1 {
+	// g: the keys at base whose tags are in tags[buf] (0: none yet).
+	// single: the next step is one key, just after a followed run.
+	base, buf, g, single := 0, 0, 0, false
+	for base < n {
+		if g == 0 {
+			g = min(prefixGroup, n-base)
+			if single {
+				g = 1
+			}
+			fill(buf, base, g)
+		}
 		h := &tags[buf]
 		// Phase 1: each key's slot run, by tag only (prefetched by fill;
 		// the loads of different keys are independent), and a prefetch
 		// of the blocks they name.
+		// The line after the group's last block too: follow reads it
+		// next (a hint: past its slab's end it is never read).
 		k := 0
 		for j := range g {
 			cand[j] = t.findTag(h[j])
@@ -204,17 +293,23 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 				k++
 			}
 		}
+		if cand[g-1] != nil {
+			addrs[k] = uintptr(unsafe.Pointer(cand[g-1])) + blockBytes
+			k++
+		}
 		prefetchN(&addrs[0], k)
 		// The next group's tags and slots while those blocks arrive.
 		next := 0
-		if base+prefixGroup < n {
-			next = fill(buf^1, base+prefixGroup)
+		if !single && base+g < n {
+			next = min(prefixGroup, n-base-g)
+			fill(buf^1, base+g, next)
 		}
 		// Phase 2: each candidate's key and state; a full probe where the
 		// tag matched another key (a 2^-64 event).
 		hb := hashes[base*abi.HashSize : (base+g)*abi.HashSize]
+		var b *Block
 		for j := range g {
-			b := cand[j]
+			b = cand[j]
 			hash := abi.BlockHash(hb[j*abi.HashSize : (j+1)*abi.HashSize])
 			if b != nil && (b.Key.Hash != hash || b.Key.NS != ns) {
 				k := Key{NS: ns, Hash: hash}
@@ -225,9 +320,53 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 			}
 			out = append(out, b)
 		}
-		g = next
+		base += g
+		var f int
+		out, f = x.follow(b, ns, nsm, hashes[base*abi.HashSize:n*abi.HashSize], out)
+		base += f
+		single = f > 0
+		if single || next == 0 {
+			g = 0
+		} else {
+			g, buf = next, buf^1
+		}
 	}
 	return out
+}
+
+// follow appends to out the blocks after b in its slab that are sealed
+// and hold the block hashes hashes (abi.HashSize bytes each, the chain's
+// next ones, whole hashes only) in namespace ns, in order, up to the first
+// that does not, and returns out and how many it appended. Once the first
+// matches it prefetches the table slot of the hash just past the slab's
+// end, which the next table step of Prefix reads when the run goes on to
+// another slab (a chain whose blocks lie apart pays neither the tag nor
+// the prefetch). nsm is ns's t.nsMix.
+func (x *Index) follow(b *Block, ns abi.Namespace, nsm uint64, hashes []byte, out []*Block) ([]*Block, int) {
+	left := len(hashes) / abi.HashSize
+	rest := min(int(b.meta&metaRest), left)
+	if rest == 0 {
+		return out, 0
+	}
+	p := unsafe.Pointer(b)
+	for j := range rest {
+		// Within b's slab: b has metaRest ≥ rest Blocks after it.
+		nb := (*Block)(unsafe.Add(p, (j+1)*blockBytes))
+		if nb.state != Sealed || nb.Key.Hash != abi.BlockHash(hashes[j*abi.HashSize:(j+1)*abi.HashSize]) || nb.Key.NS != ns {
+			return out, j
+		}
+		out = append(out, nb)
+		if j == 0 && rest < left {
+			// A run: where it leaves the slab, the table takes over.
+			h := hashes[rest*abi.HashSize : (rest+1)*abi.HashSize]
+			le := binary.LittleEndian
+			t := &x.m
+			tag := t.tagIn(nsm, le.Uint64(h[:8]), le.Uint64(h[8:]))
+			addr := uintptr(unsafe.Pointer(&t.slots[tag&t.mask]))
+			prefetchN(&addr, 1)
+		}
+	}
+	return out, rest
 }
 
 // Insert adds a Publishing block for k of bytes over layers; depth is its
@@ -238,7 +377,8 @@ func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks 
 	if x.Contains(k) {
 		panic("index: Insert of a present key")
 	}
-	b := &Block{Key: k, Bytes: bytes, Layers: layers, nChunks: uint32(len(chunks)), state: Publishing}
+	b := x.newBlock()
+	b.Key, b.Bytes, b.Layers, b.nChunks, b.state = k, bytes, layers, uint32(len(chunks)), Publishing
 	b.blockCold = &blockCold{Chunks: chunks, node: evict.Node{Key: k.digest(), Depth: depth, Owner: b}}
 	x.m.put(b)
 	return b
@@ -248,7 +388,7 @@ func (x *Index) Insert(k Key, bytes uint64, layers uint32, depth uint32, chunks 
 // is evicted before any block this node produced (see Index).
 func (x *Index) InsertReplica(k Key, bytes uint64, layers uint32, depth uint32, chunks []uint32) *Block {
 	b := x.Insert(k, bytes, layers, depth, chunks)
-	b.replica = true
+	b.meta |= metaReplica
 	return b
 }
 
@@ -263,7 +403,7 @@ func (x *Index) Seal(b *Block) {
 	}
 	x.sealed++
 	x.bytes += b.Bytes
-	if b.replica {
+	if b.Replica() {
 		x.replicas++
 	}
 	pol := x.policyOf(b)

@@ -31,7 +31,7 @@ func (x *Index) unlink(b *Block) {
 	x.policyOf(b).Remove(&b.node)
 	x.m.del(b)
 	x.sealed--
-	if b.replica {
+	if b.Replica() {
 		x.replicas--
 	}
 	x.bytes -= b.Bytes

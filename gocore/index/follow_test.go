@@ -1,0 +1,211 @@
+package index
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/evict"
+)
+
+// Insert takes Blocks from slabs in order: on this runtime the slabs align
+// (else newSlab hands out lone Blocks, and metaRest is 0), the blocks of one slab are consecutive lines, and each
+// block's metaRest counts the Blocks after it in its slab. Prefix's
+// follow relies on all three; a runtime that moved Go's malloc header
+// would fail here rather than make chains slow unnoticed.
+func TestInsertTakesConsecutiveLinesOfASlab(t *testing.T) {
+	x := New(evict.NewLRU())
+	var prev *Block
+	for i := 0; i < 3*slabBlocks; i++ {
+		b := x.Insert(Key{NS: abi.Namespace{3}, Hash: abi.BlockHash{byte(i), byte(i >> 8)}}, 64, 1, 0, nil)
+		if rest := int(b.meta & metaRest); rest != len(x.slab) {
+			t.Fatalf("block %d: metaRest %d, %d Blocks left in its slab", i, rest, len(x.slab))
+		}
+		if i%slabBlocks != 0 && uintptr(unsafe.Pointer(b)) != uintptr(unsafe.Pointer(prev))+blockBytes {
+			t.Fatalf("block %d at %p does not follow block %d at %p", i, b, i-1, prev)
+		}
+		if i%slabBlocks == 0 && b.meta&metaRest != slabBlocks-1 {
+			t.Fatalf("block %d opens a slab with metaRest %d, want %d (slabs misaligned: %v)", i, b.meta&metaRest, slabBlocks-1, slabsMisaligned.Load())
+		}
+		if uintptr(unsafe.Pointer(b))%blockBytes != 0 {
+			t.Fatalf("block %d at %p: not 64-byte aligned", i, b)
+		}
+		prev = b
+	}
+}
+
+// prefixByLookup is Prefix's contract spelled with Lookup: the chain's
+// sealed blocks, in order, up to the first absent or unsealed one.
+func prefixByLookup(x *Index, ns abi.Namespace, hashes []byte) []*Block {
+	var out []*Block
+	for i := 0; i+abi.HashSize <= len(hashes); i += abi.HashSize {
+		b := x.Lookup(Key{NS: ns, Hash: abi.BlockHash(hashes[i : i+abi.HashSize])})
+		if b == nil {
+			break
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// samePrefix fails t unless Prefix of hashes in ns gives prefixByLookup's
+// blocks.
+func samePrefix(t *testing.T, what string, x *Index, ns abi.Namespace, hashes []byte) []*Block {
+	t.Helper()
+	got := x.Prefix(ns, hashes, nil)
+	want := prefixByLookup(x, ns, hashes)
+	if len(got) != len(want) {
+		t.Fatalf("%s: Prefix finds %d blocks, Lookup %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: block %d of Prefix (%p) is not Lookup's (%p)", what, i, got[i], want[i])
+		}
+	}
+	return got
+}
+
+// hashBytes is the descriptor hash list of hs.
+func hashBytes(hs []abi.BlockHash) []byte {
+	b := make([]byte, 0, len(hs)*abi.HashSize)
+	for _, h := range hs {
+		b = append(b, h[:]...)
+	}
+	return b
+}
+
+// Under churn (chains of two namespaces published interleaved, in pieces,
+// some aborted, some removed or evicted, some still publishing), Prefix,
+// which reads slab-mates by address, finds exactly the blocks Lookup
+// finds one by one, for chains that run through slab boundaries, holes,
+// another namespace's blocks and blocks of other chains. The test also
+// checks that runs by address were taken (a block and its successor in the
+// chain adjacent in memory), so it tests follow and not only the table.
+func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := New(evict.NewLRU())
+	nss := [2]abi.Namespace{{1}, {2}}
+	const chains, chainLen = 40, 200
+	hash := func(c, i int) abi.BlockHash {
+		var h abi.BlockHash
+		binary.LittleEndian.PutUint64(h[:], uint64(c)<<32|uint64(i))
+		h[15] = 0xc4
+		return h
+	}
+	chain := func(c int) []byte {
+		hs := make([]abi.BlockHash, chainLen)
+		for i := range hs {
+			hs[i] = hash(c, i)
+		}
+		return hashBytes(hs)
+	}
+	var publishing []*Block
+	followed := 0
+	for step := 0; step < 3000; step++ {
+		c := rng.IntN(chains)
+		ns := nss[c%2]
+		switch r := rng.IntN(10); {
+		case r < 5: // publish a piece of chain c from some position on
+			from := rng.IntN(chainLen)
+			for i := from; i < min(chainLen, from+1+rng.IntN(80)); i++ {
+				k := Key{NS: ns, Hash: hash(c, i)}
+				if x.Contains(k) {
+					continue
+				}
+				b := x.Insert(k, 64, 1, uint32(i), nil)
+				switch rng.IntN(20) {
+				case 0:
+					publishing = append(publishing, b)
+				case 1:
+					x.Abort(b)
+				default:
+					x.Seal(b)
+				}
+			}
+		case r < 6: // finish or abort what is publishing
+			for _, b := range publishing {
+				if rng.IntN(2) == 0 {
+					x.Seal(b)
+				} else {
+					x.Abort(b)
+				}
+			}
+			publishing = publishing[:0]
+		case r < 8: // remove some blocks of chain c
+			for i := 0; i < chainLen; i++ {
+				if b := x.Lookup(Key{NS: ns, Hash: hash(c, i)}); b != nil && b.pins == 0 && rng.IntN(8) == 0 {
+					x.Remove(b)
+				}
+			}
+		default: // evict a few
+			for i := 0; i < rng.IntN(30); i++ {
+				x.Evict()
+			}
+		}
+		for q := 0; q < 4; q++ {
+			c := rng.IntN(chains)
+			got := samePrefix(t, "churn", x, nss[c%2], chain(c))
+			// And asked in the other namespace, whose blocks of the same
+			// hashes are never this chain's.
+			samePrefix(t, "churn, other namespace", x, nss[(c+1)%2], chain(c))
+			for i := 1; i < len(got); i++ {
+				if uintptr(unsafe.Pointer(got[i])) == uintptr(unsafe.Pointer(got[i-1]))+blockBytes {
+					followed++
+				}
+			}
+		}
+	}
+	if followed == 0 {
+		t.Fatal("no chain had a block adjacent to its predecessor: follow was never exercised")
+	}
+}
+
+// At fixed places: a chain published in order but with one block removed
+// and published again (it moved to another slab), one still publishing,
+// and a slab-mate of another namespace with the chain's next hash. Prefix
+// must stop (or go on through the table) exactly where Lookup does.
+func TestPrefixByAddressStopsWhereTheTableWould(t *testing.T) {
+	ns, other := abi.Namespace{5}, abi.Namespace{6}
+	hs := make([]abi.BlockHash, 3*slabBlocks)
+	for i := range hs {
+		hs[i] = abi.BlockHash{byte(i), byte(i >> 8), 0x5a}
+	}
+	chain := hashBytes(hs)
+	x := New(evict.NewLRU())
+	blocks := make([]*Block, len(hs))
+	for i := range hs {
+		k := Key{NS: ns, Hash: hs[i]}
+		if i == prefixGroup+4 {
+			// A slab-mate in another namespace holding the chain's hash;
+			// the chain's own block comes after it.
+			x.Seal(x.Insert(Key{NS: other, Hash: hs[i]}, 64, 1, 0, nil))
+		}
+		blocks[i] = x.Insert(k, 64, 1, 0, nil)
+		if i != 100 {
+			x.Seal(blocks[i])
+		}
+	}
+	// Block 70 removed and published again: now the last block allocated.
+	x.Remove(blocks[70])
+	blocks[70] = x.Insert(Key{NS: ns, Hash: hs[70]}, 64, 1, 0, nil)
+	x.Seal(blocks[70])
+	got := samePrefix(t, "removed and re-published at 70, publishing at 100", x, ns, chain)
+	if len(got) != 100 {
+		t.Fatalf("Prefix finds %d blocks, want 100 (up to the publishing one)", len(got))
+	}
+	samePrefix(t, "other namespace", x, other, chain)
+	x.Seal(blocks[100])
+	if got := samePrefix(t, "all sealed", x, ns, chain); len(got) != len(hs) {
+		t.Fatalf("Prefix finds %d of %d sealed blocks", len(got), len(hs))
+	}
+	// Every length, so the chain's end falls at every place in a run.
+	for n := 0; n <= len(hs); n++ {
+		samePrefix(t, "prefix of the chain", x, ns, chain[:n*abi.HashSize])
+	}
+	x.Remove(blocks[50])
+	if got := samePrefix(t, "removed at 50", x, ns, chain); len(got) != 50 {
+		t.Fatalf("Prefix finds %d blocks past a removed block 50", len(got))
+	}
+}
