@@ -109,8 +109,9 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 		return abi.Message{}, true, derr
 	}
 	key := func(i int) index.Key { h, _ := p.Entry(i); return index.Key{NS: p.NS, Hash: h} }
-	fresh, present, ok := s.tiers.Place(n, key, blockBytes, buf.Layers, s.hits)
-	s.hits = fresh[:0]
+	clear(s.hits) // a stale block pointer would keep its slab alive (index.Index.newBlock)
+	fresh, present, ok := s.tiers.Place(n, key, blockBytes, buf.Layers, s.hits[:0])
+	s.hits = fresh
 	if !ok {
 		return s.unadmitted(m), true, nil
 	}

@@ -26,6 +26,7 @@ func (s *Service) releaseHolds(st *sessState) {
 	for _, blk := range st.holds {
 		s.idx.Unpin(blk)
 	}
+	clear(st.holds) // a stale block pointer would keep its slab alive (index.Index.newBlock)
 	st.holds = st.holds[:0]
 }
 

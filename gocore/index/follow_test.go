@@ -3,6 +3,7 @@ package index
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -102,13 +103,16 @@ func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 		return hashBytes(hs)
 	}
 	var publishing []*Block
-	followed := 0
+	byAddress := x.Stats().ByAddress
 	for step := 0; step < 3000; step++ {
 		c := rng.IntN(chains)
 		ns := nss[c%2]
 		switch r := rng.IntN(10); {
-		case r < 5: // publish a piece of chain c from some position on
+		case r < 5: // publish a piece of chain c: where its cached prefix ends (as an engine extends a chain), or from anywhere
 			from := rng.IntN(chainLen)
+			if rng.IntN(2) == 0 {
+				from = len(prefixByLookup(x, ns, chain(c)))
+			}
 			for i := from; i < min(chainLen, from+1+rng.IntN(80)); i++ {
 				k := Key{NS: ns, Hash: hash(c, i)}
 				if x.Contains(k) {
@@ -135,7 +139,7 @@ func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 			publishing = publishing[:0]
 		case r < 8: // remove some blocks of chain c
 			for i := 0; i < chainLen; i++ {
-				if b := x.Lookup(Key{NS: ns, Hash: hash(c, i)}); b != nil && b.pins == 0 && rng.IntN(8) == 0 {
+				if b := x.Lookup(Key{NS: ns, Hash: hash(c, i)}); b != nil && b.pins == 0 && rng.IntN(30) == 0 {
 					x.Remove(b)
 				}
 			}
@@ -146,19 +150,102 @@ func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 		}
 		for q := 0; q < 4; q++ {
 			c := rng.IntN(chains)
-			got := samePrefix(t, "churn", x, nss[c%2], chain(c))
+			from := rng.IntN(chainLen)
+			samePrefix(t, "churn", x, nss[c%2], chain(c)[from*abi.HashSize:])
 			// And asked in the other namespace, whose blocks of the same
 			// hashes are never this chain's.
 			samePrefix(t, "churn, other namespace", x, nss[(c+1)%2], chain(c))
-			for i := 1; i < len(got); i++ {
-				if uintptr(unsafe.Pointer(got[i])) == uintptr(unsafe.Pointer(got[i-1]))+blockBytes {
-					followed++
-				}
-			}
 		}
 	}
-	if followed == 0 {
-		t.Fatal("no chain had a block adjacent to its predecessor: follow was never exercised")
+	// The lookups above must have taken the address route, or the test
+	// checked only the table.
+	if got := x.Stats().ByAddress - byAddress; got < 1000 {
+		t.Fatalf("Prefix found %d blocks by address during the churn: follow was hardly exercised", got)
+	}
+}
+
+// follow itself, on one slab whose blocks hold a chain in order: it takes
+// the slab-mates after a block while they are sealed and hold the next
+// hashes of the namespace asked, stops at the first that is not, at the
+// slab's end, and at the hashes' end, and Prefix counts what it took in
+// Stats.ByAddress.
+func TestFollowTakesSlabMatesUpToTheFirstMismatch(t *testing.T) {
+	ns := abi.Namespace{4}
+	hs := make([]abi.BlockHash, 2*slabBlocks)
+	for i := range hs {
+		hs[i] = abi.BlockHash{byte(i), byte(i >> 8), 0x3c}
+	}
+	chain := hashBytes(hs)
+	x := New(evict.NewLRU())
+	blocks := make([]*Block, len(hs))
+	for i := range hs {
+		blocks[i] = x.Insert(Key{NS: ns, Hash: hs[i]}, 64, 1, 0, nil)
+		if i != 40 {
+			x.Seal(blocks[i])
+		}
+	}
+	follow := func(from int, hashes []byte, inNS abi.Namespace) int {
+		out, f := x.follow(blocks[from], inNS, x.m.nsMix(&inNS), hashes, nil)
+		if len(out) != f {
+			t.Fatalf("follow from %d appended %d blocks and reported %d", from, len(out), f)
+		}
+		for j, b := range out {
+			if b != blocks[from+1+j] {
+				t.Fatalf("follow from %d: block %d is not the chain's block %d", from, j, from+1+j)
+			}
+		}
+		return f
+	}
+	after := func(i int) []byte { return chain[(i+1)*abi.HashSize:] }
+	for _, c := range []struct {
+		what   string
+		from   int
+		hashes []byte
+		ns     abi.Namespace
+		want   int
+	}{
+		{"up to the publishing block 40", 0, after(0), ns, 39},
+		{"from the block after it", 41, after(41), ns, slabBlocks - 1 - 41},
+		{"the slab's last block has no mates", slabBlocks - 1, after(slabBlocks - 1), ns, 0},
+		{"the hashes end first", 0, chain[abi.HashSize : 11*abi.HashSize], ns, 10},
+		{"a trailing partial hash is not a hash", 0, chain[abi.HashSize : 11*abi.HashSize+5], ns, 10},
+		{"no hashes", 0, nil, ns, 0},
+		{"another namespace", 0, after(0), abi.Namespace{5}, 0},
+		{"the next slab's blocks are not mates", slabBlocks, after(slabBlocks), ns, slabBlocks - 1},
+	} {
+		if got := follow(c.from, c.hashes, c.ns); got != c.want {
+			t.Fatalf("%s: follow took %d, want %d", c.what, got, c.want)
+		}
+	}
+	// A hash that differs (the chain forks) stops it there.
+	fork := slices.Clone(after(0))
+	fork[5*abi.HashSize] ^= 1
+	if got := follow(0, fork, ns); got != 5 {
+		t.Fatalf("a fork at the 6th mate: follow took %d, want 5", got)
+	}
+	// Prefix: block 0 by the table, 1..39 by address, then 40 stops it.
+	before := x.Stats().ByAddress
+	if got := len(x.Prefix(ns, chain, nil)); got != 40 {
+		t.Fatalf("Prefix found %d blocks, want 40", got)
+	}
+	if d := x.Stats().ByAddress - before; d != 39-(prefixGroup-1) {
+		t.Fatalf("Prefix found %d blocks by address, want %d (the first group through the table)", d, 39-(prefixGroup-1))
+	}
+	// Sealed, the whole chain: the first group by the table, the rest of
+	// each slab by address, the next slab's first block by the table.
+	x.Seal(blocks[40])
+	before = x.Stats().ByAddress
+	if got := len(x.Prefix(ns, chain, nil)); got != len(hs) {
+		t.Fatalf("Prefix found %d of %d blocks", got, len(hs))
+	}
+	if d, want := x.Stats().ByAddress-before, uint64(len(hs)-prefixGroup-1); d != want {
+		t.Fatalf("Prefix found %d blocks by address, want %d", d, want)
+	}
+	// Removed from the middle of a slab: the run breaks there, and so
+	// does the chain.
+	x.Remove(blocks[30])
+	if got := len(x.Prefix(ns, chain, nil)); got != 30 {
+		t.Fatalf("Prefix past the removed block 30 found %d blocks", got)
 	}
 }
 

@@ -53,8 +53,11 @@ const (
 // prefix); started counts the reads begun for r, each of which r hears of
 // once. The hits slice is the Book's scratch, valid until the next Fetch.
 func (b *Book[W]) Fetch(c Chain, t Tail, r tier.Reader) (hits []*index.Block, loading bool, started int) {
+	// Cleared, not only truncated: a stale pointer to a block removed
+	// since would keep its slab alive (index.Index.newBlock).
+	clear(b.hits)
 	hits = b.idx.Prefix(c.NS, c.Hashes[c.First*abi.HashSize:c.End*abi.HashSize], b.hits[:0])
-	b.hits = hits[:0]
+	b.hits = hits
 	miss := c.First + len(hits)
 	b.looked.ram(len(hits), c.End-miss)
 	if miss >= c.End || t == SkipTail || !b.tiers.HasSSD() && (t != ReadTail || !b.tiers.HasPeer()) {

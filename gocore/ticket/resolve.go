@@ -97,6 +97,7 @@ func (s *Set) unhold(t *Ticket) {
 	for _, blk := range t.holds {
 		s.idx.Unpin(blk)
 	}
+	clear(t.holds) // a stale block pointer would keep its slab alive (index.Index.newBlock)
 	t.holds = t.holds[:0]
 }
 
