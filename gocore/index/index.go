@@ -238,17 +238,19 @@ const prefixGroup = 16
 //     of a hash (its slot, then its block) overlap with other hashes'.
 //     Each group's prefetches are one call (prefetchN), and tags are
 //     computed from the hash bytes in place, with no call per hash.
-//   - By address (follow), after each table step: the blocks after the
-//     last one found, in its slab, are compared with the chain's next
-//     hashes directly, for as long as they match. A chain published in
+//   - By address (follow), after a table step whose blocks look laid out
+//     in order (its last two adjacent, or a one-key step after a run):
+//     the blocks after the last one found, in its slab, are compared with
+//     the chain's next hashes directly, for as long as they match. A chain published in
 //     order lies in consecutive lines of a slab (newBlock), so most of its
 //     hashes cost one sequential line each, no slot and no random miss.
 //     A sealed block holding (ns, hash) is the one the table maps that key
 //     to (a key has at most one block, and removal unseals it), so a match
-//     by address is the table's answer. After a run that reached its
-//     slab's end, the next table step is one key, whose slot follow has
-//     prefetched (the chain likely goes on in the next slab); after a
-//     run that broke inside its slab, or none, the pipelined groups go on.
+//     by address is the table's answer. The pipelined groups then go on
+//     from where the run ended, with what is left of the group already
+//     prefetched; past it, after a run that reached its slab's end, the
+//     next table step is one key, whose slot follow has prefetched (the
+//     chain likely goes on in another slab).
 //
 // Cost per hash: BenchmarkPrefix (published in order),
 // BenchmarkPrefixScattered (one block at a time in a shuffled order),
@@ -289,8 +291,6 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 		// Phase 1: each key's slot run, by tag only (prefetched by fill;
 		// the loads of different keys are independent), and a prefetch
 		// of the blocks they name.
-		// The line after the group's last block too: follow reads it
-		// next (a hint: past its slab's end it is never read).
 		k := 0
 		for j := range g {
 			cand[j] = t.findTag(h[j])
@@ -299,8 +299,16 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 				k++
 			}
 		}
-		if cand[g-1] != nil {
-			addrs[k] = uintptr(unsafe.Pointer(cand[g-1])) + blockBytes
+		// Follow after this step only where the chain looks laid out in
+		// order here: a one-key step (after a run that left its slab), or
+		// a group whose last two blocks are adjacent lines. A chain whose
+		// blocks lie apart then pays nothing for the address route. The
+		// line after the group's last block is prefetched for follow (a
+		// hint: past its slab's end it is never read).
+		last := uintptr(unsafe.Pointer(cand[g-1]))
+		tryFollow := last != 0 && (g == 1 || last == uintptr(unsafe.Pointer(cand[g-2]))+blockBytes)
+		if tryFollow {
+			addrs[k] = last + blockBytes
 			k++
 		}
 		prefetchN(&addrs[0], k)
@@ -328,18 +336,25 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 		}
 		base += g
 		var f int
-		out, f = x.follow(b, ns, nsm, hashes[base*abi.HashSize:n*abi.HashSize], out)
+		if tryFollow {
+			out, f = x.follow(b, ns, nsm, hashes[base*abi.HashSize:n*abi.HashSize], out)
+		}
 		base += f
 		x.byAddress += uint64(f)
-		// One key next only where the run left its slab (follow
-		// prefetched that key's slot); a run that broke inside its slab
-		// goes back to pipelined groups, whose prefetched next group
-		// (fill) no longer starts at base once f > 0.
-		single = f > 0 && f == int(b.meta&metaRest)
-		if f > 0 || next == 0 {
-			g = 0
-		} else {
-			g, buf = next, buf^1
+		switch {
+		case f < next:
+			// The rest of the next group, whose tags and slots fill has
+			// already computed and prefetched (all of it where f is 0).
+			if f > 0 {
+				copy(tags[buf^1][:next-f], tags[buf^1][f:next])
+			}
+			g, buf, single = next-f, buf^1, false
+		case f > 0 && f == int(b.meta&metaRest):
+			// The run left its slab: one key, whose slot follow has
+			// prefetched (the chain likely goes on in another slab).
+			g, single = 0, true
+		default:
+			g, single = 0, false
 		}
 	}
 	return out
@@ -379,6 +394,7 @@ func (x *Index) follow(b *Block, ns abi.Namespace, nsm uint64, hashes []byte, ou
 	}
 	return out, rest
 }
+
 
 // Insert adds a Publishing block for k of bytes over layers; depth is its
 // position within the publish batch that stores it (0 = first), which a
