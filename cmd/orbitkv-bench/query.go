@@ -59,7 +59,7 @@ func parseQueryFlags(args []string, out io.Writer) (queryConfig, error) {
 	fs.DurationVar(&cfg.coldGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
 	fs.plotFlag("latency CDFs of every subject, hot and cold")
 	fs.BoolVar(&cfg.sameChain, "same-chain", false, "query the first N resident hashes every time (index entries stay in the CPU caches) instead of moving through the resident set")
-	fs.BoolVar(&cfg.scattered, "scattered", false, "publish the resident blocks in a shuffled order, so no two consecutive hashes of a query were published together and the Manager finds each through its table (not by address: gocore/index Prefix)")
+	fs.BoolVar(&cfg.scattered, "scattered", false, "publish the resident blocks one at a time in a shuffled order (fixed seed), so a query's consecutive hashes were almost never published together and the Manager finds nearly each through its table, not by address (gocore/index Prefix)")
 	if err := fs.parse(args); err != nil {
 		return cfg, err
 	}
