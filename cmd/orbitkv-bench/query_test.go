@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
@@ -86,10 +87,22 @@ func TestParseQueryCountersReadsBothCounters(t *testing.T) {
 	}
 }
 
+// The suite against a real Manager, with the resident blocks published in
+// hash order and with --scattered (shuffled): the same checks hold, and
+// the report says which.
 func TestQueryRunsAgainstARealManager(t *testing.T) {
 	dir := binaries(t)
-	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "query", "--resident-blocks", "5000", "--hashes", "1,32,1000",
-		"--iters", "200", "--cold-iters", "5", "--json")
+	for _, scattered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scattered=%v", scattered), func(t *testing.T) { queryRunAgainstARealManager(t, dir, scattered) })
+	}
+}
+
+func queryRunAgainstARealManager(t *testing.T, dir string, scattered bool) {
+	args := []string{"query", "--resident-blocks", "5000", "--hashes", "1,32,1000", "--iters", "200", "--cold-iters", "5", "--json"}
+	if scattered {
+		args = append(args, "--scattered")
+	}
+	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -121,9 +134,13 @@ func TestQueryRunsAgainstARealManager(t *testing.T) {
 		ProbeNs       float64            `json:"probe_ns_per_key"`
 		ProbeSerialNs float64            `json:"probe_serial_ns_per_key"`
 		PerProbe      float64            `json:"server_per_probe"`
+		Scattered     bool               `json:"scattered"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("decoding %q: %v", stdout.String(), err)
+	}
+	if rep.Scattered != scattered {
+		t.Errorf("report says scattered %v, want %v", rep.Scattered, scattered)
 	}
 	if rep.ResidentBlocks != 5000 || rep.ManagerBlocks != 5000 {
 		t.Errorf("resident blocks %d, Manager blocks %d; want 5000", rep.ResidentBlocks, rep.ManagerBlocks)
