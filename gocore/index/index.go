@@ -395,7 +395,6 @@ func (x *Index) follow(b *Block, ns abi.Namespace, nsm uint64, hashes []byte, ou
 	return out, rest
 }
 
-
 // Insert adds a Publishing block for k of bytes over layers; depth is its
 // position within the publish batch that stores it (0 = first), which a
 // prefix-aware policy uses (evict.Node.Depth). It panics if k is present
