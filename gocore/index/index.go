@@ -241,9 +241,10 @@ const prefixGroup = 16
 //   - By address (follow), after a table step whose blocks look laid out
 //     in order (its last two adjacent, or a one-key step after a run):
 //     the blocks after the last one found, in its slab, are compared with
-//     the chain's next hashes directly, for as long as they match. A chain published in
-//     order lies in consecutive lines of a slab (newBlock), so most of its
-//     hashes cost one sequential line each, no slot and no random miss.
+//     the chain's next hashes directly, for as long as they match. A
+//     chain published in order lies in consecutive lines of a slab
+//     (newBlock), so most of its hashes cost one sequential line each, no
+//     slot and no random miss.
 //     A sealed block holding (ns, hash) is the one the table maps that key
 //     to (a key has at most one block, and removal unseals it), so a match
 //     by address is the table's answer. The pipelined groups then go on
