@@ -12,10 +12,11 @@ import (
 )
 
 // Insert takes Blocks from slabs in order: on this runtime the slabs align
-// (else newSlab hands out lone Blocks, and metaRest is 0), the blocks of one slab are consecutive lines, and each
-// block's metaRest counts the Blocks after it in its slab. Prefix's
-// follow relies on all three; a runtime that moved Go's malloc header
-// would fail here rather than make chains slow unnoticed.
+// (else newSlab hands out lone Blocks, and metaRest is 0), the blocks of
+// one slab are consecutive lines, and each block's metaRest counts the
+// Blocks after it in its slab. Prefix's follow relies on all three; a
+// runtime that moved Go's malloc header would fail here rather than make
+// chains slow unnoticed.
 func TestInsertTakesConsecutiveLinesOfASlab(t *testing.T) {
 	x := New(evict.NewLRU())
 	var prev *Block
@@ -68,22 +69,13 @@ func samePrefix(t *testing.T, what string, x *Index, ns abi.Namespace, hashes []
 	return got
 }
 
-// hashBytes is the descriptor hash list of hs.
-func hashBytes(hs []abi.BlockHash) []byte {
-	b := make([]byte, 0, len(hs)*abi.HashSize)
-	for _, h := range hs {
-		b = append(b, h[:]...)
-	}
-	return b
-}
-
 // Under churn (chains of two namespaces published interleaved, in pieces,
 // some aborted, some removed or evicted, some still publishing), Prefix,
 // which reads slab-mates by address, finds exactly the blocks Lookup
 // finds one by one, for chains that run through slab boundaries, holes,
-// another namespace's blocks and blocks of other chains. The test also
-// checks that runs by address were taken (a block and its successor in the
-// chain adjacent in memory), so it tests follow and not only the table.
+// another namespace's blocks and blocks of other chains. It also checks
+// that many blocks were found by address (Stats.ByAddress), so it tests
+// follow and not only the table.
 func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := New(evict.NewLRU())
@@ -95,13 +87,7 @@ func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 		h[15] = 0xc4
 		return h
 	}
-	chain := func(c int) []byte {
-		hs := make([]abi.BlockHash, chainLen)
-		for i := range hs {
-			hs[i] = hash(c, i)
-		}
-		return hashBytes(hs)
-	}
+	chain := func(c int) []byte { return chainBytes(chainLen, func(i int) abi.BlockHash { return hash(c, i) }) }
 	var publishing []*Block
 	byAddress := x.Stats().ByAddress
 	for step := 0; step < 3000; step++ {
@@ -171,15 +157,13 @@ func TestPrefixByAddressAgreesWithLookupUnderChurn(t *testing.T) {
 // Stats.ByAddress.
 func TestFollowTakesSlabMatesUpToTheFirstMismatch(t *testing.T) {
 	ns := abi.Namespace{4}
-	hs := make([]abi.BlockHash, 2*slabBlocks)
-	for i := range hs {
-		hs[i] = abi.BlockHash{byte(i), byte(i >> 8), 0x3c}
-	}
-	chain := hashBytes(hs)
+	const blocksN = 2 * slabBlocks
+	h := func(i int) abi.BlockHash { return abi.BlockHash{byte(i), byte(i >> 8), 0x3c} }
+	chain := chainBytes(blocksN, h)
 	x := New(evict.NewLRU())
-	blocks := make([]*Block, len(hs))
-	for i := range hs {
-		blocks[i] = x.Insert(Key{NS: ns, Hash: hs[i]}, 64, 1, 0, nil)
+	blocks := make([]*Block, blocksN)
+	for i := range blocksN {
+		blocks[i] = x.Insert(Key{NS: ns, Hash: h(i)}, 64, 1, 0, nil)
 		if i != 40 {
 			x.Seal(blocks[i])
 		}
@@ -235,10 +219,10 @@ func TestFollowTakesSlabMatesUpToTheFirstMismatch(t *testing.T) {
 	// each slab by address, the next slab's first block by the table.
 	x.Seal(blocks[40])
 	before = x.Stats().ByAddress
-	if got := len(x.Prefix(ns, chain, nil)); got != len(hs) {
-		t.Fatalf("Prefix found %d of %d blocks", got, len(hs))
+	if got := len(x.Prefix(ns, chain, nil)); got != blocksN {
+		t.Fatalf("Prefix found %d of %d blocks", got, blocksN)
 	}
-	if d, want := x.Stats().ByAddress-before, uint64(len(hs)-prefixGroup-1); d != want {
+	if d, want := x.Stats().ByAddress-before, uint64(blocksN-prefixGroup-1); d != want {
 		t.Fatalf("Prefix found %d blocks by address, want %d", d, want)
 	}
 	// Removed from the middle of a slab: the run breaks there, and so
@@ -255,19 +239,17 @@ func TestFollowTakesSlabMatesUpToTheFirstMismatch(t *testing.T) {
 // must stop (or go on through the table) exactly where Lookup does.
 func TestPrefixByAddressStopsWhereTheTableWould(t *testing.T) {
 	ns, other := abi.Namespace{5}, abi.Namespace{6}
-	hs := make([]abi.BlockHash, 3*slabBlocks)
-	for i := range hs {
-		hs[i] = abi.BlockHash{byte(i), byte(i >> 8), 0x5a}
-	}
-	chain := hashBytes(hs)
+	const blocksN = 3 * slabBlocks
+	h := func(i int) abi.BlockHash { return abi.BlockHash{byte(i), byte(i >> 8), 0x5a} }
+	chain := chainBytes(blocksN, h)
 	x := New(evict.NewLRU())
-	blocks := make([]*Block, len(hs))
-	for i := range hs {
-		k := Key{NS: ns, Hash: hs[i]}
+	blocks := make([]*Block, blocksN)
+	for i := range blocksN {
+		k := Key{NS: ns, Hash: h(i)}
 		if i == prefixGroup+4 {
 			// A slab-mate in another namespace holding the chain's hash;
 			// the chain's own block comes after it.
-			x.Seal(x.Insert(Key{NS: other, Hash: hs[i]}, 64, 1, 0, nil))
+			x.Seal(x.Insert(Key{NS: other, Hash: h(i)}, 64, 1, 0, nil))
 		}
 		blocks[i] = x.Insert(k, 64, 1, 0, nil)
 		if i != 100 {
@@ -276,7 +258,7 @@ func TestPrefixByAddressStopsWhereTheTableWould(t *testing.T) {
 	}
 	// Block 70 removed and published again: now the last block allocated.
 	x.Remove(blocks[70])
-	blocks[70] = x.Insert(Key{NS: ns, Hash: hs[70]}, 64, 1, 0, nil)
+	blocks[70] = x.Insert(Key{NS: ns, Hash: h(70)}, 64, 1, 0, nil)
 	x.Seal(blocks[70])
 	got := samePrefix(t, "removed and re-published at 70, publishing at 100", x, ns, chain)
 	if len(got) != 100 {
@@ -284,11 +266,11 @@ func TestPrefixByAddressStopsWhereTheTableWould(t *testing.T) {
 	}
 	samePrefix(t, "other namespace", x, other, chain)
 	x.Seal(blocks[100])
-	if got := samePrefix(t, "all sealed", x, ns, chain); len(got) != len(hs) {
-		t.Fatalf("Prefix finds %d of %d sealed blocks", len(got), len(hs))
+	if got := samePrefix(t, "all sealed", x, ns, chain); len(got) != blocksN {
+		t.Fatalf("Prefix finds %d of %d sealed blocks", len(got), blocksN)
 	}
 	// Every length, so the chain's end falls at every place in a run.
-	for n := 0; n <= len(hs); n++ {
+	for n := 0; n <= blocksN; n++ {
 		samePrefix(t, "prefix of the chain", x, ns, chain[:n*abi.HashSize])
 	}
 	x.Remove(blocks[50])
