@@ -698,3 +698,42 @@ func TestEvictedBlocksComeBackFromTheSSDTier(t *testing.T) {
 	r.close(a)
 	r.idle()
 }
+
+// A chain published in one Publish lies in order in the index's slabs, so
+// a query of it finds most of its blocks by address (Stats.ByAddress, the
+// orbitkv_index_blocks_by_address_total metric); a chain of other hashes
+// adds none.
+func TestAQueryOfAChainPublishedInOrderCountsBlocksFoundByAddress(t *testing.T) {
+	r := newRig(t, 1<<20)
+	a, _ := r.open()
+	const chain = 40
+	hashes := make([]abi.BlockHash, chain)
+	pages := make([]uint32, chain)
+	for i := range hashes {
+		hashes[i], pages[i] = hash(100+i), uint32(i%tPages)
+	}
+	if resp := r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, hashes, pages), 0); status(resp) != abi.StatusOK || resp.Arg0 != chain {
+		t.Fatalf("publish: %v stored %d", status(resp), resp.Arg0)
+	}
+	before := r.svc.Stats().ByAddress
+	resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hashes...), 0)
+	if status(resp) != abi.StatusOK || resp.Arg0 != chain {
+		t.Fatalf("query: %v hits %d", status(resp), resp.Arg0)
+	}
+	// The first table group (16 hashes) is probed; the rest can follow.
+	if got := r.svc.Stats().ByAddress - before; got == 0 || got > chain {
+		t.Fatalf("blocks found by address: %d of %d, want 1..%d", got, chain, chain)
+	}
+	if resp := r.call(a, abi.CmdRelease, nil, resp.Arg1); status(resp) != abi.StatusOK {
+		t.Fatalf("release: %v", status(resp))
+	}
+	before = r.svc.Stats().ByAddress
+	if resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(900), hash(901)), 0); status(resp) != abi.StatusMiss {
+		t.Fatalf("query of unknown hashes: %v", status(resp))
+	}
+	if got := r.svc.Stats().ByAddress - before; got != 0 {
+		t.Fatalf("a missed query counted %d blocks by address", got)
+	}
+	r.close(a)
+	r.idle()
+}

@@ -55,6 +55,10 @@ type Stats struct {
 	QueryHits     uint64 // blocks leased by those
 	QueryNanos    uint64 // dispatcher time in untracked QueryBundles (decode, lookups, lease), ns
 	QueryHashes   uint64 // hashes those queries carried
+	// ByAddress counts the blocks lookups found by address (the slab-mate
+	// after the chain's previous block, no table probe; index.Index.Prefix),
+	// over every chain lookup: queries, tickets, restores.
+	ByAddress uint64
 
 	// Operation semantics (abi.h "Query tickets").
 	Tickets         uint64 // live tickets
@@ -95,7 +99,7 @@ func (s *Service) Stats() Stats {
 		Unadmitted: c.unadmitted.Load() + tk.Unadmitted, Invalid: c.invalid.Load(),
 		Queries: c.queries.Load() + tk.Queries, QueryHits: c.queryHits.Load() + tk.QueryHits,
 		RAMHuge: ts.RAMHuge, RAMFallback: ts.RAMFallback,
-		QueryNanos: c.queryNanos.Load(), QueryHashes: c.queryHashes.Load(),
+		QueryNanos: c.queryNanos.Load(), QueryHashes: c.queryHashes.Load(), ByAddress: s.idx.ByAddress(),
 		Tickets: tk.Live, BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load() + tk.Expired,
 		Discoveries: tk.Discoveries, WarmupSkipped: ts.WarmupSkipped,
 	}

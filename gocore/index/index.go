@@ -167,11 +167,11 @@ type Index struct {
 	m         table
 	pol       evict.Policy
 	rep       evict.Policy
-	slab      []Block // the current slab's Blocks not yet taken (newBlock)
-	byAddress uint64  // blocks Prefix found by address (follow), since New
-	replicas  int     // sealed replicas
-	evictable uint64  // chunks of sealed unpinned blocks
-	nEvict    int     // sealed unpinned blocks
+	slab      []Block       // the current slab's Blocks not yet taken (newBlock)
+	byAddress atomic.Uint64 // blocks Prefix found by address (follow), since New; read by any goroutine
+	replicas  int           // sealed replicas
+	evictable uint64        // chunks of sealed unpinned blocks
+	nEvict    int           // sealed unpinned blocks
 	sealed    int
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
@@ -280,6 +280,7 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 	// g: the keys at base whose tags are in tags[buf] (0: none yet).
 	// single: the next step is one key, just after a followed run.
 	base, buf, g, single := 0, 0, 0, false
+	var byAddr uint64 // blocks found by address in this call
 	for base < n {
 		if g == 0 {
 			g = min(prefixGroup, n-base)
@@ -331,6 +332,7 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 				b = t.find(&k, h[j])
 			}
 			if b == nil || b.state != Sealed {
+				x.countByAddress(byAddr)
 				return out
 			}
 			out = append(out, b)
@@ -341,7 +343,7 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 			out, f = x.follow(b, ns, nsm, hashes[base*abi.HashSize:n*abi.HashSize], out)
 		}
 		base += f
-		x.byAddress += uint64(f)
+		byAddr += uint64(f)
 		switch {
 		case f < next:
 			// The rest of the next group, whose tags and slots fill has
@@ -358,8 +360,21 @@ func (x *Index) Prefix(ns abi.Namespace, hashes []byte, out []*Block) []*Block {
 			g, single = 0, false
 		}
 	}
+	x.countByAddress(byAddr)
 	return out
 }
+
+// countByAddress adds n blocks found by address to the counter, once per
+// Prefix call (one atomic add, not one per step).
+func (x *Index) countByAddress(n uint64) {
+	if n != 0 {
+		x.byAddress.Add(n)
+	}
+}
+
+// ByAddress returns how many blocks Prefix found by address since New
+// (Stats.ByAddress). Unlike Stats, safe from any goroutine.
+func (x *Index) ByAddress() uint64 { return x.byAddress.Load() }
 
 // follow appends to out the blocks after b in its slab that are sealed
 // and hold the block hashes hashes (abi.HashSize bytes each, the chain's
@@ -633,5 +648,5 @@ type Stats struct {
 
 // Stats returns the counters.
 func (x *Index) Stats() Stats {
-	return Stats{Blocks: x.sealed, Replicas: x.replicas, Bytes: x.bytes, Pins: x.pins, Evictable: x.nEvict, Entries: x.m.n, ByAddress: x.byAddress}
+	return Stats{Blocks: x.sealed, Replicas: x.replicas, Bytes: x.bytes, Pins: x.pins, Evictable: x.nEvict, Entries: x.m.n, ByAddress: x.byAddress.Load()}
 }

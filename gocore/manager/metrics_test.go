@@ -114,6 +114,12 @@ func TestMetricsExposeTheOperatorSeries(t *testing.T) {
 			t.Errorf("value %v, want 1", f.GetMetric()[0].GetGauge().GetValue())
 		}
 	})
+	t.Run("blocks found by address are a counter", func(t *testing.T) {
+		f := fams["orbitkv_index_blocks_by_address_total"]
+		if f == nil || f.GetType() != dto.MetricType_COUNTER || len(f.GetMetric()) != 1 {
+			t.Fatalf("orbitkv_index_blocks_by_address_total = %v, want one counter series", f)
+		}
+	})
 	t.Run("lookups have one series per tier and result", func(t *testing.T) {
 		f := fams["orbitkv_lookup_blocks_total"]
 		var got []string
