@@ -71,7 +71,7 @@ FUZZ_MINIMIZETIME ?= 2s
 FUZZ_RETRY_EXECS ?= 200000
 
 # Benchmark suites of orbitkv-bench that `make bench` runs, in order.
-BENCH_SUITES := channel replay copy query policy ssd transfer
+BENCH_SUITES := channel replay copy query policy ssd transfer wake
 
 # `make demo` runs this target: the trace replay, the main job.
 DEMO_TARGET := demo-replay

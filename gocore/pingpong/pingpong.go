@@ -59,3 +59,8 @@ func Ping(c *client.Client, first uint64, warmup int, period time.Duration, out 
 // ClockTicksPerSecond is sysconf(_SC_CLK_TCK), the unit of /proc/PID/stat
 // times.
 func ClockTicksPerSecond() int { return native.ClockTicksPerSecond() }
+
+// CgoNoop makes one cgo call to an empty C function and returns x+1 (the
+// wake suite's cgo_call probe; native.BenchCgoNoop). The error is
+// native.ErrNoCgo in a build without cgo, else nil.
+func CgoNoop(x uint64) (uint64, error) { return native.BenchCgoNoop(x) }

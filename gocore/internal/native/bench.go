@@ -8,6 +8,9 @@ package native
 #include <unistd.h>
 #include "orbitkv/client.h"
 #include "pingpong.h"
+
+// okvb_noop: the empty C function behind BenchCgoNoop; returns x + 1.
+static uint64_t okvb_noop(uint64_t x) { return x + 1; }
 */
 import "C"
 
@@ -173,3 +176,8 @@ func ClockTicksPerSecond() int {
 // BenchRole is the role a bench session announces in its hello
 // (OKV_ROLE_BENCH), for ConnectOptions.Role.
 const BenchRole = uint32(C.OKV_ROLE_BENCH)
+
+// BenchCgoNoop makes one cgo call to an empty C function and returns x+1:
+// what the Go runtime's cgo crossing alone costs (orbitkv-bench wake).
+// The error is always nil here; without cgo it is ErrNoCgo.
+func BenchCgoNoop(x uint64) (uint64, error) { return uint64(C.okvb_noop(C.uint64_t(x))), nil }

@@ -48,3 +48,6 @@ const (
 func BenchDiscover(*Client, Namespace, []BlockHash, uint32, DiscoverMode, int, time.Duration, []uint64) error {
 	return ErrNoCgo
 }
+
+// BenchCgoNoop returns ErrNoCgo.
+func BenchCgoNoop(x uint64) (uint64, error) { return x, ErrNoCgo }

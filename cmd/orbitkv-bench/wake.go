@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
+)
+
+// The wake suite: what a thread pays for its first steps after a sleep on
+// this machine, the cost behind the per-ms cadence of the channel suite
+// (bench/channel/README.md, "Cold wake broken down"). Each probe is timed
+// right after a raw futex sleep of --sleep (how the Manager's dispatcher
+// sleeps) and warm (right after the same probe ran), on one goroutine
+// locked to its thread.
+
+// Probe names, in report order.
+const (
+	wakeProbeClock = "clock"    // two clock reads with nothing between: the timer's own cost
+	wakeProbeGo    = "go_call"  // one call of an empty Go function
+	wakeProbeCgo   = "cgo_call" // one cgo call of an empty C function (pingpong.CgoNoop)
+	wakeProbeLines = "lines"    // a chase of --lines dependent loads, one line in each of --lines pages
+)
+
+var wakeProbes = []string{wakeProbeClock, wakeProbeGo, wakeProbeCgo, wakeProbeLines}
+
+// futexWaitPrivate is FUTEX_WAIT | FUTEX_PRIVATE_FLAG (linux/futex.h).
+const futexWaitPrivate = 0 | 128
+
+// wakePageWords is the stride of the line chase: one 4 KiB page, in uint64s.
+const wakePageWords = 4096 / 8
+
+// wakeConfig is the parsed, validated flag set of `orbitkv-bench wake`.
+type wakeConfig struct {
+	suiteCommon
+	samples int           // --samples: timed calls per probe, temperature and repeat
+	sleep   time.Duration // --sleep: the raw futex sleep before each cold sample
+	lines   int           // --lines: dependent loads of the lines probe
+}
+
+func parseWakeFlags(args []string, out io.Writer) (wakeConfig, error) {
+	var cfg wakeConfig
+	fs := newSuiteFlags("wake", &cfg.suiteCommon, out,
+		"What a thread pays for its first steps after a sleep on this machine: two clock",
+		"reads, an empty Go call, an empty cgo call, and a chase of N dependent cache lines,",
+		"each timed right after a raw futex sleep (as the Manager's dispatcher sleeps) and",
+		"warm (right after the same probe ran). On a VM whose host runs other work while a",
+		"vCPU sleeps, a woken thread starts with cold caches, and a cold wake's cost follows",
+		"the lines it touches. Starts no Manager. Method: bench/README.md.")
+	fs.IntVar(&cfg.samples, "samples", 1000, "timed calls per probe, cold and warm, per repeat (10..1000000)")
+	fs.DurationVar(&cfg.sleep, "sleep", time.Millisecond, "raw futex sleep before each cold sample (10µs..1s)")
+	fs.IntVar(&cfg.lines, "lines", 32, "dependent loads of the lines probe, one in each of this many 4 KiB pages (1..4096)")
+	fs.defaultRepeatsOf(3)
+	if err := fs.parse(args); err != nil {
+		return cfg, err
+	}
+	if cfg.managerBin != "" || len(cfg.managerArgs) > 0 {
+		return cfg, usagef("--manager-bin and --manager-args configure a Manager; the wake suite starts none")
+	}
+	return cfg, firstError(between("samples", cfg.samples, 10, 1_000_000),
+		between("sleep", cfg.sleep, 10*time.Microsecond, time.Second),
+		between("lines", cfg.lines, 1, 4096))
+}
+
+// wakeProbe is one probe's latency, merged over the repeats; ns include
+// the two clock reads around the probe (the clock probe is their cost).
+type wakeProbe struct {
+	Cold Stats `json:"cold"` // right after the sleep
+	Warm Stats `json:"warm"` // right after the same probe ran
+}
+
+// wakeReport is the one JSON object `orbitkv-bench wake --json` prints.
+type wakeReport struct {
+	reportHead
+	SleepNs int64                `json:"sleep_ns"`
+	Samples int                  `json:"samples"` // per probe, temperature and repeat
+	Lines   int                  `json:"lines"`
+	Probes  map[string]wakeProbe `json:"probes"`
+	// ColdLineNs is the cold cost of one dependent line: (cold lines p50 -
+	// cold clock p50) / Lines, the median over the repeats.
+	ColdLineNs float64 `json:"cold_line_ns"`
+}
+
+func runWake(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseWakeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := pingpong.CgoNoop(0); err != nil {
+		return fmt.Errorf("wake: the cgo_call probe: %w", err)
+	}
+	mon := startMonitor(nil)
+	defer mon.stop()
+	rep, figs := measureWake(&cfg)
+	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the wake suite times single calls: no hot phase"}, figs)
+	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeWakeTable(w, rep) })
+}
+
+// wakeSink keeps the probes' results alive, so that no call is optimised
+// away.
+var wakeSink uint64
+
+//go:noinline
+func wakeGoNoop(x uint64) uint64 { return x + 1 }
+
+// wakeChase builds the line chase: lines slots one page apart, linked in a
+// random order (so that no hardware prefetcher guesses the next), each
+// holding the index of the next and the last ^0.
+func wakeChase(lines int) (buf []uint64, first uint64) {
+	buf = make([]uint64, lines*wakePageWords)
+	order := rand.Perm(lines)
+	for i, p := range order {
+		next := ^uint64(0)
+		if i+1 < lines {
+			next = uint64(order[i+1] * wakePageWords)
+		}
+		buf[p*wakePageWords] = next
+	}
+	return buf, uint64(order[0] * wakePageWords)
+}
+
+// measureWake runs every probe, cold then warm, cfg.repeats times, on this
+// goroutine locked to its thread.
+func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	buf, first := wakeChase(cfg.lines)
+	probe := map[string]func(){
+		wakeProbeClock: func() {},
+		wakeProbeGo:    func() { wakeSink = wakeGoNoop(wakeSink) },
+		wakeProbeCgo:   func() { wakeSink, _ = pingpong.CgoNoop(wakeSink) },
+		wakeProbeLines: func() {
+			for j := first; j != ^uint64(0); j = buf[j] {
+				wakeSink += j
+			}
+		},
+	}
+	var word uint32
+	ts := unix.NsecToTimespec(cfg.sleep.Nanoseconds())
+	sleep := func() {
+		// FUTEX_WAIT_PRIVATE on a word nobody changes: ETIMEDOUT after
+		// cfg.sleep (EINTR on a preemption signal, rarely: a shorter sleep).
+		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&word)), futexWaitPrivate, 0,
+			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	}
+	merged := map[string][2]*latencyHist{}
+	perRepeat := map[string][]float64{} // "temperature/probe/p50" and cold_line, one value per repeat
+	for _, name := range wakeProbes {
+		merged[name] = [2]*latencyHist{newLatencyHist(), newLatencyHist()}
+	}
+	for range cfg.repeats {
+		p50 := map[string]float64{}
+		for _, name := range wakeProbes {
+			f := probe[name]
+			for t, temp := range []string{"cold", "warm"} {
+				h := newLatencyHist()
+				for range cfg.samples {
+					if t == 0 {
+						sleep()
+					} else {
+						f()
+					}
+					t0 := time.Now()
+					f()
+					h.recordDuration(time.Since(t0))
+				}
+				merged[name][t].merge(h)
+				st := h.stats()
+				p50[temp+"/"+name] = float64(st.P50)
+				perRepeat[temp+"/"+name+"/p50"] = append(perRepeat[temp+"/"+name+"/p50"], float64(st.P50))
+				perRepeat[temp+"/"+name+"/p99"] = append(perRepeat[temp+"/"+name+"/p99"], float64(st.P99))
+			}
+		}
+		line := max(0, p50["cold/"+wakeProbeLines]-p50["cold/"+wakeProbeClock]) / float64(cfg.lines)
+		perRepeat["cold_line"] = append(perRepeat["cold_line"], line)
+	}
+	rep := &wakeReport{SleepNs: cfg.sleep.Nanoseconds(), Samples: cfg.samples, Lines: cfg.lines,
+		Probes: map[string]wakeProbe{}, ColdLineNs: medianOf(perRepeat["cold_line"])}
+	var figs []figure
+	for _, name := range wakeProbes {
+		rep.Probes[name] = wakeProbe{Cold: merged[name][0].stats(), Warm: merged[name][1].stats()}
+		for _, key := range []string{"cold/" + name + "/p50", "cold/" + name + "/p99", "warm/" + name + "/p50"} {
+			figs = append(figs, medianFigure(key, "ns", lowerIsBetter, perRepeat[key]))
+		}
+	}
+	figs = append(figs, medianFigure("cold_line", "ns", lowerIsBetter, perRepeat["cold_line"]))
+	return rep, figs
+}
+
+// writeWakeTable prints one row per probe: cold and warm percentiles and
+// their ratio at p50.
+func writeWakeTable(w io.Writer, rep *wakeReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "probe (after a %v raw futex sleep, %d samples)\tcold p50 ns\tcold p99 ns\twarm p50 ns\tcold / warm p50\t\n",
+		time.Duration(rep.SleepNs), rep.Samples)
+	for _, name := range wakeProbes {
+		p := rep.Probes[name]
+		label := name
+		if name == wakeProbeLines {
+			label = fmt.Sprintf("%s (%d dependent, one per 4 KiB page)", name, rep.Lines)
+		}
+		ratio := "-"
+		if p.Warm.P50 > 0 {
+			ratio = fmt.Sprintf("%.1fx", float64(p.Cold.P50)/float64(p.Warm.P50))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", label, p.Cold.P50, p.Cold.P99, p.Warm.P50, ratio)
+	}
+	fmt.Fprintf(tw, "one cold line: (cold lines p50 - cold clock p50) / %d\t%.0f ns\t\t\t\t\n", rep.Lines, rep.ColdLineNs)
+	return tw.Flush()
+}
