@@ -11,8 +11,8 @@
 //	                        beside raw shm spin, futex, UDS and gRPC baselines
 //	orbitkv-bench peers     OrbitKV beside LMCache's multiprocess server: lookup
 //	                        round trips, store and retrieve GB/s, ratios
-//	orbitkv-bench wake      what a thread pays right after a sleep: a clock read,
-//	                        a Go call, a cgo call, N dependent lines, cold vs warm
+//	orbitkv-bench wake      what a thread pays right after a sleep: two clock
+//	                        reads, a Go call, a cgo call, N dependent lines, cold vs warm
 //	orbitkv-bench compare   two --json reports of one suite, figure by figure
 //
 // `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
@@ -47,7 +47,7 @@ func commands() []command {
 		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
 		{name: "transfer", summary: "transfer engine GB/s for 64KiB-4MiB blocks on loopback vs a plain TCP stream and one slice in flight, in the same run", run: runTransfer},
 		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
-		{name: "wake", summary: "what a thread pays right after a sleep: a clock read, a Go call, a cgo call, N dependent cache lines, cold vs warm", run: runWake},
+		{name: "wake", summary: "what a thread pays right after a sleep: two clock reads, a Go call, a cgo call, N dependent cache lines, cold vs warm", run: runWake},
 		{name: "peers", summary: "OrbitKV beside LMCache's multiprocess server in the same run: lookup p50/p99, store and retrieve GB/s, ratios", run: runPeers},
 		{name: "compare", summary: "compare two --json reports of one suite: ratios, and which differences lie within the noise band", run: runCompare},
 		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},

@@ -23,7 +23,7 @@ import (
 
 // Probe names, in report order.
 const (
-	wakeProbeClock = "clock"    // two clock reads with nothing between: the timer's own cost
+	wakeProbeClock = "clock"    // two clock reads around an empty closure: the timer's own cost
 	wakeProbeGo    = "go_call"  // one call of an empty Go function
 	wakeProbeCgo   = "cgo_call" // one cgo call of an empty C function (pingpong.CgoNoop)
 	wakeProbeLines = "lines"    // a chase of --lines dependent loads, one line in each of --lines pages
@@ -55,7 +55,7 @@ func parseWakeFlags(args []string, out io.Writer) (wakeConfig, error) {
 		"vCPU sleeps, a woken thread starts with cold caches, and a cold wake's cost follows",
 		"the lines it touches. Starts no Manager. Method: bench/README.md.")
 	fs.IntVar(&cfg.samples, "samples", 1000, "timed calls per probe, cold and warm, per repeat (10..1000000)")
-	fs.DurationVar(&cfg.sleep, "sleep", time.Millisecond, "raw futex sleep before each cold sample (10µs..1s)")
+	fs.DurationVar(&cfg.sleep, "sleep", time.Millisecond, "raw futex sleep before each cold sample (10µs..100ms)")
 	fs.IntVar(&cfg.lines, "lines", 32, "dependent loads of the lines probe, one in each of this many 4 KiB pages (1..4096)")
 	fs.defaultRepeatsOf(3)
 	if err := fs.parse(args); err != nil {
@@ -64,9 +64,24 @@ func parseWakeFlags(args []string, out io.Writer) (wakeConfig, error) {
 	if cfg.managerBin != "" || len(cfg.managerArgs) > 0 {
 		return cfg, usagef("--manager-bin and --manager-args configure a Manager; the wake suite starts none")
 	}
-	return cfg, firstError(between("samples", cfg.samples, 10, 1_000_000),
-		between("sleep", cfg.sleep, 10*time.Microsecond, time.Second),
-		between("lines", cfg.lines, 1, 4096))
+	if err := firstError(between("samples", cfg.samples, 10, 1_000_000),
+		between("sleep", cfg.sleep, 10*time.Microsecond, 100*time.Millisecond),
+		between("lines", cfg.lines, 1, 4096)); err != nil {
+		return cfg, err
+	}
+	if d := cfg.sleeping(); d > wakeMaxSleeping {
+		return cfg, usagef("--samples %d × --sleep %v × %d probes × --repeats %d sleep for %v; want at most %v",
+			cfg.samples, cfg.sleep, len(wakeProbes), cfg.repeats, d, wakeMaxSleeping)
+	}
+	return cfg, nil
+}
+
+// wakeMaxSleeping bounds the time a run spends in its cold samples' sleeps.
+const wakeMaxSleeping = time.Hour
+
+// sleeping is how long the cold samples of a run sleep in all.
+func (c *wakeConfig) sleeping() time.Duration {
+	return time.Duration(c.samples*len(wakeProbes)*c.repeats) * c.sleep
 }
 
 // wakeProbe is one probe's latency, merged over the repeats; ns include
@@ -86,6 +101,9 @@ type wakeReport struct {
 	// ColdLineNs is the cold cost of one dependent line: (cold lines p50 -
 	// cold clock p50) / Lines, the median over the repeats.
 	ColdLineNs float64 `json:"cold_line_ns"`
+	// InterruptedSleeps counts the sleeps a signal cut short (EINTR); each
+	// was slept again in full before its sample.
+	InterruptedSleeps int `json:"interrupted_sleeps"`
 }
 
 func runWake(args []string, stdout, stderr io.Writer) error {
@@ -96,9 +114,14 @@ func runWake(args []string, stdout, stderr io.Writer) error {
 	if _, err := pingpong.CgoNoop(0); err != nil {
 		return fmt.Errorf("wake: the cgo_call probe: %w", err)
 	}
+	fmt.Fprintf(stderr, "wake: %d probes × %d samples cold and warm × %d repeats; the cold samples sleep %v in all\n",
+		len(wakeProbes), cfg.samples, cfg.repeats, cfg.sleeping())
 	mon := startMonitor(nil)
 	defer mon.stop()
-	rep, figs := measureWake(&cfg)
+	rep, figs, err := measureWake(&cfg)
+	if err != nil {
+		return err
+	}
 	cfg.finish(&rep.reportHead, mon, validityInput{HotUnchecked: "the wake suite times single calls: no hot phase"}, figs)
 	return cfg.emit(stdout, stderr, rep, func(w io.Writer) error { return writeWakeTable(w, rep) })
 }
@@ -110,25 +133,33 @@ var wakeSink uint64
 //go:noinline
 func wakeGoNoop(x uint64) uint64 { return x + 1 }
 
-// wakeChase builds the line chase: lines slots one page apart, linked in a
-// random order (so that no hardware prefetcher guesses the next), each
-// holding the index of the next and the last ^0.
+// wakeChase builds the line chase: one slot in each of lines pages, at
+// line p%64 of page p (so that the lines spread over the cache's sets and
+// a warm chase fits in L1), linked in a random order (so that no hardware
+// prefetcher guesses the next), each holding the index of the next and
+// the last ^0.
 func wakeChase(lines int) (buf []uint64, first uint64) {
 	buf = make([]uint64, lines*wakePageWords)
+	slot := func(p int) uint64 { return uint64(p*wakePageWords + p%64*8) }
 	order := rand.Perm(lines)
 	for i, p := range order {
 		next := ^uint64(0)
 		if i+1 < lines {
-			next = uint64(order[i+1] * wakePageWords)
+			next = slot(order[i+1])
 		}
-		buf[p*wakePageWords] = next
+		buf[slot(p)] = next
 	}
-	return buf, uint64(order[0] * wakePageWords)
+	return buf, slot(order[0])
 }
 
 // measureWake runs every probe, cold then warm, cfg.repeats times, on this
-// goroutine locked to its thread.
-func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
+// goroutine locked to its thread. Errors are a sleep's other than EINTR.
+func measureWake(cfg *wakeConfig) (*wakeReport, []figure, error) {
+	// The raw sleep keeps its P (as the dispatcher's does): the rest of
+	// the bench, its monitor, needs another.
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	buf, first := wakeChase(cfg.lines)
@@ -144,11 +175,37 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
 	}
 	var word uint32
 	ts := unix.NsecToTimespec(cfg.sleep.Nanoseconds())
-	sleep := func() {
-		// FUTEX_WAIT_PRIVATE on a word nobody changes: ETIMEDOUT after
-		// cfg.sleep (EINTR on a preemption signal, rarely: a shorter sleep).
-		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&word)), futexWaitPrivate, 0,
-			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	interrupted := 0
+	var resched time.Time
+	sleep := func() error {
+		// A goroutine that never reschedules gets a preemption signal
+		// from sysmon every 10-20 ms, which ends the sleep early (EINTR)
+		// and costs thread handoffs at the next call. Rescheduling before
+		// the sleep at most every 5 ms keeps it from coming (the
+		// dispatcher does the same: reschedEvery, gocore/internal/native).
+		if now := time.Now(); now.Sub(resched) >= 5*time.Millisecond {
+			resched = now
+			runtime.Gosched()
+		}
+		for {
+			// FUTEX_WAIT_PRIVATE on a word nobody changes: ETIMEDOUT
+			// after cfg.sleep.
+			_, _, errno := unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&word)), futexWaitPrivate, 0,
+				uintptr(unsafe.Pointer(&ts)), 0, 0)
+			switch errno {
+			case unix.ETIMEDOUT:
+				return nil
+			case unix.EINTR:
+				// A signal: the runtime's preemption, or a GC's stack scan,
+				// which signals again until this goroutine passes a safe
+				// point. Let it, then sleep again in full: the sample
+				// follows a whole sleep.
+				interrupted++
+				runtime.Gosched()
+			default:
+				return fmt.Errorf("wake: FUTEX_WAIT of %v: %w", cfg.sleep, errno)
+			}
+		}
 	}
 	merged := map[string][2]*latencyHist{}
 	perRepeat := map[string][]float64{} // "temperature/probe/p50" and cold_line, one value per repeat
@@ -163,7 +220,9 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
 				h := newLatencyHist()
 				for range cfg.samples {
 					if t == 0 {
-						sleep()
+						if err := sleep(); err != nil {
+							return nil, nil, err
+						}
 					} else {
 						f()
 					}
@@ -182,7 +241,7 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
 		perRepeat["cold_line"] = append(perRepeat["cold_line"], line)
 	}
 	rep := &wakeReport{SleepNs: cfg.sleep.Nanoseconds(), Samples: cfg.samples, Lines: cfg.lines,
-		Probes: map[string]wakeProbe{}, ColdLineNs: medianOf(perRepeat["cold_line"])}
+		Probes: map[string]wakeProbe{}, ColdLineNs: medianOf(perRepeat["cold_line"]), InterruptedSleeps: interrupted}
 	var figs []figure
 	for _, name := range wakeProbes {
 		rep.Probes[name] = wakeProbe{Cold: merged[name][0].stats(), Warm: merged[name][1].stats()}
@@ -191,7 +250,7 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure) {
 		}
 	}
 	figs = append(figs, medianFigure("cold_line", "ns", lowerIsBetter, perRepeat["cold_line"]))
-	return rep, figs
+	return rep, figs, nil
 }
 
 // writeWakeTable prints one row per probe: cold and warm percentiles and
@@ -213,5 +272,6 @@ func writeWakeTable(w io.Writer, rep *wakeReport) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", label, p.Cold.P50, p.Cold.P99, p.Warm.P50, ratio)
 	}
 	fmt.Fprintf(tw, "one cold line: (cold lines p50 - cold clock p50) / %d\t%.0f ns\t\t\t\t\n", rep.Lines, rep.ColdLineNs)
+	fmt.Fprintf(tw, "sleeps cut short by a signal and slept again\t%d\t\t\t\t\n", rep.InterruptedSleeps)
 	return tw.Flush()
 }

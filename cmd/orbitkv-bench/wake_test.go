@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/pingpong"
 )
 
 func TestParseWakeFlags(t *testing.T) {
@@ -25,7 +27,8 @@ func TestParseWakeFlags(t *testing.T) {
 		want string
 	}{
 		{"too few samples", []string{"--samples", "9"}, "--samples must be between 10 and 1000000, got 9"},
-		{"a sleep too short to park", []string{"--sleep", "1us"}, "--sleep must be between 10µs and 1s, got 1µs"},
+		{"a sleep too short to park", []string{"--sleep", "1us"}, "--sleep must be between 10µs and 100ms, got 1µs"},
+		{"a run that would sleep for days", []string{"--samples", "1000000", "--sleep", "100ms"}, "sleep for 333h20m0s; want at most 1h0m0s"},
 		{"no lines", []string{"--lines", "0"}, "--lines must be between 1 and 4096, got 0"},
 		{"a Manager flag", []string{"--manager-bin", "bin/orbitkv-manager"}, "the wake suite starts none"},
 		{"an argument", []string{"extra"}, `unexpected argument "extra"`},
@@ -40,16 +43,18 @@ func TestParseWakeFlags(t *testing.T) {
 	}
 }
 
-// The chase visits every line once, each in its own page, and ends.
+// The chase visits every line once, each in its own page at line p%64 of
+// page p, and ends.
 func TestWakeChaseVisitsEveryLineOnce(t *testing.T) {
-	const lines = 37
+	const lines = 100
 	buf, first := wakeChase(lines)
 	var seen []uint64
 	for j := first; j != ^uint64(0); j = buf[j] {
-		if j%wakePageWords != 0 || len(seen) > lines {
-			t.Fatalf("step to %d after %v: not a page start, or a cycle", j, seen)
+		page := j / wakePageWords
+		if j%wakePageWords != page%64*8 || len(seen) > lines {
+			t.Fatalf("step to %d after %v: not line %d of page %d, or a cycle", j, seen, page%64, page)
 		}
-		seen = append(seen, j/wakePageWords)
+		seen = append(seen, page)
 	}
 	slices.Sort(seen)
 	want := make([]uint64, lines)
@@ -62,8 +67,11 @@ func TestWakeChaseVisitsEveryLineOnce(t *testing.T) {
 }
 
 // A short run prints every probe, cold and warm, with the counts asked for,
-// and the headline figures.
+// the headline figures, and the cold line cost computed from its own p50s.
 func TestWakeRunsThroughTheDispatcher(t *testing.T) {
+	if _, err := pingpong.CgoNoop(0); err != nil {
+		t.Skipf("the cgo_call probe needs cgo: %v", err)
+	}
 	var out, errOut bytes.Buffer
 	args := []string{"wake", "--samples", "20", "--sleep", "50us", "--lines", "8", "--repeats", "1", "--json"}
 	if code := dispatch(args, &out, &errOut); code != 0 {
@@ -82,6 +90,11 @@ func TestWakeRunsThroughTheDispatcher(t *testing.T) {
 			t.Errorf("probe %s = %+v (present %v); want 20 timed samples each way, nonzero", name, p, ok)
 		}
 	}
+	// One repeat: the median is that repeat's value, from the merged p50s.
+	lines, clock := rep.Probes[wakeProbeLines].Cold.P50, rep.Probes[wakeProbeClock].Cold.P50
+	if want := max(0, float64(lines)-float64(clock)) / 8; rep.ColdLineNs != want {
+		t.Errorf("cold_line_ns = %v, want (%d - %d) / 8 = %v", rep.ColdLineNs, lines, clock, want)
+	}
 	var names []string
 	for _, f := range rep.Figures {
 		names = append(names, f.Name)
@@ -95,7 +108,7 @@ func TestWakeRunsThroughTheDispatcher(t *testing.T) {
 	if code := dispatch(args[:len(args)-1], &out, &errOut); code != 0 {
 		t.Fatalf("table: exit %d: %s", code, errOut.String())
 	}
-	for _, s := range append(slices.Clone(wakeProbes), "after a 50µs raw futex sleep", "one cold line") {
+	for _, s := range append(slices.Clone(wakeProbes), "after a 50µs raw futex sleep", "one cold line", "slept again") {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, out.String())
 		}

@@ -55,9 +55,11 @@ type Stats struct {
 	QueryHits     uint64 // blocks leased by those
 	QueryNanos    uint64 // dispatcher time in untracked QueryBundles (decode, lookups, lease), ns
 	QueryHashes   uint64 // hashes those queries carried
-	// ByAddress counts the blocks lookups found by address (the slab-mate
-	// after the chain's previous block, no table probe; index.Index.Prefix),
-	// over every chain lookup: queries, tickets, restores.
+	// ByAddress counts the blocks index.Index.Prefix found by address (the
+	// slab-mate after the chain's previous block, no table probe), over
+	// every Prefix call: the RAM lookups of queries and tickets (each time
+	// a ticket is looked up again), and peer transfer pins (PinRun).
+	// Restores work from their lease and add nothing.
 	ByAddress uint64
 
 	// Operation semantics (abi.h "Query tickets").

@@ -442,9 +442,11 @@ func TestEtcdOutages(t *testing.T) {
 	c := open(t, eps, p, "c", 1, nil)
 	eventually(t, waitFor, "b lists a, b and c", hasNodes(b, "a@1", "b@1", "c@1"))
 	// b can list c before c holds its lease: register's Put may commit and
-	// still fail at the client (the election after the leader's stop), and
-	// register then revokes that lease and retries. The Close below expects
-	// a lease to revoke, so c must have registered before etcd goes down.
+	// still fail at the client (its context, one DialTimeout shared with
+	// the Grant, can expire after the write committed, as on a loaded
+	// machine), and register then revokes that lease and retries. The
+	// Close below expects a lease to revoke, so c must have registered
+	// before etcd goes down.
 	eventually(t, waitFor, "c holds its membership lease", func() bool { return c.Stats().Registered })
 
 	// All members down, for longer than the lease TTL.

@@ -287,7 +287,7 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 	counter("orbitkv_query_server_seconds_total", "Dispatcher seconds spent serving untracked QueryBundles (decode, lookups, lease); divide by orbitkv_query_hashes_total for the cost per hash.",
 		func(s *snapshot) float64 { return time.Duration(s.cache.QueryNanos).Seconds() })
 	counter("orbitkv_query_hashes_total", "Hashes carried by untracked QueryBundles.", cs(func(s cache.Stats) uint64 { return s.QueryHashes }))
-	counter("orbitkv_index_blocks_by_address_total", "Blocks that chain lookups (queries, tickets, restores) found by address, as the slab-mate after the chain's previous block, without a table probe: chains published in order are found this way.", cs(func(s cache.Stats) uint64 { return s.ByAddress }))
+	counter("orbitkv_index_blocks_by_address_total", "Blocks the index's chain lookups found by address, as the slab-mate after the chain's previous block, without a table probe: chains published in order are found this way. Counted per lookup (queries, each lookup of a ticket, peer transfer pins); restores add nothing.", cs(func(s cache.Stats) uint64 { return s.ByAddress }))
 	gauge("orbitkv_tickets", "Live query tickets (abi.h \"Query tickets\").", cs(func(s cache.Stats) uint64 { return s.Tickets }))
 	gauge("orbitkv_tickets_budget_waiting", "Tickets waiting for lease byte budget (--lease-budget).", cs(func(s cache.Stats) uint64 { return s.BudgetWaiting }))
 	counter("orbitkv_operations_expired_total", "Tickets and unpolled restore results expired (--op-expiry); late polls answer Timeout.", cs(func(s cache.Stats) uint64 { return s.Expired }))

@@ -61,6 +61,6 @@ func Ping(c *client.Client, first uint64, warmup int, period time.Duration, out 
 func ClockTicksPerSecond() int { return native.ClockTicksPerSecond() }
 
 // CgoNoop makes one cgo call to an empty C function and returns x+1 (the
-// wake suite's cgo_call probe; native.BenchCgoNoop). The error is
-// native.ErrNoCgo in a build without cgo, else nil.
+// wake suite's cgo_call probe; native.BenchCgoNoop). In a build without
+// cgo it makes no call and returns x and native.ErrNoCgo.
 func CgoNoop(x uint64) (uint64, error) { return native.BenchCgoNoop(x) }
