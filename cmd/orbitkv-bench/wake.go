@@ -208,12 +208,12 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure, error) {
 		}
 	}
 	merged := map[string][2]*latencyHist{}
-	perRepeat := map[string][]float64{} // "temperature/probe/p50" and cold_line, one value per repeat
+	perRepeat := map[string][]float64{} // each figure's name: its value in every repeat so far
 	for _, name := range wakeProbes {
 		merged[name] = [2]*latencyHist{newLatencyHist(), newLatencyHist()}
 	}
+	last := func(key string) float64 { v := perRepeat[key]; return v[len(v)-1] }
 	for range cfg.repeats {
-		p50 := map[string]float64{}
 		for _, name := range wakeProbes {
 			f := probe[name]
 			for t, temp := range []string{"cold", "warm"} {
@@ -231,13 +231,14 @@ func measureWake(cfg *wakeConfig) (*wakeReport, []figure, error) {
 					h.recordDuration(time.Since(t0))
 				}
 				merged[name][t].merge(h)
-				st := h.stats()
-				p50[temp+"/"+name] = float64(st.P50)
-				perRepeat[temp+"/"+name+"/p50"] = append(perRepeat[temp+"/"+name+"/p50"], float64(st.P50))
-				perRepeat[temp+"/"+name+"/p99"] = append(perRepeat[temp+"/"+name+"/p99"], float64(st.P99))
+				st, key := h.stats(), temp+"/"+name
+				perRepeat[key+"/p50"] = append(perRepeat[key+"/p50"], float64(st.P50))
+				if temp == "cold" {
+					perRepeat[key+"/p99"] = append(perRepeat[key+"/p99"], float64(st.P99))
+				}
 			}
 		}
-		line := max(0, p50["cold/"+wakeProbeLines]-p50["cold/"+wakeProbeClock]) / float64(cfg.lines)
+		line := max(0, last("cold/"+wakeProbeLines+"/p50")-last("cold/"+wakeProbeClock+"/p50")) / float64(cfg.lines)
 		perRepeat["cold_line"] = append(perRepeat["cold_line"], line)
 	}
 	rep := &wakeReport{SleepNs: cfg.sleep.Nanoseconds(), Samples: cfg.samples, Lines: cfg.lines,
