@@ -81,7 +81,7 @@ DEMO_TARGET := demo-replay
 TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
-ENGINE_STAGES := e2e-vllm e2e-sglang
+ENGINE_STAGES := e2e-vllm e2e-sglang test-bench-serve
 
 MANAGER_ADDR := 127.0.0.1:7470
 MANAGER_SOCK := /tmp/orbitkv-$(subst :,-,$(MANAGER_ADDR)).sock
@@ -199,6 +199,17 @@ bench-transfer-mooncake: all ## orbitkv-bench transfer beside Mooncake's Transfe
 bench-engines: native go ## TTFT in the real vLLM: cold, vLLM's own hit, OrbitKV warm, vLLM offloading, LMCache (bench/engines; ~4 min)
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python bench/engines/ttft.py --manager bin/orbitkv-manager $(BENCH_ENGINES_FLAGS)
+
+.PHONY: bench-serve
+bench-serve: ## vLLM's OpenAI server under load with and without OrbitKV (and LMCache): every subject and workload, ratios (bench/serve; ~60 min; BENCH_SERVE_ARGS=--json prints one JSON object)
+	@$(MAKE) native go >&2
+	@engines/deps.sh vllm >&2
+	@PYTHONPATH=python $(BUILD)/venv/vllm/bin/python bench/serve/bench_serve.py $(BENCH_SERVE_ARGS)
+
+.PHONY: test-bench-serve
+test-bench-serve: native go ## The serving benchmark's own tests: its workloads and bounds, and a smoke run on a tiny model (bench/serve; ~4 min)
+	engines/deps.sh vllm
+	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python -m pytest -q -p no:cacheprovider bench/serve/test_serve.py
 
 .PHONY: bench-peers
 bench-peers: native go ## OrbitKV beside LMCache's multiprocess server in one run: lookup p50/p99, store/retrieve GB/s, ratios (bench/peers; ~10 min)

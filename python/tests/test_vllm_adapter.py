@@ -241,6 +241,27 @@ class TestConnector(ConnectorCase):
             self.assertTrue(torch.equal(t[:, 1:3], want[n]), n)
         self.assertEqual(w.stats["restored_bytes"], 2 * LAYERS * 2 * BLOCK * HEADS * DIM * 4)
 
+    def test_each_side_reports_its_interval_to_vllm_stats(self):
+        s, w = self.connectors()
+        prompt = list(range(11))
+        self.publish_prompt(s, w, "a", prompt, [5, 6, 7])
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, False))
+        s.update_state_after_alloc(req, Blocks([1, 2, 3]), 8)
+        self.step(s, w, new_step("b", prompt, [1, 2, 3], 8, 3))
+        sched, work = s.get_kv_connector_stats(), w.get_kv_connector_stats()
+        # publish_prompt and this step: 2 offers, 1 alloc, 2 metas, 1 finish
+        self.assertGreaterEqual(sched.data["scheduler_calls"], 6)
+        self.assertGreater(sched.data["scheduler_s"], 0)
+        self.assertEqual((work.data["restored_blocks"], work.data["published_blocks"]), (2, 2))
+        self.assertEqual(len(work.data["load_wait_s"]), 1)
+        self.assertIsNone(w.get_kv_connector_stats())  # the interval was taken
+        total = OrbitKVConnector.build_kv_connector_stats(sched.data).aggregate(work)
+        self.assertEqual(total.data["restored_blocks"], 2)
+        self.assertEqual(total.data["scheduler_calls"], sched.data["scheduler_calls"])
+        self.assertEqual(total.reduce()["load_wait_max_s"], round(work.data["load_wait_s"][0], 6))
+        self.assertTrue(OrbitKVConnector.build_kv_connector_stats({}).is_empty())
+
     def test_the_last_prompt_token_is_never_offered(self):
         s, w = self.connectors()
         prompt = list(range(8))  # exactly 2 blocks: only block 0 may be loaded

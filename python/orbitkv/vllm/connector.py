@@ -24,6 +24,11 @@ Supported vLLM: ``SUPPORTED_VLLM`` (the 0.32 series, whose
 ``KVConnectorBase_V1`` this was written and tested against: ``make
 e2e-vllm``); in another vLLM the constructor raises naming the installed
 version. Without vLLM (the stand-in base) nothing is checked.
+
+Statistics: ``get_kv_connector_stats`` hands vLLM each side's figures (time
+in the scheduler-side calls, blocks restored and published, per-step load
+waits), which vLLM exports on its ``/metrics`` as ``vllm:orbitkv_*``
+(``orbitkv.vllm.stats``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ._base import CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION,
 from .metadata import OrbitKVConnectorMetadata, OrbitKVWorkerMetadata
 from .options import OptionError, identity_base, parse_options
 from .scheduler import SchedulerSide
+from .stats import OrbitKVConnectorStats, build_prom_metrics
 from .worker import WorkerSide
 
 __all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version"]
@@ -155,7 +161,13 @@ class OrbitKVConnector(KVConnectorBase_V1):
         requests whose loads settled."""
         meta = getattr(connector_output, "kv_connector_worker_meta", None)
         if self._scheduler is not None and isinstance(meta, OrbitKVWorkerMetadata):
-            self._scheduler.loads_settled(meta.loaded)
+            self._scheduler.interval.timed(self._scheduler.loads_settled, meta.loaded)
+
+    def _timed(self, name: str, *args: Any) -> Any:
+        """The scheduler side's method ``name`` called with args, its wall
+        time counted in the stats (``vllm:orbitkv_scheduler_seconds``)."""
+        side = self._side("SCHEDULER")
+        return side.interval.timed(getattr(side, name), *args)
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int | None, bool]:
         """Prompt tokens beyond ``num_computed_tokens`` that OrbitKV holds as
@@ -164,22 +176,38 @@ class OrbitKVConnector(KVConnectorBase_V1):
         and False (loads are synchronous); None while a pin is still
         loading. Idempotent per request (a repeat reuses the pin); a
         Manager error counts as a miss. See ``orbitkv.vllm.scheduler``."""
-        return self._side("SCHEDULER").get_num_new_matched_tokens(request, num_computed_tokens)
+        return self._timed("get_num_new_matched_tokens", request, num_computed_tokens)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         """Plan the load of the ``num_external_tokens`` tokens offered by
         ``get_num_new_matched_tokens`` into ``blocks.get_block_ids()[0]``."""
-        self._side("SCHEDULER").update_state_after_alloc(request, blocks, num_external_tokens)
+        self._timed("update_state_after_alloc", request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: Any) -> OrbitKVConnectorMetadata:
         """This step's loads (planned since the last call) and saves (full
         prompt blocks computed by the end of the step, not yet in OrbitKV)."""
-        return self._side("SCHEDULER").build_connector_meta(scheduler_output)
+        return self._timed("build_connector_meta", scheduler_output)
 
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Forget the request; (False, None): blocks may be freed at once
         (saves were published synchronously)."""
-        return self._side("SCHEDULER").request_finished(request, block_ids)
+        return self._timed("request_finished", request, block_ids)
+
+    def get_kv_connector_stats(self) -> OrbitKVConnectorStats | None:
+        """This side's figures since the last call (``orbitkv.vllm.stats``),
+        or None when there were none."""
+        return (self._scheduler or self._worker).interval.take()
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> OrbitKVConnectorStats:
+        """vLLM's hook: the stats object of a data dict from any process."""
+        return OrbitKVConnectorStats(data=dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: dict, labelnames: list,
+                           per_engine_labelvalues: dict) -> Any:
+        """vLLM's hook: the ``vllm:orbitkv_*`` metrics (``orbitkv.vllm.stats``)."""
+        return build_prom_metrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     # ---- worker side ----
 

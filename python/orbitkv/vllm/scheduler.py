@@ -45,6 +45,7 @@ from .hashing import extend_chain
 from .metadata import LoadSpec, OrbitKVConnectorMetadata, SaveSpec
 from .options import ConnectorOptions, make_identity
 from .session import Session
+from .stats import Interval
 
 __all__ = ["SchedulerSide", "PIN_REFRESH_S"]
 
@@ -91,6 +92,7 @@ class SchedulerSide:
         self.base = base
         self.block = base["block_tokens"]
         self.identity = tuple(sorted(base.items()))
+        self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self.stats = {"local_misses": 0, "lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
                       "pins_unadmitted": 0}
         sessions: dict[str, Session] = {}

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from typing import Any
 
 from .._abi import Code, QueryFlags, Role
@@ -39,6 +40,7 @@ from .kvbuffer import (KVCacheAllocation, block_bytes, block_dim, find_buffer, k
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
 from .session import SESSION_ENDING, Session
+from .stats import Interval
 
 __all__ = ["WorkerSide"]
 
@@ -83,6 +85,8 @@ class WorkerSide:
         self._errors: set[int] = set()
         self._settled: set[str] = set()   # requests whose loads settled since the last worker meta
         self._identity = tuple(sorted(base.items()))
+        self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
+        self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
         self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
                       "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
                       "leased_blocks": 0}
@@ -265,6 +269,10 @@ class WorkerSide:
             # Device work the engine queued may still use the pages the
             # Manager is about to write (its copies run on its own streams).
             self._device_sync()
+        if meta.loads:
+            # One bound for the whole step: its lookups and restore waits
+            # together block the engine at most load_timeout_s.
+            self._deadline = time.monotonic() + self.opts.load_timeout_s
         for spec in meta.loads:
             self._settled.add(spec.req_id)
             self._start(spec)
@@ -278,6 +286,12 @@ class WorkerSide:
     def _fail_blocks(self, ids: list[int]) -> None:
         self._errors.update(ids)
         self.stats["load_error_blocks"] += len(ids)
+        self.interval.add("load_error_blocks", len(ids))
+
+    def _left_s(self) -> float:
+        """Seconds left of this step's load bound (at least 1 ms, so an
+        expired bound still lets a reply that is already there be read)."""
+        return max(0.001, self._deadline - time.monotonic())
 
     def _start(self, spec: LoadSpec) -> None:
         if not spec.block_ids:
@@ -291,7 +305,7 @@ class WorkerSide:
         lease = 0
         try:
             self.stats["lookups"] += 1
-            a = client.lookup(self.namespace(spec.lora_id), batch, flags=flags, timeout_s=self.opts.load_timeout_s)
+            a = client.lookup(self.namespace(spec.lora_id), batch, flags=flags, timeout_s=self._left_s())
             lease = a.lease_id if a.status == "Ok" else 0
             hits = min(a.hit_count, len(spec.hashes)) if lease else 0
             self.stats["leased_blocks"] += hits
@@ -327,15 +341,19 @@ class WorkerSide:
     def settle(self) -> None:
         """Wait for every restore of this step to reach its terminal result."""
         pending, self._pending = self._pending, []
+        if not pending:
+            return
+        t0 = time.perf_counter()
         for r in pending:
             client = self.session.client
             try:
                 if client is None or client.closed:
                     raise Closed("wait_restore", Code.ECLOSED, "session ended before the restore finished")
                 for op in r.ops:
-                    client.wait_restore(op, self.opts.load_timeout_s)
+                    client.wait_restore(op, self._left_s())
                 n = len(r.block_ids)
                 self.stats["restored_blocks"] += n
+                self.interval.add("restored_blocks", n)
                 self.stats["restored_bytes"] += n * self.buf.layers * self.buf.page_bytes
                 if self.mode == "staging":
                     self._staged_loads.extend(zip(r.pages, r.block_ids))
@@ -350,6 +368,7 @@ class WorkerSide:
                 self.session.fail(e)
             finally:
                 self._release(r.lease_id)
+        self.interval.wait(time.perf_counter() - t0)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         self.settle()
@@ -401,6 +420,7 @@ class WorkerSide:
             try:
                 stored, present = client.publish(self.namespace(spec.lora_id), bid, spec.hashes[:n], pages)
                 self.stats["published_blocks"] += stored
+                self.interval.add("published_blocks", stored)
                 self.stats["present_blocks"] += present
             except OrbitKVError as e:
                 self.stats["save_errors"] += n

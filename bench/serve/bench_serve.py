@@ -1,0 +1,697 @@
+"""orbitkv serving benchmark: vLLM's OpenAI server under load, with and
+without OrbitKV, through vLLM's own benchmark client. Method, subjects and
+figures: bench/serve/README.md. ``--help`` lists the options.
+
+Progress goes to stderr; ``--json`` prints exactly one JSON object on
+stdout (``subjects`` -> subject -> workload -> figures, ``bounds``,
+``targets``, ``conditions``); the same object is written to
+``OUT_DIR/results.json`` either way, beside the servers' and clients' logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import model as model_mod  # noqa: E402
+import procs  # noqa: E402
+import workloads  # noqa: E402
+from procs import REPO, RoundRobin, Server, cpu_s, rss  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "python"))
+from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
+
+T0 = time.monotonic()
+WORKLOADS = ("trace", "vllm-client", "no-reuse")
+SERVED_NAME = "serve-bench"
+
+
+def progress(msg: str) -> None:
+    print(f"[bench-serve {time.monotonic() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """How one subject serves: servers (each on its own core), the Manager
+    it uses (None, "ram": a RAM tier holding the working set, "ram-ssd": a
+    RAM tier smaller than the working set over an SSD tier), the connector's
+    kv_role and zero copy, or LMCache's connector."""
+
+    name: str
+    servers: int = 1
+    manager: str | None = None
+    kv_role: str = "kv_both"
+    zero_copy: bool = True
+    lmcache: bool = False
+    what: str = ""
+
+
+SUBJECTS = (
+    Subject("vllm", what="vLLM alone, prefix caching on"),
+    Subject("orbitkv-nohit", manager="ram", kv_role="kv_producer",
+            what="OrbitKV configured, nothing ever hits: kv_role kv_producer publishes every block as "
+                 "orbitkv-ram does and never looks up"),
+    Subject("orbitkv-ram", manager="ram", what="OrbitKV, a RAM tier that holds the working set"),
+    Subject("orbitkv-nohit-staging", manager="ram", kv_role="kv_producer", zero_copy=False,
+            what="orbitkv-nohit with orbitkv.zero_copy=false (vLLM allocates its KV cache itself)"),
+    Subject("orbitkv-ram-ssd", manager="ram-ssd",
+            what="OrbitKV, a RAM tier smaller than the working set over an SSD tier "
+                 "(orbitkv.wait_for_full_prefix=true)"),
+    Subject("vllm-x2", servers=2, what="two vLLM servers, one core each, requests round-robin"),
+    Subject("orbitkv-x2", servers=2, manager="ram",
+            what="two servers sharing one Manager: a prefix computed by one is served to the other"),
+    Subject("lmcache", lmcache=True, what="LMCache's vLLM connector (LMCacheConnectorV1), its CPU backend"),
+)
+#: Subjects whose servers run side by side and whose runs interleave.
+TRIO = ("vllm", "orbitkv-nohit", "orbitkv-ram")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench-serve",
+        description="vLLM's OpenAI server under load, with and without OrbitKV: every subject and workload in "
+                    "one invocation, reported as ratios against vLLM alone and against OrbitKV configured "
+                    "with no hits. Figures: bench/serve/README.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--markdown", metavar="RESULTS_JSON",
+                   help="run nothing: print the tables of a results.json as Markdown (the README's figures)")
+    p.add_argument("--out-dir", default=os.path.join(REPO, "build", "bench-serve"),
+                   help="directory for results.json, the trace sample and every process's log")
+    p.add_argument("--subjects", default=",".join(s.name for s in SUBJECTS),
+                   help="comma-separated subjects to run (vllm always runs: every ratio is against it)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to run")
+    p.add_argument("--shape", choices=sorted(model_mod.SHAPES), default="bench",
+                   help="model shape (tiny: the harness smoke test; its figures mean nothing)")
+    p.add_argument("--block-tokens", type=int, default=64, help="vLLM's --block-size (tokens per KV block)")
+    p.add_argument("--gpu-blocks", type=int, default=48,
+                   help="vLLM's KV space in blocks (--num-gpu-blocks-override): well below the working set")
+    p.add_argument("--max-model-len", type=int, default=2048,
+                   help="vLLM's --max-model-len (tokens; at most (--gpu-blocks - 1) x --block-tokens: vLLM keeps "
+                        "one block back)")
+    p.add_argument("--concurrency", type=int, default=4, help="closed-loop --max-concurrency")
+    p.add_argument("--open-load", type=float, default=0.7,
+                   help="open-loop request rate as a fraction of vLLM alone's closed-loop throughput")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved rounds of the no-reuse workload (the median is reported)")
+    p.add_argument("--trace", default=os.path.join(REPO, "bench", "traces", "mooncake-conversation.jsonl.gz"),
+                   help="Mooncake trace (jsonl, plain or gzip)")
+    p.add_argument("--trace-blocks", type=int, default=240,
+                   help="sample whole conversations until they hold this many distinct blocks")
+    p.add_argument("--prefixes", type=int, default=32, help="vllm-client: distinct prefixes")
+    p.add_argument("--prefix-len", type=int, default=512, help="vllm-client: prefix tokens")
+    p.add_argument("--client-requests", type=int, default=64, help="vllm-client: requests")
+    p.add_argument("--noreuse-requests", type=int, default=24, help="no-reuse: requests per run")
+    p.add_argument("--noreuse-len", type=int, default=512, help="no-reuse: prompt tokens")
+    p.add_argument("--ram-capacity", default="512MiB", help="OrbitKV RAM tier of the ram subjects (size)")
+    p.add_argument("--small-ram", default="4MiB", help="orbitkv-ram-ssd's RAM tier (size, below the working set)")
+    p.add_argument("--ssd-capacity", default="512MiB", help="orbitkv-ram-ssd's SSD tier (size)")
+    p.add_argument("--load-timeout-s", type=float, default=2.0, help="the connector's orbitkv.load_timeout_s")
+    p.add_argument("--start-timeout-s", type=float, default=600, help="how long a vLLM server may take to start")
+    p.add_argument("--omp-bind", choices=("pinned", "auto"), default="pinned",
+                   help="pinned: each server's Worker on its own core (VLLM_CPU_OMP_THREADS_BIND=1, or 0 and 1 for "
+                        "two servers); auto: vLLM's own binding, which on this 2-core machine gives a server with "
+                        "a connector both cores and one without a single core (docs/adapters.md)")
+    p.add_argument("--stall-s", type=float, default=10,
+                   help="the stall check: SIGSTOP orbitkv-ram's Manager this long (seconds) in the middle of a "
+                        "closed-loop vllm-client run, then SIGCONT; 0 skips it")
+    p.add_argument("--seed", type=int, default=1, help="seed of the trace sample and the client's prompts")
+    a = p.parse_args(argv)
+    a.subjects = [s for s in a.subjects.split(",") if s]
+    a.workloads = [w for w in a.workloads.split(",") if w]
+    known = {s.name for s in SUBJECTS}
+    for s in a.subjects:
+        if s not in known:
+            p.error(f"--subjects: unknown subject {s!r} (known: {', '.join(sorted(known))})")
+    for w in a.workloads:
+        if w not in WORKLOADS:
+            p.error(f"--workloads: unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+    if "vllm" not in a.subjects:
+        a.subjects.insert(0, "vllm")
+    if "orbitkv-x2" in a.subjects and "vllm-x2" not in a.subjects:
+        a.subjects.append("vllm-x2")
+    if a.rounds < 1:
+        p.error("--rounds: want >= 1")
+    if a.max_model_len > (a.gpu_blocks - 1) * a.block_tokens:
+        p.error(f"--max-model-len {a.max_model_len}: above (--gpu-blocks {a.gpu_blocks} - 1) x --block-tokens "
+                f"{a.block_tokens} = {(a.gpu_blocks - 1) * a.block_tokens}; vLLM would refuse to start")
+    return a
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        os.makedirs(os.path.join(a.out_dir, "logs"), exist_ok=True)
+        self.model = model_mod.write(os.path.join(REPO, "build", "models", f"serve-{a.shape}"), a.shape)
+        self.manager_bin = os.path.join(REPO, "bin", "orbitkv-manager")
+        self.orbitkvctl = os.path.join(REPO, "bin", "orbitkvctl")
+        self.workloads = self._workloads()
+        self.results: dict[str, dict[str, Any]] = {}
+        self.capacity: dict[str, float] = {}   # "vllm"/"vllm-x2" + workload -> closed-loop req/s
+        self.errors: dict[str, str] = {}
+        self.run_no = 0
+
+    # ---- workloads ----
+
+    def _workloads(self) -> dict[str, workloads.Workload]:
+        a = self.a
+        out = {}
+        if "trace" in a.workloads:
+            out["trace"] = workloads.trace(a.trace, os.path.join(a.out_dir, "trace-sample.jsonl"),
+                                           chunk=a.block_tokens, max_prompt=a.max_model_len - 64,
+                                           min_distinct_blocks=a.trace_blocks, max_output=32, seed=a.seed)
+        if "vllm-client" in a.workloads:
+            out["vllm-client"] = workloads.prefix_repetition(
+                prefixes=a.prefixes, prefix_len=a.prefix_len, suffix_len=max(1, a.block_tokens // 2), output_len=8,
+                requests=a.client_requests, block=a.block_tokens)
+        if "no-reuse" in a.workloads:
+            out["no-reuse"] = workloads.no_reuse(input_len=a.noreuse_len, output_len=8, requests=a.noreuse_requests)
+        for w in out.values():
+            best = w.best_ratios()
+            progress(f"workload {w.name}: {w.requests} requests, {w.prompt_tokens} prompt tokens, "
+                     f"{w.servable_tokens} servable ({w.servable_fraction:.1%}), {w.distinct_blocks} distinct "
+                     f"blocks (vLLM holds {a.gpu_blocks}); best a cache allows: TTFT x{best['ttft']}, "
+                     f"throughput x{best['throughput']}")
+        return out
+
+    # ---- processes ----
+
+    def _manager(self, kind: str, tag: str) -> ManagerProcess:
+        d = tempfile.mkdtemp(prefix=f"okv-{tag}-", dir="/tmp")
+        extra: tuple[str, ...] = ()
+        ram = self.a.ram_capacity
+        if kind == "ram-ssd":
+            ram = self.a.small_ram
+            extra += ("--ssd-dir", os.path.join(d, "ssd"), "--ssd-create-dir", "--ssd-capacity", self.a.ssd_capacity)
+        m = ManagerProcess(self.manager_bin, os.path.join(d, "m.sock"), free_port(), ram=ram, extra=extra)
+        m.dir = d  # type: ignore[attr-defined]
+        return m
+
+    def _ktc(self, s: Subject, sock: str | None) -> dict[str, Any] | None:
+        if s.lmcache:
+            return {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+        if sock is None:
+            return None
+        extra = {"orbitkv.bootstrap_socket": sock, "orbitkv.load_timeout_s": self.a.load_timeout_s}
+        if not s.zero_copy:
+            extra["orbitkv.zero_copy"] = False
+        if s.manager == "ram-ssd":
+            extra["orbitkv.wait_for_full_prefix"] = True
+        return {"kv_connector": "OrbitKVConnector", "kv_connector_module_path": "orbitkv.vllm.connector",
+                "kv_role": s.kv_role, "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
+
+    def start(self, s: Subject, cores: list[str]) -> dict[str, Any]:
+        """Start subject s: its Manager (if any) and servers; returns its handle."""
+        a = self.a
+        mgr = self._manager(s.manager, s.name) if s.manager else None
+        ktc = self._ktc(s, mgr.sock if mgr else None)
+        args = ["--max-model-len", str(a.max_model_len), "--enable-prefix-caching", "--block-size",
+                str(a.block_tokens), "--num-gpu-blocks-override", str(a.gpu_blocks), "--max-num-seqs", "8",
+                "--max-num-batched-tokens", "2048", "--dtype", "bfloat16", "--seed", "0"]
+        if ktc:
+            args += ["--kv-transfer-config", json.dumps(ktc)]
+        env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+        if s.lmcache:
+            env.update(LMCACHE_CHUNK_SIZE=str(a.block_tokens), LMCACHE_LOCAL_CPU="True",
+                       LMCACHE_MAX_LOCAL_CPU_SIZE="1", LMCACHE_USE_EXPERIMENTAL="True")
+        servers = []
+        for i in range(s.servers):
+            port = free_port()
+            core = cores[i % len(cores)] if a.omp_bind == "pinned" else "auto"
+            servers.append(Server(f"{s.name}-{i}", port, core, self.model, SERVED_NAME, args, env,
+                                  os.path.join(a.out_dir, "logs", f"{s.name}-{i}.log")))
+        progress(f"{s.name}: starting {len(servers)} server(s) on core(s) "
+                 f"{','.join(cores[:len(servers)])}{' and a Manager' if mgr else ''}")
+        return {"subject": s, "manager": mgr, "servers": servers, "proxy": None}
+
+    def ready(self, h: dict[str, Any]) -> None:
+        """Wait until h's servers answer (``Server.wait_ready``); put the
+        round-robin proxy in front of two."""
+        for srv in h["servers"]:
+            srv.wait_ready(self.a.start_timeout_s)
+        if len(h["servers"]) > 1:
+            h["proxy"] = RoundRobin(free_port(), [srv.url for srv in h["servers"]])
+        progress(f"{h['subject'].name}: ready")
+
+    def stop(self, h: dict[str, Any]) -> None:
+        for srv in h["servers"]:
+            srv.stop()
+        if h["manager"] is not None:
+            h["manager"].stop()
+            shutil.rmtree(h["manager"].dir, ignore_errors=True)
+
+    # ---- one run ----
+
+    def _reset(self, h: dict[str, Any]) -> None:
+        s: Subject = h["subject"]
+        for srv in h["servers"]:
+            srv.reset_prefix_cache(external=s.lmcache)
+        if h["manager"] is not None:
+            import subprocess
+            r = subprocess.run([self.orbitkvctl, "--socket", h["manager"].sock, "flush", "--all", "--yes"],
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                raise RuntimeError(f"orbitkvctl flush --all: exit {r.returncode}: {r.stderr.strip()}")
+
+    def _snapshot(self, h: dict[str, Any]) -> dict[str, Any]:
+        m: dict[str, float] = {}
+        for srv in h["servers"]:
+            for k, v in srv.metrics().items():
+                m[k] = m.get(k, 0.0) + v
+        eng = [p for srv in h["servers"] for p in srv.engine_procs()]
+        mp = [procs.psutil.Process(h["manager"].proc.pid)] if h["manager"] is not None else []
+        return {"metrics": m, "engine_cpu_s": cpu_s(eng), "manager_cpu_s": cpu_s(mp), "manager_rss_bytes": rss(mp)}
+
+    def run(self, h: dict[str, Any], w: workloads.Workload, mode: str, rate: float | None, seed: int) -> dict:
+        """One client run of workload w on h: closed loop (``rate`` None) or
+        open loop at ``rate`` req/s; caches reset first."""
+        import subprocess
+        a = self.a
+        s: Subject = h["subject"]
+        self.run_no += 1
+        url = h["proxy"].url if h["proxy"] else h["servers"][0].url
+        tag = f"{self.run_no:03d}-{s.name}-{w.name}-{mode}"
+        self._reset(h)
+        before = self._snapshot(h)
+        cmd = [sys.executable, os.path.join(REPO, "bench", "serve", "client.py"), "--backend", "vllm",
+               "--base-url", url, "--endpoint", "/v1/completions", "--model", SERVED_NAME, "--tokenizer", self.model,
+               *w.client_args, "--seed", str(seed), "--percentile-metrics", "ttft,tpot,e2el",
+               "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result", "--result-dir",
+               os.path.join(a.out_dir, "runs"), "--result-filename", tag + ".json"]
+        cmd += ["--max-concurrency", str(a.concurrency), "--request-rate", "inf"] if rate is None else \
+            ["--max-concurrency", str(4 * a.concurrency), "--request-rate", f"{rate:.4f}"]
+        t = time.monotonic()
+        with open(os.path.join(a.out_dir, "logs", tag + ".client.log"), "w") as logf:
+            r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
+                               env=dict(os.environ, PYTHONHASHSEED="0"))
+        if r.returncode != 0:
+            raise RuntimeError(f"client run {tag} exited {r.returncode}; see {logf.name}:\n{procs.tail(logf.name)}")
+        time.sleep(1.5)   # the engine's last stats interval reaches /metrics
+        after = self._snapshot(h)
+        with open(os.path.join(a.out_dir, "runs", tag + ".json")) as f:
+            res = json.load(f)
+        d = {k: after["metrics"].get(k, 0.0) - before["metrics"].get(k, 0.0) for k in after["metrics"]}
+        fig = {
+            "ttft_p50_s": res.get("p50_ttft_ms", res.get("median_ttft_ms", 0)) / 1e3,
+            "ttft_p99_s": res.get("p99_ttft_ms", 0) / 1e3,
+            "tpot_p50_s": res.get("p50_tpot_ms", res.get("median_tpot_ms", 0)) / 1e3,
+            "throughput_rps": res.get("request_throughput", 0.0),
+            "output_tok_s": res.get("output_throughput", 0.0),
+            "completed": res.get("completed", 0),
+            "failed": res.get("failed", 0) or (w.requests - res.get("completed", 0)),
+            "duration_s": res.get("duration", time.monotonic() - t),
+            "engine_hit_tokens": int(d.get("vllm:prefix_cache_hits_total", 0)),
+            "connector_hit_tokens": int(d.get("vllm:external_prefix_cache_hits_total", 0)),
+            "preemptions": int(d.get("vllm:num_preemptions_total", 0)),
+            "manager_cpu_s": round(after["manager_cpu_s"] - before["manager_cpu_s"], 3),
+            "manager_rss_bytes": after["manager_rss_bytes"],
+            "engine_cpu_s": round(after["engine_cpu_s"] - before["engine_cpu_s"], 3),
+            "connector_sched_s": round(d.get("vllm:orbitkv_scheduler_seconds_total", 0.0), 4),
+            "connector_sched_calls": int(d.get("vllm:orbitkv_scheduler_calls_total", 0)),
+            "restored_blocks": int(d.get("vllm:orbitkv_restored_blocks_total", 0)),
+            "published_blocks": int(d.get("vllm:orbitkv_published_blocks_total", 0)),
+            "load_error_blocks": int(d.get("vllm:orbitkv_load_error_blocks_total", 0)),
+        }
+        bound = self.a.load_timeout_s + 0.5
+        steps, over, longest = _hist(d, "vllm:orbitkv_step_block_seconds", bound)
+        fig.update(steps_held=steps, steps_held_over_bound=over, step_block_max_le_s=longest)
+        steps, over, longest = _hist(d, "vllm:orbitkv_load_wait_seconds", bound)
+        fig.update(load_wait_steps=steps, load_wait_over_bound=over, load_wait_max_le_s=longest)
+        if rate is not None:
+            fig["request_rate"] = round(rate, 4)
+        progress(f"{tag}: {fig['completed']}/{w.requests} done, {fig['throughput_rps']:.3f} req/s, TTFT p50 "
+                 f"{fig['ttft_p50_s']:.3f} s p99 {fig['ttft_p99_s']:.3f} s, hits engine {fig['engine_hit_tokens']} "
+                 f"connector {fig['connector_hit_tokens']} tokens, engine CPU {fig['engine_cpu_s']:.1f} s")
+        return fig
+
+    # ---- the plan ----
+
+    def _record(self, subject: str, workload: str, closed: dict, opened: dict, rounds: list | None = None) -> None:
+        fig = {k: closed[k] for k in ("throughput_rps", "output_tok_s", "engine_hit_tokens", "connector_hit_tokens",
+                                      "preemptions", "manager_cpu_s", "manager_rss_bytes", "engine_cpu_s",
+                                      "connector_sched_s", "connector_sched_calls", "restored_blocks",
+                                      "published_blocks", "load_error_blocks", "completed", "failed")}
+        fig.update({k: opened[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s")})
+        fig["closed"], fig["open"] = closed, opened
+        if rounds:
+            fig["rounds"] = rounds
+        self.results.setdefault(subject, {})[workload] = fig
+
+    def _rounds(self, w: str) -> int:
+        return self.a.rounds if w == "no-reuse" else 1
+
+    def run_trio(self) -> None:
+        names = [n for n in TRIO if n in self.a.subjects]
+        hs = []
+        try:
+            for n in names:   # started together: their start-up is mostly compiling, one core each
+                hs.append(self.start(_subject(n), ["1"]))
+            for h in hs:
+                self.ready(h)
+            for wname, w in self.workloads.items():
+                per: dict[str, list[tuple[dict, dict]]] = {n: [] for n in names}
+                for r in range(self._rounds(wname)):
+                    seed = self.a.seed + 1000 * r
+                    order = hs[r % len(hs):] + hs[:r % len(hs)] if r else hs
+                    closed = {}
+                    for h in order:
+                        closed[h["subject"].name] = self.run(h, w, "closed", None, seed)
+                    cap = closed["vllm"]["throughput_rps"]
+                    self.capacity.setdefault(f"vllm/{wname}", cap)
+                    for h in order:
+                        o = self.run(h, w, "open", self.a.open_load * self.capacity[f"vllm/{wname}"], seed + 1)
+                        per[h["subject"].name].append((closed[h["subject"].name], o))
+                for n in names:
+                    runs = per[n]
+                    c, o = _median_run([x[0] for x in runs]), _median_run([x[1] for x in runs])
+                    self._record(n, wname, c, o, [{"closed": x[0], "open": x[1]} for x in runs] if len(runs) > 1
+                                 else None)
+                if wname == "no-reuse":
+                    self._pair_ratios(per)
+            ram = next((h for h in hs if h["subject"].name == "orbitkv-ram"), None)
+            if ram is not None and self.a.stall_s > 0 and "vllm-client" in self.workloads:
+                self.stall = self.run_stall(ram, self.workloads["vllm-client"])
+        finally:
+            for h in hs:
+                self.stop(h)
+
+    def run_stall(self, h: dict[str, Any], w: workloads.Workload) -> dict[str, Any]:
+        """The stall check: a closed-loop run of w on h whose Manager is
+        SIGSTOPped for --stall-s seconds from a quarter into vLLM alone's
+        duration of the same run, then a second run after SIGCONT. Checks:
+        no request fails, no engine step is held by the connector past
+        load_timeout_s + 0.5 s, and the second run is served from OrbitKV
+        again (the sessions reconnected)."""
+        import signal
+        import threading
+        pid = h["manager"].proc.pid
+        start = 0.25 * self.results["vllm"][w.name]["closed"]["duration_s"] if "vllm" in self.results else 5.0
+        log: list[str] = []
+
+        def stop_and_continue() -> None:
+            time.sleep(start)
+            os.kill(pid, signal.SIGSTOP)
+            log.append(f"SIGSTOP at +{start:.1f}s")
+            time.sleep(self.a.stall_s)
+            os.kill(pid, signal.SIGCONT)
+            log.append(f"SIGCONT at +{start + self.a.stall_s:.1f}s")
+
+        progress(f"stall check: the Manager of {h['subject'].name} stopped for {self.a.stall_s:.0f} s from "
+                 f"+{start:.1f} s of a closed-loop {w.name} run")
+        t = threading.Thread(target=stop_and_continue, daemon=True)
+        t.start()
+        try:
+            during = self.run(h, w, "stall", None, self.a.seed + 7)
+        finally:
+            t.join()
+            os.kill(pid, signal.SIGCONT)
+        after = self.run(h, w, "after-stall", None, self.a.seed + 8)
+        bound = self.a.load_timeout_s + 0.5
+        checks = [
+            {"name": "no request fails while the Manager is stopped", "ok": during["failed"] == 0
+             and during["completed"] == w.requests, "figure": f"{during['completed']}/{w.requests} completed"},
+            {"name": f"no engine step held by the connector past {bound:g} s",
+             "ok": during["steps_held_over_bound"] == 0,
+             "figure": f"{during['steps_held_over_bound']} steps over, longest <= {during['step_block_max_le_s']} s"},
+            {"name": "served from OrbitKV again after SIGCONT", "ok": after["connector_hit_tokens"] > 0
+             and after["failed"] == 0, "figure": f"{after['connector_hit_tokens']} connector hit tokens"},
+        ]
+        for c in checks:
+            progress(f"stall check: {'ok' if c['ok'] else 'FAILED'}: {c['name']} ({c['figure']})")
+        return {"stall_s": self.a.stall_s, "events": log, "during": during, "after": after, "checks": checks}
+
+    def _pair_ratios(self, per: dict[str, list[tuple[dict, dict]]]) -> None:
+        """Per-round ratios of the no-reuse runs (each subject against vllm
+        and orbitkv-ram against orbitkv-nohit in the same round)."""
+        out = {}
+        for subj, base in (("orbitkv-nohit", "vllm"), ("orbitkv-ram", "vllm"), ("orbitkv-ram", "orbitkv-nohit")):
+            if subj not in per or base not in per:
+                continue
+            tp = [s[0]["throughput_rps"] / b[0]["throughput_rps"] for s, b in zip(per[subj], per[base])]
+            tt = [s[1]["ttft_p50_s"] / b[1]["ttft_p50_s"] for s, b in zip(per[subj], per[base])]
+            out[f"{subj}/{base}"] = {"throughput": [round(x, 3) for x in tp], "ttft_p50": [round(x, 3) for x in tt],
+                                     "throughput_median": round(statistics.median(tp), 3),
+                                     "ttft_p50_median": round(statistics.median(tt), 3)}
+        self.noreuse_pairs = out
+
+    def run_single(self, name: str) -> None:
+        s = _subject(name)
+        h = None
+        try:
+            h = self.start(s, ["0", "1"] if s.servers > 1 else ["1"])
+            self.ready(h)
+        except RuntimeError as e:
+            if h is not None:
+                self.stop(h)
+            self.errors[name] = str(e)
+            progress(f"{name}: did not start: {str(e).splitlines()[0]}")
+            return
+        try:
+            for wname, w in self.workloads.items():
+                key = f"{'vllm-x2' if s.servers > 1 else 'vllm'}/{wname}"
+                c = self.run(h, w, "closed", None, self.a.seed)
+                if name == "vllm-x2":
+                    self.capacity[key] = c["throughput_rps"]
+                o = self.run(h, w, "open", self.a.open_load * self.capacity[key], self.a.seed + 1)
+                self._record(name, wname, c, o)
+        except RuntimeError as e:
+            self.errors[name] = str(e)
+            progress(f"{name}: failed: {str(e).splitlines()[0]}")
+        finally:
+            self.stop(h)
+
+    def main(self) -> dict[str, Any]:
+        self.noreuse_pairs: dict[str, Any] = {}
+        self.stall: dict[str, Any] = {}
+        self.run_trio()
+        for s in SUBJECTS:
+            if s.name in self.a.subjects and s.name not in TRIO:
+                self.run_single(s.name)
+        return self.report()
+
+    # ---- report ----
+
+    def report(self) -> dict[str, Any]:
+        a = self.a
+        c = model_mod.SHAPES[a.shape]
+        bounds = {w.name: {"servable_prompt_tokens": w.servable_tokens, "prompt_tokens": w.prompt_tokens,
+                           "servable_fraction": round(w.servable_fraction, 4),
+                           "cross_server_servable_tokens": w.cross_servable_tokens,
+                           "distinct_blocks": w.distinct_blocks, "requests": w.requests,
+                           "best_ratios": w.best_ratios(), **w.notes} for w in self.workloads.values()}
+        out = {
+            "subjects": self.results,
+            "bounds": bounds,
+            "targets": targets(self.results, self.workloads, self.noreuse_pairs),
+            "noreuse_pairs": self.noreuse_pairs,
+            "stall": self.stall,
+            "errors": self.errors,
+            "conditions": {
+                "cpu": _cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
+                "model": dict(c, shape=a.shape, kv_bytes_per_token=model_mod.kv_bytes_per_token(c),
+                              kv_kib_per_prefill_gflop=round(model_mod.kv_bytes_per_gflop(c) / 1024, 2)),
+                "block_tokens": a.block_tokens, "gpu_blocks": a.gpu_blocks, "max_model_len": a.max_model_len,
+                "concurrency": a.concurrency, "open_load": a.open_load, "rounds": a.rounds, "omp_bind": a.omp_bind,
+                "ram_capacity": a.ram_capacity, "small_ram": a.small_ram, "ssd_capacity": a.ssd_capacity,
+                "load_timeout_s": a.load_timeout_s, "capacity_rps": self.capacity,
+                "subjects": {s.name: s.what for s in SUBJECTS if s.name in a.subjects},
+                "wall_s": round(time.monotonic() - T0, 1),
+            },
+        }
+        with open(os.path.join(a.out_dir, "results.json"), "w") as f:
+            json.dump(out, f, indent=1)
+        return out
+
+
+def _hist(d: dict[str, float], name: str, bound_s: float) -> tuple[int, int, float | None]:
+    """From the deltas of histogram ``name`` (the connector's per-step
+    seconds, ``orbitkv.vllm.stats``): (observations, observations past
+    ``bound_s`` (a bucket edge), the smallest bucket edge that holds every
+    observation: an upper bound of the longest; None past the last edge)."""
+    count = d.get(name + "_count", 0)
+    edges = sorted((float(k.split("le=")[1].rstrip("}")), v) for k, v in d.items()
+                   if k.startswith(name + "_bucket{le="))
+    within = dict(edges).get(bound_s, count)
+    longest = next((e for e, v in edges if v >= count), None) if count else 0.0
+    if longest == float("inf"):
+        longest = None
+    return int(count), int(count - within), longest
+
+
+def _subject(name: str) -> Subject:
+    return next(s for s in SUBJECTS if s.name == name)
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run of median throughput (closed) or TTFT p50 (open), whole."""
+    if len(runs) == 1:
+        return runs[0]
+    key = "request_rate" in runs[0] and "ttft_p50_s" or "throughput_rps"
+    return sorted(runs, key=lambda r: r[key])[len(runs) // 2]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _ratio(x: float, y: float) -> float | None:
+    return round(x / y, 3) if y else None
+
+
+def targets(res: dict, wls: dict, pairs: dict) -> list[dict[str, Any]]:
+    """The targets (bench/serve/README.md), each {name, want, ratio, met};
+    ratio and met None where a figure was not measured."""
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, want: str, ratio: float | None, ok) -> None:
+        # met None: not measured in this invocation (a subject or workload not run)
+        out.append({"name": name, "want": want, "ratio": ratio, "met": None if ratio is None else bool(ok(ratio))})
+
+    def fig(s: str, w: str, k: str) -> float | None:
+        return res.get(s, {}).get(w, {}).get(k)
+
+    tr = wls.get("trace")
+    if tr is not None:
+        for base in ("vllm", "orbitkv-nohit"):
+            x, y = fig("orbitkv-ram", "trace", "ttft_p50_s"), fig(base, "trace", "ttft_p50_s")
+            add(f"trace: orbitkv-ram TTFT p50 / {base}", "<= 0.6", _ratio(x, y) if x and y else None,
+                lambda r: r <= 0.6)
+            x, y = fig("orbitkv-ram", "trace", "throughput_rps"), fig(base, "trace", "throughput_rps")
+            add(f"trace: orbitkv-ram throughput / {base}", ">= 1.25", _ratio(x, y) if x and y else None,
+                lambda r: r >= 1.25)
+        hits, eng = fig("orbitkv-x2", "trace", "connector_hit_tokens"), fig("orbitkv-x2", "trace", "engine_hit_tokens")
+        left = tr.servable_tokens - (eng or 0)
+        add("trace: orbitkv-x2 connector hits / (servable - engine hits), which holds every cross-server token",
+            ">= 0.9", _ratio(hits, left) if hits is not None and left > 0 else None, lambda r: r >= 0.9)
+        x, y = fig("orbitkv-x2", "trace", "ttft_p50_s"), fig("vllm-x2", "trace", "ttft_p50_s")
+        out.append({"name": "trace: orbitkv-x2 TTFT p50 / vllm-x2 (reported, no target)", "want": "",
+                    "ratio": _ratio(x, y) if x and y else None, "met": None})
+    for key, base in (("orbitkv-ram/vllm", "vllm"), ("orbitkv-nohit/vllm", "vllm"),
+                      ("orbitkv-ram/orbitkv-nohit", "orbitkv-nohit")):
+        p = pairs.get(key)
+        add(f"no-reuse: {key} throughput (median of rounds)", ">= 0.95", p and p["throughput_median"],
+            lambda r: r >= 0.95)
+        add(f"no-reuse: {key} TTFT p50 (median of rounds)", "<= 1.10", p and p["ttft_p50_median"],
+            lambda r: r <= 1.10)
+    for wname in ("trace", "vllm-client"):
+        w = wls.get(wname)
+        if w is None:
+            continue
+        for subj in ("orbitkv-ram", "orbitkv-ram-ssd"):
+            hits, eng = fig(subj, wname, "connector_hit_tokens"), fig(subj, wname, "engine_hit_tokens")
+            left = w.servable_tokens - (eng or 0)
+            add(f"{wname}: {subj} connector hits / (servable - engine hits)", ">= 0.95",
+                _ratio(hits, left) if hits is not None and left > 0 else None, lambda r: r >= 0.95)
+    x, y = fig("orbitkv-ram", "trace", "connector_sched_s"), fig("orbitkv-ram", "trace", "engine_cpu_s")
+    add("trace: orbitkv-ram connector_sched_s / engine_cpu_s", "<= 0.02", _ratio(x, y) if x is not None and y else None,
+        lambda r: r <= 0.02)
+    return out
+
+
+def table(out: dict[str, Any]) -> str:
+    """The report as text: one line per subject and workload, then the targets."""
+    lines = [f"{'subject':<22} {'workload':<12} {'req/s':>7} {'x vllm':>7} {'TTFT p50':>9} {'x vllm':>7} "
+             f"{'TTFT p99':>9} {'TPOT p50':>9} {'engine hit':>10} {'conn hit':>9} {'preempt':>7} "
+             f"{'eng CPU s':>9} {'mgr CPU s':>9} {'sched s':>8}"]
+    res = out["subjects"]
+    for s, ws in res.items():
+        for w, f in ws.items():
+            base = res.get("vllm-x2" if s.endswith("x2") else "vllm", {}).get(w, {})
+            lines.append(
+                f"{s:<22} {w:<12} {f['throughput_rps']:7.3f} {_fmt(_ratio(f['throughput_rps'], base.get('throughput_rps', 0)))} "
+                f"{f['ttft_p50_s']:9.3f} {_fmt(_ratio(f['ttft_p50_s'], base.get('ttft_p50_s', 0)))} "
+                f"{f['ttft_p99_s']:9.3f} {f['tpot_p50_s']:9.4f} {f['engine_hit_tokens']:10d} "
+                f"{f['connector_hit_tokens']:9d} {f['preemptions']:7d} {f['engine_cpu_s']:9.1f} "
+                f"{f['manager_cpu_s']:9.2f} {f['connector_sched_s']:8.3f}")
+    lines.append("")
+    for t in out["targets"]:
+        met = "n/a" if t["met"] is None else ("met" if t["met"] else "MISSED")
+        lines.append(f"{met:<7} {t['name']}: {t['ratio']} (want {t['want']})")
+    for c in (out.get("stall") or {}).get("checks", ()):
+        lines.append(f"{'ok' if c['ok'] else 'FAILED':<7} stall: {c['name']} ({c['figure']})")
+    for s, e in out["errors"].items():
+        lines.append(f"error   {s}: {e.splitlines()[0]}")
+    return "\n".join(lines)
+
+
+def markdown(out: dict[str, Any]) -> str:
+    """The report as the README's Markdown tables."""
+    res = out["subjects"]
+    rows = ["| subject | workload | req/s | x vllm | x nohit | TTFT p50 s | x vllm | x nohit | TTFT p99 s | "
+            "TPOT p50 ms | engine hit tok | OrbitKV hit tok | preempt | engine CPU s | Manager CPU s | "
+            "sched s | Manager RSS MiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s, ws in res.items():
+        for w, f in ws.items():
+            x2 = s.endswith("x2")
+            base = res.get("vllm-x2" if x2 else "vllm", {}).get(w, {})
+            nohit = {} if x2 else res.get("orbitkv-nohit", {}).get(w, {})
+
+            def r(k: str, b: dict) -> str:
+                v = _ratio(f[k], b.get(k, 0)) if b else None
+                return "" if v is None else f"{v:.2f}"
+            rows.append(f"| {s} | {w} | {f['throughput_rps']:.3f} | {r('throughput_rps', base)} | "
+                        f"{r('throughput_rps', nohit)} | {f['ttft_p50_s']:.3f} | {r('ttft_p50_s', base)} | "
+                        f"{r('ttft_p50_s', nohit)} | {f['ttft_p99_s']:.3f} | {f['tpot_p50_s'] * 1e3:.1f} | "
+                        f"{f['engine_hit_tokens']} | {f['connector_hit_tokens']} | {f['preemptions']} | "
+                        f"{f['engine_cpu_s']:.1f} | {f['manager_cpu_s']:.2f} | {f['connector_sched_s']:.3f} | "
+                        f"{f['manager_rss_bytes'] / 2**20:.0f} |")
+    rows += ["", "| target | want | ratio | met |", "|---|---|---|---|"]
+    for t in out["targets"]:
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        rows.append(f"| {t['name']} | {t['want']} | {t['ratio']} | {met} |")
+    for c in (out.get("stall") or {}).get("checks", ()):
+        rows.append(f"| stall: {c['name']} | | {c['figure']} | {'yes' if c['ok'] else '**no**'} |")
+    rows += ["", "| workload | requests | prompt tokens | servable | fraction | best TTFT x | best req/s x |",
+             "|---|---|---|---|---|---|---|"]
+    for w, b in out["bounds"].items():
+        rows.append(f"| {w} | {b['requests']} | {b['prompt_tokens']} | {b['servable_prompt_tokens']} | "
+                    f"{b['servable_fraction']:.3f} | {b['best_ratios']['ttft']} | {b['best_ratios']['throughput']} |")
+    for s, e in out["errors"].items():
+        rows.append(f"\n`{s}` did not run: `{e.splitlines()[0]}`")
+    return "\n".join(rows)
+
+
+def _fmt(r: float | None) -> str:
+    return f"{r:7.3f}" if r is not None else f"{'-':>7}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    if a.markdown:
+        with open(a.markdown) as f:
+            print(markdown(json.load(f)))
+        return 0
+    os.makedirs(os.path.join(a.out_dir, "runs"), exist_ok=True)
+    for p in (os.path.join(REPO, "bin", "orbitkv-manager"), os.path.join(REPO, "bin", "orbitkvctl")):
+        if not os.access(p, os.X_OK):
+            print(f"bench-serve: {p}: missing (build it: make go)", file=sys.stderr)
+            return 2
+    out = Bench(a).main()
+    print(table(out), file=sys.stderr)
+    if a.json:
+        print(json.dumps(out, allow_nan=False))
+    progress(f"done; {os.path.join(a.out_dir, 'results.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Tests of the serving benchmark (``make test-bench-serve``, in
+build/venv/vllm): the workloads' bounds on hand-made records, the trace
+sample's rules on the real trace, and one smoke run of the whole harness on
+the tiny model (real vLLM servers, a real Manager, vLLM's own client; its
+figures mean nothing, only that every part runs and reports)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import workloads  # noqa: E402
+from procs import REPO  # noqa: E402
+
+TRACE = os.path.join(REPO, "bench", "traces", "mooncake-conversation.jsonl.gz")
+
+
+def rec(ts: int, n: int, hashes: list[int]) -> dict:
+    return {"timestamp": ts, "input_length": n, "output_length": 4, "hash_ids": hashes}
+
+
+def test_servable_counts_leading_full_blocks_seen_before_never_the_last_token():
+    recs = [rec(0, 40, [0, 1, 2]),       # 2 full blocks of 16 (+8 tokens): computes 0, 1
+            rec(1, 48, [0, 1, 2]),       # 3 full; 0, 1 seen; 2 was partial before: 32 servable
+            rec(2, 48, [0, 1, 2]),       # 0, 1, 2 seen, but the last token is never served: 2 blocks
+            rec(3, 33, [0, 9, 1])]       # 0 seen, 9 not: 16
+    total, cross, distinct = workloads.servable(recs, 16)
+    assert (total, distinct) == (32 + 32 + 16, 4)
+    assert cross == 0
+
+
+def test_cross_server_tokens_are_those_only_the_other_server_computed():
+    recs = [rec(0, 33, [0, 1, 2]), rec(1, 33, [0, 1, 3]), rec(2, 33, [0, 1, 4])]
+    total, cross, _ = workloads.servable(recs, 16, servers=2)
+    # server 0 takes records 0 and 2, server 1 record 1: record 1's 32 tokens
+    # come only from server 0; record 2 finds its prefix on server 0 itself
+    assert (total, cross) == (64, 32)
+
+
+def test_conversations_link_requests_by_any_hash_but_the_common_one():
+    recs = [rec(0, 8, [0, 1, 2]), rec(1, 8, [0, 5]), rec(2, 8, [0, 1, 2, 3]), rec(3, 8, [0, 5, 6]),
+            rec(4, 8, [0, 7])]
+    assert workloads.conversations(recs) == [[0, 2], [1, 3], [4]]
+
+
+def test_a_malformed_trace_line_is_refused_naming_line_and_field():
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write(json.dumps(rec(0, 8, [0])) + "\n" + json.dumps({"timestamp": 1, "input_length": 3}) + "\n")
+    try:
+        with pytest.raises(ValueError, match=r":2: record lacks 'output_length'"):
+            workloads.read_trace(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+def test_the_trace_sample_is_whole_conversations_that_reuse_as_the_trace_does(tmp_path):
+    out = tmp_path / "sample.jsonl"
+    w = workloads.trace(TRACE, str(out), chunk=64, max_prompt=1984, min_distinct_blocks=240, max_output=32, seed=1)
+    sample = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(sample) == w.requests and w.distinct_blocks >= 240
+    assert abs(w.servable_fraction - w.notes["whole_trace_servable_fraction"]) <= workloads.REPRESENTATIVE
+    assert all(r["input_length"] <= 1984 and r["output_length"] <= 32 for r in sample)
+    # whole conversations: every sampled request's conversation is entirely in the sample
+    by_hash: dict[int, int] = {}
+    for i, r in enumerate(sample):
+        for h in r["hash_ids"][1:]:
+            by_hash.setdefault(h, i)
+    full = workloads.read_trace(TRACE)
+    picked = {tuple(r["hash_ids"]) for r in sample}
+    for g in workloads.conversations(full):
+        members = [tuple(full[i]["hash_ids"]) in picked for i in g]
+        assert all(members) or not any(members)
+    assert [r["timestamp"] for r in sample] == sorted(r["timestamp"] for r in sample)
+
+
+def test_prefix_repetition_bound():
+    w = workloads.prefix_repetition(prefixes=4, prefix_len=512, suffix_len=32, output_len=8, requests=12, block=64)
+    assert (w.servable_tokens, w.prompt_tokens, w.distinct_blocks) == (8 * 512, 12 * 544, 32)
+
+
+def test_smoke_every_part_runs_and_reports(tmp_path):
+    """bench_serve.py on the tiny model: vllm and orbitkv-ram, the
+    vllm-client workload, closed and open loop. stdout is exactly one JSON
+    object; every request completes; OrbitKV serves what vLLM evicted."""
+    cmd = [sys.executable, os.path.join(HERE, "bench_serve.py"), "--json", "--shape", "tiny",
+           "--subjects", "vllm,orbitkv-ram", "--workloads", "vllm-client", "--prefixes", "4", "--client-requests", "8",
+           "--gpu-blocks", "17", "--max-model-len", "1024", "--concurrency", "2", "--out-dir", str(tmp_path)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads(r.stdout)   # exactly one JSON object: anything else fails to parse
+    assert "[bench-serve" in r.stderr   # progress goes to stderr
+    assert set(out["subjects"]) == {"vllm", "orbitkv-ram"}
+    for subj, ws in out["subjects"].items():
+        f = ws["vllm-client"]
+        for mode in ("closed", "open"):
+            assert (f[mode]["completed"], f[mode]["failed"]) == (8, 0), (subj, mode, f[mode])
+        for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "throughput_rps", "output_tok_s", "engine_hit_tokens",
+                  "connector_hit_tokens", "preemptions", "manager_cpu_s", "manager_rss_bytes", "engine_cpu_s",
+                  "connector_sched_s"):
+            assert k in f, (subj, k)
+        assert f["throughput_rps"] > 0 and f["ttft_p50_s"] > 0 and f["engine_cpu_s"] > 0
+    ram = out["subjects"]["orbitkv-ram"]["vllm-client"]
+    assert ram["connector_hit_tokens"] > 0 and ram["restored_blocks"] > 0 and ram["published_blocks"] > 0
+    assert ram["connector_sched_s"] > 0 and ram["manager_rss_bytes"] > 0
+    assert out["subjects"]["vllm"]["vllm-client"]["connector_hit_tokens"] == 0
+    assert out["bounds"]["vllm-client"]["servable_prompt_tokens"] == 4 * 512
+    names = {t["name"]: t for t in out["targets"]}
+    hit = names["vllm-client: orbitkv-ram connector hits / (servable - engine hits)"]
+    assert hit["ratio"] is not None and hit["met"] is not None
+    assert os.path.exists(tmp_path / "results.json")

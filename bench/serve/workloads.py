@@ -1,0 +1,246 @@
+"""The serving benchmark's workloads: what vLLM's client sends, and how many
+prompt tokens a cache could serve of it (the bound every hit ratio is read
+against).
+
+* ``trace``: whole conversations of the Mooncake conversation trace
+  (``bench/traces/``), replayed by vLLM's ``timed_trace`` dataset. A
+  conversation is a set of requests linked by a shared hash id other than
+  0 (the one every request shares); every turn is kept. The trace's hash
+  ids name 512-token blocks; ``--timed-trace-chunk-hash-size`` expands
+  each into ``chunk`` tokens, so input lengths are scaled by ``chunk/512``
+  and the reuse structure is kept.
+* ``vllm-client``: vLLM's ``prefix_repetition`` dataset: ``prefixes``
+  random prefixes of ``prefix_len`` tokens, each with random suffixes.
+* ``no-reuse``: vLLM's ``random`` dataset: distinct random prompts.
+
+The bound (``servable tokens``) is the prefix-hit rule of an infinite cache
+at vLLM's block granularity: a request can be served the leading full
+blocks that some earlier request computed, never its last prompt token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import random
+from typing import Any, Iterable
+
+TRACE_BLOCK_TOKENS = 512   # the Mooncake trace's hash-id granularity
+
+
+@dataclasses.dataclass
+class Workload:
+    """One workload: its name, vLLM client arguments (without the server,
+    rate and concurrency), its request count, servable prompt tokens, all
+    prompt tokens and, for two servers taking requests in turn, the
+    servable tokens that only the other server computed."""
+
+    name: str
+    client_args: list[str]
+    requests: int
+    prompt_tokens: int
+    servable_tokens: int
+    cross_servable_tokens: int = 0
+    distinct_blocks: int = 0
+    notes: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def servable_fraction(self) -> float:
+        return self.servable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def best_ratios(self) -> dict[str, float]:
+        """The best a cache can do on this workload if prefill dominates: TTFT
+        at (1 - servable fraction) of a miss, throughput at its inverse."""
+        f = self.servable_fraction
+        return {"ttft": round(1 - f, 3), "throughput": round(1 / (1 - f), 3) if f < 1 else None}
+
+
+def read_trace(path: str) -> list[dict[str, Any]]:
+    """The trace's records (jsonl, plain or gzip), in file order. Raises
+    ``ValueError`` naming the line and field of a malformed record."""
+    opener = gzip.open if path.endswith(".gz") else open
+    out = []
+    with opener(path, "rt") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not JSON: {e}") from None
+            for k in ("timestamp", "input_length", "output_length", "hash_ids"):
+                if k not in r:
+                    raise ValueError(f"{path}:{n}: record lacks {k!r}")
+            if not isinstance(r["hash_ids"], list) or not all(isinstance(h, int) for h in r["hash_ids"]):
+                raise ValueError(f"{path}:{n}: hash_ids: want a list of ints")
+            if not isinstance(r["input_length"], int) or r["input_length"] < 1:
+                raise ValueError(f"{path}:{n}: input_length {r['input_length']!r}: want an int >= 1")
+            out.append(r)
+    return out
+
+
+def conversations(records: list[dict[str, Any]]) -> list[list[int]]:
+    """Indices of the records grouped into conversations (union of records
+    sharing any hash id that is not shared by every record), each in file
+    order, the groups in order of their first record."""
+    if not records:
+        return []
+    common = set(records[0]["hash_ids"])
+    for r in records[1:]:
+        common &= set(r["hash_ids"])
+    parent = list(range(len(records)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i, r in enumerate(records):
+        for h in r["hash_ids"]:
+            if h in common:
+                continue
+            j = owner.setdefault(h, i)
+            if j != i:
+                a, b = find(i), find(j)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(records)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _full_chunks(r: dict[str, Any], chunk: int) -> list[int]:
+    return r["hash_ids"][:r["input_length"] // chunk]
+
+
+def servable(records: Iterable[dict[str, Any]], chunk: int, servers: int = 1) -> tuple[int, int, int]:
+    """(servable tokens, cross-server servable tokens, distinct full blocks)
+    of scaled records (``input_length`` already in tokens of ``chunk``-token
+    blocks) under the prefix-hit rule. With ``servers`` > 1, record i goes to
+    server i % servers; cross-server tokens are those servable from what the
+    whole fleet computed but not from the server's own history."""
+    seen: set[int] = set()
+    own: list[set[int]] = [set() for _ in range(servers)]
+    total = cross = 0
+    for i, r in enumerate(records):
+        full = _full_chunks(r, chunk)
+        cap = (r["input_length"] - 1) // chunk
+
+        def lead(s: set[int]) -> int:
+            n = 0
+            for h in full[:cap]:
+                if h not in s:
+                    break
+                n += 1
+            return n
+
+        g = lead(seen)
+        total += g * chunk
+        cross += max(0, g - lead(own[i % servers])) * chunk
+        seen.update(full)
+        own[i % servers].update(full)
+    return total, cross, len(seen)
+
+
+#: A trace sample is taken when its servable fraction is within this of the
+#: whole trace's (the first such seed from ``--seed`` on): a few dozen
+#: conversations vary widely (0.2 to 0.66 here), and a sample should reuse
+#: as the trace does.
+REPRESENTATIVE = 0.05
+
+
+def trace(path: str, out_path: str, *, chunk: int, max_prompt: int, min_distinct_blocks: int,
+          max_output: int, seed: int, tries: int = 100) -> Workload:
+    """Sample whole conversations of the trace at ``path`` (seeded order)
+    until their distinct full blocks reach ``min_distinct_blocks``; write
+    them, scaled to ``chunk``-token blocks, in trace order to ``out_path``
+    (jsonl, the ``timed_trace`` dataset's input). Conversations with a
+    prompt over ``max_prompt`` tokens after scaling are skipped. The seed
+    is the first from ``seed`` whose sample's servable fraction is within
+    ``REPRESENTATIVE`` of the whole trace's (``notes["seed"]``); raises
+    ``ValueError`` when none of ``tries`` seeds gives one."""
+    records = read_trace(path)
+    whole = _whole_trace_fraction(records)
+    for s in range(seed, seed + tries):
+        w = _trace_sample(records, out_path, chunk=chunk, max_prompt=max_prompt,
+                          min_distinct_blocks=min_distinct_blocks, max_output=max_output, seed=s)
+        if abs(w.servable_fraction - whole) <= REPRESENTATIVE:
+            w.notes.update(seed=s, whole_trace_servable_fraction=whole)
+            return w
+    raise ValueError(f"{path}: no sample of {min_distinct_blocks} blocks within {REPRESENTATIVE} of the whole "
+                     f"trace's servable fraction {whole} in seeds {seed}..{seed + tries - 1}")
+
+
+def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, max_prompt: int,
+                  min_distinct_blocks: int, max_output: int, seed: int) -> Workload:
+    scale = chunk / TRACE_BLOCK_TOKENS
+    groups = conversations(records)
+    rng = random.Random(seed)
+    rng.shuffle(groups)
+    picked: list[int] = []
+    distinct: set[int] = set()
+    for g in groups:
+        scaled = [max(1, round(records[i]["input_length"] * scale)) for i in g]
+        if max(scaled) > max_prompt:
+            continue
+        picked.extend(g)
+        for i, n in zip(g, scaled):
+            distinct.update(records[i]["hash_ids"][:n // chunk])
+        if len(distinct) >= min_distinct_blocks:
+            break
+    picked.sort()
+    t0 = records[picked[0]]["timestamp"] if picked else 0
+    sample = [dict(timestamp=records[i]["timestamp"] - t0,
+                   input_length=max(1, round(records[i]["input_length"] * scale)),
+                   output_length=max(1, min(max_output, records[i]["output_length"])),
+                   hash_ids=records[i]["hash_ids"]) for i in picked]
+    with open(out_path, "w") as f:
+        for r in sample:
+            f.write(json.dumps(r) + "\n")
+    total, cross, blocks = servable(sample, chunk, servers=2)
+    convs = len({min(g) for g in groups if set(g) & set(picked)})
+    return Workload("trace", ["--dataset-name", "timed_trace", "--dataset-path", out_path,
+                              "--timed-trace-chunk-hash-size", str(chunk), "--timed-trace-sec-multiplier", "0.001",
+                              "--no-self-timed", "--num-prompts", str(len(sample))],
+                    requests=len(sample), prompt_tokens=sum(r["input_length"] for r in sample),
+                    servable_tokens=total, cross_servable_tokens=cross, distinct_blocks=blocks,
+                    notes=dict(conversations=convs, chunk_tokens=chunk))
+
+
+def _whole_trace_fraction(records: list[dict[str, Any]]) -> float:
+    total, _, _ = servable(records, TRACE_BLOCK_TOKENS)
+    return round(total / sum(r["input_length"] for r in records), 4)
+
+
+def prefix_repetition(*, prefixes: int, prefix_len: int, suffix_len: int, output_len: int, requests: int,
+                      block: int) -> Workload:
+    """vLLM's ``prefix_repetition`` dataset: ``requests`` prompts over
+    ``prefixes`` shared prefixes (each used requests/prefixes times)."""
+    full = prefix_len // block
+    cap = (prefix_len + suffix_len - 1) // block
+    servable_tokens = max(0, requests - prefixes) * min(full, cap) * block
+    return Workload("vllm-client", ["--dataset-name", "prefix_repetition",
+                                    "--prefix-repetition-prefix-len", str(prefix_len),
+                                    "--prefix-repetition-suffix-len", str(suffix_len),
+                                    "--prefix-repetition-num-prefixes", str(prefixes),
+                                    "--prefix-repetition-output-len", str(output_len),
+                                    "--num-prompts", str(requests)],
+                    requests=requests, prompt_tokens=requests * (prefix_len + suffix_len),
+                    servable_tokens=servable_tokens, distinct_blocks=prefixes * full,
+                    # round robin over two servers: a prefix's next use lands on the other
+                    # server about half the time; an estimate, not a bound
+                    cross_servable_tokens=servable_tokens // 2,
+                    notes=dict(prefixes=prefixes, prefix_len=prefix_len, suffix_len=suffix_len))
+
+
+def no_reuse(*, input_len: int, output_len: int, requests: int) -> Workload:
+    """vLLM's ``random`` dataset: distinct random prompts (the seed varies
+    per run so no run repeats another's prompts)."""
+    return Workload("no-reuse", ["--dataset-name", "random", "--random-input-len", str(input_len),
+                                 "--random-output-len", str(output_len), "--random-range-ratio", "0",
+                                 "--num-prompts", str(requests)],
+                    requests=requests, prompt_tokens=requests * input_len, servable_tokens=0)
