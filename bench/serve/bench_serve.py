@@ -119,6 +119,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ssd-capacity", default="512MiB", help="orbitkv-ram-ssd's SSD tier (size)")
     p.add_argument("--load-timeout-s", type=float, default=2.0, help="the connector's orbitkv.load_timeout_s")
     p.add_argument("--start-timeout-s", type=float, default=600, help="how long a vLLM server may take to start")
+    p.add_argument("--run-timeout-s", type=float, default=900,
+                   help="how long one client run may take (seconds); past it the run is an error of its subject")
     p.add_argument("--omp-bind", choices=("pinned", "auto"), default="pinned",
                    help="pinned: each server's Worker on its own core (VLLM_CPU_OMP_THREADS_BIND=1, or 0 and 1 for "
                         "two servers); auto: vLLM's own binding, which on this 2-core machine gives a server with "
@@ -231,8 +233,8 @@ class Bench:
             core = cores[i % len(cores)] if a.omp_bind == "pinned" else "auto"
             servers.append(Server(f"{s.name}-{i}", port, core, self.model, SERVED_NAME, args, env,
                                   os.path.join(a.out_dir, "logs", f"{s.name}-{i}.log")))
-        progress(f"{s.name}: starting {len(servers)} server(s) on core(s) "
-                 f"{','.join(cores[:len(servers)])}{' and a Manager' if mgr else ''}")
+        where = f"core(s) {','.join(cores[:len(servers)])}" if a.omp_bind == "pinned" else "vLLM's auto binding"
+        progress(f"{s.name}: starting {len(servers)} server(s) on {where}{' and a Manager' if mgr else ''}")
         return {"subject": s, "manager": mgr, "servers": servers, "proxy": None}
 
     def ready(self, h: dict[str, Any]) -> None:
@@ -293,8 +295,12 @@ class Bench:
             ["--max-concurrency", str(4 * a.concurrency), "--request-rate", f"{rate:.4f}"]
         t = time.monotonic()
         with open(os.path.join(a.out_dir, "logs", tag + ".client.log"), "w") as logf:
-            r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                               env=dict(os.environ, PYTHONHASHSEED="0"))
+            try:
+                r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
+                                   env=dict(os.environ, PYTHONHASHSEED="0"), timeout=a.run_timeout_s)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"client run {tag} took over --run-timeout-s {a.run_timeout_s:g} s; see "
+                                   f"{logf.name}") from None
         if r.returncode != 0:
             raise RuntimeError(f"client run {tag} exited {r.returncode}; see {logf.name}:\n{procs.tail(logf.name)}")
         time.sleep(1.5)   # the engine's last stats interval reaches /metrics
@@ -388,27 +394,38 @@ class Bench:
 
     def run_stall(self, h: dict[str, Any], w: workloads.Workload) -> dict[str, Any]:
         """The stall check: a closed-loop run of w on h whose Manager is
-        SIGSTOPped for --stall-s seconds from a quarter into vLLM alone's
-        duration of the same run, then a second run after SIGCONT. Checks:
+        SIGSTOPped for --stall-s seconds, from a quarter of h's own
+        closed-loop duration after the server started running requests,
+        then a second run after SIGCONT. Checks:
         no request fails, no engine step is held by the connector past
         load_timeout_s + 0.5 s, and the second run is served from OrbitKV
         again (the sessions reconnected)."""
         import signal
         import threading
         pid = h["manager"].proc.pid
-        start = 0.25 * self.results["vllm"][w.name]["closed"]["duration_s"] if "vllm" in self.results else 5.0
+        own = self.results.get(h["subject"].name, {}).get(w.name)
+        start = 0.25 * own["closed"]["duration_s"] if own else 5.0
         log: list[str] = []
+        srv = h["servers"][0]
 
         def stop_and_continue() -> None:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 120:   # the client takes seconds to start sending
+                try:
+                    if srv.metrics().get("vllm:num_requests_running", 0) > 0:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.2)
             time.sleep(start)
             os.kill(pid, signal.SIGSTOP)
-            log.append(f"SIGSTOP at +{start:.1f}s")
+            log.append(f"SIGSTOP {time.monotonic() - t0:.1f} s after the run started, {start:.1f} s into its traffic")
             time.sleep(self.a.stall_s)
             os.kill(pid, signal.SIGCONT)
-            log.append(f"SIGCONT at +{start + self.a.stall_s:.1f}s")
+            log.append(f"SIGCONT {self.a.stall_s:g} s later")
 
         progress(f"stall check: the Manager of {h['subject'].name} stopped for {self.a.stall_s:.0f} s from "
-                 f"+{start:.1f} s of a closed-loop {w.name} run")
+                 f"{start:.1f} s into the traffic of a closed-loop {w.name} run")
         t = threading.Thread(target=stop_and_continue, daemon=True)
         t.start()
         try:
@@ -427,6 +444,10 @@ class Bench:
             {"name": "served from OrbitKV again after SIGCONT", "ok": after["connector_hit_tokens"] > 0
              and after["failed"] == 0, "figure": f"{after['connector_hit_tokens']} connector hit tokens"},
         ]
+        checks.append({"name": "the stop fell inside the run's traffic", "ok": during["connector_hit_tokens"]
+                       < after["connector_hit_tokens"] or during["load_error_blocks"] > 0,
+                       "figure": f"{during['connector_hit_tokens']} connector hit tokens during, "
+                                 f"{after['connector_hit_tokens']} after; {'; '.join(log)}"})
         for c in checks:
             progress(f"stall check: {'ok' if c['ok'] else 'FAILED'}: {c['name']} ({c['figure']})")
         return {"stall_s": self.a.stall_s, "events": log, "during": during, "after": after, "checks": checks}

@@ -8,7 +8,9 @@ import errno
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import time
 import unittest
 from types import SimpleNamespace
 
@@ -20,6 +22,9 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
+from orbitkv._abi import Code  # noqa: E402
+from orbitkv.errors import ManagerDied  # noqa: E402
+from orbitkv.vllm.session import MAX_BACKOFF  # noqa: E402
 from orbitkv.vllm import (  # noqa: E402
     KVConnectorRole,
     LoadSpec,
@@ -193,9 +198,9 @@ class ConnectorCase(unittest.TestCase):
         # vLLM's FlashAttention layout: [2, num_blocks, block_size, heads, head_dim] -> staging mode.
         self.kv = {f"layer.{l}": torch.randn(2, NUM_BLOCKS, BLOCK, HEADS, DIM) for l in range(LAYERS)}
 
-    def connectors(self, kv_role="kv_both", kv=None):
-        s = OrbitKVConnector(config(self.sock, kv_role), KVConnectorRole.SCHEDULER)
-        w = OrbitKVConnector(config(self.sock, kv_role), KVConnectorRole.WORKER)
+    def connectors(self, kv_role="kv_both", kv=None, **extra):
+        s = OrbitKVConnector(config(self.sock, kv_role, **extra), KVConnectorRole.SCHEDULER)
+        w = OrbitKVConnector(config(self.sock, kv_role, **extra), KVConnectorRole.WORKER)
         w.register_kv_caches(self.kv if kv is None else kv)
         self.addCleanup(s.shutdown)
         self.addCleanup(w.shutdown)
@@ -261,6 +266,61 @@ class TestConnector(ConnectorCase):
         self.assertEqual(total.data["scheduler_calls"], sched.data["scheduler_calls"])
         self.assertEqual(total.reduce()["load_wait_max_s"], round(work.data["load_wait_s"][0], 6))
         self.assertTrue(OrbitKVConnector.build_kv_connector_stats({}).is_empty())
+
+    def test_a_stopped_manager_holds_an_engine_step_at_most_one_call_deadline(self):
+        # load_timeout_s caps every call; a Ping before the publishes finds the
+        # stopped Manager before any publish (which has no deadline) is sent.
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 0.5, "orbitkv.reconnect_interval_s": 1.5})
+        self.assertEqual(w._worker.opts.call_timeout_ms, 500)
+        prompt = list(range(9))
+        self.publish_prompt(s, w, "a", prompt, [0, 1, 2])
+        w.get_kv_connector_stats()
+        os.kill(self.manager.pid, signal.SIGSTOP)
+        try:
+            t = time.monotonic()
+            _, errors = self.step(s, w, new_step("b", list(range(100, 109)), [3, 4, 5], 0, 9))
+            held = time.monotonic() - t
+            self.assertLess(held, 1.0)   # one 0.5 s deadline, not the length of the stop
+            self.assertEqual(errors, set())
+            t = time.monotonic()
+            self.assertEqual(s.get_num_new_matched_tokens(request("c", prompt), 0), (0, False))  # a miss
+            self.assertLess(time.monotonic() - t, 1.0)
+            t = time.monotonic()
+            self.step(s, w, new_step("d", list(range(200, 209)), [6, 7, 0], 0, 9))
+            self.assertLess(time.monotonic() - t, 0.1)   # the session is down, no reconnect yet: nothing waits
+        finally:
+            os.kill(self.manager.pid, signal.SIGCONT)
+        stats = w.get_kv_connector_stats()
+        self.assertGreaterEqual(max(stats.data["step_block_s"]), 0.45)
+        self.assertLess(max(stats.data["step_block_s"]), 1.0)
+        time.sleep(1.5)   # past the reconnect wait
+        self.publish_prompt(s, w, "e", list(range(300, 309)), [3, 4, 5])
+        self.assertEqual(w.stats["published_blocks"], 4)   # served again after SIGCONT
+
+    def test_failed_reconnects_wait_longer_each_time(self):
+        s, w = self.connectors(**{"orbitkv.reconnect_interval_s": 0.05})
+        session = w._worker.session
+        self.manager.kill()
+        session.fail(ManagerDied("test", Code.EMANAGER_DIED, "killed"))
+        tries, last = [], session._last_try
+        end = time.monotonic() + 1.6
+        while time.monotonic() < end:
+            self.assertIsNone(session.get())
+            if session._last_try != last:
+                tries.append(session._last_try)
+                last = session._last_try
+            time.sleep(0.002)
+        gaps = [b - a for a, b in zip(tries, tries[1:])]
+        # each failed try doubles the wait, up to MAX_BACKOFF intervals of 0.05 s
+        self.assertEqual(MAX_BACKOFF, 8)
+        self.assertGreaterEqual(len(gaps), 4, gaps)
+        for g, want in zip(gaps, (0.1, 0.2, 0.4, 0.4)):
+            self.assertGreaterEqual(g, want - 0.005, gaps)
+            self.assertLess(g, want + 0.1, gaps)
+        self.manager = self.start()
+        time.sleep(0.45)
+        self.assertIsNotNone(session.get())
+        self.assertEqual(session._backoff, 1)
 
     def test_the_last_prompt_token_is_never_offered(self):
         s, w = self.connectors()

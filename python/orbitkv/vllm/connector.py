@@ -169,6 +169,12 @@ class OrbitKVConnector(KVConnectorBase_V1):
         side = self._side("SCHEDULER")
         return side.interval.timed(getattr(side, name), *args)
 
+    def _held(self, name: str, *args: Any) -> Any:
+        """The worker side's method ``name`` called with args, its wall time
+        counted in this step's hold (``vllm:orbitkv_step_block_seconds``)."""
+        side = self._side("WORKER")
+        return side.interval.held(getattr(side, name), *args)
+
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int | None, bool]:
         """Prompt tokens beyond ``num_computed_tokens`` that OrbitKV holds as
         full blocks (a multiple of the block size; never the last prompt
@@ -186,7 +192,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def build_connector_meta(self, scheduler_output: Any) -> OrbitKVConnectorMetadata:
         """This step's loads (planned since the last call) and saves (full
         prompt blocks computed by the end of the step, not yet in OrbitKV)."""
-        return self._timed("build_connector_meta", scheduler_output)
+        try:
+            return self._timed("build_connector_meta", scheduler_output)
+        finally:
+            self._scheduler.interval.end_step()   # the scheduler's last call of a step
 
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Forget the request; (False, None): blocks may be freed at once
@@ -236,23 +245,26 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         """Look up and start restoring this step's loads."""
         meta = self._get_connector_metadata()
-        self._side("WORKER").start_load_kv(meta)
+        self._held("start_load_kv", meta)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         """Block until this step's restores reached their terminal result
         (all layers land together) and layer ``layer_name`` holds them."""
-        self._side("WORKER").wait_for_layer_load(layer_name)
+        self._held("wait_for_layer_load", layer_name)
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         """Staging mode: copy this step's saved blocks out of the layer."""
         meta = self._connector_metadata if self.has_connector_metadata() else None
-        self._side("WORKER").save_kv_layer(layer_name, kv_layer, meta)
+        self._held("save_kv_layer", layer_name, kv_layer, meta)
 
     def wait_for_save(self) -> None:
         """Publish this step's saved blocks (the copy has completed and the
         blocks are visible when this returns; failures are logged)."""
         meta = self._connector_metadata if self.has_connector_metadata() else None
-        self._side("WORKER").wait_for_save(meta)
+        try:
+            self._held("wait_for_save", meta)
+        finally:
+            self._worker.interval.end_step()   # the worker's last call of a step
 
     def build_connector_worker_meta(self) -> OrbitKVWorkerMetadata | None:
         """The requests whose loads settled this step (None when none), for

@@ -21,8 +21,12 @@ key                                meaning
 ``orbitkv.salt``                   tenant salt in the cache identity
 ``orbitkv.block_hashes``           ``tokens`` (default): a chain over token
                                    ids; ``vllm``: vLLM's ``request.block_hashes``
-``orbitkv.timeout_ms``             control-call deadline (default 5000)
-``orbitkv.load_timeout_s``         bound of one restore wait (default 30)
+``orbitkv.timeout_ms``             control-call deadline (default 5000),
+                                   capped at ``load_timeout_s``: every call
+                                   runs inside vLLM's engine step
+``orbitkv.load_timeout_s``         bound of one engine step's restore
+                                   lookups and waits together, and of any
+                                   one control call (default 30)
 ``orbitkv.reconnect_interval_s``   least time between reconnect attempts
                                    after the Manager went away (default 1)
 ``orbitkv.zero_copy``              bool (default true): allocate vLLM's KV
@@ -86,6 +90,15 @@ class ConnectorOptions:
     zero_copy: bool = True
     gpu_direct: bool = True
     local_discovery: bool = True
+
+    @property
+    def call_timeout_ms(self) -> int:
+        """Deadline of one control call (ms): ``timeout_ms``, at most
+        ``load_timeout_s``. Every call of the connector runs inside vLLM's
+        engine step (the scheduler's hooks, the worker's loads and
+        publishes), so a Manager that stops answering must not hold a step
+        longer than a restore may."""
+        return max(1, min(self.timeout_ms, int(self.load_timeout_s * 1000)))
 
     def socket_for(self, tp_rank: int) -> tuple[str, str]:
         """(socket path, the option it came from) for TP rank ``tp_rank``."""

@@ -102,7 +102,7 @@ class SchedulerSide:
             if path not in sessions:
                 sessions[path] = Session(path, option, who="OrbitKVConnector(scheduler)",
                                          instance_id=f"vllm-scheduler-{os.getpid()}", role=Role.SCHEDULER,
-                                         timeout_ms=opts.timeout_ms,
+                                         timeout_ms=opts.call_timeout_ms,
                                          reconnect_interval_s=opts.reconnect_interval_s)
             for pp in range(base["pp_size"]):
                 self.shards.append((sessions[path], tp, pp))

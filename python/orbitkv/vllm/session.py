@@ -21,7 +21,11 @@ Not thread-safe by itself; each adapter uses a session from one thread
 A control call that got no reply within ``timeout_ms`` (``TimedOut`` with
 ``no_reply``) also ends the session: a wedged session (for example one
 whose Manager-side state was lost) must not turn every later lookup into a
-timeout; the next ``get()`` connects afresh.
+timeout; the next ``get()`` connects afresh. A reconnect that fails waits
+twice as long before the next try, up to ``MAX_BACKOFF`` times
+``reconnect_interval_s``: a Manager that accepts connections but does not
+answer (stopped, wedged) costs the engine one connect deadline per try,
+and the tries thin out.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from ..errors import Closed, ManagerDied, OrbitKVError, ProtocolError, Rejected,
 __all__ = ["Session", "SESSION_ENDING"]
 
 log = logging.getLogger("orbitkv.adapter")
+
+#: Longest wait between reconnect tries, in reconnect intervals.
+MAX_BACKOFF = 8
 
 #: Errors after which the client is unusable: reconnect.
 SESSION_ENDING = (ManagerDied, Closed, Stale, ProtocolError)
@@ -67,6 +74,7 @@ class Session:
         self._buffers: list[Any] = []   # EngineBuffer or CudaKVBuffer
         self._ids: dict[int, int] = {}
         self._last_try = 0.0
+        self._backoff = 1   # reconnect intervals to wait before the next try
         self._last_alive = 0.0
         try:
             self._connect()
@@ -97,9 +105,10 @@ class Session:
         reconnect interval passed; None while no Manager answers."""
         if self.client is not None and not self.client.closed:
             return self.client
-        if time.monotonic() - self._last_try < self.reconnect_interval_s:
+        if time.monotonic() - self._last_try < self.reconnect_interval_s * self._backoff:
             return None
         try:
+            self._backoff = min(MAX_BACKOFF, self._backoff * 2)   # reset by a success
             client = self._connect()
         except Rejected as e:
             # The Manager answers but refuses a kept buffer (e.g. a CUDA
@@ -114,6 +123,7 @@ class Session:
             log.warning("%s: no OrbitKV Manager at %s (%s); treating lookups as misses", self.who,
                         self.socket_path, e)
             return None
+        self._backoff = 1
         log.warning("%s: reconnected to the OrbitKV Manager at %s (epoch %d)", self.who, self.socket_path,
                     self.epochs[-1])
         return client
@@ -183,6 +193,10 @@ class Session:
             if self.client is not None:
                 log.warning("%s: OrbitKV session ended (%s); will reconnect", self.who, err)
                 self.client.close()
+                # No reconnect before an interval has passed: the engine
+                # step that just waited out a deadline must not wait out a
+                # connect deadline too.
+                self._last_try = time.monotonic()
             self.client = None
             return True
         return False

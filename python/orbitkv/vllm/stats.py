@@ -23,10 +23,15 @@ metric                                     meaning
 ``vllm:orbitkv_load_wait_seconds``         histogram: per step, how long
                                            the worker's step waited for its
                                            restores (steps with loads only)
+``vllm:orbitkv_step_block_seconds``        histogram: per engine step and
+                                           side (scheduler, each worker),
+                                           wall seconds the connector's
+                                           calls held that step
 =========================================  ================================
 
 ``STAT_KEYS``: the data dict's keys; counters are ints or floats that add,
-``load_wait_s`` a list of per-step waits that concatenates.
+``load_wait_s`` and ``step_block_s`` lists of per-step figures that
+concatenate.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ __all__ = ["OrbitKVConnectorStats", "build_prom_metrics", "Interval", "STAT_KEYS
 
 #: Counter keys of the stats data (summed by ``aggregate``).
 COUNTERS = ("scheduler_s", "scheduler_calls", "restored_blocks", "published_blocks", "load_error_blocks")
+#: Per-step lists of the stats data (concatenated by ``aggregate``).
+LISTS = ("load_wait_s", "step_block_s")
 #: Every key of the stats data.
-STAT_KEYS = COUNTERS + ("load_wait_s",)
+STAT_KEYS = COUNTERS + LISTS
 #: Histogram buckets (seconds) of ``vllm:orbitkv_load_wait_seconds``: the
 #: 2 and 2.5 s edges tell whether a step waited past a 2 s load_timeout_s.
 LOAD_WAIT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0,
@@ -70,7 +77,8 @@ except Exception:  # no vLLM: plain stand-ins with the same shape
 def _empty() -> dict[str, Any]:
     d: dict[str, Any] = {k: 0 for k in COUNTERS}
     d["scheduler_s"] = 0.0
-    d["load_wait_s"] = []
+    for k in LISTS:
+        d[k] = []
     return d
 
 
@@ -90,7 +98,8 @@ class OrbitKVConnectorStats(KVConnectorStats):
         od = getattr(other, "data", None) or {}
         for k in COUNTERS:
             self.data[k] += od.get(k, 0)
-        self.data["load_wait_s"] = list(self.data["load_wait_s"]) + list(od.get("load_wait_s", ()))
+        for k in LISTS:
+            self.data[k] = list(self.data[k]) + list(od.get(k, ()))
         return self
 
     def reduce(self) -> dict[str, int | float]:
@@ -98,19 +107,24 @@ class OrbitKVConnectorStats(KVConnectorStats):
         out: dict[str, int | float] = {k: self.data[k] for k in COUNTERS}
         out["scheduler_s"] = round(float(self.data["scheduler_s"]), 6)
         out["load_wait_max_s"] = round(max(waits), 6) if waits else 0.0
+        blocks = self.data["step_block_s"]
+        out["step_block_max_s"] = round(max(blocks), 6) if blocks else 0.0
         return out
 
     def is_empty(self) -> bool:
-        return not self.data["load_wait_s"] and not any(self.data[k] for k in COUNTERS)
+        return not any(self.data[k] for k in LISTS) and not any(self.data[k] for k in COUNTERS)
 
 
 class Interval:
-    """One side's figures since the last ``take()``: ``time(kind)`` wraps a
-    scheduler-side call; ``add(key, n)`` counts; ``wait(s)`` records a
-    step's load wait. Not thread-safe (each side is used from one thread)."""
+    """One side's figures since the last ``take()``: ``timed`` runs a
+    scheduler-side call, ``held`` a worker-side one, each adding its wall
+    time to this step's hold; ``end_step()`` records the step's hold;
+    ``add(key, n)`` counts; ``wait(s)`` records a step's load wait. Not
+    thread-safe (each side is used from one thread)."""
 
     def __init__(self) -> None:
         self.data = _empty()
+        self._step_s = 0.0   # wall seconds this step's connector calls held the engine so far
 
     def add(self, key: str, n: int | float) -> None:
         self.data[key] += n
@@ -124,8 +138,24 @@ class Interval:
         try:
             return fn(*args)
         finally:
-            self.data["scheduler_s"] += time.perf_counter() - t
+            dt = time.perf_counter() - t
+            self.data["scheduler_s"] += dt
             self.data["scheduler_calls"] += 1
+            self._step_s += dt
+
+    def held(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``, its wall time added to this step's hold only."""
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self._step_s += time.perf_counter() - t
+
+    def end_step(self) -> None:
+        """Record this step's hold (``step_block_s``) when it held at all."""
+        if self._step_s > 0:
+            self.data["step_block_s"].append(self._step_s)
+            self._step_s = 0.0
 
     def take(self) -> OrbitKVConnectorStats | None:
         """The interval's stats (None when nothing happened), and a new interval."""
@@ -157,6 +187,10 @@ class _Prom(KVConnectorPromMetrics):
             name="vllm:orbitkv_load_wait_seconds",
             documentation="Per engine step with OrbitKV loads: seconds the step waited for its restores.",
             buckets=list(LOAD_WAIT_BUCKETS_S), labelnames=labelnames), per_engine_labelvalues)
+        self.step_block = create_metric_per_engine(self._histogram_cls(
+            name="vllm:orbitkv_step_block_seconds",
+            documentation="Per engine step and side (scheduler, each worker): seconds OrbitKV's calls held the step.",
+            buckets=list(LOAD_WAIT_BUCKETS_S), labelnames=labelnames), per_engine_labelvalues)
 
     def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
         for key, c in self.counters.items():
@@ -165,6 +199,8 @@ class _Prom(KVConnectorPromMetrics):
                 c[engine_idx].inc(v)
         for w in transfer_stats_data.get("load_wait_s", ()):
             self.load_wait[engine_idx].observe(w)
+        for b in transfer_stats_data.get("step_block_s", ()):
+            self.step_block[engine_idx].observe(b)
 
 
 def build_prom_metrics(vllm_config: Any, metric_types: dict, labelnames: list,

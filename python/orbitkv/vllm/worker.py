@@ -66,7 +66,7 @@ class WorkerSide:
         path, option = opts.socket_for(tp_rank)
         self.session = Session(path, option, who=f"OrbitKVConnector(worker tp{tp_rank} pp{pp_rank})",
                                instance_id=f"vllm-worker-tp{tp_rank}-pp{pp_rank}-{os.getpid()}",
-                               role=Role.WORKER, timeout_ms=opts.timeout_ms,
+                               role=Role.WORKER, timeout_ms=opts.call_timeout_ms,
                                reconnect_interval_s=opts.reconnect_interval_s)
         self._ns: dict[str, bytes] = {}
         self.layer_index: dict[str, int] = {}
@@ -409,6 +409,17 @@ class WorkerSide:
         else:
             work = self._saves
         client = self.session.get()
+        if client is not None and self.buf is not None:
+            try:
+                # A publish, once sent, waits for the Manager's reply with no
+                # deadline (the publish fence: the Manager may be reading
+                # the pages). A Ping first, under the call deadline, finds a
+                # Manager that stopped answering before any publish is sent,
+                # so a stopped Manager holds this step at most one deadline.
+                client.ping()
+            except OrbitKVError as e:
+                self.session.fail(e)
+                client = None
         if client is None or self.buf is None:
             self.stats["save_errors"] += sum(len(s.hashes) for s, _ in work)
             return
