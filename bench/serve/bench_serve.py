@@ -145,6 +145,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.subjects.append("vllm-x2")
     if a.rounds < 1:
         p.error("--rounds: want >= 1")
+    if a.client_requests % a.prefixes:
+        p.error(f"--client-requests {a.client_requests}: want a multiple of --prefixes {a.prefixes} (vLLM's "
+                "prefix_repetition dataset sends prefixes x (requests // prefixes))")
     if a.max_model_len > (a.gpu_blocks - 1) * a.block_tokens:
         p.error(f"--max-model-len {a.max_model_len}: above (--gpu-blocks {a.gpu_blocks} - 1) x --block-tokens "
                 f"{a.block_tokens} = {(a.gpu_blocks - 1) * a.block_tokens}; vLLM would refuse to start")
@@ -387,7 +390,9 @@ class Bench:
                     self._pair_ratios(per)
             ram = next((h for h in hs if h["subject"].name == "orbitkv-ram"), None)
             if ram is not None and self.a.stall_s > 0 and "vllm-client" in self.workloads:
-                self.stall = self.run_stall(ram, self.workloads["vllm-client"])
+                def stall() -> None:
+                    self.stall = self.run_stall(ram, self.workloads["vllm-client"])
+                self.guarded("stall", stall)
         finally:
             for h in hs:
                 self.stop(h)
@@ -438,7 +443,7 @@ class Bench:
         checks = [
             {"name": "no request fails while the Manager is stopped", "ok": during["failed"] == 0
              and during["completed"] == w.requests, "figure": f"{during['completed']}/{w.requests} completed"},
-            {"name": f"no engine step held by the connector past {bound:g} s",
+            {"name": f"no engine step held by one connector side (scheduler or worker) past {bound:g} s",
              "ok": during["steps_held_over_bound"] == 0,
              "figure": f"{during['steps_held_over_bound']} steps over, longest <= {during['step_block_max_le_s']} s"},
             {"name": "served from OrbitKV again after SIGCONT", "ok": after["connector_hit_tokens"] > 0
@@ -459,12 +464,24 @@ class Bench:
         for subj, base in (("orbitkv-nohit", "vllm"), ("orbitkv-ram", "vllm"), ("orbitkv-ram", "orbitkv-nohit")):
             if subj not in per or base not in per:
                 continue
-            tp = [s[0]["throughput_rps"] / b[0]["throughput_rps"] for s, b in zip(per[subj], per[base])]
-            tt = [s[1]["ttft_p50_s"] / b[1]["ttft_p50_s"] for s, b in zip(per[subj], per[base])]
+            tp = [s[0]["throughput_rps"] / b[0]["throughput_rps"] for s, b in zip(per[subj], per[base])
+                  if b[0]["throughput_rps"]]
+            tt = [s[1]["ttft_p50_s"] / b[1]["ttft_p50_s"] for s, b in zip(per[subj], per[base]) if b[1]["ttft_p50_s"]]
+            if not tp or not tt:
+                continue
             out[f"{subj}/{base}"] = {"throughput": [round(x, 3) for x in tp], "ttft_p50": [round(x, 3) for x in tt],
                                      "throughput_median": round(statistics.median(tp), 3),
                                      "ttft_p50_median": round(statistics.median(tt), 3)}
         self.noreuse_pairs = out
+
+    def guarded(self, what: str, fn: Any, *args: Any) -> None:
+        """fn(*args); any exception is recorded in ``errors[what]`` (the
+        report is still written) and logged."""
+        try:
+            fn(*args)
+        except Exception as e:   # noqa: BLE001 - every failure is reported, none loses the other figures
+            self.errors[what] = f"{type(e).__name__}: {e}"
+            progress(f"{what}: failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
     def run_single(self, name: str) -> None:
         s = _subject(name)
@@ -486,20 +503,23 @@ class Bench:
                     self.capacity[key] = c["throughput_rps"]
                 o = self.run(h, w, "open", self.a.open_load * self.capacity[key], self.a.seed + 1)
                 self._record(name, wname, c, o)
-        except RuntimeError as e:
-            self.errors[name] = str(e)
-            progress(f"{name}: failed: {str(e).splitlines()[0]}")
+        except Exception as e:   # noqa: BLE001 - recorded; the other subjects still run
+            self.errors[name] = f"{type(e).__name__}: {e}"
+            progress(f"{name}: failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         finally:
             self.stop(h)
 
     def main(self) -> dict[str, Any]:
         self.noreuse_pairs: dict[str, Any] = {}
         self.stall: dict[str, Any] = {}
-        self.run_trio()
-        for s in SUBJECTS:
-            if s.name in self.a.subjects and s.name not in TRIO:
-                self.run_single(s.name)
-        return self.report()
+        try:
+            self.guarded("trio", self.run_trio)
+            for s in SUBJECTS:
+                if s.name in self.a.subjects and s.name not in TRIO:
+                    self.run_single(s.name)
+        finally:
+            out = self.report()
+        return out
 
     # ---- report ----
 
@@ -538,12 +558,13 @@ class Bench:
 def _hist(d: dict[str, float], name: str, bound_s: float) -> tuple[int, int, float | None]:
     """From the deltas of histogram ``name`` (the connector's per-step
     seconds, ``orbitkv.vllm.stats``): (observations, observations past
-    ``bound_s`` (a bucket edge), the smallest bucket edge that holds every
+    the largest bucket edge at or below ``bound_s`` (never fewer than past
+    ``bound_s`` itself), the smallest bucket edge that holds every
     observation: an upper bound of the longest; None past the last edge)."""
     count = d.get(name + "_count", 0)
     edges = sorted((float(k.split("le=")[1].rstrip("}")), v) for k, v in d.items()
                    if k.startswith(name + "_bucket{le="))
-    within = dict(edges).get(bound_s, count)
+    within = max((v for e, v in edges if e <= bound_s), default=0) if edges else count
     longest = next((e for e, v in edges if v >= count), None) if count else 0.0
     if longest == float("inf"):
         longest = None
@@ -711,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(out, allow_nan=False))
     progress(f"done; {os.path.join(a.out_dir, 'results.json')}")
+    failed = [c["name"] for c in (out.get("stall") or {}).get("checks", ()) if not c["ok"]]
+    if failed or "stall" in out["errors"] or "trio" in out["errors"]:
+        progress("exit 1: " + "; ".join(failed + [k for k in ("trio", "stall") if k in out["errors"]]))
+        return 1
     return 0
 
 

@@ -109,6 +109,7 @@ class Server:
         raise RuntimeError(f"vLLM server {self.name}: /reset_prefix_cache kept failing (blocks still held)")
 
     def stop(self, grace_s: float = 20) -> None:
+        children = self.engine_procs()   # before the API server is reaped, or they cannot be found
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGINT)
@@ -118,7 +119,7 @@ class Server:
                 self.proc.wait()
             except ProcessLookupError:
                 pass
-        for p in self.engine_procs():
+        for p in children:
             try:
                 p.kill()
             except psutil.NoSuchProcess:

@@ -287,7 +287,7 @@ class TestConnector(ConnectorCase):
             self.assertLess(time.monotonic() - t, 1.0)
             t = time.monotonic()
             self.step(s, w, new_step("d", list(range(200, 209)), [6, 7, 0], 0, 9))
-            self.assertLess(time.monotonic() - t, 0.1)   # the session is down, no reconnect yet: nothing waits
+            self.assertLess(time.monotonic() - t, 0.3)   # the session is down, no reconnect yet: nothing waits
         finally:
             os.kill(self.manager.pid, signal.SIGCONT)
         stats = w.get_kv_connector_stats()
@@ -316,7 +316,7 @@ class TestConnector(ConnectorCase):
         self.assertGreaterEqual(len(gaps), 4, gaps)
         for g, want in zip(gaps, (0.1, 0.2, 0.4, 0.4)):
             self.assertGreaterEqual(g, want - 0.005, gaps)
-            self.assertLess(g, want + 0.1, gaps)
+            self.assertLess(g, want + 0.3, gaps)
         self.manager = self.start()
         time.sleep(0.45)
         self.assertIsNotNone(session.get())

@@ -21,7 +21,8 @@ Not thread-safe by itself; each adapter uses a session from one thread
 A control call that got no reply within ``timeout_ms`` (``TimedOut`` with
 ``no_reply``) also ends the session: a wedged session (for example one
 whose Manager-side state was lost) must not turn every later lookup into a
-timeout; the next ``get()`` connects afresh. A reconnect that fails waits
+timeout; a ``get()`` at least ``reconnect_interval_s`` later connects
+afresh. A reconnect that fails waits
 twice as long before the next try, up to ``MAX_BACKOFF`` times
 ``reconnect_interval_s``: a Manager that accepts connections but does not
 answer (stopped, wedged) costs the engine one connect deadline per try,
@@ -193,10 +194,10 @@ class Session:
             if self.client is not None:
                 log.warning("%s: OrbitKV session ended (%s); will reconnect", self.who, err)
                 self.client.close()
-                # No reconnect before an interval has passed: the engine
-                # step that just waited out a deadline must not wait out a
-                # connect deadline too.
-                self._last_try = time.monotonic()
+            # No reconnect before an interval has passed (also when the
+            # caller closed the client first): the engine step that just
+            # waited out a deadline must not wait out a connect deadline too.
+            self._last_try = time.monotonic()
             self.client = None
             return True
         return False

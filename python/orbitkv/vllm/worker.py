@@ -325,8 +325,10 @@ class WorkerSide:
         except OrbitKVError as e:
             log.warning("OrbitKV load of request %s failed: %s; vLLM recomputes its blocks", spec.req_id, e)
             self._fail_blocks([b for b in spec.block_ids if b not in self._errors])
-            self._release(lease)
+            # A session-ending error first: a release on a session that just
+            # timed out would wait out another deadline in the same step.
             self.session.fail(e)
+            self._release(lease)
         finally:
             batch.close()
 
