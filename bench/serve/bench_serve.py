@@ -16,9 +16,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -263,7 +266,6 @@ class Bench:
         for srv in h["servers"]:
             srv.reset_prefix_cache(external=s.lmcache)
         if h["manager"] is not None:
-            import subprocess
             r = subprocess.run([self.orbitkvctl, "--socket", h["manager"].sock, "flush", "--all", "--yes"],
                                capture_output=True, text=True, timeout=30)
             if r.returncode != 0:
@@ -281,7 +283,6 @@ class Bench:
     def run(self, h: dict[str, Any], w: workloads.Workload, mode: str, rate: float | None, seed: int) -> dict:
         """One client run of workload w on h: closed loop (``rate`` None) or
         open loop at ``rate`` req/s; caches reset first."""
-        import subprocess
         a = self.a
         s: Subject = h["subject"]
         self.run_no += 1
@@ -405,8 +406,6 @@ class Bench:
         no request fails, no engine step is held by the connector past
         load_timeout_s + 0.5 s, and the second run is served from OrbitKV
         again (the sessions reconnected)."""
-        import signal
-        import threading
         pid = h["manager"].proc.pid
         own = self.results.get(h["subject"].name, {}).get(w.name)
         start = 0.25 * own["closed"]["duration_s"] if own else 5.0
@@ -579,7 +578,7 @@ def _median_run(runs: list[dict]) -> dict:
     """The run of median throughput (closed) or TTFT p50 (open), whole."""
     if len(runs) == 1:
         return runs[0]
-    key = "request_rate" in runs[0] and "ttft_p50_s" or "throughput_rps"
+    key = "ttft_p50_s" if "request_rate" in runs[0] else "throughput_rps"   # open loop, closed loop
     return sorted(runs, key=lambda r: r[key])[len(runs) // 2]
 
 
