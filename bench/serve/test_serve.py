@@ -63,7 +63,8 @@ def test_a_malformed_trace_line_is_refused_naming_line_and_field():
 
 def test_the_trace_sample_is_whole_conversations_that_reuse_as_the_trace_does(tmp_path):
     out = tmp_path / "sample.jsonl"
-    w = workloads.trace(TRACE, str(out), chunk=64, max_prompt=1984, min_distinct_blocks=240, max_output=32, seed=1)
+    w = workloads.trace(TRACE, str(out), chunk=64, max_prompt=1984, min_distinct_blocks=240, max_output=32, seed=1,
+                        engine_blocks=48)
     sample = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(sample) == w.requests and w.distinct_blocks >= 240
     assert abs(w.servable_fraction - w.notes["whole_trace_servable_fraction"]) <= workloads.REPRESENTATIVE
@@ -81,6 +82,37 @@ def test_the_trace_sample_is_whole_conversations_that_reuse_as_the_trace_does(tm
     assert [r["timestamp"] for r in sample] == sorted(r["timestamp"] for r in sample)
 
 
+def test_an_lru_cache_serves_what_it_still_holds():
+    recs = [rec(0, 33, [0, 1, 2]),      # computes 0, 1
+            rec(1, 33, [5, 6, 7]),      # computes 5, 6: with room for 3 blocks, 0 is gone
+            rec(2, 33, [0, 1, 9]),      # 0 evicted: nothing served; computes 0, 1 again
+            rec(3, 33, [5, 6, 8])]      # 5 was evicted by 0, 1: nothing served
+    assert workloads.lru_servable(recs, 16, capacity_blocks=3) == 0
+    assert workloads.lru_servable(recs, 16, capacity_blocks=4) == 32 + 32
+    assert workloads.lru_servable(recs, 16, capacity_blocks=100) == workloads.servable(recs, 16)[0]
+
+
+def test_turn_order_interleaves_conversations_and_keeps_each_ones_turns_in_order():
+    recs = [rec(0, 8, [0, 1]), rec(1, 8, [0, 1, 2]), rec(2, 8, [0, 5]), rec(3, 8, [0, 1, 2, 3]),
+            rec(4, 8, [0, 5, 6]), rec(5, 8, [0, 7])]
+    # conversations [0, 1, 3], [2, 4], [5]: first turns, then second turns, then third
+    assert workloads.turn_order(recs, list(range(6))) == [0, 2, 5, 1, 4, 3]
+    assert workloads.turn_order(recs, [2, 3, 4]) == [2, 3, 4]   # 3 is the first turn of its conversation here
+
+
+def test_the_trace_sample_in_turn_order_leaves_vllm_sized_cache_less_to_serve(tmp_path):
+    kw = dict(chunk=64, max_prompt=1984, min_distinct_blocks=240, max_output=32, seed=1, engine_blocks=48)
+    by_trace = workloads.trace(TRACE, str(tmp_path / "a.jsonl"), order="trace", **kw)
+    by_turns = workloads.trace(TRACE, str(tmp_path / "b.jsonl"), **kw)
+    assert by_turns.notes["order"] == "turns"
+    # the same requests and bound, a different order
+    assert (by_turns.requests, by_turns.servable_tokens) == (by_trace.requests, by_trace.servable_tokens)
+    assert by_turns.notes["engine_lru_servable_tokens"] < by_trace.notes["engine_lru_servable_tokens"]
+    assert by_turns.best_ratios_over_engine()["throughput"] > 1.0
+    with pytest.raises(ValueError, match="order 'random'"):
+        workloads.trace(TRACE, str(tmp_path / "c.jsonl"), order="random", **kw)
+
+
 def test_prefix_repetition_bound():
     w = workloads.prefix_repetition(prefixes=4, prefix_len=512, suffix_len=32, output_len=8, requests=12, block=64)
     assert (w.servable_tokens, w.prompt_tokens, w.distinct_blocks) == (8 * 512, 12 * 544, 32)
@@ -88,13 +120,13 @@ def test_prefix_repetition_bound():
 
 def test_smoke_every_part_runs_and_reports(tmp_path):
     """bench_serve.py on the tiny model: vllm and orbitkv-ram, the
-    vllm-client workload, closed and open loop (no stall check: the tiny
+    vllm-client workload, two rounds of closed loop and one open loop (no stall check: the tiny
     runs end before a stop could fall inside their traffic). stdout is exactly one JSON
     object; every request completes; OrbitKV serves what vLLM evicted."""
     cmd = [sys.executable, os.path.join(HERE, "bench_serve.py"), "--json", "--shape", "tiny",
            "--subjects", "vllm,orbitkv-ram", "--workloads", "vllm-client", "--prefixes", "4", "--client-requests", "8",
            "--gpu-blocks", "17", "--max-model-len", "1024", "--concurrency", "2", "--stall-s", "0",
-           "--out-dir", str(tmp_path)]
+           "--rounds", "2", "--out-dir", str(tmp_path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=REPO)
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout)   # exactly one JSON object: anything else fails to parse
@@ -117,4 +149,7 @@ def test_smoke_every_part_runs_and_reports(tmp_path):
     names = {t["name"]: t for t in out["targets"]}
     hit = names["vllm-client: orbitkv-ram connector hits / (servable - engine hits)"]
     assert hit["ratio"] is not None and hit["met"] is not None
+    pair = out["pair_ratios"]["vllm-client"]["orbitkv-ram/vllm"]
+    assert (len(pair["throughput"]), len(pair["ttft_p50"])) == (2, 1)   # closed every round, open once
+    assert len(out["subjects"]["vllm"]["vllm-client"]["rounds"]["closed"]) == 2
     assert os.path.exists(tmp_path / "results.json")

@@ -8,7 +8,14 @@ against).
   0 (the one every request shares); every turn is kept. The trace's hash
   ids name 512-token blocks; ``--timed-trace-chunk-hash-size`` expands
   each into ``chunk`` tokens, so input lengths are scaled by ``chunk/512``
-  and the reuse structure is kept.
+  and the reuse structure is kept. The sample is sent in one of two
+  orders (``ORDERS``): ``turns`` (the default) interleaves the
+  conversations turn by turn, so each turn follows the previous one of its
+  conversation after every other conversation's turn of that round, as in
+  the whole trace, where a median of 420 requests (123 s) separate two
+  turns of one conversation; ``trace`` keeps the trace's order, in which a
+  sample of a few dozen conversations puts about one request between two
+  turns (and sends a turn before the previous one has been answered).
 * ``vllm-client``: vLLM's ``prefix_repetition`` dataset: ``prefixes``
   random prefixes of ``prefix_len`` tokens, each with random suffixes.
 * ``no-reuse``: vLLM's ``random`` dataset: distinct random prompts.
@@ -16,10 +23,14 @@ against).
 The bound (``servable tokens``) is the prefix-hit rule of an infinite cache
 at vLLM's block granularity: a request can be served the leading full
 blocks that some earlier request computed, never its last prompt token.
+``lru_servable`` is the same rule for a cache of vLLM's size that evicts
+the least recently used block: an estimate of what vLLM's own prefix cache
+serves, and so of what is left for OrbitKV.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gzip
 import json
@@ -27,6 +38,9 @@ import random
 from typing import Any, Iterable
 
 TRACE_BLOCK_TOKENS = 512   # the Mooncake trace's hash-id granularity
+
+#: Orders the trace sample can be sent in (module docstring).
+ORDERS = ("turns", "trace")
 
 
 @dataclasses.dataclass
@@ -54,6 +68,17 @@ class Workload:
         at (1 - servable fraction) of a miss, throughput at its inverse."""
         f = self.servable_fraction
         return {"ttft": round(1 - f, 3), "throughput": round(1 / (1 - f), 3) if f < 1 else None}
+
+    def best_ratios_over_engine(self) -> dict[str, float] | None:
+        """The best ratios against vLLM alone when vLLM's own cache serves
+        ``notes["engine_lru_servable_tokens"]`` (None without that
+        estimate): prefill left with a cache over prefill left without."""
+        e = self.notes.get("engine_lru_servable_tokens")
+        if e is None or not self.prompt_tokens:
+            return None
+        left, base = self.prompt_tokens - self.servable_tokens, self.prompt_tokens - e
+        return {"ttft": round(left / base, 3) if base else None,
+                "throughput": round(base / left, 3) if left else None}
 
 
 def read_trace(path: str) -> list[dict[str, Any]]:
@@ -146,6 +171,42 @@ def servable(records: Iterable[dict[str, Any]], chunk: int, servers: int = 1) ->
     return total, cross, len(seen)
 
 
+def lru_servable(records: Iterable[dict[str, Any]], chunk: int, capacity_blocks: int) -> int:
+    """Prompt tokens of scaled records a prefix cache of ``capacity_blocks``
+    blocks serves under the prefix-hit rule when it evicts the least
+    recently used block (each request's full blocks are used, then kept).
+    vLLM's own cache also holds running requests' blocks and frees a
+    request's blocks in reverse order, so this estimates its hits, it does
+    not bound them."""
+    cache: collections.OrderedDict[int, None] = collections.OrderedDict()
+    total = 0
+    for r in records:
+        full = _full_chunks(r, chunk)
+        n = 0
+        for h in full[:(r["input_length"] - 1) // chunk]:
+            if h not in cache:
+                break
+            n += 1
+        total += n * chunk
+        for h in full:
+            cache[h] = None
+            cache.move_to_end(h)
+        while len(cache) > capacity_blocks:
+            cache.popitem(last=False)
+    return total
+
+
+def turn_order(records: list[dict[str, Any]], picked: list[int]) -> list[int]:
+    """``picked`` (record indices) interleaved turn by turn: every
+    conversation's first turn in trace order, then every second turn, and
+    so on. A conversation's turns keep their order."""
+    turn: dict[int, int] = {}
+    for g in conversations([records[i] for i in picked]):
+        for k, j in enumerate(g):
+            turn[picked[j]] = k
+    return sorted(picked, key=lambda i: (turn[i], i))
+
+
 #: A trace sample is taken when its servable fraction is within this of the
 #: whole trace's (the first such seed from ``--seed`` on): a few dozen
 #: conversations vary widely (0.2 to 0.66 here), and a sample should reuse
@@ -154,7 +215,7 @@ REPRESENTATIVE = 0.05
 
 
 def trace(path: str, out_path: str, *, chunk: int, max_prompt: int, min_distinct_blocks: int,
-          max_output: int, seed: int, tries: int = 100) -> Workload:
+          max_output: int, seed: int, engine_blocks: int, order: str = "turns", tries: int = 100) -> Workload:
     """Sample whole conversations of the trace at ``path`` (seeded order)
     until their distinct full blocks reach ``min_distinct_blocks``; write
     them, scaled to ``chunk``-token blocks, in trace order to ``out_path``
@@ -162,12 +223,17 @@ def trace(path: str, out_path: str, *, chunk: int, max_prompt: int, min_distinct
     prompt over ``max_prompt`` tokens after scaling are skipped. The seed
     is the first from ``seed`` whose sample's servable fraction is within
     ``REPRESENTATIVE`` of the whole trace's (``notes["seed"]``); raises
-    ``ValueError`` when none of ``tries`` seeds gives one."""
+    ``ValueError`` when none of ``tries`` seeds gives one. ``order`` is
+    one of ``ORDERS``; ``engine_blocks`` is vLLM's KV space in blocks (for
+    ``notes["engine_lru_servable_tokens"]``)."""
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r}: want one of {', '.join(ORDERS)}")
     records = read_trace(path)
     whole = _whole_trace_fraction(records)
     for s in range(seed, seed + tries):
         w = _trace_sample(records, out_path, chunk=chunk, max_prompt=max_prompt,
-                          min_distinct_blocks=min_distinct_blocks, max_output=max_output, seed=s)
+                          min_distinct_blocks=min_distinct_blocks, max_output=max_output, seed=s,
+                          engine_blocks=engine_blocks, order=order)
         if abs(w.servable_fraction - whole) <= REPRESENTATIVE:
             w.notes.update(seed=s, whole_trace_servable_fraction=whole)
             return w
@@ -176,7 +242,8 @@ def trace(path: str, out_path: str, *, chunk: int, max_prompt: int, min_distinct
 
 
 def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, max_prompt: int,
-                  min_distinct_blocks: int, max_output: int, seed: int) -> Workload:
+                  min_distinct_blocks: int, max_output: int, seed: int, engine_blocks: int,
+                  order: str) -> Workload:
     scale = chunk / TRACE_BLOCK_TOKENS
     groups = conversations(records)
     rng = random.Random(seed)
@@ -194,10 +261,14 @@ def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, m
             break
     picked.sort()
     t0 = records[picked[0]]["timestamp"] if picked else 0
-    sample = [dict(timestamp=records[i]["timestamp"] - t0,
+    if order == "turns":
+        picked = turn_order(records, picked)
+    # "timestamp" is the send order (ms; the client runs --no-self-timed and
+    # paces by its own rate), "trace_timestamp" the trace's, from the first.
+    sample = [dict(timestamp=n, trace_timestamp=records[i]["timestamp"] - t0,
                    input_length=max(1, round(records[i]["input_length"] * scale)),
                    output_length=max(1, min(max_output, records[i]["output_length"])),
-                   hash_ids=records[i]["hash_ids"]) for i in picked]
+                   hash_ids=records[i]["hash_ids"]) for n, i in enumerate(picked)]
     with open(out_path, "w") as f:
         for r in sample:
             f.write(json.dumps(r) + "\n")
@@ -208,7 +279,8 @@ def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, m
                               "--no-self-timed", "--num-prompts", str(len(sample))],
                     requests=len(sample), prompt_tokens=sum(r["input_length"] for r in sample),
                     servable_tokens=total, cross_servable_tokens=cross, distinct_blocks=blocks,
-                    notes=dict(conversations=convs, chunk_tokens=chunk))
+                    notes=dict(conversations=convs, chunk_tokens=chunk, order=order,
+                               engine_lru_servable_tokens=lru_servable(sample, chunk, engine_blocks)))
 
 
 def _whole_trace_fraction(records: list[dict[str, Any]]) -> float:

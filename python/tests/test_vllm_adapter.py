@@ -599,6 +599,53 @@ class TestBindingOffers(ConnectorCase):
         self.assertEqual(self.live_tickets(), 0)
 
 
+class TestPinsPastTheOperationBounds(ConnectorCase):
+    """A Manager with 2 operation permits per session (``--max-ops-per-session``;
+    128 by default, fewer than vLLM may ask for in one step): a request the
+    Manager cannot pin waits for a permit (None: vLLM asks again next step)
+    and is a miss only after ``load_timeout_s``."""
+
+    def setUp(self):
+        super().setUp()
+        from orbitkv.testing.manager import ManagerProcess
+        self.manager.kill()
+        self.manager = ManagerProcess(support.MANAGER_BIN, self.sock, self.port, ram="64MiB",
+                                      extra=("--max-ops-per-session", "2"))
+
+    def three_pinned_requests(self, s, w) -> dict:
+        prompts = {r: list(range(1000 + 20 * i, 1011 + 20 * i)) for i, r in enumerate("abc")}
+        for r, p in prompts.items():
+            self.publish_prompt(s, w, "pub-" + r, p, [5, 6, 7])
+        reqs = {r: request(r, p) for r, p in prompts.items()}
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["a"], 0), (8, False))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["b"], 0), (8, False))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (None, False))  # no permit this step
+        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (1, 0))
+        self.assertEqual(self.live_tickets(), 2)
+        return reqs
+
+    def test_a_request_past_the_bounds_waits_for_a_settled_load_then_hits(self):
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 10})
+        reqs = self.three_pinned_requests(s, w)
+        s.update_state_after_alloc(reqs["a"], Blocks([1, 2, 3]), 8)
+        self.step(s, w, new_step("a", reqs["a"].prompt_token_ids, [1, 2, 3], 8, 3))
+        s.update_connector_output(SimpleNamespace(kv_connector_worker_meta=w.build_connector_worker_meta()))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (8, False))  # a's permit came back
+        self.assertEqual(s.stats["pins_unadmitted"], 0)
+        self.assertEqual(s.get_kv_connector_stats().data["deferred_lookups"], 1)
+
+    def test_a_request_refused_for_load_timeout_s_is_a_miss(self):
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 0.3})
+        reqs = self.three_pinned_requests(s, w)
+        time.sleep(0.35)
+        with self.assertLogs("orbitkv.vllm", level="WARNING") as cm:
+            self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (0, False))
+        self.assertIn("could not pin request c for 0.3 s", cm.output[0])
+        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (1, 1))
+        self.assertEqual(s.get_kv_connector_stats().data["refused_lookups"], 1)
+        self.assertEqual(self.live_tickets(), 2)   # a's and b's pins are untouched
+
+
 class TestLocalDiscovery(ConnectorCase):
     """The scheduler answers a miss from the Manager's discovery index and
     confirms every hit with the leased query (docs/discover.md)."""

@@ -20,9 +20,12 @@ chain reuses the live pins (a Poll, no new ticket), so repeated calls pin
 once; a pin older than ``PIN_REFRESH_S`` is renewed (a fresh ticket, the
 old one cancelled) before it is offered again, so it cannot expire between
 the offer and the restore. While a pin is still Loading (SSD reads, byte budget) the answer is
-None - vLLM asks again next step - until ``load_timeout_s``, then 0. A pin
-the Manager cannot admit (ticket bounds), a Manager error or no Manager
-is a miss (0): never an offer that is not pinned.
+None - vLLM asks again next step - until ``load_timeout_s``, then 0. So is
+a pin the Manager cannot admit (operation bounds full: vLLM may ask for
+more requests in one step than a session's 128 permits): the request waits
+for the permits that settled loads give back, up to ``load_timeout_s``,
+then it is a miss. A Manager error or no Manager is a miss (0): never an
+offer that is not pinned.
 
 With TP/PP > 1 each (TP rank, PP rank) shard has its own namespace (and,
 with ``tp_shard_bootstrap_sockets``, its own Manager): the count is the
@@ -72,6 +75,7 @@ class _Req:
     pin_len: int = 0      # hashes the live pins cover (0: none)
     pin_since: float = 0.0
     pin_waited: bool = False  # a pin was Loading once (SSD blocks among the hits)
+    refused_since: float = 0.0  # first Unadmitted pin (monotonic s; 0: none)
 
 
 def lora_of(obj: Any) -> str:
@@ -94,7 +98,7 @@ class SchedulerSide:
         self.identity = tuple(sorted(base.items()))
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self.stats = {"local_misses": 0, "lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
-                      "pins_unadmitted": 0}
+                      "pins_unadmitted": 0, "pins_deferred": 0}
         sessions: dict[str, Session] = {}
         self.shards: list[tuple[Session, int, int]] = []
         for tp in range(base["tp_size"]):
@@ -172,10 +176,7 @@ class SchedulerSide:
                     st.pins.append((session, client, t))
                     self.stats["pins"] += 1
             except Unadmitted as e:
-                self.stats["pins_unadmitted"] += 1
-                log.warning("OrbitKV could not pin request %s (%s); treating it as a miss", st.req_id, e)
-                self._unpin(st)
-                return 0
+                return self._pin_refused(st, e)
             except OrbitKVError as e:
                 return self._pin_failed(st, e, session)
             finally:
@@ -195,9 +196,34 @@ class SchedulerSide:
                         return 0
                     return None
                 hits = min(hits, a.hit_count if a.status in ("Candidates", "Ok") else 0)
+        except Unadmitted as e:
+            return self._pin_refused(st, e)
         except OrbitKVError as e:
             return self._pin_failed(st, e, session)
+        st.refused_since = 0.0
         return hits
+
+    def _pin_refused(self, st: _Req, e: Unadmitted) -> int | None:
+        """The Manager could not admit a pin (operation bounds full: 128
+        per session and 1,024 per Manager by default, ``--max-ops-per-session``
+        and ``--max-ops``; nothing was kept). The request waits - None: vLLM
+        skips it this step and asks again the next, when the loads settled
+        meanwhile have given their permits back - for up to
+        ``load_timeout_s`` from the first refusal; then it is a miss."""
+        self._unpin(st)
+        now = time.monotonic()
+        if not st.refused_since:
+            st.refused_since = now
+        if now - st.refused_since < self.opts.load_timeout_s:
+            self.stats["pins_deferred"] += 1
+            self.interval.add("deferred_lookups", 1)
+            return None
+        st.refused_since = 0.0
+        self.stats["pins_unadmitted"] += 1
+        self.interval.add("refused_lookups", 1)
+        log.warning("OrbitKV could not pin request %s for %g s (%s); treating it as a miss", st.req_id,
+                    self.opts.load_timeout_s, e)
+        return 0
 
     def _local_miss(self, st: _Req, n: int, start: int) -> bool:
         """Whether the discovery index of some shard says none of

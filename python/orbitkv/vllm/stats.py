@@ -43,7 +43,8 @@ from typing import Any
 __all__ = ["OrbitKVConnectorStats", "build_prom_metrics", "Interval", "STAT_KEYS", "LOAD_WAIT_BUCKETS_S"]
 
 #: Counter keys of the stats data (summed by ``aggregate``).
-COUNTERS = ("scheduler_s", "scheduler_calls", "restored_blocks", "published_blocks", "load_error_blocks")
+COUNTERS = ("scheduler_s", "scheduler_calls", "restored_blocks", "published_blocks", "load_error_blocks",
+            "deferred_lookups", "refused_lookups")
 #: Per-step lists of the stats data (concatenated by ``aggregate``).
 LISTS = ("load_wait_s", "step_block_s")
 #: Every key of the stats data.
@@ -182,6 +183,11 @@ class _Prom(KVConnectorPromMetrics):
             "published_blocks": counter("vllm:orbitkv_published_blocks", "Blocks newly stored in OrbitKV."),
             "load_error_blocks": counter("vllm:orbitkv_load_error_blocks",
                                          "Blocks offered by OrbitKV but not restored (vLLM recomputed them)."),
+            "deferred_lookups": counter("vllm:orbitkv_deferred_lookups",
+                                        "Lookups put off to the next step: the Manager's operation bounds were full."),
+            "refused_lookups": counter("vllm:orbitkv_refused_lookups",
+                                       "Requests treated as a miss: the Manager's operation bounds stayed full for "
+                                       "load_timeout_s."),
         }
         self.load_wait = create_metric_per_engine(self._histogram_cls(
             name="vllm:orbitkv_load_wait_seconds",
