@@ -74,7 +74,10 @@ SUBJECTS = (
     Subject("vllm-x2", servers=2, what="two vLLM servers, one core each, requests round-robin"),
     Subject("orbitkv-x2", servers=2, manager="ram",
             what="two servers sharing one Manager: a prefix computed by one is served to the other"),
-    Subject("lmcache", lmcache=True, what="LMCache's vLLM connector (LMCacheConnectorV1), its CPU backend"),
+    Subject("lmcache", lmcache=True,
+            what="LMCache 0.5.6: vLLM's LMCacheMPConnector and lmcache server, a CPU DRAM L1 the size of "
+                 "OrbitKV's RAM tier (LMCacheConnectorV1 does not run on a CPU engine: \"No supported cpu "
+                 "connector found\")"),
 )
 #: Subjects whose servers run side by side and whose runs interleave.
 TRIO = ("vllm", "orbitkv-nohit", "orbitkv-ram")
@@ -152,6 +155,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.subjects.insert(0, "vllm")
     if "orbitkv-x2" in a.subjects and "vllm-x2" not in a.subjects:
         a.subjects.append("vllm-x2")
+    for flag, v in (("--ram-capacity", a.ram_capacity), ("--small-ram", a.small_ram), ("--ssd-capacity", a.ssd_capacity)):
+        try:
+            _size_bytes(v)
+        except ValueError:
+            p.error(f"{flag} {v!r}: want bytes or a number with KiB, MiB, GiB or TiB")
     if a.rounds < 1:
         p.error("--rounds: want >= 1")
     if a.client_requests % a.prefixes:
@@ -218,9 +226,12 @@ class Bench:
         m.dir = d  # type: ignore[attr-defined]
         return m
 
-    def _ktc(self, s: Subject, sock: str | None) -> dict[str, Any] | None:
-        if s.lmcache:
-            return {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    def _ktc(self, s: Subject, mgr: Any) -> dict[str, Any] | None:
+        if isinstance(mgr, procs.LMCacheServer):
+            return mgr.connector_config()
+        if mgr is None:
+            return None
+        sock = mgr.sock
         if sock is None:
             return None
         extra = {"orbitkv.bootstrap_socket": sock, "orbitkv.load_timeout_s": self.a.load_timeout_s}
@@ -234,8 +245,19 @@ class Bench:
     def start(self, s: Subject, cores: list[str]) -> dict[str, Any]:
         """Start subject s: its Manager (if any) and servers; returns its handle."""
         a = self.a
-        mgr = self._manager(s.manager, s.name) if s.manager else None
-        ktc = self._ktc(s, mgr.sock if mgr else None)
+        if s.lmcache:
+            mgr = procs.LMCacheServer(os.path.join(os.path.dirname(sys.executable), "lmcache"),
+                                      _size_bytes(a.ram_capacity), a.block_tokens,
+                                      os.path.join(a.out_dir, "logs", f"{s.name}-server.log"), free_port)
+            mgr.dir = None
+            try:
+                mgr.wait_ready(a.start_timeout_s)
+            except Exception:
+                mgr.stop()
+                raise
+        else:
+            mgr = self._manager(s.manager, s.name) if s.manager else None
+        ktc = self._ktc(s, mgr)
         args = ["--max-model-len", str(a.max_model_len), "--enable-prefix-caching", "--block-size",
                 str(a.block_tokens), "--num-gpu-blocks-override", str(a.gpu_blocks), "--max-num-seqs", "8",
                 "--max-num-batched-tokens", "2048", "--dtype", "bfloat16", "--seed", "0"]
@@ -243,8 +265,7 @@ class Bench:
             args += ["--kv-transfer-config", json.dumps(ktc)]
         env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
         if s.lmcache:
-            env.update(LMCACHE_CHUNK_SIZE=str(a.block_tokens), LMCACHE_LOCAL_CPU="True",
-                       LMCACHE_MAX_LOCAL_CPU_SIZE="1", LMCACHE_USE_EXPERIMENTAL="True")
+            env["LMCACHE_DISABLE_BANNER"] = "1"
         servers = []
         for i in range(s.servers):
             port = free_port()
@@ -252,7 +273,7 @@ class Bench:
             servers.append(Server(f"{s.name}-{i}", port, core, self.model, SERVED_NAME, args, env,
                                   os.path.join(a.out_dir, "logs", f"{s.name}-{i}.log")))
         where = f"core(s) {','.join(cores[:len(servers)])}" if a.omp_bind == "pinned" else "vLLM's auto binding"
-        progress(f"{s.name}: starting {len(servers)} server(s) on {where}{' and a Manager' if mgr else ''}")
+        progress(f"{s.name}: starting {len(servers)} server(s) on {where}{(' and lmcache server' if s.lmcache else ' and a Manager') if mgr else ''}")
         return {"subject": s, "manager": mgr, "servers": servers, "proxy": None}
 
     def ready(self, h: dict[str, Any]) -> None:
@@ -269,7 +290,8 @@ class Bench:
             srv.stop()
         if h["manager"] is not None:
             h["manager"].stop()
-            shutil.rmtree(h["manager"].dir, ignore_errors=True)
+            if h["manager"].dir:
+                shutil.rmtree(h["manager"].dir, ignore_errors=True)
 
     # ---- one run ----
 
@@ -277,7 +299,9 @@ class Bench:
         s: Subject = h["subject"]
         for srv in h["servers"]:
             srv.reset_prefix_cache(external=s.lmcache)
-        if h["manager"] is not None:
+        if isinstance(h["manager"], procs.LMCacheServer):
+            h["manager"].clear()
+        elif h["manager"] is not None:
             r = subprocess.run([self.orbitkvctl, "--socket", h["manager"].sock, "flush", "--all", "--yes"],
                                capture_output=True, text=True, timeout=30)
             if r.returncode != 0:
@@ -564,6 +588,14 @@ def _hist(d: dict[str, float], name: str, bound_s: float) -> tuple[int, int, flo
     if longest == float("inf"):
         longest = None
     return int(count), int(count - within), longest
+
+
+def _size_bytes(s: str) -> int:
+    """A size with a binary unit (``512MiB``, ``4GiB``) or plain bytes."""
+    for unit, mult in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40)):
+        if s.endswith(unit):
+            return int(float(s[:-len(unit)]) * mult)
+    return int(s)
 
 
 def _subject(name: str) -> Subject:

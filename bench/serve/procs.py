@@ -1,6 +1,6 @@
-"""The processes of a serving run: vLLM API servers, OrbitKV Managers, a
-round-robin proxy for two servers, and what they cost (CPU seconds, RSS,
-vLLM's own Prometheus counters).
+"""The processes of a serving run: vLLM API servers, OrbitKV Managers,
+LMCache's multiprocess server, a round-robin proxy for two servers, and
+what they cost (CPU seconds, RSS, vLLM's own Prometheus counters).
 
 Every child is started with PR_SET_PDEATHSIG (SIGKILL), so nothing outlives
 the benchmark, and stopped with SIGINT, then SIGKILL after a grace period.
@@ -123,6 +123,66 @@ class Server:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
+                pass
+        self._log.close()
+
+
+class LMCacheServer:
+    """``lmcache server`` (LMCache's multiprocess cache server, the peer of
+    the OrbitKV Manager) on loopback: a CPU-only DRAM L1 of ``l1_bytes``
+    allocated at start, LRU eviction, ``chunk_tokens``-token chunks, the
+    transfer mode negotiated with the connector (engine-driven on a CPU
+    engine: the server's default, lmcache-driven, is refused there).
+    vLLM reaches it through its built-in ``LMCacheMPConnector``
+    (``connector_config``)."""
+
+    def __init__(self, lmcache_bin: str, l1_bytes: int, chunk_tokens: int, log_path: str, free_port: Any):
+        self.port, self.http_port = free_port(), free_port()
+        self.log_path = log_path
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.cmd = [lmcache_bin, "server", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--http-host", "127.0.0.1", "--http-port", str(self.http_port), "--chunk-size", str(chunk_tokens),
+                    "--l1-size-gb", f"{l1_bytes / 2**30:g}", "--no-l1-use-lazy", "--eviction-policy", "LRU",
+                    "--supported-transfer-mode", "auto", "--disable-observability", "--disable-metrics",
+                    "--prometheus-port", str(free_port())]
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, LMCACHE_DISABLE_BANNER="1"), preexec_fn=_die_with_parent)
+
+    def connector_config(self) -> dict[str, Any]:
+        """vLLM's ``--kv-transfer-config`` for this server."""
+        return {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"lmcache.mp.host": "tcp://127.0.0.1", "lmcache.mp.port": self.port}}
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Until ``GET /healthcheck`` answers. Raises ``RuntimeError`` with the
+        log's tail when the server exits or does not answer in time."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"lmcache server exited with {self.proc.returncode} while starting; "
+                                   f"{self.log_path} ends:\n{tail(self.log_path)}")
+            try:
+                http(self.url + "/healthcheck", timeout=2)
+                return
+            except (urllib.error.URLError, OSError):
+                time.sleep(1)
+        raise RuntimeError(f"lmcache server not ready after {timeout_s:.0f} s; {self.log_path} ends:\n"
+                           f"{tail(self.log_path)}")
+
+    def clear(self) -> None:
+        """Empty the L1 (``POST /cache/clear``)."""
+        http(self.url + "/cache/clear", data=b"", timeout=30)
+
+    def stop(self, grace_s: float = 10) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
                 pass
         self._log.close()
 
