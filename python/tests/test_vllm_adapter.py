@@ -341,6 +341,34 @@ class TestConnector(ConnectorCase):
         s.build_connector_meta(cached_step("c", 11, 0, finished={"c"}))
         self.assertNotIn("c", s._scheduler._reqs)
 
+    def test_a_preempted_request_is_restored_into_its_new_blocks_and_not_saved_again(self):
+        # vLLM frees a preempted request's blocks; on resume it asks again and
+        # hands the request a whole new block list (resumed_req_ids).
+        s, w = self.connectors()
+        prompt = list(range(120, 139))   # 4 full blocks (+3 tokens)
+        req = request("c", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (0, False))
+        for so in (new_step("c", prompt, [0, 1, 2, 3, 4], 0, 8), cached_step("c", 8, 8)):
+            self.step(s, w, so)   # chunked prefill: 2 blocks a step
+        self.assertEqual(w.stats["published_blocks"], 4)
+        want = {n: t[:, 0:4].clone() for n, t in self.kv.items()}
+        for t in self.kv.values():
+            t.zero_()   # vLLM reused the freed blocks
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (16, False))
+        s.update_state_after_alloc(req, Blocks([5, 6, 7, 0, 1]), 16)
+        resumed = SimpleNamespace(scheduled_new_reqs=[], num_scheduled_tokens={"c": 3}, finished_req_ids=set(),
+                                  scheduled_cached_reqs=SimpleNamespace(req_ids=["c"], resumed_req_ids={"c"},
+                                                                        new_block_ids=[([5, 6, 7, 0, 1],)],
+                                                                        num_computed_tokens=[16]))
+        meta, errors = self.step(s, w, resumed)
+        self.assertEqual(errors, set())
+        self.assertEqual([(ld.first, ld.block_ids) for ld in meta.loads], [(0, [5, 6, 7, 0])])
+        self.assertEqual(meta.saves, [])   # every full block was saved before the preemption
+        self.assertEqual(s._scheduler._reqs["c"].block_ids, [5, 6, 7, 0, 1])
+        for n, t in self.kv.items():
+            self.assertTrue(torch.equal(t[:, [5, 6, 7, 0]], want[n]), n)
+        self.assertEqual(w.stats["published_blocks"], 4)
+
     def test_a_shorter_lease_reports_the_missing_blocks_as_load_errors(self):
         s, w = self.connectors()
         prompt = list(range(12))
