@@ -1,5 +1,5 @@
 // Package hugepages makes memfd arenas backed by 2 MiB hugepages: the
-// memory of the Manager's RAM tier (gocore/tier/ram, DESIGN.md §7).
+// memory of the Manager's RAM tier (gocore/tier/ram, docs/design.md §7).
 //
 // Why: a tier of many GiB mapped with 4 KiB pages costs 512 times the
 // page-table entries and TLB misses of the same tier on 2 MiB pages, and

@@ -21,7 +21,7 @@
 #      page-locked buffers on one stream, same run, ratio per block size;
 #   3. fault: a kernel writing through a wild pointer behind a copy job in
 #      flight; the process must die by SIGABRT with
-#      "orbitkv-manager: fail-stop:" on stderr (DESIGN.md §6 rule 9);
+#      "orbitkv-manager: fail-stop:" on stderr (docs/design.md §6 rule 9);
 #   4. manager: orbitkv-manager --copy-backend cuda starts (the RAM tier
 #      page-locked) and stops on SIGTERM;
 #   5. ipc: torch allocates in one process, another opens it by legacy IPC

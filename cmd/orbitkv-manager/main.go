@@ -1,7 +1,7 @@
 // Command orbitkv-manager is the OrbitKV node-local KV-cache Manager.
 //
 // It serves inference processes on this host through a mode-0600 Unix
-// bootstrap socket and per-session shared-memory slots (DESIGN.md §3, §5).
+// bootstrap socket and per-session shared-memory slots (docs/design.md §3, §5).
 // Run with --help for the flags.
 package main
 

@@ -14,7 +14,7 @@ const (
 	QueryResultMagic = 0x41564B4F // OKV_QUERY_RESULT_MAGIC "OKVA"
 	PublishMagic     = 0x50564B4F // OKV_PUBLISH_MAGIC "OKVP"
 	RestoreMagic     = 0x52564B4F // OKV_RESTORE_MAGIC "OKVR"
-	QuerySchema      = 5          // OKV_QUERY_SCHEMA (DESIGN.md §5.3)
+	QuerySchema      = 5          // OKV_QUERY_SCHEMA (docs/design.md §5.3)
 	PublishSchema    = 1          // OKV_PUBLISH_SCHEMA
 	RestoreSchema    = 1          // OKV_RESTORE_SCHEMA
 
@@ -114,7 +114,7 @@ func HashBytes(hs []BlockHash) []byte {
 }
 
 // Namespace is a 16-byte cache-identity fingerprint (struct okv_namespace,
-// DESIGN.md §5.4; gocore/identity computes it). The zero value is never
+// docs/design.md §5.4; gocore/identity computes it). The zero value is never
 // valid. It is the one namespace type: identity.Namespace and
 // native.Namespace are aliases of it.
 type Namespace [16]byte

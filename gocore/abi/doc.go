@@ -1,5 +1,5 @@
 // Package abi is the Go view of the byte layouts in
-// native/include/orbitkv/abi.h: the 64-byte channel message (DESIGN.md §5.2),
+// native/include/orbitkv/abi.h: the 64-byte channel message (docs/design.md §5.2),
 // the slot and doorbell headers, and the bootstrap hello and reply (§5.1).
 //
 // The C header is the single source of truth. The Go structs here mirror it

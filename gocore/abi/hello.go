@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Bootstrap constants (abi.h, DESIGN.md §5.1).
+// Bootstrap constants (abi.h, docs/design.md §5.1).
 const (
 	BootstrapMagic   = 0x42564B4F // OKV_BOOTSTRAP_MAGIC
 	BootstrapVersion = 3          // OKV_BOOTSTRAP_VERSION

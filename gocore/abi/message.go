@@ -24,7 +24,7 @@ const (
 // Command is the code of a request message (enum okv_command).
 type Command uint16
 
-// Commands of DESIGN.md §5.2.
+// Commands of docs/design.md §5.2.
 const (
 	CmdPing        Command = 1
 	CmdQueryBundle Command = 2
@@ -48,7 +48,7 @@ func (c Command) String() string { return enumName(commandNames[:], c, "Command"
 // Status is the code of a response message (enum okv_status).
 type Status uint16
 
-// Statuses of DESIGN.md §5.2, plus Unsupported for known commands this build
+// Statuses of docs/design.md §5.2, plus Unsupported for known commands this build
 // does not serve yet.
 const (
 	StatusOK              Status = 0

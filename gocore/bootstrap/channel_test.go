@@ -146,7 +146,7 @@ func TestPingInEveryPollMode(t *testing.T) {
 }
 
 // Slot reuse: a new session on a reused slot index starts beyond every
-// generation the earlier session used (DESIGN.md §5.2), so a late response
+// generation the earlier session used (docs/design.md §5.2), so a late response
 // or request of the old session can never match the new one.
 func TestReusedSlotStartsBeyondEarlierGenerations(t *testing.T) {
 	h := newHarness(t)

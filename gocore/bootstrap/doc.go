@@ -1,4 +1,4 @@
-// Package bootstrap is the Manager's Unix-socket front door (DESIGN.md §5.1,
+// Package bootstrap is the Manager's Unix-socket front door (docs/design.md §5.1,
 // bootstrap protocol version 2).
 //
 // Listen derives nothing and trusts nothing about the path it is given:

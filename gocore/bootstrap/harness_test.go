@@ -167,7 +167,7 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 	go func() { h.serveErr <- m.Serve() }() // the Manager's Serve: it marks the Manager serving
 	t.Cleanup(func() {
 		// Client cleanups ran first (LIFO): the idle invariant must hold
-		// before the Manager shuts down (DESIGN.md §6 rule 8).
+		// before the Manager shuts down (docs/design.md §6 rule 8).
 		h.waitSessions(t, 0)
 		h.close(t)
 		if t.Failed() {

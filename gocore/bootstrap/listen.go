@@ -113,7 +113,7 @@ func removeIfSame(path string, own os.FileInfo) {
 	}
 }
 
-// reclaim applies the existing-path rules of DESIGN.md §5.1.
+// reclaim applies the existing-path rules of docs/design.md §5.1.
 func reclaim(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {

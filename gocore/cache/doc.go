@@ -1,4 +1,4 @@
-// Package cache serves the cache commands of the channel (DESIGN.md §5.3):
+// Package cache serves the cache commands of the channel (docs/design.md §5.3):
 // QueryBundle (an untracked leased read, or a ticket: gocore/ticket), Poll,
 // Claim, CancelQuery, Publish, Restore, RestorePoll and Release, over the
 // tiers (gocore/tier), leases (gocore/lease) and the copy engine
@@ -18,7 +18,7 @@
 // (failpoint.Queue) and checks that its session is still attached and not
 // closing before it answers or touches the slot.
 //
-// Rules kept here (DESIGN.md §6): a block becomes visible only after its
+// Rules kept here (docs/design.md §6): a block becomes visible only after its
 // publish copy completed (rule 2); restore destination pages are the copy
 // engine's until RestorePoll reports a terminal state, and teardown waits
 // for a session's copies to drain before its buffers may be unmapped

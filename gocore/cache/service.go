@@ -21,7 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
-// Operation bounds (DESIGN.md §6 rule 5): tickets live or draining and
+// Operation bounds (docs/design.md §6 rule 5): tickets live or draining and
 // restores in flight or awaiting RestorePoll, per session and per Manager;
 // beyond them a ticket or Restore answers Unadmitted.
 const (
@@ -174,7 +174,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	}
 	s.Logger.Info("copy backend", slog.String("backend", cp.Backend()), slog.String("why", why))
 	if failpoint.Enabled && cu != nil {
-		failpoint.SetDeviceFault(cu.ArmDeviceFault) // tests' device-side fault (DESIGN.md §6 rule 9)
+		failpoint.SetDeviceFault(cu.ArmDeviceFault) // tests' device-side fault (docs/design.md §6 rule 9)
 	}
 	base := lease.FirstID(s.Epoch) // restore ids share the rule
 	svc := &Service{
@@ -288,7 +288,7 @@ func (s *Service) Attach(sess *session.Session) {
 	s.publishStats()
 }
 
-// Detach tears s down (DESIGN.md §5.1): its tickets are revoked, its
+// Detach tears s down (docs/design.md §5.1): its tickets are revoked, its
 // leases end and their pins and reservations are released now; copies
 // already accepted keep their own pins and run to completion. drained is
 // called (on the dispatcher goroutine) once no copy of s is in flight,

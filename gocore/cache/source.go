@@ -9,7 +9,7 @@ import (
 
 // The source side of a peer transfer (gocore/peer's Source, through
 // channel.Dispatcher.Do): the exact resident blocks a peer asked for are
-// pinned for the transfer, as a lease pins them (DESIGN.md §6 rule 4:
+// pinned for the transfer, as a lease pins them (docs/design.md §6 rule 4:
 // never evicted while pinned; rule 8: Stats.Idle is false and Check
 // accounts for them while any is held), until UnpinRun.
 

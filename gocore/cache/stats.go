@@ -113,7 +113,7 @@ func (s *Service) Stats() Stats {
 	return st
 }
 
-// Idle reports whether the idle invariant of DESIGN.md §6 rule 8 holds for
+// Idle reports whether the idle invariant of docs/design.md §6 rule 8 holds for
 // this snapshot (meaningful when no session is attached).
 func (st Stats) Idle() bool {
 	return st.Leases == 0 && st.Pins == 0 && st.ReservedBytes == 0 && st.Operations == 0 && st.Transfers == 0

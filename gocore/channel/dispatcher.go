@@ -252,7 +252,7 @@ func (d *Dispatcher) Attach(s *session.Session) error {
 }
 
 // Detach stops serving s and records its last accepted generation; its cache
-// state is torn down (DESIGN.md §5.1) and Detach waits until the copies it
+// state is torn down (docs/design.md §5.1) and Detach waits until the copies it
 // had in flight drained. When it returns the dispatcher and the copy engine
 // no longer touch s's slot or buffer mappings: either the detach completed,
 // or Run has returned. Run must have been started.

@@ -6,7 +6,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 )
 
-// The cache API of liborbitkv (DESIGN.md §5.3, §5.4), re-exported for the Go
+// The cache API of liborbitkv (docs/design.md §5.3, §5.4), re-exported for the Go
 // tools outside gocore/ (cmd/ may not import gocore/internal/...). The
 // methods Query, Publish, Restore, RestorePoll, RestoreWait, Release,
 // RegisterBuffer and MaxQueryHashes, and the ticket methods Submit, Poll,

@@ -7,7 +7,7 @@
 // The engine's worker threads run the copies; a finished job rings the
 // dispatcher's control slot, which drains completions in one crossing.
 // A job's memory (source and destination) must stay mapped until its
-// completion is drained (DESIGN.md §6 rule 3).
+// completion is drained (docs/design.md §6 rule 3).
 package copier
 
 import (

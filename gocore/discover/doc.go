@@ -45,7 +45,7 @@
 // (lifecycle frame MapDiscovery, one fd by SCM_RIGHTS); a table holds one
 // namespace's hashes and nothing else, so a session learns nothing of the
 // occupancy of namespaces it cannot name. The namespace fingerprint
-// (DESIGN.md §5.4, which a tenant salt makes unguessable) is the
+// (docs/design.md §5.4, which a tenant salt makes unguessable) is the
 // capability. Every process on the socket runs as the Manager's uid
 // (bootstrap's peer check), and such a process is assumed hostile toward
 // other tenants: it could ptrace, but it must not be able to corrupt what

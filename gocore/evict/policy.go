@@ -48,7 +48,7 @@ type Node struct {
 //   - a block dropped for another reason: Remove.
 //
 // A block the policy holds pinned is never returned by Victim; the owner
-// keeps DESIGN.md §6 rule 4 by showing a proposed victim its pin (Reveal)
+// keeps docs/design.md §6 rule 4 by showing a proposed victim its pin (Reveal)
 // instead of evicting it. Pins nest: a node pinned twice needs two
 // Unpins; the owner counts pins and shows the policy a pin at most once at
 // a time. Calling Insert for a node a policy holds, Pin/Remove for one it

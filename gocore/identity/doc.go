@@ -1,4 +1,4 @@
-// Package identity owns the cache identity of KV blocks (DESIGN.md §5.4): the
+// Package identity owns the cache identity of KV blocks (docs/design.md §5.4): the
 // namespace, a 16-byte fingerprint of everything that makes two engines'
 // KV blocks interchangeable — model, weights revision, KV dtype and layout,
 // block size, TP/PP/CP rank and size, adapter and tenant salt. A block key

@@ -1,10 +1,10 @@
-// Package index maps block keys (namespace, 16-byte block hash; DESIGN.md
+// Package index maps block keys (namespace, 16-byte block hash; docs/design.md
 // §5.4) to the blocks the RAM tier holds, and drives the eviction policy
 // (gocore/evict) over the blocks that may be evicted.
 //
 // A block is Publishing from the moment its frames are allocated until its
 // publish copy completes: it is invisible to lookups and cannot be evicted.
-// Seal makes it Sealed and visible (DESIGN.md §6 rule 2). A sealed block
+// Seal makes it Sealed and visible (docs/design.md §6 rule 2). A sealed block
 // with pins (a lease or an in-flight restore copy) cannot be evicted (rule
 // 4). The first pin is an access for the policy; the Index counts it in
 // the block and shows it, and the pin, to the policy only when the policy

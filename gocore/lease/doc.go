@@ -1,4 +1,4 @@
-// Package lease owns the leases of leased reads (DESIGN.md §5.3) and their
+// Package lease owns the leases of leased reads (docs/design.md §5.3) and their
 // admission: a QueryBundle hit pins the blocks of the resident prefix under
 // a lease that belongs to the issuing session, with the lease's bytes
 // reserved, until Release or session teardown.

@@ -8,7 +8,7 @@ import "fmt"
 // application error whose body is a lifecyclepb.Error.
 type Code uint16
 
-// Frame codes (abi.h enum okv_frame_code; DESIGN.md §5.1).
+// Frame codes (abi.h enum okv_frame_code; docs/design.md §5.1).
 const (
 	// CodeRegisterInstance names the inference process; body RegisterInstanceRequest.
 	CodeRegisterInstance Code = 1

@@ -1,5 +1,5 @@
 // Package lifecycle is the codec of the lifecycle frames that follow the
-// bootstrap hello on an OrbitKV bootstrap Unix socket (DESIGN.md §5.1).
+// bootstrap hello on an OrbitKV bootstrap Unix socket (docs/design.md §5.1).
 //
 // It owns the byte layout of a frame, its validation and the passing of file
 // descriptors with it; it does not own the socket, the session or what a
@@ -29,7 +29,7 @@
 // # Errors
 //
 // Every decoding error wraps ErrMalformed: the Manager closes the connection
-// on a malformed frame (DESIGN.md §5.1). A frame whose epoch is not the
+// on a malformed frame (docs/design.md §5.1). A frame whose epoch is not the
 // current Manager epoch additionally wraps ErrStaleEpoch. An application
 // error travels as a frame with code CodeError and a lifecyclepb.Error body;
 // the connection stays open after it.

@@ -275,7 +275,7 @@ func encodeFrame(code Code, epoch uint64, body proto.Message, files []*os.File) 
 // WriteError writes an error frame (CodeError) whose body is a
 // lifecyclepb.Error with status (an okv_status of abi.h, e.g. 5 = Invalid),
 // the refused request field (e.g. "regions[2].bytes") and a message that
-// names the limit. The connection stays usable (DESIGN.md §5.1). Errors as
+// names the limit. The connection stays usable (docs/design.md §5.1). Errors as
 // WriteFrame.
 func WriteError(c *net.UnixConn, epoch uint64, status uint32, field, msg string) error {
 	return WriteFrame(c, CodeError, epoch, &lifecyclepb.Error{Status: status, Field: field, Message: msg}, nil)

@@ -31,12 +31,12 @@ const (
 
 // ErrMalformed is wrapped by every error that rejects bytes read from the
 // peer. The Manager closes a connection that sent a malformed frame
-// (DESIGN.md §5.1).
+// (docs/design.md §5.1).
 var ErrMalformed = errors.New("lifecycle: malformed frame")
 
 // ErrStaleEpoch is wrapped by the error for a frame whose epoch is not the
 // current Manager epoch: the peer talks to another Manager incarnation. It
-// wraps ErrMalformed too, so the connection is closed (DESIGN.md §6 rule 7).
+// wraps ErrMalformed too, so the connection is closed (docs/design.md §6 rule 7).
 var ErrStaleEpoch = fmt.Errorf("lifecycle: stale epoch: %w", ErrMalformed)
 
 // Header is struct okv_frame_header (see the package doc for the layout).

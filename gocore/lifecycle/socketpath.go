@@ -12,7 +12,7 @@ import (
 const MaxSocketPath = 107
 
 // SocketPath derives the bootstrap socket path of a Manager listen address
-// (DESIGN.md §5.1): "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock",
+// (docs/design.md §5.1): "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock",
 // "[::1]:7470" → "/tmp/orbitkv-::1-7470.sock". It is the Go twin of
 // okv_socket_path in native/src/errors.c and applies the same rules:
 //

@@ -338,7 +338,7 @@ func (m *Manager) Serve() error {
 // draining), uptime, version, poll mode, requests and the cache figures.
 func (m *Manager) Health() *lifecyclepb.HealthReply { return m.health.reply() }
 
-// Close shuts down in the order DESIGN.md §5.1 needs: every session is
+// Close shuts down in the order docs/design.md §5.1 needs: every session is
 // detached and released first, then the node leaves the cluster (peer
 // control releases every transfer it serves, through the dispatcher),
 // then the dispatcher stops and the cache

@@ -14,7 +14,7 @@ import (
 // ErrShutdownForced is Run's answer when shutdown ran past
 // Spec.ShutdownTimeout. Run then freed nothing: the RAM tier, staging
 // buffers and session mappings stay mapped, because an SSD read still in
-// the kernel may write them (DESIGN.md §6 rule 9). The caller must exit
+// the kernel may write them (docs/design.md §6 rule 9). The caller must exit
 // the process (cmd/orbitkv-manager exits with status 3).
 var ErrShutdownForced = errors.New("manager: shutdown ran past its timeout; memory outstanding reads may write was not freed")
 

@@ -1,4 +1,4 @@
-// Package ticket owns query tickets (abi.h "Query tickets"; DESIGN.md §6
+// Package ticket owns query tickets (abi.h "Query tickets"; docs/design.md §6
 // rules 1, 5, 6; spec "Channel ABI 5"): a QueryBundle with op_id ≠ 0, its
 // revisions, its expiry and tombstones, discovery and warm-up (answered and
 // retired at once), preparation (PREPARE, consumed by Claim), Poll and

@@ -15,7 +15,7 @@ import (
 // Limits and defaults.
 const (
 	// DefaultOpExpiry is how long a ticket or an unpolled restore result
-	// lives after its latest submission (DESIGN.md §6 rule 5).
+	// lives after its latest submission (docs/design.md §6 rule 5).
 	DefaultOpExpiry = 60 * time.Second
 	// MaxTombstones bounds the expired ids a session remembers (tickets and
 	// restores each); older ones then answer as retired (Invalid op_id).

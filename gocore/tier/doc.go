@@ -1,4 +1,4 @@
-// Package tier places blocks in the tiers below the engine (DESIGN.md §7):
+// Package tier places blocks in the tiers below the engine (docs/design.md §7):
 // the RAM tier (gocore/tier/ram, chunked frames), the block index over it
 // (gocore/index, with the eviction policy of gocore/evict), and, when
 // configured, the SSD tier (gocore/tier/ssd) below RAM and the peer tier
@@ -38,6 +38,6 @@
 // Outstanding are safe from others. Peer fetch goroutines touch only the
 // frames placed for them, and talk to the dispatcher through a bounded
 // event queue (at most two events per fetch: a send never blocks). Close has no deadline: an SSD read may
-// still write RAM frames, and freeing them first is what DESIGN.md §6 rule
+// still write RAM frames, and freeing them first is what docs/design.md §6 rule
 // 9 forbids.
 package tier

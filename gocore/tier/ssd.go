@@ -165,7 +165,7 @@ func (t *Tiers) Prefetch(r Reader, ns abi.Namespace, hashAt func(int) abi.BlockH
 }
 
 // Warm starts reading the SSD run of a chain from position from on into
-// RAM with no owner (DESIGN.md §7, spec "warmup ... skips on warmup-budget
+// RAM with no owner (docs/design.md §7, spec "warmup ... skips on warmup-budget
 // pressure"): at most the warmup budget is read at a time. It returns the
 // blocks started (0: no SSD tier, nothing on SSD, already loading, or no
 // budget).

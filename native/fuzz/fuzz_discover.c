@@ -1,7 +1,7 @@
 /*
  * fuzz_discover.c — libFuzzer target for the client's reader of a
  * discovery index (orbitkv/discover.h), bytes the Manager wrote into shared
- * memory (CONVENTIONS.md habit 16): okvi_discover_attach validating a
+ * memory (CONTRIBUTING.md habit 16): okvi_discover_attach validating a
  * table's header and size, then okvi_discover_prefix probing it.
  *
  * Input: 16 bytes of namespace (the one asked for), then the table bytes

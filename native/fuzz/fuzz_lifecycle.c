@@ -1,6 +1,6 @@
 /*
  * fuzz_lifecycle.c — libFuzzer target for the client's decoders of bytes
- * from the Manager (CONVENTIONS.md habit 16): okvi_hello_reply_check,
+ * from the Manager (CONTRIBUTING.md habit 16): okvi_hello_reply_check,
  * okvi_boot_exts_parse, okvi_frame_header_check, okvi_frame_recv over a real socketpair, and the
  * protobuf-c unpack of HealthReply and Error bodies.
  *

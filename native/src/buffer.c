@@ -1,7 +1,7 @@
 /*
  * buffer.c — engine KV buffers of the host backend (orbitkv/client.h
  * "Engine buffers"): allocation as a sealed memfd and registration with the
- * Manager (RegisterBuffers lifecycle frame, DESIGN.md §5.1).
+ * Manager (RegisterBuffers lifecycle frame, docs/design.md §5.1).
  *
  * The memfd is sealed against shrink and grow before it is mapped or sent:
  * the Manager maps the same pages for its copy workers, and a shrink would

@@ -2,7 +2,7 @@
  * client.c — liborbitkv: connect, ping, health, close (orbitkv/client.h),
  * and the channel round trip the cache operations of ops.c build on.
  *
- * Bootstrap follows DESIGN.md §5.1: hello → reply + SCM_RIGHTS (slot memfd,
+ * Bootstrap follows docs/design.md §5.1: hello → reply + SCM_RIGHTS (slot memfd,
  * eventfd, doorbell memfd), pidfd_open(2) of the Manager (pid taken from
  * SO_PEERCRED, which the kernel fills, and cross-checked with the reply),
  * then a RegisterInstance lifecycle frame. Control calls then use the
@@ -157,7 +157,7 @@ static int open_socket(const struct okv_connect_options *o, okv_client *c, uint6
 	return 0;
 }
 
-/* Check the fds the Manager sent: sizes, seals, the slot's header (DESIGN.md §5.1). */
+/* Check the fds the Manager sent: sizes, seals, the slot's header (docs/design.md §5.1). */
 static int adopt_fds(okv_client *c, const int fds[3])
 {
 	c->slot_fd = fds[0];
@@ -201,7 +201,7 @@ static int adopt_fds(okv_client *c, const int fds[3])
 }
 
 /*
- * The peer rule of DESIGN.md §5.1, applied from the client's side: the
+ * The peer rule of docs/design.md §5.1, applied from the client's side: the
  * process serving the socket must run as this process's effective uid (what
  * SO_PEERCRED reports, filled by the kernel at listen(2)). Anyone who can
  * create or swap the path (world-writable /tmp, a directory without the

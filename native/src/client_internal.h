@@ -149,7 +149,7 @@ __attribute__((format(printf, 2, 3))) void okvi_set_error(okv_client *c, const c
 
 /**
  * Validate a response line copied out of the slot against what the client
- * sent (DESIGN.md §5.2): magic, ABI version, generation = request + 1, a known
+ * sent (docs/design.md §5.2): magic, ABI version, generation = request + 1, a known
  * status, the echoed request id and epoch, reserved zero. Maps the status to
  * an okv error code: 0 for Ok, OKV_EPENDING for Loading, OKV_EUNADMITTED,
  * OKV_ESTALE_SESSION, OKV_ESTALE_GENERATION, OKV_EINVALID (err names the

@@ -67,7 +67,7 @@ struct okvi_copy_completion {
  * nothing of the job is still in flight (the Manager then reuses the source
  * and destination memory). A backend that cannot establish that its device
  * stopped touching the memory (a DMA that neither completed nor was
- * cancelled) must abort() the process instead of returning (DESIGN.md §6
+ * cancelled) must abort() the process instead of returning (docs/design.md §6
  * rule 9: terminate rather than recycle memory that may still be written).
  * Workers call it
  * concurrently with one piece each (n == 1 today), so it must be thread-safe.

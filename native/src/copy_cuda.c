@@ -145,7 +145,7 @@ static const char *cu_name(const struct okvi_cuda *c, CUresult r, char *buf, siz
 	return buf;
 }
 
-/* DESIGN.md §6 rule 9: completion cannot be established, so terminate
+/* docs/design.md §6 rule 9: completion cannot be established, so terminate
  * rather than let the Manager recycle memory a DMA may still write. */
 __attribute__((noreturn, format(printf, 1, 2))) static void fail_stop(const char *fmt, ...)
 {

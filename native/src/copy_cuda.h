@@ -27,7 +27,7 @@
  * otherwise) and pushes each finished job's completion with
  * okvi_copy_complete, the host copies' path.
  *
- * Failures (DESIGN.md §6 rule 9):
+ * Failures (docs/design.md §6 rule 9):
  *  - a call failing partway through a job (cuMemcpyAsync of segment k, or
  *    cuEventCreate/cuEventRecord) synchronizes the job's stream
  *    (cuStreamSynchronize) before anything is reported; if that succeeds,
@@ -121,7 +121,7 @@ uint64_t okvi_cuda_inflight(struct okvi_cuda *c);
 #define OKVI_CUDA_FAULT_KERNEL "okv_fault"
 
 /**
- * Fault injection for tests of DESIGN.md §6 rule 9 on a device (the
+ * Fault injection for tests of docs/design.md §6 rule 9 on a device (the
  * Manager's failpoint build, POST /debug/failpoints/cuda-device-fault):
  * load the module file `module` (a PTX or cubin, cuModuleLoad) on device
  * 0's context, find its kernel OKVI_CUDA_FAULT_KERNEL (a write through a

@@ -1,6 +1,6 @@
 /*
  * errors.c — okv_strerror (the one table from return codes to text,
- * CONVENTIONS.md habit 7) and okv_socket_path (DESIGN.md §5.1), both public
+ * CONTRIBUTING.md habit 7) and okv_socket_path (docs/design.md §5.1), both public
  * (orbitkv/client.h). Go twin of okv_socket_path: gocore/lifecycle.SocketPath.
  */
 #define _GNU_SOURCE
@@ -78,7 +78,7 @@ const char *okv_strerror(int err)
 
 /*
  * Derive the bootstrap socket path of a Manager listen address
- * (DESIGN.md §5.1): "127.0.0.1:7470" -> "/tmp/orbitkv-127.0.0.1-7470.sock",
+ * (docs/design.md §5.1): "127.0.0.1:7470" -> "/tmp/orbitkv-127.0.0.1-7470.sock",
  * "[::1]:7470" -> "/tmp/orbitkv-::1-7470.sock". Rules (same as the Go
  * SocketPath): host:port; an IPv6 host is bracketed and loses its brackets;
  * an unbracketed host holds no ':'; the host is non-empty and holds no '/',

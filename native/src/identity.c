@@ -1,5 +1,5 @@
 /*
- * identity.c — okv_namespace_fingerprint (orbitkv/client.h, DESIGN.md §5.4).
+ * identity.c — okv_namespace_fingerprint (orbitkv/client.h, docs/design.md §5.4).
  *
  * The fingerprint is the first 16 bytes of SHA-256 over
  *

@@ -1,6 +1,6 @@
 /*
  * lifecycle.c — client side of the bootstrap hello and lifecycle frames
- * (DESIGN.md §5.1). See lifecycle.h for the contract of each function; the
+ * (docs/design.md §5.1). See lifecycle.h for the contract of each function; the
  * Go twin of the frame codec is gocore/lifecycle.
  */
 #define _GNU_SOURCE

@@ -1,6 +1,6 @@
 /*
  * lifecycle.h — internal: the client side of the OrbitKV bootstrap socket
- * after connect(2): the hello and its reply (DESIGN.md §5.1) and the
+ * after connect(2): the hello and its reply (docs/design.md §5.1) and the
  * lifecycle frames that follow it (struct okv_frame_header + protobuf body,
  * proto/lifecycle.proto). Go twin: gocore/lifecycle.
  *

@@ -1,6 +1,6 @@
 /*
  * ops.c — the cache operations of liborbitkv (orbitkv/client.h "Cache
- * operations", DESIGN.md §5.3): QueryBundle, Publish, Restore, RestorePoll
+ * operations", docs/design.md §5.3): QueryBundle, Publish, Restore, RestorePoll
  * and Release over the session slot, and the messages of query tickets
  * (okvi_query_call, okvi_ticket_msg: encoding and result checks; the
  * ticket state lives in tickets.c).

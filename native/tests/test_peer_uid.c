@@ -1,5 +1,5 @@
 /*
- * test_peer_uid.c — the client's half of the peer rule (DESIGN.md §5.1):
+ * test_peer_uid.c — the client's half of the peer rule (docs/design.md §5.1):
  * okv_connect refuses a socket served by a process of
  * another uid, before it sends the hello or any fd.
  *

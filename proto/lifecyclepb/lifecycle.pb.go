@@ -1,4 +1,4 @@
-// Lifecycle frame bodies of the OrbitKV bootstrap socket (DESIGN.md §5.1).
+// Lifecycle frame bodies of the OrbitKV bootstrap socket (docs/design.md §5.1).
 //
 // Each frame on the bootstrap Unix socket is a fixed okv_frame_header
 // (native/include/orbitkv/abi.h) followed by one of these messages, at most
@@ -560,7 +560,7 @@ type HealthReply struct {
 	ManagerPid uint32 `protobuf:"varint,9,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`
 	AbiVersion uint32 `protobuf:"varint,10,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`
 	// Cache state. Per session: leases, pins, reserved_bytes, operations and
-	// tickets are this session's and 0 once it holds nothing (DESIGN.md §6
+	// tickets are this session's and 0 once it holds nothing (docs/design.md §6
 	// rule 8 is checked Manager-wide, on GET /health).
 	Blocks           uint64 `protobuf:"varint,11,opt,name=blocks,proto3" json:"blocks,omitempty"`                                               // Manager-wide: 0 in a session's Health
 	RamUsedBytes     uint64 `protobuf:"varint,12,opt,name=ram_used_bytes,json=ramUsedBytes,proto3" json:"ram_used_bytes,omitempty"`             // Manager-wide: 0 in a session's Health
@@ -948,7 +948,7 @@ func (*UnregisterReply) Descriptor() ([]byte, []int) {
 // namespace (native/include/orbitkv/discover.h): the reply carries one fd,
 // a sealed memfd the client can only map read-only. A session learns the
 // index of the namespaces it names and of no other; a namespace is a
-// 16-byte fingerprint of the cache identity (DESIGN.md §5.4), so naming it
+// 16-byte fingerprint of the cache identity (docs/design.md §5.4), so naming it
 // proves the session already holds that identity.
 type MapDiscoveryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

@@ -40,7 +40,7 @@ Public names:
 * ``LIBRARY_PATH`` - the liborbitkv file that was loaded.
 
 Contracts and limits are those of ``native/include/orbitkv/abi.h`` and
-``client.h`` and DESIGN.md §6; docs/cache.md explains the operations.
+``client.h`` and docs/design.md §6; docs/cache.md explains the operations.
 """
 
 from ._abi import QueryFlags, Role

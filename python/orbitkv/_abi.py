@@ -8,7 +8,7 @@ Why it is separate from ``_native``: the layouts can be checked (test
 ``offsetof`` of every field named here) without loading the library.
 
 Rules kept here, and checked by the test rather than by eye
-(CONVENTIONS.md habit 13):
+(CONTRIBUTING.md habit 13):
 
 * every Structure has the C struct's field names, in the C order, with the
   C types (``uint32_t`` -> ``c_uint32``, pointers -> ``c_void_p`` or

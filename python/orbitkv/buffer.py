@@ -19,7 +19,7 @@ Lifetime (client.h okv_register_buffer: "The buffer must stay allocated
 until okv_close"): a registered buffer is kept alive by its client, and
 ``close()`` of a buffer still registered with an open client raises
 ``BufferInUse``; close the client first. Destination pages of a restore
-belong to the Manager until the restore's terminal result (DESIGN.md §6
+belong to the Manager until the restore's terminal result (docs/design.md §6
 rule 3): do not read or write them before.
 
 Threads: the object is not locked; allocation and close belong to one

@@ -4,7 +4,7 @@ A client wraps one liborbitkv ``okv_client``: the bootstrap Unix socket,
 the shared-memory slot and doorbell, the session eventfd and a pidfd of the
 Manager. Every method is one or a few C calls; the wire contracts, limits
 and rules are those of ``native/include/orbitkv/abi.h`` and ``client.h``
-and of DESIGN.md §6 (cited per method).
+and of docs/design.md §6 (cited per method).
 
 Threads: liborbitkv's client is not thread-safe, so each call holds the
 client's lock; calls from several threads are serialised, never concurrent.
@@ -80,7 +80,7 @@ class _SessionLock:
 def socket_path_for(manager_addr: str) -> str:
     """The bootstrap socket path of a Manager listen address:
     ``"127.0.0.1:7470"`` -> ``"/tmp/orbitkv-127.0.0.1-7470.sock"``
-    (okv_socket_path; DESIGN.md §5.1). Raises ``BadArgument`` naming the
+    (okv_socket_path; docs/design.md §5.1). Raises ``BadArgument`` naming the
     address when it is malformed or the path is too long."""
     if not isinstance(manager_addr, str):
         raise BadArgument("socket_path_for", _check.EINVAL,
@@ -420,7 +420,7 @@ class CacheManagerClient(TicketOps):
         and blocks already resident (not copied). n = 0 returns (0, 0).
 
         The copy has completed and the blocks are visible when this returns
-        (DESIGN.md §6 rule 2); batches larger than the slot go in chunks of
+        (docs/design.md §6 rule 2); batches larger than the slot go in chunks of
         ``max_publish_entries``. Once a chunk is sent the call waits for the
         Manager's reply without a deadline, until it comes or the Manager
         dies (spec "Publish requires a Cache Manager pidfd"); stderr gets a
@@ -528,7 +528,7 @@ class CacheManagerClient(TicketOps):
         signalled when it ends.
 
         The destination pages belong to the Manager's copy workers until a
-        terminal result (DESIGN.md §6 rule 3): do not touch them before.
+        terminal result (docs/design.md §6 rule 3): do not touch them before.
         1 .. ``max_restore_entries`` entries. Raises ``InvalidRequest``
         (unknown or foreign lease, page out of range or busy, block outside
         the lease, unregistered buffer; field and entry named),

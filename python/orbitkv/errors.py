@@ -2,7 +2,7 @@
 
 liborbitkv returns 0, one of the ``OKV_E*`` codes of ``client.h`` or
 ``-errno``; this module is the one table that turns those codes into Python
-exceptions (CONVENTIONS.md habit 7: translate once per boundary). Every
+exceptions (CONTRIBUTING.md habit 7: translate once per boundary). Every
 exception is an ``OrbitKVError`` carrying
 
 * ``op``     - what failed ("query", "publish to buffer 0", "connect to
@@ -30,7 +30,7 @@ exception is an ``OrbitKVError`` carrying
 Which to catch:
 
 * ``Unadmitted`` - capacity pressure; nothing was done; retry later with a
-  fresh request (DESIGN.md §6 rule 5).
+  fresh request (docs/design.md §6 rule 5).
 * ``Expired`` - the Manager answered Timeout: the ticket or restore expired
   there (60 s after its latest submission); it is retired.
 * ``TimedOut`` - no reply within the deadline; the outcome is unknown
@@ -195,7 +195,7 @@ class Rejected(OrbitKVError):
 
 class Stale(OrbitKVError):
     """StaleSession / StaleGeneration: a message of another Manager epoch or
-    an old generation (DESIGN.md §6 rule 7)."""
+    an old generation (docs/design.md §6 rule 7)."""
 
 
 class Unsupported(OrbitKVError):

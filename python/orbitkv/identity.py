@@ -1,6 +1,6 @@
 """Cache identity (namespace) and engine block-hash conversion.
 
-A block key at the Manager is (namespace, 16-byte block hash) (DESIGN.md
+A block key at the Manager is (namespace, 16-byte block hash) (docs/design.md
 §5.4). This module makes both halves from what an engine has:
 
 * ``CacheIdentity(...).namespace()`` -> the 16-byte namespace, computed by
@@ -40,7 +40,7 @@ _SPEC_STRING_FIELDS = {
 
 @dataclasses.dataclass(frozen=True)
 class CacheIdentity:
-    """The cache identity of an engine's KV blocks (DESIGN.md §5.4).
+    """The cache identity of an engine's KV blocks (docs/design.md §5.4).
 
     Two engines share cached blocks only when every field is equal; two
     different identities never share a block (the Manager's index is keyed

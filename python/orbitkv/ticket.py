@@ -1,6 +1,6 @@
 """Query tickets: their answers, the ``Ticket`` record, and the ticket
 operations of ``CacheManagerClient`` (abi.h "Query tickets"; docs/cache.md
-"Operation semantics: tickets"; DESIGN.md §6 rules 1, 5, 6).
+"Operation semantics: tickets"; docs/design.md §6 rules 1, 5, 6).
 
 A ticket is a tracked query the Manager keeps: submitted once, then polled
 by (op id, revision) without resending hashes, revised with a new view,
@@ -82,7 +82,7 @@ class QueryAnswer:
 
 
 class Ticket:
-    """A query ticket (abi.h "Query tickets"; DESIGN.md §6 rules 1, 5, 6).
+    """A query ticket (abi.h "Query tickets"; docs/design.md §6 rules 1, 5, 6).
 
     Made by ``CacheManagerClient.query``; driven by the client's ``poll``,
     ``revise``, ``claim``, ``cancel``, ``wait`` and ``retire``.
@@ -188,7 +188,7 @@ class TicketOps:
         ready) - terminal, the ticket is retired - or Loading (``live``:
         poll or wait). Raises ``Unadmitted`` (operation bounds full: 128
         per session, 1024 per Manager by default; nothing kept; retry with
-        a fresh query - DESIGN.md §6 rule 5), ``InvalidRequest`` (field
+        a fresh query - docs/design.md §6 rule 5), ``InvalidRequest`` (field
         named), ``TooBig``, ``BadArgument``, ``TimedOut``, ``ManagerDied``,
         ``Closed``."""
         ns_c = _check.namespace("query", ns)
@@ -246,7 +246,7 @@ class TicketOps:
     def revise(self, ticket: Ticket, hashes: HashesLike, flags: int | None = None, *,
                recovery: tuple[int, int] | None = None) -> QueryAnswer:
         """Replace a live ticket's view (hashes, recovery range) or wait
-        policy with revision + 1 (okv_ticket_revise; DESIGN.md §6 rule 6).
+        policy with revision + 1 (okv_ticket_revise; docs/design.md §6 rule 6).
 
         ``flags`` None keeps the ticket's flags; only
         ``QueryFlags.WAIT_FOR_FULL_PREFIX`` may change (other flags, the

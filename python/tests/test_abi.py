@@ -1,6 +1,6 @@
 """The ctypes mirrors of _abi agree with the C headers: sizeof and offsetof
 of every mirrored field, and the values of the codes, statuses, flags and
-limits, as compiled by gcc against native/include (CONVENTIONS.md habit 13:
+limits, as compiled by gcc against native/include (CONTRIBUTING.md habit 13:
 shared layouts are checked by a test, not by eye)."""
 
 from __future__ import annotations

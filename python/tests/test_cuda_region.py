@@ -186,7 +186,7 @@ class RegistrationTest(unittest.TestCase):
         # The double's first cuMemcpyAsync fails with a sticky
         # CUDA_ERROR_ILLEGAL_ADDRESS (700): the stream cannot be synchronized,
         # so completion cannot be established and the Manager must abort
-        # saying why (DESIGN.md rule 9) rather than answer the publish.
+        # saying why (docs/design.md rule 9) rather than answer the publish.
         import time
         from tests.test_client import engine_hashes, identity
         if not os.path.exists(DOUBLE):
@@ -218,7 +218,7 @@ class RegistrationTest(unittest.TestCase):
         # does on a GPU with fault.cu): the next device job launches a
         # faulting kernel ahead of its copies, the device's error turns
         # sticky, the job's event query fails, and the Manager must abort
-        # saying why (DESIGN.md rule 9) rather than answer the publish. The
+        # saying why (docs/design.md rule 9) rather than answer the publish. The
         # double takes any readable file as the module; fault.cu stands in.
         import time
         from tests.test_client import engine_hashes, identity

@@ -23,7 +23,7 @@ import (
 // the operation concerned, never the dispatcher. Then
 // the test SIGKILLs the client, SIGKILLs the Manager, stops the client past
 // the operation expiry, or drops every eventfd wake-up; then it checks
-// DESIGN.md §6:
+// docs/design.md §6:
 //   - rule 1: the client ends with exactly one terminal outcome (exit 0,
 //     expired, or Manager died), never a hang (every wait is bounded here);
 //   - rules 2–4, 9: a fresh client publishes, leases, restores and checks

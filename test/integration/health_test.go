@@ -65,7 +65,7 @@ func healthOf(t *testing.T, sock string) managerHealth {
 	return h
 }
 
-// assertIdle checks DESIGN.md §6 rule 8 once every session has gone: no
+// assertIdle checks docs/design.md §6 rule 8 once every session has gone: no
 // leases, pins, reserved bytes, operations or tickets (waiting up to 10 s
 // for teardowns to finish). It returns the idle figures.
 func assertIdle(t *testing.T, sock string) managerHealth {

@@ -1,5 +1,5 @@
 // Package model is the reference model of the Manager's operation state
-// machine (abi.h "Query tickets"; DESIGN.md §6 rules 1, 5, 6, 8) and the
+// machine (abi.h "Query tickets"; docs/design.md §6 rules 1, 5, 6, 8) and the
 // randomized driver that compares a real Manager against it.
 //
 // The model is deliberately plain: maps and slices, no concurrency, every
@@ -65,7 +65,7 @@ type Resp struct {
 type Driver interface {
 	// Open attaches a new session and returns its handle.
 	Open() (int, error)
-	// Close detaches a session (its socket closes: DESIGN.md §5.1).
+	// Close detaches a session (its socket closes: docs/design.md §5.1).
 	Close(s int) error
 	// Publish stores blocks chain[0:n) (all of them resident after).
 	Publish(s int, chain, n int) error

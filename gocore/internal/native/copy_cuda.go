@@ -30,7 +30,7 @@ const CUDALibEnv = C.OKVI_CUDA_LIB_ENV
 // workers. A copy failing partway synchronizes its stream and completes
 // with EIO; when completion cannot be established (a sticky error, a lost
 // device) the process aborts with "orbitkv-manager: fail-stop: <why>" on
-// stderr (DESIGN.md §6 rule 9). Close it after every engine using it.
+// stderr (docs/design.md §6 rule 9). Close it after every engine using it.
 type CUDA struct {
 	c *C.struct_okvi_cuda // owned; nil after Close
 }
@@ -54,7 +54,7 @@ func OpenCUDA(path string) (*CUDA, error) {
 	return &CUDA{c: c}, nil
 }
 
-// ArmDeviceFault is fault injection for the failpoint build (DESIGN.md §6
+// ArmDeviceFault is fault injection for the failpoint build (docs/design.md §6
 // rule 9 on a device): it loads the module file at path (PTX or cubin
 // holding the kernel okv_fault, native/tests/gpu/fault.cu) on device 0 and
 // arms it, so that the next copy job on device 0 launches it on its stream

@@ -22,7 +22,7 @@ import (
 	"unsafe"
 )
 
-// The cache operations of liborbitkv (native/src/ops.c, DESIGN.md §5.3).
+// The cache operations of liborbitkv (native/src/ops.c, docs/design.md §5.3).
 // Slices are passed to C directly — BlockHash, Namespace and RestoreEntry
 // hold no Go pointers and C copies them into the slot before it returns
 // (the noescape annotations above let their Go memory stay on the stack) —

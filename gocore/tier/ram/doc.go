@@ -9,7 +9,7 @@
 // page with another.
 //
 // Hugepages: the memfd comes from hugepages.New with Spec.Hugepages
-// (Require, Prefer or Off; DESIGN.md §7). The chunk size stays independent
+// (Require, Prefer or Off; docs/design.md §7). The chunk size stays independent
 // of the page size, so chunks of a hugetlb arena share 2 MiB pages. A
 // hugetlb page is never split (nor swapped, migrated or reclaimed), so such
 // a tier is allocated and pre-faulted in 2 MiB units: 512 times fewer faults
@@ -21,7 +21,7 @@
 // got and, if not hugetlb, why.
 //
 // An Arena is not safe for concurrent use: the Manager's dispatcher
-// goroutine owns it (DESIGN.md §3). The mapping stays valid until Close;
+// goroutine owns it (docs/design.md §3). The mapping stays valid until Close;
 // copy workers may read and write chunks only while the owner keeps them
 // allocated.
 package ram

@@ -2,7 +2,7 @@
 // file on an SSD, read and written with O_DIRECT by a bounded pool of I/O
 // goroutines, every block checksummed, and an append-only index log that
 // lets a restarted Manager serve the blocks again (warm restart;
-// DESIGN.md §7).
+// docs/design.md §7).
 //
 // It owns the files under Spec.Dir and nothing else: it knows blocks by
 // Key and Meta, not the RAM tier, leases or sessions. The Manager's cache
@@ -168,7 +168,7 @@
 // operations workers are in (slot, file offset, bytes, age) and which
 // still wait in the queue, logs them and exits the process without
 // releasing the memory they write: exiting is safe, recycling it is not
-// (DESIGN.md §6 rule 9).
+// (docs/design.md §6 rule 9).
 //
 // # Destination memory
 //

@@ -2,12 +2,12 @@
  * orbitkv/abi.h — every byte layout shared between OrbitKV processes.
  *
  * This header is the single source of truth for the wire contracts of
- * DESIGN.md §5: the 64-byte channel message (§5.2), the per-session slot and
+ * docs/design.md §5: the 64-byte channel message (§5.2), the per-session slot and
  * the shared doorbell (the shared-memory channel), the bootstrap hello/reply
  * (§5.1) and the lifecycle frame header (§5.1). Go mirrors these layouts in
  * gocore/abi; a Go test compares its offsets against the values compiled here.
  *
- * Rules (DESIGN.md §5):
+ * Rules (docs/design.md §5):
  *  - all integers are little-endian (x86-64 and aarch64 hosts; checked below);
  *  - no packed structs: every field sits at its natural alignment;
  *  - version numbers are compared for exact equality; client and Manager are
@@ -58,7 +58,7 @@ extern "C" {
 #define OKV_CACHE_LINE 64u
 
 /* ------------------------------------------------------------------------ */
-/* Commands and statuses (DESIGN.md §5.2)                                    */
+/* Commands and statuses (docs/design.md §5.2)                                    */
 /* ------------------------------------------------------------------------ */
 
 /** Request codes carried in okv_msg.code of a request. */
@@ -106,7 +106,7 @@ enum okv_field {
 	OKV_FIELD_DESC_LENGTH = 6,
 	OKV_FIELD_GENERATION = 7,
 	OKV_FIELD_RESERVED = 8,
-	/* descriptor payload fields (DESIGN.md §5.3); arg1 of the Invalid
+	/* descriptor payload fields (docs/design.md §5.3); arg1 of the Invalid
 	 * response then carries the index of the offending entry, or 0 */
 	OKV_FIELD_DESC_MAGIC = 9,
 	OKV_FIELD_DESC_SCHEMA = 10,
@@ -128,7 +128,7 @@ enum okv_field {
 };
 
 /* ------------------------------------------------------------------------ */
-/* The 64-byte channel message (DESIGN.md §5.2)                             */
+/* The 64-byte channel message (docs/design.md §5.2)                             */
 /* ------------------------------------------------------------------------ */
 
 /**
@@ -153,7 +153,7 @@ struct okv_msg {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Cache identity and descriptor payloads (DESIGN.md §5.3, §5.4)             */
+/* Cache identity and descriptor payloads (docs/design.md §5.3, §5.4)             */
 /* ------------------------------------------------------------------------ */
 
 /** A block hash: 16 bytes chosen by the engine (a chained prefix hash). */
@@ -172,12 +172,12 @@ struct okv_namespace {
 #define OKV_QUERY_RESULT_MAGIC 0x41564B4Fu
 #define OKV_PUBLISH_MAGIC 0x50564B4Fu
 #define OKV_RESTORE_MAGIC 0x52564B4Fu
-/** Schema versions of the descriptors (DESIGN.md §5.3: QueryBundle is 5). */
+/** Schema versions of the descriptors (docs/design.md §5.3: QueryBundle is 5). */
 #define OKV_QUERY_SCHEMA 5u
 #define OKV_PUBLISH_SCHEMA 1u
 #define OKV_RESTORE_SCHEMA 1u
 
-/** QueryBundle flags (DESIGN.md §5.3; spec "Channel ABI 5" paragraph).
+/** QueryBundle flags (docs/design.md §5.3; spec "Channel ABI 5" paragraph).
  *  Every flag needs a ticket (op_id ≠ 0). Allowed sets: 0, WAIT, DISCOVER,
  *  WARMUP, RECOVERY (waits by nature), PREPARE, PREPARE|WAIT,
  *  PREPARE|RECOVERY; anything else is Invalid (field desc_flags). */
@@ -201,7 +201,7 @@ enum okv_query_flags {
 };
 
 /**
- * Query tickets (DESIGN.md §6 rules 1, 5, 6; spec "Channel ABI 5").
+ * Query tickets (docs/design.md §6 rules 1, 5, 6; spec "Channel ABI 5").
  *
  * op_id 0 is an untracked leased read: flags must be 0; the answer is final
  * (Ok, Miss, Unadmitted) except Loading while SSD blocks of the chain are
@@ -421,7 +421,7 @@ struct okv_doorbell {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Bootstrap (DESIGN.md §5.1)                                               */
+/* Bootstrap (docs/design.md §5.1)                                               */
 /* ------------------------------------------------------------------------ */
 
 /** Role of a connecting process (informational; logged and shown in Health). */
@@ -536,7 +536,7 @@ enum okv_boot_ext_type {
 #define OKV_BOOT_EXT_SERVICE_MAX 240u
 
 /* ------------------------------------------------------------------------ */
-/* Lifecycle frames (DESIGN.md §5.1)                                        */
+/* Lifecycle frames (docs/design.md §5.1)                                        */
 /* ------------------------------------------------------------------------ */
 
 /** Largest lifecycle frame body: 16 MiB (spec: "16 MiB metadata limit"). */

@@ -119,7 +119,7 @@ struct okv_health {
  * Errors: -ENOENT / -ECONNREFUSED (no Manager at the path), -EACCES,
  * OKV_EPEER (the process serving the path runs as another uid than this
  * process's effective uid: nothing is sent to it, neither the hello nor any
- * fd; the same rule the Manager applies to its clients, DESIGN.md §5.1),
+ * fd; the same rule the Manager applies to its clients, docs/design.md §5.1),
  * OKV_EREFUSED, OKV_EVERSION, OKV_EPROTO, OKV_ETIMEDOUT, -ENOMEM, -EINVAL.
  */
 int okv_connect(const struct okv_connect_options *opts, okv_client **out);
@@ -173,7 +173,7 @@ int okv_notification_fd(const okv_client *c);
 int okv_manager_pidfd(const okv_client *c);
 
 /* ------------------------------------------------------------------------ */
-/* Cache identity (DESIGN.md §5.4)                                           */
+/* Cache identity (docs/design.md §5.4)                                           */
 /* ------------------------------------------------------------------------ */
 
 /** The cache identity of an engine's KV blocks. Strings may be NULL (= "");
@@ -284,7 +284,7 @@ struct okv_cuda_region {
 int okv_register_cuda_buffer(okv_client *c, const struct okv_cuda_region *r, uint32_t *buffer_id);
 
 /* ------------------------------------------------------------------------ */
-/* Cache operations (DESIGN.md §5.3)                                         */
+/* Cache operations (docs/design.md §5.3)                                         */
 /* ------------------------------------------------------------------------ */
 
 /* ------------------------------------------------------------------------ */
@@ -562,7 +562,7 @@ int okv_op_claim(okv_client *c, uint64_t op_id, uint32_t revision, struct okv_qu
 int okv_op_cancel(okv_client *c, uint64_t op_id, uint32_t revision);
 
 /** Derive the bootstrap socket path of a Manager listen address:
- *  "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock" (DESIGN.md §5.1).
+ *  "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock" (docs/design.md §5.1).
  *  Returns the length written (excluding NUL) or -EINVAL / -ENAMETOOLONG. */
 int okv_socket_path(const char *manager_addr, char *buf, size_t buflen);
 

@@ -269,7 +269,7 @@ struct  Orbitkv__Lifecycle__V1__HealthReply
   uint32_t abi_version;
   /*
    * Cache state. Per session: leases, pins, reserved_bytes, operations and
-   * tickets are this session's and 0 once it holds nothing (DESIGN.md §6
+   * tickets are this session's and 0 once it holds nothing (docs/design.md §6
    * rule 8 is checked Manager-wide, on GET /health).
    */
   /*
@@ -386,7 +386,7 @@ struct  Orbitkv__Lifecycle__V1__UnregisterReply
  * namespace (native/include/orbitkv/discover.h): the reply carries one fd,
  * a sealed memfd the client can only map read-only. A session learns the
  * index of the namespaces it names and of no other; a namespace is a
- * 16-byte fingerprint of the cache identity (DESIGN.md §5.4), so naming it
+ * 16-byte fingerprint of the cache identity (docs/design.md §5.4), so naming it
  * proves the session already holds that identity.
  */
 struct  Orbitkv__Lifecycle__V1__MapDiscoveryRequest

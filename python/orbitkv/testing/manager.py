@@ -122,7 +122,7 @@ class ManagerProcess:
         ``--copy-backend cuda``): the next copy job on device 0 first
         launches the kernel ``okv_fault`` of the PTX or cubin file
         ``module`` (native/tests/gpu/fault.cu), so the device faults and the
-        Manager must end in fail-stop (DESIGN.md §6 rule 9). Raises
+        Manager must end in fail-stop (docs/design.md §6 rule 9). Raises
         RuntimeError (not a failpoints build, no CUDA backend, a module
         that does not load)."""
         from urllib.parse import quote
