@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh — the CUDA copy backend on a real GPU (issue 19 item 6).
+# gpu-check.sh — the CUDA copy backend on a real GPU.
 #
 # NOT RUN YET: no GPU machine was available when this script was written,
 # so every GPU row of docs/cuda.md is open. Nothing claims it passed.

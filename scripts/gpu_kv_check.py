@@ -1,5 +1,5 @@
 """gpu_kv_check.py — the Manager copies KV that torch allocated in another
-process (issue 19 item 6), run by scripts/gpu-check.sh on a GPU machine.
+process, run by scripts/gpu-check.sh on a GPU machine.
 
 This process allocates a KV buffer with torch on cuda:0 (layers x pages x
 page_bytes, uint8), registers it with a Manager started with

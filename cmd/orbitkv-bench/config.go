@@ -79,7 +79,7 @@ func channelFlags(cfg *channelConfig, subjects *string, idleSeconds *float64, ou
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")
 	fs.DurationVar(&cfg.peerIdle, "peer-idle", 30*time.Second, "a baseline peer process exits after this long without a request")
 	// The cold-wake target is the median of at least this many interleaved
-	// repeats (issue 18).
+	// repeats.
 	fs.defaultRepeatsOf(coldWakeRepeats)
 	return fs
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/client"
 )
 
-// copyTarget is the copy suite's target (issue 18): Publish and Restore
+// copyTarget is the copy suite's target: Publish and Restore
 // reach at least this fraction of a memcpy of the same bytes by as many
 // threads as the copy engine uses, in the same run.
 const copyTarget = 0.90

@@ -24,7 +24,7 @@ type DiscoverQuantiles struct {
 }
 
 // DiscoverFigures are the latency figures of `orbitkv-bench discover`,
-// keyed by chain length ("32", "1000"), in the JSON shape issue 18 names:
+// keyed by chain length ("32", "1000"), in the JSON shape bench/README.md names:
 // local discovery from the mapped index (okv_discover_local) beside the
 // round-trip QueryBundle discovery (a ticket with QueryDiscover) of the
 // same chain, in the same run, against the same Manager. Every sample

@@ -110,7 +110,7 @@ type peersRatios struct {
 	DiscoverVsLMCache map[string]float64 `json:"discover_local_vs_lmcache_lookup_p50"`
 }
 
-// peersTarget is one target of issue 18: what is promised, the ratio
+// peersTarget is one target of the peers suite: what is promised, the ratio
 // measured (absent when LMCache did not run) and whether it holds.
 type peersTarget struct {
 	Name  string   `json:"name"`
@@ -318,5 +318,5 @@ func writePeersTable(w io.Writer, r *peersReport) error {
 		}
 		ts = append(ts, target{name: fmt.Sprintf("%s ≥ %.0fx", t.Name, t.Want), measured: m, ok: t.Met})
 	}
-	return writeTargets(w, "issue 18, bench/peers/README.md", targetsInformational, ts)
+	return writeTargets(w, "bench/peers/README.md", targetsInformational, ts)
 }

@@ -304,7 +304,7 @@ func writePolicyTable(w io.Writer, r *policyReport) error {
 	}
 	if showGap {
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "targets (issue 5, informational): %s closes >= %.0f%% of the gap at %s and %s capacity, and is never below lru\n",
+		fmt.Fprintf(w, "targets (informational, bench/README.md): %s closes >= %.0f%% of the gap at %s and %s capacity, and is never below lru\n",
 			r.DefaultPolicy, 100*policyTargetGap, percent(policyTargetFractions[0]), percent(policyTargetFractions[1]))
 		for _, f := range r.fractions {
 			d, l := r.row(f, r.DefaultPolicy), r.row(f, evict.NameLRU)

@@ -15,11 +15,11 @@ const (
 	queryTarget = 5 * time.Microsecond
 	// serverNsPerHashTarget: the Manager's time per hash of the largest
 	// row, at 1M resident blocks, on a machine whose probe (probeTable)
-	// costs at most probeFastNs per key (issue 18).
+	// costs at most probeFastNs per key.
 	serverNsPerHashTarget = 50.0
 	probeFastNs           = 33.0
 	// serverPerProbeTarget: the Manager's time per hash of the largest row
-	// at most this multiple of the bare probe's per key, same run (issue 18).
+	// at most this multiple of the bare probe's per key, same run.
 	serverPerProbeTarget = 1.5
 	// linearSlack: "linear in the hash count" holds when the cost per hash
 	// never rises by more than this factor from a row to the next larger.

@@ -402,7 +402,7 @@ func writeSSDTable(w io.Writer, rep *ssdReport) error {
 		ts = append(ts, target{fmt.Sprintf("%s SSD read into %s memory ≥ %.2fx O_DIRECT sequential read", humanize.IBytes(s.BlockBytes), s.Memory, ssdTarget),
 			fmt.Sprintf("%.2fx", s.ReadRatio), s.ReadRatio >= ssdTarget})
 	}
-	return writeTargets(w, "issue 5", targetsInformational, ts)
+	return writeTargets(w, "bench/ssd/README.md", targetsInformational, ts)
 }
 
 // mapDestination maps n bytes of pre-faulted anonymous memory for the read

@@ -19,7 +19,7 @@ type Report struct {
 	BackToBack     map[string]Stats `json:"back_to_back"`
 	PerMs          map[string]Stats `json:"per_ms"`
 	IdleCPUPercent *float64         `json:"idle_cpu_percent"`
-	// PerMsVsFutex is the cold-wake ratio of issue 18: null unless both
+	// PerMsVsFutex is the cold-wake ratio (bench/channel/README.md): null unless both
 	// orbitkv_ping and futex ran at the per-ms cadence.
 	PerMsVsFutex *wakeRatio `json:"per_ms_vs_futex"`
 

@@ -86,7 +86,7 @@ func writeTable(w io.Writer, header string, rep *Report, subjects []string) erro
 	return writeTargets(w, targetsSource, targetsInformational, lines)
 }
 
-// The cold-wake target (issue 18): orbitkv_ping at one request per ms at
+// The cold-wake target: orbitkv_ping at one request per ms at
 // most coldWakeTarget times the raw futex ping-pong at p50 and at p99, as
 // the median of at least coldWakeRepeats interleaved repeats.
 const (
@@ -122,7 +122,7 @@ func targets(rep *Report) []target {
 			out = append(out, target{"per-ms orbitkv_ping p50 ≤ 0.5x iceoryx2_raw", ratio(o.P50, s.P50), o.P50*2 <= s.P50})
 		}
 		if w := rep.PerMsVsFutex; w != nil && o.N > 0 {
-			// Issue 18: the median of at least coldWakeRepeats interleaved
+			// The median of at least coldWakeRepeats interleaved
 			// repeats' own ratios.
 			enough := w.Repeats >= coldWakeRepeats
 			note := fmt.Sprintf("median of %d interleaved repeats", w.Repeats)
@@ -136,7 +136,7 @@ func targets(rep *Report) []target {
 					fmt.Sprintf("%.2fx (%s)", w.P99, note), enough && w.P99 <= coldWakeTarget})
 		}
 	}
-	// The spec's substrate in the same run (issue 15's targets): our Ping
+	// The spec's substrate in the same run (its targets): our Ping
 	// over shm at most half iceoryx2's bare round trip, and over iceoryx2
 	// at most 1.5 times it.
 	for _, cad := range []struct {

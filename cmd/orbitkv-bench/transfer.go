@@ -17,7 +17,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
-// The transfer suite's targets (issue 14), at the default slice size, for
+// The transfer suite's targets, at the default slice size, for
 // blocks of transferTargetMin and more: the engine reaches
 // transferStreamTarget of a plain TCP stream of the same bytes, and
 // transferOneSliceTarget times the same engine limited to one slice in
@@ -26,7 +26,7 @@ const (
 	transferStreamTarget   = 0.90
 	transferOneSliceTarget = 3.0
 	transferTargetMin      = 1 << 20
-	// Against Mooncake's Transfer Engine (issue 15): for blocks of
+	// Against Mooncake's Transfer Engine: for blocks of
 	// mooncakeTargetMin..mooncakeTargetMax, the engine reaches
 	// transferMooncakeTarget times Mooncake's TCP transport in the same run.
 	transferMooncakeTarget = 1.0
@@ -231,7 +231,7 @@ func cmp0(v, def int) int {
 }
 
 // transferSubject is one line of the suite: run moves the batch once into
-// dst and returns how long it took. Issue 15's Mooncake subject is one
+// dst and returns how long it took. The Mooncake subject is one
 // more of these.
 type transferSubject struct {
 	name string

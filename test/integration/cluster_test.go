@@ -21,7 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
-// The fault scenarios of a cluster of Manager binaries (issue 14): a real
+// The fault scenarios of a cluster of Manager binaries: a real
 // etcd (internal/etcdtest, in this process), a CA and node certificates
 // made for the test, Managers started as processes and killed with
 // SIGKILL. The failpoint build's hold point transfer-serve holds a remote
