@@ -8,7 +8,7 @@ import (
 )
 
 // The size rule, the one for every size flag, environment variable and
-// config key (README "Sizes"):
+// config key (docs/operating.md "Sizes"):
 //
 //   - a plain number is bytes: 65536;
 //   - binary units, in any letter case: KiB, MiB, GiB, TiB, PiB (also Ki,

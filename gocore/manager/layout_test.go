@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The layout tests keep the architecture the README's concept table
+// The layout tests keep the architecture docs/design.md's concept table
 // describes (the tailscale "deptest" habit): they read the import graph
 // with `go list` and fail on an edge the table does not allow.
 
@@ -47,7 +47,7 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 }
 
 // allowed is every gocore package's imports within the module. A new edge
-// is a design decision: add it here and to the README's table.
+// is a design decision: add it here and to docs/design.md's concept table.
 var allowed = map[string][]string{
 	"gocore/abi":             {},
 	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
@@ -85,7 +85,7 @@ func TestImportGraphMatchesTheAllowedList(t *testing.T) {
 		name := strings.TrimPrefix(p.ImportPath, module)
 		want, ok := allowed[name]
 		if !ok {
-			t.Errorf("package %s is not in the allowed list (add it, and a row to the README's concept table)", name)
+			t.Errorf("package %s is not in the allowed list (add it, and a row to docs/design.md's concept table)", name)
 			continue
 		}
 		for _, imp := range p.Imports {

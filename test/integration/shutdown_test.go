@@ -21,7 +21,7 @@ import (
 )
 
 // shutdownBound is the Manager's documented default --shutdown-timeout
-// (README.md, docs/cache.md "Shutdown"); the stall test relies on the
+// (docs/operating.md, docs/cache.md "Shutdown"); the stall test relies on the
 // default so that it runs unchanged against a Manager without the flag.
 const shutdownBound = 10 * time.Second
 
