@@ -368,6 +368,8 @@ class Bench:
             "restored_blocks": int(d.get("vllm:orbitkv_restored_blocks_total", 0)),
             "published_blocks": int(d.get("vllm:orbitkv_published_blocks_total", 0)),
             "load_error_blocks": int(d.get("vllm:orbitkv_load_error_blocks_total", 0)),
+            "deferred_lookups": int(d.get("vllm:orbitkv_deferred_lookups_total", 0)),
+            "refused_lookups": int(d.get("vllm:orbitkv_refused_lookups_total", 0)),
         }
         bound = self.a.load_timeout_s + 0.5
         steps, over, longest = _hist(d, "vllm:orbitkv_step_block_seconds", bound)
@@ -387,7 +389,8 @@ class Bench:
         fig = {k: closed[k] for k in ("throughput_rps", "output_tok_s", "engine_hit_tokens", "connector_hit_tokens",
                                       "preemptions", "manager_cpu_s", "manager_rss_bytes", "engine_cpu_s",
                                       "connector_sched_s", "connector_sched_calls", "restored_blocks",
-                                      "published_blocks", "load_error_blocks", "completed", "failed")}
+                                      "published_blocks", "load_error_blocks", "deferred_lookups",
+                                      "refused_lookups", "completed", "failed")}
         fig.update({k: opened[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s")})
         fig["closed"], fig["open"] = closed, opened
         if rounds:
