@@ -140,7 +140,7 @@ gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 M
 
 # ---- tests ------------------------------------------------------------------
 
-test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates
+test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates, the serving benchmark's tests
 	@failed=""; total=$$(date +%s); \
 	for stage in $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e) $(ENGINE_STAGES); do \
 		start=$$(date +%s); echo "==> $$stage"; \

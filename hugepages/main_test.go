@@ -10,7 +10,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves an fd open or an arena
-// mapped (CONTRIBUTING.md #15): every Arena owns a memfd and a mapping, and
+// mapped (CONTRIBUTING.md habit 15): every Arena owns a memfd and a mapping, and
 // a leaked hugetlb arena would also keep its pages out of the pool.
 func TestMain(m *testing.M) {
 	code := fdcheck.Run(m, "hugepages", 0, nil)

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -159,7 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         try:
             _size_bytes(v)
         except ValueError:
-            p.error(f"{flag} {v!r}: want bytes or a number with KiB, MiB, GiB or TiB")
+            p.error(f"{flag} {v!r}: want a size above 0: bytes, or a number with KiB, MiB, GiB or TiB")
     if a.rounds < 1:
         p.error("--rounds: want >= 1")
     if a.client_requests % a.prefixes:
@@ -368,6 +369,11 @@ class Bench:
             "restored_blocks": int(d.get("vllm:orbitkv_restored_blocks_total", 0)),
             "published_blocks": int(d.get("vllm:orbitkv_published_blocks_total", 0)),
             "load_error_blocks": int(d.get("vllm:orbitkv_load_error_blocks_total", 0)),
+            # vLLM's per-request phase times, summed over requests (they overlap
+            # when requests run together): where a request's time goes
+            "prefill_s_sum": round(d.get("vllm:request_prefill_time_seconds_sum", 0.0), 3),
+            "decode_s_sum": round(d.get("vllm:request_decode_time_seconds_sum", 0.0), 3),
+            "queue_s_sum": round(d.get("vllm:request_queue_time_seconds_sum", 0.0), 3),
             "deferred_lookups": int(d.get("vllm:orbitkv_deferred_lookups_total", 0)),
             "refused_lookups": int(d.get("vllm:orbitkv_refused_lookups_total", 0)),
         }
@@ -389,7 +395,8 @@ class Bench:
         fig = {k: closed[k] for k in ("throughput_rps", "output_tok_s", "engine_hit_tokens", "connector_hit_tokens",
                                       "preemptions", "manager_cpu_s", "manager_rss_bytes", "engine_cpu_s",
                                       "connector_sched_s", "connector_sched_calls", "restored_blocks",
-                                      "published_blocks", "load_error_blocks", "deferred_lookups",
+                                      "published_blocks", "load_error_blocks", "prefill_s_sum", "decode_s_sum",
+                                      "queue_s_sum", "deferred_lookups",
                                       "refused_lookups", "completed", "failed")}
         fig.update({k: opened[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s")})
         fig["closed"], fig["open"] = closed, opened
@@ -510,10 +517,10 @@ class Bench:
         try:
             h = self.start(s, ["0", "1"] if s.servers > 1 else ["1"])
             self.ready(h)
-        except RuntimeError as e:
+        except Exception as e:   # noqa: BLE001 - a subject that cannot start (a missing binary, too) is reported
             if h is not None:
                 self.stop(h)
-            self.errors[name] = str(e)
+            self.errors[name] = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
             progress(f"{name}: did not start: {str(e).splitlines()[0]}")
             return
         try:
@@ -594,11 +601,16 @@ def _hist(d: dict[str, float], name: str, bound_s: float) -> tuple[int, int, flo
 
 
 def _size_bytes(s: str) -> int:
-    """A size with a binary unit (``512MiB``, ``4GiB``) or plain bytes."""
-    for unit, mult in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40)):
-        if s.endswith(unit):
-            return int(float(s[:-len(unit)]) * mult)
-    return int(s)
+    """A size above 0: bytes, or a number with a binary unit (``512MiB``,
+    ``1.5GiB``; the unit's case is free). Raises ``ValueError``."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]iB|B)?", s.strip(), re.IGNORECASE)
+    if not m:
+        raise ValueError(s)
+    mult = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}[(m[2] or "").upper()]
+    n = int(float(m[1]) * mult)
+    if n <= 0:
+        raise ValueError(s)
+    return n
 
 
 def _subject(name: str) -> Subject:
@@ -611,12 +623,17 @@ def _pair_ratios(closed: dict[str, list[dict]], opened: dict[str, list[dict]]) -
     (throughput from the closed loops, TTFT p50 from the open loops), and
     their medians."""
     out = {}
+
+    def whole(r: dict, k: str) -> bool:   # a run with a failed request (or none done) gives no ratio
+        return not r["failed"] and r["completed"] > 0 and r[k] > 0
+
     for subj, base in (("orbitkv-nohit", "vllm"), ("orbitkv-ram", "vllm"), ("orbitkv-ram", "orbitkv-nohit")):
         if subj not in closed or base not in closed:
             continue
         tp = [s["throughput_rps"] / b["throughput_rps"] for s, b in zip(closed[subj], closed[base])
-              if b["throughput_rps"]]
-        tt = [s["ttft_p50_s"] / b["ttft_p50_s"] for s, b in zip(opened[subj], opened[base]) if b["ttft_p50_s"]]
+              if whole(s, "throughput_rps") and whole(b, "throughput_rps")]
+        tt = [s["ttft_p50_s"] / b["ttft_p50_s"] for s, b in zip(opened[subj], opened[base])
+              if whole(s, "ttft_p50_s") and whole(b, "ttft_p50_s")]
         if not tp or not tt:
             continue
         out[f"{subj}/{base}"] = {"throughput": [round(x, 3) for x in tp], "ttft_p50": [round(x, 3) for x in tt],

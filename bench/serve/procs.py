@@ -3,7 +3,8 @@ LMCache's multiprocess server, a round-robin proxy for two servers, and
 what they cost (CPU seconds, RSS, vLLM's own Prometheus counters).
 
 Every child is started with PR_SET_PDEATHSIG (SIGKILL), so nothing outlives
-the benchmark, and stopped with SIGINT, then SIGKILL after a grace period.
+the benchmark, and stopped with SIGINT (``lmcache server``: SIGTERM), then
+SIGKILL after a grace period.
 """
 
 from __future__ import annotations

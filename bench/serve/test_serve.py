@@ -79,25 +79,34 @@ def test_the_trace_sample_is_whole_conversations_that_reuse_as_the_trace_does(tm
     for g in workloads.conversations(full):
         members = [tuple(full[i]["hash_ids"]) in picked for i in g]
         assert all(members) or not any(members)
-    assert [r["timestamp"] for r in sample] == sorted(r["timestamp"] for r in sample)
+    # sent turn by turn: within each conversation the trace's order is kept
+    assert [r["timestamp"] for r in sample] == list(range(len(sample)))
+    for g in workloads.conversations(sample):
+        assert [sample[i]["trace_timestamp"] for i in g] == sorted(sample[i]["trace_timestamp"] for i in g)
 
 
 def test_an_lru_cache_serves_what_it_still_holds():
     recs = [rec(0, 33, [0, 1, 2]),      # computes 0, 1
-            rec(1, 33, [5, 6, 7]),      # computes 5, 6: with room for 3 blocks, 0 is gone
+            rec(1, 33, [5, 6, 7]),      # computes 5, 6: with room for 2 blocks, 0 and 1 are gone
             rec(2, 33, [0, 1, 9]),      # 0 evicted: nothing served; computes 0, 1 again
             rec(3, 33, [5, 6, 8])]      # 5 was evicted by 0, 1: nothing served
-    assert workloads.lru_servable(recs, 16, capacity_blocks=3) == 0
+    assert workloads.lru_servable(recs, 16, capacity_blocks=2) == 0
     assert workloads.lru_servable(recs, 16, capacity_blocks=4) == 32 + 32
+    # a request's first block is kept longest (vLLM frees tail first): with 3
+    # blocks records 2 and 3 each still find their first block (16 + 16)
+    assert workloads.lru_servable(recs, 16, capacity_blocks=3) == 32
     assert workloads.lru_servable(recs, 16, capacity_blocks=100) == workloads.servable(recs, 16)[0]
 
 
 def test_turn_order_interleaves_conversations_and_keeps_each_ones_turns_in_order():
     recs = [rec(0, 8, [0, 1]), rec(1, 8, [0, 1, 2]), rec(2, 8, [0, 5]), rec(3, 8, [0, 1, 2, 3]),
             rec(4, 8, [0, 5, 6]), rec(5, 8, [0, 7])]
-    # conversations [0, 1, 3], [2, 4], [5]: first turns, then second turns, then third
-    assert workloads.turn_order(recs, list(range(6))) == [0, 2, 5, 1, 4, 3]
-    assert workloads.turn_order(recs, [2, 3, 4]) == [2, 3, 4]   # 3 is the first turn of its conversation here
+    groups = workloads.conversations(recs)
+    assert groups == [[0, 1, 3], [2, 4], [5]]
+    # first turns, then second turns, then third
+    assert workloads.turn_order(list(range(6)), groups) == [0, 2, 5, 1, 4, 3]
+    # a subset keeps the whole trace's turn numbers: 3 is a third turn
+    assert workloads.turn_order([3, 2, 4], groups) == [2, 4, 3]
 
 
 def test_the_trace_sample_in_turn_order_leaves_vllm_sized_cache_less_to_serve(tmp_path):

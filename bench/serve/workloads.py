@@ -174,10 +174,10 @@ def servable(records: Iterable[dict[str, Any]], chunk: int, servers: int = 1) ->
 def lru_servable(records: Iterable[dict[str, Any]], chunk: int, capacity_blocks: int) -> int:
     """Prompt tokens of scaled records a prefix cache of ``capacity_blocks``
     blocks serves under the prefix-hit rule when it evicts the least
-    recently used block (each request's full blocks are used, then kept).
-    vLLM's own cache also holds running requests' blocks and frees a
-    request's blocks in reverse order, so this estimates its hits, it does
-    not bound them."""
+    recently used block. A request's full blocks are kept afterwards, its
+    first block the most recent, as vLLM frees a request's blocks tail
+    first. vLLM's own cache also holds running requests' blocks, so this
+    estimates its hits, it does not bound them."""
     cache: collections.OrderedDict[int, None] = collections.OrderedDict()
     total = 0
     for r in records:
@@ -188,7 +188,7 @@ def lru_servable(records: Iterable[dict[str, Any]], chunk: int, capacity_blocks:
                 break
             n += 1
         total += n * chunk
-        for h in full:
+        for h in reversed(full):
             cache[h] = None
             cache.move_to_end(h)
         while len(cache) > capacity_blocks:
@@ -196,14 +196,13 @@ def lru_servable(records: Iterable[dict[str, Any]], chunk: int, capacity_blocks:
     return total
 
 
-def turn_order(records: list[dict[str, Any]], picked: list[int]) -> list[int]:
+def turn_order(picked: list[int], groups: list[list[int]]) -> list[int]:
     """``picked`` (record indices) interleaved turn by turn: every
     conversation's first turn in trace order, then every second turn, and
-    so on. A conversation's turns keep their order."""
-    turn: dict[int, int] = {}
-    for g in conversations([records[i] for i in picked]):
-        for k, j in enumerate(g):
-            turn[picked[j]] = k
+    so on. ``groups``: the conversations (``conversations`` of the whole
+    trace, whose common hash is the one every request shares). A
+    conversation's turns keep their order."""
+    turn = {i: k for g in groups for k, i in enumerate(g)}
     return sorted(picked, key=lambda i: (turn[i], i))
 
 
@@ -262,7 +261,7 @@ def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, m
     picked.sort()
     t0 = records[picked[0]]["timestamp"] if picked else 0
     if order == "turns":
-        picked = turn_order(records, picked)
+        picked = turn_order(picked, groups)
     # "timestamp" is the send order (ms; the client runs --no-self-timed and
     # paces by its own rate), "trace_timestamp" the trace's, from the first.
     sample = [dict(timestamp=n, trace_timestamp=records[i]["timestamp"] - t0,
@@ -316,3 +315,33 @@ def no_reuse(*, input_len: int, output_len: int, requests: int) -> Workload:
                                  "--random-output-len", str(output_len), "--random-range-ratio", "0",
                                  "--num-prompts", str(requests)],
                     requests=requests, prompt_tokens=requests * input_len, servable_tokens=0)
+
+
+def trace_stats(path: str) -> dict[str, Any]:
+    """What bench/serve/README.md says about the whole trace: the requests
+    and seconds between two turns of one conversation (p10, p50, p90), and
+    the share of its servable tokens an LRU cache of 5, 10, 20 and 25% of
+    its distinct blocks serves, replayed whole in trace order."""
+    records = read_trace(path)
+    between, gaps = [], []
+    for g in conversations(records):
+        for a, b in zip(g, g[1:]):
+            between.append(b - a - 1)
+            gaps.append((records[b]["timestamp"] - records[a]["timestamp"]) / 1000)
+
+    def q(xs: list[float]) -> list[float]:
+        xs = sorted(xs)
+        return [xs[int(p * (len(xs) - 1))] for p in (0.1, 0.5, 0.9)]
+
+    total, _, distinct = servable(records, TRACE_BLOCK_TOKENS)
+    lru = {f"{f:.0%}": round(lru_servable(records, TRACE_BLOCK_TOKENS, int(distinct * f)) / total, 3)
+           for f in (0.05, 0.10, 0.20, 0.25)}
+    return {"turn_pairs": len(between), "requests_between_p10_p50_p90": q(between),
+            "seconds_between_p10_p50_p90": q(gaps), "distinct_blocks": distinct,
+            "lru_share_of_servable_by_capacity": lru}
+
+
+if __name__ == "__main__":
+    import sys
+    print(json.dumps(trace_stats(sys.argv[1] if len(sys.argv) > 1 else "bench/traces/mooncake-conversation.jsonl.gz"),
+                     indent=1))

@@ -299,7 +299,7 @@ func gbps(bytes, ns uint64) float64 {
 }
 
 // checkIdle asks the Manager's GET /health, once the workers have exited,
-// whether it is idle (DESIGN §6): no session, and no leases, pins, reserved
+// whether it is idle (docs/design.md §6 rule 8): no session, and no leases, pins, reserved
 // bytes or operations. Session teardown runs after the disconnect, so it
 // polls for idleCheckTimeout. An external Manager is not checked: the bench
 // knows only its socket, and its other sessions' leases are not ours.

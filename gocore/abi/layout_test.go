@@ -10,7 +10,7 @@ import (
 
 // TestLayoutMatchesC proves the Go mirrors and the offsets Go code writes by
 // hand against the layouts the C compiler produced from abi.h
-// (CONTRIBUTING.md #13).
+// (CONTRIBUTING.md habit 13).
 func TestLayoutMatchesC(t *testing.T) {
 	c := native.Layout()
 	if len(c) == 0 {

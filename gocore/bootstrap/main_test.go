@@ -14,7 +14,7 @@ import (
 const childSocketEnv = "OKV_BOOTSTRAP_TEST_CHILD_SOCKET"
 
 // TestMain runs the child client when asked to, and otherwise fails the
-// package when a test leaves a file descriptor open (CONTRIBUTING.md #15):
+// package when a test leaves a file descriptor open (CONTRIBUTING.md habit 15):
 // sessions own memfds, eventfds and sockets, and every one must be closed
 // by the time its scenario ends.
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): a Service owns its RAM tier's arenas, its SSD
+// (CONTRIBUTING.md habit 15): a Service owns its RAM tier's arenas, its SSD
 // store's files and the registered client buffers' memfds, and closing it
 // (or a failed open) must release every one.
 func TestMain(m *testing.M) {

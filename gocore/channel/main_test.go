@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): a dispatcher owns the doorbell memfd, and the
+// (CONTRIBUTING.md habit 15): a dispatcher owns the doorbell memfd, and the
 // sessions it serves own slot memfds and eventfds; stopping it must close
 // them all.
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): a Manager owns the bootstrap socket, the HTTP
+// (CONTRIBUTING.md habit 15): a Manager owns the bootstrap socket, the HTTP
 // listener, the RAM tier's memfd and every session's fds, and New's error
 // paths must close what they opened. Idle HTTP client connections are
 // closed first: they are the test's, not the Manager's.

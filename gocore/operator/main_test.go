@@ -22,7 +22,7 @@ const childEnv = "ORBITKV_OPERATOR_TEST_CHILD"
 const childHoldEnv = "ORBITKV_OPERATOR_TEST_HOLD"
 
 // TestMain runs the child's call when asked to, and otherwise fails the
-// package when a test leaves a file descriptor open (CONTRIBUTING.md #15):
+// package when a test leaves a file descriptor open (CONTRIBUTING.md habit 15):
 // a Server owns its listener and connections.
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): a Server owns its listener and connections, a
+// (CONTRIBUTING.md habit 15): a Server owns its listener and connections, a
 // Client its connection. gRPC closes connections asynchronously, hence the
 // settle time.
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): every session owns a slot memfd and an eventfd, and
+// (CONTRIBUTING.md habit 15): every session owns a slot memfd and an eventfd, and
 // freeing it, or failing to create it, must close both.
 func TestMain(m *testing.M) {
 	os.Exit(fdcheck.Run(m, "session", 0, nil))

@@ -1,5 +1,5 @@
 // Package fdcheck is a test helper shared by the packages that own file
-// descriptors (CONTRIBUTING.md #15): their TestMain runs the tests through
+// descriptors (CONTRIBUTING.md habit 15): their TestMain runs the tests through
 // Run, which fails the run when the tests leave descriptors open.
 //
 // It lives in the module root's internal/, not in gocore/internal/: Go's

@@ -5,7 +5,7 @@
  * One dispatcher thread owns an okvi_server. okvi_server_step posts the
  * replies of the previous batch and then waits for the next batch of
  * requests, so the Go dispatcher crosses into C once per batch
- * (CONTRIBUTING.md #10). Attach and detach are called by the same thread
+ * (CONTRIBUTING.md habit 10). Attach and detach are called by the same thread
  * between steps; other threads only call okvi_server_control_ring to make a
  * step return (session attach/detach queued, shutdown).
  *

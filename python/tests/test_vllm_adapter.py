@@ -627,28 +627,43 @@ class TestBindingOffers(ConnectorCase):
         self.assertEqual(self.live_tickets(), 0)
 
 
-class TestPinsPastTheOperationBounds(ConnectorCase):
+class BoundsCase(ConnectorCase):
+    """A Manager started with ``manager_extra`` (operation bounds)."""
+
+    manager_extra: tuple = ()
+
+    def setUp(self):
+        super().setUp()
+        from orbitkv.testing.manager import ManagerProcess
+        if self.manager_extra:
+            self.manager.kill()
+            self.manager = ManagerProcess(support.MANAGER_BIN, self.sock, self.port, ram="64MiB",
+                                          extra=self.manager_extra)
+
+    def published_requests(self, s, w, names: str, base: int = 1000) -> dict:
+        prompts = {r: list(range(base + 20 * i, base + 11 + 20 * i)) for i, r in enumerate(names)}
+        for r, p in prompts.items():
+            self.publish_prompt(s, w, "pub-" + r, p, [5, 6, 7])
+        return {r: request(r, p) for r, p in prompts.items()}
+
+
+class TestPinsPastTheOperationBounds(BoundsCase):
     """A Manager with 2 operation permits per session (``--max-ops-per-session``;
     128 by default, fewer than vLLM may ask for in one step): a request the
     Manager cannot pin waits for a permit (None: vLLM asks again next step)
     and is a miss only after ``load_timeout_s``."""
 
-    def setUp(self):
-        super().setUp()
-        from orbitkv.testing.manager import ManagerProcess
-        self.manager.kill()
-        self.manager = ManagerProcess(support.MANAGER_BIN, self.sock, self.port, ram="64MiB",
-                                      extra=("--max-ops-per-session", "2"))
+    manager_extra = ("--max-ops-per-session", "2")
 
     def three_pinned_requests(self, s, w) -> dict:
-        prompts = {r: list(range(1000 + 20 * i, 1011 + 20 * i)) for i, r in enumerate("abc")}
-        for r, p in prompts.items():
-            self.publish_prompt(s, w, "pub-" + r, p, [5, 6, 7])
-        reqs = {r: request(r, p) for r, p in prompts.items()}
+        reqs = self.published_requests(s, w, "abcd")
         self.assertEqual(s.get_num_new_matched_tokens(reqs["a"], 0), (8, False))
         self.assertEqual(s.get_num_new_matched_tokens(reqs["b"], 0), (8, False))
+        lookups = s.stats["lookups"]
         self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (None, False))  # no permit this step
-        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (1, 0))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["d"], 0), (None, False))
+        self.assertEqual(s.stats["lookups"] - lookups, 1)   # d was put off without a round trip
+        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (2, 0))
         self.assertEqual(self.live_tickets(), 2)
         return reqs
 
@@ -659,8 +674,9 @@ class TestPinsPastTheOperationBounds(ConnectorCase):
         self.step(s, w, new_step("a", reqs["a"].prompt_token_ids, [1, 2, 3], 8, 3))
         s.update_connector_output(SimpleNamespace(kv_connector_worker_meta=w.build_connector_worker_meta()))
         self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (8, False))  # a's permit came back
+        self.assertEqual(s._scheduler._reqs["c"].refused_since, 0.0)
         self.assertEqual(s.stats["pins_unadmitted"], 0)
-        self.assertEqual(s.get_kv_connector_stats().data["deferred_lookups"], 1)
+        self.assertEqual(s.get_kv_connector_stats().data["deferred_lookups"], 2)
 
     def test_a_request_refused_for_load_timeout_s_is_a_miss(self):
         s, w = self.connectors(**{"orbitkv.load_timeout_s": 0.3})
@@ -668,10 +684,54 @@ class TestPinsPastTheOperationBounds(ConnectorCase):
         time.sleep(0.35)
         with self.assertLogs("orbitkv.vllm", level="WARNING") as cm:
             self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (0, False))
-        self.assertIn("could not pin request c for 0.3 s", cm.output[0])
-        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (1, 1))
+        self.assertIn("could not pin request c", cm.output[0])
+        self.assertIn("load_timeout_s 0.3", cm.output[0])
+        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (2, 1))
         self.assertEqual(s.get_kv_connector_stats().data["refused_lookups"], 1)
         self.assertEqual(self.live_tickets(), 2)   # a's and b's pins are untouched
+
+
+class TestPinsPastTheManagersBound(BoundsCase):
+    """A Manager with 2 operation permits in all (``--max-ops``), both held
+    by another scheduler: this scheduler holds no pin whose settling could
+    free one, so waiting cannot help and its refused lookup is a miss at
+    once (as is a refusal waiting cannot cure, such as a lease over the
+    whole byte budget)."""
+
+    manager_extra = ("--max-ops", "2")
+
+    def test_a_refusal_with_no_pin_of_its_own_to_wait_for_is_a_miss_at_once(self):
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 10})
+        other = OrbitKVConnector(config(self.sock), KVConnectorRole.SCHEDULER)
+        self.addCleanup(other.shutdown)
+        reqs = self.published_requests(s, w, "abc", base=3000)
+        self.assertEqual(other.get_num_new_matched_tokens(reqs["a"], 0), (8, False))
+        self.assertEqual(other.get_num_new_matched_tokens(reqs["b"], 0), (8, False))
+        with self.assertLogs("orbitkv.vllm", level="WARNING") as cm:
+            self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (0, False))
+        self.assertIn("no other pin of this scheduler to wait for", cm.output[0])
+        self.assertEqual((s.stats["pins_deferred"], s.stats["pins_unadmitted"]), (0, 1))
+
+
+class TestPinsInABurst(ConnectorCase):
+    """More requests with hits in one scheduler step than a session's 128
+    permits (the default bounds): the rest wait one step, none misses."""
+
+    def test_a_burst_of_200_offers_128_puts_off_72_and_misses_none(self):
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 10})
+        reqs = []
+        for i in range(200):
+            p = list(range(10000 + 20 * i, 10011 + 20 * i))
+            self.publish_prompt(s, w, f"p{i}", p, [5, 6, 7])
+            reqs.append(request(f"r{i}", p))
+        first = [s.get_num_new_matched_tokens(r, 0)[0] for r in reqs]
+        self.assertEqual((first.count(8), first.count(None), first.count(0)), (128, 72, 0))
+        for r, x in zip(reqs, first):
+            if x:
+                s.update_state_after_alloc(r, Blocks([1, 2, 3]), 0)   # vLLM took none: the pin ends
+        second = [s.get_num_new_matched_tokens(r, 0)[0] for r, x in zip(reqs, first) if x is None]
+        self.assertEqual((second.count(8), second.count(None), second.count(0)), (72, 0, 0))
+        self.assertEqual(s.stats["pins_unadmitted"], 0)
 
 
 class TestLocalDiscovery(ConnectorCase):

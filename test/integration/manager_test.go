@@ -235,7 +235,7 @@ func TestKilledClientLosesOnlyItsSession(t *testing.T) {
 			t.Errorf("client %d exited with %v:\n%s", i+1, err, c.Output())
 		}
 	}
-	// Idle invariant (docs/design.md §6.8): no sessions remain.
+	// Idle invariant (docs/design.md §6 rule 8): no sessions remain.
 	waitSessions(t, sock, 0)
 
 	m.Signal(syscall.SIGTERM)

@@ -1,4 +1,4 @@
-// Package native is the only Go package that imports "C" (CONTRIBUTING.md #9).
+// Package native is the only Go package that imports "C" (CONTRIBUTING.md habit 9).
 //
 // It wraps five pieces of native/:
 //

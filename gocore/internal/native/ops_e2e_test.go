@@ -43,7 +43,7 @@ const managerEnv = "OKV_NATIVE_TEST_MANAGER"
 const managerDiscoverEnv = "OKV_NATIVE_TEST_DISCOVER_BYTES"
 
 // TestMain runs the child Manager when asked to, and otherwise fails the
-// package when a test leaves a file descriptor open (CONTRIBUTING.md #15):
+// package when a test leaves a file descriptor open (CONTRIBUTING.md habit 15):
 // buffers own memfds, clients sockets, eventfds and pidfds, the copy engine
 // its own.
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain fails the package when a test leaves a file descriptor open
-// (CONTRIBUTING.md #15): an Arena owns a memfd (and its mapping), and
+// (CONTRIBUTING.md habit 15): an Arena owns a memfd (and its mapping), and
 // Close, or a failed New, must close it.
 func TestMain(m *testing.M) {
 	os.Exit(fdcheck.Run(m, "ram", 0, nil))

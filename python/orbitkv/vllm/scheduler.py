@@ -21,11 +21,12 @@ once; a pin older than ``PIN_REFRESH_S`` is renewed (a fresh ticket, the
 old one cancelled) before it is offered again, so it cannot expire between
 the offer and the restore. While a pin is still Loading (SSD reads, byte budget) the answer is
 None - vLLM asks again next step - until ``load_timeout_s``, then 0. So is
-a pin the Manager cannot admit (operation bounds full: vLLM may ask for
-more requests in one step than a session's 128 permits): the request waits
-for the permits that settled loads give back, up to ``load_timeout_s``,
-then it is a miss. A Manager error or no Manager is a miss (0): never an
-offer that is not pinned.
+a pin the Manager cannot admit (operation bounds or lease limits full:
+vLLM may ask for more requests in one step than a session's 128 permits)
+while this side holds other pins: the request waits for what their settled
+loads give back, up to ``load_timeout_s`` from its first refusal, then it
+is a miss (``_pin_refused``). A Manager error or no Manager is a miss (0):
+never an offer that is not pinned.
 
 With TP/PP > 1 each (TP rank, PP rank) shard has its own namespace (and,
 with ``tp_shard_bootstrap_sockets``, its own Manager): the count is the
@@ -99,6 +100,9 @@ class SchedulerSide:
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self.stats = {"local_misses": 0, "lookups": 0, "lookup_errors": 0, "hit_blocks": 0, "pins": 0, "unpins": 0,
                       "pins_unadmitted": 0, "pins_deferred": 0}
+        # The Manager refused a pin and no pin of ours was released since:
+        # other requests are put off this step without a round trip each.
+        self._refused = False
         sessions: dict[str, Session] = {}
         self.shards: list[tuple[Session, int, int]] = []
         for tp in range(base["tp_size"]):
@@ -146,6 +150,8 @@ class SchedulerSide:
     def _unpin(self, st: _Req) -> None:
         """Cancel st's pins (their undelivered leases end at once)."""
         pins, st.pins, st.pin_len = st.pins, [], 0
+        if pins:
+            self._refused = False   # a permit (and its lease) comes back
         for session, client, ticket in pins:
             self.stats["unpins"] += 1
             try:
@@ -158,10 +164,13 @@ class SchedulerSide:
 
     def _pin(self, st: _Req, n: int) -> int | None:
         """Leading blocks of st.hashes[:n] pinned on every shard; None while
-        a pin is still Loading; 0 on any error (no pin is then kept)."""
+        a pin is still Loading or waits to be admitted (``_pin_refused``);
+        0 on any error (no pin is then kept)."""
         if st.pins and (st.pin_len != n or any(c is not s.client or c.closed for s, c, _ in st.pins)
                         or time.monotonic() - st.pin_since > PIN_REFRESH_S):
             self._unpin(st)
+        if not st.pins and self._refused and self._pins_held():
+            return self._pin_refused(st, None)
         if not st.pins:
             batch = BlockHashes(st.hashes[:n])
             session = None
@@ -200,29 +209,41 @@ class SchedulerSide:
             return self._pin_refused(st, e)
         except OrbitKVError as e:
             return self._pin_failed(st, e, session)
-        st.refused_since = 0.0
         return hits
 
-    def _pin_refused(self, st: _Req, e: Unadmitted) -> int | None:
-        """The Manager could not admit a pin (operation bounds full: 128
-        per session and 1,024 per Manager by default, ``--max-ops-per-session``
-        and ``--max-ops``; nothing was kept). The request waits - None: vLLM
-        skips it this step and asks again the next, when the loads settled
-        meanwhile have given their permits back - for up to
-        ``load_timeout_s`` from the first refusal; then it is a miss."""
+    def _pins_held(self) -> bool:
+        return any(r.pins for r in self._reqs.values())
+
+    def _pin_refused(self, st: _Req, e: Unadmitted | None) -> int | None:
+        """The Manager could not admit st's pin (Unadmitted; nothing was
+        kept): its operation bounds were full (128 per session, 1,024 per
+        Manager by default: ``--max-ops-per-session``, ``--max-ops``), or a
+        lease limit (leases or blocks per session, the byte budget). While
+        this scheduler holds other pins - their loads settle within a step
+        or two and give permits, leases and blocks back - the request waits:
+        None, vLLM skips it this step and asks again the next, for up to
+        ``load_timeout_s`` from its first refusal. Holding no other pin,
+        waiting cannot help (nothing of ours will be given back): a miss at
+        once. ``e`` None: put off without asking, after an earlier refusal
+        this step."""
         self._unpin(st)
+        if e is not None:
+            self._refused = True
         now = time.monotonic()
         if not st.refused_since:
             st.refused_since = now
-        if now - st.refused_since < self.opts.load_timeout_s:
+        waited = now - st.refused_since
+        if waited < self.opts.load_timeout_s and self._pins_held():
             self.stats["pins_deferred"] += 1
             self.interval.add("deferred_lookups", 1)
             return None
         st.refused_since = 0.0
         self.stats["pins_unadmitted"] += 1
         self.interval.add("refused_lookups", 1)
-        log.warning("OrbitKV could not pin request %s for %g s (%s); treating it as a miss", st.req_id,
-                    self.opts.load_timeout_s, e)
+        log.warning("OrbitKV could not pin request %s (%s; waited %.1f s, %s); treating it as a miss", st.req_id,
+                    e or "the Manager's bounds were full", waited,
+                    "no other pin of this scheduler to wait for" if waited < self.opts.load_timeout_s
+                    else f"load_timeout_s {self.opts.load_timeout_s:g}")
         return 0
 
     def _local_miss(self, st: _Req, n: int, start: int) -> bool:
@@ -265,6 +286,12 @@ class SchedulerSide:
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int | None, bool]:
         st = self._req(request)
+        out = self._matched(st, num_computed_tokens)
+        if out[0] is not None:
+            st.refused_since = 0.0   # answered: a later refusal (e.g. after a preemption) waits afresh
+        return out
+
+    def _matched(self, st: _Req, num_computed_tokens: int) -> tuple[int | None, bool]:
         if not self.load_enabled or not st.cacheable or num_computed_tokens % self.block:
             return 0, False
         # At least one prompt token must be computed (its logits start decoding).

@@ -20,6 +20,12 @@ metric                                     meaning
 ``vllm:orbitkv_published_blocks_total``    blocks newly stored in OrbitKV
 ``vllm:orbitkv_load_error_blocks_total``   blocks offered but not restored
                                            (vLLM recomputed them)
+``vllm:orbitkv_deferred_lookups_total``    lookups put off a step: the
+                                           Manager's operation bounds or
+                                           lease limits were full
+``vllm:orbitkv_refused_lookups_total``     requests made a miss by such a
+                                           refusal (no pin of ours to
+                                           wait for, or load_timeout_s)
 ``vllm:orbitkv_load_wait_seconds``         histogram: per step, how long
                                            the worker's step waited for its
                                            restores (steps with loads only)
@@ -184,10 +190,11 @@ class _Prom(KVConnectorPromMetrics):
             "load_error_blocks": counter("vllm:orbitkv_load_error_blocks",
                                          "Blocks offered by OrbitKV but not restored (vLLM recomputed them)."),
             "deferred_lookups": counter("vllm:orbitkv_deferred_lookups",
-                                        "Lookups put off to the next step: the Manager's operation bounds were full."),
+                                        "Lookups put off to the next step: the Manager's operation bounds or lease "
+                                        "limits were full."),
             "refused_lookups": counter("vllm:orbitkv_refused_lookups",
-                                       "Requests treated as a miss: the Manager's operation bounds stayed full for "
-                                       "load_timeout_s."),
+                                       "Requests treated as a miss after such a refusal: no pin of this scheduler "
+                                       "to wait for, or load_timeout_s passed."),
         }
         self.load_wait = create_metric_per_engine(self._histogram_cls(
             name="vllm:orbitkv_load_wait_seconds",
