@@ -80,8 +80,12 @@ SUBJECTS = (
                  "OrbitKV's RAM tier (LMCacheConnectorV1 does not run on a CPU engine: \"No supported cpu "
                  "connector found\")"),
 )
-#: Subjects whose servers run side by side and whose runs interleave.
+#: Subjects whose servers run side by side and whose runs interleave, by
+#: default (--side-by-side).
 TRIO = ("vllm", "orbitkv-nohit", "orbitkv-ram")
+#: Per-round ratios reported when both subjects run side by side: (subject, base).
+PAIRS = (("orbitkv-nohit", "vllm"), ("orbitkv-ram", "vllm"), ("orbitkv-ram", "orbitkv-nohit"), ("lmcache", "vllm"),
+         ("orbitkv-ram", "lmcache"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -99,6 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--subjects", default=",".join(s.name for s in SUBJECTS),
                    help="comma-separated subjects to run (vllm always runs: every ratio is against it)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to run")
+    p.add_argument("--side-by-side", default=",".join(TRIO),
+                   help="one-server subjects whose servers run side by side, their runs interleaved in --rounds "
+                        "rounds (vllm among them; the others run one after another, once)")
     p.add_argument("--shape", choices=sorted(model_mod.SHAPES), default="bench",
                    help="model shape (tiny: the harness smoke test; its figures mean nothing)")
     p.add_argument("--block-tokens", type=int, default=64, help="vLLM's --block-size (tokens per KV block)")
@@ -154,6 +161,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--workloads: unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
     if "vllm" not in a.subjects:
         a.subjects.insert(0, "vllm")
+    a.side_by_side = [s for s in a.side_by_side.split(",") if s]
+    for s in a.side_by_side:
+        if s not in known or _subject(s).servers != 1:
+            p.error(f"--side-by-side: {s!r} is not a one-server subject")
+    if "vllm" not in a.side_by_side:
+        p.error("--side-by-side: want vllm among them (every open loop's rate is a fraction of its capacity)")
     if "orbitkv-x2" in a.subjects and "vllm-x2" not in a.subjects:
         a.subjects.append("vllm-x2")
     for flag, v in (("--ram-capacity", a.ram_capacity), ("--small-ram", a.small_ram), ("--ssd-capacity", a.ssd_capacity)):
@@ -410,7 +423,7 @@ class Bench:
         return w == "no-reuse"
 
     def run_trio(self) -> None:
-        names = [n for n in TRIO if n in self.a.subjects]
+        names = [n for n in self.a.side_by_side if n in self.a.subjects]
         hs = []
         try:
             for n in names:   # started together: their start-up is mostly compiling, one core each
@@ -543,7 +556,7 @@ class Bench:
         try:
             self.guarded("trio", self.run_trio)
             for s in SUBJECTS:
-                if s.name in self.a.subjects and s.name not in TRIO:
+                if s.name in self.a.subjects and s.name not in self.a.side_by_side:
                     self.run_single(s.name)
         finally:
             out = self.report()
@@ -573,6 +586,7 @@ class Bench:
                               kv_kib_per_prefill_gflop=round(model_mod.kv_bytes_per_gflop(c) / 1024, 2)),
                 "block_tokens": a.block_tokens, "gpu_blocks": a.gpu_blocks, "max_model_len": a.max_model_len,
                 "concurrency": a.concurrency, "open_load": a.open_load, "rounds": a.rounds, "omp_bind": a.omp_bind,
+                "side_by_side": a.side_by_side,
                 "ram_capacity": a.ram_capacity, "small_ram": a.small_ram, "ssd_capacity": a.ssd_capacity,
                 "load_timeout_s": a.load_timeout_s, "capacity_rps": self.capacity,
                 "subjects": {s.name: s.what for s in SUBJECTS if s.name in a.subjects},
@@ -627,7 +641,7 @@ def _pair_ratios(closed: dict[str, list[dict]], opened: dict[str, list[dict]]) -
     def whole(r: dict, k: str) -> bool:   # a run with a failed request (or none done) gives no ratio
         return not r["failed"] and r["completed"] > 0 and r[k] > 0
 
-    for subj, base in (("orbitkv-nohit", "vllm"), ("orbitkv-ram", "vllm"), ("orbitkv-ram", "orbitkv-nohit")):
+    for subj, base in PAIRS:
         if subj not in closed or base not in closed:
             continue
         tp = [s["throughput_rps"] / b["throughput_rps"] for s, b in zip(closed[subj], closed[base])
