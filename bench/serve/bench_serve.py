@@ -263,7 +263,6 @@ class Bench:
             mgr = procs.LMCacheServer(os.path.join(os.path.dirname(sys.executable), "lmcache"),
                                       _size_bytes(a.ram_capacity), a.block_tokens,
                                       os.path.join(a.out_dir, "logs", f"{s.name}-server.log"), free_port)
-            mgr.dir = None
             try:
                 mgr.wait_ready(a.start_timeout_s)
             except Exception:

@@ -149,6 +149,8 @@ class LMCacheServer:
     vLLM reaches it through its built-in ``LMCacheMPConnector``
     (``connector_config``)."""
 
+    dir = None   # no directory of its own to remove (a Manager's is its temp dir)
+
     def __init__(self, lmcache_bin: str, l1_bytes: int, chunk_tokens: int, log_path: str, free_port: Any):
         self.port, self.http_port = free_port(), free_port()
         self.log_path = log_path

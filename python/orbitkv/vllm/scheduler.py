@@ -237,7 +237,6 @@ class SchedulerSide:
             self.stats["pins_deferred"] += 1
             self.interval.add("deferred_lookups", 1)
             return None
-        st.refused_since = 0.0
         self.stats["pins_unadmitted"] += 1
         self.interval.add("refused_lookups", 1)
         log.warning("OrbitKV could not pin request %s (%s; waited %.1f s, %s); treating it as a miss", st.req_id,
