@@ -174,8 +174,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             _size_bytes(v)
         except ValueError:
             p.error(f"{flag} {v!r}: want a size above 0: bytes, or a number with KiB, MiB, GiB or TiB")
-    if a.rounds < 1:
-        p.error("--rounds: want >= 1")
+    for flag in ("rounds", "block_tokens", "gpu_blocks", "max_model_len", "concurrency", "trace_blocks", "prefixes",
+                 "prefix_len", "client_requests", "noreuse_requests", "noreuse_len"):
+        if getattr(a, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} {getattr(a, flag)}: want >= 1")
+    for flag in ("open_load", "load_timeout_s", "start_timeout_s", "run_timeout_s"):
+        v = getattr(a, flag)
+        if not v > 0 or v == float("inf"):   # also refuses nan
+            p.error(f"--{flag.replace('_', '-')} {v}: want a number above 0")
+    if not a.stall_s >= 0:
+        p.error(f"--stall-s {a.stall_s}: want >= 0 (0 skips the stall check)")
+    if len(set(a.side_by_side)) != len(a.side_by_side):
+        p.error(f"--side-by-side {','.join(a.side_by_side)}: a subject named twice")
     if a.client_requests % a.prefixes:
         p.error(f"--client-requests {a.client_requests}: want a multiple of --prefixes {a.prefixes} (vLLM's "
                 "prefix_repetition dataset sends prefixes x (requests // prefixes))")

@@ -51,6 +51,28 @@ def test_conversations_link_requests_by_any_hash_but_the_common_one():
     assert workloads.conversations(recs) == [[0, 2], [1, 3], [4]]
 
 
+@pytest.mark.parametrize("content, want", [
+    (b"", "no records"),
+    (b"NaN\n", ":1: want a JSON object, got float"),
+    (b'{"timestamp": "x", "input_length": 8, "output_length": 4, "hash_ids": [1]}\n', ":1: timestamp 'x'"),
+    (b'{"timestamp": 0, "input_length": true, "output_length": 4, "hash_ids": [1]}\n', ":1: input_length True"),
+    (b"\xff\xfe\n", "after line 0"),
+])
+def test_a_bad_trace_file_is_a_value_error_naming_what(tmp_path, content, want):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(ValueError, match=want):
+        workloads.read_trace(str(p))
+
+
+def test_a_truncated_gzip_trace_is_a_value_error(tmp_path):
+    import gzip
+    p = tmp_path / "t.jsonl.gz"
+    p.write_bytes(gzip.compress(b'{"timestamp": 0}\n' * 100)[:20])
+    with pytest.raises(ValueError, match="t.jsonl.gz"):
+        workloads.read_trace(str(p))
+
+
 def test_a_malformed_trace_line_is_refused_naming_line_and_field():
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         f.write(json.dumps(rec(0, 8, [0])) + "\n" + json.dumps({"timestamp": 1, "input_length": 3}) + "\n")

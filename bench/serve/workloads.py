@@ -86,23 +86,42 @@ def read_trace(path: str) -> list[dict[str, Any]]:
     ``ValueError`` naming the line and field of a malformed record."""
     opener = gzip.open if path.endswith(".gz") else open
     out = []
-    with opener(path, "rt") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not JSON: {e}") from None
-            for k in ("timestamp", "input_length", "output_length", "hash_ids"):
-                if k not in r:
-                    raise ValueError(f"{path}:{n}: record lacks {k!r}")
-            if not isinstance(r["hash_ids"], list) or not all(isinstance(h, int) for h in r["hash_ids"]):
-                raise ValueError(f"{path}:{n}: hash_ids: want a list of ints")
-            if not isinstance(r["input_length"], int) or r["input_length"] < 1:
-                raise ValueError(f"{path}:{n}: input_length {r['input_length']!r}: want an int >= 1")
-            out.append(r)
+    n = 0
+    try:
+        with opener(path, "rt") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    out.append(_record(path, n, line))
+    except (OSError, EOFError, UnicodeDecodeError) as e:   # unreadable, truncated gzip, not UTF-8
+        raise ValueError(f"{path}: after line {n}: {e}") from None
+    if not out:
+        raise ValueError(f"{path}: no records")
     return out
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _record(path: str, n: int, line: str) -> dict[str, Any]:
+    try:
+        r = json.loads(line)
+    except ValueError as e:
+        raise ValueError(f"{path}:{n}: not JSON: {e}") from None
+    if not isinstance(r, dict):
+        raise ValueError(f"{path}:{n}: want a JSON object, got {type(r).__name__}")
+    for k in ("timestamp", "input_length", "output_length", "hash_ids"):
+        if k not in r:
+            raise ValueError(f"{path}:{n}: record lacks {k!r}")
+    if not isinstance(r["hash_ids"], list) or not all(_int(h) for h in r["hash_ids"]):
+        raise ValueError(f"{path}:{n}: hash_ids: want a list of ints")
+    if not _int(r["input_length"]) or r["input_length"] < 1:
+        raise ValueError(f"{path}:{n}: input_length {r['input_length']!r}: want an int >= 1")
+    if not _int(r["output_length"]) or r["output_length"] < 1:
+        raise ValueError(f"{path}:{n}: output_length {r['output_length']!r}: want an int >= 1")
+    if not isinstance(r["timestamp"], (int, float)) or isinstance(r["timestamp"], bool) or r["timestamp"] < 0:
+        raise ValueError(f"{path}:{n}: timestamp {r['timestamp']!r}: want a number >= 0 (ms)")
+    return r
 
 
 def conversations(records: list[dict[str, Any]]) -> list[list[int]]:
@@ -258,8 +277,11 @@ def _trace_sample(records: list[dict[str, Any]], out_path: str, *, chunk: int, m
             distinct.update(records[i]["hash_ids"][:n // chunk])
         if len(distinct) >= min_distinct_blocks:
             break
+    if not picked:
+        raise ValueError(f"no conversation of the trace fits --max-model-len (every one has a prompt over "
+                         f"{max_prompt} tokens at {chunk}-token blocks)")
     picked.sort()
-    t0 = records[picked[0]]["timestamp"] if picked else 0
+    t0 = records[picked[0]]["timestamp"]
     if order == "turns":
         picked = turn_order(picked, groups)
     # "timestamp" is the send order (ms; the client runs --no-self-timed and
@@ -334,8 +356,8 @@ def trace_stats(path: str) -> dict[str, Any]:
         return [xs[int(p * (len(xs) - 1))] for p in (0.1, 0.5, 0.9)]
 
     total, _, distinct = servable(records, TRACE_BLOCK_TOKENS)
-    lru = {f"{f:.0%}": round(lru_servable(records, TRACE_BLOCK_TOKENS, int(distinct * f)) / total, 3)
-           for f in (0.05, 0.10, 0.20, 0.25)}
+    lru = {f"{f:.0%}": round(lru_servable(records, TRACE_BLOCK_TOKENS, int(distinct * f)) / total, 3) if total
+           else None for f in (0.05, 0.10, 0.20, 0.25)}
     return {"turn_pairs": len(between), "requests_between_p10_p50_p90": q(between),
             "seconds_between_p10_p50_p90": q(gaps), "distinct_blocks": distinct,
             "lru_share_of_servable_by_capacity": lru}
@@ -343,5 +365,8 @@ def trace_stats(path: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     import sys
-    print(json.dumps(trace_stats(sys.argv[1] if len(sys.argv) > 1 else "bench/traces/mooncake-conversation.jsonl.gz"),
-                     indent=1))
+    try:
+        print(json.dumps(trace_stats(sys.argv[1] if len(sys.argv) > 1
+                                     else "bench/traces/mooncake-conversation.jsonl.gz"), indent=1))
+    except ValueError as e:
+        sys.exit(f"workloads.py: {e}")

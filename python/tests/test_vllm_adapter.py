@@ -691,6 +691,28 @@ class TestPinsPastTheOperationBounds(BoundsCase):
         self.assertEqual(self.live_tickets(), 2)   # a's and b's pins are untouched
 
 
+class TestPinsAfterTheManagerDied(BoundsCase):
+    """Pins held on a Manager that died give nothing back: a deferred
+    request is then a miss, not put off again."""
+
+    manager_extra = ("--max-ops-per-session", "2")
+
+    def test_a_deferred_request_is_a_miss_once_the_manager_is_gone(self):
+        s, w = self.connectors(**{"orbitkv.load_timeout_s": 10})
+        reqs = self.published_requests(s, w, "abc", base=5000)
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["a"], 0), (8, False))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["b"], 0), (8, False))
+        self.assertEqual(s.get_num_new_matched_tokens(reqs["c"], 0), (None, False))
+        self.manager.kill()
+        with support.hang_guard(30):
+            for _ in range(50):   # vLLM asks each step; the death is seen within 0.1 s (manager_alive)
+                out = s.get_num_new_matched_tokens(reqs["c"], 0)
+                if out == (0, False):
+                    break
+                time.sleep(0.02)
+        self.assertEqual(out, (0, False))
+
+
 class TestPinsPastTheManagersBound(BoundsCase):
     """A Manager with 2 operation permits in all (``--max-ops``), both held
     by another scheduler: this scheduler holds no pin whose settling could

@@ -212,7 +212,10 @@ class SchedulerSide:
         return hits
 
     def _pins_held(self) -> bool:
-        return any(r.pins for r in self._reqs.values())
+        """Whether some request holds a pin on a live session whose Manager
+        is alive (a pin on one that failed or died gives nothing back)."""
+        return any(c is s.client and not c.closed and s.manager_alive()
+                   for r in self._reqs.values() for s, c, _ in r.pins)
 
     def _pin_refused(self, st: _Req, e: Unadmitted | None) -> int | None:
         """The Manager could not admit st's pin (Unadmitted; nothing was
