@@ -130,7 +130,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 // and the session eventfd is signalled.
 func (s *Service) notifyDone(st *sessState, o *op) {
 	o.deadline = s.now().Add(s.expiry)
-	s.ArmExpiry(o.deadline)
+	s.sweeps.Arm(o.deadline)
 	st.notify.Signal()
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
-	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -145,9 +144,9 @@ func TestLookupsCountTheRAMPrefixAsHitsAndTheRestAsMisses(t *testing.T) {
 				r.call(s, abi.CmdRelease, nil, resp.Arg1)
 			}
 			after := r.svc.Stats().LookupBlocks
-			got := lease.LookupBlocks{RAMHit: after.RAMHit - before.RAMHit, RAMMiss: after.RAMMiss - before.RAMMiss,
+			got := tier.LookupBlocks{RAMHit: after.RAMHit - before.RAMHit, RAMMiss: after.RAMMiss - before.RAMMiss,
 				SSDHit: after.SSDHit - before.SSDHit, SSDMiss: after.SSDMiss - before.SSDMiss}
-			if want := (lease.LookupBlocks{RAMHit: c.hit, RAMMiss: c.miss}); got != want {
+			if want := (tier.LookupBlocks{RAMHit: c.hit, RAMMiss: c.miss}); got != want {
 				t.Fatalf("lookup counts moved by %+v, want %+v (no SSD tier: no SSD lookups)", got, want)
 			}
 		})
@@ -171,11 +170,11 @@ func TestLookupsCountSSDHitsForTheBlocksALookupReadsBack(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	q := queryDesc(ns1, hash(0), hash(1), hash(2), hash(3), hash(99)) // hash(99) is nowhere
-	query := func() (abi.Message, lease.LookupBlocks) {
+	query := func() (abi.Message, tier.LookupBlocks) {
 		before := r.svc.Stats().LookupBlocks
 		resp := r.call(a, abi.CmdQueryBundle, q, 0)
 		after := r.svc.Stats().LookupBlocks
-		return resp, lease.LookupBlocks{RAMHit: after.RAMHit - before.RAMHit, RAMMiss: after.RAMMiss - before.RAMMiss,
+		return resp, tier.LookupBlocks{RAMHit: after.RAMHit - before.RAMHit, RAMMiss: after.RAMMiss - before.RAMMiss,
 			SSDHit: after.SSDHit - before.SSDHit, SSDMiss: after.SSDMiss - before.SSDMiss}
 	}
 	t.Run("the lookup that starts the reads counts them as SSD hits", func(t *testing.T) {
@@ -183,7 +182,7 @@ func TestLookupsCountSSDHitsForTheBlocksALookupReadsBack(t *testing.T) {
 		if status(resp) != abi.StatusLoading {
 			t.Fatalf("query of demoted blocks: %v, want Loading", status(resp))
 		}
-		if want := (lease.LookupBlocks{RAMMiss: 5, SSDHit: 4, SSDMiss: 1}); got != want {
+		if want := (tier.LookupBlocks{RAMMiss: 5, SSDHit: 4, SSDMiss: 1}); got != want {
 			t.Fatalf("counts moved by %+v, want %+v", got, want)
 		}
 	})
@@ -201,7 +200,7 @@ func TestLookupsCountSSDHitsForTheBlocksALookupReadsBack(t *testing.T) {
 			t.Fatalf("query after the prefetch: %v hits %d, want Ok 4", status(resp), resp.Arg0)
 		}
 		r.call(a, abi.CmdRelease, nil, resp.Arg1)
-		if want := (lease.LookupBlocks{RAMHit: 4, RAMMiss: 1, SSDMiss: 1}); got != want {
+		if want := (tier.LookupBlocks{RAMHit: 4, RAMMiss: 1, SSDMiss: 1}); got != want {
 			t.Fatalf("counts moved by %+v, want %+v", got, want)
 		}
 	})

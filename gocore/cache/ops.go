@@ -37,7 +37,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if len(st.holds) >= tier.MaxPrefetchRun {
 		s.releaseHolds(st) // a session holds at most one run's worth
 	}
-	hits, loading, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, lease.ReadTail, st)
+	hits, loading, _ := s.look.Fetch(tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, tier.ReadTail, st)
 	if loading {
 		// The chain continues on SSD; keep what earlier prefetches held:
 		// this chain is still loading.
@@ -46,7 +46,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	// This query's answer is final: what earlier prefetches held for the
 	// session is either leased below or no longer wanted.
 	defer s.releaseHolds(st)
-	s.CountLookup(q.NS, q.Hash(q.Len()-1))
+	s.look.Count(q.NS, q.Hash(q.Len()-1))
 	res := abi.QueryResult{Status: abi.StatusMiss, RAMHits: uint32(len(hits))}
 	if len(hits) == 0 {
 		st.sess.PutResult(m, &res)

@@ -4,7 +4,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
-	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
 // Pause points (failpoint builds; every call site is guarded by
@@ -82,12 +81,4 @@ func (s *Service) holdAdmission(st *sessState, m *abi.Message) bool {
 	}
 	st.admitGen = m.Generation
 	return true
-}
-
-// HoldReservation holds t at Reservation (ticket.Host), before it takes its
-// lease and bytes: t stays pending (Poll answers Loading) until the
-// continuation resumes it; a ticket revoked meanwhile (its session closed,
-// or cancelled) is left alone.
-func (s *Service) HoldReservation(t *ticket.Ticket) bool {
-	return failpoint.Enabled && s.resumed.Pause(failpoint.Reservation, func(postFunc) { s.tickets.Resume(t) })
 }

@@ -109,7 +109,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	if derr := copier.CheckBatch(n, &buf, r.BufferID, s.arena.ChunkBytes()); derr != nil {
 		return abi.Message{}, derr
 	}
-	if !s.AdmitOp(st.book) {
+	if !s.admitOp(st.book) {
 		return s.unadmitted(m), nil
 	}
 	o := &op{id: s.nextOp, kind: opRestore, st: st, blocks: make([]*index.Block, 0, n), pages: make([]pageKey, 0, n)}
@@ -230,7 +230,7 @@ func (s *Service) sweep() {
 				continue
 			}
 			if now.Before(o.deadline) {
-				s.ArmExpiry(o.deadline)
+				s.sweeps.Arm(o.deadline)
 				continue
 			}
 			s.expireRestore(st, o)

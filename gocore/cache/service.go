@@ -112,7 +112,7 @@ type Service struct {
 	now                   func() time.Time
 	sweeps                *ticket.Expiry
 	heldComps             []copier.Completion // restore completions withheld (failpoint builds)
-	lookups               *lease.Lookups
+	look                  *tier.Lookup        // the read path over tiers
 
 	scratch []byte // private copy of a descriptor
 	segs    []copier.Seg
@@ -182,16 +182,17 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		sessions: make(map[uint32]*sessState), ops: make(map[uint64]*op), nextOp: base,
 		maxOpsSession: cmp.Or(s.MaxOpsPerSession, DefaultMaxOpsPerSession), maxOps: cmp.Or(s.MaxOps, DefaultMaxOps),
 		expiry: cmp.Or(s.OpExpiry, ticket.DefaultOpExpiry), now: s.Clock,
-		lookups: lease.NewLookups(), observer: s.Observer,
-		comps:   make([]copier.Completion, maxDrain),
-		resumed: failpoint.NewQueue[postFunc](p.Ring),
+		observer: s.Observer,
+		comps:    make([]copier.Completion, maxDrain),
+		resumed:  failpoint.NewQueue[postFunc](p.Ring),
 	}
 	if svc.now == nil {
 		svc.now = time.Now
 	}
 	svc.leaseBudget = cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)
-	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers, lease.Limits{Budget: svc.leaseBudget})
-	svc.tickets = ticket.NewSet(svc, tiers, svc.leases, s.Epoch, svc.expiry, svc.now)
+	svc.look = tier.NewLookup(tiers)
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lease.Limits{Budget: svc.leaseBudget})
+	svc.tickets = ticket.NewSet(ticketHost{svc}, tiers, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
 }

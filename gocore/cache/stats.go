@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 )
@@ -71,9 +70,9 @@ type Stats struct {
 	Lookups         uint64 // logical lookups (untracked queries, tickets except recovery and warmup)
 	DistinctLookups uint64 // distinct (namespace, chain) lookups, HyperLogLog estimate
 
-	// Blocks looked up, per tier and result (see lease.LookupBlocks; the
+	// Blocks looked up, per tier and result (see tier.LookupBlocks; the
 	// peer tier's are Peer.LookupHit and Peer.LookupMiss).
-	LookupBlocks lease.LookupBlocks
+	LookupBlocks tier.LookupBlocks
 
 	// Peer transfers: this node as a source (Transfers pins held, pinning
 	// TransferPins blocks; counted in Pins) and as a requester (Replicas:
@@ -105,9 +104,9 @@ func (s *Service) Stats() Stats {
 		Tickets: tk.Live, BudgetWaiting: c.budgetWaiting.Load(), Expired: c.expired.Load() + tk.Expired,
 		Discoveries: tk.Discoveries, WarmupSkipped: ts.WarmupSkipped,
 	}
-	st.Lookups, st.DistinctLookups = s.lookups.Snapshot()
+	st.Lookups, st.DistinctLookups = s.look.Logical()
 	st.SSD = ts.SSD
-	st.LookupBlocks = s.leases.LookupBlocks()
+	st.LookupBlocks = s.look.Blocks()
 	st.Transfers, st.TransferPins, st.Replicas = c.transfers.Load(), c.transferPins.Load(), c.replicas.Load()
 	st.Peer = ts.Peer
 	return st

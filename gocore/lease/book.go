@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/orbitkv/orbitkv/gocore/index"
-	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // Limits bound the leases of one Manager; a plain value. Zero fields take
@@ -40,20 +39,17 @@ const (
 // package doc for its invariants.
 type Book[W comparable] struct {
 	t         *Table
-	tiers     *tier.Tiers
-	idx       *index.Index   // tiers.Index()
-	hits      []*index.Block // Fetch's scratch
+	idx       *index.Index // the pins of leases are this index's
 	lim       Limits
-	blocks    int    // block references held by all leases
-	restoring uint64 // bytes restores in flight reserve
-	queue     []W    // waiting for budget, oldest first
-	looked    lookupCounts
+	blocks    int         // block references held by all leases
+	restoring uint64      // bytes restores in flight reserve
+	queue     []W         // waiting for budget, oldest first
 	slices    blockSlices // Acquire's lease slices, taken back by End
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
-// NewFrom); its leases pin and unpin blocks of tiers' index.
-func NewBook[W comparable](first uint64, tiers *tier.Tiers, lim Limits) *Book[W] {
+// NewFrom); its leases pin and unpin blocks of idx.
+func NewBook[W comparable](first uint64, idx *index.Index, lim Limits) *Book[W] {
 	if lim.PerSession == 0 {
 		lim.PerSession = MaxLeasesPerSession
 	}
@@ -63,7 +59,7 @@ func NewBook[W comparable](first uint64, tiers *tier.Tiers, lim Limits) *Book[W]
 	if lim.Blocks == 0 {
 		lim.Blocks = MaxLeasedBlocks
 	}
-	return &Book[W]{t: NewFrom(first), tiers: tiers, idx: tiers.Index(), lim: lim}
+	return &Book[W]{t: NewFrom(first), idx: idx, lim: lim}
 }
 
 // Limits returns the limits in force.
@@ -210,4 +206,21 @@ func (b *Book[W]) Check() error {
 		}
 	}
 	return nil
+}
+
+// Acquire leases hits (copied into a slice of the Book's, which End takes
+// back) for o if Admit grants it; queued says the caller already waits in
+// the budget queue.
+func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
+	bytes := sumBytes(hits)
+	ow := b.t.byOwner[o] // one lookup serves the limits and the grant: this is every query's path
+	v := b.admit(ow, len(hits), bytes, queued)
+	if v != Grant {
+		return v, nil
+	}
+	blocks := b.slices.get(len(hits))
+	copy(blocks, hits)
+	l := b.grant(o, ow, blocks, bytes)
+	l.pooled = true
+	return v, l
 }

@@ -4,18 +4,13 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
-	"github.com/orbitkv/orbitkv/gocore/tier"
-	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 )
 
-func poolBook(t *testing.T) (*Book[int], *tier.Tiers) {
-	ts, err := tier.New(tier.Spec{RAM: ram.Spec{CapacityBytes: 256 * 4096, ChunkBytes: 4096}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ts.Close)
-	return NewBook[int](1, ts, Limits{Budget: 1 << 40}), ts
+func poolBook(t *testing.T) (*Book[int], *index.Index) {
+	idx := index.New(evict.NewLRU())
+	return NewBook[int](1, idx, Limits{Budget: 1 << 40}), idx
 }
 
 // Acquire of an empty hit list grants a lease of no blocks (no caller asks
@@ -37,8 +32,7 @@ func TestAcquireOfNoBlocksLeasesNothing(t *testing.T) {
 // Random Acquire/End/EndAll: no two live leases share a backing array, no
 // live lease sees another's blocks, Check holds, pins match.
 func TestPooledSlicesNeverServeTwoLiveLeases(t *testing.T) {
-	b, ts := poolBook(t)
-	idx := ts.Index()
+	b, idx := poolBook(t)
 	var blks []*index.Block
 	for i := 0; i < 64; i++ {
 		blk := idx.Insert(index.Key{NS: [16]byte{9}, Hash: [16]byte{byte(i)}}, 4096, 1, 0, nil)

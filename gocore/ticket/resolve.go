@@ -4,6 +4,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/lease"
+	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // reader hears of the SSD reads a ticket started (tier.Reader).
@@ -23,14 +24,14 @@ func (s *Set) resolve(t *Ticket) {
 		return
 	}
 	first, end := t.Range()
-	tail := lease.WarmTail
+	tail := tier.WarmTail
 	if t.Wants() {
-		tail = lease.ReadTail
+		tail = tier.ReadTail
 		if t.reloads >= MaxReloads {
-			tail = lease.SkipTail
+			tail = tier.SkipTail
 		}
 	}
-	hits, loading, started := s.leases.Fetch(lease.Chain{NS: t.NS, Hashes: t.hashes, First: first, End: end}, tail, reader{s, t})
+	hits, loading, started := s.look.Fetch(tier.Chain{NS: t.NS, Hashes: t.hashes, First: first, End: end}, tail, reader{s, t})
 	t.reads += started
 	ramHits := len(hits)
 	if loading {
@@ -157,7 +158,7 @@ func (s *Set) Resume(t *Ticket) {
 
 // ramPrefix is how many leading blocks of q's chain are sealed in RAM.
 func (s *Set) ramPrefix(q *abi.QueryDesc) int {
-	hits, _, _ := s.leases.Fetch(lease.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, lease.SkipTail, nil)
+	hits, _, _ := s.look.Fetch(tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, tier.SkipTail, nil)
 	return len(hits)
 }
 

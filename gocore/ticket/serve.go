@@ -15,6 +15,7 @@ type Set struct {
 	host     Host
 	leases   *lease.Book[*Ticket]
 	tiers    *tier.Tiers
+	look     *tier.Lookup // the read path over tiers
 	idx      *index.Index // tiers.Index()
 	epoch    uint64
 	expiry   time.Duration
@@ -25,11 +26,11 @@ type Set struct {
 	c        counters
 }
 
-// NewSet returns an empty set answering with epoch; tickets resolve over
-// tiers and leases, and expire expiry after their latest submission, by
-// the clock now.
-func NewSet(h Host, tiers *tier.Tiers, leases *lease.Book[*Ticket], epoch uint64, expiry time.Duration, now func() time.Time) *Set {
-	return &Set{host: h, tiers: tiers, idx: tiers.Index(), leases: leases, epoch: epoch, expiry: expiry, now: now}
+// NewSet returns an empty set answering with epoch; tickets look up
+// through look (over tiers), lease through leases, and expire expiry after
+// their latest submission, by the clock now.
+func NewSet(h Host, tiers *tier.Tiers, look *tier.Lookup, leases *lease.Book[*Ticket], epoch uint64, expiry time.Duration, now func() time.Time) *Set {
+	return &Set{host: h, tiers: tiers, look: look, idx: tiers.Index(), leases: leases, epoch: epoch, expiry: expiry, now: now}
 }
 
 // Permits is the number of operation permits tickets hold in all.
@@ -68,7 +69,7 @@ func (s *Set) Submit(b *Book, m *abi.Message, q *abi.QueryDesc) (abi.Message, *a
 		return s.unadmitted(m), nil
 	}
 	if q.Flags&abi.QueryRecovery == 0 && q.Flags&abi.QueryWarmup == 0 {
-		s.host.CountLookup(q.NS, q.Hash(q.Len()-1))
+		s.look.Count(q.NS, q.Hash(q.Len()-1))
 	}
 	switch {
 	case q.Flags&abi.QueryDiscover != 0:

@@ -153,8 +153,6 @@ type Host interface {
 	// AdmitOp reports whether b's session may take one more operation
 	// permit (the bounds count restores too).
 	AdmitOp(b *Book) bool
-	// CountLookup counts one logical lookup of the chain ending in last.
-	CountLookup(ns abi.Namespace, last abi.BlockHash)
 	// ArmExpiry makes sure the expiry sweep runs by d.
 	ArmExpiry(d time.Time)
 	// Drained tells that b's last draining ticket finished.

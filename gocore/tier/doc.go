@@ -27,7 +27,7 @@
 //     blocks that landed whole and checked, and discards the rest (a
 //     failed, late or corrupt fetch is a miss, its frames freed). Every
 //     fetch has a deadline (Spec.PeerTimeout); Close cancels them and
-//     waits. Order: RAM, SSD, peer, cheapest first (gocore/lease.Fetch).
+//     waits. Order: RAM, SSD, peer, cheapest first (Lookup.Fetch, lookup.go).
 //   - Replicas and advertising (advertise.go): a block fetched from a peer
 //     is a replica, evicted before any block this node produced (the
 //     index's replica LRU goes first), never demoted to SSD and never

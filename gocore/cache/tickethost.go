@@ -1,0 +1,74 @@
+package cache
+
+import (
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/failpoint"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
+)
+
+// The cache's side of tickets (ticketHost, the ticket.Host) and of SSD
+// reads held for an untracked query's session (tier.Reader).
+
+// ReadDone holds a block prefetched for st's untracked query until its next
+// query, so another session's prefetch or publish cannot evict the run
+// before it is leased; a closed session's reads hold nothing.
+func (st *sessState) ReadDone(blk *index.Block) {
+	if blk != nil && st.svc.live(st) {
+		st.svc.idx.Pin(blk)
+		st.holds = append(st.holds, blk)
+	}
+}
+
+// releaseHolds unpins the blocks prefetched for st's earlier query.
+func (s *Service) releaseHolds(st *sessState) {
+	for _, blk := range st.holds {
+		s.idx.Unpin(blk)
+	}
+	clear(st.holds) // a stale block pointer would keep its slab alive (index.Index.newBlock)
+	st.holds = st.holds[:0]
+}
+
+// ticketHost is the cache as tickets see it (ticket.Host): operation
+// permits, expiry, and the sessions' wake-ups and teardown. Dispatcher
+// goroutine only.
+type ticketHost struct{ s *Service }
+
+// AdmitOp reports whether one more operation permit fits the bounds:
+// tickets live or draining plus restores, per session and in all.
+func (h ticketHost) AdmitOp(b *ticket.Book) bool { return h.s.admitOp(b) }
+
+func (s *Service) admitOp(b *ticket.Book) bool {
+	st := s.sessions[b.Sess.Index]
+	return st.opsOf() < s.maxOpsSession && s.tickets.Permits()+s.restores.all < s.maxOps
+}
+
+// opsOf is the number of operation permits st holds.
+func (st *sessState) opsOf() int { return st.book.Permits() + len(st.restores) }
+
+// Drained tells that a closing session's last draining ticket finished.
+func (h ticketHost) Drained(b *ticket.Book) {
+	if st := h.s.sessions[b.Sess.Index]; st != nil && st.book == b {
+		h.s.maybeFinish(st)
+	}
+}
+
+// Signal wakes b's client.
+func (h ticketHost) Signal(b *ticket.Book) {
+	if st := h.s.sessions[b.Sess.Index]; st != nil && st.book == b {
+		st.notify.Signal()
+	}
+}
+
+// ArmExpiry makes sure the sweep runs by deadline d.
+func (h ticketHost) ArmExpiry(d time.Time) { h.s.sweeps.Arm(d) }
+
+// HoldReservation holds t at Reservation, before it takes its lease and
+// bytes: t stays pending (Poll answers Loading) until the continuation
+// resumes it; a ticket revoked meanwhile (its session closed, or
+// cancelled) is left alone. Always false in builds without failpoints.
+func (h ticketHost) HoldReservation(t *ticket.Ticket) bool {
+	s := h.s
+	return failpoint.Enabled && s.resumed.Pause(failpoint.Reservation, func(postFunc) { s.tickets.Resume(t) })
+}
