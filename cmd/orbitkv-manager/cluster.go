@@ -11,13 +11,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/orbitkv/orbitkv/gocore/catalog"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
-// clusterConfig holds the cluster settings (manager.ClusterSpec) as text
+// clusterConfig holds the cluster settings (cluster.Spec) as text
 // and values before they become a Spec.
 type clusterConfig struct {
 	nodeID         string
@@ -144,7 +145,7 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 			endpoints = append(endpoints, e)
 		}
 	}
-	cs := &manager.ClusterSpec{NodeID: c.nodeID, PeerListen: c.peerListen, TransferListen: c.transferListen,
+	cs := &cluster.Spec{NodeID: c.nodeID, PeerListen: c.peerListen, TransferListen: c.transferListen,
 		Catalog: catalog.Spec{Endpoints: endpoints, Prefix: c.etcdPrefix, AdvertiseBudgetBytes: advertise, LeaseTTL: c.catalogTTL,
 			BatchInterval: c.advertiseEvery},
 		Peer:     peerSpec,

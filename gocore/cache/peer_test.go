@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -28,20 +29,20 @@ type peerDouble struct {
 	asked  [][]abi.BlockHash
 }
 
-func (d *peerDouble) Owners(_ abi.Namespace, h abi.BlockHash) []tier.Owner {
+func (d *peerDouble) Owners(_ abi.Namespace, h abi.BlockHash) []cluster.Owner {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.blocks[h]; ok {
-		return []tier.Owner{{NodeID: "peer", Addr: "127.0.0.2:1", Epoch: 1}}
+		return []cluster.Owner{{NodeID: "peer", Addr: "127.0.0.2:1", Epoch: 1}}
 	}
 	return nil
 }
 
-func (d *peerDouble) Fetch(ctx context.Context, _ tier.Owner, _ abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
-	place func([]tier.Served) [][][]byte) (int, error) {
+func (d *peerDouble) Fetch(ctx context.Context, _ cluster.Owner, _ abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
+	place func([]cluster.Served) [][][]byte) (int, error) {
 	d.mu.Lock()
 	d.asked = append(d.asked, append([]abi.BlockHash(nil), hashes...))
-	var run []tier.Served
+	var run []cluster.Served
 	var src [][]byte
 	for _, h := range hashes {
 		b, ok := d.blocks[h]
@@ -49,7 +50,7 @@ func (d *peerDouble) Fetch(ctx context.Context, _ tier.Owner, _ abi.Namespace, h
 			break
 		}
 		src = append(src, b)
-		run = append(run, tier.Served{Length: uint64(len(b)), Layers: tLayers, CRC32C: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))})
+		run = append(run, cluster.Served{Length: uint64(len(b)), Layers: tLayers, CRC32C: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))})
 	}
 	fail := d.fail
 	d.mu.Unlock()

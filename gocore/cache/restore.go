@@ -156,7 +156,7 @@ func restoreEntries(st *sessState, o *op, l *lease.Lease, r *abi.RestoreDesc, bu
 			return abi.Invalid(abi.FieldBlock, i, "%d, lease %d holds %d blocks", blkIdx, l.ID, len(l.Blocks))
 		case uint64(page) >= buf.PageCount:
 			return abi.Invalid(abi.FieldPage, i, "%d, buffer %d has %d pages", page, r.BufferID, buf.PageCount)
-		// Layers 0: a replica whose source did not say (tier.Served): a
+		// Layers 0: a replica whose source did not say (cluster.Served): a
 		// namespace has one layout, so its bytes decide.
 		case l.Blocks[blkIdx].Bytes != blockBytes || l.Blocks[blkIdx].Layers != buf.Layers && l.Blocks[blkIdx].Layers != 0:
 			return abi.Invalid(abi.FieldBlockBytes, i, "block holds %d bytes over %d layers, a page of buffer %d holds %d bytes over %d layers", l.Blocks[blkIdx].Bytes, l.Blocks[blkIdx].Layers, r.BufferID, blockBytes, buf.Layers)

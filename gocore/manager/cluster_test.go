@@ -21,6 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/session"
@@ -99,7 +100,7 @@ func startNodeWith(t testing.TB, name string, epoch uint64, endpoints []string, 
 		Cache: &cache.Spec{CopyWorkers: 1, Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 32 << 20, ChunkBytes: 64 << 10},
 			PeerTimeout: 2 * time.Second}},
 		Bootstrap: bootstrap.Config{Path: filepath.Join(t.TempDir(), "okv.sock")},
-		Cluster: &ClusterSpec{NodeID: name, PeerListen: "127.0.0.1:0", TransferListen: "127.0.0.1:0",
+		Cluster: &cluster.Spec{NodeID: name, PeerListen: "127.0.0.1:0", TransferListen: "127.0.0.1:0",
 			Catalog:   catalog.Spec{Endpoints: endpoints, BatchInterval: 20 * time.Millisecond, LeaseTTL: 2 * time.Second},
 			ServerTLS: certs[name][0], ClientTLS: certs[name][1]},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/orbitkv/orbitkv/ebpf"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
@@ -39,7 +40,7 @@ type health struct {
 	ready     *readiness
 	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
 	ebpf      *ebpf.Probes                        // nil without Spec.EBPF
-	cluster   *cluster                            // nil without Spec.Cluster
+	cluster   *cluster.Cluster                    // nil without Spec.Cluster
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.

@@ -46,43 +46,110 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 	return pkgs
 }
 
-// allowed is every gocore package's imports within the module. A new edge
-// is a design decision: add it here and to docs/design.md's concept table.
+// layers orders every package of the module from the foundation up: a
+// package imports only packages of lower layers, so the request path
+// from bootstrap to reply runs downward and nothing calls back up but
+// through a handler an entry point declares (channel.Handler, peer.Source;
+// docs/design.md §4.2). A pattern ending in "/..." covers a subtree.
+var layers = [][]string{
+	// Foundation: types, limits, clocks, wire formats, test helpers.
+	{"gocore/abi", "gocore/limit", "gocore/buildinfo", "gocore/failpoint", "gocore/evict", "gocore/trace",
+		"proto/...", "hugepages", "internal/..."},
+	// OS resources, stores and codecs over the foundation.
+	{"gocore/internal/native", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd", "gocore/session", "gocore/identity",
+		"gocore/lifecycle", "gocore/transfer", "gocore/catalog", "gocore/profiling", "ebpf", "hugepages/hugepagestest"},
+	// Engine and peer transports, leases, copies, discovery indexes.
+	{"gocore/channel", "gocore/peer", "gocore/discover", "gocore/copier", "gocore/lease"},
+	// The bootstrap socket (over channel); the cluster's network side (over peer).
+	{"gocore/bootstrap", "gocore/cluster"},
+	// The read path and placement (tier imports cluster: the peer tier's fetch).
+	{"gocore/tier"},
+	{"gocore/ticket"},
+	{"gocore/cache"},
+	{"gocore/operator"},
+	{"gocore/manager"},
+	// Tools, harnesses and tests.
+	{"cmd/...", "gocore/client", "gocore/pingpong", "test/..."},
+}
+
+// layerOf is the index of name's layer in layers, -1 when none lists it.
+func layerOf(name string) int {
+	for i, l := range layers {
+		for _, pat := range l {
+			if name == pat || strings.HasSuffix(pat, "/...") && strings.HasPrefix(name+"/", strings.TrimSuffix(pat, "...")) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func TestEveryImportGoesDownTheLayers(t *testing.T) {
+	for _, p := range goList(t, nil, "./...") {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		from := layerOf(name)
+		if from < 0 {
+			t.Errorf("package %s is in no layer (add it to layers, and a row to docs/design.md's concept table)", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			if to := layerOf(imp); to >= from && !(from == len(layers)-1 && to == from) {
+				t.Errorf("%s (layer %d) imports %s (layer %d): an import goes to a lower layer only", name, from, imp, to)
+			}
+		}
+	}
+}
+
+// allowed is every library package's imports within the module (the
+// tools and tests of the top layer are held by the layers alone). A new
+// edge is a design decision: add it here and to docs/design.md's concept
+// table.
 var allowed = map[string][]string{
-	"gocore/abi":             {},
-	"gocore/bootstrap":       {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
-	"gocore/buildinfo":       {},
-	"gocore/cache":           {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/catalog":         {"gocore/abi", "gocore/limit"},
-	"gocore/channel":         {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
-	"gocore/client":          {"gocore/internal/native"},
-	"gocore/copier":          {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
-	"gocore/evict":           {},
-	"gocore/failpoint":       {},
-	"gocore/identity":        {"gocore/abi"},
-	"gocore/discover":        {"gocore/abi", "gocore/index", "gocore/limit"},
-	"gocore/index":           {"gocore/abi", "gocore/evict"},
-	"gocore/internal/native": {"gocore/abi"},
-	"gocore/lease":           {"gocore/abi", "gocore/index", "gocore/tier"},
-	"gocore/lifecycle":       {"proto/lifecyclepb"},
-	"gocore/limit":           {},
-	"gocore/manager":         {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tier", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
-	"gocore/operator":        {"gocore/bootstrap", "proto/operatorpb"},
-	"gocore/peer":            {"gocore/abi", "gocore/limit", "gocore/transfer", "proto/peerpb"},
-	"gocore/pingpong":        {"gocore/client", "gocore/internal/native"},
-	"gocore/profiling":       {"gocore/limit"},
-	"gocore/session":         {"gocore/abi", "gocore/failpoint", "gocore/limit"},
-	"gocore/ticket":          {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
-	"gocore/tier":            {"gocore/abi", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/tier/ram":        {"gocore/limit", "hugepages"},
-	"gocore/tier/ssd":        {"gocore/limit"},
-	"gocore/trace":           {},
-	"gocore/transfer":        {"gocore/failpoint", "gocore/limit"},
+	"ebpf":                    {"gocore/limit"},
+	"gocore/abi":              {},
+	"gocore/bootstrap":        {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
+	"gocore/buildinfo":        {},
+	"gocore/cache":            {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/catalog":          {"gocore/abi", "gocore/limit"},
+	"gocore/channel":          {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
+	"gocore/client":           {"gocore/internal/native"},
+	"gocore/cluster":          {"gocore/abi", "gocore/catalog", "gocore/limit", "gocore/peer", "gocore/transfer"},
+	"gocore/copier":           {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
+	"gocore/evict":            {},
+	"gocore/failpoint":        {},
+	"gocore/identity":         {"gocore/abi"},
+	"gocore/discover":         {"gocore/abi", "gocore/index", "gocore/limit"},
+	"gocore/index":            {"gocore/abi", "gocore/evict"},
+	"gocore/internal/native":  {"gocore/abi"},
+	"gocore/lease":            {"gocore/index"},
+	"gocore/lifecycle":        {"proto/lifecyclepb"},
+	"gocore/limit":            {},
+	"gocore/manager":          {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/operator":         {"gocore/bootstrap", "proto/operatorpb"},
+	"gocore/peer":             {"gocore/abi", "gocore/limit", "gocore/transfer", "proto/peerpb"},
+	"gocore/pingpong":         {"gocore/client", "gocore/internal/native"},
+	"gocore/profiling":        {"gocore/limit"},
+	"gocore/session":          {"gocore/abi", "gocore/failpoint", "gocore/limit"},
+	"gocore/ticket":           {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
+	"gocore/tier":             {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/tier/ram":         {"gocore/limit", "hugepages"},
+	"gocore/tier/ssd":         {"gocore/limit"},
+	"gocore/trace":            {},
+	"gocore/transfer":         {"gocore/failpoint", "gocore/limit"},
+	"hugepages":               {},
+	"hugepages/hugepagestest": {"hugepages"},
 }
 
 func TestImportGraphMatchesTheAllowedList(t *testing.T) {
-	for _, p := range goList(t, nil, "./gocore/...") {
+	for _, p := range goList(t, nil, "./...") {
 		name := strings.TrimPrefix(p.ImportPath, module)
+		if layerOf(name) == len(layers)-1 || strings.HasPrefix(name, "proto/") || strings.HasPrefix(name, "internal/") {
+			continue // tools, tests, generated code and test helpers: the layers hold them
+		}
 		want, ok := allowed[name]
 		if !ok {
 			t.Errorf("package %s is not in the allowed list (add it, and a row to docs/design.md's concept table)", name)
@@ -94,6 +161,27 @@ func TestImportGraphMatchesTheAllowedList(t *testing.T) {
 			}
 			if imp = strings.TrimPrefix(imp, module); !slices.Contains(want, imp) {
 				t.Errorf("%s imports %s, which the allowed list does not permit", name, imp)
+			}
+		}
+	}
+}
+
+// Libraries never depend, even through another package, on a tool, a
+// harness, a test or a test helper (go list -deps: every package a
+// package's build pulls in).
+func TestNoLibraryDependsOnToolsOrTests(t *testing.T) {
+	for _, p := range goList(t, nil, "-deps", "./gocore/...", "./ebpf/...", "./hugepages") {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		if !strings.HasPrefix(p.ImportPath, module) || layerOf(name) == len(layers)-1 || strings.HasSuffix(name, "test") {
+			continue
+		}
+		for _, d := range p.Deps {
+			if !strings.HasPrefix(d, module) {
+				continue
+			}
+			d = strings.TrimPrefix(d, module)
+			if layerOf(d) == len(layers)-1 || strings.HasPrefix(d, "internal/") {
+				t.Errorf("%s depends on %s, a tool, test or test helper", name, d)
 			}
 		}
 	}

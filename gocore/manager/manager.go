@@ -26,6 +26,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/discover"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
@@ -72,8 +73,8 @@ type Spec struct {
 	// Cluster, when set, makes this Manager one node of a cluster: its own
 	// blocks are advertised in an etcd catalog and served to peers, and a
 	// chain that continues into blocks a live peer advertises is fetched
-	// from it (ClusterSpec). It needs Cache.
-	Cluster *ClusterSpec
+	// from it (gocore/cluster). It needs Cache.
+	Cluster *cluster.Spec
 	// Discover bounds the shared-memory discovery indexes sessions map
 	// read-only (gocore/discover; served with Cache only). New fills in
 	// MaxBlocks from the RAM tier.
@@ -122,7 +123,8 @@ func (s Spec) Validate() error {
 		"an HTTP endpoint (HTTPAddr, --http-addr): the probes' histograms are read only on its /metrics"))
 	errs = append(errs, s.validateOperator())
 	if s.Cluster != nil {
-		errs = append(errs, s.Cluster.Validate(s.Cache != nil))
+		errs = append(errs, limit.Check(s.Cache != nil, "manager.Cluster", "set", "a cache (Spec.Cache): peers fetch from and into its RAM tier"),
+			s.Cluster.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -141,7 +143,7 @@ type Manager struct {
 	ready      *readiness
 	http       *httpServer        // nil without Spec.HTTPAddr
 	probes     *ebpf.Probes       // nil without Spec.EBPF
-	cluster    *cluster           // nil without Spec.Cluster
+	cluster    *cluster.Cluster   // nil without Spec.Cluster
 	discover   *discover.Registry // nil without Spec.Cache or with Spec.Discover.Disabled
 	op         operatorState
 	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
@@ -180,7 +182,6 @@ func New(s Spec) (*Manager, error) {
 		return nil, err
 	}
 	if err := m.build(s); err != nil {
-		m.stopOperator()
 		m.stopHTTP()
 		return nil, err
 	}
@@ -192,8 +193,16 @@ func New(s Spec) (*Manager, error) {
 }
 
 // build makes the session table, the dispatcher, the bootstrap socket and
-// then the cache; on an error it undoes what it made.
-func (m *Manager) build(s Spec) error {
+// then the cache; on an error it undoes what it made, newest first.
+func (m *Manager) build(s Spec) (err error) {
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	table, err := session.NewTable(s.Session)
 	if err != nil {
 		return err
@@ -202,6 +211,7 @@ func (m *Manager) build(s Spec) error {
 	if err != nil {
 		return err
 	}
+	undo = append(undo, disp.Close)
 	m.Table, m.Dispatcher = table, disp
 	m.health = &health{disp: disp, table: table, mode: s.Channel.PollMode, version: s.Bootstrap.Version,
 		serviceID: s.Bootstrap.ServiceID, ready: m.ready, prof: &m.prof}
@@ -214,99 +224,110 @@ func (m *Manager) build(s Spec) error {
 		bc.Health = m.health.reply
 	}
 	if s.Cache != nil && !s.Discover.Disabled {
-		ds := s.Discover
-		ds.Complete = s.Cache.Tiers.SSD == nil && s.Cluster == nil
-		if ram := s.Cache.Tiers.RAM; ram.ChunkBytes > 0 {
-			ds.MaxBlocks = max(ram.CapacityBytes/ram.ChunkBytes, 1)
-		} else {
-			ds.MaxBlocks = 1
-		}
-		if tb := discover.TableBytes(discover.BucketsFor(ds.MaxBlocks)); ds.Bytes == discover.DefaultBytes && tb > ds.Bytes/4 {
-			// The default budget holds 4 tables whatever the RAM tier's
-			// size; a budget the operator chose is kept (and refused
-			// below when it holds no table).
-			ds.Bytes = 4 * tb
-			s.Logger.Info("discovery: the default --discover-bytes raised to 4 namespaces' indexes for this RAM tier",
-				slog.String("discover_bytes", limit.Size(ds.Bytes)), slog.String("table_bytes", limit.Size(tb)))
-		}
-		if m.discover, err = discover.New(ds, disp.Do); err != nil {
-			disp.Close()
+		if err := m.newDiscovery(s); err != nil {
 			return err
 		}
+		undo = append(undo, m.discover.Close)
 		bc.Discovery = m.openDiscovery
 		bc.ReleaseDiscovery = m.discover.Release
 	}
 	// The socket is bound (not yet served: Serve accepts) before the RAM
 	// tier is committed, so a squatted or unsafe path fails at once.
 	if m.Server, err = bootstrap.New(bc); err != nil {
-		disp.Close()
 		return &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
 	}
+	undo = append(undo, m.Server.Close)
 	m.log.Info("start: bootstrap socket bound", slog.String("socket", bc.Path))
 	if err := m.startOperator(); err != nil {
-		m.Server.Close()
-		disp.Close()
 		return err
 	}
+	undo = append(undo, m.stopOperator)
 	m.log.Info("start: operator socket bound", slog.String("socket", s.OperatorSocketPath()))
 	if s.Cache != nil {
-		cs := *s.Cache
-		cs.Epoch = s.Epoch
-		if cs.Logger == nil {
-			cs.Logger = s.Logger
-		}
-		if cs.Observer == nil {
-			m.health.ops = newOpDurations()
-			cs.Observer = m.health.ops
-		}
-		if user := cs.Tiers.RAM.Progress; user != nil {
-			cs.Tiers.RAM.Progress = func(done, total uint64) { m.ready.prefault(done, total); user(done, total) }
-		} else {
-			cs.Tiers.RAM.Progress = m.ready.prefault
-		}
-		if s.Cluster != nil {
-			if m.cluster, err = m.newCluster(s); err != nil {
-				m.stopOperator()
-				m.Server.Close()
-				disp.Close()
-				return err
-			}
-			cs.Tiers.Remote, cs.Tiers.Advertiser = m.cluster.remote, m.cluster.adv
-			m.health.cluster = m.cluster
-		}
-		m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
-		start := time.Now()
-		if m.Cache, err = cache.New(cs, disp.Poller()); err != nil {
-			m.closeEngine()
-			m.stopOperator()
-			m.Server.Close()
-			disp.Close()
+		if err := m.newCache(s); err != nil {
 			return err
 		}
-		disp.SetHandler(m.Cache)
-		if g := m.Cache.GPUMapper(); g != nil {
-			m.Server.SetGPU(g) // RegisterBuffers maps CUDA memory from now on
-		}
-		if m.discover != nil {
-			m.discover.Attach(m.Cache.Index()) // before the dispatcher runs
-		}
-		m.health.svc = m.Cache
-		m.logTiers(cs, time.Since(start))
 	}
 	m.health.started = time.Now()
 	go disp.Run()
 	if m.cluster != nil {
+		// Undone first: the cache stops with the dispatcher, and only then
+		// may the cluster's engine close (a fetch writes RAM frames).
+		undo = append(undo, m.closeEngine, func() { <-m.StopDispatcher() })
 		// Peer control pins through the dispatcher: it runs first.
 		m.ready.starting("joining the cluster")
 		if err := m.startCluster(s); err != nil {
-			m.stopOperator()
-			m.Server.Close()
-			m.stopDispatcher()
-			m.closeEngine()
 			return err
 		}
 	}
 	m.ready.starting("made; waiting to serve")
+	return nil
+}
+
+// newDiscovery makes the discovery indexes' registry (with a cache, unless
+// Spec.Discover.Disabled), sized for the RAM tier.
+func (m *Manager) newDiscovery(s Spec) error {
+	ds := s.Discover
+	ds.Complete = s.Cache.Tiers.SSD == nil && s.Cluster == nil
+	if ram := s.Cache.Tiers.RAM; ram.ChunkBytes > 0 {
+		ds.MaxBlocks = max(ram.CapacityBytes/ram.ChunkBytes, 1)
+	} else {
+		ds.MaxBlocks = 1
+	}
+	if tb := discover.TableBytes(discover.BucketsFor(ds.MaxBlocks)); ds.Bytes == discover.DefaultBytes && tb > ds.Bytes/4 {
+		// The default budget holds 4 tables whatever the RAM tier's size; a
+		// budget the operator chose is kept (and refused below when it
+		// holds no table).
+		ds.Bytes = 4 * tb
+		s.Logger.Info("discovery: the default --discover-bytes raised to 4 namespaces' indexes for this RAM tier",
+			slog.String("discover_bytes", limit.Size(ds.Bytes)), slog.String("table_bytes", limit.Size(tb)))
+	}
+	var err error
+	m.discover, err = discover.New(ds, m.Dispatcher.Do)
+	return err
+}
+
+// newCache makes the cluster's requester side (with Spec.Cluster: the
+// tiers take its Fetcher and Advertiser) and the cache, and hands the
+// cache to the dispatcher (not running yet). On an error nothing of
+// either is left.
+func (m *Manager) newCache(s Spec) (err error) {
+	cs := *s.Cache
+	cs.Epoch = s.Epoch
+	if cs.Logger == nil {
+		cs.Logger = s.Logger
+	}
+	if cs.Observer == nil {
+		m.health.ops = newOpDurations()
+		cs.Observer = m.health.ops
+	}
+	if user := cs.Tiers.RAM.Progress; user != nil {
+		cs.Tiers.RAM.Progress = func(done, total uint64) { m.ready.prefault(done, total); user(done, total) }
+	} else {
+		cs.Tiers.RAM.Progress = m.ready.prefault
+	}
+	if s.Cluster != nil {
+		if m.cluster, err = m.newCluster(s); err != nil {
+			return err
+		}
+		cs.Tiers.Remote, cs.Tiers.Advertiser = m.cluster.Fetcher(), m.cluster.Advertiser()
+		m.health.cluster = m.cluster
+	}
+	m.ready.starting("making the RAM tier (" + humanize.IBytes(cs.Tiers.RAM.CapacityBytes) + ")")
+	start := time.Now()
+	if m.Cache, err = cache.New(cs, m.Dispatcher.Poller()); err != nil {
+		m.closeEngine()
+		return err
+	}
+	m.Dispatcher.SetHandler(m.Cache)
+	if g := m.Cache.GPUMapper(); g != nil {
+		m.Server.SetGPU(g) // RegisterBuffers maps CUDA memory from now on
+	}
+	if m.discover != nil {
+		m.discover.Attach(m.Cache.Index()) // before the dispatcher runs
+	}
+	m.health.svc = m.Cache
+	m.logTiers(cs, time.Since(start))
 	return nil
 }
 

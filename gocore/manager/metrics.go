@@ -94,13 +94,8 @@ func (c *collector) take() snapshot {
 		s.cache = h.svc.Stats()
 	}
 	if cl := h.cluster; cl != nil {
-		if cat := cl.remote.cat.Load(); cat != nil {
-			s.catalog = cat.Stats()
-		}
-		if ctl := cl.live.Load(); ctl != nil {
-			s.peer = ctl.Stats()
-			s.transfer = cl.data.Stats() // set before live was stored
-		}
+		cs := cl.Stats()
+		s.catalog, s.peer, s.transfer = cs.Catalog, cs.Peer, cs.Transfer
 	}
 	if h.prof != nil {
 		if p := h.prof.Load(); p != nil {

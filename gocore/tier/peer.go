@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/index"
 )
 
@@ -26,35 +27,16 @@ const (
 	MaxPeerFetches = 64
 )
 
-// Owner is a peer that advertises a block: a candidate, not a promise (its
-// copy may have gone by the time it is asked; then the fetch is a miss).
-type Owner struct {
-	NodeID string
-	Addr   string // the peer's control address, host:port
-	Epoch  uint64 // the owner's epoch the advertisement was made under; a fetch asks for exactly it
-}
-
-// Served is one block of the run a peer agreed to serve.
-type Served struct {
-	Length uint64 // block bytes
-	// Layers the block spans; 0 when the peer does not say, and the tier
-	// then takes the layers of the blocks of that namespace and length
-	// seen on this node, or else those of the chain's block before the
-	// run, or else leaves the replica's Layers 0 (unknown: a restore then
-	// checks its bytes only, gocore/cache; a namespace has one layout).
-	Layers uint32
-	CRC32C uint32 // Castagnoli, over the block's Length bytes
-}
-
 // Remote is the peer tier's view of the other Managers: who advertises a
-// block, and fetching a run of blocks from one of them. gocore/manager
-// implements it over gocore/catalog, gocore/peer and gocore/transfer.
+// block, and fetching a run of blocks from one of them. gocore/cluster's
+// Fetcher is the one over the network (catalog, peer control, transfer
+// engine); tests inject faults through doubles.
 type Remote interface {
 	// Owners returns the live peers that advertise (ns, h), never this
 	// node, from a local index (no network round trip: it runs on the
 	// dispatcher goroutine); nil when none. The tier reads the slice only
 	// until its next call.
-	Owners(ns abi.Namespace, h abi.BlockHash) []Owner
+	Owners(ns abi.Namespace, h abi.BlockHash) []cluster.Owner
 	// Fetch runs on a goroutine of its own. It asks o for the leading run
 	// of hashes it holds, at most maxBytes, and calls place once with that
 	// run (possibly shorter than hashes, possibly empty). place returns,
@@ -66,8 +48,8 @@ type Remote interface {
 	// waits past ctx's deadline, and ends the transfer at the peer
 	// (release) before or shortly after it returns. The tier checks the
 	// CRC32C itself: Fetch need not.
-	Fetch(ctx context.Context, o Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
-		place func(run []Served) (dst [][][]byte)) (landed int, err error)
+	Fetch(ctx context.Context, o cluster.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
+		place func(run []cluster.Served) (dst [][][]byte)) (landed int, err error)
 }
 
 // peerTier is the peer tier as the tiers drive it (package doc).
@@ -104,10 +86,10 @@ type peerFetch struct {
 	layers uint32      // layers of the chain's block before the run, if resident (0: none)
 	start  time.Time   // when the lookup started it
 	reader Reader
-	blocks []*index.Block  // frames allocated for the served run (Publishing replicas)
-	reply  chan [][][]byte // place's answer; buffered: the dispatcher never waits
-	served []Served        // what the peer serves (written by the fetch goroutine)
-	dst    [][][]byte      // what place gave (written by the fetch goroutine)
+	blocks []*index.Block   // frames allocated for the served run (Publishing replicas)
+	reply  chan [][][]byte  // place's answer; buffered: the dispatcher never waits
+	served []cluster.Served // what the peer serves (written by the fetch goroutine)
+	dst    [][][]byte       // what place gave (written by the fetch goroutine)
 }
 
 // peerEvent is a fetch goroutine's message to the dispatcher: a run to
@@ -115,7 +97,7 @@ type peerFetch struct {
 // passed their check.
 type peerEvent struct {
 	f      *peerFetch
-	place  []Served // non-nil: a place request
+	place  []cluster.Served // non-nil: a place request
 	done   bool
 	landed int
 	err    error
@@ -226,7 +208,7 @@ func (t *Tiers) PeerFetch(r Reader, ns abi.Namespace, hashAt func(int) abi.Block
 	return true, len(f.keys)
 }
 
-func advertises(owners []Owner, o Owner) bool {
+func advertises(owners []cluster.Owner, o cluster.Owner) bool {
 	for _, w := range owners {
 		if w.NodeID == o.NodeID && w.Epoch == o.Epoch {
 			return true
@@ -238,16 +220,16 @@ func advertises(owners []Owner, o Owner) bool {
 // run is a fetch's goroutine: the Remote's Fetch, then the CRC32C check of
 // what landed, then the end event. Frames are placed by the dispatcher
 // (place event); this goroutine only waits for them, never past ctx.
-func (p *peerTier) run(f *peerFetch, o Owner, hashes []abi.BlockHash) {
+func (p *peerTier) run(f *peerFetch, o cluster.Owner, hashes []abi.BlockHash) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
-	landed, err := p.remote.Fetch(ctx, o, f.ns, hashes, p.runBytes, func(run []Served) [][][]byte {
+	landed, err := p.remote.Fetch(ctx, o, f.ns, hashes, p.runBytes, func(run []cluster.Served) [][][]byte {
 		if len(run) > len(hashes) {
 			run = run[:len(hashes)]
 		}
-		f.served = append([]Served(nil), run...)
-		p.send(peerEvent{f: f, place: append(make([]Served, 0, len(run)+1), run...)})
+		f.served = append([]cluster.Served(nil), run...)
+		p.send(peerEvent{f: f, place: append(make([]cluster.Served, 0, len(run)+1), run...)})
 		select {
 		case dst := <-f.reply:
 			f.dst = dst
@@ -285,7 +267,7 @@ func blockCRC(frames [][]byte) uint32 {
 // placeRun allocates frames for the leading blocks of a served run that
 // are still in no RAM state and whose layout is known, as many as RAM
 // takes after eviction, and inserts them as Publishing replicas.
-func (t *Tiers) placeRun(f *peerFetch, run []Served) [][][]byte {
+func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 	p := t.peer
 	if p.ctx.Err() != nil || f.blocks != nil {
 		return nil

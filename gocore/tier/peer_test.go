@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 )
@@ -21,10 +22,10 @@ import (
 // tier's own part (the run it asks for, frames placed on the dispatcher,
 // the CRC32C check, misses, frame accounting, replicas) is tested without
 // a network or etcd; the real Remote is tested end to end in
-// gocore/manager. mode picks how the fetch goes wrong.
+// gocore/manager's cluster tests. mode picks how the fetch goes wrong.
 type remoteDouble struct {
 	mu     sync.Mutex
-	owner  Owner
+	owner  cluster.Owner
 	blocks map[abi.BlockHash][]byte
 	layers uint32 // Served.Layers (0: unknown)
 	mode   fetchMode
@@ -44,20 +45,20 @@ const (
 
 var corruptAt = 2
 
-func (d *remoteDouble) Owners(ns abi.Namespace, h abi.BlockHash) []Owner {
+func (d *remoteDouble) Owners(ns abi.Namespace, h abi.BlockHash) []cluster.Owner {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.blocks[h]; ok {
-		return []Owner{d.owner}
+		return []cluster.Owner{d.owner}
 	}
 	return nil
 }
 
-func (d *remoteDouble) Fetch(ctx context.Context, o Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
-	place func([]Served) [][][]byte) (int, error) {
+func (d *remoteDouble) Fetch(ctx context.Context, o cluster.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
+	place func([]cluster.Served) [][][]byte) (int, error) {
 	d.mu.Lock()
 	d.asked = append(d.asked, append([]abi.BlockHash(nil), hashes...))
-	var run []Served
+	var run []cluster.Served
 	var src [][]byte
 	var total uint64
 	for _, h := range hashes {
@@ -67,7 +68,7 @@ func (d *remoteDouble) Fetch(ctx context.Context, o Owner, ns abi.Namespace, has
 		}
 		total += uint64(len(b))
 		src = append(src, b)
-		run = append(run, Served{Length: uint64(len(b)), Layers: d.layers, CRC32C: crc32.Checksum(b, castagnoli)})
+		run = append(run, cluster.Served{Length: uint64(len(b)), Layers: d.layers, CRC32C: crc32.Checksum(b, castagnoli)})
 	}
 	mode := d.mode
 	d.mu.Unlock()
@@ -158,7 +159,7 @@ func settle(t *testing.T, ts *Tiers, ring chan struct{}) {
 }
 
 func newDouble(n int, layers uint32) *remoteDouble {
-	d := &remoteDouble{owner: Owner{NodeID: "b", Addr: "127.0.0.2:1", Epoch: 5}, blocks: map[abi.BlockHash][]byte{}, layers: layers}
+	d := &remoteDouble{owner: cluster.Owner{NodeID: "b", Addr: "127.0.0.2:1", Epoch: 5}, blocks: map[abi.BlockHash][]byte{}, layers: layers}
 	for i := 0; i < n; i++ {
 		d.blocks[pHash(i)] = pBytes(i)
 	}

@@ -5,23 +5,14 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/peer"
 )
 
-// The source side of a peer transfer (gocore/peer's Source, through
+// The source side of a peer transfer (gocore/cluster's Pins, run through
 // channel.Dispatcher.Do): the exact resident blocks a peer asked for are
 // pinned for the transfer, as a lease pins them (docs/design.md §6 rule 4:
 // never evicted while pinned; rule 8: Stats.Idle is false and Check
 // accounts for them while any is held), until UnpinRun.
-
-// PinnedBlock is one block pinned for a transfer: its bytes are the
-// concatenation of Bufs (RAM tier chunks, the last one cut to the block's
-// length), immutable until the pin is released, and valid only until then.
-type PinnedBlock struct {
-	Hash   abi.BlockHash
-	Length uint64 // bytes (all layers)
-	Layers uint32
-	Bufs   [][]byte
-}
 
 // ErrNoPin is returned by UnpinRun for a pin that is not held (never
 // issued, or already released).
@@ -29,9 +20,11 @@ var ErrNoPin = errors.New("cache: no such transfer pin")
 
 // PinRun pins the longest leading run of hashes sealed in RAM, at most
 // maxBytes of them (a block that does not fit ends the run), and returns
-// it with a pin id for UnpinRun; an empty run pins nothing and returns id
+// it with a pin id for UnpinRun (each block's bytes are the
+// concatenation of its Bufs, the RAM tier's chunks, the last one cut to
+// the block's length: immutable while pinned, valid only until then); an empty run pins nothing and returns id
 // 0. Dispatcher goroutine only.
-func (s *Service) PinRun(ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (pin uint64, run []PinnedBlock) {
+func (s *Service) PinRun(ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64) (pin uint64, run []peer.PinnedBlock) {
 	blocks := s.idx.Prefix(ns, abi.HashBytes(hashes), nil)
 	var bytes uint64
 	for i, blk := range blocks {
@@ -44,10 +37,10 @@ func (s *Service) PinRun(ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint
 	if len(blocks) == 0 {
 		return 0, nil
 	}
-	run = make([]PinnedBlock, len(blocks))
+	run = make([]peer.PinnedBlock, len(blocks))
 	for i, blk := range blocks {
 		s.idx.Pin(blk)
-		run[i] = PinnedBlock{Hash: blk.Key.Hash, Length: blk.Bytes, Layers: blk.Layers, Bufs: s.frames(blk)}
+		run[i] = peer.PinnedBlock{Hash: blk.Key.Hash, Length: blk.Bytes, Layers: blk.Layers, Bufs: s.frames(blk)}
 	}
 	s.nextPin++
 	pin = s.nextPin

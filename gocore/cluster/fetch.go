@@ -1,4 +1,4 @@
-package manager
+package cluster
 
 import (
 	"context"
@@ -13,15 +13,31 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/peer"
-	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
+
+// Owner is a peer that advertises a block: a candidate, not a promise (its
+// copy may have gone by the time it is asked; then the fetch is a miss).
+type Owner struct {
+	NodeID string
+	Addr   string // the peer's control address, host:port
+	Epoch  uint64 // the owner's epoch the advertisement was made under; a fetch asks for exactly it
+}
+
+// Served is one block of the run a peer agreed to serve.
+type Served struct {
+	Length uint64 // block bytes
+	// Layers the block spans; 0 when the peer does not say (the tier then
+	// infers them, gocore/tier's peer tier).
+	Layers uint32
+	CRC32C uint32 // Castagnoli, over the block's Length bytes
+}
 
 // releaseTimeout bounds a ReleaseTransfer call; a release that does not
 // get through is not retried: the source's lease expires on its own.
 const releaseTimeout = time.Second
 
-// peerBackoff is how long a peer (node id at one epoch) whose fetch failed
+// PeerBackoff is how long a peer (node id at one epoch) whose fetch failed
 // — unreachable, cut off, late, of another epoch; not one that refused for
 // its per-peer bounds or our request — is not asked again: its blocks
 // are misses at once meanwhile. Without it a dead or partitioned source
@@ -29,40 +45,43 @@ const releaseTimeout = time.Second
 // by default), and every lookup of its blocks starts a fetch that fails
 // and answers Loading again: thousands of failed dials, and a poller that
 // never sees its Miss within the fetch deadline.
-const peerBackoff = time.Second
+const PeerBackoff = time.Second
 
-// peerKey names a peer at one epoch in remote.down: a restarted peer (a
+// peerKey names a peer at one epoch in Fetcher.down: a restarted peer (a
 // new epoch) is asked again at once.
 type peerKey struct {
 	node  string
 	epoch uint64
 }
 
-// remote is the tiers' Remote over the cluster: owners from the catalog's
-// Watch-fed index, a fetch through peer control (OpenTransfer, pins at
-// the source) and the transfer engine (READs straight into the RAM tier
-// frames the dispatcher placed), then ReleaseTransfer.
-type remote struct {
+// Fetcher is the peer tier's network side (gocore/tier's Remote): owners
+// from the catalog's Watch-fed index, a fetch through peer control
+// (OpenTransfer, pins at the source) and the transfer engine (READs
+// straight into the RAM tier frames the dispatcher placed), then
+// ReleaseTransfer.
+type Fetcher struct {
 	cat    atomic.Pointer[catalog.Catalog] // nil until the catalog is open, and after it closed
 	eng    *transfer.Engine
 	tls    *tls.Config
 	log    *slog.Logger
-	owners []tier.Owner // Owners' scratch (dispatcher goroutine)
+	owners []Owner // Owners' scratch (dispatcher goroutine)
 
 	mu       sync.Mutex
 	clients  map[string]*peer.Client // by node id and peer control address
 	releases sync.WaitGroup          // ReleaseTransfer calls in flight
 	dataNode sync.Map                // transfer data address → node id, for the probes' labels
-	down     sync.Map                // peerKey → time.Time: not asked before then (peerBackoff)
+	down     sync.Map                // peerKey → time.Time: not asked before then (PeerBackoff)
 	downs    atomic.Int64            // entries in down; Owners skips the map while 0
 }
 
-func newRemote(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *remote {
-	return &remote{eng: eng, tls: cfg, log: log, clients: make(map[string]*peer.Client)}
+func newFetcher(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *Fetcher {
+	return &Fetcher{eng: eng, tls: cfg, log: log, clients: make(map[string]*peer.Client)}
 }
 
-// Owners returns the live members advertising (ns, h) (tier.Remote).
-func (r *remote) Owners(ns abi.Namespace, h abi.BlockHash) []tier.Owner {
+// Owners returns the live members advertising (ns, h), never this node,
+// but for those in back-off; nil when none. The slice is valid until the
+// next call (dispatcher goroutine).
+func (r *Fetcher) Owners(ns abi.Namespace, h abi.BlockHash) []Owner {
 	c := r.cat.Load()
 	if c == nil {
 		return nil
@@ -76,7 +95,7 @@ func (r *remote) Owners(ns abi.Namespace, h abi.BlockHash) []tier.Owner {
 		if r.downs.Load() > 0 && r.isDown(peerKey{m.NodeID, m.Epoch}) {
 			continue
 		}
-		r.owners = append(r.owners, tier.Owner{NodeID: m.NodeID, Addr: m.PeerAddr, Epoch: m.Epoch})
+		r.owners = append(r.owners, Owner{NodeID: m.NodeID, Addr: m.PeerAddr, Epoch: m.Epoch})
 	}
 	if len(r.owners) == 0 {
 		return nil
@@ -84,9 +103,9 @@ func (r *remote) Owners(ns abi.Namespace, h abi.BlockHash) []tier.Owner {
 	return r.owners
 }
 
-// isDown reports whether k failed a fetch less than peerBackoff ago; an
+// isDown reports whether k failed a fetch less than PeerBackoff ago; an
 // entry past its time goes.
-func (r *remote) isDown(k peerKey) bool {
+func (r *Fetcher) isDown(k peerKey) bool {
 	v, ok := r.down.Load(k)
 	if !ok {
 		return false
@@ -100,16 +119,16 @@ func (r *remote) isDown(k peerKey) bool {
 	return false
 }
 
-// markDown keeps o out of Owners for peerBackoff (any goroutine).
-func (r *remote) markDown(o tier.Owner) {
-	if _, loaded := r.down.Swap(peerKey{o.NodeID, o.Epoch}, time.Now().Add(peerBackoff)); !loaded {
+// markDown keeps o out of Owners for PeerBackoff (any goroutine).
+func (r *Fetcher) markDown(o Owner) {
+	if _, loaded := r.down.Swap(peerKey{o.NodeID, o.Epoch}, time.Now().Add(PeerBackoff)); !loaded {
 		r.downs.Add(1)
 	}
 }
 
 // client returns the peer control client of node o, dialling it once
 // (the server's certificate must name o's node id).
-func (r *remote) client(o tier.Owner) (*peer.Client, error) {
+func (r *Fetcher) client(o Owner) (*peer.Client, error) {
 	key := o.NodeID + "@" + o.Addr
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,9 +145,11 @@ func (r *remote) client(o tier.Owner) (*peer.Client, error) {
 
 // Fetch opens a transfer of hashes at o, has the dispatcher place frames
 // for the run the source serves, READs the run into them and releases the
-// transfer (tier.Remote). The transfer's deadline and ctx's bound it.
-func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
-	place func([]tier.Served) [][][]byte) (landed int, err error) {
+// transfer (in the background). The transfer's deadline and ctx's bound
+// it; it never writes a frame after it returned. The caller checks each
+// block's CRC32C.
+func (r *Fetcher) Fetch(ctx context.Context, o Owner, ns abi.Namespace, hashes []abi.BlockHash, maxBytes uint64,
+	place func([]Served) [][][]byte) (landed int, err error) {
 	defer func() {
 		if err != nil && !errors.Is(err, peer.ErrPeerLimit) && !errors.Is(err, peer.ErrInvalidRequest) && ctx.Err() != context.Canceled {
 			r.markDown(o)
@@ -147,9 +168,9 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 		return 0, nil
 	}
 	defer r.release(cl, tr.ID)
-	served := make([]tier.Served, len(tr.Blocks))
+	served := make([]Served, len(tr.Blocks))
 	for i, b := range tr.Blocks {
-		served[i] = tier.Served{Length: b.Length, Layers: b.Layers, CRC32C: b.CRC32C}
+		served[i] = Served{Length: b.Length, Layers: b.Layers, CRC32C: b.CRC32C}
 	}
 	dst := place(served)
 	if len(dst) == 0 {
@@ -203,7 +224,7 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 
 // release ends transfer id at its source in the background: the fetch's
 // answer does not wait for it.
-func (r *remote) release(cl *peer.Client, id uint64) {
+func (r *Fetcher) release(cl *peer.Client, id uint64) {
 	r.releases.Add(1)
 	go func() {
 		defer r.releases.Done()
@@ -216,7 +237,7 @@ func (r *remote) release(cl *peer.Client, id uint64) {
 }
 
 // close waits for releases in flight, then closes every peer client.
-func (r *remote) close() {
+func (r *Fetcher) close() {
 	r.releases.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -228,9 +249,9 @@ func (r *remote) close() {
 
 // nodeOf is the node id whose transfer data address is addr (the
 // address itself when no fetch named it).
-func (r *remote) nodeOf(addr string) string {
+func (r *Fetcher) nodeOf(addr string) string {
 	if v, ok := r.dataNode.Load(addr); ok {
 		return v.(string)
 	}
-	return hostOf(addr)
+	return HostOf(addr)
 }
