@@ -62,7 +62,7 @@ func (s *Service) holdNotification(st *sessState, o *op) bool {
 // holdAdmission holds the ticket request m of st at TicketAdmission, before
 // any check: nothing of it is applied and its reply waits. The
 // continuation serves it then, unless st closed or sent a newer request
-// meanwhile (Handle drops the held one: the client gave up waiting).
+// meanwhile (serveCommand drops the held one: the client gave up waiting).
 func (s *Service) holdAdmission(st *sessState, m *abi.Message) bool {
 	req := *m // the event's message is the dispatcher's, reused for the next batch
 	if !s.resumed.Pause(failpoint.TicketAdmission, func(p postFunc) {
@@ -71,7 +71,7 @@ func (s *Service) holdAdmission(st *sessState, m *abi.Message) bool {
 		}
 		st.admitGen = 0
 		s.readmit = true
-		resp, ok := s.Handle(st.sess, &req)
+		resp, ok := s.serveCommand(st.sess, &req)
 		s.readmit = false
 		if ok {
 			p(st.sess.Index, resp)

@@ -128,7 +128,7 @@ type Service struct {
 	draining bool // SetDraining: new queries, publishes and restores answer Unadmitted
 
 	observer OpObserver     // nil: durations are not measured
-	reqStart time.Duration  // mono() when Serve began the request Handle serves (0: not timed)
+	reqStart time.Duration  // mono() when Serve began the request serveCommand serves (0: not timed)
 	opSeq    [NumOps]uint32 // requests of each Op seen, for TimedEvery
 	// leaseBudget is the byte budget in force (Spec.LeaseBudget, or the
 	// RAM tier's capacity); set by New, never changed.
@@ -137,7 +137,7 @@ type Service struct {
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
 	resumed    *failpoint.Queue[postFunc]
-	deferReply bool // the request Handle is serving was held at a pause point: its reply is posted later
+	deferReply bool // the request serveCommand is serving was held at a pause point: its reply is posted later
 	readmit    bool // a held ticket admission runs again: it passes the point
 }
 
@@ -329,19 +329,20 @@ func (s *Service) live(st *sessState) bool {
 	return s.sessions[st.sess.Index] == st && !st.closing
 }
 
-// Serve is Handle for channel.Handler: m by value. With an OpObserver it
+// Serve serves one request for channel.Handler (m by value; serveCommand
+// does the work). With an OpObserver it
 // times one request in TimedEvery of each Op (a deferred Publish is
 // reported when it is answered).
 func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool) {
 	op, timed := opOf(m.Code)
 	if s.observer == nil || !timed {
-		return s.Handle(sess, &m)
+		return s.serveCommand(sess, &m)
 	}
 	if s.opSeq[op]++; s.opSeq[op]%TimedEvery != 0 {
-		return s.Handle(sess, &m)
+		return s.serveCommand(sess, &m)
 	}
 	s.reqStart = mono()
-	resp, ok := s.Handle(sess, &m)
+	resp, ok := s.serveCommand(sess, &m)
 	if ok {
 		s.observer.ObserveOp(op, mono()-s.reqStart)
 	}
@@ -349,11 +350,11 @@ func (s *Service) Serve(sess *session.Session, m abi.Message) (abi.Message, bool
 	return resp, ok
 }
 
-// Handle serves one cache command of sess (the message already passed
+// serveCommand serves one cache command of sess (the message already passed
 // abi.ValidateRequest). It returns the response, or ok=false when the
 // response is deferred: until a copy completes (Publish), or, in failpoint
 // builds, while the request is held at a pause point. Complete posts it.
-func (s *Service) Handle(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool) {
+func (s *Service) serveCommand(sess *session.Session, m *abi.Message) (resp abi.Message, ok bool) {
 	st := s.sessions[sess.Index]
 	if st == nil || st.sess != sess || st.closing {
 		return m.Response(s.epoch, abi.StatusStaleSession, 0, 0), true

@@ -133,7 +133,7 @@ func (r *rig) call2(s *session.Session, cmd abi.Command, desc []byte, arg0, arg1
 	if len(desc) > 0 {
 		m.DescOffset, m.DescLength = abi.SlotDescOffset, uint32(len(desc))
 	}
-	resp, ok := r.svc.Handle(s, &m)
+	resp, ok := r.svc.serveCommand(s, &m)
 	deadline := time.Now().Add(5 * time.Second)
 	for !ok {
 		r.svc.Complete(64, func(slot uint32, msg abi.Message) {
@@ -399,7 +399,7 @@ func TestBadRequestsGetAClearStatusAndChangeNothing(t *testing.T) {
 	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdRestore), Epoch: tEpoch,
 		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 16}
 	r.gen[a] += 2
-	first, _ := r.svc.Handle(a, &m)
+	first, _ := r.svc.serveCommand(a, &m)
 	resp := r.call(a, abi.CmdRestore, restoreDesc(lease, []uint32{1}, []uint32{3}), 0)
 	if status(resp) != abi.StatusInvalid || abi.Field(resp.Arg0) != abi.FieldPage {
 		t.Fatalf("overlapping restore: %v %v", status(resp), abi.Field(resp.Arg0))
@@ -419,7 +419,7 @@ func TestTeardownDrainsCopiesAndDiscardsHalfPublishedBlocks(t *testing.T) {
 	copy(a.Slot()[abi.SlotDescOffset:], publishDesc(ns1, tLayers, []abi.BlockHash{hash(0)}, []uint32{0}))
 	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdPublish), Epoch: tEpoch,
 		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 24}
-	if _, ok := r.svc.Handle(a, &m); ok {
+	if _, ok := r.svc.serveCommand(a, &m); ok {
 		t.Fatal("publish answered before its copy")
 	}
 	r.close(a)
@@ -526,7 +526,7 @@ func TestPublishFromAPageUnderRestoreIsRefused(t *testing.T) {
 	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdRestore), Epoch: tEpoch,
 		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 8}
 	r.gen[a] += 2
-	op, _ := r.svc.Handle(a, &m) // completions not drained yet: still in flight
+	op, _ := r.svc.serveCommand(a, &m) // completions not drained yet: still in flight
 	resp := r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(5)}, []uint32{3}), 0)
 	if status(resp) != abi.StatusInvalid || abi.Field(resp.Arg0) != abi.FieldPage {
 		t.Fatalf("publish from a page under restore: %v %v", status(resp), abi.Field(resp.Arg0))
@@ -583,7 +583,7 @@ func TestCacheCallsWaitForAnOutstandingPublish(t *testing.T) {
 	m := abi.Message{Magic: abi.MsgMagic, ABIVersion: abi.Version, Code: uint16(abi.CmdPublish), Epoch: tEpoch,
 		Generation: r.gen[a], DescOffset: abi.SlotDescOffset, DescLength: 64 + 24}
 	r.gen[a] += 2
-	if _, ok := r.svc.Handle(a, &m); ok {
+	if _, ok := r.svc.serveCommand(a, &m); ok {
 		t.Fatal("publish answered before its copy")
 	}
 	if resp := r.call(a, abi.CmdQueryBundle, queryDesc(ns1, hash(0)), 0); status(resp) != abi.StatusUnadmitted {
