@@ -19,7 +19,8 @@ import (
 // peerDouble is a test double of tier.Remote: one peer reduced to the
 // bytes it holds, written into the frames the peer tier places as the
 // transfer engine would (gocore/tier's tests cover its failure modes; the
-// real Remote, over etcd, gRPC and TCP, is tested in gocore/manager). It
+// real Remote, gocore/cluster's Fetcher over etcd, gRPC and TCP, is tested
+// by gocore/manager's cluster tests). It
 // lets the cache's tests check the lookup path (RAM, then SSD, then peer),
 // tickets and restores of fetched blocks without a network.
 type peerDouble struct {

@@ -1,7 +1,7 @@
 // Package catalog is the cluster catalog of OrbitKV on etcd v3
 // (go.etcd.io/etcd/client/v3): which Managers are alive (membership) and
 // which of them may hold a (namespace, block hash) (inventory). The
-// Manager (gocore/manager) opens one Catalog, advertises the blocks it
+// Manager's cluster (gocore/cluster) opens one Catalog, advertises the blocks it
 // sealed, withdraws the ones it evicted, and asks Owners before it asks a
 // peer for a block. It imports gocore/abi and gocore/limit only; the etcd
 // servers of its tests come from internal/etcdtest, which the Manager

@@ -4,7 +4,8 @@
 // (LoadTLS) and their making (NewCA, NewNodeCert; `orbitkvctl certs`). It
 // authorises a transfer and pins the exact bytes at the source; the bytes
 // move on the transfer engine (gocore/transfer), never through this package.
-// Only gocore/manager and cmd/ import it.
+// gocore/cluster, gocore/cache (PinnedBlock), gocore/manager (its Stats)
+// and cmd/ import it.
 //
 // # A transfer
 //

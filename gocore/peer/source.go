@@ -20,8 +20,9 @@ type PinnedBlock struct {
 	Bufs   [][]byte
 }
 
-// Source is the source side's hold on its RAM tier, implemented by the
-// Manager on its dispatcher goroutine (gocore/manager). Its methods are
+// Source is the source side's hold on its RAM tier: the handler peer
+// control serves OpenTransfer and ReleaseTransfer to (gocore/cluster's,
+// over the cache's transfer pins run on the dispatcher). Its methods are
 // called from gRPC handler goroutines, concurrently.
 type Source interface {
 	// Pin pins the longest resident leading run of hashes in namespace ns

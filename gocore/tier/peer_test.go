@@ -16,7 +16,7 @@ import (
 )
 
 // remoteDouble is a test double of Remote: the other Managers (catalog,
-// peer control and transfer engine, which gocore/manager glues together)
+// peer control and transfer engine, which gocore/cluster drives)
 // reduced to a map of the blocks one peer holds, written into the frames
 // place returns as the transfer engine would. It exists so that the peer
 // tier's own part (the run it asks for, frames placed on the dispatcher,
