@@ -37,8 +37,14 @@ func (s *Set) resolve(t *Ticket) {
 	if loading {
 		// Waiting for reads now, not for budget: their completion resolves
 		// it again (a queued ticket is skipped there and would wedge the
-		// queue).
-		t.reloads++
+		// queue). Only reads this ticket started count against
+		// MaxReloads: waiting on reads another lookup started (the chain's
+		// next block already loading) restarts nothing, and counting each
+		// of their completion rounds would lease a partial prefix to a
+		// ticket that asked for the whole one.
+		if started > 0 {
+			t.reloads++
+		}
 		s.leaveQueue(t)
 		t.wait(ramHits)
 		return
