@@ -23,7 +23,7 @@ package main
 
 import (
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -96,7 +96,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(args[1:], stdout, stderr)
 		switch {
-		case err == nil, errors.Is(err, flag.ErrHelp):
+		case err == nil, errors.Is(err, pflag.ErrHelp):
 			return 0
 		case errors.As(err, new(*suite.UsageError)):
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)

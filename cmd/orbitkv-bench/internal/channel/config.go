@@ -86,7 +86,7 @@ func channelFlags(cfg *ChannelConfig, subjects *string, idleSeconds *float64, ou
 }
 
 // parseChannelFlags parses and validates the channel suite's arguments.
-// Errors are *usageError (or flag.ErrHelp).
+// Errors are *suite.UsageError (or pflag.ErrHelp).
 func parseChannelFlags(args []string, out io.Writer) (ChannelConfig, error) {
 	var cfg ChannelConfig
 	var subjects string

@@ -2,7 +2,7 @@ package channel
 
 import (
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"io"
 	"slices"
 	"strings"
@@ -76,8 +76,8 @@ func TestParseChannelFlagsRejects(t *testing.T) {
 		{"a poll mode for an external Manager", []string{"--socket", "/tmp/x.sock", "--poll-mode", "spin"}, "--poll-mode configures a Manager the bench starts"},
 		{"a Manager binary for an external Manager", []string{"--socket", "/tmp/x.sock", "--manager-bin", "m"}, "--manager-bin configures"},
 		{"a stray argument", []string{"extra"}, `unexpected argument "extra"`},
-		{"an unknown flag", []string{"--fast"}, "flag provided but not defined: -fast"},
-		{"a malformed number", []string{"--n", "many"}, `invalid value "many"`},
+		{"an unknown flag", []string{"--fast"}, "unknown flag: --fast"},
+		{"a malformed number", []string{"--n", "many"}, `invalid argument "many" for "--n" flag`},
 		{"a short peer idle", []string{"--peer-idle", "10ms"}, "--peer-idle must be at least 1s"},
 	}
 	for _, tt := range tests {
@@ -97,8 +97,8 @@ func TestParseChannelFlagsRejects(t *testing.T) {
 func TestParseChannelFlagsHelp(t *testing.T) {
 	var out strings.Builder
 	_, err := parseChannelFlags([]string{"--help"}, &out)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	if !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("err = %v, want pflag.ErrHelp", err)
 	}
 	for _, want := range []string{"usage: orbitkv-bench channel", "-subjects", "-per-ms-n", "bench/channel/README.md"} {
 		if !strings.Contains(out.String(), want) {

@@ -3,7 +3,7 @@ package channel
 import (
 	"bufio"
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -34,7 +34,7 @@ func RunPeer(args []string, stdout, stderr io.Writer) error {
 		return suite.Usagef("usage: orbitkv-bench %s KIND --parent-pid PID [--idle D]", PeerCommand)
 	}
 	kind := args[0]
-	fs := flag.NewFlagSet(PeerCommand, flag.ContinueOnError)
+	fs := pflag.NewFlagSet(PeerCommand, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	parent := fs.Int("parent-pid", 0, "pid of the bench process")
 	idle := fs.Duration("idle", 30*time.Second, "exit after this long without a request")

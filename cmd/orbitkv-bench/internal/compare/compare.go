@@ -3,7 +3,7 @@ package compare
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
+	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -39,7 +39,7 @@ type comparedReport struct {
 
 // Run is `orbitkv-bench compare [--strict] A.json B.json`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	strict := fs.Bool("strict", false, fmt.Sprintf("exit %d when a figure of B is worse than A's outside the noise band or in another unit or direction, or either report is marked invalid", suite.ExitInvalid))
 	fs.Usage = func() {
@@ -54,7 +54,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if err == pflag.ErrHelp {
 			return err
 		}
 		return suite.Usagef("%v", err)

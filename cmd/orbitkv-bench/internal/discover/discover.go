@@ -352,7 +352,7 @@ type discoverConfig struct {
 }
 
 // parseDiscoverFlags parses the discover suite's flags; every value out of
-// range is a *usageError naming the flag and its limits (flag.ErrHelp for
+// range is a *suite.UsageError naming the flag and its limits (pflag.ErrHelp for
 // --help, after the usage text went to out).
 func parseDiscoverFlags(args []string, out io.Writer) (discoverConfig, error) {
 	var cfg discoverConfig

@@ -3,7 +3,7 @@ package discover
 import (
 	"bytes"
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +46,8 @@ func TestDiscoverFlags(t *testing.T) {
 	}
 	t.Run("--help prints the method and every flag with its limits", func(t *testing.T) {
 		var out bytes.Buffer
-		if _, err := parseDiscoverFlags([]string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
-			t.Fatalf("err %v, want flag.ErrHelp", err)
+		if _, err := parseDiscoverFlags([]string{"--help"}, &out); !errors.Is(err, pflag.ErrHelp) {
+			t.Fatalf("err %v, want pflag.ErrHelp", err)
 		}
 		for _, want := range []string{"usage: orbitkv-bench discover [flags]", "okv_discover_local", "bench/README.md",
 			"-iters count", "100..10000000", "-load-time duration", "100ms..10m0s", "-manager-bin", "-manager-args", "-json"} {

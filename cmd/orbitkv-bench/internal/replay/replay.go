@@ -31,7 +31,7 @@ type replayConfig struct {
 // pageBytes is the bytes of one block in one layer.
 func (c *replayConfig) pageBytes() uint64 { return c.blockBytes / uint64(c.layers) }
 
-// sizeValue is a flag.Value for a byte count written as "64KiB", "4GiB" or
+// sizeValue is a pflag.Value for a byte count written as "64KiB", "4GiB" or
 // "65536" (go-humanize: KiB = 1024 bytes, kB = 1000).
 type sizeValue struct{ n *uint64 }
 
@@ -41,6 +41,9 @@ func (s sizeValue) String() string {
 	}
 	return humanize.IBytes(*s.n)
 }
+
+// Type names the value in --help.
+func (s sizeValue) Type() string { return "size" }
 
 func (s sizeValue) Set(v string) error {
 	n, err := humanize.ParseBytes(v)
@@ -73,7 +76,7 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
 }
 
 // ParseReplayFlags parses and validates the replay suite's arguments.
-// Errors are *usageError (or flag.ErrHelp); each names its flag.
+// Errors are *suite.UsageError (or pflag.ErrHelp); each names its flag.
 func ParseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	var cfg replayConfig
 	var layers uint

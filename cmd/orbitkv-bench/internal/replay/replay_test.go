@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -173,7 +173,7 @@ func TestParseReplayFlagsRejects(t *testing.T) {
 		{"a block not divisible by the layers", []string{"--block-bytes", "64KiB", "--layers", "3"}, "--block-bytes 64 KiB (65536 bytes) is not divisible by --layers 3"},
 		{"pages not a multiple of 64 bytes", []string{"--block-bytes", "4000", "--layers", "4"}, "1000 bytes per page, which must be a multiple of 64"},
 		{"a block of 0 bytes", []string{"--block-bytes", "0"}, "--block-bytes must be between 1 byte and 1GiB"},
-		{"a block size that is not a size", []string{"--block-bytes", "big"}, `invalid value "big" for flag -block-bytes: not a size`},
+		{"a block size that is not a size", []string{"--block-bytes", "big"}, `invalid argument "big" for "--block-bytes" flag: not a size`},
 		{"a capacity below one block", []string{"--ram-capacity", "1KiB"}, "--ram-capacity 1.0 KiB is smaller than one block"},
 		{"a negative limit", []string{"--limit", "-1"}, "--limit must be at least 0"},
 		{"a capacity for an external Manager", []string{"--socket", "/tmp/x.sock", "--ram-capacity", "1GiB"}, "--ram-capacity configures a Manager the bench starts"},
@@ -200,8 +200,8 @@ func TestParseReplayFlagsRejects(t *testing.T) {
 
 func TestParseReplayFlagsHelp(t *testing.T) {
 	var out bytes.Buffer
-	if _, err := ParseReplayFlags([]string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	if _, err := ParseReplayFlags([]string{"--help"}, &out); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("err = %v, want pflag.ErrHelp", err)
 	}
 	for _, want := range []string{"usage: orbitkv-bench replay", "-clients", "-block-bytes", "-ram-capacity", "-limit"} {
 		if !strings.Contains(out.String(), want) {

@@ -2,7 +2,7 @@ package suite
 
 import (
 	"cmp"
-	"flag"
+	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"slices"
@@ -40,7 +40,7 @@ func (c *Common) meta() Meta { return newMeta(c.suite, c.args, c.Repeats, c.star
 // shared flags into a suiteCommon, and parsing into usage errors that
 // name the flag.
 type Flags struct {
-	*flag.FlagSet
+	*pflag.FlagSet
 	common      *Common
 	managerArgs string          // --manager-args as given
 	set         map[string]bool // flags given on the command line, after parse
@@ -67,11 +67,11 @@ func (f *Flags) DefaultRepeatsOf(n int) {
 	f.Lookup("repeats").DefValue = strconv.Itoa(n)
 }
 
-// ParseArgs parses args and fills the suiteCommon; errors are flag.ErrHelp or
-// a *usageError.
+// ParseArgs parses args and fills the suiteCommon; errors are pflag.ErrHelp or
+// a *UsageError.
 func (f *Flags) ParseArgs(args []string) error {
 	if err := f.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if err == pflag.ErrHelp {
 			return err
 		}
 		return Usagef("%v", err)
@@ -80,7 +80,7 @@ func (f *Flags) ParseArgs(args []string) error {
 		return Usagef("unexpected argument %q", f.Arg(0))
 	}
 	f.set = map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	f.Visit(func(fl *pflag.Flag) { f.set[fl.Name] = true })
 	f.common.ManagerArgs = strings.Fields(f.managerArgs)
 	f.common.suite, f.common.args, f.common.start = f.Name(), append([]string{}, args...), time.Now()
 	return FirstError(Between("repeats", f.common.Repeats, 1, maxRepeats), checkPlotDir(f.common.PlotDir), CheckOutput(f.common.Output))
@@ -198,7 +198,7 @@ type BlockSizes struct {
 
 // ParseSizes parses --sizes: comma-separated sizes (256KiB, 2MiB), each
 // at most 256 MiB, none twice, at least one, and each as rule says. Errors
-// are *usageError naming --sizes or --blocks.
+// are *UsageError naming --sizes or --blocks.
 func ParseSizes(value string, rule BlockSizes) ([]uint64, error) {
 	sizes, err := ParseList(ListFlag{Name: "sizes", Noun: "size"}, value, func(s string) (uint64, error) {
 		n, err := humanize.ParseBytes(s)
@@ -225,8 +225,8 @@ func ParseSizes(value string, rule BlockSizes) ([]uint64, error) {
 // shared suite flags (its own --json, --manager-bin, --manager-args): name
 // is the suite, about the usage paragraph printed between the usage line
 // and the flags, and out receives the usage and parse errors.
-func StandaloneFlags(name string, out io.Writer, about ...string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func StandaloneFlags(name string, out io.Writer, about ...string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: orbitkv-bench %s [flags]\n\n", name)
@@ -240,11 +240,11 @@ func StandaloneFlags(name string, out io.Writer, about ...string) *flag.FlagSet 
 	return fs
 }
 
-// ParseStandalone parses args into fs: flag.ErrHelp for --help, a
-// *usageError for a bad flag or any positional argument.
-func ParseStandalone(fs *flag.FlagSet, args []string) error {
+// ParseStandalone parses args into fs: pflag.ErrHelp for --help, a
+// *UsageError for a bad flag or any positional argument.
+func ParseStandalone(fs *pflag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if err == pflag.ErrHelp {
 			return err
 		}
 		return Usagef("%v", err)

@@ -12,7 +12,7 @@ func (f *Flags) PlotFlag(what string) {
 
 // checkPlotDir makes dir (--plot) if it is missing and proves a file can be
 // created in it, so a long run does not end in a directory it cannot
-// write. "" (no --plot) is accepted. Errors are *usageError naming --plot.
+// write. "" (no --plot) is accepted. Errors are *UsageError naming --plot.
 func checkPlotDir(dir string) error {
 	if dir == "" {
 		return nil

@@ -40,6 +40,9 @@ func (m *progressMode) String() string {
 	return string(*m)
 }
 
+// Type names the value in --help: one of the modes.
+func (m *progressMode) Type() string { return "mode" }
+
 func (m *progressMode) Set(v string) error {
 	switch progressMode(v) {
 	case progressAuto, progressBar, progressLines, progressOff:
