@@ -23,7 +23,6 @@ package main
 
 import (
 	"errors"
-	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +39,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/transfer"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/wake"
+	"github.com/spf13/pflag"
 )
 
 // command is one subcommand of the dispatcher.

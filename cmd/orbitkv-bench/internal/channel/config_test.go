@@ -2,7 +2,6 @@ package channel
 
 import (
 	"errors"
-	"github.com/spf13/pflag"
 	"io"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/gocore/pingpong"
+	"github.com/spf13/pflag"
 )
 
 func TestParseChannelFlagsDefaults(t *testing.T) {

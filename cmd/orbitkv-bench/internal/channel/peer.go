@@ -3,7 +3,6 @@ package channel
 import (
 	"bufio"
 	"errors"
-	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/gocore/pingpong"
+	"github.com/spf13/pflag"
 )
 
 // PeerCommand is the hidden subcommand the bench re-executes itself with to

@@ -3,7 +3,6 @@ package compare
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/spf13/pflag"
 )
 
 // Verdicts of compare, B against A.

@@ -3,12 +3,12 @@ package discover
 import (
 	"bytes"
 	"errors"
-	"github.com/spf13/pflag"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/spf13/pflag"
 )
 
 func TestDiscoverFlags(t *testing.T) {

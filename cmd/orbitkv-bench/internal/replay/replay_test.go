@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/content"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/gocore/trace"
+	"github.com/spf13/pflag"
 )
 
 // page returns an 8-byte aligned page of n bytes (n a multiple of 8).

@@ -2,7 +2,6 @@ package suite
 
 import (
 	"cmp"
-	"github.com/spf13/pflag"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/spf13/pflag"
 )
 
 // Common is what every suite's config holds from the shared flags:
