@@ -278,54 +278,18 @@ test-clang: deps-build ## Build native/ with clang (-Wall -Wextra -Werror) into 
 
 # ---- fuzzing ----------------------------------------------------------------
 
-# $(call fuzz_all,SECONDS,CORPUS-MODE): every Go fuzz target (found with
-# `go test -list`) and every libFuzzer target for SECONDS each. CORPUS-MODE
-# "tmp": libFuzzer works on a temporary copy of the committed seeds,
-# native/fuzz/corpus/<name>/ or, without the fuzz_ prefix, corpus/<short>/;
-# "keep": on build/fuzz/corpus/<name>/, seeded from it and kept between runs.
-# Crash inputs land in build/fuzz/artifacts/<name>/ (Go keeps its crashers in
-# the package's testdata/fuzz/, to be committed as regression seeds).
-define fuzz_all
-	@secs=$(patsubst %s,%,$(1)); failed=""; \
-	pkgs=$$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=$(BUILD) '^func Fuzz[A-Z0-9_]' . \
-		| xargs -r -n1 dirname | sort -u || true); \
-	for pkg in $$pkgs; do \
-		for fz in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "==> go fuzz $$pkg $$fz ($${secs}s)"; \
-			log=$$(mktemp); \
-			if ! $(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$${secs}s" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg 2>&1 | tee $$log; then \
-				if grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
-					echo "==> $$fz: the fuzzer's own shutdown timed out (no failing input): running it once more for $(FUZZ_RETRY_EXECS) executions (a count has no deadline to time out)"; \
-					$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime "$(FUZZ_RETRY_EXECS)x" -fuzzminimizetime $(FUZZ_MINIMIZETIME) $$pkg || failed="$$failed $$fz"; \
-				else failed="$$failed $$fz"; fi; \
-			fi; rm -f $$log; \
-		done; \
-	done; \
-	for bin in $$(find $(FUZZ_DIR) -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort); do \
-		name=$$(basename $$bin); \
-		if [ "$(2)" = keep ]; then corpus=$(FUZZ_DIR)/corpus/$$name; mkdir -p $$corpus; \
-		else corpus=$$(mktemp -d); fi; \
-		seeds=native/fuzz/corpus/$$name; [ -d $$seeds ] || seeds=native/fuzz/corpus/$${name#fuzz_}; \
-		if [ -d $$seeds ]; then cp -r $$seeds/. $$corpus/; else echo "no seed corpus for $$name"; fi; \
-		mkdir -p $(FUZZ_DIR)/artifacts/$$name; \
-		echo "==> libFuzzer $$name ($${secs}s, corpus $$corpus)"; \
-		$$bin -max_total_time=$$secs -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-			-artifact_prefix=$(FUZZ_DIR)/artifacts/$$name/ $$corpus \
-			>$(FUZZ_DIR)/$$name.log 2>&1 || { tail -n 60 $(FUZZ_DIR)/$$name.log; failed="$$failed $$name"; }; \
-		grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_DIR)/$$name.log || true; \
-		if [ "$(2)" != keep ]; then rm -rf $$corpus; fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "fuzz targets failed:$$failed"; exit 1; fi
-endef
+# ci/fuzz.sh SECONDS tmp|keep runs every Go and libFuzzer fuzz target; its
+# header says how the corpus is kept.
+FUZZ_ENV = GO="$(GO)" BUILD=$(BUILD) FUZZ_DIR=$(FUZZ_DIR) FUZZ_MINIMIZETIME=$(FUZZ_MINIMIZETIME) FUZZ_RETRY_EXECS=$(FUZZ_RETRY_EXECS)
 
 fuzz-build: deps-build
 	$(call cmake_build,$(FUZZ_DIR),CC=clang,-DORBITKV_FUZZ=ON,orbitkv_fuzzers)
 
 fuzz-smoke: fuzz-build ## Each Go and libFuzzer fuzz target for SMOKE_FUZZTIME (10s)
-	$(call fuzz_all,$(SMOKE_FUZZTIME),tmp)
+	@$(FUZZ_ENV) ci/fuzz.sh $(SMOKE_FUZZTIME) tmp
 
 fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer corpus kept in build/fuzz/corpus
-	$(call fuzz_all,$(FUZZTIME),keep)
+	@$(FUZZ_ENV) ci/fuzz.sh $(FUZZTIME) keep
 
 # ---- generated code ---------------------------------------------------------
 
@@ -338,24 +302,7 @@ man: deps-build ## Regenerate the man pages in docs/man/ from the commands' flag
 	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done
 
 check-generated: deps-build ## Regenerate protobuf code, the BPF probes (clang) and man pages and fail if they differ from what is committed
-	@if [ -x ci/gen-proto.sh ]; then ci/gen-proto.sh; else echo "no ci/gen-proto.sh yet"; fi
-	@ci/gen-ebpf.sh
-	@$(MAKE) man
-	@if ! git rev-parse --git-dir >/dev/null 2>&1; then echo "not a git checkout: diff skipped"; exit 0; fi; \
-	git diff --exit-code -- proto native/src/proto || \
-		{ echo "generated code differs from the committed version: run ci/gen-proto.sh and commit"; exit 1; }; \
-	git diff --exit-code -- ebpf || \
-		{ echo "the BPF object or its loader differs from the committed version: run ci/gen-ebpf.sh and commit ebpf/"; exit 1; }; \
-	new=$$(git ls-files --others --exclude-standard -- ebpf); \
-	if [ -n "$$new" ]; then echo "generated BPF files not committed:"; echo "$$new"; exit 1; fi; \
-	git diff --exit-code -- docs/man || \
-		{ echo "man pages differ from the committed version: run make man and commit docs/man"; exit 1; }; \
-	new=$$(git ls-files --others --exclude-standard -- docs/man); \
-	if [ -n "$$new" ]; then echo "man pages not committed (run make man and commit):"; echo "$$new"; exit 1; fi; \
-	if [ -n "$$(git ls-files -- proto native/src/proto)" ]; then \
-		new=$$(git ls-files --others --exclude-standard -- proto native/src/proto); \
-		if [ -n "$$new" ]; then echo "generated files not committed:"; echo "$$new"; exit 1; fi; \
-	fi
+	@MAKE="$(MAKE)" ci/check-generated.sh
 
 # ---- running ----------------------------------------------------------------
 
@@ -370,13 +317,7 @@ demo: $(DEMO_TARGET) ## Run the main job on embedded defaults: replay the Moonca
 # the Manager (also on failure or Ctrl-C). Progress and errors go to a log
 # file, printed when the replay fails.
 demo-replay: all
-	@log=$$(mktemp /tmp/orbitkv-demo.XXXXXX.log); \
-	echo "==> bin/orbitkv-bench replay --clients 4 (3 replays, each with a fresh Manager started and stopped by the bench; about a minute; log $$log)"; \
-	if bin/orbitkv-bench replay --clients 4 --trace bench/traces/mooncake-conversation.jsonl.gz 2>$$log; then \
-		rm -f $$log; \
-	else \
-		rc=$$?; echo "==> orbitkv-bench replay failed (exit $$rc); its log:"; cat $$log; rm -f $$log; exit $$rc; \
-	fi
+	@ci/demo.sh replay
 
 # Three Managers on 127.0.0.1, .2 and .3 (peer control and data listeners;
 # HTTP on 127.0.0.1) joined by a real etcd (bin/orbitkv-etcd, built from
@@ -387,36 +328,14 @@ demo-replay: all
 # The bench makes the cluster's CA and node certificates in a temporary
 # directory and stops everything at the end (also on failure or Ctrl-C).
 demo-cluster: all ## Three Managers on 127.0.0.1, .2, .3 and a real etcd replay the conversation trace, clients spread over the nodes: hits per node and per tier
-	@log=$$(mktemp /tmp/orbitkv-demo-cluster.XXXXXX.log); \
-	echo "==> bin/orbitkv-bench replay --nodes 3 --clients 6 (one Manager, 3 without peers, 3 with an etcd and the peer tier; a few minutes; log $$log)"; \
-	if bin/orbitkv-bench replay --nodes 3 --clients 6 --repeats 1 --trace bench/traces/mooncake-conversation.jsonl.gz 2>$$log; then \
-		rm -f $$log; \
-	else \
-		rc=$$?; echo "==> orbitkv-bench replay --nodes 3 failed (exit $$rc); its log:"; cat $$log; rm -f $$log; exit $$rc; \
-	fi
+	@ci/demo.sh cluster
 
 # Starts the Manager on its embedded defaults, runs the channel benchmark
 # against its bootstrap socket, stops the Manager (also on failure). A
 # socket file left from an earlier run is not taken for the new Manager's:
 # the loop waits for a socket with a different inode.
 demo-channel: all
-	@log=$$(mktemp /tmp/orbitkv-demo.XXXXXX.log); \
-	old=$$(stat -c %i $(MANAGER_SOCK) 2>/dev/null || echo none); \
-	bin/orbitkv-manager >$$log 2>&1 & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true' EXIT; \
-	echo "==> orbitkv-manager pid $$pid on $(MANAGER_ADDR) (log $$log)"; \
-	for i in $$(seq 100); do \
-		[ -S $(MANAGER_SOCK) ] && [ "$$(stat -c %i $(MANAGER_SOCK))" != "$$old" ] && break; \
-		kill -0 $$pid 2>/dev/null || { echo "orbitkv-manager exited:"; cat $$log; exit 1; }; \
-		sleep 0.1; \
-	done; \
-	[ -S $(MANAGER_SOCK) ] || { echo "no socket $(MANAGER_SOCK) after 10s:"; cat $$log; exit 1; }; \
-	echo "==> orbitkv-bench channel --socket $(MANAGER_SOCK)"; \
-	bin/orbitkv-bench channel --socket $(MANAGER_SOCK); \
-	kill $$pid; for i in $$(seq 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
-	kill -0 $$pid 2>/dev/null && { echo "orbitkv-manager did not stop within 10s of SIGTERM; killing it"; kill -9 $$pid; }; \
-	wait $$pid || true; trap - EXIT; \
-	echo "==> orbitkv-manager stopped; its log:"; tail -n 20 $$log; rm -f $$log
+	@MANAGER_SOCK=$(MANAGER_SOCK) MANAGER_ADDR=$(MANAGER_ADDR) ci/demo.sh channel
 
 clean: ## Remove bin/ and build/
 	rm -rf bin $(BUILD)

@@ -1,110 +1,11 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"io"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/orbitkv/orbitkv/gocore/pingpong"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/channel"
 )
-
-func TestParseChannelFlagsDefaults(t *testing.T) {
-	cfg, err := parseChannelFlags(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.n != 100000 || cfg.perMsN != 2000 || cfg.idle != 3*time.Second || cfg.pollMode != "adaptive" ||
-		cfg.warmup != 10000 || cfg.json || cfg.socket != "" {
-		t.Errorf("defaults = %+v", cfg)
-	}
-	// Every subject this build can run: all of them with the iceoryx2
-	// transport, all but the iceoryx2 ones without it.
-	want := allSubjects
-	if !pingpong.Iceoryx2Built {
-		want = []string{subjectOrbitKV, subjectShmSpin, subjectFutex, subjectUDS, subjectGRPC}
-	}
-	if !slices.Equal(cfg.subjects, want) {
-		t.Errorf("default subjects = %v, want %v (iceoryx2 built: %v)", cfg.subjects, want, pingpong.Iceoryx2Built)
-	}
-	if !cfg.needsManager() {
-		t.Error("the default run does not start a Manager")
-	}
-}
-
-func TestParseChannelFlagsAccepts(t *testing.T) {
-	cfg, err := parseChannelFlags([]string{"--subjects", " uds,shm_spin ", "--n", "50", "--json",
-		"--idle-seconds", "0.5", "--manager-args", "--listen 127.0.0.1:0  --x"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"shm_spin", "uds"}; !slices.Equal(cfg.subjects, want) {
-		t.Errorf("subjects = %v, want %v (report order)", cfg.subjects, want)
-	}
-	if cfg.warmup != 5 {
-		t.Errorf("warmup = %d, want n/10 = 5", cfg.warmup)
-	}
-	if cfg.idle != 500*time.Millisecond || !cfg.json {
-		t.Errorf("idle = %v json = %v", cfg.idle, cfg.json)
-	}
-	if want := []string{"--listen", "127.0.0.1:0", "--x"}; !slices.Equal(cfg.managerArgs, want) {
-		t.Errorf("managerArgs = %q, want %q", cfg.managerArgs, want)
-	}
-	if cfg.needsManager() {
-		t.Error("a baseline-only run starts a Manager")
-	}
-}
-
-func TestParseChannelFlagsRejects(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"an unknown subject", []string{"--subjects", "orbitkv_ping,iceoryx"}, `unknown subject "iceoryx"`},
-		{"a subject named twice", []string{"--subjects", "uds,uds"}, `"uds" named twice`},
-		{"no subject", []string{"--subjects", " , "}, "names no subject"},
-		{"zero iterations", []string{"--n", "0"}, "--n must be at least 1"},
-		{"negative per-ms iterations", []string{"--per-ms-n", "-1"}, "--per-ms-n must be at least 0"},
-		{"a negative warmup", []string{"--warmup", "-2"}, "--warmup must be at least 0"},
-		{"negative idle seconds", []string{"--idle-seconds", "-1"}, "--idle-seconds must be between"},
-		{"an unknown poll mode", []string{"--poll-mode", "busy"}, `--poll-mode must be one of spin, adaptive, park, got "busy"`},
-		{"a poll mode for an external Manager", []string{"--socket", "/tmp/x.sock", "--poll-mode", "spin"}, "--poll-mode configures a Manager the bench starts"},
-		{"a Manager binary for an external Manager", []string{"--socket", "/tmp/x.sock", "--manager-bin", "m"}, "--manager-bin configures"},
-		{"a stray argument", []string{"extra"}, `unexpected argument "extra"`},
-		{"an unknown flag", []string{"--fast"}, "flag provided but not defined: -fast"},
-		{"a malformed number", []string{"--n", "many"}, `invalid value "many"`},
-		{"a short peer idle", []string{"--peer-idle", "10ms"}, "--peer-idle must be at least 1s"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseChannelFlags(tt.args, io.Discard)
-			var ue *usageError
-			if !errors.As(err, &ue) {
-				t.Fatalf("err = %v, want a usage error", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %q, want it to contain %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseChannelFlagsHelp(t *testing.T) {
-	var out strings.Builder
-	_, err := parseChannelFlags([]string{"--help"}, &out)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
-	}
-	for _, want := range []string{"usage: orbitkv-bench channel", "-subjects", "-per-ms-n", "bench/channel/README.md"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("help lacks %q:\n%s", want, out.String())
-		}
-	}
-}
 
 func TestDispatchExitStatus(t *testing.T) {
 	tests := []struct {
@@ -118,7 +19,7 @@ func TestDispatchExitStatus(t *testing.T) {
 		{"help for a suite succeeds", []string{"help", "channel"}, 0},
 		{"a suite's --help succeeds", []string{"channel", "--help"}, 0},
 		{"a bad flag is a usage error", []string{"channel", "--n", "0"}, 2},
-		{"a peer without its parent is a usage error", []string{peerCommand, "uds"}, 2},
+		{"a peer without its parent is a usage error", []string{channel.PeerCommand, "uds"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,10 +23,23 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/channel"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/compare"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/copy"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/discover"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/peers"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/policy"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/query"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/replay"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/ssd"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/transfer"
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/wake"
+	"github.com/spf13/pflag"
 )
 
 // command is one subcommand of the dispatcher.
@@ -39,19 +52,19 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: runReplay},
-		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: runCopy},
-		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: runSSD},
-		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: runQuery},
-		{name: "discover", summary: "discovery of 32 and 1,000 hashes from the shared-memory index vs the QueryBundle round trip, and Manager CPU with 4 clients at 10 kHz", run: runDiscover},
-		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: runPolicy},
-		{name: "transfer", summary: "transfer engine GB/s for 64KiB-4MiB blocks on loopback vs a plain TCP stream and one slice in flight, in the same run", run: runTransfer},
-		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: runChannel},
-		{name: "wake", summary: "what a thread pays right after a sleep: two clock reads, a Go call, a cgo call, N dependent cache lines, cold vs warm", run: runWake},
-		{name: "peers", summary: "OrbitKV beside LMCache's multiprocess server in the same run: lookup p50/p99, store and retrieve GB/s, ratios", run: runPeers},
-		{name: "compare", summary: "compare two --json reports of one suite: ratios, and which differences lie within the noise band", run: runCompare},
-		{name: peerCommand, summary: "internal: the echoing side of a baseline", run: runPeer, hidden: true},
-		{name: replayWorkerCommand, summary: "internal: one replay client", run: runReplayWorker, hidden: true},
+		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: replay.Run},
+		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: copy.Run},
+		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: ssd.Run},
+		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: query.Run},
+		{name: "discover", summary: "discovery of 32 and 1,000 hashes from the shared-memory index vs the QueryBundle round trip, and Manager CPU with 4 clients at 10 kHz", run: discover.Run},
+		{name: "policy", summary: "eviction policies vs LRU and the offline optimum on a trace, simulated at 5-50% capacity", run: policy.Run},
+		{name: "transfer", summary: "transfer engine GB/s for 64KiB-4MiB blocks on loopback vs a plain TCP stream and one slice in flight, in the same run", run: transfer.Run},
+		{name: "channel", summary: "round-trip latency of Ping through liborbitkv vs raw shm spin, futex, UDS and gRPC", run: channel.Run},
+		{name: "wake", summary: "what a thread pays right after a sleep: two clock reads, a Go call, a cgo call, N dependent cache lines, cold vs warm", run: wake.Run},
+		{name: "peers", summary: "OrbitKV beside LMCache's multiprocess server in the same run: lookup p50/p99, store and retrieve GB/s, ratios", run: peers.Run},
+		{name: "compare", summary: "compare two --json reports of one suite: ratios, and which differences lie within the noise band", run: compare.Run},
+		{name: channel.PeerCommand, summary: "internal: the echoing side of a baseline", run: channel.RunPeer, hidden: true},
+		{name: replay.WorkerCommand, summary: "internal: one replay client", run: replay.RunWorker, hidden: true},
 	}
 }
 
@@ -83,14 +96,14 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(args[1:], stdout, stderr)
 		switch {
-		case err == nil, errors.Is(err, flag.ErrHelp):
+		case err == nil, errors.Is(err, pflag.ErrHelp):
 			return 0
-		case errors.As(err, new(*usageError)):
+		case errors.As(err, new(*suite.UsageError)):
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
 			return 2
-		case errors.As(err, new(*invalidRunError)):
+		case errors.As(err, new(*suite.InvalidRunError)):
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
-			return exitInvalid
+			return suite.ExitInvalid
 		default:
 			fmt.Fprintf(stderr, "orbitkv-bench %s: %v\n", name, err)
 			return 1
@@ -113,10 +126,3 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "orbitkv-bench help SUITE prints a suite's flags; bench/README.md describes the suites.")
 }
-
-// usageError is a bad flag or argument; dispatch exits 2 on it.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
