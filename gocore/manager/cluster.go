@@ -16,6 +16,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // ClusterSpec is the Manager's part in a cluster of Managers: the catalog
@@ -45,7 +46,7 @@ type ClusterSpec struct {
 	Peer peer.ServerSpec
 	// Engine and Transfer are the transfer engine's requester and source
 	// sides (Rails, SliceBytes, ...); New fills OnConn, Addr and Logger.
-	Engine   transfer.EngineSpec
+	Engine   requester.EngineSpec
 	Transfer transfer.ServerSpec
 }
 
@@ -73,7 +74,7 @@ func checkHostPort(field, addr string) error {
 type cluster struct {
 	spec   ClusterSpec
 	log    *slog.Logger
-	engine *transfer.Engine
+	engine *requester.Engine
 	remote *remote
 	adv    *advertiser
 	data   *transfer.Server
@@ -98,7 +99,7 @@ func (m *Manager) newCluster(s Spec) (*cluster, error) {
 	if es.Logger == nil {
 		es.Logger = s.Logger
 	}
-	eng, err := transfer.NewEngine(es)
+	eng, err := requester.NewEngine(es)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/tier"
-	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // releaseTimeout bounds a ReleaseTransfer call; a release that does not
@@ -44,7 +44,7 @@ type peerKey struct {
 // frames the dispatcher placed), then ReleaseTransfer.
 type remote struct {
 	cat    atomic.Pointer[catalog.Catalog] // nil until the catalog is open, and after it closed
-	eng    *transfer.Engine
+	eng    *requester.Engine
 	tls    *tls.Config
 	log    *slog.Logger
 	owners []tier.Owner // Owners' scratch (dispatcher goroutine)
@@ -57,7 +57,7 @@ type remote struct {
 	downs    atomic.Int64            // entries in down; Owners skips the map while 0
 }
 
-func newRemote(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *remote {
+func newRemote(eng *requester.Engine, cfg *tls.Config, log *slog.Logger) *remote {
 	return &remote{eng: eng, tls: cfg, log: log, clients: make(map[string]*peer.Client)}
 }
 
@@ -167,13 +167,13 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 		return 0, err
 	}
 	defer r.eng.CloseSegment(h)
-	var reqs []transfer.Request
+	var reqs []requester.Request
 	first := make([]int, len(dst)+1) // block i's requests are reqs[first[i]:first[i+1]]
 	for i, frames := range dst {
 		first[i] = len(reqs)
 		off := tr.Blocks[i].Offset
 		for _, f := range frames {
-			reqs = append(reqs, transfer.Request{Segment: h, Offset: off, Dst: f})
+			reqs = append(reqs, requester.Request{Segment: h, Offset: off, Dst: f})
 			off += uint64(len(f))
 		}
 	}
@@ -188,7 +188,7 @@ func (r *remote) Fetch(ctx context.Context, o tier.Owner, ns abi.Namespace, hash
 	for landed < len(dst) {
 		whole := true
 		for _, s := range st[first[landed]:first[landed+1]] {
-			whole = whole && s.State == transfer.Done
+			whole = whole && s.State == requester.Done
 		}
 		if !whole {
 			break
