@@ -16,6 +16,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // clusterConfig holds the cluster settings (cluster.Spec) as text
@@ -56,7 +57,7 @@ var clusterFlagOf = map[string]string{
 	"catalog.BatchInterval": "advertise-interval",
 	"tier.PeerTimeout":      "peer-fetch-timeout", "peer.MaxTransferBytes": "peer-max-transfer-bytes",
 	"peer.MaxPeerBytes": "peer-max-peer-bytes", "peer.LeaseTTL": "peer-transfer-lease",
-	"transfer.EngineSpec.Rails": "transfer-rails", "transfer.EngineSpec.SliceBytes": "transfer-slice-bytes",
+	"requester.EngineSpec.Rails": "transfer-rails", "requester.EngineSpec.SliceBytes": "transfer-slice-bytes",
 	"transfer.ServerSpec.MaxConnsPerHost": "transfer-max-conns-per-host",
 	"transfer.ServerSpec.ProveTimeout":    "transfer-prove-timeout",
 	"peer.MaxConns":                       "peer-max-conns", "peer.MaxConcurrentStreams": "peer-max-streams",
@@ -110,7 +111,7 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 		peer.MaxTransferBytesRange.CheckSet(maxTransfer), peer.MaxPeerBytesRange.CheckSet(maxPeer),
 		peer.LeaseTTLRange.CheckSet(c.transferLease), catalog.LeaseTTLRange.CheckSet(c.catalogTTL),
 		catalog.BatchIntervalRange.CheckSet(c.advertiseEvery),
-		tier.PeerTimeoutRange.CheckSet(c.fetchTimeout), transfer.RailsRange.CheckSet(c.rails),
+		tier.PeerTimeoutRange.CheckSet(c.fetchTimeout), requester.RailsRange.CheckSet(c.rails),
 		transfer.MaxConnsPerHostRange.CheckSet(c.transferHost), transfer.ProveTimeoutRange.CheckSet(c.transferProve),
 		peer.MaxConnsRange.CheckSet(c.peerConns), peer.MaxStreamsRange.CheckSet(c.peerStreams),
 		peer.MaxHandshakesRange.CheckSet(c.peerShakes), peer.MaxHandshakesHostRange.CheckSet(c.peerShakesHost),
@@ -149,7 +150,7 @@ func clusterSpec(o *options, k *checks, s *manager.Spec) {
 		Catalog: catalog.Spec{Endpoints: endpoints, Prefix: c.etcdPrefix, AdvertiseBudgetBytes: advertise, LeaseTTL: c.catalogTTL,
 			BatchInterval: c.advertiseEvery},
 		Peer:     peerSpec,
-		Engine:   transfer.EngineSpec{Rails: c.rails, SliceBytes: int(min(slice, 1<<30))},
+		Engine:   requester.EngineSpec{Rails: c.rails, SliceBytes: int(min(slice, 1<<30))},
 		Transfer: transfer.ServerSpec{MaxConnsPerHost: c.transferHost, ProveTimeout: c.transferProve},
 	}
 	tlsFlags := []struct{ name, file string }{{"peer-ca", c.peerCA}, {"peer-cert", c.peerCert}, {"peer-key", c.peerKey}}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -55,8 +56,8 @@ func invalid(field, format string, args ...any) *appError {
 func (s *Server) frameLoop(cn *conn) {
 	sess := cn.sess
 	log := s.log.With(slog.Uint64("slot", uint64(sess.Index)), slog.Int("pid", int(sess.Peer.PID)))
-	var lastRefusal time.Time
-	suppressed := 0
+	// At most one refusal line a second per connection; the rest are counted.
+	refusals := ratelog.Limiter{Burst: 1, Every: time.Second}
 	for {
 		f, err := lifecycle.ReadFrame(cn.c, s.cfg.Epoch)
 		if err != nil {
@@ -88,14 +89,10 @@ func (s *Server) frameLoop(cn *conn) {
 		cn.wmu.Lock()
 		cn.c.SetWriteDeadline(time.Now().Add(replyWriteTimeout))
 		if aerr != nil {
-			// At most one line a second per connection; the rest are counted.
-			if now := time.Now(); now.Sub(lastRefusal) >= time.Second {
+			if ok, suppressed := refusals.Allow(time.Now()); ok {
 				log.Info("lifecycle request refused", slog.String("code", code.String()),
 					slog.String("field", aerr.field), slog.String("detail", aerr.msg),
 					slog.Int("suppressed_since_last", suppressed))
-				lastRefusal, suppressed = now, 0
-			} else {
-				suppressed++
 			}
 			err = lifecycle.WriteError(cn.c, s.cfg.Epoch, uint32(aerr.status), aerr.field, aerr.msg)
 		} else {

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 )
 
 // refusalBurst is how many "bootstrap refused" lines one field may log per
@@ -14,37 +16,33 @@ const refusalBurst = 20
 // refusalLog rate-limits refusal log lines per field. Safe for concurrent use.
 type refusalLog struct {
 	mu     sync.Mutex
-	window map[string]*refusalWindow
-}
-
-type refusalWindow struct {
-	start      time.Time
-	logged     int
-	suppressed int
+	fields map[string]*ratelog.Limiter
 }
 
 // warn logs a refusal naming field, unless this field already logged
 // refusalBurst lines in the current second.
 func (r *refusalLog) warn(log *slog.Logger, field string, attrs ...any) {
-	now := time.Now()
+	r.warnAt(time.Now(), log, field, attrs...)
+}
+
+// warnAt is warn at time now.
+func (r *refusalLog) warnAt(now time.Time, log *slog.Logger, field string, attrs ...any) {
 	r.mu.Lock()
-	if r.window == nil {
-		r.window = map[string]*refusalWindow{}
+	if r.fields == nil {
+		r.fields = map[string]*ratelog.Limiter{}
 	}
-	w := r.window[field]
-	if w == nil || now.Sub(w.start) >= time.Second {
-		if w != nil && w.suppressed > 0 {
-			attrs = append(attrs, slog.Int("suppressed_last_second", w.suppressed))
-		}
-		w = &refusalWindow{start: now}
-		r.window[field] = w
+	l := r.fields[field]
+	if l == nil {
+		l = &ratelog.Limiter{Burst: refusalBurst, Every: time.Second}
+		r.fields[field] = l
 	}
-	if w.logged >= refusalBurst {
-		w.suppressed++
-		r.mu.Unlock()
+	r.mu.Unlock()
+	ok, suppressed := l.Allow(now)
+	if !ok {
 		return
 	}
-	w.logged++
-	r.mu.Unlock()
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressed_last_second", suppressed))
+	}
 	log.Warn("bootstrap refused", append([]any{slog.String("field", field)}, attrs...)...)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
@@ -91,12 +92,12 @@ func (c Config) Validate() error {
 
 // Server accepts bootstrap connections and runs their lifecycle frames.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	ln   *net.UnixListener
-	sock os.FileInfo // the socket file as bound: only it is ever removed
-	exts []byte      // extension records of every OK reply (replyExtensions)
-	uid  uint32
+	cfg        Config
+	log        *slog.Logger
+	ln         *net.UnixListener
+	removeSock func() // removes the socket path while it is the file bound here
+	exts       []byte // extension records of every OK reply (replyExtensions)
+	uid        uint32
 	// uidAmbiguous: the Manager's own uid reads as the overflow uid of a
 	// user namespace without a uid map, as every unmapped peer does, so
 	// the peer rule cannot hold and every peer is refused.
@@ -146,12 +147,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ln, own, err := listen(cfg.Path)
+	ln, removeSock, err := listen(cfg.Path)
 	if err != nil {
 		return nil, err
 	}
 	return &Server{
-		cfg: cfg, log: cfg.Logger, ln: ln, sock: own, exts: replyExtensions(cfg.Version),
+		cfg: cfg, log: cfg.Logger, ln: ln, removeSock: removeSock, exts: replyExtensions(cfg.Version),
 		uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
 		uid:          uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
@@ -253,7 +254,7 @@ func (s *Server) Close() {
 // bound (same device and inode), never what another process may have put
 // there since. Close calls it; a shutdown that cannot wait for Close may
 // call it first. Safe from any goroutine.
-func (s *Server) RemoveSocket() { removeIfSame(s.cfg.Path, s.sock) }
+func (s *Server) RemoveSocket() { s.removeSock() }
 
 func (s *Server) serveConn(cn *conn) {
 	defer s.wg.Done()
@@ -285,15 +286,15 @@ func (s *Server) serveConn(cn *conn) {
 
 // handshake runs steps 1–3 of doc.go; on failure it has logged and replied.
 func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
-	cred, err := peerCred(c)
+	cred, err := unixsock.PeerCred(c)
 	if err != nil {
 		s.log.Warn("bootstrap refused: SO_PEERCRED failed", slog.Any("err", err))
 		return nil, err
 	}
-	log := s.log.With(slog.Int("pid", int(cred.Pid)), slog.Uint64("uid", uint64(cred.Uid)))
-	if cred.Uid != s.uid || s.uidAmbiguous {
-		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.Uid, s.uid)
-		if cred.Uid == s.uid {
+	log := s.log.With(slog.Int("pid", int(cred.PID)), slog.Uint64("uid", uint64(cred.UID)))
+	if cred.UID != s.uid || s.uidAmbiguous {
+		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.UID, s.uid)
+		if cred.UID == s.uid {
 			msg = fmt.Sprintf("peer uid and the Manager's both read as the overflow uid %d (the Manager runs in a user namespace without a uid map): they cannot be compared", s.uid)
 		}
 		s.refusals.warn(log, "uid", slog.String("detail", msg))
@@ -326,7 +327,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil, nil)
 		return nil, err
 	}
-	peer := session.Peer{PID: cred.Pid, UID: cred.Uid, Role: hello.Role, InstanceID: hello.InstanceIDString()}
+	peer := session.Peer{PID: cred.PID, UID: cred.UID, Role: hello.Role, InstanceID: hello.InstanceIDString()}
 	sess, err := s.cfg.Table.Open(peer)
 	if err != nil {
 		st := abi.BootInternal
@@ -409,21 +410,6 @@ func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, ext []byte, files
 		err = fmt.Errorf("short reply write: %d of %d bytes", n, len(b))
 	}
 	return err
-}
-
-func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, cerr
 }
 
 // reserveMapped takes n bytes of the Manager-wide buffer budget; false when

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -113,24 +114,12 @@ type Spec struct {
 
 // withDefaults returns s with every zero field that has a default set.
 func (s Spec) withDefaults() Spec {
-	if s.Prefix == "" {
-		s.Prefix = DefaultPrefix
-	}
-	if s.Shards == 0 {
-		s.Shards = DefaultShards
-	}
-	if s.AdvertiseBudgetBytes == 0 {
-		s.AdvertiseBudgetBytes = DefaultAdvertiseBudgetBytes
-	}
-	if s.LeaseTTL == 0 {
-		s.LeaseTTL = DefaultLeaseTTL
-	}
-	if s.BatchInterval == 0 {
-		s.BatchInterval = DefaultBatchInterval
-	}
-	if s.DialTimeout == 0 {
-		s.DialTimeout = DefaultDialTimeout
-	}
+	s.Prefix = cmp.Or(s.Prefix, DefaultPrefix)
+	s.Shards = cmp.Or(s.Shards, DefaultShards)
+	s.AdvertiseBudgetBytes = cmp.Or(s.AdvertiseBudgetBytes, DefaultAdvertiseBudgetBytes)
+	s.LeaseTTL = cmp.Or(s.LeaseTTL, DefaultLeaseTTL)
+	s.BatchInterval = cmp.Or(s.BatchInterval, DefaultBatchInterval)
+	s.DialTimeout = cmp.Or(s.DialTimeout, DefaultDialTimeout)
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
@@ -106,11 +107,11 @@ var SpinWindowRange = limit.Range[time.Duration]{Field: "channel.SpinWindow", Mi
 // sessionState is the dispatcher's private view of one attached session;
 // touched only by the dispatcher goroutine.
 type sessionState struct {
-	sess     *session.Session
-	limits   abi.RequestLimits
-	lastLog  time.Time // rate limit for invalid-request logs
-	dropped  int       // invalid-request logs suppressed since lastLog
-	requests uint64    // requests of this session handled
+	sess   *session.Session
+	limits abi.RequestLimits
+	// invalidLog bounds invalid-request lines to one per invalidLogEvery.
+	invalidLog ratelog.Limiter
+	requests   uint64 // requests of this session handled
 }
 
 type controlOp struct {
@@ -384,7 +385,7 @@ func (d *Dispatcher) applyControl() (stop bool) {
 				d.states[s.Index] = &sessionState{sess: s, limits: abi.RequestLimits{
 					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,
 					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
-				}}
+				}, invalidLog: ratelog.Limiter{Burst: 1, Every: invalidLogEvery}}
 				if d.svc != nil {
 					d.svc.Attach(s)
 				}

@@ -39,9 +39,8 @@ func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message,
 }
 
 func (d *Dispatcher) logInvalid(st *sessionState, m *abi.Message, rerr *abi.RequestError) {
-	now := time.Now()
-	if now.Sub(st.lastLog) < invalidLogEvery {
-		st.dropped++
+	ok, suppressed := st.invalidLog.Allow(time.Now())
+	if !ok {
 		return
 	}
 	d.log.Warn("channel request refused",
@@ -51,7 +50,5 @@ func (d *Dispatcher) logInvalid(st *sessionState, m *abi.Message, rerr *abi.Requ
 		slog.String("status", rerr.Status.String()),
 		slog.String("detail", rerr.Detail),
 		slog.String("command", abi.Command(m.Code).String()),
-		slog.Int("suppressed_since_last", st.dropped))
-	st.lastLog = now
-	st.dropped = 0
+		slog.Int("suppressed_since_last", suppressed))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // catalogOpenTimeout bounds opening the catalog at Start (etcd reachable,
@@ -23,7 +24,7 @@ type Cluster struct {
 	spec    Spec
 	log     *slog.Logger
 	onConn  func(conn net.Conn, peer string)
-	engine  *transfer.Engine
+	engine  *requester.Engine
 	fetcher *Fetcher
 	adv     *Advertiser
 	data    *transfer.Server
@@ -50,7 +51,7 @@ func New(s Spec, log *slog.Logger, onConn func(conn net.Conn, peer string)) (*Cl
 	if es.Logger == nil {
 		es.Logger = log
 	}
-	eng, err := transfer.NewEngine(es)
+	eng, err := requester.NewEngine(es)
 	if err != nil {
 		return nil, err
 	}

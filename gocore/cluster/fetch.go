@@ -13,7 +13,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/peer"
-	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // Owner is a peer that advertises a block: a candidate, not a promise (its
@@ -61,7 +61,7 @@ type peerKey struct {
 // ReleaseTransfer.
 type Fetcher struct {
 	cat    atomic.Pointer[catalog.Catalog] // nil until the catalog is open, and after it closed
-	eng    *transfer.Engine
+	eng    *requester.Engine
 	tls    *tls.Config
 	log    *slog.Logger
 	owners []Owner // Owners' scratch (dispatcher goroutine)
@@ -74,7 +74,7 @@ type Fetcher struct {
 	downs    atomic.Int64            // entries in down; Owners skips the map while 0
 }
 
-func newFetcher(eng *transfer.Engine, cfg *tls.Config, log *slog.Logger) *Fetcher {
+func newFetcher(eng *requester.Engine, cfg *tls.Config, log *slog.Logger) *Fetcher {
 	return &Fetcher{eng: eng, tls: cfg, log: log, clients: make(map[string]*peer.Client)}
 }
 
@@ -188,13 +188,13 @@ func (r *Fetcher) Fetch(ctx context.Context, o Owner, ns abi.Namespace, hashes [
 		return 0, err
 	}
 	defer r.eng.CloseSegment(h)
-	var reqs []transfer.Request
+	var reqs []requester.Request
 	first := make([]int, len(dst)+1) // block i's requests are reqs[first[i]:first[i+1]]
 	for i, frames := range dst {
 		first[i] = len(reqs)
 		off := tr.Blocks[i].Offset
 		for _, f := range frames {
-			reqs = append(reqs, transfer.Request{Segment: h, Offset: off, Dst: f})
+			reqs = append(reqs, requester.Request{Segment: h, Offset: off, Dst: f})
 			off += uint64(len(f))
 		}
 	}
@@ -209,7 +209,7 @@ func (r *Fetcher) Fetch(ctx context.Context, o Owner, ns abi.Namespace, hashes [
 	for landed < len(dst) {
 		whole := true
 		for _, s := range st[first[landed]:first[landed+1]] {
-			whole = whole && s.State == transfer.Done
+			whole = whole && s.State == requester.Done
 		}
 		if !whole {
 			break

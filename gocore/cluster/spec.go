@@ -9,6 +9,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // Spec is the Manager's part in a cluster; a plain value. Errors name its
@@ -35,7 +36,7 @@ type Spec struct {
 	// Engine and Transfer are the transfer engine's requester and source
 	// sides (Rails, SliceBytes, ...); New and Start fill OnConn, Addr and
 	// Logger.
-	Engine   transfer.EngineSpec
+	Engine   requester.EngineSpec
 	Transfer transfer.ServerSpec
 }
 

@@ -54,19 +54,20 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 var layers = [][]string{
 	// Foundation: types, limits, clocks, wire formats, test helpers.
 	{"gocore/abi", "gocore/limit", "gocore/buildinfo", "gocore/failpoint", "gocore/evict", "gocore/trace",
+		"gocore/admission", "gocore/ratelog", "gocore/unixsock", "gocore/tier/ssd/layout",
 		"proto/...", "hugepages", "internal/..."},
 	// OS resources, stores and codecs over the foundation.
 	{"gocore/internal/native", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd", "gocore/session", "gocore/identity",
 		"gocore/lifecycle", "gocore/transfer", "gocore/catalog", "gocore/profiling", "ebpf", "hugepages/hugepagestest"},
-	// Engine and peer transports, leases, copies, discovery indexes.
-	{"gocore/channel", "gocore/peer", "gocore/discover", "gocore/copier", "gocore/lease"},
+	// Engine, peer and operator transports, the transfer requester, leases,
+	// copies, discovery indexes.
+	{"gocore/channel", "gocore/peer", "gocore/operator", "gocore/transfer/requester", "gocore/discover", "gocore/copier", "gocore/lease"},
 	// The bootstrap socket (over channel); the cluster's network side (over peer).
 	{"gocore/bootstrap", "gocore/cluster"},
 	// The read path and placement (tier imports cluster: the peer tier's fetch).
 	{"gocore/tier"},
 	{"gocore/ticket"},
 	{"gocore/cache"},
-	{"gocore/operator"},
 	{"gocore/manager"},
 	// Tools, harnesses and tests.
 	{"cmd/...", "gocore/client", "gocore/pingpong", "test/..."},
@@ -109,39 +110,44 @@ func TestEveryImportGoesDownTheLayers(t *testing.T) {
 // edge is a design decision: add it here and to docs/design.md's concept
 // table.
 var allowed = map[string][]string{
-	"ebpf":                    {"gocore/limit"},
-	"gocore/abi":              {},
-	"gocore/bootstrap":        {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/session", "proto/lifecyclepb"},
-	"gocore/buildinfo":        {},
-	"gocore/cache":            {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/catalog":          {"gocore/abi", "gocore/limit"},
-	"gocore/channel":          {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/session"},
-	"gocore/client":           {"gocore/internal/native"},
-	"gocore/cluster":          {"gocore/abi", "gocore/catalog", "gocore/limit", "gocore/peer", "gocore/transfer"},
-	"gocore/copier":           {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
-	"gocore/evict":            {},
-	"gocore/failpoint":        {},
-	"gocore/identity":         {"gocore/abi"},
-	"gocore/discover":         {"gocore/abi", "gocore/index", "gocore/limit"},
-	"gocore/index":            {"gocore/abi", "gocore/evict"},
-	"gocore/internal/native":  {"gocore/abi"},
-	"gocore/lease":            {"gocore/index"},
-	"gocore/lifecycle":        {"proto/lifecyclepb"},
-	"gocore/limit":            {},
-	"gocore/manager":          {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
-	"gocore/operator":         {"gocore/bootstrap", "proto/operatorpb"},
-	"gocore/peer":             {"gocore/abi", "gocore/limit", "gocore/transfer", "proto/peerpb"},
-	"gocore/pingpong":         {"gocore/client", "gocore/internal/native"},
-	"gocore/profiling":        {"gocore/limit"},
-	"gocore/session":          {"gocore/abi", "gocore/failpoint", "gocore/limit"},
-	"gocore/ticket":           {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
-	"gocore/tier":             {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/tier/ram":         {"gocore/limit", "hugepages"},
-	"gocore/tier/ssd":         {"gocore/limit"},
-	"gocore/trace":            {},
-	"gocore/transfer":         {"gocore/failpoint", "gocore/limit"},
-	"hugepages":               {},
-	"hugepages/hugepagestest": {"hugepages"},
+	"ebpf":                      {"gocore/limit"},
+	"gocore/abi":                {},
+	"gocore/bootstrap":          {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/ratelog", "gocore/session", "gocore/unixsock", "proto/lifecyclepb"},
+	"gocore/buildinfo":          {},
+	"gocore/cache":              {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/catalog":            {"gocore/abi", "gocore/limit"},
+	"gocore/channel":            {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/ratelog", "gocore/session"},
+	"gocore/client":             {"gocore/internal/native"},
+	"gocore/cluster":            {"gocore/abi", "gocore/catalog", "gocore/limit", "gocore/peer", "gocore/transfer", "gocore/transfer/requester"},
+	"gocore/copier":             {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
+	"gocore/evict":              {},
+	"gocore/failpoint":          {},
+	"gocore/identity":           {"gocore/abi"},
+	"gocore/discover":           {"gocore/abi", "gocore/index", "gocore/limit"},
+	"gocore/index":              {"gocore/abi", "gocore/evict"},
+	"gocore/internal/native":    {"gocore/abi"},
+	"gocore/lease":              {"gocore/index"},
+	"gocore/lifecycle":          {"proto/lifecyclepb"},
+	"gocore/limit":              {},
+	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/operator":           {"gocore/ratelog", "gocore/unixsock", "proto/operatorpb"},
+	"gocore/peer":               {"gocore/abi", "gocore/admission", "gocore/limit", "gocore/ratelog", "gocore/transfer", "proto/peerpb"},
+	"gocore/pingpong":           {"gocore/client", "gocore/internal/native"},
+	"gocore/profiling":          {"gocore/limit"},
+	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog"},
+	"gocore/ticket":             {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
+	"gocore/tier":               {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/tier/ram":           {"gocore/limit", "hugepages"},
+	"gocore/tier/ssd":           {"gocore/limit", "gocore/tier/ssd/layout"},
+	"gocore/trace":              {},
+	"gocore/transfer":           {"gocore/admission", "gocore/failpoint", "gocore/limit"},
+	"hugepages":                 {},
+	"hugepages/hugepagestest":   {"hugepages"},
+	"gocore/admission":          {},
+	"gocore/ratelog":            {},
+	"gocore/unixsock":           {},
+	"gocore/tier/ssd/layout":    {},
+	"gocore/transfer/requester": {"gocore/limit", "gocore/transfer"},
 }
 
 func TestImportGraphMatchesTheAllowedList(t *testing.T) {
@@ -199,6 +205,16 @@ func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
 		// (internal/etcdtest) and in the demo's own etcd.
 		if strings.HasPrefix(d, "go.etcd.io/etcd/server/") {
 			t.Errorf("orbitkv-manager depends on %s: the Manager links the etcd client only", d)
+		}
+	}
+}
+
+// The operator socket's package (and so orbitkvctl's dial path) links no
+// cgo: it shares the socket code of gocore/unixsock, not bootstrap's.
+func TestTheOperatorSocketLinksNoCgo(t *testing.T) {
+	for _, p := range goList(t, nil, "-deps", "./gocore/operator", "./gocore/unixsock") {
+		if p.ImportPath == module+"gocore/internal/native" || len(p.CgoFiles) > 0 && strings.HasPrefix(p.ImportPath, module) {
+			t.Errorf("gocore/operator depends on %s, a cgo package", p.ImportPath)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 )
 
 // MaxConns bounds the operator socket's open connections, all peers
@@ -27,34 +29,26 @@ const refusedLinger = time.Second
 // unknownUID counts the connections whose peer credentials were unreadable.
 const unknownUID = ^uint32(0)
 
-// rateLog logs at most refusalBurst lines a second; the rest are counted
-// and reported on the next line logged.
+// rateLog logs msg at most refusalBurst times a second; the rest are
+// counted and reported on the next line logged. Safe for concurrent use.
 type rateLog struct {
-	log *slog.Logger
-	msg string
+	log   *slog.Logger
+	msg   string
+	limit ratelog.Limiter
+}
 
-	mu         sync.Mutex
-	start      time.Time
-	logged     int
-	suppressed int
+func newRateLog(log *slog.Logger, msg string) *rateLog {
+	return &rateLog{log: log, msg: msg, limit: ratelog.Limiter{Burst: refusalBurst, Every: time.Second}}
 }
 
 func (r *rateLog) warn(attrs ...any) {
-	now := time.Now()
-	r.mu.Lock()
-	if now.Sub(r.start) >= time.Second {
-		if r.suppressed > 0 {
-			attrs = append(attrs, slog.Int("suppressed_last_second", r.suppressed))
-		}
-		r.start, r.logged, r.suppressed = now, 0, 0
-	}
-	if r.logged >= refusalBurst {
-		r.suppressed++
-		r.mu.Unlock()
+	ok, suppressed := r.limit.Allow(time.Now())
+	if !ok {
 		return
 	}
-	r.logged++
-	r.mu.Unlock()
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressed_last_second", suppressed))
+	}
 	r.log.Warn(r.msg, attrs...)
 }
 
@@ -76,7 +70,7 @@ type connLimiter struct {
 
 func newConnLimiter(ln net.Listener, log *slog.Logger) *connLimiter {
 	return &connLimiter{Listener: ln, total: MaxConns, perUID: MaxConnsPerUID,
-		over:  &rateLog{log: log, msg: "operator socket closed a connection beyond its limit"},
+		over:  newRateLog(log, "operator socket closed a connection beyond its limit"),
 		conns: map[*conn]struct{}{}, byUID: map[uint32]int{}}
 }
 

@@ -42,7 +42,7 @@ type peerCreds struct {
 }
 
 func newPeerCreds(pol Policy, log *slog.Logger) *peerCreds {
-	return &peerCreds{pol: pol, log: log, refusal: &rateLog{log: log, msg: "operator socket refused a connection"}}
+	return &peerCreds{pol: pol, log: log, refusal: newRateLog(log, "operator socket refused a connection")}
 }
 
 func (c *peerCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -15,7 +15,7 @@
 //
 //   - its mode: 0600 (the Manager's uid only), or 0660 and group-owned by
 //     the operator group (Config.GID), set before listen(2), in a directory
-//     another user cannot replace it in (bootstrap.ListenOperator);
+//     another user cannot replace it in (unixsock.Listen);
 //   - the peer's credentials, read on every connection in the gRPC
 //     server handshake (SO_PEERCRED: pid, uid, gid; SO_PEERGROUPS: the
 //     supplementary groups, both as they were at connect(2), so no pid

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,26 +30,20 @@ type Peer struct {
 // peerOf reads c's peer credentials: SO_PEERCRED, then SO_PEERGROUPS (or
 // /proc/PID/status where the kernel lacks it).
 func peerOf(c *net.UnixConn) (Peer, error) {
+	cred, err := unixsock.PeerCred(c)
+	if err != nil {
+		return Peer{}, err
+	}
+	p := Peer{PID: cred.PID, UID: cred.UID, GID: cred.GID}
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return Peer{}, err
 	}
-	var p Peer
-	var credErr, groupErr error
-	err = raw.Control(func(fd uintptr) {
-		var uc *unix.Ucred
-		if uc, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); credErr != nil {
-			return
-		}
-		p.PID, p.UID, p.GID = uc.Pid, uc.Uid, uc.Gid
-		p.Groups, groupErr = peerGroups(int(fd))
-	})
-	switch {
-	case err != nil:
+	var groupErr error
+	if err := raw.Control(func(fd uintptr) { p.Groups, groupErr = peerGroups(int(fd)) }); err != nil {
 		return Peer{}, err
-	case credErr != nil:
-		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", credErr)
-	case errors.Is(groupErr, unix.ENOPROTOOPT):
+	}
+	if errors.Is(groupErr, unix.ENOPROTOOPT) {
 		p.Groups, groupErr = procGroups(p.PID)
 	}
 	if groupErr != nil {

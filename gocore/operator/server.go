@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/orbitkv/orbitkv/gocore/bootstrap"
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
@@ -47,7 +47,7 @@ type Server struct {
 	done   chan struct{}
 }
 
-// Listen binds the operator socket (bootstrap.ListenOperator: mode 0600,
+// Listen binds the operator socket (unixsock.Listen: mode 0600,
 // or 0660 and group GID, before listen) and serves c.Service on it on its
 // own goroutine until Close. Errors name the path.
 func Listen(c Config) (*Server, error) {
@@ -64,7 +64,7 @@ func Listen(c Config) (*Server, error) {
 	if c.GID >= 0 {
 		mode = 0o660
 	}
-	ln, remove, err := bootstrap.ListenOperator(c.Path, mode, c.GID)
+	ln, remove, err := unixsock.Listen(c.Path, mode, c.GID)
 	if err != nil {
 		return nil, fmt.Errorf("operator socket: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -131,36 +130,10 @@ func (connHandler) HandleRPC(context.Context, stats.RPCStats) {}
 // scanner cannot flood the log; the rest are counted (Stats).
 const refusalLogsPerSecond = 5
 
-// refusalLog rate-limits the refused-handshake lines.
-type refusalLog struct {
-	mu     sync.Mutex
-	second int64
-	n      int
-	quiet  int // refusals not logged since the last line
-}
-
-// allow reports whether a refusal at now may be logged, and how many went
-// unlogged before it.
-func (r *refusalLog) allow(now time.Time) (bool, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s := now.Unix(); s != r.second {
-		r.second, r.n = s, 0
-	}
-	if r.n >= refusalLogsPerSecond {
-		r.quiet++
-		return false, 0
-	}
-	r.n++
-	q := r.quiet
-	r.quiet = 0
-	return true, q
-}
-
 // refused counts and logs a refused handshake.
 func (s *Server) refused(addr string, err error) {
 	s.st.refusedHandshakes.Add(1)
-	if ok, quiet := s.refusals.allow(time.Now()); ok {
+	if ok, quiet := s.refusals.Allow(time.Now()); ok {
 		s.log.Warn("peer refused", slog.String("addr", addr), slog.Any("err", err), slog.Int("unlogged_before", quiet))
 	}
 }

@@ -1,11 +1,11 @@
 package peer
 
 import (
-	"container/list"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/orbitkv/orbitkv/gocore/admission"
 )
 
 // gate is peer control's listener: it bounds the connections open
@@ -25,27 +25,26 @@ import (
 // own host, MaxHandshakesPerHost newer ones arrive before its hello is
 // read (microseconds) or ones that sent bytes fill the cap, or when no
 // host has more connections in their handshake than the peer's (an
-// attacker would need MaxHandshakes addresses).
+// attacker would need MaxHandshakes addresses). The bookkeeping is an
+// admission.Pool with MaxHandshakes and MaxHandshakesPerHost as its
+// unproven bounds and no per-host bound on open connections.
 type gate struct {
 	net.Listener
-	max, shakes, shakesPerHost int
-	open                       *atomic.Int64 // Stats.OpenConns
-	evicted                    *atomic.Uint64
+	maxConns int
+	open     *atomic.Int64 // Stats.OpenConns
+	evicted  *atomic.Uint64
 
 	mu     sync.Mutex
 	room   *sync.Cond // a connection closed or authenticated, or the gate closed
-	n      int        // connections open
-	seq    uint64     // connections accepted: each one's gateConn.seq
 	closed bool
-	// shaking holds the connections in their handshake oldest first, and
-	// shakingOf those of each host (a host with none has no entry).
-	shaking   *list.List
-	shakingOf map[string]*list.List
+	// conns counts the open connections and holds those in their
+	// handshake (unproven until mtls authenticates them).
+	conns *admission.Pool[*gateConn]
 }
 
 func newGate(ln net.Listener, maxConns, shakes, perHost int, open *atomic.Int64, evicted *atomic.Uint64) *gate {
-	g := &gate{Listener: ln, max: maxConns, shakes: shakes, shakesPerHost: perHost, open: open, evicted: evicted,
-		shaking: list.New(), shakingOf: map[string]*list.List{}}
+	g := &gate{Listener: ln, maxConns: maxConns, open: open, evicted: evicted,
+		conns: admission.New(admission.Limits{MaxConns: maxConns, MaxUnproven: shakes, MaxUnprovenPerHost: perHost}, (*gateConn).silent)}
 	g.room = sync.NewCond(&g.mu)
 	return g
 }
@@ -57,7 +56,7 @@ func newGate(ln net.Listener, maxConns, shakes, perHost int, open *atomic.Int64,
 func (g *gate) Accept() (net.Conn, error) {
 	for {
 		g.mu.Lock()
-		for g.n >= g.max && g.shaking.Len() == 0 && !g.closed {
+		for g.conns.Len() >= g.maxConns && g.conns.Unproven() == 0 && !g.closed {
 			g.room.Wait()
 		}
 		closed := g.closed
@@ -69,45 +68,25 @@ func (g *gate) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		gc := &gateConn{Conn: c, g: g, host: hostOf(c.RemoteAddr())}
+		gc := &gateConn{Conn: c, g: g}
 		g.mu.Lock()
-		g.seq++
-		gc.seq = g.seq
-		var victims []*gateConn
-		evict := func(e *list.Element) {
-			v := e.Value.(*gateConn)
-			g.authenticated(v)
-			victims = append(victims, v)
-		}
-		if mine := g.shakingOf[gc.host]; mine != nil && mine.Len() >= g.shakesPerHost {
-			evict(victim(mine))
-		}
-		if g.shaking.Len() > 0 && (g.shaking.Len() >= g.shakes || g.n >= g.max) {
-			evict(victim(g.busiest()))
-		}
-		// Victims still count in n until their Close; their room is this
-		// connection's, so n may pass max by the victims for that while.
-		admit := g.n-len(victims) < g.max
-		if admit {
-			g.n++
-			gc.all = g.shaking.PushBack(gc)
-			mine := g.shakingOf[gc.host]
-			if mine == nil {
-				mine = list.New()
-				g.shakingOf[gc.host] = mine
-			}
-			gc.mine = mine.PushBack(gc)
+		// Victims leave the pool here; their room is this connection's, so
+		// the descriptors open may pass MaxConns by the victims until the
+		// Close below.
+		v, victims := g.conns.Admit(gc, admission.HostOf(c.RemoteAddr()))
+		if len(victims) > 0 {
+			g.room.Broadcast()
 		}
 		g.mu.Unlock()
 		g.evicted.Add(uint64(len(victims)))
 		for _, v := range victims {
 			v.Close()
 		}
-		if admit {
+		if v == admission.Admitted {
 			g.open.Add(1) // after the victims' Close: OpenConns never passes MaxConns
 			return gc, nil
 		}
-		c.Close() // the one in its handshake was authenticated meanwhile: wait for room
+		c.Close() // the ones in their handshake were authenticated meanwhile: wait for room
 	}
 }
 
@@ -120,60 +99,19 @@ func (g *gate) Close() error {
 	return g.Listener.Close()
 }
 
-// victim is the element of l (not empty) to close for a newcomer: the
-// oldest connection that has not sent a byte yet, else the oldest. A
-// peer's client sends its TLS hello right after it connects, so only a
-// connection read before that is silent, for microseconds.
-func victim(l *list.List) *list.Element {
-	for e := l.Front(); e != nil; e = e.Next() {
-		if !e.Value.(*gateConn).spoke.Load() {
-			return e
-		}
-	}
-	return l.Front()
-}
-
-// busiest is the handshake list of the host with the most connections in
-// their handshake, of those the one whose oldest is oldest (g.mu held,
-// g.shaking not empty).
-func (g *gate) busiest() *list.List {
-	var best *list.List
-	for _, l := range g.shakingOf {
-		if best == nil || l.Len() > best.Len() || l.Len() == best.Len() && l.Front().Value.(*gateConn).seq < best.Front().Value.(*gateConn).seq {
-			best = l
-		}
-	}
-	return best
-}
-
-// authenticated takes c out of the handshake pool (g.mu held; a no-op
-// when it is out already).
-func (g *gate) authenticated(c *gateConn) {
-	if c.all == nil {
-		return
-	}
-	g.shaking.Remove(c.all)
-	mine := g.shakingOf[c.host]
-	mine.Remove(c.mine)
-	if mine.Len() == 0 {
-		delete(g.shakingOf, c.host)
-	}
-	c.all, c.mine = nil, nil
-	g.room.Broadcast()
-}
-
-// gateConn is a connection the gate accepted; all and mine are its
-// elements in gate.shaking and gate.shakingOf[host] while it is in its
-// handshake (guarded by gate.mu).
+// gateConn is a connection the gate accepted.
 type gateConn struct {
 	net.Conn
-	g         *gate
-	host      string
-	all, mine *list.Element
-	seq       uint64      // order of accept
-	spoke     atomic.Bool // a Read returned bytes
-	once      sync.Once
+	g     *gate
+	spoke atomic.Bool // a Read returned bytes
+	once  sync.Once
 }
+
+// silent reports whether c has sent nothing yet: such a connection is
+// closed first for a newcomer. A peer's client sends its TLS hello right
+// after it connects, so only a connection read before that is silent, for
+// microseconds.
+func (c *gateConn) silent() bool { return !c.spoke.Load() }
 
 // Read is the connection's Read, noting the first bytes.
 func (c *gateConn) Read(b []byte) (int, error) {
@@ -188,7 +126,8 @@ func (c *gateConn) Read(b []byte) (int, error) {
 // peer's certificate and node id are verified.
 func (c *gateConn) authenticated() {
 	c.g.mu.Lock()
-	c.g.authenticated(c)
+	c.g.conns.Prove(c)
+	c.g.room.Broadcast()
 	c.g.mu.Unlock()
 }
 
@@ -196,21 +135,10 @@ func (c *gateConn) authenticated() {
 func (c *gateConn) Close() error {
 	c.once.Do(func() {
 		c.g.mu.Lock()
-		c.g.authenticated(c)
-		c.g.n--
+		c.g.conns.Drop(c)
 		c.g.room.Broadcast()
 		c.g.mu.Unlock()
 		c.g.open.Add(-1)
 	})
 	return c.Conn.Close()
-}
-
-// hostOf is the IP address of a remote address (an IPv4-mapped IPv6
-// address as IPv4), the key of MaxHandshakesPerHost; the whole address
-// when it has no IP.
-func hostOf(a net.Addr) string {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap().String()
-	}
-	return a.String()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // dataPath is the real transfer engine of a test: the source's
@@ -13,7 +14,7 @@ import (
 // that reads them back into registered memory, as the Manager does.
 type dataPath struct {
 	srv   *transfer.Server
-	eng   *transfer.Engine
+	eng   *requester.Engine
 	arena []byte // the requester's registered memory
 }
 
@@ -23,7 +24,7 @@ func newDataPath(t *testing.T) *dataPath {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := transfer.NewEngine(transfer.EngineSpec{Rails: 2})
+	eng, err := requester.NewEngine(requester.EngineSpec{Rails: 2})
 	if err != nil {
 		srv.Close()
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func (d *dataPath) read(tr *Transfer, c Capability, off, n uint64) ([]byte, erro
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	dst := d.arena[:n]
-	b, err := d.eng.SubmitTransfer(ctx, []transfer.Request{{Segment: h, Offset: off, Dst: dst}})
+	b, err := d.eng.SubmitTransfer(ctx, []requester.Request{{Segment: h, Offset: off, Dst: dst}})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 	"github.com/orbitkv/orbitkv/proto/peerpb"
 )
 
@@ -52,7 +53,7 @@ type Server struct {
 	ending    sync.WaitGroup // releases in progress (UnregisterSegment, Unpin)
 
 	st       counters
-	refusals refusalLog
+	refusals ratelog.Limiter // refusalLogsPerSecond refused-handshake lines a second
 }
 
 // Serve validates s, listens on s.Listen and serves peer control on its own
@@ -75,6 +76,7 @@ func Serve(s ServerSpec) (*Server, error) {
 		done:      make(chan struct{}),
 		transfers: map[uint64]*hold{},
 		peers:     map[string]*usage{},
+		refusals:  ratelog.Limiter{Burst: refusalLogsPerSecond, Every: time.Second},
 	}
 	// The caps sit below TLS: a connection counts from accept, so ones
 	// that never finish a handshake count too, and mtls takes an

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -106,30 +107,14 @@ var (
 
 // withDefaults is s with its zero fields at their defaults.
 func (s ServerSpec) withDefaults() ServerSpec {
-	if s.MaxTransferBytes == 0 {
-		s.MaxTransferBytes = DefaultMaxTransferBytes
-	}
-	if s.MaxPeerTransfers == 0 {
-		s.MaxPeerTransfers = DefaultMaxPeerTransfers
-	}
-	if s.MaxPeerBytes == 0 {
-		s.MaxPeerBytes = DefaultMaxPeerBytes
-	}
-	if s.LeaseTTL == 0 {
-		s.LeaseTTL = DefaultLeaseTTL
-	}
-	if s.MaxConns == 0 {
-		s.MaxConns = DefaultMaxConns
-	}
-	if s.MaxHandshakes == 0 {
-		s.MaxHandshakes = min(DefaultMaxHandshakes, s.MaxConns)
-	}
-	if s.MaxHandshakesPerHost == 0 {
-		s.MaxHandshakesPerHost = min(DefaultMaxHandshakesPerHost, s.MaxHandshakes)
-	}
-	if s.MaxConcurrentStreams == 0 {
-		s.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
+	s.MaxTransferBytes = cmp.Or(s.MaxTransferBytes, DefaultMaxTransferBytes)
+	s.MaxPeerTransfers = cmp.Or(s.MaxPeerTransfers, DefaultMaxPeerTransfers)
+	s.MaxPeerBytes = cmp.Or(s.MaxPeerBytes, DefaultMaxPeerBytes)
+	s.LeaseTTL = cmp.Or(s.LeaseTTL, DefaultLeaseTTL)
+	s.MaxConns = cmp.Or(s.MaxConns, DefaultMaxConns)
+	s.MaxHandshakes = cmp.Or(s.MaxHandshakes, min(DefaultMaxHandshakes, s.MaxConns))
+	s.MaxHandshakesPerHost = cmp.Or(s.MaxHandshakesPerHost, min(DefaultMaxHandshakesPerHost, s.MaxHandshakes))
+	s.MaxConcurrentStreams = cmp.Or(s.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}

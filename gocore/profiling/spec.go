@@ -1,6 +1,7 @@
 package profiling
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -145,12 +146,8 @@ func printable(s string) bool {
 
 // withDefaults fills the fields whose zero value stands for a default.
 func (s Spec) withDefaults() Spec {
-	if s.AppName == "" {
-		s.AppName = DefaultAppName
-	}
-	if s.UploadInterval == 0 {
-		s.UploadInterval = DefaultUploadInterval
-	}
+	s.AppName = cmp.Or(s.AppName, DefaultAppName)
+	s.UploadInterval = cmp.Or(s.UploadInterval, DefaultUploadInterval)
 	return s
 }
 

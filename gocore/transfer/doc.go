@@ -8,11 +8,11 @@
 // blocks at the source, registers them here as one segment
 // (Server.RegisterSegment) and hands the requester the segment's id, its
 // capability and the Server's address; the requester (the Manager's peer
-// tier) opens the segment on its Engine and submits READs that land in its
+// tier) opens the segment on its requester.Engine and submits READs that land in its
 // RAM tier's frames. Checking the bytes (CRC32C, against the values
 // OpenTransfer returned) before a block becomes visible is the caller's
 // job: this package moves bytes and never interprets them. It imports
-// gocore/limit only.
+// gocore/admission, gocore/failpoint and gocore/limit only.
 //
 // # Source side
 //
@@ -28,39 +28,9 @@
 //
 // # Requester side
 //
-// An Engine keeps a pool of endpoints, one per source address, bounded by
-// EngineSpec.MaxEndpoints with SIEVE eviction (sieve.go): a hit sets a
-// bit, eviction sweeps a hand over the insertion-ordered queue; it keeps
-// the peers in steady use without LRU's reordering on every hit. An
-// endpoint is EngineSpec.Rails TCP connections ("rails", default 4), dialled
-// on the first batch that reads the peer. The requests of a batch are cut
-// into slices of EngineSpec.SliceBytes (default DefaultSliceBytes, 256
-// KiB): a request larger than a slice is cut, and consecutive requests
-// whose segment ranges follow each other share slices (the blocks of one
-// run are adjacent in their segment), each slice a list of pieces of
-// their Dst, so small blocks travel as full READs wherever their
-// destinations lie. The slices wait in the endpoint's queue; each rail
-// keeps up to EngineSpec.Window (default 2) slices in flight, taking the
-// next ones whenever answers free slots (their READ headers go out in
-// one write), so the slices spread over the rails by how fast each
-// drains. A rail reads the DATA of a slice with io.ReadFull from the
-// socket into each piece of Dst in turn: the bytes land in the
-// destination frames without an intermediate buffer. A rail
-// that fails (read or write error, a frame that does not answer what was
-// asked) dies; its slices in flight go back to the front of the queue for
-// the other rails, at most EngineSpec.Retries times each. When the last
-// rail of an endpoint dies (the source restarted, a connection blip, its
-// idle timeout) the endpoint dials its rails again for the slices left,
-// at most Retries times in a row without a slice landing in between; a
-// batch also dials the rails its endpoint lacks before it starts. A batch ends when every slice is
-// done or failed; its deadline is its ctx's (EngineSpec.DefaultTimeout
-// when ctx has none): at the deadline, on Wait's ctx, on FreeBatch or on
-// Close the batch is aborted, its queued slices fail, and the rails with
-// one of its slices in flight are closed, so that a reader in the middle
-// of a DATA stops. Wait and FreeBatch return only once no slice of the
-// batch can write its Dst any more: Dst is never written after either
-// returns. A slice whose batch ended before its DATA arrived has that
-// DATA read and discarded, never written to Dst.
+// The Engine that reads segments (rails, slices, the endpoint pool,
+// batches) is gocore/transfer/requester; this package holds what both
+// sides share (the frame, the error table, Capability) and the Server.
 //
 // # Why plain TCP with a capability
 //
@@ -142,8 +112,8 @@
 // (MaxConnsPerHost), are closed ProveTimeout (5 s) after accept, and the
 // oldest (of the host with the most, or of the newcomer's host for the
 // per-host limits) is closed to admit a new connection when any of these
-// limits, MaxConns or MaxConnsPerHost is reached; proven connections are never
-// closed for a newcomer. So idle connections without a capability cannot
+// limits, MaxConns or MaxConnsPerHost is reached (gocore/admission keeps
+// that bookkeeping); proven connections are never closed for a newcomer. So idle connections without a capability cannot
 // lock a requester out, which sends its READ right after it connects.
 // ServerStats counts each of these closes (OverConns, OverHost,
 // OverRefusals, Evicted, ProveTimeouts). Errors cross the wire through one table

@@ -5,9 +5,10 @@ import (
 	"fmt"
 )
 
-// Errors of the transfer engine. A READ the source refuses comes back to
-// the requester as the same sentinel (through the Code table below), so
-// errors.Is works across the wire.
+// Errors of a READ and of the Server. A READ the source refuses comes back
+// to the requester as the same sentinel (through the Code table below,
+// RemoteError), so errors.Is works across the wire. The requester's own
+// errors are gocore/transfer/requester's.
 var (
 	// ErrUnknownSegment: no live segment has the READ's id (never
 	// registered, unregistered, or expired and removed).
@@ -21,21 +22,10 @@ var (
 	ErrExpired = errors.New("transfer: segment expired")
 	// ErrOutOfRange: [offset, offset+length) is not inside the segment.
 	ErrOutOfRange = errors.New("transfer: range beyond the segment")
-	// ErrClosed: the Server or Engine is closed.
+	// ErrClosed: the Server, or a requester.Engine, is closed.
 	ErrClosed = errors.New("transfer: closed")
 	// ErrTooManySegments: the Server holds ServerSpec.MaxSegments segments.
 	ErrTooManySegments = errors.New("transfer: too many segments")
-	// ErrRail: a data connection failed (dial, read, write, or a frame
-	// that does not match what was asked); the slices on it were retried
-	// on other rails until Retries ran out.
-	ErrRail = errors.New("transfer: data connection failed")
-	// ErrUnknownBatch: the BatchID is not (or no longer) the Engine's.
-	ErrUnknownBatch = errors.New("transfer: unknown batch")
-	// ErrUnknownHandle: the SegmentHandle is not (or no longer) open.
-	ErrUnknownHandle = errors.New("transfer: unknown segment handle")
-	// ErrUnregistered: a request's Dst does not lie inside memory given to
-	// RegisterLocalMemory.
-	ErrUnregistered = errors.New("transfer: destination outside registered memory")
 )
 
 // Code is the reason code of an ERROR frame (the table codeErrors maps
@@ -72,9 +62,10 @@ func codeOf(err error) Code {
 	return CodeMalformed
 }
 
-// remoteError is the requester's error for an ERROR frame: the sentinel
-// of its status with the source's text.
-func remoteError(s Code, text string) error {
+// RemoteError is the requester's error for an ERROR frame of status s: the
+// sentinel of s (ErrMalformed for a status outside the table) wrapped with
+// the source's text.
+func RemoteError(s Code, text string) error {
 	e := ErrMalformed
 	if s < codeEnd && codeErrors[s] != nil {
 		e = codeErrors[s]

@@ -2,7 +2,7 @@ package transfer
 
 import (
 	"bufio"
-	"container/list"
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
@@ -11,13 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/admission"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 )
@@ -112,8 +112,8 @@ func (s *ServerSpec) Validate() error {
 		MaxUnprovenRange.Check(s.MaxUnproven), MaxUnprovenHostRange.Check(s.MaxUnprovenPerHost),
 		ProveTimeoutRange.Check(s.ProveTimeout),
 		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout),
-		limit.Check(s.MaxUnproven <= cmp0(s.MaxConns, 256), "transfer.ServerSpec.MaxUnproven", s.MaxUnproven, "at most MaxConns"),
-		limit.Check(s.MaxUnprovenPerHost <= cmp0(s.MaxConnsPerHost, 64), "transfer.ServerSpec.MaxUnprovenPerHost", s.MaxUnprovenPerHost, "at most MaxConnsPerHost"))
+		limit.Check(s.MaxUnproven <= cmp.Or(s.MaxConns, 256), "transfer.ServerSpec.MaxUnproven", s.MaxUnproven, "at most MaxConns"),
+		limit.Check(s.MaxUnprovenPerHost <= cmp.Or(s.MaxConnsPerHost, 64), "transfer.ServerSpec.MaxUnprovenPerHost", s.MaxUnprovenPerHost, "at most MaxConnsPerHost"))
 }
 
 func (s *ServerSpec) withDefaults() ServerSpec {
@@ -121,24 +121,16 @@ func (s *ServerSpec) withDefaults() ServerSpec {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.MaxConns = cmp0(o.MaxConns, 256)
-	o.MaxConnsPerHost = cmp0(o.MaxConnsPerHost, 64)
-	o.MaxRefusals = cmp0(o.MaxRefusals, 128)
-	o.MaxUnproven = cmp0(o.MaxUnproven, max(1, o.MaxConns/2))
-	o.MaxUnprovenPerHost = cmp0(o.MaxUnprovenPerHost, o.MaxConnsPerHost)
-	o.ProveTimeout = cmp0(o.ProveTimeout, 5*time.Second)
-	o.MaxSegments = cmp0(o.MaxSegments, 4096)
-	o.IdleTimeout = cmp0(o.IdleTimeout, 2*time.Minute)
-	o.WriteTimeout = cmp0(o.WriteTimeout, 10*time.Second)
+	o.MaxConns = cmp.Or(o.MaxConns, 256)
+	o.MaxConnsPerHost = cmp.Or(o.MaxConnsPerHost, 64)
+	o.MaxRefusals = cmp.Or(o.MaxRefusals, 128)
+	o.MaxUnproven = cmp.Or(o.MaxUnproven, max(1, o.MaxConns/2))
+	o.MaxUnprovenPerHost = cmp.Or(o.MaxUnprovenPerHost, o.MaxConnsPerHost)
+	o.ProveTimeout = cmp.Or(o.ProveTimeout, 5*time.Second)
+	o.MaxSegments = cmp.Or(o.MaxSegments, 4096)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, 2*time.Minute)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, 10*time.Second)
 	return o
-}
-
-func cmp0[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Capability is the unguessable 128-bit secret (crypto/rand) that admits
@@ -155,26 +147,11 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	segs   map[uint64]*segment
-	conns  map[net.Conn]*connState // each open connection
-	hosts  map[string]int          // open connections per remote host
-	// unproven holds the open unproven connections oldest first, and
-	// unprovenOf those of each host (a host with none has no entry).
-	unproven   *list.List
-	unprovenOf map[string]*list.List
-	seq        uint64 // connections admitted: each one's connState.seq
+	conns  *admission.Pool[net.Conn] // each open connection; proven once a READ is admitted
 
 	reads, bytes, refused, accepted   atomic.Uint64
 	overConns, overHost, overRefusals atomic.Uint64
 	evicted, proveTimeouts            atomic.Uint64
-}
-
-// connState is an open connection's entry in Server.conns (guarded by
-// Server.mu): its remote host and, while it is unproven, its elements in
-// Server.unproven and Server.unprovenOf[host] (both nil once proven).
-type connState struct {
-	host      string
-	seq       uint64 // order of accept
-	all, mine *list.Element
 }
 
 // segment is the concatenation of bufs; ends[i] is the segment offset just
@@ -204,8 +181,11 @@ func Listen(s ServerSpec) (*Server, error) {
 	if err != nil {
 		return nil, &limit.Refused{Field: "transfer.ServerSpec.Addr", Value: s.Addr, Err: err}
 	}
-	srv := &Server{spec: s.withDefaults(), ln: ln, segs: map[uint64]*segment{}, conns: map[net.Conn]*connState{}, hosts: map[string]int{},
-		unproven: list.New(), unprovenOf: map[string]*list.List{}}
+	spec := s.withDefaults()
+	srv := &Server{spec: spec, ln: ln, segs: map[uint64]*segment{}, conns: admission.New[net.Conn](admission.Limits{
+		MaxConns: spec.MaxConns, MaxConnsPerHost: spec.MaxConnsPerHost,
+		MaxUnproven: spec.MaxUnproven, MaxUnprovenPerHost: spec.MaxUnprovenPerHost,
+	}, nil)}
 	srv.wg.Add(1)
 	go srv.accept()
 	return srv, nil
@@ -236,7 +216,7 @@ type ServerStats struct {
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	s.mu.Lock()
-	st := ServerStats{Conns: len(s.conns), Segments: len(s.segs)}
+	st := ServerStats{Conns: s.conns.Len(), Segments: len(s.segs)}
 	s.mu.Unlock()
 	st.Accepted, st.Reads, st.Bytes, st.Refused = s.accepted.Load(), s.reads.Load(), s.bytes.Load(), s.refused.Load()
 	st.OverConns, st.OverHost, st.OverRefusals = s.overConns.Load(), s.overHost.Load(), s.overRefusals.Load()
@@ -322,7 +302,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	err := s.ln.Close()
-	for c := range s.conns {
+	for c := range s.conns.All() {
 		c.Close()
 	}
 	ids := make([]uint64, 0, len(s.segs))
@@ -354,20 +334,9 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
-		host := hostOf(c.RemoteAddr())
 		s.mu.Lock()
-		over, victims := s.makeRoom(host)
+		over, victims := s.makeRoom(c)
 		if over == "" {
-			s.seq++
-			st := &connState{host: host, seq: s.seq, all: s.unproven.PushBack(c)}
-			mine := s.unprovenOf[host]
-			if mine == nil {
-				mine = list.New()
-				s.unprovenOf[host] = mine
-			}
-			st.mine = mine.PushBack(c)
-			s.conns[c] = st
-			s.hosts[host]++
 			s.wg.Add(1)
 		}
 		s.mu.Unlock()
@@ -385,82 +354,27 @@ func (s *Server) accept() {
 	}
 }
 
-// makeRoom decides a new connection from host (s.mu held): over names the
-// limit that refuses it ("" admits it), and victims are the unproven
-// connections it takes out of the Server to make room, oldest first (the
-// caller closes them; their goroutines then end). Room under MaxConns and
-// MaxConnsPerHost is made from unproven connections only, so proven ones
-// are never closed for a newcomer.
-func (s *Server) makeRoom(host string) (over string, victims []net.Conn) {
+// makeRoom decides new connection c (s.mu held): over names the limit
+// that refuses it ("" admits it), and victims are the unproven connections
+// taken out of the Server to make room (the caller closes them; their
+// goroutines then end). Room under MaxConns and MaxConnsPerHost is made
+// from unproven connections only (admission.Pool), so proven ones are
+// never closed for a newcomer.
+func (s *Server) makeRoom(c net.Conn) (over string, victims []net.Conn) {
 	if s.closed {
 		return "closed", nil
 	}
-	evict := func(e *list.Element) {
-		c := e.Value.(net.Conn)
-		s.drop(c)
-		s.evicted.Add(1)
-		victims = append(victims, c)
-	}
-	// Per host first: the host's own oldest unproven connection makes room
-	// for it under every limit at once.
-	if mine := s.unprovenOf[host]; mine != nil && (mine.Len() >= s.spec.MaxUnprovenPerHost || s.hosts[host] >= s.spec.MaxConnsPerHost) {
-		evict(mine.Front())
-	}
-	if s.hosts[host] >= s.spec.MaxConnsPerHost {
+	v, victims := s.conns.Admit(c, admission.HostOf(c.RemoteAddr()))
+	s.evicted.Add(uint64(len(victims)))
+	switch v {
+	case admission.OverConnsPerHost:
 		s.overHost.Add(1)
 		return "transfer.ServerSpec.MaxConnsPerHost", victims
-	}
-	if (s.unproven.Len() >= s.spec.MaxUnproven || len(s.conns) >= s.spec.MaxConns) && s.unproven.Len() > 0 {
-		evict(s.busiest().Front())
-	}
-	if len(s.conns) >= s.spec.MaxConns {
+	case admission.OverConns:
 		s.overConns.Add(1)
 		return "transfer.ServerSpec.MaxConns", victims
 	}
 	return "", victims
-}
-
-// busiest is the unproven list of the host with the most unproven
-// connections, of those the one whose oldest is oldest (s.mu held,
-// s.unproven not empty): a host with few, as a requester's, loses one
-// only when no host has more.
-func (s *Server) busiest() *list.List {
-	var best *list.List
-	for _, l := range s.unprovenOf {
-		if best == nil || l.Len() > best.Len() || l.Len() == best.Len() && s.conns[l.Front().Value.(net.Conn)].seq < s.conns[best.Front().Value.(net.Conn)].seq {
-			best = l
-		}
-	}
-	return best
-}
-
-// drop takes c out of the Server's bookkeeping (s.mu held); a no-op when
-// it is out already (closed for a newcomer, then ending).
-func (s *Server) drop(c net.Conn) {
-	st, ok := s.conns[c]
-	if !ok {
-		return
-	}
-	delete(s.conns, c)
-	if s.hosts[st.host]--; s.hosts[st.host] <= 0 {
-		delete(s.hosts, st.host)
-	}
-	s.prove(st)
-}
-
-// prove takes st out of the unproven lists (s.mu held; a no-op once
-// proven).
-func (s *Server) prove(st *connState) {
-	if st.all == nil {
-		return
-	}
-	s.unproven.Remove(st.all)
-	mine := s.unprovenOf[st.host]
-	mine.Remove(st.mine)
-	if mine.Len() == 0 {
-		delete(s.unprovenOf, st.host)
-	}
-	st.all, st.mine = nil, nil
 }
 
 // serve answers the READs of one connection in order, until it fails or
@@ -469,7 +383,7 @@ func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		s.drop(c)
+		s.conns.Drop(c)
 		s.mu.Unlock()
 		c.Close()
 	}()
@@ -555,16 +469,6 @@ func (s *Server) serve(c net.Conn) {
 	}
 }
 
-// hostOf is the IP address of a remote address, the key of
-// MaxConnsPerHost (an IPv4-mapped IPv6 address as IPv4); the whole
-// address when it has no IP (a pipe).
-func hostOf(a net.Addr) string {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap().String()
-	}
-	return a.String()
-}
-
 // hold withholds a READ's answer while the failpoint TransferServe is held
 // (tests only), before admit: the segment is not in use meanwhile.
 func (s *Server) hold() {
@@ -590,8 +494,7 @@ func (s *Server) hold() {
 func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, open := s.conns[c]
-	if !open {
+	if !s.conns.Contains(c) {
 		return nil, net.ErrClosed
 	}
 	seg, ok := s.segs[h.Segment]
@@ -606,7 +509,7 @@ func (s *Server) admit(c net.Conn, h *Header) (*segment, error) {
 	if err := CheckRange(h, seg.size); err != nil {
 		return nil, err
 	}
-	s.prove(st) // admitted: the connection holds a capability
+	s.conns.Prove(c) // admitted: the connection holds a capability
 	seg.inflight.Add(1)
 	seg.writers[c]++
 	return seg, nil

@@ -117,7 +117,7 @@ func TestCheckRangeRefusesReadsPastTheSegment(t *testing.T) {
 
 func TestEveryCodeMapsToItsErrorAndBack(t *testing.T) {
 	for c := Code(1); c < codeEnd; c++ {
-		err := remoteError(c, "why")
+		err := RemoteError(c, "why")
 		if codeOf(err) != c || !errors.Is(err, codeErrors[c]) {
 			t.Errorf("code %d → %v → code %d", c, err, codeOf(err))
 		}

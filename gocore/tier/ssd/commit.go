@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,11 +91,11 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 	for _, o := range batch {
 		switch {
 		case o.kind == opDelete:
-			buf = appendRecord(buf, record{kind: kindDelete, slot: o.e.slot, gen: o.e.gen, key: o.e.key})
+			buf = layout.AppendRecord(buf, layout.Record{Kind: layout.KindDelete, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key})
 		case o.err == nil && syncErr != nil:
 			o.err = syncErr
 		case o.err == nil:
-			buf = appendRecord(buf, record{kind: kindPut, slot: o.e.slot, gen: o.e.gen, key: o.e.key, meta: o.e.meta, crc: o.e.crc})
+			buf = layout.AppendRecord(buf, layout.Record{Kind: layout.KindPut, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key, Meta: o.e.meta, CRC: o.e.crc})
 		}
 	}
 	if len(buf) > 0 {
@@ -154,9 +155,9 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 // the snapshot or reach the new log as records after it.
 func (s *Store) compact() {
 	s.mu.Lock()
-	live := make([]record, 0, s.fifo.n)
+	live := make([]layout.Record, 0, s.fifo.n)
 	for e := s.fifo.head; e != nil; e = e.next {
-		live = append(live, record{kind: kindPut, slot: e.slot, gen: e.gen, key: e.key, meta: e.meta, crc: e.crc})
+		live = append(live, layout.Record{Kind: layout.KindPut, Slot: e.slot, Gen: e.gen, Key: e.key, Meta: e.meta, CRC: e.crc})
 	}
 	s.mu.Unlock()
 	before := s.idx.records

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,7 @@ func writeRawSlot(t *testing.T, dir string, slot uint32, k Key, m Meta, gen uint
 	data := make([]byte, roundUp(m.Bytes))
 	fill(data, k)
 	b := make([]byte, HeaderBytes, HeaderBytes+len(data))
-	putSlotHeader(b, slotHeader{key: k, meta: m, crc: crcOf([][]byte{data}, m.Bytes), gen: gen})
+	layout.PutSlotHeader(b, layout.SlotHeader{Key: k, Meta: m, CRC: crcOf([][]byte{data}, m.Bytes), Gen: gen})
 	b = append(b, data...)
 	f, err := os.OpenFile(filepath.Join(dir, dataName), os.O_RDWR, 0)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,10 +54,10 @@ func (l *indexLog) append(b []byte) error {
 // rewrite replaces the log with a header and recs: a temporary file is
 // written and fsynced, renamed over the log, and the directory fsynced,
 // so a crash leaves either the old log or the new one.
-func (l *indexLog) rewrite(recs []record) error {
-	b := appendIndexHeader(make([]byte, 0, RecordBytes*(1+len(recs))), l.slotBytes)
+func (l *indexLog) rewrite(recs []layout.Record) error {
+	b := layout.AppendIndexHeader(make([]byte, 0, RecordBytes*(1+len(recs))), l.slotBytes)
 	for _, r := range recs {
-		b = appendRecord(b, r)
+		b = layout.AppendRecord(b, r)
 	}
 	f, err := writeFileSync(l.path, b)
 	if err != nil {

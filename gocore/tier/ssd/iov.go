@@ -6,6 +6,7 @@ import (
 	"io"
 	"unsafe"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,7 +103,7 @@ func crcOf(bufs [][]byte, n uint64) uint32 {
 			break
 		}
 		l := min(uint64(len(b)), n)
-		c = crc32.Update(c, castagnoli, b[:l])
+		c = crc32.Update(c, layout.Castagnoli, b[:l])
 		n -= l
 	}
 	return c

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,12 +55,12 @@ func (s *Store) readSlot(hdr []byte, o *op) error {
 	if err := rwv(unix.SYS_PREADV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
 		return fmt.Errorf("ssd tier: reading slot %d of %s: %w", e.slot, s.dataPath, err)
 	}
-	h, ok := parseSlotHeader(hdr)
+	h, ok := layout.ParseSlotHeader(hdr)
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: slot %d: the header is damaged or was never written", ErrCorrupt, e.slot)
-	case h.key != e.key || h.gen != e.gen || h.meta != e.meta || h.crc != e.crc:
-		return fmt.Errorf("%w: slot %d: the header names generation %d, not the index's %d (the slot was overwritten)", ErrCorrupt, e.slot, h.gen, e.gen)
+	case h.Key != e.key || h.Gen != e.gen || h.Meta != e.meta || h.CRC != e.crc:
+		return fmt.Errorf("%w: slot %d: the header names generation %d, not the index's %d (the slot was overwritten)", ErrCorrupt, e.slot, h.Gen, e.gen)
 	}
 	if c := crcOf(o.bufs, e.meta.Bytes); c != e.crc {
 		return fmt.Errorf("%w: slot %d: data CRC32C %08x, written %08x", ErrCorrupt, e.slot, c, e.crc)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,10 +26,10 @@ func (s *Store) recover() error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ssd tier: reading %s: %w", s.idx.path, err)
 	}
-	r := replay(b, s.spec.SlotBytes, uint32(len(s.slots)))
-	if r.reset != "" {
+	r := layout.Replay(b, s.spec.SlotBytes, uint32(len(s.slots)))
+	if r.Reset != "" {
 		if len(b) > 0 {
-			s.log.Warn("ssd tier: the index is unusable; starting empty", "file", s.idx.path, "reason", r.reset, "bytes", len(b))
+			s.log.Warn("ssd tier: the index is unusable; starting empty", "file", s.idx.path, "reason", r.Reset, "bytes", len(b))
 		}
 		if err := s.idx.rewrite(nil); err != nil {
 			return fmt.Errorf("ssd tier: creating the index: %w", err)
@@ -38,19 +39,20 @@ func (s *Store) recover() error {
 		if err != nil {
 			return fmt.Errorf("ssd tier: opening %s: %w", s.idx.path, err)
 		}
-		s.idx.f, s.idx.off, s.idx.records = f, r.goodLen, r.records
-		if int64(len(b)) > r.goodLen {
+		s.idx.f, s.idx.off, s.idx.records = f, r.GoodLen, r.Records
+		if int64(len(b)) > r.GoodLen {
 			s.log.Warn("ssd tier: the index ends in a torn or damaged record; keeping the complete records before it",
-				"file", s.idx.path, "records_kept", r.records, "bytes_dropped", int64(len(b))-r.goodLen)
-			if err := f.Truncate(r.goodLen); err == nil {
+				"file", s.idx.path, "records_kept", r.Records, "bytes_dropped", int64(len(b))-r.GoodLen)
+			if err := f.Truncate(r.GoodLen); err == nil {
 				err = f.Sync()
 			}
 			if err != nil {
-				return fmt.Errorf("ssd tier: cutting %s to %d bytes: %w", s.idx.path, r.goodLen, err)
+				return fmt.Errorf("ssd tier: cutting %s to %d bytes: %w", s.idx.path, r.GoodLen, err)
 			}
 		}
 	}
-	for _, e := range r.entries {
+	for _, b := range r.Blocks {
+		e := &entry{key: b.Key, meta: b.Meta, crc: b.CRC, gen: b.Gen, slot: b.Slot, state: stateResident}
 		s.slots[e.slot] = e
 		s.resident[e.key] = e
 		s.fifo.insert(e)
@@ -61,10 +63,10 @@ func (s *Store) recover() error {
 			s.free = append(s.free, uint32(i)) // pops in ascending order
 		}
 	}
-	s.nextGen = r.maxGen + 1
-	s.st.DroppedAtOpen = uint64(r.dropped)
-	if r.dropped > 0 {
-		s.log.Warn("ssd tier: index records dropped: slot beyond the data file or a bad Meta", "records", r.dropped, "slots", len(s.slots))
+	s.nextGen = r.MaxGen + 1
+	s.st.DroppedAtOpen = uint64(r.Dropped)
+	if r.Dropped > 0 {
+		s.log.Warn("ssd tier: index records dropped: slot beyond the data file or a bad Meta", "records", r.Dropped, "slots", len(s.slots))
 	}
 	if s.idx.records >= compactMinRecords && s.idx.records > compactFactor*len(s.resident) {
 		s.compact()

@@ -1,12 +1,14 @@
 package ssd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 )
 
 // Admission rules for Spec.Admission.
@@ -31,18 +33,22 @@ var IOWorkersRange = limit.Range[int]{Field: "ssd.IOWorkers", Min: 1, Max: MaxIO
 // Key names a block: the namespace fingerprint and the block hash, the
 // same fields as gocore/index.Key. A block of one namespace never answers
 // for another (the namespace is part of every slot header and record).
-type Key struct {
-	NS   [16]byte
-	Hash [16]byte
-}
+type Key = layout.Key
 
 // Meta is a block's size and shape. Read answers ErrMeta when the stored
 // Meta differs from the one asked for, so a block written for another
 // layout is never served.
-type Meta struct {
-	Bytes  uint64 // block bytes, 1 to Spec.SlotBytes
-	Layers uint32 // layers the block spans, at least 1
-}
+type Meta = layout.Meta
+
+// Sizes of the on-disk structures (gocore/tier/ssd/layout draws them).
+const (
+	// HeaderBytes is the slot header in front of each slot's data: one 4 KiB
+	// page, so the data that follows stays aligned for O_DIRECT.
+	HeaderBytes = layout.HeaderBytes
+	// RecordBytes is the size of every index log record, the file header
+	// included.
+	RecordBytes = layout.RecordBytes
+)
 
 // Spec is a plain description of a store; Validate checks it without
 // touching the filesystem.
@@ -76,18 +82,10 @@ type Spec struct {
 
 // withDefaults fills the zero fields with their defaults.
 func (s Spec) withDefaults() Spec {
-	if s.IOWorkers == 0 {
-		s.IOWorkers = DefaultIOWorkers
-	}
-	if s.Admission == "" {
-		s.Admission = AdmitAll
-	}
-	if s.MaxPendingWrites == 0 {
-		s.MaxPendingWrites = DefaultMaxPendingWrites
-	}
-	if s.VerifyOnOpen == 0 {
-		s.VerifyOnOpen = DefaultVerifyOnOpen
-	}
+	s.IOWorkers = cmp.Or(s.IOWorkers, DefaultIOWorkers)
+	s.Admission = cmp.Or(s.Admission, AdmitAll)
+	s.MaxPendingWrites = cmp.Or(s.MaxPendingWrites, DefaultMaxPendingWrites)
+	s.VerifyOnOpen = cmp.Or(s.VerifyOnOpen, DefaultVerifyOnOpen)
 	return s
 }
 

@@ -3,6 +3,7 @@ package ssd
 import (
 	"fmt"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,7 +136,7 @@ func (s *Store) checkMeta(m Meta) error {
 func (s *Store) writeSlot(hdr []byte, o *op) error {
 	e := o.e
 	e.crc = crcOf(o.bufs, e.meta.Bytes)
-	putSlotHeader(hdr, slotHeader{key: e.key, meta: e.meta, crc: e.crc, gen: e.gen})
+	layout.PutSlotHeader(hdr, layout.SlotHeader{Key: e.key, Meta: e.meta, CRC: e.crc, Gen: e.gen})
 	o.iov = buildIov(o.iov[:0], hdr, o.bufs, roundUp(e.meta.Bytes))
 	if err := rwv(unix.SYS_PWRITEV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
 		return fmt.Errorf("ssd tier: writing slot %d of %s: %w", e.slot, s.dataPath, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
 )
 
 // The transfer suite's targets, at the default slice size, for
@@ -43,7 +44,7 @@ type transferConfig struct {
 	blocks   int      // blocks per batch
 	iters    int      // timed batches per size and subject
 	warmup   int      // untimed batches per size and subject first
-	engine   transfer.EngineSpec
+	engine   requester.EngineSpec
 	mooncake mooncakeSpec
 }
 
@@ -64,7 +65,7 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 	fs.IntVar(&cfg.iters, "iters", 20, "timed batches per size and subject (the median is reported)")
 	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
 	fs.IntVar(&cfg.engine.Rails, "rails", 0, "data connections per peer (0: the engine's default, 4)")
-	slice := fs.String("slice-bytes", "", "slice `size` of a READ (default: the engine's, transfer.DefaultSliceBytes = 256KiB)")
+	slice := fs.String("slice-bytes", "", "slice `size` of a READ (default: the engine's, requester.DefaultSliceBytes = 256KiB)")
 	fs.IntVar(&cfg.engine.Window, "window", 0, "slices in flight per rail (0: the engine's default, 2)")
 	fs.StringVar(&cfg.mooncake.bin, "mooncake-bench", "", "`path` of Mooncake's transfer_engine_bench (build/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench): measure Mooncake's TCP transport beside the engine and fill mooncake_gbps")
 	fs.DurationVar(&cfg.mooncake.duration, "mooncake-duration", 3*time.Second, "one Mooncake initiator run per block size and repeat (whole seconds, 1s..1m)")
@@ -90,7 +91,7 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 		flag string
 		r    limit.Range[int]
 		v    int
-	}{{"rails", transfer.RailsRange, cfg.engine.Rails}, {"slice-bytes", transfer.SliceBytesRange, cfg.engine.SliceBytes}, {"window", transfer.WindowRange, cfg.engine.Window}} {
+	}{{"rails", requester.RailsRange, cfg.engine.Rails}, {"slice-bytes", requester.SliceBytesRange, cfg.engine.SliceBytes}, {"window", requester.WindowRange, cfg.engine.Window}} {
 		if c.r.Check(c.v) != nil {
 			return cfg, suite.Usagef("--%s %s: want %s (0 or unset: the engine's default, %s)", c.flag, limit.Format(c.v), c.r.Want(), c.r.Zero)
 		}
@@ -189,7 +190,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	defer mon.Stop()
 	spec := cfg.engine
 	rep := &transferReport{Blocks: cfg.blocks, Iters: cfg.iters, Baseline: transferBaseline,
-		Rails: cmp0(spec.Rails, 4), SliceBytes: cmp0(spec.SliceBytes, transfer.DefaultSliceBytes), Window: cmp0(spec.Window, 2)}
+		Rails: cmp0(spec.Rails, 4), SliceBytes: cmp0(spec.SliceBytes, requester.DefaultSliceBytes), Window: cmp0(spec.Window, 2)}
 	rep.header = fmt.Sprintf("orbitkv-bench transfer: %d CPUs", runtime.NumCPU())
 	if model := suite.CpuModel(); model != "" {
 		rep.header += " (" + model + ")"
@@ -247,7 +248,7 @@ type transferBench struct {
 	blocks   [][]byte // the source: one buffer per block, the segment's bufs
 	dst      []byte   // registered with both engines; every subject lands here
 	srv      *transfer.Server
-	engines  []*transfer.Engine
+	engines  []*requester.Engine
 	subjects []transferSubject // in the order they run: stream, orbitkv, one slice
 	closers  []func()
 }
@@ -349,7 +350,7 @@ func (b *transferBench) setup() error {
 	b.subjects = []transferSubject{stream}
 	for _, s := range []struct {
 		name string
-		spec transfer.EngineSpec
+		spec requester.EngineSpec
 	}{{"orbitkv", cfg.engine}, {"one_slice", one}} {
 		sub, err := b.engineSubject(s.name, s.spec, id, capability)
 		if err != nil {
@@ -362,8 +363,8 @@ func (b *transferBench) setup() error {
 
 // engineSubject is a batch of one READ per block through a fresh Engine
 // of spec: SubmitTransfer, Wait, FreeBatch.
-func (b *transferBench) engineSubject(name string, spec transfer.EngineSpec, id uint64, capability transfer.Capability) (transferSubject, error) {
-	e, err := transfer.NewEngine(spec)
+func (b *transferBench) engineSubject(name string, spec requester.EngineSpec, id uint64, capability transfer.Capability) (transferSubject, error) {
+	e, err := requester.NewEngine(spec)
 	if err != nil {
 		return transferSubject{}, err
 	}
@@ -375,10 +376,10 @@ func (b *transferBench) engineSubject(name string, spec transfer.EngineSpec, id 
 	if err != nil {
 		return transferSubject{}, err
 	}
-	reqs := make([]transfer.Request, len(b.blocks))
+	reqs := make([]requester.Request, len(b.blocks))
 	for i := range reqs {
 		off := uint64(i) * b.size
-		reqs[i] = transfer.Request{Segment: h, Offset: off, Dst: b.dst[off : off+b.size]}
+		reqs[i] = requester.Request{Segment: h, Offset: off, Dst: b.dst[off : off+b.size]}
 	}
 	return transferSubject{name: name, run: func([]byte) (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -486,8 +487,8 @@ func writeTransferTable(w io.Writer, rep *transferReport) error {
 			suite.Target{Name: fmt.Sprintf("%s orbitkv ≥ %.2fx tcp stream", b, transferStreamTarget), Measured: fmt.Sprintf("%.2fx", s.StreamRatio), Ok: s.StreamRatio >= transferStreamTarget},
 			suite.Target{Name: fmt.Sprintf("%s orbitkv ≥ %.0fx one slice in flight", b, transferOneSliceTarget), Measured: fmt.Sprintf("%.2fx", s.OneSliceRatio), Ok: s.OneSliceRatio >= transferOneSliceTarget})
 	}
-	if rep.SliceBytes != transfer.DefaultSliceBytes {
-		fmt.Fprintf(w, "note: the targets hold at the default slice size (%s); this run used %s\n", humanize.IBytes(transfer.DefaultSliceBytes), humanize.IBytes(uint64(rep.SliceBytes)))
+	if rep.SliceBytes != requester.DefaultSliceBytes {
+		fmt.Fprintf(w, "note: the targets hold at the default slice size (%s); this run used %s\n", humanize.IBytes(requester.DefaultSliceBytes), humanize.IBytes(uint64(rep.SliceBytes)))
 	}
 	return suite.WriteTargets(w, "bench/transfer/README.md", suite.TargetsInformational, ts)
 }

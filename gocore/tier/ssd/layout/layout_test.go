@@ -1,4 +1,4 @@
-package ssd
+package layout
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 // TestSlotHeaderLayout checks the slot header's byte offsets against the
 // table in doc.go.
 func TestSlotHeaderLayout(t *testing.T) {
-	h := slotHeader{key: key(0xab, 0x0102030405060708), meta: Meta{Bytes: 0x11223344, Layers: 7}, crc: 0xdeadbeef, gen: 0x99}
+	h := SlotHeader{Key: key(0xab, 0x0102030405060708), Meta: Meta{Bytes: 0x11223344, Layers: 7}, CRC: 0xdeadbeef, Gen: 0x99}
 	b := make([]byte, HeaderBytes)
 	for i := range b {
-		b[i] = 0xff // putSlotHeader must zero the page
+		b[i] = 0xff // PutSlotHeader must zero the page
 	}
-	putSlotHeader(b, h)
+	PutSlotHeader(b, h)
 	le := binary.LittleEndian
 	checks := []struct {
 		field string
@@ -33,7 +33,7 @@ func TestSlotHeaderLayout(t *testing.T) {
 		{"generation at 56", le.Uint64(b[56:]), 0x99},
 		{"layers at 64", uint64(le.Uint32(b[64:])), 7},
 		{"reserved at 68", uint64(le.Uint32(b[68:])), 0},
-		{"header crc32c at 72", uint64(le.Uint32(b[72:])), uint64(crc32.Checksum(b[:72], castagnoli))},
+		{"header crc32c at 72", uint64(le.Uint32(b[72:])), uint64(crc32.Checksum(b[:72], Castagnoli))},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -43,15 +43,15 @@ func TestSlotHeaderLayout(t *testing.T) {
 	if !bytes.Equal(b[headerUsed:], make([]byte, HeaderBytes-headerUsed)) {
 		t.Error("the header page is not zero after its fields")
 	}
-	if got, ok := parseSlotHeader(b); !ok || got != h {
+	if got, ok := ParseSlotHeader(b); !ok || got != h {
 		t.Errorf("parse = %+v, %v; want %+v", got, ok, h)
 	}
 }
 
 // TestRecordLayout checks the index record's byte offsets against doc.go.
 func TestRecordLayout(t *testing.T) {
-	r := record{kind: kindPut, slot: 0x0a0b, gen: 0x77, key: key(0xcd, 5), meta: Meta{Bytes: 0x5000, Layers: 3}, crc: 0xcafef00d}
-	b := appendRecord(nil, r)
+	r := Record{Kind: KindPut, Slot: 0x0a0b, Gen: 0x77, Key: key(0xcd, 5), Meta: Meta{Bytes: 0x5000, Layers: 3}, CRC: 0xcafef00d}
+	b := AppendRecord(nil, r)
 	le := binary.LittleEndian
 	if len(b) != RecordBytes {
 		t.Fatalf("record is %d bytes, want %d", len(b), RecordBytes)
@@ -61,7 +61,7 @@ func TestRecordLayout(t *testing.T) {
 		got   uint64
 		want  uint64
 	}{
-		{"kind at 0", uint64(b[0]), kindPut},
+		{"kind at 0", uint64(b[0]), KindPut},
 		{"version at 1", uint64(b[1]), 1},
 		{"reserved at 2", uint64(le.Uint16(b[2:])), 0},
 		{"slot at 4", uint64(le.Uint32(b[4:])), 0x0a0b},
@@ -71,33 +71,33 @@ func TestRecordLayout(t *testing.T) {
 		{"bytes at 48", le.Uint64(b[48:]), 0x5000},
 		{"layers at 56", uint64(le.Uint32(b[56:])), 3},
 		{"data crc32c at 60", uint64(le.Uint32(b[60:])), 0xcafef00d},
-		{"record crc32c at 76", uint64(le.Uint32(b[76:])), uint64(crc32.Checksum(b[:76], castagnoli))},
+		{"record crc32c at 76", uint64(le.Uint32(b[76:])), uint64(crc32.Checksum(b[:76], Castagnoli))},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s: %#x, want %#x", c.field, c.got, c.want)
 		}
 	}
-	if got, ok := parseRecord(b); !ok || got != r {
+	if got, ok := ParseRecord(b); !ok || got != r {
 		t.Errorf("parse = %+v, %v; want %+v", got, ok, r)
 	}
-	h := appendIndexHeader(nil, 2<<20)
+	h := AppendIndexHeader(nil, 2<<20)
 	if want := "4f4b56494e445831" + "01000000" + "00100000" + "0000200000000000"; hex.EncodeToString(h[:24]) != want {
 		t.Errorf("index header starts %x, want %s", h[:24], want)
 	}
-	if sb, ok := parseIndexHeader(h); !ok || sb != 2<<20 {
-		t.Errorf("parseIndexHeader = %d, %v", sb, ok)
+	if sb, ok := ParseIndexHeader(h); !ok || sb != 2<<20 {
+		t.Errorf("ParseIndexHeader = %d, %v", sb, ok)
 	}
 }
 
 // validLog is an index log of puts and a delete for the fuzz seeds.
 func validLog() []byte {
-	b := appendIndexHeader(nil, 64<<10)
+	b := AppendIndexHeader(nil, 64<<10)
 	for i := range 5 {
-		b = appendRecord(b, record{kind: kindPut, slot: uint32(i), gen: uint64(i + 1), key: key(1, uint64(i)), meta: Meta{Bytes: 4096, Layers: 1}, crc: uint32(i)})
+		b = AppendRecord(b, Record{Kind: KindPut, Slot: uint32(i), Gen: uint64(i + 1), Key: key(1, uint64(i)), Meta: Meta{Bytes: 4096, Layers: 1}, CRC: uint32(i)})
 	}
-	b = appendRecord(b, record{kind: kindDelete, slot: 2, gen: 3, key: key(1, 2)})
-	return appendRecord(b, record{kind: kindPut, slot: 0, gen: 9, key: key(1, 7), meta: Meta{Bytes: 8192, Layers: 2}})
+	b = AppendRecord(b, Record{Kind: KindDelete, Slot: 2, Gen: 3, Key: key(1, 2)})
+	return AppendRecord(b, Record{Kind: KindPut, Slot: 0, Gen: 9, Key: key(1, 7), Meta: Meta{Bytes: 8192, Layers: 2}})
 }
 
 // FuzzReplay feeds arbitrary index logs to replay, as they are and turned
@@ -111,20 +111,20 @@ func FuzzReplay(f *testing.F) {
 	f.Add(good[:len(good)-RecordBytes/2])
 	f.Add(good[:RecordBytes-1])
 	f.Add(append(slices.Clone(good), bytes.Repeat([]byte{0x5a}, 100)...))
-	f.Add(appendIndexHeader(nil, 128<<10))
+	f.Add(AppendIndexHeader(nil, 128<<10))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 1, 0, 1, 0, 1, 2, 1, 1, 2, 3, 0, 1, 0, 2, 2, 0, 1, 0, 1, 0, 1, 2})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkReplay(t, b)
-		log := appendIndexHeader(nil, 64<<10)
+		log := AppendIndexHeader(nil, 64<<10)
 		for i := 0; i+8 <= len(b); i += 8 {
 			c := b[i : i+8]
-			r := record{kind: kindPut, slot: uint32(c[1] % 12), gen: uint64(c[2]), key: key(c[3]%2, uint64(c[4]%16)),
-				meta: Meta{Bytes: uint64(binary.LittleEndian.Uint16(c[5:])) << 1, Layers: uint32(c[7] % 3)}}
+			r := Record{Kind: KindPut, Slot: uint32(c[1] % 12), Gen: uint64(c[2]), Key: key(c[3]%2, uint64(c[4]%16)),
+				Meta: Meta{Bytes: uint64(binary.LittleEndian.Uint16(c[5:])) << 1, Layers: uint32(c[7] % 3)}}
 			if c[0]%3 == 0 {
-				r.kind, r.meta = kindDelete, Meta{}
+				r.Kind, r.Meta = KindDelete, Meta{}
 			}
-			log = appendRecord(log, r)
+			log = AppendRecord(log, r)
 		}
 		checkReplay(t, log)
 	})
@@ -136,37 +136,37 @@ func FuzzReplay(f *testing.F) {
 // compaction does) replays to the same blocks.
 func checkReplay(t *testing.T, b []byte) {
 	const slotBytes, nslots = 64 << 10, 8
-	r := replay(b, slotBytes, nslots)
-	if r.reset != "" {
-		if r.goodLen != 0 || len(r.entries) != 0 {
-			t.Fatalf("a reset log kept %d bytes and %d blocks", r.goodLen, len(r.entries))
+	r := Replay(b, slotBytes, nslots)
+	if r.Reset != "" {
+		if r.GoodLen != 0 || len(r.Blocks) != 0 {
+			t.Fatalf("a reset log kept %d bytes and %d blocks", r.GoodLen, len(r.Blocks))
 		}
 		return
 	}
-	if r.goodLen > int64(len(b)) || r.goodLen != int64(RecordBytes*(1+r.records)) {
-		t.Fatalf("goodLen %d of %d bytes, %d records", r.goodLen, len(b), r.records)
+	if r.GoodLen > int64(len(b)) || r.GoodLen != int64(RecordBytes*(1+r.Records)) {
+		t.Fatalf("goodLen %d of %d bytes, %d records", r.GoodLen, len(b), r.Records)
 	}
 	slots, keys := map[uint32]bool{}, map[Key]bool{}
-	for i, e := range r.entries {
-		if e.slot >= nslots || slots[e.slot] || keys[e.key] || e.meta.Bytes == 0 || e.meta.Bytes > slotBytes || e.meta.Layers == 0 {
+	for i, e := range r.Blocks {
+		if e.Slot >= nslots || slots[e.Slot] || keys[e.Key] || e.Meta.Bytes == 0 || e.Meta.Bytes > slotBytes || e.Meta.Layers == 0 {
 			t.Fatalf("entry %d: %+v", i, e)
 		}
-		if i > 0 && r.entries[i-1].gen > e.gen {
+		if i > 0 && r.Blocks[i-1].Gen > e.Gen {
 			t.Fatalf("entries out of generation order at %d", i)
 		}
-		slots[e.slot], keys[e.key] = true, true
+		slots[e.Slot], keys[e.Key] = true, true
 	}
-	log := appendIndexHeader(nil, slotBytes)
-	for _, e := range r.entries {
-		log = appendRecord(log, record{kind: kindPut, slot: e.slot, gen: e.gen, key: e.key, meta: e.meta, crc: e.crc})
+	log := AppendIndexHeader(nil, slotBytes)
+	for _, e := range r.Blocks {
+		log = AppendRecord(log, Record{Kind: KindPut, Slot: e.Slot, Gen: e.Gen, Key: e.Key, Meta: e.Meta, CRC: e.CRC})
 	}
-	r2 := replay(log, slotBytes, nslots)
-	if len(r2.entries) != len(r.entries) {
-		t.Fatalf("rewritten log replays to %d blocks, want %d", len(r2.entries), len(r.entries))
+	r2 := Replay(log, slotBytes, nslots)
+	if len(r2.Blocks) != len(r.Blocks) {
+		t.Fatalf("rewritten log replays to %d blocks, want %d", len(r2.Blocks), len(r.Blocks))
 	}
-	for i := range r.entries {
-		a, b := r.entries[i], r2.entries[i]
-		if a.key != b.key || a.slot != b.slot || a.gen != b.gen || a.meta != b.meta || a.crc != b.crc {
+	for i := range r.Blocks {
+		a, b := r.Blocks[i], r2.Blocks[i]
+		if a.Key != b.Key || a.Slot != b.Slot || a.Gen != b.Gen || a.Meta != b.Meta || a.CRC != b.CRC {
 			t.Fatalf("block %d differs after the rewrite: %+v vs %+v", i, a, b)
 		}
 	}
@@ -176,19 +176,28 @@ func checkReplay(t *testing.T, b []byte) {
 // parses encodes back to the same bytes.
 func FuzzSlotHeader(f *testing.F) {
 	b := make([]byte, HeaderBytes)
-	putSlotHeader(b, slotHeader{key: key(1, 2), meta: Meta{Bytes: 100, Layers: 1}, crc: 5, gen: 6})
+	PutSlotHeader(b, SlotHeader{Key: key(1, 2), Meta: Meta{Bytes: 100, Layers: 1}, CRC: 5, Gen: 6})
 	f.Add(b[:headerUsed])
 	f.Add(b[:headerUsed-1])
 	f.Add([]byte("OKVSLOT1"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, ok := parseSlotHeader(in)
+		h, ok := ParseSlotHeader(in)
 		if !ok {
 			return
 		}
 		out := make([]byte, HeaderBytes)
-		putSlotHeader(out, h)
+		PutSlotHeader(out, h)
 		if !bytes.Equal(out[:headerUsed], in[:headerUsed]) {
 			t.Fatalf("header %x re-encodes as %x", in[:headerUsed], out[:headerUsed])
 		}
 	})
+}
+
+// key is a test key: namespace ns, hash i.
+func key(ns byte, i uint64) Key {
+	var k Key
+	k.NS[0] = ns
+	binary.LittleEndian.PutUint64(k.Hash[:], i)
+	binary.LittleEndian.PutUint64(k.Hash[8:], ^i)
+	return k
 }

@@ -1,10 +1,12 @@
-package transfer
+package requester
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // sliceState is where one slice stands; guarded by its batch's mu.
@@ -144,7 +146,7 @@ func (e *Engine) SubmitTransfer(ctx context.Context, reqs []Request) (BatchID, e
 	var order []string
 	e.mu.Lock()
 	if e.closed {
-		return refuse(ErrClosed)
+		return refuse(transfer.ErrClosed)
 	}
 	for i, r := range reqs {
 		ref, ok := e.handles[r.Segment]

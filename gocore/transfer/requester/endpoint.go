@@ -1,6 +1,7 @@
-package transfer
+package requester
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // endpoint is one peer (a Server's address): its rails and the queue of
@@ -81,7 +84,7 @@ func (ep *endpoint) ensure(ctx context.Context) error {
 	n, closed := e.spec.Rails-len(ep.rails), ep.closed
 	ep.mu.Unlock()
 	if closed {
-		return fmt.Errorf("%w: endpoint %s", ErrClosed, ep.addr)
+		return fmt.Errorf("%w: endpoint %s", transfer.ErrClosed, ep.addr)
 	}
 	if n <= 0 {
 		return nil
@@ -104,7 +107,7 @@ func (ep *endpoint) ensure(ctx context.Context) error {
 	for range n {
 		r := <-out
 		if r.err != nil {
-			firstErr = cmp0(firstErr, r.err)
+			firstErr = cmp.Or(firstErr, r.err)
 			continue
 		}
 		e.dials.Add(1)
@@ -128,7 +131,7 @@ func (ep *endpoint) ensure(ctx context.Context) error {
 	defer ep.mu.Unlock()
 	if len(ep.rails) == 0 {
 		if firstErr == nil {
-			firstErr = cmp0(ep.lastErr, error(ErrClosed))
+			firstErr = cmp.Or(ep.lastErr, error(transfer.ErrClosed))
 		}
 		ep.lastErr = firstErr
 		return fmt.Errorf("%w: dialling %s: %v", ErrRail, ep.addr, firstErr)
@@ -141,7 +144,7 @@ func (ep *endpoint) ensure(ctx context.Context) error {
 func (ep *endpoint) enqueue(ss []*slice, front bool) {
 	ep.mu.Lock()
 	if ep.closed || len(ep.rails) == 0 {
-		err := fmt.Errorf("%w: no data connection to %s is left: %v", ErrRail, ep.addr, cmp0(ep.lastErr, error(ErrClosed)))
+		err := fmt.Errorf("%w: no data connection to %s is left: %v", ErrRail, ep.addr, cmp.Or(ep.lastErr, error(transfer.ErrClosed)))
 		ep.mu.Unlock()
 		for _, s := range ss {
 			s.b.failAll([]*slice{s}, err)
@@ -197,7 +200,7 @@ type rail struct {
 // kill closes the connection: the reader fails and the rail dies.
 func (r *rail) kill(err error) {
 	r.mu.Lock()
-	r.cause = cmp0(r.cause, err)
+	r.cause = cmp.Or(r.cause, err)
 	r.mu.Unlock()
 	r.conn.Close()
 }
@@ -209,7 +212,7 @@ func (r *rail) kill(err error) {
 func (r *rail) send() {
 	defer r.ep.e.wg.Done()
 	ep := r.ep
-	hdrs := make([]byte, 0, HeaderBytes*cap(r.tokens))
+	hdrs := make([]byte, 0, transfer.HeaderBytes*cap(r.tokens))
 	taken := make([]*slice, 0, cap(r.tokens))
 	for {
 		select {
@@ -266,9 +269,9 @@ func (r *rail) send() {
 		r.mu.Unlock()
 		hdrs = hdrs[:0]
 		for _, s := range claimed {
-			h := Header{Op: OpRead, Tag: s.tag, Segment: s.seg.id, Offset: s.off, Length: uint32(s.n), Capability: s.seg.cap}
-			hdrs = hdrs[:len(hdrs)+HeaderBytes]
-			h.Encode(hdrs[len(hdrs)-HeaderBytes:])
+			h := transfer.Header{Op: transfer.OpRead, Tag: s.tag, Segment: s.seg.id, Offset: s.off, Length: uint32(s.n), Capability: s.seg.cap}
+			hdrs = hdrs[:len(hdrs)+transfer.HeaderBytes]
+			h.Encode(hdrs[len(hdrs)-transfer.HeaderBytes:])
 		}
 		clear(taken[:cap(taken)]) // drop the references until the next round
 		if _, err := r.conn.Write(hdrs); err != nil {
@@ -304,14 +307,14 @@ func (r *rail) putBack(s *slice) {
 
 func (r *rail) read() {
 	defer r.ep.e.wg.Done()
-	var hdr [HeaderBytes]byte
-	var text [MaxErrorTextBytes]byte
+	var hdr [transfer.HeaderBytes]byte
+	var text [transfer.MaxErrorTextBytes]byte
 	for {
 		if _, err := io.ReadFull(r.conn, hdr[:]); err != nil {
 			r.die(err)
 			return
 		}
-		h, err := DecodeHeader(hdr[:])
+		h, err := transfer.DecodeHeader(hdr[:])
 		if err != nil {
 			r.die(err)
 			return
@@ -324,17 +327,17 @@ func (r *rail) read() {
 		r.mu.Unlock()
 		switch {
 		case s == nil:
-			r.die(fmt.Errorf("%w: %s frame with tag %d and no READ in flight", ErrMalformed, h.Op, h.Tag))
+			r.die(fmt.Errorf("%w: %s frame with tag %d and no READ in flight", transfer.ErrMalformed, h.Op, h.Tag))
 			return
-		case h.Op == OpRead || h.Tag != s.tag || h.Segment != s.seg.id:
-			r.die(fmt.Errorf("%w: %s frame of tag %d segment %d answers READ tag %d segment %d", ErrMalformed, h.Op, h.Tag, h.Segment, s.tag, s.seg.id))
+		case h.Op == transfer.OpRead || h.Tag != s.tag || h.Segment != s.seg.id:
+			r.die(fmt.Errorf("%w: %s frame of tag %d segment %d answers READ tag %d segment %d", transfer.ErrMalformed, h.Op, h.Tag, h.Segment, s.tag, s.seg.id))
 			return
-		case h.Op == OpData && (h.Offset != s.off || int(h.Length) != s.n):
-			r.die(fmt.Errorf("%w: DATA of offset %d length %d answers READ of offset %d length %d", ErrMalformed, h.Offset, h.Length, s.off, s.n))
+		case h.Op == transfer.OpData && (h.Offset != s.off || int(h.Length) != s.n):
+			r.die(fmt.Errorf("%w: DATA of offset %d length %d answers READ of offset %d length %d", transfer.ErrMalformed, h.Offset, h.Length, s.off, s.n))
 			return
 		}
 		b := s.b
-		if h.Op == OpError {
+		if h.Op == transfer.OpError {
 			if _, err := io.ReadFull(r.conn, text[:h.Length]); err != nil {
 				r.die(err)
 				return
@@ -342,7 +345,7 @@ func (r *rail) read() {
 			r.pop()
 			b.mu.Lock()
 			if s.state == sAwaiting && s.rail == r {
-				b.finish(s, remoteError(h.Code, string(text[:h.Length])))
+				b.finish(s, transfer.RemoteError(h.Code, string(text[:h.Length])))
 			}
 			b.mu.Unlock()
 			continue
@@ -396,7 +399,7 @@ func (r *rail) die(err error) {
 	ep, e := r.ep, r.ep.e
 	r.mu.Lock()
 	r.dead.Store(true)
-	r.cause = cmp0(r.cause, err)
+	r.cause = cmp.Or(r.cause, err)
 	cause, fifo := r.cause, r.fifo
 	r.fifo = nil
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package transfer
+package requester
 
 // sieve is a fixed-capacity map with SIEVE eviction (Zhang et al., "SIEVE
 // is Simpler than LRU", NSDI '24): entries sit in one queue in insertion

@@ -1,6 +1,7 @@
-package transfer
+package requester
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // DefaultSliceBytes is the default EngineSpec.SliceBytes: 256 KiB, the
@@ -25,13 +27,13 @@ const DefaultSliceBytes = 256 << 10
 
 // Limits of EngineSpec; 0 stands for the default in each.
 var (
-	RailsRange          = limit.Range[int]{Field: "transfer.EngineSpec.Rails", Min: 1, Max: 64, Zero: "4"}
-	SliceBytesRange     = limit.Range[int]{Field: "transfer.EngineSpec.SliceBytes", Min: 4 << 10, Max: MaxSliceBytes, Bytes: true, Zero: "256KiB"}
-	WindowRange         = limit.Range[int]{Field: "transfer.EngineSpec.Window", Min: 1, Max: 64, Zero: "2"}
-	MaxEndpointsRange   = limit.Range[int]{Field: "transfer.EngineSpec.MaxEndpoints", Min: 1, Max: 4096, Zero: "64"}
-	RetriesRange        = limit.Range[int]{Field: "transfer.EngineSpec.Retries", Min: 1, Max: 16, Zero: "3"}
-	DialTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.EngineSpec.DialTimeout", Min: time.Millisecond, Max: time.Minute, Zero: "3s"}
-	DefaultTimeoutRange = limit.Range[time.Duration]{Field: "transfer.EngineSpec.DefaultTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+	RailsRange          = limit.Range[int]{Field: "requester.EngineSpec.Rails", Min: 1, Max: 64, Zero: "4"}
+	SliceBytesRange     = limit.Range[int]{Field: "requester.EngineSpec.SliceBytes", Min: 4 << 10, Max: transfer.MaxSliceBytes, Bytes: true, Zero: "256KiB"}
+	WindowRange         = limit.Range[int]{Field: "requester.EngineSpec.Window", Min: 1, Max: 64, Zero: "2"}
+	MaxEndpointsRange   = limit.Range[int]{Field: "requester.EngineSpec.MaxEndpoints", Min: 1, Max: 4096, Zero: "64"}
+	RetriesRange        = limit.Range[int]{Field: "requester.EngineSpec.Retries", Min: 1, Max: 16, Zero: "3"}
+	DialTimeoutRange    = limit.Range[time.Duration]{Field: "requester.EngineSpec.DialTimeout", Min: time.Millisecond, Max: time.Minute, Zero: "3s"}
+	DefaultTimeoutRange = limit.Range[time.Duration]{Field: "requester.EngineSpec.DefaultTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
 )
 
 // MaxBatchRequests bounds the requests of one SubmitTransfer.
@@ -82,13 +84,13 @@ func (s *EngineSpec) withDefaults() EngineSpec {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Rails = cmp0(o.Rails, 4)
-	o.SliceBytes = cmp0(o.SliceBytes, DefaultSliceBytes)
-	o.Window = cmp0(o.Window, 2)
-	o.MaxEndpoints = cmp0(o.MaxEndpoints, 64)
-	o.Retries = cmp0(o.Retries, 3)
-	o.DialTimeout = cmp0(o.DialTimeout, 3*time.Second)
-	o.DefaultTimeout = cmp0(o.DefaultTimeout, 10*time.Second)
+	o.Rails = cmp.Or(o.Rails, 4)
+	o.SliceBytes = cmp.Or(o.SliceBytes, DefaultSliceBytes)
+	o.Window = cmp.Or(o.Window, 2)
+	o.MaxEndpoints = cmp.Or(o.MaxEndpoints, 64)
+	o.Retries = cmp.Or(o.Retries, 3)
+	o.DialTimeout = cmp.Or(o.DialTimeout, 3*time.Second)
+	o.DefaultTimeout = cmp.Or(o.DefaultTimeout, 10*time.Second)
 	return o
 }
 
@@ -131,7 +133,7 @@ type Request struct {
 type segRef struct {
 	addr string
 	id   uint64
-	cap  Capability
+	cap  transfer.Capability
 }
 
 // Engine is the requester side: it reads registered segments of peers
@@ -189,7 +191,7 @@ func (e *Engine) RegisterLocalMemory(buf []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return ErrClosed
+		return transfer.ErrClosed
 	}
 	for _, o := range e.regions {
 		if r.start < o.end && o.start < r.end {
@@ -229,7 +231,7 @@ func (e *Engine) registered(dst []byte) bool {
 // OpenSegment names segment id of the Server at addr (host:port), readable
 // with cap, for requests; nothing is dialled until a batch reads it.
 // Errors: a malformed addr, id 0, ErrClosed.
-func (e *Engine) OpenSegment(addr string, id uint64, cap Capability) (SegmentHandle, error) {
+func (e *Engine) OpenSegment(addr string, id uint64, cap transfer.Capability) (SegmentHandle, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return 0, limit.Check(false, "transfer.OpenSegment addr", addr, "host:port")
 	}
@@ -239,7 +241,7 @@ func (e *Engine) OpenSegment(addr string, id uint64, cap Capability) (SegmentHan
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return 0, ErrClosed
+		return 0, transfer.ErrClosed
 	}
 	e.nextHandle++
 	e.handles[e.nextHandle] = segRef{addr: addr, id: id, cap: cap}
@@ -297,10 +299,10 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	for _, b := range bs {
-		b.abort(ErrClosed)
+		b.abort(transfer.ErrClosed)
 	}
 	for _, ep := range eps {
-		ep.close(ErrClosed)
+		ep.close(transfer.ErrClosed)
 	}
 	for _, b := range bs {
 		<-b.done

@@ -3,6 +3,8 @@ package session
 import (
 	"log/slog"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 )
 
 // RefusalEvery is the least time between two refused-request log lines of
@@ -11,23 +13,17 @@ const RefusalEvery = time.Second
 
 // RefusalLog rate-limits one session's refused-request log lines to one per
 // RefusalEvery, so a hostile or broken client cannot flood the log; the
-// lines suppressed meanwhile are counted in the next one. Not safe for
-// concurrent use: its owner (the dispatcher goroutine) holds it.
+// lines suppressed meanwhile are counted in the next one. Safe for
+// concurrent use, though its owner (the dispatcher goroutine) is its only
+// user. It must not be copied after first use.
 type RefusalLog struct {
-	last    time.Time
-	dropped int
+	limit ratelog.Limiter // Burst 0 and Every 0: one line a second, RefusalEvery
 }
 
 // Allow reports whether a line may be logged at now and, when it may, how
 // many were suppressed since the last one.
 func (r *RefusalLog) Allow(now time.Time) (ok bool, suppressed int) {
-	if now.Sub(r.last) < RefusalEvery {
-		r.dropped++
-		return false, 0
-	}
-	suppressed = r.dropped
-	r.last, r.dropped = now, 0
-	return true, suppressed
+	return r.limit.Allow(now)
 }
 
 // Warn logs msg with attrs for session s at warning level, naming its slot

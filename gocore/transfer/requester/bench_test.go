@@ -1,4 +1,4 @@
-package transfer
+package requester
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 // BenchmarkTransfer is one batch of 32 blocks read over loopback at the
@@ -14,7 +15,7 @@ import (
 func BenchmarkTransfer(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run("size="+limit.Size(uint64(size)), func(b *testing.B) {
-			srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0"})
+			srv, err := transfer.Listen(transfer.ServerSpec{Addr: "127.0.0.1:0"})
 			if err != nil {
 				b.Fatal(err)
 			}

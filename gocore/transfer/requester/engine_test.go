@@ -1,4 +1,4 @@
-package transfer
+package requester
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
 func TestRoundTripLandsEveryByte(t *testing.T) {
@@ -33,7 +35,7 @@ func TestRoundTripLandsEveryByte(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(t, ServerSpec{})
+			srv := newServer(t, transfer.ServerSpec{})
 			e := newEngine(t, c.spec)
 			src := newSource(t, srv, c.sizes, c.chunk, time.Now().Add(time.Minute))
 			h, err := e.OpenSegment(srv.Addr(), src.id, src.cap)
@@ -41,7 +43,7 @@ func TestRoundTripLandsEveryByte(t *testing.T) {
 				t.Fatal(err)
 			}
 			reqs, _ := src.requests(t, e, h)
-			b, err := transfer(t, e, reqs, 20*time.Second)
+			b, err := submitAndWait(t, e, reqs, 20*time.Second)
 			if err != nil {
 				t.Fatalf("Wait: %v", err)
 			}
@@ -73,7 +75,7 @@ func TestConsecutiveRequestsTravelPackedIntoFullSlices(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(t, ServerSpec{})
+			srv := newServer(t, transfer.ServerSpec{})
 			e := newEngine(t, EngineSpec{})
 			src := newSource(t, srv, c.sizes, 32<<10, time.Now().Add(time.Minute))
 			h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
@@ -83,7 +85,7 @@ func TestConsecutiveRequestsTravelPackedIntoFullSlices(t *testing.T) {
 			} else {
 				reqs, _ = src.requests(t, e, h)
 			}
-			b, err := transfer(t, e, reqs, 10*time.Second)
+			b, err := submitAndWait(t, e, reqs, 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,12 +107,12 @@ func repeat(n, size int) []int {
 }
 
 func TestSlicesSpreadOverEveryRail(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	e := newEngine(t, EngineSpec{Rails: 4, SliceBytes: 64 << 10})
 	src := newSource(t, srv, []int{16 << 20}, 1<<20, time.Now().Add(time.Minute))
 	h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
 	reqs, _ := src.requests(t, e, h)
-	b, err := transfer(t, e, reqs, 20*time.Second)
+	b, err := submitAndWait(t, e, reqs, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func railCounts(rails []*rail) []uint64 {
 }
 
 func TestARailKilledMidTransferIsRetriedOnAnother(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	var killed atomic.Bool
 	// The first data connection to carry 1 MiB + 128 KiB towards the
 	// requester dies: in the middle of the DATA of its fifth 256 KiB slice
@@ -156,7 +158,7 @@ func TestARailKilledMidTransferIsRetriedOnAnother(t *testing.T) {
 	src := newSource(t, srv, []int{4 << 20, 4 << 20, 4 << 20, 4 << 20}, 1<<20, time.Now().Add(time.Minute))
 	h, _ := e.OpenSegment(p.addr(), src.id, src.cap)
 	reqs, _ := src.requests(t, e, h)
-	b, err := transfer(t, e, reqs, 20*time.Second)
+	b, err := submitAndWait(t, e, reqs, 20*time.Second)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -173,7 +175,7 @@ func TestARailKilledMidTransferIsRetriedOnAnother(t *testing.T) {
 
 func TestLosingEveryRailAtOnceRedialsThem(t *testing.T) {
 	t.Run("every rail cut mid-transfer, the source still listening: the batch completes on new rails", func(t *testing.T) {
-		srv := newServer(t, ServerSpec{})
+		srv := newServer(t, transfer.ServerSpec{})
 		var cut atomic.Bool
 		p := newProxy(t, srv.Addr(), func(p *proxy, pc *proxyConn, total int64) {
 			if total >= 3<<20 && !cut.Swap(true) {
@@ -184,7 +186,7 @@ func TestLosingEveryRailAtOnceRedialsThem(t *testing.T) {
 		src := newSource(t, srv, repeat(8, 2<<20), 1<<20, time.Now().Add(time.Minute))
 		h, _ := e.OpenSegment(p.addr(), src.id, src.cap)
 		reqs, _ := src.requests(t, e, h)
-		b, err := transfer(t, e, reqs, 10*time.Second)
+		b, err := submitAndWait(t, e, reqs, 10*time.Second)
 		if err != nil {
 			t.Fatalf("Wait: %v", err)
 		}
@@ -198,13 +200,13 @@ func TestLosingEveryRailAtOnceRedialsThem(t *testing.T) {
 		}
 	})
 	t.Run("rails the source closed as idle are dialled again by the next batch", func(t *testing.T) {
-		srv := newServer(t, ServerSpec{IdleTimeout: 20 * time.Millisecond})
+		srv := newServer(t, transfer.ServerSpec{IdleTimeout: 20 * time.Millisecond})
 		e := newEngine(t, EngineSpec{Rails: 2})
 		src := newSource(t, srv, repeat(4, 256<<10), 256<<10, time.Now().Add(time.Minute))
 		h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
 		for round := range 2 {
 			reqs, _ := src.requests(t, e, h)
-			b, err := transfer(t, e, reqs, 5*time.Second)
+			b, err := submitAndWait(t, e, reqs, 5*time.Second)
 			if err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
@@ -233,7 +235,7 @@ func TestAServerThatDiesMidTransferFailsTheBatchInTime(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(t, ServerSpec{})
+			srv := newServer(t, transfer.ServerSpec{})
 			var acted atomic.Bool
 			p := newProxy(t, srv.Addr(), func(p *proxy, pc *proxyConn, total int64) {
 				if total >= 2<<20 && !acted.Swap(true) {
@@ -245,7 +247,7 @@ func TestAServerThatDiesMidTransferFailsTheBatchInTime(t *testing.T) {
 			h, _ := e.OpenSegment(p.addr(), src.id, src.cap)
 			reqs, arena := src.requests(t, e, h)
 			start := time.Now()
-			b, err := transfer(t, e, reqs, c.timeout)
+			b, err := submitAndWait(t, e, reqs, c.timeout)
 			took := time.Since(start)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Wait: %v, want %v", err, c.want)
@@ -279,7 +281,7 @@ func TestNoGoroutineOutlivesAClosedEngineAndServer(t *testing.T) {
 	// A goroutine leak shows up in TestMain (goleak) too; this test makes
 	// it visible here, after a failed transfer, the hardest case.
 	before := runtime.NumGoroutine()
-	srv, err := Listen(ServerSpec{Addr: "127.0.0.1:0"})
+	srv, err := transfer.Listen(transfer.ServerSpec{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +312,7 @@ func TestNoGoroutineOutlivesAClosedEngineAndServer(t *testing.T) {
 }
 
 func TestTheSourceRefusesBadReads(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	src := newSource(t, srv, []int{64 << 10}, 64<<10, time.Now().Add(time.Minute))
 	short := newSource(t, srv, []int{64 << 10}, 64<<10, time.Now().Add(50*time.Millisecond))
 	time.Sleep(100 * time.Millisecond)
@@ -319,14 +321,14 @@ func TestTheSourceRefusesBadReads(t *testing.T) {
 	cases := []struct {
 		name string
 		id   uint64
-		cap  Capability
+		cap  transfer.Capability
 		off  uint64
 		want []error
 	}{
-		{"a wrong capability is refused as an unknown segment", src.id, wrong, 0, []error{ErrUnknownSegment}},
-		{"an unknown segment is refused", 999, src.cap, 0, []error{ErrUnknownSegment}},
-		{"an expired segment is refused", short.id, short.cap, 0, []error{ErrExpired, ErrUnknownSegment}},
-		{"a range past the segment's end is refused", src.id, src.cap, 1, []error{ErrOutOfRange}},
+		{"a wrong capability is refused as an unknown segment", src.id, wrong, 0, []error{transfer.ErrUnknownSegment}},
+		{"an unknown segment is refused", 999, src.cap, 0, []error{transfer.ErrUnknownSegment}},
+		{"an expired segment is refused", short.id, short.cap, 0, []error{transfer.ErrExpired, transfer.ErrUnknownSegment}},
+		{"a range past the segment's end is refused", src.id, src.cap, 1, []error{transfer.ErrOutOfRange}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -334,7 +336,7 @@ func TestTheSourceRefusesBadReads(t *testing.T) {
 			h, _ := e.OpenSegment(srv.Addr(), c.id, c.cap)
 			arena := make([]byte, 64<<10)
 			e.RegisterLocalMemory(arena)
-			b, err := transfer(t, e, []Request{{Segment: h, Offset: c.off, Dst: arena}}, 5*time.Second)
+			b, err := submitAndWait(t, e, []Request{{Segment: h, Offset: c.off, Dst: arena}}, 5*time.Second)
 			ok := false
 			for _, w := range c.want {
 				ok = ok || errors.Is(err, w)
@@ -351,68 +353,18 @@ func TestTheSourceRefusesBadReads(t *testing.T) {
 			e.FreeBatch(b)
 		})
 	}
-	t.Run("a segment past its deadline whose timer has not fired yet is refused as expired", func(t *testing.T) {
-		s := newSource(t, srv, []int{4096}, 4096, time.Now().Add(time.Hour))
-		srv.mu.Lock()
-		srv.segs[s.id].timer.Stop()
-		srv.segs[s.id].deadline = time.Now().Add(-time.Second)
-		srv.mu.Unlock()
-		e := newEngine(t, EngineSpec{})
-		h, _ := e.OpenSegment(srv.Addr(), s.id, s.cap)
-		arena := make([]byte, 4096)
-		e.RegisterLocalMemory(arena)
-		b, err := transfer(t, e, []Request{{Segment: h, Dst: arena}}, 5*time.Second)
-		if !errors.Is(err, ErrExpired) {
-			t.Fatalf("Wait: %v, want ErrExpired", err)
-		}
-		e.FreeBatch(b)
-	})
-}
-
-func TestUnregisterSegmentCutsAWriteInFlightShort(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
-	src := newSource(t, srv, []int{MaxSliceBytes}, 1<<20, time.Now().Add(time.Minute))
-	// A requester that asks for 16 MiB and never reads: the source's write
-	// blocks once the socket buffers are full.
-	c, err := net.Dial("tcp", srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var hdr [HeaderBytes]byte
-	(&Header{Op: OpRead, Tag: 1, Segment: src.id, Length: MaxSliceBytes, Capability: src.cap}).Encode(hdr[:])
-	c.Write(hdr[:])
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		srv.mu.Lock()
-		writing := len(srv.segs[src.id].writers)
-		srv.mu.Unlock()
-		if writing == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the source never started the write")
-		}
-	}
-	start := time.Now()
-	srv.UnregisterSegment(src.id) // returns once the write is cut short
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("UnregisterSegment took %v with a write blocked", d)
-	}
-	if st := srv.Stats(); st.Segments != 0 || st.Reads != 0 {
-		t.Errorf("stats %+v: want no segment and no completed READ", st)
-	}
 }
 
 func TestTheEndpointPoolStaysWithinItsBound(t *testing.T) {
 	e := newEngine(t, EngineSpec{Rails: 2, MaxEndpoints: 2})
-	var srvs []*Server
+	var srvs []*transfer.Server
 	for i := range 4 {
-		srv := newServer(t, ServerSpec{})
+		srv := newServer(t, transfer.ServerSpec{})
 		srvs = append(srvs, srv)
 		src := newSource(t, srv, []int{64 << 10}, 64<<10, time.Now().Add(time.Minute))
 		h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
 		reqs, _ := src.requests(t, e, h)
-		b, err := transfer(t, e, reqs, 5*time.Second)
+		b, err := submitAndWait(t, e, reqs, 5*time.Second)
 		if err != nil {
 			t.Fatalf("server %d: %v", i, err)
 		}
@@ -436,7 +388,7 @@ func TestTheEndpointPoolStaysWithinItsBound(t *testing.T) {
 
 func TestOnConnSeesEveryDataConnectionOnBothSides(t *testing.T) {
 	var served atomic.Int32
-	srv := newServer(t, ServerSpec{OnConn: func(net.Conn) { served.Add(1) }})
+	srv := newServer(t, transfer.ServerSpec{OnConn: func(net.Conn) { served.Add(1) }})
 	var dialled atomic.Int32
 	var peers atomic.Value
 	e := newEngine(t, EngineSpec{Rails: 3, OnConn: func(c net.Conn, peer string) {
@@ -448,7 +400,7 @@ func TestOnConnSeesEveryDataConnectionOnBothSides(t *testing.T) {
 	src := newSource(t, srv, []int{1 << 20}, 1<<20, time.Now().Add(time.Minute))
 	h, _ := e.OpenSegment(srv.Addr(), src.id, src.cap)
 	reqs, _ := src.requests(t, e, h)
-	b, err := transfer(t, e, reqs, 5*time.Second)
+	b, err := submitAndWait(t, e, reqs, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,9 +417,9 @@ func TestOnConnSeesEveryDataConnectionOnBothSides(t *testing.T) {
 }
 
 func TestSubmitTransferRefusesBadRequests(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	e := newEngine(t, EngineSpec{})
-	h, _ := e.OpenSegment(srv.Addr(), 1, Capability{})
+	h, _ := e.OpenSegment(srv.Addr(), 1, transfer.Capability{})
 	arena := make([]byte, 4096)
 	e.RegisterLocalMemory(arena)
 	outside := make([]byte, 10)
@@ -499,12 +451,10 @@ func TestSpecsNameTheFieldOutsideItsLimit(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"zero rails cannot be negative", (&EngineSpec{Rails: -1}).Validate(), "transfer.EngineSpec.Rails -1: want 1..64"},
-		{"a slice below 4 KiB", (&EngineSpec{SliceBytes: 100}).Validate(), "transfer.EngineSpec.SliceBytes 100 bytes: want 4KiB..16MiB"},
-		{"a slice above the wire's bound", (&EngineSpec{SliceBytes: 32 << 20}).Validate(), "transfer.EngineSpec.SliceBytes 32MiB"},
-		{"a window of 100", (&EngineSpec{Window: 100}).Validate(), "transfer.EngineSpec.Window 100: want 1..64"},
-		{"no listen address", (&ServerSpec{}).Validate(), "transfer.ServerSpec.Addr"},
-		{"too many connections", (&ServerSpec{Addr: "x:1", MaxConns: 1 << 20}).Validate(), "transfer.ServerSpec.MaxConns"},
+		{"zero rails cannot be negative", (&EngineSpec{Rails: -1}).Validate(), "requester.EngineSpec.Rails -1: want 1..64"},
+		{"a slice below 4 KiB", (&EngineSpec{SliceBytes: 100}).Validate(), "requester.EngineSpec.SliceBytes 100 bytes: want 4KiB..16MiB"},
+		{"a slice above the wire's bound", (&EngineSpec{SliceBytes: 32 << 20}).Validate(), "requester.EngineSpec.SliceBytes 32MiB"},
+		{"a window of 100", (&EngineSpec{Window: 100}).Validate(), "requester.EngineSpec.Window 100: want 1..64"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+" is refused", func(t *testing.T) {
@@ -516,7 +466,7 @@ func TestSpecsNameTheFieldOutsideItsLimit(t *testing.T) {
 }
 
 func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	e, err := NewEngine(EngineSpec{})
 	if err != nil {
 		t.Fatal(err)
@@ -543,7 +493,7 @@ func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
 					e.FreeBatch(b)
 				}
 				cancel()
-				if errors.Is(err, ErrClosed) {
+				if errors.Is(err, transfer.ErrClosed) {
 					done <- nil
 					return
 				}
@@ -566,7 +516,7 @@ func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("a worker saw %v, want ErrClosed (or a rail error from the close)", err)
+				t.Errorf("a worker saw %v, want transfer.ErrClosed (or a rail error from the close)", err)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a worker is still running 5 s after Close")
@@ -581,7 +531,7 @@ func TestCloseDuringBatchesEndsThemAndWritesNothingAfter(t *testing.T) {
 }
 
 func TestFreeBatchOfARunningBatchReturnsAndWritesNothingAfter(t *testing.T) {
-	srv := newServer(t, ServerSpec{})
+	srv := newServer(t, transfer.ServerSpec{})
 	var froze atomic.Bool
 	p := newProxy(t, srv.Addr(), func(p *proxy, pc *proxyConn, total int64) {
 		if total >= 1<<20 && !froze.Swap(true) {
