@@ -104,16 +104,6 @@ func (s Spec) Validate() error {
 // SpinWindowRange is the limit of Spec.SpinWindow.
 var SpinWindowRange = limit.Range[time.Duration]{Field: "channel.SpinWindow", Min: 0, Max: time.Second}
 
-// sessionState is the dispatcher's private view of one attached session;
-// touched only by the dispatcher goroutine.
-type sessionState struct {
-	sess   *session.Session
-	limits abi.RequestLimits
-	// invalidLog bounds invalid-request lines to one per invalidLogEvery.
-	invalidLog ratelog.Limiter
-	requests   uint64 // requests of this session handled
-}
-
 type controlOp struct {
 	attach   *session.Session
 	detach   *session.Session
@@ -154,9 +144,9 @@ type Dispatcher struct {
 	ops     []controlOp
 	stopped bool
 
-	requests atomic.Uint64 // requests handled, for Health and metrics
-	invalid  atomic.Uint64 // requests refused
-	states   []*sessionState
+	requests atomic.Uint64      // requests handled, for Health and metrics
+	invalid  atomic.Uint64      // requests refused
+	states   []*session.Session // attached sessions by slot; nil: none
 	done     chan struct{}
 	svc      Handler // nil: cache commands answer Unsupported
 	svcOpen  bool    // svc not yet closed
@@ -210,7 +200,7 @@ func New(spec Spec) (*Dispatcher, error) {
 	}
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
-		states: make([]*sessionState, spec.MaxSessions),
+		states: make([]*session.Session, spec.MaxSessions),
 		done:   make(chan struct{}),
 	}, nil
 }
@@ -312,7 +302,7 @@ func (d *Dispatcher) Run() {
 	// waiting, OKV_ETIMEDOUT): a late answer must not overwrite the newer
 	// request's response in the line.
 	post := func(slot uint32, m abi.Message) {
-		if st := d.states[slot]; st == nil || m.Generation != st.limits.LastGen+1 {
+		if st := d.states[slot]; st == nil || m.Generation != st.Limits.LastGen+1 {
 			return
 		}
 		replies[nrep] = native.Reply{Slot: slot, Msg: m}
@@ -344,7 +334,7 @@ func (d *Dispatcher) Run() {
 				replies[nrep] = native.Reply{Slot: e.Slot, Msg: m}
 				nrep++
 			}
-			st.requests++
+			st.Requests++
 			handled++
 		}
 		d.requests.Add(handled)
@@ -382,10 +372,12 @@ func (d *Dispatcher) applyControl() (stop bool) {
 				err = d.srv.Attach(s.Index, s.Slot(), 0)
 			}
 			if err == nil {
-				d.states[s.Index] = &sessionState{sess: s, limits: abi.RequestLimits{
+				s.Limits = abi.RequestLimits{
 					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,
 					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
-				}, invalidLog: ratelog.Limiter{Burst: 1, Every: invalidLogEvery}}
+				}
+				s.Requests, s.InvalidLog = 0, ratelog.Limiter{Burst: 1, Every: invalidLogEvery}
+				d.states[s.Index] = s
 				if d.svc != nil {
 					d.svc.Attach(s)
 				}
@@ -396,11 +388,11 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			op.done <- nil
 		case op.stats != nil:
 			st := d.states[op.stats.Index]
-			if st == nil || st.sess != op.stats {
+			if st != op.stats {
 				op.done <- ErrNotAttached
 				continue
 			}
-			op.statsOut.Requests = st.requests
+			op.statsOut.Requests = st.Requests
 			if d.svc != nil {
 				u, ok := d.svc.Usage(op.stats)
 				if !ok {
@@ -412,12 +404,11 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			op.done <- nil
 		case op.detach != nil:
 			s := op.detach
-			st := d.states[s.Index]
-			if st == nil || st.sess != s {
+			if d.states[s.Index] != s {
 				op.done <- nil
 				continue
 			}
-			s.SetLastGeneration(st.limits.LastGen)
+			s.SetLastGeneration(s.Limits.LastGen)
 			d.srv.Detach(s.Index)
 			d.states[s.Index] = nil
 			if d.svc == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
 // invalidLogEvery bounds invalid-request log lines to one per session per
@@ -14,13 +15,13 @@ const invalidLogEvery = time.Second
 // handle validates one request and returns its response, or ok=false when
 // the response is deferred (a Publish answers once its copy completed).
 // Runs on the dispatcher goroutine; must not block.
-func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message, ok bool) {
-	if rerr := m.ValidateRequest(st.limits); rerr != nil {
+func (d *Dispatcher) handle(st *session.Session, m *abi.Message) (resp abi.Message, ok bool) {
+	if rerr := m.ValidateRequest(st.Limits); rerr != nil {
 		d.invalid.Add(1)
 		d.logInvalid(st, m, rerr)
 		return m.Response(d.spec.Epoch, rerr.Status, uint64(rerr.Field), 0), true
 	}
-	st.limits.LastGen = m.Generation
+	st.Limits.LastGen = m.Generation
 	switch abi.Command(m.Code) {
 	case abi.CmdPing:
 		return m.Response(d.spec.Epoch, abi.StatusOK, m.Arg0, 0), true
@@ -31,21 +32,21 @@ func (d *Dispatcher) handle(st *sessionState, m *abi.Message) (resp abi.Message,
 	case abi.CmdQueryBundle, abi.CmdPublish, abi.CmdRestore, abi.CmdRestorePoll, abi.CmdRelease,
 		abi.CmdPoll, abi.CmdClaim, abi.CmdCancelQuery:
 		if d.svc != nil {
-			return d.svc.Serve(st.sess, *m)
+			return d.svc.Serve(st, *m)
 		}
 	}
 	// Without a cache service (Spec.Cache nil) only Ping and Shutdown are served.
 	return m.Response(d.spec.Epoch, abi.StatusUnsupported, 0, 0), true
 }
 
-func (d *Dispatcher) logInvalid(st *sessionState, m *abi.Message, rerr *abi.RequestError) {
-	ok, suppressed := st.invalidLog.Allow(time.Now())
+func (d *Dispatcher) logInvalid(st *session.Session, m *abi.Message, rerr *abi.RequestError) {
+	ok, suppressed := st.InvalidLog.Allow(time.Now())
 	if !ok {
 		return
 	}
 	d.log.Warn("channel request refused",
-		slog.Uint64("slot", uint64(st.sess.Index)),
-		slog.Int("pid", int(st.sess.Peer.PID)),
+		slog.Uint64("slot", uint64(st.Index)),
+		slog.Int("pid", int(st.Peer.PID)),
 		slog.String("field", rerr.Field.String()),
 		slog.String("status", rerr.Status.String()),
 		slog.String("detail", rerr.Detail),

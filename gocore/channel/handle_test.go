@@ -26,14 +26,14 @@ func ping(gen uint64) abi.Message {
 
 func TestHandleAnswersPingAndAdvancesTheGeneration(t *testing.T) {
 	d := newTestDispatcher(t)
-	st := &sessionState{sess: &session.Session{}, limits: abi.RequestLimits{Epoch: 9, DescOffset: abi.SlotDescOffset, DescCapacity: 4096}}
+	st := &session.Session{Limits: abi.RequestLimits{Epoch: 9, DescOffset: abi.SlotDescOffset, DescCapacity: 4096}}
 	m := ping(1)
 	r, _ := d.handle(st, &m)
 	if abi.Status(r.Code) != abi.StatusOK || r.Arg0 != 42 || r.Generation != 2 || r.RequestID != 5 || r.Epoch != 9 {
 		t.Fatalf("response %+v, want Ok echoing arg0 42 at generation 2", r)
 	}
-	if st.limits.LastGen != 1 {
-		t.Errorf("LastGen = %d, want 1", st.limits.LastGen)
+	if st.Limits.LastGen != 1 {
+		t.Errorf("LastGen = %d, want 1", st.Limits.LastGen)
 	}
 	again, _ := d.handle(st, &m) // the same generation again is stale
 	if abi.Status(again.Code) != abi.StatusStaleGeneration || abi.Field(again.Arg0) != abi.FieldGeneration {
@@ -46,7 +46,7 @@ func TestHandleAnswersPingAndAdvancesTheGeneration(t *testing.T) {
 
 func TestHandleDoesNotAllocateOnTheHotPath(t *testing.T) {
 	d := newTestDispatcher(t)
-	st := &sessionState{sess: &session.Session{}, limits: abi.RequestLimits{Epoch: 9, DescOffset: abi.SlotDescOffset, DescCapacity: 4096}}
+	st := &session.Session{Limits: abi.RequestLimits{Epoch: 9, DescOffset: abi.SlotDescOffset, DescCapacity: 4096}}
 	gen := uint64(1)
 	allocs := testing.AllocsPerRun(1000, func() {
 		m := ping(gen)

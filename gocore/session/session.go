@@ -15,6 +15,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 )
 
 // ErrFull is returned by Open when every slot index is in use.
@@ -138,7 +139,18 @@ type Session struct {
 	slot      []byte
 	eventFile *os.File
 
-	lastGen atomic.Uint64 // highest accepted request generation, set by the dispatcher
+	lastGen atomic.Uint64 // highest accepted request generation, published by the dispatcher at Detach
+
+	// The channel's part, touched by the dispatcher goroutine only, from
+	// its Attach (which sets Limits and zeroes the rest) to its Detach:
+	// the limits requests are validated against (Limits.LastGen advances
+	// with each accepted request), the requests handled, and the bound on
+	// invalid-request log lines. The cache keeps its operations of the
+	// session (restores, copies, tickets) in its own record, keyed by
+	// Index and dropped at Detach.
+	Limits     abi.RequestLimits
+	Requests   uint64
+	InvalidLog ratelog.Limiter
 
 	mu         sync.Mutex
 	registered bool
