@@ -122,37 +122,13 @@ go: deps-build iox2 ## Build the Go commands of cmd/ into bin/
 
 .PHONY: gpu-bundle
 gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 MiB): Manager and its failpoint build, okv_gpu_check, scripts/gpu-check.sh, the libraries they need; see docs/cuda.md
-	@rm -rf $(BUILD)/gpu-bundle && mkdir -p $(BUILD)/gpu-bundle/bin $(BUILD)/gpu-bundle/lib
-	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager bin/orbitkv-manager
 	$(BUILD_FP_MANAGER)
-	strip -o $(BUILD)/gpu-bundle/bin/orbitkv-manager-fp bin/orbitkv-manager-fp
-	strip -o $(BUILD)/gpu-bundle/bin/okv_gpu_check $(NATIVE_DIR)/okv_gpu_check
-	cp scripts/gpu-check.sh scripts/gpu_ipc_probe.py scripts/gpu_kv_check.py native/tests/gpu/fault.cu $(BUILD)/gpu-bundle/
-	mkdir -p $(BUILD)/gpu-bundle/python && cp -r python/orbitkv $(BUILD)/gpu-bundle/python/ && \
-		find $(BUILD)/gpu-bundle/python -name __pycache__ -prune -exec rm -rf {} +
-	strip -o $(BUILD)/gpu-bundle/lib/liborbitkv.so.0 $(NATIVE_DIR)/liborbitkv.so.0
-	@# libprotobuf-c and libcrypto travel (a GPU image may lack them); glibc does not
-	@for b in $(BUILD)/gpu-bundle/bin/* $(BUILD)/gpu-bundle/lib/liborbitkv.so.0; do ldd $$b | awk '/=> \// {print $$3}'; done | sort -u | \
-		grep -E 'libprotobuf-c|libcrypto' | xargs -r -I{} cp -L {} $(BUILD)/gpu-bundle/lib/
-	tar -C $(BUILD) -czf $(BUILD)/gpu-bundle.tar.gz gpu-bundle
-	@size=$$(stat -c %s $(BUILD)/gpu-bundle.tar.gz); echo "$(BUILD)/gpu-bundle.tar.gz: $$size bytes"; \
-		[ $$size -lt 67108864 ] || { echo "gpu-bundle: over 64 MiB"; exit 1; }
+	ci/gpu-bundle.sh $(BUILD) $(NATIVE_DIR)
 
 # ---- tests ------------------------------------------------------------------
 
 test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates, the serving benchmark's tests
-	@failed=""; total=$$(date +%s); \
-	for stage in $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e) $(ENGINE_STAGES); do \
-		start=$$(date +%s); echo "==> $$stage"; \
-		if $(MAKE) --no-print-directory $$stage; then \
-			echo "<== $$stage ok ($$(( $$(date +%s) - start ))s)"; \
-		else \
-			echo "<== $$stage FAILED ($$(( $$(date +%s) - start ))s)"; failed="$$failed $$stage"; \
-		fi; \
-	done; \
-	echo "make test: $$(( $$(date +%s) - total ))s"; \
-	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed"; exit 1; fi; \
-	echo "make test: all stages passed"
+	@MAKE="$(MAKE)" ci/test-stages.sh $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e) $(ENGINE_STAGES)
 
 lint: deps-build ## go vet and gofmt (gofmt -l must print nothing)
 	$(GO) vet ./...
@@ -250,13 +226,7 @@ test-integration-race: deps-build ## Integration and model tests against race-bu
 # the report (the C tests under make test-asan check liborbitkv's leaks).
 test-python-asan: deps-build go ## Python client tests against the ASan/UBSan liborbitkv (build/asan, LD_PRELOAD libasan, leaks not checked; not in make test)
 	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
-	@lib=$$(gcc -print-file-name=libasan.so); \
-	if [ ! -e "$$lib" ]; then echo "no libasan.so from gcc -print-file-name (install libasan8)"; exit 1; fi; \
-	export LD_PRELOAD=$$lib ORBITKV_LIB=$(CURDIR)/$(ASAN_DIR)/liborbitkv.so \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1; \
-	echo "==> LD_PRELOAD=$$LD_PRELOAD ORBITKV_LIB=$$ORBITKV_LIB"; \
-	PYTHONPATH=python /usr/bin/python3 -c 'import orbitkv, sys; print("liborbitkv:", orbitkv.LIBRARY_PATH); sys.exit(orbitkv.LIBRARY_PATH != sys.argv[1])' "$$ORBITKV_LIB"; \
-	/usr/bin/python3 -m unittest discover -v -s python/tests -t python
+	ci/python-asan.sh $(CURDIR)/$(ASAN_DIR)/liborbitkv.so
 
 test-native: native ## C tests (ctest) of the normal build
 	ctest --test-dir $(NATIVE_DIR) --output-on-failure
