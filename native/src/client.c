@@ -405,6 +405,14 @@ int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
 				 opts->timeout_ms, OKV_MAX_TIMEOUT_MS);
 		return -EINVAL;
 	}
+	/* Before any fd of the session exists (dumpable.c). */
+	char why[256];
+	int drc = okvi_drop_dumpable(why, sizeof(why));
+	if (drc) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s", why);
+		return drc;
+	}
 	okv_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

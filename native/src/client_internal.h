@@ -303,6 +303,19 @@ int okvi_query_call(okv_client *c, const struct okvi_query_req *rq, struct okv_q
 int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect *want,
 		    struct okv_query_answer *ans, struct okv_msg *resp);
 
+/** The environment variable that keeps an engine process dumpable: "1"
+ *  keeps it; unset, "" or "0" is the default (docs/security.md). */
+#define OKVI_DUMPABLE_ENV "ORBITKV_DUMPABLE"
+
+/**
+ * Clear this process's dumpable attribute (prctl PR_SET_DUMPABLE 0) unless
+ * OKVI_DUMPABLE_ENV is "1" (dumpable.c). Idempotent; called by okv_connect
+ * and okv_buffer_alloc before they make or receive an fd. Returns 0,
+ * -EINVAL (another value of the variable; err names it and the values
+ * allowed), or -errno of prctl. err may be NULL.
+ */
+int okvi_drop_dumpable(char *err, size_t errlen);
+
 /** Whether a publish from buffer id b ended ambiguously (c->buf_fenced). */
 static inline int okvi_buffer_fenced(const okv_client *c, uint32_t b)
 {
