@@ -69,6 +69,9 @@ struct okv_client {
 	 * requests go through the session's iceoryx2 service, responses come
 	 * from it; "" / NULL on the shared-memory transport. */
 	char iox2_service[OKV_BOOT_EXT_SERVICE_MAX + 1];
+	/* The Manager's iceoryx2 runtime (OKV_BOOT_EXT_IOX2_RUNTIME): where
+	 * the client's node lives; "" on the shared-memory transport. */
+	char iox2_runtime[OKV_BOOT_EXT_RUNTIME_MAX + 1];
 	struct okv_iox2_node *iox2_node; /* owned */
 	struct okv_iox2_client *iox2;    /* owned */
 	int iox2_send_rc;                /* okv_iox2_client_send of the request in flight */
