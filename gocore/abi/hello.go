@@ -173,6 +173,12 @@ const (
 	// BootExtRequired (OKV_BOOT_EXT_IOX2_SERVICE).
 	BootExtIceoryx2Service = 2
 	BootExtServiceMax      = 240
+	// BootExtIceoryx2Runtime carries where the Manager's iceoryx2 objects
+	// live (native.Server.Iceoryx2Runtime), 1..BootExtRuntimeMax printable
+	// ASCII bytes, no fds; sent with every BootExtIceoryx2Service record,
+	// with BootExtRequired (OKV_BOOT_EXT_IOX2_RUNTIME).
+	BootExtIceoryx2Runtime = 3
+	BootExtRuntimeMax      = 255
 )
 
 // AppendBootExt appends one extension record: header (type, nfds, length),

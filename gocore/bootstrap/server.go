@@ -358,6 +358,7 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		// Required: a liborbitkv that cannot use it must refuse the reply,
 		// not write requests into a slot nobody reads.
 		exts = abi.AppendBootExt(slices.Clip(s.exts), abi.BootExtIceoryx2Service|abi.BootExtRequired, 0, []byte(sess.IceoryxService))
+		exts = abi.AppendBootExt(exts, abi.BootExtIceoryx2Runtime|abi.BootExtRequired, 0, []byte(sess.IceoryxRuntime))
 	}
 	reply.ExtBytes = uint16(len(exts))
 	if err := s.writeReply(c, reply, exts, files); err != nil {

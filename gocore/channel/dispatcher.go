@@ -367,6 +367,7 @@ func (d *Dispatcher) applyControl() (stop bool) {
 				// Created here, on the dispatcher's thread, which alone
 				// uses the poll loop's iceoryx2 ports.
 				s.IceoryxService = serviceName(d.spec.ServicePrefix, d.spec.Epoch)
+				s.IceoryxRuntime = d.srv.Iceoryx2Runtime()
 				err = d.srv.AttachIceoryx2(s.Index, s.Slot(), 0, s.IceoryxService)
 			} else {
 				err = d.srv.Attach(s.Index, s.Slot(), 0)

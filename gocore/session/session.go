@@ -129,7 +129,10 @@ type Session struct {
 	// channel runs on iceoryx2 (set by the dispatcher's Attach, before it
 	// returns; "" on the shm transport). It carries 128 random bits: it is
 	// the session's capability, sent only in its bootstrap reply.
-	IceoryxService    string
+	IceoryxService string
+	// IceoryxRuntime is the runtime string of the Manager's iceoryx2 objects
+	// (native.Server.Iceoryx2Runtime), set with IceoryxService.
+	IceoryxRuntime    string
 	Epoch             uint64
 	InitialGeneration uint64
 	Peer              Peer

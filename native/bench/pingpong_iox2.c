@@ -10,9 +10,10 @@
  * at one round trip per millisecond both do, as the orbitkv_ping subject's
  * client and Manager do with their own spin windows.
  *
- * The fd handed to the peer is a memfd holding the service name (NUL-
- * terminated); the peer creates the service, the parent opens it (retrying
- * until the peer has started). Included by pingpong.c when OKV_HAVE_IOX2.
+ * The fd handed to the peer is a memfd holding the service name and then
+ * the iceoryx2 runtime both sides open their nodes in (okv_iox2_runtime_new),
+ * each NUL-terminated; the peer creates the service, the parent opens it
+ * (retrying until the peer has started) and removes the runtime at the end. Included by pingpong.c when OKV_HAVE_IOX2.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -28,16 +29,25 @@ struct okvb_iox2 {
 	struct okv_iox2_client *client; /* NULL until the peer's service is open */
 	int served;                     /* a request reached the peer's server */
 	char name[OKV_IOX2_NAME_MAX + 1];
+	char rt[OKV_IOX2_RUNTIME_MAX + 1];
 };
 
-/* The name stored in the memfd fd (pread: the offset stays shared). */
-static int okvb_iox2_read_name(int fd, char *out, size_t len)
+/* The name and the runtime stored in the memfd fd (pread: the offset
+ * stays shared). name has OKV_IOX2_NAME_MAX + 1 bytes, rt
+ * OKV_IOX2_RUNTIME_MAX + 1. */
+static int okvb_iox2_read_name(int fd, char *name, char *rt)
 {
-	ssize_t r = pread(fd, out, len - 1, 0);
+	char b[OKV_IOX2_NAME_MAX + OKV_IOX2_RUNTIME_MAX + 2];
+	ssize_t r = pread(fd, b, sizeof(b) - 1, 0);
 	if (r <= 0)
 		return r < 0 ? -errno : -EINVAL;
-	out[r] = '\0';
-	return strlen(out) > 0 ? 0 : -EINVAL;
+	b[r] = '\0';
+	size_t n = strlen(b);
+	if (n == 0 || n > OKV_IOX2_NAME_MAX || (ssize_t)n + 1 >= r || strlen(b + n + 1) > OKV_IOX2_RUNTIME_MAX)
+		return -EINVAL;
+	memcpy(name, b, n + 1);
+	memcpy(rt, b + n + 1, strlen(b + n + 1) + 1);
+	return 0;
 }
 
 int okvb_iox2_create(void)
@@ -48,13 +58,20 @@ int okvb_iox2_create(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	snprintf(name, sizeof(name), "orbitkv-bench/%d/%lx%lx", (int)getpid(),
 		 (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+	char rt[OKV_IOX2_RUNTIME_MAX + 1];
+	if (okv_iox2_runtime_new(rt, sizeof(rt)) != 0)
+		return -EIO;
 	int fd = (int)syscall(SYS_memfd_create, "orbitkv-bench-iox2", MFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t n = strlen(name) + 1;
-	if (write(fd, name, n) != (ssize_t)n) {
+	if (fd < 0) {
+		int e = errno;
+		okv_iox2_runtime_remove(rt);
+		return -e;
+	}
+	size_t n = strlen(name) + 1, m = strlen(rt) + 1;
+	if (write(fd, name, n) != (ssize_t)n || write(fd, rt, m) != (ssize_t)m) {
 		int e = errno ? errno : EIO;
 		close(fd);
+		okv_iox2_runtime_remove(rt);
 		return -e;
 	}
 	return fd;
@@ -65,8 +82,8 @@ static int okvb_iox2_open(int fd, struct okvb_iox2 **out)
 	struct okvb_iox2 *x = calloc(1, sizeof(*x));
 	if (x == NULL)
 		return -ENOMEM;
-	int rc = okvb_iox2_read_name(fd, x->name, sizeof(x->name));
-	if (rc == 0 && okv_iox2_node_new("orbitkv-bench", &x->node) != 0)
+	int rc = okvb_iox2_read_name(fd, x->name, x->rt);
+	if (rc == 0 && okv_iox2_node_new(x->rt, "orbitkv-bench", &x->node) != 0)
 		rc = -EIO;
 	if (rc != 0) {
 		free(x);
@@ -186,6 +203,7 @@ static void okvb_iox2_close(struct okvb_iox2 *x)
 		okv_iox2_client_free(x->client);
 	}
 	okv_iox2_node_free(x->node);
+	okv_iox2_runtime_remove(x->rt);
 	free(x);
 }
 
@@ -203,14 +221,14 @@ static int okvb_iox2_peer_check_fn(void *ctx)
 
 static int okvb_peer_iox2(int fd, pid_t parent_pid, uint64_t idle_ns)
 {
-	char name[OKV_IOX2_NAME_MAX + 1];
+	char name[OKV_IOX2_NAME_MAX + 1], rt[OKV_IOX2_RUNTIME_MAX + 1];
 	struct okv_iox2_node *node = NULL;
 	struct okv_iox2_server *srv = NULL;
-	int rc = okvb_iox2_read_name(fd, name, sizeof(name));
+	int rc = okvb_iox2_read_name(fd, name, rt);
 
 	if (rc != 0)
 		return rc;
-	if (okv_iox2_node_new("orbitkv-bench-peer", &node) != 0)
+	if (okv_iox2_node_new(rt, "orbitkv-bench-peer", &node) != 0)
 		return -EIO;
 	if ((rc = okv_iox2_server_create(node, name, 1, &srv)) != 0) {
 		okv_iox2_node_free(node);

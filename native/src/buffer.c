@@ -36,10 +36,13 @@ int okv_buffer_alloc(uint32_t layers, uint64_t page_bytes, uint64_t page_count, 
 	    __builtin_mul_overflow(per_layer, (uint64_t)layers, &bytes) || bytes > (uint64_t)INT64_MAX ||
 	    bytes > (uint64_t)SIZE_MAX)
 		return -EINVAL;
+	/* Before the memfd exists: nothing of it is ever open through /proc. */
+	int rc = okvi_drop_dumpable(NULL, 0);
+	if (rc)
+		return rc;
 	int fd = memfd_create("orbitkv-kv-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	int rc = 0;
 	if (ftruncate(fd, (off_t)bytes) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
 		rc = -errno;
 		close(fd);

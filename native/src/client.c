@@ -289,6 +289,7 @@ static int read_extensions(okv_client *c, int64_t deadline_ms)
 		return rc;
 	memcpy(c->manager_version, exts.manager_version, sizeof(c->manager_version));
 	memcpy(c->iox2_service, exts.iox2_service, sizeof(c->iox2_service));
+	memcpy(c->iox2_runtime, exts.iox2_runtime, sizeof(c->iox2_runtime));
 	return 0;
 }
 
@@ -299,12 +300,17 @@ static int open_iox2(okv_client *c, const char *path)
 	if (c->iox2_service[0] == '\0')
 		return 0;
 #ifdef OKV_HAVE_IOX2
-	int rc = okv_iox2_node_new(NULL, &c->iox2_node);
+	if (c->iox2_runtime[0] == '\0') {
+		okvi_set_error(c, "the Manager at %s named iceoryx2 service %s without its iox2_runtime record", path,
+			       c->iox2_service);
+		return OKV_EPROTO;
+	}
+	int rc = okv_iox2_node_new(c->iox2_runtime, NULL, &c->iox2_node);
 	if (rc == 0)
 		rc = okv_iox2_client_open(c->iox2_node, c->iox2_service, &c->iox2);
 	if (rc != 0) {
-		okvi_set_error(c, "opening the session's iceoryx2 service %s (Manager at %s): %s", c->iox2_service,
-			       path, okv_iox2_last_error());
+		okvi_set_error(c, "opening the session's iceoryx2 service %s in runtime %s (Manager at %s): %s",
+			       c->iox2_service, c->iox2_runtime, path, okv_iox2_last_error());
 		return OKV_EPROTO;
 	}
 	return 0;
@@ -404,6 +410,14 @@ int okv_connect_err(const struct okv_connect_options *opts, okv_client **out,
 			snprintf(err, errlen, "timeout_ms %u exceeds the limit %u (1 hour)",
 				 opts->timeout_ms, OKV_MAX_TIMEOUT_MS);
 		return -EINVAL;
+	}
+	/* Before any fd of the session exists (dumpable.c). */
+	char why[256];
+	int drc = okvi_drop_dumpable(why, sizeof(why));
+	if (drc) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s", why);
+		return drc;
 	}
 	okv_client *c = calloc(1, sizeof(*c));
 	if (!c)

@@ -69,6 +69,9 @@ struct okv_client {
 	 * requests go through the session's iceoryx2 service, responses come
 	 * from it; "" / NULL on the shared-memory transport. */
 	char iox2_service[OKV_BOOT_EXT_SERVICE_MAX + 1];
+	/* The Manager's iceoryx2 runtime (OKV_BOOT_EXT_IOX2_RUNTIME): where
+	 * the client's node lives; "" on the shared-memory transport. */
+	char iox2_runtime[OKV_BOOT_EXT_RUNTIME_MAX + 1];
 	struct okv_iox2_node *iox2_node; /* owned */
 	struct okv_iox2_client *iox2;    /* owned */
 	int iox2_send_rc;                /* okv_iox2_client_send of the request in flight */
@@ -302,6 +305,19 @@ int okvi_query_call(okv_client *c, const struct okvi_query_req *rq, struct okv_q
  */
 int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect *want,
 		    struct okv_query_answer *ans, struct okv_msg *resp);
+
+/** The environment variable that keeps an engine process dumpable: "1"
+ *  keeps it; unset, "" or "0" is the default (docs/security.md). */
+#define OKVI_DUMPABLE_ENV "ORBITKV_DUMPABLE"
+
+/**
+ * Clear this process's dumpable attribute (prctl PR_SET_DUMPABLE 0) unless
+ * OKVI_DUMPABLE_ENV is "1" (dumpable.c). Idempotent; called by okv_connect
+ * and okv_buffer_alloc before they make or receive an fd. Returns 0,
+ * -EINVAL (another value of the variable; err names it and the values
+ * allowed), or -errno of prctl. err may be NULL.
+ */
+int okvi_drop_dumpable(char *err, size_t errlen);
 
 /** Whether a publish from buffer id b ended ambiguously (c->buf_fenced). */
 static inline int okvi_buffer_fenced(const okv_client *c, uint32_t b)

@@ -210,6 +210,24 @@ int okvi_boot_exts_parse(const void *buf, size_t n, uint32_t nfds, struct okvi_b
 			memcpy(out->iox2_service, v, h.length);
 			out->iox2_service[h.length] = '\0';
 			break;
+		case OKV_BOOT_EXT_IOX2_RUNTIME | OKV_BOOT_EXT_REQUIRED:
+			if (out->iox2_runtime[0] != '\0')
+				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: iox2_runtime repeated",
+						 rec);
+			if (h.nfds != 0 || h.length == 0 || h.length > OKV_BOOT_EXT_RUNTIME_MAX)
+				return okvi_fail(err, errlen, OKV_EPROTO,
+						 "extension record %d: iox2_runtime of %u bytes and %u fds: want "
+						 "1..%u bytes, no fds",
+						 rec, h.length, (unsigned)h.nfds, OKV_BOOT_EXT_RUNTIME_MAX);
+			for (uint32_t i = 0; i < h.length; i++)
+				if (v[i] < 0x20 || v[i] > 0x7e)
+					return okvi_fail(err, errlen, OKV_EPROTO,
+							 "extension record %d: iox2_runtime byte %u is 0x%02x, want "
+							 "printable ASCII",
+							 rec, i, v[i]);
+			memcpy(out->iox2_runtime, v, h.length);
+			out->iox2_runtime[h.length] = '\0';
+			break;
 		default:
 			if (h.type & OKV_BOOT_EXT_REQUIRED)
 				return okvi_fail(err, errlen, OKV_EPROTO,

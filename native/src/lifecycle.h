@@ -73,6 +73,7 @@ int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *ou
 struct okvi_boot_exts {
 	char manager_version[OKV_BOOT_EXT_VERSION_MAX + 1]; /* "" when absent */
 	char iox2_service[OKV_BOOT_EXT_SERVICE_MAX + 1];    /* "" when absent */
+	char iox2_runtime[OKV_BOOT_EXT_RUNTIME_MAX + 1];    /* "" when absent */
 	uint32_t skipped;                                   /* unknown optional records */
 };
 

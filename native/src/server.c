@@ -45,6 +45,7 @@ struct okvi_server {
 	 * iceoryx2 services; the loop sleeps on one WaitSet over every
 	 * service's request listener and wake_fd. */
 	struct okv_iox2_node *iox2_node;
+	char iox2_runtime[OKV_IOX2_RUNTIME_MAX + 1]; /* okv_iox2_runtime_new; "" before */
 	struct okv_iox2_waitset *iox2_ws;
 	struct okv_iox2_server **iox2;  /* [OKV_MAX_SESSIONS], NULL = shm slot */
 	uint32_t *iox2_list;            /* dense indices of iceoryx2 slots */
@@ -99,6 +100,8 @@ void okvi_server_free(struct okvi_server *s)
 		close(s->iox2_epfd);
 	okv_iox2_waitset_free(s->iox2_ws);
 	okv_iox2_node_free(s->iox2_node);
+	if (s->iox2_runtime[0] != '\0')
+		okv_iox2_runtime_remove(s->iox2_runtime);
 	free(s->iox2);
 	free(s->iox2_list);
 	if (s->wake_fd >= 0)
@@ -167,7 +170,8 @@ int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	s->iox2_epfd = -1;
-	if ((rc = okv_iox2_node_new("orbitkv-manager", &s->iox2_node)) != 0 ||
+	if ((rc = okv_iox2_runtime_new(s->iox2_runtime, sizeof(s->iox2_runtime))) != 0 ||
+	    (rc = okv_iox2_node_new(s->iox2_runtime, "orbitkv-manager", &s->iox2_node)) != 0 ||
 	    (rc = okv_iox2_waitset_new(s->wake_fd, &s->iox2_ws)) != 0) {
 		snprintf(err, errlen, "iceoryx2 mode: %s", okv_iox2_last_error());
 		return -EIO;
@@ -227,6 +231,16 @@ int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct o
 	(void)s; (void)slot_index; (void)slot; (void)seen_gen; (void)name;
 	snprintf(err, errlen, "this build has no iceoryx2 transport (OKV_HAVE_IOX2)");
 	return -ENOSYS;
+#endif
+}
+
+const char *okvi_server_iox2_runtime(const struct okvi_server *s)
+{
+#ifdef OKV_HAVE_IOX2
+	return s->iox2_node ? s->iox2_runtime : "";
+#else
+	(void)s;
+	return "";
 #endif
 }
 

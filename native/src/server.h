@@ -167,8 +167,10 @@ void okvi_server_ring(struct okvi_server *s);
  * that okvi_server_ring writes (okvi_server_wake_fd; the copy engine's
  * completions write it too), bounded like the futex sleep; in
  * caller-parks mode the caller sleeps (okvi_server_park_fd). Call once,
- * before the first attach. Returns 0, -ENOSYS in a build without the library
- * (OKV_HAVE_IOX2), -ENOMEM or -EIO; err gets the reason.
+ * before the first attach. It makes the Manager's iceoryx2 runtime
+ * (okv_iox2_runtime_new; okvi_server_iox2_runtime). Returns 0, -ENOSYS in
+ * a build without the library (OKV_HAVE_IOX2), -ENOMEM or -EIO; err gets
+ * the reason.
  */
 int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen);
 /**
@@ -179,6 +181,11 @@ int okvi_server_use_iox2(struct okvi_server *s, char *err, size_t errlen);
  */
 int okvi_server_attach_iox2(struct okvi_server *s, uint32_t slot_index, struct okv_slot *slot,
 			    uint64_t seen_gen, const char *name, char *err, size_t errlen);
+/** The iceoryx2 runtime okvi_server_use_iox2 made (okv_iox2_runtime_new:
+ *  the /dev/shm prefix and root directory its clients open their nodes
+ *  in; removed by okvi_server_free), "" before it or without iceoryx2.
+ *  Valid until okvi_server_free. */
+const char *okvi_server_iox2_runtime(const struct okvi_server *s);
 /** The eventfd okvi_server_ring writes in iceoryx2 mode, else -1. */
 int okvi_server_wake_fd(const struct okvi_server *s);
 /**

@@ -29,6 +29,10 @@
 
 #define MAX_ENTRIES 4096
 
+/* The runtime every node of this test opens (okv_iox2_runtime_new in main;
+ * the re-executed children take it from OKV_TEST_IOX2_RUNTIME). */
+static char rt[OKV_IOX2_RUNTIME_MAX + 1];
+
 /* The names under /dev/shm, sorted; returns the count. */
 static int shm_list(char names[][256], int max)
 {
@@ -86,7 +90,7 @@ static void test_one_process(void)
 	int nb = shm_list(before, MAX_ENTRIES);
 
 	unique_name(name, sizeof(name), "one");
-	CHECK(okv_iox2_node_new("okv-test", &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_node_new(rt, "okv-test", &node) == 0, "node: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_server_create(node, name, 4, &srv) == 0, "create: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_server_create(node, name, 4, &dup) == OKV_IOX2_EEXIST,
 	      "a second create of %s must be refused as existing", name);
@@ -165,7 +169,7 @@ static void test_across_processes(void)
 
 	struct okv_iox2_node *node = NULL;
 	struct okv_iox2_client *cli = NULL;
-	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_node_new(rt, NULL, &node) == 0, "node: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_client_open(node, name, &cli) == 0, "open: %s", okv_iox2_last_error());
 	int ok = 0;
 	for (uint64_t i = 0; cli != NULL && i < 200; i++) {
@@ -231,7 +235,7 @@ static void test_sigkill_leftovers_are_cleaned(void)
 
 	struct okv_iox2_node *node = NULL;
 	struct okv_iox2_server *srv = NULL;
-	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_node_new(rt, NULL, &node) == 0, "node: %s", okv_iox2_last_error());
 	int cleaned = okv_iox2_cleanup_dead(node);
 	/* Creating the node already cleaned the dead one (iceoryx2 cleans dead
 	 * nodes when a node is created); the explicit call finds 0 or more. */
@@ -260,7 +264,7 @@ static void test_waitset(void)
 
 	unique_name(name, sizeof(name), "waitset");
 	CHECK(efd >= 0, "eventfd");
-	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_node_new(rt, NULL, &node) == 0, "node: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_server_create(node, name, 1, &srv) == 0, "create: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_client_open(node, name, &cli) == 0, "open: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_waitset_new(efd, &ws) == 0, "waitset: %s", okv_iox2_last_error());
@@ -316,7 +320,7 @@ static void test_poll_loop(void)
 	struct pollfd pf = { .fd = okvi_server_park_fd(s), .events = POLLIN };
 	CHECK(poll(&pf, 1, 0) == 0, "the park fd is quiet with nothing sent");
 
-	CHECK(okv_iox2_node_new(NULL, &node) == 0 && okv_iox2_client_open(node, name, &cli) == 0,
+	CHECK(okv_iox2_node_new(okvi_server_iox2_runtime(s), NULL, &node) == 0 && okv_iox2_client_open(node, name, &cli) == 0,
 	      "client: %s", okv_iox2_last_error());
 	/* A request line and a doorbell ring of an iceoryx2 slot are strays. */
 	__atomic_store_n(&slot->request.generation, 99, __ATOMIC_RELEASE);
@@ -362,8 +366,8 @@ static void test_bad_arguments(void)
 
 	memset(long_name, 'a', sizeof(long_name) - 1);
 	long_name[sizeof(long_name) - 1] = '\0';
-	CHECK(okv_iox2_node_new(NULL, NULL) == OKV_IOX2_EINVAL, "NULL out");
-	CHECK(okv_iox2_node_new(NULL, &node) == 0, "node: %s", okv_iox2_last_error());
+	CHECK(okv_iox2_node_new(rt, NULL, NULL) == OKV_IOX2_EINVAL, "NULL out");
+	CHECK(okv_iox2_node_new(rt, NULL, &node) == 0, "node: %s", okv_iox2_last_error());
 	CHECK(okv_iox2_server_create(node, NULL, 1, &srv) == OKV_IOX2_EINVAL, "NULL name");
 	CHECK(okv_iox2_server_create(node, long_name, 1, &srv) == OKV_IOX2_EINVAL, "a name over the limit");
 	CHECK(strstr(okv_iox2_last_error(), "240") != NULL, "the error names the limit: %s", okv_iox2_last_error());
@@ -372,14 +376,18 @@ static void test_bad_arguments(void)
 	CHECK(okv_iox2_client_open(NULL, "okv-test/x", &cli) == OKV_IOX2_EINVAL, "NULL node");
 	CHECK(strncmp(okv_iox2_strerror(OKV_IOX2_ENOENT), "OKV_IOX2_ENOENT", 15) == 0, "strerror names the code");
 	CHECK(strcmp(okv_iox2_version(), "0.10.0") == 0, "built on iceoryx2 %s", okv_iox2_version());
-	/* This layer's configuration: its own root and prefix, every object
-	 * the owner's only, the global node counter included. */
-	char root[64], prefix[32];
+	/* This layer's configuration: the runtime's own root and prefix, every
+	 * object the owner's only, the global node counter included. */
+	char root[OKV_IOX2_RUNTIME_MAX + 1], prefix[40];
 	struct stat st;
-	snprintf(root, sizeof(root), "/tmp/orbitkv-iox2-%u", (unsigned)geteuid());
-	snprintf(prefix, sizeof(prefix), "okv%u_", (unsigned)geteuid());
-	CHECK(stat(root, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 022) == 0,
-	      "%s is this user's directory that only it writes (mode %o)", root, st.st_mode & 0777);
+	const char *slash = strchr(rt, '/');
+	CHECK(slash != NULL && slash - rt < (long)sizeof(prefix), "runtime %s is PREFIX/ROOT", rt);
+	snprintf(prefix, sizeof(prefix), "%.*s", slash ? (int)(slash - rt) : 0, rt);
+	snprintf(root, sizeof(root), "%s", slash ? slash : "");
+	CHECK(lstat(root, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0,
+	      "%s is this user's private directory (mode %o)", root, st.st_mode & 0777);
+	CHECK(strncmp(prefix, "okv", 3) == 0 && strlen(prefix) == 3 + 16 + 1, "prefix %s: okv, 16 hex digits, _",
+	      prefix);
 	int n = shm_list(during, MAX_ENTRIES), counters = 0;
 	int dfd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	for (int i = 0; i < n && dfd >= 0; i++) {
@@ -391,18 +399,83 @@ static void test_bad_arguments(void)
 	}
 	if (dfd >= 0)
 		close(dfd);
-	CHECK(counters == 1, "one global node counter of this layer's prefix %s, found %d", prefix, counters);
-	/* A root directory others may write is refused, naming it. */
+	CHECK(counters == 1, "one global node counter of this runtime's prefix %s, found %d", prefix, counters);
+	/* A root others may enter is refused, naming it, its owner and mode. */
 	struct okv_iox2_node *refused = NULL;
 	CHECK(chmod(root, 0777) == 0, "chmod %s", root);
-	CHECK(okv_iox2_node_new(NULL, &refused) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), root) != NULL,
+	CHECK(okv_iox2_node_new(rt, NULL, &refused) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), root) != NULL &&
+		      strstr(okv_iox2_last_error(), "with mode 777") != NULL,
 	      "a node on a root writable by others: %s", okv_iox2_last_error());
-	CHECK(chmod(root, 0750) == 0, "chmod %s back", root);
+	CHECK(chmod(root, 0700) == 0, "chmod %s back", root);
+	CHECK(okv_iox2_node_new(NULL, NULL, &refused) == OKV_IOX2_EINVAL, "NULL runtime");
+	CHECK(okv_iox2_node_new("okv_no_root", NULL, &refused) == OKV_IOX2_EINVAL, "a runtime without a root");
+	CHECK(okv_iox2_node_new("okv-x/tmp", NULL, &refused) == OKV_IOX2_EINVAL, "a prefix with a dash");
 	okv_iox2_node_free(refused);
 	okv_iox2_node_free(node);
 	okv_iox2_node_free(NULL);
 	okv_iox2_server_free(NULL);
 	okv_iox2_client_free(NULL);
+}
+
+/* Paths another uid could make first never keep the transport from
+ * starting: the runtime's root gets a random name (the old predictable
+ * /tmp/orbitkv-iox2-<uid>, squatted here when absent, is not used), an
+ * $XDG_RUNTIME_DIR others may enter is passed over, and a runtime forced
+ * onto a root that is a symbolic link, another uid's or open to others is
+ * refused naming the path, its owner and its mode. */
+static void test_squatted_paths(void)
+{
+	char old[64], xdg[] = "/tmp/okv-test-xdg-XXXXXX", got[OKV_IOX2_RUNTIME_MAX + 1];
+	snprintf(old, sizeof(old), "/tmp/orbitkv-iox2-%u", (unsigned)geteuid());
+	int squatted = symlink("/nonexistent", old) == 0;
+	CHECK(mkdtemp(xdg) != NULL && chmod(xdg, 0777) == 0, "mkdtemp %s", xdg);
+	const char *saved = getenv("XDG_RUNTIME_DIR");
+	char keep[256];
+	snprintf(keep, sizeof(keep), "%s", saved ? saved : "");
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	CHECK(okv_iox2_runtime_new(got, sizeof(got)) == 0, "a runtime despite squatted paths: %s", okv_iox2_last_error());
+	const char *root = strchr(got, '/');
+	CHECK(root && strncmp(root, "/tmp/orbitkv-iox2-", 18) == 0 && strcmp(root, old) != 0 &&
+		      strncmp(root, xdg, strlen(xdg)) != 0,
+	      "root %s: under /tmp with a random name, not %s nor under the open %s", root ? root : "(none)", old, xdg);
+	struct okv_iox2_node *node = NULL;
+	struct okv_iox2_server *srv = NULL;
+	CHECK(okv_iox2_node_new(got, NULL, &node) == 0 && okv_iox2_server_create(node, "okv-test/squat", 1, &srv) == 0,
+	      "a node and a service in it: %s", okv_iox2_last_error());
+	okv_iox2_server_free(srv);
+	okv_iox2_node_free(node);
+	CHECK(okv_iox2_runtime_remove(got) == 0, "remove: %s", okv_iox2_last_error());
+	if (saved)
+		setenv("XDG_RUNTIME_DIR", keep, 1);
+	else
+		unsetenv("XDG_RUNTIME_DIR");
+	if (squatted)
+		unlink(old);
+
+	/* A forced root that is a symbolic link, or open to others. */
+	char forced[OKV_IOX2_RUNTIME_MAX + 1], link[64];
+	snprintf(link, sizeof(link), "%s/root", xdg);
+	CHECK(chmod(xdg, 0700) == 0 && symlink(xdg, link) == 0, "symlink %s", link);
+	snprintf(forced, sizeof(forced), "okv0123456789abcdef_%s", link);
+	CHECK(okv_iox2_node_new(forced, NULL, &node) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), link) &&
+		      strstr(okv_iox2_last_error(), "symbolic link of uid"),
+	      "a root that is a symbolic link: %s", okv_iox2_last_error());
+	unlink(link);
+	snprintf(forced, sizeof(forced), "okv0123456789abcdef_%s", xdg);
+	if (geteuid() == 0) {
+		CHECK(chown(xdg, 65534, 65534) == 0, "chown %s", xdg);
+		char want[64];
+		snprintf(want, sizeof(want), "of uid 65534 with mode 700");
+		CHECK(okv_iox2_node_new(forced, NULL, &node) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), xdg) &&
+			      strstr(okv_iox2_last_error(), want),
+		      "a root of another uid: %s", okv_iox2_last_error());
+		CHECK(chown(xdg, 0, 0) == 0, "chown %s back", xdg);
+	}
+	CHECK(chmod(xdg, 0755) == 0, "chmod %s", xdg);
+	CHECK(okv_iox2_node_new(forced, NULL, &node) == OKV_IOX2_EPERM && strstr(okv_iox2_last_error(), xdg) &&
+		      strstr(okv_iox2_last_error(), "with mode 755"),
+	      "a root others may enter: %s", okv_iox2_last_error());
+	rmdir(xdg);
 }
 
 /* The child programs (re-executed by the tests above): a server that echoes
@@ -415,7 +488,7 @@ static int child(const char *role, const char *name, int ready_fd)
 		struct okv_iox2_server *srv;
 		struct okv_msg m;
 
-		if (okv_iox2_node_new(NULL, &node) != 0 ||
+		if (okv_iox2_node_new(rt, NULL, &node) != 0 ||
 		    okv_iox2_server_create(node, name, 1, &srv) != 0)
 			return 2;
 		if (write(ready_fd, "r", 1) != 1)
@@ -441,7 +514,7 @@ static int child(const char *role, const char *name, int ready_fd)
 	struct okv_iox2_node *node;
 	struct okv_iox2_server *srv;
 
-	if (okv_iox2_node_new(NULL, &node) != 0 || okv_iox2_server_create(node, name, 1, &srv) != 0)
+	if (okv_iox2_node_new(rt, NULL, &node) != 0 || okv_iox2_server_create(node, name, 1, &srv) != 0)
 		return 2;
 	if (write(ready_fd, "r", 1) != 1)
 		return 3;
@@ -451,8 +524,13 @@ static int child(const char *role, const char *name, int ready_fd)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4)
+	if (argc == 4) {
+		snprintf(rt, sizeof(rt), "%s", getenv("OKV_TEST_IOX2_RUNTIME") ? getenv("OKV_TEST_IOX2_RUNTIME") : "");
 		return child(argv[1], argv[2], atoi(argv[3]));
+	}
+	CHECK(okv_iox2_runtime_new(rt, sizeof(rt)) == 0, "runtime: %s", okv_iox2_last_error());
+	setenv("OKV_TEST_IOX2_RUNTIME", rt, 1);
+	test_squatted_paths();
 	test_bad_arguments();
 	test_one_process();
 	test_waitset();
@@ -463,6 +541,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_iox2: %d of %d checks failed\n", failures, checks);
 		return 1;
 	}
+	okv_iox2_runtime_remove(rt);
+	struct stat gone;
+	CHECK(lstat(strchr(rt, '/'), &gone) != 0 && errno == ENOENT, "okv_iox2_runtime_remove removed %s",
+	      strchr(rt, '/'));
+	if (failures != 0)
+		return 1;
 	printf("test_iox2: all %d checks passed\n", checks);
 	return 0;
 }

@@ -66,6 +66,29 @@ def hang_guard(seconds: float):
         faulthandler.cancel_dump_traceback_later()
 
 
+class DumpableEngine:
+    """Keeps this test process dumpable while the CUDA driver double is the
+    engine's driver: the double's "IPC handle" is opened by the Manager
+    through /proc/<this pid>/fd (native/tests/cuda_double/cuda_double.c),
+    which a non-dumpable process refuses to a Manager without
+    CAP_SYS_PTRACE. start() sets ORBITKV_DUMPABLE=1 (liborbitkv then leaves
+    the attribute alone) and makes the process dumpable again; stop()
+    restores both as they were."""
+
+    def start(self) -> None:
+        self._old = os.environ.get("ORBITKV_DUMPABLE")
+        os.environ["ORBITKV_DUMPABLE"] = "1"
+        self._was = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+
+    def stop(self) -> None:
+        if self._old is None:
+            del os.environ["ORBITKV_DUMPABLE"]
+        else:
+            os.environ["ORBITKV_DUMPABLE"] = self._old
+        ctypes.CDLL(None).prctl(4, self._was, 0, 0, 0)
+
+
 class Manager(ManagerProcess):
     """An orbitkv-manager process on a temporary bootstrap socket
     (orbitkv.testing.manager.ManagerProcess with a free loopback HTTP port,

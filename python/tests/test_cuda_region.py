@@ -23,6 +23,17 @@ from orbitkv.errors import Rejected  # noqa: E402
 DOUBLE = os.path.join(support.REPO, "build", "native", "libokv_cuda_double.so")
 
 
+_DUMPABLE = support.DumpableEngine()
+
+
+def setUpModule():
+    _DUMPABLE.start()
+
+
+def tearDownModule():
+    _DUMPABLE.stop()
+
+
 class FixedDriver:
     """Stands in for the driver's answers about one allocation (a GPU this
     machine lacks): base and size, its IPC handle, the device UUID."""

@@ -46,8 +46,16 @@ DOUBLE = os.path.join(support.REPO, "build", "native", "libokv_cuda_double.so")
 BLOCK, LAYERS, NUM_BLOCKS, HEADS, DIM = 4, 2, 8, 2, 4
 
 
+_DUMPABLE = support.DumpableEngine()
+
+
 def setUpModule():
     logging.getLogger("orbitkv").setLevel(logging.ERROR)
+    _DUMPABLE.start()
+
+
+def tearDownModule():
+    _DUMPABLE.stop()
 
 
 class CudaLooking:

@@ -13,6 +13,9 @@ func (*Server) UseIceoryx2() error { return ErrNoCgo }
 // AttachIceoryx2 returns ErrNoCgo.
 func (*Server) AttachIceoryx2(uint32, []byte, uint64, string) error { return ErrNoCgo }
 
+// Iceoryx2Runtime returns "".
+func (*Server) Iceoryx2Runtime() string { return "" }
+
 // NewServer returns ErrNoCgo.
 func NewServer([]byte, uint32, PollMode, time.Duration, int) (*Server, error) { return nil, ErrNoCgo }
 

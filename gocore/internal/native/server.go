@@ -150,6 +150,15 @@ func (s *Server) UseIceoryx2() error {
 	}
 }
 
+// Iceoryx2Runtime is where the poll loop's iceoryx2 objects live: the
+// runtime string of okv_iox2_runtime_new (a random /dev/shm prefix, then
+// the path of a private root directory with a random name), which a
+// session's client needs to open its service; "" without the iceoryx2
+// transport. Valid until Close.
+func (s *Server) Iceoryx2Runtime() string {
+	return C.GoString(C.okvi_server_iox2_runtime(s.s))
+}
+
 // AttachIceoryx2 attaches like Attach and creates the slot's iceoryx2
 // request-response service named name exclusively (one client; objects of
 // this uid only). Errors wrap ErrBadSlot for an index out of range or in

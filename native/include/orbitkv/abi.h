@@ -526,7 +526,16 @@ enum okv_boot_ext_type {
 	 *  request and response lines; descriptors stay in the slot. The name
 	 *  carries a 128-bit token of this session: it is the capability. A
 	 *  liborbitkv that does not know the type refuses the reply. */
-	OKV_BOOT_EXT_IOX2_SERVICE = 2
+	OKV_BOOT_EXT_IOX2_SERVICE = 2,
+	/** Where the Manager's iceoryx2 objects live, sent with every
+	 *  OKV_BOOT_EXT_IOX2_SERVICE record and always with
+	 *  OKV_BOOT_EXT_REQUIRED: 1..OKV_BOOT_EXT_RUNTIME_MAX bytes of printable
+	 *  ASCII, no fds, the string of okv_iox2_runtime_new (orbitkv/iox2.h:
+	 *  a random /dev/shm prefix, then the absolute path of a root
+	 *  directory of the Manager's uid, mode 0700, with a random name). The
+	 *  client opens its iceoryx2 node there (okv_iox2_node_new), after
+	 *  checking the directory is its own uid's and private. */
+	OKV_BOOT_EXT_IOX2_RUNTIME = 3
 };
 
 /** Longest OKV_BOOT_EXT_MANAGER_VERSION value. */
@@ -534,6 +543,8 @@ enum okv_boot_ext_type {
 /** Longest OKV_BOOT_EXT_IOX2_SERVICE value (iceoryx2 allows 255 bytes; its
  *  event services add 3). */
 #define OKV_BOOT_EXT_SERVICE_MAX 240u
+/** Longest OKV_BOOT_EXT_IOX2_RUNTIME value (OKV_IOX2_RUNTIME_MAX). */
+#define OKV_BOOT_EXT_RUNTIME_MAX 255u
 
 /* ------------------------------------------------------------------------ */
 /* Lifecycle frames (docs/design.md §5.1)                                        */

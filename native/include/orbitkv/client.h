@@ -10,6 +10,20 @@
  *
  * Threads: an okv_client is not thread-safe; give each thread its own client
  * or serialise calls. Different clients may be used from different threads.
+ *
+ * The process is made non-dumpable (prctl(2) PR_SET_DUMPABLE 0) by
+ * okv_connect and okv_buffer_alloc, before either creates or receives an
+ * fd: the engine's KV buffers and session memfds are otherwise open
+ * read-write to every process of its uid through /proc/<pid>/fd. What that
+ * costs the process: no core dump; attaching gdb, strace or py-spy needs
+ * root or CAP_SYS_PTRACE; /proc/<pid>/{fd,mem,environ,maps} belong to
+ * root; pidfd_getfd(2) on it needs CAP_SYS_PTRACE. execve(2) and a change
+ * of the process's uids or gids set the attribute again (to 1, or to
+ * /proc/sys/fs/suid_dumpable); the next of these calls clears it again.
+ * The environment variable ORBITKV_DUMPABLE=1 leaves the attribute as it
+ * is; unset, "" or "0" is the default; any other value makes both calls
+ * fail with -EINVAL (okv_connect_err names the variable). See
+ * docs/security.md "Engine processes are not dumpable".
  */
 #ifndef ORBITKV_CLIENT_H
 #define ORBITKV_CLIENT_H
@@ -120,7 +134,10 @@ struct okv_health {
  * OKV_EPEER (the process serving the path runs as another uid than this
  * process's effective uid: nothing is sent to it, neither the hello nor any
  * fd; the same rule the Manager applies to its clients, docs/design.md §5.1),
- * OKV_EREFUSED, OKV_EVERSION, OKV_EPROTO, OKV_ETIMEDOUT, -ENOMEM, -EINVAL.
+ * OKV_EREFUSED, OKV_EVERSION, OKV_EPROTO, OKV_ETIMEDOUT, -ENOMEM, -EINVAL
+ * (also an ORBITKV_DUMPABLE other than unset, "", "0" or "1": nothing is
+ * done). First of all it makes the process non-dumpable (see the top of
+ * this header).
  */
 int okv_connect(const struct okv_connect_options *opts, okv_client **out);
 
@@ -224,9 +241,12 @@ struct okv_buffer {
  * Allocate a buffer: memfd_create(2) with MFD_ALLOW_SEALING, ftruncate,
  * F_SEAL_SHRINK | F_SEAL_GROW (so the Manager's mapping can never lose its
  * pages: a shrink would SIGBUS the copy workers), mmap MAP_SHARED and
- * pre-fault (MAP_POPULATE). On failure *out is zeroed with fd -1.
+ * pre-fault (MAP_POPULATE). Before the memfd exists the process is made
+ * non-dumpable, as by okv_connect (see the top of this header). On failure
+ * *out is zeroed with fd -1.
  * Errors: -EINVAL (a zero dimension, page_bytes not a multiple of 64,
- * overflow), -ENOMEM and other -errno.
+ * overflow, an ORBITKV_DUMPABLE other than unset, "", "0" or "1"), -ENOMEM
+ * and other -errno.
  */
 int okv_buffer_alloc(uint32_t layers, uint64_t page_bytes, uint64_t page_count, struct okv_buffer *out);
 /** Unmap and close; zeroes *b. NULL or a zeroed buffer is a no-op. */

@@ -30,6 +30,7 @@
 #ifndef ORBITKV_IOX2_H
 #define ORBITKV_IOX2_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "orbitkv/abi.h"
@@ -59,19 +60,48 @@ struct okv_iox2_server;
 /** The asking end of a service (owning handle). */
 struct okv_iox2_client;
 
+/** Longest runtime string of okv_iox2_runtime_new, in bytes (no NUL). */
+#define OKV_IOX2_RUNTIME_MAX 255u
+
 /**
- * Create a node; `name` may be NULL. Every node of this layer uses its own
- * iceoryx2 configuration: objects /dev/shm/okv<euid>_*, files under
- * /tmp/orbitkv-iox2-<euid>/ (not iceoryx2's shared iox2_ and /tmp/iceoryx2,
- * whose root directory belongs to its first user and whose global node
- * counter is 0666); this layer makes the counter 0600. iceoryx2 installs no
- * signal handlers (the host process keeps SIGINT/SIGTERM) and logs only
- * fatal errors (IOX2_LOG_LEVEL raises that). Creating a node removes what
- * dead nodes of this user left. Returns 0 and *out, OKV_IOX2_EPERM when the
- * root directory or the counter belongs to another user or is writable by
- * others, OKV_IOX2_EINVAL / OKV_IOX2_EINTERNAL.
+ * Make a fresh runtime, the place where one Manager's iceoryx2 objects
+ * live: a root directory "orbitkv-iox2-XXXXXX" made by mkdtemp(3) (mode
+ * 0700, random name) under $XDG_RUNTIME_DIR when that is a directory of
+ * this euid that no other user may enter, else under /tmp; and a random
+ * /dev/shm prefix ("okv" + 16 hex digits + "_"). Neither can be created
+ * by another uid first: a predictable name can (a squatted
+ * /tmp/orbitkv-iox2-<uid> or /dev/shm name would keep the transport from
+ * ever starting). Writes the runtime string, the prefix followed by the
+ * root's absolute path (at most OKV_IOX2_RUNTIME_MAX bytes), and a NUL
+ * into out[0..outlen). The Manager sends it to its clients in the
+ * bootstrap reply (abi.h OKV_BOOT_EXT_IOX2_RUNTIME). Returns 0,
+ * OKV_IOX2_EINVAL (NULL, or it does not fit outlen), OKV_IOX2_EPERM (the
+ * directory could not be made or is not private: the message names it).
  */
-int okv_iox2_node_new(const char *name, struct okv_iox2_node **out);
+int okv_iox2_runtime_new(char *out, size_t outlen);
+/** Remove a runtime's root directory and what is in it, and this euid's
+ *  /dev/shm objects of its prefix (iceoryx2's global node counter outlives
+ *  the nodes), after every node of it was freed (best effort).
+ *  OKV_IOX2_EPERM (nothing removed) when the root is not a private
+ *  directory of this euid. */
+int okv_iox2_runtime_remove(const char *runtime);
+
+/**
+ * Create a node in `runtime` (a string of okv_iox2_runtime_new); `name`
+ * may be NULL. Objects are /dev/shm/<prefix>*, files under the runtime's
+ * root (not iceoryx2's shared iox2_ and /tmp/iceoryx2, whose root
+ * directory belongs to its first user and whose global node counter is
+ * 0666); this layer makes the counter 0600. iceoryx2 installs no signal
+ * handlers (the host process keeps SIGINT/SIGTERM) and logs only fatal
+ * errors (IOX2_LOG_LEVEL raises that). Creating a node removes what dead
+ * nodes of this runtime left. Returns 0 and *out; OKV_IOX2_EPERM when the
+ * root is not a directory of this euid with mode 0700 or narrower (a
+ * symbolic link, another uid's, one others may enter: okv_iox2_last_error
+ * names the path, its owner uid and its mode) or the counter is another
+ * user's; OKV_IOX2_EINVAL (a NULL out, a malformed runtime string) /
+ * OKV_IOX2_EINTERNAL.
+ */
+int okv_iox2_node_new(const char *runtime, const char *name, struct okv_iox2_node **out);
 /** Free a node after every end made from it; NULL is a no-op. */
 void okv_iox2_node_free(struct okv_iox2_node *node);
 /**

@@ -114,49 +114,215 @@ fn service_name(s: &str, what: &str) -> Result<ServiceName, c_int> {
     ServiceName::new(s).map_err(|e| fail(OKV_IOX2_EINVAL, what, e))
 }
 
-// ---- node -------------------------------------------------------------------
+// ---- runtime ----------------------------------------------------------------
 
-/// The iceoryx2 configuration of every node of this layer: objects under
-/// /dev/shm named `okv<euid>_…` and files under `/tmp/orbitkv-iox2-<euid>/`
-/// instead of iceoryx2's shared `iox2_` and `/tmp/iceoryx2/`. One user's
-/// Manager and clients therefore never share iceoryx2's directories or its
-/// global node counter with another user's (iceoryx2 creates its root
-/// directory for its first user only, and the counter with mode 0666).
-fn okv_config() -> Result<(Config, String, String), c_int> {
-    let uid = unsafe { libc::geteuid() };
-    let prefix = format!("okv{uid}_");
-    let root = format!("/tmp/orbitkv-iox2-{uid}");
-    let mut cfg = Config::default();
-    cfg.global.prefix = FileName::new(prefix.as_bytes())
-        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 prefix", e))?;
-    let p = Path::new(format!("{root}/").as_bytes())
-        .map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 root path", e))?;
-    cfg.global.set_root_path(&p);
-    Ok((cfg, prefix, root))
+/// Longest runtime string (`okv_iox2_runtime_new`): PREFIX followed by the
+/// absolute root directory, iceoryx2's path limit.
+pub const OKV_IOX2_RUNTIME_MAX: usize = 255;
+
+/// Where one Manager's iceoryx2 objects live: `prefix` starts every name
+/// under /dev/shm (`okv` + 16 random hex digits + `_`), `root` is a
+/// directory of this euid, mode 0700, made by okv_iox2_runtime_new with a
+/// random name. Both are chosen per Manager and passed to its clients in
+/// the bootstrap reply, so no other user can create them first: a
+/// predictable name under /tmp or /dev/shm is one another uid can squat.
+struct Runtime {
+    prefix: String,
+    root: String,
 }
 
-/// Refuses a root directory that another user owns or may write: its
-/// files (node records, service configs, event sockets) decide what this
-/// user's processes open.
-fn check_root(root: &str) -> Result<(), c_int> {
-    use std::os::unix::fs::MetadataExt;
-    let uid = unsafe { libc::geteuid() };
-    match std::fs::symlink_metadata(root) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(fail(OKV_IOX2_EPERM, &format!("iceoryx2 root {root}"), e)),
-        Ok(m) if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 => Err(fail(
-            OKV_IOX2_EPERM,
-            &format!("iceoryx2 root {root}"),
-            format!(
-                "a {} of uid {} with mode {:o}; want a directory of uid {uid} that only it may write: remove it",
-                if m.is_dir() { "directory" } else { "non-directory" },
-                m.uid(),
-                m.mode() & 0o7777
-            ),
-        )),
-        Ok(_) => Ok(()),
+impl Runtime {
+    /// `PREFIX` + `ROOT` (ROOT starts with '/', PREFIX holds none).
+    fn encode(&self) -> String {
+        format!("{}{}", self.prefix, self.root)
+    }
+
+    fn parse(s: &str) -> Result<Runtime, c_int> {
+        let what = "iceoryx2 runtime";
+        let Some(i) = s.find('/') else {
+            return Err(fail(OKV_IOX2_EINVAL, what, format!("{s:?}: want PREFIX/ROOT (an absolute root)")));
+        };
+        let (prefix, root) = s.split_at(i);
+        if prefix.is_empty()
+            || prefix.len() > 32
+            || !prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(fail(
+                OKV_IOX2_EINVAL,
+                what,
+                format!("prefix {prefix:?}: want 1..32 bytes of [A-Za-z0-9_]"),
+            ));
+        }
+        if s.len() > OKV_IOX2_RUNTIME_MAX {
+            return Err(fail(
+                OKV_IOX2_EINVAL,
+                what,
+                format!("{} bytes (want at most {OKV_IOX2_RUNTIME_MAX})", s.len()),
+            ));
+        }
+        Ok(Runtime {
+            prefix: prefix.to_owned(),
+            root: root.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    fn config(&self) -> Result<Config, c_int> {
+        let mut cfg = Config::default();
+        cfg.global.prefix = FileName::new(self.prefix.as_bytes())
+            .map_err(|e| fail(OKV_IOX2_EINVAL, "iceoryx2 prefix", e))?;
+        let p = Path::new(format!("{}/", self.root).as_bytes())
+            .map_err(|e| fail(OKV_IOX2_EINVAL, "iceoryx2 root path", e))?;
+        cfg.global.set_root_path(&p);
+        Ok(cfg)
     }
 }
+
+/// Checks that `path` is a directory (not a symbolic link) of this euid
+/// that no other user may enter: mode 0700 or narrower. The error names the
+/// path, its owner and its mode.
+fn private_dir(path: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = unsafe { libc::geteuid() };
+    let m = std::fs::symlink_metadata(path).map_err(|e| format!("{path}: {e}"))?;
+    let kind = if m.file_type().is_symlink() {
+        "symbolic link"
+    } else if m.is_dir() {
+        "directory"
+    } else {
+        "non-directory"
+    };
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{path} is a {kind} of uid {} with mode {:o}; want a directory of uid {uid} with mode 0700 \
+             (a path another user made or may enter is not used)",
+            m.uid(),
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The directory under which okv_iox2_runtime_new makes a root:
+/// $XDG_RUNTIME_DIR when it is an absolute path to a private directory of
+/// this euid (private_dir), else /tmp.
+fn runtime_base() -> String {
+    match std::env::var("XDG_RUNTIME_DIR") {
+        Ok(x) if x.starts_with('/') && private_dir(&x).is_ok() => x,
+        _ => "/tmp".to_owned(),
+    }
+}
+
+/// 16 random hex digits (getrandom(2)).
+fn random_hex() -> Result<String, c_int> {
+    let mut b = [0u8; 8];
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        return Err(fail(OKV_IOX2_EINTERNAL, "getrandom", std::io::Error::last_os_error()));
+    }
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+fn runtime_new() -> Result<Runtime, c_int> {
+    let base = runtime_base();
+    let template = CString::new(format!("{base}/orbitkv-iox2-XXXXXX"))
+        .map_err(|e| fail(OKV_IOX2_EINVAL, "XDG_RUNTIME_DIR", e))?;
+    let mut t = template.into_bytes_with_nul();
+    // mkdtemp(3): a new directory of mode 0700 under a random name, made
+    // with mkdir(2), which fails on any existing name (a symbolic link
+    // included) and is retried by mkdtemp with another.
+    let p = unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(fail(
+            OKV_IOX2_EPERM,
+            &format!("making an iceoryx2 root under {base}"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    t.pop();
+    let root = String::from_utf8(t).map_err(|e| fail(OKV_IOX2_EINTERNAL, "mkdtemp", e))?;
+    private_dir(&root).map_err(|e| fail(OKV_IOX2_EPERM, "iceoryx2 root", e))?;
+    Ok(Runtime {
+        prefix: format!("okv{}_", random_hex()?),
+        root,
+    })
+}
+
+/// Makes a fresh runtime for one Manager: a root directory
+/// `orbitkv-iox2-XXXXXX` (mode 0700, random name) under $XDG_RUNTIME_DIR
+/// when that is a private directory of this euid, else under /tmp, and a
+/// random /dev/shm prefix. Writes `PREFIX` + `ROOT`, NUL-terminated, into
+/// out[0..outlen); pass the string to okv_iox2_node_new (here and in each
+/// client) and to okv_iox2_runtime_remove at the end. OKV_IOX2_EINVAL when
+/// it does not fit outlen, OKV_IOX2_EPERM when the directory cannot be made.
+///
+/// # Safety
+/// `out` points to `outlen` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_runtime_new(out: *mut c_char, outlen: usize) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return fail(OKV_IOX2_EINVAL, "okv_iox2_runtime_new: out", "NULL");
+        }
+        let rt = match runtime_new() {
+            Ok(rt) => rt,
+            Err(rc) => return rc,
+        };
+        let s = rt.encode();
+        if s.len() + 1 > outlen || s.len() > OKV_IOX2_RUNTIME_MAX {
+            let _ = std::fs::remove_dir(&rt.root);
+            return fail(
+                OKV_IOX2_EINVAL,
+                "okv_iox2_runtime_new",
+                format!("{s:?} is {} bytes; outlen {outlen}, limit {OKV_IOX2_RUNTIME_MAX}", s.len()),
+            );
+        }
+        unsafe {
+            core::ptr::copy_nonoverlapping(s.as_ptr(), out.cast::<u8>(), s.len());
+            *out.add(s.len()) = 0;
+        }
+        0
+    })
+}
+
+/// Removes a runtime's root directory and what is left in it, and this
+/// euid's /dev/shm objects of its prefix (best effort; call it after every
+/// node of the runtime was freed). OKV_IOX2_EPERM (nothing removed)
+/// when the root is not a private directory of this euid.
+///
+/// # Safety
+/// `runtime` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn okv_iox2_runtime_remove(runtime: *const c_char) -> c_int {
+    guard(|| {
+        let s = match unsafe { name_arg(runtime, "iceoryx2 runtime") } {
+            Ok(s) => s,
+            Err(rc) => return rc,
+        };
+        let rt = match Runtime::parse(&s) {
+            Ok(rt) => rt,
+            Err(rc) => return rc,
+        };
+        if let Err(e) = private_dir(&rt.root) {
+            return fail(OKV_IOX2_EPERM, "iceoryx2 root", e);
+        }
+        let _ = std::fs::remove_dir_all(&rt.root);
+        // What outlives the nodes under /dev/shm: iceoryx2's global node
+        // counter of the prefix (the prefix is this runtime's alone).
+        use std::os::unix::fs::MetadataExt;
+        let uid = unsafe { libc::geteuid() };
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for e in dir.flatten() {
+                let owned = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.uid() == uid);
+                if owned && e.file_name().to_string_lossy().starts_with(&rt.prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        0
+    })
+}
+
+// ---- node -------------------------------------------------------------------
 
 /// Makes this layer's iceoryx2 global node counter (`/dev/shm/<prefix>…
 /// .global_mgmt`, created 0666 by iceoryx2) the owner's only, and refuses
@@ -197,19 +363,36 @@ pub struct OkvIox2Node {
     node: Node<Ipc>,
 }
 
-/// Creates a node named `name` (NULL: unnamed) on this layer's iceoryx2
-/// configuration (okv_config: prefix `okv<euid>_`, root
-/// `/tmp/orbitkv-iox2-<euid>/`). iceoryx2's own signal handlers are not
-/// installed (the host process owns SIGINT/SIGTERM) and its log output is
-/// limited to fatal errors (failures come back as codes). Creating a node
-/// removes what dead nodes of this configuration left (iceoryx2's
-/// cleanup_dead_nodes_on_creation). OKV_IOX2_EPERM when the root directory
-/// or the global counter belongs to another user or is writable by others.
+/// Reads the runtime string argument (1..OKV_IOX2_RUNTIME_MAX bytes).
 ///
 /// # Safety
-/// `name` is NULL or a NUL-terminated string; `out` is a valid pointer.
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn runtime_arg(p: *const c_char) -> Result<Runtime, c_int> {
+    if p.is_null() {
+        return Err(fail(OKV_IOX2_EINVAL, "iceoryx2 runtime", "NULL"));
+    }
+    let s = unsafe { CStr::from_ptr(p) };
+    let s = s.to_str().map_err(|e| fail(OKV_IOX2_EINVAL, "iceoryx2 runtime", e))?;
+    Runtime::parse(s)
+}
+
+/// Creates a node named `name` (NULL: unnamed) in the runtime `runtime`
+/// (a string of okv_iox2_runtime_new: its /dev/shm prefix and root
+/// directory). The root must be a directory of this euid with mode 0700
+/// or narrower, not a symbolic link: anything else is OKV_IOX2_EPERM with
+/// the path, its owner and its mode in okv_iox2_last_error, as is a global
+/// counter of the prefix that another user made. iceoryx2's own signal
+/// handlers are not installed (the host process owns SIGINT/SIGTERM) and
+/// its log output is limited to fatal errors (failures come back as
+/// codes). Creating a node removes what dead nodes of this runtime left
+/// (iceoryx2's cleanup_dead_nodes_on_creation).
+///
+/// # Safety
+/// `runtime` and `name` are NULL or NUL-terminated strings; `out` is a
+/// valid pointer.
 #[no_mangle]
 pub unsafe extern "C" fn okv_iox2_node_new(
+    runtime: *const c_char,
     name: *const c_char,
     out: *mut *mut OkvIox2Node,
 ) -> c_int {
@@ -218,13 +401,18 @@ pub unsafe extern "C" fn okv_iox2_node_new(
             return fail(OKV_IOX2_EINVAL, "okv_iox2_node_new: out", "NULL");
         }
         set_log_level_from_env_or(LogLevel::Fatal);
-        let (cfg, prefix, root) = match okv_config() {
+        let rt = match unsafe { runtime_arg(runtime) } {
+            Ok(rt) => rt,
+            Err(rc) => return rc,
+        };
+        let check_root = || private_dir(&rt.root).map_err(|e| fail(OKV_IOX2_EPERM, "iceoryx2 root", e));
+        if let Err(rc) = check_root() {
+            return rc;
+        }
+        let cfg = match rt.config() {
             Ok(c) => c,
             Err(rc) => return rc,
         };
-        if let Err(rc) = check_root(&root) {
-            return rc;
-        }
         let mut b = NodeBuilder::new()
             .config(&cfg)
             .signal_handling_mode(SignalHandlingMode::Disabled);
@@ -240,9 +428,9 @@ pub unsafe extern "C" fn okv_iox2_node_new(
         }
         match b.create::<Ipc>() {
             Ok(node) => {
-                // Again after iceoryx2 made them: the root may have been
-                // created by someone else between the check and now.
-                if let Err(rc) = check_root(&root).and_then(|_| own_global_mgmt(&prefix)) {
+                // Again after iceoryx2 used it: the root may have been
+                // swapped between the check and now.
+                if let Err(rc) = check_root().and_then(|_| own_global_mgmt(&rt.prefix)) {
                     return rc;
                 }
                 unsafe { *out = Box::into_raw(Box::new(OkvIox2Node { node })) };
