@@ -207,9 +207,13 @@ func (p *Pool[C]) oldest(l *list.List) uint64 { return p.conns[l.Front().Value.(
 // HostOf is the IP address of a remote address, the key of the per-host
 // bounds (an IPv4-mapped IPv6 address as IPv4); the whole address when it
 // has no IP (a pipe, a Unix socket).
-func HostOf(a net.Addr) string {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+func HostOf(a net.Addr) string { return Host(a.String()) }
+
+// Host is HostOf for an address in text ("host:port"); addr itself when
+// it is not an IP address and port.
+func Host(addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		return ap.Addr().Unmap().String()
 	}
-	return a.String()
+	return addr
 }

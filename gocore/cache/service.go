@@ -192,7 +192,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	svc.leaseBudget = cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)
 	svc.look = tier.NewLookup(tiers)
 	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lease.Limits{Budget: svc.leaseBudget})
-	svc.tickets = ticket.NewSet(ticketHost{svc}, tiers, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
+	svc.tickets = ticket.NewSet(ticketHost{svc}, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
 }

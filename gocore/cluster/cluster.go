@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/admission"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/peer"
@@ -81,7 +82,7 @@ func (c *Cluster) Start(ram []byte, pins Pins, epoch, capacityBytes uint64) erro
 		ts.Logger = c.log
 	}
 	if c.onConn != nil {
-		ts.OnConn = func(conn net.Conn) { c.onConn(conn, HostOf(conn.RemoteAddr().String())) }
+		ts.OnConn = func(conn net.Conn) { c.onConn(conn, admission.HostOf(conn.RemoteAddr())) }
 	}
 	var err error
 	if c.data, err = transfer.Listen(ts); err != nil {

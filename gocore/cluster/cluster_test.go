@@ -33,14 +33,6 @@ func TestValidateNamesEveryMissingField(t *testing.T) {
 	}
 }
 
-func TestHostOfDropsThePort(t *testing.T) {
-	for in, want := range map[string]string{"10.0.0.1:7000": "10.0.0.1", "[::1]:80": "::1", "node-a": "node-a"} {
-		if got := HostOf(in); got != want {
-			t.Errorf("HostOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // A peer whose fetch failed is skipped for PeerBackoff, at that epoch
 // only: a restarted peer (a new epoch) is asked again at once.
 func TestAFailedPeerIsBackedOffAtItsEpochOnly(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/admission"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer/requester"
@@ -253,5 +254,5 @@ func (r *Fetcher) nodeOf(addr string) string {
 	if v, ok := r.dataNode.Load(addr); ok {
 		return v.(string)
 	}
-	return HostOf(addr)
+	return admission.Host(addr)
 }

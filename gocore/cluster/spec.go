@@ -59,11 +59,3 @@ func checkHostPort(field, addr string) error {
 	_, _, err := net.SplitHostPort(addr)
 	return limit.Check(err == nil, field, addr, "host:port")
 }
-
-// HostOf is addr without its port (addr itself when it has none).
-func HostOf(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
-	}
-	return addr
-}

@@ -162,29 +162,7 @@ func (s *Set) Resume(t *Ticket) {
 	s.AdmitWaiting()
 }
 
-// ramPrefix is how many leading blocks of q's chain are sealed in RAM.
-func (s *Set) ramPrefix(q *abi.QueryDesc) int {
-	hits, _, _ := s.look.Fetch(tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, tier.SkipTail, nil)
-	return len(hits)
-}
-
-// availability is how many leading blocks of q's chain are in RAM and then
-// on SSD, and how many of those are in RAM.
-func (s *Set) availability(q *abi.QueryDesc) (avail, ram int) {
-	ram = s.ramPrefix(q)
-	avail = ram
-	for avail < q.Len() && s.tiers.OnSSD(index.Key{NS: q.NS, Hash: q.Hash(avail)}) {
-		avail++
-	}
-	return avail, ram
-}
-
-// warm starts reading q's SSD run past its RAM prefix; it returns the
-// blocks started and the RAM prefix.
-func (s *Set) warm(q *abi.QueryDesc) (warming, ram int) {
-	ram = s.ramPrefix(q)
-	if ram < q.Len() {
-		warming = s.tiers.Warm(q.NS, q.Hash, ram, q.Len())
-	}
-	return warming, ram
+// chain is q's whole chain as a lookup.
+func chain(q *abi.QueryDesc) tier.Chain {
+	return tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}
 }

@@ -133,7 +133,7 @@ func newRig(t *testing.T, spec rigSpec) *rig {
 	t.Cleanup(r.tiers.Close)
 	r.look = tier.NewLookup(r.tiers)
 	r.leases = lease.NewBook[*ticket.Ticket](lease.FirstID(tEpoch), r.tiers.Index(), lease.Limits{Budget: spec.budget})
-	r.set = ticket.NewSet(r.host, r.tiers, r.look, r.leases, tEpoch, expiry, func() time.Time { return r.now })
+	r.set = ticket.NewSet(r.host, r.look, r.leases, tEpoch, expiry, func() time.Time { return r.now })
 	if r.table, err = session.NewTable(session.Spec{Epoch: tEpoch, MaxSessions: 8, DescCapacity: 4096}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,8 @@ import (
 type Set struct {
 	host     Host
 	leases   *lease.Book[*Ticket]
-	tiers    *tier.Tiers
-	look     *tier.Lookup // the read path over tiers
-	idx      *index.Index // tiers.Index()
+	look     *tier.Lookup // the read path
+	idx      *index.Index // look.Index(): where held blocks are pinned
 	epoch    uint64
 	expiry   time.Duration
 	now      func() time.Time
@@ -27,10 +26,10 @@ type Set struct {
 }
 
 // NewSet returns an empty set answering with epoch; tickets look up
-// through look (over tiers), lease through leases, and expire expiry after
+// through look, lease through leases, and expire expiry after
 // their latest submission, by the clock now.
-func NewSet(h Host, tiers *tier.Tiers, look *tier.Lookup, leases *lease.Book[*Ticket], epoch uint64, expiry time.Duration, now func() time.Time) *Set {
-	return &Set{host: h, tiers: tiers, look: look, idx: tiers.Index(), leases: leases, epoch: epoch, expiry: expiry, now: now}
+func NewSet(h Host, look *tier.Lookup, leases *lease.Book[*Ticket], epoch uint64, expiry time.Duration, now func() time.Time) *Set {
+	return &Set{host: h, look: look, idx: look.Index(), leases: leases, epoch: epoch, expiry: expiry, now: now}
 }
 
 // Permits is the number of operation permits tickets hold in all.
@@ -285,7 +284,7 @@ func (s *Set) lookup(b *Book, m *abi.Message, what string) (*Ticket, abi.Message
 // Manager holds (RAM, then SSD), with no lease and no bytes reserved; the
 // operation's permit is released as it answers.
 func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	avail, ram := s.availability(q)
+	ram, avail := s.look.Extent(chain(q))
 	s.c.discoveries.Add(1)
 	r := abi.QueryResult{Status: abi.StatusCandidates, Hits: uint32(avail), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	b.Sess.PutResult(m, &r)
@@ -296,7 +295,7 @@ func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 // the warmup budget (skipped, hit count 0, beyond it), and is retired as it
 // answers: Ok with arg0 = blocks being read.
 func (s *Set) warmup(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	warming, ram := s.warm(q)
+	ram, warming := s.look.Warm(chain(q))
 	r := abi.QueryResult{Status: abi.StatusOK, Hits: uint32(warming), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	b.Sess.PutResult(m, &r)
 	return m.Response(s.epoch, abi.StatusOK, uint64(warming), 0)

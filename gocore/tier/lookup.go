@@ -104,6 +104,35 @@ func (l *Lookup) Fetch(c Chain, tail Tail, r Reader) (hits []*index.Block, loadi
 	return hits, loading, started
 }
 
+// Extent is how many leading blocks of c's chain are resident in RAM, and
+// how many are in RAM and then on SSD (a discovery query's answer); it
+// reads nothing, and counts the RAM part as a Fetch with SkipTail does.
+func (l *Lookup) Extent(c Chain) (ram, avail int) {
+	hits, _, _ := l.Fetch(c, SkipTail, nil)
+	ram = c.First + len(hits)
+	avail = ram
+	for avail < c.End && l.t.OnSSD(index.Key{NS: c.NS, Hash: c.Hash(avail)}) {
+		avail++
+	}
+	return ram, avail
+}
+
+// Warm starts reading c's SSD run past its RAM prefix with no owner (a
+// warm-up query), within the warm-up budget; it returns the RAM prefix and
+// the blocks whose reads started.
+func (l *Lookup) Warm(c Chain) (ram, warming int) {
+	hits, _, _ := l.Fetch(c, SkipTail, nil)
+	ram = c.First + len(hits)
+	if ram < c.End {
+		warming = l.t.Warm(c.NS, c.Hash, ram, c.End)
+	}
+	return ram, warming
+}
+
+// Index is the block index the lookups read (the caller pins the blocks
+// it holds there).
+func (l *Lookup) Index() *index.Index { return l.t.idx }
+
 // LookupBlocks counts the blocks Fetch looked up, per tier and result,
 // since start. RAM: the chain's resident prefix is a hit, the rest of the
 // chain a miss (every Fetch, whatever its Tail). SSD: only lookups that
