@@ -89,11 +89,8 @@ func (s *Server) frameLoop(cn *conn) {
 		cn.wmu.Lock()
 		cn.c.SetWriteDeadline(time.Now().Add(replyWriteTimeout))
 		if aerr != nil {
-			if ok, suppressed := refusals.Allow(time.Now()); ok {
-				log.Info("lifecycle request refused", slog.String("code", code.String()),
-					slog.String("field", aerr.field), slog.String("detail", aerr.msg),
-					slog.Int("suppressed_since_last", suppressed))
-			}
+			refusals.Log(log, slog.LevelInfo, "lifecycle request refused", slog.String("code", code.String()),
+				slog.String("field", aerr.field), slog.String("detail", aerr.msg))
 			err = lifecycle.WriteError(cn.c, s.cfg.Epoch, uint32(aerr.status), aerr.field, aerr.msg)
 		} else {
 			err = lifecycle.WriteFrame(cn.c, code.Reply(), s.cfg.Epoch, reply, cn.replyFiles)

@@ -42,7 +42,7 @@ func (r *refusalLog) warnAt(now time.Time, log *slog.Logger, field string, attrs
 		return
 	}
 	if suppressed > 0 {
-		attrs = append(attrs, slog.Int("suppressed_last_second", suppressed))
+		attrs = append(attrs, slog.Int(ratelog.SuppressedKey, suppressed))
 	}
 	log.Warn("bootstrap refused", append([]any{slog.String("field", field)}, attrs...)...)
 }

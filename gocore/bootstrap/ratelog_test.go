@@ -27,7 +27,7 @@ func TestAFloodOfRefusalsLogsABoundedNumberOfLinesPerField(t *testing.T) {
 	// A new window reports what was suppressed.
 	buf.Reset()
 	r.warnAt(now.Add(time.Second), log, "hello")
-	if !strings.Contains(buf.String(), "suppressed_last_second=980") {
+	if !strings.Contains(buf.String(), "suppressed=980") {
 		t.Errorf("next line does not report the 980 suppressed refusals: %s", buf.String())
 	}
 }

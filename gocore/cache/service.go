@@ -245,7 +245,6 @@ type sessState struct {
 	admitGen        uint64             // generation of the request held at TicketAdmission (0: none)
 	holds           []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
 	expiredRestores ticket.Tombs
-	refusals        session.RefusalLog
 	closing         bool
 	onDrained       func()
 }
@@ -430,7 +429,7 @@ func (s *Service) descriptor(st *sessState, m *abi.Message) ([]byte, *abi.DescEr
 
 // logRefused logs a refused cache request (rate-limited per session).
 func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
-	st.refusals.Warn(s.log, st.sess, "cache request refused", slog.String("command", abi.Command(m.Code).String()),
+	st.sess.WarnRefused(s.log, "cache request refused", slog.String("command", abi.Command(m.Code).String()),
 		slog.String("status", e.Status.String()), slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index),
 		slog.String("detail", e.Detail))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/limit"
-	"github.com/orbitkv/orbitkv/gocore/ratelog"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
@@ -377,7 +376,7 @@ func (d *Dispatcher) applyControl() (stop bool) {
 					Epoch: d.spec.Epoch, DescOffset: abi.SlotDescOffset,
 					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
 				}
-				s.Requests, s.InvalidLog = 0, ratelog.Limiter{Burst: 1, Every: invalidLogEvery}
+				s.Requests = 0
 				d.states[s.Index] = s
 				if d.svc != nil {
 					d.svc.Attach(s)

@@ -2,15 +2,10 @@ package channel
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/session"
 )
-
-// invalidLogEvery bounds invalid-request log lines to one per session per
-// interval; the rest are counted and reported with the next line.
-const invalidLogEvery = time.Second
 
 // handle validates one request and returns its response, or ok=false when
 // the response is deferred (a Publish answers once its copy completed).
@@ -40,16 +35,9 @@ func (d *Dispatcher) handle(st *session.Session, m *abi.Message) (resp abi.Messa
 }
 
 func (d *Dispatcher) logInvalid(st *session.Session, m *abi.Message, rerr *abi.RequestError) {
-	ok, suppressed := st.InvalidLog.Allow(time.Now())
-	if !ok {
-		return
-	}
-	d.log.Warn("channel request refused",
-		slog.Uint64("slot", uint64(st.Index)),
-		slog.Int("pid", int(st.Peer.PID)),
+	st.WarnRefused(d.log, "channel request refused",
 		slog.String("field", rerr.Field.String()),
 		slog.String("status", rerr.Status.String()),
 		slog.String("detail", rerr.Detail),
-		slog.String("command", abi.Command(m.Code).String()),
-		slog.Int("suppressed_since_last", suppressed))
+		slog.String("command", abi.Command(m.Code).String()))
 }

@@ -42,14 +42,7 @@ func newRateLog(log *slog.Logger, msg string) *rateLog {
 }
 
 func (r *rateLog) warn(attrs ...any) {
-	ok, suppressed := r.limit.Allow(time.Now())
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		attrs = append(attrs, slog.Int("suppressed_last_second", suppressed))
-	}
-	r.log.Warn(r.msg, attrs...)
+	r.limit.Log(r.log, slog.LevelWarn, r.msg, attrs...)
 }
 
 // connLimiter is the operator socket's listener: it reads each accepted

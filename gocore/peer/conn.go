@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -133,7 +132,5 @@ const refusalLogsPerSecond = 5
 // refused counts and logs a refused handshake.
 func (s *Server) refused(addr string, err error) {
 	s.st.refusedHandshakes.Add(1)
-	if ok, quiet := s.refusals.Allow(time.Now()); ok {
-		s.log.Warn("peer refused", slog.String("addr", addr), slog.Any("err", err), slog.Int("unlogged_before", quiet))
-	}
+	s.refusals.Log(s.log, slog.LevelWarn, "peer refused", slog.String("addr", addr), slog.Any("err", err))
 }

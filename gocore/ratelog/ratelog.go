@@ -1,6 +1,8 @@
 package ratelog
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -38,6 +40,24 @@ func (l *Limiter) Allow(now time.Time) (ok bool, suppressed int) {
 	l.admitted++
 	suppressed, l.suppressed = l.suppressed, 0
 	return true, suppressed
+}
+
+// SuppressedKey is the attribute Log adds: the lines refused since the
+// last one logged.
+const SuppressedKey = "suppressed"
+
+// Log logs msg with attrs at level unless Allow refuses it now; when lines
+// were refused since the last one logged it adds their count under
+// SuppressedKey.
+func (l *Limiter) Log(log *slog.Logger, level slog.Level, msg string, attrs ...any) {
+	ok, suppressed := l.Allow(time.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int(SuppressedKey, suppressed))
+	}
+	log.Log(context.Background(), level, msg, attrs...)
 }
 
 func (l *Limiter) every() time.Duration {

@@ -1,6 +1,9 @@
 package ratelog
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,5 +93,27 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 	now := time.Now()
 	if n := testing.AllocsPerRun(100, func() { l.Allow(now) }); n != 0 {
 		t.Fatalf("Allow allocates %v times a call, want 0", n)
+	}
+}
+
+func TestLogCountsTheLinesItRefusedInTheNextOne(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var l Limiter // one line a second
+	for i := 0; i < 5; i++ {
+		l.Log(log, slog.LevelWarn, "refused", slog.Int("i", i))
+	}
+	if got := strings.Count(buf.String(), "msg=refused"); got != 1 {
+		t.Fatalf("%d lines logged within one second, want 1:\n%s", got, buf.String())
+	}
+	if strings.Contains(buf.String(), SuppressedKey) {
+		t.Fatalf("the first line names suppressed lines: %s", buf.String())
+	}
+	l.mu.Lock()
+	l.start = l.start.Add(-2 * time.Second) // the window ended
+	l.mu.Unlock()
+	l.Log(log, slog.LevelWarn, "refused", slog.Int("i", 5))
+	if !strings.Contains(buf.String(), "i=5 suppressed=4") {
+		t.Fatalf("the line after the window does not count the 4 refused:\n%s", buf.String())
 	}
 }

@@ -145,15 +145,17 @@ type Session struct {
 	lastGen atomic.Uint64 // highest accepted request generation, published by the dispatcher at Detach
 
 	// The channel's part, touched by the dispatcher goroutine only, from
-	// its Attach (which sets Limits and zeroes the rest) to its Detach:
+	// its Attach (which sets Limits and zeroes Requests) to its Detach:
 	// the limits requests are validated against (Limits.LastGen advances
-	// with each accepted request), the requests handled, and the bound on
-	// invalid-request log lines. The cache keeps its operations of the
-	// session (restores, copies, tickets) in its own record, keyed by
-	// Index and dropped at Detach.
-	Limits     abi.RequestLimits
-	Requests   uint64
-	InvalidLog ratelog.Limiter
+	// with each accepted request) and the requests handled. The cache
+	// keeps its operations of the session (restores, copies, tickets) in
+	// its own record, keyed by Index and dropped at Detach.
+	Limits   abi.RequestLimits
+	Requests uint64
+	// Refusals bounds the session's refused-request log lines, the
+	// channel's and the cache's together, to one a second (the zero
+	// Limiter), so a hostile or broken client cannot flood the log.
+	Refusals ratelog.Limiter
 
 	mu         sync.Mutex
 	registered bool
