@@ -149,3 +149,25 @@ func (s *Service) abortPublish(o *op) {
 	}
 	o.blocks = nil
 }
+
+// SSD reads and peer fetches held for an untracked query's session
+// (sessState is the query's tier.Reader).
+
+// ReadDone holds a block prefetched for st's untracked query until its next
+// query, so another session's prefetch or publish cannot evict the run
+// before it is leased; a closed session's reads hold nothing.
+func (st *sessState) ReadDone(blk *index.Block) {
+	if blk != nil && st.svc.live(st) {
+		st.svc.idx.Pin(blk)
+		st.holds = append(st.holds, blk)
+	}
+}
+
+// releaseHolds unpins the blocks prefetched for st's earlier query.
+func (s *Service) releaseHolds(st *sessState) {
+	for _, blk := range st.holds {
+		s.idx.Unpin(blk)
+	}
+	clear(st.holds) // a stale block pointer would keep its slab alive (index.Index.newBlock)
+	st.holds = st.holds[:0]
+}

@@ -4,31 +4,10 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
-	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
-// The cache's side of tickets (ticketHost, the ticket.Host) and of SSD
-// reads held for an untracked query's session (tier.Reader).
-
-// ReadDone holds a block prefetched for st's untracked query until its next
-// query, so another session's prefetch or publish cannot evict the run
-// before it is leased; a closed session's reads hold nothing.
-func (st *sessState) ReadDone(blk *index.Block) {
-	if blk != nil && st.svc.live(st) {
-		st.svc.idx.Pin(blk)
-		st.holds = append(st.holds, blk)
-	}
-}
-
-// releaseHolds unpins the blocks prefetched for st's earlier query.
-func (s *Service) releaseHolds(st *sessState) {
-	for _, blk := range st.holds {
-		s.idx.Unpin(blk)
-	}
-	clear(st.holds) // a stale block pointer would keep its slab alive (index.Index.newBlock)
-	st.holds = st.holds[:0]
-}
+// The cache's side of tickets (ticketHost, the ticket.Host).
 
 // ticketHost is the cache as tickets see it (ticket.Host): operation
 // permits, expiry, and the sessions' wake-ups and teardown. Dispatcher

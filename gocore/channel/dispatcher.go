@@ -145,7 +145,7 @@ type Dispatcher struct {
 
 	requests atomic.Uint64      // requests handled, for Health and metrics
 	invalid  atomic.Uint64      // requests refused
-	states   []*session.Session // attached sessions by slot; nil: none
+	attached []*session.Session // attached sessions by slot; nil: none
 	done     chan struct{}
 	svc      Handler // nil: cache commands answer Unsupported
 	svcOpen  bool    // svc not yet closed
@@ -199,8 +199,8 @@ func New(spec Spec) (*Dispatcher, error) {
 	}
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
-		states: make([]*session.Session, spec.MaxSessions),
-		done:   make(chan struct{}),
+		attached: make([]*session.Session, spec.MaxSessions),
+		done:     make(chan struct{}),
 	}, nil
 }
 
@@ -301,7 +301,7 @@ func (d *Dispatcher) Run() {
 	// waiting, OKV_ETIMEDOUT): a late answer must not overwrite the newer
 	// request's response in the line.
 	post := func(slot uint32, m abi.Message) {
-		if st := d.states[slot]; st == nil || m.Generation != st.Limits.LastGen+1 {
+		if sess := d.attached[slot]; sess == nil || m.Generation != sess.Limits.LastGen+1 {
 			return
 		}
 		replies[nrep] = native.Reply{Slot: slot, Msg: m}
@@ -325,15 +325,15 @@ func (d *Dispatcher) Run() {
 				}
 				continue
 			}
-			st := d.states[e.Slot]
-			if st == nil {
+			sess := d.attached[e.Slot]
+			if sess == nil {
 				continue // detached between ring and step
 			}
-			if m, ok := d.handle(st, &e.Msg); ok {
+			if m, ok := d.handle(sess, &e.Msg); ok {
 				replies[nrep] = native.Reply{Slot: e.Slot, Msg: m}
 				nrep++
 			}
-			st.Requests++
+			sess.Requests++
 			handled++
 		}
 		d.requests.Add(handled)
@@ -377,7 +377,7 @@ func (d *Dispatcher) applyControl() (stop bool) {
 					DescCapacity: s.DescCapacity(), LastGen: s.InitialGeneration - 1,
 				}
 				s.Requests = 0
-				d.states[s.Index] = s
+				d.attached[s.Index] = s
 				if d.svc != nil {
 					d.svc.Attach(s)
 				}
@@ -387,12 +387,12 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			op.fn()
 			op.done <- nil
 		case op.stats != nil:
-			st := d.states[op.stats.Index]
-			if st != op.stats {
+			sess := d.attached[op.stats.Index]
+			if sess != op.stats {
 				op.done <- ErrNotAttached
 				continue
 			}
-			op.statsOut.Requests = st.Requests
+			op.statsOut.Requests = sess.Requests
 			if d.svc != nil {
 				u, ok := d.svc.Usage(op.stats)
 				if !ok {
@@ -404,13 +404,13 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			op.done <- nil
 		case op.detach != nil:
 			s := op.detach
-			if d.states[s.Index] != s {
+			if d.attached[s.Index] != s {
 				op.done <- nil
 				continue
 			}
 			s.SetLastGeneration(s.Limits.LastGen)
 			d.srv.Detach(s.Index)
-			d.states[s.Index] = nil
+			d.attached[s.Index] = nil
 			if d.svc == nil {
 				op.done <- nil
 				continue
