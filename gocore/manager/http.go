@@ -59,6 +59,22 @@ func (h *health) reply() *lifecyclepb.HealthReply {
 	return r
 }
 
+// Bounds of the HTTP port, which any local process can reach: together
+// they cap the Manager's descriptors it can hold, so a flood of idle
+// keep-alive connections cannot leave none for engines' bootstrap.
+const (
+	// MaxHTTPConns bounds the connections served at once; later ones
+	// wait in the kernel's accept queue, holding no descriptor of the
+	// Manager's, until one closes.
+	MaxHTTPConns = 32
+	// HTTPIdleTimeout closes a keep-alive connection idle this long;
+	// HTTPReadHeaderTimeout one whose request headers take longer.
+	HTTPIdleTimeout       = 30 * time.Second
+	HTTPReadHeaderTimeout = 5 * time.Second
+	// HTTPMaxHeaderBytes bounds a request's headers.
+	HTTPMaxHeaderBytes = 16 << 10
+)
+
 // httpServer serves /health, /metrics and /debug/pprof on a loopback port.
 type httpServer struct {
 	srv  *http.Server

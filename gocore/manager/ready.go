@@ -11,6 +11,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/dustin/go-humanize"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -138,9 +139,10 @@ func serveEarly(ln net.Listener, r *readiness, log *slog.Logger) (*httpServer, *
 	})
 	sw := &swapHandler{}
 	sw.store(mux)
-	s := &httpServer{srv: &http.Server{Handler: sw, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
+	s := &httpServer{srv: &http.Server{Handler: sw, ReadHeaderTimeout: HTTPReadHeaderTimeout, IdleTimeout: HTTPIdleTimeout,
+		MaxHeaderBytes: HTTPMaxHeaderBytes}, addr: ln.Addr().String()}
 	go func() {
-		if err := s.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		if err := s.srv.Serve(netutil.LimitListener(ln, MaxHTTPConns)); err != nil && err != http.ErrServerClosed {
 			log.Error("http server stopped", slog.Any("err", err))
 		}
 	}()

@@ -1,0 +1,49 @@
+package manager
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Idle keep-alive connections to the HTTP port cannot take the Manager's
+// file descriptors: at most MaxHTTPConns are served at once, the rest wait
+// in the kernel's accept queue (no descriptor of the Manager's), and a
+// connection idle past HTTPIdleTimeout is closed.
+func TestHTTPConnectionsAreBounded(t *testing.T) {
+	m, err := New(testSpec(t, "127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	addr := m.http.addr
+	const extra = 16
+	served := 0
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < MaxHTTPConns+extra; i++ {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			resp.Body.Close()
+			served++
+		}
+	}
+	if served != MaxHTTPConns {
+		t.Fatalf("%d keep-alive connections served at once, want MaxHTTPConns (%d)", served, MaxHTTPConns)
+	}
+}
