@@ -20,12 +20,14 @@ var ErrInUse = errors.New("socket path is served by a live process")
 // ErrNotSocket means the path exists and is not a socket; it is never deleted.
 var ErrNotSocket = errors.New("path exists and is not a socket; refusing to delete it")
 
-// ErrUnsafeDir means the socket's directory, or one above it, lets another
-// user replace the socket: it is owned by a uid other than root and the
-// Manager's, or group- or world-writable without the sticky bit. In such a
-// directory another user can rename the live socket away and bind their
-// own in its place, and receive the engines' KV buffers.
-var ErrUnsafeDir = errors.New("another user could replace the socket in this directory")
+// ErrUnsafeDir means a directory the Manager keeps files in (the socket's,
+// the SSD tier's), or one above it, lets another user replace them: it is
+// owned by a uid other than root and the Manager's, or group- or
+// world-writable without the sticky bit. In such a directory another user
+// can rename the live socket away and bind their own in its place (and
+// receive the engines' KV buffers), or put their own files in the SSD
+// tier's place.
+var ErrUnsafeDir = errors.New("another user could replace files in this directory")
 
 // ErrNotOurs means the path, after bind(2), is not a socket of the
 // Manager's uid with the mode Listen set: something swapped it meanwhile.
@@ -149,21 +151,31 @@ func reclaim(path string) error {
 	return nil
 }
 
-// checkDir applies the directory rule of ErrUnsafeDir to the socket's
-// directory and every directory above it (the rule ssh's StrictModes applies
-// to key files): each must be owned by root or uid, and if group or others
-// may write it, it must be sticky (as /tmp is), so nobody but its owner can
-// rename or remove what uid created in it. The path is walked one component
-// at a time, following symbolic links by hand: every link met must be owned
-// by root or uid too, since the owner of a link in a sticky directory can
-// still point it elsewhere. A 0700 directory of the Manager's user is the
-// safe choice (docs/channel.md, "The bootstrap socket").
+// checkDir applies CheckDirTree to the socket's directory.
 func checkDir(path string, uid uint32) error {
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("socket directory of %s: %w", path, err)
 	}
-	if err := checkOneDir("/", uid); err != nil {
+	return CheckDirTree(dir, uid, "socket directory", "--bootstrap-socket")
+}
+
+// CheckDirTree applies the directory rule of ErrUnsafeDir to dir and every
+// directory above it (the rule ssh's StrictModes applies to key files):
+// each must be owned by root or uid, and if group or others may write it,
+// it must be sticky (as /tmp is), so nobody but its owner can rename or
+// remove what uid created in it. The path is walked one component at a
+// time, following symbolic links by hand: every link met must be owned by
+// root or uid too, since the owner of a link in a sticky directory can
+// still point it elsewhere. what names the directory in errors ("socket
+// directory"), flag the setting that chooses it ("--bootstrap-socket").
+// A 0700 directory of uid is the safe choice.
+func CheckDirTree(dir string, uid uint32, what, flag string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, dir, err)
+	}
+	if err := checkOneDir("/", uid, what, flag); err != nil {
 		return err
 	}
 	const maxLinks = 40 // as the kernel's path walk (MAXSYMLINKS)
@@ -182,18 +194,18 @@ func checkDir(path string, uid uint32) error {
 		next := filepath.Join(cur, c)
 		fi, err := os.Lstat(next)
 		if err != nil {
-			return fmt.Errorf("socket directory %s: %w", next, err)
+			return fmt.Errorf("%s %s: %w", what, next, err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			if o := owner(fi); o != 0 && o != uid {
-				return fmt.Errorf("%w: %s is a symbolic link owned by uid %d, not by root or the Manager's uid %d, who can point it elsewhere; use a 0700 directory of uid %d (--bootstrap-socket)", ErrUnsafeDir, next, o, uid, uid)
+				return fmt.Errorf("%w: %s is a symbolic link owned by uid %d, not by root or the Manager's uid %d, who can point it elsewhere; use a 0700 directory of uid %d (%s)", ErrUnsafeDir, next, o, uid, uid, flag)
 			}
 			if links++; links > maxLinks {
-				return fmt.Errorf("socket directory %s: more than %d symbolic links", dir, maxLinks)
+				return fmt.Errorf("%s %s: more than %d symbolic links", what, dir, maxLinks)
 			}
 			target, err := os.Readlink(next)
 			if err != nil {
-				return fmt.Errorf("socket directory %s: %w", next, err)
+				return fmt.Errorf("%s %s: %w", what, next, err)
 			}
 			if filepath.IsAbs(target) {
 				cur = "/"
@@ -202,9 +214,9 @@ func checkDir(path string, uid uint32) error {
 			continue
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("socket directory %s is not a directory", next)
+			return fmt.Errorf("%s %s is not a directory", what, next)
 		}
-		if err := checkOneDir(next, uid); err != nil {
+		if err := checkOneDir(next, uid, what, flag); err != nil {
 			return err
 		}
 		cur = next
@@ -214,16 +226,16 @@ func checkDir(path string, uid uint32) error {
 
 // checkOneDir applies the ownership and sticky rule to directory d (not a
 // symbolic link).
-func checkOneDir(d string, uid uint32) error {
+func checkOneDir(d string, uid uint32, what, flag string) error {
 	fi, err := os.Lstat(d)
 	if err != nil {
-		return fmt.Errorf("socket directory %s: %w", d, err)
+		return fmt.Errorf("%s %s: %w", what, d, err)
 	}
 	switch o := owner(fi); {
 	case o != 0 && o != uid:
-		return fmt.Errorf("%w: %s is owned by uid %d, not by root or the Manager's uid %d; put the socket in a 0700 directory of uid %d (--bootstrap-socket)", ErrUnsafeDir, d, o, uid, uid)
+		return fmt.Errorf("%w: %s is owned by uid %d, not by root or the Manager's uid %d; use a 0700 directory of uid %d (%s)", ErrUnsafeDir, d, o, uid, uid, flag)
 	case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
-		return fmt.Errorf("%w: %s has mode %v, writable by group or others without the sticky bit; use a 0700 directory (--bootstrap-socket) or chmod +t it", ErrUnsafeDir, d, fi.Mode().Perm())
+		return fmt.Errorf("%w: %s has mode %v, writable by group or others without the sticky bit; use a 0700 directory (%s) or chmod +t it", ErrUnsafeDir, d, fi.Mode().Perm(), flag)
 	}
 	return nil
 }

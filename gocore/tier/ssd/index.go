@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
@@ -74,9 +75,13 @@ func (l *indexLog) rewrite(recs []layout.Record) error {
 // fsync of the directory) and returns path opened for appending.
 func writeFileSync(path string, b []byte) (*os.File, error) {
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	if err := checkOwnFile(f); err != nil {
+		f.Close()
+		return nil, err
 	}
 	if _, err = f.Write(b); err == nil {
 		err = f.Sync()

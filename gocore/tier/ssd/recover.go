@@ -22,7 +22,7 @@ func (s *Store) recover() error {
 	if err := os.Remove(s.idx.path + tmpSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ssd tier: removing %s: %w", s.idx.path+tmpSuffix, err)
 	}
-	b, err := os.ReadFile(s.idx.path)
+	b, err := readOwnFile(s.idx.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ssd tier: reading %s: %w", s.idx.path, err)
 	}
@@ -35,7 +35,7 @@ func (s *Store) recover() error {
 			return fmt.Errorf("ssd tier: creating the index: %w", err)
 		}
 	} else {
-		f, err := os.OpenFile(s.idx.path, os.O_RDWR, 0)
+		f, err := openOwnFile(s.idx.path, os.O_RDWR)
 		if err != nil {
 			return fmt.Errorf("ssd tier: opening %s: %w", s.idx.path, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 )
 
 // Filesystem types (statfs f_type, linux/magic.h) that keep their files in
@@ -63,6 +64,11 @@ func CheckPlace(s Spec) error {
 	}
 	if !fi.IsDir() {
 		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("%s is not a directory", at)}
+	}
+	// The tier's files hold every demoted block's bytes and hashes: no
+	// other user may replace them or the directories above them.
+	if err := unixsock.CheckDirTree(at, uint32(os.Geteuid()), "ssd directory", "--ssd-dir"); err != nil {
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
 	}
 	// The directory (or, when it is to be made, its nearest parent) must
 	// take new files from this process: else the data file's creation

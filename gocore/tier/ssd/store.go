@@ -136,7 +136,7 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 // file.
 func (s *Store) openData() error {
 	s.dataPath = filepath.Join(s.spec.Dir, dataName)
-	fd, err := unix.Open(s.dataPath, unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Open(s.dataPath, unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("%w: opening %s: %v", ErrNoDirectIO, s.dataPath, err)
 	}
@@ -144,6 +144,10 @@ func (s *Store) openData() error {
 		return fmt.Errorf("ssd tier: opening %s: %w", s.dataPath, err)
 	}
 	s.data, s.dataFd = os.NewFile(uintptr(fd), s.dataPath), fd
+	if err := checkOwnFile(s.data); err != nil {
+		s.data.Close()
+		return err
+	}
 	if err := s.sizeData(); err != nil {
 		s.data.Close()
 		return err
