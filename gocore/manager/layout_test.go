@@ -139,7 +139,7 @@ var allowed = map[string][]string{
 	"gocore/ticket":             {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
 	"gocore/tier":               {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/tier/ram":           {"gocore/limit", "hugepages"},
-	"gocore/tier/ssd":           {"gocore/limit", "gocore/tier/ssd/layout"},
+	"gocore/tier/ssd":           {"gocore/limit", "gocore/tier/ssd/layout", "gocore/unixsock"},
 	"gocore/trace":              {},
 	"gocore/transfer":           {"gocore/admission", "gocore/failpoint", "gocore/limit"},
 	"hugepages":                 {},
