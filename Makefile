@@ -76,9 +76,8 @@ BENCH_SUITES := channel replay copy query policy ssd transfer wake
 # `make demo` runs this target: the trace replay, the main job.
 DEMO_TARGET := demo-replay
 
-# Stages of `make test`, in order. An `e2e` target, once some Makefile part
-# defines it, runs last (see the test recipe).
-TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated
+# Stages of `make test`, in order (ci/test-stages.sh runs them).
+TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated e2e
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
 ENGINE_STAGES := e2e-vllm e2e-sglang test-bench-serve
@@ -128,12 +127,11 @@ gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 M
 # ---- tests ------------------------------------------------------------------
 
 test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates, the serving benchmark's tests
-	@MAKE="$(MAKE)" ci/test-stages.sh $(TEST_STAGES) $$($(MAKE) -n e2e >/dev/null 2>&1 && echo e2e) $(ENGINE_STAGES)
+	@MAKE="$(MAKE)" ci/test-stages.sh $(TEST_STAGES) $(ENGINE_STAGES)
 
 lint: deps-build ## go vet and gofmt (gofmt -l must print nothing)
 	$(GO) vet ./...
-	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path './$(BUILD)/*' | xargs -r gofmt -l); \
-	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
+	@BUILD=$(BUILD) ci/gofmt-check.sh
 
 test-go: deps-build ## Go tests with the race detector (test/integration once more over iceoryx2 where it is built)
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)
@@ -235,8 +233,8 @@ test-asan: deps-build ## C tests under AddressSanitizer + UndefinedBehaviorSanit
 	$(call cmake_build,$(ASAN_DIR),,-DORBITKV_SANITIZE=ON)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(ASAN_DIR) --output-on-failure -E '^test_iox2$$'
-	# test_iox2 under ASan hangs about once in 70 runs (2026-12-02, 2-vCPU
-	# VM): the parent blocks in recvfrom inside iceoryx2 0.10's
+	# test_iox2 under ASan hangs about once in 70 runs on a 2-vCPU VM:
+	# the parent blocks in recvfrom inside iceoryx2 0.10's
 	# Listener::timed_wait well past the 5 s it asked for, while its echo
 	# child waits too. Not understood; a hung run is cut at 60 s and retried
 	# at most twice more, and each try's output is printed.
@@ -268,8 +266,8 @@ fuzz: fuzz-build ## Long fuzz runs: each target for FUZZTIME (60s); libFuzzer co
 # without it when they are stale.
 MAN_PKGS := ./cmd/orbitkv-manager ./cmd/orbitkvctl
 
-man: deps-build ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
-	@for pkg in $(MAN_PKGS); do $(GO) test -count=1 -run '^TestManPagesAreCurrent$$' $$pkg -update; done
+man: deps-build iox2 ## Regenerate the man pages in docs/man/ from the commands' flags and help (cobra/doc)
+	@GO="$(GO)" ci/man.sh $(MAN_PKGS)
 
 check-generated: deps-build ## Regenerate protobuf code, the BPF probes (clang) and man pages and fail if they differ from what is committed
 	@MAKE="$(MAKE)" ci/check-generated.sh
@@ -277,7 +275,7 @@ check-generated: deps-build ## Regenerate protobuf code, the BPF probes (clang) 
 # ---- running ----------------------------------------------------------------
 
 bench: all ## Run the benchmark suites of bin/orbitkv-bench (see bench/README.md)
-	@for suite in $(BENCH_SUITES); do echo "==> orbitkv-bench $$suite"; bin/orbitkv-bench $$suite; done
+	@ci/bench.sh $(BENCH_SUITES)
 
 demo: $(DEMO_TARGET) ## Run the main job on embedded defaults: replay the Mooncake conversation trace
 

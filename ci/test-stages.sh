@@ -5,7 +5,9 @@
 #
 # Usage: ci/test-stages.sh STAGE...
 # Environment: MAKE (the make to run the stages with; default make).
-set -uo pipefail
+# -e is safe: each stage runs as an if condition, so its failure is recorded,
+# not fatal.
+set -euo pipefail
 make=${MAKE:-make}
 failed=""
 total=$(date +%s)

@@ -41,6 +41,10 @@
 #
 # Output: OUTDIR (default ./gpu-check-out) holds each step's log and
 # summary.txt; exit status 0 only when every step passed.
+#
+# No -e: each step's failure is expected and recorded (its status is read
+# from $? on the next line, a killed Manager's from wait), and the script
+# goes on to the next step.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$PWD/gpu-check-out}

@@ -5,14 +5,22 @@
 //	orbitkv-bench replay    the main job: a Mooncake trace replayed by N client
 //	                        processes (query, restore + verify, publish, release)
 //	orbitkv-bench copy      Publish and Restore throughput beside memcpy
+//	orbitkv-bench ssd       the SSD tier's Store.Read GB/s beside a plain
+//	                        O_DIRECT sequential read of the same file
+//	orbitkv-bench query     QueryBundle of 1 to 10,000 hashes among 1M resident
+//	                        blocks and a pending ticket's Poll, beside Ping
+//	orbitkv-bench discover  discovery from the shared-memory index beside the
+//	                        QueryBundle round trip; Manager CPU under 4 clients
+//	orbitkv-bench policy    eviction policies beside LRU and the offline
+//	                        optimum on a trace, simulated at 5-50% capacity
 //	orbitkv-bench transfer  the transfer engine between Managers beside a
 //	                        plain TCP stream and one slice in flight
 //	orbitkv-bench channel   round-trip latency of Ping through liborbitkv
 //	                        beside raw shm spin, futex, UDS and gRPC baselines
-//	orbitkv-bench peers     OrbitKV beside LMCache's multiprocess server: lookup
-//	                        round trips, store and retrieve GB/s, ratios
 //	orbitkv-bench wake      what a thread pays right after a sleep: two clock
 //	                        reads, a Go call, a cgo call, N dependent lines, cold vs warm
+//	orbitkv-bench peers     OrbitKV beside LMCache's multiprocess server: lookup
+//	                        round trips, store and retrieve GB/s, ratios
 //	orbitkv-bench compare   two --json reports of one suite, figure by figure
 //
 // `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's

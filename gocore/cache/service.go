@@ -119,7 +119,7 @@ type Service struct {
 	comps   []copier.Completion
 	hits    []*index.Block
 
-	// Transfer pins (source.go): blocks pinned for peers, by pin id.
+	// Transfer pins (transferpins.go): blocks pinned for peers, by pin id.
 	transferPins map[uint64][]*index.Block
 	nextPin      uint64
 	pinnedBlocks int // blocks over all transfer pins

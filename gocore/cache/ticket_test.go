@@ -367,7 +367,9 @@ func TestABudgetWaiterWhoseBlocksWereDemotedResolvesAfterItsReads(t *testing.T) 
 
 // A preparation that settled Unadmitted (its lease exceeds the budget) is
 // not preparing: Claim delivers the Unadmitted and retires it rather than
-// answering Loading until expiry (review finding).
+// answering Loading until expiry. The test prepares four SSD blocks under
+// a one-block budget and checks that the Claim answers Unadmitted and
+// leaves no ticket live.
 func TestClaimOfAPreparationSettledUnadmittedDeliversIt(t *testing.T) {
 	r, _ := ssdRigClock(t, Spec{LeaseBudget: tLayers * tPageBytes})
 	b, _ := r.open()
@@ -387,7 +389,9 @@ func TestClaimOfAPreparationSettledUnadmittedDeliversIt(t *testing.T) {
 }
 
 // An expiry found by a Poll frees what the ticket reserved, and budget
-// waiters are admitted at once, not at the next sweep (review finding).
+// waiters are admitted at once, not at the next sweep: with a one-block
+// budget held by an expired preparation, the waiting ticket's Poll right
+// after the preparation's Timeout answers Ok.
 func TestExpiryFoundByAPollAdmitsBudgetWaiters(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, LeaseBudget: tLayers * tPageBytes, Clock: clock.Now})

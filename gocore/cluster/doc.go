@@ -1,5 +1,5 @@
 // Package cluster is this Manager's part in a cluster of Managers
-// (docs/design.md §8, docs/cache.md "Peer tier"): the catalog on etcd
+// (docs/design.md §4.1 and §7, docs/cache.md "Peer tier"): the catalog on etcd
 // that advertises which blocks each node holds (gocore/catalog), peer
 // control that authorises and pins a transfer (gocore/peer, mutual TLS
 // under the cluster CA), and the transfer engine that moves the bytes

@@ -6,11 +6,15 @@
 // It owns each table's memfd, the Manager's writable mapping of it, the
 // seals and the writer side of the per-bucket seqlock; the byte layout and
 // the reader are native/include/orbitkv/discover.h's (the single source of
-// truth; header and bucket offsets are mirrored below and checked by
-// layout_test.go against a table read back through liborbitkv in
-// test/integration). The Registry is fed by the block index (an
-// index.Observer: Sealed and Removed, on the dispatcher goroutine) and
-// answers the bootstrap server's MapDiscovery frames (Open).
+// truth; header and bucket offsets are mirrored below). The offsets are
+// checked three ways: discover.h's _Static_asserts (sizes and field
+// offsets, in C), the compile-time size checks of the Go mirrors in
+// table.go, and gocore/internal/native's discover_e2e_test.go, where
+// liborbitkv's okv_discover_local reads the tables a real Manager wrote
+// (hashes, counts, the retired flag) and must find what was published.
+// The Registry is fed by the block index (an index.Observer: Sealed and
+// Removed, on the dispatcher goroutine) and answers the bootstrap
+// server's MapDiscovery frames (Open).
 //
 // # Layout
 //

@@ -67,8 +67,8 @@ func simDeferred(n *Node) (int32, *uint8, *bool) {
 // one client against a cache of capacityBlocks blocks that evicts with the
 // policy named policyName, and returns the blocks that hit and all blocks.
 // The policy sees exactly the Manager's events (gocore/cache, ops.go) for
-// the replay's client (cmd/orbitkv-bench, replay_worker.go), so that a live
-// replay at the same capacity agrees with it:
+// the replay's client (cmd/orbitkv-bench/internal/replay/worker.go), so
+// that a live replay at the same capacity agrees with it:
 //
 //  1. query: walk the ids while resident; these are the hit prefix (counted
 //     as hits), each pinned (the lease; the policy is shown the access

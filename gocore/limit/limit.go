@@ -1,10 +1,3 @@
-// Package limit holds the errors every Spec's Validate (and the start of
-// what a Spec describes) returns for one field: a value outside its limit
-// (Error), or a value the system refused at start (Refused: a busy port, a
-// socket directory another user can write). A front end that sets Spec
-// fields from its own settings (the Manager's flags, a config file) finds
-// them with Split and names its own setting instead of the Go field: the
-// limit itself is declared once, beside the Spec it bounds.
 package limit
 
 import (

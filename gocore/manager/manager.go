@@ -1,13 +1,3 @@
-// Package manager builds a whole Manager from one Spec: the session table
-// (gocore/session), the channel dispatcher (gocore/channel) serving the
-// cache service (gocore/cache: tiers, leases, tickets, copy engine), the
-// bootstrap server (gocore/bootstrap) and the operator's HTTP endpoints
-// (/health, /metrics, pprof). cmd/orbitkv-manager turns flags into a Spec
-// and calls Run; tests and harnesses use New, Serve and Close. Every limit
-// is declared once, beside the Spec it bounds, and Validate reports each
-// violation as a *limit.Error naming the field. Dependencies run one way:
-// the Manager wires the transport (channel) to its handler (cache); neither
-// knows the other's package.
 package manager
 
 import (

@@ -6,9 +6,10 @@ import (
 )
 
 // Advertiser hears which blocks this node holds as their producer, so
-// that peers may fetch them (gocore/catalog's Catalog is one). Both calls
-// run on the dispatcher goroutine and must not block (they queue); the
-// slice is the tier's, valid during the call only.
+// that peers may fetch them (cluster.Advertiser is one: it forwards them
+// to the catalog). Both calls run on the dispatcher goroutine and must
+// not block (they queue); the slice is the tier's, valid during the call
+// only.
 //
 // What is advertised: a block this node produced (published here, or read
 // back from this node's SSD tier) once it is sealed in RAM, and withdrawn

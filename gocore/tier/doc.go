@@ -31,8 +31,9 @@
 //   - Replicas and advertising (advertise.go): a block fetched from a peer
 //     is a replica, evicted before any block this node produced (the
 //     index's replica LRU goes first), never demoted to SSD and never
-//     advertised; own blocks are advertised to the Advertiser (the
-//     catalog) when sealed in RAM and withdrawn when they leave it.
+//     advertised; own blocks are advertised to the Advertiser
+//     (cluster.Advertiser, which forwards to the catalog) when sealed in
+//     RAM and withdrawn when they leave it.
 //
 // Threading: a Tiers is owned by the dispatcher goroutine; only Counters and
 // Outstanding are safe from others. Peer fetch goroutines touch only the

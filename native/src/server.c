@@ -144,8 +144,10 @@ void okvi_server_detach(struct okvi_server *s, uint32_t slot_index)
 		s->iox2[slot_index] = NULL;
 		/* A client killed by SIGKILL still holds the service in its dead
 		 * node's records, so the objects outlive the free: remove what
-		 * dead nodes left (iceoryx2 issues #601, #774). A scan of
-		 * iceoryx2's node directory, on detach only. */
+		 * dead nodes left (upstream:
+		 * https://github.com/eclipse-iceoryx/iceoryx2/issues/601 and
+		 * https://github.com/eclipse-iceoryx/iceoryx2/issues/774). A scan
+		 * of iceoryx2's node directory, on detach only. */
 		okv_iox2_cleanup_dead(s->iox2_node);
 		for (uint32_t i = 0; i < s->iox2_n; i++)
 			if (s->iox2_list[i] == slot_index) {

@@ -313,7 +313,7 @@ type RamTier struct {
 	Hugepages         bool                   `protobuf:"varint,6,opt,name=hugepages,proto3" json:"hugepages,omitempty"`
 	HugepagesFallback string                 `protobuf:"bytes,7,opt,name=hugepages_fallback,json=hugepagesFallback,proto3" json:"hugepages_fallback,omitempty"`
 	// Blocks looked up (queries and tickets) found in the RAM tier, and not
-	// found there (lease.LookupBlocks; orbitkv_lookup_blocks_total).
+	// found there (tier.LookupBlocks; orbitkv_lookup_blocks_total).
 	HitBlocks       uint64  `protobuf:"varint,8,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`
 	MissBlocks      uint64  `protobuf:"varint,9,opt,name=miss_blocks,json=missBlocks,proto3" json:"miss_blocks,omitempty"`
 	HitRatio        float64 `protobuf:"fixed64,10,opt,name=hit_ratio,json=hitRatio,proto3" json:"hit_ratio,omitempty"` // hit_blocks / (hit_blocks + miss_blocks); 0 before any lookup

@@ -19,7 +19,7 @@ import (
 
 var managerHTTP sync.Map // socket path → --http-addr ("" = none)
 
-// managerHealth is the JSON of GET /health (cmd/orbitkv-manager/http.go).
+// managerHealth is the JSON of GET /health (gocore/manager/http.go).
 type managerHealth struct {
 	Status        string `json:"status"`
 	Sessions      int    `json:"sessions"`

@@ -117,7 +117,7 @@ func (l *Hist) Stats() Stats {
 	return Stats{P50: l.Quantile(50), P99: l.Quantile(99), P999: l.Quantile(99.9), N: int(l.Count())}
 }
 
-// CDF returns the cumulative distribution (plot.go's cdfPoint), one point
+// CDF returns the cumulative distribution (CDFPoints, cdf.go), one point
 // per distinct recorded value (its highest equivalent value; a 0 ns sample
 // at 1 ns, the lowest value the histogram tells apart, so a log axis can
 // draw it), ascending; nil if empty. It is what a latency CDF plot draws.

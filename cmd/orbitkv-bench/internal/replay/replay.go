@@ -24,7 +24,7 @@ type replayConfig struct {
 	ramCapacity uint64 // --ram-capacity of a Manager the bench starts
 	socket      string // running Manager's bootstrap socket; "" = start one
 	limit       int    // replay the first limit requests; 0 = all
-	nodes       int    // --nodes: 0 = one Manager; N = the cluster comparison (replay_cluster.go)
+	nodes       int    // --nodes: 0 = one Manager; N = the cluster comparison (cluster.go)
 	etcdBin     string // --etcd-bin; "" = orbitkv-etcd next to this binary
 }
 
