@@ -24,7 +24,7 @@
 //	orbitkv-bench compare   two --json reports of one suite, figure by figure
 //
 // `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
-// flags. The hidden subcommands __peer (the other end of a baseline) and
+// flags; `orbitkv-bench --version` the build's version lines. The hidden subcommands __peer (the other end of a baseline) and
 // __replay-worker (one replay client) are started by the bench re-executing
 // itself (never fork() from Go).
 package main
@@ -47,6 +47,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/transfer"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/wake"
+	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 	"github.com/spf13/pflag"
 )
 
@@ -91,12 +92,19 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	name := args[0]
 	switch name {
-	case "help", "-h", "-help", "--help":
+	case "help", "-h", "--help":
 		if len(args) > 1 {
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)
 		}
 		usage(stdout)
 		return 0
+	case "--version", "version":
+		fmt.Fprint(stdout, buildinfo.Get().String("orbitkv-bench"))
+		return 0
+	}
+	if len(name) > 1 && name[0] == '-' {
+		fmt.Fprintf(stderr, "orbitkv-bench: unknown flag %s (the flags are --help and --version; a suite's flags follow its name)\n", name)
+		return 2
 	}
 	for _, c := range commands() {
 		if c.name != name {
@@ -133,4 +141,5 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "orbitkv-bench help SUITE prints a suite's flags; bench/README.md describes the suites.")
+	fmt.Fprintln(w, "orbitkv-bench --version prints the version, commit, build date and Go version.")
 }

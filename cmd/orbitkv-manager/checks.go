@@ -90,12 +90,14 @@ func (k *checks) err() error { return errors.Join(k.errs...) }
 // size parses the size setting name (value v); a value that does not
 // parse is recorded and reads 0.
 func (k *checks) size(name, v, examples string) uint64 {
-	n, err := parseSize(v)
+	n, err := limit.ParseSize(name, v)
+	var le *limit.Error
 	switch {
-	case errors.Is(err, errAmbiguous):
-		k.fail(name, strconv.Quote(v), err.Error()) // it says what to write
-	case err != nil:
-		k.fail(name, strconv.Quote(v), fmt.Sprintf("%v (examples: %s; %s)", err, examples, sizeHint))
+	case !errors.As(err, &le):
+	case errors.Is(err, limit.ErrAmbiguousUnit):
+		k.fail(name, strconv.Quote(v), le.Err.Error()) // it says what to write
+	default:
+		k.fail(name, strconv.Quote(v), fmt.Sprintf("%v (examples: %s; %s)", le.Err, examples, limit.SizeHint))
 	}
 	return n
 }

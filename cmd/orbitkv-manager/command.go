@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 const long = `orbitkv-manager: the OrbitKV node-local KV-cache Manager.
@@ -25,7 +26,7 @@ or ORBITKV_CONFIG names the file; a key the Manager does not know is an
 error that names its line.
 --print-config shows the effective settings and where each came from.
 
-Units: ` + sizeRule + `
+Units: ` + limit.SizeRule + `
 A duration has a unit: 50us, 5s, 1m. A count is a whole number.`
 
 const examples = `  orbitkv-manager                                    # socket /tmp/orbitkv-127.0.0.1-7470.sock

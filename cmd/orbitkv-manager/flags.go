@@ -1,13 +1,13 @@
 package main
 
 import (
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
@@ -15,7 +15,7 @@ import (
 
 // config holds the Manager's settings as flags, environment and config
 // file give them, before they become a manager.Spec. Sizes stay text here:
-// spec parses them (parseSize) so every size error is reported with the
+// spec parses them (limit.ParseSize) so every size error is reported with the
 // others.
 type config struct {
 	listen       string
@@ -94,7 +94,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")
-	fs.IntVar(&c.copyWorkers, "copy-workers", defaultCopyWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
+	fs.IntVar(&c.copyWorkers, "copy-workers", copier.DefaultWorkers(), "native copy threads for publish and restore (`count`, 1..64)")
 	fs.StringVar(&c.copyBackend, "copy-backend", "host", "what moves publish and restore bytes: host (memcpy on the copy threads), cuda (the CUDA driver, dlopened from $ORBITKV_LIBCUDA or libcuda.so.1; the Manager does not start without a device; the RAM tier is page-locked) or auto (cuda when the driver loads and has a device, else host)")
 	fs.StringVar(&c.eviction, "eviction", evict.Default, "RAM tier eviction `policy`: "+strings.Join(evict.Names(), ", ")+" (orbitkv-bench policy compares them)")
 	fs.StringVar(&c.ssdDir, "ssd-dir", "", "`directory` of the SSD tier on a filesystem that takes O_DIRECT (empty: no SSD tier); its blocks survive a restart")
@@ -125,10 +125,6 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version, commit, build date and Go version, then exit")
 }
-
-// defaultCopyWorkers is one copy thread per CPU beyond the dispatcher's,
-// at least 2 (so one large job is split across two threads) and at most 4.
-func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
 
 // envName is the environment variable of config key name:
 // ram-capacity → ORBITKV_RAM_CAPACITY.

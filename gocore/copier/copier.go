@@ -2,6 +2,7 @@ package copier
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -27,6 +28,12 @@ const MaxSegments = native.MaxCopySegments
 
 // MaxWorkers bounds New's worker count.
 const MaxWorkers = 64
+
+// DefaultWorkers is the worker count of an engine whose user sets none
+// (the Manager's --copy-workers default): one copy thread per CPU beyond
+// the dispatcher's, at least 2 (so one large job is split across two
+// threads) and at most 4.
+func DefaultWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
 
 // New starts an engine of workers threads (1..MaxWorkers) whose finished
 // jobs ring p's control slot; p must outlive it.

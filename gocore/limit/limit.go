@@ -21,16 +21,33 @@ type Error struct {
 	// default, "1m"); a front end whose setting spells the default out
 	// leaves it unsaid.
 	Zero string
+	// Err, when set, is why the value was refused before any limit
+	// applied: it does not parse (ParseSize's "not a size", an
+	// ErrAmbiguousUnit). Want is then the accepted forms, or "" when Err
+	// says what to write.
+	Err error
 }
 
-// Error reads "Field Value: want Want (0: Zero)"; a string Value is quoted.
+// Error reads "Field Value: want Want (0: Zero)"; with Err, "Field Value:
+// Err (want Want)", or "Field Value: Err" when Want is "". A string Value
+// is quoted.
 func (e *Error) Error() string {
+	if e.Err != nil {
+		s := fmt.Sprintf("%s %s: %v", e.Field, Format(e.Value), e.Err)
+		if e.Want != "" {
+			s += " (want " + e.Want + ")"
+		}
+		return s
+	}
 	s := fmt.Sprintf("%s %s: want %s", e.Field, Format(e.Value), e.Want)
 	if e.Zero != "" {
 		s += " (0: " + e.Zero + ")"
 	}
 	return s
 }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Check returns nil when ok, else an *Error for field.
 func Check(ok bool, field string, value any, want string) error {

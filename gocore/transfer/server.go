@@ -24,15 +24,41 @@ import (
 
 // Limits of ServerSpec; 0 stands for the default in each.
 var (
-	MaxConnsRange        = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: "256"}
-	MaxConnsPerHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxConnsPerHost", Min: 1, Max: 65536, Zero: "64"}
-	MaxRefusalsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxRefusals", Min: 1, Max: 1 << 20, Zero: "128"}
+	MaxConnsRange        = limit.Range[int]{Field: "transfer.ServerSpec.MaxConns", Min: 1, Max: 65536, Zero: limit.Format(DefaultMaxConns)}
+	MaxConnsPerHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxConnsPerHost", Min: 1, Max: 65536, Zero: limit.Format(DefaultMaxConnsPerHost)}
+	MaxRefusalsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxRefusals", Min: 1, Max: 1 << 20, Zero: limit.Format(DefaultMaxRefusals)}
 	MaxUnprovenRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxUnproven", Min: 1, Max: 65536, Zero: "half of MaxConns"}
 	MaxUnprovenHostRange = limit.Range[int]{Field: "transfer.ServerSpec.MaxUnprovenPerHost", Min: 1, Max: 65536, Zero: "MaxConnsPerHost"}
-	ProveTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.ProveTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "5s"}
-	MaxSegmentsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: "4096"}
-	IdleTimeoutRange     = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: "2m"}
-	WriteTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+	ProveTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.ProveTimeout", Min: time.Millisecond, Max: time.Hour, Zero: limit.Format(DefaultProveTimeout)}
+	MaxSegmentsRange     = limit.Range[int]{Field: "transfer.ServerSpec.MaxSegments", Min: 1, Max: 1 << 20, Zero: limit.Format(DefaultMaxSegments)}
+	IdleTimeoutRange     = limit.Range[time.Duration]{Field: "transfer.ServerSpec.IdleTimeout", Min: time.Millisecond, Max: 24 * time.Hour, Zero: limit.Format(DefaultIdleTimeout)}
+	WriteTimeoutRange    = limit.Range[time.Duration]{Field: "transfer.ServerSpec.WriteTimeout", Min: time.Millisecond, Max: time.Hour, Zero: limit.Format(DefaultWriteTimeout)}
+)
+
+// The defaults of ServerSpec's limits, each what a 0 there stands for
+// (MaxUnproven and MaxUnprovenPerHost default to values derived from
+// MaxConns and MaxConnsPerHost).
+const (
+	// DefaultMaxConns is the default ServerSpec.MaxConns: 256 open data
+	// connections.
+	DefaultMaxConns = 256
+	// DefaultMaxConnsPerHost is the default ServerSpec.MaxConnsPerHost:
+	// 64 connections from one IP address, the most rails one requester
+	// dials.
+	DefaultMaxConnsPerHost = 64
+	// DefaultMaxRefusals is the default ServerSpec.MaxRefusals: 128 READs
+	// refused in a row on one connection.
+	DefaultMaxRefusals = 128
+	// DefaultProveTimeout is the default ServerSpec.ProveTimeout: 5 s.
+	DefaultProveTimeout = 5 * time.Second
+	// DefaultMaxSegments is the default ServerSpec.MaxSegments: 4096 live
+	// segments.
+	DefaultMaxSegments = 4096
+	// DefaultIdleTimeout is the default ServerSpec.IdleTimeout: 2 min.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultWriteTimeout is the default ServerSpec.WriteTimeout: 10 s
+	// per DATA frame.
+	DefaultWriteTimeout = 10 * time.Second
 )
 
 // ServerSpec describes the source side of the transfer engine: one TCP
@@ -112,8 +138,8 @@ func (s *ServerSpec) Validate() error {
 		MaxUnprovenRange.Check(s.MaxUnproven), MaxUnprovenHostRange.Check(s.MaxUnprovenPerHost),
 		ProveTimeoutRange.Check(s.ProveTimeout),
 		IdleTimeoutRange.Check(s.IdleTimeout), WriteTimeoutRange.Check(s.WriteTimeout),
-		limit.Check(s.MaxUnproven <= cmp.Or(s.MaxConns, 256), "transfer.ServerSpec.MaxUnproven", s.MaxUnproven, "at most MaxConns"),
-		limit.Check(s.MaxUnprovenPerHost <= cmp.Or(s.MaxConnsPerHost, 64), "transfer.ServerSpec.MaxUnprovenPerHost", s.MaxUnprovenPerHost, "at most MaxConnsPerHost"))
+		limit.Check(s.MaxUnproven <= cmp.Or(s.MaxConns, DefaultMaxConns), "transfer.ServerSpec.MaxUnproven", s.MaxUnproven, "at most MaxConns"),
+		limit.Check(s.MaxUnprovenPerHost <= cmp.Or(s.MaxConnsPerHost, DefaultMaxConnsPerHost), "transfer.ServerSpec.MaxUnprovenPerHost", s.MaxUnprovenPerHost, "at most MaxConnsPerHost"))
 }
 
 func (s *ServerSpec) withDefaults() ServerSpec {
@@ -121,15 +147,15 @@ func (s *ServerSpec) withDefaults() ServerSpec {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.MaxConns = cmp.Or(o.MaxConns, 256)
-	o.MaxConnsPerHost = cmp.Or(o.MaxConnsPerHost, 64)
-	o.MaxRefusals = cmp.Or(o.MaxRefusals, 128)
+	o.MaxConns = cmp.Or(o.MaxConns, DefaultMaxConns)
+	o.MaxConnsPerHost = cmp.Or(o.MaxConnsPerHost, DefaultMaxConnsPerHost)
+	o.MaxRefusals = cmp.Or(o.MaxRefusals, DefaultMaxRefusals)
 	o.MaxUnproven = cmp.Or(o.MaxUnproven, max(1, o.MaxConns/2))
 	o.MaxUnprovenPerHost = cmp.Or(o.MaxUnprovenPerHost, o.MaxConnsPerHost)
-	o.ProveTimeout = cmp.Or(o.ProveTimeout, 5*time.Second)
-	o.MaxSegments = cmp.Or(o.MaxSegments, 4096)
-	o.IdleTimeout = cmp.Or(o.IdleTimeout, 2*time.Minute)
-	o.WriteTimeout = cmp.Or(o.WriteTimeout, 10*time.Second)
+	o.ProveTimeout = cmp.Or(o.ProveTimeout, DefaultProveTimeout)
+	o.MaxSegments = cmp.Or(o.MaxSegments, DefaultMaxSegments)
+	o.IdleTimeout = cmp.Or(o.IdleTimeout, DefaultIdleTimeout)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
 	return o
 }
 

@@ -27,13 +27,37 @@ const DefaultSliceBytes = 256 << 10
 
 // Limits of EngineSpec; 0 stands for the default in each.
 var (
-	RailsRange          = limit.Range[int]{Field: "requester.EngineSpec.Rails", Min: 1, Max: 64, Zero: "4"}
-	SliceBytesRange     = limit.Range[int]{Field: "requester.EngineSpec.SliceBytes", Min: 4 << 10, Max: transfer.MaxSliceBytes, Bytes: true, Zero: "256KiB"}
-	WindowRange         = limit.Range[int]{Field: "requester.EngineSpec.Window", Min: 1, Max: 64, Zero: "2"}
-	MaxEndpointsRange   = limit.Range[int]{Field: "requester.EngineSpec.MaxEndpoints", Min: 1, Max: 4096, Zero: "64"}
-	RetriesRange        = limit.Range[int]{Field: "requester.EngineSpec.Retries", Min: 1, Max: 16, Zero: "3"}
-	DialTimeoutRange    = limit.Range[time.Duration]{Field: "requester.EngineSpec.DialTimeout", Min: time.Millisecond, Max: time.Minute, Zero: "3s"}
-	DefaultTimeoutRange = limit.Range[time.Duration]{Field: "requester.EngineSpec.DefaultTimeout", Min: time.Millisecond, Max: time.Hour, Zero: "10s"}
+	RailsRange          = limit.Range[int]{Field: "requester.EngineSpec.Rails", Min: 1, Max: 64, Zero: limit.Format(DefaultRails)}
+	SliceBytesRange     = limit.Range[int]{Field: "requester.EngineSpec.SliceBytes", Min: 4 << 10, Max: transfer.MaxSliceBytes, Bytes: true, Zero: limit.Size(DefaultSliceBytes)}
+	WindowRange         = limit.Range[int]{Field: "requester.EngineSpec.Window", Min: 1, Max: 64, Zero: limit.Format(DefaultWindow)}
+	MaxEndpointsRange   = limit.Range[int]{Field: "requester.EngineSpec.MaxEndpoints", Min: 1, Max: 4096, Zero: limit.Format(DefaultMaxEndpoints)}
+	RetriesRange        = limit.Range[int]{Field: "requester.EngineSpec.Retries", Min: 1, Max: 16, Zero: limit.Format(DefaultRetries)}
+	DialTimeoutRange    = limit.Range[time.Duration]{Field: "requester.EngineSpec.DialTimeout", Min: time.Millisecond, Max: time.Minute, Zero: limit.Format(DefaultDialTimeout)}
+	DefaultTimeoutRange = limit.Range[time.Duration]{Field: "requester.EngineSpec.DefaultTimeout", Min: time.Millisecond, Max: time.Hour, Zero: limit.Format(DefaultBatchTimeout)}
+)
+
+// The defaults of the other EngineSpec fields, each what a 0 there stands
+// for.
+const (
+	// DefaultRails is the default EngineSpec.Rails: 4 data connections
+	// per peer.
+	DefaultRails = 4
+	// DefaultWindow is the default EngineSpec.Window: 2 slices in flight
+	// per rail, so a rail has the next slice's READ sent while the DATA
+	// of one is read.
+	DefaultWindow = 2
+	// DefaultMaxEndpoints is the default EngineSpec.MaxEndpoints: 64
+	// peers with open rails.
+	DefaultMaxEndpoints = 64
+	// DefaultRetries is the default EngineSpec.Retries: a slice is sent
+	// again at most 3 times.
+	DefaultRetries = 3
+	// DefaultDialTimeout is the default EngineSpec.DialTimeout: 3 s per
+	// rail dialled.
+	DefaultDialTimeout = 3 * time.Second
+	// DefaultBatchTimeout is the default EngineSpec.DefaultTimeout: 10 s
+	// for a batch whose ctx has no deadline.
+	DefaultBatchTimeout = 10 * time.Second
 )
 
 // MaxBatchRequests bounds the requests of one SubmitTransfer.
@@ -42,14 +66,15 @@ const MaxBatchRequests = 1 << 16
 // EngineSpec describes the requester side. Zero fields take their
 // defaults.
 type EngineSpec struct {
-	// Rails is the number of data connections per peer. Default 4.
+	// Rails is the number of data connections per peer. Default
+	// DefaultRails (4).
 	Rails int
 	// SliceBytes is the most bytes one READ asks for: a request's Dst is
 	// cut into slices of this size, spread over the rails. Default
 	// DefaultSliceBytes (256 KiB).
 	SliceBytes int
 	// Window is the number of slices in flight on one rail (READs sent,
-	// their DATA not yet read). Default 2. Rails × Window slices of one
+	// their DATA not yet read). Default DefaultWindow (2). Rails × Window slices of one
 	// peer are in flight at most.
 	Window int
 	// MaxEndpoints bounds the pool of peers with open rails; the SIEVE
@@ -84,13 +109,13 @@ func (s *EngineSpec) withDefaults() EngineSpec {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Rails = cmp.Or(o.Rails, 4)
+	o.Rails = cmp.Or(o.Rails, DefaultRails)
 	o.SliceBytes = cmp.Or(o.SliceBytes, DefaultSliceBytes)
-	o.Window = cmp.Or(o.Window, 2)
-	o.MaxEndpoints = cmp.Or(o.MaxEndpoints, 64)
-	o.Retries = cmp.Or(o.Retries, 3)
-	o.DialTimeout = cmp.Or(o.DialTimeout, 3*time.Second)
-	o.DefaultTimeout = cmp.Or(o.DefaultTimeout, 10*time.Second)
+	o.Window = cmp.Or(o.Window, DefaultWindow)
+	o.MaxEndpoints = cmp.Or(o.MaxEndpoints, DefaultMaxEndpoints)
+	o.Retries = cmp.Or(o.Retries, DefaultRetries)
+	o.DialTimeout = cmp.Or(o.DialTimeout, DefaultDialTimeout)
+	o.DefaultTimeout = cmp.Or(o.DefaultTimeout, DefaultBatchTimeout)
 	return o
 }
 

@@ -68,15 +68,20 @@ func channelFlags(cfg *ChannelConfig, subjects *string, idleSeconds *float64, ou
 		"peer process, and a gRPC health Check on loopback. Two cadences: back-to-back,",
 		"and one round trip per millisecond. Then the Manager's CPU use with 4 idle",
 		"sessions. Method: bench/channel/README.md.")
-	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
-	fs.StringVar(&cfg.PollMode, "poll-mode", "adaptive", "--poll-mode of a Manager the bench starts: spin, adaptive or park")
-	fs.IntVar(&cfg.N, "n", 100000, "back-to-back round trips timed per subject")
-	fs.IntVar(&cfg.PerMsN, "per-ms-n", 2000, "round trips timed per subject at one per millisecond")
-	fs.IntVar(&cfg.warmup, "warmup", 0, "untimed back-to-back round trips before timing (default: n/10, at most 10000)")
-	fs.IntVar(&cfg.perMsWarmup, "per-ms-warmup", 50, "untimed per-ms round trips before timing")
+	fs.ManagerFlags()
+	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket `file` of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
+	fs.StringVar(&cfg.PollMode, "poll-mode", "adaptive", "the `mode` a Manager the bench starts polls in (its --poll-mode): spin, adaptive or park")
+	fs.IntVar(&cfg.N, "round-trips", 100000, "`N` back-to-back round trips timed per subject")
+	fs.IntVar(&cfg.N, "n", 100000, "the former name of --round-trips")
+	_ = fs.MarkDeprecated("n", "use --round-trips")
+	fs.IntVar(&cfg.PerMsN, "per-ms-n", 2000, "`N` round trips timed per subject at one per millisecond")
+	fs.IntVar(&cfg.warmup, "warmup", 0, "`N` untimed back-to-back round trips before timing (default: a tenth of --round-trips, at most 10000)")
+	fs.IntVar(&cfg.perMsWarmup, "per-ms-warmup", 50, "`N` untimed per-ms round trips before timing")
 	fs.PlotFlag("latency CDFs of every subject, back to back and per ms")
-	fs.StringVar(subjects, "subjects", strings.Join(defaultSubjects(), ","), "comma-separated subjects: "+strings.Join(allSubjects, ", ")+" ("+strings.Join(iox2Subjects, ", ")+" only in a build with the iceoryx2 transport)")
-	fs.Float64Var(idleSeconds, "idle-seconds", 3, "seconds 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
+	fs.StringVar(subjects, "subjects", strings.Join(defaultSubjects(), ","), "comma-separated `subjects`: "+strings.Join(allSubjects, ", ")+" ("+strings.Join(iox2Subjects, ", ")+" only in a build with the iceoryx2 transport)")
+	fs.DurationVar(&cfg.idle, "idle", 3*time.Second, "how long 4 idle orbitkv sessions stay open while the Manager's CPU time is read (0 = skip)")
+	fs.Float64Var(idleSeconds, "idle-seconds", 3, "the former --idle in seconds")
+	_ = fs.MarkDeprecated("idle-seconds", "use --idle with a unit, e.g. --idle 3s")
 	fs.DurationVar(&cfg.clientSpin, "client-spin", 0, "how long okv_ping spins before it parks (0 = liborbitkv's default, 50µs)")
 	fs.DurationVar(&cfg.peerIdle, "peer-idle", 30*time.Second, "a baseline peer process exits after this long without a request")
 	// The cold-wake target is the median of at least this many interleaved
@@ -96,15 +101,21 @@ func parseChannelFlags(args []string, out io.Writer) (ChannelConfig, error) {
 		return cfg, err
 	}
 	err := suite.FirstError(
-		suite.AtLeast("n", cfg.N, 1),
+		suite.AtLeast(roundTripsFlag(fs), cfg.N, 1),
 		suite.AtLeast("per-ms-n", cfg.PerMsN, 0),
 		suite.AtLeast("per-ms-warmup", cfg.perMsWarmup, 0),
 		suite.AtLeast("warmup", cfg.warmup, 0),
-		suite.Between("idle-seconds", idleSeconds, 0, 3600),
+		suite.Between("idle", cfg.idle, 0, time.Hour),
 		suite.Between("client-spin", cfg.clientSpin, 0, time.Second),
 		suite.AtLeast("peer-idle", cfg.peerIdle, time.Second))
 	if err != nil {
 		return cfg, err
+	}
+	if fs.IsSet("idle-seconds") {
+		if err := suite.Between("idle-seconds", idleSeconds, 0, 3600); err != nil {
+			return cfg, err
+		}
+		cfg.idle = time.Duration(idleSeconds * float64(time.Second))
 	}
 	if !slices.Contains(pollModes, cfg.PollMode) {
 		return cfg, suite.Usagef("--poll-mode must be one of %s, got %q", strings.Join(pollModes, ", "), cfg.PollMode)
@@ -115,7 +126,6 @@ func parseChannelFlags(args []string, out io.Writer) (ChannelConfig, error) {
 	if !fs.IsSet("warmup") {
 		cfg.warmup = min(cfg.N/10, 10000)
 	}
-	cfg.idle = time.Duration(idleSeconds * float64(time.Second))
 
 	picked, err := suite.ParseList(suite.ListFlag{Name: "subjects", Noun: "subject", QuoteRepeats: true}, subjects, func(s string) (string, error) {
 		if !slices.Contains(allSubjects, s) {
@@ -135,4 +145,13 @@ func parseChannelFlags(args []string, out io.Writer) (ChannelConfig, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// roundTripsFlag is the name the round-trip count was given under:
+// round-trips, or its deprecated alias n.
+func roundTripsFlag(fs *suite.Flags) string {
+	if fs.IsSet("n") {
+		return "n"
+	}
+	return "round-trips"
 }

@@ -59,6 +59,40 @@ func TestParseChannelFlagsAccepts(t *testing.T) {
 	}
 }
 
+func TestParseChannelFlagsTakeTheNewNamesAndTheDeprecatedOnes(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		n      int
+		idle   time.Duration
+		notice string
+	}{
+		{"--round-trips and --idle with a unit", []string{"--round-trips", "50", "--idle", "1.5s"}, 50, 1500 * time.Millisecond, ""},
+		{"--idle 0 skips the idle measurement", []string{"--idle", "0"}, 100000, 0, ""},
+		{"the former --n still works, with a notice", []string{"--n", "70"}, 70, 3 * time.Second, "--n has been deprecated, use --round-trips"},
+		{"the former --idle-seconds still works, with a notice", []string{"--idle-seconds", "0.25"}, 100000, 250 * time.Millisecond, "--idle-seconds has been deprecated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			cfg, err := parseChannelFlags(tc.args, &out)
+			if err != nil || cfg.N != tc.n || cfg.idle != tc.idle {
+				t.Fatalf("N = %d, idle = %v, err = %v; want %d, %v", cfg.N, cfg.idle, err, tc.n, tc.idle)
+			}
+			if !strings.Contains(out.String(), tc.notice) {
+				t.Errorf("output %q lacks %q", out.String(), tc.notice)
+			}
+		})
+	}
+	var help strings.Builder
+	if _, err := parseChannelFlags([]string{"--help"}, &help); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	if h := help.String(); strings.Contains(h, "--idle-seconds") || strings.Contains(h, "--n ") || !strings.Contains(h, "--idle duration") || !strings.Contains(h, "--round-trips N") {
+		t.Errorf("help shows a deprecated name or lacks a new one:\n%s", h)
+	}
+}
+
 func TestParseChannelFlagsRejects(t *testing.T) {
 	tests := []struct {
 		name string
@@ -68,7 +102,10 @@ func TestParseChannelFlagsRejects(t *testing.T) {
 		{"an unknown subject", []string{"--subjects", "orbitkv_ping,iceoryx"}, `unknown subject "iceoryx"`},
 		{"a subject named twice", []string{"--subjects", "uds,uds"}, `"uds" named twice`},
 		{"no subject", []string{"--subjects", " , "}, "names no subject"},
-		{"zero iterations", []string{"--n", "0"}, "--n must be at least 1"},
+		{"zero iterations", []string{"--round-trips", "0"}, "--round-trips must be at least 1"},
+		{"zero iterations under the former name", []string{"--n", "0"}, "--n must be at least 1"},
+		{"a negative idle time", []string{"--idle", "-1s"}, "--idle must be between 0s and 1h0m0s, got -1s"},
+		{"an idle time without a unit", []string{"--idle", "3"}, `invalid argument "3" for "--idle" flag`},
 		{"negative per-ms iterations", []string{"--per-ms-n", "-1"}, "--per-ms-n must be at least 0"},
 		{"a negative warmup", []string{"--warmup", "-2"}, "--warmup must be at least 0"},
 		{"negative idle seconds", []string{"--idle-seconds", "-1"}, "--idle-seconds must be between"},

@@ -9,18 +9,13 @@ import (
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
 // maxCopyThreads bounds the baseline's threads: the Manager's --copy-workers
-// limit (gocore/copier.MaxWorkers).
-const maxCopyThreads = 64
-
-// defaultCopyWorkers is orbitkv-manager's --copy-workers default (one copy
-// thread per CPU beyond the dispatcher's, 2..4; cmd/orbitkv-manager
-// flags.go): the copy suite passes it explicitly, so the Manager it starts
-// uses exactly the threads the baseline uses.
-func defaultCopyWorkers() int { return max(2, min(4, runtime.NumCPU()-1)) }
+// limit.
+const maxCopyThreads = copier.MaxWorkers
 
 // copyWorkers is the copy engine's thread count for a Manager started with
 // --copy-workers def followed by managerArgs (which come last and win).

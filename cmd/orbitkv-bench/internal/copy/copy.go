@@ -15,6 +15,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/managerproc"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
 	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 )
 
 // copyTarget is the copy suite's target: Publish and Restore
@@ -31,7 +32,7 @@ type copyConfig struct {
 	iters  int      // timed batches per size and subject
 	warmup int      // untimed batches first
 	// threads is the copy engine's --copy-workers (the suite's default,
-	// defaultCopyWorkers, or the last one in --manager-args) and the
+	// copier.DefaultWorkers, or the last one in --manager-args) and the
 	// memcpy baseline's thread count.
 	threads int
 }
@@ -44,11 +45,12 @@ func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 		"GB/s and as a ratio to a plain memcpy of the same bytes measured in the same run.",
 		"Starts its own Manager with a RAM tier of 4 batches of the largest size (at least",
 		"256 MiB). Method: bench/README.md.")
+	fs.ManagerFlags()
 	sizes := fs.String("sizes", "256KiB,512KiB,1MiB,2MiB", "comma-separated block `sizes` (over all layers)")
-	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per Publish and Restore batch")
-	layers := fs.Uint("layers", 4, "layers a block spans (page bytes = size / layers, a multiple of 64)")
-	fs.IntVar(&cfg.iters, "iters", 30, "timed batches per size and subject (the median is reported)")
-	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
+	fs.IntVar(&cfg.blocks, "blocks", 32, "`N` blocks per Publish and Restore batch")
+	layers := fs.Uint("layers", 4, "`N` layers a block spans (page bytes = size / layers, a multiple of 64)")
+	fs.IntVar(&cfg.iters, "iters", 30, "`N` timed batches per size and subject (the median is reported)")
+	fs.IntVar(&cfg.warmup, "warmup", 3, "`N` untimed batches per size and subject first")
 	fs.PlotFlag("GB/s against block size")
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
@@ -62,7 +64,7 @@ func parseCopyFlags(args []string, out io.Writer) (copyConfig, error) {
 		return cfg, err
 	}
 	cfg.layers = uint32(*layers)
-	if cfg.threads, err = copyWorkers(defaultCopyWorkers(), cfg.ManagerArgs); err != nil {
+	if cfg.threads, err = copyWorkers(copier.DefaultWorkers(), cfg.ManagerArgs); err != nil {
 		return cfg, err
 	}
 	// A size splits into --layers pages of a whole multiple of pageAlign
@@ -119,7 +121,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	capacity := copyCapacity(&cfg)
 	// --copy-workers explicitly: the baseline uses as many threads.
 	m, err := managerproc.Launch(managerproc.RAMSpec(cfg.ManagerBin, capacity,
-		append([]string{"--copy-workers", fmt.Sprint(defaultCopyWorkers())}, cfg.ManagerArgs...)))
+		append([]string{"--copy-workers", fmt.Sprint(copier.DefaultWorkers())}, cfg.ManagerArgs...)))
 	if err != nil {
 		return err
 	}

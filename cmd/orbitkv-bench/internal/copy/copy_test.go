@@ -16,6 +16,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/benchtest"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/orbitkv/orbitkv/gocore/copier"
 )
 
 func TestParseCopyFlagsDefaults(t *testing.T) {
@@ -40,7 +41,7 @@ func TestParseCopyFlagsRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"a size that is not a size", []string{"--sizes", "1MiB,lots"}, `--sizes: "lots" is not a size`},
+		{"a size that is not a size", []string{"--sizes", "1MiB,lots"}, `--sizes "lots": not a size`},
 		{"a size not divisible into pages", []string{"--sizes", "1000"}, "--sizes: 1000 (1000 bytes) / --layers 4 must be a whole multiple of 64"},
 		{"a size named twice", []string{"--sizes", "1MiB,1024KiB"}, "--sizes: 1024KiB named twice"},
 		{"no size", []string{"--sizes", ","}, "--sizes names no size"},
@@ -87,8 +88,8 @@ func TestCopyRunsAgainstTheManager(t *testing.T) {
 	}
 	// Three repeats (the default): five figures per size, each the median
 	// of its three repeats, which the size's own keys report.
-	if rep.CopyThreads != defaultCopyWorkers() || !strings.Contains(rep.Baseline, fmt.Sprintf("%d threads", rep.CopyThreads)) {
-		t.Errorf("copy_threads %d, baseline %q: want the Manager's default %d copy workers, and the baseline's as many threads", rep.CopyThreads, rep.Baseline, defaultCopyWorkers())
+	if rep.CopyThreads != copier.DefaultWorkers() || !strings.Contains(rep.Baseline, fmt.Sprintf("%d threads", rep.CopyThreads)) {
+		t.Errorf("copy_threads %d, baseline %q: want the Manager's default %d copy workers, and the baseline's as many threads", rep.CopyThreads, rep.Baseline, copier.DefaultWorkers())
 	}
 	if rep.Meta.Suite != "copy" || rep.Meta.Repeats != 3 || len(rep.Figures) != 2*len(copyFields) || len(rep.Validity.Checks) == 0 {
 		t.Fatalf("meta %+v, %d figures, validity %+v: want copy, 3 repeats, %d figures, checks", rep.Meta, len(rep.Figures), rep.Validity, 2*len(copyFields))

@@ -345,6 +345,7 @@ const (
 // discoverConfig is the discover suite's flags.
 type discoverConfig struct {
 	json        bool
+	output      string // --output; "" = stdout
 	iters       int
 	loadTime    time.Duration
 	managerBin  string
@@ -365,16 +366,17 @@ func parseDiscoverFlags(args []string, out io.Writer) (discoverConfig, error) {
 		"(--load-time each). Starts its own Manager. Method: bench/README.md, \"discover\".",
 	)
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object instead of the table")
-	fs.IntVar(&cfg.iters, "iters", 20000, fmt.Sprintf("timed discoveries per subject, chain and repetition (`count`, %d..%d)", minDiscoverIters, maxDiscoverIters))
-	fs.DurationVar(&cfg.loadTime, "load-time", 3*time.Second, fmt.Sprintf("length of each Manager-CPU phase, 4 clients at 10 kHz each (`duration`, %v..%v)", minDiscoverLoad, maxDiscoverLoad))
-	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	managerArgs := fs.String("manager-args", "", "extra space-separated arguments for the Manager the bench starts (e.g. \"--ram-capacity 1GiB\"); they come last and win")
+	fs.StringVar(&cfg.output, "output", "", "write the report (JSON with --json, else the table) to this `file` instead of stdout")
+	fs.IntVar(&cfg.iters, "iters", 20000, fmt.Sprintf("`N` timed discoveries per subject, chain and repetition (%d..%d)", minDiscoverIters, maxDiscoverIters))
+	fs.DurationVar(&cfg.loadTime, "load-time", 3*time.Second, fmt.Sprintf("length of each Manager-CPU phase, 4 clients at 10 kHz each (%v..%v)", minDiscoverLoad, maxDiscoverLoad))
+	fs.StringVar(&cfg.managerBin, "manager-bin", "", "Manager `binary` to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	managerArgs := fs.String("manager-args", "", "extra space-separated `arguments` for the Manager the bench starts (e.g. \"--ram-capacity 1GiB\"); they come last and win")
 	if err := suite.ParseStandalone(fs, args); err != nil {
 		return cfg, err
 	}
 	cfg.managerArgs = strings.Fields(*managerArgs)
 	return cfg, suite.FirstError(suite.Between("iters", cfg.iters, minDiscoverIters, maxDiscoverIters),
-		suite.Between("load-time", cfg.loadTime, minDiscoverLoad, maxDiscoverLoad))
+		suite.Between("load-time", cfg.loadTime, minDiscoverLoad, maxDiscoverLoad), suite.CheckOutput(cfg.output))
 }
 
 func Run(args []string, stdout, stderr io.Writer) error {
@@ -391,7 +393,21 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	write := func(w io.Writer) error { return writeDiscover(w, rep, *asJSON) }
+	if cfg.output == "" {
+		return write(stdout)
+	}
+	if err := suite.WriteReportFile(cfg.output, write); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "report written to %s\n", cfg.output)
+	return nil
+}
+
+// writeDiscover writes rep to stdout: one JSON object when asJSON, else
+// the table.
+func writeDiscover(stdout io.Writer, rep *discoverReport, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)

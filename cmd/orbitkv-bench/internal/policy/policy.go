@@ -44,18 +44,15 @@ func ParsePolicyFlags(args []string, out io.Writer) (policyConfig, error) {
 		"optimum (Belady under the prefix-hit rule). Each policy sees exactly the events a",
 		"Manager sends it for one replay client, so a live replay at the same capacity",
 		"agrees. Prints the hit ratio of every policy, LRU and the optimum, and the share of",
-		"the LRU→optimum gap the default policy ("+evict.Default+") closes. Starts no Manager:",
-		"--manager-bin and --manager-args are refused. Method: bench/README.md.")
-	fractions := fs.String("fractions", "0.05,0.10,0.25,0.50", "capacities to simulate, comma-separated fractions of the trace's unique blocks, each in (0, 1]")
-	policies := fs.String("policies", strings.Join(evict.Names(), ","), "policies to compare, comma-separated (lru and the optimum are always shown)")
+		"the LRU→optimum gap the default policy ("+evict.Default+") closes. Starts no Manager.",
+		"Method: bench/README.md.")
+	fractions := fs.String("fractions", "0.05,0.10,0.25,0.50", "capacities to simulate, comma-separated `fractions` of the trace's unique blocks, each in (0, 1]")
+	policies := fs.String("policies", strings.Join(evict.Names(), ","), "`policies` to compare, comma-separated (lru and the optimum are always shown)")
 	fs.TraceFlags(&cfg.tracePath, &cfg.limit, "simulate")
 	fs.ProgressFlag()
 	fs.PlotFlag("hit ratio against capacity")
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
-	}
-	if cfg.ManagerBin != "" || len(cfg.ManagerArgs) > 0 {
-		return cfg, suite.Usagef("--manager-bin and --manager-args configure a Manager; the policy suite simulates and starts none")
 	}
 	if err := suite.CheckLimit(cfg.limit); err != nil {
 		return cfg, err

@@ -54,15 +54,16 @@ func parseQueryFlags(args []string, out io.Writer) (QueryConfig, error) {
 		"Ping (the channel's floor) in the same run: back to back (hot: both sides spinning)",
 		"and after --cold-gap pauses (cold: both parked). The lease of each query is released",
 		"between samples (not timed). Starts its own Manager. Method: bench/README.md.")
-	hashes := fs.String("hashes", "1,32,1000,10000", "comma-separated hash counts, one row each (`list`, each 1.."+strconv.Itoa(maxQueryRowHashes)+")")
-	fs.IntVar(&cfg.residentBlocks, "resident-blocks", 1000000, "blocks published before measuring (`count`, at least the largest --hashes); the RAM tier is sized to hold them")
-	fs.IntVar(&cfg.iters, "iters", 20000, "timed back-to-back round trips per row (capped by --hash-budget), and of Poll and Ping")
-	fs.IntVar(&cfg.coldIters, "cold-iters", 500, "timed round trips per row and subject with --cold-gap before each (capped by --hash-budget)")
-	fs.IntVar(&cfg.hashBudget, "hash-budget", 10000000, "most hashes the timed queries of one row carry in each mode: a row of N hashes makes min(iters, max(100, budget/N)) round trips (`count`)")
-	fs.DurationVar(&cfg.ColdGap, "cold-gap", time.Millisecond, "pause before each cold round trip (`duration`): long enough for the Manager and the client to park")
+	fs.ManagerFlags()
+	hashes := fs.String("hashes", "1,32,1000,10000", "comma-separated hash `counts`, one row each (each 1.."+strconv.Itoa(maxQueryRowHashes)+")")
+	fs.IntVar(&cfg.residentBlocks, "resident-blocks", 1000000, "`N` blocks published before measuring (at least the largest --hashes); the RAM tier is sized to hold them")
+	fs.IntVar(&cfg.iters, "iters", 20000, "`N` timed back-to-back round trips per row (capped by --hash-budget), and of Poll and Ping")
+	fs.IntVar(&cfg.coldIters, "cold-iters", 500, "`N` timed round trips per row and subject with --cold-gap before each (capped by --hash-budget)")
+	fs.IntVar(&cfg.hashBudget, "hash-budget", 10000000, "`N`: the most hashes the timed queries of one row carry in each mode; a row of H hashes makes min(--iters, max(100, N/H)) round trips")
+	fs.DurationVar(&cfg.ColdGap, "cold-gap", time.Millisecond, "pause before each cold round trip, long enough for the Manager and the client to park")
 	fs.PlotFlag("latency CDFs of every subject, hot and cold")
 	fs.BoolVar(&cfg.sameChain, "same-chain", false, "query the first N resident hashes every time (index entries stay in the CPU caches) instead of moving through the resident set")
-	fs.BoolVar(&cfg.scattered, "scattered", false, "publish the resident blocks one at a time in a shuffled order (fixed seed), so a query's consecutive hashes were almost never published together and the Manager finds nearly each through its table, not by address (gocore/index Prefix)")
+	fs.BoolVar(&cfg.scattered, "scattered", false, "publish the resident blocks one at a time in a shuffled order (fixed seed), so a query's consecutive hashes were almost never published together and the Manager finds nearly each through the index's hash table rather than as the next block stored beside the one before it")
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
 	}

@@ -31,29 +31,6 @@ type replayConfig struct {
 // pageBytes is the bytes of one block in one layer.
 func (c *replayConfig) pageBytes() uint64 { return c.blockBytes / uint64(c.layers) }
 
-// sizeValue is a pflag.Value for a byte count written as "64KiB", "4GiB" or
-// "65536" (go-humanize: KiB = 1024 bytes, kB = 1000).
-type sizeValue struct{ n *uint64 }
-
-func (s sizeValue) String() string {
-	if s.n == nil {
-		return ""
-	}
-	return humanize.IBytes(*s.n)
-}
-
-// Type names the value in --help.
-func (s sizeValue) Type() string { return "size" }
-
-func (s sizeValue) Set(v string) error {
-	n, err := humanize.ParseBytes(v)
-	if err != nil {
-		return errors.New("not a size (examples: 16KiB, 64KiB, 4GiB; KiB = 1024 bytes, kB = 1000)")
-	}
-	*s.n = n
-	return nil
-}
-
 func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
 	fs := suite.NewFlags("replay", &cfg.Common, out,
 		"The main job: replays a Mooncake trace against a Manager with N client processes",
@@ -62,14 +39,15 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
 		"pages, Publish them, Release the lease. Reports the hit ratio beside the trace's",
 		"infinite-cache bound, mismatched bytes, round-trip percentiles per operation and",
 		"copy throughput. Method: bench/README.md.")
+	fs.ManagerFlags()
 	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
 	fs.TraceFlags(&cfg.tracePath, &cfg.limit, "replay")
 	fs.ProgressFlag()
-	fs.IntVar(&cfg.clients, "clients", cfg.clients, "client processes; client i replays requests i, i+N, i+2N, … in trace order")
-	fs.Var(sizeValue{&cfg.blockBytes}, "block-bytes", "`size` of one KV block summed over its layers")
-	fs.UintVar(layers, "layers", 4, "layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
-	fs.Var(sizeValue{&cfg.ramCapacity}, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
-	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
+	fs.IntVar(&cfg.clients, "clients", cfg.clients, "`N` client processes; client i replays requests i, i+N, i+2N, … in trace order")
+	fs.SizeVar(&cfg.blockBytes, "block-bytes", "`size` of one KV block summed over its layers")
+	fs.UintVar(layers, "layers", 4, "`N` layers a block spans (page bytes = block-bytes / layers, a multiple of 64)")
+	fs.SizeVar(&cfg.ramCapacity, "ram-capacity", "`size` of the RAM tier of a Manager the bench starts (its --ram-capacity)")
+	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket `file` of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
 	fs.IntVar(&cfg.nodes, "nodes", 0, fmt.Sprintf("`N` (1..%d): replay on N Managers with the peer tier (an etcd, node i on 127.0.0.i), on N without it, and on one, each N sharing --ram-capacity; clients spread over the nodes (bench/cluster/README.md)", maxReplayNodes))
 	fs.StringVar(&cfg.etcdBin, "etcd-bin", "", "etcd `binary` of --nodes (default: orbitkv-etcd next to this binary)")
 	return fs

@@ -32,14 +32,14 @@ const ssdChunkBytes = 16 << 10
 
 // ssdConfig is the parsed, validated flag set of `orbitkv-bench ssd`.
 type ssdConfig struct {
-	suite.Common          // --manager-bin and --manager-args are ignored: no Manager
-	dir          string   // parent of the bench's own temporary directory
-	sizes        []uint64 // block sizes, in report order
-	blocks       int      // blocks per size: the file holds exactly these
-	iters        int      // timed passes per size and subject (the median is reported)
-	warmup       int      // untimed passes first
-	ioWorkers    int
-	memory       []string // destination memory kinds, in report order
+	suite.Common
+	dir       string   // parent of the bench's own temporary directory
+	sizes     []uint64 // block sizes, in report order
+	blocks    int      // blocks per size: the file holds exactly these
+	iters     int      // timed passes per size and subject (the median is reported)
+	warmup    int      // untimed passes first
+	ioWorkers int
+	memory    []string // destination memory kinds, in report order
 }
 
 // Destination memory kinds of --memory.
@@ -61,17 +61,17 @@ func ParseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 		"the store (gocore/tier/ssd/doc.go). Each size is measured into destination memory",
 		"of 4 KiB pages and of transparent huge pages (--memory). Also reports write-behind",
 		"demotion (Store.Write of all blocks at once) throughput.",
-		"Starts no Manager (--manager-bin and --manager-args are ignored). The store's",
-		"files live in a temporary directory under --dir, removed at the end.")
-	fs.StringVar(&cfg.dir, "dir", "/var/tmp", "`directory` on the SSD to measure (must accept O_DIRECT; a temporary directory is made in it)")
+		"Starts no Manager. The store's files live in a temporary directory under --dir,",
+		"removed at the end.")
+	fs.StringVar(&cfg.dir, "dir", "/var/tmp", "the `dir`ectory on the SSD to measure (must accept O_DIRECT; a temporary directory is made in it)")
 	sizes := fs.String("sizes", "256KiB,2MiB", "comma-separated block `sizes`, multiples of 4KiB")
-	fs.IntVar(&cfg.blocks, "blocks", 64, "blocks per size (the data file holds exactly these)")
-	fs.IntVar(&cfg.iters, "iters", 5, "timed passes over all blocks per size and subject (the median is reported)")
-	fs.IntVar(&cfg.warmup, "warmup", 1, "untimed passes per size and subject first")
-	fs.IntVar(&cfg.ioWorkers, "io-workers", ssd.DefaultIOWorkers, "the store's I/O workers (reads in flight)")
+	fs.IntVar(&cfg.blocks, "blocks", 64, "`N` blocks per size (the data file holds exactly these)")
+	fs.IntVar(&cfg.iters, "iters", 5, "`N` timed passes over all blocks per size and subject (the median is reported)")
+	fs.IntVar(&cfg.warmup, "warmup", 1, "`N` untimed passes per size and subject first")
+	fs.IntVar(&cfg.ioWorkers, "io-workers", ssd.DefaultIOWorkers, "`N` I/O workers of the store (reads in flight)")
 	fs.PlotFlag("GB/s against block size, one PNG per --memory kind")
 	fs.ProgressFlag()
-	memory := fs.String("memory", "4k,thp", "comma-separated destination `memory` kinds: 4k (4 KiB pages) and thp (MADV_HUGEPAGE)")
+	memory := fs.String("memory", "4k,thp", "comma-separated destination memory `kinds`: 4k (4 KiB pages) and thp (MADV_HUGEPAGE)")
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
 	}

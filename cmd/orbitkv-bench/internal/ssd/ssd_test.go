@@ -33,7 +33,8 @@ func TestParseSSDFlagsRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"a size that is not a size", []string{"--sizes", "1MiB,lots"}, `--sizes: "lots" is not a size`},
+		{"a size that is not a size", []string{"--sizes", "1MiB,lots"}, `--sizes "lots": not a size`},
+		{"a decimal size", []string{"--sizes", "1MB"}, `--sizes "1MB": ambiguous unit "MB": 1MB could mean 1048576 bytes (binary, as Redis reads it) or 1000000 bytes (decimal); write 1MiB, or the byte count`},
 		{"a size that is not whole pages", []string{"--sizes", "1000"}, "--sizes: 1000 (1000 bytes) must be a multiple of 4KiB"},
 		{"a size named twice", []string{"--sizes", "1MiB,1024KiB"}, "--sizes: 1024KiB named twice"},
 		{"no size", []string{"--sizes", ","}, "--sizes names no size"},

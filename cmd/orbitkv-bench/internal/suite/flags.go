@@ -14,13 +14,14 @@ import (
 )
 
 // Common is what every suite's config holds from the shared flags:
-// --json, and the Manager a suite may start (--manager-bin,
-// --manager-args). The suite configs embed it.
+// --json, --output, --repeats, --strict, and, in a suite that starts a
+// Manager (ManagerFlags), --manager-bin and --manager-args. The suite
+// configs embed it.
 type Common struct {
 	Json        bool     // --json: print one JSON object instead of the table
 	Output      string   // --output: write the report to this file instead of stdout; "" = stdout
-	ManagerBin  string   // --manager-bin; "" = launch.Find's default
-	ManagerArgs []string // --manager-args split at white space; they come last and win
+	ManagerBin  string   // --manager-bin (ManagerFlags); "" = launch.Find's default
+	ManagerArgs []string // --manager-args (ManagerFlags) split at white space; they come last and win
 	PlotDir     string   // --plot of a suite that draws (plotFlag); "" = no plots
 	Repeats     int      // --repeats: how often each measurement runs (1..maxRepeats)
 	Strict      bool     // --strict: an invalid run exits exitInvalid
@@ -44,6 +45,7 @@ type Flags struct {
 	common      *Common
 	managerArgs string          // --manager-args as given
 	set         map[string]bool // flags given on the command line, after parse
+	sizeErr     error           // the *limit.Error of a size flag pflag refused
 }
 
 // NewFlags makes the flag set of suite name, whose shared flags land
@@ -53,11 +55,16 @@ func NewFlags(name string, common *Common, out io.Writer, about ...string) *Flag
 	f := &Flags{FlagSet: StandaloneFlags(name, out, about...), common: common}
 	f.BoolVar(&common.Json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&common.Output, "output", "", "write the report (JSON with --json, else the table) to this `file` instead of stdout")
-	f.IntVar(&common.Repeats, "repeats", defaultRepeats, fmt.Sprintf("run the measurement this many `times` (1..%d) and report each headline figure's spread; fewer than %d marks the report invalid", maxRepeats, minValidRepeats))
+	f.IntVar(&common.Repeats, "repeats", defaultRepeats, fmt.Sprintf("run the measurement `N` times (1..%d) and report each headline figure's spread; fewer than %d marks the report invalid", maxRepeats, minValidRepeats))
 	f.BoolVar(&common.Strict, "strict", false, fmt.Sprintf("exit %d (after printing the report) when the run is invalid (bench/README.md \"Valid runs\")", ExitInvalid))
-	f.StringVar(&common.ManagerBin, "manager-bin", "", "Manager binary to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
-	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated arguments for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
 	return f
+}
+
+// ManagerFlags adds --manager-bin and --manager-args, into the Common, to
+// the flags of a suite that starts a Manager.
+func (f *Flags) ManagerFlags() {
+	f.StringVar(&f.common.ManagerBin, "manager-bin", "", "Manager `binary` to start (default: orbitkv-manager next to this binary, then ./bin/orbitkv-manager)")
+	f.StringVar(&f.managerArgs, "manager-args", "", "extra space-separated `arguments` for a Manager the bench starts (e.g. \"--copy-workers 2\"); they come last and win")
 }
 
 // DefaultRepeatsOf makes n the suite's --repeats default, in its value and
@@ -70,14 +77,11 @@ func (f *Flags) DefaultRepeatsOf(n int) {
 // ParseArgs parses args and fills the suiteCommon; errors are pflag.ErrHelp or
 // a *UsageError.
 func (f *Flags) ParseArgs(args []string) error {
-	if err := f.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			return err
+	if err := ParseStandalone(f.FlagSet, args); err != nil {
+		if f.sizeErr != nil {
+			return Usagef("%v", f.sizeErr)
 		}
-		return Usagef("%v", err)
-	}
-	if f.NArg() > 0 {
-		return Usagef("unexpected argument %q", f.Arg(0))
+		return err
 	}
 	f.set = map[string]bool{}
 	f.Visit(func(fl *pflag.Flag) { f.set[fl.Name] = true })
@@ -108,8 +112,8 @@ func (f *Flags) RefuseWithSocket(socket string, names ...string) error {
 // suites that read a trace; verb ("replay", "simulate") is what they do
 // with its requests.
 func (f *Flags) TraceFlags(path *string, limit *int, verb string) {
-	f.StringVar(path, "trace", "", "Mooncake JSONL trace, plain or gzip (default: "+DefaultTrace+" beside this binary's ../, then under the working directory)")
-	f.IntVar(limit, "limit", 0, verb+" only the first N requests of the trace (0 = all)")
+	f.StringVar(path, "trace", "", "Mooncake JSONL trace `file`, plain or gzip (default: "+DefaultTrace+" beside this binary's ../, then under the working directory)")
+	f.IntVar(limit, "limit", 0, verb+" only the first `N` requests of the trace (0 = all)")
 }
 
 // CheckLimit refuses a negative --limit.
@@ -201,10 +205,10 @@ type BlockSizes struct {
 // are *UsageError naming --sizes or --blocks.
 func ParseSizes(value string, rule BlockSizes) ([]uint64, error) {
 	sizes, err := ParseList(ListFlag{Name: "sizes", Noun: "size"}, value, func(s string) (uint64, error) {
-		n, err := humanize.ParseBytes(s)
+		n, err := ParseSize("sizes", s)
 		switch {
 		case err != nil:
-			return 0, Usagef("--sizes: %q is not a size (examples: 256KiB, 2MiB)", s)
+			return 0, err
 		case n == 0 || n > 256<<20:
 			return 0, Usagef("--sizes: %s must be between 1 byte and 256MiB", s)
 		case n%rule.Multiple != 0:
@@ -240,12 +244,20 @@ func StandaloneFlags(name string, out io.Writer, about ...string) *pflag.FlagSet
 	return fs
 }
 
-// ParseStandalone parses args into fs: pflag.ErrHelp for --help, a
-// *UsageError for a bad flag or any positional argument.
+// ParseStandalone parses args into fs: pflag.ErrHelp for --help or -h, a
+// *UsageError for a bad flag or any positional argument. A single-dash
+// word (-help, -json) is refused with the hint that long flags take two
+// dashes, as orbitkv-manager and orbitkvctl refuse it.
 func ParseStandalone(fs *pflag.FlagSet, args []string) error {
+	if w := singleDashWord(fs, args); w != "" {
+		return Usagef("unknown flag %s (long flags start with --, as in -%s)", w, w)
+	}
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return err
+		}
+		if strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+			return Usagef("%v (long flags start with --, as in --json)", err)
 		}
 		return Usagef("%v", err)
 	}
@@ -253,4 +265,28 @@ func ParseStandalone(fs *pflag.FlagSet, args []string) error {
 		return Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// singleDashWord is the first argument of args that is a dash and a word
+// of two or more letters (-help), or "": pflag reads "-help" as the
+// shorthand -h and prints the help, where the other OrbitKV commands
+// refuse it. The value of a flag that takes one ("--socket -x") and
+// everything after "--" are not looked at.
+func singleDashWord(fs *pflag.FlagSet, args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "--"):
+			if name, _, hasValue := strings.Cut(a[2:], "="); !hasValue {
+				if f := fs.Lookup(name); f != nil && f.NoOptDefVal == "" {
+					i++ // its value
+				}
+			}
+		case len(a) > 2 && a[0] == '-' && a[1] >= 'a' && a[1] <= 'z' && fs.ShorthandLookup(a[1:2]) == nil:
+			return a
+		}
+	}
+	return ""
 }

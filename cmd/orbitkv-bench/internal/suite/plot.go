@@ -7,7 +7,7 @@ import (
 // PlotFlag adds --plot DIR to a suite that draws plots; the directory
 // lands in the suiteCommon and parse checks that it can be written.
 func (f *Flags) PlotFlag(what string) {
-	f.StringVar(&f.common.PlotDir, "plot", "", "write PNG plots ("+what+") into `DIR`, made if missing")
+	f.StringVar(&f.common.PlotDir, "plot", "", "write PNG plots ("+what+") into `dir`, made if missing")
 }
 
 // checkPlotDir makes dir (--plot) if it is missing and proves a file can be

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,32 +59,31 @@ func parseTransferFlags(args []string, out io.Writer) (transferConfig, error) {
 		"interleaved batch by batch in one process. With --mooncake-bench, Mooncake's Transfer",
 		"Engine (the wheel's transfer_engine_bench, TCP transport, a target and an initiator",
 		"process on loopback) moves the same block sizes and batches after each repeat, as a peer.",
-		"Starts no Manager: --manager-bin and --manager-args are refused. Method:",
-		"bench/transfer/README.md.")
+		"Starts no Manager. Method: bench/transfer/README.md.")
 	sizes := fs.String("sizes", "64KiB,256KiB,1MiB,4MiB", "comma-separated block `sizes`")
-	fs.IntVar(&cfg.blocks, "blocks", 32, "blocks per batch")
-	fs.IntVar(&cfg.iters, "iters", 20, "timed batches per size and subject (the median is reported)")
-	fs.IntVar(&cfg.warmup, "warmup", 3, "untimed batches per size and subject first")
-	fs.IntVar(&cfg.engine.Rails, "rails", 0, "data connections per peer (0: the engine's default, 4)")
-	slice := fs.String("slice-bytes", "", "slice `size` of a READ (default: the engine's, requester.DefaultSliceBytes = 256KiB)")
-	fs.IntVar(&cfg.engine.Window, "window", 0, "slices in flight per rail (0: the engine's default, 2)")
-	fs.StringVar(&cfg.mooncake.bin, "mooncake-bench", "", "`path` of Mooncake's transfer_engine_bench (build/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench): measure Mooncake's TCP transport beside the engine and fill mooncake_gbps")
+	fs.IntVar(&cfg.blocks, "blocks", 32, "`N` blocks per batch")
+	fs.IntVar(&cfg.iters, "iters", 20, "`N` timed batches per size and subject (the median is reported)")
+	fs.IntVar(&cfg.warmup, "warmup", 3, "`N` untimed batches per size and subject first")
+	fs.IntVar(&cfg.engine.Rails, "rails", 0, fmt.Sprintf("`N` data connections per peer (0: the engine's default, %d)", requester.DefaultRails))
+	slice := fs.String("slice-bytes", "", "slice `size` of a READ (default: the engine's, "+limit.Size(requester.DefaultSliceBytes)+")")
+	fs.IntVar(&cfg.engine.Window, "window", 0, fmt.Sprintf("`N` slices in flight per rail (0: the engine's default, %d)", requester.DefaultWindow))
+	fs.StringVar(&cfg.mooncake.bin, "mooncake-bench", "", "Mooncake's transfer_engine_bench `binary` (build/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench): measure Mooncake's TCP transport beside the engine and fill mooncake_gbps")
 	fs.DurationVar(&cfg.mooncake.duration, "mooncake-duration", 3*time.Second, "one Mooncake initiator run per block size and repeat (whole seconds, 1s..1m)")
-	fs.IntVar(&cfg.mooncake.threads, "mooncake-threads", 1, "the Mooncake initiator's submitting threads, each a batch in flight (1: one batch at a time, as the engine is measured)")
+	fs.IntVar(&cfg.mooncake.threads, "mooncake-threads", 1, "`N` submitting threads of the Mooncake initiator, each a batch in flight (1: one batch at a time, as the engine is measured)")
 	fs.PlotFlag("GB/s against block size")
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
-	}
-	if cfg.ManagerBin != "" || len(cfg.ManagerArgs) > 0 {
-		return cfg, suite.Usagef("--manager-bin and --manager-args configure a Manager; the transfer suite starts none")
 	}
 	if err := suite.FirstError(suite.Between("blocks", cfg.blocks, 1, 4096), suite.AtLeast("iters", cfg.iters, 1), suite.AtLeast("warmup", cfg.warmup, 0), cfg.mooncake.check()); err != nil {
 		return cfg, err
 	}
 	if *slice != "" {
-		n, err := humanize.ParseBytes(*slice)
-		if err != nil || n > transfer.MaxSliceBytes {
-			return cfg, suite.Usagef("--slice-bytes: %q is not a size of at most 16MiB (examples: 64KiB, 1MiB)", *slice)
+		n, err := limit.ParseSize("--slice-bytes", *slice)
+		switch {
+		case err != nil:
+			return cfg, suite.Usagef("%v", err)
+		case n > transfer.MaxSliceBytes:
+			return cfg, suite.Usagef("--slice-bytes %s: want at most %s", *slice, limit.Size(transfer.MaxSliceBytes))
 		}
 		cfg.engine.SliceBytes = int(n)
 	}
@@ -190,7 +190,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	defer mon.Stop()
 	spec := cfg.engine
 	rep := &transferReport{Blocks: cfg.blocks, Iters: cfg.iters, Baseline: transferBaseline,
-		Rails: cmp0(spec.Rails, 4), SliceBytes: cmp0(spec.SliceBytes, requester.DefaultSliceBytes), Window: cmp0(spec.Window, 2)}
+		Rails: cmp.Or(spec.Rails, requester.DefaultRails), SliceBytes: cmp.Or(spec.SliceBytes, requester.DefaultSliceBytes), Window: cmp.Or(spec.Window, requester.DefaultWindow)}
 	rep.header = fmt.Sprintf("orbitkv-bench transfer: %d CPUs", runtime.NumCPU())
 	if model := suite.CpuModel(); model != "" {
 		rep.header += " (" + model + ")"
@@ -224,13 +224,6 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	cfg.Finish(&rep.Head, mon, suite.ValidityInput{HotUnchecked: "the transfer suite has no hot phase"}, figs)
 	err = cfg.Emit(stdout, stderr, rep, func(w io.Writer) error { return writeTransferTable(w, rep) })
 	return errors.Join(err, chart.WriteCharts(cfg.PlotDir, stderr, &rep.Head, transferCharts(rep)...))
-}
-
-func cmp0(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // transferSubject is one line of the suite: run moves the batch once into

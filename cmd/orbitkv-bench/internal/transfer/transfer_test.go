@@ -35,12 +35,13 @@ func TestParseTransferFlagsRejects(t *testing.T) {
 		want string
 	}{
 		{"a slice below 4KiB", []string{"--slice-bytes", "1KiB"}, "--slice-bytes 1024: want 4KiB..16MiB"},
-		{"a slice that is not a size", []string{"--slice-bytes", "big"}, `--slice-bytes: "big" is not a size`},
+		{"a slice that is not a size", []string{"--slice-bytes", "big"}, `--slice-bytes "big": not a size`},
+		{"a slice in decimal megabytes", []string{"--slice-bytes", "1MB"}, `--slice-bytes "1MB": ambiguous unit "MB"`},
 		{"a slice beyond the wire's bound", []string{"--slice-bytes", "32MiB"}, "at most 16MiB"},
 		{"too many rails", []string{"--rails", "65"}, "--rails 65: want 1..64"},
 		{"a negative window", []string{"--window", "-1"}, "--window -1: want 1..64"},
 		{"zero blocks", []string{"--blocks", "0"}, "--blocks must be between 1 and 4096"},
-		{"a Manager binary (the suite starts none)", []string{"--manager-bin", "/bin/true"}, "the transfer suite starts none"},
+		{"a Manager binary (the suite starts none, so has no such flag)", []string{"--manager-bin", "/bin/true"}, "unknown flag: --manager-bin"},
 		{"a batch over 2GiB", []string{"--sizes", "256MiB", "--blocks", "9"}, "more than 2GiB per batch"},
 	}
 	for _, tt := range tests {

@@ -55,15 +55,12 @@ func parseWakeFlags(args []string, out io.Writer) (wakeConfig, error) {
 		"warm (right after the same probe ran). On a VM whose host runs other work while a",
 		"vCPU sleeps, a woken thread starts with cold caches, and a cold wake's cost follows",
 		"the lines it touches. Starts no Manager. Method: bench/README.md.")
-	fs.IntVar(&cfg.samples, "samples", 1000, "timed calls per probe, cold and warm, per repeat (10..1000000)")
+	fs.IntVar(&cfg.samples, "samples", 1000, "`N` timed calls per probe, cold and warm, per repeat (10..1000000)")
 	fs.DurationVar(&cfg.sleep, "sleep", time.Millisecond, "raw futex sleep before each cold sample (10µs..100ms)")
-	fs.IntVar(&cfg.lines, "lines", 32, "dependent loads of the lines probe, one in each of this many 4 KiB pages (1..4096)")
+	fs.IntVar(&cfg.lines, "lines", 32, "`N` dependent loads of the lines probe, one in each of N 4 KiB pages (1..4096)")
 	fs.DefaultRepeatsOf(3)
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
-	}
-	if cfg.ManagerBin != "" || len(cfg.ManagerArgs) > 0 {
-		return cfg, suite.Usagef("--manager-bin and --manager-args configure a Manager; the wake suite starts none")
 	}
 	if err := suite.FirstError(suite.Between("samples", cfg.samples, 10, 1_000_000),
 		suite.Between("sleep", cfg.sleep, 10*time.Microsecond, 100*time.Millisecond),

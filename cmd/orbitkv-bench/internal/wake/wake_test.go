@@ -28,7 +28,7 @@ func TestParseWakeFlags(t *testing.T) {
 		{"a sleep too short to park", []string{"--sleep", "1us"}, "--sleep must be between 10µs and 100ms, got 1µs"},
 		{"a run that would sleep for days", []string{"--samples", "1000000", "--sleep", "100ms"}, "sleep for 333h20m0s; want at most 1h0m0s"},
 		{"no lines", []string{"--lines", "0"}, "--lines must be between 1 and 4096, got 0"},
-		{"a Manager flag", []string{"--manager-bin", "bin/orbitkv-manager"}, "the wake suite starts none"},
+		{"a Manager flag", []string{"--manager-bin", "bin/orbitkv-manager"}, "unknown flag: --manager-bin"},
 		{"an argument", []string{"extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

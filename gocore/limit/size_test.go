@@ -1,6 +1,7 @@
-package main
+package limit
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -71,4 +72,68 @@ func TestParseSizeRefusesWhatIsAmbiguousOrWrong(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestParseSizeNamesTheFieldAndTheAcceptedForms(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		want      uint64
+		err       string // "" = parses
+		ambiguous bool
+	}{
+		{"0 parses (the caller's limit decides)", "0", 0, "", false},
+		{"4GiB is 4·2³⁰ bytes", "4GiB", 4 << 30, "", false},
+		{"1.5GiB comes to whole bytes", "1.5GiB", 3 << 29, "", false},
+		{"the largest 64-bit count parses", "18446744073709551615", 1<<64 - 1, "", false},
+		{"4G names both readings and what to write", "4G", 0, `--sizes "4G": ambiguous unit "G": 4G could mean 4294967296 bytes (binary, as Redis reads it) or 4000000000 bytes (decimal); write 4GiB, or the byte count`, true},
+		{"1MB is ambiguous", "1MB", 0, `--sizes "1MB": ambiguous unit "MB"`, true},
+		{"an empty value names the accepted forms", "", 0, `--sizes "": not a size (want ` + SizeForms + ")", false},
+		{"a negative size is not a size", "-1", 0, `--sizes "-1": not a size (want a byte count`, false},
+		{"one past 64 bits is too large", "18446744073709551616", 0, `--sizes "18446744073709551616": too large (at most 18446744073709551615 bytes)`, false},
+		{"16EiB in PiB is too large", "16384PiB", 0, "too large", false},
+		{"a lone unit is not a size", "GiB", 0, "not a size", false},
+		{"a lone dot is not a size", ".", 0, "not a size", false},
+		{"a hex number is refused", "0x10", 0, `unknown unit "x10"`, false},
+		{"an exponent is refused", "1e9", 0, `unknown unit "e9"`, false},
+		{"a fraction of a byte is refused", "0.5", 0, "not a whole number of bytes", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSize("--sizes", tc.in)
+			if tc.err == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+				}
+				return
+			}
+			var le *Error
+			if !errors.As(err, &le) || le.Field != "--sizes" || le.Value != tc.in || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("ParseSize(%q) = %d, %v; want an *Error for --sizes containing %q", tc.in, got, err, tc.err)
+			}
+			if errors.Is(err, ErrAmbiguousUnit) != tc.ambiguous {
+				t.Errorf("errors.Is(err, ErrAmbiguousUnit) = %v, want %v", !tc.ambiguous, tc.ambiguous)
+			}
+		})
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"0", "4GiB", "1.5GiB", "4G", "", "-1", "18446744073709551616", "1.2.3", "4 GiB", "0.5KiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize("--x", s)
+		if err != nil {
+			var le *Error
+			if !errors.As(err, &le) || le.Field != "--x" || le.Err == nil {
+				t.Fatalf("ParseSize(%q): %v is not an *Error with a reason", s, err)
+			}
+			return
+		}
+		// What parses writes back (Size) to a text that parses to the same count.
+		if m, err := ParseSize("--x", strings.Replace(Size(n), " bytes", "", 1)); err != nil || m != n {
+			t.Fatalf("ParseSize(%q) = %d, but Size writes %q, which reads %d, %v", s, n, Size(n), m, err)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package main
+package limit
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 )
 
 // The size rule, the one for every size flag, environment variable and
-// config key (docs/operating.md "Sizes"):
+// config key of the Manager and of orbitkv-bench (docs/operating.md "Sizes"):
 //
 //   - a plain number is bytes: 65536;
 //   - binary units, in any letter case: KiB, MiB, GiB, TiB, PiB (also Ki,
@@ -23,14 +23,21 @@ import (
 //
 // One space between the number and the unit is allowed ("4 GiB", as
 // humanize.IBytes and the Manager's logs print sizes).
-const sizeRule = `A size is a byte count (65536) or a number with a binary unit in any
+//
+// SizeRule says the rule in the words of a --help text.
+const SizeRule = `A size is a byte count (65536) or a number with a binary unit in any
 letter case: KiB, MiB, GiB, TiB, PiB (also Ki, Mi, Gi, Ti, Pi), where
 1 KiB = 1024 bytes: 64KiB, 4GiB, 1.5TiB. K, M, G, T and KB, MB, GB, TB in
 any case are refused as ambiguous (Redis reads 4gb as 4 GiB, Kubernetes
 reads 4G as 4,000,000,000 bytes): write 4GiB, or the byte count.`
 
-// sizeHint follows every size error.
-const sizeHint = "KiB = 1024 bytes; G, GB, kB and the like are refused as ambiguous"
+// SizeHint is the unit rule in one line, for an error that gives its own
+// examples first.
+const SizeHint = "KiB = 1024 bytes; G, GB, kB and the like are refused as ambiguous"
+
+// SizeForms is the accepted forms in one line: ParseSize's Want for every
+// reason but an ambiguous unit (whose reason says what to write).
+const SizeForms = "a byte count or a number with a binary unit, e.g. 65536, 64KiB, 1.5GiB; " + SizeHint
 
 // binaryUnits are the multipliers of the unambiguous unit spellings, by
 // lower-case suffix.
@@ -51,12 +58,31 @@ var ambiguousUnits = map[string]struct {
 	"p": {50, 15, "PiB"}, "pb": {50, 15, "PiB"},
 }
 
-// errAmbiguous is the error of a unit that reads as decimal to some tools
-// and as binary to others.
-var errAmbiguous = errors.New("ambiguous unit")
+// ErrAmbiguousUnit is the reason (Error.Err) of a size whose unit reads as
+// decimal to some tools and as binary to others (4G, 4GB, 64k).
+var ErrAmbiguousUnit = errors.New("ambiguous unit")
+
+// ParseSize reads text, the value of the setting field (a flag as
+// "--sizes", a config key), by the size rule into a byte count. A text
+// that breaks the rule comes back as an *Error with Field field, Value
+// text, Err the reason (errors.Is ErrAmbiguousUnit for 4G and its kin,
+// whose reason says what to write) and, for every other reason, Want
+// SizeForms. ParseSize does not bound the count: 0 and 2⁶⁴-1 parse, the
+// caller's limit decides.
+func ParseSize(field, text string) (uint64, error) {
+	n, err := parseSize(text)
+	if err != nil {
+		e := &Error{Field: field, Value: text, Err: err}
+		if !errors.Is(err, ErrAmbiguousUnit) {
+			e.Want = SizeForms
+		}
+		return 0, e
+	}
+	return n, nil
+}
 
 // parseSize reads s by the size rule. The error says why s is refused and
-// how to write what was meant; it does not name the flag (the caller does).
+// how to write what was meant; it does not name the setting.
 func parseSize(s string) (uint64, error) {
 	t := strings.TrimSpace(s)
 	i := 0
@@ -70,7 +96,7 @@ func parseSize(s string) (uint64, error) {
 	lower := strings.ToLower(unit)
 	if a, ok := ambiguousUnits[lower]; ok {
 		return 0, fmt.Errorf("%w %q: %s%s could mean %s bytes (binary, as Redis reads it) or %s bytes (decimal); write %s%s, or the byte count",
-			errAmbiguous, unit, num, unit, exact(num, big.NewInt(0).Lsh(big.NewInt(1), a.binary)), exact(num, big.NewInt(0).Exp(big.NewInt(10), big.NewInt(int64(a.dec)), nil)), num, a.iec)
+			ErrAmbiguousUnit, unit, num, unit, exact(num, big.NewInt(0).Lsh(big.NewInt(1), a.binary)), exact(num, big.NewInt(0).Exp(big.NewInt(10), big.NewInt(int64(a.dec)), nil)), num, a.iec)
 	}
 	shift, ok := binaryUnits[lower]
 	if !ok {
