@@ -293,7 +293,9 @@ func wakeBlockedReader(t *testing.T, w, r, n int) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.HasPrefix(string(b), want) {
+			// In read(2) of fd 3 and asleep (state S in stat), not still
+			// on its way in: a write then wakes a blocked task.
+			if strings.HasPrefix(string(b), want) && taskSleeping(cmd.Process.Pid, tid) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -312,6 +314,18 @@ func wakeBlockedReader(t *testing.T, w, r, n int) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("reader: %v", err)
 	}
+}
+
+// taskSleeping reports whether thread tid of pid is in interruptible sleep
+// (state S, the third field of /proc/PID/task/TID/stat, after the
+// parenthesised command name).
+func taskSleeping(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'S'
 }
 
 func newEventfd(t *testing.T) (w, r int) {
