@@ -53,6 +53,7 @@ type config struct {
 	shutdownWait time.Duration
 	opSocket     string
 	opGroup      string
+	opAdmitUID   bool
 	pyroURL      string
 	pyroApp      string
 	pyroTenant   string
@@ -87,7 +88,8 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.transport, "channel-transport", "shm", "how the 64-byte requests and responses move: shm (the session slot's lines, a doorbell and futexes) or iceoryx2 (a request-response service of iceoryx2 0.10 per session, created exclusively with objects of this user only, its name in the session's bootstrap reply; needs a build with the iceoryx2 transport)")
 	fs.StringVar(&c.service, "channel-service", "orbitkv", "iceoryx2 transport: `prefix` of every session's service name PREFIX/EPOCH/TOKEN (1..190 printable bytes, no spaces)")
 	fs.StringVar(&c.opSocket, "operator-socket", "", "operator Unix socket `path` for orbitkvctl (default: the bootstrap socket's path plus .operator)")
-	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600")
+	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600 (root only)")
+	fs.BoolVar(&c.opAdmitUID, "operator-admit-manager-uid", false, "also let processes of the Manager's own uid operate (flush, drain, list sessions); off, as engines run as that uid")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")

@@ -79,7 +79,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	c := o.c
 	epoch, serviceID := randomEpoch()
 	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, ShutdownTimeout: c.shutdownWait, Logger: log, EBPF: c.ebpf,
-		OperatorSocket: c.opSocket, OperatorGroup: c.opGroup,
+		OperatorSocket: c.opSocket, OperatorGroup: c.opGroup, OperatorAdmitManagerUID: c.opAdmitUID,
 		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
 		Channel:   channel.Spec{SpinWindow: c.spinWindow},
 		Bootstrap: bootstrap.Config{Path: c.socket, ServiceID: serviceID, HelloTimeout: c.helloTimeout, Version: buildinfo.Get().Version},

@@ -48,6 +48,10 @@ type Spec struct {
 	// : Bootstrap.Path + ".operator"); OperatorGroup, a group name or id,
 	// makes it 0660 and lets that group's members in ("": 0600).
 	OperatorSocket, OperatorGroup string
+	// OperatorAdmitManagerUID admits processes of the Manager's own uid to
+	// the operator socket too (off: root and OperatorGroup only; the
+	// Manager's engines run as its uid and are not operators).
+	OperatorAdmitManagerUID bool
 	// ShutdownTimeout bounds Run's shutdown, from the signal to the last
 	// step (0: DefaultShutdownTimeout; 1s..10m).
 	ShutdownTimeout time.Duration

@@ -96,7 +96,7 @@ func (m *Manager) startOperator() error {
 		return err
 	}
 	path := m.spec.OperatorSocketPath()
-	srv, err := operator.Listen(operator.Config{Path: path, GID: gid, Service: &operatorService{m: m}, Gate: m.ready.operatorGate, Logger: m.log})
+	srv, err := operator.Listen(operator.Config{Path: path, GID: gid, AdmitManagerUID: m.spec.OperatorAdmitManagerUID, Service: &operatorService{m: m}, Gate: m.ready.operatorGate, Logger: m.log})
 	if err != nil {
 		return &limit.Refused{Field: "manager.OperatorSocket", Value: path, Err: err}
 	}

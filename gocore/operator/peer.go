@@ -103,32 +103,36 @@ func procGroups(pid int32) ([]uint32, error) {
 	return nil, fmt.Errorf("/proc/%d/status has no Groups line", pid)
 }
 
-// ErrPeerRefused is the refusal of a peer that is not root, not the
-// Manager's uid and not in the operator group.
+// ErrPeerRefused is the refusal of a peer that is not root, not in the
+// operator group and (unless admitted) not of the Manager's uid.
 var ErrPeerRefused = errors.New("operator socket: peer not allowed")
 
-// Policy says who may use the operator socket: root, UID, and, when GID
-// >= 0, members of group GID.
+// Policy says who may use the operator socket: root; when GID >= 0,
+// members of group GID; when AdmitUID, processes of UID. Operators are
+// not engines: engines run as the Manager's uid (or as tenants' uids), so
+// that uid is not admitted unless asked for, or any engine could flush
+// the cache, drain the Manager or list the other engines.
 type Policy struct {
-	UID uint32 // the Manager's uid
-	GID int    // the operator group; -1: none
+	UID      uint32 // the Manager's uid
+	GID      int    // the operator group; -1: none
+	AdmitUID bool   // admit processes of UID too
 }
 
 // Check returns nil when p may use the socket, else an error wrapping
 // ErrPeerRefused that names p and who is allowed.
 func (pol Policy) Check(p Peer) error {
-	if p.UID == 0 || p.UID == pol.UID {
+	if p.UID == 0 || pol.AdmitUID && p.UID == pol.UID {
 		return nil
 	}
 	if pol.GID >= 0 && (p.GID == uint32(pol.GID) || slices.Contains(p.Groups, uint32(pol.GID))) {
 		return nil
 	}
-	who := fmt.Sprintf("root or uid %d", pol.UID)
-	if pol.UID == 0 {
-		who = "root (the Manager's uid)"
+	who := "root"
+	if pol.AdmitUID && pol.UID != 0 {
+		who += fmt.Sprintf(" or uid %d", pol.UID)
 	}
 	if pol.GID >= 0 {
 		who += fmt.Sprintf(" or a member of group %d", pol.GID)
 	}
-	return fmt.Errorf("%w: pid %d uid %d gid %d is not %s (see orbitkv-manager --operator-group)", ErrPeerRefused, p.PID, p.UID, p.GID, who)
+	return fmt.Errorf("%w: pid %d uid %d gid %d is not %s (see orbitkv-manager --operator-group and --operator-admit-manager-uid)", ErrPeerRefused, p.PID, p.UID, p.GID, who)
 }

@@ -27,10 +27,12 @@ const MaxPathBytes = 107
 // Config configures the operator socket; a plain value.
 type Config struct {
 	Path string // socket path (at most MaxPathBytes)
-	// GID is the operator group: -1 makes the socket 0600 (the Manager's
-	// uid and root only); a group id makes it 0660 and owned by that group,
-	// whose members are then allowed too.
-	GID     int
+	// GID is the operator group: -1 makes the socket 0600 (root only, and
+	// the Manager's uid with AdmitManagerUID); a group id makes it 0660 and
+	// owned by that group, whose members are then allowed too.
+	GID int
+	// AdmitManagerUID admits processes of the Manager's own uid (Policy).
+	AdmitManagerUID bool
 	Service operatorpb.OperatorServer
 	// Gate, when set, is asked before every authorized call; an error
 	// (a gRPC status) is the call's answer. The Manager refuses calls with
@@ -68,7 +70,7 @@ func Listen(c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator socket: %w", err)
 	}
-	creds := newPeerCreds(Policy{UID: uint32(os.Geteuid()), GID: c.GID}, c.Logger)
+	creds := newPeerCreds(Policy{UID: uint32(os.Geteuid()), GID: c.GID, AdmitUID: c.AdmitManagerUID}, c.Logger)
 	lim := newConnLimiter(ln, c.Logger)
 	g := grpc.NewServer(grpc.Creds(creds), grpc.ChainUnaryInterceptor(authorize, gate(c.Gate)), grpc.StatsHandler(callCounter{}),
 		grpc.ConnectionTimeout(HandshakeTimeout),

@@ -97,7 +97,7 @@ func TestCloseRemovesTheSocket(t *testing.T) {
 	}
 }
 
-func TestPolicyAllowsRootTheManagerAndTheOperatorGroup(t *testing.T) {
+func TestPolicyAllowsRootTheOperatorGroupAndTheManagerOnlyWhenAdmitted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		pol  Policy
@@ -105,9 +105,10 @@ func TestPolicyAllowsRootTheManagerAndTheOperatorGroup(t *testing.T) {
 		want string // "" allowed, else a substring of the refusal
 	}{
 		{"root is allowed", Policy{UID: 1000, GID: -1}, Peer{UID: 0}, ""},
-		{"the Manager's uid is allowed", Policy{UID: 1000, GID: -1}, Peer{UID: 1000, GID: 5}, ""},
-		{"another uid is refused naming who may", Policy{UID: 1000, GID: -1}, Peer{PID: 9, UID: 1001, GID: 5}, "pid 9 uid 1001 gid 5 is not root or uid 1000"},
-		{"a Manager running as root names root once", Policy{UID: 0, GID: -1}, Peer{PID: 9, UID: 1001, GID: 5}, "is not root (the Manager's uid) (see"},
+		{"the Manager's uid (its engines) is refused by default", Policy{UID: 1000, GID: -1}, Peer{PID: 9, UID: 1000, GID: 5}, "pid 9 uid 1000 gid 5 is not root (see"},
+		{"the Manager's uid is allowed when admitted", Policy{UID: 1000, GID: -1, AdmitUID: true}, Peer{UID: 1000, GID: 5}, ""},
+		{"another uid is refused naming who may", Policy{UID: 1000, GID: -1, AdmitUID: true}, Peer{PID: 9, UID: 1001, GID: 5}, "pid 9 uid 1001 gid 5 is not root or uid 1000"},
+		{"a Manager running as root names root once", Policy{UID: 0, GID: -1, AdmitUID: true}, Peer{PID: 9, UID: 1001, GID: 5}, "is not root (see"},
 		{"the operator group as primary group is allowed", Policy{UID: 1000, GID: 7}, Peer{UID: 1001, GID: 7}, ""},
 		{"the operator group as supplementary group is allowed", Policy{UID: 1000, GID: 7}, Peer{UID: 1001, GID: 5, Groups: []uint32{3, 7}}, ""},
 		{"other groups are refused naming the operator group", Policy{UID: 1000, GID: 7}, Peer{UID: 1001, GID: 5, Groups: []uint32{3}}, "or a member of group 7"},
