@@ -153,7 +153,7 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if !s.reserveMapped(want) {
 			return nil, invalid("regions", "%d bytes would pass the Manager-wide limit of %d bytes of registered buffers (--max-buffer-bytes)", want, s.cfg.MaxBufferBytes), nil
 		}
-		bufs, total, aerr := buffersFromRequest(&req, f.Files, ownFiles(sess.SlotFile(), s.cfg.Dispatcher.DoorbellFile()), s.gpuMapper())
+		bufs, total, aerr := buffersFromRequest(&req, f.Files, s.managerFiles(), s.gpuMapper())
 		if aerr != nil {
 			s.releaseMapped(want)
 			return nil, aerr, nil
@@ -314,7 +314,7 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 				return fail(invalid(field("fd_index"), "fstat: %v", err))
 			}
 			if own[fileID{st.Dev, st.Ino}] {
-				return fail(invalid(field("fd_index"), "is one of the Manager's own memfds (session slot or doorbell), not an engine buffer"))
+				return fail(invalid(field("fd_index"), "is one of the Manager's own memfds (a session's slot or the doorbell), not an engine buffer"))
 			}
 			if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > uint64(st.Size) {
 				return fail(invalid(field("bytes"), "offset %d + bytes %d exceeds the fd size %d", r.GetOffset(), r.GetBytes(), st.Size))
@@ -348,9 +348,21 @@ type fileID struct {
 	ino uint64
 }
 
-// ownFiles are the identities of the Manager's memfds a client holds: they
-// must never be registered as engine buffers (a restore would write cached
-// bytes into the doorbell or the slot).
+// managerFiles are the identities of the Manager's memfds a client may
+// hold: the doorbell and every live session's slot (its own, and another
+// session's fd passed on to it). None is ever an engine buffer: a restore
+// would write cached bytes into the doorbell or a slot, and a publish
+// would read another session's requests as KV bytes.
+func (s *Server) managerFiles() map[fileID]bool {
+	files := []*os.File{s.cfg.Dispatcher.DoorbellFile()}
+	for _, sess := range s.cfg.Table.Sessions() {
+		files = append(files, sess.SlotFile())
+	}
+	return ownFiles(files...)
+}
+
+// ownFiles are the identities (fstat) of files; one that cannot be
+// fstat'ed (a session closing meanwhile) is left out.
 func ownFiles(files ...*os.File) map[fileID]bool {
 	m := make(map[fileID]bool, len(files))
 	for _, f := range files {

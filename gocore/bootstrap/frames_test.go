@@ -415,11 +415,15 @@ func TestServerCloseFinishesWhenAClientStopsReading(t *testing.T) {
 	}
 }
 
-// The Manager's own memfds and write-sealed memfds are not engine buffers.
+// The Manager's own memfds (the doorbell, this session's slot, another
+// live session's slot passed on to this one) and write-sealed memfds are
+// not engine buffers.
 func TestRegisterBuffersRefusesTheManagersOwnMemfds(t *testing.T) {
 	h := newHarness(t)
 	rc := connect(t, h.path)
 	rc.register(t, "engine")
+	other := connect(t, h.path)
+	other.register(t, "engine-2")
 	writeSealed := newMemfd(t, 4096)
 	if _, err := unix.FcntlInt(writeSealed.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE); err != nil {
 		t.Fatal(err)
@@ -432,6 +436,7 @@ func TestRegisterBuffersRefusesTheManagersOwnMemfds(t *testing.T) {
 	}{
 		{"the session slot", rc.files[0], uint64(len(rc.slot)), "own memfds"},
 		{"the doorbell", rc.files[2], 4096, "own memfds"},
+		{"another live session's slot", other.files[0], uint64(len(other.slot)), "own memfds"},
 		{"a write-sealed memfd", writeSealed, 4096, "sealed against writes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
