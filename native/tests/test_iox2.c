@@ -3,8 +3,9 @@
  * create, open by name, a round trip in one process and one across a fork
  * that sleeps on the event services, the mode of every shared-memory object
  * it creates, the refusals of bad arguments, and the cleanup of what a
- * SIGKILLed process left under /dev/shm, the WaitSet, and the Manager's poll
- * loop in iceoryx2 mode (server.h). Built only with the Rust library
+ * SIGKILLed process left under /dev/shm, the sweep of runtimes whose process
+ * died, the WaitSet, and the Manager's poll loop in iceoryx2 mode
+ * (server.h). Built only with the Rust library
  * (OKV_HAVE_IOX2); prints each failed check, exits 1 if any failed.
  */
 #define _GNU_SOURCE
@@ -478,9 +479,203 @@ static void test_squatted_paths(void)
 	rmdir(xdg);
 }
 
+/* The owner record of the live runtime rt, for its "boot" and "pidns"
+ * lines. */
+static char live_boot[256], live_pidns[256];
+
+static void read_live_record(void)
+{
+	char path[OKV_IOX2_RUNTIME_MAX + 16], line[256];
+	snprintf(path, sizeof(path), "%s/owner", strchr(rt, '/') ? strchr(rt, '/') : "");
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL, "the live runtime's owner record %s", path);
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strncmp(line, "boot ", 5) == 0)
+			snprintf(live_boot, sizeof(live_boot), "%s", line + 5);
+		else if (strncmp(line, "pidns ", 6) == 0)
+			snprintf(live_pidns, sizeof(live_pidns), "%s", line + 6);
+	}
+	if (f)
+		fclose(f);
+	CHECK(live_pidns[0] != '\0', "the owner record names the pid namespace");
+}
+
+/* A forged runtime: a root /tmp/orbitkv-iox2-XXXXXX (into root) whose
+ * owner record names pid, start, pidns (NULL: this one's) and prefix; text
+ * (when not NULL) replaces the record. */
+static void forge_runtime(char *root, size_t len, int pid, unsigned long long start, const char *pidns,
+			  const char *prefix, const char *text)
+{
+	char path[300];
+	snprintf(root, len, "/tmp/orbitkv-iox2-XXXXXX");
+	CHECK(mkdtemp(root) != NULL, "mkdtemp %s", root);
+	snprintf(path, sizeof(path), "%s/owner", root);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "create %s", path);
+	if (fd < 0)
+		return;
+	if (text == NULL)
+		dprintf(fd, "pid %d\nstart %llu\nboot %s\npidns %s\nprefix %s\n", pid, start, live_boot,
+			pidns ? pidns : live_pidns, prefix);
+	else
+		dprintf(fd, "%s", text);
+	close(fd);
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/* How many names under /dev/shm start with prefix. */
+static int shm_with_prefix(const char *prefix)
+{
+	int n = shm_list(during, MAX_ENTRIES), k = 0;
+	for (int i = 0; i < n; i++)
+		k += strncmp(during[i], prefix, strlen(prefix)) == 0;
+	return k;
+}
+
+static void remove_forged(const char *root)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "%s/owner", root);
+	unlink(path);
+	rmdir(root);
+}
+
+/* A runtime whose process died without okv_iox2_runtime_remove (a child
+ * that makes one, serves a service in it and exits) is removed, root and
+ * /dev/shm objects, by the next okv_iox2_runtime_new; so is one whose
+ * record names a pid now used by a process started at another time
+ * (okv_iox2_runtime_sweep). Left alone: a live runtime (this process's),
+ * a record of another pid namespace, a malformed record, a root others
+ * may enter, a root of another uid, a symbolic link named like a root, and
+ * under a swept prefix another uid's object and a symbolic link. */
+static void test_stale_runtimes_are_swept(void)
+{
+	char dead[OKV_IOX2_RUNTIME_MAX + 1] = "", next[OKV_IOX2_RUNTIME_MAX + 1], dead_prefix[40] = "";
+	int ready[2];
+
+	read_live_record();
+	CHECK(pipe(ready) == 0, "pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		char fd[16];
+
+		close(ready[0]);
+		snprintf(fd, sizeof(fd), "%d", ready[1]);
+		execl("/proc/self/exe", "test_iox2", "runtime-and-exit", "okv-test/stale", fd, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	ssize_t got = read(ready[0], dead, sizeof(dead) - 1);
+	close(ready[0]);
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child made a runtime and exited without removing it (status %#x)", status);
+	CHECK(got > 0 && strchr(dead, '/') != NULL, "the child's runtime string: %s", dead);
+	const char *dead_root = strchr(dead, '/') ? strchr(dead, '/') : "/nonexistent";
+	snprintf(dead_prefix, sizeof(dead_prefix), "%.*s", (int)(dead_root - dead), dead);
+	CHECK(exists(dead_root) && shm_with_prefix(dead_prefix) > 0,
+	      "the dead child's root %s and its /dev/shm objects %s* are there (%d)", dead_root, dead_prefix,
+	      shm_with_prefix(dead_prefix));
+
+	/* Forged records of this user, judged by the sweep. */
+	const char *reused_prefix = "okv00000000000000a1_", *kept_prefix = "okv00000000000000a2_";
+	char reused[64], otherns[64], malformed[64], open_root[64], foreign[64], outside[] = "/tmp/okv-test-out-XXXXXX";
+	char link[64], shm_ours[128], shm_theirs[128], shm_link[128], shm_target[128];
+	forge_runtime(reused, sizeof(reused), (int)getpid(), 1, NULL, reused_prefix, NULL);
+	forge_runtime(otherns, sizeof(otherns), 999999, 1, "pid:[1]", kept_prefix, NULL);
+	forge_runtime(malformed, sizeof(malformed), 0, 0, NULL, NULL, "pid 999999\nstart x\n");
+	forge_runtime(open_root, sizeof(open_root), 999999, 1, NULL, kept_prefix, NULL);
+	CHECK(chmod(open_root, 0755) == 0, "chmod %s", open_root);
+	forge_runtime(foreign, sizeof(foreign), 999999, 1, NULL, kept_prefix, NULL);
+	int as_root = geteuid() == 0;
+	if (as_root) {
+		char path[128];
+		snprintf(path, sizeof(path), "%s/owner", foreign);
+		CHECK(chown(path, 65534, 65534) == 0 && chown(foreign, 65534, 65534) == 0, "chown %s", foreign);
+	}
+	/* A stale record behind a symbolic link named like a root. */
+	CHECK(mkdtemp(outside) != NULL, "mkdtemp %s", outside);
+	{
+		char path[128];
+		snprintf(path, sizeof(path), "%s/owner", outside);
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		CHECK(fd >= 0, "create %s", path);
+		if (fd >= 0) {
+			dprintf(fd, "pid %d\nstart 1\nboot %s\npidns %s\nprefix %s\n", (int)getpid(), live_boot, live_pidns,
+				kept_prefix);
+			close(fd);
+		}
+		snprintf(link, sizeof(link), "/tmp/orbitkv-iox2-lnk%d", (int)getpid());
+		CHECK(symlink(outside, link) == 0, "symlink %s", link);
+	}
+	/* Under the reused prefix: one object of this user (swept), one of
+	 * another uid and one symbolic link (both kept). */
+	snprintf(shm_ours, sizeof(shm_ours), "/dev/shm/%sours", reused_prefix);
+	snprintf(shm_theirs, sizeof(shm_theirs), "/dev/shm/%stheirs", reused_prefix);
+	snprintf(shm_link, sizeof(shm_link), "/dev/shm/%slink", reused_prefix);
+	snprintf(shm_target, sizeof(shm_target), "/dev/shm/okv-test-target-%d", (int)getpid());
+	int fd = open(shm_ours, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "create %s", shm_ours);
+	if (fd >= 0)
+		close(fd);
+	fd = open(shm_target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && symlink(shm_target, shm_link) == 0, "create %s -> %s", shm_link, shm_target);
+	if (fd >= 0)
+		close(fd);
+	if (as_root) {
+		fd = open(shm_theirs, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		CHECK(fd >= 0 && fchown(fd, 65534, 65534) == 0, "create %s of uid 65534", shm_theirs);
+		if (fd >= 0)
+			close(fd);
+	}
+
+	/* The next runtime sweeps. */
+	CHECK(okv_iox2_runtime_new(next, sizeof(next)) == 0, "runtime: %s", okv_iox2_last_error());
+	CHECK(!exists(dead_root), "the dead child's root %s was removed", dead_root);
+	CHECK(shm_with_prefix(dead_prefix) == 0, "the dead child's /dev/shm objects %s* were removed (%d left)",
+	      dead_prefix, shm_with_prefix(dead_prefix));
+	CHECK(!exists(reused), "the root %s of a reused pid was removed", reused);
+	CHECK(!exists(shm_ours), "this user's %s under the swept prefix was removed", shm_ours);
+	CHECK(exists(shm_link) && exists(shm_target), "the symbolic link %s and its target were left", shm_link);
+	if (as_root)
+		CHECK(exists(shm_theirs), "uid 65534's %s under the swept prefix was left", shm_theirs);
+	CHECK(exists(strchr(rt, '/')), "the live runtime's root %s was left", strchr(rt, '/'));
+	CHECK(exists(otherns), "%s, a record of another pid namespace, was left", otherns);
+	CHECK(exists(malformed), "%s, a malformed record, was left", malformed);
+	CHECK(exists(open_root), "%s, a root of mode 755, was left", open_root);
+	if (as_root)
+		CHECK(exists(foreign), "%s, a root of uid 65534, was left", foreign);
+	CHECK(exists(link) && exists(outside), "the symbolic link %s and its target %s were left", link, outside);
+	CHECK(okv_iox2_runtime_remove(next) == 0, "remove: %s", okv_iox2_last_error());
+
+	/* okv_iox2_runtime_sweep alone, and its count. */
+	char again[64];
+	forge_runtime(again, sizeof(again), (int)getpid(), 1, NULL, reused_prefix, NULL);
+	int n = okv_iox2_runtime_sweep();
+	CHECK(n >= 1 && !exists(again), "okv_iox2_runtime_sweep removed %s (returned %d)", again, n);
+
+	unlink(link);
+	remove_forged(outside);
+	remove_forged(otherns);
+	remove_forged(malformed);
+	remove_forged(open_root);
+	remove_forged(foreign);
+	unlink(shm_link);
+	unlink(shm_target);
+	unlink(shm_theirs);
+}
+
 /* The child programs (re-executed by the tests above): a server that echoes
- * 200 requests sleeping on its listener between them, or one that waits to
- * be killed. argv: ROLE NAME READY_FD. */
+ * 200 requests sleeping on its listener between them, one that makes its
+ * own runtime and service, writes the runtime string to READY_FD and exits
+ * without removing them, or one that waits to be killed. argv: ROLE NAME
+ * READY_FD. */
 static int child(const char *role, const char *name, int ready_fd)
 {
 	if (strcmp(role, "echo-200") == 0) {
@@ -511,6 +706,20 @@ static int child(const char *role, const char *name, int ready_fd)
 		okv_iox2_node_free(node);
 		return 0;
 	}
+	if (strcmp(role, "runtime-and-exit") == 0) {
+		/* A runtime of its own, a node and a service in it, then an exit
+		 * that removes nothing (as a SIGKILL would). */
+		char own[OKV_IOX2_RUNTIME_MAX + 1];
+		struct okv_iox2_node *node;
+		struct okv_iox2_server *srv;
+
+		if (okv_iox2_runtime_new(own, sizeof(own)) != 0 || okv_iox2_node_new(own, NULL, &node) != 0 ||
+		    okv_iox2_server_create(node, name, 1, &srv) != 0)
+			_exit(2);
+		if (write(ready_fd, own, strlen(own)) != (ssize_t)strlen(own))
+			_exit(3);
+		_exit(0);
+	}
 	struct okv_iox2_node *node;
 	struct okv_iox2_server *srv;
 
@@ -537,6 +746,7 @@ int main(int argc, char **argv)
 	test_poll_loop();
 	test_across_processes();
 	test_sigkill_leftovers_are_cleaned();
+	test_stale_runtimes_are_swept();
 	if (failures != 0) {
 		fprintf(stderr, "test_iox2: %d of %d checks failed\n", failures, checks);
 		return 1;

@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,12 +41,20 @@ func newShmObjects(t *testing.T, before []string) []string {
 	return out
 }
 
-// waitShmBack waits until /dev/shm holds nothing beyond before.
-func waitShmBack(t *testing.T, before []string, d time.Duration, what string) {
+// waitShmBack waits until /dev/shm holds nothing beyond before but the
+// objects of the live runtime (those whose name starts with its prefix:
+// the running Manager's own, its global node counter among them; "" for
+// none).
+func waitShmBack(t *testing.T, before []string, live iox2Runtime, d time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		left := newShmObjects(t, before)
+		var left []string
+		for _, n := range newShmObjects(t, before) {
+			if live.prefix == "" || !strings.HasPrefix(n, live.prefix) {
+				left = append(left, n)
+			}
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -52,6 +63,41 @@ func waitShmBack(t *testing.T, before []string, d time.Duration, what string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// iox2Runtime is where a Manager's iceoryx2 objects live: its root
+// directory and its /dev/shm prefix (okv_iox2_runtime_new, orbitkv/iox2.h).
+type iox2Runtime struct{ root, prefix string }
+
+// managerRuntime finds the runtime of the process pid by the owner record
+// in its root ("orbitkv-iox2-*/owner" under $XDG_RUNTIME_DIR or /tmp:
+// lines "pid N", "prefix P", ...).
+func managerRuntime(t *testing.T, pid int) iox2Runtime {
+	t.Helper()
+	var roots []string
+	for _, base := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/tmp"} {
+		if base != "" {
+			m, _ := filepath.Glob(filepath.Join(base, "orbitkv-iox2-*"))
+			roots = append(roots, m...)
+		}
+	}
+	for _, root := range roots {
+		b, err := os.ReadFile(filepath.Join(root, "owner"))
+		if err != nil {
+			continue
+		}
+		rec := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok {
+				rec[k] = v
+			}
+		}
+		if rec["pid"] == strconv.Itoa(pid) && rec["prefix"] != "" {
+			return iox2Runtime{root: root, prefix: rec["prefix"]}
+		}
+	}
+	t.Fatalf("no iceoryx2 runtime with an owner record of pid %d among %d roots under $XDG_RUNTIME_DIR and /tmp", pid, len(roots))
+	return iox2Runtime{}
 }
 
 // startIox2Manager starts a Manager serving the channel over iceoryx2 on
@@ -69,6 +115,9 @@ func TestIceoryx2SIGKILLOfTheManagerOrAClient(t *testing.T) {
 	before := shmObjects(t)
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	m := startIox2Manager(t, sock)
+	// The running Manager's own objects (its node, its prefix's global
+	// node counter) live until it stops; a session's must not.
+	rt := managerRuntime(t, m.Pid())
 
 	t.Run("a session's service objects are 0600 and this user's", func(t *testing.T) {
 		c := start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "3", "--interval", "1ms", "--hold")
@@ -90,7 +139,7 @@ func TestIceoryx2SIGKILLOfTheManagerOrAClient(t *testing.T) {
 		c.Signal(syscall.SIGTERM)
 		c.wait(t, 5*time.Second)
 		waitSessions(t, sock, 0)
-		waitShmBack(t, before, 5*time.Second, "after the session closed")
+		waitShmBack(t, before, rt, 5*time.Second, "after the session closed")
 	})
 
 	t.Run("a SIGKILLed client's session and objects go, and the next client is served", func(t *testing.T) {
@@ -100,7 +149,7 @@ func TestIceoryx2SIGKILLOfTheManagerOrAClient(t *testing.T) {
 		victim.Signal(syscall.SIGKILL)
 		victim.wait(t, 5*time.Second)
 		waitSessions(t, sock, 0)
-		waitShmBack(t, before, 5*time.Second, "after the client's SIGKILL")
+		waitShmBack(t, before, rt, 5*time.Second, "after the client's SIGKILL")
 		next := start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "3", "--interval", "1ms")
 		if err := next.wait(t, 10*time.Second); err != nil {
 			t.Fatalf("a client after the SIGKILLed one failed: %v\n%s", err, next.Output())
@@ -127,18 +176,29 @@ func TestIceoryx2SIGKILLOfTheManagerOrAClient(t *testing.T) {
 			t.Errorf("the old client's error does not say the Manager exited:\n%s", old.Output())
 		}
 		// The same socket path, a new incarnation: it serves new clients,
-		// and creating its iceoryx2 node removed the dead one's objects.
+		// and making its runtime swept the dead one's (its root and every
+		// object of its prefix).
 		m2 := startIox2Manager(t, sock)
+		rt2 := managerRuntime(t, m2.Pid())
+		if rt2.prefix == rt.prefix {
+			t.Fatalf("the restarted Manager has the dead one's prefix %s", rt.prefix)
+		}
 		c := start(t, "orbitkvctl", "--socket", sock, "ping", "--count", "3", "--interval", "1ms")
 		if err := c.wait(t, 10*time.Second); err != nil {
 			t.Fatalf("a client of the restarted Manager failed: %v\n%s\nManager:\n%s", err, c.Output(), m2.Output())
 		}
-		waitShmBack(t, before, 5*time.Second, "after the restart and the old client's exit")
+		if _, err := os.Lstat(rt.root); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the dead Manager's iceoryx2 root %s is still there after the restart (lstat: %v)", rt.root, err)
+		}
+		waitShmBack(t, before, rt2, 5*time.Second, "after the restart and the old client's exit")
 		m2.Signal(syscall.SIGTERM)
 		if err := m2.wait(t, 10*time.Second); err != nil {
 			t.Errorf("the restarted Manager exited with %v", err)
 		}
-		waitShmBack(t, before, 5*time.Second, "after the restarted Manager stopped")
+		waitShmBack(t, before, iox2Runtime{}, 5*time.Second, "after the restarted Manager stopped")
+		if _, err := os.Lstat(rt2.root); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the stopped Manager's iceoryx2 root %s is still there (lstat: %v)", rt2.root, err)
+		}
 	})
 }
 

@@ -74,17 +74,36 @@ struct okv_iox2_client;
  * ever starting). Writes the runtime string, the prefix followed by the
  * root's absolute path (at most OKV_IOX2_RUNTIME_MAX bytes), and a NUL
  * into out[0..outlen). The Manager sends it to its clients in the
- * bootstrap reply (abi.h OKV_BOOT_EXT_IOX2_RUNTIME). Returns 0,
+ * bootstrap reply (abi.h OKV_BOOT_EXT_IOX2_RUNTIME). The root holds an
+ * owner record, the file "owner" (mode 0600): lines "pid N", "start T"
+ * (the process's start, clock ticks after boot: /proc/N/stat field 22),
+ * "boot ID", "pidns pid:[INODE]", "prefix P". Before making the runtime
+ * it sweeps the stale ones (okv_iox2_runtime_sweep). Returns 0,
  * OKV_IOX2_EINVAL (NULL, or it does not fit outlen), OKV_IOX2_EPERM (the
- * directory could not be made or is not private: the message names it).
+ * directory or its record could not be made, or it is not private: the
+ * message names it).
  */
 int okv_iox2_runtime_new(char *out, size_t outlen);
-/** Remove a runtime's root directory and what is in it, and this euid's
- *  /dev/shm objects of its prefix (iceoryx2's global node counter outlives
- *  the nodes), after every node of it was freed (best effort).
+/** Remove this euid's /dev/shm objects of a runtime's prefix (iceoryx2's
+ *  global node counter outlives the nodes), then its root directory and
+ *  what is in it, after every node of it was freed (best effort).
  *  OKV_IOX2_EPERM (nothing removed) when the root is not a private
  *  directory of this euid. */
 int okv_iox2_runtime_remove(const char *runtime);
+/**
+ * Remove the runtimes that processes of this euid made and left without
+ * okv_iox2_runtime_remove (SIGKILL, a crash): every "orbitkv-iox2-*"
+ * under $XDG_RUNTIME_DIR (when private, as above) and under /tmp that is
+ * a directory (lstat: not a symbolic link) of this euid with mode 0700 and
+ * whose owner record names a process that is gone: its pid is free or
+ * now a process started at another time, or the record is of an earlier
+ * boot. For each, this euid's regular files under /dev/shm starting with
+ * the record's prefix go, then the directory. Left alone: runtimes of
+ * live processes, records of another pid namespace (the pid cannot be
+ * judged), directories without a well-formed record, anything of another
+ * uid. Returns how many runtimes were removed (>= 0); logs nothing.
+ */
+int okv_iox2_runtime_sweep(void);
 
 /**
  * Create a node in `runtime` (a string of okv_iox2_runtime_new); `name`

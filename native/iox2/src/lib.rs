@@ -41,6 +41,8 @@ use iceoryx2::port::server::Server;
 use iceoryx2::prelude::*;
 use iceoryx2::waitset::WaitSetGuard;
 
+mod sweep;
+
 /// Return codes; equal to the `OKV_IOX2_E*` values of iox2.h.
 pub const OKV_IOX2_EINVAL: c_int = -1;
 pub const OKV_IOX2_EEXIST: c_int = -2;
@@ -126,6 +128,8 @@ pub const OKV_IOX2_RUNTIME_MAX: usize = 255;
 /// random name. Both are chosen per Manager and passed to its clients in
 /// the bootstrap reply, so no other user can create them first: a
 /// predictable name under /tmp or /dev/shm is one another uid can squat.
+/// The root holds an owner record (sweep.rs) by which a later runtime of
+/// this euid finds and removes both once the owner died.
 struct Runtime {
     prefix: String,
     root: String,
@@ -202,14 +206,29 @@ fn private_dir(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The directory under which okv_iox2_runtime_new makes a root:
 /// $XDG_RUNTIME_DIR when it is an absolute path to a private directory of
-/// this euid (private_dir), else /tmp.
-fn runtime_base() -> String {
+/// this euid (private_dir).
+fn private_xdg() -> Option<String> {
     match std::env::var("XDG_RUNTIME_DIR") {
-        Ok(x) if x.starts_with('/') && private_dir(&x).is_ok() => x,
-        _ => "/tmp".to_owned(),
+        Ok(x) if x.starts_with('/') && private_dir(&x).is_ok() => Some(x.trim_end_matches('/').to_owned()),
+        _ => None,
     }
+}
+
+/// The directory under which okv_iox2_runtime_new makes a root:
+/// private_xdg, else /tmp.
+fn runtime_base() -> String {
+    private_xdg().unwrap_or_else(|| "/tmp".to_owned())
+}
+
+/// Where okv_iox2_runtime_sweep looks: private_xdg (when there is one)
+/// and /tmp, each once.
+fn sweep_bases() -> Vec<String> {
+    let mut v: Vec<String> = private_xdg().into_iter().collect();
+    if !v.iter().any(|b| b == "/tmp") {
+        v.push("/tmp".to_owned());
+    }
+    v
 }
 
 /// 16 random hex digits (getrandom(2)).
@@ -224,7 +243,7 @@ fn random_hex() -> Result<String, c_int> {
 
 fn runtime_new() -> Result<Runtime, c_int> {
     let base = runtime_base();
-    let template = CString::new(format!("{base}/orbitkv-iox2-XXXXXX"))
+    let template = CString::new(format!("{base}/{}XXXXXX", sweep::ROOT_STEM))
         .map_err(|e| fail(OKV_IOX2_EINVAL, "XDG_RUNTIME_DIR", e))?;
     let mut t = template.into_bytes_with_nul();
     // mkdtemp(3): a new directory of mode 0700 under a random name, made
@@ -240,20 +259,38 @@ fn runtime_new() -> Result<Runtime, c_int> {
     }
     t.pop();
     let root = String::from_utf8(t).map_err(|e| fail(OKV_IOX2_EINTERNAL, "mkdtemp", e))?;
-    private_dir(&root).map_err(|e| fail(OKV_IOX2_EPERM, "iceoryx2 root", e))?;
-    Ok(Runtime {
-        prefix: format!("okv{}_", random_hex()?),
-        root,
-    })
+    let made = (|| {
+        private_dir(&root).map_err(|e| fail(OKV_IOX2_EPERM, "iceoryx2 root", e))?;
+        let prefix = format!("okv{}_", random_hex()?);
+        let owner = sweep::Owner::current(&prefix)
+            .map_err(|e| fail(OKV_IOX2_EINTERNAL, "iceoryx2 runtime owner record", e))?;
+        sweep::write_owner(&root, &owner)
+            .map_err(|e| fail(OKV_IOX2_EPERM, "iceoryx2 runtime owner record", e))?;
+        Ok(prefix)
+    })();
+    match made {
+        Ok(prefix) => Ok(Runtime { prefix, root }),
+        Err(rc) => {
+            // Only what mkdtemp made and this function wrote is in it.
+            if private_dir(&root).is_ok() {
+                let _ = std::fs::remove_dir_all(&root);
+            }
+            Err(rc)
+        }
+    }
 }
 
 /// Makes a fresh runtime for one Manager: a root directory
 /// `orbitkv-iox2-XXXXXX` (mode 0700, random name) under $XDG_RUNTIME_DIR
-/// when that is a private directory of this euid, else under /tmp, and a
-/// random /dev/shm prefix. Writes `PREFIX` + `ROOT`, NUL-terminated, into
-/// out[0..outlen); pass the string to okv_iox2_node_new (here and in each
-/// client) and to okv_iox2_runtime_remove at the end. OKV_IOX2_EINVAL when
-/// it does not fit outlen, OKV_IOX2_EPERM when the directory cannot be made.
+/// when that is a private directory of this euid, else under /tmp, a
+/// random /dev/shm prefix, and the root's owner record (sweep.rs: this
+/// process's pid and start time, the prefix). First it sweeps the stale
+/// runtimes of this euid (okv_iox2_runtime_sweep). Writes `PREFIX` +
+/// `ROOT`, NUL-terminated, into out[0..outlen); pass the string to
+/// okv_iox2_node_new (here and in each client) and to
+/// okv_iox2_runtime_remove at the end. OKV_IOX2_EINVAL when it does not
+/// fit outlen, OKV_IOX2_EPERM when the directory or its record cannot be
+/// made (the message names the path).
 ///
 /// # Safety
 /// `out` points to `outlen` writable bytes.
@@ -263,13 +300,14 @@ pub unsafe extern "C" fn okv_iox2_runtime_new(out: *mut c_char, outlen: usize) -
         if out.is_null() {
             return fail(OKV_IOX2_EINVAL, "okv_iox2_runtime_new: out", "NULL");
         }
+        sweep::sweep(&sweep_bases());
         let rt = match runtime_new() {
             Ok(rt) => rt,
             Err(rc) => return rc,
         };
         let s = rt.encode();
         if s.len() + 1 > outlen || s.len() > OKV_IOX2_RUNTIME_MAX {
-            let _ = std::fs::remove_dir(&rt.root);
+            let _ = std::fs::remove_dir_all(&rt.root);
             return fail(
                 OKV_IOX2_EINVAL,
                 "okv_iox2_runtime_new",
@@ -305,21 +343,30 @@ pub unsafe extern "C" fn okv_iox2_runtime_remove(runtime: *const c_char) -> c_in
         if let Err(e) = private_dir(&rt.root) {
             return fail(OKV_IOX2_EPERM, "iceoryx2 root", e);
         }
-        let _ = std::fs::remove_dir_all(&rt.root);
         // What outlives the nodes under /dev/shm: iceoryx2's global node
-        // counter of the prefix (the prefix is this runtime's alone).
-        use std::os::unix::fs::MetadataExt;
-        let uid = unsafe { libc::geteuid() };
-        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
-            for e in dir.flatten() {
-                let owned = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.uid() == uid);
-                if owned && e.file_name().to_string_lossy().starts_with(&rt.prefix) {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
+        // counter of the prefix (the prefix is this runtime's alone). The
+        // objects go before the root, whose owner record lets a later
+        // sweep finish the job if this process dies in between.
+        sweep::remove_shm(&rt.prefix, unsafe { libc::geteuid() });
+        let _ = std::fs::remove_dir_all(&rt.root);
         0
     })
+}
+
+/// Removes every stale runtime of this euid: each `orbitkv-iox2-*` entry
+/// under $XDG_RUNTIME_DIR (when that is a private directory of this euid)
+/// and under /tmp that is a directory, not a symbolic link, of this euid
+/// with mode 0700, whose owner record names a process that is gone (its
+/// pid is free, or was reused by a process started at another time, or the
+/// record is of an earlier boot): this euid's regular files under /dev/shm
+/// that start with the record's prefix, then the directory. Runtimes of
+/// live processes, of another pid namespace, without a well-formed record,
+/// or of another user are left alone. Returns how many runtimes were
+/// removed (best effort, nothing is logged). okv_iox2_runtime_new calls it
+/// first.
+#[no_mangle]
+pub extern "C" fn okv_iox2_runtime_sweep() -> c_int {
+    guard(|| sweep::sweep(&sweep_bases()).min(i32::MAX as usize) as c_int)
 }
 
 // ---- node -------------------------------------------------------------------
