@@ -25,6 +25,7 @@ type config struct {
 	service      string
 	spinWindow   time.Duration
 	httpAddr     string
+	httpPprof    bool
 	maxSessions  uint
 	descBytes    string
 	helloTimeout time.Duration
@@ -90,7 +91,8 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.opSocket, "operator-socket", "", "operator Unix socket `path` for orbitkvctl (default: the bootstrap socket's path plus .operator)")
 	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600 (root only)")
 	fs.BoolVar(&c.opAdmitUID, "operator-admit-manager-uid", false, "also let processes of the Manager's own uid operate (flush, drain, list sessions); off, as engines run as that uid")
-	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /health and /metrics; empty disables")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /livez, /readyz, /health and /metrics; empty disables")
+	fs.BoolVar(&c.httpPprof, "http-pprof", false, "also serve /debug/pprof on --http-addr (profiles show every engine's activity to any local process: off unless debugging)")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")

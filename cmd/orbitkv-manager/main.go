@@ -78,7 +78,7 @@ func newLogger(o *options) (*slog.Logger, error) {
 func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	c := o.c
 	epoch, serviceID := randomEpoch()
-	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, ShutdownTimeout: c.shutdownWait, Logger: log, EBPF: c.ebpf,
+	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, HTTPPprof: c.httpPprof, ShutdownTimeout: c.shutdownWait, Logger: log, EBPF: c.ebpf,
 		OperatorSocket: c.opSocket, OperatorGroup: c.opGroup, OperatorAdmitManagerUID: c.opAdmitUID,
 		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
 		Channel:   channel.Spec{SpinWindow: c.spinWindow},

@@ -95,7 +95,7 @@ func checkLoopback(addr string) error {
 // routes is every HTTP endpoint once the cache exists: /livez and /readyz
 // (probes), /health, /metrics, pprof, and the failpoint endpoints in test
 // builds. Every one is read-only.
-func routes(h *health, r *readiness, log *slog.Logger) *http.ServeMux {
+func routes(h *health, r *readiness, pprofOn bool, log *slog.Logger) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(h, h.ops))
@@ -106,9 +106,11 @@ func routes(h *health, r *readiness, log *slog.Logger) *http.ServeMux {
 	probes(mux, r)
 	mux.HandleFunc("GET /health", h.serveHTTP)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", profiling.ServeCPUProfile) // works while the Pyroscope push runs
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", profiling.ServeCPUProfile) // works while the Pyroscope push runs
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	if failpoint.Enabled {
 		// Test builds only (tag failpoints): pause points and the expiry clock.
 		mux.Handle("/debug/failpoints/", failpoint.Handler())

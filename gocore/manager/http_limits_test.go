@@ -47,3 +47,26 @@ func TestHTTPConnectionsAreBounded(t *testing.T) {
 		t.Fatalf("%d keep-alive connections served at once, want MaxHTTPConns (%d)", served, MaxHTTPConns)
 	}
 }
+
+// /debug/pprof is served only when asked for (HTTPPprof): profiles and
+// goroutine dumps show every engine's activity to any local process.
+func TestPprofIsOffUnlessAskedFor(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		s := testSpec(t, "127.0.0.1:0")
+		s.HTTPPprof = on
+		m, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + m.http.addr + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			m.Close()
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		m.Close()
+		if want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]; resp.StatusCode != want {
+			t.Errorf("HTTPPprof %v: GET /debug/pprof/goroutine = %d, want %d", on, resp.StatusCode, want)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Spec struct {
 	// /debug/pprof (unauthenticated, so never another address); "" serves
 	// none.
 	HTTPAddr string
+	// HTTPPprof serves /debug/pprof on HTTPAddr too (off: profiles and
+	// goroutine dumps show every engine's activity to any local process).
+	HTTPPprof bool
 	// OperatorSocket is the operator socket's path (gocore/operator; ""
 	// : Bootstrap.Path + ".operator"); OperatorGroup, a group name or id,
 	// makes it 0660 and lets that group's members in ("": 0600).
@@ -181,7 +184,7 @@ func New(s Spec) (*Manager, error) {
 	}
 	m.health.ebpf = m.probes
 	if sw != nil {
-		sw.store(routes(m.health, m.ready, s.Logger))
+		sw.store(routes(m.health, m.ready, s.HTTPPprof, s.Logger))
 	}
 	return m, nil
 }

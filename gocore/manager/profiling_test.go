@@ -49,6 +49,7 @@ func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 	s := testSpec(t, "127.0.0.1:0")
 	s.Epoch, s.Bootstrap.Version = 77, "v9.9.9-test"
 	s.Profiling = profiling.Spec{URL: rcv.URL(), UploadInterval: time.Second, NodeID: "test-node"}
+	s.HTTPPprof = true
 	m, err := New(s)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ type Config struct {
 	GID int
 	// AdmitManagerUID admits processes of the Manager's own uid (Policy).
 	AdmitManagerUID bool
-	Service operatorpb.OperatorServer
+	Service         operatorpb.OperatorServer
 	// Gate, when set, is asked before every authorized call; an error
 	// (a gRPC status) is the call's answer. The Manager refuses calls with
 	// it while it starts, so the socket can be bound early.
