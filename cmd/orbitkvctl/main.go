@@ -85,8 +85,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 
 sessions, stats, health, evict, flush and drain talk to the Manager's operator
 socket (default: the bootstrap socket's path plus ".operator"; mode 0600, or
-0660 for the Manager's --operator-group), which only root, the Manager's uid
-and the operator group may use. ping opens a session of its own on the
+0660 for the Manager's --operator-group), which only root and the operator
+group may use (the Manager's uid too with its --operator-admit-manager-uid).
+ping opens a session of its own on the
 bootstrap socket, as an engine does. Every command prints a table, or JSON
 with -o json (64-bit integers as strings). certs makes the cluster CA and
 node certificates of the Managers' peer control; it talks to no Manager.`,

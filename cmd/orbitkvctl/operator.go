@@ -53,7 +53,7 @@ func operatorError(path string, err error) error {
 	case st.Code() == codes.Unavailable && (strings.Contains(msg, syscall.ENOENT.Error()) || strings.Contains(msg, syscall.ECONNREFUSED.Error())):
 		return fmt.Errorf("operator socket %s: no Manager there (is orbitkv-manager running? pass --operator-socket or --socket)", path)
 	case st.Code() == codes.Unavailable && strings.Contains(msg, syscall.EACCES.Error()):
-		return fmt.Errorf("operator socket %s: permission denied (mode 0600, or 0660 with the Manager's --operator-group: run as root, the Manager's user or a member of that group)", path)
+		return fmt.Errorf("operator socket %s: permission denied (mode 0600, or 0660 with the Manager's --operator-group: run as root or as a member of that group)", path)
 	case st.Code() == codes.DeadlineExceeded:
 		return fmt.Errorf("operator socket %s: no answer within --timeout", path)
 	}

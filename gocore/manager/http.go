@@ -68,9 +68,14 @@ const (
 	// Manager's, until one closes.
 	MaxHTTPConns = 32
 	// HTTPIdleTimeout closes a keep-alive connection idle this long;
-	// HTTPReadHeaderTimeout one whose request headers take longer.
+	// HTTPReadHeaderTimeout one whose request headers take longer,
+	// HTTPReadTimeout one whose whole request does; HTTPWriteTimeout
+	// bounds a response from the end of its request (above pprof's
+	// default 30 s CPU profile).
 	HTTPIdleTimeout       = 30 * time.Second
 	HTTPReadHeaderTimeout = 5 * time.Second
+	HTTPReadTimeout       = 10 * time.Second
+	HTTPWriteTimeout      = 60 * time.Second
 	// HTTPMaxHeaderBytes bounds a request's headers.
 	HTTPMaxHeaderBytes = 16 << 10
 )

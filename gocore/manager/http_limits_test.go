@@ -2,6 +2,7 @@ package manager
 
 import (
 	"bufio"
+	"io"
 	"fmt"
 	"net"
 	"net/http"
@@ -68,5 +69,36 @@ func TestPprofIsOffUnlessAskedFor(t *testing.T) {
 		if want := map[bool]int{false: http.StatusNotFound, true: http.StatusOK}[on]; resp.StatusCode != want {
 			t.Errorf("HTTPPprof %v: GET /debug/pprof/goroutine = %d, want %d", on, resp.StatusCode, want)
 		}
+	}
+}
+
+// A request that declares a body (which no endpoint reads) is answered 400
+// at once and its connection closed: a body declared and never sent
+// cannot hold one of the MaxHTTPConns connections.
+func TestARequestWithABodyIsRefusedAndItsConnectionClosed(t *testing.T) {
+	m, err := New(testSpec(t, "127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := net.DialTimeout("tcp", m.http.addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a request whose body never comes: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", resp.StatusCode)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the refusal the connection read %v, want io.EOF (closed at once)", err)
 	}
 }

@@ -100,8 +100,33 @@ type swapHandler struct{ h atomic.Pointer[http.Handler] }
 
 func (s *swapHandler) store(h http.Handler) { s.h.Store(&h) }
 
+// ServeHTTP refuses a request that declares a body (every endpoint reads
+// none: a body declared and never sent would hold the connection until
+// HTTPReadTimeout) and closes its connection; the rest go to the current
+// handler.
 func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		refuseBody(w)
+		return
+	}
 	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// refuseBody answers 400 and closes the connection at once, without
+// waiting for the body (the server would otherwise read it, up to
+// HTTPReadTimeout, before closing).
+func refuseBody(w http.ResponseWriter) {
+	const msg = "request bodies are not accepted: every endpoint takes its arguments in the URL\n"
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		http.Error(w, msg, http.StatusBadRequest)
+		return
+	}
+	defer conn.Close()
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(buf, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(msg), msg)
+	buf.Flush()
 }
 
 // probes adds /livez and /readyz to mux. /livez answers 200 "ok" while the
@@ -139,8 +164,8 @@ func serveEarly(ln net.Listener, r *readiness, log *slog.Logger) (*httpServer, *
 	})
 	sw := &swapHandler{}
 	sw.store(mux)
-	s := &httpServer{srv: &http.Server{Handler: sw, ReadHeaderTimeout: HTTPReadHeaderTimeout, IdleTimeout: HTTPIdleTimeout,
-		MaxHeaderBytes: HTTPMaxHeaderBytes}, addr: ln.Addr().String()}
+	s := &httpServer{srv: &http.Server{Handler: sw, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout,
+		WriteTimeout: HTTPWriteTimeout, IdleTimeout: HTTPIdleTimeout, MaxHeaderBytes: HTTPMaxHeaderBytes}, addr: ln.Addr().String()}
 	go func() {
 		if err := s.srv.Serve(netutil.LimitListener(ln, MaxHTTPConns)); err != nil && err != http.ErrServerClosed {
 			log.Error("http server stopped", slog.Any("err", err))

@@ -1,7 +1,9 @@
 package ssd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -75,7 +77,12 @@ func (l *indexLog) rewrite(recs []layout.Record) error {
 // fsync of the directory) and returns path opened for appending.
 func writeFileSync(path string, b []byte) (*os.File, error) {
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	// A new file, never an existing one: whatever sits at tmp (a link,
+	// another user's file) goes, and is neither followed nor truncated.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("removing %s: %w", tmp, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", tmp, err)
 	}

@@ -118,6 +118,12 @@ func prepare(s Spec) (place, error) {
 			p.undo(s.Dir)
 			return place{}, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: fmt.Errorf("creating the directory: %w", err)}
 		}
+		// Checked again once made: another user may have made one of the
+		// missing parents between CheckPlace and MkdirAll.
+		if err := unixsock.CheckDirTree(s.Dir, uint32(os.Geteuid()), "ssd directory", "--ssd-dir"); err != nil {
+			p.undo(s.Dir)
+			return place{}, &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: err}
+		}
 	}
 	_, err := os.Stat(filepath.Join(s.Dir, dataName))
 	p.hadData = err == nil

@@ -141,6 +141,9 @@ func (s *Store) openData() error {
 		return fmt.Errorf("%w: opening %s: %v", ErrNoDirectIO, s.dataPath, err)
 	}
 	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return symlinkError(s.dataPath, err)
+		}
 		return fmt.Errorf("ssd tier: opening %s: %w", s.dataPath, err)
 	}
 	s.data, s.dataFd = os.NewFile(uintptr(fd), s.dataPath), fd
