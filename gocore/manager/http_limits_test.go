@@ -2,8 +2,8 @@ package manager
 
 import (
 	"bufio"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"testing"
