@@ -319,6 +319,15 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if end := r.GetOffset() + r.GetBytes(); end < r.GetOffset() || end > uint64(st.Size) {
 				return fail(invalid(field("bytes"), "offset %d + bytes %d exceeds the fd size %d", r.GetOffset(), r.GetBytes(), st.Size))
 			}
+			// A hole would be filled by the Manager's own writes (a
+			// restore), charged to the Manager's memory cgroup: an engine
+			// could make the Manager allocate its buffers. The whole memfd
+			// must be allocated (st_blocks counts shmem pages in memory,
+			// fallocated or swapped out; SEEK_HOLE would call fallocated
+			// but unwritten pages holes).
+			if alloc := uint64(st.Blocks) * 512; alloc < uint64(st.Size) {
+				return fail(invalid(field("fd_index"), "is sparse: %d of its %d bytes have no page; allocate the whole memfd first (fallocate(2), or okv_buffer_alloc, which pre-faults it)", uint64(st.Size)-alloc, st.Size))
+			}
 			fd, err := unix.FcntlInt(files[idx].Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				return fail(&appError{abi.StatusInternal, field("fd_index"), "dup: " + err.Error()})

@@ -133,6 +133,13 @@ func newUnsealedMemfd(t *testing.T, size int64, name ...string) *os.File {
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
+	// Allocated, as okv_buffer_alloc's pre-fault leaves it: a sparse
+	// buffer is refused.
+	if size > 0 {
+		if err := unix.Fallocate(fd, 0, 0, size); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 
@@ -669,5 +676,46 @@ func expectFieldError(t *testing.T, f lifecycle.Frame, field, want string) {
 	}
 	if e.GetField() != field || !strings.Contains(e.GetMessage(), want) {
 		t.Fatalf("error %v, want %s mentioning %q", &e, field, want)
+	}
+}
+
+// A sparse memfd is refused: a restore into its holes would allocate the
+// engine's buffer in the Manager's memory cgroup. The same memfd, once
+// allocated, is accepted.
+func TestRegisterBuffersRefusesASparseMemfd(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "engine")
+	const size = 2 * 16 * 4096
+	fd, err := unix.MemfdCreate("okv-test-sparse", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "okv-test-sparse")
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(fd, 0, 0, size/2); err != nil { // the first half only
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+		t.Fatal(err)
+	}
+	req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(0, size)}}
+	fr := rc.frame(t, lifecycle.CodeRegisterBuffers, req, f)
+	var e lifecyclepb.Error
+	if fr.Header.Code != lifecycle.CodeError || fr.Unmarshal(&e) != nil {
+		t.Fatalf("got %v, want an error frame", fr.Header.Code)
+	}
+	if e.GetField() != "regions[0].fd_index" || !strings.Contains(e.GetMessage(), "is sparse: 65536 of its 131072 bytes") {
+		t.Fatalf("error %v, want regions[0].fd_index naming the 65536 bytes without a page", &e)
+	}
+	if err := unix.Fallocate(fd, 0, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	fr = rc.frame(t, lifecycle.CodeRegisterBuffers, req, f)
+	if fr.Header.Code != lifecycle.CodeRegisterBuffers.Reply() {
+		t.Fatalf("the allocated memfd got %v, want a RegisterBuffers reply", fr.Header.Code)
 	}
 }
