@@ -30,7 +30,9 @@ shared memory (no ordering is provided).
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
+import os
 import weakref
 from typing import TYPE_CHECKING
 
@@ -77,9 +79,13 @@ class EngineBuffer:
         self._clients: "weakref.WeakSet[CacheManagerClient]" = weakref.WeakSet()
         rc = lib.okv_buffer_alloc(layers, page_bytes, page_count, ctypes.byref(self._buf))
         if rc != 0:
-            raise error_from_code(
-                "EngineBuffer", rc,
-                f"okv_buffer_alloc({layers} layers x {page_count} pages x {page_bytes} bytes)")
+            detail = f"okv_buffer_alloc({layers} layers x {page_count} pages x {page_bytes} bytes)"
+            dumpable = os.environ.get("ORBITKV_DUMPABLE")
+            if rc == -errno.EINVAL and dumpable not in (None, "", "0", "1"):
+                # The allocation clears the process's dumpable attribute
+                # first, and refuses a value of the opt-out it cannot read.
+                detail += f": ORBITKV_DUMPABLE is {dumpable!r}: want 0 or 1 (unset: the engine process is made non-dumpable)"
+            raise error_from_code("EngineBuffer", rc, detail)
         try:
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             self._map = mmap.mmap(self._buf.fd, self._buf.bytes, flags=flags,

@@ -129,6 +129,15 @@ class ConnectClearsDumpable(unittest.TestCase):
         self.assertEqual(r["after"], 1, "a refused connect changes nothing")
 
 
+class BufferAllocNamesABadOptOut(unittest.TestCase):
+    def test_a_bad_ORBITKV_DUMPABLE_fails_EngineBuffer_naming_it(self):
+        code = ("import orbitkv\n"
+                "try:\n    orbitkv.EngineBuffer(1, 4096, 1)\nexcept Exception as e:\n    print(e)\n")
+        env = dict(_env(ORBITKV_DUMPABLE="true"), PYTHONPATH=support.PYTHON_DIR)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertIn("ORBITKV_DUMPABLE is 'true': want 0 or 1", out.stdout + out.stderr)
+
+
 class SameUidProcessCannotOpenEngineFds(unittest.TestCase):
     """As a throwaway non-root user (useradd; needs root): the engine and
     the prober share that uid and hold no capabilities."""
