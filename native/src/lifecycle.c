@@ -139,13 +139,36 @@ int okvi_hello_reply_check(const void *buf, size_t n, struct okv_hello_reply *ou
 	return 0;
 }
 
+/* text_record copies record rec, a text extension named name, into dst
+ * (room for max bytes and a NUL): it must come once, carry no fds, hold
+ * 1..max bytes, all printable ASCII. Returns 0 or OKV_EPROTO naming the
+ * record, the field and the limit. */
+static int text_record(char *dst, const char *name, uint32_t max, const struct okv_boot_ext *h, const uint8_t *v,
+		       int rec, char *err, size_t errlen)
+{
+	if (dst[0] != '\0')
+		return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: %s repeated", rec, name);
+	if (h->nfds != 0 || h->length == 0 || h->length > max)
+		return okvi_fail(err, errlen, OKV_EPROTO,
+				 "extension record %d: %s of %u bytes and %u fds: want 1..%u bytes, no fds", rec, name,
+				 h->length, (unsigned)h->nfds, max);
+	for (uint32_t i = 0; i < h->length; i++)
+		if (v[i] < 0x20 || v[i] > 0x7e)
+			return okvi_fail(err, errlen, OKV_EPROTO,
+					 "extension record %d: %s byte %u is 0x%02x, want printable ASCII", rec, name, i,
+					 v[i]);
+	memcpy(dst, v, h->length);
+	dst[h->length] = '\0';
+	return 0;
+}
+
 int okvi_boot_exts_parse(const void *buf, size_t n, uint32_t nfds, struct okvi_boot_exts *out, char *err,
 			 size_t errlen)
 {
 	const uint8_t *b = buf;
 	size_t off = 0;
 	uint32_t fds = 0;
-	int rec = 0;
+	int rec = 0, rc;
 
 	memset(out, 0, sizeof(*out));
 	if (n > OKV_BOOT_EXT_MAX_BYTES || nfds > OKV_BOOT_EXT_MAX_FDS)
@@ -175,58 +198,16 @@ int okvi_boot_exts_parse(const void *buf, size_t n, uint32_t nfds, struct okvi_b
 		const uint8_t *v = b + off;
 		switch (h.type) {
 		case OKV_BOOT_EXT_MANAGER_VERSION:
-			if (out->manager_version[0] != '\0')
-				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: manager_version repeated",
-						 rec);
-			if (h.nfds != 0 || h.length == 0 || h.length > OKV_BOOT_EXT_VERSION_MAX)
-				return okvi_fail(err, errlen, OKV_EPROTO,
-						 "extension record %d: manager_version of %u bytes and %u fds: want "
-						 "1..%u bytes, no fds",
-						 rec, h.length, (unsigned)h.nfds, OKV_BOOT_EXT_VERSION_MAX);
-			for (uint32_t i = 0; i < h.length; i++)
-				if (v[i] < 0x20 || v[i] > 0x7e)
-					return okvi_fail(err, errlen, OKV_EPROTO,
-							 "extension record %d: manager_version byte %u is 0x%02x, want "
-							 "printable ASCII",
-							 rec, i, v[i]);
-			memcpy(out->manager_version, v, h.length);
-			out->manager_version[h.length] = '\0';
+			if ((rc = text_record(out->manager_version, "manager_version", OKV_BOOT_EXT_VERSION_MAX, &h, v, rec, err, errlen)) != 0)
+				return rc;
 			break;
 		case OKV_BOOT_EXT_IOX2_SERVICE | OKV_BOOT_EXT_REQUIRED:
-			if (out->iox2_service[0] != '\0')
-				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: iox2_service repeated",
-						 rec);
-			if (h.nfds != 0 || h.length == 0 || h.length > OKV_BOOT_EXT_SERVICE_MAX)
-				return okvi_fail(err, errlen, OKV_EPROTO,
-						 "extension record %d: iox2_service of %u bytes and %u fds: want "
-						 "1..%u bytes, no fds",
-						 rec, h.length, (unsigned)h.nfds, OKV_BOOT_EXT_SERVICE_MAX);
-			for (uint32_t i = 0; i < h.length; i++)
-				if (v[i] < 0x20 || v[i] > 0x7e)
-					return okvi_fail(err, errlen, OKV_EPROTO,
-							 "extension record %d: iox2_service byte %u is 0x%02x, want "
-							 "printable ASCII",
-							 rec, i, v[i]);
-			memcpy(out->iox2_service, v, h.length);
-			out->iox2_service[h.length] = '\0';
+			if ((rc = text_record(out->iox2_service, "iox2_service", OKV_BOOT_EXT_SERVICE_MAX, &h, v, rec, err, errlen)) != 0)
+				return rc;
 			break;
 		case OKV_BOOT_EXT_IOX2_RUNTIME | OKV_BOOT_EXT_REQUIRED:
-			if (out->iox2_runtime[0] != '\0')
-				return okvi_fail(err, errlen, OKV_EPROTO, "extension record %d: iox2_runtime repeated",
-						 rec);
-			if (h.nfds != 0 || h.length == 0 || h.length > OKV_BOOT_EXT_RUNTIME_MAX)
-				return okvi_fail(err, errlen, OKV_EPROTO,
-						 "extension record %d: iox2_runtime of %u bytes and %u fds: want "
-						 "1..%u bytes, no fds",
-						 rec, h.length, (unsigned)h.nfds, OKV_BOOT_EXT_RUNTIME_MAX);
-			for (uint32_t i = 0; i < h.length; i++)
-				if (v[i] < 0x20 || v[i] > 0x7e)
-					return okvi_fail(err, errlen, OKV_EPROTO,
-							 "extension record %d: iox2_runtime byte %u is 0x%02x, want "
-							 "printable ASCII",
-							 rec, i, v[i]);
-			memcpy(out->iox2_runtime, v, h.length);
-			out->iox2_runtime[h.length] = '\0';
+			if ((rc = text_record(out->iox2_runtime, "iox2_runtime", OKV_BOOT_EXT_RUNTIME_MAX, &h, v, rec, err, errlen)) != 0)
+				return rc;
 			break;
 		default:
 			if (h.type & OKV_BOOT_EXT_REQUIRED)
