@@ -429,7 +429,11 @@ func (s *Service) descriptor(st *sessState, m *abi.Message) ([]byte, *abi.DescEr
 
 // logRefused logs a refused cache request (rate-limited per session).
 func (s *Service) logRefused(st *sessState, m *abi.Message, e *abi.DescError) {
-	st.sess.WarnRefused(s.log, "cache request refused", slog.String("command", abi.Command(m.Code).String()),
+	ok, suppressed := st.sess.RefusalLogged()
+	if !ok {
+		return
+	}
+	st.sess.WarnRefused(s.log, suppressed, "cache request refused", slog.String("command", abi.Command(m.Code).String()),
 		slog.String("status", e.Status.String()), slog.String("field", e.Field.String()), slog.Uint64("entry", e.Index),
 		slog.String("detail", e.Detail))
 }

@@ -35,7 +35,11 @@ func (d *Dispatcher) handle(sess *session.Session, m *abi.Message) (resp abi.Mes
 }
 
 func (d *Dispatcher) logInvalid(sess *session.Session, m *abi.Message, rerr *abi.RequestError) {
-	sess.WarnRefused(d.log, "channel request refused",
+	ok, suppressed := sess.RefusalLogged()
+	if !ok {
+		return
+	}
+	sess.WarnRefused(d.log, suppressed, "channel request refused",
 		slog.String("field", rerr.Field.String()),
 		slog.String("status", rerr.Status.String()),
 		slog.String("detail", rerr.Detail),
