@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,11 +216,9 @@ func TestPrintConfigListsEveryKeyAndReadsBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the printed configuration does not read back: %v\n%s", err, text)
 	}
-	if *back.c != *o.c {
-		back.c.configFile = o.c.configFile
-		if *back.c != *o.c {
-			t.Fatalf("read back %+v, want %+v", *back.c, *o.c)
-		}
+	back.c.configFile = o.c.configFile
+	if !reflect.DeepEqual(*back.c, *o.c) {
+		t.Fatalf("read back %+v, want %+v", *back.c, *o.c)
 	}
 }
 

@@ -63,6 +63,9 @@ type config struct {
 	pyroInterval time.Duration
 	ebpf         bool
 	cluster      clusterConfig
+	tenants      listValue
+	tenantShares listValue
+	tenantQuotas listValue
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -90,6 +93,9 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.service, "channel-service", "orbitkv", "iceoryx2 transport: `prefix` of every session's service name PREFIX/EPOCH/TOKEN (1..190 printable bytes, no spaces)")
 	fs.StringVar(&c.opSocket, "operator-socket", "", "operator Unix socket `path` for orbitkvctl (default: the bootstrap socket's path plus .operator)")
 	fs.StringVar(&c.opGroup, "operator-group", "", "operator socket group `name` (or gid): mode 0660 and that group's members may operate; default 0600 (root only)")
+	fs.Var(&c.tenants, "tenant", "a tenant `NAME=SEL[,SEL...]` whose processes, of any uid, may use this Manager, each SEL uid:N, gid:N or cgroup:/PATH (the peer's cgroup v2 path or below it); repeat it, or separate tenants with ';' in ORBITKV_TENANT and the config file. With tenants the bootstrap socket is 0666, admits exactly the processes one tenant selects, and keeps each tenant's cache apart and within its share (docs/security.md); without, only the Manager's uid connects")
+	fs.Var(&c.tenantShares, "tenant-share", "`GROUP=NAME,NAME[,...]`: these tenants share one cache (their namespaces are keyed alike); repeatable, ';'-separated in the environment and the file")
+	fs.Var(&c.tenantQuotas, "tenant-quota", "`NAME:key=value[,...]`: a tenant's share, keys sessions, ops and tables (counts) and pinned (a fraction of --lease-budget); default half of each with two or more tenants, all of it with one; repeatable, ';'-separated in the environment and the file")
 	fs.BoolVar(&c.opAdmitUID, "operator-admit-manager-uid", false, "also let processes of the Manager's own uid operate (flush, drain, list sessions); off, as engines run as that uid")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /livez, /readyz, /health and /metrics; empty disables")
 	fs.BoolVar(&c.httpPprof, "http-pprof", false, "also serve /debug/pprof on --http-addr (profiles show every engine's activity to any local process: off unless debugging)")
@@ -134,4 +140,20 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 // ram-capacity → ORBITKV_RAM_CAPACITY.
 func envName(name string) string {
 	return "ORBITKV_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// listValue is a repeatable flag: each --flag adds its value, and a value
+// set from the environment or the config file adds each of its
+// ';'-separated items (a setting there is one string).
+type listValue []string
+
+func (l *listValue) String() string { return strings.Join(*l, ";") }
+func (l *listValue) Type() string   { return "list" }
+func (l *listValue) Set(v string) error {
+	for item := range strings.SplitSeq(v, ";") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l = append(*l, item)
+		}
+	}
+	return nil
 }

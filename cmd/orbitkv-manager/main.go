@@ -34,6 +34,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
@@ -136,6 +137,14 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
+	if s.Tenants, err = tenant.Parse(c.tenants, c.tenantShares, c.tenantQuotas); err != nil {
+		// The item at fault, not the whole list, with the reason.
+		if te := (*tenant.Error)(nil); errors.As(err, &te) {
+			k.fail(strings.TrimPrefix(te.Flag, "--"), strconv.Quote(te.Value), fmt.Sprintf("%v; want %s", te.Err, te.Want))
+		} else {
+			k.add(err)
+		}
+	}
 	clusterSpec(o, k, &s)
 	s.Profiling = profilingSpec(o, k, log)
 	return s

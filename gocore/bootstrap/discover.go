@@ -52,13 +52,23 @@ func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appEr
 	if s.cfg.Discovery == nil {
 		return nil, invalid("code", "this Manager serves no discovery indexes (started with --discover-bytes 0)"), nil
 	}
+	tn := cn.sess.Peer.Tenant
+	ns = tn.Namespace(ns) // the table of the namespace as the tenant's blocks are keyed
 	_, again := cn.discovered[ns]
 	if !again && len(cn.discovered) >= MaxDiscoveryPerSession {
 		return nil, invalid("namespace", "this session maps %d discovery indexes already, limit %d per session",
 			len(cn.discovered), MaxDiscoveryPerSession), nil
 	}
+	if !again && tn != nil {
+		if err := s.takeTable(tn, ns); err != nil {
+			return nil, &appError{abi.StatusUnadmitted, "namespace", err.Error()}, nil
+		}
+	}
 	f, bytes, buckets, err := s.cfg.Discovery(ns)
 	if err != nil {
+		if !again && tn != nil {
+			s.dropTable(tn, ns)
+		}
 		return nil, &appError{abi.StatusUnadmitted, "namespace", err.Error()}, nil
 	}
 	if again {
@@ -80,6 +90,9 @@ func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appEr
 func (s *Server) releaseDiscovery(cn *conn) {
 	for ns := range cn.discovered {
 		s.releaseOne(ns)
+		if t := cn.sess.Peer.Tenant; t != nil {
+			s.dropTable(t, ns)
+		}
 	}
 	cn.discovered = nil
 }

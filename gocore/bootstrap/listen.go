@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/orbitkv/orbitkv/gocore/unixsock"
 )
@@ -29,14 +30,15 @@ var (
 // gives ErrNotSocket, and after bind the path must be this process's own
 // 0600 socket, ErrNotOurs). Errors read "bootstrap: ...".
 func Listen(path string) (*net.UnixListener, error) {
-	l, _, err := listen(path)
+	l, _, err := listen(path, 0o600)
 	return l, err
 }
 
-// listen is Listen that also returns the function removing the socket
+// listen is Listen with the socket's mode (0600, or 0666 when tenants of
+// other uids connect) that also returns the function removing the socket
 // path while it is still the file bound here.
-func listen(path string) (*net.UnixListener, func(), error) {
-	l, remove, err := unixsock.Listen(path, 0o600, -1)
+func listen(path string, mode os.FileMode) (*net.UnixListener, func(), error) {
+	l, remove, err := unixsock.Listen(path, mode, -1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bootstrap: %w", err)
 	}

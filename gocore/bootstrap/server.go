@@ -21,6 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/unixsock"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
@@ -57,6 +58,18 @@ type Config struct {
 	// call took (gocore/discover Registry.Release: the last one retires
 	// the table). nil: nothing to give back.
 	ReleaseDiscovery func(ns abi.Namespace)
+	// Tenants, when set, replaces the rule that a peer runs as the
+	// Manager's uid: the socket is made 0666 and a peer is admitted when
+	// exactly one tenant selects it (tenant.Set.Match over SO_PEERCRED,
+	// SO_PEERGROUPS and its cgroup), its session is bound to that tenant
+	// (session.Peer.Tenant) and holds at most the tenant's share of
+	// sessions and of MaxTables discovery tables. nil: one trust domain,
+	// the Manager's uid, as docs/security.md states.
+	Tenants *tenant.Set
+	// MaxTables is the most discovery tables the Manager keeps at once,
+	// the whole that tenants' table shares divide (0: no table is
+	// granted to a tenant; the Manager fills it from its registry).
+	MaxTables uint32
 }
 
 // Limits and defaults of a Config.
@@ -107,6 +120,8 @@ type Server struct {
 
 	refusals refusalLog // rate limit for refusal log lines
 
+	tenants []tenantUse // by tenant.Tenant.Index, under mu; nil without tenants
+
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
@@ -147,16 +162,25 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ln, removeSock, err := listen(cfg.Path)
+	mode := os.FileMode(0o600)
+	if cfg.Tenants != nil {
+		mode = 0o666 // tenants of other uids connect; SO_PEERCRED decides who stays
+	}
+	ln, removeSock, err := listen(cfg.Path, mode)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, log: cfg.Logger, ln: ln, removeSock: removeSock, exts: replyExtensions(cfg.Version),
 		uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
 		uid:          uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
-	}, nil
+	}
+	whole := tenant.Share{Sessions: cfg.Table.Spec().MaxSessions, Tables: cfg.MaxTables}
+	for _, t := range cfg.Tenants.All() {
+		s.tenants = append(s.tenants, tenantUse{share: cfg.Tenants.Resolve(t, whole)})
+	}
+	return s, nil
 }
 
 // Path returns the socket path.
@@ -277,6 +301,9 @@ func (s *Server) serveConn(cn *conn) {
 		s.releaseMapped(sess.BufferBytes())
 		s.releaseDiscovery(cn)
 		s.cfg.Table.Close(sess)
+		if t := sess.Peer.Tenant; t != nil {
+			s.dropSession(t)
+		}
 		s.log.Info("session closed", slog.Uint64("slot", uint64(sess.Index)),
 			slog.Int("pid", int(sess.Peer.PID)), slog.String("instance", sess.InstanceID()),
 			slog.Duration("age", time.Since(start)), slog.Int("sessions", s.cfg.Table.Len()))
@@ -285,14 +312,30 @@ func (s *Server) serveConn(cn *conn) {
 }
 
 // handshake runs steps 1–3 of doc.go; on failure it has logged and replied.
-func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
+func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 	cred, err := unixsock.PeerCred(c)
 	if err != nil {
 		s.log.Warn("bootstrap refused: SO_PEERCRED failed", slog.Any("err", err))
 		return nil, err
 	}
 	log := s.log.With(slog.Int("pid", int(cred.PID)), slog.Uint64("uid", uint64(cred.UID)))
-	if cred.UID != s.uid || s.uidAmbiguous {
+	var tn *tenant.Tenant
+	if s.cfg.Tenants != nil {
+		if tn, err = s.admitTenant(c, cred); err == nil {
+			err = s.takeSession(tn)
+		}
+		if err != nil {
+			s.refusals.warn(log, "tenant", slog.String("detail", err.Error()))
+			s.writeReply(c, abi.RefusedReply(abi.BootBadField, err.Error()), nil, nil)
+			return nil, err
+		}
+		log = log.With(slog.String("tenant", tn.Name))
+		defer func() {
+			if sess == nil {
+				s.dropSession(tn)
+			}
+		}()
+	} else if cred.UID != s.uid || s.uidAmbiguous {
 		msg := fmt.Sprintf("peer uid %d differs from the Manager's uid %d", cred.UID, s.uid)
 		if cred.UID == s.uid {
 			msg = fmt.Sprintf("peer uid and the Manager's both read as the overflow uid %d (the Manager runs in a user namespace without a uid map): they cannot be compared", s.uid)
@@ -327,8 +370,8 @@ func (s *Server) handshake(c *net.UnixConn) (*session.Session, error) {
 		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil, nil)
 		return nil, err
 	}
-	peer := session.Peer{PID: cred.PID, UID: cred.UID, Role: hello.Role, InstanceID: hello.InstanceIDString()}
-	sess, err := s.cfg.Table.Open(peer)
+	peer := session.Peer{PID: cred.PID, UID: cred.UID, Role: hello.Role, InstanceID: hello.InstanceIDString(), Tenant: tn}
+	sess, err = s.cfg.Table.Open(peer)
 	if err != nil {
 		st := abi.BootInternal
 		if errors.Is(err, session.ErrFull) {

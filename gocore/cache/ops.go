@@ -21,6 +21,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if derr != nil {
 		return abi.Message{}, derr
 	}
+	q.NS = st.ns.of(q.NS)
 	if q.OpID != 0 {
 		if failpoint.Enabled && !s.readmit && s.holdAdmission(st, m) {
 			s.deferReply = true
@@ -87,6 +88,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if derr != nil {
 		return abi.Message{}, true, derr
 	}
+	p.NS = st.ns.of(p.NS)
 	buf, derr := st.sess.HostBuffer(p.BufferID)
 	if derr != nil {
 		return abi.Message{}, true, derr

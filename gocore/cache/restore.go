@@ -29,6 +29,7 @@ type restoreCounts struct {
 
 func (r *restoreCounts) submitted(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
 	st.restores[o.id] = o
+	st.book.CountOps(1)
 	r.all++
 	r.inFlight++
 	b.Reserve(o.bytes) // the lease's bytes stay reserved until the copy lands
@@ -41,6 +42,7 @@ func (r *restoreCounts) landed(st *sessState, o *op, b *lease.Book[*ticket.Ticke
 	o.done = true
 	if st.closing {
 		delete(st.restores, o.id)
+		st.book.CountOps(-1)
 		r.all--
 		return
 	}
@@ -50,6 +52,7 @@ func (r *restoreCounts) landed(st *sessState, o *op, b *lease.Book[*ticket.Ticke
 // consumed removes a done result (polled, expired, or its session closed).
 func (r *restoreCounts) consumed(st *sessState, o *op) {
 	delete(st.restores, o.id)
+	st.book.CountOps(-1)
 	r.all--
 	r.done--
 }

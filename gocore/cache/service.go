@@ -15,6 +15,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -55,6 +56,12 @@ type Spec struct {
 	// flight; a ticket beyond it waits (Loading), an untracked query
 	// answers Unadmitted. 0: the RAM tier's capacity.
 	LeaseBudget uint64
+	// Tenants, when set, are the tenants of the Manager's sessions: each
+	// session's namespaces are mixed with its tenant's domain
+	// (tenant.Tenant.Namespace) and each tenant holds at most its share
+	// of MaxOps operation permits and of LeaseBudget leased bytes
+	// (tenant.Set.Resolve). nil: one trust domain.
+	Tenants *tenant.Set
 	// Clock is the time source of expiry (nil: time.Now); tests inject a
 	// fake one (gocore/failpoint in failpoint builds).
 	Clock func() time.Time
@@ -133,6 +140,9 @@ type Service struct {
 	// leaseBudget is the byte budget in force (Spec.LeaseBudget, or the
 	// RAM tier's capacity); set by New, never changed.
 	leaseBudget uint64
+	// tenants holds each tenant's operation permits and shares, by
+	// tenant.Tenant.Index; nil without tenants. Dispatcher only.
+	tenants []tenantOps
 
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
@@ -191,7 +201,14 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	}
 	svc.leaseBudget = cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)
 	svc.look = tier.NewLookup(tiers)
-	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lease.Limits{Budget: svc.leaseBudget})
+	lim := lease.Limits{Budget: svc.leaseBudget}
+	whole := tenant.Share{Ops: uint32(svc.maxOps), PinnedBytes: svc.leaseBudget}
+	for _, t := range s.Tenants.All() {
+		sh := s.Tenants.Resolve(t, whole)
+		svc.tenants = append(svc.tenants, tenantOps{t: t, share: sh})
+		lim.TenantBudget = append(lim.TenantBudget, sh.PinnedBytes)
+	}
+	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lim)
 	svc.tickets = ticket.NewSet(ticketHost{svc}, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
 	return svc, nil
@@ -247,6 +264,28 @@ type sessState struct {
 	expiredRestores ticket.Tombs
 	closing         bool
 	onDrained       func()
+	ns              nsMemo // the session's namespaces as its tenant's blocks are keyed
+}
+
+// nsMemo maps a session's namespaces to the keys of its tenant's domain
+// (tenant.Tenant.Namespace), remembering the last one: an engine sends
+// one namespace per session (per TP rank), so the SHA-256 of the mix runs
+// once, not per request. The zero nsMemo of a session without a tenant
+// returns every namespace unchanged.
+type nsMemo struct {
+	t        *tenant.Tenant
+	from, to abi.Namespace
+	valid    bool
+}
+
+func (m *nsMemo) of(ns abi.Namespace) abi.Namespace {
+	if m.t == nil {
+		return ns
+	}
+	if !m.valid || ns != m.from {
+		m.from, m.to, m.valid = ns, m.t.Namespace(ns), true
+	}
+	return m.to
 }
 
 type pageKey struct {
@@ -280,11 +319,18 @@ type op struct {
 
 // Attach starts serving s's cache commands.
 func (s *Service) Attach(sess *session.Session) {
-	s.sessions[sess.Index] = &sessState{
+	st := &sessState{
 		svc: s, sess: sess, owner: lease.Owner{Slot: sess.Index, Token: sess.Token},
 		notify: sess.NewNotifier(s.log), book: ticket.NewBook(sess),
 		restores: make(map[uint64]*op), busy: make(map[pageKey]uint64),
 	}
+	if t := sess.Peer.Tenant; t != nil && t.Index < len(s.tenants) {
+		st.ns.t = t
+		st.owner.Tenant = uint32(t.Index) + 1
+		st.book.Owner.Tenant = st.owner.Tenant
+		st.book.TenantOps = &s.tenants[t.Index].ops
+	}
+	s.sessions[sess.Index] = st
 	s.publishStats()
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
@@ -20,7 +21,18 @@ func (h ticketHost) AdmitOp(b *ticket.Book) bool { return h.s.admitOp(b) }
 
 func (s *Service) admitOp(b *ticket.Book) bool {
 	st := s.sessions[b.Sess.Index]
+	if b.TenantOps != nil && st.ns.t != nil && *b.TenantOps >= int(s.tenants[st.ns.t.Index].share.Ops) {
+		return false
+	}
 	return st.opsOf() < s.maxOpsSession && s.tickets.Permits()+s.restores.all < s.maxOps
+}
+
+// tenantOps is one tenant's operation permits (tickets and restores of
+// its sessions) and its resolved shares.
+type tenantOps struct {
+	t     *tenant.Tenant
+	ops   int // ticket.Book.TenantOps of its sessions point here
+	share tenant.Share
 }
 
 // opsOf is the number of operation permits st holds.

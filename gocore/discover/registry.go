@@ -122,6 +122,12 @@ func (r *Registry) Attach(idx *index.Index) {
 	idx.SetObserver(r)
 }
 
+// Capacity is the most tables r keeps at once: the table count limit, or
+// as many tables as Spec.Bytes holds when that is fewer.
+func (r *Registry) Capacity() int {
+	return int(min(uint64(r.maxTables), r.spec.Bytes/TableBytes(r.buckets)))
+}
+
 // TableBytes is the size of each table r makes.
 func (r *Registry) TableBytes() uint64 { return TableBytes(r.buckets) }
 

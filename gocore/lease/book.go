@@ -14,6 +14,12 @@ type Limits struct {
 	BlocksPerSession int    // block references one session's leases may hold (MaxLeasedBlocksPerSession)
 	Blocks           int    // block references all leases may hold (MaxLeasedBlocks)
 	Budget           uint64 // bytes leases and restores in flight may reserve (> 0)
+	// TenantBudget[i] is the bytes the leases of tenant i (Owner.Tenant
+	// i+1) may hold at once, its share of Budget; nil: no tenants. A
+	// lease beyond its tenant's share is refused, not queued: a tenant
+	// at its share must not hold the queue's head, which would stop
+	// every other tenant's tickets behind it.
+	TenantBudget []uint64
 }
 
 // Default limits. A block reference costs the Manager a pointer and a pin:
@@ -45,6 +51,7 @@ type Book[W comparable] struct {
 	restoring uint64      // bytes restores in flight reserve
 	queue     []W         // waiting for budget, oldest first
 	slices    blockSlices // Acquire's lease slices, taken back by End
+	tenant    []uint64    // bytes leased per tenant (Owner.Tenant-1), len(lim.TenantBudget)
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
@@ -59,29 +66,46 @@ func NewBook[W comparable](first uint64, idx *index.Index, lim Limits) *Book[W] 
 	if lim.Blocks == 0 {
 		lim.Blocks = MaxLeasedBlocks
 	}
-	return &Book[W]{t: NewFrom(first), idx: idx, lim: lim}
+	return &Book[W]{t: NewFrom(first), idx: idx, lim: lim, tenant: make([]uint64, len(lim.TenantBudget))}
+}
+
+// TenantLeased is the bytes the leases of tenant i (Owner.Tenant i+1)
+// hold; 0 for a tenant the limits do not know.
+func (b *Book[W]) TenantLeased(i int) uint64 {
+	if i < 0 || i >= len(b.tenant) {
+		return 0
+	}
+	return b.tenant[i]
 }
 
 // Limits returns the limits in force.
 func (b *Book[W]) Limits() Limits { return b.lim }
 
 // SetLimits replaces the limits (tests lower the block limits).
-func (b *Book[W]) SetLimits(lim Limits) { b.lim = lim }
+func (b *Book[W]) SetLimits(lim Limits) {
+	b.lim = lim
+	if len(b.tenant) != len(lim.TenantBudget) {
+		b.tenant = append(b.tenant, make([]uint64, max(len(lim.TenantBudget)-len(b.tenant), 0))...)[:len(lim.TenantBudget)]
+	}
+}
 
 // Admit says whether o may lease n blocks of bytes total now. queued says
 // whether the asking operation already waits in the queue: only the head
 // of the queue, or anyone when nobody waits, is granted (no overtaking).
 func (b *Book[W]) Admit(o Owner, n int, bytes uint64, queued bool) Verdict {
-	return b.admit(b.t.byOwner[o], n, bytes, queued)
+	return b.admit(o, b.t.byOwner[o], n, bytes, queued)
 }
 
 // admit is Admit with the owner's record (nil: none) already looked up.
-func (b *Book[W]) admit(ow *owned, n int, bytes uint64, queued bool) Verdict {
+func (b *Book[W]) admit(o Owner, ow *owned, n int, bytes uint64, queued bool) Verdict {
 	leases, blocks := 0, 0
 	if ow != nil {
 		leases, blocks = len(ow.leases), ow.blocks
 	}
 	if leases >= b.lim.PerSession || blocks+n > b.lim.BlocksPerSession || b.blocks+n > b.lim.Blocks || bytes > b.lim.Budget {
+		return Refuse
+	}
+	if i := int(o.Tenant) - 1; i >= 0 && i < len(b.tenant) && b.tenant[i]+bytes > b.lim.TenantBudget[i] {
 		return Refuse
 	}
 	if b.Reserved()+bytes > b.lim.Budget || (len(b.queue) > 0 && !queued) {
@@ -101,6 +125,9 @@ func (b *Book[W]) Grant(o Owner, blocks []*index.Block) *Lease {
 func (b *Book[W]) grant(o Owner, ow *owned, blocks []*index.Block, bytes uint64) *Lease {
 	b.idx.PinAll(blocks)
 	b.blocks += len(blocks)
+	if i := int(o.Tenant) - 1; i >= 0 && i < len(b.tenant) {
+		b.tenant[i] += bytes
+	}
 	return b.t.add(o, ow, blocks, bytes)
 }
 
@@ -117,6 +144,9 @@ func (b *Book[W]) End(l *Lease) {
 	}
 	b.idx.UnpinAll(l.Blocks)
 	b.blocks -= len(l.Blocks)
+	if i := int(l.Owner.Tenant) - 1; i >= 0 && i < len(b.tenant) {
+		b.tenant[i] -= l.Bytes
+	}
 	b.t.Remove(l)
 	if l.pooled {
 		b.slices.put(l.Blocks)
@@ -214,7 +244,7 @@ func (b *Book[W]) Check() error {
 func (b *Book[W]) Acquire(o Owner, hits []*index.Block, queued bool) (Verdict, *Lease) {
 	bytes := sumBytes(hits)
 	ow := b.t.byOwner[o] // one lookup serves the limits and the grant: this is every query's path
-	v := b.admit(ow, len(hits), bytes, queued)
+	v := b.admit(o, ow, len(hits), bytes, queued)
 	if v != Grant {
 		return v, nil
 	}

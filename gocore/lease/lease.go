@@ -24,6 +24,10 @@ func FirstID(epoch uint64) uint64 {
 type Owner struct {
 	Slot  uint32
 	Token uint64
+	// Tenant is 1 + the index of the session's tenant (gocore/tenant), 0
+	// when the Manager has no tenants: the leases of one tenant share its
+	// byte budget (Limits.TenantBudget).
+	Tenant uint32
 }
 
 // Lease pins Blocks (in prefix order) for Owner.

@@ -45,7 +45,7 @@ func TestPooledSlicesNeverServeTwoLiveLeases(t *testing.T) {
 		want []*index.Block
 	}
 	var live []rec
-	owners := []Owner{{1, 1}, {2, 2}, {3, 3}}
+	owners := []Owner{{Slot: 1, Token: 1}, {Slot: 2, Token: 2}, {Slot: 3, Token: 3}}
 	for step := 0; step < 20000; step++ {
 		switch r := rng.Intn(10); {
 		case r < 5:

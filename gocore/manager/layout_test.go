@@ -55,7 +55,7 @@ func goList(t *testing.T, env []string, args ...string) []pkg {
 var layers = [][]string{
 	// Foundation: types, limits, clocks, wire formats, test helpers.
 	{"gocore/abi", "gocore/limit", "gocore/buildinfo", "gocore/failpoint", "gocore/evict", "gocore/trace",
-		"gocore/admission", "gocore/ratelog", "gocore/unixsock", "gocore/tier/ssd/layout",
+		"gocore/admission", "gocore/ratelog", "gocore/unixsock", "gocore/tier/ssd/layout", "gocore/tenant",
 		"proto/...", "hugepages", "internal/..."},
 	// OS resources, stores and codecs over the foundation.
 	{"gocore/internal/native", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd", "gocore/session", "gocore/identity",
@@ -113,9 +113,9 @@ func TestEveryImportGoesDownTheLayers(t *testing.T) {
 var allowed = map[string][]string{
 	"ebpf":                      {"gocore/limit"},
 	"gocore/abi":                {},
-	"gocore/bootstrap":          {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/ratelog", "gocore/session", "gocore/unixsock", "proto/lifecyclepb"},
+	"gocore/bootstrap":          {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/ratelog", "gocore/session", "gocore/tenant", "gocore/unixsock", "proto/lifecyclepb"},
 	"gocore/buildinfo":          {},
-	"gocore/cache":              {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/cache":              {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/tenant", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/catalog":            {"gocore/abi", "gocore/limit"},
 	"gocore/channel":            {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/ratelog", "gocore/session"},
 	"gocore/client":             {"gocore/internal/native"},
@@ -130,12 +130,12 @@ var allowed = map[string][]string{
 	"gocore/lease":              {"gocore/index"},
 	"gocore/lifecycle":          {"proto/lifecyclepb"},
 	"gocore/limit":              {},
-	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tenant", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":           {"gocore/ratelog", "gocore/unixsock", "proto/operatorpb"},
 	"gocore/peer":               {"gocore/abi", "gocore/admission", "gocore/limit", "gocore/ratelog", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":           {"gocore/client", "gocore/internal/native"},
 	"gocore/profiling":          {"gocore/limit"},
-	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog"},
+	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog", "gocore/tenant"},
 	"gocore/ticket":             {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
 	"gocore/tier":               {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/tier/ram":           {"gocore/limit", "hugepages"},
@@ -147,6 +147,7 @@ var allowed = map[string][]string{
 	"gocore/admission":          {},
 	"gocore/ratelog":            {},
 	"gocore/unixsock":           {},
+	"gocore/tenant":             {},
 	"gocore/tier/ssd/layout":    {},
 	"gocore/transfer/requester": {"gocore/limit", "gocore/transfer"},
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
@@ -76,7 +77,14 @@ type Spec struct {
 	// read-only (gocore/discover; served with Cache only). New fills in
 	// MaxBlocks from the RAM tier.
 	Discover discover.Spec
-	Logger   *slog.Logger
+	// Tenants, when set, are the tenants of docs/security.md: the
+	// bootstrap socket admits their processes only (of any uid), and each
+	// session is bound to its tenant, whose namespaces and shares the
+	// bootstrap server and the cache keep apart (gocore/tenant). nil: one
+	// trust domain, the Manager's uid. The iceoryx2 transport serves one
+	// uid and is refused with tenants.
+	Tenants *tenant.Set
+	Logger  *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -105,6 +113,8 @@ func (s Spec) Validate() error {
 		limit.Check(s.Epoch != 0, "manager.Epoch", s.Epoch, "nonzero"),
 		s.Session.Validate(), s.Channel.Validate(), s.Bootstrap.Validate(), s.Discover.Validate(),
 		ShutdownTimeoutRange.Check(s.ShutdownTimeout), s.Profiling.Validate(),
+		limit.Check(s.Tenants == nil || s.Channel.Transport != channel.TransportIceoryx2, "channel.Transport", "iceoryx2",
+			"shm when tenants are configured (the iceoryx2 runtime's objects belong to one uid)"),
 		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
 			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
 	}
@@ -227,7 +237,9 @@ func (m *Manager) build(s Spec) (err error) {
 		undo = append(undo, m.discover.Close)
 		bc.Discovery = m.openDiscovery
 		bc.ReleaseDiscovery = m.discover.Release
+		bc.MaxTables = uint32(m.discover.Capacity())
 	}
+	bc.Tenants = s.Tenants
 	// The socket is bound (not yet served: Serve accepts) before the RAM
 	// tier is committed, so a squatted or unsafe path fails at once.
 	if m.Server, err = bootstrap.New(bc); err != nil {
@@ -290,7 +302,7 @@ func (m *Manager) newDiscovery(s Spec) error {
 // either is left.
 func (m *Manager) newCache(s Spec) (err error) {
 	cs := *s.Cache
-	cs.Epoch = s.Epoch
+	cs.Epoch, cs.Tenants = s.Epoch, s.Tenants
 	if cs.Logger == nil {
 		cs.Logger = s.Logger
 	}

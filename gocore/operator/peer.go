@@ -1,23 +1,13 @@
 package operator
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
-	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/unixsock"
-	"golang.org/x/sys/unix"
 )
-
-// soPeerGroups is SO_PEERGROUPS (Linux 4.13+; 59 on x86-64 and arm64, the
-// architectures OrbitKV builds for); golang.org/x/sys/unix lacks it.
-const soPeerGroups = 59
 
 // Peer is the process at the other end of an operator connection, as the
 // kernel reported it at connect(2).
@@ -35,72 +25,10 @@ func peerOf(c *net.UnixConn) (Peer, error) {
 		return Peer{}, err
 	}
 	p := Peer{PID: cred.PID, UID: cred.UID, GID: cred.GID}
-	raw, err := c.SyscallConn()
-	if err != nil {
+	if p.Groups, err = unixsock.PeerGroups(c, p.PID); err != nil {
 		return Peer{}, err
-	}
-	var groupErr error
-	if err := raw.Control(func(fd uintptr) { p.Groups, groupErr = peerGroups(int(fd)) }); err != nil {
-		return Peer{}, err
-	}
-	if errors.Is(groupErr, unix.ENOPROTOOPT) {
-		p.Groups, groupErr = procGroups(p.PID)
-	}
-	if groupErr != nil {
-		return Peer{}, fmt.Errorf("peer groups of pid %d: %w", p.PID, groupErr)
 	}
 	return p, nil
-}
-
-// peerGroups is getsockopt(SO_PEERGROUPS): the peer's supplementary groups
-// at connect(2). ERANGE reports the size needed; it is retried once.
-func peerGroups(fd int) ([]uint32, error) {
-	buf := make([]uint32, 64)
-	for range 2 {
-		n := uint32(len(buf) * 4)
-		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soPeerGroups,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
-		switch e {
-		case 0:
-			return buf[:n/4], nil
-		case unix.ERANGE:
-			buf = make([]uint32, n/4+1)
-		default:
-			return nil, e
-		}
-	}
-	return nil, unix.ERANGE
-}
-
-// procGroups reads the "Groups:" line of /proc/pid/status (the fallback of
-// kernels without SO_PEERGROUPS; the pid could in principle have exited
-// and been reused between connect and this read).
-func procGroups(pid int32) ([]uint32, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "Groups:")
-		if !ok {
-			continue
-		}
-		var gs []uint32
-		for _, w := range strings.Fields(rest) {
-			g, err := strconv.ParseUint(w, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("/proc/%d/status Groups %q: %w", pid, w, err)
-			}
-			gs = append(gs, uint32(g))
-		}
-		return gs, nil
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("/proc/%d/status has no Groups line", pid)
 }
 
 // ErrPeerRefused is the refusal of a peer that is not root, not in the

@@ -16,6 +16,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/ratelog"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 )
 
 // ErrFull is returned by Open when every slot index is in use.
@@ -55,6 +56,10 @@ type Peer struct {
 	UID        uint32
 	Role       abi.Role
 	InstanceID string
+	// Tenant is the tenant the kernel's credentials of the peer selected
+	// at bootstrap (gocore/tenant); nil when the Manager has no tenants
+	// (one trust domain).
+	Tenant *tenant.Tenant
 }
 
 // Buffer is one engine KV buffer registered by RegisterBuffers. For the host

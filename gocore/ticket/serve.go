@@ -83,6 +83,7 @@ func (s *Set) Submit(b *Book, m *abi.Message, q *abi.QueryDesc) (abi.Message, *a
 	t := &Ticket{ID: q.OpID, Book: b, deadline: s.now().Add(s.expiry)}
 	s.set(t, q)
 	b.live[t.ID] = t
+	b.CountOps(1)
 	s.live++
 	s.c.live.Store(uint64(s.live))
 	s.host.ArmExpiry(t.deadline)
@@ -174,6 +175,7 @@ func (s *Set) drop(t *Ticket) {
 // retire removes a live ticket whose result was delivered.
 func (s *Set) retire(t *Ticket) {
 	delete(t.Book.live, t.ID)
+	t.Book.CountOps(-1)
 	s.live--
 	s.c.live.Store(uint64(s.live))
 	s.bytes -= uint64(len(t.hashes))
@@ -192,6 +194,7 @@ func (s *Set) revoke(t *Ticket, expired bool) {
 	if t.reads > 0 {
 		t.State = Draining
 		t.Book.draining++
+		t.Book.CountOps(1)
 		s.draining++
 	}
 }
@@ -203,6 +206,7 @@ func (s *Set) readDone(t *Ticket, blk *index.Block) {
 	if t.State == Draining {
 		if t.reads == 0 {
 			t.Book.draining--
+			t.Book.CountOps(-1)
 			s.draining--
 			s.host.Drained(t.Book)
 		}

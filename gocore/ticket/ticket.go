@@ -136,6 +136,18 @@ type Book struct {
 	maxOpID  uint64 // highest ticket op id seen (ids only grow)
 	draining int    // revoked tickets whose SSD reads still run
 	expired  Tombs
+	// TenantOps counts the operation permits the session's tenant holds
+	// (its sessions' tickets, live and draining, and the restores the
+	// cache counts into it); nil when the session has no tenant. Shared
+	// by the Books of the tenant's sessions; dispatcher goroutine only.
+	TenantOps *int
+}
+
+// CountOps adds d to the tenant's permits, if any.
+func (b *Book) CountOps(d int) {
+	if b.TenantOps != nil {
+		*b.TenantOps += d
+	}
 }
 
 // NewBook returns sess's empty book.

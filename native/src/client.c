@@ -239,27 +239,71 @@ static int maps_every_uid(void)
 	return all;
 }
 
-static int check_peer_uid(okv_client *c, const struct ucred *cred, const char *path)
+/* The uid of a Manager this client trusts besides its own euid: o's
+ * manager_uid_plus1, else ORBITKV_MANAGER_UID. *trusted = 0 when none is
+ * given. -EINVAL, naming the variable, for a value that is not a decimal
+ * uid below 4294967295. */
+static int trusted_manager_uid(okv_client *c, const struct okv_connect_options *o, uid_t *uid, int *trusted)
 {
-	uid_t me = geteuid();
-	if (cred->uid == me && me == overflow_uid() && !maps_every_uid()) {
+	*trusted = 0;
+	if (o->manager_uid_plus1) {
+		*uid = (uid_t)(o->manager_uid_plus1 - 1);
+		*trusted = 1;
+		return 0;
+	}
+	const char *v = getenv(OKVI_MANAGER_UID_ENV);
+	if (!v || !v[0])
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || *end || v[0] < '0' || v[0] > '9' || n >= 4294967295ull) {
+		okvi_set_error(c, "%s is \"%.32s\": want the decimal uid of the Manager to trust (unset or empty: only this process's uid %u)",
+			       OKVI_MANAGER_UID_ENV, v, (unsigned)geteuid());
+		return -EINVAL;
+	}
+	*uid = (uid_t)n;
+	*trusted = 1;
+	return 0;
+}
+
+static int check_peer_uid(okv_client *c, const struct okv_connect_options *o, const struct ucred *cred,
+			  const char *path)
+{
+	uid_t me = geteuid(), other = 0;
+	int trusted = 0;
+	int rc = trusted_manager_uid(c, o, &other, &trusted);
+	if (rc)
+		return rc;
+	int match = cred->uid == me || (trusted && cred->uid == other);
+	if (match && cred->uid == overflow_uid() && !maps_every_uid()) {
 		/* In a user namespace without a uid map every outside uid reads as
 		 * the overflow uid: equal numbers prove nothing. */
 		okvi_set_error(c,
-			       "refusing the Manager at %s: its uid and this process's both read as the overflow uid %u, "
-			       "so they cannot be compared (a user namespace without a uid map); nothing was sent to it. "
+			       "refusing the Manager at %s: its uid reads as the overflow uid %u, "
+			       "so it cannot be compared (a user namespace without a uid map); nothing was sent to it. "
 			       "Map this process's uid into its namespace, or run it outside one",
-			       path, (unsigned)me);
+			       path, (unsigned)cred->uid);
 		return OKV_EPEER;
 	}
-	if (cred->uid == me)
+	if (match)
 		return 0;
+	if (trusted) {
+		okvi_set_error(c,
+			       "refusing the Manager at %s: the process serving it (pid %d) runs as uid %u; this process "
+			       "trusts its own uid %u and the Manager uid %u (%s or the client's manager_uid option); nothing "
+			       "was sent to it",
+			       path, (int)cred->pid, (unsigned)cred->uid, (unsigned)me, (unsigned)other, OKVI_MANAGER_UID_ENV);
+		return OKV_EPEER;
+	}
 	okvi_set_error(c,
 		       "refusing the Manager at %s: the process serving it (pid %d) runs as uid %u, this process as uid "
-		       "%u; nothing was sent to it. A Manager must run as its engines' user: if another user created "
+		       "%u; nothing was sent to it. A Manager must run as its engines' user, or, when it serves tenants "
+		       "of other uids, be named by %s=%u (the client's manager_uid option); if another user created "
 		       "this path, remove it and start orbitkv-manager as uid %u with --bootstrap-socket in a 0700 "
 		       "directory (for example $XDG_RUNTIME_DIR/orbitkv), and give the client the same path",
-		       path, (int)cred->pid, (unsigned)cred->uid, (unsigned)me, (unsigned)me);
+		       path, (int)cred->pid, (unsigned)cred->uid, (unsigned)me, OKVI_MANAGER_UID_ENV, (unsigned)cred->uid,
+		       (unsigned)me);
 	return OKV_EPEER;
 }
 
@@ -335,7 +379,7 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 	socklen_t cl = sizeof(cred);
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return -errno;
-	rc = check_peer_uid(c, &cred, path);
+	rc = check_peer_uid(c, o, &cred, path);
 	if (rc)
 		return rc;
 	struct okv_hello hello;

@@ -309,6 +309,9 @@ int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect
 /** The environment variable that keeps an engine process dumpable: "1"
  *  keeps it; unset, "" or "0" is the default (docs/security.md). */
 #define OKVI_DUMPABLE_ENV "ORBITKV_DUMPABLE"
+/* The environment variable naming the uid of a Manager a client trusts
+ * besides its own euid (struct okv_connect_options.manager_uid_plus1). */
+#define OKVI_MANAGER_UID_ENV "ORBITKV_MANAGER_UID"
 
 /**
  * Clear this process's dumpable attribute (prctl PR_SET_DUMPABLE 0) unless

@@ -163,7 +163,7 @@ class ConnectOptions(ctypes.Structure):
         ("role", c_uint32),
         ("spin_ns", c_uint32),
         ("timeout_ms", c_uint32),
-        ("reserved", c_uint32),
+        ("manager_uid_plus1", c_uint32),
     ]
 
 

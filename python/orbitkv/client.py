@@ -97,7 +97,7 @@ class CacheManagerClient(TicketOps):
     """A session with the node's OrbitKV Manager (liborbitkv okv_client).
 
     ``CacheManagerClient(socket_path=None, manager_addr=None,
-    instance_id="", timeout_ms=5000, *, role=Role.WORKER)``
+    instance_id="", timeout_ms=5000, *, role=Role.WORKER, manager_uid=None)``
 
     * exactly one of ``socket_path`` (the Manager's bootstrap socket, e.g.
       its ``--bootstrap-socket``) or ``manager_addr`` (its ``--listen``
@@ -106,7 +106,11 @@ class CacheManagerClient(TicketOps):
     * ``instance_id``: sent in the hello, at most 64 bytes of UTF-8;
     * ``timeout_ms``: how long a control call waits for its reply,
       1..3,600,000 ms; connecting is bounded by it too;
-    * ``role``: ``orbitkv.Role`` (informational, shown in Health).
+    * ``role``: ``orbitkv.Role`` (informational, shown in Health);
+    * ``manager_uid``: the uid of a Manager this client trusts besides its
+      own (a Manager serving tenants of other uids: docs/security.md
+      "Tenants"); ``None`` leaves it to ``ORBITKV_MANAGER_UID``. A Manager
+      of any other uid is refused (``ForeignManager``) before anything is sent.
 
     Raises ``BadArgument`` for bad arguments, ``NativeOSError`` (errno
     ENOENT, ECONNREFUSED, EACCES) when no Manager serves the socket, with
@@ -115,7 +119,8 @@ class CacheManagerClient(TicketOps):
     """
 
     def __init__(self, socket_path: str | None = None, manager_addr: str | None = None,
-                 instance_id: str = "", timeout_ms: int = 5000, *, role: int = Role.WORKER):
+                 instance_id: str = "", timeout_ms: int = 5000, *, role: int = Role.WORKER,
+                 manager_uid: int | None = None):
         self._h: int | None = None
         self._pid = os.getpid()
         self.socket_path = ""
@@ -137,6 +142,10 @@ class CacheManagerClient(TicketOps):
             raise BadArgument("connect", _check.EINVAL,
                               f"timeout_ms {timeout_ms!r}: want an int in 1..{_abi.MAX_TIMEOUT_MS}")
         _check.check_u32("connect", "role", role)
+        if manager_uid is not None and (isinstance(manager_uid, bool) or not isinstance(manager_uid, int)
+                                        or not 0 <= manager_uid < 0xFFFFFFFF):
+            raise BadArgument("connect", _check.EINVAL,
+                              f"manager_uid {manager_uid!r}: want an int uid in 0..4294967294, or None")
         iid = instance_id.encode("utf-8")
         if len(iid) > _abi.INSTANCE_ID_BYTES or b"\0" in iid:
             raise BadArgument("connect", _check.EINVAL,
@@ -145,7 +154,8 @@ class CacheManagerClient(TicketOps):
         self.instance_id: str = instance_id
         self.timeout_ms: int = timeout_ms
         path = socket_path.encode("utf-8")
-        opts = _abi.ConnectOptions(socket_path=path, instance_id=iid, role=int(role), timeout_ms=timeout_ms)
+        opts = _abi.ConnectOptions(socket_path=path, instance_id=iid, role=int(role), timeout_ms=timeout_ms,
+                                   manager_uid_plus1=0 if manager_uid is None else manager_uid + 1)
         out = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
         rc = lib.okv_connect_err(ctypes.byref(opts), ctypes.byref(out), err, len(err))

@@ -50,6 +50,12 @@ func Connect(o ConnectOptions) (*Client, error) {
 	}
 	co.spin_ns = C.uint32_t(o.Spin.Nanoseconds())
 	co.timeout_ms = C.uint32_t(o.Timeout.Milliseconds())
+	if o.ManagerUID != nil {
+		if *o.ManagerUID == ^uint32(0) {
+			return nil, fmt.Errorf("native: client ManagerUID %d: want a uid below 4294967295", *o.ManagerUID)
+		}
+		co.manager_uid_plus1 = C.uint32_t(*o.ManagerUID + 1)
+	}
 	var c *C.okv_client
 	var reason [512]C.char
 	if rc := C.okv_connect_err(&co, &c, &reason[0], C.size_t(len(reason))); rc != 0 {

@@ -97,6 +97,10 @@ type ConnectOptions struct {
 	Role        uint32        // abi.Role
 	Spin        time.Duration // spin before parking; 0 = 50 µs
 	Timeout     time.Duration // control-call deadline; 0 = 5 s
+	// ManagerUID is the uid of a Manager trusted besides this process's
+	// own (struct okv_connect_options.manager_uid_plus1); nil: none, or
+	// ORBITKV_MANAGER_UID.
+	ManagerUID *uint32
 }
 
 // Health mirrors struct okv_health.

@@ -86,7 +86,12 @@ struct okv_connect_options {
 	/** Milliseconds a control call waits for its reply; 0 = default 5000;
 	 *  at most OKV_MAX_TIMEOUT_MS (larger is -EINVAL). */
 	uint32_t timeout_ms;
-	uint32_t reserved;
+	/** The uid of a Manager this client trusts besides its own euid, plus
+	 *  one: a Manager serving tenants of other uids (docs/security.md
+	 *  "Tenants"). 0 = none given here; then ORBITKV_MANAGER_UID (a
+	 *  decimal uid) gives it, when set and not empty. A Manager of any
+	 *  other uid is refused (OKV_EPEER) before anything is sent. */
+	uint32_t manager_uid_plus1;
 };
 
 /** Opaque client handle: owns the bootstrap socket, the mapped slot and

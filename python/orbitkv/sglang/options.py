@@ -19,7 +19,7 @@ __all__ = ["OPTIONS", "options", "key_hash"]
 #: The option names, each as ``orbitkv.<name>`` in the extra config.
 OPTIONS = ("bootstrap_socket", "tp_shard_bootstrap_sockets", "wait_for_full_prefix", "model_revision",
            "dtype", "salt", "timeout_ms", "load_timeout_s", "reconnect_interval_s", "staging_pages",
-           "local_discovery")
+           "local_discovery", "manager_uid")
 
 
 def key_hash(key: str) -> bytes:
@@ -37,7 +37,7 @@ def options(extra: dict | None, tp_size: int) -> dict[str, Any]:
                          "tp_shard_bootstrap_sockets": (), "wait_for_full_prefix": False,
                          "model_revision": "", "dtype": "", "salt": "", "timeout_ms": 5000,
                          "load_timeout_s": 30.0, "reconnect_interval_s": 1.0, "staging_pages": 128,
-                         "local_discovery": True}
+                         "local_discovery": True, "manager_uid": None}
     for key, v in (extra or {}).items():
         if not isinstance(key, str) or not key.startswith("orbitkv."):
             continue
@@ -55,6 +55,8 @@ def options(extra: dict | None, tp_size: int) -> dict[str, Any]:
             o[name] = _bool(key, v)
         elif name in ("timeout_ms", "staging_pages"):
             o[name] = _number(key, v, int, 1, 3_600_000 if name == "timeout_ms" else 1 << 20)
+        elif name == "manager_uid":
+            o[name] = _number(key, v, int, 0, 0xFFFFFFFE)
         elif name in ("load_timeout_s", "reconnect_interval_s"):
             o[name] = _number(key, v, float, 0 if name == "reconnect_interval_s" else 0.001, 3600)
         else:

@@ -39,7 +39,8 @@ calls ``OrbitKVStorage(storage_config, kwargs)``, then
 ``orbitkv.``): ``bootstrap_socket``, ``tp_shard_bootstrap_sockets``,
 ``wait_for_full_prefix``, ``model_revision``, ``dtype``, ``salt``,
 ``timeout_ms``, ``load_timeout_s``, ``reconnect_interval_s``,
-``staging_pages``.
+``staging_pages``, ``local_discovery``, ``manager_uid`` (the uid of a
+Manager serving tenants of other uids, trusted besides this process's own).
 
 Versions: when SGLang imports, ``OrbitKVStorage`` subclasses its real
 ``HiCacheStorage`` and refuses at construction any SGLang not in
@@ -167,7 +168,8 @@ class OrbitKVStorage(HiCacheStorage):
         self.session = Session(path, option, who=f"OrbitKVStorage(tp{self.tp_rank})",
                                instance_id=f"sglang-tp{self.tp_rank}-{os.getpid()}", role=Role.WORKER,
                                timeout_ms=self.opts["timeout_ms"],
-                               reconnect_interval_s=self.opts["reconnect_interval_s"])
+                               reconnect_interval_s=self.opts["reconnect_interval_s"],
+                               manager_uid=self.opts["manager_uid"])
         self.mem_pool_host = None
         self.kv: PoolMemory | None = None
         self.pools: dict[str, PoolMemory] = {}

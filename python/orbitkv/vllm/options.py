@@ -45,6 +45,10 @@ key                                meaning
                                    that refuses CUDA memory: staging
 ``orbitkv.staging_blocks``         host staging pages when the KV cache is
                                    not in an OrbitKV buffer (default 256)
+``orbitkv.manager_uid``            uid of a Manager serving tenants of
+                                   other uids that this engine trusts
+                                   besides its own uid (default: none; else
+                                   ``ORBITKV_MANAGER_UID``)
 ``orbitkv.local_discovery``        bool (default true): answer a miss from
                                    the Manager's shared-memory discovery
                                    index without a round trip, where the
@@ -90,6 +94,7 @@ class ConnectorOptions:
     zero_copy: bool = True
     gpu_direct: bool = True
     local_discovery: bool = True
+    manager_uid: int | None = None
 
     @property
     def call_timeout_ms(self) -> int:
@@ -178,6 +183,8 @@ def parse_options(extra: Mapping[str, Any] | None, tp_size: int = 1) -> Connecto
             kw[name] = _number(key, v, float, 0.001, 3600)
         elif name == "reconnect_interval_s":
             kw[name] = _number(key, v, float, 0, 3600)
+        elif name == "manager_uid":
+            kw[name] = _number(key, v, int, 0, 0xFFFFFFFE)
         elif name == "staging_blocks":
             kw[name] = _number(key, v, int, 1, 1 << 20)
     kw.setdefault("bootstrap_socket", socket_path_for(DEFAULT_MANAGER_ADDR))

@@ -111,7 +111,8 @@ class SchedulerSide:
                 sessions[path] = Session(path, option, who="OrbitKVConnector(scheduler)",
                                          instance_id=f"vllm-scheduler-{os.getpid()}", role=Role.SCHEDULER,
                                          timeout_ms=opts.call_timeout_ms,
-                                         reconnect_interval_s=opts.reconnect_interval_s)
+                                         reconnect_interval_s=opts.reconnect_interval_s,
+                                         manager_uid=opts.manager_uid)
             for pp in range(base["pp_size"]):
                 self.shards.append((sessions[path], tp, pp))
         self.sessions = list(sessions.values())

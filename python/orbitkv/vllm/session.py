@@ -62,7 +62,7 @@ class Session:
     its message prefixed with ``"<who>: <option>=<path>"``."""
 
     def __init__(self, socket_path: str, option: str, *, who: str, instance_id: str, role: int,
-                 timeout_ms: int = 5000, reconnect_interval_s: float = 1.0):
+                 timeout_ms: int = 5000, reconnect_interval_s: float = 1.0, manager_uid: int | None = None):
         self.socket_path = socket_path
         self.option = option
         self.who = who
@@ -70,6 +70,7 @@ class Session:
         self.role = role
         self.timeout_ms = timeout_ms
         self.reconnect_interval_s = reconnect_interval_s
+        self.manager_uid = manager_uid
         self.client: CacheManagerClient | None = None
         self.epochs: list[int] = []
         self._buffers: list[Any] = []   # EngineBuffer or CudaKVBuffer
@@ -91,7 +92,7 @@ class Session:
     def _connect(self) -> CacheManagerClient:
         self._last_try = time.monotonic()
         client = CacheManagerClient(socket_path=self.socket_path, instance_id=self.instance_id,
-                                    timeout_ms=self.timeout_ms, role=self.role)
+                                    timeout_ms=self.timeout_ms, role=self.role, manager_uid=self.manager_uid)
         try:
             ids = {id(b): self._register_one(client, b) for b in self._buffers}
         except BaseException:

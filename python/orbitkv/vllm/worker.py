@@ -67,7 +67,7 @@ class WorkerSide:
         self.session = Session(path, option, who=f"OrbitKVConnector(worker tp{tp_rank} pp{pp_rank})",
                                instance_id=f"vllm-worker-tp{tp_rank}-pp{pp_rank}-{os.getpid()}",
                                role=Role.WORKER, timeout_ms=opts.call_timeout_ms,
-                               reconnect_interval_s=opts.reconnect_interval_s)
+                               reconnect_interval_s=opts.reconnect_interval_s, manager_uid=opts.manager_uid)
         self._ns: dict[str, bytes] = {}
         self.layer_index: dict[str, int] = {}
         self.kv: list[Any] = []

@@ -5,6 +5,7 @@
 // block that is visible but half-copied shows up as mismatched bytes.
 //
 //	testclient loop   SOCKET FIRST COUNT   publish FIRST..FIRST+COUNT in batches, then restore them, forever
+//	testclient publish SOCKET FIRST COUNT  publish the range in batches once; print "published COUNT"
 //	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
 //	testclient tickets SOCKET FIRST COUNT  publish the range, lease it with a ticket (wait_for_full_prefix),
 //	                                       restore it, check every byte, release; exit 0 when all held,
@@ -31,7 +32,7 @@ const (
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: testclient loop|verify SOCKET FIRST COUNT")
+		fmt.Fprintln(os.Stderr, "usage: testclient loop|publish|verify|tickets SOCKET FIRST COUNT")
 		os.Exit(2)
 	}
 	first, err1 := strconv.ParseUint(os.Args[3], 10, 64)
@@ -61,6 +62,9 @@ func main() {
 		loop(c, buf, id, ns, first, count)
 	case "tickets":
 		tickets(c, buf, id, ns, first, count)
+		c.Close()
+	case "publish":
+		publish(c, buf, id, ns, first, count)
 		c.Close()
 	case "verify":
 		bad := verify(c, buf, id, ns, first, count)
@@ -158,6 +162,25 @@ func loop(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, 
 			fail("release", err)
 		}
 	}
+}
+
+// publish publishes the range in batches, once.
+func publish(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) {
+	pages := make([]uint32, batch)
+	for i := range pages {
+		pages[i] = uint32(i)
+	}
+	for base := first; base < first+count; base += batch {
+		hashes := make([]client.BlockHash, batch)
+		for i := range hashes {
+			hashes[i] = hashOf(base + uint64(i))
+			fill(buf, i, base+uint64(i))
+		}
+		if _, err := c.Publish(ns, id, hashes, pages); err != nil {
+			fail("publish", err)
+		}
+	}
+	fmt.Printf("published %d\n", count)
 }
 
 // queryReady queries one hash, asking again while the Manager answers
