@@ -44,7 +44,7 @@ func makeBenchFile(b *testing.B, size uint64) benchFile {
 // header and data at a time (the store's engine, without its checks);
 // engine=uring, one goroutine keeping qd IORING_OP_READV in flight on one
 // ring (same iovecs); engine=store, Store.Read with IOWorkers=qd and qd
-// Reads outstanding (queueing, header check and CRC32C included).
+// Reads outstanding (queueing, header check and MAC check included).
 func BenchmarkRead(b *testing.B) {
 	for _, size := range []uint64{256 << 10, 2 << 20} {
 		f := makeBenchFile(b, size)

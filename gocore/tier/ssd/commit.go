@@ -91,11 +91,11 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 	for _, o := range batch {
 		switch {
 		case o.kind == opDelete:
-			buf = layout.AppendRecord(buf, layout.Record{Kind: layout.KindDelete, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key})
+			buf = s.idx.mac.AppendRecord(buf, layout.Record{Kind: layout.KindDelete, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key})
 		case o.err == nil && syncErr != nil:
 			o.err = syncErr
 		case o.err == nil:
-			buf = layout.AppendRecord(buf, layout.Record{Kind: layout.KindPut, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key, Meta: o.e.meta, CRC: o.e.crc})
+			buf = s.idx.mac.AppendRecord(buf, layout.Record{Kind: layout.KindPut, Slot: o.e.slot, Gen: o.e.gen, Key: o.e.key, Meta: o.e.meta})
 		}
 	}
 	if len(buf) > 0 {
@@ -157,7 +157,7 @@ func (s *Store) compact() {
 	s.mu.Lock()
 	live := make([]layout.Record, 0, s.fifo.n)
 	for e := s.fifo.head; e != nil; e = e.next {
-		live = append(live, layout.Record{Kind: layout.KindPut, Slot: e.slot, Gen: e.gen, Key: e.key, Meta: e.meta, CRC: e.crc})
+		live = append(live, layout.Record{Kind: layout.KindPut, Slot: e.slot, Gen: e.gen, Key: e.key, Meta: e.meta})
 	}
 	s.mu.Unlock()
 	before := s.idx.records

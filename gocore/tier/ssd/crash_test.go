@@ -105,15 +105,17 @@ func appendTo(t *testing.T, path string, b []byte) {
 	}
 }
 
-// writeRawSlot writes a complete, valid slot (header and data) for k at
-// slot of a testSpec store, with ordinary I/O and no index record: a Write
-// whose data reached the disk before a crash, but not its put record.
+// writeRawSlot writes a complete, valid slot (header and data, sealed
+// under the store's mac.key) for k at slot of a testSpec store, with
+// ordinary I/O and no index record: a Write whose data reached the disk
+// before a crash, but not its put record.
 func writeRawSlot(t *testing.T, dir string, slot uint32, k Key, m Meta, gen uint64) {
 	t.Helper()
 	data := make([]byte, roundUp(m.Bytes))
 	fill(data, k)
 	b := make([]byte, HeaderBytes, HeaderBytes+len(data))
-	layout.PutSlotHeader(b, layout.SlotHeader{Key: k, Meta: m, CRC: crcOf([][]byte{data}, m.Bytes), Gen: gen})
+	secret := storeSecret(t, dir)
+	layout.NewMAC(&secret).SealSlotHeader(b, layout.SlotHeader{Key: k, Meta: m, Gen: gen, Slot: slot}, [][]byte{data})
 	b = append(b, data...)
 	f, err := os.OpenFile(filepath.Join(dir, dataName), os.O_RDWR, 0)
 	if err != nil {

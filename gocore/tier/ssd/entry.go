@@ -16,13 +16,11 @@ const (
 )
 
 // entry is one block. key, meta, gen and slot never change after the
-// entry is made, and crc is set by the writing worker before the entry
-// becomes resident, so readers use them without the lock; state, pins and
+// entry is made, so readers use them without the lock; state, pins and
 // the FIFO links are guarded by Store.mu.
 type entry struct {
 	key   Key
 	meta  Meta
-	crc   uint32
 	gen   uint64
 	slot  uint32
 	state entryState

@@ -5,9 +5,10 @@ import "errors"
 // Errors of the store; callers test them with errors.Is. A wrapped error
 // names the slot, file or field.
 var (
-	// ErrCorrupt: a block read back does not match its slot header or its
-	// CRC32C. The block is dropped from the store; the caller treats it as
-	// a miss and must not use the bytes Read wrote into its buffers.
+	// ErrCorrupt: a block read back does not match the index, or its slot
+	// header's MAC does not check over the header and the data. The block
+	// is dropped from the store; the caller treats it as a miss and must
+	// not use the bytes Read wrote into its buffers.
 	ErrCorrupt = errors.New("ssd tier: block failed its integrity check")
 	// ErrNotAdmitted: Write declined the block under the second-hit rule
 	// (first offer); nothing was written.

@@ -28,9 +28,10 @@ const (
 )
 
 // indexLog is the append-only index file. After Open only the committer
-// goroutine touches it.
+// goroutine touches it, and mac, which tags its records.
 type indexLog struct {
 	path      string
+	mac       *layout.MAC
 	f         *os.File
 	off       int64 // end of the last complete record: the next append goes here
 	records   int   // records after the header
@@ -58,9 +59,9 @@ func (l *indexLog) append(b []byte) error {
 // written and fsynced, renamed over the log, and the directory fsynced,
 // so a crash leaves either the old log or the new one.
 func (l *indexLog) rewrite(recs []layout.Record) error {
-	b := layout.AppendIndexHeader(make([]byte, 0, RecordBytes*(1+len(recs))), l.slotBytes)
+	b := l.mac.AppendIndexHeader(make([]byte, 0, RecordBytes*(1+len(recs))), l.slotBytes)
 	for _, r := range recs {
-		b = layout.AppendRecord(b, r)
+		b = l.mac.AppendRecord(b, r)
 	}
 	f, err := writeFileSync(l.path, b)
 	if err != nil {

@@ -2,11 +2,9 @@ package ssd
 
 import (
 	"fmt"
-	"hash/crc32"
 	"io"
 	"unsafe"
 
-	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,18 +91,4 @@ func rwv(sysno uintptr, fd int, iov []unix.Iovec, off int64) error {
 		}
 	}
 	return nil
-}
-
-// crcOf is the CRC32C of the first n bytes of bufs.
-func crcOf(bufs [][]byte, n uint64) uint32 {
-	var c uint32
-	for _, b := range bufs {
-		if n == 0 {
-			break
-		}
-		l := min(uint64(len(b)), n)
-		c = crc32.Update(c, layout.Castagnoli, b[:l])
-		n -= l
-	}
-	return c
 }

@@ -18,9 +18,9 @@ import (
 // finished, or before Read returns, on the caller's goroutine, for
 // ErrNotFound, ErrMeta, ErrAlign and ErrClosed. done must not block; the
 // caller keeps dst (the slice and the memory) unchanged until done. On
-// err == nil dst holds the block, verified: the slot header names k, m
-// and the generation of the index record, and the CRC32C of the bytes
-// equals the one written with them. On ErrCorrupt (or an I/O error) the
+// err == nil dst holds the block, verified: the slot header names k, m,
+// the slot and the generation of the index record, and its MAC over those
+// fields and the bytes checks under the store's secret. On ErrCorrupt (or an I/O error) the
 // block is dropped from the store, logged and counted, and dst holds
 // unspecified bytes: the caller treats it as a miss and never serves them.
 func (s *Store) Read(k Key, m Meta, dst [][]byte, done func(error)) {
@@ -47,23 +47,26 @@ func (s *Store) Read(k Key, m Meta, dst [][]byte, done func(error)) {
 	s.mu.Unlock()
 }
 
-// readSlot reads o.e's slot header into hdr and its data into o.bufs with
-// one preadv, and checks both.
-func (s *Store) readSlot(hdr []byte, o *op) error {
+// readSlot reads o.e's slot header into w.hdr and its data into o.bufs
+// with one preadv, and checks both: the header must name the index's key,
+// Meta, slot and generation, and its MAC must check over them and the
+// data.
+func (s *Store) readSlot(w *worker, o *op) error {
 	e := o.e
-	o.iov = buildIov(o.iov[:0], hdr, o.bufs, roundUp(e.meta.Bytes))
+	o.iov = buildIov(o.iov[:0], w.hdr, o.bufs, roundUp(e.meta.Bytes))
 	if err := rwv(unix.SYS_PREADV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
 		return fmt.Errorf("ssd tier: reading slot %d of %s: %w", e.slot, s.dataPath, err)
 	}
-	h, ok := layout.ParseSlotHeader(hdr)
+	h, ok := layout.ParseSlotHeader(w.hdr)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: slot %d: the header is damaged or was never written", ErrCorrupt, e.slot)
-	case h.Key != e.key || h.Gen != e.gen || h.Meta != e.meta || h.CRC != e.crc:
-		return fmt.Errorf("%w: slot %d: the header names generation %d, not the index's %d (the slot was overwritten)", ErrCorrupt, e.slot, h.Gen, e.gen)
-	}
-	if c := crcOf(o.bufs, e.meta.Bytes); c != e.crc {
-		return fmt.Errorf("%w: slot %d: data CRC32C %08x, written %08x", ErrCorrupt, e.slot, c, e.crc)
+		return fmt.Errorf("%w: slot %d: the header is damaged, of another layout version, or was never written", ErrCorrupt, e.slot)
+	case h.Key != e.key || h.Gen != e.gen || h.Meta != e.meta || h.Slot != e.slot:
+		return fmt.Errorf("%w: slot %d: the header names slot %d generation %d, not the index's slot %d generation %d (the slot was overwritten)",
+			ErrCorrupt, e.slot, h.Slot, h.Gen, e.slot, e.gen)
+	case !w.mac.CheckSlot(w.hdr, o.bufs):
+		return fmt.Errorf("%w: slot %d: the MAC of the header and data does not check: damaged, torn, or written without this store's %s",
+			ErrCorrupt, e.slot, keyName)
 	}
 	return nil
 }

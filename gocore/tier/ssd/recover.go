@@ -12,11 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// recover replays the index log into the store's state, cutting off a torn
-// tail, or starts a fresh log when the old one is unusable. No goroutine
-// runs yet.
-func (s *Store) recover() error {
-	s.idx = indexLog{path: filepath.Join(s.spec.Dir, indexName), slotBytes: s.spec.SlotBytes}
+// recover replays the index log into the store's state under secret,
+// cutting off a torn tail, or starts a fresh log when the old one is
+// unusable. newSecret says the secret was made by this Open: no record on
+// disk can be checked under it, so an existing log is discarded whole
+// (logged with its size) and the store starts empty. No goroutine runs
+// yet.
+func (s *Store) recover(secret *[layout.SecretBytes]byte, newSecret bool) error {
+	s.idx = indexLog{path: filepath.Join(s.spec.Dir, indexName), mac: layout.NewMAC(secret), slotBytes: s.spec.SlotBytes}
 	// A compaction that crashed before its rename leaves its temporary
 	// file; the log it was replacing is intact.
 	if err := os.Remove(s.idx.path + tmpSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -26,9 +29,18 @@ func (s *Store) recover() error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ssd tier: reading %s: %w", s.idx.path, err)
 	}
-	r := layout.Replay(b, s.spec.SlotBytes, uint32(len(s.slots)))
-	if r.Reset != "" {
+	var r layout.Replayed
+	if newSecret {
+		r.Reset = "no MAC key"
 		if len(b) > 0 {
+			s.log.Warn("ssd tier: the index and data file were written under a MAC key that is gone; their records cannot be verified: discarding them and starting empty",
+				"key", filepath.Join(s.spec.Dir, keyName), "file", s.idx.path, "bytes", len(b), "records", max(len(b)/RecordBytes-1, 0))
+		}
+	} else {
+		r = layout.Replay(s.idx.mac, b, s.spec.SlotBytes, uint32(len(s.slots)))
+	}
+	if r.Reset != "" {
+		if len(b) > 0 && !newSecret {
 			s.log.Warn("ssd tier: the index is unusable; starting empty", "file", s.idx.path, "reason", r.Reset, "bytes", len(b))
 		}
 		if err := s.idx.rewrite(nil); err != nil {
@@ -41,7 +53,7 @@ func (s *Store) recover() error {
 		}
 		s.idx.f, s.idx.off, s.idx.records = f, r.GoodLen, r.Records
 		if int64(len(b)) > r.GoodLen {
-			s.log.Warn("ssd tier: the index ends in a torn or damaged record; keeping the complete records before it",
+			s.log.Warn("ssd tier: the index ends in a torn or damaged record, or one whose MAC does not check; keeping the complete records before it",
 				"file", s.idx.path, "records_kept", r.Records, "bytes_dropped", int64(len(b))-r.GoodLen)
 			if err := f.Truncate(r.GoodLen); err == nil {
 				err = f.Sync()
@@ -52,7 +64,7 @@ func (s *Store) recover() error {
 		}
 	}
 	for _, b := range r.Blocks {
-		e := &entry{key: b.Key, meta: b.Meta, crc: b.CRC, gen: b.Gen, slot: b.Slot, state: stateResident}
+		e := &entry{key: b.Key, meta: b.Meta, gen: b.Gen, slot: b.Slot, state: stateResident}
 		s.slots[e.slot] = e
 		s.resident[e.key] = e
 		s.fifo.insert(e)

@@ -33,8 +33,9 @@ const MinReserveBytes = 64 << 20
 // place is what prepare found: the directories it made, and whether the data
 // file was there before (Open removes what it made when it fails).
 type place struct {
-	made    []string // directories prepare made, deepest first
-	hadData bool
+	made       []string // directories prepare made, deepest first
+	hadData    bool
+	madeSecret bool // Open made mac.key
 }
 
 // CheckPlace checks s.Dir without making anything: a missing directory is
@@ -131,12 +132,15 @@ func prepare(s Spec) (place, error) {
 }
 
 // undo removes what Open made before it failed: the data file and index
-// log when they were not there before, and the directory when prepare
-// made it.
+// log when they were not there before, the MAC key when Open made it, and
+// the directory when prepare made it.
 func (p place) undo(dir string) {
 	if !p.hadData {
 		os.Remove(filepath.Join(dir, dataName))
 		os.Remove(filepath.Join(dir, indexName))
+	}
+	if p.madeSecret {
+		os.Remove(filepath.Join(dir, keyName))
 	}
 	for _, d := range p.made {
 		os.Remove(d)

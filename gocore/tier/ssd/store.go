@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,12 +72,15 @@ type Stats struct {
 }
 
 // Open opens or creates the store in s.Dir. The data file is preallocated
-// to its capacity and opened with O_DIRECT; the index log is replayed
-// (only complete, checksummed records count: a torn tail is cut off), a
-// sample of the recovered blocks is read back and checked
+// to its capacity and opened with O_DIRECT; the MAC key is read from
+// mac.key, or made when there is none (and then the store starts empty:
+// no record on disk can be checked under a new key); the index log is
+// replayed (only complete records whose MAC checks count: a torn tail is
+// cut off), a sample of the recovered blocks is read back and checked
 // (Spec.VerifyOnOpen), and Stats().Recovered says how many blocks are
 // resident. log may be nil. Errors: a Spec error naming the field,
-// ErrNoDirectIO, ErrLocked, or an I/O error naming the file.
+// ErrNoDirectIO, ErrLocked, a refused tier file or key file (its path and
+// what is wrong with it), or an I/O error naming the file.
 func Open(s Spec, log *slog.Logger) (*Store, error) {
 	s = s.withDefaults()
 	if err := s.Validate(); err != nil {
@@ -99,7 +103,14 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 		pl.undo(s.Dir)
 		return nil, err
 	}
-	if err := st.recover(); err != nil {
+	secret, madeSecret, err := loadSecret(s.Dir)
+	if err != nil {
+		st.closeFiles()
+		pl.undo(s.Dir)
+		return nil, err
+	}
+	pl.madeSecret = madeSecret
+	if err := st.recover(&secret, madeSecret); err != nil {
 		st.closeFiles()
 		pl.undo(s.Dir)
 		return nil, err
@@ -119,7 +130,7 @@ func Open(s Spec, log *slog.Logger) (*Store, error) {
 	st.q.init()
 	st.commitQ.init()
 	for _, hdr := range st.hdrs {
-		w := &worker{hdr: hdr}
+		w := &worker{hdr: hdr, mac: layout.NewMAC(&secret)}
 		st.wks = append(st.wks, w)
 		st.workers.Add(1)
 		go st.runWorker(w)

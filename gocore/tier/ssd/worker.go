@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,11 +121,13 @@ func (q *queue) close() {
 }
 
 // worker is one I/O goroutine. hdr is its page-aligned slot-header buffer
-// (an anonymous mapping, so O_DIRECT can use it), reused for every op.
+// (an anonymous mapping, so O_DIRECT can use it), reused for every op;
+// mac is its own MAC under the store's secret (a MAC serves one goroutine).
 // cur is the system call it is in, for Outstanding; guarded by
 // Store.ioMu, valid while busy.
 type worker struct {
 	hdr   []byte
+	mac   *layout.MAC
 	busy  bool
 	cur   IO
 	since time.Time
@@ -140,11 +143,11 @@ func (s *Store) runWorker(w *worker) {
 		s.issue(w, o)
 		switch o.kind {
 		case opRead, opVerify:
-			err := s.readSlot(w.hdr, o)
+			err := s.readSlot(w, o)
 			s.retire(w)
 			s.finishRead(o, err)
 		case opWrite:
-			o.err = s.writeSlot(w.hdr, o)
+			o.err = s.writeSlot(w, o)
 			s.retire(w)
 			s.commitQ.push(o)
 		}

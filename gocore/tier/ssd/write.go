@@ -14,8 +14,8 @@ import (
 // and the memory) unchanged until done.
 //
 // The block goes to a free slot, or to the oldest block's slot (FIFO
-// eviction) when none is free. A worker computes the CRC32C of the bytes
-// and writes the slot header and the data with one pwritev; the committer
+// eviction) when none is free. A worker computes the MAC of the header and
+// the bytes and writes the slot header and the data with one pwritev; the committer
 // fdatasyncs the data file, then appends the put record to the index log
 // and fdatasyncs it (data before index), then makes the block visible to
 // Contains and Read and calls done(nil). So when done(nil) runs, the block
@@ -131,13 +131,12 @@ func (s *Store) checkMeta(m Meta) error {
 	return nil
 }
 
-// writeSlot computes the block's CRC32C and writes the slot header (from
-// hdr) and the data with one pwritev.
-func (s *Store) writeSlot(hdr []byte, o *op) error {
+// writeSlot seals the slot header in w.hdr (its fields and the MAC over
+// them and the block) and writes it and the data with one pwritev.
+func (s *Store) writeSlot(w *worker, o *op) error {
 	e := o.e
-	e.crc = crcOf(o.bufs, e.meta.Bytes)
-	layout.PutSlotHeader(hdr, layout.SlotHeader{Key: e.key, Meta: e.meta, CRC: e.crc, Gen: e.gen})
-	o.iov = buildIov(o.iov[:0], hdr, o.bufs, roundUp(e.meta.Bytes))
+	w.mac.SealSlotHeader(w.hdr, layout.SlotHeader{Key: e.key, Meta: e.meta, Gen: e.gen, Slot: e.slot}, o.bufs)
+	o.iov = buildIov(o.iov[:0], w.hdr, o.bufs, roundUp(e.meta.Bytes))
 	if err := rwv(unix.SYS_PWRITEV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
 		return fmt.Errorf("ssd tier: writing slot %d of %s: %w", e.slot, s.dataPath, err)
 	}

@@ -52,7 +52,7 @@ func ParseSSDFlags(args []string, out io.Writer) (ssdConfig, error) {
 	var cfg ssdConfig
 	fs := suite.NewFlags("ssd", &cfg.Common, out,
 		"SSD tier read throughput: Store.Read (O_DIRECT preadv through the store's I/O",
-		"workers into 16 KiB chunks, slot header check and CRC32C of every block) of all",
+		"workers into 16 KiB chunks, slot header and MAC check of every block) of all",
 		"--blocks blocks at once, as GB/s and as a ratio to a plain O_DIRECT sequential",
 		"read of the same data file (one call per slot, queue depth 1) into the same",
 		"memory, measured in the same run pass by pass (the ratio is the median of the",

@@ -11,36 +11,43 @@ type Replayed struct {
 	// Blocks are the put records of the resident blocks, oldest (lowest
 	// Gen) first, the slot breaking ties.
 	Blocks []Record
-	// GoodLen is the byte length of the log's header and complete,
-	// checksummed records; anything after it is a torn tail or garbage.
+	// GoodLen is the byte length of the log's header and complete records
+	// whose tags check; anything after it is a torn tail, damage, or
+	// records written without the secret.
 	GoodLen int64
 	Records int    // complete records after the header
 	MaxGen  uint64 // highest Gen of any record
 	// Dropped counts put records that name a slot outside the data file or
 	// an impossible Meta (0 bytes, more than slotBytes, 0 layers).
 	Dropped int
-	// Reset is why the whole log is unusable (no header, a torn header, or
-	// another slot geometry), or "" when it is usable.
+	// Reset is why the whole log is unusable (no header, a torn or damaged
+	// header, one of another layout version or written under another
+	// secret, or another slot geometry), or "" when it is usable.
 	Reset string
 }
 
 // Replay applies the index log b to an empty store of nslots slots of
-// slotBytes each. It never fails: it stops at the first record that is
-// incomplete or fails its checksum, and everything before that counts.
+// slotBytes each, checking every record's tag with m. It never fails: it
+// stops at the first record that is incomplete or fails its check, and
+// everything before that counts.
 //
 // Rules: a put of key K at slot S displaces K's earlier block and S's
 // earlier occupant (the slot was reused after an eviction, which writes no
 // record); a delete removes K only if K is still the block of that slot
 // and gen (a stale delete never removes a newer block).
-func Replay(b []byte, slotBytes uint64, nslots uint32) Replayed {
+func Replay(m *MAC, b []byte, slotBytes uint64, nslots uint32) Replayed {
 	var r Replayed
-	hdrSlotBytes, ok := ParseIndexHeader(b)
+	hdrSlotBytes, ok := m.ParseIndexHeader(b)
+	v, magic := indexVersion(b)
 	switch {
 	case len(b) == 0:
 		r.Reset = "no index"
 		return r
+	case magic && v != FormatVersion:
+		r.Reset = fmt.Sprintf("the index is layout version %d; this Manager reads version %d only", v, FormatVersion)
+		return r
 	case !ok:
-		r.Reset = "the index header is torn or not an OrbitKV SSD index of this version"
+		r.Reset = "the index header is torn, damaged, not an OrbitKV SSD index, or written under another secret (mac.key)"
 		return r
 	case hdrSlotBytes != slotBytes:
 		r.Reset = fmt.Sprintf("the index was written for SlotBytes %d, not %d", hdrSlotBytes, slotBytes)
@@ -50,7 +57,7 @@ func Replay(b []byte, slotBytes uint64, nslots uint32) Replayed {
 	byKey := make(map[Key]*Record)
 	bySlot := make(map[uint32]*Record)
 	for off := RecordBytes; off+RecordBytes <= len(b); off += RecordBytes {
-		rec, ok := ParseRecord(b[off : off+RecordBytes])
+		rec, ok := m.ParseRecord(b[off : off+RecordBytes])
 		if !ok {
 			break
 		}
