@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
 )
 
 func mustParse(t *testing.T, tenants, shares, quotas []string) *Set {
