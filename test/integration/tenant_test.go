@@ -113,3 +113,36 @@ func TestTenantsOfOneShareGroupShareTheirCache(t *testing.T) {
 		t.Fatalf("tenant B shares A's group and must get its 16 blocks: %s", out)
 	}
 }
+
+// TestATenantHoldsAtMostItsShareOfSessions: with two tenants and
+// --max-sessions 4, tenant A holds 2 sessions (half), a third is refused
+// naming its tenant and the quota flag, and tenant B still connects and
+// works.
+func TestATenantHoldsAtMostItsShareOfSessions(t *testing.T) {
+	e := newTenantEnv(t, "--tenant", "a=uid:"+strconv.Itoa(tenantA), "--tenant", "b=uid:"+strconv.Itoa(tenantB),
+		"--max-sessions", "4")
+	for i := range 2 {
+		cmd := exec.Command(e.client, "loop", e.sock, strconv.Itoa(1000*(i+1)), "16")
+		cmd.Dir = e.dir
+		cmd.Env = append(os.Environ(), trustRoot)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tenantA, Gid: tenantA}}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line := make([]byte, 8)
+		if n, err := out.Read(line); err != nil || !strings.HasPrefix(string(line[:n]), "running") {
+			t.Fatalf("tenant A's session %d did not start: %q %v", i, line[:n], err)
+		}
+	}
+	if out, ok := e.run(t, tenantA, "verify", trustRoot); ok || !strings.Contains(out, `tenant "a" holds 2 sessions`) || !strings.Contains(out, "--tenant-quota a:sessions=N") {
+		t.Fatalf("tenant A's third session must be refused naming its share: %s", out)
+	}
+	if out, ok := e.run(t, tenantB, "publish", trustRoot); !ok || !strings.Contains(out, "published 16") {
+		t.Fatalf("tenant B must still connect while A holds its share: %s", out)
+	}
+}
