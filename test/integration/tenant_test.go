@@ -46,7 +46,9 @@ func newTenantEnv(t *testing.T, args ...string) *tenantEnv {
 		t.Fatal(err)
 	}
 	startManagerBin(t, "orbitkv-manager", e.sock, "", 10*time.Second,
-		append([]string{"--ram-capacity", "64MiB", "--hugepages", "off"}, args...)...)
+		// shm whatever -channel-transport says: the iceoryx2 transport serves
+		// one uid and is refused with tenants.
+		append([]string{"--channel-transport", "shm", "--ram-capacity", "64MiB", "--hugepages", "off"}, args...)...)
 	return e
 }
 
