@@ -45,6 +45,7 @@ type Book[W comparable] struct {
 	restoring uint64      // bytes restores in flight reserve
 	queue     []W         // waiting for budget, oldest first
 	slices    blockSlices // Acquire's lease slices, taken back by End
+	idle      idleList    // handed leases, oldest progress first (idle.go)
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
@@ -115,6 +116,7 @@ func (b *Book[W]) End(l *Lease) {
 	if b.t.m[l.ID] != l {
 		return
 	}
+	b.unhand(l)
 	b.idx.UnpinAll(l.Blocks)
 	b.blocks -= len(l.Blocks)
 	b.t.Remove(l)
@@ -193,6 +195,9 @@ func (b *Book[W]) Check() error {
 	}
 	if bytes != b.t.ReservedBytes() || blocks != b.blocks {
 		return fmt.Errorf("lease: leases hold %d bytes and %d block references, the book counts %d and %d", bytes, blocks, b.t.ReservedBytes(), b.blocks)
+	}
+	if err := b.checkIdle(); err != nil {
+		return err
 	}
 	for o, ow := range b.t.byOwner {
 		var ob uint64
