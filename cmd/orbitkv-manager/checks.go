@@ -23,7 +23,7 @@ var flagOf = map[string]string{
 	"manager.OperatorSocket": "operator-socket", "manager.OperatorGroup": "operator-group",
 	"manager.HTTPAddr": "http-addr", "manager.ShutdownTimeout": "shutdown-timeout",
 	"cache.MaxOpsPerSession": "max-ops-per-session", "cache.MaxOps": "max-ops",
-	"cache.OpExpiry": "op-expiry", "cache.CopyWorkers": "copy-workers", "cache.CopyBackend": "copy-backend",
+	"cache.OpExpiry": "op-expiry", "cache.LeaseIdleTimeout": "lease-idle-timeout", "session.MaxSessionsPerPID": "max-sessions-per-pid", "cache.CopyWorkers": "copy-workers", "cache.CopyBackend": "copy-backend",
 	"tier.Eviction": "eviction", "ram.CapacityBytes": "ram-capacity", "ram.ChunkBytes": "ram-chunk-bytes",
 	"ram.Hugepages": "hugepages", "ssd.Dir": "ssd-dir", "ssd.CapacityBytes": "ssd-capacity",
 	"ssd.SlotBytes": "ssd-slot-bytes", "ssd.IOWorkers": "ssd-io-workers", "ssd.Admission": "ssd-admission",

@@ -10,6 +10,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
+	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
@@ -27,6 +28,7 @@ type config struct {
 	httpAddr     string
 	httpPprof    bool
 	maxSessions  uint
+	maxPerPID    uint
 	descBytes    string
 	helloTimeout time.Duration
 	logLevel     string
@@ -49,6 +51,7 @@ type config struct {
 	maxOpsSess   int
 	maxOps       int
 	opExpiry     time.Duration
+	leaseIdle    time.Duration
 	leaseBudget  string
 	warmupBudget string
 	shutdownWait time.Duration
@@ -100,6 +103,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:7471", "loopback `host:port` for /livez, /readyz, /health and /metrics; empty disables")
 	fs.BoolVar(&c.httpPprof, "http-pprof", false, "also serve /debug/pprof on --http-addr (profiles show every engine's activity to any local process: off unless debugging)")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
+	fs.UintVar(&c.maxPerPID, "max-sessions-per-pid", session.DefaultMaxSessionsPerPID, "most concurrent sessions of one client process, by its SO_PEERCRED pid (`count`, 1..4095); an engine process opens one, and one more for a while after a reconnect; beyond it the bootstrap is refused (status full) naming this limit")
 	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
@@ -118,6 +122,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.IntVar(&c.maxOpsSess, "max-ops-per-session", cache.DefaultMaxOpsPerSession, "operations (query tickets, restores) one session may hold at once (`count`, 1..1048576); beyond it they answer Unadmitted")
 	fs.IntVar(&c.maxOps, "max-ops", cache.DefaultMaxOps, "operations all sessions together may hold at once (`count`, 1..1048576)")
 	fs.DurationVar(&c.opExpiry, "op-expiry", ticket.DefaultOpExpiry, "how long a query ticket or an unpolled restore result lives after its latest submission (`duration`, 1s..24h); a late poll then answers Timeout")
+	fs.DurationVar(&c.leaseIdle, "lease-idle-timeout", cache.DefaultLeaseIdleTimeout, "how long a lease handed to a client may go without a Restore started or landed on it, or its Release, before it is revoked: its blocks unpinned and its bytes returned to --lease-budget; a later Restore or Release of it answers Timeout (`duration`, 1s..24h; 0: never)")
 	fs.StringVar(&c.leaseBudget, "lease-budget", "", "bytes leases and restores in flight may reserve (`size`; empty: --ram-capacity); a ticket beyond it waits (Loading), an untracked query answers Unadmitted")
 	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults (--prefault=false to skip)")

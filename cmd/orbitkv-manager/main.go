@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -81,7 +82,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	epoch, serviceID := randomEpoch()
 	s := manager.Spec{Epoch: epoch, HTTPAddr: c.httpAddr, HTTPPprof: c.httpPprof, ShutdownTimeout: c.shutdownWait, Logger: log, EBPF: c.ebpf,
 		OperatorSocket: c.opSocket, OperatorGroup: c.opGroup, OperatorAdmitManagerUID: c.opAdmitUID,
-		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32))},
+		Session:   session.Spec{MaxSessions: uint32(min(c.maxSessions, math.MaxUint32)), MaxSessionsPerPID: uint32(min(c.maxPerPID, math.MaxUint32))},
 		Channel:   channel.Spec{SpinWindow: c.spinWindow},
 		Bootstrap: bootstrap.Config{Path: c.socket, ServiceID: serviceID, HelloTimeout: c.helloTimeout, Version: buildinfo.Get().Version},
 	}
@@ -104,7 +105,8 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		}
 	}
 	cs := cache.Spec{CopyWorkers: c.copyWorkers, CopyBackend: c.copyBackend, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
-		Clock: failpoint.Clock, Tiers: tier.Spec{Eviction: c.eviction, RAM: ram.Spec{Prefault: c.prefault}}}
+		LeaseIdleTimeout: cmp.Or(c.leaseIdle, cache.LeaseIdleNever), // the flag's 0 is never
+		Clock:            failpoint.Clock, Tiers: tier.Spec{Eviction: c.eviction, RAM: ram.Spec{Prefault: c.prefault}}}
 	cs.Tiers.RAM.CapacityBytes = k.size("ram-capacity", c.ramCapacity, "4GiB, 512MiB")
 	cs.Tiers.RAM.ChunkBytes = k.size("ram-chunk-bytes", c.chunkBytes, "16KiB, 2MiB")
 	if cs.Tiers.RAM.Hugepages, err = hugepages.ParseMode(c.hugepages); err != nil {
@@ -125,6 +127,9 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cache.MaxOpsPerSessionRange.CheckSet(c.maxOpsSess),
 		cache.MaxOpsRange.CheckSet(c.maxOps),
 		cache.OpExpiryRange.CheckSet(c.opExpiry),
+		session.MaxSessionsPerPIDRange.CheckSet(uint32(min(c.maxPerPID, math.MaxUint32))),
+		limit.Check(c.leaseIdle == 0 || cache.LeaseIdleTimeoutRange.CheckSet(c.leaseIdle) == nil, "cache.LeaseIdleTimeout", c.leaseIdle,
+			"0 (never) or "+cache.LeaseIdleTimeoutRange.Want()),
 		limit.Check(c.eviction != "", "tier.Eviction", c.eviction, "one of "+strings.Join(evict.Names(), ", ")),
 	))
 	// The SSD settings parse even without --ssd-dir, so a bad value is

@@ -298,6 +298,13 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if seals&unix.F_SEAL_SHRINK == 0 {
 				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_SHRINK (okv_buffer_alloc does it); seals 0x%x, err %v", seals, err))
 			}
+			// F_SEAL_GROW too: unsealed, an engine could add pages past the
+			// size (fallocate with FALLOC_FL_KEEP_SIZE) as it punches holes
+			// inside, and st_blocks, which the restore path checks
+			// (session.Buffer.Unallocated), would not fall short.
+			if seals&unix.F_SEAL_GROW == 0 {
+				return fail(invalid(field("fd_index"), "memfd must be sealed with F_SEAL_GROW (okv_buffer_alloc does it): a memfd that can grow can hold pages past its size that hide holes inside; seals 0x%x", seals))
+			}
 			if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
 				return fail(invalid(field("fd_index"), "memfd is sealed against writes (seals 0x%x); Restore writes into engine buffers", seals))
 			}
@@ -328,6 +335,11 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 			if alloc := uint64(st.Blocks) * 512; alloc < uint64(st.Size) {
 				return fail(invalid(field("fd_index"), "is sparse: %d of its %d bytes have no page; allocate the whole memfd first (fallocate(2), or okv_buffer_alloc, which pre-faults it)", uint64(st.Size)-alloc, st.Size))
 			}
+			// Pages past the size (fallocated with FALLOC_FL_KEEP_SIZE
+			// before F_SEAL_GROW) would count in st_blocks for holes inside.
+			if beyond := pagesBeyond(files[idx], uint64(st.Size)); beyond > 0 {
+				return fail(invalid(field("fd_index"), "has %d pages allocated past its size %d (fallocate with FALLOC_FL_KEEP_SIZE); allocate exactly its size", beyond, st.Size))
+			}
 			fd, err := unix.FcntlInt(files[idx].Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				return fail(&appError{abi.StatusInternal, field("fd_index"), "dup: " + err.Error()})
@@ -349,6 +361,19 @@ func buffersFromRequest(req *lifecyclepb.RegisterBuffersRequest, files []*os.Fil
 		total += r.GetBytes()
 	}
 	return out, total, nil
+}
+
+// pagesBeyond counts f's pages past its size in bytes (from the first page
+// boundary at or after size to the end of the file), in the page cache or
+// swapped out (cachestat(2)); 0 on a kernel without cachestat (before
+// Linux 6.5), where the check is skipped.
+func pagesBeyond(f *os.File, size uint64) uint64 {
+	var cs unix.Cachestat_t
+	r := unix.CachestatRange{Off: (size + 4095) &^ 4095}
+	if unix.Cachestat(uint(f.Fd()), &r, &cs, 0) != nil {
+		return 0
+	}
+	return cs.Cache + cs.Evicted
 }
 
 // fileID identifies an open file by device and inode (fstat(2)).

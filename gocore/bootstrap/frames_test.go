@@ -719,3 +719,51 @@ func TestRegisterBuffersRefusesASparseMemfd(t *testing.T) {
 		t.Fatalf("the allocated memfd got %v, want a RegisterBuffers reply", fr.Header.Code)
 	}
 }
+
+// A memfd that could still grow, or that holds pages past its size, is
+// refused: either would let an engine offset holes it punches inside the
+// buffer with pages outside it, and st_blocks, which each restore checks,
+// would not fall short.
+func TestRegisterBuffersRefusesAGrowableMemfdOrPagesPastItsSize(t *testing.T) {
+	h := newHarness(t)
+	rc := connect(t, h.path)
+	rc.register(t, "engine")
+	const size = 2 * 16 * 4096
+	for _, tc := range []struct {
+		name  string
+		setup func(fd int) error
+		want  string
+	}{
+		{"a memfd without F_SEAL_GROW", func(fd int) error {
+			_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+			return err
+		}, "must be sealed with F_SEAL_GROW"},
+		{"a memfd with pages past its size", func(fd int) error {
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, size, 3*4096); err != nil {
+				return err
+			}
+			_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+			return err
+		}, "has 3 pages allocated past its size 131072"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, err := unix.MemfdCreate("okv-test-grow", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := os.NewFile(uintptr(fd), "okv-test-grow")
+			defer f.Close()
+			if err := f.Truncate(size); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Fallocate(fd, 0, 0, size); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.setup(fd); err != nil {
+				t.Fatal(err)
+			}
+			req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: []*lifecyclepb.BufferRegion{region(0, size)}}
+			expectFieldError(t, rc.frame(t, lifecycle.CodeRegisterBuffers, req, f), "regions[0].fd_index", tc.want)
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/session"
 )
 
 func TestHelloIsRefused(t *testing.T) {
@@ -131,6 +132,43 @@ func TestServerFullRefusesWithFull(t *testing.T) {
 	first.close()
 	h.waitSessions(t, 0)
 	connect(t, h.path).ping(t, 2) // the freed slot is usable again
+}
+
+// One process cannot take every slot: past session.DefaultMaxSessionsPerPID
+// live sessions of the test's pid, its next bootstrap is refused with
+// BootFull and an error naming the limit, though slots are free; one of its
+// sessions closing lets it in again.
+func TestOneProcessPastItsSessionLimitIsRefusedWithFull(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.maxSessions = session.DefaultMaxSessionsPerPID + 4 })
+	held := make([]*rawClient, 0, session.DefaultMaxSessionsPerPID)
+	for range session.DefaultMaxSessionsPerPID {
+		held = append(held, connect(t, h.path))
+	}
+	mark := h.logs.mark()
+	c := dial(t, h.path)
+	c.Write(validHello().AppendTo(nil))
+	r, files, err := readReply(c)
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := string(bytes.TrimRight(r.Error[:], "\x00"))
+	if r.Status != abi.BootFull || len(files) != 0 || !strings.Contains(msg, "--max-sessions-per-pid 64") {
+		t.Fatalf("status %d with %d fds, error %q; want BootFull without fds naming --max-sessions-per-pid 64", r.Status, len(files), msg)
+	}
+	expectClosed(t, c)
+	h.waitLine(t, mark, "bootstrap refused", "field=session", "max-sessions-per-pid")
+	if n := h.table.PIDRefusals(); n != 1 {
+		t.Fatalf("refusals counted %d, want 1", n)
+	}
+	held[0].close()
+	h.waitSessions(t, session.DefaultMaxSessionsPerPID-1)
+	connect(t, h.path).ping(t, 1)
+	for _, rc := range held {
+		rc.close()
+	}
 }
 
 // runChildClient is the test binary acting as a client under another uid:

@@ -374,7 +374,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 	sess, err = s.cfg.Table.Open(peer)
 	if err != nil {
 		st := abi.BootInternal
-		if errors.Is(err, session.ErrFull) {
+		if errors.Is(err, session.ErrFull) || errors.Is(err, session.ErrPIDLimit) {
 			st = abi.BootFull
 		}
 		s.refusals.warn(log, "session", slog.Any("err", err))

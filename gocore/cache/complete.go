@@ -111,6 +111,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 		released = true
 		o.status = c.Status
 		s.restores.landed(st, o, s.leases)
+		s.touchLease(o.lease)
 		if c.Status == 0 {
 			s.stats.restored.Add(uint64(len(o.blocks)))
 			s.stats.restoreBytes.Add(o.bytes)

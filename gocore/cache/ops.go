@@ -69,6 +69,9 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 func (s *Service) release(st *sessState, m *abi.Message) (abi.Message, *abi.DescError) {
 	l := s.leases.Get(st.owner, m.Arg0)
 	if l == nil {
+		if resp, ok := s.revokedLease(st, m, m.Arg0); ok {
+			return resp, nil
+		}
 		return abi.Message{}, abi.Invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", m.Arg0)
 	}
 	s.leases.End(l)

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
@@ -101,11 +102,17 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	}
 	l := s.leases.Get(st.owner, r.LeaseID)
 	if l == nil {
+		if resp, ok := s.revokedLease(st, m, r.LeaseID); ok {
+			return resp, nil
+		}
 		return abi.Message{}, abi.Invalid(abi.FieldLeaseID, 0, "%d: no live lease of this session", r.LeaseID)
 	}
 	buf, derr := st.sess.HostBuffer(r.BufferID)
 	if derr != nil {
 		return abi.Message{}, derr
+	}
+	if resp, holed := s.refuseHoles(st, m, &buf, r.BufferID); holed {
+		return resp, nil
 	}
 	blockBytes := uint64(buf.Layers) * buf.PageBytes
 	n := r.Len()
@@ -138,6 +145,8 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 	}
 	s.ops[o.id] = o
 	s.restores.submitted(st, o, s.leases)
+	o.lease = l
+	s.touchLease(l)
 	st.inflight++
 	resp := m.Response(s.epoch, abi.StatusOK, o.id, 0)
 	if failpoint.Enabled && s.holdReply(failpoint.CopySubmitted, st, resp) {
@@ -226,6 +235,7 @@ func (s *Service) sweep() {
 		return
 	}
 	defer func() { s.sweeps.Settle(len(s.heldComps) > 0) }()
+	s.revokeStalled(now)
 	for _, st := range s.sessions {
 		s.tickets.Sweep(st.book)
 		for _, o := range st.restores {
@@ -240,4 +250,31 @@ func (s *Service) sweep() {
 		}
 	}
 	s.tickets.AdmitWaiting()
+}
+
+// refuseHoles refuses a restore into buffer id (buf) of st when its memfd
+// lacks pages (session.Buffer.Unallocated): the copy would allocate them
+// in the Manager's memory cgroup. The answer is Invalid naming buffer_id;
+// it is counted (Stats.BufferHoles, Stats.Invalid) and logged under the
+// session's refusal limit, with the first hole of the region when the
+// kernel can tell (session.Buffer.FirstHole). holed is false when every
+// page is there; one fstat(2) per restore.
+func (s *Service) refuseHoles(st *sessState, m *abi.Message, buf *session.Buffer, id uint32) (resp abi.Message, holed bool) {
+	missing, size, err := buf.Unallocated()
+	if err == nil && missing == 0 {
+		return abi.Message{}, false
+	}
+	s.stats.bufferHoles.Add(1)
+	s.stats.invalid.Add(1)
+	if ok, suppressed := st.sess.RefusalLogged(); ok {
+		attrs := []any{slog.String("command", abi.CmdRestore.String()), slog.Uint64("buffer", uint64(id)),
+			slog.Uint64("memfd_bytes", size), slog.Uint64("bytes_without_page", missing)}
+		if err != nil {
+			attrs = append(attrs, slog.Any("err", err))
+		} else if off, n, found := buf.FirstHole(); found {
+			attrs = append(attrs, slog.String("first_hole", fmt.Sprintf("[%d, %d) of the registered region", off, off+n)))
+		}
+		st.sess.WarnRefused(s.log, suppressed, "restore refused: the destination buffer has pages missing (punched after registration); the copy would allocate them in the Manager's memory", attrs...)
+	}
+	return m.Response(s.epoch, abi.StatusInvalid, uint64(abi.FieldBufferID), 0), true
 }

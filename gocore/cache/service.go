@@ -14,6 +14,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/lease"
 	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/ratelog"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
@@ -62,6 +63,12 @@ type Spec struct {
 	// of MaxOps operation permits and of LeaseBudget leased bytes
 	// (tenant.Set.Resolve). nil: one trust domain.
 	Tenants *tenant.Set
+	// LeaseIdleTimeout is how long a lease handed to a client may go
+	// without progress (a Restore started or landed on it, or its
+	// Release) before it is revoked (leaseidle.go): 0 takes
+	// DefaultLeaseIdleTimeout, LeaseIdleNever keeps it until Release or
+	// teardown; else 1s..24h.
+	LeaseIdleTimeout time.Duration
 	// Clock is the time source of expiry (nil: time.Now); tests inject a
 	// fake one (gocore/failpoint in failpoint builds).
 	Clock func() time.Time
@@ -78,11 +85,21 @@ func (s Spec) Validate() error {
 		MaxOpsPerSessionRange.Check(s.MaxOpsPerSession),
 		MaxOpsRange.Check(s.MaxOps),
 		OpExpiryRange.Check(s.OpExpiry),
+		checkLeaseIdle(s.LeaseIdleTimeout),
 		limit.Range[int]{Field: "cache.CopyWorkers", Min: 1, Max: copier.MaxWorkers}.Check(s.CopyWorkers),
 		limit.Check(s.CopyBackend == "" || s.CopyBackend == copier.BackendHost || s.CopyBackend == copier.BackendCUDA ||
 			s.CopyBackend == copier.BackendAuto, "cache.CopyBackend", s.CopyBackend, "host, cuda or auto"),
 		s.Tiers.Validate(),
 	)
+}
+
+// checkLeaseIdle checks Spec.LeaseIdleTimeout: 0, LeaseIdleNever, or
+// within LeaseIdleTimeoutRange.
+func checkLeaseIdle(d time.Duration) error {
+	if d == LeaseIdleNever {
+		return nil
+	}
+	return LeaseIdleTimeoutRange.Check(d)
 }
 
 // Limits of Spec fields whose 0 means a default; a front end that spells
@@ -137,6 +154,10 @@ type Service struct {
 	observer OpObserver     // nil: durations are not measured
 	reqStart time.Duration  // mono() when Serve began the request serveCommand serves (0: not timed)
 	opSeq    [NumOps]uint32 // requests of each Op seen, for TimedEvery
+	// leaseIdle is the lease idle timeout in force (0: never); revokeLog
+	// bounds the revocations' log lines.
+	leaseIdle time.Duration
+	revokeLog ratelog.Limiter
 	// leaseBudget is the byte budget in force (Spec.LeaseBudget, or the
 	// RAM tier's capacity); set by New, never changed.
 	leaseBudget uint64
@@ -200,6 +221,8 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		svc.now = time.Now
 	}
 	svc.leaseBudget = cmp.Or(s.LeaseBudget, s.Tiers.RAM.CapacityBytes)
+	svc.leaseIdle = leaseIdleOf(s.LeaseIdleTimeout)
+	svc.revokeLog = ratelog.Limiter{Burst: revokeLogBurst, Every: time.Second}
 	svc.look = tier.NewLookup(tiers)
 	lim := lease.Limits{Budget: svc.leaseBudget}
 	whole := tenant.Share{Ops: uint32(svc.maxOps), PinnedBytes: svc.leaseBudget}
@@ -262,6 +285,7 @@ type sessState struct {
 	admitGen        uint64             // generation of the request held at TicketAdmission (0: none)
 	holds           []*index.Block     // prefetched for this session's last Loading query, pinned until its next answer
 	expiredRestores ticket.Tombs
+	revokedLeases   ticket.Tombs // leases the idle sweep revoked (leaseidle.go)
 	closing         bool
 	onDrained       func()
 	ns              nsMemo // the session's namespaces as its tenant's blocks are keyed
@@ -315,6 +339,7 @@ type op struct {
 	bytes           uint64
 	start           time.Duration // publish: mono() when Serve began it (0: not timed)
 	deadline        time.Time     // restore: when an unpolled result expires
+	lease           *lease.Lease  // restore: the lease it copies from (touched when it lands)
 }
 
 // Attach starts serving s's cache commands.
@@ -425,6 +450,7 @@ func (s *Service) serveCommand(sess *session.Session, m *abi.Message) (resp abi.
 	switch abi.Command(m.Code) {
 	case abi.CmdQueryBundle:
 		resp, derr = s.query(st, m)
+		s.handLease(st, &resp)
 	case abi.CmdPublish:
 		resp, ok, derr = s.publish(st, m)
 		if derr == nil && !ok {
@@ -439,8 +465,10 @@ func (s *Service) serveCommand(sess *session.Session, m *abi.Message) (resp abi.
 		resp, derr = s.release(st, m)
 	case abi.CmdPoll:
 		resp, derr = s.tickets.Poll(st.book, m)
+		s.handLease(st, &resp)
 	case abi.CmdClaim:
 		resp, derr = s.tickets.Claim(st.book, m)
+		s.handLease(st, &resp)
 	case abi.CmdCancelQuery:
 		resp, derr = s.tickets.Cancel(st.book, m)
 	default:

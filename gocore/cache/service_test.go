@@ -27,7 +27,7 @@ const (
 // native copy engine; requests are written into the session slots as a
 // client would.
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	svc   *Service
 	table *session.Table
 	db    []byte
@@ -46,7 +46,7 @@ func newRigSSD(t *testing.T, capacity uint64, ssdSpec *ssd.Spec) *rig {
 
 // newRigWith builds a rig from spec (Epoch, ChunkBytes and CopyWorkers are
 // filled in).
-func newRigWith(t *testing.T, spec Spec) *rig {
+func newRigWith(t testing.TB, spec Spec) *rig {
 	t.Helper()
 	db, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {

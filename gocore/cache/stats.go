@@ -17,6 +17,7 @@ type counters struct {
 	budgetWaiting, expired                                atomic.Uint64
 	transfers, transferPins, replicas                     atomic.Uint64
 	queryNanos, queryHashes                               atomic.Uint64
+	leasesRevoked, bufferHoles                            atomic.Uint64
 }
 
 // publishStats samples the dispatcher-owned figures for Stats.
@@ -82,7 +83,14 @@ type Stats struct {
 	Peer                              tier.PeerStats
 
 	// SSD tier (zero without one: SSD.On false).
-	SSD         tier.SSDStats
+	SSD tier.SSDStats
+	// LeasesRevoked counts leases ended for making no progress within
+	// the lease idle timeout (Spec.LeaseIdleTimeout).
+	LeasesRevoked uint64
+	// BufferHoles counts restores refused because their destination
+	// buffer's memfd had pages missing (punched after registration).
+	BufferHoles uint64
+
 	RAMHuge     bool   // the RAM tier is backed by 2 MiB hugetlb pages
 	RAMFallback string // why not ("" when RAMHuge); see ram.Arena.Fallback
 }
@@ -109,6 +117,7 @@ func (s *Service) Stats() Stats {
 	st.LookupBlocks = s.look.Blocks()
 	st.Transfers, st.TransferPins, st.Replicas = c.transfers.Load(), c.transferPins.Load(), c.replicas.Load()
 	st.Peer = ts.Peer
+	st.LeasesRevoked, st.BufferHoles = c.leasesRevoked.Load(), c.bufferHoles.Load()
 	return st
 }
 

@@ -52,6 +52,7 @@ type Book[W comparable] struct {
 	queue     []W         // waiting for budget, oldest first
 	slices    blockSlices // Acquire's lease slices, taken back by End
 	tenant    []uint64    // bytes leased per tenant (Owner.Tenant-1), len(lim.TenantBudget)
+	idle      idleList    // handed leases, oldest progress first (idle.go)
 }
 
 // NewBook returns an empty book whose lease ids start at first (see
@@ -142,6 +143,7 @@ func (b *Book[W]) End(l *Lease) {
 	if b.t.m[l.ID] != l {
 		return
 	}
+	b.unhand(l)
 	b.idx.UnpinAll(l.Blocks)
 	b.blocks -= len(l.Blocks)
 	if i := int(l.Owner.Tenant) - 1; i >= 0 && i < len(b.tenant) {
@@ -223,6 +225,9 @@ func (b *Book[W]) Check() error {
 	}
 	if bytes != b.t.ReservedBytes() || blocks != b.blocks {
 		return fmt.Errorf("lease: leases hold %d bytes and %d block references, the book counts %d and %d", bytes, blocks, b.t.ReservedBytes(), b.blocks)
+	}
+	if err := b.checkIdle(); err != nil {
+		return err
 	}
 	for o, ow := range b.t.byOwner {
 		var ob uint64

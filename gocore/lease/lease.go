@@ -37,6 +37,7 @@ type Lease struct {
 	Blocks []*index.Block
 	Bytes  uint64 // bytes reserved: the sum of the blocks' bytes
 	pooled bool   // Blocks came from the Book's blockSlices (Acquire), and go back at End
+	idle   idleLink
 }
 
 // Table holds the live leases, by id and by owner (so one owner's leases

@@ -115,7 +115,7 @@ var allowed = map[string][]string{
 	"gocore/abi":                {},
 	"gocore/bootstrap":          {"gocore/abi", "gocore/channel", "gocore/lifecycle", "gocore/limit", "gocore/ratelog", "gocore/session", "gocore/tenant", "gocore/unixsock", "proto/lifecyclepb"},
 	"gocore/buildinfo":          {},
-	"gocore/cache":              {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/session", "gocore/tenant", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
+	"gocore/cache":              {"gocore/abi", "gocore/copier", "gocore/failpoint", "gocore/index", "gocore/lease", "gocore/limit", "gocore/peer", "gocore/ratelog", "gocore/session", "gocore/tenant", "gocore/ticket", "gocore/tier", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/catalog":            {"gocore/abi", "gocore/limit"},
 	"gocore/channel":            {"gocore/abi", "gocore/internal/native", "gocore/limit", "gocore/ratelog", "gocore/session"},
 	"gocore/client":             {"gocore/internal/native"},

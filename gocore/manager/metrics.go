@@ -56,6 +56,7 @@ func (d *opDurations) ObserveOp(op cache.Op, took time.Duration) {
 type snapshot struct {
 	ready                            bool
 	sessions                         int
+	pidRefused                       uint64 // sessions refused for --max-sessions-per-pid
 	requests, invalid, parks, rescue uint64
 	cache                            cache.Stats
 	catalog                          catalog.Stats        // zero until the catalog is open
@@ -87,7 +88,7 @@ func (c *collector) take() snapshot {
 	h := c.h
 	phase, _ := h.ready.get()
 	s := snapshot{
-		ready: phase == PhaseServing, sessions: h.table.Len(),
+		ready: phase == PhaseServing, sessions: h.table.Len(), pidRefused: h.table.PIDRefusals(),
 		requests: h.disp.Requests(), invalid: h.disp.Invalid(), parks: h.disp.Parks(), rescue: h.disp.LostRings(),
 	}
 	if h.svc != nil {
@@ -151,6 +152,7 @@ func newCollector(h *health, ops *opDurations) *collector {
 		return 0
 	})
 	gauge("orbitkv_sessions", "Live sessions.", func(s *snapshot) float64 { return float64(s.sessions) })
+	counter("orbitkv_sessions_refused_per_pid_total", "Bootstraps refused because the peer process already held --max-sessions-per-pid live sessions.", func(s *snapshot) float64 { return float64(s.pidRefused) })
 	counter("orbitkv_channel_requests_total", "Channel requests handled by the dispatcher.", u(func(s *snapshot) uint64 { return s.requests }))
 	counter("orbitkv_channel_invalid_requests_total", "Channel requests refused as invalid, stale-session or stale-generation.", u(func(s *snapshot) uint64 { return s.invalid }))
 	counter("orbitkv_channel_parks_total", "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup.", u(func(s *snapshot) uint64 { return s.parks }))
@@ -286,6 +288,8 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 	gauge("orbitkv_tickets", "Live query tickets (abi.h \"Query tickets\").", cs(func(s cache.Stats) uint64 { return s.Tickets }))
 	gauge("orbitkv_tickets_budget_waiting", "Tickets waiting for lease byte budget (--lease-budget).", cs(func(s cache.Stats) uint64 { return s.BudgetWaiting }))
 	counter("orbitkv_operations_expired_total", "Tickets and unpolled restore results expired (--op-expiry); late polls answer Timeout.", cs(func(s cache.Stats) uint64 { return s.Expired }))
+	counter("orbitkv_leases_revoked_total", "Leases revoked because their holder started no Restore on them, saw none land and did not Release them within --lease-idle-timeout; later Restores and Releases naming them answer Timeout.", cs(func(s cache.Stats) uint64 { return s.LeasesRevoked }))
+	counter("orbitkv_restore_buffer_holes_total", "Restores refused because their destination buffer's memfd had pages missing (punched after registration): the copy would have allocated them in the Manager's memory.", cs(func(s cache.Stats) uint64 { return s.BufferHoles }))
 	counter("orbitkv_discoveries_total", "Discovery queries answered (Candidates, no lease).", cs(func(s cache.Stats) uint64 { return s.Discoveries }))
 	counter("orbitkv_warmups_skipped_total", "Warm-ups skipped for the warmup budget (--warmup-budget).", cs(func(s cache.Stats) uint64 { return s.WarmupSkipped }))
 	counter("orbitkv_lookups_total", "Logical lookups (queries; tickets except recovery reads and warm-ups).", cs(func(s cache.Stats) uint64 { return s.Lookups }))

@@ -27,6 +27,9 @@ type Spec struct {
 	Epoch        uint64 // Manager epoch (nonzero)
 	MaxSessions  uint32 // 1 .. abi.ControlSlot
 	DescCapacity uint32 // descriptor area bytes, 4 KiB .. 64 MiB, multiple of 4 KiB
+	// MaxSessionsPerPID bounds the live sessions of one peer pid
+	// (SO_PEERCRED); 0: DefaultMaxSessionsPerPID; 1 .. abi.ControlSlot.
+	MaxSessionsPerPID uint32
 }
 
 // Validate checks the limits of s; every field out of range is a
@@ -35,6 +38,7 @@ func (s Spec) Validate() error {
 	return errors.Join(
 		limit.Check(s.Epoch != 0, "session.Epoch", s.Epoch, "nonzero"),
 		MaxSessionsRange.Check(s.MaxSessions),
+		MaxSessionsPerPIDRange.Check(s.MaxSessionsPerPID),
 		limit.Check(s.DescCapacity >= MinDescBytes && s.DescCapacity <= MaxDescBytes && s.DescCapacity%4096 == 0,
 			"session.DescCapacity", s.DescCapacity, "a multiple of 4KiB in 4KiB..64MiB"),
 	)

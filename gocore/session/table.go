@@ -23,6 +23,7 @@ type Table struct {
 	highGen []uint64 // per index: highest generation any session used
 	live    map[uint32]*Session
 	refuse  error // non-nil: Open refuses with it (Refuse)
+	perPID  pidCount
 }
 
 // NewTable validates spec and makes an empty table.
@@ -72,7 +73,8 @@ func (t *Table) Refuse(err error) {
 }
 
 // Open allocates a slot index and creates the session's sealed slot memfd
-// (mapped, header written) and eventfd. Errors: ErrFull, the error given to
+// (mapped, header written) and eventfd. Errors: ErrFull, a *PIDLimitError
+// (p.PID holds Spec.MaxSessionsPerPID live sessions), the error given to
 // Refuse, or a wrapped system error from memfd_create/ftruncate/mmap/fcntl/eventfd.
 func (t *Table) Open(p Peer) (*Session, error) {
 	t.mu.Lock()
@@ -84,6 +86,10 @@ func (t *Table) Open(p Peer) (*Session, error) {
 		t.mu.Unlock()
 		return nil, ErrFull
 	}
+	if err := t.perPID.take(p.PID, t.pidLimit()); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
 	idx := t.free[len(t.free)-1]
 	t.free = t.free[:len(t.free)-1]
 	// First generation: odd and beyond everything the index has seen.
@@ -94,6 +100,7 @@ func (t *Table) Open(p Peer) (*Session, error) {
 	if err != nil {
 		t.mu.Lock()
 		t.free = append(t.free, idx)
+		t.perPID.give(p.PID)
 		t.mu.Unlock()
 		return nil, err
 	}
@@ -195,5 +202,6 @@ func (t *Table) Close(s *Session) {
 	t.mu.Lock()
 	t.highGen[s.Index] = max(t.highGen[s.Index], high)
 	t.free = append(t.free, s.Index)
+	t.perPID.give(s.Peer.PID)
 	t.mu.Unlock()
 }

@@ -44,7 +44,10 @@ type mSession struct {
 	id  uint32
 }
 
-var modelFlags = []string{"--max-ops-per-session", "8", "--max-ops", "16", "--lease-budget", "256KiB", "--ram-capacity", "64MiB"}
+// modelFlags: the model keeps a lease until Release or teardown, so idle
+// leases are never revoked (Expire moves the clock 61 s).
+var modelFlags = []string{"--max-ops-per-session", "8", "--max-ops", "16", "--lease-budget", "256KiB", "--ram-capacity", "64MiB",
+	"--lease-idle-timeout", "0"}
 
 func (d *managerDriver) Open() (int, error) {
 	c, err := client.Connect(client.Options{SocketPath: d.sock, InstanceID: fmt.Sprintf("model-%d", d.next)})
