@@ -86,15 +86,15 @@ func ask[R proto.Message](g *globals, cmd *cobra.Command, bound time.Duration, c
 func sessionsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "sessions",
-		Short: "List the live sessions: pid, uid, instance, role, age, operations, leases, bytes",
+		Short: "List the live sessions: pid, uid, tenant, instance, role, age, operations, leases, bytes",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.SessionsReply, error) {
 				return c.Sessions(ctx, &operatorpb.SessionsRequest{}, opts...)
 			}, func(w io.Writer, r *operatorpb.SessionsReply) error {
-				t := newTable(w, "SLOT", "PID", "UID", "ROLE", "INSTANCE", "AGE", "REQUESTS", "OPS", "TICKETS", "LEASES", "BLOCKS", "RESERVED", "BUFFERS")
+				t := newTable(w, "SLOT", "PID", "UID", "TENANT", "ROLE", "INSTANCE", "AGE", "REQUESTS", "OPS", "TICKETS", "LEASES", "BLOCKS", "RESERVED", "BUFFERS")
 				for _, s := range r.Sessions {
-					t.row(s.Index, s.Pid, s.Uid, s.Role, s.Instance, dur(s.AgeNs), s.Requests, s.Operations, s.Tickets,
+					t.row(s.Index, s.Pid, s.Uid, cmp.Or(s.Tenant, "-"), s.Role, s.Instance, dur(s.AgeNs), s.Requests, s.Operations, s.Tickets,
 						s.Leases, s.LeasedBlocks, ibytes(s.ReservedBytes), fmt.Sprintf("%d (%s)", s.Buffers, ibytes(s.BufferBytes)))
 				}
 				return t.flush()
@@ -106,7 +106,7 @@ func sessionsCmd(g *globals) *cobra.Command {
 func statsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats",
-		Short: "Show the tiers' fill, hit ratio per tier, SSD figures, evictions and budgets",
+		Short: "Show the tiers' fill, hit ratio per tier, SSD figures, evictions, budgets and each tenant's use and shares",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.StatsReply, error) {
@@ -138,7 +138,21 @@ func statsCmd(g *globals) *cobra.Command {
 				t.row("warm-up budget", fmt.Sprintf("%s, %d warm-ups skipped", ibytes(b.WarmupBudgetBytes), b.WarmupsSkipped))
 				t.row("operations", fmt.Sprintf("%d in flight, %d leases, %d tickets, %d unadmitted, %d expired", b.Operations, b.Leases, b.Tickets, b.Unadmitted, b.Expired))
 				t.row("lookups", fmt.Sprintf("%d (%d distinct)", r.Lookups, r.DistinctLookups))
-				return t.flush()
+				if err := t.flush(); err != nil || len(r.Tenants) == 0 {
+					return err
+				}
+				fmt.Fprintln(w)
+				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN WAIT")
+				for _, x := range r.Tenants {
+					wait := "-"
+					if x.TicketsAnswered > 0 {
+						wait = dur(x.TicketWaitNs / x.TicketsAnswered)
+					}
+					tt.row(x.Name, x.Domain, fmt.Sprintf("%d/%d", x.Sessions, x.SessionsShare), fmt.Sprintf("%d/%d", x.Tables, x.TablesShare),
+						fmt.Sprintf("%d/%d", x.Operations, x.OperationsShare), fmt.Sprintf("%s/%s", ibytes(x.LeasedBytes), ibytes(x.LeasedBytesShare)),
+						x.Queries, x.HitBlocks, x.Unadmitted, x.TicketsAnswered, wait)
+				}
+				return tt.flush()
 			})
 		},
 	}

@@ -50,6 +50,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	s.look.Count(q.NS, q.Hash(q.Len()-1))
 	res := abi.QueryResult{Status: abi.StatusMiss, RAMHits: uint32(len(hits))}
 	if len(hits) == 0 {
+		st.book.CountQuery(0)
 		st.sess.PutResult(m, &res)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
@@ -57,8 +58,11 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if v != lease.Grant {
 		// An untracked read cannot wait for budget, and does not overtake
 		// tickets that do.
+		st.book.CountQuery(0)
+		st.book.CountUnadmitted()
 		return s.unadmitted(m), nil
 	}
+	st.book.CountQuery(len(l.Blocks))
 	s.stats.queryHits.Add(uint64(len(l.Blocks)))
 	res = abi.QueryResult{Status: abi.StatusOK, Hits: uint32(len(l.Blocks)), RAMHits: res.RAMHits, LeaseID: l.ID, LeaseBytes: l.Bytes, BlockBytes: l.Blocks[0].Bytes}
 	st.sess.PutResult(m, &res)

@@ -120,6 +120,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		return abi.Message{}, derr
 	}
 	if !s.admitOp(st.book) {
+		st.book.CountUnadmitted()
 		return s.unadmitted(m), nil
 	}
 	o := &op{id: s.nextOp, kind: opRestore, st: st, blocks: make([]*index.Block, 0, n), pages: make([]pageKey, 0, n)}

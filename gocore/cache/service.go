@@ -353,7 +353,7 @@ func (s *Service) Attach(sess *session.Session) {
 		st.ns.t = t
 		st.owner.Tenant = uint32(t.Index) + 1
 		st.book.Owner.Tenant = st.owner.Tenant
-		st.book.TenantOps = &s.tenants[t.Index].ops
+		st.book.Tenant = &s.tenants[t.Index].c
 	}
 	s.sessions[sess.Index] = st
 	s.publishStats()

@@ -21,7 +21,7 @@ func (h ticketHost) AdmitOp(b *ticket.Book) bool { return h.s.admitOp(b) }
 
 func (s *Service) admitOp(b *ticket.Book) bool {
 	st := s.sessions[b.Sess.Index]
-	if b.TenantOps != nil && st.ns.t != nil && *b.TenantOps >= int(s.tenants[st.ns.t.Index].share.Ops) {
+	if b.Tenant != nil && st.ns.t != nil && b.Tenant.Ops >= int(s.tenants[st.ns.t.Index].share.Ops) {
 		return false
 	}
 	return st.opsOf() < s.maxOpsSession && s.tickets.Permits()+s.restores.all < s.maxOps
@@ -31,7 +31,7 @@ func (s *Service) admitOp(b *ticket.Book) bool {
 // its sessions) and its resolved shares.
 type tenantOps struct {
 	t     *tenant.Tenant
-	ops   int // ticket.Book.TenantOps of its sessions point here
+	c     ticket.TenantCounts // ticket.Book.Tenant of its sessions points here
 	share tenant.Share
 }
 
@@ -62,4 +62,24 @@ func (h ticketHost) ArmExpiry(d time.Time) { h.s.sweeps.Arm(d) }
 func (h ticketHost) HoldReservation(t *ticket.Ticket) bool {
 	s := h.s
 	return failpoint.Enabled && s.resumed.Pause(failpoint.Reservation, func(postFunc) { s.tickets.Resume(t) })
+}
+
+// TenantStat is one tenant's figures and shares (the operator's Stats).
+type TenantStat struct {
+	Name   string
+	Domain string
+	Share  tenant.Share
+	ticket.TenantCounts
+	LeasedBytes uint64
+}
+
+// TenantStats returns every tenant's figures in the order of Spec.Tenants;
+// nil without tenants. Dispatcher goroutine only (channel.Dispatcher.Do).
+func (s *Service) TenantStats() []TenantStat {
+	out := make([]TenantStat, 0, len(s.tenants))
+	for i, t := range s.tenants {
+		out = append(out, TenantStat{Name: t.t.Name, Domain: t.t.Domain.Name, Share: t.share, TenantCounts: t.c,
+			LeasedBytes: s.leases.TenantLeased(i)})
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/operator"
@@ -134,7 +135,7 @@ func (o *operatorService) Sessions(context.Context, *operatorpb.SessionsRequest)
 	out := &operatorpb.SessionsReply{}
 	now := time.Now()
 	for _, s := range sess {
-		r := &operatorpb.Session{Index: s.Index, Pid: s.Peer.PID, Uid: s.Peer.UID, Instance: s.InstanceID(),
+		r := &operatorpb.Session{Index: s.Index, Pid: s.Peer.PID, Uid: s.Peer.UID, Instance: s.InstanceID(), Tenant: s.Peer.Tenant.NameOrEmpty(),
 			Role: s.Peer.Role.String(), AgeNs: uint64(now.Sub(s.Opened)), BufferBytes: s.BufferBytes(), Buffers: uint32(s.BufferCount())}
 		if h, err := m.Dispatcher.SessionHealth(s); err == nil {
 			r.Attached = true
@@ -153,7 +154,8 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 	if m.Cache == nil {
 		return &operatorpb.StatsReply{}, nil
 	}
-	if err := o.onDispatcher(func() { m.Cache.InFlight() }); err != nil { // publishes the dispatcher's figures
+	var tenants []cache.TenantStat
+	if err := o.onDispatcher(func() { m.Cache.InFlight(); tenants = m.Cache.TenantStats() }); err != nil { // publishes the dispatcher's figures
 		return nil, err
 	}
 	cs := m.Cache.Stats()
@@ -177,7 +179,19 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 	b := &operatorpb.Budgets{LeaseBudgetBytes: m.Cache.LeaseBudget(), ReservedBytes: cs.ReservedBytes, BudgetWaiting: cs.BudgetWaiting,
 		WarmupBudgetBytes: spec.Tiers.WarmupBudget, WarmupsSkipped: cs.WarmupSkipped, Operations: cs.Operations,
 		Leases: cs.Leases, Tickets: cs.Tickets, Unadmitted: cs.Unadmitted, Expired: cs.Expired}
-	return &operatorpb.StatsReply{Cache: true, Ram: ram, Ssd: ssd, Budgets: b, Lookups: cs.Lookups, DistinctLookups: cs.DistinctLookups}, nil
+	out := &operatorpb.StatsReply{Cache: true, Ram: ram, Ssd: ssd, Budgets: b, Lookups: cs.Lookups, DistinctLookups: cs.DistinctLookups}
+	uses := m.Server.TenantUses()
+	for i, t := range tenants {
+		pt := &operatorpb.Tenant{Name: t.Name, Domain: t.Domain, Operations: uint64(t.Ops), OperationsShare: uint64(t.Share.Ops),
+			LeasedBytes: t.LeasedBytes, LeasedBytesShare: t.Share.PinnedBytes, Queries: t.Queries, HitBlocks: t.HitBlocks,
+			Unadmitted: t.Unadmitted, TicketsAnswered: t.Answered, TicketWaitNs: t.WaitNanos}
+		if i < len(uses) {
+			u := uses[i]
+			pt.Sessions, pt.SessionsShare, pt.Tables, pt.TablesShare = u.Sessions, u.SessionsShare, u.Tables, u.TablesShare
+		}
+		out.Tenants = append(out.Tenants, pt)
+	}
+	return out, nil
 }
 
 func (o *operatorService) Health(context.Context, *operatorpb.HealthRequest) (*operatorpb.HealthReply, error) {

@@ -102,6 +102,14 @@ type Tenant struct {
 	Index int
 }
 
+// NameOrEmpty is t's name, "" for a nil Tenant (no tenants).
+func (t *Tenant) NameOrEmpty() string {
+	if t == nil {
+		return ""
+	}
+	return t.Name
+}
+
 // Domain is a namespace domain: a tenant, or a sharing group of tenants.
 type Domain struct {
 	Name string

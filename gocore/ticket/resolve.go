@@ -88,6 +88,14 @@ func (s *Set) settle(t *Ticket, res abi.QueryResult, l *lease.Lease) {
 	s.unhold(t)
 	s.leaveQueue(t)
 	t.res, t.lease = res, l
+	if tc := t.Book.Tenant; tc != nil {
+		tc.Answered++
+		tc.WaitNanos += uint64(max(s.now().Sub(t.since), 0))
+		tc.HitBlocks += uint64(res.Hits)
+		if res.Status == abi.StatusUnadmitted {
+			tc.Unadmitted++
+		}
+	}
 	if t.Flags&abi.QueryPrepare != 0 && res.Status != abi.StatusUnadmitted {
 		t.State = Ready
 	} else {

@@ -65,6 +65,7 @@ func (s *Set) Submit(b *Book, m *abi.Message, q *abi.QueryDesc) (abi.Message, *a
 	}
 	b.maxOpID = q.OpID
 	if !s.host.AdmitOp(b) {
+		b.CountUnadmitted()
 		return s.unadmitted(m), nil
 	}
 	if q.Flags&abi.QueryRecovery == 0 && q.Flags&abi.QueryWarmup == 0 {
@@ -77,6 +78,7 @@ func (s *Set) Submit(b *Book, m *abi.Message, q *abi.QueryDesc) (abi.Message, *a
 		return s.warmup(b, m, q), nil
 	}
 	if s.bytes+uint64(len(q.Hashes)) > MaxTicketBytes {
+		b.CountUnadmitted()
 		return s.unadmitted(m), nil
 	}
 	// The request is copied only now that its permit is held.
@@ -129,6 +131,10 @@ func (s *Set) set(t *Ticket, q *abi.QueryDesc) {
 	t.hashes = append(t.hashes[:0], q.Hashes...)
 	s.bytes += uint64(len(t.hashes))
 	t.State = Pending
+	if b := t.Book; b != nil && b.Tenant != nil {
+		t.since = s.now()
+		b.Tenant.Queries++
+	}
 }
 
 // answer builds the response to a Submit or Poll of t. A done result is

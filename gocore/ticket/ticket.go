@@ -65,6 +65,7 @@ type Ticket struct {
 	lease    *lease.Lease    // Done/Ready with hits: the undelivered lease
 	hashes   []byte          // 16 bytes per hash
 	deadline time.Time
+	since    time.Time // latest submission or revision (TenantCounts.WaitNanos)
 }
 
 // N is the number of hashes in the chain.
@@ -136,17 +137,50 @@ type Book struct {
 	maxOpID  uint64 // highest ticket op id seen (ids only grow)
 	draining int    // revoked tickets whose SSD reads still run
 	expired  Tombs
-	// TenantOps counts the operation permits the session's tenant holds
-	// (its sessions' tickets, live and draining, and the restores the
-	// cache counts into it); nil when the session has no tenant. Shared
-	// by the Books of the tenant's sessions; dispatcher goroutine only.
-	TenantOps *int
+	// Tenant is what the session's tenant counts over all its sessions;
+	// nil when the session has no tenant. Shared by the Books of the
+	// tenant's sessions; dispatcher goroutine only.
+	Tenant *TenantCounts
+}
+
+// TenantCounts are one tenant's figures, summed over its sessions' Books
+// (and the cache's restores and untracked queries, which it counts in).
+type TenantCounts struct {
+	// Ops is the operation permits held: tickets live or draining, and
+	// restores.
+	Ops int
+	// Answered is the tickets that reached their final answer (a lease, a
+	// miss or Unadmitted); WaitNanos sums, over them, the time from the
+	// ticket's latest submission (or revision) to that answer: the time
+	// it queued inside the Manager for SSD reads, the byte budget or
+	// permits, on the Set's clock.
+	Answered, WaitNanos uint64
+	// Queries is the queries asked (tickets submitted and untracked
+	// queries); HitBlocks the blocks leased to them; Unadmitted the
+	// requests refused for capacity, the tenant's shares included.
+	Queries, HitBlocks, Unadmitted uint64
+}
+
+// CountUnadmitted counts a request of the tenant's refused for capacity.
+func (b *Book) CountUnadmitted() {
+	if b.Tenant != nil {
+		b.Tenant.Unadmitted++
+	}
+}
+
+// CountQuery counts an untracked query of the tenant and the blocks
+// leased to it.
+func (b *Book) CountQuery(hits int) {
+	if b.Tenant != nil {
+		b.Tenant.Queries++
+		b.Tenant.HitBlocks += uint64(hits)
+	}
 }
 
 // CountOps adds d to the tenant's permits, if any.
 func (b *Book) CountOps(d int) {
-	if b.TenantOps != nil {
-		*b.TenantOps += d
+	if b.Tenant != nil {
+		b.Tenant.Ops += d
 	}
 }
 

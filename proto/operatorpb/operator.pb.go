@@ -83,6 +83,7 @@ type Session struct {
 	BufferBytes   uint64                 `protobuf:"varint,13,opt,name=buffer_bytes,json=bufferBytes,proto3" json:"buffer_bytes,omitempty"`       // bytes of its registered buffers
 	Buffers       uint32                 `protobuf:"varint,14,opt,name=buffers,proto3" json:"buffers,omitempty"`                                  // registered buffers
 	Attached      bool                   `protobuf:"varint,15,opt,name=attached,proto3" json:"attached,omitempty"`                                // false: opening or closing (figures zero)
+	Tenant        string                 `protobuf:"bytes,16,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // its tenant (--tenant); "" without tenants
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +221,13 @@ func (x *Session) GetAttached() bool {
 		return x.Attached
 	}
 	return false
+}
+
+func (x *Session) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type SessionsReply struct {
@@ -720,6 +728,166 @@ func (x *Budgets) GetExpired() uint64 {
 	return 0
 }
 
+// Tenant is one tenant's use of the Manager and its shares of the
+// Manager-wide limits (docs/security.md "Tenants"). Figures since start.
+type Tenant struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Domain           string                 `protobuf:"bytes,2,opt,name=domain,proto3" json:"domain,omitempty"` // its sharing group, or its own name
+	Sessions         uint32                 `protobuf:"varint,3,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	SessionsShare    uint32                 `protobuf:"varint,4,opt,name=sessions_share,json=sessionsShare,proto3" json:"sessions_share,omitempty"`
+	Tables           uint32                 `protobuf:"varint,5,opt,name=tables,proto3" json:"tables,omitempty"` // discovery tables its sessions map
+	TablesShare      uint32                 `protobuf:"varint,6,opt,name=tables_share,json=tablesShare,proto3" json:"tables_share,omitempty"`
+	Operations       uint64                 `protobuf:"varint,7,opt,name=operations,proto3" json:"operations,omitempty"` // operation permits held: tickets and restores
+	OperationsShare  uint64                 `protobuf:"varint,8,opt,name=operations_share,json=operationsShare,proto3" json:"operations_share,omitempty"`
+	LeasedBytes      uint64                 `protobuf:"varint,9,opt,name=leased_bytes,json=leasedBytes,proto3" json:"leased_bytes,omitempty"`
+	LeasedBytesShare uint64                 `protobuf:"varint,10,opt,name=leased_bytes_share,json=leasedBytesShare,proto3" json:"leased_bytes_share,omitempty"`
+	Queries          uint64                 `protobuf:"varint,11,opt,name=queries,proto3" json:"queries,omitempty"`                                        // tickets submitted and untracked queries
+	HitBlocks        uint64                 `protobuf:"varint,12,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`                   // blocks leased to them
+	Unadmitted       uint64                 `protobuf:"varint,13,opt,name=unadmitted,proto3" json:"unadmitted,omitempty"`                                  // requests refused for capacity, its shares included
+	TicketsAnswered  uint64                 `protobuf:"varint,14,opt,name=tickets_answered,json=ticketsAnswered,proto3" json:"tickets_answered,omitempty"` // tickets that reached their final answer
+	// Sum over those tickets of the time from submission (or revision) to
+	// the final answer inside the Manager: SSD reads, budget, permits.
+	TicketWaitNs  uint64 `protobuf:"varint,15,opt,name=ticket_wait_ns,json=ticketWaitNs,proto3" json:"ticket_wait_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tenant) Reset() {
+	*x = Tenant{}
+	mi := &file_operator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tenant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tenant) ProtoMessage() {}
+
+func (x *Tenant) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tenant.ProtoReflect.Descriptor instead.
+func (*Tenant) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Tenant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tenant) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *Tenant) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *Tenant) GetSessionsShare() uint32 {
+	if x != nil {
+		return x.SessionsShare
+	}
+	return 0
+}
+
+func (x *Tenant) GetTables() uint32 {
+	if x != nil {
+		return x.Tables
+	}
+	return 0
+}
+
+func (x *Tenant) GetTablesShare() uint32 {
+	if x != nil {
+		return x.TablesShare
+	}
+	return 0
+}
+
+func (x *Tenant) GetOperations() uint64 {
+	if x != nil {
+		return x.Operations
+	}
+	return 0
+}
+
+func (x *Tenant) GetOperationsShare() uint64 {
+	if x != nil {
+		return x.OperationsShare
+	}
+	return 0
+}
+
+func (x *Tenant) GetLeasedBytes() uint64 {
+	if x != nil {
+		return x.LeasedBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetLeasedBytesShare() uint64 {
+	if x != nil {
+		return x.LeasedBytesShare
+	}
+	return 0
+}
+
+func (x *Tenant) GetQueries() uint64 {
+	if x != nil {
+		return x.Queries
+	}
+	return 0
+}
+
+func (x *Tenant) GetHitBlocks() uint64 {
+	if x != nil {
+		return x.HitBlocks
+	}
+	return 0
+}
+
+func (x *Tenant) GetUnadmitted() uint64 {
+	if x != nil {
+		return x.Unadmitted
+	}
+	return 0
+}
+
+func (x *Tenant) GetTicketsAnswered() uint64 {
+	if x != nil {
+		return x.TicketsAnswered
+	}
+	return 0
+}
+
+func (x *Tenant) GetTicketWaitNs() uint64 {
+	if x != nil {
+		return x.TicketWaitNs
+	}
+	return 0
+}
+
 type StatsReply struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Cache           bool                   `protobuf:"varint,1,opt,name=cache,proto3" json:"cache,omitempty"` // false: the Manager serves no cache (Ping only)
@@ -728,13 +896,14 @@ type StatsReply struct {
 	Budgets         *Budgets               `protobuf:"bytes,4,opt,name=budgets,proto3" json:"budgets,omitempty"`
 	Lookups         uint64                 `protobuf:"varint,5,opt,name=lookups,proto3" json:"lookups,omitempty"`                                        // logical lookups
 	DistinctLookups uint64                 `protobuf:"varint,6,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"` // HyperLogLog estimate
+	Tenants         []*Tenant              `protobuf:"bytes,7,rep,name=tenants,proto3" json:"tenants,omitempty"`                                         // empty without tenants
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatsReply) Reset() {
 	*x = StatsReply{}
-	mi := &file_operator_proto_msgTypes[7]
+	mi := &file_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +915,7 @@ func (x *StatsReply) String() string {
 func (*StatsReply) ProtoMessage() {}
 
 func (x *StatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[7]
+	mi := &file_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +928,7 @@ func (x *StatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsReply.ProtoReflect.Descriptor instead.
 func (*StatsReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{7}
+	return file_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatsReply) GetCache() bool {
@@ -804,6 +973,13 @@ func (x *StatsReply) GetDistinctLookups() uint64 {
 	return 0
 }
 
+func (x *StatsReply) GetTenants() []*Tenant {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -812,7 +988,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_operator_proto_msgTypes[8]
+	mi := &file_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1000,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[8]
+	mi := &file_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1013,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{8}
+	return file_operator_proto_rawDescGZIP(), []int{9}
 }
 
 // HealthReply holds the Manager-wide figures of HTTP GET /health.
@@ -869,7 +1045,7 @@ type HealthReply struct {
 
 func (x *HealthReply) Reset() {
 	*x = HealthReply{}
-	mi := &file_operator_proto_msgTypes[9]
+	mi := &file_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1057,7 @@ func (x *HealthReply) String() string {
 func (*HealthReply) ProtoMessage() {}
 
 func (x *HealthReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[9]
+	mi := &file_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1070,7 @@ func (x *HealthReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthReply.ProtoReflect.Descriptor instead.
 func (*HealthReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{9}
+	return file_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HealthReply) GetStatus() string {
@@ -1048,7 +1224,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_operator_proto_msgTypes[10]
+	mi := &file_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1236,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[10]
+	mi := &file_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1249,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{10}
+	return file_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EvictRequest) GetNamespace() string {
@@ -1104,7 +1280,7 @@ type EvictReply struct {
 
 func (x *EvictReply) Reset() {
 	*x = EvictReply{}
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1292,7 @@ func (x *EvictReply) String() string {
 func (*EvictReply) ProtoMessage() {}
 
 func (x *EvictReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1305,7 @@ func (x *EvictReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictReply.ProtoReflect.Descriptor instead.
 func (*EvictReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{11}
+	return file_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EvictReply) GetRamBlocks() uint64 {
@@ -1176,7 +1352,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1364,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1377,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{12}
+	return file_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainRequest) GetTimeoutNs() uint64 {
@@ -1223,7 +1399,7 @@ type DrainReply struct {
 
 func (x *DrainReply) Reset() {
 	*x = DrainReply{}
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1411,7 @@ func (x *DrainReply) String() string {
 func (*DrainReply) ProtoMessage() {}
 
 func (x *DrainReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1424,7 @@ func (x *DrainReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReply.ProtoReflect.Descriptor instead.
 func (*DrainReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{13}
+	return file_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainReply) GetOperationsLeft() uint64 {
@@ -1294,7 +1470,7 @@ type PingSummary struct {
 
 func (x *PingSummary) Reset() {
 	*x = PingSummary{}
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1482,7 @@ func (x *PingSummary) String() string {
 func (*PingSummary) ProtoMessage() {}
 
 func (x *PingSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1495,7 @@ func (x *PingSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingSummary.ProtoReflect.Descriptor instead.
 func (*PingSummary) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{14}
+	return file_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PingSummary) GetCount() uint64 {
@@ -1362,7 +1538,7 @@ var File_operator_proto protoreflect.FileDescriptor
 const file_operator_proto_rawDesc = "" +
 	"\n" +
 	"\x0eoperator.proto\x12\x13orbitkv.operator.v1\"\x11\n" +
-	"\x0fSessionsRequest\"\x9d\x03\n" +
+	"\x0fSessionsRequest\"\xb5\x03\n" +
 	"\aSession\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12\x10\n" +
@@ -1381,7 +1557,8 @@ const file_operator_proto_rawDesc = "" +
 	"\x0ereserved_bytes\x18\f \x01(\x04R\rreservedBytes\x12!\n" +
 	"\fbuffer_bytes\x18\r \x01(\x04R\vbufferBytes\x12\x18\n" +
 	"\abuffers\x18\x0e \x01(\rR\abuffers\x12\x1a\n" +
-	"\battached\x18\x0f \x01(\bR\battached\"I\n" +
+	"\battached\x18\x0f \x01(\bR\battached\x12\x16\n" +
+	"\x06tenant\x18\x10 \x01(\tR\x06tenant\"I\n" +
 	"\rSessionsReply\x128\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1c.orbitkv.operator.v1.SessionR\bsessions\"\x0e\n" +
 	"\fStatsRequest\"\x97\x03\n" +
@@ -1440,7 +1617,29 @@ const file_operator_proto_rawDesc = "" +
 	"unadmitted\x18\t \x01(\x04R\n" +
 	"unadmitted\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x04R\aexpired\"\xff\x01\n" +
+	" \x01(\x04R\aexpired\"\xf8\x03\n" +
+	"\x06Tenant\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x1a\n" +
+	"\bsessions\x18\x03 \x01(\rR\bsessions\x12%\n" +
+	"\x0esessions_share\x18\x04 \x01(\rR\rsessionsShare\x12\x16\n" +
+	"\x06tables\x18\x05 \x01(\rR\x06tables\x12!\n" +
+	"\ftables_share\x18\x06 \x01(\rR\vtablesShare\x12\x1e\n" +
+	"\n" +
+	"operations\x18\a \x01(\x04R\n" +
+	"operations\x12)\n" +
+	"\x10operations_share\x18\b \x01(\x04R\x0foperationsShare\x12!\n" +
+	"\fleased_bytes\x18\t \x01(\x04R\vleasedBytes\x12,\n" +
+	"\x12leased_bytes_share\x18\n" +
+	" \x01(\x04R\x10leasedBytesShare\x12\x18\n" +
+	"\aqueries\x18\v \x01(\x04R\aqueries\x12\x1d\n" +
+	"\n" +
+	"hit_blocks\x18\f \x01(\x04R\thitBlocks\x12\x1e\n" +
+	"\n" +
+	"unadmitted\x18\r \x01(\x04R\n" +
+	"unadmitted\x12)\n" +
+	"\x10tickets_answered\x18\x0e \x01(\x04R\x0fticketsAnswered\x12$\n" +
+	"\x0eticket_wait_ns\x18\x0f \x01(\x04R\fticketWaitNs\"\xb6\x02\n" +
 	"\n" +
 	"StatsReply\x12\x14\n" +
 	"\x05cache\x18\x01 \x01(\bR\x05cache\x12.\n" +
@@ -1448,7 +1647,8 @@ const file_operator_proto_rawDesc = "" +
 	"\x03ssd\x18\x03 \x01(\v2\x1c.orbitkv.operator.v1.SsdTierR\x03ssd\x126\n" +
 	"\abudgets\x18\x04 \x01(\v2\x1c.orbitkv.operator.v1.BudgetsR\abudgets\x12\x18\n" +
 	"\alookups\x18\x05 \x01(\x04R\alookups\x12)\n" +
-	"\x10distinct_lookups\x18\x06 \x01(\x04R\x0fdistinctLookups\"\x0f\n" +
+	"\x10distinct_lookups\x18\x06 \x01(\x04R\x0fdistinctLookups\x125\n" +
+	"\atenants\x18\a \x03(\v2\x1b.orbitkv.operator.v1.TenantR\atenants\"\x0f\n" +
 	"\rHealthRequest\"\xe3\x04\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
@@ -1524,7 +1724,7 @@ func file_operator_proto_rawDescGZIP() []byte {
 	return file_operator_proto_rawDescData
 }
 
-var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_operator_proto_goTypes = []any{
 	(*SessionsRequest)(nil), // 0: orbitkv.operator.v1.SessionsRequest
 	(*Session)(nil),         // 1: orbitkv.operator.v1.Session
@@ -1533,37 +1733,39 @@ var file_operator_proto_goTypes = []any{
 	(*RamTier)(nil),         // 4: orbitkv.operator.v1.RamTier
 	(*SsdTier)(nil),         // 5: orbitkv.operator.v1.SsdTier
 	(*Budgets)(nil),         // 6: orbitkv.operator.v1.Budgets
-	(*StatsReply)(nil),      // 7: orbitkv.operator.v1.StatsReply
-	(*HealthRequest)(nil),   // 8: orbitkv.operator.v1.HealthRequest
-	(*HealthReply)(nil),     // 9: orbitkv.operator.v1.HealthReply
-	(*EvictRequest)(nil),    // 10: orbitkv.operator.v1.EvictRequest
-	(*EvictReply)(nil),      // 11: orbitkv.operator.v1.EvictReply
-	(*DrainRequest)(nil),    // 12: orbitkv.operator.v1.DrainRequest
-	(*DrainReply)(nil),      // 13: orbitkv.operator.v1.DrainReply
-	(*PingSummary)(nil),     // 14: orbitkv.operator.v1.PingSummary
+	(*Tenant)(nil),          // 7: orbitkv.operator.v1.Tenant
+	(*StatsReply)(nil),      // 8: orbitkv.operator.v1.StatsReply
+	(*HealthRequest)(nil),   // 9: orbitkv.operator.v1.HealthRequest
+	(*HealthReply)(nil),     // 10: orbitkv.operator.v1.HealthReply
+	(*EvictRequest)(nil),    // 11: orbitkv.operator.v1.EvictRequest
+	(*EvictReply)(nil),      // 12: orbitkv.operator.v1.EvictReply
+	(*DrainRequest)(nil),    // 13: orbitkv.operator.v1.DrainRequest
+	(*DrainReply)(nil),      // 14: orbitkv.operator.v1.DrainReply
+	(*PingSummary)(nil),     // 15: orbitkv.operator.v1.PingSummary
 }
 var file_operator_proto_depIdxs = []int32{
 	1,  // 0: orbitkv.operator.v1.SessionsReply.sessions:type_name -> orbitkv.operator.v1.Session
 	4,  // 1: orbitkv.operator.v1.StatsReply.ram:type_name -> orbitkv.operator.v1.RamTier
 	5,  // 2: orbitkv.operator.v1.StatsReply.ssd:type_name -> orbitkv.operator.v1.SsdTier
 	6,  // 3: orbitkv.operator.v1.StatsReply.budgets:type_name -> orbitkv.operator.v1.Budgets
-	0,  // 4: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
-	3,  // 5: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
-	8,  // 6: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
-	10, // 7: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
-	10, // 8: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
-	12, // 9: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
-	2,  // 10: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
-	7,  // 11: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
-	9,  // 12: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
-	11, // 13: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
-	11, // 14: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
-	13, // 15: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	7,  // 4: orbitkv.operator.v1.StatsReply.tenants:type_name -> orbitkv.operator.v1.Tenant
+	0,  // 5: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
+	3,  // 6: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
+	9,  // 7: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
+	11, // 8: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
+	11, // 9: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
+	13, // 10: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
+	2,  // 11: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
+	8,  // 12: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
+	10, // 13: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
+	12, // 14: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
+	12, // 15: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
+	14, // 16: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_operator_proto_init() }
@@ -1577,7 +1779,7 @@ func file_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_operator_proto_rawDesc), len(file_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
