@@ -2,6 +2,7 @@ package discover
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -16,11 +17,14 @@ import (
 
 // Layout constants of native/include/orbitkv/discover.h.
 const (
-	Magic       = 0x58564B4F // OKV_DISCOVER_MAGIC, "OKVX"
-	Version     = 1          // OKV_DISCOVER_VERSION
-	Ways        = 3          // OKV_DISCOVER_WAYS
-	HeaderBytes = 64         // sizeof(struct okv_discover_header)
-	BucketBytes = 64         // sizeof(struct okv_discover_bucket)
+	Magic   = 0x58564B4F // OKV_DISCOVER_MAGIC, "OKVX"
+	Version = 2          // OKV_DISCOVER_VERSION
+	Ways    = 3          // OKV_DISCOVER_WAYS
+	// DigestTag is OKV_DISCOVER_DIGEST_TAG: the domain string that starts
+	// every digest's SHA-256 input.
+	DigestTag   = "orbitkv.discover.v2"
+	HeaderBytes = 64 // sizeof(struct okv_discover_header)
+	BucketBytes = 64 // sizeof(struct okv_discover_bucket)
 	// MaxBuckets is OKV_DISCOVER_MAX_BUCKETS: a 4 GiB table.
 	MaxBuckets = 1 << 26
 	// spins is OKV_DISCOVER_SPINS: a reader's tries on a bucket that
@@ -42,7 +46,7 @@ type header struct {
 }
 
 // bucket mirrors struct okv_discover_bucket: ways as (lo, hi) words of the
-// hash's little-endian bytes.
+// digest's little-endian bytes (Digest), never of a block hash.
 type bucket struct {
 	seq  uint64
 	used uint64
@@ -82,7 +86,7 @@ func mix(x uint64) uint64 {
 }
 
 // bucketsOf is okv_discover_b1 and okv_discover_b2 of okv_discover_key:
-// h's two candidate buckets.
+// the two candidate buckets of a digest's words (lo, hi).
 func bucketsOf(seed, mask uint64, lo, hi uint64) (uint64, uint64) {
 	x := mix(((lo ^ seed) * 0x9e3779b97f4a7c15) ^ hi)
 	b1 := x & mask
@@ -93,12 +97,32 @@ func bucketsOf(seed, mask uint64, lo, hi uint64) (uint64, uint64) {
 	return b1, b2
 }
 
-func words(h *abi.BlockHash) (uint64, uint64) {
-	return binary.LittleEndian.Uint64(h[:8]), binary.LittleEndian.Uint64(h[8:])
+// Digest is what a table holds in place of block hash h of namespace ns
+// (okvi_discover_digest in liborbitkv): the first 16 bytes of
+// SHA-256(DigestTag || ns || h), 51 bytes of input, one SHA-256
+// compression. A block hash is the capability to restore its block, and
+// every session of the namespace maps the table: a reader that holds h
+// computes Digest and finds it, one that lacks h cannot get it back from
+// the digest (SHA-256 is one-way). Safe for concurrent use; no allocation.
+func Digest(ns abi.Namespace, h abi.BlockHash) [16]byte {
+	var in [len(DigestTag) + len(ns) + len(h)]byte
+	copy(in[:], DigestTag)
+	copy(in[len(DigestTag):], ns[:])
+	copy(in[len(DigestTag)+len(ns):], h[:])
+	sum := sha256.Sum256(in[:])
+	return [16]byte(sum[:16])
+}
+
+// words are the (lo, hi) words a table stores for h of namespace ns: its
+// Digest's little-endian halves.
+func words(ns abi.Namespace, h *abi.BlockHash) (uint64, uint64) {
+	d := Digest(ns, *h)
+	return binary.LittleEndian.Uint64(d[:8]), binary.LittleEndian.Uint64(d[8:])
 }
 
 // Table is one namespace's discovery index: the memfd, the Manager's
-// read-write mapping and the writer. Insert and Remove must be called from
+// read-write mapping and the writer. It stores the Digest of each block
+// hash, never the hash. Insert and Remove must be called from
 // one goroutine at a time (the dispatcher); Contains may run anywhere, as
 // the clients' reader does. Close unmaps and closes the memfd; the
 // clients' mappings stay valid (the kernel keeps the memory while any maps
@@ -230,7 +254,7 @@ func (b *bucket) end()   { atomic.AddUint64(&b.seq, 1) }
 // afterwards: false when both of its buckets are full (counted in
 // Dropped). Writer only.
 func (t *Table) Insert(h abi.BlockHash) bool {
-	lo, hi := words(&h)
+	lo, hi := words(t.ns, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	b1, b2 := &t.bkt[i1], &t.bkt[i2]
 	if b1.find(lo, hi) >= 0 || b2.find(lo, hi) >= 0 {
@@ -257,7 +281,7 @@ func (t *Table) Insert(h abi.BlockHash) bool {
 
 // Remove takes h out (a no-op when absent). Writer only.
 func (t *Table) Remove(h abi.BlockHash) {
-	lo, hi := words(&h)
+	lo, hi := words(t.ns, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	for _, i := range [2]uint64{i1, i2} {
 		b := &t.bkt[i]
@@ -282,7 +306,7 @@ func (t *Table) Contains(h abi.BlockHash) (present, ok bool) {
 	if t.Flags()&FlagRetired != 0 {
 		return false, false
 	}
-	lo, hi := words(&h)
+	lo, hi := words(t.ns, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	for _, i := range [2]uint64{i1, i2} {
 		found, ok := t.bkt[i].read(lo, hi)

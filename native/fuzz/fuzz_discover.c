@@ -6,8 +6,10 @@
  *
  * Input: 16 bytes of namespace (the one asked for), then the table bytes
  * (written into a memfd, which attach maps read-only). The probed hashes
- * are the table's own 16-byte words after the header (up to 64), so
- * accepted inputs reach the bucket comparisons. Seeds:
+ * are the table's own 16-byte words after the header (up to 64); the
+ * reader looks up their digests (orbitkv/discover.h), which a mutated
+ * table holds only by chance, so the probes reach the digests and the
+ * comparisons of both candidate buckets. Seeds:
  * native/fuzz/corpus/discover/. Besides the sanitizers it aborts when an
  * accepted table breaks a rule the checker promises (size, power-of-two
  * bucket count, the namespace asked for), when a count exceeds the hashes

@@ -131,7 +131,16 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 #define OKVI_DISCOVER_RETIRED_RC 1
 
 /**
- * Prefix of hashes[0..n) present in m: *count consecutive from the first.
+ * The digest of block hash h in namespace ns that a discovery index holds
+ * in its place: the first 16 bytes of SHA-256(OKV_DISCOVER_DIGEST_TAG ||
+ * ns || h) (orbitkv/discover.h). Never fails; no allocation, no syscall.
+ */
+void okvi_discover_digest(const struct okv_namespace *ns, const struct okv_block_hash *h,
+			  struct okv_discover_digest *out);
+
+/**
+ * Prefix of hashes[0..n) present in m (each looked up by its digest,
+ * okvi_discover_digest of m's namespace): *count consecutive from the first.
  * 0, OKVI_DISCOVER_RETIRED_RC when the Manager retired the table (nothing
  * read, *count 0), or OKV_EDISCOVER_BUSY when a bucket stayed mid-update for
  * OKV_DISCOVER_SPINS tries (*count then holds the prefix before it).

@@ -2,8 +2,8 @@
  * orbitkv/discover.h — the shared-memory discovery index of one namespace.
  *
  * The Manager keeps, per namespace a session asked for (the MapDiscovery
- * lifecycle frame), a table of the block hashes resident in its RAM tier
- * (sealed, visible to QueryBundle). The table lives in a memfd the Manager
+ * lifecycle frame), a table of the digests of the block hashes resident in
+ * its RAM tier (sealed, visible to QueryBundle). The table lives in a memfd the Manager
  * created, mapped read-write by the Manager only and then sealed with
  * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE, so a client can map it
  * read-only and nothing else: mmap(PROT_WRITE, MAP_SHARED) and write(2) on
@@ -18,9 +18,20 @@
  *   offset 64: struct okv_discover_bucket buckets[header.buckets]
  *              (64 bytes each, one cache line; buckets is a power of two)
  *
- * Placement: two-choice bucketed hashing. A hash h has two candidate
+ * Digests: a way holds not the block hash h but its digest
+ *
+ *   d(ns, h) = the first 16 bytes of SHA-256(OKV_DISCOVER_DIGEST_TAG || ns || h)
+ *
+ * (19 + 16 + 16 = 51 bytes: one SHA-256 compression). A block hash is the
+ * capability to restore its block (QueryBundle with it hits), and every
+ * session of the namespace can map the table; a digest lets a reader
+ * confirm a hash it already holds (it computes d and looks it up) but not
+ * learn one it lacks (SHA-256 is one-way). The namespace in the input
+ * makes the digests of one hash differ across namespaces.
+ *
+ * Placement: two-choice bucketed hashing. A digest d has two candidate
  * buckets, okv_discover_b1 and okv_discover_b2 of okv_discover_key(seed,
- * h); it sits in at most one way of
+ * d); it sits in at most one way of
  * one of them. Entries never move once written (no displacement), so a
  * reader probes exactly two cache lines for a miss and usually one for a hit.
  * The Manager sizes the table at one bucket per block its RAM tier can hold
@@ -58,9 +69,13 @@ extern "C" {
 
 /** Magic of a discovery index: "OKVX" read as little-endian bytes. */
 #define OKV_DISCOVER_MAGIC 0x58564B4Fu
-/** Layout version; compared for equality. */
-#define OKV_DISCOVER_VERSION 1u
-/** Ways (hashes) per bucket. */
+/** Layout version; compared for equality (2: ways hold digests, not hashes). */
+#define OKV_DISCOVER_VERSION 2u
+/** Domain string that starts every digest's SHA-256 input (19 bytes, no NUL,
+ *  no length prefix); it names the layout version, so a later digest
+ *  function changes it with OKV_DISCOVER_VERSION. */
+#define OKV_DISCOVER_DIGEST_TAG "orbitkv.discover.v2"
+/** Ways (digests) per bucket. */
 #define OKV_DISCOVER_WAYS 3u
 /** Largest bucket count (2^26 buckets: a 4 GiB table). */
 #define OKV_DISCOVER_MAX_BUCKETS (1ull << 26)
@@ -96,11 +111,16 @@ struct okv_discover_header {
 	uint64_t dropped;           /* 56: inserts dropped, both buckets full */
 };
 
-/** One bucket: a seqlock over up to OKV_DISCOVER_WAYS hashes (64 bytes). */
+/** A block hash's digest d(ns, h) (16 bytes; see the top of this file). */
+struct okv_discover_digest {
+	uint8_t bytes[16];
+};
+
+/** One bucket: a seqlock over up to OKV_DISCOVER_WAYS digests (64 bytes). */
 struct okv_discover_bucket {
-	uint64_t seq;                                  /*  0: odd while written */
-	uint64_t used;                                 /*  8: bit w set: way w holds a hash */
-	struct okv_block_hash way[OKV_DISCOVER_WAYS]; /* 16 */
+	uint64_t seq;                                       /*  0: odd while written */
+	uint64_t used;                                      /*  8: bit w set: way w holds a digest */
+	struct okv_discover_digest way[OKV_DISCOVER_WAYS]; /* 16 */
 };
 
 _Static_assert(sizeof(struct okv_discover_header) == 64, "discover header is one cache line");
@@ -110,6 +130,9 @@ _Static_assert(offsetof(struct okv_discover_header, ns) == 32, "ns offset");
 _Static_assert(offsetof(struct okv_discover_header, entries) == 48, "entries offset");
 _Static_assert(sizeof(struct okv_discover_bucket) == OKV_CACHE_LINE, "a bucket is one cache line");
 _Static_assert(offsetof(struct okv_discover_bucket, way) == 16, "way offset");
+_Static_assert(sizeof(struct okv_discover_digest) == 16, "a digest is 16 bytes");
+_Static_assert(sizeof(OKV_DISCOVER_DIGEST_TAG) - 1 + 2 * 16 <= 55,
+	       "the digest's SHA-256 input fits one compression (55 bytes with its padding)");
 
 /** Bytes of a table of `buckets` buckets. */
 static inline uint64_t okv_discover_bytes(uint64_t buckets)
@@ -129,9 +152,10 @@ static inline uint64_t okv_discover_mix(uint64_t x)
 }
 
 /**
- * The keyed mix of hash words (lo, hi): one full-avalanche finaliser over
- * both words and the seed. Block hashes are chosen by engines and need not
- * be uniform, hence the mix.
+ * The keyed mix of digest words (lo, hi): one full-avalanche finaliser over
+ * both words and the seed. It only places a digest (it is invertible and
+ * hides nothing); digests are uniform already, but the seed keeps a table's
+ * placement its own.
  */
 static inline uint64_t okv_discover_key(uint64_t seed, uint64_t lo, uint64_t hi)
 {
