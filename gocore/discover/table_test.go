@@ -116,9 +116,10 @@ func TestTableHoldsDigestsNotBlockHashes(t *testing.T) {
 	})
 }
 
-// TestDigestIsPinned: Digest is SHA-256 of DigestTag, the namespace and the
-// hash, cut to 16 bytes; native/tests/test_discover.c pins the same value
-// for liborbitkv's reader, so writer and reader agree byte for byte.
+// TestDigestIsPinned: Digest is AES-128 of the hash under DigestKey (the
+// first 16 bytes of SHA-256 of DigestTag and the namespace), XORed with
+// the hash; native/tests/test_discover.c pins the same bytes for both of
+// liborbitkv's AES paths, so writer and reader agree byte for byte.
 func TestDigestIsPinned(t *testing.T) {
 	var ns abi.Namespace
 	var h abi.BlockHash
@@ -128,8 +129,14 @@ func TestDigestIsPinned(t *testing.T) {
 	for i := range h {
 		h[i] = 0x17
 	}
-	// Python: hashlib.sha256(b"orbitkv.discover.v2" + b"\x4e" * 16 + b"\x17" * 16).digest()[:16]
-	const want = "7d6eaf3dbaf151a2206f6ddf394a7c80"
+	// Python: hashlib.sha256(b"orbitkv.discover.v3" + b"\x4e" * 16).digest()[:16]
+	const wantKey = "dd08df786a2bb4723526a8e064dbd055"
+	if k := DigestKey(ns); hex.EncodeToString(k[:]) != wantKey {
+		t.Fatalf("DigestKey = %x, want %s", k, wantKey)
+	}
+	// openssl enc -aes-128-ecb -K <key> -nopad of 0x17 x 16 gives
+	// ec16d3b9bbc6a0a5fe43fdb93fcc4a93; XOR 0x17 x 16:
+	const want = "fb01c4aeacd1b7b2e954eaae28db5d84"
 	if d := Digest(ns, h); hex.EncodeToString(d[:]) != want {
 		t.Fatalf("Digest = %x, want %s", d, want)
 	}
@@ -137,6 +144,23 @@ func TestDigestIsPinned(t *testing.T) {
 	other[0] ^= 1
 	if Digest(other, h) == Digest(ns, h) {
 		t.Fatal("the digest of one hash is the same in two namespaces")
+	}
+	if d := Digest(ns, h); bytes.Equal(d[:], h[:]) {
+		t.Fatal("the digest is the hash")
+	}
+}
+
+// TestWriterDoesNotAllocate: the writer's Insert and Remove digest each
+// hash without allocating (the dispatcher runs them for every sealed or
+// evicted block).
+func TestWriterDoesNotAllocate(t *testing.T) {
+	tb := newTestTable(t, 256)
+	h := hashOf(7)
+	if n := testing.AllocsPerRun(100, func() {
+		tb.Insert(h)
+		tb.Remove(h)
+	}); n != 0 {
+		t.Fatalf("Insert and Remove allocate %v times", n)
 	}
 }
 
@@ -264,7 +288,8 @@ func TestReadersDuringChurnSeeNoTornEntry(t *testing.T) {
 	written := map[[2]uint64]bool{}
 	for i := uint64(0); i < stable+churned; i++ {
 		h := hashOf(i)
-		lo, hi := words(tb.Namespace(), &h)
+		var buf [32]byte
+		lo, hi := tb.dig.words(&buf, &h)
 		written[[2]uint64{lo, hi}] = true
 	}
 	for i := uint64(0); i < stable; i++ {

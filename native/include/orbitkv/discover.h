@@ -20,14 +20,25 @@
  *
  * Digests: a way holds not the block hash h but its digest
  *
- *   d(ns, h) = the first 16 bytes of SHA-256(OKV_DISCOVER_DIGEST_TAG || ns || h)
+ *   K(ns)    = the first 16 bytes of SHA-256(OKV_DISCOVER_DIGEST_TAG || ns)
+ *   d(ns, h) = AES-128_{K(ns)}(h) XOR h     (16 bytes; h as one AES block)
  *
- * (19 + 16 + 16 = 51 bytes: one SHA-256 compression). A block hash is the
- * capability to restore its block (QueryBundle with it hits), and every
- * session of the namespace can map the table; a digest lets a reader
+ * (the Matyas-Meyer-Oseas construction over one block, with a key per
+ * namespace). A block hash is the capability to restore its block
+ * (QueryBundle with it hits), and every session of the namespace can map
+ * the table, which also tells it K (it knows ns). A digest lets a reader
  * confirm a hash it already holds (it computes d and looks it up) but not
- * learn one it lacks (SHA-256 is one-way). The namespace in the input
- * makes the digests of one hash differ across namespaces.
+ * learn one it lacks: finding h from d means inverting h -> E_K(h) XOR h,
+ * a preimage of Matyas-Meyer-Oseas, which with AES modelled as an ideal
+ * cipher takes about 2^128 work even with the key known (Black, Rogaway
+ * and Shrimpton, CRYPTO 2002); E_K alone would not do, as a reader could
+ * decrypt. The namespace in the key makes the digests of one hash differ
+ * across namespaces. One AES-128 per hash (a few ns with AES-NI) keeps a
+ * local lookup within a small factor of reading the table alone; the
+ * key is derived once per mapping. liborbitkv uses AES-NI where the CPU
+ * has it and a portable AES otherwise; the Manager (gocore/discover)
+ * uses Go's crypto/aes; all three give the same bytes (tests pin
+ * vectors on both sides).
  *
  * Placement: two-choice bucketed hashing. A digest d has two candidate
  * buckets, okv_discover_b1 and okv_discover_b2 of okv_discover_key(seed,
@@ -69,12 +80,16 @@ extern "C" {
 
 /** Magic of a discovery index: "OKVX" read as little-endian bytes. */
 #define OKV_DISCOVER_MAGIC 0x58564B4Fu
-/** Layout version; compared for equality (2: ways hold digests, not hashes). */
-#define OKV_DISCOVER_VERSION 2u
-/** Domain string that starts every digest's SHA-256 input (19 bytes, no NUL,
- *  no length prefix); it names the layout version, so a later digest
- *  function changes it with OKV_DISCOVER_VERSION. */
-#define OKV_DISCOVER_DIGEST_TAG "orbitkv.discover.v2"
+/** Layout version; compared for equality (3: ways hold the AES-based
+ *  digests d(ns, h) described above). */
+#define OKV_DISCOVER_VERSION 3u
+/** Domain string that starts the SHA-256 input of a namespace's digest key
+ *  K(ns) (19 bytes, no NUL, no length prefix); it names the layout
+ *  version, so a later digest function changes it with
+ *  OKV_DISCOVER_VERSION. */
+#define OKV_DISCOVER_DIGEST_TAG "orbitkv.discover.v3"
+/** Bytes of the digest key K(ns): an AES-128 key. */
+#define OKV_DISCOVER_KEY_BYTES 16u
 /** Ways (digests) per bucket. */
 #define OKV_DISCOVER_WAYS 3u
 /** Largest bucket count (2^26 buckets: a 4 GiB table). */
@@ -131,8 +146,8 @@ _Static_assert(offsetof(struct okv_discover_header, entries) == 48, "entries off
 _Static_assert(sizeof(struct okv_discover_bucket) == OKV_CACHE_LINE, "a bucket is one cache line");
 _Static_assert(offsetof(struct okv_discover_bucket, way) == 16, "way offset");
 _Static_assert(sizeof(struct okv_discover_digest) == 16, "a digest is 16 bytes");
-_Static_assert(sizeof(OKV_DISCOVER_DIGEST_TAG) - 1 + 2 * 16 <= 55,
-	       "the digest's SHA-256 input fits one compression (55 bytes with its padding)");
+_Static_assert(sizeof(OKV_DISCOVER_DIGEST_TAG) - 1 + sizeof(struct okv_namespace) <= 55,
+	       "the digest key's SHA-256 input fits one compression (55 bytes with its padding)");
 
 /** Bytes of a table of `buckets` buckets. */
 static inline uint64_t okv_discover_bytes(uint64_t buckets)
