@@ -1,6 +1,6 @@
 // Package discover keeps the Manager's shared-memory discovery indexes: per
-// namespace a session asked for, a table of the block hashes resident in
-// the RAM tier that clients map read-only and read with no syscall and no
+// namespace a session asked for, a table of the digests (Digest) of the
+// block hashes resident in the RAM tier that clients map read-only and read with no syscall and no
 // Manager wake-up (okv_discover_local in liborbitkv).
 //
 // It owns each table's memfd, the Manager's writable mapping of it, the
@@ -12,6 +12,10 @@
 // table.go, and gocore/internal/native's discover_e2e_test.go, where
 // liborbitkv's okv_discover_local reads the tables a real Manager wrote
 // (hashes, counts, the retired flag) and must find what was published.
+// The digest function is checked the same ways: TestDigestIsPinned here
+// and native/tests/test_discover.c pin one vector, and
+// TestDigestsAgreeWithLiborbitkv (gocore/internal/native) compares Digest
+// with both of liborbitkv's AES paths on random namespaces and hashes.
 // The Registry is fed by the block index (an index.Observer: Sealed and
 // Removed, on the dispatcher goroutine) and answers the bootstrap
 // server's MapDiscovery frames (Open).
@@ -20,7 +24,7 @@
 //
 //	offset  size  field       (struct okv_discover_header)
 //	     0     4  magic       0x58564B4F "OKVX"
-//	     4     2  version     1
+//	     4     2  version     3
 //	     6     2  flags       FlagComplete, FlagRetired (set once, atomically)
 //	     8     8  buckets     a power of two
 //	    16     8  seed        keys the bucket choice, random per table
@@ -30,7 +34,12 @@
 //	    56     8  dropped     inserts refused: both buckets full
 //	    64     -  buckets[]   64 bytes each (struct okv_discover_bucket):
 //	                          seq (8, odd while written), used (8, a bit per
-//	                          way), 3 ways of 16-byte block hashes
+//	                          way), 3 ways of 16-byte digests
+//	                          AES-128_K(h) XOR h of block hashes h, K =
+//	                          DigestKey(namespace) (Digest), never the
+//	                          block hash, which would let any session of
+//	                          the namespace restore blocks it never
+//	                          computed
 //
 // # Consistency
 //

@@ -1,7 +1,11 @@
 package discover
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -16,11 +20,14 @@ import (
 
 // Layout constants of native/include/orbitkv/discover.h.
 const (
-	Magic       = 0x58564B4F // OKV_DISCOVER_MAGIC, "OKVX"
-	Version     = 1          // OKV_DISCOVER_VERSION
-	Ways        = 3          // OKV_DISCOVER_WAYS
-	HeaderBytes = 64         // sizeof(struct okv_discover_header)
-	BucketBytes = 64         // sizeof(struct okv_discover_bucket)
+	Magic   = 0x58564B4F // OKV_DISCOVER_MAGIC, "OKVX"
+	Version = 3          // OKV_DISCOVER_VERSION
+	Ways    = 3          // OKV_DISCOVER_WAYS
+	// DigestTag is OKV_DISCOVER_DIGEST_TAG: the domain string that starts
+	// the SHA-256 input of a namespace's digest key (DigestKey).
+	DigestTag   = "orbitkv.discover.v3"
+	HeaderBytes = 64 // sizeof(struct okv_discover_header)
+	BucketBytes = 64 // sizeof(struct okv_discover_bucket)
 	// MaxBuckets is OKV_DISCOVER_MAX_BUCKETS: a 4 GiB table.
 	MaxBuckets = 1 << 26
 	// spins is OKV_DISCOVER_SPINS: a reader's tries on a bucket that
@@ -42,7 +49,7 @@ type header struct {
 }
 
 // bucket mirrors struct okv_discover_bucket: ways as (lo, hi) words of the
-// hash's little-endian bytes.
+// digest's little-endian bytes (Digest), never of a block hash.
 type bucket struct {
 	seq  uint64
 	used uint64
@@ -82,7 +89,7 @@ func mix(x uint64) uint64 {
 }
 
 // bucketsOf is okv_discover_b1 and okv_discover_b2 of okv_discover_key:
-// h's two candidate buckets.
+// the two candidate buckets of a digest's words (lo, hi).
 func bucketsOf(seed, mask uint64, lo, hi uint64) (uint64, uint64) {
 	x := mix(((lo ^ seed) * 0x9e3779b97f4a7c15) ^ hi)
 	b1 := x & mask
@@ -93,18 +100,75 @@ func bucketsOf(seed, mask uint64, lo, hi uint64) (uint64, uint64) {
 	return b1, b2
 }
 
-func words(h *abi.BlockHash) (uint64, uint64) {
-	return binary.LittleEndian.Uint64(h[:8]), binary.LittleEndian.Uint64(h[8:])
+// DigestKey is namespace ns's digest key K(ns): the first 16 bytes of
+// SHA-256(DigestTag || ns), an AES-128 key (okvi_discover_cipher_init in
+// liborbitkv). Every session that can name ns can compute it; it keys
+// the digest, it is no secret.
+func DigestKey(ns abi.Namespace) [16]byte {
+	var in [len(DigestTag) + len(ns)]byte
+	copy(in[:], DigestTag)
+	copy(in[len(DigestTag):], ns[:])
+	sum := sha256.Sum256(in[:])
+	return [16]byte(sum[:16])
+}
+
+// digester computes the digests of one namespace (the expanded AES-128
+// key of DigestKey). Safe for concurrent use (cipher.Block's Encrypt is).
+type digester struct{ blk cipher.Block }
+
+func newDigester(ns abi.Namespace) digester {
+	k := DigestKey(ns)
+	blk, err := aes.NewCipher(k[:])
+	if err != nil {
+		panic("discover: a 16-byte key refused by crypto/aes: " + err.Error())
+	}
+	return digester{blk: blk}
+}
+
+// digest is AES-128_K(h) XOR h (Digest), computed in buf: the slices
+// handed to cipher.Block's Encrypt escape (an interface call), so a buf
+// on the heap that is reused spares an allocation per digest. A caller
+// owns buf for the call.
+func (d digester) digest(buf *[32]byte, h *abi.BlockHash) [16]byte {
+	copy(buf[:16], h[:])
+	d.blk.Encrypt(buf[16:], buf[:16])
+	subtle.XORBytes(buf[16:], buf[16:], buf[:16])
+	return [16]byte(buf[16:])
+}
+
+// words are the (lo, hi) words a table of d's namespace stores for h: its
+// Digest's little-endian halves, computed in buf (digest).
+func (d digester) words(buf *[32]byte, h *abi.BlockHash) (uint64, uint64) {
+	x := d.digest(buf, h)
+	return binary.LittleEndian.Uint64(x[:8]), binary.LittleEndian.Uint64(x[8:])
+}
+
+// Digest is what a table holds in place of block hash h of namespace ns
+// (okvi_discover_digests in liborbitkv): AES-128 of h under DigestKey(ns),
+// XORed with h (Matyas-Meyer-Oseas over one block), 16 bytes. A block
+// hash is the capability to restore its block, and every session of the
+// namespace maps the table and can compute the key: a reader that holds h
+// computes Digest and finds it; one that lacks h would have to find a
+// preimage of h -> AES_K(h) XOR h, about 2^128 work with AES taken as an
+// ideal cipher, even with K known (plain AES_K(h) would not do: the
+// reader could decrypt). It derives and expands the key each call
+// (allocating); a Table keeps its own. Safe for concurrent use.
+func Digest(ns abi.Namespace, h abi.BlockHash) [16]byte {
+	var buf [32]byte
+	return newDigester(ns).digest(&buf, &h)
 }
 
 // Table is one namespace's discovery index: the memfd, the Manager's
-// read-write mapping and the writer. Insert and Remove must be called from
+// read-write mapping and the writer. It stores the Digest of each block
+// hash, never the hash. Insert and Remove must be called from
 // one goroutine at a time (the dispatcher); Contains may run anywhere, as
 // the clients' reader does. Close unmaps and closes the memfd; the
 // clients' mappings stay valid (the kernel keeps the memory while any maps
 // it).
 type Table struct {
 	ns   abi.Namespace
+	dig  digester
+	wbuf [32]byte // the writer's digest scratch (Insert, Remove)
 	f    *os.File
 	mem  []byte
 	hdr  *header
@@ -163,7 +227,7 @@ func NewTable(ns abi.Namespace, n uint64, flags uint16) (*Table, error) {
 		unix.Munmap(mem)
 		return fail("seed", err)
 	}
-	t := &Table{ns: ns, f: f, mem: mem, mask: n - 1, seed: binary.LittleEndian.Uint64(sb[:])}
+	t := &Table{ns: ns, dig: newDigester(ns), f: f, mem: mem, mask: n - 1, seed: binary.LittleEndian.Uint64(sb[:])}
 	t.hdr = (*header)(unsafe.Pointer(&mem[0]))
 	t.bkt = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[HeaderBytes])), n)
 	t.hdr.buckets, t.hdr.seed, t.hdr.ns = n, t.seed, ns
@@ -230,7 +294,7 @@ func (b *bucket) end()   { atomic.AddUint64(&b.seq, 1) }
 // afterwards: false when both of its buckets are full (counted in
 // Dropped). Writer only.
 func (t *Table) Insert(h abi.BlockHash) bool {
-	lo, hi := words(&h)
+	lo, hi := t.dig.words(&t.wbuf, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	b1, b2 := &t.bkt[i1], &t.bkt[i2]
 	if b1.find(lo, hi) >= 0 || b2.find(lo, hi) >= 0 {
@@ -257,7 +321,7 @@ func (t *Table) Insert(h abi.BlockHash) bool {
 
 // Remove takes h out (a no-op when absent). Writer only.
 func (t *Table) Remove(h abi.BlockHash) {
-	lo, hi := words(&h)
+	lo, hi := t.dig.words(&t.wbuf, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	for _, i := range [2]uint64{i1, i2} {
 		b := &t.bkt[i]
@@ -275,14 +339,17 @@ func (t *Table) Remove(h abi.BlockHash) {
 }
 
 // Contains reports whether h is present, reading as a client does (the
-// seqlock's reader side): safe beside the writer on any goroutine. ok is
-// false when the table is retired (FlagRetired) or a bucket stayed odd for
-// the reader's whole spin budget (a writer that died mid-update).
+// seqlock's reader side): safe beside the writer on any goroutine. A
+// test's and a tool's reader: it allocates its 32-byte digest scratch,
+// which Insert and Remove do not. ok is false when the table is retired
+// (FlagRetired) or a bucket stayed odd for the reader's whole spin budget
+// (a writer that died mid-update).
 func (t *Table) Contains(h abi.BlockHash) (present, ok bool) {
 	if t.Flags()&FlagRetired != 0 {
 		return false, false
 	}
-	lo, hi := words(&h)
+	var buf [32]byte
+	lo, hi := t.dig.words(&buf, &h)
 	i1, i2 := bucketsOf(t.seed, t.mask, lo, hi)
 	for _, i := range [2]uint64{i1, i2} {
 		found, ok := t.bkt[i].read(lo, hi)

@@ -1,7 +1,9 @@
 package discover
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -78,6 +80,88 @@ func TestTableInsertRemove(t *testing.T) {
 			t.Fatalf("entries %d, want 999", tb.Entries())
 		}
 	})
+}
+
+// TestTableHoldsDigestsNotBlockHashes writes a table of known block hashes
+// and scans what a client maps (the memfd, read-only, at every byte
+// offset): no block hash appears in it, and every hash's Digest does.
+func TestTableHoldsDigestsNotBlockHashes(t *testing.T) {
+	tb := newTestTable(t, 256)
+	const n = 300
+	for i := uint64(0); i < n; i++ {
+		if !tb.Insert(hashOf(i)) {
+			t.Fatalf("insert %d dropped", i)
+		}
+	}
+	m, err := unix.Mmap(int(tb.File().Fd()), 0, int(tb.Bytes()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	t.Run("no block hash appears anywhere in the mapped table", func(t *testing.T) {
+		for i := uint64(0); i < n; i++ {
+			h := hashOf(i)
+			if off := bytes.Index(m, h[:]); off >= 0 {
+				t.Fatalf("block hash %d (%x) found at byte %d of the %d-byte table", i, h, off, len(m))
+			}
+		}
+	})
+	t.Run("every hash's digest is in the table", func(t *testing.T) {
+		for i := uint64(0); i < n; i++ {
+			d := Digest(tb.Namespace(), hashOf(i))
+			if bytes.Index(m[HeaderBytes:], d[:]) < 0 {
+				t.Fatalf("digest of hash %d (%x) missing", i, d)
+			}
+		}
+	})
+}
+
+// TestDigestIsPinned: Digest is AES-128 of the hash under DigestKey (the
+// first 16 bytes of SHA-256 of DigestTag and the namespace), XORed with
+// the hash; native/tests/test_discover.c pins the same bytes for both of
+// liborbitkv's AES paths, so writer and reader agree byte for byte.
+func TestDigestIsPinned(t *testing.T) {
+	var ns abi.Namespace
+	var h abi.BlockHash
+	for i := range ns {
+		ns[i] = 0x4e
+	}
+	for i := range h {
+		h[i] = 0x17
+	}
+	// Python: hashlib.sha256(b"orbitkv.discover.v3" + b"\x4e" * 16).digest()[:16]
+	const wantKey = "dd08df786a2bb4723526a8e064dbd055"
+	if k := DigestKey(ns); hex.EncodeToString(k[:]) != wantKey {
+		t.Fatalf("DigestKey = %x, want %s", k, wantKey)
+	}
+	// openssl enc -aes-128-ecb -K <key> -nopad of 0x17 x 16 gives
+	// ec16d3b9bbc6a0a5fe43fdb93fcc4a93; XOR 0x17 x 16:
+	const want = "fb01c4aeacd1b7b2e954eaae28db5d84"
+	if d := Digest(ns, h); hex.EncodeToString(d[:]) != want {
+		t.Fatalf("Digest = %x, want %s", d, want)
+	}
+	other := ns
+	other[0] ^= 1
+	if Digest(other, h) == Digest(ns, h) {
+		t.Fatal("the digest of one hash is the same in two namespaces")
+	}
+	if d := Digest(ns, h); bytes.Equal(d[:], h[:]) {
+		t.Fatal("the digest is the hash")
+	}
+}
+
+// TestWriterDoesNotAllocate: the writer's Insert and Remove digest each
+// hash without allocating (the dispatcher runs them for every sealed or
+// evicted block).
+func TestWriterDoesNotAllocate(t *testing.T) {
+	tb := newTestTable(t, 256)
+	h := hashOf(7)
+	if n := testing.AllocsPerRun(100, func() {
+		tb.Insert(h)
+		tb.Remove(h)
+	}); n != 0 {
+		t.Fatalf("Insert and Remove allocate %v times", n)
+	}
 }
 
 func TestTableFullBucketsDrop(t *testing.T) {
@@ -193,13 +277,21 @@ func itoa(i int) string {
 
 // TestReadersDuringChurnSeeNoTornEntry: readers scan every bucket under
 // the seqlock while the writer inserts and removes hashes as fast as it
-// can; every way a reader accepts must hold a hash the writer wrote (the
-// high word a function of the low one), and the hashes inserted first and
+// can; every way a reader accepts must hold the digest of a hash the
+// writer wrote (a torn way mixes the words of two), and the hashes inserted first and
 // never removed must stay visible throughout (no false negative beside an
 // update of another hash).
 func TestReadersDuringChurnSeeNoTornEntry(t *testing.T) {
 	tb := newTestTable(t, 256) // small: readers and the writer share lines
-	const stable = 64
+	const stable, churned = 64, 400
+	// The digests the writer may write, as the (lo, hi) words a way holds.
+	written := map[[2]uint64]bool{}
+	for i := uint64(0); i < stable+churned; i++ {
+		h := hashOf(i)
+		var buf [32]byte
+		lo, hi := tb.dig.words(&buf, &h)
+		written[[2]uint64{lo, hi}] = true
+	}
 	for i := uint64(0); i < stable; i++ {
 		if !tb.Insert(hashOf(i)) {
 			t.Fatal("stable insert dropped")
@@ -229,7 +321,7 @@ func TestReadersDuringChurnSeeNoTornEntry(t *testing.T) {
 							continue
 						}
 						for w := 0; w < Ways; w++ {
-							if used&(1<<w) != 0 && hi[w] != mix(lo[w])^0xabcdef {
+							if used&(1<<w) != 0 && !written[[2]uint64{lo[w], hi[w]}] {
 								torn.Add(1)
 							}
 						}
@@ -253,7 +345,7 @@ func TestReadersDuringChurnSeeNoTornEntry(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	updates := 0
 	for time.Now().Before(deadline) || scans.Load() < 20 {
-		k := stable + rng.Uint64N(400)
+		k := stable + rng.Uint64N(churned)
 		if live[k] {
 			tb.Remove(hashOf(k))
 			delete(live, k)

@@ -6,8 +6,13 @@
  *
  * Input: 16 bytes of namespace (the one asked for), then the table bytes
  * (written into a memfd, which attach maps read-only). The probed hashes
- * are the table's own 16-byte words after the header (up to 64), so
- * accepted inputs reach the bucket comparisons. Seeds:
+ * are the table's own 16-byte words after the header (up to 64); the
+ * reader looks up their digests (orbitkv/discover.h), which a mutated
+ * table holds only by chance, so the probes reach the digests and the
+ * comparisons of both candidate buckets (seed first_words_resident holds
+ * the digest of its first probes, so they count). The digests of the
+ * probes are also computed by the portable AES and compared with the
+ * CPU's AES-NI path. Seeds:
  * native/fuzz/corpus/discover/. Besides the sanitizers it aborts when an
  * accepted table breaks a rule the checker promises (size, power-of-two
  * bucket count, the namespace asked for), when a count exceeds the hashes
@@ -75,6 +80,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = okvi_discover_prefix(&m, hs, n, &count);
 		REQUIRE(rc == 0 || rc == OKV_EDISCOVER_BUSY || rc == OKVI_DISCOVER_RETIRED_RC);
 		REQUIRE(count <= n);
+		/* The portable AES and the CPU's AES-NI give the same digests. */
+		if (n > 0 && m.cipher.aesni != OKVI_AES_SOFT) {
+			struct okvi_discover_cipher soft;
+			struct okv_discover_digest a[64], b[64];
+			okvi_discover_cipher_init(&ns, OKVI_DIGEST_SOFT, &soft);
+			okvi_discover_digests(&soft, hs, n, a);
+			okvi_discover_digests(&m.cipher, hs, n, b);
+			REQUIRE(memcmp(a, b, n * sizeof(a[0])) == 0);
+		}
 	}
 	munmap((void *)m.hdr, m.bytes);
 	return 0;

@@ -42,6 +42,37 @@ struct okvi_discover_refusal {
 	char msg[512]; /* okv_last_error of the refusal */
 };
 
+/** Rounds of AES-128 (its round keys number one more). */
+#define OKVI_AES128_ROUNDS 10
+
+/** Expand AES-128 key `key` into its 11 round keys (FIPS-197 §5.2). */
+void okvi_aes128_expand(const uint8_t key[16], uint8_t rk[OKVI_AES128_ROUNDS + 1][16]);
+
+/** AES-128 of one block with round keys rk, in portable C (FIPS-197
+ *  §5.1): the path of CPUs without AES instructions. */
+void okvi_aes128_encrypt_soft(const uint8_t rk[OKVI_AES128_ROUNDS + 1][16], const uint8_t in[16], uint8_t out[16]);
+
+/** The AES paths of okvi_discover_digests (struct okvi_discover_cipher's
+ *  aesni): portable C, AES-NI in legacy SSE encoding, AES-NI in VEX
+ *  encoding (the OS enables AVX). */
+enum okvi_aes_path { OKVI_AES_SOFT = 0, OKVI_AES_NI = 1, OKVI_AES_NI_AVX = 2 };
+
+/** The fastest enum okvi_aes_path this CPU and OS run (x86-64 CPUID and
+ *  XCR0; OKVI_AES_SOFT elsewhere). */
+int okvi_discover_cpu_has_aesni(void);
+
+/** Which AES okvi_discover_cipher_init picks: AES-NI where the CPU has it
+ *  (AUTO), or the portable path always (SOFT: for tests and the fuzzer,
+ *  which compare the two). Both give the same digests. */
+enum okvi_digest_impl { OKVI_DIGEST_AUTO = 0, OKVI_DIGEST_SOFT = 1 };
+
+/** The digest key of one namespace, expanded (read-only once made, so
+ *  any number of readers may share it). */
+struct okvi_discover_cipher {
+	uint8_t rk[OKVI_AES128_ROUNDS + 1][16]; /* AES-128 round keys of K(ns) */
+	int aesni;                               /* enum okvi_aes_path */
+};
+
 /* One mapped discovery index (discover.c): read-only, borrowed by readers. */
 struct okvi_discover_map {
 	struct okv_namespace ns;
@@ -51,6 +82,7 @@ struct okvi_discover_map {
 	uint64_t seed;
 	uint32_t flags; /* header.flags: enum okv_discover_flags */
 	size_t bytes;  /* of the mapping */
+	struct okvi_discover_cipher cipher; /* digest key of ns, made at attach */
 };
 
 struct okv_client {
@@ -131,7 +163,28 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 #define OKVI_DISCOVER_RETIRED_RC 1
 
 /**
- * Prefix of hashes[0..n) present in m: *count consecutive from the first.
+ * Derive namespace ns's digest key K(ns) (orbitkv/discover.h, "Digests"),
+ * expand it into *c and choose the AES path (`impl`, enum
+ * okvi_digest_impl). Never fails; no allocation, no syscall.
+ */
+void okvi_discover_cipher_init(const struct okv_namespace *ns, int impl, struct okvi_discover_cipher *c);
+
+/**
+ * The digests d(ns, h[j]) a discovery index holds in place of block hashes
+ * h[0..n) of c's namespace: AES-128_K(h) XOR h, 16 bytes each, into
+ * out[0..n). Never fails; no allocation, no syscall.
+ */
+void okvi_discover_digests(const struct okvi_discover_cipher *c, const struct okv_block_hash *h, size_t n,
+			   struct okv_discover_digest *out);
+
+/** One digest d(ns, h), deriving the key each call (tests; a lookup uses
+ *  the cipher its mapping keeps). */
+void okvi_discover_digest(const struct okv_namespace *ns, const struct okv_block_hash *h,
+			  struct okv_discover_digest *out);
+
+/**
+ * Prefix of hashes[0..n) present in m (each looked up by its digest,
+ * okvi_discover_digests with m's cipher): *count consecutive from the first.
  * 0, OKVI_DISCOVER_RETIRED_RC when the Manager retired the table (nothing
  * read, *count 0), or OKV_EDISCOVER_BUSY when a bucket stayed mid-update for
  * OKV_DISCOVER_SPINS tries (*count then holds the prefix before it).

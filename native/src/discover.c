@@ -3,7 +3,9 @@
  * indexes (orbitkv/discover.h): okv_discover_open maps a namespace's index
  * read-only once (one MapDiscovery lifecycle round trip); okv_discover_local
  * then answers from the mapping alone: no syscall, no message to the
- * Manager.
+ * Manager. The index holds digests of block hashes, never the hashes
+ * (orbitkv/discover.h): a lookup digests each hash asked about first
+ * (discover_digest.c, with the key attach derived).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -83,6 +85,7 @@ int okvi_discover_attach(int fd, const struct okv_namespace *ns, uint64_t bytes,
 	m->seed = h->seed;
 	m->flags = h->flags;
 	m->bytes = (size_t)bytes;
+	okvi_discover_cipher_init(ns, OKVI_DIGEST_AUTO, &m->cipher);
 	return 0;
 }
 
@@ -96,8 +99,9 @@ void okvi_discover_unmap_all(okv_client *c)
 /*
  * One seqlock read of bucket b (the reader of discover.h: seq (acquire),
  * `used` and the ways (relaxed 64-bit loads), an acquire fence, seq
- * again): 1 when b holds (lo, hi), 0 when it does not, -1 when the read
- * overlapped an update (seq odd or changed) and must be retried. The ways
+ * again): 1 when b holds the digest of words (lo, hi), 0 when it does
+ * not, -1 when the read overlapped an update (seq odd or changed) and
+ * must be retried. The ways
  * are compared without branches, so a hit costs no misprediction; inlined
  * into the prefix loop (a call per bucket cost a fifth of a lookup).
  */
@@ -148,6 +152,7 @@ int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_blo
 			 uint32_t *count)
 {
 	uint64_t key[OKVI_DISCOVER_GROUP], lo[OKVI_DISCOVER_GROUP], hi[OKVI_DISCOVER_GROUP];
+	struct okv_discover_digest d[OKVI_DISCOVER_GROUP];
 
 	*count = 0;
 	/* Acquire: a table retired before this load is never read. One retired
@@ -156,11 +161,13 @@ int okvi_discover_prefix(const struct okvi_discover_map *m, const struct okv_blo
 		return OKVI_DISCOVER_RETIRED_RC;
 	for (size_t base = 0; base < n; base += OKVI_DISCOVER_GROUP) {
 		size_t g = n - base < OKVI_DISCOVER_GROUP ? n - base : OKVI_DISCOVER_GROUP;
-		/* Phase 1: every bucket's line is requested before any is needed,
-		 * so the cache misses of a group overlap. */
+		/* Phase 1: every hash is digested (one AES-128 each, a few ns
+		 * with AES-NI) and its bucket's line requested before any is
+		 * needed, so the cache misses of a group overlap. */
+		okvi_discover_digests(&m->cipher, &hashes[base], g, d);
 		for (size_t j = 0; j < g; j++) {
-			memcpy(&lo[j], hashes[base + j].bytes, 8);
-			memcpy(&hi[j], hashes[base + j].bytes + 8, 8);
+			memcpy(&lo[j], d[j].bytes, 8);
+			memcpy(&hi[j], d[j].bytes + 8, 8);
 			key[j] = okv_discover_key(m->seed, lo[j], hi[j]);
 			__builtin_prefetch(&m->bkt[okv_discover_b1(key[j], m->mask)]);
 		}

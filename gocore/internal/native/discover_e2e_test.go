@@ -4,8 +4,10 @@ package native_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/orbitkv/orbitkv/gocore/discover"
 	"github.com/orbitkv/orbitkv/gocore/identity"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 )
@@ -106,6 +109,53 @@ func discoverSession(t *testing.T, path, instance string) (*native.Client, uint3
 	return c, id
 }
 
+// readMapping copies this process's mapping m (a C mapping, not a Go
+// slice) through /proc/self/mem.
+func readMapping(t *testing.T, m discoverMapping) []byte {
+	t.Helper()
+	f, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem := make([]byte, m.end-m.start)
+	if _, err := f.ReadAt(mem, int64(m.start)); err != nil {
+		t.Fatalf("reading the mapping at %#x through /proc/self/mem: %v", m.start, err)
+	}
+	return mem
+}
+
+// TestDigestsAgreeWithLiborbitkv: the digests the Manager writes
+// (gocore/discover, Go's crypto/aes) are byte for byte the ones
+// liborbitkv looks up, through AES-NI and through its portable AES, on
+// random namespaces and hashes.
+func TestDigestsAgreeWithLiborbitkv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	hs := make([]native.BlockHash, 64)
+	ran := map[bool]bool{}
+	for round := 0; round < 50; round++ {
+		var ns native.Namespace
+		binary.LittleEndian.PutUint64(ns[:8], rng.Uint64())
+		binary.LittleEndian.PutUint64(ns[8:], rng.Uint64())
+		for i := range hs {
+			binary.LittleEndian.PutUint64(hs[i][:8], rng.Uint64())
+			binary.LittleEndian.PutUint64(hs[i][8:], rng.Uint64())
+		}
+		for _, soft := range []bool{false, true} {
+			got, aesni := native.DiscoverDigests(ns, hs, soft)
+			ran[aesni] = true
+			for i, h := range hs {
+				if want := discover.Digest(ns, h); got[i] != want {
+					t.Fatalf("ns %x hash %x: liborbitkv (AES-NI %v) %x, gocore/discover %x", ns, h, aesni, got[i], want)
+				}
+			}
+		}
+	}
+	if !ran[true] {
+		t.Log("this CPU has no AES-NI: only liborbitkv's portable AES was compared")
+	}
+}
+
 // TestDiscoverLocalThroughTheManager drives okv_discover_local against a
 // real Manager (8 MiB RAM tier of 4 KiB chunks: 2,048 blocks).
 func TestDiscoverLocalThroughTheManager(t *testing.T) {
@@ -131,6 +181,26 @@ func TestDiscoverLocalThroughTheManager(t *testing.T) {
 			if err != nil || got != tt.want {
 				t.Errorf("%s: DiscoverLocal = %d, %v; want %d", tt.name, got, err, tt.want)
 			}
+		}
+	})
+	t.Run("the mapped table holds no block hash, yet the API finds every one", func(t *testing.T) {
+		maps := discoverMappings(t)
+		if len(maps) != 1 {
+			t.Fatalf("%d discovery mappings in this process, want 1", len(maps))
+		}
+		mem := readMapping(t, maps[0])
+		for i, h := range chain {
+			if off := bytes.Index(mem, h[:]); off >= 0 {
+				t.Fatalf("block hash %d (%x) found at byte %d of the %d-byte mapped table", i, h, off, len(mem))
+			}
+			// The Manager's writer (Go) and liborbitkv's reader (C)
+			// agree: the digest the Manager wrote is in the table.
+			if d := discover.Digest(nsA, h); bytes.Index(mem[discover.HeaderBytes:], d[:]) < 0 {
+				t.Fatalf("digest %x of block hash %d is not in the mapped table", d, i)
+			}
+		}
+		if got, err := c.DiscoverLocal(nsA, chain); err != nil || got != uint32(len(chain)) {
+			t.Fatalf("DiscoverLocal of the chain = %d, %v; want %d", got, err, len(chain))
 		}
 	})
 	t.Run("the mapping is read-only and cannot be made writable", func(t *testing.T) {

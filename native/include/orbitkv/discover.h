@@ -2,8 +2,8 @@
  * orbitkv/discover.h — the shared-memory discovery index of one namespace.
  *
  * The Manager keeps, per namespace a session asked for (the MapDiscovery
- * lifecycle frame), a table of the block hashes resident in its RAM tier
- * (sealed, visible to QueryBundle). The table lives in a memfd the Manager
+ * lifecycle frame), a table of the digests of the block hashes resident in
+ * its RAM tier (sealed, visible to QueryBundle). The table lives in a memfd the Manager
  * created, mapped read-write by the Manager only and then sealed with
  * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE, so a client can map it
  * read-only and nothing else: mmap(PROT_WRITE, MAP_SHARED) and write(2) on
@@ -18,9 +18,31 @@
  *   offset 64: struct okv_discover_bucket buckets[header.buckets]
  *              (64 bytes each, one cache line; buckets is a power of two)
  *
- * Placement: two-choice bucketed hashing. A hash h has two candidate
+ * Digests: a way holds not the block hash h but its digest
+ *
+ *   K(ns)    = the first 16 bytes of SHA-256(OKV_DISCOVER_DIGEST_TAG || ns)
+ *   d(ns, h) = AES-128_{K(ns)}(h) XOR h     (16 bytes; h as one AES block)
+ *
+ * (the Matyas-Meyer-Oseas construction over one block, with a key per
+ * namespace). A block hash is the capability to restore its block
+ * (QueryBundle with it hits), and every session of the namespace can map
+ * the table, which also tells it K (it knows ns). A digest lets a reader
+ * confirm a hash it already holds (it computes d and looks it up) but not
+ * learn one it lacks: finding h from d means inverting h -> E_K(h) XOR h,
+ * a preimage of Matyas-Meyer-Oseas, which with AES modelled as an ideal
+ * cipher takes about 2^128 work even with the key known (Black, Rogaway
+ * and Shrimpton, CRYPTO 2002); E_K alone would not do, as a reader could
+ * decrypt. The namespace in the key makes the digests of one hash differ
+ * across namespaces. One AES-128 per hash (a few ns with AES-NI) keeps a
+ * local lookup within a small factor of reading the table alone; the
+ * key is derived once per mapping. liborbitkv uses AES-NI where the CPU
+ * has it and a portable AES otherwise; the Manager (gocore/discover)
+ * uses Go's crypto/aes; all three give the same bytes (tests pin
+ * vectors on both sides).
+ *
+ * Placement: two-choice bucketed hashing. A digest d has two candidate
  * buckets, okv_discover_b1 and okv_discover_b2 of okv_discover_key(seed,
- * h); it sits in at most one way of
+ * d); it sits in at most one way of
  * one of them. Entries never move once written (no displacement), so a
  * reader probes exactly two cache lines for a miss and usually one for a hit.
  * The Manager sizes the table at one bucket per block its RAM tier can hold
@@ -58,9 +80,17 @@ extern "C" {
 
 /** Magic of a discovery index: "OKVX" read as little-endian bytes. */
 #define OKV_DISCOVER_MAGIC 0x58564B4Fu
-/** Layout version; compared for equality. */
-#define OKV_DISCOVER_VERSION 1u
-/** Ways (hashes) per bucket. */
+/** Layout version; compared for equality (3: ways hold the AES-based
+ *  digests d(ns, h) described above). */
+#define OKV_DISCOVER_VERSION 3u
+/** Domain string that starts the SHA-256 input of a namespace's digest key
+ *  K(ns) (19 bytes, no NUL, no length prefix); it names the layout
+ *  version, so a later digest function changes it with
+ *  OKV_DISCOVER_VERSION. */
+#define OKV_DISCOVER_DIGEST_TAG "orbitkv.discover.v3"
+/** Bytes of the digest key K(ns): an AES-128 key. */
+#define OKV_DISCOVER_KEY_BYTES 16u
+/** Ways (digests) per bucket. */
 #define OKV_DISCOVER_WAYS 3u
 /** Largest bucket count (2^26 buckets: a 4 GiB table). */
 #define OKV_DISCOVER_MAX_BUCKETS (1ull << 26)
@@ -96,11 +126,16 @@ struct okv_discover_header {
 	uint64_t dropped;           /* 56: inserts dropped, both buckets full */
 };
 
-/** One bucket: a seqlock over up to OKV_DISCOVER_WAYS hashes (64 bytes). */
+/** A block hash's digest d(ns, h) (16 bytes; see the top of this file). */
+struct okv_discover_digest {
+	uint8_t bytes[16];
+};
+
+/** One bucket: a seqlock over up to OKV_DISCOVER_WAYS digests (64 bytes). */
 struct okv_discover_bucket {
-	uint64_t seq;                                  /*  0: odd while written */
-	uint64_t used;                                 /*  8: bit w set: way w holds a hash */
-	struct okv_block_hash way[OKV_DISCOVER_WAYS]; /* 16 */
+	uint64_t seq;                                       /*  0: odd while written */
+	uint64_t used;                                      /*  8: bit w set: way w holds a digest */
+	struct okv_discover_digest way[OKV_DISCOVER_WAYS]; /* 16 */
 };
 
 _Static_assert(sizeof(struct okv_discover_header) == 64, "discover header is one cache line");
@@ -110,6 +145,9 @@ _Static_assert(offsetof(struct okv_discover_header, ns) == 32, "ns offset");
 _Static_assert(offsetof(struct okv_discover_header, entries) == 48, "entries offset");
 _Static_assert(sizeof(struct okv_discover_bucket) == OKV_CACHE_LINE, "a bucket is one cache line");
 _Static_assert(offsetof(struct okv_discover_bucket, way) == 16, "way offset");
+_Static_assert(sizeof(struct okv_discover_digest) == 16, "a digest is 16 bytes");
+_Static_assert(sizeof(OKV_DISCOVER_DIGEST_TAG) - 1 + sizeof(struct okv_namespace) <= 55,
+	       "the digest key's SHA-256 input fits one compression (55 bytes with its padding)");
 
 /** Bytes of a table of `buckets` buckets. */
 static inline uint64_t okv_discover_bytes(uint64_t buckets)
@@ -129,9 +167,10 @@ static inline uint64_t okv_discover_mix(uint64_t x)
 }
 
 /**
- * The keyed mix of hash words (lo, hi): one full-avalanche finaliser over
- * both words and the seed. Block hashes are chosen by engines and need not
- * be uniform, hence the mix.
+ * The keyed mix of digest words (lo, hi): one full-avalanche finaliser over
+ * both words and the seed. It only places a digest (it is invertible and
+ * hides nothing); digests are uniform already, but the seed keeps a table's
+ * placement its own.
  */
 static inline uint64_t okv_discover_key(uint64_t seed, uint64_t lo, uint64_t hi)
 {
