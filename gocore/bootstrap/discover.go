@@ -53,6 +53,7 @@ func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appEr
 		return nil, invalid("code", "this Manager serves no discovery indexes (started with --discover-bytes 0)"), nil
 	}
 	tn := cn.sess.Peer.Tenant
+	as := ns
 	ns = tn.Namespace(ns) // the table of the namespace as the tenant's blocks are keyed
 	_, again := cn.discovered[ns]
 	if !again && len(cn.discovered) >= MaxDiscoveryPerSession {
@@ -64,7 +65,7 @@ func (s *Server) mapDiscovery(cn *conn, ns abi.Namespace) (proto.Message, *appEr
 			return nil, &appError{abi.StatusUnadmitted, "namespace", err.Error()}, nil
 		}
 	}
-	f, bytes, buckets, err := s.cfg.Discovery(ns)
+	f, bytes, buckets, err := s.cfg.Discovery(ns, as)
 	if err != nil {
 		if !again && tn != nil {
 			s.dropTable(tn, ns)

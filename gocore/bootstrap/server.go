@@ -53,7 +53,13 @@ type Config struct {
 	// with the error's text. nil: MapDiscovery is refused as Invalid.
 	// Every successful call takes a reference that the server gives back
 	// through ReleaseDiscovery when the session closes (once per call).
-	Discovery func(ns abi.Namespace) (f *os.File, bytes, buckets uint64, err error)
+	//
+	// ns is the namespace as the Manager keys the session's blocks (mixed
+	// with its tenant's domain, tenant.Tenant.Namespace; the client's own
+	// without tenants), as the one the client asked for: the table is the
+	// index's table of ns, its header and digests are of as
+	// (discover.Registry.OpenAs). ReleaseDiscovery takes ns.
+	Discovery func(ns, as abi.Namespace) (f *os.File, bytes, buckets uint64, err error)
 	// ReleaseDiscovery gives back one reference a successful Discovery
 	// call took (gocore/discover Registry.Release: the last one retires
 	// the table). nil: nothing to give back.

@@ -154,8 +154,17 @@ func (r *Registry) Removed(k index.Key) {
 // ErrBudget (wrapped with the sizes and the flag), ErrTables (wrapped with
 // the count and the limit), the dispatcher's
 // ErrStopped, or a system error making the memfd.
-func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
-	if ns == (abi.Namespace{}) {
+func (r *Registry) Open(ns abi.Namespace) (*Table, error) { return r.OpenAs(ns, ns) }
+
+// OpenAs is Open of the table of the index's namespace ns whose readers
+// know it as as: its header names as and its digests are keyed by as
+// (DigestKey), so a session that asked for as reads it, while the table
+// follows the blocks the index keys by ns. The two differ for a session
+// of a tenant, whose namespaces the Manager keys mixed with the tenant's
+// domain (gocore/tenant); a domain's as and ns are one to one. Release
+// takes ns.
+func (r *Registry) OpenAs(ns, as abi.Namespace) (*Table, error) {
+	if ns == (abi.Namespace{}) || as == (abi.Namespace{}) {
 		return nil, ErrNamespace
 	}
 	if r.spec.Disabled {
@@ -191,7 +200,7 @@ func (r *Registry) Open(ns abi.Namespace) (*Table, error) {
 	if r.spec.Complete {
 		flags = FlagComplete
 	}
-	nt, err := NewTable(ns, r.buckets, flags)
+	nt, err := NewTable(as, r.buckets, flags)
 	if err != nil {
 		r.do(func() { r.used -= size; r.making-- })
 		return nil, err

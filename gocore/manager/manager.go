@@ -415,8 +415,8 @@ func (m *Manager) Free() {
 // openDiscovery is the bootstrap server's Config.Discovery: the
 // namespace's discovery index, made on first use, with one reference taken
 // (Config.ReleaseDiscovery gives it back).
-func (m *Manager) openDiscovery(ns abi.Namespace) (*os.File, uint64, uint64, error) {
-	t, err := m.discover.Open(ns)
+func (m *Manager) openDiscovery(ns, as abi.Namespace) (*os.File, uint64, uint64, error) {
+	t, err := m.discover.OpenAs(ns, as)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -6,6 +6,15 @@
 //
 //	testclient loop   SOCKET FIRST COUNT   publish FIRST..FIRST+COUNT in batches, then restore them, forever
 //	testclient publish SOCKET FIRST COUNT  publish the range in batches once; print "published COUNT"
+//	testclient discover SOCKET FIRST COUNT map the namespace's discovery index and print "local N": the
+//	                                       leading blocks of the range it lists (no round trip)
+//	testclient honest SOCKET FIRST COUNT   publish the range (COUNT = 16), then 50 rounds of: a ticket for it,
+//	                                       polled to its answer, restored, checked, released; print
+//	                                       "honest queried Q hit H unadmitted U mismatched M"
+//	testclient hostile SOCKET FIRST COUNT  publish the range, then take all the Manager lets it: sessions until
+//	                                       refused, discovery tables, leases never released, restores never
+//	                                       polled; print "hostile sessions S tables T leases L restores R",
+//	                                       then "saturated", and hold everything until killed
 //	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
 //	testclient tickets SOCKET FIRST COUNT  publish the range, lease it with a ticket (wait_for_full_prefix),
 //	                                       restore it, check every byte, release; exit 0 when all held,
@@ -66,6 +75,25 @@ func main() {
 	case "publish":
 		publish(c, buf, id, ns, first, count)
 		c.Close()
+	case "discover":
+		hashes := make([]client.BlockHash, count)
+		for i := range hashes {
+			hashes[i] = hashOf(first + uint64(i))
+		}
+		if err := c.DiscoverOpen(ns); err != nil {
+			fail("discover open", err)
+		}
+		n, err := c.DiscoverLocal(ns, hashes)
+		if err != nil {
+			fail("discover local", err)
+		}
+		fmt.Printf("local %d\n", n)
+		c.Close()
+	case "honest":
+		honest(c, buf, id, ns, first)
+		c.Close()
+	case "hostile":
+		hostile(c, buf, id, ns, first)
 	case "verify":
 		bad := verify(c, buf, id, ns, first, count)
 		c.Close()
@@ -181,6 +209,143 @@ func publish(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespac
 		}
 	}
 	fmt.Printf("published %d\n", count)
+}
+
+// rangeOf publishes blocks first..first+batch from buf's pages and
+// returns their hashes.
+func rangeOf(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first uint64) (*client.BlockHashes, []client.BlockHash) {
+	hashes := make([]client.BlockHash, batch)
+	pages := make([]uint32, batch)
+	for i := range hashes {
+		pages[i], hashes[i] = uint32(i), hashOf(first+uint64(i))
+		fill(buf, i, first+uint64(i))
+	}
+	if _, err := c.Publish(ns, id, hashes, pages); err != nil {
+		fail("publish", err)
+	}
+	bh, err := client.NewBlockHashes(hashes)
+	if err != nil {
+		fail("block hashes", err)
+	}
+	return bh, hashes
+}
+
+// isCode reports whether err is a client error of code.
+func isCode(err error, code int) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && int(ce.Code) == code
+}
+
+// honest is a well-behaved tenant: one session, one ticket at a time,
+// every lease released.
+func honest(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first uint64) {
+	bh, _ := rangeOf(c, buf, id, ns, first)
+	defer bh.Free()
+	var queried, hit, unadmitted, bad int
+	for round := range 50 {
+		queried += batch
+		t, ans, err := c.Submit(client.QuerySpec{NS: ns, Hashes: bh, RequestID: uint64(round)})
+		for err == nil && t.Live() {
+			time.Sleep(100 * time.Microsecond)
+			ans, err = c.Poll(t)
+		}
+		if t != nil {
+			c.FreeTicket(t)
+		}
+		if isCode(err, int(client.CodeUnadmitted)) {
+			unadmitted++
+			continue
+		}
+		if err != nil {
+			fail("ticket", err)
+		}
+		hit += int(ans.Hits)
+		if ans.Hits == 0 {
+			continue
+		}
+		for i := range batch {
+			clear(buf.Page(0, uint64(i)))
+		}
+		entries := make([]client.RestoreEntry, ans.Hits)
+		for i := range entries {
+			entries[i] = client.RestoreEntry{Block: uint32(i), Page: uint32(i)}
+		}
+		op, err := c.Restore(ans.LeaseID, id, entries)
+		if err == nil {
+			err = c.RestoreWait(op, 30*time.Second)
+		}
+		if err != nil {
+			fail("restore", err)
+		}
+		for i := range entries {
+			if mismatches(buf, i, first+uint64(i)) > 0 {
+				bad++
+			}
+		}
+		if err := c.Release(ans.LeaseID); err != nil {
+			fail("release", err)
+		}
+	}
+	fmt.Printf("honest queried %d hit %d unadmitted %d mismatched %d\n", queried, hit, unadmitted, bad)
+}
+
+// hostile takes every resource the Manager grants it and holds it.
+func hostile(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first uint64) {
+	bh, hashes := rangeOf(c, buf, id, ns, first)
+	defer bh.Free()
+	sessions := []*client.Client{c}
+	for {
+		more, err := client.Connect(client.Options{SocketPath: os.Args[2], InstanceID: fmt.Sprintf("hostile-%d", len(sessions))})
+		if err != nil {
+			fmt.Printf("session %d refused: %v\n", len(sessions)+1, err)
+			break
+		}
+		sessions = append(sessions, more)
+	}
+	tables, leases, restores := 0, 0, 0
+	var held []client.Lease
+	for i, s := range sessions {
+		for k := 0; ; k++ {
+			other, err := client.Fingerprint(client.NamespaceSpec{ModelID: fmt.Sprintf("hostile-%d-%d", i, k), BlockTokens: 16, TPSize: 1, PPSize: 1, CPSize: 1})
+			if err != nil {
+				fail("fingerprint", err)
+			}
+			if err := s.DiscoverOpen(other); err != nil {
+				break
+			}
+			tables++
+		}
+	}
+	for _, s := range sessions {
+		for {
+			l, err := s.Query(ns, hashes)
+			if err != nil || l.Hits == 0 {
+				break
+			}
+			if s == c {
+				held = append(held, l)
+			}
+			leases++ // never released
+		}
+	}
+	if len(held) > 0 {
+		// Restores whose results are never polled: each holds an
+		// operation permit until the Manager expires it.
+		for try, page := 0, 0; try < 100000; try, page = try+1, (page+1)%batch {
+			_, err := c.Restore(held[0].ID, id, []client.RestoreEntry{{Block: uint32(page), Page: uint32(page)}})
+			if isCode(err, int(client.CodeUnadmitted)) {
+				break
+			}
+			if err != nil { // a destination page still busy with an earlier copy
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			restores++
+		}
+	}
+	fmt.Printf("hostile sessions %d tables %d leases %d restores %d\n", len(sessions), tables, leases, restores)
+	fmt.Println("saturated")
+	select {}
 }
 
 // queryReady queries one hash, asking again while the Manager answers
