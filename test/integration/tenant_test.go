@@ -26,6 +26,8 @@ const (
 // root's 0700).
 type tenantEnv struct {
 	dir, sock, client string
+	args              []string // the Manager's
+	m                 *proc
 }
 
 func newTenantEnv(t *testing.T, args ...string) *tenantEnv {
@@ -49,10 +51,10 @@ func newTenantEnv(t *testing.T, args ...string) *tenantEnv {
 	if err := os.WriteFile(e.client, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	startManagerBin(t, "orbitkv-manager", e.sock, "", 10*time.Second,
-		// shm whatever -channel-transport says: the iceoryx2 transport serves
-		// one uid and is refused with tenants.
-		append([]string{"--channel-transport", "shm", "--ram-capacity", "64MiB", "--hugepages", "off"}, args...)...)
+	// shm whatever -channel-transport says: the iceoryx2 transport serves
+	// one uid and is refused with tenants.
+	e.args = append([]string{"--channel-transport", "shm", "--ram-capacity", "64MiB", "--hugepages", "off"}, args...)
+	e.m = startManagerBin(t, "orbitkv-manager", e.sock, "", 10*time.Second, e.args...)
 	return e
 }
 
@@ -309,4 +311,43 @@ func TestAHostileTenantDoesNotStarveAnHonestOne(t *testing.T) {
 	if ok && starvedRatio == aloneRatio {
 		t.Fatal("a hostile tenant allowed the whole Manager did not starve the honest one: the test cannot tell shares from none")
 	}
+}
+
+// TestATenantsSSDBlocksStayItsOwnAcrossARestart: with the SSD tier,
+// tenant A's blocks demoted to SSD (orbitkvctl evict --all) come back to
+// A and not to B sending the same namespace and hashes, and so again
+// after the Manager is SIGKILLed and a new one starts on the same
+// --ssd-dir (the SSD keys are the mixed namespaces, and each record's
+// MAC is checked).
+func TestATenantsSSDBlocksStayItsOwnAcrossARestart(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-it-tenant-ssd-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := newTenantEnv(t, "--tenant", "a=uid:"+strconv.Itoa(tenantA), "--tenant", "b=uid:"+strconv.Itoa(tenantB),
+		"--ssd-dir", dir, "--ssd-capacity", "128MiB", "--ssd-slot-bytes", "1MiB")
+	if out, ok := e.run(t, tenantA, "publish", trustRoot); !ok {
+		t.Fatalf("tenant A could not publish: %s", out)
+	}
+	if ev := ctlJSON(t, e.sock, "evict", "--all", "--yes"); u64(t, ev, "ram_blocks") != "16" {
+		t.Fatalf("evict --all: %v, want A's 16 blocks demoted", ev)
+	}
+	check := func(when string) {
+		t.Helper()
+		if out, ok := e.run(t, tenantA, "verify", trustRoot); !ok || !strings.Contains(out, "visible 16 mismatched 0") {
+			t.Fatalf("%s: tenant A does not get its 16 blocks back from SSD: %s", when, out)
+		}
+		if out, ok := e.run(t, tenantB, "verify", trustRoot); !ok || !strings.Contains(out, "visible 0 mismatched 0") {
+			t.Fatalf("%s: tenant B must not get tenant A's SSD blocks: %s", when, out)
+		}
+	}
+	check("demoted")
+	if ev := ctlJSON(t, e.sock, "evict", "--all", "--yes"); u64(t, ev, "ram_blocks") != "16" {
+		t.Fatalf("evict --all again: %v, want 16", ev)
+	}
+	e.m.Signal(syscall.SIGKILL)
+	e.m.wait(t, 5*time.Second)
+	e.m = startManagerBin(t, "orbitkv-manager", e.sock, "", 10*time.Second, e.args...)
+	check("after a SIGKILL and a restart")
 }
