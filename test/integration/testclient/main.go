@@ -6,6 +6,8 @@
 //
 //	testclient loop   SOCKET FIRST COUNT   publish FIRST..FIRST+COUNT in batches, then restore them, forever
 //	testclient publish SOCKET FIRST COUNT  publish the range in batches once; print "published COUNT"
+//	testclient publish1 SOCKET FIRST COUNT publish the range one block per Publish, in order; print
+//	                                       "published COUNT"
 //	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
 //	testclient tickets SOCKET FIRST COUNT  publish the range, lease it with a ticket (wait_for_full_prefix),
 //	                                       restore it, check every byte, release; exit 0 when all held,
@@ -32,7 +34,7 @@ const (
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: testclient loop|publish|verify|tickets SOCKET FIRST COUNT")
+		fmt.Fprintln(os.Stderr, "usage: testclient loop|publish|publish1|verify|tickets SOCKET FIRST COUNT")
 		os.Exit(2)
 	}
 	first, err1 := strconv.ParseUint(os.Args[3], 10, 64)
@@ -65,6 +67,9 @@ func main() {
 		c.Close()
 	case "publish":
 		publish(c, buf, id, ns, first, count)
+		c.Close()
+	case "publish1":
+		publishEach(c, buf, id, ns, first, count)
 		c.Close()
 	case "verify":
 		bad := verify(c, buf, id, ns, first, count)
@@ -178,6 +183,17 @@ func publish(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespac
 		}
 		if _, err := c.Publish(ns, id, hashes, pages); err != nil {
 			fail("publish", err)
+		}
+	}
+	fmt.Printf("published %d\n", count)
+}
+
+// publishEach publishes the range one block per Publish, in order.
+func publishEach(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) {
+	for h := first; h < first+count; h++ {
+		fill(buf, 0, h)
+		if _, err := c.Publish(ns, id, []client.BlockHash{hashOf(h)}, []uint32{0}); err != nil {
+			fail(fmt.Sprintf("publish of block %d", h), err)
 		}
 	}
 	fmt.Printf("published %d\n", count)
