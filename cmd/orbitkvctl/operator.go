@@ -142,7 +142,7 @@ func statsCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(w)
-				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN WAIT")
+				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "RAM", "SSD", "QUOTA REFUSED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN WAIT")
 				for _, x := range r.Tenants {
 					wait := "-"
 					if x.TicketsAnswered > 0 {
@@ -150,12 +150,22 @@ func statsCmd(g *globals) *cobra.Command {
 					}
 					tt.row(x.Name, x.Domain, fmt.Sprintf("%d/%d", x.Sessions, x.SessionsShare), fmt.Sprintf("%d/%d", x.Tables, x.TablesShare),
 						fmt.Sprintf("%d/%d", x.Operations, x.OperationsShare), fmt.Sprintf("%s/%s", ibytes(x.LeasedBytes), ibytes(x.LeasedBytesShare)),
+						ofQuota(x.RamBytes, x.RamQuotaBytes), ofQuota(x.SsdBytes, x.SsdQuotaBytes), fmt.Sprintf("%d ram, %d ssd", x.RamRefused, x.SsdRefused),
 						x.Queries, x.HitBlocks, x.Unadmitted, x.TicketsAnswered, wait)
 				}
 				return tt.flush()
 			})
 		},
 	}
+}
+
+// ofQuota is bytes against a quota: "1.0 MiB/4.0 MiB", or "1.0 MiB/-"
+// with none.
+func ofQuota(bytes, quota uint64) string {
+	if quota == 0 {
+		return ibytes(bytes) + "/-"
+	}
+	return ibytes(bytes) + "/" + ibytes(quota)
 }
 
 func fallback(s string) string {

@@ -38,7 +38,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if len(st.holds) >= tier.MaxPrefetchRun {
 		s.releaseHolds(st) // a session holds at most one run's worth
 	}
-	hits, loading, _ := s.look.Fetch(tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}, tier.ReadTail, st)
+	hits, loading, _ := s.look.Fetch(tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len(), Domain: st.domain}, tier.ReadTail, st)
 	if loading {
 		// The chain continues on SSD; keep what earlier prefetches held:
 		// this chain is still loading.
@@ -119,7 +119,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	}
 	key := func(i int) index.Key { h, _ := p.Entry(i); return index.Key{NS: p.NS, Hash: h} }
 	clear(s.hits) // a stale block pointer would keep its slab alive (index.Index.newBlock)
-	fresh, present, ok := s.tiers.Place(n, key, blockBytes, buf.Layers, s.hits[:0])
+	fresh, present, ok := s.tiers.Place(n, key, blockBytes, buf.Layers, st.domain, s.hits[:0])
 	s.hits = fresh
 	if !ok {
 		return s.unadmitted(m), true, nil

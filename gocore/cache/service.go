@@ -231,6 +231,9 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 		svc.tenants = append(svc.tenants, tenantOps{t: t, share: sh})
 		lim.TenantBudget = append(lim.TenantBudget, sh.PinnedBytes)
 	}
+	for _, d := range s.Tenants.Domains() {
+		tiers.SetQuota(domainOf(d), d.RAMBytes, d.SSDBytes)
+	}
 	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lim)
 	svc.tickets = ticket.NewSet(ticketHost{svc}, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
@@ -288,7 +291,8 @@ type sessState struct {
 	revokedLeases   ticket.Tombs // leases the idle sweep revoked (leaseidle.go)
 	closing         bool
 	onDrained       func()
-	ns              nsMemo // the session's namespaces as its tenant's blocks are keyed
+	ns              nsMemo       // the session's namespaces as its tenant's blocks are keyed
+	domain          index.Domain // the tiers' domain of its tenant (domainOf); index.NoDomain without tenants
 }
 
 // nsMemo maps a session's namespaces to the keys of its tenant's domain
@@ -311,6 +315,11 @@ func (m *nsMemo) of(ns abi.Namespace) abi.Namespace {
 	}
 	return m.to
 }
+
+// domainOf is the tiers' domain of a tenant domain: its Index + 1
+// (index.NoDomain is no tenant's). tenant.MaxTenants bounds it well below
+// the range of an index.Domain.
+func domainOf(d *tenant.Domain) index.Domain { return index.Domain(d.Index + 1) }
 
 type pageKey struct {
 	buffer uint32
@@ -354,6 +363,8 @@ func (s *Service) Attach(sess *session.Session) {
 		st.owner.Tenant = uint32(t.Index) + 1
 		st.book.Owner.Tenant = st.owner.Tenant
 		st.book.Tenant = &s.tenants[t.Index].c
+		st.domain = domainOf(t.Domain)
+		st.book.Domain = st.domain
 	}
 	s.sessions[sess.Index] = st
 	s.publishStats()

@@ -6,6 +6,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
+	"github.com/orbitkv/orbitkv/gocore/tier"
 )
 
 // The cache's side of tickets (ticketHost, the ticket.Host).
@@ -71,6 +72,9 @@ type TenantStat struct {
 	Share  tenant.Share
 	ticket.TenantCounts
 	LeasedBytes uint64
+	// Tier is its domain's blocks in the tiers, quotas and refusals; the
+	// tenants of one sharing group have the same.
+	Tier tier.DomainStats
 }
 
 // TenantStats returns every tenant's figures in the order of Spec.Tenants;
@@ -79,7 +83,7 @@ func (s *Service) TenantStats() []TenantStat {
 	out := make([]TenantStat, 0, len(s.tenants))
 	for i, t := range s.tenants {
 		out = append(out, TenantStat{Name: t.t.Name, Domain: t.t.Domain.Name, Share: t.share, TenantCounts: t.c,
-			LeasedBytes: s.leases.TenantLeased(i)})
+			LeasedBytes: s.leases.TenantLeased(i), Tier: s.tiers.DomainStats(domainOf(t.t.Domain))})
 	}
 	return out
 }

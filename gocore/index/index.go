@@ -71,6 +71,11 @@ type Block struct {
 type blockCold struct {
 	Chunks []uint32   // RAM tier chunk ids, in byte order
 	node   evict.Node // the eviction policy's state; in the policy while sealed
+	// domain is the Domain the block counts against (Assign), and
+	// dprev/dnext its neighbours in that domain's FIFO; NoDomain and nil
+	// for a block of none.
+	domain       Domain
+	dprev, dnext *Block
 }
 
 // Block.meta's fields.
@@ -176,6 +181,7 @@ type Index struct {
 	pins      int64
 	bytes     uint64 // bytes of sealed blocks
 	obs       Observer
+	doms      []domainBlocks // by Domain; [NoDomain] unused (domain.go)
 	// moved[r]: a pin transition of a block of the policy of replicas r
 	// (policyOf) since that policy's last Insert; the next Seal ends its
 	// chain run first (evict.EndRun), as the Pin or Unpin would have.
@@ -471,6 +477,7 @@ func (x *Index) Abort(b *Block) {
 		panic("index: Abort of a block that is not publishing")
 	}
 	x.m.del(b)
+	x.unassign(b)
 	b.state = 0
 }
 

@@ -30,6 +30,7 @@ func (x *Index) Remove(b *Block) {
 func (x *Index) unlink(b *Block) {
 	x.policyOf(b).Remove(&b.node)
 	x.m.del(b)
+	x.unassign(b)
 	x.sealed--
 	if b.Replica() {
 		x.replicas--

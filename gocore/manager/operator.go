@@ -184,7 +184,9 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 	for i, t := range tenants {
 		pt := &operatorpb.Tenant{Name: t.Name, Domain: t.Domain, Operations: uint64(t.Ops), OperationsShare: uint64(t.Share.Ops),
 			LeasedBytes: t.LeasedBytes, LeasedBytesShare: t.Share.PinnedBytes, Queries: t.Queries, HitBlocks: t.HitBlocks,
-			Unadmitted: t.Unadmitted, TicketsAnswered: t.Answered, TicketWaitNs: t.WaitNanos}
+			Unadmitted: t.Unadmitted, TicketsAnswered: t.Answered, TicketWaitNs: t.WaitNanos,
+			RamBytes: t.Tier.RAMBytes, RamQuotaBytes: t.Tier.RAMQuota, SsdBytes: t.Tier.SSDBytes, SsdQuotaBytes: t.Tier.SSDQuota,
+			RamRefused: t.Tier.RAMRefused, SsdRefused: t.Tier.SSDRefused}
 		if i < len(uses) {
 			u := uses[i]
 			pt.Sessions, pt.SessionsShare, pt.Tables, pt.TablesShare = u.Sessions, u.SessionsShare, u.Tables, u.TablesShare

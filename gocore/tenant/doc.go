@@ -39,7 +39,12 @@
 // sets a tenant's own. Shares are of the Manager-wide limits and are not
 // reserved: the sum of the shares may exceed the whole (the default of
 // two tenants is exactly the whole), and what one tenant leaves unused
-// another may use up to its share.
+// another may use up to its share. The keys ram=SIZE and ssd=SIZE (sizes
+// by the Manager's size rule: 65536, 512MiB, 1.5GiB) bound the bytes of
+// the tenant's blocks in the RAM and SSD tiers; they have no default.
+// Blocks belong to a domain, so the tiers count them per domain and hold
+// a sharing group to the smallest ram (ssd) quota of its members
+// (Domain.RAMBytes).
 //
 // Who may import it: anything. It imports only the standard library
 // (namespaces are the 16 bytes of an abi.Namespace).

@@ -80,12 +80,16 @@ func (s Selector) matches(p Peer) bool {
 }
 
 // Quota is a tenant's share of the Manager's resources. A count of 0 and a
-// Pinned of 0 mean the default share (Set.Resolve).
+// Pinned of 0 mean the default share (Set.Resolve); a RAMBytes or SSDBytes
+// of 0 means none (bounded only by the tier).
 type Quota struct {
 	Sessions uint32  // live sessions
 	Ops      uint32  // operation permits held at once
 	Tables   uint32  // discovery tables mapped at once
 	Pinned   float64 // fraction of the RAM tier's lease budget, in (0, 1]
+	// RAMBytes and SSDBytes bound the bytes of its domain's blocks in the
+	// RAM tier (sealed and publishing) and in the SSD tier (Domain.Quota).
+	RAMBytes, SSDBytes uint64
 }
 
 // Tenant is one configured tenant.
@@ -111,9 +115,21 @@ func (t *Tenant) NameOrEmpty() string {
 }
 
 // Domain is a namespace domain: a tenant, or a sharing group of tenants.
+// The blocks of its namespaces are its, and the tiers count them per
+// domain.
 type Domain struct {
 	Name string
-	pre  []byte // mixTag, u32 LE len(Name), Name
+	// Index is the domain's position in Set.Domains, 0-based: a dense key
+	// for per-domain counters.
+	Index int
+	// RAMBytes and SSDBytes bound the bytes of the domain's blocks in the
+	// RAM and SSD tiers: the smallest RAMBytes (SSDBytes) quota of its
+	// tenants that set one, 0 when none does (bounded only by the tier).
+	// A group is held to its strictest member's quota because its
+	// tenants' blocks are one set: a block one member publishes is every
+	// member's, and cannot be charged to one of them.
+	RAMBytes, SSDBytes uint64
+	pre                []byte // mixTag, u32 LE len(Name), Name
 }
 
 func newDomain(name string) *Domain {
@@ -170,6 +186,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // domain).
 type Set struct {
 	Tenants []*Tenant
+	domains []*Domain // Domains
 }
 
 // ErrNoTenant wraps Match's refusal of a peer no tenant selects.
@@ -278,6 +295,15 @@ func (s *Set) All() []*Tenant {
 	return s.Tenants
 }
 
+// Domains returns the tenants' domains, each once, in the order of their
+// first tenant (Domain.Index); nil for a nil Set.
+func (s *Set) Domains() []*Domain {
+	if s == nil {
+		return nil
+	}
+	return s.domains
+}
+
 // ByName returns the tenant called name, or nil.
 func (s *Set) ByName(name string) *Tenant {
 	if s == nil {
@@ -361,7 +387,27 @@ func Parse(tenants, shares, quotas []string) (*Set, error) {
 			return nil, err
 		}
 	}
+	for _, t := range s.Tenants {
+		d := t.Domain
+		if !slices.Contains(s.domains, d) {
+			d.Index = len(s.domains)
+			s.domains = append(s.domains, d)
+		}
+		d.RAMBytes = stricter(d.RAMBytes, t.Quota.RAMBytes)
+		d.SSDBytes = stricter(d.SSDBytes, t.Quota.SSDBytes)
+	}
 	return s, nil
+}
+
+// stricter is the smaller of two byte quotas, 0 being none.
+func stricter(a, b uint64) uint64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 const nameWant = "1..64 letters, digits, '-', '_' or '.', starting with a letter or digit"
@@ -457,7 +503,7 @@ func (s *Set) parseQuota(v string) error {
 	bad := func(err error, want string) error {
 		return &Error{Flag: "--tenant-quota", Value: v, Err: err, Want: want}
 	}
-	const want = "NAME:key=value[,key=value...] with keys sessions, ops, tables (counts ≥ 1) and pinned (a fraction in (0, 1])"
+	const want = "NAME:key=value[,key=value...] with keys sessions, ops, tables (counts ≥ 1), pinned (a fraction in (0, 1]), ram and ssd (sizes ≥ 1 byte: 65536, 512MiB, 1.5GiB)"
 	name, kvs, ok := strings.Cut(v, ":")
 	if !ok || kvs == "" {
 		return bad(errors.New("no ':' or no settings"), want)
@@ -484,6 +530,15 @@ func (s *Set) parseQuota(v string) error {
 				return bad(fmt.Errorf("pinned=%q is not a fraction in (0, 1]", val), want)
 			}
 			t.Quota.Pinned = f
+		case "ram", "ssd":
+			n, err := parseSize(val)
+			if err == nil && n == 0 {
+				err = errors.New("0 bytes")
+			}
+			if err != nil {
+				return bad(fmt.Errorf("%s=%q: %w", k, val, err), want)
+			}
+			*map[string]*uint64{"ram": &t.Quota.RAMBytes, "ssd": &t.Quota.SSDBytes}[k] = n
 		default:
 			return bad(fmt.Errorf("unknown key %q", k), want)
 		}

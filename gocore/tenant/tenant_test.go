@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 func mustParse(t *testing.T, tenants, shares, quotas []string) *Set {
@@ -94,7 +96,10 @@ func TestParseNamesTheFlagAndWhatIsWanted(t *testing.T) {
 		{[]string{"a=uid:1", "b=uid:2"}, []string{"g=a", "h=a,b"}, nil, "--tenant-share", "already in group"},
 		{[]string{"a=uid:1"}, nil, []string{"a:pinned=1.5"}, "--tenant-quota", "fraction in (0, 1]"},
 		{[]string{"a=uid:1"}, nil, []string{"a:sessions=0"}, "--tenant-quota", "count ≥ 1"},
-		{[]string{"a=uid:1"}, nil, []string{"a:ram=1GiB"}, "--tenant-quota", `unknown key "ram"`},
+		{[]string{"a=uid:1"}, nil, []string{"a:disk=1GiB"}, "--tenant-quota", `unknown key "disk"`},
+		{[]string{"a=uid:1"}, nil, []string{"a:ram=1G"}, "--tenant-quota", "ambiguous unit"},
+		{[]string{"a=uid:1"}, nil, []string{"a:ssd=0"}, "--tenant-quota", "0 bytes"},
+		{[]string{"a=uid:1"}, nil, []string{"a:ram=lots"}, "--tenant-quota", "not a size"},
 		{[]string{"a=uid:1"}, nil, []string{"b:ops=3"}, "--tenant-quota", `no tenant "b"`},
 	} {
 		_, err := Parse(tc.tenants, tc.shares, tc.quotas)
@@ -143,4 +148,33 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRAMAndSSDQuotasAreSizesAndAGroupTakesItsStrictestMembers(t *testing.T) {
+	s := mustParse(t, []string{"a=uid:1", "b=uid:2", "c=uid:3", "d=uid:4"}, []string{"g=a,b"},
+		[]string{"a:ram=4MiB,ssd=1GiB", "b:ram=1.5MiB", "c:ssd=65536"})
+	if q := s.ByName("a").Quota; q.RAMBytes != 4<<20 || q.SSDBytes != 1<<30 {
+		t.Fatalf("a's quota %+v, want ram 4 MiB, ssd 1 GiB", q)
+	}
+	g, c, d := s.ByName("a").Domain, s.ByName("c").Domain, s.ByName("d").Domain
+	if g.RAMBytes != 3<<19 || g.SSDBytes != 1<<30 {
+		t.Fatalf("group g bounds ram %d ssd %d, want its strictest member's: %d and %d", g.RAMBytes, g.SSDBytes, 3<<19, 1<<30)
+	}
+	if c.RAMBytes != 0 || c.SSDBytes != 65536 || d.RAMBytes != 0 || d.SSDBytes != 0 {
+		t.Fatalf("c bounds %d/%d, d %d/%d; want 0/65536 and none", c.RAMBytes, c.SSDBytes, d.RAMBytes, d.SSDBytes)
+	}
+	if ds := s.Domains(); len(ds) != 3 || ds[0] != g || ds[1] != c || ds[2] != d || d.Index != 2 {
+		t.Fatalf("domains %v, want g, c, d in order of their first tenant", ds)
+	}
+}
+
+func TestParseSizeReadsAsLimitParseSizeDoes(t *testing.T) {
+	for _, in := range []string{"65536", "0", "64KiB", "4 GiB", "1.5GiB", "1.5gi", "4096B", "3 bytes", "16PiB",
+		"18446744073709551615", "18446744073709551616", "16384PiB", "0.5KiB", "0.0001KiB", "4G", "4gb", "64k", "1.", ".5", "x", "1 2", "1.2.3KiB", "2 TB"} {
+		want, werr := limit.ParseSize("--x", in)
+		got, gerr := parseSize(in)
+		if (werr == nil) != (gerr == nil) || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; limit.ParseSize = %d, %v", in, got, gerr, want, werr)
+		}
+	}
 }

@@ -31,7 +31,7 @@ func (s *Set) resolve(t *Ticket) {
 			tail = tier.SkipTail
 		}
 	}
-	hits, loading, started := s.look.Fetch(tier.Chain{NS: t.NS, Hashes: t.hashes, First: first, End: end}, tail, reader{s, t})
+	hits, loading, started := s.look.Fetch(tier.Chain{NS: t.NS, Hashes: t.hashes, First: first, End: end, Domain: t.Book.Domain}, tail, reader{s, t})
 	t.reads += started
 	ramHits := len(hits)
 	if loading {
@@ -170,7 +170,7 @@ func (s *Set) Resume(t *Ticket) {
 	s.AdmitWaiting()
 }
 
-// chain is q's whole chain as a lookup.
-func chain(q *abi.QueryDesc) tier.Chain {
-	return tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len()}
+// chain is q's whole chain as a lookup of b's session.
+func chain(b *Book, q *abi.QueryDesc) tier.Chain {
+	return tier.Chain{NS: q.NS, Hashes: q.Hashes, First: 0, End: q.Len(), Domain: b.Domain}
 }

@@ -187,7 +187,7 @@ func (r *rig) publish(hs ...int) []*index.Block {
 func (r *rig) publishNS(ns abi.Namespace, hs ...int) []*index.Block {
 	r.t.Helper()
 	key := func(i int) index.Key { return index.Key{NS: ns, Hash: hash(hs[i])} }
-	fresh, _, ok := r.tiers.Place(len(hs), key, blockBytes, 1, nil)
+	fresh, _, ok := r.tiers.Place(len(hs), key, blockBytes, 1, index.NoDomain, nil)
 	if !ok {
 		r.t.Fatalf("no room to publish %v", hs)
 	}

@@ -294,7 +294,7 @@ func (s *Set) lookup(b *Book, m *abi.Message, what string) (*Ticket, abi.Message
 // Manager holds (RAM, then SSD), with no lease and no bytes reserved; the
 // operation's permit is released as it answers.
 func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	ram, avail := s.look.Extent(chain(q))
+	ram, avail := s.look.Extent(chain(b, q))
 	s.c.discoveries.Add(1)
 	r := abi.QueryResult{Status: abi.StatusCandidates, Hits: uint32(avail), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	b.Sess.PutResult(m, &r)
@@ -305,7 +305,7 @@ func (s *Set) discover(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
 // the warmup budget (skipped, hit count 0, beyond it), and is retired as it
 // answers: Ok with arg0 = blocks being read.
 func (s *Set) warmup(b *Book, m *abi.Message, q *abi.QueryDesc) abi.Message {
-	ram, warming := s.look.Warm(chain(q))
+	ram, warming := s.look.Warm(chain(b, q))
 	r := abi.QueryResult{Status: abi.StatusOK, Hits: uint32(warming), RAMHits: uint32(ram), OpID: q.OpID, Revision: q.Revision}
 	b.Sess.PutResult(m, &r)
 	return m.Response(s.epoch, abi.StatusOK, uint64(warming), 0)

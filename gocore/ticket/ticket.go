@@ -141,6 +141,10 @@ type Book struct {
 	// nil when the session has no tenant. Shared by the Books of the
 	// tenant's sessions; dispatcher goroutine only.
 	Tenant *TenantCounts
+	// Domain is the tiers' domain of the session's tenant: the blocks its
+	// tickets read from SSD or a peer count against it (tier.Chain.Domain;
+	// index.NoDomain without tenants).
+	Domain index.Domain
 }
 
 // TenantCounts are one tenant's figures, summed over its sessions' Books

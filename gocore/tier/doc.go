@@ -28,6 +28,12 @@
 //     failed, late or corrupt fetch is a miss, its frames freed). Every
 //     fetch has a deadline (Spec.PeerTimeout); Close cancels them and
 //     waits. Order: RAM, SSD, peer, cheapest first (Lookup.Fetch, lookup.go).
+//   - Domain quotas (quota.go): the blocks of a tenant domain stay within
+//     its RAM and SSD quotas; a publish over the RAM quota first evicts
+//     the domain's own oldest unpinned blocks (as MakeRoom evicts), and
+//     is refused when that would not do; a demotion over the SSD quota
+//     first deletes the domain's oldest SSD blocks, and is not admitted
+//     when that would not do.
 //   - Replicas and advertising (advertise.go): a block fetched from a peer
 //     is a replica, evicted before any block this node produced (the
 //     index's replica LRU goes first), never demoted to SSD and never

@@ -27,6 +27,9 @@ type Chain struct {
 	NS         abi.Namespace
 	Hashes     []byte
 	First, End int
+	// Domain is whose blocks the chain's are: the blocks Fetch reads from
+	// SSD or a peer count against it (index.NoDomain: no tenants).
+	Domain index.Domain
 }
 
 // Hash is the chain's i-th block hash (position i from the chain's start,
@@ -88,16 +91,16 @@ func (l *Lookup) Fetch(c Chain, tail Tail, r Reader) (hits []*index.Block, loadi
 	t.idx.PinAll(hits)
 	if tail == ReadTail {
 		if t.HasSSD() {
-			loading, started = t.Prefetch(r, c.NS, c.Hash, miss, c.End)
+			loading, started = t.Prefetch(r, c.Domain, c.NS, c.Hash, miss, c.End)
 			if !loading || started > 0 { // a tail already loading was counted by the lookup that started it
 				l.blocks.ssd(started, c.End-miss-started)
 			}
 		}
 		if !loading {
-			loading, started = t.PeerFetch(r, c.NS, c.Hash, miss, c.End) // counts its own lookups
+			loading, started = t.PeerFetch(r, c.Domain, c.NS, c.Hash, miss, c.End) // counts its own lookups
 		}
 	} else {
-		warmed := t.Warm(c.NS, c.Hash, miss, c.End)
+		warmed := t.Warm(c.Domain, c.NS, c.Hash, miss, c.End)
 		l.blocks.ssd(warmed, c.End-miss-warmed)
 	}
 	t.idx.UnpinAll(hits)
@@ -124,7 +127,7 @@ func (l *Lookup) Warm(c Chain) (ram, warming int) {
 	hits, _, _ := l.Fetch(c, SkipTail, nil)
 	ram = c.First + len(hits)
 	if ram < c.End {
-		warming = l.t.Warm(c.NS, c.Hash, ram, c.End)
+		warming = l.t.Warm(c.Domain, c.NS, c.Hash, ram, c.End)
 	}
 	return ram, warming
 }

@@ -82,9 +82,10 @@ type layoutKey struct {
 // dispatcher goroutine.
 type peerFetch struct {
 	ns     abi.Namespace
-	keys   []index.Key // the run asked for
-	layers uint32      // layers of the chain's block before the run, if resident (0: none)
-	start  time.Time   // when the lookup started it
+	domain index.Domain // the blocks count against it
+	keys   []index.Key  // the run asked for
+	layers uint32       // layers of the chain's block before the run, if resident (0: none)
+	start  time.Time    // when the lookup started it
 	reader Reader
 	blocks []*index.Block   // frames allocated for the served run (Publishing replicas)
 	reply  chan [][][]byte  // place's answer; buffered: the dispatcher never waits
@@ -152,8 +153,9 @@ func (t *Tiers) learnLayout(ns abi.Namespace, bytes uint64, layers uint32) {
 // blocks it also advertises. Lookup counts: a started fetch counts its
 // blocks as peer hits or misses when it ends; blocks past its run (no
 // owner) count as misses now; a chain already being fetched counts
-// nothing.
-func (t *Tiers) PeerFetch(r Reader, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) (loading bool, started int) {
+// nothing. The fetched blocks count against domain d (within its RAM
+// quota: placeRun).
+func (t *Tiers) PeerFetch(r Reader, d index.Domain, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) (loading bool, started int) {
 	p := t.peer
 	if p == nil || from >= n {
 		return false, 0
@@ -172,7 +174,7 @@ func (t *Tiers) PeerFetch(r Reader, ns abi.Namespace, hashAt func(int) abi.Block
 	}
 	o := owners[int(p.seq%uint64(len(owners)))] // spread fetches over the owners
 	p.seq++
-	f := &peerFetch{ns: ns, reader: r, reply: make(chan [][][]byte, 1), start: time.Now()}
+	f := &peerFetch{ns: ns, domain: d, reader: r, reply: make(chan [][][]byte, 1), start: time.Now()}
 	if from > 0 {
 		if prev := t.idx.Lookup(index.Key{NS: ns, Hash: hashAt(from - 1)}); prev != nil {
 			f.layers = prev.Layers
@@ -266,7 +268,8 @@ func blockCRC(frames [][]byte) uint32 {
 
 // placeRun allocates frames for the leading blocks of a served run that
 // are still in no RAM state and whose layout is known, as many as RAM
-// takes after eviction, and inserts them as Publishing replicas.
+// and the fetch's domain's RAM quota take after eviction, and inserts
+// them as Publishing replicas of that domain.
 func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 	p := t.peer
 	if p.ctx.Err() != nil || f.blocks != nil {
@@ -277,7 +280,7 @@ func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 		layers uint32
 	}
 	var items []item
-	var need uint64
+	var need, bytes uint64
 	for i, s := range run {
 		if i >= len(f.keys) || s.Length == 0 || t.idx.Contains(f.keys[i]) {
 			break
@@ -294,9 +297,12 @@ func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 		}
 		items = append(items, item{s.Length, layers})
 		need += uint64(t.arena.ChunksFor(s.Length))
+		bytes += s.Length
 	}
-	for len(items) > 0 && !t.MakeRoom(need) {
-		need -= uint64(t.arena.ChunksFor(items[len(items)-1].bytes))
+	for len(items) > 0 && !(t.canRoom(need) && t.domainRoom(f.domain, bytes) && t.MakeRoom(need)) {
+		last := items[len(items)-1].bytes
+		need -= uint64(t.arena.ChunksFor(last))
+		bytes -= last
 		items = items[:len(items)-1]
 	}
 	if len(items) == 0 {
@@ -311,6 +317,7 @@ func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 			panic("tier: allocation after MakeRoom failed: " + err.Error())
 		}
 		blk := t.idx.InsertReplica(f.keys[i], it.bytes, it.layers, uint32(i), chunks)
+		t.idx.Assign(blk, f.domain)
 		f.blocks = append(f.blocks, blk)
 		left := it.bytes
 		for _, c := range chunks {

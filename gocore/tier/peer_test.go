@@ -211,16 +211,16 @@ func TestAPeerFetchSealsTheRunOrMissesWithItsFramesFreed(t *testing.T) {
 			d.mode, d.serve = tc.mode, tc.serve
 			ts, ring := newPeerRig(t, 64, d, nil, 50*time.Millisecond)
 			if tc.learn {
-				blk := ts.Insert(index.Key{NS: pNS, Hash: abi.BlockHash{0xee}}, pBlock, pLayers, 0)
+				blk := ts.Insert(index.Key{NS: pNS, Hash: abi.BlockHash{0xee}}, pBlock, pLayers, 0, index.NoDomain)
 				ts.Discard(blk)
 			}
 			r := &readerLog{}
 			start := time.Now()
-			loading, started := ts.PeerFetch(r, pNS, pHash, 0, 5) // position 4: no owner
+			loading, started := ts.PeerFetch(r, index.NoDomain, pNS, pHash, 0, 5) // position 4: no owner
 			if !loading || started != 4 {
 				t.Fatalf("PeerFetch = %v, %d; want Loading with 4 blocks asked", loading, started)
 			}
-			if again, n := ts.PeerFetch(&readerLog{}, pNS, pHash, 0, 5); !again || n != 0 {
+			if again, n := ts.PeerFetch(&readerLog{}, index.NoDomain, pNS, pHash, 0, 5); !again || n != 0 {
 				t.Fatalf("a second lookup of the chain being fetched = %v, %d; want Loading, nothing started", again, n)
 			}
 			settle(t, ts, ring)
@@ -284,9 +284,9 @@ func TestAPeerFetchAsksOnlyForBlocksNoLocalStateHolds(t *testing.T) {
 			d := newDouble(tc.advert, pLayers)
 			ts, ring := newPeerRig(t, 64, d, nil, time.Second)
 			for _, i := range tc.resident {
-				ts.Seal(ts.Insert(index.Key{NS: pNS, Hash: pHash(i)}, pBlock, pLayers, 0))
+				ts.Seal(ts.Insert(index.Key{NS: pNS, Hash: pHash(i)}, pBlock, pLayers, 0, index.NoDomain))
 			}
-			loading, started := ts.PeerFetch(&readerLog{}, pNS, pHash, tc.from, 4)
+			loading, started := ts.PeerFetch(&readerLog{}, index.NoDomain, pNS, pHash, tc.from, 4)
 			settle(t, ts, ring)
 			if loading != (tc.want > 0) || started != tc.want {
 				t.Fatalf("PeerFetch = %v, %d; want %d blocks asked", loading, started, tc.want)
@@ -314,11 +314,13 @@ func TestReplicasAreEvictedFirstAndNeverAdvertised(t *testing.T) {
 	adv := &advertLog{}
 	per := 2 // chunks per block
 	ts, ring := newPeerRig(t, 8*per, d, adv, time.Second)
-	own := func(i int) { ts.Seal(ts.Insert(index.Key{NS: pNS, Hash: pHash(100 + i)}, pBlock, pLayers, 0)) }
+	own := func(i int) {
+		ts.Seal(ts.Insert(index.Key{NS: pNS, Hash: pHash(100 + i)}, pBlock, pLayers, 0, index.NoDomain))
+	}
 	for i := 0; i < 4; i++ {
 		own(i)
 	}
-	if loading, n := ts.PeerFetch(nil, pNS, pHash, 0, 4); !loading || n != 4 {
+	if loading, n := ts.PeerFetch(nil, index.NoDomain, pNS, pHash, 0, 4); !loading || n != 4 {
 		t.Fatalf("PeerFetch = %v, %d", loading, n)
 	}
 	settle(t, ts, ring)
@@ -374,7 +376,7 @@ func TestClosingTheTiersEndsFetchesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loading, _ := ts.PeerFetch(nil, pNS, pHash, 0, 4); !loading {
+	if loading, _ := ts.PeerFetch(nil, index.NoDomain, pNS, pHash, 0, 4); !loading {
 		t.Fatal("not fetching")
 	}
 	done := make(chan struct{})

@@ -10,8 +10,12 @@ import "github.com/orbitkv/orbitkv/gocore/index"
 // those. ok is false, and nothing is inserted or evicted, when even
 // evicting every unpinned block would not make room. The batch's resident
 // blocks are pinned while room is made, so eviction cannot remove a block
-// the batch counts as present. fresh reuses out's storage.
-func (t *Tiers) Place(n int, key func(int) index.Key, bytes uint64, layers uint32, out []*index.Block) (fresh []*index.Block, present int, ok bool) {
+// the batch counts as present. The new blocks count against domain d;
+// when they would take d over its RAM quota, d's oldest unpinned blocks
+// are evicted first, and when that would not do, ok is false (nothing
+// inserted or evicted) and the refusal counted (quota.go). fresh reuses
+// out's storage.
+func (t *Tiers) Place(n int, key func(int) index.Key, bytes uint64, layers uint32, d index.Domain, out []*index.Block) (fresh []*index.Block, present int, ok bool) {
 	var pinned []*index.Block
 	need := 0
 	for i := 0; i < n; i++ {
@@ -33,8 +37,18 @@ func (t *Tiers) Place(n int, key func(int) index.Key, bytes uint64, layers uint3
 		}
 	}()
 	fresh = out[:0]
-	if need > 0 && !t.MakeRoom(uint64(t.arena.ChunksFor(bytes))*uint64(need)) {
-		return fresh, 0, false
+	if need > 0 {
+		chunks := uint64(t.arena.ChunksFor(bytes)) * uint64(need)
+		if !t.canRoom(chunks) {
+			return fresh, 0, false
+		}
+		if !t.domainRoom(d, bytes*uint64(need)) {
+			t.quotas[d].ramRefused++
+			return fresh, 0, false
+		}
+		// Cannot fail: canRoom held, and domainRoom's evictions freed as
+		// many chunks as they took from the evictable ones.
+		t.MakeRoom(chunks)
 	}
 	for i := 0; i < n; i++ {
 		k := key(i)
@@ -43,7 +57,7 @@ func (t *Tiers) Place(n int, key func(int) index.Key, bytes uint64, layers uint3
 			present++
 			continue
 		}
-		fresh = append(fresh, t.Insert(k, bytes, layers, uint32(i)))
+		fresh = append(fresh, t.Insert(k, bytes, layers, uint32(i), d))
 	}
 	return fresh, present, true
 }

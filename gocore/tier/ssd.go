@@ -130,22 +130,27 @@ func (t *Tiers) demote(blk *index.Block) {
 		s.demoteSkipped.Add(1)
 		return
 	}
+	if !t.ssdRoom(blk) {
+		s.staging.put(i) // over its domain's SSD quota: not admitted, counted
+		return
+	}
 	off := uint64(0)
 	for _, c := range blk.Chunks {
 		off += uint64(copy(buf[off:blk.Bytes], t.arena.Chunk(c)))
 	}
 	n := (blk.Bytes + 4095) &^ 4095
 	clear(buf[blk.Bytes:n])
-	s.store.WriteAdmitted(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, [][]byte{buf[:n]}, func(error) {
+	s.store.WriteAdmitted(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, ssd.Class(blk.DomainOf()), [][]byte{buf[:n]}, func(error) {
 		s.staging.put(i) // durable or refused (counted by the store): the buffer is free
 	})
 }
 
 // Prefetch starts reading the SSD run of a chain from hash position from
-// on (of n) for r. loading reports whether the query must answer Loading
-// (a read runs or was started for the block at from); started is how many
+// on (of n) for r, into blocks of domain d (within its RAM quota: see
+// quota.go). loading reports whether the query must answer Loading (a
+// read runs or was started for the block at from); started is how many
 // reads it started, each of which r hears of once.
-func (t *Tiers) Prefetch(r Reader, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) (loading bool, started int) {
+func (t *Tiers) Prefetch(r Reader, d index.Domain, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) (loading bool, started int) {
 	if t.ssd == nil {
 		return false, 0
 	}
@@ -156,11 +161,11 @@ func (t *Tiers) Prefetch(r Reader, ns abi.Namespace, hashAt func(int) abi.BlockH
 	if t.idx.Contains(first) { // being published by a client: not ours to load
 		return false, 0
 	}
-	run := t.ssdRun(ns, hashAt, from, n, ^uint64(0))
+	run := t.ssdRun(d, ns, hashAt, from, n, ^uint64(0))
 	if len(run) == 0 {
 		return false, 0
 	}
-	t.startReads(run, r)
+	t.startReads(d, run, r)
 	return true, len(run)
 }
 
@@ -168,8 +173,8 @@ func (t *Tiers) Prefetch(r Reader, ns abi.Namespace, hashAt func(int) abi.BlockH
 // RAM with no owner (docs/design.md §7, spec "warmup ... skips on warmup-budget
 // pressure"): at most the warmup budget is read at a time. It returns the
 // blocks started (0: no SSD tier, nothing on SSD, already loading, or no
-// budget).
-func (t *Tiers) Warm(ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) int {
+// budget). The blocks count against domain d, as Prefetch's do.
+func (t *Tiers) Warm(d index.Domain, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int) int {
 	if t.ssd == nil {
 		return 0
 	}
@@ -181,8 +186,8 @@ func (t *Tiers) Warm(ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n i
 	if _, ok := t.ssd.loading[first]; ok || t.idx.Contains(first) {
 		return 0
 	}
-	run := t.ssdRun(ns, hashAt, from, n, t.warmupBudget-t.warming)
-	t.startReads(run, nil)
+	run := t.ssdRun(d, ns, hashAt, from, n, t.warmupBudget-t.warming)
+	t.startReads(d, run, nil)
 	for _, it := range run {
 		t.warming += it.m.Bytes
 	}
@@ -195,9 +200,10 @@ type ssdItem struct {
 }
 
 // ssdRun returns the leading blocks of positions [from, n) that are on SSD
-// and in no RAM state, within maxBytes, as many as the completion queue and
-// RAM (after eviction) take; room for them is made.
-func (t *Tiers) ssdRun(ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int, maxBytes uint64) []ssdItem {
+// and in no RAM state, within maxBytes, as many as the completion queue,
+// RAM (after eviction) and domain d's RAM quota take; room for them is
+// made.
+func (t *Tiers) ssdRun(d index.Domain, ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n int, maxBytes uint64) []ssdItem {
 	s := t.ssd
 	var run []ssdItem
 	var bytes uint64
@@ -225,23 +231,28 @@ func (t *Tiers) ssdRun(ns abi.Namespace, hashAt func(int) abi.BlockHash, from, n
 		return nil
 	}
 	var need uint64
+	bytes = 0
 	for _, it := range run {
 		need += uint64(t.arena.ChunksFor(it.m.Bytes))
+		bytes += it.m.Bytes
 	}
 	// Not room for the whole run: load as much of its head as fits.
-	for len(run) > 0 && !t.MakeRoom(need) {
-		need -= uint64(t.arena.ChunksFor(run[len(run)-1].m.Bytes))
+	for len(run) > 0 && !(t.canRoom(need) && t.domainRoom(d, bytes) && t.MakeRoom(need)) {
+		last := run[len(run)-1].m.Bytes
+		need -= uint64(t.arena.ChunksFor(last))
+		bytes -= last
 		run = run[:len(run)-1]
 	}
 	return run
 }
 
 // startReads inserts run as Publishing blocks in newly allocated frames and
-// queues their SSD reads; each completion reaches r (nil: a warm-up).
-func (t *Tiers) startReads(run []ssdItem, r Reader) {
+// queues their SSD reads; each completion reaches r (nil: a warm-up). The
+// blocks count against domain d.
+func (t *Tiers) startReads(d index.Domain, run []ssdItem, r Reader) {
 	s := t.ssd
-	for d, it := range run {
-		blk := t.Insert(it.k, it.m.Bytes, it.m.Layers, uint32(d))
+	for depth, it := range run {
+		blk := t.Insert(it.k, it.m.Bytes, it.m.Layers, uint32(depth), d)
 		s.loading[it.k] = blk
 		dst := make([][]byte, len(blk.Chunks))
 		for i, c := range blk.Chunks {

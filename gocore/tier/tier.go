@@ -84,6 +84,9 @@ type Tiers struct {
 	peer  *peerTier // nil without Spec.Remote
 	adv   *adverts  // nil without Spec.Advertiser
 	batch map[index.Key]struct{}
+	// quotas are the domains' quotas and refusals, by index.Domain
+	// (quota.go); dispatcher goroutine only.
+	quotas []domainQuota
 
 	warmupBudget, warming uint64
 
@@ -174,28 +177,43 @@ func (t *Tiers) MakeRoom(need uint64) bool {
 		return false
 	}
 	for uint64(t.arena.Free()) < need {
-		blk := t.idx.Evict()
-		if t.ssd != nil && !blk.Replica() {
-			t.demote(blk) // copies the bytes out first: the chunks are free after
-		}
-		t.gone(blk)
-		t.arena.Release(blk.Chunks)
-		t.evictions.Add(1)
+		t.evictOne(t.idx.Evict())
 	}
 	return true
 }
 
+// canRoom reports whether MakeRoom(need) would succeed.
+func (t *Tiers) canRoom(need uint64) bool {
+	return uint64(t.arena.Free())+t.idx.EvictableChunks() >= need
+}
+
+// evictOne finishes the eviction of blk, just taken out of the index:
+// demoted to SSD when this node produced it, its advertisement withdrawn,
+// its chunks freed, counted.
+func (t *Tiers) evictOne(blk *index.Block) {
+	if t.ssd != nil && !blk.Replica() {
+		t.demote(blk) // copies the bytes out first: the chunks are free after
+	}
+	t.gone(blk)
+	t.arena.Release(blk.Chunks)
+	t.evictions.Add(1)
+}
+
 // Insert allocates frames for a block of bytes and inserts it Publishing
-// (invisible) under k at chain depth depth. The caller made room first
-// (MakeRoom); an allocation failure then is a bug and panics.
-func (t *Tiers) Insert(k index.Key, bytes uint64, layers, depth uint32) *index.Block {
+// (invisible) under k at chain depth depth, counted against domain d
+// (index.Index.Assign). The caller made room first (MakeRoom, and
+// domainRoom for a domain's quota); an allocation failure then is a bug
+// and panics.
+func (t *Tiers) Insert(k index.Key, bytes uint64, layers, depth uint32, d index.Domain) *index.Block {
 	per := t.arena.ChunksFor(bytes)
 	chunks, err := t.arena.Alloc(make([]uint32, 0, per), per)
 	if err != nil {
 		panic("tier: allocation after MakeRoom failed: " + err.Error())
 	}
 	t.learnLayout(k.NS, bytes, layers)
-	return t.idx.Insert(k, bytes, layers, depth, chunks)
+	b := t.idx.Insert(k, bytes, layers, depth, chunks)
+	t.idx.Assign(b, d)
+	return b
 }
 
 // Discard removes a Publishing block (its copy failed or its publisher

@@ -748,7 +748,21 @@ type Tenant struct {
 	TicketsAnswered  uint64                 `protobuf:"varint,14,opt,name=tickets_answered,json=ticketsAnswered,proto3" json:"tickets_answered,omitempty"` // tickets that reached their final answer
 	// Sum over those tickets of the time from submission (or revision) to
 	// the final answer inside the Manager: SSD reads, budget, permits.
-	TicketWaitNs  uint64 `protobuf:"varint,15,opt,name=ticket_wait_ns,json=ticketWaitNs,proto3" json:"ticket_wait_ns,omitempty"`
+	TicketWaitNs uint64 `protobuf:"varint,15,opt,name=ticket_wait_ns,json=ticketWaitNs,proto3" json:"ticket_wait_ns,omitempty"`
+	// Bytes of its domain's blocks in the RAM tier (sealed and publishing)
+	// and in the SSD tier (resident and being written), and the quotas
+	// that bound them (--tenant-quota ram=, ssd=; a sharing group is held
+	// to its strictest member's); 0: no quota. Tenants of one sharing group
+	// show the same bytes.
+	RamBytes      uint64 `protobuf:"varint,16,opt,name=ram_bytes,json=ramBytes,proto3" json:"ram_bytes,omitempty"`
+	RamQuotaBytes uint64 `protobuf:"varint,17,opt,name=ram_quota_bytes,json=ramQuotaBytes,proto3" json:"ram_quota_bytes,omitempty"`
+	SsdBytes      uint64 `protobuf:"varint,18,opt,name=ssd_bytes,json=ssdBytes,proto3" json:"ssd_bytes,omitempty"`
+	SsdQuotaBytes uint64 `protobuf:"varint,19,opt,name=ssd_quota_bytes,json=ssdQuotaBytes,proto3" json:"ssd_quota_bytes,omitempty"`
+	// Publishes of its domain refused for the RAM quota (its unpinned
+	// blocks evicted, still no room), and demotions not admitted for the
+	// SSD quota.
+	RamRefused    uint64 `protobuf:"varint,20,opt,name=ram_refused,json=ramRefused,proto3" json:"ram_refused,omitempty"`
+	SsdRefused    uint64 `protobuf:"varint,21,opt,name=ssd_refused,json=ssdRefused,proto3" json:"ssd_refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +898,48 @@ func (x *Tenant) GetTicketsAnswered() uint64 {
 func (x *Tenant) GetTicketWaitNs() uint64 {
 	if x != nil {
 		return x.TicketWaitNs
+	}
+	return 0
+}
+
+func (x *Tenant) GetRamBytes() uint64 {
+	if x != nil {
+		return x.RamBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetRamQuotaBytes() uint64 {
+	if x != nil {
+		return x.RamQuotaBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetSsdBytes() uint64 {
+	if x != nil {
+		return x.SsdBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetSsdQuotaBytes() uint64 {
+	if x != nil {
+		return x.SsdQuotaBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetRamRefused() uint64 {
+	if x != nil {
+		return x.RamRefused
+	}
+	return 0
+}
+
+func (x *Tenant) GetSsdRefused() uint64 {
+	if x != nil {
+		return x.SsdRefused
 	}
 	return 0
 }
@@ -1617,7 +1673,7 @@ const file_operator_proto_rawDesc = "" +
 	"unadmitted\x18\t \x01(\x04R\n" +
 	"unadmitted\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x04R\aexpired\"\xf8\x03\n" +
+	" \x01(\x04R\aexpired\"\xc4\x05\n" +
 	"\x06Tenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x1a\n" +
@@ -1639,7 +1695,15 @@ const file_operator_proto_rawDesc = "" +
 	"unadmitted\x18\r \x01(\x04R\n" +
 	"unadmitted\x12)\n" +
 	"\x10tickets_answered\x18\x0e \x01(\x04R\x0fticketsAnswered\x12$\n" +
-	"\x0eticket_wait_ns\x18\x0f \x01(\x04R\fticketWaitNs\"\xb6\x02\n" +
+	"\x0eticket_wait_ns\x18\x0f \x01(\x04R\fticketWaitNs\x12\x1b\n" +
+	"\tram_bytes\x18\x10 \x01(\x04R\bramBytes\x12&\n" +
+	"\x0fram_quota_bytes\x18\x11 \x01(\x04R\rramQuotaBytes\x12\x1b\n" +
+	"\tssd_bytes\x18\x12 \x01(\x04R\bssdBytes\x12&\n" +
+	"\x0fssd_quota_bytes\x18\x13 \x01(\x04R\rssdQuotaBytes\x12\x1f\n" +
+	"\vram_refused\x18\x14 \x01(\x04R\n" +
+	"ramRefused\x12\x1f\n" +
+	"\vssd_refused\x18\x15 \x01(\x04R\n" +
+	"ssdRefused\"\xb6\x02\n" +
 	"\n" +
 	"StatsReply\x12\x14\n" +
 	"\x05cache\x18\x01 \x01(\bR\x05cache\x12.\n" +

@@ -351,3 +351,28 @@ func TestATenantsSSDBlocksStayItsOwnAcrossARestart(t *testing.T) {
 	e.m = startManagerBin(t, "orbitkv-manager", e.sock, "", 10*time.Second, e.args...)
 	check("after a SIGKILL and a restart")
 }
+
+// TestATenantsRAMQuotaEvictsItsOwnBlocksOnly: tenant A's ram quota is 4
+// blocks (testclient's blocks are 1 MiB, the RAM tier 64 MiB, so nothing
+// else presses on it). B publishes 16 blocks; A publishes 16, one per
+// Publish: A keeps its 4 newest, every one of B's 16 stays visible to B,
+// and A's batch of 16, more than its whole quota, is refused.
+func TestATenantsRAMQuotaEvictsItsOwnBlocksOnly(t *testing.T) {
+	e := newTenantEnv(t, "--tenant", "a=uid:"+strconv.Itoa(tenantA), "--tenant", "b=uid:"+strconv.Itoa(tenantB),
+		"--tenant-quota", "a:ram=4MiB")
+	if out, ok := e.run(t, tenantB, "publish", trustRoot); !ok || !strings.Contains(out, "published 16") {
+		t.Fatalf("tenant B could not publish: %s", out)
+	}
+	if out, ok := e.run(t, tenantA, "publish1", trustRoot); !ok || !strings.Contains(out, "published 16") {
+		t.Fatalf("tenant A's publishes within its quota were refused: %s", out)
+	}
+	if out, ok := e.run(t, tenantB, "verify", trustRoot); !ok || !strings.Contains(out, "visible 16 mismatched 0") {
+		t.Fatalf("tenant B must keep all 16 blocks while A publishes past its quota: %s", out)
+	}
+	if out, ok := e.run(t, tenantA, "verify", trustRoot); !ok || !strings.Contains(out, "visible 4 mismatched 0") {
+		t.Fatalf("tenant A must keep its quota's 4 blocks, no more: %s", out)
+	}
+	if out, ok := e.run(t, tenantA, "publish", trustRoot); ok {
+		t.Fatalf("tenant A's batch of 16 blocks, more than its quota, was stored: %s", out)
+	}
+}

@@ -123,6 +123,9 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 			s.st.WriteBytes += e.meta.Bytes
 		} else {
 			e.state = stateDead
+			if e.class != NoClass {
+				s.class(e.class).bytes -= e.meta.Bytes
+			}
 			s.freeSlot(e.slot)
 			s.st.WriteErrors++
 		}

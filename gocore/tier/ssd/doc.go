@@ -58,6 +58,13 @@
 // when offered again while remembered, and declined (ErrNotAdmitted) the
 // first time.
 //
+// Classes (class.go): a block written with WriteAdmitted carries a
+// Class (the Manager's tenant domain); the store counts each class's
+// bytes (resident and being written) and keeps its resident blocks in a
+// FIFO of their own, so MakeClassRoom can delete a class's oldest blocks
+// to keep it within a quota. Classes are not persisted: blocks recovered
+// at Open are of NoClass.
+//
 // # Open: replay and warm restart
 //
 // Open reads the secret from mac.key (or makes it; see Integrity), then

@@ -28,6 +28,9 @@ type entry struct {
 
 	prev, next *entry        // FIFO of resident entries, oldest first
 	waiters    []func(error) // Writes of the same key and Meta while this one is in flight
+
+	class        Class  // set when the entry is made (class.go)
+	cprev, cnext *entry // its class's FIFO of resident entries, oldest first
 }
 
 // fifo links the resident entries in generation order, the order of the
@@ -102,6 +105,7 @@ func (s *Store) takeSlot() (slot uint32, ok bool) {
 func (s *Store) unlink(e *entry) {
 	delete(s.resident, e.key)
 	s.fifo.remove(e)
+	s.unlinkClass(e)
 	s.dataBytes -= e.meta.Bytes
 	e.state = stateDead
 }
@@ -130,5 +134,6 @@ func (s *Store) makeResident(e *entry) {
 	e.state = stateResident
 	s.resident[e.key] = e
 	s.fifo.insert(e)
+	s.linkClass(e)
 	s.dataBytes += e.meta.Bytes
 }

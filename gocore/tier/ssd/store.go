@@ -41,6 +41,7 @@ type Store struct {
 	pending   int // Writes queued or in flight
 	nextGen   uint64
 	dataBytes uint64
+	classes   []classBlocks // by Class; [NoClass] unused (class.go)
 	st        Stats
 }
 
@@ -53,22 +54,25 @@ type Stats struct {
 	DataBytes     uint64 // sum of the resident blocks' Meta.Bytes
 	PendingWrites uint64 // Writes queued or in flight now
 
-	Writes        uint64 // blocks written and made visible
-	WriteBytes    uint64 // their Meta.Bytes
-	WriteErrors   uint64 // Writes that failed with an I/O error
-	Present       uint64 // Writes of a block already resident (nothing written)
-	NotAdmitted   uint64 // Writes declined by the second-hit rule
-	Busy          uint64 // Writes refused with ErrBusy
-	Reads         uint64 // blocks read and verified
-	ReadBytes     uint64 // their Meta.Bytes
-	ReadErrors    uint64 // Reads that failed with an I/O error (the block is dropped)
-	Corrupt       uint64 // blocks that failed their integrity check at Read (dropped)
-	Evictions     uint64 // blocks evicted (FIFO) to make room
-	Deletes       uint64 // blocks removed by Delete
-	Recovered     uint64 // blocks the index gave back at Open and that passed the checks
-	DroppedAtOpen uint64 // recovered blocks dropped at Open: a slot beyond the data file, a bad Meta, or a failed check (VerifyOnOpen)
-	IndexRecords  uint64 // records in the index log now, header excluded
-	Compactions   uint64 // index log rewrites
+	Writes      uint64 // blocks written and made visible
+	WriteBytes  uint64 // their Meta.Bytes
+	WriteErrors uint64 // Writes that failed with an I/O error
+	Present     uint64 // Writes of a block already resident (nothing written)
+	NotAdmitted uint64 // Writes declined by the second-hit rule
+	Busy        uint64 // Writes refused with ErrBusy
+	Reads       uint64 // blocks read and verified
+	ReadBytes   uint64 // their Meta.Bytes
+	ReadErrors  uint64 // Reads that failed with an I/O error (the block is dropped)
+	Corrupt     uint64 // blocks that failed their integrity check at Read (dropped)
+	Evictions   uint64 // blocks evicted (FIFO) to make room
+	// ClassEvictions counts blocks deleted to keep their class within its
+	// quota (MakeClassRoom); they are not among Evictions or Deletes.
+	ClassEvictions uint64
+	Deletes        uint64 // blocks removed by Delete
+	Recovered      uint64 // blocks the index gave back at Open and that passed the checks
+	DroppedAtOpen  uint64 // recovered blocks dropped at Open: a slot beyond the data file, a bad Meta, or a failed check (VerifyOnOpen)
+	IndexRecords   uint64 // records in the index log now, header excluded
+	Compactions    uint64 // index log rewrites
 }
 
 // Open opens or creates the store in s.Dir. The data file is preallocated

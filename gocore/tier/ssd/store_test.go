@@ -256,7 +256,7 @@ func TestAdmitThenWriteAdmitted(t *testing.T) {
 	}
 	src := alignedBuf(t, 4096)
 	fill(src, k)
-	if err := call(t, func(done func(error)) { st.WriteAdmitted(k, m, [][]byte{src}, done) }); err != nil {
+	if err := call(t, func(done func(error)) { st.WriteAdmitted(k, m, NoClass, [][]byte{src}, done) }); err != nil {
 		t.Fatalf("WriteAdmitted = %v", err)
 	}
 	mustRead(t, st, k, m)

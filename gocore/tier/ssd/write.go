@@ -30,7 +30,7 @@ import (
 // A resident block with another Meta is replaced when the new one is
 // durable.
 func (s *Store) Write(k Key, m Meta, src [][]byte, done func(error)) {
-	s.write(k, m, src, done, false)
+	s.write(k, m, NoClass, src, done, false)
 }
 
 // Admit records an offer of k under the admission rule and reports whether
@@ -55,13 +55,15 @@ func (s *Store) Admit(k Key) bool {
 	return true
 }
 
-// WriteAdmitted is Write for a block Admit accepted: the admission rule is
-// not applied again.
-func (s *Store) WriteAdmitted(k Key, m Meta, src [][]byte, done func(error)) {
-	s.write(k, m, src, done, true)
+// WriteAdmitted is Write for a block Admit accepted, of class c (its
+// bytes count in ClassBytes(c) from now until it is dropped, or until the
+// write fails): the admission rule is not applied again. A block of the
+// key already resident or in flight keeps the class it has.
+func (s *Store) WriteAdmitted(k Key, m Meta, c Class, src [][]byte, done func(error)) {
+	s.write(k, m, c, src, done, true)
 }
 
-func (s *Store) write(k Key, m Meta, src [][]byte, done func(error), admitted bool) {
+func (s *Store) write(k Key, m Meta, c Class, src [][]byte, done func(error), admitted bool) {
 	if err := s.checkMeta(m); err != nil {
 		done(err)
 		return
@@ -71,7 +73,7 @@ func (s *Store) write(k Key, m Meta, src [][]byte, done func(error), admitted bo
 		return
 	}
 	s.mu.Lock()
-	err := s.startWrite(k, m, src, done, admitted)
+	err := s.startWrite(k, m, c, src, done, admitted)
 	s.mu.Unlock()
 	if err != errQueued {
 		done(err)
@@ -83,7 +85,7 @@ var errQueued = fmt.Errorf("queued")
 
 // startWrite decides a Write under s.mu: it returns the immediate answer,
 // or errQueued after queuing the write or joining one in flight.
-func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error), admitted bool) error {
+func (s *Store) startWrite(k Key, m Meta, c Class, src [][]byte, done func(error), admitted bool) error {
 	if s.closed {
 		return ErrClosed
 	}
@@ -112,7 +114,10 @@ func (s *Store) startWrite(k Key, m Meta, src [][]byte, done func(error), admitt
 		s.st.Busy++
 		return ErrBusy
 	}
-	e := &entry{key: k, meta: m, gen: s.nextGen, slot: slot, state: stateWriting}
+	e := &entry{key: k, meta: m, gen: s.nextGen, slot: slot, state: stateWriting, class: c}
+	if c != NoClass {
+		s.class(c).bytes += m.Bytes
+	}
 	s.nextGen++
 	s.slots[slot] = e
 	s.writing[k] = e

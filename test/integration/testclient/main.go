@@ -15,6 +15,8 @@
 //	                                       refused, discovery tables, leases never released, restores never
 //	                                       polled; print "hostile sessions S tables T leases L restores R",
 //	                                       then "saturated", and hold everything until killed
+//	testclient publish1 SOCKET FIRST COUNT publish the range one block per Publish, in order; print
+//	                                       "published COUNT"
 //	testclient verify SOCKET FIRST COUNT   restore every visible block of the range and check its bytes
 //	testclient tickets SOCKET FIRST COUNT  publish the range, lease it with a ticket (wait_for_full_prefix),
 //	                                       restore it, check every byte, release; exit 0 when all held,
@@ -41,7 +43,7 @@ const (
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: testclient loop|publish|verify|tickets SOCKET FIRST COUNT")
+		fmt.Fprintln(os.Stderr, "usage: testclient loop|publish|publish1|verify|tickets SOCKET FIRST COUNT")
 		os.Exit(2)
 	}
 	first, err1 := strconv.ParseUint(os.Args[3], 10, 64)
@@ -94,6 +96,9 @@ func main() {
 		c.Close()
 	case "hostile":
 		hostile(c, buf, id, ns, first)
+	case "publish1":
+		publishEach(c, buf, id, ns, first, count)
+		c.Close()
 	case "verify":
 		bad := verify(c, buf, id, ns, first, count)
 		c.Close()
@@ -346,6 +351,17 @@ func hostile(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespac
 	fmt.Printf("hostile sessions %d tables %d leases %d restores %d\n", len(sessions), tables, leases, restores)
 	fmt.Println("saturated")
 	select {}
+}
+
+// publishEach publishes the range one block per Publish, in order.
+func publishEach(c *client.Client, buf *client.Buffer, id uint32, ns client.Namespace, first, count uint64) {
+	for h := first; h < first+count; h++ {
+		fill(buf, 0, h)
+		if _, err := c.Publish(ns, id, []client.BlockHash{hashOf(h)}, []uint32{0}); err != nil {
+			fail(fmt.Sprintf("publish of block %d", h), err)
+		}
+	}
+	fmt.Printf("published %d\n", count)
 }
 
 // queryReady queries one hash, asking again while the Manager answers

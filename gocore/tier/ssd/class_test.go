@@ -1,0 +1,81 @@
+package ssd
+
+import "testing"
+
+// writeClass writes k's content as a block of class c and waits until it
+// is durable.
+func writeClass(tb testing.TB, s *Store, k Key, m Meta, c Class) {
+	tb.Helper()
+	src := alignedBuf(tb, int(roundUp(m.Bytes)))
+	fill(src, k)
+	if err := call(tb, func(done func(error)) { s.WriteAdmitted(k, m, c, chunks(src, 16<<10), done) }); err != nil {
+		tb.Fatalf("writing %v: %v", k, err)
+	}
+}
+
+func TestMakeClassRoomDeletesTheClassesOldestUnpinnedBlocksOnly(t *testing.T) {
+	st := mustOpen(t, testSpec(directDir(t), 16))
+	defer st.Close()
+	m := Meta{Bytes: 64 << 10, Layers: 1}
+	for i := range 4 {
+		writeClass(t, st, key(1, uint64(i)), m, 1)
+	}
+	for i := range 2 {
+		writeClass(t, st, key(2, uint64(i)), m, 2)
+	}
+	writeClass(t, st, key(3, 0), m, NoClass)
+	if st.ClassBytes(1) != 4*m.Bytes || st.ClassBytes(2) != 2*m.Bytes || st.ClassBytes(NoClass) != 0 {
+		t.Fatalf("class bytes %d, %d, %d; want 4, 2 and 0 blocks'", st.ClassBytes(1), st.ClassBytes(2), st.ClassBytes(NoClass))
+	}
+	// Room for one more of class 1 within 3 blocks: its two oldest go.
+	if !st.MakeClassRoom(1, m.Bytes, 3*m.Bytes) {
+		t.Fatal("room within the quota refused")
+	}
+	for i, want := range []bool{false, false, true, true} {
+		if _, ok := st.Contains(key(1, uint64(i))); ok != want {
+			t.Fatalf("class 1 block %d resident %v, want %v", i, ok, want)
+		}
+	}
+	if st.ClassBytes(1) != 2*m.Bytes || st.Stats().ClassEvictions != 2 || st.ClassBytes(2) != 2*m.Bytes {
+		t.Fatalf("after room: class 1 %d bytes, class 2 %d, %d deleted; want 2 blocks', 2 blocks', 2",
+			st.ClassBytes(1), st.ClassBytes(2), st.Stats().ClassEvictions)
+	}
+	// A read in flight pins a block: with class 1's two blocks pinned,
+	// room for two more within 2 blocks is refused, counted, and deletes
+	// nothing.
+	st.mu.Lock()
+	pinned := []*entry{st.resident[key(1, 2)], st.resident[key(1, 3)]}
+	for _, e := range pinned {
+		e.pins++ // what Read does while its I/O runs
+	}
+	st.mu.Unlock()
+	na := st.Stats().NotAdmitted
+	if st.MakeClassRoom(1, m.Bytes, 2*m.Bytes) {
+		t.Fatal("room made though every block of the class is pinned")
+	}
+	if st.Stats().NotAdmitted != na+1 || st.ClassBytes(1) != 2*m.Bytes {
+		t.Fatalf("refusal: not admitted %d (was %d), class bytes %d; want one more, nothing deleted", st.Stats().NotAdmitted, na, st.ClassBytes(1))
+	}
+	// One unpinned again: it alone is deleted.
+	st.mu.Lock()
+	pinned[0].pins--
+	st.mu.Unlock()
+	if !st.MakeClassRoom(1, m.Bytes, 2*m.Bytes) {
+		t.Fatal("room refused though one block of the class is unpinned")
+	}
+	if _, ok := st.Contains(key(1, 3)); !ok {
+		t.Fatal("the pinned block was deleted")
+	}
+	if _, ok := st.Contains(key(1, 2)); ok {
+		t.Fatal("the unpinned block stayed")
+	}
+	st.mu.Lock()
+	pinned[1].pins--
+	st.mu.Unlock()
+	if st.MakeClassRoom(1, 3*m.Bytes, 2*m.Bytes) {
+		t.Fatal("room for more than the whole quota was made")
+	}
+	if !st.MakeClassRoom(NoClass, 1<<40, 1) {
+		t.Fatal("NoClass is bounded by no quota")
+	}
+}
