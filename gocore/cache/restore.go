@@ -21,25 +21,28 @@ import (
 // transition goes through one method here, and check states the relation
 // the counters keep: all = in flight + done; each attached session's
 // restores map holds exactly its restores in flight and done; the bytes
-// the lease book reserves for restores are the in-flight restores' bytes.
+// the lease book reserves for restores are those of the ended leases
+// that restores in flight came from (lease.Book.RestoreStarted), each
+// once.
 type restoreCounts struct {
 	all      int // restore operations in flight or awaiting RestorePoll (operation permits)
 	done     int // landed and awaiting RestorePoll
 	inFlight int // submitted, not landed
 }
 
-func (r *restoreCounts) submitted(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
+func (r *restoreCounts) submitted(st *sessState, o *op, l *lease.Lease, b *lease.Book[*ticket.Ticket]) {
 	st.restores[o.id] = o
 	st.book.CountOps(1)
 	r.all++
 	r.inFlight++
-	b.Reserve(o.bytes) // the lease's bytes stay reserved until the copy lands
+	o.lease = l
+	b.RestoreStarted(l) // the lease's bytes stay reserved until the copy lands
 }
 
 // landed marks o's copy finished; a closing session's result is dropped.
 func (r *restoreCounts) landed(st *sessState, o *op, b *lease.Book[*ticket.Ticket]) {
 	r.inFlight--
-	b.Unreserve(o.bytes)
+	b.RestoreLanded(o.lease)
 	o.done = true
 	if st.closing {
 		delete(st.restores, o.id)
@@ -72,13 +75,15 @@ func (r *restoreCounts) dropPolled(st *sessState) {
 func (r *restoreCounts) check(sessions map[uint32]*sessState, reserved uint64) error {
 	all, done := 0, 0
 	var bytes uint64
+	ended := map[*lease.Lease]bool{}
 	for _, st := range sessions {
 		for _, o := range st.restores {
 			all++
 			if o.done {
 				done++
-			} else {
-				bytes += o.bytes
+			} else if o.lease.Ended() && !ended[o.lease] {
+				ended[o.lease] = true
+				bytes += o.lease.Bytes
 			}
 		}
 	}
@@ -145,8 +150,7 @@ func (s *Service) restore(st *sessState, m *abi.Message) (abi.Message, *abi.Desc
 		return m.Response(s.epoch, abi.StatusInternal, 0, 0), nil
 	}
 	s.ops[o.id] = o
-	s.restores.submitted(st, o, s.leases)
-	o.lease = l
+	s.restores.submitted(st, o, l, s.leases)
 	s.touchLease(l)
 	st.inflight++
 	resp := m.Response(s.epoch, abi.StatusOK, o.id, 0)

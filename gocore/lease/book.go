@@ -146,7 +146,12 @@ func (b *Book[W]) End(l *Lease) {
 	b.unhand(l)
 	b.idx.UnpinAll(l.Blocks)
 	b.blocks -= len(l.Blocks)
-	if i := int(l.Owner.Tenant) - 1; i >= 0 && i < len(b.tenant) {
+	if l.restores > 0 {
+		// Its restores in flight keep its bytes reserved, for the budget
+		// and for its tenant, until the last one lands (RestoreLanded).
+		l.ended = true
+		b.restoring += l.Bytes
+	} else if i := int(l.Owner.Tenant) - 1; i >= 0 && i < len(b.tenant) {
 		b.tenant[i] -= l.Bytes
 	}
 	b.t.Remove(l)
@@ -163,16 +168,30 @@ func (b *Book[W]) EndAll(o Owner) {
 	}
 }
 
-// Reserve and Unreserve account the bytes a restore in flight holds
-// against the budget (the lease's bytes stay reserved until the copy
-// lands, even if the lease ends first).
-func (b *Book[W]) Reserve(bytes uint64)   { b.restoring += bytes }
-func (b *Book[W]) Unreserve(bytes uint64) { b.restoring -= bytes }
+// RestoreStarted and RestoreLanded account a restore in flight from l.
+// A restore reserves no bytes of its own: l's bytes, reserved while l
+// lives, cover its blocks however many entries name them (a restore of
+// one block into many pages, or many restores of one lease, reserve l's
+// bytes once). When l ends with restores in flight its bytes stay
+// reserved, for the budget and its tenant, until the last one lands.
+func (b *Book[W]) RestoreStarted(l *Lease) { l.restores++ }
 
-// Restoring is the bytes restores in flight reserve.
+// RestoreLanded: see RestoreStarted.
+func (b *Book[W]) RestoreLanded(l *Lease) {
+	if l.restores--; l.ended && l.restores == 0 {
+		b.restoring -= l.Bytes
+		if i := int(l.Owner.Tenant) - 1; i >= 0 && i < len(b.tenant) {
+			b.tenant[i] -= l.Bytes
+		}
+	}
+}
+
+// Restoring is the bytes ended leases keep reserved for their restores in
+// flight.
 func (b *Book[W]) Restoring() uint64 { return b.restoring }
 
-// Reserved is what the budget counts: live leases' bytes plus restores'.
+// Reserved is what the budget counts: live leases' bytes plus those of
+// ended leases whose restores are still in flight.
 func (b *Book[W]) Reserved() uint64 { return b.t.ReservedBytes() + b.restoring }
 
 // Leases is the number of live leases.

@@ -38,7 +38,15 @@ type Lease struct {
 	Bytes  uint64 // bytes reserved: the sum of the blocks' bytes
 	pooled bool   // Blocks came from the Book's blockSlices (Acquire), and go back at End
 	idle   idleLink
+	// restores is the restores in flight from this lease; ended, that the
+	// lease ended while some were (Book.RestoreStarted).
+	restores int
+	ended    bool
 }
+
+// Ended reports whether l ended while restores from it were in flight
+// and some still are (its bytes stay reserved: Book.RestoreLanded).
+func (l *Lease) Ended() bool { return l.ended && l.restores > 0 }
 
 // Table holds the live leases, by id and by owner (so one owner's leases
 // are found in time proportional to its own, never to every session's).

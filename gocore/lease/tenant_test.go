@@ -49,3 +49,43 @@ func TestATenantLeasesUpToItsShareOnly(t *testing.T) {
 		t.Fatalf("a session without a tenant within the budget: %v, want Grant", v)
 	}
 }
+
+// Restores reserve no bytes of their own: however many restores of one
+// lease are in flight (one block into 32 pages), the budget and the
+// tenant count the lease's bytes once; a lease that ends while they run
+// keeps its bytes reserved until the last one lands.
+func TestRestoresOfALeaseReserveItsBytesOnce(t *testing.T) {
+	idx := index.New(evict.NewLRU())
+	blk := idx.Insert(index.Key{NS: [16]byte{7}, Hash: [16]byte{1}}, 4096, 1, 0, nil)
+	idx.Seal(blk)
+	b := NewBook[int](1, idx, Limits{Budget: 8 * 4096, TenantBudget: []uint64{4096}})
+	o := Owner{Slot: 1, Token: 1, Tenant: 1}
+	v, l := b.Acquire(o, []*index.Block{blk}, false)
+	if v != Grant {
+		t.Fatalf("lease: %v", v)
+	}
+	for range 32 {
+		b.RestoreStarted(l)
+	}
+	if b.Reserved() != 4096 || b.TenantLeased(0) != 4096 {
+		t.Fatalf("32 restores of a 4096-byte lease reserve %d bytes, the tenant %d; want 4096 each", b.Reserved(), b.TenantLeased(0))
+	}
+	b.End(l)
+	if b.Reserved() != 4096 || b.TenantLeased(0) != 4096 || !l.Ended() {
+		t.Fatalf("ended with restores in flight: reserved %d, tenant %d, Ended %v; want 4096, 4096, true", b.Reserved(), b.TenantLeased(0), l.Ended())
+	}
+	for i := range 32 {
+		b.RestoreLanded(l)
+		if want := uint64(4096); i == 31 {
+			want = 0
+			if b.Reserved() != want || b.TenantLeased(0) != want {
+				t.Fatalf("after the last restore landed: reserved %d, tenant %d; want 0", b.Reserved(), b.TenantLeased(0))
+			}
+		} else if b.Reserved() != want {
+			t.Fatalf("after %d of 32 restores landed: reserved %d, want %d", i+1, b.Reserved(), want)
+		}
+	}
+	if err := b.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
