@@ -150,15 +150,16 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 		if have := sess.BufferBytes(); have+want > maxBufferBytesPerSession {
 			return nil, invalid("regions", "%d bytes on top of %d registered, limit %d bytes (4 TiB) per session", want, have, uint64(maxBufferBytesPerSession)), nil
 		}
-		if !s.reserveMapped(want) {
-			return nil, invalid("regions", "%d bytes would pass the Manager-wide limit of %d bytes of registered buffers (--max-buffer-bytes)", want, s.cfg.MaxBufferBytes), nil
+		tn, n := sess.Peer.Tenant, len(req.GetRegions())
+		if err := s.reserveBuffers(tn, n, want); err != nil {
+			return nil, &appError{abi.StatusUnadmitted, "regions", err.Error()}, nil
 		}
 		bufs, total, aerr := buffersFromRequest(&req, f.Files, s.managerFiles(), s.gpuMapper())
 		if aerr != nil {
-			s.releaseMapped(want)
+			s.releaseBuffers(tn, n, want)
 			return nil, aerr, nil
 		}
-		s.releaseMapped(want - total) // want ≥ total: want caps each region
+		s.releaseBuffers(tn, n-len(bufs), want-total) // want ≥ total: want caps each region
 		first := sess.AddBuffers(bufs)
 		return &lifecyclepb.RegisterBuffersReply{Regions: uint32(len(bufs)), TotalBytes: total, FirstBufferId: first}, nil, nil
 	case lifecycle.CodeHealth:

@@ -17,6 +17,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
 )
 
@@ -519,6 +520,75 @@ func TestRegisteredBufferBytesAreBoundedAcrossSessions(t *testing.T) {
 	h.waitSessions(t, 1)
 	if f := register(b); f.Header.Code == lifecycle.CodeError {
 		t.Fatal("budget not returned when the first session closed")
+	}
+}
+
+// The Manager-wide count of registered buffers (each a descriptor and a
+// mapping of the Manager's) holds across sessions, however small each
+// region: regions of one small memfd registered over and over cannot run
+// the Manager out of descriptors. The count is returned when a session
+// closes.
+func TestRegisteredBuffersAreCountedAcrossSessions(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.maxBuffers = 6 })
+	register := func(rc *rawClient) *lifecycle.Frame {
+		regions := make([]*lifecyclepb.BufferRegion, 4)
+		const regionBytes = 2 * 4096 * 16
+		for i := range regions {
+			regions[i] = region(0, regionBytes)
+		}
+		req := &lifecyclepb.RegisterBuffersRequest{ClientToken: rc.reply.ClientToken, Regions: regions}
+		f := rc.frame(t, lifecycle.CodeRegisterBuffers, req, newMemfd(t, regionBytes))
+		return &f
+	}
+	a := connect(t, h.path)
+	a.register(t, "a")
+	if f := register(a); f.Header.Code == lifecycle.CodeError {
+		t.Fatal("first session's 4 regions refused under a 6-buffer limit")
+	}
+	b := connect(t, h.path)
+	b.register(t, "b")
+	f := register(b)
+	var e lifecyclepb.Error
+	if f.Header.Code != lifecycle.CodeError || f.Unmarshal(&e) != nil || e.GetField() != "regions" || !strings.Contains(e.GetMessage(), "the Manager's limit of 6") {
+		t.Fatalf("second session's 4 regions: %v %v, want an error naming the limit of 6 buffers", f.Header.Code, &e)
+	}
+	a.close()
+	h.waitSessions(t, 1)
+	if f := register(b); f.Header.Code == lifecycle.CodeError {
+		t.Fatal("buffers not returned when the first session closed")
+	}
+}
+
+// A tenant registers at most its share of the buffers (half with two
+// tenants), so one tenant cannot take the descriptors and mappings every
+// other tenant's buffers need.
+func TestATenantRegistersAtMostItsShareOfBuffers(t *testing.T) {
+	ts, err := tenant.Parse([]string{"self=uid:" + strconv.Itoa(os.Geteuid()), "other=uid:4242"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(o *harnessOptions) { o.maxBuffers = 8; o.tenants = ts })
+	const regionBytes = 2 * 4096 * 16
+	a := connect(t, h.path)
+	a.register(t, "a")
+	register := func(n int) (*lifecycle.Frame, *lifecyclepb.Error) {
+		regions := make([]*lifecyclepb.BufferRegion, n)
+		for i := range regions {
+			regions[i] = region(0, regionBytes)
+		}
+		f := a.frame(t, lifecycle.CodeRegisterBuffers, &lifecyclepb.RegisterBuffersRequest{ClientToken: a.reply.ClientToken, Regions: regions},
+			newMemfd(t, regionBytes))
+		var e lifecyclepb.Error
+		if f.Header.Code == lifecycle.CodeError {
+			f.Unmarshal(&e)
+		}
+		return &f, &e
+	}
+	if f, e := register(4); f.Header.Code == lifecycle.CodeError {
+		t.Fatalf("4 buffers of a share of 4 refused: %v", e)
+	}
+	if f, e := register(1); f.Header.Code != lifecycle.CodeError || !strings.Contains(e.GetMessage(), `tenant "self" holds 4 buffers, its share of the Manager's 8`) {
+		t.Fatalf("a fifth buffer: %v %v, want the tenant's share named", f.Header.Code, e)
 	}
 }
 

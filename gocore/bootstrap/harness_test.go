@@ -31,6 +31,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/manager"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/tier"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
@@ -111,6 +112,8 @@ type harnessOptions struct {
 	maxSessions  uint32
 	pollMode     channel.PollMode
 	maxBufBytes  uint64 // Config.MaxBufferBytes; 0 = default
+	maxBuffers   int    // Config.MaxBuffers; 0 = default
+	tenants      *tenant.Set
 	// discoverBytes > 0 runs the cache service on a 1 MiB RAM tier of
 	// 4 KiB chunks with discovery indexes of that budget (--discover-bytes).
 	discoverBytes uint64
@@ -150,7 +153,8 @@ func newHarness(t *testing.T, opts ...func(*harnessOptions)) *harness {
 		Session: session.Spec{MaxSessions: o.maxSessions, DescCapacity: 64 << 10},
 		Channel: channel.Spec{MaxSessions: o.maxSessions, PollMode: o.pollMode, SpinWindow: 20 * time.Microsecond},
 		Bootstrap: bootstrap.Config{Path: path, ServiceID: [16]byte{1, 2, 3}, HelloTimeout: o.helloTimeout,
-			MaxBufferBytes: o.maxBufBytes, Version: harnessVersion}}
+			MaxBufferBytes: o.maxBufBytes, MaxBuffers: o.maxBuffers, Version: harnessVersion},
+		Tenants: o.tenants}
 	if o.discoverBytes > 0 {
 		spec.Cache = &cache.Spec{CopyWorkers: 1, Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20, ChunkBytes: 4096}}}
 		spec.Discover = discover.Spec{Bytes: o.discoverBytes}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -72,6 +73,10 @@ type Config struct {
 	// sessions and of MaxTables discovery tables. nil: one trust domain,
 	// the Manager's uid, as docs/security.md states.
 	Tenants *tenant.Set
+	// MaxBuffers bounds the engine buffers (regions) all sessions together
+	// may register: each holds a descriptor and a mapping of the
+	// Manager's. 0: DefaultMaxBuffers.
+	MaxBuffers int
 	// MaxTables is the most discovery tables the Manager keeps at once,
 	// the whole that tenants' table shares divide (0: no table is
 	// granted to a tenant; the Manager fills it from its registry).
@@ -132,6 +137,7 @@ type Server struct {
 	conns   map[*conn]struct{}
 	closing bool
 	mapped  uint64 // buffer bytes registered by live sessions, under mu
+	buffers int    // buffers registered by live sessions, under mu
 	wg      sync.WaitGroup
 }
 
@@ -165,6 +171,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBufferBytes == 0 {
 		cfg.MaxBufferBytes = DefaultMaxBufferBytes
 	}
+	if cfg.MaxBuffers == 0 {
+		cfg.MaxBuffers = DefaultMaxBuffers()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -182,7 +191,8 @@ func New(cfg Config) (*Server, error) {
 		uid:          uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
 	}
-	whole := tenant.Share{Sessions: cfg.Table.Spec().MaxSessions, Tables: cfg.MaxTables}
+	whole := tenant.Share{Sessions: cfg.Table.Spec().MaxSessions, Tables: cfg.MaxTables,
+		Buffers: uint32(min(cfg.MaxBuffers, math.MaxUint32)), BufferBytes: cfg.MaxBufferBytes}
 	for _, t := range cfg.Tenants.All() {
 		s.tenants = append(s.tenants, tenantUse{share: cfg.Tenants.Resolve(t, whole)})
 	}
@@ -304,7 +314,7 @@ func (s *Server) serveConn(cn *conn) {
 	start := time.Now()
 	defer func() {
 		s.cfg.Dispatcher.Detach(sess)
-		s.releaseMapped(sess.BufferBytes())
+		s.releaseBuffers(sess.Peer.Tenant, sess.BufferCount(), sess.BufferBytes())
 		s.releaseDiscovery(cn)
 		s.cfg.Table.Close(sess)
 		if t := sess.Peer.Tenant; t != nil {
@@ -462,23 +472,64 @@ func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, ext []byte, files
 	return err
 }
 
-// reserveMapped takes n bytes of the Manager-wide buffer budget; false when
-// they do not fit.
-func (s *Server) reserveMapped(n uint64) bool {
+// reserveBuffers takes n buffers and bytes bytes of the Manager-wide
+// limits and of tn's shares (tn nil: no tenants); the error says which
+// limit they would pass.
+func (s *Server) reserveBuffers(tn *tenant.Tenant, n int, bytes uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n > s.cfg.MaxBufferBytes-s.mapped {
-		return false
+	switch {
+	case s.buffers+n > s.cfg.MaxBuffers:
+		return fmt.Errorf("%d buffers on top of the %d all sessions hold would pass the Manager's limit of %d (each holds a descriptor and a mapping: half the Manager's RLIMIT_NOFILE and of vm.max_map_count)",
+			n, s.buffers, s.cfg.MaxBuffers)
+	case bytes > s.cfg.MaxBufferBytes-s.mapped:
+		return fmt.Errorf("%d bytes would pass the Manager-wide limit of %d bytes of registered buffers (--max-buffer-bytes)", bytes, s.cfg.MaxBufferBytes)
 	}
-	s.mapped += n
-	return true
+	if tn != nil {
+		u := &s.tenants[tn.Index]
+		switch {
+		case u.buffers+uint32(n) > u.share.Buffers:
+			return fmt.Errorf("tenant %q holds %d buffers, its share of the Manager's %d; %d more do not fit", tn.Name, u.buffers, s.cfg.MaxBuffers, n)
+		case u.bufferBytes+bytes > u.share.BufferBytes:
+			return fmt.Errorf("tenant %q holds %d bytes of buffers, its share of the Manager's %d (--max-buffer-bytes); %d more do not fit", tn.Name, u.bufferBytes, s.cfg.MaxBufferBytes, bytes)
+		}
+		u.buffers += uint32(n)
+		u.bufferBytes += bytes
+	}
+	s.buffers += n
+	s.mapped += bytes
+	return nil
 }
 
-// releaseMapped returns n bytes to the budget.
-func (s *Server) releaseMapped(n uint64) {
+// releaseBuffers gives back n buffers and bytes bytes reserveBuffers took.
+func (s *Server) releaseBuffers(tn *tenant.Tenant, n int, bytes uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mapped -= min(n, s.mapped)
+	s.buffers -= min(n, s.buffers)
+	s.mapped -= min(bytes, s.mapped)
+	if tn != nil {
+		u := &s.tenants[tn.Index]
+		u.buffers -= min(uint32(n), u.buffers)
+		u.bufferBytes -= min(bytes, u.bufferBytes)
+	}
+}
+
+// DefaultMaxBuffers is Config.MaxBuffers's default: half the process's
+// soft RLIMIT_NOFILE and half of vm.max_map_count (each buffer holds a
+// descriptor and a mapping; the rest is for sessions, discovery tables,
+// the tiers and the Go runtime), at least 64 and at most 1<<20.
+func DefaultMaxBuffers() int {
+	n := 1 << 20
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
+		n = min(n, int(rl.Cur/2))
+	}
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if m, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			n = min(n, m/2)
+		}
+	}
+	return max(n, 64)
 }
 
 // uidIsOverflow reports whether uid is the kernel's overflow uid

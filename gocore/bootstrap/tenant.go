@@ -18,6 +18,10 @@ type tenantUse struct {
 	// discovery table (a namespace of the tenant's domain); its length is
 	// the tables the tenant holds.
 	tables map[abi.Namespace]int
+	// buffers and bufferBytes are the engine buffers its sessions
+	// registered (reserveBuffers).
+	buffers     uint32
+	bufferBytes uint64
 }
 
 // admitTenant finds the tenant of the peer of c (cred from SO_PEERCRED):

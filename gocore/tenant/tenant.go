@@ -253,6 +253,11 @@ func (s *Set) NeedsCgroup() bool {
 type Share struct {
 	Sessions, Ops, Tables uint32
 	PinnedBytes           uint64
+	// Buffers and BufferBytes are the registered engine buffers (each a
+	// descriptor and a mapping the Manager holds) and their bytes; no
+	// quota key sets them: half each with two or more tenants.
+	Buffers     uint32
+	BufferBytes uint64
 }
 
 // Resolve returns t's share of the Manager-wide limits (sessions, ops,
@@ -274,6 +279,11 @@ func (s *Set) Resolve(t *Tenant, whole Share) Share {
 		Sessions: part(t.Quota.Sessions, whole.Sessions),
 		Ops:      part(t.Quota.Ops, whole.Ops),
 		Tables:   part(t.Quota.Tables, whole.Tables),
+		Buffers:  part(0, whole.Buffers),
+	}
+	sh.BufferBytes = whole.BufferBytes
+	if half {
+		sh.BufferBytes = max(whole.BufferBytes/2, 1)
 	}
 	frac := t.Quota.Pinned
 	if frac == 0 {
@@ -479,6 +489,11 @@ func (s *Set) checkDisjoint() error {
 	seen := map[Selector]string{}
 	for _, t := range s.Tenants {
 		for _, sel := range t.Selectors {
+			if sel.Kind == ByCgroup && sel.Cgroup == "/" && len(s.Tenants) > 1 {
+				return &Error{Flag: "--tenant", Value: t.Name + "=" + sel.String(),
+					Err:  fmt.Errorf("cgroup:/ selects every process, also those of the other %d tenants", len(s.Tenants)-1),
+					Want: "disjoint selectors: a process is one tenant"}
+			}
 			key := sel
 			if sel.Kind == ByCgroup {
 				for other, name := range seen {
@@ -512,11 +527,16 @@ func (s *Set) parseQuota(v string) error {
 	if t == nil {
 		return bad(fmt.Errorf("no tenant %q", name), "a name given by --tenant")
 	}
+	seenKey := map[string]bool{}
 	for kv := range strings.SplitSeq(kvs, ",") {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok {
 			return bad(fmt.Errorf("%q has no '='", kv), want)
 		}
+		if seenKey[k] {
+			return bad(fmt.Errorf("key %q is given twice", k), "each key once")
+		}
+		seenKey[k] = true
 		switch k {
 		case "sessions", "ops", "tables":
 			n, err := strconv.ParseUint(val, 10, 32)

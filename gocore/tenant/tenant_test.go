@@ -91,6 +91,8 @@ func TestParseNamesTheFlagAndWhatIsWanted(t *testing.T) {
 		{[]string{"a=uid:1", "b=uid:1"}, nil, nil, "--tenant", "same selector"},
 		{[]string{"a=cgroup:/k", "b=cgroup:/k/p"}, nil, nil, "--tenant", "overlaps"},
 		{nil, []string{"g=a"}, nil, "--tenant", "at least one --tenant"},
+		{[]string{"a=cgroup:/", "b=uid:2"}, nil, nil, "--tenant", "cgroup:/ selects every process"},
+		{[]string{"a=uid:1"}, nil, []string{"a:ops=1,ops=9"}, "--tenant-quota", `key "ops" is given twice`},
 		{[]string{"a=uid:1"}, []string{"g=z"}, nil, "--tenant-share", `no tenant "z"`},
 		{[]string{"a=uid:1"}, []string{"a=a"}, nil, "--tenant-share", "already a group or a tenant"},
 		{[]string{"a=uid:1", "b=uid:2"}, []string{"g=a", "h=a,b"}, nil, "--tenant-share", "already in group"},
@@ -114,19 +116,19 @@ func TestParseNamesTheFlagAndWhatIsWanted(t *testing.T) {
 }
 
 func TestResolveGivesHalfByDefaultAndTheQuotaWhenSet(t *testing.T) {
-	whole := Share{Sessions: 1024, Ops: 1024, Tables: 32, PinnedBytes: 1 << 30}
+	whole := Share{Sessions: 1024, Ops: 1024, Tables: 32, PinnedBytes: 1 << 30, Buffers: 1000, BufferBytes: 1 << 40}
 	one := mustParse(t, []string{"a=uid:1"}, nil, nil)
 	if got := one.Resolve(one.Tenants[0], whole); got != whole {
 		t.Fatalf("one tenant gets %+v, want the whole %+v", got, whole)
 	}
 	two := mustParse(t, []string{"a=uid:1", "b=uid:2"}, nil, []string{"b:sessions=8,ops=3,tables=1,pinned=0.25"})
-	if got, want := two.Resolve(two.Tenants[0], whole), (Share{512, 512, 16, 1 << 29}); got != want {
+	if got, want := two.Resolve(two.Tenants[0], whole), (Share{512, 512, 16, 1 << 29, 500, 1 << 39}); got != want {
 		t.Fatalf("default share %+v, want %+v", got, want)
 	}
-	if got, want := two.Resolve(two.Tenants[1], whole), (Share{8, 3, 1, 1 << 28}); got != want {
+	if got, want := two.Resolve(two.Tenants[1], whole), (Share{8, 3, 1, 1 << 28, 500, 1 << 39}); got != want {
 		t.Fatalf("quota share %+v, want %+v", got, want)
 	}
-	if got := two.Resolve(two.Tenants[0], Share{Sessions: 1, Ops: 1, Tables: 1, PinnedBytes: 1}); got != (Share{1, 1, 1, 1}) {
+	if got := two.Resolve(two.Tenants[0], Share{Sessions: 1, Ops: 1, Tables: 1, PinnedBytes: 1, Buffers: 1, BufferBytes: 1}); got != (Share{1, 1, 1, 1, 1, 1}) {
 		t.Fatalf("share of a whole of 1: %+v, want 1 each", got)
 	}
 }
