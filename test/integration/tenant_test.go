@@ -51,6 +51,13 @@ func newTenantEnv(t *testing.T, args ...string) *tenantEnv {
 	if err := os.WriteFile(e.client, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	ctlBin, err := os.ReadFile(filepath.Join(binDir, "orbitkvctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "orbitkvctl"), ctlBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// shm whatever -channel-transport says: the iceoryx2 transport serves
 	// one uid and is refused with tenants.
 	e.args = append([]string{"--channel-transport", "shm", "--ram-capacity", "64MiB", "--hugepages", "off"}, args...)
@@ -79,9 +86,10 @@ var trustRoot = "ORBITKV_MANAGER_UID=" + strconv.Itoa(os.Geteuid())
 // tenants of other uids. Tenant A publishes 16 blocks; A restores all 16
 // with the right bytes, B sending the very same namespace and block
 // hashes gets none, and the discovery index B maps for that namespace is
-// B's own and lists none of A's blocks; a uid no tenant selects is refused at bootstrap, as is
-// the Manager's own uid, which no tenant selects; a client that was not
-// told to trust the Manager's uid refuses it before sending anything.
+// B's own and lists none of A's blocks; a tenant cannot use the operator
+// socket; a uid no tenant selects is refused at bootstrap, as is the
+// Manager's own uid, which no tenant selects; a client that was not told
+// to trust the Manager's uid refuses it before sending anything.
 func TestTenantsOfOtherUIDsGetTheirOwnCache(t *testing.T) {
 	e := newTenantEnv(t, "--tenant", "a=uid:"+strconv.Itoa(tenantA), "--tenant", "b=uid:"+strconv.Itoa(tenantB))
 	if fi, err := os.Stat(e.sock); err != nil || fi.Mode().Perm() != 0o666 {
@@ -101,6 +109,11 @@ func TestTenantsOfOtherUIDsGetTheirOwnCache(t *testing.T) {
 	}
 	if out, ok := e.run(t, tenantB, "discover", trustRoot); !ok || !strings.Contains(out, "local 0") {
 		t.Fatalf("tenant B mapping tenant A's namespace must get an index of its own, empty: %s", out)
+	}
+	ctlCmd := exec.Command(filepath.Join(e.dir, "orbitkvctl"), "stats", "--socket", e.sock)
+	ctlCmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tenantA, Gid: tenantA}}
+	if out, err := ctlCmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "permission denied") {
+		t.Fatalf("a tenant must not reach the operator socket (per-tenant figures, flush, drain): %v %s", err, out)
 	}
 	if out, ok := e.run(t, stranger, "verify", trustRoot); ok || !strings.Contains(out, "matches no --tenant selector") {
 		t.Fatalf("a uid no tenant selects must be refused naming why: %s", out)
