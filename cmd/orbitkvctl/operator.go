@@ -142,16 +142,19 @@ func statsCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(w)
-				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "RAM", "SSD", "QUOTA REFUSED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN WAIT")
+				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "RAM", "SSD", "QUOTA REFUSED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN ANSWER", "QUEUED", "MEAN QUEUED")
 				for _, x := range r.Tenants {
-					wait := "-"
+					wait, queued := "-", "-"
 					if x.TicketsAnswered > 0 {
 						wait = dur(x.TicketWaitNs / x.TicketsAnswered)
+					}
+					if x.TicketsQueued > 0 {
+						queued = dur(x.TicketQueueNs / x.TicketsQueued)
 					}
 					tt.row(x.Name, x.Domain, fmt.Sprintf("%d/%d", x.Sessions, x.SessionsShare), fmt.Sprintf("%d/%d", x.Tables, x.TablesShare),
 						fmt.Sprintf("%d/%d", x.Operations, x.OperationsShare), fmt.Sprintf("%s/%s", ibytes(x.LeasedBytes), ibytes(x.LeasedBytesShare)),
 						ofQuota(x.RamBytes, x.RamQuotaBytes), ofQuota(x.SsdBytes, x.SsdQuotaBytes), fmt.Sprintf("%d ram, %d ssd", x.RamRefused, x.SsdRefused),
-						x.Queries, x.HitBlocks, x.Unadmitted, x.TicketsAnswered, wait)
+						x.Queries, x.HitBlocks, x.Unadmitted, x.TicketsAnswered, wait, x.TicketsQueued, queued)
 				}
 				return tt.flush()
 			})

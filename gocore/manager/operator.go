@@ -185,6 +185,7 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		pt := &operatorpb.Tenant{Name: t.Name, Domain: t.Domain, Operations: uint64(t.Ops), OperationsShare: uint64(t.Share.Ops),
 			LeasedBytes: t.LeasedBytes, LeasedBytesShare: t.Share.PinnedBytes, Queries: t.Queries, HitBlocks: t.HitBlocks,
 			Unadmitted: t.Unadmitted, TicketsAnswered: t.Answered, TicketWaitNs: t.WaitNanos,
+			TicketsQueued: t.Queued, TicketQueueNs: t.QueueNanos,
 			RamBytes: t.Tier.RAMBytes, RamQuotaBytes: t.Tier.RAMQuota, SsdBytes: t.Tier.SSDBytes, SsdQuotaBytes: t.Tier.SSDQuota,
 			RamRefused: t.Tier.RAMRefused, SsdRefused: t.Tier.SSDRefused}
 		if i < len(uses) {

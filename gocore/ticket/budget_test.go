@@ -2,8 +2,10 @@ package ticket_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/ticket"
 )
 
 // Tickets short of byte budget wait in FIFO order: freed budget goes to
@@ -115,4 +117,30 @@ func TestAWaiterWhoseChainLeftRAMMissesAndUnblocksTheQueue(t *testing.T) {
 		t.Fatalf("b: %v, signals a %d b %d; want Ok and both woken", x.status(), r.host.signals[a], r.host.signals[b])
 	}
 	r.idle()
+}
+
+// A tenant's figures count its tickets: every answer, and the ones that
+// queued (answered Loading first) apart, with their time from submission
+// to the answer on the Set's clock.
+func TestATenantsTicketsThatQueuedAreCountedApart(t *testing.T) {
+	r := newRig(t, rigSpec{budget: blockBytes})
+	r.publish(0, 1)
+	var tc ticket.TenantCounts
+	h, w := r.open(), r.open()
+	h.Tenant, w.Tenant = &tc, &tc
+	l := r.submit(h, req{id: 1, rev: 1, hashes: []int{0}}).res.LeaseID
+	if l == 0 || tc.Answered != 1 || tc.Queued != 0 || tc.Queries != 1 {
+		t.Fatalf("a ticket answered at once: lease %d, counts %+v; want 1 answered, none queued", l, tc)
+	}
+	if x := r.submit(w, req{id: 1, rev: 1, hashes: []int{1}}); x.status() != abi.StatusLoading {
+		t.Fatalf("a second ticket over the budget: %v, want Loading", x.status())
+	}
+	r.now = r.now.Add(3 * time.Millisecond)
+	r.release(h, l)
+	if x := r.poll(w, 1, 1); x.status() != abi.StatusOK {
+		t.Fatalf("the waiter after the release: %v", x.status())
+	}
+	if tc.Answered != 2 || tc.Queued != 1 || tc.QueueNanos < uint64(3*time.Millisecond) || tc.WaitNanos < tc.QueueNanos {
+		t.Fatalf("counts %+v; want 2 answered, 1 queued for at least 3 ms", tc)
+	}
 }

@@ -89,8 +89,13 @@ func (s *Set) settle(t *Ticket, res abi.QueryResult, l *lease.Lease) {
 	s.leaveQueue(t)
 	t.res, t.lease = res, l
 	if tc := t.Book.Tenant; tc != nil {
+		w := uint64(max(s.now().Sub(t.since), 0))
 		tc.Answered++
-		tc.WaitNanos += uint64(max(s.now().Sub(t.since), 0))
+		tc.WaitNanos += w
+		if t.pended {
+			tc.Queued++
+			tc.QueueNanos += w
+		}
 		tc.HitBlocks += uint64(res.Hits)
 		if res.Status == abi.StatusUnadmitted {
 			tc.Unadmitted++
@@ -105,6 +110,7 @@ func (s *Set) settle(t *Ticket, res abi.QueryResult, l *lease.Lease) {
 
 // wait leaves t pending with hits blocks found so far (Poll answers Loading).
 func (t *Ticket) wait(hits int) {
+	t.pended = true
 	t.res = abi.QueryResult{Status: abi.StatusLoading, Hits: uint32(hits)}
 }
 

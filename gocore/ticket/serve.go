@@ -131,6 +131,7 @@ func (s *Set) set(t *Ticket, q *abi.QueryDesc) {
 	t.hashes = append(t.hashes[:0], q.Hashes...)
 	s.bytes += uint64(len(t.hashes))
 	t.State = Pending
+	t.pended = false
 	if b := t.Book; b != nil && b.Tenant != nil {
 		t.since = s.now()
 		b.Tenant.Queries++

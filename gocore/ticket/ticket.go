@@ -66,6 +66,7 @@ type Ticket struct {
 	hashes   []byte          // 16 bytes per hash
 	deadline time.Time
 	since    time.Time // latest submission or revision (TenantCounts.WaitNanos)
+	pended   bool      // answered Loading since then (TenantCounts.Queued)
 }
 
 // N is the number of hashes in the chain.
@@ -159,6 +160,10 @@ type TenantCounts struct {
 	// it queued inside the Manager for SSD reads, the byte budget or
 	// permits, on the Set's clock.
 	Answered, WaitNanos uint64
+	// Queued is the answered tickets that queued: not answered in the
+	// request that submitted or revised them; QueueNanos sums their
+	// WaitNanos. A ticket answered at once counts in Answered only.
+	Queued, QueueNanos uint64
 	// Queries is the queries asked (tickets submitted and untracked
 	// queries); HitBlocks the blocks leased to them; Unadmitted the
 	// requests refused for capacity, the tenant's shares included.

@@ -761,8 +761,13 @@ type Tenant struct {
 	// Publishes of its domain refused for the RAM quota (its unpinned
 	// blocks evicted, still no room), and demotions not admitted for the
 	// SSD quota.
-	RamRefused    uint64 `protobuf:"varint,20,opt,name=ram_refused,json=ramRefused,proto3" json:"ram_refused,omitempty"`
-	SsdRefused    uint64 `protobuf:"varint,21,opt,name=ssd_refused,json=ssdRefused,proto3" json:"ssd_refused,omitempty"`
+	RamRefused uint64 `protobuf:"varint,20,opt,name=ram_refused,json=ramRefused,proto3" json:"ram_refused,omitempty"`
+	SsdRefused uint64 `protobuf:"varint,21,opt,name=ssd_refused,json=ssdRefused,proto3" json:"ssd_refused,omitempty"`
+	// Tickets that queued (were not answered in the request that submitted
+	// or revised them: they waited for SSD reads, the byte budget or
+	// permits), and the sum of their time from submission to the answer.
+	TicketsQueued uint64 `protobuf:"varint,22,opt,name=tickets_queued,json=ticketsQueued,proto3" json:"tickets_queued,omitempty"`
+	TicketQueueNs uint64 `protobuf:"varint,23,opt,name=ticket_queue_ns,json=ticketQueueNs,proto3" json:"ticket_queue_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -940,6 +945,20 @@ func (x *Tenant) GetRamRefused() uint64 {
 func (x *Tenant) GetSsdRefused() uint64 {
 	if x != nil {
 		return x.SsdRefused
+	}
+	return 0
+}
+
+func (x *Tenant) GetTicketsQueued() uint64 {
+	if x != nil {
+		return x.TicketsQueued
+	}
+	return 0
+}
+
+func (x *Tenant) GetTicketQueueNs() uint64 {
+	if x != nil {
+		return x.TicketQueueNs
 	}
 	return 0
 }
@@ -1673,7 +1692,7 @@ const file_operator_proto_rawDesc = "" +
 	"unadmitted\x18\t \x01(\x04R\n" +
 	"unadmitted\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x04R\aexpired\"\xc4\x05\n" +
+	" \x01(\x04R\aexpired\"\x93\x06\n" +
 	"\x06Tenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x1a\n" +
@@ -1703,7 +1722,9 @@ const file_operator_proto_rawDesc = "" +
 	"\vram_refused\x18\x14 \x01(\x04R\n" +
 	"ramRefused\x12\x1f\n" +
 	"\vssd_refused\x18\x15 \x01(\x04R\n" +
-	"ssdRefused\"\xb6\x02\n" +
+	"ssdRefused\x12%\n" +
+	"\x0etickets_queued\x18\x16 \x01(\x04R\rticketsQueued\x12&\n" +
+	"\x0fticket_queue_ns\x18\x17 \x01(\x04R\rticketQueueNs\"\xb6\x02\n" +
 	"\n" +
 	"StatsReply\x12\x14\n" +
 	"\x05cache\x18\x01 \x01(\bR\x05cache\x12.\n" +
