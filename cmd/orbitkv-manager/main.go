@@ -142,7 +142,8 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		cs.Tiers.SSD = &sp
 	}
 	s.Cache = &cs
-	if s.Tenants, err = tenant.Parse(c.tenants, c.tenantShares, c.tenantQuotas); err != nil {
+	if s.Tenants, err = tenant.Parse(c.tenants, c.tenantShares, c.tenantQuotas,
+		func(text string) (uint64, error) { return limit.ParseSize("size", text) }); err != nil {
 		// The item at fault, not the whole list, with the reason.
 		if te := (*tenant.Error)(nil); errors.As(err, &te) {
 			k.fail(strings.TrimPrefix(te.Flag, "--"), strconv.Quote(te.Value), fmt.Sprintf("%v; want %s", te.Err, te.Want))

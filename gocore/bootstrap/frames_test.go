@@ -563,7 +563,7 @@ func TestRegisteredBuffersAreCountedAcrossSessions(t *testing.T) {
 // tenants), so one tenant cannot take the descriptors and mappings every
 // other tenant's buffers need.
 func TestATenantRegistersAtMostItsShareOfBuffers(t *testing.T) {
-	ts, err := tenant.Parse([]string{"self=uid:" + strconv.Itoa(os.Geteuid()), "other=uid:4242"}, nil, nil)
+	ts, err := tenant.Parse([]string{"self=uid:" + strconv.Itoa(os.Geteuid()), "other=uid:4242"}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,7 +331,11 @@ func (s *Set) ByName(name string) *Tenant {
 // --tenant-share (GROUP=NAME,NAME...) and --tenant-quota
 // (NAME:key=value,...). No tenants gives a nil Set and nil error; shares
 // or quotas without tenants are an error. Every error is an *Error naming the flag, the value and what is wanted.
-func Parse(tenants, shares, quotas []string) (*Set, error) {
+//
+// size reads the sizes of ram= and ssd= by the Manager's size rule (the
+// caller passes gocore/limit's ParseSize, which this package does not
+// import: it sits below it).
+func Parse(tenants, shares, quotas []string, size func(text string) (uint64, error)) (*Set, error) {
 	if len(tenants) == 0 {
 		if len(shares)+len(quotas) > 0 {
 			return nil, &Error{Flag: "--tenant", Value: "", Err: errors.New("--tenant-share and --tenant-quota name tenants"),
@@ -393,7 +397,7 @@ func Parse(tenants, shares, quotas []string) (*Set, error) {
 		}
 	}
 	for _, v := range quotas {
-		if err := s.parseQuota(v); err != nil {
+		if err := s.parseQuota(v, size); err != nil {
 			return nil, err
 		}
 	}
@@ -514,7 +518,7 @@ func (s *Set) checkDisjoint() error {
 	return nil
 }
 
-func (s *Set) parseQuota(v string) error {
+func (s *Set) parseQuota(v string, size func(string) (uint64, error)) error {
 	bad := func(err error, want string) error {
 		return &Error{Flag: "--tenant-quota", Value: v, Err: err, Want: want}
 	}
@@ -551,7 +555,7 @@ func (s *Set) parseQuota(v string) error {
 			}
 			t.Quota.Pinned = f
 		case "ram", "ssd":
-			n, err := parseSize(val)
+			n, err := size(val)
 			if err == nil && n == 0 {
 				err = errors.New("0 bytes")
 			}
