@@ -142,7 +142,7 @@ func statsCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(w)
-				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "OPS", "LEASED", "RAM", "SSD", "QUOTA REFUSED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN ANSWER", "QUEUED", "MEAN QUEUED")
+				tt := newTable(w, "TENANT", "DOMAIN", "SESSIONS", "TABLES", "BUFFERS", "OPS", "LEASED", "RAM", "SSD", "QUOTA REFUSED", "QUERIES", "HIT BLOCKS", "UNADMITTED", "TICKETS", "MEAN ANSWER", "QUEUED", "MEAN QUEUED")
 				for _, x := range r.Tenants {
 					wait, queued := "-", "-"
 					if x.TicketsAnswered > 0 {
@@ -152,6 +152,7 @@ func statsCmd(g *globals) *cobra.Command {
 						queued = dur(x.TicketQueueNs / x.TicketsQueued)
 					}
 					tt.row(x.Name, x.Domain, fmt.Sprintf("%d/%d", x.Sessions, x.SessionsShare), fmt.Sprintf("%d/%d", x.Tables, x.TablesShare),
+						fmt.Sprintf("%d/%d (%s/%s)", x.Buffers, x.BuffersShare, ibytes(x.BufferBytes), ibytes(x.BufferBytesShare)),
 						fmt.Sprintf("%d/%d", x.Operations, x.OperationsShare), fmt.Sprintf("%s/%s", ibytes(x.LeasedBytes), ibytes(x.LeasedBytesShare)),
 						ofQuota(x.RamBytes, x.RamQuotaBytes), ofQuota(x.SsdBytes, x.SsdQuotaBytes), fmt.Sprintf("%d ram, %d ssd", x.RamRefused, x.SsdRefused),
 						x.Queries, x.HitBlocks, x.Unadmitted, x.TicketsAnswered, wait, x.TicketsQueued, queued)

@@ -35,6 +35,10 @@ const (
 	maxBufferBytesPerSession = 4 << 40
 	// replyWriteTimeout bounds a reply write to a client that stopped reading.
 	replyWriteTimeout = 5 * time.Second
+	// maxClientBody is the largest frame body a client may send: its
+	// largest frames, RegisterInstance with 64 labels of 256 bytes and
+	// RegisterBuffers with 64 regions, take a few tens of KiB.
+	maxClientBody = 128 << 10
 )
 
 // appError is an application error: answered with an error frame, the
@@ -58,8 +62,27 @@ func (s *Server) frameLoop(cn *conn) {
 	log := s.log.With(slog.Uint64("slot", uint64(sess.Index)), slog.Int("pid", int(sess.Peer.PID)))
 	// At most one refusal line a second per connection; the rest are counted.
 	refusals := ratelog.Limiter{Burst: 1, Every: time.Second}
+	// The fds a frame brings count as buffers of the session's tenant and
+	// of the Manager from the moment they arrive until the frame has been
+	// handled (its own files are closed then), and a frame's body must
+	// arrive within the hello timeout of its header: a client that sends
+	// fds or announces a body and stalls holds neither past its shares
+	// nor for long.
+	held := 0
+	lim := lifecycle.ReadLimits{MaxBody: maxClientBody, BodyTimeout: s.cfg.HelloTimeout, OnFiles: func(n int) error {
+		if err := s.reserveBuffers(sess.Peer.Tenant, n, 0); err != nil {
+			return err
+		}
+		held += n
+		return nil
+	}}
+	release := func() {
+		s.releaseBuffers(sess.Peer.Tenant, held, 0)
+		held = 0
+	}
+	defer release()
 	for {
-		f, err := lifecycle.ReadFrame(cn.c, s.cfg.Epoch)
+		f, err := lifecycle.ReadFrameLimited(cn.c, s.cfg.Epoch, lim)
 		if err != nil {
 			switch {
 			case errors.Is(err, io.EOF):
@@ -82,6 +105,7 @@ func (s *Server) frameLoop(cn *conn) {
 		}
 		reply, aerr, fatal := s.handleFrame(cn, &f)
 		f.Close() // fds the handler kept were dup'ed
+		release()
 		if fatal != nil {
 			log.Warn("lifecycle frame malformed; closing connection", slog.Any("err", fatal))
 			return

@@ -560,14 +560,15 @@ func TestRegisteredBuffersAreCountedAcrossSessions(t *testing.T) {
 }
 
 // A tenant registers at most its share of the buffers (half with two
-// tenants), so one tenant cannot take the descriptors and mappings every
-// other tenant's buffers need.
+// tenants), counting the fds a frame brings while it is handled, so one
+// tenant cannot take the descriptors and mappings every other tenant's
+// buffers need.
 func TestATenantRegistersAtMostItsShareOfBuffers(t *testing.T) {
 	ts, err := tenant.Parse([]string{"self=uid:" + strconv.Itoa(os.Geteuid()), "other=uid:4242"}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, func(o *harnessOptions) { o.maxBuffers = 8; o.tenants = ts })
+	h := newHarness(t, func(o *harnessOptions) { o.maxBuffers = 10; o.tenants = ts })
 	const regionBytes = 2 * 4096 * 16
 	a := connect(t, h.path)
 	a.register(t, "a")
@@ -584,11 +585,70 @@ func TestATenantRegistersAtMostItsShareOfBuffers(t *testing.T) {
 		}
 		return &f, &e
 	}
+	// Share 5: the frame's one fd and its 4 regions fit.
 	if f, e := register(4); f.Header.Code == lifecycle.CodeError {
-		t.Fatalf("4 buffers of a share of 4 refused: %v", e)
+		t.Fatalf("4 buffers (and the frame's fd) of a share of 5 refused: %v", e)
 	}
-	if f, e := register(1); f.Header.Code != lifecycle.CodeError || !strings.Contains(e.GetMessage(), `tenant "self" holds 4 buffers, its share of the Manager's 8`) {
+	if f, e := register(1); f.Header.Code != lifecycle.CodeError || !strings.Contains(e.GetMessage(), `tenant "self" holds 5 buffers, its share of the Manager's 10`) {
 		t.Fatalf("a fifth buffer: %v %v, want the tenant's share named", f.Header.Code, e)
+	}
+}
+
+// A frame's fds count as buffers from the moment they arrive: more than
+// the Manager's buffer limit in one frame close the connection (the fds
+// are closed, the session ends), whatever the frame's code.
+func TestAFramesFdsCountAgainstTheBufferLimit(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.maxBuffers = 4 })
+	a := connect(t, h.path)
+	a.register(t, "a")
+	files := make([]*os.File, 6)
+	for i := range files {
+		files[i] = newMemfd(t, 4096)
+	}
+	if err := lifecycle.WriteFrame(a.c, lifecycle.CodeHealth, testEpoch, &lifecyclepb.HealthRequest{}, files); err != nil {
+		t.Fatal(err)
+	}
+	a.c.SetReadDeadline(time.Now().Add(waitFor))
+	if f, err := lifecycle.ReadFrame(a.c, testEpoch); err == nil {
+		f.Close()
+		t.Fatalf("a frame with 6 fds past a limit of 4 buffers was answered (%v); want the connection closed", f.Header.Code)
+	}
+	h.waitSessions(t, 0)
+	if _, ok := h.logs.find(0, []string{"the Manager's limit of 4"}); !ok {
+		t.Fatal("the refusal is not logged naming the limit")
+	}
+}
+
+// A frame whose body does not arrive within the hello timeout of its
+// header ends the connection (its fds and the bytes it sent are freed),
+// and a body past the clients' limit is refused before it is read.
+func TestAStalledOrOversizedFrameBodyEndsTheConnection(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.helloTimeout = 200 * time.Millisecond })
+	for _, tc := range []struct {
+		name   string
+		length uint32
+		want   string
+	}{
+		{"a body announced and never sent", 1000, "i/o timeout"},
+		{"a body past the limit", 1 << 20, "exceeds this reader's limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := connect(t, h.path)
+			a.register(t, "a")
+			hdr := lifecycle.NewHeader(lifecycle.CodeHealth, testEpoch, tc.length).AppendTo(nil)
+			if _, _, err := a.c.WriteMsgUnix(hdr, unix.UnixRights(int(newMemfd(t, 4096).Fd())), nil); err != nil {
+				t.Fatal(err)
+			}
+			a.c.SetReadDeadline(time.Now().Add(waitFor))
+			var b [1]byte
+			if _, err := a.c.Read(b[:]); err == nil {
+				t.Fatal("the Manager answered a frame whose body never came")
+			}
+			h.waitSessions(t, 0)
+			if _, ok := h.logs.find(0, []string{tc.want}); !ok {
+				t.Fatalf("no log line says %q", tc.want)
+			}
+		})
 	}
 }
 

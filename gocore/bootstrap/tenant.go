@@ -92,9 +92,11 @@ func (s *Server) dropTable(t *tenant.Tenant, ns abi.Namespace) {
 // TenantUse is one tenant's use of the session and discovery-table limits
 // (for the operator socket's per-tenant figures).
 type TenantUse struct {
-	Name                    string
-	Sessions, SessionsShare uint32
-	Tables, TablesShare     uint32
+	Name                          string
+	Sessions, SessionsShare       uint32
+	Tables, TablesShare           uint32
+	Buffers, BuffersShare         uint32
+	BufferBytes, BufferBytesShare uint64
 }
 
 // TenantUses returns every tenant's use, in the order of the Set; nil
@@ -106,7 +108,8 @@ func (s *Server) TenantUses() []TenantUse {
 	for i, t := range s.cfg.Tenants.All() {
 		u := s.tenants[i]
 		out = append(out, TenantUse{Name: t.Name, Sessions: u.sessions, SessionsShare: u.share.Sessions,
-			Tables: uint32(len(u.tables)), TablesShare: u.share.Tables})
+			Tables: uint32(len(u.tables)), TablesShare: u.share.Tables, Buffers: u.buffers, BuffersShare: u.share.Buffers,
+			BufferBytes: u.bufferBytes, BufferBytesShare: u.share.BufferBytes})
 	}
 	return out
 }

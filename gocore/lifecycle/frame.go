@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"syscall"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -80,10 +81,33 @@ type msgReader interface {
 // caller's: set c.SetReadDeadline before calling. Not safe for concurrent
 // readers of one connection.
 func ReadFrame(c *net.UnixConn, epoch uint64) (Frame, error) {
-	return readFrame(c, epoch)
+	return readFrame(c, epoch, ReadLimits{})
 }
 
-func readFrame(r msgReader, epoch uint64) (Frame, error) {
+// ReadLimits bound what a peer may make a reader hold while a frame
+// arrives (the Manager reading its clients' frames). The zero value
+// bounds nothing beyond MaxBody and MaxFiles.
+type ReadLimits struct {
+	// MaxBody, when nonzero, is the largest body accepted (≤ MaxBody): a
+	// header announcing more is malformed, before any body byte is read.
+	MaxBody uint32
+	// BodyTimeout, when nonzero, bounds the time from the end of the
+	// header to the last body byte (a read deadline, cleared after): a
+	// peer that announces a body and stalls holds its fds and the bytes it
+	// sent for at most this long.
+	BodyTimeout time.Duration
+	// OnFiles, when set, is told of every fd as it arrives (added, the
+	// count of one control message) and may refuse it: the read then fails
+	// with its error (wrapped) and every fd of the frame is closed.
+	OnFiles func(added int) error
+}
+
+// ReadFrameLimited is ReadFrame under lim.
+func ReadFrameLimited(c *net.UnixConn, epoch uint64, lim ReadLimits) (Frame, error) {
+	return readFrame(c, epoch, lim)
+}
+
+func readFrame(r msgReader, epoch uint64, lim ReadLimits) (Frame, error) {
 	var (
 		hdr   [HeaderSize]byte
 		oob   = make([]byte, oobSize)
@@ -93,12 +117,19 @@ func readFrame(r msgReader, epoch uint64) (Frame, error) {
 		closeFiles(files)
 		return Frame{}, err
 	}
-	if err := readFull(r, hdr[:], oob, &files, "header", 0, HeaderSize); err != nil {
+	if err := readFull(r, hdr[:], oob, &files, "header", 0, HeaderSize, lim.OnFiles); err != nil {
 		return fail(err)
 	}
 	h, err := DecodeHeader(hdr[:], epoch)
 	if err != nil {
 		return fail(err)
+	}
+	if lim.MaxBody != 0 && h.Length > lim.MaxBody {
+		return fail(fmt.Errorf("lifecycle: frame body of %d bytes exceeds this reader's limit %d: %w", h.Length, lim.MaxBody, ErrMalformed))
+	}
+	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok && lim.BodyTimeout > 0 && h.Length > 0 {
+		d.SetReadDeadline(time.Now().Add(lim.BodyTimeout))
+		defer d.SetReadDeadline(time.Time{})
 	}
 	// Length is validated (<= MaxBody), and the body grows as its bytes
 	// arrive (bodyChunk at a time): a peer that announces 16 MiB and stalls
@@ -108,7 +139,7 @@ func readFrame(r msgReader, epoch uint64) (Frame, error) {
 	for len(body) < total {
 		n := min(total-len(body), bodyChunk)
 		body = slices.Grow(body, n)
-		if err := readFull(r, body[len(body):len(body)+n], oob, &files, "body", len(body), total); err != nil {
+		if err := readFull(r, body[len(body):len(body)+n], oob, &files, "body", len(body), total, lim.OnFiles); err != nil {
 			return fail(err)
 		}
 		body = body[:len(body)+n]
@@ -125,14 +156,20 @@ const bodyChunk = 64 << 10
 // the first header byte, a truncation error naming part when it ends later,
 // a malformed error for bad or excess control data, and the reader's error
 // otherwise.
-func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string, before, total int) error {
+func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string, before, total int, onFiles func(int) error) error {
 	got := 0
 	for got < len(b) {
 		n, oobn, flags, _, err := r.ReadMsgUnix(b[got:], oob)
 		got += n
 		if oobn > 0 {
+			had := len(*files)
 			if perr := appendRights(oob[:oobn], files); perr != nil {
 				return perr
+			}
+			if added := len(*files) - had; added > 0 && onFiles != nil {
+				if ferr := onFiles(added); ferr != nil {
+					return fmt.Errorf("lifecycle: frame fds refused: %w", ferr)
+				}
 			}
 		}
 		if flags&syscall.MSG_CTRUNC != 0 {

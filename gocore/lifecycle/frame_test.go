@@ -275,7 +275,7 @@ func TestReadFrameAllocatesNothingForAnOversizeLength(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range 100 {
-		if _, err := readFrame(&chunkReader{data: hdr, chunk: HeaderSize}, testEpoch); !errors.Is(err, ErrMalformed) {
+		if _, err := readFrame(&chunkReader{data: hdr, chunk: HeaderSize}, testEpoch, ReadLimits{}); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("readFrame error %v, want ErrMalformed", err)
 		}
 	}
@@ -295,15 +295,15 @@ func TestReadFrameReassemblesSplitReads(t *testing.T) {
 	for _, chunk := range []int{1, 3, 7, 24, 1000} {
 		t.Run(fmt.Sprintf("frames read %d bytes at a time decode in order", chunk), func(t *testing.T) {
 			r := &chunkReader{data: stream, chunk: chunk}
-			f, err := readFrame(r, testEpoch)
+			f, err := readFrame(r, testEpoch, ReadLimits{})
 			if err != nil || f.Header.Code != CodeUnregister || !bytes.Equal(f.Body, body) {
 				t.Fatalf("first frame %+v %x, %v; want Unregister with its body", f.Header, f.Body, err)
 			}
-			f, err = readFrame(r, testEpoch)
+			f, err = readFrame(r, testEpoch, ReadLimits{})
 			if err != nil || f.Header.Code != CodeHealth || len(f.Body) != 0 {
 				t.Fatalf("second frame %+v, %v; want an empty Health", f.Header, err)
 			}
-			if _, err := readFrame(r, testEpoch); err != io.EOF {
+			if _, err := readFrame(r, testEpoch, ReadLimits{}); err != io.EOF {
 				t.Fatalf("after the last frame: %v, want io.EOF", err)
 			}
 		})

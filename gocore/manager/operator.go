@@ -191,6 +191,7 @@ func (o *operatorService) Stats(context.Context, *operatorpb.StatsRequest) (*ope
 		if i < len(uses) {
 			u := uses[i]
 			pt.Sessions, pt.SessionsShare, pt.Tables, pt.TablesShare = u.Sessions, u.SessionsShare, u.Tables, u.TablesShare
+			pt.Buffers, pt.BuffersShare, pt.BufferBytes, pt.BufferBytesShare = u.Buffers, u.BuffersShare, u.BufferBytes, u.BufferBytesShare
 		}
 		out.Tenants = append(out.Tenants, pt)
 	}

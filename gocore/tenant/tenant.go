@@ -396,8 +396,9 @@ func Parse(tenants, shares, quotas []string, size func(text string) (uint64, err
 			t.Domain = newDomain(t.Name)
 		}
 	}
+	seen := map[string]bool{} // "tenant:key" given by any --tenant-quota
 	for _, v := range quotas {
-		if err := s.parseQuota(v, size); err != nil {
+		if err := s.parseQuota(v, size, seen); err != nil {
 			return nil, err
 		}
 	}
@@ -518,7 +519,7 @@ func (s *Set) checkDisjoint() error {
 	return nil
 }
 
-func (s *Set) parseQuota(v string, size func(string) (uint64, error)) error {
+func (s *Set) parseQuota(v string, size func(string) (uint64, error), seen map[string]bool) error {
 	bad := func(err error, want string) error {
 		return &Error{Flag: "--tenant-quota", Value: v, Err: err, Want: want}
 	}
@@ -531,16 +532,15 @@ func (s *Set) parseQuota(v string, size func(string) (uint64, error)) error {
 	if t == nil {
 		return bad(fmt.Errorf("no tenant %q", name), "a name given by --tenant")
 	}
-	seenKey := map[string]bool{}
 	for kv := range strings.SplitSeq(kvs, ",") {
 		k, val, ok := strings.Cut(kv, "=")
 		if !ok {
 			return bad(fmt.Errorf("%q has no '='", kv), want)
 		}
-		if seenKey[k] {
-			return bad(fmt.Errorf("key %q is given twice", k), "each key once")
+		if seen[name+":"+k] {
+			return bad(fmt.Errorf("key %q of tenant %q is given twice", k, name), "each key of a tenant once, in one --tenant-quota or across several")
 		}
-		seenKey[k] = true
+		seen[name+":"+k] = true
 		switch k {
 		case "sessions", "ops", "tables":
 			n, err := strconv.ParseUint(val, 10, 32)

@@ -768,8 +768,14 @@ type Tenant struct {
 	// permits), and the sum of their time from submission to the answer.
 	TicketsQueued uint64 `protobuf:"varint,22,opt,name=tickets_queued,json=ticketsQueued,proto3" json:"tickets_queued,omitempty"`
 	TicketQueueNs uint64 `protobuf:"varint,23,opt,name=ticket_queue_ns,json=ticketQueueNs,proto3" json:"ticket_queue_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Registered engine buffers of its sessions (and the fds of frames
+	// being read), and their bytes, against its shares.
+	Buffers          uint32 `protobuf:"varint,24,opt,name=buffers,proto3" json:"buffers,omitempty"`
+	BuffersShare     uint32 `protobuf:"varint,25,opt,name=buffers_share,json=buffersShare,proto3" json:"buffers_share,omitempty"`
+	BufferBytes      uint64 `protobuf:"varint,26,opt,name=buffer_bytes,json=bufferBytes,proto3" json:"buffer_bytes,omitempty"`
+	BufferBytesShare uint64 `protobuf:"varint,27,opt,name=buffer_bytes_share,json=bufferBytesShare,proto3" json:"buffer_bytes_share,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Tenant) Reset() {
@@ -959,6 +965,34 @@ func (x *Tenant) GetTicketsQueued() uint64 {
 func (x *Tenant) GetTicketQueueNs() uint64 {
 	if x != nil {
 		return x.TicketQueueNs
+	}
+	return 0
+}
+
+func (x *Tenant) GetBuffers() uint32 {
+	if x != nil {
+		return x.Buffers
+	}
+	return 0
+}
+
+func (x *Tenant) GetBuffersShare() uint32 {
+	if x != nil {
+		return x.BuffersShare
+	}
+	return 0
+}
+
+func (x *Tenant) GetBufferBytes() uint64 {
+	if x != nil {
+		return x.BufferBytes
+	}
+	return 0
+}
+
+func (x *Tenant) GetBufferBytesShare() uint64 {
+	if x != nil {
+		return x.BufferBytesShare
 	}
 	return 0
 }
@@ -1692,7 +1726,7 @@ const file_operator_proto_rawDesc = "" +
 	"unadmitted\x18\t \x01(\x04R\n" +
 	"unadmitted\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x04R\aexpired\"\x93\x06\n" +
+	" \x01(\x04R\aexpired\"\xa3\a\n" +
 	"\x06Tenant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x12\x1a\n" +
@@ -1724,7 +1758,11 @@ const file_operator_proto_rawDesc = "" +
 	"\vssd_refused\x18\x15 \x01(\x04R\n" +
 	"ssdRefused\x12%\n" +
 	"\x0etickets_queued\x18\x16 \x01(\x04R\rticketsQueued\x12&\n" +
-	"\x0fticket_queue_ns\x18\x17 \x01(\x04R\rticketQueueNs\"\xb6\x02\n" +
+	"\x0fticket_queue_ns\x18\x17 \x01(\x04R\rticketQueueNs\x12\x18\n" +
+	"\abuffers\x18\x18 \x01(\rR\abuffers\x12#\n" +
+	"\rbuffers_share\x18\x19 \x01(\rR\fbuffersShare\x12!\n" +
+	"\fbuffer_bytes\x18\x1a \x01(\x04R\vbufferBytes\x12,\n" +
+	"\x12buffer_bytes_share\x18\x1b \x01(\x04R\x10bufferBytesShare\"\xb6\x02\n" +
 	"\n" +
 	"StatsReply\x12\x14\n" +
 	"\x05cache\x18\x01 \x01(\bR\x05cache\x12.\n" +

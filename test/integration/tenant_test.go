@@ -180,6 +180,7 @@ type tenantFigures struct {
 	sessions, sessionsShare, tables, tablesShare, ops, opsShare int64
 	leased, leasedShare, answered, waitNs                       int64
 	queued, queueNs                                             int64
+	buffers                                                     int64
 }
 
 func figuresOf(t *testing.T, sock, name string) tenantFigures {
@@ -203,7 +204,7 @@ func figuresOf(t *testing.T, sock, name string) tenantFigures {
 			return 0
 		}
 		return tenantFigures{n("sessions"), n("sessions_share"), n("tables"), n("tables_share"), n("operations"), n("operations_share"),
-			n("leased_bytes"), n("leased_bytes_share"), n("tickets_answered"), n("ticket_wait_ns"), n("tickets_queued"), n("ticket_queue_ns")}
+			n("leased_bytes"), n("leased_bytes_share"), n("tickets_answered"), n("ticket_wait_ns"), n("tickets_queued"), n("ticket_queue_ns"), n("buffers")}
 	}
 	t.Fatalf("orbitkvctl stats lists no tenant %q: %v", name, st["tenants"])
 	return tenantFigures{}
@@ -273,7 +274,7 @@ func (e *tenantEnv) honestRun(t *testing.T, first int) (honestFigures, bool) {
 
 // startHostile starts the hostile workload as tenant B and waits until it
 // holds all it was given.
-func (e *tenantEnv) startHostile(t *testing.T) string {
+func (e *tenantEnv) startHostile(t *testing.T) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(e.client, "hostile", e.sock, "5000", "16")
 	cmd.Dir = e.dir
@@ -291,7 +292,7 @@ func (e *tenantEnv) startHostile(t *testing.T) string {
 		}
 	}
 	t.Logf("hostile: %s", strings.TrimSpace(out.String()))
-	return out.String()
+	return cmd
 }
 
 // TestAHostileTenantDoesNotStarveAnHonestOne: tenant "hostile" takes every
@@ -312,7 +313,7 @@ func TestAHostileTenantDoesNotStarveAnHonestOne(t *testing.T) {
 	if !ok || alone.hitRatio != 1 {
 		t.Fatalf("alone, the honest tenant's hit ratio is %.3f (ran: %v), want 1", alone.hitRatio, ok)
 	}
-	e.startHostile(t)
+	hostile := e.startHostile(t)
 	f := figuresOf(t, e.sock, "hostile")
 	t.Logf("hostile holds: sessions %d/%d, tables %d/%d, operations %d/%d, leased %d/%d bytes",
 		f.sessions, f.sessionsShare, f.tables, f.tablesShare, f.ops, f.opsShare, f.leased, f.leasedShare)
@@ -331,6 +332,20 @@ func TestAHostileTenantDoesNotStarveAnHonestOne(t *testing.T) {
 		t.Fatalf("beside the hostile tenant %d of the honest one's tickets queued inside the Manager (mean %v), alone none", beside.queued, beside.meanQueue)
 	case alone.queued != 0 && beside.meanQueue > alone.meanQueue*12/10:
 		t.Fatalf("the honest tenant's tickets queued %v inside the Manager beside the hostile one, %v alone: more than 1.2×", beside.meanQueue, alone.meanQueue)
+	}
+
+	// Killed, the hostile tenant holds nothing: every per-tenant count
+	// returns to 0 (its blocks stay: they are the cache).
+	hostile.Process.Kill()
+	hostile.Wait()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f = figuresOf(t, e.sock, "hostile")
+		if f.sessions == 0 && f.tables == 0 && f.ops == 0 && f.leased == 0 && f.buffers == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("10 s after the hostile tenant was killed it still holds %+v", f)
+		}
 	}
 
 	// Control: the hostile tenant may take every operation permit and
@@ -367,6 +382,13 @@ func TestATenantsSSDBlocksStayItsOwnAcrossARestart(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
+		// Demotions are written behind the evict: wait for the 16 blocks
+		// to be on SSD (a block whose write is in flight is found nowhere).
+		for end := time.Now().Add(20 * time.Second); u64(t, ctlJSON(t, e.sock, "stats"), "ssd.blocks") != "16"; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: A's 16 blocks are not on SSD after 20 s: %v", when, ctlJSON(t, e.sock, "stats")["ssd"])
+			}
+		}
 		if out, ok := e.run(t, tenantA, "verify", trustRoot); !ok || !strings.Contains(out, "visible 16 mismatched 0") {
 			t.Fatalf("%s: tenant A does not get its 16 blocks back from SSD: %s", when, out)
 		}
