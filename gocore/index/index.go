@@ -52,8 +52,10 @@ type Block struct {
 	shown  bool  // the policy holds the block as pinned (evict.Reveal showed it a pin)
 	// meta: metaReplica (fetched from a peer by InsertReplica, not
 	// produced here; it lives in the replica policy, whose victims go
-	// first) | the number of Blocks after this one in its slab (metaRest;
-	// 0 for a Block outside a slab).
+	// first) | metaDomain (counted against a Domain, blockCold.domain,
+	// while in the index: a pin of a block without it reads nothing of
+	// the cold part) | the number of Blocks after this one in its slab
+	// (metaRest, at most slabBlocks-1; 0 for a Block outside a slab).
 	meta    uint8
 	pins    int32
 	Bytes   uint64 // block bytes (all layers)
@@ -74,14 +76,17 @@ type blockCold struct {
 	// domain is the Domain the block counts against (Assign), and
 	// dprev/dnext its neighbours in that domain's FIFO; NoDomain and nil
 	// for a block of none.
+	// parked: in the domain's parked list, not its FIFO (domainBlocks).
 	domain       Domain
+	parked       bool
 	dprev, dnext *Block
 }
 
 // Block.meta's fields.
 const (
 	metaReplica = 0x80 // the block is a replica (Replica)
-	metaRest    = 0x7f // Blocks after this one in its slab
+	metaDomain  = 0x40 // the block counts against a Domain (Assign)
+	metaRest    = 0x3f // Blocks after this one in its slab
 )
 
 // blockBytes is a Block's size: one cache line.
@@ -96,6 +101,9 @@ var (
 // slabBlocks is the number of Blocks in a slab: 63 lines and the padding
 // that aligns them fill Go's 4 KiB size class exactly (paddedSlab).
 const slabBlocks = 63
+
+// metaRest holds slabBlocks-1.
+var _ [metaRest - (slabBlocks - 1)]byte
 
 // paddedSlab is a slab's allocation. Go puts an 8-byte header before each
 // object over 512 bytes that holds pointers, at the start of its
@@ -182,6 +190,8 @@ type Index struct {
 	bytes     uint64 // bytes of sealed blocks
 	obs       Observer
 	doms      []domainBlocks // by Domain; [NoDomain] unused (domain.go)
+	// domainSteps counts the blocks EvictDomain's walks visited, since New.
+	domainSteps uint64
 	// moved[r]: a pin transition of a block of the policy of replicas r
 	// (policyOf) since that policy's last Insert; the next Seal ends its
 	// chain run first (evict.EndRun), as the Pin or Unpin would have.
@@ -467,6 +477,8 @@ func (x *Index) Seal(b *Block) {
 		b.shown = true
 		x.evictable -= uint64(b.nChunks)
 		x.nEvict--
+	} else if b.meta&metaDomain != 0 {
+		x.domainMoved(b, true)
 	}
 }
 
@@ -552,6 +564,9 @@ func (x *Index) pinOne(b *Block) bool {
 	b.pins++
 	if b.pins == 1 && b.state == Sealed {
 		evict.Access(&b.access)
+		if b.meta&metaDomain != 0 {
+			x.domainMoved(b, false)
+		}
 		return true
 	}
 	return false
@@ -570,6 +585,9 @@ func (x *Index) unpinOne(b *Block) bool {
 		if b.shown {
 			b.shown = false
 			x.policyOf(b).Unpin(&b.node)
+		}
+		if b.meta&metaDomain != 0 {
+			x.domainMoved(b, true)
 		}
 		return true
 	}

@@ -280,7 +280,7 @@ func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 		layers uint32
 	}
 	var items []item
-	var need, bytes uint64
+	var need uint64 // chunks
 	for i, s := range run {
 		if i >= len(f.keys) || s.Length == 0 || t.idx.Contains(f.keys[i]) {
 			break
@@ -297,12 +297,9 @@ func (t *Tiers) placeRun(f *peerFetch, run []cluster.Served) [][][]byte {
 		}
 		items = append(items, item{s.Length, layers})
 		need += uint64(t.arena.ChunksFor(s.Length))
-		bytes += s.Length
 	}
-	for len(items) > 0 && !(t.canRoom(need) && t.domainRoom(f.domain, bytes) && t.MakeRoom(need)) {
-		last := items[len(items)-1].bytes
-		need -= uint64(t.arena.ChunksFor(last))
-		bytes -= last
+	for len(items) > 0 && !(t.canRoom(need) && t.domainRoom(f.domain, need) && t.MakeRoom(need)) {
+		need -= uint64(t.arena.ChunksFor(items[len(items)-1].bytes))
 		items = items[:len(items)-1]
 	}
 	if len(items) == 0 {

@@ -42,7 +42,7 @@ func (t *Tiers) Place(n int, key func(int) index.Key, bytes uint64, layers uint3
 		if !t.canRoom(chunks) {
 			return fresh, 0, false
 		}
-		if !t.domainRoom(d, bytes*uint64(need)) {
+		if !t.domainRoom(d, chunks) {
 			t.quotas[d].ramRefused++
 			return fresh, 0, false
 		}

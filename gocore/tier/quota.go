@@ -6,10 +6,11 @@ import (
 )
 
 // Per-domain quotas (the Manager's tenant domains, docs/security.md
-// "Tenants"): a domain's blocks in the RAM tier (sealed and publishing,
-// index.Index.DomainBytes) stay at or below its RAM quota, and its blocks
-// in the SSD tier (ssd.Store.ClassBytes, class = domain) at or below its
-// SSD quota.
+// "Tenants"): the RAM tier bytes a domain's blocks occupy (sealed and
+// publishing: their whole chunks, index.Index.DomainChunks × the arena's
+// chunk bytes, whatever their Block.Bytes) stay at or below its RAM
+// quota, and the SSD slots its blocks occupy (ssd.Store.ClassBytes, class
+// = domain: HeaderBytes + SlotBytes each) at or below its SSD quota.
 //
 //   - RAM: a publish (Place) that would take its domain over the quota
 //     first evicts the domain's oldest unpinned blocks (by insertion,
@@ -59,7 +60,7 @@ func (t *Tiers) ramQuota(d index.Domain) uint64 {
 // DomainStats are one domain's blocks in the tiers, its quotas and the
 // refusals they caused.
 type DomainStats struct {
-	RAMBytes, SSDBytes uint64 // bytes of its blocks: RAM sealed and publishing; SSD resident and being written
+	RAMBytes, SSDBytes uint64 // bytes its blocks occupy: RAM chunks, sealed and publishing; SSD slots, resident and being written
 	RAMQuota, SSDQuota uint64 // 0: none
 	RAMRefused         uint64 // publishes refused: the RAM quota, its unpinned blocks evicted, still did not fit
 	SSDRefused         uint64 // demotions not admitted: the SSD quota, its unpinned SSD blocks deleted, still did not fit
@@ -68,7 +69,7 @@ type DomainStats struct {
 // DomainStats returns d's figures. Dispatcher goroutine only (the SSD
 // bytes take the store's lock).
 func (t *Tiers) DomainStats(d index.Domain) DomainStats {
-	st := DomainStats{RAMBytes: t.idx.DomainBytes(d)}
+	st := DomainStats{RAMBytes: t.idx.DomainChunks(d) * t.arena.ChunkBytes()}
 	if t.ssd != nil {
 		st.SSDBytes = t.ssd.store.ClassBytes(ssd.Class(d))
 	}
@@ -79,23 +80,25 @@ func (t *Tiers) DomainStats(d index.Domain) DomainStats {
 	return st
 }
 
-// domainRoom makes room within d's RAM quota for bytes more of d's
-// blocks, evicting d's oldest unpinned blocks (evictOne); false, with
-// nothing evicted, when even evicting all of them would not do. A domain
-// without a quota always has room.
-func (t *Tiers) domainRoom(d index.Domain, bytes uint64) bool {
+// domainRoom makes room within d's RAM quota for chunks more RAM tier
+// chunks of d's blocks, evicting d's oldest unpinned blocks (evictOne);
+// false, with nothing evicted, when even evicting all of them would not
+// do. The quota is in bytes and holds whole chunks: q / chunk bytes of
+// them. A domain without a quota always has room.
+func (t *Tiers) domainRoom(d index.Domain, chunks uint64) bool {
 	q := t.ramQuota(d)
 	if q == 0 {
 		return true
 	}
-	have := t.idx.DomainBytes(d)
-	if have+bytes <= q {
+	q /= t.arena.ChunkBytes()
+	have := t.idx.DomainChunks(d)
+	if have+chunks <= q {
 		return true
 	}
-	if bytes > q || !t.idx.DomainEvictable(d, have+bytes-q) {
+	if chunks > q || !t.idx.DomainEvictable(d, have+chunks-q) {
 		return false
 	}
-	for t.idx.DomainBytes(d)+bytes > q {
+	for t.idx.DomainChunks(d)+chunks > q {
 		t.evictOne(t.idx.EvictDomain(d))
 	}
 	return true
@@ -108,7 +111,7 @@ func (t *Tiers) ssdRoom(blk *index.Block) bool {
 	if int(d) >= len(t.quotas) || t.quotas[d].ssd == 0 {
 		return true
 	}
-	if t.ssd.store.MakeClassRoom(ssd.Class(d), blk.Bytes, t.quotas[d].ssd) {
+	if t.ssd.store.MakeClassRoom(ssd.Class(d), t.quotas[d].ssd) {
 		return true
 	}
 	t.quotas[d].ssdRefused++

@@ -74,7 +74,7 @@ func TestARAMQuotaKeepsATenantsBlocksWithinItAndLeavesAnothersResident(t *testin
 		if !publish(ts, qA, nsA, i, i+n) {
 			t.Fatalf("A's publish of blocks %d..%d refused", i, i+n)
 		}
-		if got := ts.Index().DomainBytes(qA); got > qQuota {
+		if got := ts.DomainStats(qA).RAMBytes; got > qQuota {
 			t.Fatalf("after A's block %d: A holds %d bytes in RAM, over its quota %d", i+n-1, got, qQuota)
 		}
 		i += n
@@ -142,7 +142,7 @@ func TestTheRAMQuotaNeverEvictsPinnedBlocks(t *testing.T) {
 }
 
 func TestAnSSDQuotaKeepsATenantsDemotedBlocksWithinIt(t *testing.T) {
-	const ssdQuota = 3 * qBlock
+	const ssdQuota = 3 * (ssd.HeaderBytes + qBlock) // 3 slots
 	ts := newQuotaTiers(t, 48, ssdQuota)
 	store := ts.ssd.store
 	durable := func(want uint64) {
@@ -185,5 +185,39 @@ func TestAnSSDQuotaKeepsATenantsDemotedBlocksWithinIt(t *testing.T) {
 	}
 	if got := store.Stats().ClassEvictions; got != 9 {
 		t.Fatalf("%d SSD blocks deleted for the quota, want 9", got)
+	}
+}
+
+func TestARAMQuotaCountsTheChunksABlockOccupiesNotItsBytes(t *testing.T) {
+	ts := newQuotaTiers(t, 0, 0)
+	if !publish(ts, qB, nsB, 0, 16) {
+		t.Fatal("B's publish refused")
+	}
+	// 64-byte blocks: each occupies a whole chunk, so A's quota of
+	// qQuota/pChunk chunks holds that many of them, however few bytes.
+	const tiny, fit = 64, qQuota / pChunk
+	for i := range 4 * fit {
+		fresh, _, ok := ts.Place(1, func(int) index.Key { return qKey(nsA, i) }, tiny, 1, qA, nil)
+		if !ok {
+			t.Fatalf("A's tiny block %d refused", i)
+		}
+		ts.Seal(fresh[0])
+		if got := ts.DomainStats(qA).RAMBytes; got > qQuota {
+			t.Fatalf("after A's tiny block %d: A occupies %d bytes of RAM, over its quota %d", i, got, qQuota)
+		}
+	}
+	resident := 0
+	for i := range 4 * fit {
+		if ts.Index().Lookup(qKey(nsA, i)) != nil {
+			resident++
+		}
+	}
+	if resident != fit || ts.DomainStats(qA).RAMBytes != fit*pChunk {
+		t.Fatalf("%d of A's tiny blocks resident, occupying %d bytes; want %d, one chunk each", resident, ts.DomainStats(qA).RAMBytes, fit)
+	}
+	for i := range 16 {
+		if ts.Index().Lookup(qKey(nsB, i)) == nil {
+			t.Fatalf("B's block %d was evicted by A's tiny blocks", i)
+		}
 	}
 }

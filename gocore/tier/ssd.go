@@ -230,17 +230,13 @@ func (t *Tiers) ssdRun(d index.Domain, ns abi.Namespace, hashAt func(int) abi.Bl
 	if len(run) == 0 {
 		return nil
 	}
-	var need uint64
-	bytes = 0
+	var need uint64 // chunks
 	for _, it := range run {
 		need += uint64(t.arena.ChunksFor(it.m.Bytes))
-		bytes += it.m.Bytes
 	}
 	// Not room for the whole run: load as much of its head as fits.
-	for len(run) > 0 && !(t.canRoom(need) && t.domainRoom(d, bytes) && t.MakeRoom(need)) {
-		last := run[len(run)-1].m.Bytes
-		need -= uint64(t.arena.ChunksFor(last))
-		bytes -= last
+	for len(run) > 0 && !(t.canRoom(need) && t.domainRoom(d, need) && t.MakeRoom(need)) {
+		need -= uint64(t.arena.ChunksFor(run[len(run)-1].m.Bytes))
 		run = run[:len(run)-1]
 	}
 	return run

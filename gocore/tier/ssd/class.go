@@ -10,14 +10,18 @@ type Class uint16
 // NoClass is the class of blocks counted against none.
 const NoClass Class = 0
 
-// classBlocks is one class's blocks: the bytes (Meta.Bytes) of its
-// resident blocks and of its Writes in flight, and a FIFO of its resident
-// blocks, oldest first, linked through entry.cprev/cnext. Guarded by
-// Store.mu.
+// classBlocks is one class's blocks: the bytes of the slots its resident
+// blocks and its Writes in flight occupy (slotCost each, whatever their
+// Meta.Bytes), and a FIFO of its resident blocks, oldest first, linked
+// through entry.cprev/cnext. Guarded by Store.mu.
 type classBlocks struct {
 	bytes      uint64
 	head, tail *entry
 }
+
+// slotCost is the bytes one block of any size occupies in the data file:
+// a slot, HeaderBytes + Spec.SlotBytes. A class is counted in it.
+func (s *Store) slotCost() uint64 { return HeaderBytes + s.spec.SlotBytes }
 
 // class returns c's record, growing the table; c is not NoClass. Called
 // with s.mu held.
@@ -62,11 +66,11 @@ func (s *Store) unlinkClass(e *entry) {
 		cb.tail = e.cprev
 	}
 	e.cprev, e.cnext = nil, nil
-	cb.bytes -= e.meta.Bytes
+	cb.bytes -= s.slotCost()
 }
 
-// ClassBytes is the bytes (Meta.Bytes) of class c's resident blocks and
-// of its Writes in flight; 0 for NoClass.
+// ClassBytes is the bytes of the slots (HeaderBytes + Spec.SlotBytes each)
+// of class c's resident blocks and of its Writes in flight; 0 for NoClass.
 func (s *Store) ClassBytes(c Class) uint64 {
 	if c == NoClass {
 		return 0
@@ -76,37 +80,40 @@ func (s *Store) ClassBytes(c Class) uint64 {
 	return s.class(c).bytes
 }
 
-// MakeClassRoom makes room within quota for bytes more of class c: while
-// ClassBytes(c)+bytes exceeds quota it deletes c's oldest resident block
-// that no read pins (as Delete does: a delete record goes to the index
-// with the next commit), counted in Stats.ClassEvictions. It reports
-// whether the bytes fit; when they cannot (bytes > quota, or c's unpinned
-// blocks are too few) it deletes nothing and counts the refusal in
-// Stats.NotAdmitted, as the admission rule counts its refusals. The room
-// holds only until the next Write: the caller that asks is the one that
-// writes (the Manager's dispatcher). NoClass always fits.
-func (s *Store) MakeClassRoom(c Class, bytes, quota uint64) bool {
+// MakeClassRoom makes room within quota (bytes) for one more block of
+// class c, which takes a slot (HeaderBytes + Spec.SlotBytes) whatever its
+// size: while ClassBytes(c) plus that slot exceeds quota it deletes c's
+// oldest resident block that no read pins (as Delete does: a delete
+// record goes to the index with the next commit), counted in
+// Stats.ClassEvictions. It reports whether the block fits; when it cannot
+// (a slot > quota, or c's unpinned blocks are too few) it deletes nothing
+// and counts the refusal in Stats.NotAdmitted, as the admission rule
+// counts its refusals. The room holds only until the next Write: the
+// caller that asks is the one that writes (the Manager's dispatcher).
+// NoClass always fits.
+func (s *Store) MakeClassRoom(c Class, quota uint64) bool {
 	if c == NoClass {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	slot := s.slotCost()
 	cb := s.class(c)
-	if cb.bytes+bytes <= quota {
+	if cb.bytes+slot <= quota {
 		return true
 	}
-	over := cb.bytes + bytes - quota
+	over := cb.bytes + slot - quota
 	var free uint64
-	for e := cb.head; e != nil && free < over && bytes <= quota; e = e.cnext {
+	for e := cb.head; e != nil && free < over && slot <= quota; e = e.cnext {
 		if e.pins == 0 {
-			free += e.meta.Bytes
+			free += slot
 		}
 	}
-	if s.closed || bytes > quota || free < over {
+	if s.closed || slot > quota || free < over {
 		s.st.NotAdmitted++
 		return false
 	}
-	for e := cb.head; cb.bytes+bytes > quota; {
+	for e := cb.head; cb.bytes+slot > quota; {
 		next := e.cnext
 		if e.pins == 0 {
 			s.drop(e)

@@ -24,11 +24,12 @@ func TestMakeClassRoomDeletesTheClassesOldestUnpinnedBlocksOnly(t *testing.T) {
 		writeClass(t, st, key(2, uint64(i)), m, 2)
 	}
 	writeClass(t, st, key(3, 0), m, NoClass)
-	if st.ClassBytes(1) != 4*m.Bytes || st.ClassBytes(2) != 2*m.Bytes || st.ClassBytes(NoClass) != 0 {
+	slot := HeaderBytes + st.spec.SlotBytes
+	if st.ClassBytes(1) != 4*slot || st.ClassBytes(2) != 2*slot || st.ClassBytes(NoClass) != 0 {
 		t.Fatalf("class bytes %d, %d, %d; want 4, 2 and 0 blocks'", st.ClassBytes(1), st.ClassBytes(2), st.ClassBytes(NoClass))
 	}
 	// Room for one more of class 1 within 3 blocks: its two oldest go.
-	if !st.MakeClassRoom(1, m.Bytes, 3*m.Bytes) {
+	if !st.MakeClassRoom(1, 3*slot) {
 		t.Fatal("room within the quota refused")
 	}
 	for i, want := range []bool{false, false, true, true} {
@@ -36,7 +37,7 @@ func TestMakeClassRoomDeletesTheClassesOldestUnpinnedBlocksOnly(t *testing.T) {
 			t.Fatalf("class 1 block %d resident %v, want %v", i, ok, want)
 		}
 	}
-	if st.ClassBytes(1) != 2*m.Bytes || st.Stats().ClassEvictions != 2 || st.ClassBytes(2) != 2*m.Bytes {
+	if st.ClassBytes(1) != 2*slot || st.Stats().ClassEvictions != 2 || st.ClassBytes(2) != 2*slot {
 		t.Fatalf("after room: class 1 %d bytes, class 2 %d, %d deleted; want 2 blocks', 2 blocks', 2",
 			st.ClassBytes(1), st.ClassBytes(2), st.Stats().ClassEvictions)
 	}
@@ -50,17 +51,17 @@ func TestMakeClassRoomDeletesTheClassesOldestUnpinnedBlocksOnly(t *testing.T) {
 	}
 	st.mu.Unlock()
 	na := st.Stats().NotAdmitted
-	if st.MakeClassRoom(1, m.Bytes, 2*m.Bytes) {
+	if st.MakeClassRoom(1, 2*slot) {
 		t.Fatal("room made though every block of the class is pinned")
 	}
-	if st.Stats().NotAdmitted != na+1 || st.ClassBytes(1) != 2*m.Bytes {
+	if st.Stats().NotAdmitted != na+1 || st.ClassBytes(1) != 2*slot {
 		t.Fatalf("refusal: not admitted %d (was %d), class bytes %d; want one more, nothing deleted", st.Stats().NotAdmitted, na, st.ClassBytes(1))
 	}
 	// One unpinned again: it alone is deleted.
 	st.mu.Lock()
 	pinned[0].pins--
 	st.mu.Unlock()
-	if !st.MakeClassRoom(1, m.Bytes, 2*m.Bytes) {
+	if !st.MakeClassRoom(1, 2*slot) {
 		t.Fatal("room refused though one block of the class is unpinned")
 	}
 	if _, ok := st.Contains(key(1, 3)); !ok {
@@ -72,10 +73,28 @@ func TestMakeClassRoomDeletesTheClassesOldestUnpinnedBlocksOnly(t *testing.T) {
 	st.mu.Lock()
 	pinned[1].pins--
 	st.mu.Unlock()
-	if st.MakeClassRoom(1, 3*m.Bytes, 2*m.Bytes) {
-		t.Fatal("room for more than the whole quota was made")
+	if st.MakeClassRoom(1, slot-1) {
+		t.Fatal("room for a slot more than the whole quota was made")
 	}
-	if !st.MakeClassRoom(NoClass, 1<<40, 1) {
+	if !st.MakeClassRoom(NoClass, 1) {
 		t.Fatal("NoClass is bounded by no quota")
+	}
+}
+
+func TestAClassCountsTheSlotEachBlockTakesNotItsBytes(t *testing.T) {
+	st := mustOpen(t, testSpec(directDir(t), 16))
+	defer st.Close()
+	slot := HeaderBytes + st.spec.SlotBytes
+	m := Meta{Bytes: 64, Layers: 1} // 64 bytes in a 64 KiB slot
+	for i := range 4 {
+		writeClass(t, st, key(1, uint64(i)), m, 1)
+	}
+	if got := st.ClassBytes(1); got != 4*slot {
+		t.Fatalf("class 1 holds %d bytes for 4 blocks of %d bytes; want 4 slots, %d", got, m.Bytes, 4*slot)
+	}
+	// A quota of 3 slots takes 3 blocks: room for a fourth deletes two.
+	if !st.MakeClassRoom(1, 3*slot) || st.Stats().ClassEvictions != 2 || st.ClassBytes(1) != 2*slot {
+		t.Fatalf("after room within 3 slots: class 1 %d bytes, %d deleted; want 2 slots, 2 deleted",
+			st.ClassBytes(1), st.Stats().ClassEvictions)
 	}
 }

@@ -124,7 +124,7 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 		} else {
 			e.state = stateDead
 			if e.class != NoClass {
-				s.class(e.class).bytes -= e.meta.Bytes
+				s.class(e.class).bytes -= s.slotCost()
 			}
 			s.freeSlot(e.slot)
 			s.st.WriteErrors++

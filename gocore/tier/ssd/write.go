@@ -116,7 +116,7 @@ func (s *Store) startWrite(k Key, m Meta, c Class, src [][]byte, done func(error
 	}
 	e := &entry{key: k, meta: m, gen: s.nextGen, slot: slot, state: stateWriting, class: c}
 	if c != NoClass {
-		s.class(c).bytes += m.Bytes
+		s.class(c).bytes += s.slotCost()
 	}
 	s.nextGen++
 	s.slots[slot] = e
