@@ -64,21 +64,21 @@ func (s *Server) frameLoop(cn *conn) {
 	refusals := ratelog.Limiter{Burst: 1, Every: time.Second}
 	// The fds a frame brings count as buffers of the session's tenant and
 	// of the Manager from the moment they arrive until the frame has been
-	// handled (its own files are closed then), and a frame's body must
-	// arrive within the hello timeout of its header: a client that sends
-	// fds or announces a body and stalls holds neither past its shares
-	// nor for long.
-	held := 0
-	lim := lifecycle.ReadLimits{MaxBody: maxClientBody, BodyTimeout: s.cfg.HelloTimeout, OnFiles: func(n int) error {
+	// handled (its own files are closed then; RegisterBuffers turns them
+	// into its regions' count), and a frame must arrive whole within the
+	// hello timeout of its first byte or fd: a client that sends fds or
+	// starts a frame and stalls holds neither past its shares nor for
+	// long.
+	lim := lifecycle.ReadLimits{MaxBody: maxClientBody, FrameTimeout: s.cfg.HelloTimeout, OnFiles: func(n int) error {
 		if err := s.reserveBuffers(sess.Peer.Tenant, n, 0); err != nil {
 			return err
 		}
-		held += n
+		cn.heldFds += n
 		return nil
 	}}
 	release := func() {
-		s.releaseBuffers(sess.Peer.Tenant, held, 0)
-		held = 0
+		s.releaseBuffers(sess.Peer.Tenant, cn.heldFds, 0)
+		cn.heldFds = 0
 	}
 	defer release()
 	for {
@@ -103,7 +103,14 @@ func (s *Server) frameLoop(cn *conn) {
 				slog.String("field", "code"), slog.String("detail", fmt.Sprintf("client sent %v, which only the Manager sends", code)))
 			return
 		}
-		reply, aerr, fatal := s.handleFrame(cn, &f)
+		var reply proto.Message
+		var aerr *appError
+		var fatal error
+		if f.FilesRefused != nil {
+			aerr = &appError{abi.StatusUnadmitted, "fds", f.FilesRefused.Error()}
+		} else {
+			reply, aerr, fatal = s.handleFrame(cn, &f)
+		}
 		f.Close() // fds the handler kept were dup'ed
 		release()
 		if fatal != nil {
@@ -175,6 +182,11 @@ func (s *Server) handleFrame(cn *conn, f *lifecycle.Frame) (proto.Message, *appE
 			return nil, invalid("regions", "%d bytes on top of %d registered, limit %d bytes (4 TiB) per session", want, have, uint64(maxBufferBytesPerSession)), nil
 		}
 		tn, n := sess.Peer.Tenant, len(req.GetRegions())
+		// The frame's fds were counted as they arrived; its regions
+		// replace that count (the dups are made while the frame's own
+		// files are still open, briefly more descriptors than counted).
+		s.releaseBuffers(tn, cn.heldFds, 0)
+		cn.heldFds = 0
 		if err := s.reserveBuffers(tn, n, want); err != nil {
 			return nil, &appError{abi.StatusUnadmitted, "regions", err.Error()}, nil
 		}

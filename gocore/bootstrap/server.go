@@ -155,6 +155,10 @@ type conn struct {
 	// most MaxDiscoveryPerSession. Touched by the connection's goroutine
 	// only.
 	discovered map[abi.Namespace]struct{}
+	// heldFds is the fds of the frame being read or handled, counted as
+	// buffers (frameLoop's ReadLimits.OnFiles); touched by the
+	// connection's goroutine only.
+	heldFds int
 }
 
 // New listens on cfg.Path (see Listen) and returns a Server ready to Serve.

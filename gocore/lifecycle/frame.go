@@ -35,6 +35,11 @@ type Frame struct {
 	Header Header
 	Body   []byte
 	Files  []*os.File
+	// FilesRefused is ReadLimits.OnFiles's error when it refused fds of
+	// this frame: every fd of the frame was closed as it arrived from then
+	// on (Files is empty), the frame was still read whole, and the reader
+	// answers it with that error.
+	FilesRefused error
 }
 
 // Close closes every file of f and sets f.Files to nil. It returns the first
@@ -91,15 +96,21 @@ type ReadLimits struct {
 	// MaxBody, when nonzero, is the largest body accepted (≤ MaxBody): a
 	// header announcing more is malformed, before any body byte is read.
 	MaxBody uint32
-	// BodyTimeout, when nonzero, bounds the time from the end of the
-	// header to the last body byte (a read deadline, cleared after): a
-	// peer that announces a body and stalls holds its fds and the bytes it
-	// sent for at most this long.
-	BodyTimeout time.Duration
+	// FrameTimeout, when nonzero, bounds the time from a frame's first
+	// byte or fd to its last body byte (a read deadline, set when the
+	// first byte or fd arrives and cleared after): a peer that starts a
+	// frame and stalls, inside its header or its body, holds its fds and
+	// the bytes it sent for at most this long. Waiting for a frame's first
+	// byte is not bounded (a session is idle between frames).
+	FrameTimeout time.Duration
 	// OnFiles, when set, is told of every fd as it arrives (added, the
-	// count of one control message) and may refuse it: the read then fails
-	// with its error (wrapped) and every fd of the frame is closed.
+	// count of one control message) and may refuse it: every fd of the
+	// frame is then closed, at once and as later ones arrive, and the
+	// frame comes back whole with the error in Frame.FilesRefused.
 	OnFiles func(added int) error
+
+	started func() // arms FrameTimeout at the frame's first byte or fd (readFrame's)
+	refused *error // where readFull records OnFiles's refusal (readFrame's)
 }
 
 // ReadFrameLimited is ReadFrame under lim.
@@ -117,7 +128,24 @@ func readFrame(r msgReader, epoch uint64, lim ReadLimits) (Frame, error) {
 		closeFiles(files)
 		return Frame{}, err
 	}
-	if err := readFull(r, hdr[:], oob, &files, "header", 0, HeaderSize, lim.OnFiles); err != nil {
+	started := func() {}
+	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok && lim.FrameTimeout > 0 {
+		armed := false
+		started = func() {
+			if !armed {
+				armed = true
+				d.SetReadDeadline(time.Now().Add(lim.FrameTimeout))
+			}
+		}
+		defer func() {
+			if armed {
+				d.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	var refused error
+	lim.started, lim.refused = started, &refused
+	if err := readFull(r, hdr[:], oob, &files, "header", 0, HeaderSize, lim); err != nil {
 		return fail(err)
 	}
 	h, err := DecodeHeader(hdr[:], epoch)
@@ -127,10 +155,6 @@ func readFrame(r msgReader, epoch uint64, lim ReadLimits) (Frame, error) {
 	if lim.MaxBody != 0 && h.Length > lim.MaxBody {
 		return fail(fmt.Errorf("lifecycle: frame body of %d bytes exceeds this reader's limit %d: %w", h.Length, lim.MaxBody, ErrMalformed))
 	}
-	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok && lim.BodyTimeout > 0 && h.Length > 0 {
-		d.SetReadDeadline(time.Now().Add(lim.BodyTimeout))
-		defer d.SetReadDeadline(time.Time{})
-	}
 	// Length is validated (<= MaxBody), and the body grows as its bytes
 	// arrive (bodyChunk at a time): a peer that announces 16 MiB and stalls
 	// pins only what it actually sent.
@@ -139,12 +163,12 @@ func readFrame(r msgReader, epoch uint64, lim ReadLimits) (Frame, error) {
 	for len(body) < total {
 		n := min(total-len(body), bodyChunk)
 		body = slices.Grow(body, n)
-		if err := readFull(r, body[len(body):len(body)+n], oob, &files, "body", len(body), total, lim.OnFiles); err != nil {
+		if err := readFull(r, body[len(body):len(body)+n], oob, &files, "body", len(body), total, lim); err != nil {
 			return fail(err)
 		}
 		body = body[:len(body)+n]
 	}
-	return Frame{Header: h, Body: body, Files: files}, nil
+	return Frame{Header: h, Body: body, Files: files, FilesRefused: refused}, nil
 }
 
 // bodyChunk is the step in which ReadFrame grows a body buffer.
@@ -156,19 +180,29 @@ const bodyChunk = 64 << 10
 // the first header byte, a truncation error naming part when it ends later,
 // a malformed error for bad or excess control data, and the reader's error
 // otherwise.
-func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string, before, total int, onFiles func(int) error) error {
+func readFull(r msgReader, b, oob []byte, files *[]*os.File, part string, before, total int, lim ReadLimits) error {
 	got := 0
 	for got < len(b) {
 		n, oobn, flags, _, err := r.ReadMsgUnix(b[got:], oob)
 		got += n
+		if (n > 0 || oobn > 0) && lim.started != nil {
+			lim.started()
+		}
 		if oobn > 0 {
 			had := len(*files)
 			if perr := appendRights(oob[:oobn], files); perr != nil {
 				return perr
 			}
-			if added := len(*files) - had; added > 0 && onFiles != nil {
-				if ferr := onFiles(added); ferr != nil {
-					return fmt.Errorf("lifecycle: frame fds refused: %w", ferr)
+			if added := len(*files) - had; added > 0 && lim.OnFiles != nil {
+				refused := lim.refused != nil && *lim.refused != nil
+				if !refused {
+					if ferr := lim.OnFiles(added); ferr != nil && lim.refused != nil {
+						*lim.refused, refused = ferr, true
+					}
+				}
+				if refused {
+					closeFiles(*files)
+					*files = (*files)[:0]
 				}
 			}
 		}

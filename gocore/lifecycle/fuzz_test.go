@@ -158,3 +158,84 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadFrameLimited: the Manager's read of its clients' frames. Any
+// bytes and fds either decode to frames within the limits (a body of at
+// most MaxBody bytes; fds past OnFiles's budget of 8 refused, closed and
+// reported in FilesRefused, never returned) or fail with ErrMalformed or
+// io.EOF; the fds OnFiles accepted are exactly those returned.
+func FuzzReadFrameLimited(f *testing.F) {
+	f.Add(rawHeader(CodeRegisterBuffers, testEpoch, 0), uint8(3), uint64(testEpoch))
+	f.Add(rawHeader(CodeRegisterBuffers, testEpoch, 0), uint8(20), uint64(testEpoch))
+	f.Add(rawHeader(CodeHealth, testEpoch, 5000), uint8(1), uint64(testEpoch))
+	f.Add(rawHeader(CodeHealth, testEpoch, 100)[:30], uint8(1), uint64(testEpoch))
+	f.Fuzz(func(t *testing.T, data []byte, nfds uint8, epoch uint64) {
+		a, b := socketpair(t)
+		n := int(nfds) % 70
+		if len(data) == 0 {
+			n = 0
+		}
+		var file *os.File
+		if n > 0 {
+			file = fuzzFile(t)
+		}
+		werr := make(chan error, 1)
+		go func() {
+			var oob []byte
+			if n > 0 {
+				fds := make([]int, n)
+				for i := range fds {
+					fds[i] = int(file.Fd())
+				}
+				oob = syscall.UnixRights(fds...)
+			}
+			var err error
+			if len(data) > 0 {
+				var w int
+				w, _, err = a.WriteMsgUnix(data, oob, nil)
+				if err == nil && w < len(data) {
+					_, err = a.Write(data[w:])
+				}
+			}
+			if cerr := a.CloseWrite(); err == nil {
+				err = cerr
+			}
+			werr <- err
+		}()
+		const budget, maxBody = 8, 4096
+		accepted := 0
+		lim := ReadLimits{MaxBody: maxBody, FrameTimeout: 10 * time.Second, OnFiles: func(k int) error {
+			if accepted+k > budget {
+				return errors.New("over budget")
+			}
+			accepted += k
+			return nil
+		}}
+		consumed := 0
+		for {
+			fr, err := ReadFrameLimited(b, epoch, lim)
+			if err != nil {
+				if err != io.EOF && !errors.Is(err, ErrMalformed) {
+					t.Fatalf("ReadFrameLimited error %v neither io.EOF nor ErrMalformed", err)
+				}
+				break
+			}
+			if len(fr.Body) > maxBody {
+				t.Fatalf("a body of %d bytes past the limit %d", len(fr.Body), maxBody)
+			}
+			if fr.FilesRefused != nil && len(fr.Files) > 0 {
+				t.Fatalf("a frame whose fds were refused carries %d fds", len(fr.Files))
+			}
+			if fr.FilesRefused == nil && len(fr.Files) != accepted {
+				t.Fatalf("OnFiles accepted %d fds, the frame carries %d", accepted, len(fr.Files))
+			}
+			consumed += HeaderSize + len(fr.Body)
+			fr.Close()
+			accepted = 0
+		}
+		b.Close()
+		if err := <-werr; err != nil && consumed == len(data) {
+			t.Fatalf("writer: %v", err)
+		}
+	})
+}
