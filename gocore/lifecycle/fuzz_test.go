@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -85,38 +86,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(rawHeader(CodeHealth, 5, 0), uint8(0), uint64(6))
 	f.Add([]byte{}, uint8(0), uint64(0))
 	f.Fuzz(func(t *testing.T, data []byte, nfds uint8, epoch uint64) {
-		a, b := socketpair(t)
-		n := int(nfds) % 70 // up to 69: beyond MaxFiles, within SCM_MAX_FD
-		if len(data) == 0 {
-			n = 0 // fds need at least one byte to travel with
-		}
-		var file *os.File
-		if n > 0 {
-			file = fuzzFile(t)
-		}
-		werr := make(chan error, 1)
-		go func() {
-			var oob []byte
-			if n > 0 {
-				fds := make([]int, n)
-				for i := range fds {
-					fds[i] = int(file.Fd())
-				}
-				oob = syscall.UnixRights(fds...)
-			}
-			var err error
-			if len(data) > 0 {
-				var w int
-				w, _, err = a.WriteMsgUnix(data, oob, nil)
-				if err == nil && w < len(data) {
-					_, err = a.Write(data[w:])
-				}
-			}
-			if cerr := a.CloseWrite(); err == nil {
-				err = cerr
-			}
-			werr <- err
-		}()
+		b, werr := sendFuzzFrames(t, data, nfds)
 		if err := b.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
@@ -170,38 +140,7 @@ func FuzzReadFrameLimited(f *testing.F) {
 	f.Add(rawHeader(CodeHealth, testEpoch, 5000), uint8(1), uint64(testEpoch))
 	f.Add(rawHeader(CodeHealth, testEpoch, 100)[:30], uint8(1), uint64(testEpoch))
 	f.Fuzz(func(t *testing.T, data []byte, nfds uint8, epoch uint64) {
-		a, b := socketpair(t)
-		n := int(nfds) % 70
-		if len(data) == 0 {
-			n = 0
-		}
-		var file *os.File
-		if n > 0 {
-			file = fuzzFile(t)
-		}
-		werr := make(chan error, 1)
-		go func() {
-			var oob []byte
-			if n > 0 {
-				fds := make([]int, n)
-				for i := range fds {
-					fds[i] = int(file.Fd())
-				}
-				oob = syscall.UnixRights(fds...)
-			}
-			var err error
-			if len(data) > 0 {
-				var w int
-				w, _, err = a.WriteMsgUnix(data, oob, nil)
-				if err == nil && w < len(data) {
-					_, err = a.Write(data[w:])
-				}
-			}
-			if cerr := a.CloseWrite(); err == nil {
-				err = cerr
-			}
-			werr <- err
-		}()
+		b, werr := sendFuzzFrames(t, data, nfds)
 		const budget, maxBody = 8, 4096
 		accepted := 0
 		lim := ReadLimits{MaxBody: maxBody, FrameTimeout: 10 * time.Second, OnFiles: func(k int) error {
@@ -238,4 +177,44 @@ func FuzzReadFrameLimited(f *testing.F) {
 			t.Fatalf("writer: %v", err)
 		}
 	})
+}
+
+// sendFuzzFrames writes data to one end of a new socket pair with
+// nfds%70 fds (up to 69: beyond MaxFiles, within SCM_MAX_FD) attached to
+// its first byte, then shuts that end's writing; it returns the other end
+// and a channel with the writer's error.
+func sendFuzzFrames(t *testing.T, data []byte, nfds uint8) (*net.UnixConn, <-chan error) {
+	a, b := socketpair(t)
+	n := int(nfds) % 70
+	if len(data) == 0 {
+		n = 0 // fds need at least one byte to travel with
+	}
+	var file *os.File
+	if n > 0 {
+		file = fuzzFile(t)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		var oob []byte
+		if n > 0 {
+			fds := make([]int, n)
+			for i := range fds {
+				fds[i] = int(file.Fd())
+			}
+			oob = syscall.UnixRights(fds...)
+		}
+		var err error
+		if len(data) > 0 {
+			var w int
+			w, _, err = a.WriteMsgUnix(data, oob, nil)
+			if err == nil && w < len(data) {
+				_, err = a.Write(data[w:])
+			}
+		}
+		if cerr := a.CloseWrite(); err == nil {
+			err = cerr
+		}
+		werr <- err
+	}()
+	return b, werr
 }
