@@ -43,7 +43,7 @@ type channelRun struct {
 
 // Run is `orbitkv-bench channel`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseChannelFlags(args, stderr)
+	cfg, err := parseChannelFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

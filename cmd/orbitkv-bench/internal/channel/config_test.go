@@ -59,7 +59,7 @@ func TestParseChannelFlagsAccepts(t *testing.T) {
 	}
 }
 
-func TestParseChannelFlagsTakeTheNewNamesAndTheDeprecatedOnes(t *testing.T) {
+func TestParseChannelFlagsTakeTheNamesAndTheDeprecatedOnes(t *testing.T) {
 	tests := []struct {
 		name   string
 		args   []string
@@ -69,8 +69,8 @@ func TestParseChannelFlagsTakeTheNewNamesAndTheDeprecatedOnes(t *testing.T) {
 	}{
 		{"--round-trips and --idle with a unit", []string{"--round-trips", "50", "--idle", "1.5s"}, 50, 1500 * time.Millisecond, ""},
 		{"--idle 0 skips the idle measurement", []string{"--idle", "0"}, 100000, 0, ""},
-		{"the former --n still works, with a notice", []string{"--n", "70"}, 70, 3 * time.Second, "--n has been deprecated, use --round-trips"},
-		{"the former --idle-seconds still works, with a notice", []string{"--idle-seconds", "0.25"}, 100000, 250 * time.Millisecond, "--idle-seconds has been deprecated"},
+		{"the deprecated --n parses, with a notice", []string{"--n", "70"}, 70, 3 * time.Second, "--n has been deprecated, use --round-trips"},
+		{"the deprecated --idle-seconds parses, with a notice", []string{"--idle-seconds", "0.25"}, 100000, 250 * time.Millisecond, "--idle-seconds has been deprecated"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestParseChannelFlagsRejects(t *testing.T) {
 		{"a subject named twice", []string{"--subjects", "uds,uds"}, `"uds" named twice`},
 		{"no subject", []string{"--subjects", " , "}, "names no subject"},
 		{"zero iterations", []string{"--round-trips", "0"}, "--round-trips must be at least 1"},
-		{"zero iterations under the former name", []string{"--n", "0"}, "--n must be at least 1"},
+		{"zero iterations under the deprecated name", []string{"--n", "0"}, "--n must be at least 1"},
 		{"a negative idle time", []string{"--idle", "-1s"}, "--idle must be between 0s and 1h0m0s, got -1s"},
 		{"an idle time without a unit", []string{"--idle", "3"}, `invalid argument "3" for "--idle" flag`},
 		{"negative per-ms iterations", []string{"--per-ms-n", "-1"}, "--per-ms-n must be at least 0"},
@@ -137,9 +137,23 @@ func TestParseChannelFlagsHelp(t *testing.T) {
 	if !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("err = %v, want pflag.ErrHelp", err)
 	}
-	for _, want := range []string{"usage: orbitkv-bench channel", "-subjects", "-per-ms-n", "bench/channel/README.md"} {
+	for _, want := range []string{"usage: orbitkv-bench channel", "--subjects subjects", "--per-ms-n N", "--idle duration", "bench/channel/README.md"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+func TestHelpGoesToHelpAndADeprecationNoticeToTheOtherWriter(t *testing.T) {
+	var stdout, stderr strings.Builder
+	_, err := parseChannelFlags([]string{"--n", "70", "--help"}, suite.Output{Writer: &stderr, Help: &stdout})
+	if !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("err = %v, want pflag.ErrHelp", err)
+	}
+	if h := stdout.String(); !strings.HasPrefix(h, "usage: orbitkv-bench channel") || !strings.Contains(h, "--round-trips N") || strings.Contains(h, "deprecated") {
+		t.Errorf("Help got %q; want the usage text and no notice", h)
+	}
+	if e := stderr.String(); !strings.Contains(e, "--n has been deprecated, use --round-trips") || strings.Contains(e, "usage:") {
+		t.Errorf("Writer got %q; want the notice and no usage text", e)
 	}
 }

@@ -38,8 +38,8 @@ func RunPeer(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	parent := fs.Int("parent-pid", 0, "pid of the bench process")
 	idle := fs.Duration("idle", 30*time.Second, "exit after this long without a request")
-	if err := fs.Parse(args[1:]); err != nil {
-		return suite.Usagef("%v", err)
+	if err := suite.ParseStandalone(fs, args[1:]); err != nil {
+		return err
 	}
 	if *parent <= 0 {
 		return suite.Usagef("--parent-pid is required")

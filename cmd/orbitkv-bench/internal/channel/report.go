@@ -9,7 +9,7 @@ import (
 // Maps are keyed by subject name; hists holds the histogram behind each
 // Stats, keyed "CADENCE/SUBJECT" (cadence back_to_back or per_ms), for
 // plots; IdleCPUPercent is null when the idle
-// measurement did not run (orbitkv_ping not selected or --idle-seconds 0).
+// measurement did not run (orbitkv_ping not selected or --idle 0).
 type Report struct {
 	suite.Head
 	BackToBack     map[string]latency.Stats `json:"back_to_back"`

@@ -43,21 +43,20 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	strict := fs.Bool("strict", false, fmt.Sprintf("exit %d when a figure of B is worse than A's outside the noise band or in another unit or direction, or either report is marked invalid", suite.ExitInvalid))
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: orbitkv-bench compare [--strict] A.json B.json")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Compares two --json reports of one suite figure by figure: A, B, the ratio B/A, and")
-		fmt.Fprintln(stderr, "a verdict. A difference is \"within noise\" when the ranges [min, max] of the two")
-		fmt.Fprintln(stderr, "reports' repeats overlap; otherwise B is better or WORSE (NOT COMPARABLE: the")
-		fmt.Fprintln(stderr, "figure's unit or direction differs). Method: bench/README.md.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "flags:")
+		fmt.Fprintln(stdout, "usage: orbitkv-bench compare [--strict] A.json B.json")
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, "Compares two --json reports of one suite figure by figure: A, B, the ratio B/A, and")
+		fmt.Fprintln(stdout, "a verdict. A difference is \"within noise\" when the ranges [min, max] of the two")
+		fmt.Fprintln(stdout, "reports' repeats overlap; otherwise B is better or WORSE (NOT COMPARABLE: the")
+		fmt.Fprintln(stdout, "figure's unit or direction differs). Method: bench/README.md.")
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, "flags:")
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			return err
-		}
-		return suite.Usagef("%v", err)
+	if err := suite.ParseGNU(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 2 {
 		return suite.Usagef("want two report files (A.json B.json), got %d arguments", fs.NArg())

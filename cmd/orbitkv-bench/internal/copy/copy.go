@@ -112,7 +112,7 @@ func copyCapacity(cfg *copyConfig) uint64 {
 
 // Run is `orbitkv-bench copy`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseCopyFlags(args, stderr)
+	cfg, err := parseCopyFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

@@ -380,7 +380,7 @@ func parseDiscoverFlags(args []string, out io.Writer) (discoverConfig, error) {
 }
 
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseDiscoverFlags(args, stderr)
+	cfg, err := parseDiscoverFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func TestDiscoverFlags(t *testing.T) {
 			t.Fatalf("err %v, want pflag.ErrHelp", err)
 		}
 		for _, want := range []string{"usage: orbitkv-bench discover [flags]", "okv_discover_local", "bench/README.md",
-			"-iters N", "100..10000000", "-load-time duration", "100ms..10m0s", "-manager-bin binary", "-manager-args arguments", "-json", "-output file"} {
+			"--iters N", "100..10000000", "--load-time duration", "100ms..10m0s", "--manager-bin binary", "--manager-args arguments", "--json", "--output file"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("help lacks %q:\n%s", want, out.String())
 			}

@@ -158,7 +158,7 @@ func findBeside(flagName, rel string) (string, error) {
 
 // Run is `orbitkv-bench peers`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parsePeersFlags(args, stderr)
+	cfg, err := parsePeersFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

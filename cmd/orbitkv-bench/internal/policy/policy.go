@@ -129,7 +129,7 @@ type PolicyReport struct {
 
 // Run is `orbitkv-bench policy`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := ParsePolicyFlags(args, stderr)
+	cfg, err := ParsePolicyFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (cfg *QueryConfig) queryManagerArgs(httpAddr string) (args []string, capaci
 }
 
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseQueryFlags(args, stderr)
+	cfg, err := parseQueryFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

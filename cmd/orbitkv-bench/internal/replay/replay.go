@@ -152,7 +152,7 @@ func partition(reqs []trace.Request, i, n int) [][]uint64 {
 // starts from an empty RAM tier), or against the --socket Manager under a
 // fresh namespace salt; the report combines them (combineReplays).
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := ParseReplayFlags(args, stderr)
+	cfg, err := ParseReplayFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

@@ -204,7 +204,7 @@ func TestParseReplayFlagsHelp(t *testing.T) {
 	if _, err := ParseReplayFlags([]string{"--help"}, &out); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("err = %v, want pflag.ErrHelp", err)
 	}
-	for _, want := range []string{"usage: orbitkv-bench replay", "-clients", "-block-bytes", "-ram-capacity", "-limit"} {
+	for _, want := range []string{"usage: orbitkv-bench replay", "--clients N", "--block-bytes size", "--ram-capacity size", "--limit N"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}

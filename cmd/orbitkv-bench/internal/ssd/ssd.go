@@ -140,7 +140,7 @@ const ssdBaseline = "the store's data file read front to back with O_DIRECT, que
 
 // Run is `orbitkv-bench ssd`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := ParseSSDFlags(args, stderr)
+	cfg, err := ParseSSDFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

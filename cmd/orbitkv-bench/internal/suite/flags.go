@@ -225,30 +225,69 @@ func ParseSizes(value string, rule BlockSizes) ([]uint64, error) {
 	return sizes, nil
 }
 
+// Output is what a suite's flag parsing writes to, given by the suite's
+// Run: the text --help asks for goes to Help (stdout, as orbitkv-manager
+// and orbitkvctl print it, so `orbitkv-bench replay --help | less` works);
+// anything else pflag prints, a deprecated flag's notice, goes to the
+// embedded Writer (stderr, away from a --json report). A plain io.Writer
+// given where an Output is expected receives both.
+type Output struct {
+	io.Writer           // stderr: notices
+	Help      io.Writer // stdout: the usage text of --help
+}
+
+// helpWriter is where out's --help text goes: out.Help of an Output, else
+// out itself.
+func helpWriter(out io.Writer) io.Writer {
+	if o, ok := out.(Output); ok && o.Help != nil {
+		return o.Help
+	}
+	return out
+}
+
 // StandaloneFlags makes the flag set of a suite that does not take the
 // shared suite flags (its own --json, --manager-bin, --manager-args): name
 // is the suite, about the usage paragraph printed between the usage line
-// and the flags, and out receives the usage and parse errors.
+// and the flags, and out (an Output, or one writer for both) receives the
+// usage text of --help and pflag's notices.
 func StandaloneFlags(name string, out io.Writer, about ...string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(out)
+	help := helpWriter(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: orbitkv-bench %s [flags]\n\n", name)
+		fmt.Fprintf(help, "usage: orbitkv-bench %s [flags]\n\n", name)
 		for _, l := range about {
-			fmt.Fprintln(out, l)
+			fmt.Fprintln(help, l)
 		}
-		fmt.Fprintln(out)
-		fmt.Fprintln(out, "flags:")
+		fmt.Fprintln(help)
+		fmt.Fprintln(help, "flags:")
+		fs.SetOutput(help)
 		fs.PrintDefaults()
+		fs.SetOutput(out)
 	}
 	return fs
 }
 
-// ParseStandalone parses args into fs: pflag.ErrHelp for --help or -h, a
-// *UsageError for a bad flag or any positional argument. A single-dash
-// word (-help, -json) is refused with the hint that long flags take two
-// dashes, as orbitkv-manager and orbitkvctl refuse it.
+// ParseStandalone parses args into fs as ParseGNU does and refuses any
+// positional argument: pflag.ErrHelp for --help or -h, else a *UsageError.
 func ParseStandalone(fs *pflag.FlagSet, args []string) error {
+	if err := ParseGNU(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// ParseGNU parses args into fs with GNU flag syntax (--name value,
+// --name=value, -h): pflag.ErrHelp for --help or -h, a *UsageError for a
+// bad flag. A single-dash word (-clients, -json=true) is refused before
+// pflag reads it as a cluster of shorthands, naming the two-dash spelling:
+// "unknown flag -clients (long flags start with --, as in --clients)", as
+// orbitkv-manager and orbitkvctl refuse it. Positional arguments are left
+// in fs.Args().
+func ParseGNU(fs *pflag.FlagSet, args []string) error {
 	if w := singleDashWord(fs, args); w != "" {
 		return Usagef("unknown flag %s (long flags start with --, as in -%s)", w, w)
 	}
@@ -257,14 +296,26 @@ func ParseStandalone(fs *pflag.FlagSet, args []string) error {
 			return err
 		}
 		if strings.HasPrefix(err.Error(), "unknown shorthand flag") {
-			return Usagef("%v (long flags start with --, as in --json)", err)
+			return Usagef("%v (long flags start with --, as in --%s)", err, exampleFlag(fs))
 		}
 		return Usagef("%v", err)
 	}
-	if fs.NArg() > 0 {
-		return Usagef("unexpected argument %q", fs.Arg(0))
-	}
 	return nil
+}
+
+// exampleFlag is the flag a hint shows: --json where fs has it, else fs's
+// first flag in name order.
+func exampleFlag(fs *pflag.FlagSet) string {
+	if fs.Lookup("json") != nil {
+		return "json"
+	}
+	first := ""
+	fs.VisitAll(func(f *pflag.Flag) {
+		if first == "" && !f.Hidden {
+			first = f.Name
+		}
+	})
+	return first
 }
 
 // singleDashWord is the first argument of args that is a dash and a word

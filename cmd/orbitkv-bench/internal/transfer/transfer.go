@@ -182,7 +182,7 @@ const transferMooncakeMethod = "per block size, one transfer_engine_bench --mode
 
 // Run is `orbitkv-bench transfer`.
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseTransferFlags(args, stderr)
+	cfg, err := parseTransferFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}

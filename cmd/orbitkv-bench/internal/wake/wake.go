@@ -105,7 +105,7 @@ type WakeReport struct {
 }
 
 func Run(args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseWakeFlags(args, stderr)
+	cfg, err := parseWakeFlags(args, suite.Output{Writer: stderr, Help: stdout})
 	if err != nil {
 		return err
 	}
