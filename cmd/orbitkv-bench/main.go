@@ -23,10 +23,14 @@
 //	                        round trips, store and retrieve GB/s, ratios
 //	orbitkv-bench compare   two --json reports of one suite, figure by figure
 //
-// `orbitkv-bench help SUITE` or `orbitkv-bench SUITE --help` prints a suite's
-// flags; `orbitkv-bench --version` the build's version lines. The hidden subcommands __peer (the other end of a baseline) and
-// __replay-worker (one replay client) are started by the bench re-executing
-// itself (never fork() from Go).
+// Flags are GNU style (spf13/pflag): --name value or --name=value after the
+// suite's name; a single-dash long flag (-clients) is refused, exit 2,
+// naming its two-dash spelling. `orbitkv-bench help SUITE` or
+// `orbitkv-bench SUITE --help` prints a suite's flags to stdout;
+// `orbitkv-bench --version` the build's version lines. The hidden
+// subcommands __peer (the other end of a baseline) and __replay-worker (one
+// replay client) are started by the bench re-executing itself (never
+// fork() from Go).
 package main
 
 import (
