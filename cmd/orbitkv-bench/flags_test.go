@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/channel"
 )
 
 // helpFlag matches a flag line of pflag's PrintDefaults: "      --clients N   ...".
@@ -112,5 +114,13 @@ func TestTheOldSpellingOfTheMainJobIsRefusedWithTheNewOne(t *testing.T) {
 	code := dispatch([]string{"replay", "-clients", "4", "-trace", "t.jsonl"}, &stdout, &stderr)
 	if want := "orbitkv-bench replay: unknown flag -clients (long flags start with --, as in --clients)\n"; code != 2 || stderr.String() != want || stdout.Len() != 0 {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, stdout.String(), stderr.String(), want)
+	}
+}
+
+func TestThePeerRefusesASingleDashFlagAsTheSuitesDo(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := dispatch([]string{channel.PeerCommand, "uds", "-parent-pid", "1"}, &stdout, &stderr)
+	if want := "unknown flag -parent-pid (long flags start with --, as in --parent-pid)"; code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
 	}
 }
