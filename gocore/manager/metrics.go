@@ -13,7 +13,6 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/peer"
-	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
 
@@ -56,11 +55,11 @@ func (d *opDurations) ObserveOp(op cache.Op, took time.Duration) {
 	}
 }
 
-// ssdDurations is the SSD tier's ssd.IOObserver: one histogram per
-// ssd.IOOp, resolved once at start.
+// ssdDurations is the SSD tier's ssd.IOObserver: the read and the write
+// histograms, resolved once at start.
 type ssdDurations struct {
-	vec *prometheus.HistogramVec
-	obs [ssd.NumIOOps]prometheus.Observer
+	vec         *prometheus.HistogramVec
+	read, write prometheus.Observer
 }
 
 // ssdDurationBuckets are seconds from an NVMe read of a few KiB (10 µs)
@@ -74,17 +73,17 @@ func newSSDDurations() *ssdDurations {
 			"prefetches, and the verification reads at start) and write (a pwritev of a demoted block); the fdatasync of each commit is not included.",
 		Buckets: ssdDurationBuckets,
 	}, []string{"op"})}
-	for op := range ssd.NumIOOps {
-		d.obs[op] = d.vec.WithLabelValues(op.String())
-	}
+	d.read, d.write = d.vec.WithLabelValues("read"), d.vec.WithLabelValues("write")
 	return d
 }
 
 // ObserveIO records one system call (ssd.IOObserver); the SSD tier's I/O
 // goroutines.
-func (d *ssdDurations) ObserveIO(op ssd.IOOp, took time.Duration) {
-	if op < ssd.NumIOOps {
-		d.obs[op].Observe(took.Seconds())
+func (d *ssdDurations) ObserveIO(write bool, took time.Duration) {
+	if write {
+		d.write.Observe(took.Seconds())
+	} else {
+		d.read.Observe(took.Seconds())
 	}
 }
 

@@ -80,34 +80,16 @@ type Spec struct {
 	// in flight at a crash were overwriting; half are picked at random.
 	VerifyOnOpen int
 	// Observer hears how long each data-file system call took: the
-	// preadv of a Read (IORead; Open's verification reads too) and the
-	// pwritev of a Write (IOWrite), from the worker entering it to its
-	// return; the fdatasync of a commit is not among them. nil: none.
+	// preadv of a Read (write false; Open's verification reads too) and
+	// the pwritev of a Write (write true), from the worker entering it to
+	// its return; the fdatasync of a commit is not among them. nil: none.
 	Observer IOObserver
 }
 
 // IOObserver hears the data file's I/O durations (Spec.Observer). It is
 // called on the store's I/O goroutines, concurrently, and must not block.
 type IOObserver interface {
-	ObserveIO(op IOOp, took time.Duration)
-}
-
-// IOOp is the system call an IOObserver hears about.
-type IOOp uint8
-
-// The IOOps.
-const (
-	IORead  IOOp = iota // a preadv of a slot (header and block)
-	IOWrite             // a pwritev of a slot (header and block)
-	NumIOOps
-)
-
-// String is the op's name: "read" or "write".
-func (o IOOp) String() string {
-	if o == IOWrite {
-		return "write"
-	}
-	return "read"
+	ObserveIO(write bool, took time.Duration)
 }
 
 // withDefaults fills the zero fields with their defaults.
