@@ -382,7 +382,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 			log.Debug("bootstrap connection closed before its hello")
 			return nil, errors.New(detail)
 		}
-		s.refused(RefusedHelloTimeout)
+		s.refused(RefusedHelloIncomplete)
 		s.refusals.warn(log, "hello", slog.String("detail", detail))
 		return nil, errors.New(detail)
 	}

@@ -13,7 +13,7 @@ const (
 	RefusedPeerCredentials   = iota // SO_PEERCRED failed on the connection
 	RefusedTenant                   // no tenant matches the peer, or its tenant holds its share of sessions
 	RefusedUID                      // without tenants: the peer's uid is not the Manager's
-	RefusedHelloTimeout             // the hello did not arrive whole within Config.HelloTimeout (or the peer closed mid-hello)
+	RefusedHelloIncomplete          // the hello did not arrive whole within Config.HelloTimeout (or the peer closed mid-hello)
 	RefusedHelloInvalid             // the hello's magic, version or a field is refused
 	RefusedMaxSessions              // every slot in use (--max-sessions)
 	RefusedMaxSessionsPerPID        // the peer process holds --max-sessions-per-pid sessions
@@ -25,7 +25,7 @@ const (
 // RefusalReasons are the metric label values of the refusal reasons, by
 // index. A connection closed before its first hello byte (a liveness probe)
 // is not a refusal and is not counted.
-var RefusalReasons = [NumRefusalReasons]string{"peer_credentials", "tenant", "uid", "hello_timeout",
+var RefusalReasons = [NumRefusalReasons]string{"peer_credentials", "tenant", "uid", "hello_incomplete",
 	"hello_invalid", "max_sessions", "max_sessions_per_pid", "draining", "internal"}
 
 // SessionCounts are the bootstrap's outcomes since the Server was made.

@@ -207,7 +207,7 @@ func newCollector(h *health, ops *opDurations) *collector {
 	counter("orbitkv_sessions_refused_per_pid_total", "Bootstraps refused because the peer process already held --max-sessions-per-pid live sessions.", func(s *snapshot) float64 { return float64(s.pidRefused) })
 	counter("orbitkv_sessions_opened_total", "Sessions the bootstrap socket handed out (the OK reply sent).", u(func(s *snapshot) uint64 { return s.boot.Opened }))
 	const refusedHelp = "Bootstrap connections refused a session, by reason: peer_credentials (SO_PEERCRED failed), tenant (no tenant matches the peer, or its tenant holds its session share), " +
-		"uid (without tenants, a peer of another uid), hello_timeout (no whole hello within --hello-timeout), hello_invalid (a refused hello field), " +
+		"uid (without tenants, a peer of another uid), hello_incomplete (no whole hello within --hello-timeout, or the peer closed mid-hello), hello_invalid (a refused hello field), " +
 		"max_sessions (every slot in use), max_sessions_per_pid (--max-sessions-per-pid), draining (orbitkvctl drain), internal (the session could not be made or its reply sent). " +
 		"A connection closed before its first byte (a liveness probe) is not counted."
 	for i, reason := range bootstrap.RefusalReasons {

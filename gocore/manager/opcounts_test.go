@@ -217,7 +217,7 @@ func TestSessionsOpenedAndRefusedAreCounted(t *testing.T) {
 	dial([]byte{1, 2, 3})             // a hello cut short
 	dial(make([]byte, abi.HelloSize)) // a hello of the wrong magic
 	dial(make([]byte, abi.HelloSize)) // and another
-	want := map[string]float64{"hello_timeout": 1, "hello_invalid": 2}
+	want := map[string]float64{"hello_incomplete": 1, "hello_invalid": 2}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		fams = scrape(t, m)
