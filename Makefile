@@ -129,9 +129,15 @@ gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 M
 test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates, the serving benchmark's tests
 	@MAKE="$(MAKE)" ci/test-stages.sh $(TEST_STAGES) $(ENGINE_STAGES)
 
-lint: deps-build ## go vet and gofmt (gofmt -l must print nothing)
+lint: deps-build ## go vet and gofmt (gofmt -l must print nothing), and the Prometheus rules (test-promtool)
 	$(GO) vet ./...
 	@BUILD=$(BUILD) ci/gofmt-check.sh
+	@$(MAKE) --no-print-directory test-promtool
+
+.PHONY: test-promtool
+test-promtool: deps-build ## Check the alert rules (promtool check rules) and run their unit tests in deploy/prometheus/tests (promtool test rules; Debian's prometheus package)
+	promtool check rules deploy/prometheus/orbitkv-alerts.yml
+	promtool test rules deploy/prometheus/tests/*.yml
 
 test-go: deps-build ## Go tests with the race detector (test/integration once more over iceoryx2 where it is built)
 	$(GO) test -race $(GO_TEST_FLAGS) $(if $(strip $(GO_NORACE_PKGS)),$$($(GO) list ./... | grep -vxF $(addprefix -e ,$(GO_NORACE_PKGS))),./...)

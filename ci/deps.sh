@@ -43,6 +43,7 @@ PACKAGES=(
 	libibverbs1             # with libnuma1 and libcurl4: loaded by Mooncake's transfer_engine_bench (build/venv/mooncake, docs/mooncake.md)
 	libnuma1
 	libcurl4
+	prometheus              # promtool: make test-promtool checks deploy/prometheus's rules and runs their unit tests (its server is disabled after install)
 )
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26
@@ -102,6 +103,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get update
 	as_root env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y --no-install-recommends "${missing[@]}"
+	# Only promtool is wanted from the prometheus package: where systemd
+	# runs, its postinst enabled and started a Prometheus server on :9090.
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+		as_root systemctl disable --now prometheus.service || true
+	fi
 fi
 
 # go_ok GO: true when GO runs and is at least GO_MIN_MAJOR.GO_MIN_MINOR.

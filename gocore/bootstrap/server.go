@@ -129,7 +129,8 @@ type Server struct {
 	pid          uint32
 	gpu          atomic.Pointer[session.GPUMapper] // CUDA memory of RegisterBuffers; nil: refused (SetGPU)
 
-	refusals refusalLog // rate limit for refusal log lines
+	refusals refusalLog      // rate limit for refusal log lines
+	counts   sessionCounters // sessions opened and refused (SessionCounts)
 
 	tenants []tenantUse // by tenant.Tenant.Index, under mu; nil without tenants
 
@@ -335,6 +336,7 @@ func (s *Server) serveConn(cn *conn) {
 func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 	cred, err := unixsock.PeerCred(c)
 	if err != nil {
+		s.refused(RefusedPeerCredentials)
 		s.log.Warn("bootstrap refused: SO_PEERCRED failed", slog.Any("err", err))
 		return nil, err
 	}
@@ -345,6 +347,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 			err = s.takeSession(tn)
 		}
 		if err != nil {
+			s.refused(RefusedTenant)
 			s.refusals.warn(log, "tenant", slog.String("detail", err.Error()))
 			s.writeReply(c, abi.RefusedReply(abi.BootBadField, err.Error()), nil, nil)
 			return nil, err
@@ -360,6 +363,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 		if cred.UID == s.uid {
 			msg = fmt.Sprintf("peer uid and the Manager's both read as the overflow uid %d (the Manager runs in a user namespace without a uid map): they cannot be compared", s.uid)
 		}
+		s.refused(RefusedUID)
 		s.refusals.warn(log, "uid", slog.String("detail", msg))
 		s.writeReply(c, abi.RefusedReply(abi.BootBadField, msg), nil, nil)
 		return nil, errors.New(msg)
@@ -378,6 +382,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 			log.Debug("bootstrap connection closed before its hello")
 			return nil, errors.New(detail)
 		}
+		s.refused(RefusedHelloIncomplete)
 		s.refusals.warn(log, "hello", slog.String("detail", detail))
 		return nil, errors.New(detail)
 	}
@@ -386,6 +391,7 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 	if err != nil {
 		var he *abi.HelloError
 		errors.As(err, &he)
+		s.refused(RefusedHelloInvalid)
 		s.refusals.warn(log, he.Field, slog.String("detail", he.Detail))
 		s.writeReply(c, abi.RefusedReply(he.Status, err.Error()), nil, nil)
 		return nil, err
@@ -397,11 +403,13 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 		if errors.Is(err, session.ErrFull) || errors.Is(err, session.ErrPIDLimit) {
 			st = abi.BootFull
 		}
+		s.refused(tableRefusal(err))
 		s.refusals.warn(log, "session", slog.Any("err", err))
 		s.writeReply(c, abi.RefusedReply(st, err.Error()), nil, nil)
 		return nil, err
 	}
 	if err := s.cfg.Dispatcher.Attach(sess); err != nil {
+		s.refused(RefusedInternal)
 		s.refusals.warn(log, "session", slog.Any("err", err))
 		s.cfg.Table.Close(sess)
 		s.writeReply(c, abi.RefusedReply(abi.BootInternal, err.Error()), nil, nil)
@@ -425,11 +433,13 @@ func (s *Server) handshake(c *net.UnixConn) (sess *session.Session, err error) {
 	}
 	reply.ExtBytes = uint16(len(exts))
 	if err := s.writeReply(c, reply, exts, files); err != nil {
+		s.refused(RefusedInternal)
 		log.Warn("bootstrap reply failed", slog.Any("err", err))
 		s.cfg.Dispatcher.Detach(sess)
 		s.cfg.Table.Close(sess)
 		return nil, err
 	}
+	s.counts.opened.Add(1)
 	log.Info("session opened", slog.Uint64("slot", uint64(sess.Index)),
 		slog.String("role", hello.Role.String()), slog.String("instance", peer.InstanceID),
 		slog.Int("sessions", s.cfg.Table.Len()))

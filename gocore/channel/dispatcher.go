@@ -146,6 +146,11 @@ type Dispatcher struct {
 	requests atomic.Uint64      // requests handled, for Health and metrics
 	invalid  atomic.Uint64      // requests refused
 	attached []*session.Session // attached sessions by slot; nil: none
+	// counts are the requests by command and answer (opcounts.go); deferred
+	// is, by slot, 1 + the op index of the request whose answer is
+	// deferred, 0 for none. Dispatcher goroutine only.
+	counts   OpCounts
+	deferred []uint8
 	done     chan struct{}
 	svc      Handler // nil: cache commands answer Unsupported
 	svcOpen  bool    // svc not yet closed
@@ -200,6 +205,7 @@ func New(spec Spec) (*Dispatcher, error) {
 	return &Dispatcher{
 		spec: spec, log: spec.Logger, dbFile: f, db: db, srv: srv,
 		attached: make([]*session.Session, spec.MaxSessions),
+		deferred: make([]uint8, spec.MaxSessions),
 		done:     make(chan struct{}),
 	}, nil
 }
@@ -301,6 +307,10 @@ func (d *Dispatcher) Run() {
 	// waiting, OKV_ETIMEDOUT): a late answer must not overwrite the newer
 	// request's response in the line.
 	post := func(slot uint32, m abi.Message) {
+		if op := d.deferred[slot]; op != 0 {
+			d.counts[op-1][resultIndex(m.Code)]++
+			d.deferred[slot] = 0
+		}
 		if sess := d.attached[slot]; sess == nil || m.Generation != sess.Limits.LastGen+1 {
 			return
 		}
@@ -332,6 +342,9 @@ func (d *Dispatcher) Run() {
 			if m, ok := d.handle(sess, &e.Msg); ok {
 				replies[nrep] = native.Reply{Slot: e.Slot, Msg: m}
 				nrep++
+				d.counts[opIndex(e.Msg.Code)][resultIndex(m.Code)]++
+			} else {
+				d.deferred[e.Slot] = uint8(opIndex(e.Msg.Code)) + 1
 			}
 			sess.Requests++
 			handled++
@@ -411,6 +424,10 @@ func (d *Dispatcher) applyControl() (stop bool) {
 			s.SetLastGeneration(s.Limits.LastGen)
 			d.srv.Detach(s.Index)
 			d.attached[s.Index] = nil
+			if op := d.deferred[s.Index]; op != 0 {
+				d.counts[op-1][ResultUnanswered]++
+				d.deferred[s.Index] = 0
+			}
 			if d.svc == nil {
 				op.done <- nil
 				continue

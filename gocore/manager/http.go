@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/orbitkv/orbitkv/ebpf"
+	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/cluster"
@@ -25,6 +26,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/proto/lifecyclepb"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
 // health answers Health frames (the Manager-wide part) and GET /health.
@@ -36,7 +38,9 @@ type health struct {
 	version   string
 	serviceID [16]byte
 	started   time.Time
-	ops       *opDurations // the cache's observer; nil without a cache
+	ops       *opDurations  // the cache's observer; nil without a cache
+	ssdIO     *ssdDurations // the SSD tier's observer; nil without one
+	boot      *bootstrap.Server
 	ready     *readiness
 	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
 	ebpf      *ebpf.Probes                        // nil without Spec.EBPF
@@ -57,6 +61,18 @@ func (h *health) reply() *lifecyclepb.HealthReply {
 		r.Tickets, r.Lookups, r.DistinctLookups = cs.Tickets, cs.Lookups, cs.DistinctLookups
 	}
 	return r
+}
+
+// ssdHealth is the SSD tier's state in GET /health ("ssd") and in the
+// operator socket's Health: all zero, configured false, without an SSD
+// tier.
+func (h *health) ssdHealth() *operatorpb.SSDTier {
+	if h.svc == nil {
+		return &operatorpb.SSDTier{}
+	}
+	ss := h.svc.Stats().SSD
+	return &operatorpb.SSDTier{Configured: ss.On, Open: ss.Open, Blocks: ss.Blocks, UsedBytes: ss.UsedBytes,
+		CapacityBytes: ss.CapacityBytes, ReadErrors: ss.ReadErrors, WriteErrors: ss.WriteErrors, CorruptBlocks: ss.Corrupt}
 }
 
 // Bounds of the HTTP port, which any local process can reach: together
@@ -126,6 +142,7 @@ func routes(h *health, r *readiness, pprofOn bool, log *slog.Logger) *http.Serve
 }
 
 // serveHTTP answers GET /health with a JSON object: 503 unless serving.
+// "ssd" is the SSD tier's state (ssdJSON).
 // The 64-bit identifiers (epoch, service_id) are strings, since JSON
 // readers such as jq hold numbers as doubles (exact only below 2^53).
 func (h *health) serveHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -143,7 +160,18 @@ func (h *health) serveHTTP(w http.ResponseWriter, _ *http.Request) {
 		"leases": rep.Leases, "pins": rep.Pins, "reserved_bytes": rep.ReservedBytes,
 		"operations": rep.Operations, "evictions": rep.Evictions,
 		"tickets": rep.Tickets, "lookups": rep.Lookups, "distinct_lookups": rep.DistinctLookups,
+		"ssd": ssdJSON(h.ssdHealth()),
 	})
+}
+
+// ssdJSON is /health's "ssd" object: the fields of operatorpb.SSDTier
+// under their proto names, every one present (false and 0 included).
+func ssdJSON(t *operatorpb.SSDTier) map[string]any {
+	return map[string]any{
+		"configured": t.Configured, "open": t.Open, "blocks": t.Blocks, "used_bytes": t.UsedBytes,
+		"capacity_bytes": t.CapacityBytes, "read_errors": t.ReadErrors, "write_errors": t.WriteErrors,
+		"corrupt_blocks": t.CorruptBlocks,
+	}
 }
 
 // stopHTTP stops the HTTP endpoints, giving requests in flight 2 s.

@@ -246,6 +246,7 @@ func (m *Manager) build(s Spec) (err error) {
 		return &limit.Refused{Field: "bootstrap.Path", Value: bc.Path, Err: err}
 	}
 	undo = append(undo, m.Server.Close)
+	m.health.boot = m.Server
 	m.log.Info("start: bootstrap socket bound", slog.String("socket", bc.Path))
 	if err := m.startOperator(); err != nil {
 		return err
@@ -309,6 +310,12 @@ func (m *Manager) newCache(s Spec) (err error) {
 	if cs.Observer == nil {
 		m.health.ops = newOpDurations()
 		cs.Observer = m.health.ops
+	}
+	if cs.Tiers.SSD != nil && cs.Tiers.SSD.Observer == nil {
+		sp := *cs.Tiers.SSD
+		m.health.ssdIO = newSSDDurations()
+		sp.Observer = m.health.ssdIO
+		cs.Tiers.SSD = &sp
 	}
 	if user := cs.Tiers.RAM.Progress; user != nil {
 		cs.Tiers.RAM.Progress = func(done, total uint64) { m.ready.prefault(done, total); user(done, total) }

@@ -6,9 +6,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/bootstrap"
 	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
+	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
@@ -52,12 +55,46 @@ func (d *opDurations) ObserveOp(op cache.Op, took time.Duration) {
 	}
 }
 
+// ssdDurations is the SSD tier's ssd.IOObserver: the read and the write
+// histograms, resolved once at start.
+type ssdDurations struct {
+	vec         *prometheus.HistogramVec
+	read, write prometheus.Observer
+}
+
+// ssdDurationBuckets are seconds from an NVMe read of a few KiB (10 µs)
+// to a busy HDD's seek queue (1 s).
+var ssdDurationBuckets = []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1}
+
+func newSSDDurations() *ssdDurations {
+	d := &ssdDurations{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "orbitkv_ssd_io_duration_seconds",
+		Help: "Seconds each system call on the SSD tier's data file took, every one counted, by op: read (a preadv of a slot's header and block: " +
+			"prefetches, and the verification reads at start) and write (a pwritev of a demoted block); the fdatasync of each commit is not included.",
+		Buckets: ssdDurationBuckets,
+	}, []string{"op"})}
+	d.read, d.write = d.vec.WithLabelValues("read"), d.vec.WithLabelValues("write")
+	return d
+}
+
+// ObserveIO records one system call (ssd.IOObserver); the SSD tier's I/O
+// goroutines.
+func (d *ssdDurations) ObserveIO(write bool, took time.Duration) {
+	if write {
+		d.write.Observe(took.Seconds())
+	} else {
+		d.read.Observe(took.Seconds())
+	}
+}
+
 // snapshot is everything one scrape emits, read once.
 type snapshot struct {
 	ready                            bool
 	sessions                         int
 	pidRefused                       uint64 // sessions refused for --max-sessions-per-pid
 	requests, invalid, parks, rescue uint64
+	ops                              channel.OpCounts
+	boot                             bootstrap.SessionCounts
 	cache                            cache.Stats
 	catalog                          catalog.Stats        // zero until the catalog is open
 	peer                             peer.Stats           // zero until peer control serves
@@ -80,7 +117,9 @@ type series struct {
 type collector struct {
 	h        *health
 	series   []series
-	ops      *opDurations // nil without a cache
+	ops      *opDurations  // nil without a cache
+	ssdIO    *ssdDurations // nil without an SSD tier
+	opsDesc  *prometheus.Desc
 	constant []prometheus.Metric
 }
 
@@ -90,6 +129,10 @@ func (c *collector) take() snapshot {
 	s := snapshot{
 		ready: phase == PhaseServing, sessions: h.table.Len(), pidRefused: h.table.PIDRefusals(),
 		requests: h.disp.Requests(), invalid: h.disp.Invalid(), parks: h.disp.Parks(), rescue: h.disp.LostRings(),
+	}
+	h.disp.Operations(&s.ops)
+	if h.boot != nil {
+		s.boot = h.boot.SessionCounts()
 	}
 	if h.svc != nil {
 		s.cache = h.svc.Stats()
@@ -114,8 +157,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.constant {
 		ch <- m.Desc()
 	}
+	ch <- c.opsDesc
 	if c.ops != nil {
 		c.ops.vec.Describe(ch)
+	}
+	if c.ssdIO != nil {
+		c.ssdIO.vec.Describe(ch)
 	}
 }
 
@@ -128,15 +175,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.constant {
 		ch <- m
 	}
+	c.collectOperations(ch, &snap)
 	if c.ops != nil {
 		c.ops.vec.Collect(ch)
+	}
+	if c.ssdIO != nil {
+		c.ssdIO.vec.Collect(ch)
 	}
 }
 
 // newCollector builds the series of the Manager h describes; ops is the
 // cache's observer (nil without a cache).
 func newCollector(h *health, ops *opDurations) *collector {
-	c := &collector{h: h, ops: ops}
+	c := &collector{h: h, ops: ops, ssdIO: h.ssdIO,
+		opsDesc: prometheus.NewDesc("orbitkv_operations_total", operationsHelp, []string{"op", "result"}, nil)}
 	add := func(kind prometheus.ValueType, name, help string, f func(*snapshot) float64, labels ...string) {
 		c.series = append(c.series, series{desc: prometheus.NewDesc(name, help, nil, labelPairs(labels)), kind: kind, value: f})
 	}
@@ -153,6 +205,14 @@ func newCollector(h *health, ops *opDurations) *collector {
 	})
 	gauge("orbitkv_sessions", "Live sessions.", func(s *snapshot) float64 { return float64(s.sessions) })
 	counter("orbitkv_sessions_refused_per_pid_total", "Bootstraps refused because the peer process already held --max-sessions-per-pid live sessions.", func(s *snapshot) float64 { return float64(s.pidRefused) })
+	counter("orbitkv_sessions_opened_total", "Sessions the bootstrap socket handed out (the OK reply sent).", u(func(s *snapshot) uint64 { return s.boot.Opened }))
+	const refusedHelp = "Bootstrap connections refused a session, by reason: peer_credentials (SO_PEERCRED failed), tenant (no tenant matches the peer, or its tenant holds its session share), " +
+		"uid (without tenants, a peer of another uid), hello_incomplete (no whole hello within --hello-timeout, or the peer closed mid-hello), hello_invalid (a refused hello field), " +
+		"max_sessions (every slot in use), max_sessions_per_pid (--max-sessions-per-pid), draining (orbitkvctl drain), internal (the session could not be made or its reply sent). " +
+		"A connection closed before its first byte (a liveness probe) is not counted."
+	for i, reason := range bootstrap.RefusalReasons {
+		add(prometheus.CounterValue, "orbitkv_sessions_refused_total", refusedHelp, u(func(s *snapshot) uint64 { return s.boot.Refused[i] }), "reason", reason)
+	}
 	counter("orbitkv_channel_requests_total", "Channel requests handled by the dispatcher.", u(func(s *snapshot) uint64 { return s.requests }))
 	counter("orbitkv_channel_invalid_requests_total", "Channel requests refused as invalid, stale-session or stale-generation.", u(func(s *snapshot) uint64 { return s.invalid }))
 	counter("orbitkv_channel_parks_total", "Times the dispatcher slept for lack of requests; the next request after each pays a futex wakeup.", u(func(s *snapshot) uint64 { return s.parks }))
@@ -241,6 +301,40 @@ func addCluster(gauge, counter seriesFunc, u uintFunc, add addFunc) {
 	}
 }
 
+// operationsHelp is orbitkv_operations_total's help.
+const operationsHelp = "Channel requests, every one counted, by op (the command: query is QueryBundle, poll, claim, cancel is CancelQuery, publish, restore, restore_poll, release, ping, shutdown; other: an unknown code, answered invalid) " +
+	"and result (the status answered: ok, loading, miss, candidates, unadmitted, invalid, stale_session, stale_generation, timeout, internal, unsupported; " +
+	"unanswered: a deferred Publish whose session ended before its copy completed). A Publish counts when its copy completed and the answer was posted. " +
+	"Every op with every status is exposed from start (other only with invalid, unanswered only with publish, or once counted)."
+
+// collectOperations sends the series of orbitkv_operations_total from
+// snap: every op but other with every status, other with invalid and
+// publish with unanswered always (at 0 until counted), any other pair
+// once it counted one.
+func (c *collector) collectOperations(ch chan<- prometheus.Metric, snap *snapshot) {
+	for op := range channel.NumOps {
+		for res := range channel.NumResults {
+			n := snap.ops[op][res]
+			if n == 0 && !alwaysExposed(op, res) {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.opsDesc, prometheus.CounterValue, float64(n), channel.OpNames[op], channel.ResultNames[res])
+		}
+	}
+}
+
+// alwaysExposed reports whether orbitkv_operations_total's series for
+// (op, res) is exposed at 0.
+func alwaysExposed(op, res int) bool {
+	switch {
+	case op == channel.OpOther:
+		return res == int(abi.StatusInvalid)
+	case res == channel.ResultUnanswered:
+		return op == int(abi.CmdPublish)
+	}
+	return true
+}
+
 // labelPairs turns "k", "v", ... into constant labels (nil for none).
 func labelPairs(kv []string) prometheus.Labels {
 	if len(kv) == 0 {
@@ -271,8 +365,11 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 	gauge("orbitkv_ram_capacity_bytes", "Usable bytes of the RAM tier.", cs(func(s cache.Stats) uint64 { return s.CapacityBytes }))
 	gauge("orbitkv_leases", "Live leases.", cs(func(s cache.Stats) uint64 { return s.Leases }))
 	gauge("orbitkv_block_pins", "Block pins held by leases and in-flight copies.", cs(func(s cache.Stats) uint64 { return s.Pins }))
-	gauge("orbitkv_reserved_bytes", "Bytes reserved by live leases.", cs(func(s cache.Stats) uint64 { return s.ReservedBytes }))
-	gauge("orbitkv_operations", "Copies in flight plus restores awaiting RestorePoll.", cs(func(s cache.Stats) uint64 { return s.Operations }))
+	gauge("orbitkv_reserved_bytes", "Bytes of the lease budget in use: reserved by live leases and by restores in flight.", cs(func(s cache.Stats) uint64 { return s.ReservedBytes }))
+	budget := float64(c.h.svc.LeaseBudget())
+	gauge("orbitkv_lease_budget_capacity_bytes", "Bytes leases and restores in flight may reserve in all (--lease-budget, or the RAM tier's capacity when 0); orbitkv_reserved_bytes is the part in use. Fixed at start.",
+		func(*snapshot) float64 { return budget })
+	gauge("orbitkv_operations", "Operations in progress now: copies in flight, restores awaiting RestorePoll, live tickets, SSD reads and peer fetches (orbitkv_operations_total counts requests).", cs(func(s cache.Stats) uint64 { return s.Operations }))
 	counter("orbitkv_evictions_total", "Blocks evicted from the RAM tier.", cs(func(s cache.Stats) uint64 { return s.Evictions }))
 	counter("orbitkv_published_blocks_total", "Blocks published (copied in and sealed).", cs(func(s cache.Stats) uint64 { return s.Published }))
 	counter("orbitkv_published_bytes_total", "Bytes copied by publishes.", cs(func(s cache.Stats) uint64 { return s.PublishBytes }))

@@ -2,6 +2,8 @@ package manager
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -150,6 +152,33 @@ func TestMetricsExposeTheOperatorSeries(t *testing.T) {
 			t.Fatalf("ops %v, want %v", ops, want)
 		}
 	})
+	t.Run("SSD I/O durations are histograms for read and write", func(t *testing.T) {
+		f := fams["orbitkv_ssd_io_duration_seconds"]
+		if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+			t.Fatalf("orbitkv_ssd_io_duration_seconds = %v, want a histogram", f)
+		}
+		var ops []string
+		for _, s := range f.GetMetric() {
+			ops = append(ops, labels(s)["op"])
+			b := s.GetHistogram().GetBucket()
+			if len(b) != len(ssdDurationBuckets)+1 || b[0].GetUpperBound() != 10e-6 || b[len(b)-2].GetUpperBound() != 1 { // and +Inf
+				t.Errorf("op %s: buckets %v, want 10 µs .. 1 s and +Inf", labels(s)["op"], b)
+			}
+		}
+		sort.Strings(ops)
+		if want := []string{"read", "write"}; !slices.Equal(ops, want) {
+			t.Fatalf("ops %v, want %v", ops, want)
+		}
+	})
+	t.Run("the lease budget's capacity is in bytes beside the bytes in use", func(t *testing.T) {
+		f := fams["orbitkv_lease_budget_capacity_bytes"]
+		if f == nil || len(f.GetMetric()) != 1 || fams["orbitkv_reserved_bytes"] == nil {
+			t.Fatalf("orbitkv_lease_budget_capacity_bytes = %v, orbitkv_reserved_bytes = %v; want one series each", f, fams["orbitkv_reserved_bytes"])
+		}
+		if got, want := f.GetMetric()[0].GetGauge().GetValue(), float64(m.Cache.LeaseBudget()); got != want || want == 0 {
+			t.Fatalf("orbitkv_lease_budget_capacity_bytes = %v, want the cache's budget %v", got, want)
+		}
+	})
 	t.Run("the hugepages label is a short reason code", func(t *testing.T) {
 		f := fams["orbitkv_ram_hugepages"]
 		if f == nil || len(f.GetMetric()) != 1 {
@@ -188,10 +217,11 @@ func TestHealthWritesTheEpochAsAString(t *testing.T) {
 	}
 }
 
-// metricName matches a metric name inside a PromQL expression.
-var metricName = regexp.MustCompile(`\borbitkv_[a-z0-9_]+`)
+// metricName matches a metric name the Manager exposes inside a PromQL
+// expression: its own (orbitkv_), and the Go and process collectors'.
+var metricName = regexp.MustCompile(`\b(orbitkv|process|go)_[a-z0-9_]+`)
 
-// queried returns every orbitkv_* metric name in exprs, sorted.
+// queried returns every metric name metricName finds in exprs, sorted.
 func queried(exprs []string) []string {
 	var names []string
 	for _, e := range exprs {
@@ -201,30 +231,44 @@ func queried(exprs []string) []string {
 	return slices.Compact(names)
 }
 
-// dashboardExprs returns every target expression of the Grafana dashboard
-// (panels[].targets[].expr and templating queries).
-func dashboardExprs(t *testing.T, path string) []string {
+// dashboard is the part of the Grafana dashboard the tests read.
+type dashboard struct {
+	Panels []struct {
+		Title       string `json:"title"`
+		FieldConfig struct {
+			Defaults struct {
+				Unit string `json:"unit"`
+			} `json:"defaults"`
+		} `json:"fieldConfig"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Templating struct {
+		List []struct {
+			Query any `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T, path string) dashboard {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Query any `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
+	var d dashboard
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	return d
+}
+
+// dashboardExprs returns every target expression of the Grafana dashboard
+// (panels[].targets[].expr and templating queries).
+func dashboardExprs(t *testing.T, path string) []string {
+	t.Helper()
+	d := readDashboard(t, path)
 	var exprs []string
 	for _, p := range d.Panels {
 		if len(p.Targets) == 0 {
@@ -240,6 +284,129 @@ func dashboardExprs(t *testing.T, path string) []string {
 		}
 	}
 	return exprs
+}
+
+// Quantities a dashboard expression yields (exprQuantity) and the Grafana
+// units that display each (panelQuantity).
+const (
+	qCount     = "a count"
+	qSeconds   = "seconds"
+	qBytes     = "bytes"
+	qRatio     = "a ratio"
+	qPerSecond = "events per second"
+	qBytesRate = "bytes per second"
+)
+
+// panelQuantity maps a Grafana unit id to the quantity it displays.
+var panelQuantity = map[string]string{
+	"none": qCount, "short": qCount,
+	"s":     qSeconds,
+	"bytes": qBytes, "decbytes": qBytes,
+	"percentunit": qRatio,
+	"ops":         qPerSecond, "reqps": qPerSecond,
+	"Bps": qBytesRate, "binBps": qBytesRate,
+}
+
+// nameQuantity is what a metric name's unit suffix says it counts
+// (Prometheus naming: base units, _total for counters), and whether it is
+// a counter.
+func nameQuantity(name string) (q string, counter bool) {
+	name, counter = strings.CutSuffix(name, "_total")
+	switch {
+	case strings.HasSuffix(name, "_seconds"):
+		return qSeconds, counter
+	case strings.HasSuffix(name, "_bytes"):
+		return qBytes, counter
+	case strings.HasSuffix(name, "_ratio"):
+		return qRatio, counter
+	}
+	return qCount, counter
+}
+
+// trailingFilter is a comparison with a constant ending an expression
+// ("... > 0"): it drops series, not units.
+var trailingFilter = regexp.MustCompile(`\s*(>|<|>=|<=|==|!=)\s*[0-9.]+\s*$`)
+
+// splitTopLevel splits expr at each sep outside parentheses and braces.
+func splitTopLevel(expr, sep string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i := 0; i < len(expr); i++ {
+		switch expr[i] {
+		case '(', '{', '[':
+			depth++
+		case ')', '}', ']':
+			depth--
+		}
+		if depth == 0 && strings.HasPrefix(expr[i:], sep) {
+			parts = append(parts, expr[start:i])
+			start = i + len(sep)
+		}
+	}
+	return append(parts, expr[start:])
+}
+
+// exprQuantity is the quantity a dashboard expression yields, from the
+// unit suffixes of the metrics it reads and the functions around them: a
+// quotient of two equal quantities is a ratio; histogram_quantile of a
+// _seconds histogram is seconds; rate() of a counter of things is per
+// second (of seconds: a ratio; of bytes: bytes per second), increase()
+// the thing itself; a gauge its suffix's quantity. A counter read without
+// rate or increase, or metrics of different quantities mixed otherwise,
+// is an error.
+func exprQuantity(expr string) (string, error) {
+	expr = trailingFilter.ReplaceAllString(expr, "")
+	if parts := splitTopLevel(expr, " / "); len(parts) == 2 {
+		a, err := exprQuantity(parts[0])
+		if err != nil {
+			return "", err
+		}
+		b, err := exprQuantity(parts[1])
+		if err != nil {
+			return "", err
+		}
+		if a != b {
+			return "", fmt.Errorf("divides %s by %s", a, b)
+		}
+		return qRatio, nil
+	} else if len(parts) > 2 {
+		return "", fmt.Errorf("more than one division")
+	}
+	names := metricName.FindAllString(expr, -1)
+	if len(names) == 0 {
+		return "", fmt.Errorf("reads no metric")
+	}
+	var out string
+	for _, n := range names {
+		var q string
+		switch base, isBucket := strings.CutSuffix(n, "_bucket"); {
+		case strings.Contains(expr, "histogram_quantile("):
+			if !isBucket {
+				return "", fmt.Errorf("histogram_quantile of %s, not a _bucket series", n)
+			}
+			q, _ = nameQuantity(base)
+		default:
+			what, counter := nameQuantity(n)
+			switch {
+			case strings.Contains(expr, "rate("):
+				if !counter {
+					return "", fmt.Errorf("rate of %s, which is not a counter (_total)", n)
+				}
+				q = map[string]string{qCount: qPerSecond, qSeconds: qRatio, qBytes: qBytesRate}[what]
+			case strings.Contains(expr, "increase("):
+				q = what
+			case counter:
+				return "", fmt.Errorf("graphs the counter %s without rate or increase", n)
+			default:
+				q = what
+			}
+		}
+		if out != "" && q != out {
+			return "", fmt.Errorf("mixes %s and %s", out, q)
+		}
+		out = q
+	}
+	return out, nil
 }
 
 // ruleExprs returns every rule's expression of the Prometheus rules file.
@@ -325,6 +492,10 @@ func addEBPFFamilies(t *testing.T, fams map[string]*dto.MetricFamily) {
 	}
 }
 
+// Every metric the dashboard and the alert rules query is exposed by a
+// live Manager under the type its name promises (a _total name is a
+// counter, any other a gauge or a histogram's series), and each dashboard
+// panel's unit is the quantity every one of its expressions yields.
 func TestDashboardAndAlertsQueryOnlyExposedMetrics(t *testing.T) {
 	m := newMetricsManager(t, 1)
 	fams := scrape(t, m)
@@ -346,7 +517,69 @@ func TestDashboardAndAlertsQueryOnlyExposedMetrics(t *testing.T) {
 			for _, n := range names {
 				if !exposedName(fams, n) {
 					t.Errorf("%s queries %s, which the Manager's /metrics does not expose", f.path, n)
+					continue
 				}
+				if f := fams[n]; f != nil {
+					_, counter := nameQuantity(n)
+					if isCounter := f.GetType() == dto.MetricType_COUNTER; counter != isCounter {
+						t.Errorf("%s is a %v: a name ends in _total exactly when it is a counter", n, f.GetType())
+					}
+				}
+			}
+		})
+	}
+	const path = "../../deploy/grafana/orbitkv.json"
+	for _, p := range readDashboard(t, path).Panels {
+		t.Run(fmt.Sprintf("panel %q shows its queries' unit", p.Title), func(t *testing.T) {
+			unit := p.FieldConfig.Defaults.Unit
+			want, ok := panelQuantity[unit]
+			if !ok {
+				t.Fatalf("unit %q is not one the test knows (%v)", unit, slices.Sorted(maps.Keys(panelQuantity)))
+			}
+			for _, x := range p.Targets {
+				got, err := exprQuantity(x.Expr)
+				if err != nil {
+					t.Errorf("%s: %v", x.Expr, err)
+				} else if got != want {
+					t.Errorf("%s yields %s; the panel's unit %q shows %s", x.Expr, got, unit, want)
+				}
+			}
+		})
+	}
+}
+
+// exprQuantity tells the quantities apart and refuses mixtures, so that a
+// panel of the wrong unit fails TestDashboardAndAlertsQueryOnlyExposedMetrics.
+func TestExprQuantity(t *testing.T) {
+	cases := []struct {
+		expr, want, err string
+	}{
+		{`orbitkv_ram_used_bytes{instance=~"$instance"}`, qBytes, ""},
+		{`orbitkv_leases`, qCount, ""},
+		{`orbitkv_ram_used_bytes / orbitkv_ram_capacity_bytes`, qRatio, ""},
+		{`sum by (op) (rate(orbitkv_operations_total[5m]))`, qPerSecond, ""},
+		{`rate(orbitkv_published_bytes_total[5m])`, qBytesRate, ""},
+		{`rate(orbitkv_query_server_seconds_total[5m])`, qRatio, ""},
+		{`increase(orbitkv_ssd_corrupt_total[5m])`, qCount, ""},
+		{`histogram_quantile(0.99, sum by (le) (rate(orbitkv_ssd_io_duration_seconds_bucket[5m])))`, qSeconds, ""},
+		{`sum by (reason) (rate(orbitkv_sessions_refused_total[5m])) > 0`, qPerSecond, ""},
+		{`orbitkv_operations_total`, "", "without rate or increase"},
+		{`rate(orbitkv_leases[5m])`, "", "not a counter"},
+		{`orbitkv_reserved_bytes or orbitkv_leases`, "", "mixes"},
+		{`orbitkv_ram_used_bytes / orbitkv_leases`, "", "divides"},
+		{`histogram_quantile(0.5, orbitkv_op_duration_seconds_count)`, "", "not a _bucket"},
+	}
+	for _, c := range cases {
+		t.Run(c.expr, func(t *testing.T) {
+			got, err := exprQuantity(c.expr)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("= %q, %v; want an error containing %q", got, err, c.err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("= %q, %v; want %q", got, err, c.want)
 			}
 		})
 	}

@@ -205,7 +205,7 @@ func (o *operatorService) Health(context.Context, *operatorpb.HealthRequest) (*o
 		Requests: h.Requests, Sessions: uint32(m.Table.Len()), Epoch: m.spec.Epoch, ServiceId: hex.EncodeToString(m.health.serviceID[:]),
 		ManagerPid: int32(os.Getpid()), Blocks: h.Blocks, RamUsedBytes: h.RamUsedBytes, RamCapacityBytes: h.RamCapacityBytes,
 		Leases: h.Leases, Pins: h.Pins, ReservedBytes: h.ReservedBytes, Operations: h.Operations, Evictions: h.Evictions,
-		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups}, nil
+		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups, Ssd: m.health.ssdHealth()}, nil
 }
 
 func (o *operatorService) Evict(_ context.Context, r *operatorpb.EvictRequest) (*operatorpb.EvictReply, error) {

@@ -69,7 +69,7 @@ func (s *ssdTier) close() {
 
 func (s *ssdTier) stats() SSDStats {
 	ss := s.store.Stats()
-	return SSDStats{On: true, Blocks: ss.Blocks, UsedBytes: ss.UsedBytes, CapacityBytes: ss.CapacityBytes,
+	return SSDStats{On: true, Open: ss.Open, ReadErrors: ss.ReadErrors, WriteErrors: ss.WriteErrors, Blocks: ss.Blocks, UsedBytes: ss.UsedBytes, CapacityBytes: ss.CapacityBytes,
 		Writes: ss.Writes, Reads: ss.Reads, Corrupt: ss.Corrupt, Recovered: ss.Recovered,
 		NotAdmitted: ss.NotAdmitted, Evictions: ss.Evictions, DemoteSkipped: s.demoteSkipped.Load() + ss.Busy,
 		Prefetches: s.prefetches.Load(), PrefetchFails: s.prefetchFails.Load()}

@@ -239,9 +239,11 @@ type Stats struct {
 
 // SSDStats are the SSD tier's counters (zero without one).
 type SSDStats struct {
-	On                                    bool
+	On                                    bool // the tier is configured (and was opened at start)
+	Open                                  bool // the store serves: true from start until the cache closes it
 	Blocks, UsedBytes, CapacityBytes      uint64
 	Writes, Reads, Corrupt, Recovered     uint64 // demoted (durable), read back and verified, failed checksum, recovered at start
+	ReadErrors, WriteErrors               uint64 // reads and writes of the data file that failed with an I/O error
 	NotAdmitted, Evictions, DemoteSkipped uint64 // declined by admission, evicted (FIFO), not demoted (no staging, too big, busy)
 	Prefetches, PrefetchFails             uint64 // blocks read into RAM, prefetches failed (misses)
 }

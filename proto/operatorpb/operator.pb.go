@@ -1148,6 +1148,7 @@ type HealthReply struct {
 	Tickets          uint64                 `protobuf:"varint,18,opt,name=tickets,proto3" json:"tickets,omitempty"`
 	Lookups          uint64                 `protobuf:"varint,19,opt,name=lookups,proto3" json:"lookups,omitempty"`
 	DistinctLookups  uint64                 `protobuf:"varint,20,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"`
+	Ssd              *SSDTier               `protobuf:"bytes,21,opt,name=ssd,proto3" json:"ssd,omitempty"` // the SSD tier's state; configured false without --ssd-dir
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1322,6 +1323,114 @@ func (x *HealthReply) GetDistinctLookups() uint64 {
 	return 0
 }
 
+func (x *HealthReply) GetSsd() *SSDTier {
+	if x != nil {
+		return x.Ssd
+	}
+	return nil
+}
+
+// SSDTier is the SSD tier's state in HealthReply (GET /health's "ssd").
+type SSDTier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Configured    bool                   `protobuf:"varint,1,opt,name=configured,proto3" json:"configured,omitempty"`                            // the Manager runs with an SSD tier (--ssd-dir)
+	Open          bool                   `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`                                        // its store serves (false before start and once it closed at shutdown)
+	Blocks        uint64                 `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`                                    // blocks resident
+	UsedBytes     uint64                 `protobuf:"varint,4,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`             // bytes of the data file's slots in use
+	CapacityBytes uint64                 `protobuf:"varint,5,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"` // bytes of the data file
+	ReadErrors    uint64                 `protobuf:"varint,6,opt,name=read_errors,json=readErrors,proto3" json:"read_errors,omitempty"`          // reads of the data file that failed with an I/O error
+	WriteErrors   uint64                 `protobuf:"varint,7,opt,name=write_errors,json=writeErrors,proto3" json:"write_errors,omitempty"`       // writes of the data file that failed with an I/O error
+	CorruptBlocks uint64                 `protobuf:"varint,8,opt,name=corrupt_blocks,json=corruptBlocks,proto3" json:"corrupt_blocks,omitempty"` // blocks that failed their integrity check (dropped)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SSDTier) Reset() {
+	*x = SSDTier{}
+	mi := &file_operator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SSDTier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SSDTier) ProtoMessage() {}
+
+func (x *SSDTier) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SSDTier.ProtoReflect.Descriptor instead.
+func (*SSDTier) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SSDTier) GetConfigured() bool {
+	if x != nil {
+		return x.Configured
+	}
+	return false
+}
+
+func (x *SSDTier) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
+func (x *SSDTier) GetBlocks() uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+func (x *SSDTier) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *SSDTier) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *SSDTier) GetReadErrors() uint64 {
+	if x != nil {
+		return x.ReadErrors
+	}
+	return 0
+}
+
+func (x *SSDTier) GetWriteErrors() uint64 {
+	if x != nil {
+		return x.WriteErrors
+	}
+	return 0
+}
+
+func (x *SSDTier) GetCorruptBlocks() uint64 {
+	if x != nil {
+		return x.CorruptBlocks
+	}
+	return 0
+}
+
 // EvictRequest names one namespace (32 hex digits) or all.
 type EvictRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1333,7 +1442,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1454,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1467,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{11}
+	return file_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EvictRequest) GetNamespace() string {
@@ -1389,7 +1498,7 @@ type EvictReply struct {
 
 func (x *EvictReply) Reset() {
 	*x = EvictReply{}
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1510,7 @@ func (x *EvictReply) String() string {
 func (*EvictReply) ProtoMessage() {}
 
 func (x *EvictReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1523,7 @@ func (x *EvictReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictReply.ProtoReflect.Descriptor instead.
 func (*EvictReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{12}
+	return file_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EvictReply) GetRamBlocks() uint64 {
@@ -1461,7 +1570,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1582,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1595,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{13}
+	return file_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainRequest) GetTimeoutNs() uint64 {
@@ -1508,7 +1617,7 @@ type DrainReply struct {
 
 func (x *DrainReply) Reset() {
 	*x = DrainReply{}
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1629,7 @@ func (x *DrainReply) String() string {
 func (*DrainReply) ProtoMessage() {}
 
 func (x *DrainReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1642,7 @@ func (x *DrainReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReply.ProtoReflect.Descriptor instead.
 func (*DrainReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{14}
+	return file_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DrainReply) GetOperationsLeft() uint64 {
@@ -1579,7 +1688,7 @@ type PingSummary struct {
 
 func (x *PingSummary) Reset() {
 	*x = PingSummary{}
-	mi := &file_operator_proto_msgTypes[15]
+	mi := &file_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1700,7 @@ func (x *PingSummary) String() string {
 func (*PingSummary) ProtoMessage() {}
 
 func (x *PingSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[15]
+	mi := &file_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1713,7 @@ func (x *PingSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingSummary.ProtoReflect.Descriptor instead.
 func (*PingSummary) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{15}
+	return file_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PingSummary) GetCount() uint64 {
@@ -1772,7 +1881,7 @@ const file_operator_proto_rawDesc = "" +
 	"\alookups\x18\x05 \x01(\x04R\alookups\x12)\n" +
 	"\x10distinct_lookups\x18\x06 \x01(\x04R\x0fdistinctLookups\x125\n" +
 	"\atenants\x18\a \x03(\v2\x1b.orbitkv.operator.v1.TenantR\atenants\"\x0f\n" +
-	"\rHealthRequest\"\xe3\x04\n" +
+	"\rHealthRequest\"\x93\x05\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1b\n" +
@@ -1798,7 +1907,21 @@ const file_operator_proto_rawDesc = "" +
 	"\tevictions\x18\x11 \x01(\x04R\tevictions\x12\x18\n" +
 	"\atickets\x18\x12 \x01(\x04R\atickets\x12\x18\n" +
 	"\alookups\x18\x13 \x01(\x04R\alookups\x12)\n" +
-	"\x10distinct_lookups\x18\x14 \x01(\x04R\x0fdistinctLookups\">\n" +
+	"\x10distinct_lookups\x18\x14 \x01(\x04R\x0fdistinctLookups\x12.\n" +
+	"\x03ssd\x18\x15 \x01(\v2\x1c.orbitkv.operator.v1.SSDTierR\x03ssd\"\x86\x02\n" +
+	"\aSSDTier\x12\x1e\n" +
+	"\n" +
+	"configured\x18\x01 \x01(\bR\n" +
+	"configured\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\bR\x04open\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\x04R\x06blocks\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x04 \x01(\x04R\tusedBytes\x12%\n" +
+	"\x0ecapacity_bytes\x18\x05 \x01(\x04R\rcapacityBytes\x12\x1f\n" +
+	"\vread_errors\x18\x06 \x01(\x04R\n" +
+	"readErrors\x12!\n" +
+	"\fwrite_errors\x18\a \x01(\x04R\vwriteErrors\x12%\n" +
+	"\x0ecorrupt_blocks\x18\b \x01(\x04R\rcorruptBlocks\">\n" +
 	"\fEvictRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"\xb1\x01\n" +
@@ -1847,7 +1970,7 @@ func file_operator_proto_rawDescGZIP() []byte {
 	return file_operator_proto_rawDescData
 }
 
-var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_operator_proto_goTypes = []any{
 	(*SessionsRequest)(nil), // 0: orbitkv.operator.v1.SessionsRequest
 	(*Session)(nil),         // 1: orbitkv.operator.v1.Session
@@ -1860,11 +1983,12 @@ var file_operator_proto_goTypes = []any{
 	(*StatsReply)(nil),      // 8: orbitkv.operator.v1.StatsReply
 	(*HealthRequest)(nil),   // 9: orbitkv.operator.v1.HealthRequest
 	(*HealthReply)(nil),     // 10: orbitkv.operator.v1.HealthReply
-	(*EvictRequest)(nil),    // 11: orbitkv.operator.v1.EvictRequest
-	(*EvictReply)(nil),      // 12: orbitkv.operator.v1.EvictReply
-	(*DrainRequest)(nil),    // 13: orbitkv.operator.v1.DrainRequest
-	(*DrainReply)(nil),      // 14: orbitkv.operator.v1.DrainReply
-	(*PingSummary)(nil),     // 15: orbitkv.operator.v1.PingSummary
+	(*SSDTier)(nil),         // 11: orbitkv.operator.v1.SSDTier
+	(*EvictRequest)(nil),    // 12: orbitkv.operator.v1.EvictRequest
+	(*EvictReply)(nil),      // 13: orbitkv.operator.v1.EvictReply
+	(*DrainRequest)(nil),    // 14: orbitkv.operator.v1.DrainRequest
+	(*DrainReply)(nil),      // 15: orbitkv.operator.v1.DrainReply
+	(*PingSummary)(nil),     // 16: orbitkv.operator.v1.PingSummary
 }
 var file_operator_proto_depIdxs = []int32{
 	1,  // 0: orbitkv.operator.v1.SessionsReply.sessions:type_name -> orbitkv.operator.v1.Session
@@ -1872,23 +1996,24 @@ var file_operator_proto_depIdxs = []int32{
 	5,  // 2: orbitkv.operator.v1.StatsReply.ssd:type_name -> orbitkv.operator.v1.SsdTier
 	6,  // 3: orbitkv.operator.v1.StatsReply.budgets:type_name -> orbitkv.operator.v1.Budgets
 	7,  // 4: orbitkv.operator.v1.StatsReply.tenants:type_name -> orbitkv.operator.v1.Tenant
-	0,  // 5: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
-	3,  // 6: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
-	9,  // 7: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
-	11, // 8: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
-	11, // 9: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
-	13, // 10: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
-	2,  // 11: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
-	8,  // 12: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
-	10, // 13: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
-	12, // 14: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
-	12, // 15: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
-	14, // 16: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 5: orbitkv.operator.v1.HealthReply.ssd:type_name -> orbitkv.operator.v1.SSDTier
+	0,  // 6: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
+	3,  // 7: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
+	9,  // 8: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
+	12, // 9: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
+	12, // 10: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
+	14, // 11: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
+	2,  // 12: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
+	8,  // 13: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
+	10, // 14: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
+	13, // 15: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
+	13, // 16: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
+	15, // 17: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_operator_proto_init() }
@@ -1902,7 +2027,7 @@ func file_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_operator_proto_rawDesc), len(file_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

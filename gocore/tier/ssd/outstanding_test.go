@@ -65,7 +65,7 @@ func TestOutstandingNamesQueuedAndIssuedIO(t *testing.T) {
 	st.issue(w, o)
 	time.Sleep(time.Millisecond)
 	got = st.Outstanding()
-	st.retire(w)
+	st.retire(w, false)
 	putOp(o)
 	if len(got) != 3 || !got[0].Issued || got[0].Key != key(1, 2) || got[0].Age <= 0 {
 		t.Errorf("Outstanding with a worker in a read = %+v, want it first, issued, with an age", got)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
@@ -78,6 +79,17 @@ type Spec struct {
 	// block count: all). Half are the oldest blocks, the slots that writes
 	// in flight at a crash were overwriting; half are picked at random.
 	VerifyOnOpen int
+	// Observer hears how long each data-file system call took: the
+	// preadv of a Read (write false; Open's verification reads too) and
+	// the pwritev of a Write (write true), from the worker entering it to
+	// its return; the fdatasync of a commit is not among them. nil: none.
+	Observer IOObserver
+}
+
+// IOObserver hears the data file's I/O durations (Spec.Observer). It is
+// called on the store's I/O goroutines, concurrently, and must not block.
+type IOObserver interface {
+	ObserveIO(write bool, took time.Duration)
 }
 
 // withDefaults fills the zero fields with their defaults.

@@ -47,6 +47,7 @@ type Store struct {
 
 // Stats are the store's counters. Counts are since Open unless noted.
 type Stats struct {
+	Open          bool   // true until Close begins
 	Blocks        uint64 // resident blocks now
 	Slots         uint32 // slots in the data file
 	CapacityBytes uint64 // data file bytes: Slots × (HeaderBytes + SlotBytes)
@@ -256,6 +257,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
+	st.Open = !s.closed
 	st.Blocks = uint64(len(s.resident))
 	st.Slots = uint32(len(s.slots))
 	st.CapacityBytes = uint64(len(s.slots)) * s.stride

@@ -144,11 +144,11 @@ func (s *Store) runWorker(w *worker) {
 		switch o.kind {
 		case opRead, opVerify:
 			err := s.readSlot(w, o)
-			s.retire(w)
+			s.retire(w, false)
 			s.finishRead(o, err)
 		case opWrite:
 			o.err = s.writeSlot(w, o)
-			s.retire(w)
+			s.retire(w, true)
 			s.commitQ.push(o)
 		}
 	}
@@ -165,8 +165,13 @@ func (s *Store) issue(w *worker, o *op) {
 	s.ioMu.Unlock()
 }
 
-func (s *Store) retire(w *worker) {
+// retire also tells Spec.Observer how long the call took (w.since is
+// written by w's own goroutine, which calls retire).
+func (s *Store) retire(w *worker, write bool) {
 	s.ioMu.Lock()
 	w.busy = false
 	s.ioMu.Unlock()
+	if obs := s.spec.Observer; obs != nil {
+		obs.ObserveIO(write, time.Since(w.since))
+	}
 }
