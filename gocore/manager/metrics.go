@@ -369,7 +369,7 @@ func (c *collector) addCache(gauge, counter seriesFunc, u uintFunc, add addFunc)
 	budget := float64(c.h.svc.LeaseBudget())
 	gauge("orbitkv_lease_budget_capacity_bytes", "Bytes leases and restores in flight may reserve in all (--lease-budget, or the RAM tier's capacity when 0); orbitkv_reserved_bytes is the part in use. Fixed at start.",
 		func(*snapshot) float64 { return budget })
-	gauge("orbitkv_operations", "Operations in progress now: copies in flight, restores awaiting RestorePoll, live tickets, SSD reads and peer fetches (orbitkv_operations_total counts requests).", cs(func(s cache.Stats) uint64 { return s.Operations }))
+	gauge("orbitkv_operations_in_progress", "Operations in progress now: copies in flight, restores awaiting RestorePoll, live tickets, SSD reads and peer fetches (orbitkv_operations_total counts requests).", cs(func(s cache.Stats) uint64 { return s.Operations }))
 	counter("orbitkv_evictions_total", "Blocks evicted from the RAM tier.", cs(func(s cache.Stats) uint64 { return s.Evictions }))
 	counter("orbitkv_published_blocks_total", "Blocks published (copied in and sealed).", cs(func(s cache.Stats) uint64 { return s.Published }))
 	counter("orbitkv_published_bytes_total", "Bytes copied by publishes.", cs(func(s cache.Stats) uint64 { return s.PublishBytes }))

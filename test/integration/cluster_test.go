@@ -182,7 +182,7 @@ func queryUntilAnswered(t *testing.T, e *engine, ns client.Namespace, hashes []c
 // held no block of its own before the fetch).
 func noFramesLeft(t *testing.T, n *clusterNode) {
 	t.Helper()
-	for _, m := range []string{"orbitkv_ram_used_bytes", "orbitkv_ram_blocks", "orbitkv_operations", "orbitkv_block_pins", "orbitkv_leases"} {
+	for _, m := range []string{"orbitkv_ram_used_bytes", "orbitkv_ram_blocks", "orbitkv_operations_in_progress", "orbitkv_block_pins", "orbitkv_leases"} {
 		if v := n.metric(t, m); v != 0 {
 			t.Errorf("%s is %v after the failed fetch, want 0 (frames or pins leaked)", m, v)
 		}
@@ -466,7 +466,7 @@ func TestClusterPeerBehindADroppedLinkIsAMissNotAHang(t *testing.T) {
 		}
 		eb.c.Release(l.ID)
 	}
-	for _, m := range []string{"orbitkv_operations", "orbitkv_block_pins", "orbitkv_leases"} {
+	for _, m := range []string{"orbitkv_operations_in_progress", "orbitkv_block_pins", "orbitkv_leases"} {
 		if v := b.metric(t, m); v != 0 {
 			t.Errorf("%s is %v after the partition, want 0", m, v)
 		}

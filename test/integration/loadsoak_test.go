@@ -117,7 +117,7 @@ func readManager(pid int, metricsURL string, hc *http.Client) (managerSample, er
 	}
 	vals := map[string]*int64{
 		"go_goroutines": &s.goroutines, "orbitkv_sessions": &s.sessions, "orbitkv_leases": &s.leases,
-		"orbitkv_block_pins": &s.pins, "orbitkv_reserved_bytes": &s.reserved, "orbitkv_operations": &s.operations,
+		"orbitkv_block_pins": &s.pins, "orbitkv_reserved_bytes": &s.reserved, "orbitkv_operations_in_progress": &s.operations,
 		"orbitkv_ram_blocks": &s.blocks, "orbitkv_evictions_total": &s.evictions, "orbitkv_published_blocks_total": &s.publishedBlocks,
 	}
 	sc := bufio.NewScanner(resp.Body)
