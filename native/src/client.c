@@ -134,9 +134,10 @@ static int open_socket(const struct okv_connect_options *o, okv_client *c, uint6
 		case OKV_SOCKET_FROM_DERIVED:
 			if (env)
 				addr = getenv(env);
-			okvi_set_error(c, "%s%smanager address \"%.64s\" is not host:port with a port 0..65535%s",
-				       env ? env : "", env ? ": " : "", addr ? addr : "",
-				       rc == -ENAMETOOLONG ? " giving a socket path of at most 107 bytes" : "");
+			okvi_set_error(c, "%s%smanager address \"%.64s\" %s", env ? env : "", env ? ": " : "",
+				       addr ? addr : "",
+				       rc == -ENAMETOOLONG ? "gives a socket path over 107 bytes"
+							   : "is not host:port with a port 0..65535");
 			break;
 		case OKV_SOCKET_FROM_ENV:
 			okvi_set_error(c, "%s is %zu bytes, the limit is %d", OKV_BOOTSTRAP_SOCKET_ENV,

@@ -4,7 +4,8 @@
  * (option, ORBITKV_BOOTSTRAP_SOCKET, <runtime_dir>/manager.sock when it is
  * a socket, the path derived from ORBITKV_LISTEN or 127.0.0.1:7470) and
  * okv_runtime_dir_owner's conditions, against a /run-like directory the
- * test makes in /tmp. The same cases are in gocore/lifecycle
+ * test makes in /tmp, and okv_connect naming the variable at fault. The
+ * same cases are in gocore/lifecycle
  * (socketrule_test.go) and python/tests/test_socket_rule.py.
  *
  * The cases that chown to another uid need root; without it they print why
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "orbitkv/client.h"
+#include "../src/client_internal.h"
 #include "check.h"
 
 #define OTHER_UID 12345u
@@ -214,9 +216,45 @@ static void test_runtime_dir_owner(void)
 	rundir_remove(&r);
 }
 
+/* okv_connect applies the rule and names the variable at fault. */
+static void test_connect_names_the_variable(void)
+{
+	struct rundir empty;
+	struct okv_connect_options o = { .timeout_ms = 500 };
+	okv_client *c = NULL;
+	char err[512] = "", long_path[110];
+
+	if (rundir_make(&empty))
+		return;
+	okvi_runtime_dir = empty.dir;
+	unsetenv(OKV_BOOTSTRAP_SOCKET_ENV);
+	setenv(OKV_LISTEN_ENV, "nope", 1);
+	int rc = okv_connect_err(&o, &c, err, sizeof(err));
+	CHECK(rc == -EINVAL && strstr(err, "ORBITKV_LISTEN: manager address \"nope\" is not host:port") != NULL,
+	      "a bad ORBITKV_LISTEN: %d %s", rc, err);
+	unsetenv(OKV_LISTEN_ENV);
+
+	long_path[0] = '/';
+	memset(long_path + 1, 's', 107);
+	long_path[108] = '\0';
+	setenv(OKV_BOOTSTRAP_SOCKET_ENV, long_path, 1);
+	rc = okv_connect_err(&o, &c, err, sizeof(err));
+	CHECK(rc == -ENAMETOOLONG && strstr(err, "ORBITKV_BOOTSTRAP_SOCKET is 108 bytes, the limit is 107") != NULL,
+	      "a long ORBITKV_BOOTSTRAP_SOCKET: %d %s", rc, err);
+	setenv(OKV_BOOTSTRAP_SOCKET_ENV, "/nonexistent/okv.sock", 1);
+	rc = okv_connect_err(&o, &c, err, sizeof(err));
+	CHECK(rc == -ENOENT && strstr(err, "connect /nonexistent/okv.sock") != NULL,
+	      "ORBITKV_BOOTSTRAP_SOCKET is the path dialled: %d %s", rc, err);
+	unsetenv(OKV_BOOTSTRAP_SOCKET_ENV);
+	CHECK(c == NULL, "no client came back");
+	okvi_runtime_dir = OKV_RUNTIME_DIR;
+	rundir_remove(&empty);
+}
+
 int main(void)
 {
 	test_order();
+	test_connect_names_the_variable();
 	test_runtime_dir_owner();
 	if (failures) {
 		fprintf(stderr, "test_socket_rule: %d failures of %d checks\n", failures, checks);
