@@ -7,13 +7,15 @@
 #             4 clients; the bench starts and stops its own Managers
 #   cluster   the same trace with 6 clients on 3 Managers and a real etcd
 #             (--nodes 3), beside 3 Managers without the peer tier and one
-#   channel   starts bin/orbitkv-manager on its embedded defaults, runs
+#   channel   starts bin/orbitkv-manager on its embedded defaults but the
+#             bootstrap socket, which is MANAGER_SOCK (not a unit's
+#             /run/orbitkv/manager.sock where one exists), runs
 #             bin/orbitkv-bench channel against its socket, stops it (SIGTERM,
 #             SIGKILL after 10 s), and prints the tail of its log
 #
 # The bench's progress and errors go to a log file in /tmp, printed when it
 # fails; the exit status is the bench's. Environment of channel:
-# MANAGER_SOCK (the Manager's default bootstrap socket, required) and
+# MANAGER_SOCK (the Manager's bootstrap socket, required) and
 # MANAGER_ADDR (its HTTP address, shown only). A socket file left from an
 # earlier run is not taken for the new Manager's: the wait is for a socket
 # with a different inode (10 s at most).
@@ -42,7 +44,7 @@ channel() {
 	local log old pid
 	log=$(mktemp /tmp/orbitkv-demo.XXXXXX.log)
 	old=$(stat -c %i "$MANAGER_SOCK" 2>/dev/null || echo none)
-	bin/orbitkv-manager >"$log" 2>&1 &
+	bin/orbitkv-manager --bootstrap-socket "$MANAGER_SOCK" >"$log" 2>&1 &
 	pid=$!
 	trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 	echo "==> orbitkv-manager pid $pid on ${MANAGER_ADDR:-its default address} (log $log)"

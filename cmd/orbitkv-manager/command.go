@@ -26,10 +26,16 @@ or ORBITKV_CONFIG names the file; a key the Manager does not know is an
 error that names its line.
 --print-config shows the effective settings and where each came from.
 
+The bootstrap socket without --bootstrap-socket: $RUNTIME_DIRECTORY/manager.sock
+(systemd's RuntimeDirectory=orbitkv), else /run/orbitkv/manager.sock when
+/run/orbitkv is a directory owned by this user, else /tmp/orbitkv-HOST-PORT.sock
+of --listen. Clients and orbitkvctl look for /run/orbitkv/manager.sock the same
+way (docs/operating.md, "Socket paths").
+
 Units: ` + limit.SizeRule + `
 A duration has a unit: 50us, 5s, 1m. A count is a whole number.`
 
-const examples = `  orbitkv-manager                                    # socket /tmp/orbitkv-127.0.0.1-7470.sock
+const examples = `  orbitkv-manager                                    # socket /run/orbitkv/manager.sock if that directory is this user's, else /tmp/orbitkv-127.0.0.1-7470.sock
   orbitkv-manager --poll-mode spin                   # lowest latency, one core busy
   orbitkv-manager --ram-capacity 64GiB --copy-workers 8
   orbitkv-manager --bootstrap-socket /run/okv.sock --http-addr ""

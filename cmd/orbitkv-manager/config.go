@@ -13,8 +13,6 @@ import (
 
 	"github.com/pelletier/go-toml/v2/unstable"
 	"github.com/spf13/pflag"
-
-	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 )
 
 // Where a setting's value came from; the precedence is the reverse order:
@@ -326,8 +324,8 @@ func (o *options) printConfig(w io.Writer) {
 		note := o.sourceOf(f.Name).describe(f.Name)
 		switch {
 		case f.Name == "bootstrap-socket" && o.c.socket == "":
-			if p, err := lifecycle.SocketPath(o.c.listen); err == nil {
-				note += " (empty: derived from listen, " + p + ")"
+			if p, err := defaultSocket(o.c.listen); err == nil {
+				note += " (empty: the default, " + p + ")"
 			}
 		case f.Name == "lease-budget" && o.c.leaseBudget == "":
 			note += " (empty: ram-capacity)"

@@ -88,8 +88,8 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.SortFlags = false // the order below groups them by concept
 	fs.StringVar(&c.configFile, "config", "", "TOML config `file` of flag-named keys (ram-capacity = \"64GiB\"); also ORBITKV_CONFIG. Flags win over environment variables, which win over the file")
 	fs.BoolVar(&c.printConfig, "print-config", false, "print the effective configuration (every key, as TOML) and where each value came from, then exit without starting")
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; the bootstrap socket path /tmp/orbitkv-HOST-PORT.sock is derived from it (no TCP port is opened in this build)")
-	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: derived from --listen)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; without a runtime directory the bootstrap socket path /tmp/orbitkv-HOST-PORT.sock is derived from it (no TCP port is opened in this build)")
+	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: $RUNTIME_DIRECTORY/manager.sock when systemd sets RUNTIME_DIRECTORY, the first entry of several; else /run/orbitkv/manager.sock when /run/orbitkv is a directory owned by this user; else /tmp/orbitkv-HOST-PORT.sock of --listen)")
 	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")
 	fs.DurationVar(&c.spinWindow, "spin-window", 50*time.Microsecond, "adaptive mode: how long to spin after the last request before parking (`duration` with a unit, e.g. 50us; 0..1s)")
 	fs.StringVar(&c.transport, "channel-transport", "shm", "how the 64-byte requests and responses move: shm (the session slot's lines, a doorbell and futexes) or iceoryx2 (a request-response service of iceoryx2 0.10 per session, created exclusively with objects of this user only, its name in the session's bootstrap reply; needs a build with the iceoryx2 transport)")

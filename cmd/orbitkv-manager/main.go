@@ -100,8 +100,12 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 		s.Discover.Disabled = true
 	}
 	if s.Bootstrap.Path == "" {
-		if s.Bootstrap.Path, err = lifecycle.SocketPath(c.listen); err != nil {
-			k.fail("listen", strconv.Quote(c.listen), err.Error())
+		if s.Bootstrap.Path, err = defaultSocket(c.listen); err != nil {
+			if os.Getenv(lifecycle.EnvRuntimeDirectory) != "" {
+				k.add(err) // the error names RUNTIME_DIRECTORY, which is no setting
+			} else {
+				k.fail("listen", strconv.Quote(c.listen), err.Error())
+			}
 		}
 	}
 	cs := cache.Spec{CopyWorkers: c.copyWorkers, CopyBackend: c.copyBackend, MaxOpsPerSession: c.maxOpsSess, MaxOps: c.maxOps, OpExpiry: c.opExpiry,
@@ -154,6 +158,14 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	clusterSpec(o, k, &s)
 	s.Profiling = profilingSpec(o, k, log)
 	return s
+}
+
+// defaultSocket is the bootstrap socket when no --bootstrap-socket is
+// given: $RUNTIME_DIRECTORY/manager.sock, else /run/orbitkv/manager.sock
+// when that directory is this process's, else the path derived from
+// listen (lifecycle.ManagerSocketPath).
+func defaultSocket(listen string) (string, error) {
+	return lifecycle.ManagerSocketPath(listen, os.Getenv(lifecycle.EnvRuntimeDirectory), lifecycle.RuntimeDir, os.Geteuid())
 }
 
 // profilingSpec is the push of the --pyroscope-* settings. The node id is

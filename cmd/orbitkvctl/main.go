@@ -49,30 +49,43 @@ func (g *globals) check() error {
 	return nil
 }
 
-// bootstrapSocket is the bootstrap socket's path: --socket, else derived
-// from --manager.
-func (g *globals) bootstrapSocket() (string, error) {
-	if g.socket != "" {
-		return g.socket, nil
+// runtimeDir is the directory of the default bootstrap socket,
+// lifecycle.RuntimeDir; tests point it at a directory of their own.
+var runtimeDir = lifecycle.RuntimeDir
+
+// bootstrapSocket is the bootstrap socket's path by the clients' rule
+// (lifecycle.ClientSocketPath): --socket, else the path derived from
+// --manager, else $ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock
+// when it is a socket, else the path derived from $ORBITKV_LISTEN or
+// 127.0.0.1:7470.
+func (g *globals) bootstrapSocket() (lifecycle.ClientSocket, error) {
+	cs, err := lifecycle.ClientSocketPath(g.socket, g.manager, os.Getenv, runtimeDir)
+	switch {
+	case err == nil:
+		return cs, nil
+	case g.socket != "":
+		return cs, usagef("--socket %q: %v", g.socket, err)
+	case g.manager != "":
+		return cs, usagef("--manager %q: %v", g.manager, err)
 	}
-	p, err := lifecycle.SocketPath(g.manager)
-	if err != nil {
-		return "", usagef("--manager %q: %v", g.manager, err)
-	}
-	return p, nil
+	return cs, usagef("%v", err) // the error names the variable
 }
 
 // operatorSocket is the operator socket's path: --operator-socket, else
-// the bootstrap socket's path plus ".operator" (the Manager's default).
+// $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path plus
+// ".operator" (the Manager's rule).
 func (g *globals) operatorSocket() (string, error) {
 	if g.opSocket != "" {
 		return g.opSocket, nil
 	}
-	p, err := g.bootstrapSocket()
+	if p := os.Getenv(lifecycle.EnvOperatorSocket); p != "" {
+		return p, nil
+	}
+	cs, err := g.bootstrapSocket()
 	if err != nil {
 		return "", err
 	}
-	return p + operator.Suffix, nil
+	return cs.Path + operator.Suffix, nil
 }
 
 // newRoot builds the command tree writing to stdout and stderr.
@@ -83,8 +96,15 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Inspect, exercise and operate a running orbitkv-manager",
 		Long: `orbitkvctl inspects, exercises and operates a running orbitkv-manager.
 
+The bootstrap socket is --socket, else the path derived from --manager, else
+$ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock when it is a socket
+(the systemd unit's), else the path derived from $ORBITKV_LISTEN or
+127.0.0.1:7470: the rule of the Manager, liborbitkv and the Python client
+(docs/operating.md, "Socket paths").
+
 sessions, stats, health, evict, flush and drain talk to the Manager's operator
-socket (default: the bootstrap socket's path plus ".operator"; mode 0600, or
+socket (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path
+plus ".operator"; mode 0600, or
 0660 for the Manager's --operator-group), which only root and the operator
 group may use (the Manager's uid too with its --operator-admit-manager-uid).
 ping opens a session of its own on the
@@ -107,9 +127,9 @@ node certificates of the Managers' peer control; it talks to no Manager.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.socket, "socket", "", "bootstrap socket `path` (default: derived from --manager)")
-	pf.StringVar(&g.opSocket, "operator-socket", "", "operator socket `path` (default: the bootstrap socket's path plus .operator)")
-	pf.StringVar(&g.manager, "manager", "127.0.0.1:7470", "Manager listen `host:port` the socket paths are derived from")
+	pf.StringVar(&g.socket, "socket", "", "bootstrap socket `path` (default: the path derived from --manager when given, else $ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock when it is a socket, else the path derived from $ORBITKV_LISTEN or 127.0.0.1:7470)")
+	pf.StringVar(&g.opSocket, "operator-socket", "", "operator socket `path` (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path plus .operator)")
+	pf.StringVar(&g.manager, "manager", "", "Manager listen `host:port` whose derived path /tmp/orbitkv-HOST-PORT.sock is the bootstrap socket (default: see --socket)")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
 	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table or json")
 	root.AddCommand(sessionsCmd(g), statsCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -59,6 +61,88 @@ func TestRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSocketsFollowTheEnvironment runs commands against paths where no
+// Manager listens: the error names the socket each one dialled. The
+// runtime directory is one of the test's, holding a socket in the cases
+// that need one.
+func TestSocketsFollowTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "none.sock")
+	run1, run0 := filepath.Join(dir, "run1"), filepath.Join(dir, "run0")
+	for _, d := range []string{run1, run0} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("unix", filepath.Join(run1, "manager.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	old := runtimeDir
+	defer func() { runtimeDir = old }()
+	for _, tc := range []struct {
+		name    string
+		env     []string // pairs: name, value
+		runtime string
+		args    []string
+		code    int
+		stderr  string
+	}{
+		{"ORBITKV_OPERATOR_SOCKET is the operator socket", []string{"ORBITKV_OPERATOR_SOCKET", missing}, run0,
+			[]string{"health"}, 1, missing + ": no Manager there"},
+		{"--operator-socket comes before ORBITKV_OPERATOR_SOCKET", []string{"ORBITKV_OPERATOR_SOCKET", "/nonexistent/op"}, run0,
+			[]string{"health", "--operator-socket", missing}, 1, missing + ": no Manager there"},
+		{"ORBITKV_OPERATOR_SOCKET comes before the bootstrap socket's", []string{"ORBITKV_OPERATOR_SOCKET", missing, "ORBITKV_BOOTSTRAP_SOCKET", "/x.sock"}, run0,
+			[]string{"stats"}, 1, missing + ": no Manager there"},
+		{"ORBITKV_BOOTSTRAP_SOCKET gives the operator socket's path", []string{"ORBITKV_BOOTSTRAP_SOCKET", missing}, run1,
+			[]string{"stats"}, 1, missing + ".operator: no Manager there"},
+		{"--socket comes before ORBITKV_BOOTSTRAP_SOCKET", []string{"ORBITKV_BOOTSTRAP_SOCKET", "/x.sock"}, run1,
+			[]string{"stats", "--socket", missing}, 1, missing + ".operator: no Manager there"},
+		{"--manager comes before ORBITKV_BOOTSTRAP_SOCKET", []string{"ORBITKV_BOOTSTRAP_SOCKET", "/x.sock"}, run1,
+			[]string{"stats", "--manager", "127.0.0.1:7479"}, 1, "/tmp/orbitkv-127.0.0.1-7479.sock.operator: no Manager there"},
+		{"the runtime directory's socket is the default", nil, run1,
+			[]string{"sessions"}, 1, filepath.Join(run1, "manager.sock.operator") + ": no Manager there"},
+		{"without one the path of ORBITKV_LISTEN", []string{"ORBITKV_LISTEN", "127.0.0.1:7478"}, run0,
+			[]string{"sessions"}, 1, "/tmp/orbitkv-127.0.0.1-7478.sock.operator: no Manager there"},
+		{"without ORBITKV_LISTEN the path of 127.0.0.1:7470", nil, run0,
+			[]string{"sessions"}, 1, "/tmp/orbitkv-127.0.0.1-7470.sock.operator: no Manager there"},
+		{"a bad ORBITKV_LISTEN is a usage error naming it", []string{"ORBITKV_LISTEN", "7470"}, run0,
+			[]string{"health"}, 2, "ORBITKV_LISTEN: lifecycle: listen address \"7470\": missing port"},
+		{"a bad --manager is a usage error naming it", nil, run0,
+			[]string{"health", "--manager", "a/b:1"}, 2, `--manager "a/b:1"`},
+		{"an ORBITKV_BOOTSTRAP_SOCKET over 107 bytes is a usage error naming it", []string{"ORBITKV_BOOTSTRAP_SOCKET", "/" + strings.Repeat("s", 107)}, run0,
+			[]string{"health"}, 2, "ORBITKV_BOOTSTRAP_SOCKET: socket path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"ORBITKV_OPERATOR_SOCKET", "ORBITKV_BOOTSTRAP_SOCKET", "ORBITKV_LISTEN"} {
+				t.Setenv(k, "")
+			}
+			for i := 0; i+1 < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
+			runtimeDir = tc.runtime
+			var out, errb bytes.Buffer
+			code := run(tc.args, strings.NewReader(""), &out, &errb)
+			if code != tc.code || !strings.Contains(errb.String(), tc.stderr) {
+				t.Errorf("%v %q = %d, stderr %q; want %d and %q", tc.env, tc.args, code, errb.String(), tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestHelpNamesTheEnvironment(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("--help = %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"$ORBITKV_BOOTSTRAP_SOCKET", "$ORBITKV_OPERATOR_SOCKET", "$ORBITKV_LISTEN", "/run/orbitkv/manager.sock"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("--help lacks %s:\n%s", w, out.String())
+		}
 	}
 }
 

@@ -47,11 +47,12 @@ Manager went away") when it stops answering.`,
 			if p.interval < 0 {
 				return usagef("ping: --interval must be >= 0 (got %v)", p.interval)
 			}
-			sock, err := g.bootstrapSocket()
-			if err != nil {
+			if _, err := g.bootstrapSocket(); err != nil {
 				return err
 			}
-			opts := client.Options{SocketPath: sock, ManagerAddr: g.manager, Role: uint32(abi.RoleTool),
+			// liborbitkv applies the same rule to what is not given, and
+			// trusts the owner of /run/orbitkv when it picks the socket there.
+			opts := client.Options{SocketPath: g.socket, ManagerAddr: g.manager, Role: uint32(abi.RoleTool),
 				InstanceID: fmt.Sprintf("orbitkvctl-%d", os.Getpid()), Timeout: g.timeout}
 			return ping(opts, p, g.output == "json", cmd.OutOrStdout())
 		},
@@ -74,13 +75,9 @@ func connect(opts client.Options) (*client.Client, error) {
 }
 
 func connectError(opts client.Options, err error) error {
-	path := opts.SocketPath
-	if path == "" {
-		p, perr := lifecycle.SocketPath(opts.ManagerAddr)
-		if perr != nil {
-			p = "(socket of --manager " + opts.ManagerAddr + ")"
-		}
-		path = p
+	path := "(the default bootstrap socket)"
+	if cs, perr := lifecycle.ClientSocketPath(opts.SocketPath, opts.ManagerAddr, os.Getenv, runtimeDir); perr == nil {
+		path = cs.Path
 	}
 	var ce *client.Error
 	if !errors.As(err, &ce) {

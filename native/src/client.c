@@ -40,6 +40,10 @@
 
 _Static_assert(OKVI_SOCKET_PATH_BYTES == sizeof(((struct sockaddr_un *)0)->sun_path), "sun_path bytes");
 
+/* The runtime directory of the default socket: OKV_RUNTIME_DIR; tests
+ * point it at a directory of their own (client_internal.h). */
+const char *okvi_runtime_dir = OKV_RUNTIME_DIR;
+
 #define OKV_DEFAULT_SPIN_NS 50000u
 #define OKV_DEFAULT_TIMEOUT_MS 5000u
 /* Park rounds while waiting for a reply: check the Manager's pidfd this often. */
@@ -111,25 +115,41 @@ static const char *connect_hint(int err)
  * backlog of the listening socket is full").
  */
 static int open_socket(const struct okv_connect_options *o, okv_client *c, uint64_t deadline,
-		       char path[OKVI_SOCKET_PATH_BYTES])
+		       char path[OKVI_SOCKET_PATH_BYTES], uint32_t *vouched_uid_plus1)
 {
-	if (o->socket_path) {
-		if (strlen(o->socket_path) >= OKVI_SOCKET_PATH_BYTES) {
-			snprintf(c->last_error, sizeof(c->last_error),
-				 "socket path is %zu bytes, the limit is %d", strlen(o->socket_path),
-				 OKVI_SOCKET_PATH_BYTES - 1);
-			return -ENAMETOOLONG;
+	int source = 0;
+	int rc = okv_resolve_socket_path(o->socket_path, o->manager_addr, okvi_runtime_dir, path,
+					 OKVI_SOCKET_PATH_BYTES, &source, vouched_uid_plus1);
+	if (rc < 0) {
+		const char *addr = o->manager_addr, *env = OKV_LISTEN_ENV;
+		switch (source) {
+		case OKV_SOCKET_FROM_OPTION:
+			if (o->socket_path && o->socket_path[0]) {
+				okvi_set_error(c, "socket path is %zu bytes, the limit is %d", strlen(o->socket_path),
+					       OKVI_SOCKET_PATH_BYTES - 1);
+				break;
+			}
+			env = NULL;
+			/* fallthrough */
+		case OKV_SOCKET_FROM_DERIVED:
+			if (env)
+				addr = getenv(env);
+			okvi_set_error(c, "%s%smanager address \"%.64s\" %s", env ? env : "", env ? ": " : "",
+				       addr ? addr : "",
+				       rc == -ENAMETOOLONG ? "gives a socket path over 107 bytes"
+							   : "is not host:port with a port 0..65535");
+			break;
+		case OKV_SOCKET_FROM_ENV:
+			okvi_set_error(c, "%s is %zu bytes, the limit is %d", OKV_BOOTSTRAP_SOCKET_ENV,
+				       strlen(getenv(OKV_BOOTSTRAP_SOCKET_ENV)), OKVI_SOCKET_PATH_BYTES - 1);
+			break;
+		default:
+			okvi_set_error(c, "socket path in %s is over %d bytes", okvi_runtime_dir,
+				       OKVI_SOCKET_PATH_BYTES - 1);
 		}
-		strcpy(path, o->socket_path);
-	} else {
-		const char *addr = o->manager_addr ? o->manager_addr : "127.0.0.1:7470";
-		int rc = okv_socket_path(addr, path, OKVI_SOCKET_PATH_BYTES);
-		if (rc < 0) {
-			snprintf(c->last_error, sizeof(c->last_error),
-				 "manager address \"%.64s\" is not host:port with a port 0..65535", addr);
-			return rc;
-		}
+		return rc;
 	}
+	c->socket_source = source;
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (c->sock < 0)
 		return -errno;
@@ -267,15 +287,19 @@ static int trusted_manager_uid(okv_client *c, const struct okv_connect_options *
 	return 0;
 }
 
+/* vouched_uid_plus1: the owner of the runtime directory plus one when the
+ * socket is the default there and okv_runtime_dir_owner vouches for it
+ * (okv_resolve_socket_path), else 0. */
 static int check_peer_uid(okv_client *c, const struct okv_connect_options *o, const struct ucred *cred,
-			  const char *path)
+			  const char *path, uint32_t vouched_uid_plus1)
 {
 	uid_t me = geteuid(), other = 0;
 	int trusted = 0;
 	int rc = trusted_manager_uid(c, o, &other, &trusted);
 	if (rc)
 		return rc;
-	int match = cred->uid == me || (trusted && cred->uid == other);
+	int match = cred->uid == me || (trusted && cred->uid == other) ||
+		    (vouched_uid_plus1 && cred->uid == (uid_t)(vouched_uid_plus1 - 1));
 	if (match && cred->uid == overflow_uid() && !maps_every_uid()) {
 		/* In a user namespace without a uid map every outside uid reads as
 		 * the overflow uid: equal numbers prove nothing. */
@@ -288,6 +312,21 @@ static int check_peer_uid(okv_client *c, const struct okv_connect_options *o, co
 	}
 	if (match)
 		return 0;
+	if (c->socket_source == OKV_SOCKET_FROM_RUNTIME_DIR) {
+		char also[48] = "";
+		if (trusted)
+			snprintf(also, sizeof(also), ", the Manager uid %u", (unsigned)other);
+		okvi_set_error(c,
+			       "refusing the Manager at %s: the process serving it (pid %d) runs as uid %u; this process "
+			       "trusts its own uid %u%s and, for the default socket in %s, that directory's owner%s; "
+			       "nothing was sent to it. The owner is trusted when the directory's parent is root's and "
+			       "neither is writable by group or others (systemd's RuntimeDirectory=); else name the "
+			       "Manager by %s=%u",
+			       path, (int)cred->pid, (unsigned)cred->uid, (unsigned)me, also, okvi_runtime_dir,
+			       vouched_uid_plus1 ? "" : " (not vouched for: see its and its parent's owner and mode)",
+			       OKVI_MANAGER_UID_ENV, (unsigned)cred->uid);
+		return OKV_EPEER;
+	}
 	if (trusted) {
 		okvi_set_error(c,
 			       "refusing the Manager at %s: the process serving it (pid %d) runs as uid %u; this process "
@@ -372,14 +411,15 @@ static int connect_steps(const struct okv_connect_options *o, okv_client *c)
 {
 	uint64_t deadline = okvi_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
 	char path[OKVI_SOCKET_PATH_BYTES];
-	int rc = open_socket(o, c, deadline, path);
+	uint32_t vouched_uid_plus1 = 0;
+	int rc = open_socket(o, c, deadline, path, &vouched_uid_plus1);
 	if (rc)
 		return rc;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return -errno;
-	rc = check_peer_uid(c, o, &cred, path);
+	rc = check_peer_uid(c, o, &cred, path, vouched_uid_plus1);
 	if (rc)
 		return rc;
 	struct okv_hello hello;

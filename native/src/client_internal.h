@@ -86,6 +86,7 @@ struct okvi_discover_map {
 };
 
 struct okv_client {
+	int socket_source; /* enum okv_socket_source of the bootstrap socket */
 	int sock;          /* bootstrap socket (owning) */
 	int slot_fd;       /* slot memfd (owning) */
 	int event_fd;      /* session eventfd (owning) */
@@ -365,6 +366,9 @@ int okvi_ticket_msg(okv_client *c, uint16_t code, const struct okvi_query_expect
 /* The environment variable naming the uid of a Manager a client trusts
  * besides its own euid (struct okv_connect_options.manager_uid_plus1). */
 #define OKVI_MANAGER_UID_ENV "ORBITKV_MANAGER_UID"
+/* The runtime directory okv_connect resolves the default socket in:
+ * OKV_RUNTIME_DIR; native tests point it at a directory of their own. */
+extern const char *okvi_runtime_dir;
 
 /**
  * Clear this process's dumpable attribute (prctl PR_SET_DUMPABLE 0) unless

@@ -1,12 +1,16 @@
 /*
  * errors.c — okv_strerror (the one table from return codes to text,
- * CONTRIBUTING.md habit 7) and okv_socket_path (docs/design.md §5.1), both public
- * (orbitkv/client.h). Go twin of okv_socket_path: gocore/lifecycle.SocketPath.
+ * CONTRIBUTING.md habit 7), okv_socket_path (docs/design.md §5.1) and the
+ * default socket rule okv_resolve_socket_path / okv_runtime_dir_owner
+ * (docs/operating.md "Socket paths"), all public (orbitkv/client.h). Go
+ * twins: gocore/lifecycle.SocketPath, ClientSocketPath, RuntimeDirOwner.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "orbitkv/client.h"
@@ -137,4 +141,90 @@ int okv_socket_path(const char *manager_addr, char *buf, size_t buflen)
 		return -ENAMETOOLONG;
 	}
 	return n;
+}
+
+int okv_runtime_dir_owner(const char *runtime_dir, uint32_t *uid)
+{
+	char dir[OKVI_MAX_SOCKET_PATH + 1], parent[OKVI_MAX_SOCKET_PATH + 1];
+	struct stat ps, ds;
+	size_t n;
+
+	if (runtime_dir == NULL)
+		return -EINVAL;
+	n = strlen(runtime_dir);
+	while (n > 1 && runtime_dir[n - 1] == '/')
+		n--; /* "/run/orbitkv/" is "/run/orbitkv" */
+	if (n >= sizeof(parent))
+		return 0;
+	memcpy(dir, runtime_dir, n);
+	dir[n] = '\0'; /* without the trailing '/', lstat does not follow a link */
+	memcpy(parent, dir, n + 1);
+	char *slash = strrchr(parent, '/');
+	if (slash == NULL)
+		return 0; /* a relative name: no parent to judge */
+	if (slash == parent)
+		slash[1] = '\0'; /* the parent of "/x" is "/" */
+	else
+		*slash = '\0';
+	if (lstat(parent, &ps) != 0 || !S_ISDIR(ps.st_mode) || ps.st_uid != 0 || (ps.st_mode & 022) != 0)
+		return 0;
+	if (lstat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode) || (ds.st_mode & 022) != 0)
+		return 0;
+	if (uid != NULL)
+		*uid = (uint32_t)ds.st_uid;
+	return 1;
+}
+
+/* Copy path into buf: its length, or -ENAMETOOLONG past 107 bytes or buflen. */
+static int copy_path(const char *path, char *buf, size_t buflen)
+{
+	size_t n = strlen(path);
+	if (n > OKVI_MAX_SOCKET_PATH || n >= buflen) {
+		if (buflen > 0)
+			buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	memcpy(buf, path, n + 1);
+	return (int)n;
+}
+
+int okv_resolve_socket_path(const char *socket_path, const char *manager_addr, const char *runtime_dir, char *buf,
+			    size_t buflen, int *source, uint32_t *vouched_uid_plus1)
+{
+	int src = OKV_SOCKET_FROM_OPTION, rc;
+	uint32_t vouched = 0;
+	const char *env;
+
+	if (buf == NULL)
+		return -EINVAL;
+	if (runtime_dir == NULL)
+		runtime_dir = OKV_RUNTIME_DIR;
+	if (socket_path != NULL && socket_path[0] != '\0') {
+		rc = copy_path(socket_path, buf, buflen);
+	} else if (manager_addr != NULL && manager_addr[0] != '\0') {
+		rc = okv_socket_path(manager_addr, buf, buflen);
+	} else if ((env = getenv(OKV_BOOTSTRAP_SOCKET_ENV)) != NULL && env[0] != '\0') {
+		src = OKV_SOCKET_FROM_ENV;
+		rc = copy_path(env, buf, buflen);
+	} else {
+		char p[OKVI_MAX_SOCKET_PATH + 2];
+		struct stat st;
+		int n = snprintf(p, sizeof(p), "%s/%s", runtime_dir, OKV_SOCKET_NAME);
+		if (n > 0 && (size_t)n < sizeof(p) && stat(p, &st) == 0 && S_ISSOCK(st.st_mode)) {
+			uint32_t owner = 0;
+			src = OKV_SOCKET_FROM_RUNTIME_DIR;
+			rc = copy_path(p, buf, buflen);
+			if (rc >= 0 && okv_runtime_dir_owner(runtime_dir, &owner) == 1 && owner != UINT32_MAX)
+				vouched = owner + 1;
+		} else {
+			src = OKV_SOCKET_FROM_DERIVED;
+			env = getenv(OKV_LISTEN_ENV);
+			rc = okv_socket_path(env != NULL && env[0] != '\0' ? env : OKV_DEFAULT_MANAGER_ADDR, buf, buflen);
+		}
+	}
+	if (source != NULL)
+		*source = src;
+	if (vouched_uid_plus1 != NULL)
+		*vouched_uid_plus1 = rc >= 0 ? vouched : 0;
+	return rc;
 }

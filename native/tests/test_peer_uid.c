@@ -1,7 +1,8 @@
 /*
  * test_peer_uid.c — the client's half of the peer rule (docs/design.md §5.1):
  * okv_connect refuses a socket served by a process of
- * another uid, before it sends the hello or any fd.
+ * another uid, before it sends the hello or any fd, except the owner of the
+ * runtime directory of the default socket when root vouches for it.
  *
  * Needs root: the fake Manager is a child that switches to a throwaway uid
  * (one with no passwd entry, found by scanning from 61000) and listens on a
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "orbitkv/client.h"
+#include "../src/client_internal.h"
 #include "check.h"
 
 /* A uid nobody on this machine has. */
@@ -196,6 +198,86 @@ static void test_unmapped_user_namespace_is_refused(void)
 	fake_finish(&f, "the namespaced client");
 }
 
+/*
+ * The default socket in a runtime directory (okvi_runtime_dir, pointed at
+ * a /run-like directory of the test): a Manager of another uid that owns
+ * the directory is trusted when root vouches for it (the parent is root's
+ * and 0755, the directory 0755), so the hello reaches it; the same socket
+ * named explicitly, or by ORBITKV_BOOTSTRAP_SOCKET, is refused; and with
+ * the parent owned by another uid the directory's owner is refused too.
+ */
+static void test_runtime_dir_owner_is_trusted(void)
+{
+	uid_t other = throwaway_uid();
+	CHECK(other != 0, "no free uid in 61000..64999");
+	if (other == 0)
+		return;
+	for (int round = 0; round < 4; round++) {
+		/* round 0: the default, vouched; 1: the same path given explicitly;
+		 * 2: given by ORBITKV_BOOTSTRAP_SOCKET; 3: the parent is not root's. */
+		struct fake f;
+		char parent[64] = "/tmp/okv-rundir-XXXXXX";
+		CHECK(mkdtemp(parent) != NULL, "mkdtemp: %s", strerror(errno));
+		snprintf(f.dir, sizeof(f.dir), "%s/orbitkv", parent);
+		snprintf(f.path, sizeof(f.path), "%s/manager.sock", f.dir);
+		f.uid = other;
+		int ok = chmod(parent, 0755) == 0 && mkdir(f.dir, 0755) == 0 && chown(f.dir, other, other) == 0 &&
+			 (round != 3 || chown(parent, other, other) == 0);
+		CHECK(ok, "making %s: %s", f.dir, strerror(errno));
+		int ready[2], report[2];
+		CHECK(pipe(ready) == 0 && pipe(report) == 0, "pipe");
+		f.pid = fork();
+		if (f.pid == 0) {
+			close(ready[0]);
+			close(report[0]);
+			fake_manager(other, f.path, ready[1], report[1]);
+		}
+		close(ready[1]);
+		close(report[1]);
+		f.report = report[0];
+		char r;
+		CHECK(read(ready[0], &r, 1) == 1, "the fake Manager did not start");
+		close(ready[0]);
+
+		okvi_runtime_dir = f.dir;
+		if (round == 2)
+			setenv(OKV_BOOTSTRAP_SOCKET_ENV, f.path, 1);
+		struct okv_connect_options o = { .socket_path = round == 1 ? f.path : NULL, .role = OKV_ROLE_WORKER,
+						 .timeout_ms = 300 };
+		okv_client *c = NULL;
+		char err[768] = "";
+		int rc = okv_connect_err(&o, &c, err, sizeof(err));
+		unsetenv(OKV_BOOTSTRAP_SOCKET_ENV);
+		okvi_runtime_dir = OKV_RUNTIME_DIR;
+		CHECK(c == NULL, "a client handle came back from a fake Manager");
+		char rep[64] = "";
+		ssize_t n = read(f.report, rep, sizeof(rep) - 1);
+		long bytes = -1, fds = -1;
+		if (n > 0)
+			sscanf(rep, "%ld %ld", &bytes, &fds);
+		if (round == 0) {
+			CHECK(rc != OKV_EPEER && bytes == (long)sizeof(struct okv_hello),
+			      "the vouched-for owner of the runtime directory got %ld bytes (want the %zu-byte hello); "
+			      "connect returned %d (%s)",
+			      bytes, sizeof(struct okv_hello), rc, err);
+		} else {
+			CHECK(rc == OKV_EPEER && bytes == 0 && fds == 0,
+			      "round %d: connect returned %d (%s), the foreign process got %ld bytes and %ld fds; want "
+			      "OKV_EPEER and nothing sent",
+			      round, rc, err, bytes, fds);
+		}
+		if (round == 3)
+			CHECK(strstr(err, "not vouched for") != NULL && strstr(err, "ORBITKV_MANAGER_UID") != NULL,
+			      "the refusal says the directory is not vouched for and names the override: %s", err);
+		int st = 0;
+		waitpid(f.pid, &st, 0);
+		close(f.report);
+		unlink(f.path);
+		rmdir(f.dir);
+		rmdir(parent);
+	}
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -204,6 +286,7 @@ int main(void)
 	}
 	test_foreign_manager_is_refused();
 	test_unmapped_user_namespace_is_refused();
+	test_runtime_dir_owner_is_trusted();
 	if (failures) {
 		fprintf(stderr, "test_peer_uid: %d failures of %d checks\n", failures, checks);
 		return 1;

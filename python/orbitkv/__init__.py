@@ -14,7 +14,7 @@ The pieces, in the order an engine uses them::
                                   block_tokens=16, tp_rank=0, tp_size=1, pp_rank=0, pp_size=1)
     ns = ident.namespace()                        # 16 bytes, same in C, Go and Python
 
-    with orbitkv.CacheManagerClient(socket_path="/tmp/orbitkv-127.0.0.1-7470.sock") as client:
+    with orbitkv.CacheManagerClient() as client:   # the default socket (resolve_socket_path)
         buf = orbitkv.EngineBuffer(layers=32, page_bytes=65536, page_count=1024)
         bid = client.register_buffer(buf)        # buf stays allocated until client.close()
 
@@ -30,6 +30,8 @@ Public names:
 
 * ``CacheManagerClient`` - one session with the Manager (``client``),
   ``socket_path_for``, ``QueryFlags``, ``Role``;
+* ``resolve_socket_path``, ``runtime_dir_owner``, ``SocketChoice``,
+  ``RUNTIME_DIR`` - the default bootstrap socket rule (``client``);
 * ``Ticket``, ``QueryAnswer`` - query tickets and their answers (``ticket``);
 * ``CacheIdentity``, ``block_hash16`` - namespaces and block hashes
   (``identity``);
@@ -46,7 +48,8 @@ Contracts and limits are those of ``native/include/orbitkv/abi.h`` and
 from ._abi import QueryFlags, Role
 from ._native import LIBRARY_PATH
 from .buffer import EngineBuffer
-from .client import CacheManagerClient, QueryAnswer, Ticket, socket_path_for
+from .client import (RUNTIME_DIR, CacheManagerClient, QueryAnswer, SocketChoice, Ticket, resolve_socket_path,
+                     runtime_dir_owner, socket_path_for)
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403  (the exception classes; listed in errors.__all__)
 from .hashes import BlockHashes, HashView
@@ -59,6 +62,10 @@ __all__ = [
     "QueryFlags",
     "Role",
     "socket_path_for",
+    "resolve_socket_path",
+    "runtime_dir_owner",
+    "SocketChoice",
+    "RUNTIME_DIR",
     "CacheIdentity",
     "block_hash16",
     "BLOCK_HASH_DOMAIN",

@@ -93,6 +93,9 @@ _PROTOTYPES = [
     ("okv_notification_fd", c_int, [_H]),
     ("okv_manager_pidfd", c_int, [_H]),
     ("okv_socket_path", c_int, [c_char_p, c_char_p, c_size_t]),
+    ("okv_resolve_socket_path", c_int,
+     [c_char_p, c_char_p, c_char_p, c_char_p, c_size_t, _P(c_int), _P(c_uint32)]),
+    ("okv_runtime_dir_owner", c_int, [c_char_p, _P(c_uint32)]),
     # cache identity
     ("okv_namespace_fingerprint", c_int, [_P(_abi.NamespaceSpec), _P(_abi.Namespace)]),
     # engine buffers

@@ -37,7 +37,7 @@ import os
 import select
 import threading
 import weakref
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from . import _abi, _check
 from ._abi import Code, Role
@@ -47,7 +47,15 @@ from .errors import BadArgument, Closed, OrbitKVError, error_from_code
 from .hashes import BlockHashes, HashView
 from .ticket import QueryAnswer, Ticket, TicketOps
 
-__all__ = ["CacheManagerClient", "Ticket", "QueryAnswer", "socket_path_for"]
+__all__ = ["CacheManagerClient", "Ticket", "QueryAnswer", "socket_path_for", "resolve_socket_path",
+           "runtime_dir_owner", "SocketChoice", "RUNTIME_DIR"]
+
+#: The directory systemd makes for the Manager's unit (RuntimeDirectory=orbitkv);
+#: client.h OKV_RUNTIME_DIR.
+RUNTIME_DIR = "/run/orbitkv"
+
+#: enum okv_socket_source: the step of the rule that chose a socket.
+_SOURCES = {1: "option", 2: "ORBITKV_BOOTSTRAP_SOCKET", 3: "runtime directory", 4: "derived"}
 
 # Socket errors of a lifecycle call (health, register_buffer) whose Manager
 # went away: the session is over, reported as Closed.
@@ -93,23 +101,85 @@ def socket_path_for(manager_addr: str) -> str:
     return buf.value.decode("utf-8")
 
 
+class SocketChoice(NamedTuple):
+    """A bootstrap socket as ``resolve_socket_path`` chose it: ``path``;
+    ``source``, the step of the rule (``"option"``,
+    ``"ORBITKV_BOOTSTRAP_SOCKET"``, ``"runtime directory"``, ``"derived"``);
+    ``vouched_uid``, the runtime directory's owner that a client trusts
+    as the Manager's uid (``runtime_dir_owner``) when ``source`` is
+    ``"runtime directory"``, else None."""
+
+    path: str
+    source: str
+    vouched_uid: int | None
+
+
+def resolve_socket_path(socket_path: str | None = None, manager_addr: str | None = None, *,
+                        runtime_dir: str | None = None) -> SocketChoice:
+    """The bootstrap socket a client connects to (okv_resolve_socket_path;
+    docs/operating.md "Socket paths"): ``socket_path``, else the path
+    derived from ``manager_addr``, else ``$ORBITKV_BOOTSTRAP_SOCKET``, else
+    ``<runtime_dir>/manager.sock`` when it exists and is a socket
+    (``runtime_dir`` None: ``/run/orbitkv``), else the path derived from
+    ``$ORBITKV_LISTEN`` or ``127.0.0.1:7470``. Empty strings count as
+    unset. Raises ``BadArgument`` naming the input (the argument or the
+    variable) for a bad address or a path over 107 bytes."""
+    for name, v in (("socket_path", socket_path), ("manager_addr", manager_addr), ("runtime_dir", runtime_dir)):
+        if v is not None and (not isinstance(v, str) or "\0" in v):
+            raise BadArgument("resolve_socket_path", _check.EINVAL, f"{name} {v!r}: want a str without NUL, or None")
+    enc = (lambda v: None if v is None else v.encode("utf-8"))
+    buf = ctypes.create_string_buffer(256)
+    source, vouched = ctypes.c_int(0), ctypes.c_uint32(0)
+    n = lib.okv_resolve_socket_path(enc(socket_path), enc(manager_addr), enc(runtime_dir), buf, len(buf),
+                                    ctypes.byref(source), ctypes.byref(vouched))
+    src = _SOURCES.get(source.value, str(source.value))
+    if n < 0:
+        what = {"option": f"socket_path {socket_path!r}" if socket_path else
+                f"manager_addr {manager_addr!r} (want host:port, IPv6 as [host]:port)",
+                "ORBITKV_BOOTSTRAP_SOCKET": f"ORBITKV_BOOTSTRAP_SOCKET {os.environ.get('ORBITKV_BOOTSTRAP_SOCKET')!r}",
+                "derived": f"ORBITKV_LISTEN {os.environ.get('ORBITKV_LISTEN')!r} (want host:port, IPv6 as [host]:port)",
+                }.get(src, f"the socket in {runtime_dir or RUNTIME_DIR}")
+        # A bad input either way (EINVAL, or ENAMETOOLONG for the length).
+        raise BadArgument("resolve_socket_path", _check.EINVAL, f"{what}: the socket path is at most 107 bytes"
+                          if n == -_errno.ENAMETOOLONG else what)
+    return SocketChoice(buf.value.decode("utf-8"), src, vouched.value - 1 if vouched.value else None)
+
+
+def runtime_dir_owner(runtime_dir: str = RUNTIME_DIR) -> int | None:
+    """The owner uid of ``runtime_dir`` when root vouches for it
+    (okv_runtime_dir_owner): its parent is a directory owned by root and
+    writable by neither group nor others, and ``runtime_dir`` is a
+    directory, not a symbolic link, writable by neither group nor others.
+    None otherwise."""
+    if not isinstance(runtime_dir, str) or "\0" in runtime_dir:
+        raise BadArgument("runtime_dir_owner", _check.EINVAL, f"runtime_dir {runtime_dir!r}: want a str without NUL")
+    uid = ctypes.c_uint32(0)
+    return uid.value if lib.okv_runtime_dir_owner(runtime_dir.encode("utf-8"), ctypes.byref(uid)) == 1 else None
+
+
 class CacheManagerClient(TicketOps):
     """A session with the node's OrbitKV Manager (liborbitkv okv_client).
 
     ``CacheManagerClient(socket_path=None, manager_addr=None,
     instance_id="", timeout_ms=5000, *, role=Role.WORKER, manager_uid=None)``
 
-    * exactly one of ``socket_path`` (the Manager's bootstrap socket, e.g.
+    * at most one of ``socket_path`` (the Manager's bootstrap socket, e.g.
       its ``--bootstrap-socket``) or ``manager_addr`` (its ``--listen``
       "host:port", from which the path ``/tmp/orbitkv-<host>-<port>.sock``
-      is derived by ``okv_socket_path``);
+      is derived by ``okv_socket_path``); neither: the default rule of
+      ``resolve_socket_path`` (``$ORBITKV_BOOTSTRAP_SOCKET``, else
+      ``/run/orbitkv/manager.sock`` when it is a socket, else the path of
+      ``$ORBITKV_LISTEN`` or ``127.0.0.1:7470``), applied by liborbitkv at
+      connect; ``socket_path`` is then the path it chose;
     * ``instance_id``: sent in the hello, at most 64 bytes of UTF-8;
     * ``timeout_ms``: how long a control call waits for its reply,
       1..3,600,000 ms; connecting is bounded by it too;
     * ``role``: ``orbitkv.Role`` (informational, shown in Health);
     * ``manager_uid``: the uid of a Manager this client trusts besides its
       own (a Manager serving tenants of other uids: docs/security.md
-      "Tenants"); ``None`` leaves it to ``ORBITKV_MANAGER_UID``. A Manager
+      "Tenants"); ``None`` leaves it to ``ORBITKV_MANAGER_UID``. With the
+      default socket in ``/run/orbitkv``, that directory's owner is
+      trusted too when ``runtime_dir_owner`` vouches for it. A Manager
       of any other uid is refused (``ForeignManager``) before anything is sent.
 
     Raises ``BadArgument`` for bad arguments, ``NativeOSError`` (errno
@@ -129,14 +199,20 @@ class CacheManagerClient(TicketOps):
         self._tickets: "weakref.WeakSet[Ticket]" = weakref.WeakSet()
         self._orphans: list[tuple[int, object]] = []
         self._ans = _abi.QueryAnswerC()
-        if (socket_path is None) == (manager_addr is None):
-            raise BadArgument("connect", _check.EINVAL, "give exactly one of socket_path and manager_addr")
-        if manager_addr is not None:
-            socket_path = socket_path_for(manager_addr)
-        if not isinstance(socket_path, str) or not socket_path:
-            raise BadArgument("connect", _check.EINVAL, f"socket_path: want a non-empty str, got {socket_path!r}")
-        if "\0" in socket_path:
-            raise BadArgument("connect", _check.EINVAL, f"socket_path {socket_path!r}: contains a NUL character")
+        if socket_path is not None and manager_addr is not None:
+            raise BadArgument("connect", _check.EINVAL, "give at most one of socket_path and manager_addr")
+        if socket_path is not None:
+            if not isinstance(socket_path, str) or not socket_path:
+                raise BadArgument("connect", _check.EINVAL, f"socket_path: want a non-empty str, got {socket_path!r}")
+            if "\0" in socket_path:
+                raise BadArgument("connect", _check.EINVAL, f"socket_path {socket_path!r}: contains a NUL character")
+            resolved = socket_path
+        elif manager_addr is not None:
+            resolved = socket_path_for(manager_addr)
+        else:
+            # For messages; liborbitkv applies the same rule at connect and
+            # trusts the runtime directory's owner when it picks the socket there.
+            resolved = resolve_socket_path().path
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or \
                 not 1 <= timeout_ms <= _abi.MAX_TIMEOUT_MS:
             raise BadArgument("connect", _check.EINVAL,
@@ -150,18 +226,20 @@ class CacheManagerClient(TicketOps):
         if len(iid) > _abi.INSTANCE_ID_BYTES or b"\0" in iid:
             raise BadArgument("connect", _check.EINVAL,
                               f"instance_id: {len(iid)} bytes; want at most {_abi.INSTANCE_ID_BYTES}, no NUL")
-        self.socket_path: str = socket_path
+        self.socket_path: str = resolved
         self.instance_id: str = instance_id
         self.timeout_ms: int = timeout_ms
-        path = socket_path.encode("utf-8")
-        opts = _abi.ConnectOptions(socket_path=path, instance_id=iid, role=int(role), timeout_ms=timeout_ms,
+        path = None if socket_path is None else socket_path.encode("utf-8")
+        addr = None if manager_addr is None else manager_addr.encode("utf-8")
+        opts = _abi.ConnectOptions(socket_path=path, manager_addr=addr, instance_id=iid, role=int(role),
+                                   timeout_ms=timeout_ms,
                                    manager_uid_plus1=0 if manager_uid is None else manager_uid + 1)
         out = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
         rc = lib.okv_connect_err(ctypes.byref(opts), ctypes.byref(out), err, len(err))
         if rc != 0:
             detail = err.value.decode("utf-8", "replace")
-            raise error_from_code(f"connect to {socket_path}", rc, detail)
+            raise error_from_code(f"connect to {resolved}", rc, detail)
         self._pid = os.getpid()
         self._h = out.value
         self._poller = select.poll()

@@ -56,7 +56,6 @@ class TestNoManager(unittest.TestCase):
     def test_bad_connect_arguments_are_refused(self):
         cases = {
             "both": dict(socket_path="/tmp/x.sock", manager_addr="127.0.0.1:7470"),
-            "neither": dict(),
             "bad address": dict(manager_addr="no-port"),
             "timeout zero": dict(socket_path="/tmp/x.sock", timeout_ms=0),
             "timeout over an hour": dict(socket_path="/tmp/x.sock", timeout_ms=3_600_001),

@@ -104,7 +104,8 @@ def cached_step(rid, computed, scheduled, finished=()):
 class TestOptions(unittest.TestCase):
     def test_defaults_and_prefix(self):
         o = parse_options({"other.key": 1})
-        self.assertEqual(o.bootstrap_socket, "/tmp/orbitkv-127.0.0.1-7470.sock")
+        self.assertIsNone(o.bootstrap_socket)   # the default rule, at each connect
+        self.assertEqual(o.socket_for(0), (None, "orbitkv.bootstrap_socket"))
         self.assertFalse(o.wait_for_full_prefix)
         o = parse_options({"orbitkv.wait_for_full_prefix": "true", "orbitkv.bootstrap_socket": "/x.sock"})
         self.assertTrue(o.wait_for_full_prefix)

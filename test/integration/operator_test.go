@@ -326,3 +326,71 @@ func TestOperatorConnectionsBeyondTheLimitAreClosed(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// ctlEnv runs orbitkvctl with args and exactly the environment env (PATH
+// aside), and returns stdout, stderr and the exit status.
+func ctlEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "orbitkvctl"), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("orbitkvctl %q: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// TestTheSocketsFollowTheEnvironment: a Manager given RUNTIME_DIRECTORY
+// (as systemd gives a unit with RuntimeDirectory=) and
+// ORBITKV_OPERATOR_SOCKET, and no socket flag, binds
+// $RUNTIME_DIRECTORY/manager.sock and that operator socket; orbitkvctl
+// given only ORBITKV_OPERATOR_SOCKET dials it, given only
+// ORBITKV_BOOTSTRAP_SOCKET dials that path plus .operator, and ping (the
+// C client) reaches the Manager through ORBITKV_BOOTSTRAP_SOCKET.
+func TestTheSocketsFollowTheEnvironment(t *testing.T) {
+	dir, err := os.MkdirTemp("", "okvenv") // short: the paths stay under 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock, op := filepath.Join(dir, "manager.sock"), filepath.Join(dir, "ops.sock")
+	t.Setenv("RUNTIME_DIRECTORY", dir+":"+filepath.Join(dir, "second"))
+	t.Setenv("ORBITKV_OPERATOR_SOCKET", op)
+	t.Setenv("ORBITKV_BOOTSTRAP_SOCKET", "")
+	m := start(t, "orbitkv-manager", "--http-addr", "", "--ram-capacity", "64MiB", "--hugepages", "off")
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, errOut, code := ctlEnv(t, []string{"ORBITKV_OPERATOR_SOCKET=" + op}, "health", "-o", "json")
+		if code == 0 {
+			if !strings.Contains(out, `"status": "serving"`) {
+				t.Fatalf("health through ORBITKV_OPERATOR_SOCKET: %s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orbitkvctl health with ORBITKV_OPERATOR_SOCKET=%s: exit %d: %s\nManager output:\n%s", op, code, errOut, m.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, err := os.Stat(sock); err != nil || st.Mode().Type() != os.ModeSocket {
+		t.Fatalf("the Manager did not bind $RUNTIME_DIRECTORY/manager.sock: %v", err)
+	}
+	// The operator socket is not at sock.operator: a command following only
+	// ORBITKV_BOOTSTRAP_SOCKET dials that path and says so.
+	if _, errOut, code := ctlEnv(t, []string{"ORBITKV_BOOTSTRAP_SOCKET=" + sock}, "health"); code != 1 ||
+		!strings.Contains(errOut, sock+".operator: no Manager there") {
+		t.Fatalf("health with ORBITKV_BOOTSTRAP_SOCKET: exit %d, %s; want it to dial %s.operator", code, errOut, sock)
+	}
+	if out, errOut, code := ctlEnv(t, []string{"ORBITKV_BOOTSTRAP_SOCKET=" + sock}, "ping", "--count", "2", "--interval", "0"); code != 0 ||
+		!strings.Contains(out, "summary n=2 ") {
+		t.Fatalf("ping with ORBITKV_BOOTSTRAP_SOCKET: exit %d: %s%s", code, out, errOut)
+	}
+}

@@ -92,7 +92,7 @@ type ServerStats struct {
 // ConnectOptions mirrors struct okv_connect_options.
 type ConnectOptions struct {
 	SocketPath  string        // bootstrap socket; "" = derive from ManagerAddr
-	ManagerAddr string        // "host:port"; "" with SocketPath "" = 127.0.0.1:7470
+	ManagerAddr string        // "host:port"; "" with SocketPath "" = okv_resolve_socket_path's default rule
 	InstanceID  string        // ≤ 64 bytes of printable ASCII
 	Role        uint32        // abi.Role
 	Spin        time.Duration // spin before parking; 0 = 50 µs

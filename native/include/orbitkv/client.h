@@ -70,11 +70,14 @@ enum okv_error {
 
 /** Options for okv_connect. Zero-initialise, then set what you need. */
 struct okv_connect_options {
-	/** Bootstrap socket path; NULL = derive from `manager_addr`. */
+	/** Bootstrap socket path; NULL = derive from `manager_addr`, or with
+	 *  both NULL the default of okv_resolve_socket_path
+	 *  ($ORBITKV_BOOTSTRAP_SOCKET, /run/orbitkv/manager.sock, the path of
+	 *  $ORBITKV_LISTEN or 127.0.0.1:7470). */
 	const char *socket_path;
 	/** Manager listen address "host:port" used to derive
-	 *  /tmp/orbitkv-<host>-<port>.sock; NULL with socket_path NULL =
-	 *  "127.0.0.1:7470". */
+	 *  /tmp/orbitkv-<host>-<port>.sock when socket_path is NULL; NULL with
+	 *  socket_path NULL = the default of okv_resolve_socket_path. */
 	const char *manager_addr;
 	/** Instance id sent in the hello (≤ 64 bytes; longer is EINVAL). */
 	const char *instance_id;
@@ -89,8 +92,11 @@ struct okv_connect_options {
 	/** The uid of a Manager this client trusts besides its own euid, plus
 	 *  one: a Manager serving tenants of other uids (docs/security.md
 	 *  "Tenants"). 0 = none given here; then ORBITKV_MANAGER_UID (a
-	 *  decimal uid) gives it, when set and not empty. A Manager of any
-	 *  other uid is refused (OKV_EPEER) before anything is sent. */
+	 *  decimal uid) gives it, when set and not empty. When the socket is
+	 *  the default in /run/orbitkv (socket_path, manager_addr and
+	 *  ORBITKV_BOOTSTRAP_SOCKET unset), that directory's owner is trusted
+	 *  too if okv_runtime_dir_owner vouches for it. A Manager of any other
+	 *  uid is refused (OKV_EPEER) before anything is sent. */
 	uint32_t manager_uid_plus1;
 };
 
@@ -590,6 +596,63 @@ int okv_op_cancel(okv_client *c, uint64_t op_id, uint32_t revision);
  *  "127.0.0.1:7470" → "/tmp/orbitkv-127.0.0.1-7470.sock" (docs/design.md §5.1).
  *  Returns the length written (excluding NUL) or -EINVAL / -ENAMETOOLONG. */
 int okv_socket_path(const char *manager_addr, char *buf, size_t buflen);
+
+/* The default socket location (docs/operating.md "Socket paths"); the Go
+ * twins are the constants of gocore/lifecycle. */
+/** The directory systemd makes for the Manager's unit (RuntimeDirectory=orbitkv). */
+#define OKV_RUNTIME_DIR "/run/orbitkv"
+/** The bootstrap socket's name in the runtime directory. */
+#define OKV_SOCKET_NAME "manager.sock"
+/** The Manager's --listen default, whose derived path is the last fallback. */
+#define OKV_DEFAULT_MANAGER_ADDR "127.0.0.1:7470"
+/** A bootstrap socket path given by the environment (the Manager's
+ *  --bootstrap-socket reads the same variable). */
+#define OKV_BOOTSTRAP_SOCKET_ENV "ORBITKV_BOOTSTRAP_SOCKET"
+/** The Manager address a derived path is made from when none is given
+ *  (the Manager's --listen reads the same variable). */
+#define OKV_LISTEN_ENV "ORBITKV_LISTEN"
+
+/** Which step of okv_resolve_socket_path chose the path. */
+enum okv_socket_source {
+	OKV_SOCKET_FROM_OPTION = 1,      /* the caller's socket_path or manager_addr */
+	OKV_SOCKET_FROM_ENV = 2,         /* ORBITKV_BOOTSTRAP_SOCKET */
+	OKV_SOCKET_FROM_RUNTIME_DIR = 3, /* a socket at <runtime_dir>/manager.sock */
+	OKV_SOCKET_FROM_DERIVED = 4      /* okv_socket_path of ORBITKV_LISTEN or 127.0.0.1:7470 */
+};
+
+/**
+ * The bootstrap socket a client connects to, as okv_connect chooses it:
+ *  1. socket_path when not NULL or empty, else okv_socket_path(manager_addr)
+ *     when manager_addr is not NULL or empty;
+ *  2. else $ORBITKV_BOOTSTRAP_SOCKET when set and not empty;
+ *  3. else <runtime_dir>/manager.sock when it exists and is a socket
+ *     (stat(2), following links); runtime_dir NULL = OKV_RUNTIME_DIR;
+ *  4. else okv_socket_path($ORBITKV_LISTEN when set and not empty, else
+ *     OKV_DEFAULT_MANAGER_ADDR).
+ * Writes the path and its NUL into buf; *source (may be NULL) gets the
+ * step, enum okv_socket_source. *vouched_uid_plus1 (may be NULL) gets the
+ * owner of runtime_dir plus one when the path came from step 3 and
+ * okv_runtime_dir_owner vouches for that owner, else 0: okv_connect trusts
+ * that uid as the Manager's besides its own and manager_uid_plus1.
+ * Returns the path's length (excluding the NUL); -EINVAL for a NULL buf or
+ * a bad address (the option's or ORBITKV_LISTEN's); -ENAMETOOLONG for a
+ * path over 107 bytes (sizeof sun_path - 1) or one that does not fit
+ * buflen with its NUL.
+ */
+int okv_resolve_socket_path(const char *socket_path, const char *manager_addr, const char *runtime_dir, char *buf,
+			    size_t buflen, int *source, uint32_t *vouched_uid_plus1);
+
+/**
+ * Whether root vouches for the owner of runtime_dir: its parent (/run for
+ * OKV_RUNTIME_DIR) is a directory owned by root and writable by neither
+ * group nor others, and runtime_dir is a directory, not a symbolic link
+ * (lstat(2)), writable by neither group nor others. Then only root could
+ * have created runtime_dir and only its owner (or root) can bind a socket
+ * in it. Returns 1 and sets *uid (may be NULL) to runtime_dir's owner; 0
+ * when not vouched for (missing, or any condition fails); -EINVAL for a
+ * NULL runtime_dir.
+ */
+int okv_runtime_dir_owner(const char *runtime_dir, uint32_t *uid);
 
 #ifdef __cplusplus
 }

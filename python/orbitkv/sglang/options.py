@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..client import socket_path_for
 from ..identity import block_hash16
-from ..vllm.options import DEFAULT_MANAGER_ADDR, OptionError, _bool, _number, _str
+from ..vllm.options import OptionError, _bool, _number, _str
 
 __all__ = ["OPTIONS", "options", "key_hash"]
 
@@ -33,7 +32,7 @@ def options(extra: dict | None, tp_size: int) -> dict[str, Any]:
     """The options of ``extra`` (SGLang's extra config) over their
     defaults, for ``tp_size`` ranks. Raises ``OptionError`` naming the key
     and the limit for an unknown ``orbitkv.*`` key or a bad value."""
-    o: dict[str, Any] = {"bootstrap_socket": socket_path_for(DEFAULT_MANAGER_ADDR),
+    o: dict[str, Any] = {"bootstrap_socket": None,   # None: the default rule, at each connect
                          "tp_shard_bootstrap_sockets": (), "wait_for_full_prefix": False,
                          "model_revision": "", "dtype": "", "salt": "", "timeout_ms": 5000,
                          "load_timeout_s": 30.0, "reconnect_interval_s": 1.0, "staging_pages": 128,

@@ -30,13 +30,14 @@ token slots, ``page_size`` per page, page k's first slot at
 Configure with ``--hicache-storage-backend dynamic`` and
 ``--hicache-storage-backend-extra-config '{"backend_name": "orbitkv",
 "module_path": "orbitkv.sglang", "class_name": "OrbitKVStorage",
-"interface_v1": 1, "orbitkv.bootstrap_socket": "/run/orbitkv.sock"}'``
+"interface_v1": 1, "orbitkv.bootstrap_socket": "/run/orbitkv/manager.sock"}'``
 (``interface_v1``: SGLang calls ``batch_get_v1``/``batch_set_v1`` of a
 dynamic backend only when it is set; without it SGLang uses the older
 calls, which this backend answers as failures): SGLang's factory
 calls ``OrbitKVStorage(storage_config, kwargs)``, then
 ``register_mem_pool_host(pool)``. Options (``extra_config``, prefix
-``orbitkv.``): ``bootstrap_socket``, ``tp_shard_bootstrap_sockets``,
+``orbitkv.``): ``bootstrap_socket`` (default: the rule of
+``orbitkv.resolve_socket_path``, at each connect), ``tp_shard_bootstrap_sockets``,
 ``wait_for_full_prefix``, ``model_revision``, ``dtype``, ``salt``,
 ``timeout_ms``, ``load_timeout_s``, ``reconnect_interval_s``,
 ``staging_pages``, ``local_discovery``, ``manager_uid`` (the uid of a

@@ -5,7 +5,7 @@ Configure vLLM with::
     --kv-transfer-config '{"kv_connector": "OrbitKVConnector",
         "kv_connector_module_path": "orbitkv.vllm.connector",
         "kv_role": "kv_both",
-        "kv_connector_extra_config": {"orbitkv.bootstrap_socket": "/run/orbitkv.sock"}}'
+        "kv_connector_extra_config": {"orbitkv.bootstrap_socket": "/run/orbitkv/manager.sock"}}'
 
 The scheduler process builds one with role SCHEDULER, every worker one with
 role WORKER; each connects to the Manager at construction, so a wrong

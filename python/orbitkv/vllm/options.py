@@ -8,8 +8,15 @@ silently falls back to a default):
 =================================  =========================================
 key                                meaning
 =================================  =========================================
-``orbitkv.bootstrap_socket``       Manager bootstrap socket (path); default
-                                   ``/tmp/orbitkv-127.0.0.1-7470.sock``
+``orbitkv.bootstrap_socket``       Manager bootstrap socket (path); default,
+                                   at each connect: ``$ORBITKV_BOOTSTRAP_SOCKET``,
+                                   else ``/run/orbitkv/manager.sock`` when it
+                                   is a socket (its directory's owner is
+                                   trusted as the Manager's uid when root
+                                   vouches for it), else the path derived
+                                   from ``$ORBITKV_LISTEN`` or
+                                   ``127.0.0.1:7470``
+                                   (``orbitkv.resolve_socket_path``)
 ``orbitkv.tp_shard_bootstrap_sockets``  one socket per TP rank (list, or a
                                    comma-separated string; length tp_size):
                                    TP rank r talks to entry r
@@ -63,14 +70,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from ..client import socket_path_for
 from ..identity import CacheIdentity
 from ..revision import resolve_revision
 
 __all__ = ["ConnectorOptions", "OptionError", "parse_options", "identity_base"]
 
 PREFIX = "orbitkv."
-DEFAULT_MANAGER_ADDR = "127.0.0.1:7470"
 
 
 class OptionError(ValueError):
@@ -81,7 +86,7 @@ class OptionError(ValueError):
 class ConnectorOptions:
     """Parsed ``orbitkv.*`` options (see the module docs for each)."""
 
-    bootstrap_socket: str
+    bootstrap_socket: str | None = None   # None: the default rule, at each connect
     tp_shard_bootstrap_sockets: tuple[str, ...] = ()
     wait_for_full_prefix: bool = False
     kv_layout: str = ""
@@ -105,8 +110,9 @@ class ConnectorOptions:
         longer than a restore may."""
         return max(1, min(self.timeout_ms, int(self.load_timeout_s * 1000)))
 
-    def socket_for(self, tp_rank: int) -> tuple[str, str]:
-        """(socket path, the option it came from) for TP rank ``tp_rank``."""
+    def socket_for(self, tp_rank: int) -> tuple[str | None, str]:
+        """(socket path, the option it came from) for TP rank ``tp_rank``;
+        the path is None when no option gives one (the default rule)."""
         if self.tp_shard_bootstrap_sockets:
             return (self.tp_shard_bootstrap_sockets[tp_rank],
                     f"{PREFIX}tp_shard_bootstrap_sockets[{tp_rank}]")
@@ -187,7 +193,6 @@ def parse_options(extra: Mapping[str, Any] | None, tp_size: int = 1) -> Connecto
             kw[name] = _number(key, v, int, 0, 0xFFFFFFFE)
         elif name == "staging_blocks":
             kw[name] = _number(key, v, int, 1, 1 << 20)
-    kw.setdefault("bootstrap_socket", socket_path_for(DEFAULT_MANAGER_ADDR))
     return ConnectorOptions(**kw)
 
 

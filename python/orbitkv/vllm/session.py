@@ -38,7 +38,7 @@ from typing import Any
 
 from .._abi import Code
 from ..buffer import EngineBuffer
-from ..client import CacheManagerClient
+from ..client import CacheManagerClient, resolve_socket_path
 from ..errors import Closed, ManagerDied, OrbitKVError, ProtocolError, Rejected, Stale, TimedOut
 
 __all__ = ["Session", "SESSION_ENDING"]
@@ -53,7 +53,9 @@ SESSION_ENDING = (ManagerDied, Closed, Stale, ProtocolError)
 
 
 class Session:
-    """One reconnecting session with the Manager at ``socket_path``.
+    """One reconnecting session with the Manager at ``socket_path``
+    (None: the default rule of ``orbitkv.resolve_socket_path``, applied
+    again at each connect; ``self.socket_path`` is the path last chosen).
 
     ``option`` names where the path came from (for error messages);
     ``role`` is an ``orbitkv.Role``. Raises the ``OrbitKVError`` subclass of
@@ -61,9 +63,9 @@ class Session:
     a socket nobody serves, ``BadArgument``, ``Refused``, ``TimedOut``),
     its message prefixed with ``"<who>: <option>=<path>"``."""
 
-    def __init__(self, socket_path: str, option: str, *, who: str, instance_id: str, role: int,
+    def __init__(self, socket_path: str | None, option: str, *, who: str, instance_id: str, role: int,
                  timeout_ms: int = 5000, reconnect_interval_s: float = 1.0, manager_uid: int | None = None):
-        self.socket_path = socket_path
+        self._given = socket_path
         self.option = option
         self.who = who
         self.instance_id = instance_id[:64]
@@ -79,9 +81,12 @@ class Session:
         self._backoff = 1   # reconnect intervals to wait before the next try
         self._last_alive = 0.0
         try:
+            self.socket_path = socket_path if socket_path is not None else resolve_socket_path().path
             self._connect()
         except OrbitKVError as e:
-            raise type(e)(f"{who}: {option}={socket_path!r}", e.code, str(e), e.status) from e
+            given = f"{option}={socket_path!r}" if socket_path is not None else \
+                f"{option} unset (default {getattr(self, 'socket_path', '?')!r})"
+            raise type(e)(f"{who}: {given}", e.code, str(e), e.status) from e
 
     @staticmethod
     def _register_one(client: CacheManagerClient, buf: Any) -> int:
@@ -91,8 +96,11 @@ class Session:
 
     def _connect(self) -> CacheManagerClient:
         self._last_try = time.monotonic()
-        client = CacheManagerClient(socket_path=self.socket_path, instance_id=self.instance_id,
+        if self._given is None:
+            self.socket_path = resolve_socket_path().path   # for messages, should this connect fail
+        client = CacheManagerClient(socket_path=self._given, instance_id=self.instance_id,
                                     timeout_ms=self.timeout_ms, role=self.role, manager_uid=self.manager_uid)
+        self.socket_path = client.socket_path
         try:
             ids = {id(b): self._register_one(client, b) for b in self._buffers}
         except BaseException:
