@@ -333,7 +333,7 @@ only, since the mix cannot be undone. The Manager counts at most 1024
 namespaces apart; the rest are summed in a last row named "other".
 
 The resident figures come from a walk of the RAM tier's index on the
-Manager's dispatcher (tens of milliseconds per million blocks, during which
+Manager's dispatcher (about 0.1 s per million blocks, during which
 it serves no request) and of the SSD tier's entries; the figures are per
 tenant, so this command is on the operator socket only.`,
 		Args: noArgs,
