@@ -117,3 +117,40 @@ func TestNamespacesOfATenantShowItsNamespaceKeyAndDomain(t *testing.T) {
 	}
 	r.close(s)
 }
+
+// BenchmarkNamespaceMemo is what the per-namespace figures add to a
+// request of a session that stays in its namespace: the memo's
+// comparison and the counter's increments (the SHA-256 of a tenant's mix
+// and the table's probe run only when the namespace changes).
+// BenchmarkUntrackedQuery is a whole untracked query (1 hit, leased and
+// released) through the Service, for scale.
+func BenchmarkNamespaceMemo(b *testing.B) {
+	var tab nsTable
+	var m nsMemo
+	ns := abi.Namespace{7}
+	for range b.N {
+		m.of(ns, &tab)
+		m.c.queries++
+		m.c.hitBlocks += 2
+	}
+	if tab.m[ns].queries != uint64(b.N) {
+		b.Fatalf("%d queries counted, want %d", tab.m[ns].queries, b.N)
+	}
+}
+
+func BenchmarkUntrackedQuery(b *testing.B) {
+	r := newRigWith(b, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}})
+	a, _ := r.open()
+	r.call(a, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0)}, []uint32{0}), 0)
+	q := queryDesc(ns1, hash(0))
+	b.ResetTimer()
+	for range b.N {
+		resp := r.call(a, abi.CmdQueryBundle, q, 0)
+		if status(resp) != abi.StatusOK {
+			b.Fatalf("query: %v", status(resp))
+		}
+		r.call(a, abi.CmdRelease, nil, resp.Arg1)
+	}
+	b.StopTimer()
+	r.close(a)
+}
