@@ -43,8 +43,10 @@ func (g *globals) check() error {
 	if g.timeout < time.Millisecond || g.timeout > time.Hour {
 		return usagef("--timeout must be between 1ms and 1h (got %v)", g.timeout)
 	}
-	if g.output != "table" && g.output != "json" {
-		return usagef("--output must be table or json (got %q)", g.output)
+	switch g.output {
+	case formatTable, formatJSON, formatYAML:
+	default:
+		return usagef("--output must be table, json or yaml (got %q)", g.output)
 	}
 	return nil
 }
@@ -102,15 +104,18 @@ $ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock when it is a socket
 127.0.0.1:7470: the rule of the Manager, liborbitkv and the Python client
 (docs/operating.md, "Socket paths").
 
-sessions, stats, health, evict, flush and drain talk to the Manager's operator
+sessions, stats, namespaces, health, evict, flush, drain and version talk to
+the Manager's operator
 socket (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path
 plus ".operator"; mode 0600, or
 0660 for the Manager's --operator-group), which only root and the operator
 group may use (the Manager's uid too with its --operator-admit-manager-uid).
 ping opens a session of its own on the
 bootstrap socket, as an engine does. Every command prints a table, or JSON
-with -o json (64-bit integers as strings). certs makes the cluster CA and
-node certificates of the Managers' peer control; it talks to no Manager.`,
+with -o json (64-bit integers as strings), or YAML with -o yaml (made from the
+JSON: the same field names, 64-bit integers as quoted strings). certs makes
+the cluster CA and node certificates of the Managers' peer control; it talks
+to no Manager.`,
 		Version:       buildinfo.Get().String("orbitkvctl") + fmt.Sprintf("abi: %d, bootstrap protocol %d\n", abi.Version, abi.BootstrapVersion),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -118,7 +123,7 @@ node certificates of the Managers' peer control; it talks to no Manager.`,
 			return g.check()
 		},
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("no command (want sessions, stats, health, evict, flush, drain, ping, certs, version or completion)")
+			return usagef("no command (want sessions, stats, namespaces, health, evict, flush, drain, ping, certs, version or completion)")
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}")
@@ -131,20 +136,25 @@ node certificates of the Managers' peer control; it talks to no Manager.`,
 	pf.StringVar(&g.opSocket, "operator-socket", "", "operator socket `path` (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path plus .operator)")
 	pf.StringVar(&g.manager, "manager", "", "Manager listen `host:port` whose derived path /tmp/orbitkv-HOST-PORT.sock is the bootstrap socket (default: see --socket)")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
-	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table or json")
-	root.AddCommand(sessionsCmd(g), statsCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),
-		pingCmd(g), certsCmd(), versionCmd())
+	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table, json or yaml")
+	root.AddCommand(sessionsCmd(g), statsCmd(g), namespacesCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),
+		pingCmd(g), certsCmd(), versionCmd(g))
 	return root
 }
 
-func versionCmd() *cobra.Command {
+func versionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print orbitkvctl's version, commit, build date, Go version and the ABI it speaks",
-		Args:  noArgs,
+		Short: "Print orbitkvctl's build and the Manager's: version, commit, build date, Go version and the ABI each speaks",
+		Long: `version prints orbitkvctl's build (version, commit, build date, Go version, the
+ABI and bootstrap protocol it speaks) and then the Manager's, asked on the
+operator socket. When the Manager does not answer it prints orbitkvctl's build
+and the error, and exits 1 (with -o json or yaml the document carries the
+error as server_error). orbitkvctl --version prints orbitkvctl's build alone
+and asks no Manager.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprint(cmd.OutOrStdout(), cmd.Root().Version)
-			return nil
+			return version(g, cmd.OutOrStdout())
 		},
 	}
 }

@@ -2,14 +2,19 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orbitkv/orbitkv/gocore/client"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
@@ -30,21 +35,35 @@ func TestRun(t *testing.T) {
 		{"help of drain says what its timeout is", []string{"drain", "--help"}, "", 0, "not the deadline of a call", ""},
 		{"--version prints the version, commit and ABI", []string{"--version"}, "", 0, "\ncommit: ", ""},
 		{"--version names the ABI", []string{"--version"}, "", 0, "abi: ", ""},
-		{"version prints the same", []string{"version"}, "", 0, "\ngo: ", ""},
 		{"completion writes a bash script", []string{"completion", "bash"}, "", 0, "bash completion", ""},
 		{"no command is a usage error", []string{}, "", 2, "", "no command"},
 		{"an unknown command is a usage error", []string{"bogus"}, "", 2, "", `unknown command "bogus"`},
 		{"an unknown flag is a usage error", []string{"health", "--bogus"}, "", 2, "", "unknown flag: --bogus"},
 		{"a global flag after the command is read", []string{"health", "--timeout", "0"}, "", 2, "", "--timeout must be between 1ms and 1h"},
-		{"an output other than table or json is refused", []string{"stats", "-o", "yaml"}, "", 2, "", `--output must be table or json (got "yaml")`},
+		{"an output other than table, json or yaml is refused", []string{"stats", "-o", "xml"}, "", 2, "", `--output must be table, json or yaml (got "xml")`},
+		{"a watch interval below 100ms is refused", []string{"stats", "--watch", "10ms"}, "", 2, "", "stats: --watch must be between 100ms and 24h (got 10ms)"},
+		{"a watch interval of 0 is refused", []string{"stats", "--watch", "0"}, "", 2, "", "stats: --watch must be between 100ms and 24h (got 0)"},
+		{"a watch without a Manager fails at its first call", []string{"stats", "--watch", "1s", "--operator-socket", missing}, "", 1, "", "no Manager there"},
+		{"help of stats explains the watch", []string{"stats", "--help"}, "", 0, "SIGINT or SIGTERM: exit status 0", ""},
+		{"help of namespaces says what evict takes", []string{"namespaces", "--help"}, "", 0, `"orbitkvctl evict --namespace" takes`, ""},
+		{"namespaces without a Manager says so", []string{"namespaces", "--operator-socket", missing}, "", 1, "", "no Manager there"},
+		{"version without a Manager prints the client's build", []string{"version", "--operator-socket", missing}, "", 1, "\ngo: ", "no Manager there"},
+		{"version without a Manager names the error in JSON", []string{"version", "-o", "json", "--operator-socket", missing}, "", 1, `"server_error": "operator socket`, "no Manager there"},
+		{"version without a Manager names the error in YAML", []string{"version", "-o", "yaml", "--operator-socket", missing}, "", 1, "server_error: 'operator socket", "no Manager there"},
 		{"ping refuses a count of 0", []string{"ping", "--count", "0"}, "", 2, "", "--count must be >= 1"},
 		{"ping refuses a negative interval", []string{"ping", "--interval", "-1s"}, "", 2, "", "--interval must be >= 0"},
 		{"health refuses an argument", []string{"health", "extra"}, "", 2, "", `unexpected argument "extra"`},
-		{"evict wants a namespace or all", []string{"evict"}, "", 2, "", "give --namespace HEX or --all"},
-		{"flush refuses both a namespace and all", []string{"flush", "--all", "--namespace", "ab"}, "", 2, "", "give one of --namespace HEX and --all, not both"},
-		{"evict refuses both a namespace and all", []string{"evict", "--all", "--namespace", "00"}, "", 2, "", "evict: give one of --namespace HEX and --all, not both"},
+		{"evict wants a namespace, a key or all", []string{"evict"}, "", 2, "", "give --namespace HEX, --key HEX or --all"},
+		{"flush refuses both a namespace and all", []string{"flush", "--all", "--namespace", "ab"}, "", 2, "", "give one of --namespace HEX, --key HEX and --all, not more"},
+		{"evict refuses both a namespace and all", []string{"evict", "--all", "--namespace", "00"}, "", 2, "", "evict: give one of --namespace HEX, --key HEX and --all, not more"},
+		{"evict refuses both a namespace and a key", []string{"evict", "--key", "00", "--namespace", "00"}, "", 2, "", "evict: give one of --namespace HEX, --key HEX and --all, not more"},
+		{"evict refuses a tenant without a namespace", []string{"evict", "--all", "--tenant", "a"}, "", 2, "", "evict: --tenant goes with --namespace only"},
+		{"evict refuses a namespace not of 32 hex digits", []string{"evict", "--namespace", "abc"}, "", 2, "", `--namespace "abc": want 32 hex digits`},
+		{"flush refuses a key not of 32 hex digits", []string{"flush", "--key", "zz"}, "", 2, "", `--key "zz": want 32 hex digits`},
 		{"drain refuses a wait above 1h", []string{"drain", "--timeout", "2h"}, "", 2, "", "--timeout must be between 1ms and 1h"},
 		{"evict not confirmed is aborted", []string{"evict", "--all", "--operator-socket", missing}, "n\n", 1, "", "aborted: not confirmed"},
+		{"evict of a tenant's namespace names both in its question", []string{"evict", "--namespace", strings.Repeat("ab", 16), "--tenant", "alpha", "--operator-socket", missing}, "n\n", 1, "",
+			"namespace " + strings.Repeat("ab", 16) + " of tenant alpha"},
 		{"flush without an answer says to pass --yes", []string{"flush", "--all", "--operator-socket", missing}, "", 1, "", "pass --yes"},
 		{"health without a Manager says so", []string{"health", "--operator-socket", missing}, "", 1, "", "no Manager there"},
 		{"stats derives the operator socket from --socket", []string{"stats", "--socket", missing}, "", 1, "", missing + ".operator: no Manager there"},
@@ -228,5 +247,87 @@ func TestConnectError(t *testing.T) {
 				t.Errorf("connectError(%v) =\n  %s\nwant\n  %s", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// -o yaml is the JSON's document in YAML: decoded, the two give the same
+// values (64-bit integers as strings, a string that reads as a number
+// still a string), in the same field order.
+func TestYAMLParsesBackToTheJSONsValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  proto.Message
+	}{
+		{"health with a 64-bit epoch and a version that reads as a number", &operatorpb.HealthReply{Status: "serving", Version: "1.0", Epoch: 1<<60 + 1,
+			Sessions: 3, Build: &operatorpb.BuildInfo{Version: "1.0", Commit: "true", AbiVersion: 4}}},
+		{"stats with tenants and a ratio", &operatorpb.StatsReply{Cache: true, Ram: &operatorpb.RamTier{Blocks: 7, HitRatio: 0.25},
+			Tenants: []*operatorpb.Tenant{{Name: "a", Queries: 2}, {Name: "b: c", Domain: "- x"}}}},
+		{"namespaces, one of them other", &operatorpb.NamespacesReply{Namespaces: []*operatorpb.Namespace{
+			{Namespace: strings.Repeat("0", 32), Key: strings.Repeat("0", 32), RamBlocks: 1}, {Other: true, Queries: 9}}}},
+		{"an empty list", &operatorpb.SessionsReply{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var j, y bytes.Buffer
+			if err := printJSON(&j, tc.msg); err != nil {
+				t.Fatal(err)
+			}
+			if err := printYAML(&y, tc.msg); err != nil {
+				t.Fatal(err)
+			}
+			var fromJSON, fromYAML any
+			if err := json.Unmarshal(j.Bytes(), &fromJSON); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(y.Bytes(), &fromYAML); err != nil {
+				t.Fatalf("%v in\n%s", err, y.String())
+			}
+			// Both through encoding/json: numbers compare as numbers.
+			a, _ := json.Marshal(fromJSON)
+			b, err := json.Marshal(fromYAML)
+			if err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("YAML\n%s\ndecodes to %s (%v),\nthe JSON to %s", y.String(), b, err, a)
+			}
+			if strings.ContainsAny(strings.NewReplacer("[]", "", "{}", "").Replace(y.String()), "{[") { // an empty list or map has no block style
+				t.Errorf("YAML in flow style:\n%s", y.String())
+			}
+			if order := fieldOrder(t, j.String(), `"`); !slices.Equal(order, fieldOrder(t, y.String(), "")) {
+				t.Errorf("field order: JSON %v, YAML %v", order, fieldOrder(t, y.String(), ""))
+			}
+		})
+	}
+}
+
+// fieldOrder is the top-level field names of a JSON (quote `"`) or block
+// YAML (quote "") document, in order.
+func fieldOrder(t *testing.T, doc, quote string) []string {
+	t.Helper()
+	var out []string
+	indent := "  "
+	if quote == "" {
+		indent = ""
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		rest, ok := strings.CutPrefix(line, indent+quote)
+		if !ok || strings.HasPrefix(rest, " ") || rest == "" {
+			continue
+		}
+		if name, _, ok := strings.Cut(rest, quote+":"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// A terminal is told apart from a pipe: only a terminal's frames clear
+// the screen.
+func TestIsTerminalIsFalseForAPipeAndABuffer(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(w) || isTerminal(&bytes.Buffer{}) {
+		t.Error("a pipe or a buffer taken for a terminal")
 	}
 }

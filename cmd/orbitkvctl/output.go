@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -16,6 +17,62 @@ import (
 // jsonOut is how every command prints JSON: field names as in the .proto,
 // zero values included, 64-bit integers as strings (protojson).
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// Output formats of --output.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+	formatYAML  = "yaml"
+)
+
+// printAs writes m in format: JSON or YAML; table (or any other) through
+// table.
+func printAs(w io.Writer, format string, m proto.Message, table func(io.Writer) error) error {
+	switch format {
+	case formatJSON:
+		return printJSON(w, m)
+	case formatYAML:
+		return printYAML(w, m)
+	}
+	return table(w)
+}
+
+// printYAML writes m as one YAML document made from its JSON (jsonOut):
+// the same field names, the same order, 64-bit integers as strings, so
+// the YAML parses back to the values the JSON carries. Strings that would
+// read as another type (a number as a string, "true") are quoted.
+func printYAML(w io.Writer, m proto.Message) error {
+	b, err := jsonOut.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil { // JSON is YAML
+		return err
+	}
+	blockStyle(&doc)
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// blockStyle clears the flow and quoting styles the JSON gave n and its
+// children, so the encoder writes block style and quotes only what needs
+// it.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
 
 // printJSON writes m as one indented JSON document. protojson varies its
 // whitespace on purpose; json.Indent makes it the same on every run.

@@ -54,7 +54,7 @@ Manager went away") when it stops answering.`,
 			// trusts the owner of /run/orbitkv when it picks the socket there.
 			opts := client.Options{SocketPath: g.socket, ManagerAddr: g.manager, Role: uint32(abi.RoleTool),
 				InstanceID: fmt.Sprintf("orbitkvctl-%d", os.Getpid()), Timeout: g.timeout}
-			return ping(opts, p, g.output == "json", cmd.OutOrStdout())
+			return ping(opts, p, g.output, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -116,7 +116,8 @@ func summarize(rtts []time.Duration) *operatorpb.PingSummary {
 		P99Ns: uint64(rank(0.99)), MaxNs: uint64(s[len(s)-1])}
 }
 
-func ping(opts client.Options, cfg pingFlags, asJSON bool, stdout io.Writer) error {
+func ping(opts client.Options, cfg pingFlags, format string, stdout io.Writer) error {
+	table := format == formatTable
 	c, err := connect(opts)
 	if err != nil {
 		return err
@@ -144,7 +145,7 @@ func ping(opts client.Options, cfg pingFlags, asJSON bool, stdout io.Writer) err
 			return fmt.Errorf("ping %d: %w", i, err)
 		}
 		rtts = append(rtts, rtt)
-		if !asJSON {
+		if table {
 			fmt.Fprintf(stdout, "ping %d: %v\n", i, rtt)
 		}
 		if i+1 < cfg.count {
@@ -152,13 +153,12 @@ func ping(opts client.Options, cfg pingFlags, asJSON bool, stdout io.Writer) err
 		}
 	}
 	sum := summarize(rtts)
-	if asJSON {
-		if err := printJSON(stdout, sum); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(stdout, "summary n=%d min=%v p50=%v p99=%v max=%v\n", sum.Count, time.Duration(sum.MinNs),
+	if err := printAs(stdout, format, sum, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "summary n=%d min=%v p50=%v p99=%v max=%v\n", sum.Count, time.Duration(sum.MinNs),
 			time.Duration(sum.P50Ns), time.Duration(sum.P99Ns), time.Duration(sum.MaxNs))
+		return err
+	}); err != nil {
+		return err
 	}
 	if !cfg.hold {
 		return nil

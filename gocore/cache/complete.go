@@ -96,6 +96,7 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 				s.tiers.Seal(blk) // advertised to peers (tier.Advertiser)
 			}
 			s.stats.published.Add(uint64(o.stored))
+			o.ns.published += uint64(o.stored)
 			s.stats.publishBytes.Add(o.bytes)
 			if failpoint.Enabled && s.holdReply(failpoint.PublishAck, st, o.reply) {
 				break // sealed and visible; only the answer waits

@@ -21,7 +21,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	if derr != nil {
 		return abi.Message{}, derr
 	}
-	q.NS = st.ns.of(q.NS)
+	q.NS = st.ns.of(q.NS, &s.nsTab)
 	if q.OpID != 0 {
 		if failpoint.Enabled && !s.readmit && s.holdAdmission(st, m) {
 			s.deferReply = true
@@ -51,6 +51,7 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 	res := abi.QueryResult{Status: abi.StatusMiss, RAMHits: uint32(len(hits))}
 	if len(hits) == 0 {
 		st.book.CountQuery(0)
+		st.ns.c.queries++
 		st.sess.PutResult(m, &res)
 		return m.Response(s.epoch, abi.StatusMiss, 0, 0), nil
 	}
@@ -63,6 +64,8 @@ func (s *Service) query(st *sessState, m *abi.Message) (abi.Message, *abi.DescEr
 		return s.unadmitted(m), nil
 	}
 	st.book.CountQuery(len(l.Blocks))
+	st.ns.c.queries++
+	st.ns.c.hitBlocks += uint64(len(l.Blocks))
 	s.stats.queryHits.Add(uint64(len(l.Blocks)))
 	res = abi.QueryResult{Status: abi.StatusOK, Hits: uint32(len(l.Blocks)), RAMHits: res.RAMHits, LeaseID: l.ID, LeaseBytes: l.Bytes, BlockBytes: l.Blocks[0].Bytes}
 	st.sess.PutResult(m, &res)
@@ -95,7 +98,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if derr != nil {
 		return abi.Message{}, true, derr
 	}
-	p.NS = st.ns.of(p.NS)
+	p.NS = st.ns.of(p.NS, &s.nsTab)
 	buf, derr := st.sess.HostBuffer(p.BufferID)
 	if derr != nil {
 		return abi.Message{}, true, derr
@@ -127,7 +130,7 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	if present == n {
 		return m.Response(s.epoch, abi.StatusOK, 0, uint64(n)), true, nil
 	}
-	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present), start: s.reqStart}
+	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present), start: s.reqStart, ns: st.ns.c}
 	s.nextOp++
 	segs := s.segs[:0]
 	for i, blk := range fresh {

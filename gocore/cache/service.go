@@ -164,6 +164,9 @@ type Service struct {
 	// tenants holds each tenant's operation permits and shares, by
 	// tenant.Tenant.Index; nil without tenants. Dispatcher only.
 	tenants []tenantOps
+	// nsTab counts the namespaces' queries, hits and publishes
+	// (namespaces.go). Dispatcher only.
+	nsTab nsTable
 
 	// Pause points (failpoint builds only; pause.go): the continuations of
 	// held operations, run by Complete.
@@ -296,22 +299,28 @@ type sessState struct {
 }
 
 // nsMemo maps a session's namespaces to the keys of its tenant's domain
-// (tenant.Tenant.Namespace), remembering the last one: an engine sends
-// one namespace per session (per TP rank), so the SHA-256 of the mix runs
-// once, not per request. The zero nsMemo of a session without a tenant
-// returns every namespace unchanged.
+// (tenant.Tenant.Namespace), remembering the last one and its counts in
+// the Service's nsTable: an engine sends one namespace per session (per
+// TP rank), so the SHA-256 of the mix and the table's probe run once, not
+// per request. A session without a tenant (t nil) keys every namespace
+// unchanged. from is the session's last namespace as the client sent it
+// (orbitkvctl sessions shows it).
 type nsMemo struct {
 	t        *tenant.Tenant
 	from, to abi.Namespace
 	valid    bool
+	c        *nsCounts // the counts of to
 }
 
-func (m *nsMemo) of(ns abi.Namespace) abi.Namespace {
-	if m.t == nil {
-		return ns
-	}
+// of returns ns as the Manager keys it for the session and makes it the
+// session's last namespace.
+func (m *nsMemo) of(ns abi.Namespace, tab *nsTable) abi.Namespace {
 	if !m.valid || ns != m.from {
-		m.from, m.to, m.valid = ns, m.t.Namespace(ns), true
+		to, d := ns, (*tenant.Domain)(nil)
+		if m.t != nil {
+			to, d = m.t.Namespace(ns), m.t.Domain
+		}
+		m.from, m.to, m.valid, m.c = ns, to, true, tab.get(to, ns, d)
 	}
 	return m.to
 }
@@ -349,6 +358,7 @@ type op struct {
 	start           time.Duration // publish: mono() when Serve began it (0: not timed)
 	deadline        time.Time     // restore: when an unpolled result expires
 	lease           *lease.Lease  // restore: the lease it copies from (touched when it lands)
+	ns              *nsCounts     // publish: the counts of its namespace
 }
 
 // Attach starts serving s's cache commands.

@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
 	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
@@ -44,6 +45,19 @@ func (h ticketHost) Drained(b *ticket.Book) {
 	if st := h.s.sessions[b.Sess.Index]; st != nil && st.book == b {
 		h.s.maybeFinish(st)
 	}
+}
+
+// Delivered counts a ticket of b delivered Ok or Miss, in namespace key
+// ns, with hits blocks leased, in its namespace's figures.
+func (h ticketHost) Delivered(b *ticket.Book, ns abi.Namespace, hits uint32) {
+	var c *nsCounts
+	if st := h.s.sessions[b.Sess.Index]; st != nil && st.book == b && st.ns.valid && st.ns.to == ns {
+		c = st.ns.c
+	} else {
+		c = h.s.nsTab.lookup(ns)
+	}
+	c.queries++
+	c.hitBlocks += uint64(hits)
 }
 
 // Signal wakes b's client.

@@ -17,11 +17,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/buildinfo"
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/operator"
 	"github.com/orbitkv/orbitkv/gocore/session"
+	"github.com/orbitkv/orbitkv/gocore/tenant"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
@@ -134,9 +136,25 @@ func (o *operatorService) Sessions(context.Context, *operatorpb.SessionsRequest)
 	slices.SortFunc(sess, func(a, b *session.Session) int { return int(a.Index) - int(b.Index) })
 	out := &operatorpb.SessionsReply{}
 	now := time.Now()
+	var nss map[*session.Session]abi.Namespace
+	if m.Cache != nil {
+		if err := o.onDispatcher(func() {
+			nss = make(map[*session.Session]abi.Namespace, len(sess))
+			for _, s := range sess {
+				if ns, ok := m.Cache.SessionNamespace(s); ok {
+					nss[s] = ns
+				}
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range sess {
 		r := &operatorpb.Session{Index: s.Index, Pid: s.Peer.PID, Uid: s.Peer.UID, Instance: s.InstanceID(), Tenant: s.Peer.Tenant.NameOrEmpty(),
 			Role: s.Peer.Role.String(), AgeNs: uint64(now.Sub(s.Opened)), BufferBytes: s.BufferBytes(), Buffers: uint32(s.BufferCount())}
+		if ns, ok := nss[s]; ok {
+			r.Namespace = ns.String()
+		}
 		if h, err := m.Dispatcher.SessionHealth(s); err == nil {
 			r.Attached = true
 			r.Requests, r.Operations, r.Tickets = h.Requests, h.Operations, h.Tickets
@@ -205,7 +223,47 @@ func (o *operatorService) Health(context.Context, *operatorpb.HealthRequest) (*o
 		Requests: h.Requests, Sessions: uint32(m.Table.Len()), Epoch: m.spec.Epoch, ServiceId: hex.EncodeToString(m.health.serviceID[:]),
 		ManagerPid: int32(os.Getpid()), Blocks: h.Blocks, RamUsedBytes: h.RamUsedBytes, RamCapacityBytes: h.RamCapacityBytes,
 		Leases: h.Leases, Pins: h.Pins, ReservedBytes: h.ReservedBytes, Operations: h.Operations, Evictions: h.Evictions,
-		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups, Ssd: m.health.ssdHealth()}, nil
+		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups, Ssd: m.health.ssdHealth(), Build: BuildInfo()}, nil
+}
+
+// BuildInfo is this binary's build as the operator API reports it.
+func BuildInfo() *operatorpb.BuildInfo {
+	b := buildinfo.Get()
+	return &operatorpb.BuildInfo{Version: b.Version, Commit: b.Commit, Date: b.Date, GoVersion: b.GoVersion,
+		AbiVersion: abi.Version, BootstrapVersion: abi.BootstrapVersion, Failpoints: b.Failpoints}
+}
+
+// Namespaces lists the namespaces (cache.Service.Namespaces): the
+// counters and the RAM tier's walk on the dispatcher, the SSD tier's walk
+// off it.
+func (o *operatorService) Namespaces(context.Context, *operatorpb.NamespacesRequest) (*operatorpb.NamespacesReply, error) {
+	m := o.m
+	if m.Cache == nil {
+		return &operatorpb.NamespacesReply{}, nil
+	}
+	var sc *cache.NamespaceScan
+	var took time.Duration
+	if err := o.onDispatcher(func() {
+		start := time.Now()
+		sc = m.Cache.ScanNamespaces()
+		took = time.Since(start)
+	}); err != nil {
+		return nil, err
+	}
+	out := &operatorpb.NamespacesReply{ScanNs: uint64(took)}
+	for _, n := range m.Cache.Namespaces(sc) {
+		r := &operatorpb.Namespace{Tenant: n.Domain, Other: n.Other, RamBlocks: n.RAMBlocks, RamBytes: n.RAMBytes,
+			SsdBlocks: n.SSDBlocks, SsdBytes: n.SSDBytes, Queries: n.Queries, HitBlocks: n.HitBlocks,
+			PublishedBlocks: n.Published, Sessions: n.Sessions}
+		if !n.Other {
+			r.Key = n.Key.String()
+			if n.Known {
+				r.Namespace = n.Namespace.String()
+			}
+		}
+		out.Namespaces = append(out.Namespaces, r)
+	}
+	return out, nil
 }
 
 func (o *operatorService) Evict(_ context.Context, r *operatorpb.EvictRequest) (*operatorpb.EvictReply, error) {
@@ -216,25 +274,87 @@ func (o *operatorService) Flush(_ context.Context, r *operatorpb.EvictRequest) (
 	return o.drop(r, true)
 }
 
+// parseNamespace reads a namespace of 32 hex digits; field names it in
+// the error.
+func parseNamespace(field, text string) (abi.Namespace, error) {
+	var ns abi.Namespace
+	b, err := hex.DecodeString(text)
+	if err != nil || len(b) != len(ns) {
+		return ns, status.Errorf(codes.InvalidArgument, "%s %q: want %d hex digits", field, text, 2*len(ns))
+	}
+	return abi.Namespace(b), nil
+}
+
+// dropKey is the namespace key an EvictRequest names (nil: all): key as
+// given, or namespace mixed with the domain of tenant (a tenant's name or
+// a sharing group's), which tenants require and no tenants refuse.
+func (o *operatorService) dropKey(r *operatorpb.EvictRequest) (*abi.Namespace, error) {
+	given := 0
+	for _, set := range []bool{r.All, r.Namespace != "", r.Key != ""} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, status.Error(codes.InvalidArgument, "give one of namespace, key and all")
+	}
+	tenants := o.m.spec.Tenants
+	switch {
+	case r.All:
+		if r.Tenant != "" {
+			return nil, status.Error(codes.InvalidArgument, "tenant goes with namespace only")
+		}
+		return nil, nil
+	case r.Key != "":
+		if r.Tenant != "" {
+			return nil, status.Error(codes.InvalidArgument, "tenant goes with namespace only: a key is already mixed with its tenant's domain")
+		}
+		k, err := parseNamespace("key", r.Key)
+		return &k, err
+	}
+	ns, err := parseNamespace("namespace", r.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if tenants.Len() == 0 {
+		if r.Tenant != "" {
+			return nil, status.Errorf(codes.InvalidArgument, "tenant %q: the Manager has no tenants (no --tenant)", r.Tenant)
+		}
+		return &ns, nil
+	}
+	if r.Tenant == "" {
+		return nil, status.Error(codes.InvalidArgument, "the Manager has tenants, which key a namespace each their own way: "+
+			"name the tenant (or sharing group) with the namespace, or give the key orbitkvctl namespaces lists")
+	}
+	var d *tenant.Domain
+	if t := tenants.ByName(r.Tenant); t != nil {
+		d = t.Domain
+	} else {
+		for _, x := range tenants.Domains() {
+			if x.Name == r.Tenant {
+				d = x
+			}
+		}
+	}
+	if d == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "tenant %q: no tenant or sharing group of that name", r.Tenant)
+	}
+	k := abi.Namespace(d.Namespace(ns))
+	return &k, nil
+}
+
 // drop serves Evict (flush false) and Flush.
 func (o *operatorService) drop(r *operatorpb.EvictRequest, flush bool) (*operatorpb.EvictReply, error) {
-	var ns *abi.Namespace
-	switch {
-	case r.All && r.Namespace != "":
-		return nil, status.Error(codes.InvalidArgument, "namespace and all: give one of them")
-	case !r.All:
-		b, err := hex.DecodeString(r.Namespace)
-		if err != nil || len(b) != len(abi.Namespace{}) {
-			return nil, status.Errorf(codes.InvalidArgument, "namespace %q: want %d hex digits (or all)", r.Namespace, 2*len(abi.Namespace{}))
-		}
-		ns = (*abi.Namespace)(b)
+	ns, err := o.dropKey(r)
+	if err != nil {
+		return nil, err
 	}
 	m := o.m
 	if m.Cache == nil {
 		return nil, status.Error(codes.FailedPrecondition, "the Manager serves no cache")
 	}
 	var out *operatorpb.EvictReply
-	err := o.onDispatcher(func() {
+	err = o.onDispatcher(func() {
 		d := m.Cache.Drop(ns, flush)
 		out = &operatorpb.EvictReply{RamBlocks: d.RAMBlocks, RamBytes: d.RAMBytes, SsdBlocks: d.SSDBlocks,
 			PinnedKept: d.Pinned, PublishingKept: d.Publishing}
@@ -246,11 +366,11 @@ func (o *operatorService) drop(r *operatorpb.EvictRequest, flush bool) (*operato
 	if flush {
 		what = "flush"
 	}
-	nsText := "all"
+	keyText := "all"
 	if ns != nil {
-		nsText = ns.String()
+		keyText = ns.String()
 	}
-	m.log.Info("operator "+what, slog.String("namespace", nsText), slog.Uint64("ram_blocks", out.RamBlocks),
+	m.log.Info("operator "+what, slog.String("key", keyText), slog.String("namespace", r.Namespace), slog.String("tenant", r.Tenant), slog.Uint64("ram_blocks", out.RamBlocks),
 		slog.Uint64("ram_bytes", out.RamBytes), slog.Uint64("ssd_blocks", out.SsdBlocks), slog.Uint64("pinned_kept", out.PinnedKept))
 	return out, nil
 }

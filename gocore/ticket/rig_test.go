@@ -54,10 +54,14 @@ type fakeHost struct {
 	held    []*ticket.Ticket
 	signals map[*ticket.Book]int
 	drained map[*ticket.Book]int
+	// delivered counts the tickets delivered Ok or Miss, and the hit
+	// blocks of those, by namespace.
+	delivered, deliveredHits map[abi.Namespace]uint64
 }
 
 func newFakeHost() *fakeHost {
-	return &fakeHost{signals: map[*ticket.Book]int{}, drained: map[*ticket.Book]int{}}
+	return &fakeHost{signals: map[*ticket.Book]int{}, drained: map[*ticket.Book]int{},
+		delivered: map[abi.Namespace]uint64{}, deliveredHits: map[abi.Namespace]uint64{}}
 }
 
 func (h *fakeHost) AdmitOp(b *ticket.Book) bool {
@@ -68,6 +72,11 @@ func (h *fakeHost) AdmitOp(b *ticket.Book) bool {
 func (h *fakeHost) ArmExpiry(d time.Time)  { h.armed = append(h.armed, d) }
 func (h *fakeHost) Drained(b *ticket.Book) { h.drained[b]++ }
 func (h *fakeHost) Signal(b *ticket.Book)  { h.signals[b]++ }
+
+func (h *fakeHost) Delivered(_ *ticket.Book, ns abi.Namespace, hits uint32) {
+	h.delivered[ns]++
+	h.deliveredHits[ns] += uint64(hits)
+}
 
 func (h *fakeHost) HoldReservation(t *ticket.Ticket) bool {
 	if h.hold {

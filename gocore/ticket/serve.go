@@ -165,6 +165,7 @@ func (s *Set) deliver(t *Ticket, m *abi.Message) abi.Message {
 	if r.Status == abi.StatusOK || r.Status == abi.StatusMiss {
 		s.c.queries.Add(1)
 		s.c.queryHits.Add(uint64(r.Hits))
+		s.host.Delivered(t.Book, t.NS, r.Hits)
 	}
 	if r.Status == abi.StatusUnadmitted {
 		return s.unadmitted(m)

@@ -36,6 +36,9 @@ func TestANewTicketResolvesAtOnceToTheRAMPrefixUnderALease(t *testing.T) {
 	if st.Live != 0 || st.Queries != 1 || st.QueryHits != 3 || r.set.Permits() != 0 || b.Live() != 0 {
 		t.Fatalf("after delivery: %+v, %d permits, %d live in the book", st, r.set.Permits(), b.Live())
 	}
+	if r.host.delivered[ns1] != 1 || r.host.deliveredHits[ns1] != 3 {
+		t.Fatalf("the host heard %d deliveries with %d hits in ns1, want 1 with 3", r.host.delivered[ns1], r.host.deliveredHits[ns1])
+	}
 	r.check()
 	r.release(b, a.resp.Arg1)
 	for i, blk := range blks {
@@ -61,6 +64,9 @@ func TestAChainWithNoResidentHeadIsAMiss(t *testing.T) {
 	}
 	if st := r.set.Stats(); st.Queries != 1 || st.QueryHits != 0 || r.leases.Leases() != 0 || r.leases.Reserved() != 0 {
 		t.Fatalf("after the miss: %+v, %d leases, %d bytes reserved", st, r.leases.Leases(), r.leases.Reserved())
+	}
+	if r.host.delivered[ns1] != 1 || r.host.deliveredHits[ns1] != 0 {
+		t.Fatalf("the host heard %d deliveries with %d hits in ns1, want the miss with 0", r.host.delivered[ns1], r.host.deliveredHits[ns1])
 	}
 	r.idle()
 }

@@ -214,6 +214,9 @@ type Host interface {
 	Drained(b *Book)
 	// Signal wakes b's client (its session eventfd).
 	Signal(b *Book)
+	// Delivered tells that a ticket of b in namespace ns (as the index
+	// keys it) was delivered Ok or Miss with hits blocks leased.
+	Delivered(b *Book, ns abi.Namespace, hits uint32)
 	// HoldReservation holds t at the Reservation pause point (failpoint
 	// builds; false elsewhere): t stays pending until the Host calls
 	// Set.Resume.

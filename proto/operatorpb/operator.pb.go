@@ -84,6 +84,9 @@ type Session struct {
 	Buffers       uint32                 `protobuf:"varint,14,opt,name=buffers,proto3" json:"buffers,omitempty"`                                  // registered buffers
 	Attached      bool                   `protobuf:"varint,15,opt,name=attached,proto3" json:"attached,omitempty"`                                // false: opening or closing (figures zero)
 	Tenant        string                 `protobuf:"bytes,16,opt,name=tenant,proto3" json:"tenant,omitempty"`                                     // its tenant (--tenant); "" without tenants
+	// The last namespace the session queried or published in, as its
+	// client sent it: 32 hex digits; "" before any.
+	Namespace     string `protobuf:"bytes,17,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +229,13 @@ func (x *Session) GetAttached() bool {
 func (x *Session) GetTenant() string {
 	if x != nil {
 		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Session) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
 	}
 	return ""
 }
@@ -1089,6 +1099,401 @@ func (x *StatsReply) GetTenants() []*Tenant {
 	return nil
 }
 
+type NamespacesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespacesRequest) Reset() {
+	*x = NamespacesRequest{}
+	mi := &file_operator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacesRequest) ProtoMessage() {}
+
+func (x *NamespacesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacesRequest.ProtoReflect.Descriptor instead.
+func (*NamespacesRequest) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{9}
+}
+
+// Namespace is one namespace's figures. The Manager keys blocks by the
+// namespace the client sent mixed with its tenant's domain (key); without
+// tenants key is the namespace itself.
+type Namespace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace as the client sent it, 32 hex digits (what orbitkvctl
+	// evict --namespace takes); "" when unknown: under tenants, for blocks
+	// of a key no session used since the Manager started (recovered from
+	// the SSD tier), whose mix cannot be undone; and in the other row.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The tenant domain the blocks belong to: the tenant's name, or its
+	// sharing group's (--tenant-share); "" without tenants or when unknown.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The namespace as the Manager keys it, 32 hex digits (what evict --key
+	// takes); "" in the other row.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The row of the namespaces beyond the Manager's bound on namespaces
+	// counted apart (1024), summed.
+	Other bool `protobuf:"varint,4,opt,name=other,proto3" json:"other,omitempty"`
+	// Resident blocks and their bytes (block bytes, all layers): sealed in
+	// the RAM tier, durable in the SSD tier.
+	RamBlocks uint64 `protobuf:"varint,5,opt,name=ram_blocks,json=ramBlocks,proto3" json:"ram_blocks,omitempty"`
+	RamBytes  uint64 `protobuf:"varint,6,opt,name=ram_bytes,json=ramBytes,proto3" json:"ram_bytes,omitempty"`
+	SsdBlocks uint64 `protobuf:"varint,7,opt,name=ssd_blocks,json=ssdBlocks,proto3" json:"ssd_blocks,omitempty"`
+	SsdBytes  uint64 `protobuf:"varint,8,opt,name=ssd_bytes,json=ssdBytes,proto3" json:"ssd_bytes,omitempty"`
+	// Since start: queries answered Ok or Miss (untracked queries and
+	// tickets delivered), the blocks leased to them, and the blocks
+	// publishes stored.
+	Queries         uint64 `protobuf:"varint,9,opt,name=queries,proto3" json:"queries,omitempty"`
+	HitBlocks       uint64 `protobuf:"varint,10,opt,name=hit_blocks,json=hitBlocks,proto3" json:"hit_blocks,omitempty"`
+	PublishedBlocks uint64 `protobuf:"varint,11,opt,name=published_blocks,json=publishedBlocks,proto3" json:"published_blocks,omitempty"`
+	Sessions        uint32 `protobuf:"varint,12,opt,name=sessions,proto3" json:"sessions,omitempty"` // live sessions whose last namespace it is
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Namespace) Reset() {
+	*x = Namespace{}
+	mi := &file_operator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Namespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Namespace) ProtoMessage() {}
+
+func (x *Namespace) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
+func (*Namespace) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Namespace) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Namespace) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Namespace) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Namespace) GetOther() bool {
+	if x != nil {
+		return x.Other
+	}
+	return false
+}
+
+func (x *Namespace) GetRamBlocks() uint64 {
+	if x != nil {
+		return x.RamBlocks
+	}
+	return 0
+}
+
+func (x *Namespace) GetRamBytes() uint64 {
+	if x != nil {
+		return x.RamBytes
+	}
+	return 0
+}
+
+func (x *Namespace) GetSsdBlocks() uint64 {
+	if x != nil {
+		return x.SsdBlocks
+	}
+	return 0
+}
+
+func (x *Namespace) GetSsdBytes() uint64 {
+	if x != nil {
+		return x.SsdBytes
+	}
+	return 0
+}
+
+func (x *Namespace) GetQueries() uint64 {
+	if x != nil {
+		return x.Queries
+	}
+	return 0
+}
+
+func (x *Namespace) GetHitBlocks() uint64 {
+	if x != nil {
+		return x.HitBlocks
+	}
+	return 0
+}
+
+func (x *Namespace) GetPublishedBlocks() uint64 {
+	if x != nil {
+		return x.PublishedBlocks
+	}
+	return 0
+}
+
+func (x *Namespace) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+type NamespacesReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by tenant, namespace and key; the other row, when it counts
+	// anything, last.
+	Namespaces    []*Namespace `protobuf:"bytes,1,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	ScanNs        uint64       `protobuf:"varint,2,opt,name=scan_ns,json=scanNs,proto3" json:"scan_ns,omitempty"` // time the Manager's dispatcher spent walking the RAM tier's index
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespacesReply) Reset() {
+	*x = NamespacesReply{}
+	mi := &file_operator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespacesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespacesReply) ProtoMessage() {}
+
+func (x *NamespacesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespacesReply.ProtoReflect.Descriptor instead.
+func (*NamespacesReply) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NamespacesReply) GetNamespaces() []*Namespace {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *NamespacesReply) GetScanNs() uint64 {
+	if x != nil {
+		return x.ScanNs
+	}
+	return 0
+}
+
+// BuildInfo is a binary's build.
+type BuildInfo struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Version          string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`                                            // git describe of the tree built, or "dev"
+	Commit           string                 `protobuf:"bytes,2,opt,name=commit,proto3" json:"commit,omitempty"`                                              // full commit hash ("-dirty" when modified), or "unknown"
+	Date             string                 `protobuf:"bytes,3,opt,name=date,proto3" json:"date,omitempty"`                                                  // build time, RFC 3339, or "unknown"
+	GoVersion        string                 `protobuf:"bytes,4,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`                       // e.g. go1.26.8
+	AbiVersion       uint32                 `protobuf:"varint,5,opt,name=abi_version,json=abiVersion,proto3" json:"abi_version,omitempty"`                   // the channel ABI it speaks
+	BootstrapVersion uint32                 `protobuf:"varint,6,opt,name=bootstrap_version,json=bootstrapVersion,proto3" json:"bootstrap_version,omitempty"` // the bootstrap protocol it speaks
+	Failpoints       bool                   `protobuf:"varint,7,opt,name=failpoints,proto3" json:"failpoints,omitempty"`                                     // a test build with failpoints armed
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *BuildInfo) Reset() {
+	*x = BuildInfo{}
+	mi := &file_operator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildInfo) ProtoMessage() {}
+
+func (x *BuildInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildInfo.ProtoReflect.Descriptor instead.
+func (*BuildInfo) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BuildInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetDate() string {
+	if x != nil {
+		return x.Date
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *BuildInfo) GetAbiVersion() uint32 {
+	if x != nil {
+		return x.AbiVersion
+	}
+	return 0
+}
+
+func (x *BuildInfo) GetBootstrapVersion() uint32 {
+	if x != nil {
+		return x.BootstrapVersion
+	}
+	return 0
+}
+
+func (x *BuildInfo) GetFailpoints() bool {
+	if x != nil {
+		return x.Failpoints
+	}
+	return false
+}
+
+// VersionSummary is orbitkvctl version's answer (client side only: -o
+// json and -o yaml print it).
+type VersionSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        *BuildInfo             `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Server        *BuildInfo             `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`                              // absent when the Manager did not answer
+	ServerError   string                 `protobuf:"bytes,3,opt,name=server_error,json=serverError,proto3" json:"server_error,omitempty"` // why the Manager did not answer; "" when it did
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionSummary) Reset() {
+	*x = VersionSummary{}
+	mi := &file_operator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionSummary) ProtoMessage() {}
+
+func (x *VersionSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionSummary.ProtoReflect.Descriptor instead.
+func (*VersionSummary) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *VersionSummary) GetClient() *BuildInfo {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+func (x *VersionSummary) GetServer() *BuildInfo {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *VersionSummary) GetServerError() string {
+	if x != nil {
+		return x.ServerError
+	}
+	return ""
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1097,7 +1502,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_operator_proto_msgTypes[9]
+	mi := &file_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1514,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[9]
+	mi := &file_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1527,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{9}
+	return file_operator_proto_rawDescGZIP(), []int{14}
 }
 
 // HealthReply holds the Manager-wide figures of HTTP GET /health.
@@ -1148,14 +1553,15 @@ type HealthReply struct {
 	Tickets          uint64                 `protobuf:"varint,18,opt,name=tickets,proto3" json:"tickets,omitempty"`
 	Lookups          uint64                 `protobuf:"varint,19,opt,name=lookups,proto3" json:"lookups,omitempty"`
 	DistinctLookups  uint64                 `protobuf:"varint,20,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"`
-	Ssd              *SSDTier               `protobuf:"bytes,21,opt,name=ssd,proto3" json:"ssd,omitempty"` // the SSD tier's state; configured false without --ssd-dir
+	Ssd              *SSDTier               `protobuf:"bytes,21,opt,name=ssd,proto3" json:"ssd,omitempty"`     // the SSD tier's state; configured false without --ssd-dir
+	Build            *BuildInfo             `protobuf:"bytes,22,opt,name=build,proto3" json:"build,omitempty"` // the Manager's build (version is build.version)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HealthReply) Reset() {
 	*x = HealthReply{}
-	mi := &file_operator_proto_msgTypes[10]
+	mi := &file_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1573,7 @@ func (x *HealthReply) String() string {
 func (*HealthReply) ProtoMessage() {}
 
 func (x *HealthReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[10]
+	mi := &file_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1586,7 @@ func (x *HealthReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthReply.ProtoReflect.Descriptor instead.
 func (*HealthReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{10}
+	return file_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HealthReply) GetStatus() string {
@@ -1330,6 +1736,13 @@ func (x *HealthReply) GetSsd() *SSDTier {
 	return nil
 }
 
+func (x *HealthReply) GetBuild() *BuildInfo {
+	if x != nil {
+		return x.Build
+	}
+	return nil
+}
+
 // SSDTier is the SSD tier's state in HealthReply (GET /health's "ssd").
 type SSDTier struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1347,7 +1760,7 @@ type SSDTier struct {
 
 func (x *SSDTier) Reset() {
 	*x = SSDTier{}
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1772,7 @@ func (x *SSDTier) String() string {
 func (*SSDTier) ProtoMessage() {}
 
 func (x *SSDTier) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[11]
+	mi := &file_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1785,7 @@ func (x *SSDTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSDTier.ProtoReflect.Descriptor instead.
 func (*SSDTier) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{11}
+	return file_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SSDTier) GetConfigured() bool {
@@ -1431,18 +1844,24 @@ func (x *SSDTier) GetCorruptBlocks() uint64 {
 	return 0
 }
 
-// EvictRequest names one namespace (32 hex digits) or all.
+// EvictRequest names the blocks to drop: one of namespace (as the client
+// sent it; with tenants configured, tenant too), key (as the Manager keys
+// it: orbitkvctl namespaces lists both), or all.
 type EvictRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	All           bool                   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"` // 32 hex digits
+	All       bool                   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// The tenant or sharing group whose domain mixes namespace: required
+	// with namespace when the Manager has tenants, refused without.
+	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"` // 32 hex digits
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1873,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[12]
+	mi := &file_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1886,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{12}
+	return file_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EvictRequest) GetNamespace() string {
@@ -1484,6 +1903,20 @@ func (x *EvictRequest) GetAll() bool {
 	return false
 }
 
+func (x *EvictRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *EvictRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 // EvictReply counts what the command did.
 type EvictReply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1498,7 +1931,7 @@ type EvictReply struct {
 
 func (x *EvictReply) Reset() {
 	*x = EvictReply{}
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1943,7 @@ func (x *EvictReply) String() string {
 func (*EvictReply) ProtoMessage() {}
 
 func (x *EvictReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[13]
+	mi := &file_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1956,7 @@ func (x *EvictReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictReply.ProtoReflect.Descriptor instead.
 func (*EvictReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{13}
+	return file_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EvictReply) GetRamBlocks() uint64 {
@@ -1570,7 +2003,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +2015,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[14]
+	mi := &file_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +2028,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{14}
+	return file_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrainRequest) GetTimeoutNs() uint64 {
@@ -1617,7 +2050,7 @@ type DrainReply struct {
 
 func (x *DrainReply) Reset() {
 	*x = DrainReply{}
-	mi := &file_operator_proto_msgTypes[15]
+	mi := &file_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2062,7 @@ func (x *DrainReply) String() string {
 func (*DrainReply) ProtoMessage() {}
 
 func (x *DrainReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[15]
+	mi := &file_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2075,7 @@ func (x *DrainReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReply.ProtoReflect.Descriptor instead.
 func (*DrainReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{15}
+	return file_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DrainReply) GetOperationsLeft() uint64 {
@@ -1688,7 +2121,7 @@ type PingSummary struct {
 
 func (x *PingSummary) Reset() {
 	*x = PingSummary{}
-	mi := &file_operator_proto_msgTypes[16]
+	mi := &file_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2133,7 @@ func (x *PingSummary) String() string {
 func (*PingSummary) ProtoMessage() {}
 
 func (x *PingSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[16]
+	mi := &file_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2146,7 @@ func (x *PingSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingSummary.ProtoReflect.Descriptor instead.
 func (*PingSummary) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{16}
+	return file_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PingSummary) GetCount() uint64 {
@@ -1756,7 +2189,7 @@ var File_operator_proto protoreflect.FileDescriptor
 const file_operator_proto_rawDesc = "" +
 	"\n" +
 	"\x0eoperator.proto\x12\x13orbitkv.operator.v1\"\x11\n" +
-	"\x0fSessionsRequest\"\xb5\x03\n" +
+	"\x0fSessionsRequest\"\xd3\x03\n" +
 	"\aSession\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12\x10\n" +
@@ -1776,7 +2209,8 @@ const file_operator_proto_rawDesc = "" +
 	"\fbuffer_bytes\x18\r \x01(\x04R\vbufferBytes\x12\x18\n" +
 	"\abuffers\x18\x0e \x01(\rR\abuffers\x12\x1a\n" +
 	"\battached\x18\x0f \x01(\bR\battached\x12\x16\n" +
-	"\x06tenant\x18\x10 \x01(\tR\x06tenant\"I\n" +
+	"\x06tenant\x18\x10 \x01(\tR\x06tenant\x12\x1c\n" +
+	"\tnamespace\x18\x11 \x01(\tR\tnamespace\"I\n" +
 	"\rSessionsReply\x128\n" +
 	"\bsessions\x18\x01 \x03(\v2\x1c.orbitkv.operator.v1.SessionR\bsessions\"\x0e\n" +
 	"\fStatsRequest\"\x97\x03\n" +
@@ -1880,8 +2314,47 @@ const file_operator_proto_rawDesc = "" +
 	"\abudgets\x18\x04 \x01(\v2\x1c.orbitkv.operator.v1.BudgetsR\abudgets\x12\x18\n" +
 	"\alookups\x18\x05 \x01(\x04R\alookups\x12)\n" +
 	"\x10distinct_lookups\x18\x06 \x01(\x04R\x0fdistinctLookups\x125\n" +
-	"\atenants\x18\a \x03(\v2\x1b.orbitkv.operator.v1.TenantR\atenants\"\x0f\n" +
-	"\rHealthRequest\"\x93\x05\n" +
+	"\atenants\x18\a \x03(\v2\x1b.orbitkv.operator.v1.TenantR\atenants\"\x13\n" +
+	"\x11NamespacesRequest\"\xe1\x02\n" +
+	"\tNamespace\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x14\n" +
+	"\x05other\x18\x04 \x01(\bR\x05other\x12\x1d\n" +
+	"\n" +
+	"ram_blocks\x18\x05 \x01(\x04R\tramBlocks\x12\x1b\n" +
+	"\tram_bytes\x18\x06 \x01(\x04R\bramBytes\x12\x1d\n" +
+	"\n" +
+	"ssd_blocks\x18\a \x01(\x04R\tssdBlocks\x12\x1b\n" +
+	"\tssd_bytes\x18\b \x01(\x04R\bssdBytes\x12\x18\n" +
+	"\aqueries\x18\t \x01(\x04R\aqueries\x12\x1d\n" +
+	"\n" +
+	"hit_blocks\x18\n" +
+	" \x01(\x04R\thitBlocks\x12)\n" +
+	"\x10published_blocks\x18\v \x01(\x04R\x0fpublishedBlocks\x12\x1a\n" +
+	"\bsessions\x18\f \x01(\rR\bsessions\"j\n" +
+	"\x0fNamespacesReply\x12>\n" +
+	"\n" +
+	"namespaces\x18\x01 \x03(\v2\x1e.orbitkv.operator.v1.NamespaceR\n" +
+	"namespaces\x12\x17\n" +
+	"\ascan_ns\x18\x02 \x01(\x04R\x06scanNs\"\xde\x01\n" +
+	"\tBuildInfo\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\tR\x06commit\x12\x12\n" +
+	"\x04date\x18\x03 \x01(\tR\x04date\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x04 \x01(\tR\tgoVersion\x12\x1f\n" +
+	"\vabi_version\x18\x05 \x01(\rR\n" +
+	"abiVersion\x12+\n" +
+	"\x11bootstrap_version\x18\x06 \x01(\rR\x10bootstrapVersion\x12\x1e\n" +
+	"\n" +
+	"failpoints\x18\a \x01(\bR\n" +
+	"failpoints\"\xa3\x01\n" +
+	"\x0eVersionSummary\x126\n" +
+	"\x06client\x18\x01 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x06client\x126\n" +
+	"\x06server\x18\x02 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x06server\x12!\n" +
+	"\fserver_error\x18\x03 \x01(\tR\vserverError\"\x0f\n" +
+	"\rHealthRequest\"\xc9\x05\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1b\n" +
@@ -1908,7 +2381,8 @@ const file_operator_proto_rawDesc = "" +
 	"\atickets\x18\x12 \x01(\x04R\atickets\x12\x18\n" +
 	"\alookups\x18\x13 \x01(\x04R\alookups\x12)\n" +
 	"\x10distinct_lookups\x18\x14 \x01(\x04R\x0fdistinctLookups\x12.\n" +
-	"\x03ssd\x18\x15 \x01(\v2\x1c.orbitkv.operator.v1.SSDTierR\x03ssd\"\x86\x02\n" +
+	"\x03ssd\x18\x15 \x01(\v2\x1c.orbitkv.operator.v1.SSDTierR\x03ssd\x124\n" +
+	"\x05build\x18\x16 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x05build\"\x86\x02\n" +
 	"\aSSDTier\x12\x1e\n" +
 	"\n" +
 	"configured\x18\x01 \x01(\bR\n" +
@@ -1921,10 +2395,12 @@ const file_operator_proto_rawDesc = "" +
 	"\vread_errors\x18\x06 \x01(\x04R\n" +
 	"readErrors\x12!\n" +
 	"\fwrite_errors\x18\a \x01(\x04R\vwriteErrors\x12%\n" +
-	"\x0ecorrupt_blocks\x18\b \x01(\x04R\rcorruptBlocks\">\n" +
+	"\x0ecorrupt_blocks\x18\b \x01(\x04R\rcorruptBlocks\"h\n" +
 	"\fEvictRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03all\x18\x02 \x01(\bR\x03all\"\xb1\x01\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\"\xb1\x01\n" +
 	"\n" +
 	"EvictReply\x12\x1d\n" +
 	"\n" +
@@ -1949,11 +2425,13 @@ const file_operator_proto_rawDesc = "" +
 	"\x06min_ns\x18\x02 \x01(\x04R\x05minNs\x12\x15\n" +
 	"\x06p50_ns\x18\x03 \x01(\x04R\x05p50Ns\x12\x15\n" +
 	"\x06p99_ns\x18\x04 \x01(\x04R\x05p99Ns\x12\x15\n" +
-	"\x06max_ns\x18\x05 \x01(\x04R\x05maxNs2\xe4\x03\n" +
+	"\x06max_ns\x18\x05 \x01(\x04R\x05maxNs2\xc0\x04\n" +
 	"\bOperator\x12T\n" +
 	"\bSessions\x12$.orbitkv.operator.v1.SessionsRequest\x1a\".orbitkv.operator.v1.SessionsReply\x12K\n" +
 	"\x05Stats\x12!.orbitkv.operator.v1.StatsRequest\x1a\x1f.orbitkv.operator.v1.StatsReply\x12N\n" +
-	"\x06Health\x12\".orbitkv.operator.v1.HealthRequest\x1a .orbitkv.operator.v1.HealthReply\x12K\n" +
+	"\x06Health\x12\".orbitkv.operator.v1.HealthRequest\x1a .orbitkv.operator.v1.HealthReply\x12Z\n" +
+	"\n" +
+	"Namespaces\x12&.orbitkv.operator.v1.NamespacesRequest\x1a$.orbitkv.operator.v1.NamespacesReply\x12K\n" +
 	"\x05Evict\x12!.orbitkv.operator.v1.EvictRequest\x1a\x1f.orbitkv.operator.v1.EvictReply\x12K\n" +
 	"\x05Flush\x12!.orbitkv.operator.v1.EvictRequest\x1a\x1f.orbitkv.operator.v1.EvictReply\x12K\n" +
 	"\x05Drain\x12!.orbitkv.operator.v1.DrainRequest\x1a\x1f.orbitkv.operator.v1.DrainReplyB-Z+github.com/orbitkv/orbitkv/proto/operatorpbb\x06proto3"
@@ -1970,25 +2448,30 @@ func file_operator_proto_rawDescGZIP() []byte {
 	return file_operator_proto_rawDescData
 }
 
-var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_operator_proto_goTypes = []any{
-	(*SessionsRequest)(nil), // 0: orbitkv.operator.v1.SessionsRequest
-	(*Session)(nil),         // 1: orbitkv.operator.v1.Session
-	(*SessionsReply)(nil),   // 2: orbitkv.operator.v1.SessionsReply
-	(*StatsRequest)(nil),    // 3: orbitkv.operator.v1.StatsRequest
-	(*RamTier)(nil),         // 4: orbitkv.operator.v1.RamTier
-	(*SsdTier)(nil),         // 5: orbitkv.operator.v1.SsdTier
-	(*Budgets)(nil),         // 6: orbitkv.operator.v1.Budgets
-	(*Tenant)(nil),          // 7: orbitkv.operator.v1.Tenant
-	(*StatsReply)(nil),      // 8: orbitkv.operator.v1.StatsReply
-	(*HealthRequest)(nil),   // 9: orbitkv.operator.v1.HealthRequest
-	(*HealthReply)(nil),     // 10: orbitkv.operator.v1.HealthReply
-	(*SSDTier)(nil),         // 11: orbitkv.operator.v1.SSDTier
-	(*EvictRequest)(nil),    // 12: orbitkv.operator.v1.EvictRequest
-	(*EvictReply)(nil),      // 13: orbitkv.operator.v1.EvictReply
-	(*DrainRequest)(nil),    // 14: orbitkv.operator.v1.DrainRequest
-	(*DrainReply)(nil),      // 15: orbitkv.operator.v1.DrainReply
-	(*PingSummary)(nil),     // 16: orbitkv.operator.v1.PingSummary
+	(*SessionsRequest)(nil),   // 0: orbitkv.operator.v1.SessionsRequest
+	(*Session)(nil),           // 1: orbitkv.operator.v1.Session
+	(*SessionsReply)(nil),     // 2: orbitkv.operator.v1.SessionsReply
+	(*StatsRequest)(nil),      // 3: orbitkv.operator.v1.StatsRequest
+	(*RamTier)(nil),           // 4: orbitkv.operator.v1.RamTier
+	(*SsdTier)(nil),           // 5: orbitkv.operator.v1.SsdTier
+	(*Budgets)(nil),           // 6: orbitkv.operator.v1.Budgets
+	(*Tenant)(nil),            // 7: orbitkv.operator.v1.Tenant
+	(*StatsReply)(nil),        // 8: orbitkv.operator.v1.StatsReply
+	(*NamespacesRequest)(nil), // 9: orbitkv.operator.v1.NamespacesRequest
+	(*Namespace)(nil),         // 10: orbitkv.operator.v1.Namespace
+	(*NamespacesReply)(nil),   // 11: orbitkv.operator.v1.NamespacesReply
+	(*BuildInfo)(nil),         // 12: orbitkv.operator.v1.BuildInfo
+	(*VersionSummary)(nil),    // 13: orbitkv.operator.v1.VersionSummary
+	(*HealthRequest)(nil),     // 14: orbitkv.operator.v1.HealthRequest
+	(*HealthReply)(nil),       // 15: orbitkv.operator.v1.HealthReply
+	(*SSDTier)(nil),           // 16: orbitkv.operator.v1.SSDTier
+	(*EvictRequest)(nil),      // 17: orbitkv.operator.v1.EvictRequest
+	(*EvictReply)(nil),        // 18: orbitkv.operator.v1.EvictReply
+	(*DrainRequest)(nil),      // 19: orbitkv.operator.v1.DrainRequest
+	(*DrainReply)(nil),        // 20: orbitkv.operator.v1.DrainReply
+	(*PingSummary)(nil),       // 21: orbitkv.operator.v1.PingSummary
 }
 var file_operator_proto_depIdxs = []int32{
 	1,  // 0: orbitkv.operator.v1.SessionsReply.sessions:type_name -> orbitkv.operator.v1.Session
@@ -1996,24 +2479,30 @@ var file_operator_proto_depIdxs = []int32{
 	5,  // 2: orbitkv.operator.v1.StatsReply.ssd:type_name -> orbitkv.operator.v1.SsdTier
 	6,  // 3: orbitkv.operator.v1.StatsReply.budgets:type_name -> orbitkv.operator.v1.Budgets
 	7,  // 4: orbitkv.operator.v1.StatsReply.tenants:type_name -> orbitkv.operator.v1.Tenant
-	11, // 5: orbitkv.operator.v1.HealthReply.ssd:type_name -> orbitkv.operator.v1.SSDTier
-	0,  // 6: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
-	3,  // 7: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
-	9,  // 8: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
-	12, // 9: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
-	12, // 10: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
-	14, // 11: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
-	2,  // 12: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
-	8,  // 13: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
-	10, // 14: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
-	13, // 15: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
-	13, // 16: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
-	15, // 17: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	10, // 5: orbitkv.operator.v1.NamespacesReply.namespaces:type_name -> orbitkv.operator.v1.Namespace
+	12, // 6: orbitkv.operator.v1.VersionSummary.client:type_name -> orbitkv.operator.v1.BuildInfo
+	12, // 7: orbitkv.operator.v1.VersionSummary.server:type_name -> orbitkv.operator.v1.BuildInfo
+	16, // 8: orbitkv.operator.v1.HealthReply.ssd:type_name -> orbitkv.operator.v1.SSDTier
+	12, // 9: orbitkv.operator.v1.HealthReply.build:type_name -> orbitkv.operator.v1.BuildInfo
+	0,  // 10: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
+	3,  // 11: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
+	14, // 12: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
+	9,  // 13: orbitkv.operator.v1.Operator.Namespaces:input_type -> orbitkv.operator.v1.NamespacesRequest
+	17, // 14: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
+	17, // 15: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
+	19, // 16: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
+	2,  // 17: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
+	8,  // 18: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
+	15, // 19: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
+	11, // 20: orbitkv.operator.v1.Operator.Namespaces:output_type -> orbitkv.operator.v1.NamespacesReply
+	18, // 21: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
+	18, // 22: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
+	20, // 23: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_operator_proto_init() }
@@ -2027,7 +2516,7 @@ func file_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_operator_proto_rawDesc), len(file_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,12 +27,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Operator_Sessions_FullMethodName = "/orbitkv.operator.v1.Operator/Sessions"
-	Operator_Stats_FullMethodName    = "/orbitkv.operator.v1.Operator/Stats"
-	Operator_Health_FullMethodName   = "/orbitkv.operator.v1.Operator/Health"
-	Operator_Evict_FullMethodName    = "/orbitkv.operator.v1.Operator/Evict"
-	Operator_Flush_FullMethodName    = "/orbitkv.operator.v1.Operator/Flush"
-	Operator_Drain_FullMethodName    = "/orbitkv.operator.v1.Operator/Drain"
+	Operator_Sessions_FullMethodName   = "/orbitkv.operator.v1.Operator/Sessions"
+	Operator_Stats_FullMethodName      = "/orbitkv.operator.v1.Operator/Stats"
+	Operator_Health_FullMethodName     = "/orbitkv.operator.v1.Operator/Health"
+	Operator_Namespaces_FullMethodName = "/orbitkv.operator.v1.Operator/Namespaces"
+	Operator_Evict_FullMethodName      = "/orbitkv.operator.v1.Operator/Evict"
+	Operator_Flush_FullMethodName      = "/orbitkv.operator.v1.Operator/Flush"
+	Operator_Drain_FullMethodName      = "/orbitkv.operator.v1.Operator/Drain"
 )
 
 // OperatorClient is the client API for Operator service.
@@ -45,8 +46,13 @@ type OperatorClient interface {
 	Sessions(ctx context.Context, in *SessionsRequest, opts ...grpc.CallOption) (*SessionsReply, error)
 	// Stats reports the tiers, hit ratios, evictions and budgets.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsReply, error)
-	// Health reports the Manager-wide figures of HTTP GET /health.
+	// Health reports the Manager-wide figures of HTTP GET /health and the
+	// Manager's build.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthReply, error)
+	// Namespaces reports each namespace's resident blocks and bytes per
+	// tier, queries, hit blocks, published blocks and sessions. Operator
+	// socket only: its figures are per tenant.
+	Namespaces(ctx context.Context, in *NamespacesRequest, opts ...grpc.CallOption) (*NamespacesReply, error)
 	// Evict removes the unpinned blocks of one namespace (or all) from the
 	// RAM tier, demoting each to the SSD tier as the eviction policy does.
 	Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictReply, error)
@@ -101,6 +107,16 @@ func (c *operatorClient) Health(ctx context.Context, in *HealthRequest, opts ...
 	return out, nil
 }
 
+func (c *operatorClient) Namespaces(ctx context.Context, in *NamespacesRequest, opts ...grpc.CallOption) (*NamespacesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NamespacesReply)
+	err := c.cc.Invoke(ctx, Operator_Namespaces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *operatorClient) Evict(ctx context.Context, in *EvictRequest, opts ...grpc.CallOption) (*EvictReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EvictReply)
@@ -141,8 +157,13 @@ type OperatorServer interface {
 	Sessions(context.Context, *SessionsRequest) (*SessionsReply, error)
 	// Stats reports the tiers, hit ratios, evictions and budgets.
 	Stats(context.Context, *StatsRequest) (*StatsReply, error)
-	// Health reports the Manager-wide figures of HTTP GET /health.
+	// Health reports the Manager-wide figures of HTTP GET /health and the
+	// Manager's build.
 	Health(context.Context, *HealthRequest) (*HealthReply, error)
+	// Namespaces reports each namespace's resident blocks and bytes per
+	// tier, queries, hit blocks, published blocks and sessions. Operator
+	// socket only: its figures are per tenant.
+	Namespaces(context.Context, *NamespacesRequest) (*NamespacesReply, error)
 	// Evict removes the unpinned blocks of one namespace (or all) from the
 	// RAM tier, demoting each to the SSD tier as the eviction policy does.
 	Evict(context.Context, *EvictRequest) (*EvictReply, error)
@@ -175,6 +196,9 @@ func (UnimplementedOperatorServer) Stats(context.Context, *StatsRequest) (*Stats
 }
 func (UnimplementedOperatorServer) Health(context.Context, *HealthRequest) (*HealthReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedOperatorServer) Namespaces(context.Context, *NamespacesRequest) (*NamespacesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Namespaces not implemented")
 }
 func (UnimplementedOperatorServer) Evict(context.Context, *EvictRequest) (*EvictReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Evict not implemented")
@@ -260,6 +284,24 @@ func _Operator_Health_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Operator_Namespaces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NamespacesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServer).Namespaces(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Operator_Namespaces_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServer).Namespaces(ctx, req.(*NamespacesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Operator_Evict_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EvictRequest)
 	if err := dec(in); err != nil {
@@ -332,6 +374,10 @@ var Operator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Operator_Health_Handler,
+		},
+		{
+			MethodName: "Namespaces",
+			Handler:    _Operator_Namespaces_Handler,
 		},
 		{
 			MethodName: "Evict",
