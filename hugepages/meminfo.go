@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // ErrNoMemory is wrapped by New when an ordinary (not hugetlb) arena is
@@ -60,7 +64,9 @@ func Meminfo() (total, available uint64, err error) {
 // MemReserve, or the room left under this process's cgroup v2 memory.max
 // (systemd MemoryMax=, a container's limit: there the pre-fault would be
 // OOM-killed rather than refused); when /proc/meminfo cannot be read it
-// lets the allocation decide.
+// lets the allocation decide. The error wraps ErrNoMemory, states its
+// figures in IEC units (go-humanize: "1.0 PiB") and the largest size that
+// would be accepted, rounded down to a size the flags take (limit.AtMost).
 func checkMemory(size uint64) error {
 	total, avail, err := Meminfo()
 	if err != nil {
@@ -68,11 +74,12 @@ func checkMemory(size uint64) error {
 	}
 	reserve := MemReserve(total)
 	if size+reserve > avail {
-		return fmt.Errorf("%w: %d bytes wanted, MemAvailable is %d bytes and %d of them stay for the rest of the host (MemTotal %d)",
-			ErrNoMemory, size, avail, reserve, total)
+		return fmt.Errorf("%w: %s wanted, MemAvailable is %s and %s of it stays for the rest of the host (MemTotal %s); %s",
+			ErrNoMemory, humanize.IBytes(size), humanize.IBytes(avail), humanize.IBytes(reserve), humanize.IBytes(total), limit.AtMost(avail-min(avail, reserve)))
 	}
-	if limit, used, path, ok := cgroupMemory(); ok && size > limit-min(used, limit) {
-		return fmt.Errorf("%w: %d bytes wanted, the cgroup %s allows %d bytes (memory.max) and uses %d", ErrNoMemory, size, path, limit, used)
+	if memMax, used, path, ok := cgroupMemory(); ok && size > memMax-min(used, memMax) {
+		return fmt.Errorf("%w: %s wanted, the cgroup %s allows %s (memory.max) and uses %s; %s", ErrNoMemory,
+			humanize.IBytes(size), path, humanize.IBytes(memMax), humanize.IBytes(used), limit.AtMost(memMax-min(used, memMax)))
 	}
 	return nil
 }
