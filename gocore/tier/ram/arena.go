@@ -49,7 +49,7 @@ func (s Spec) Validate() error {
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at least one chunk (" + limit.Size(s.ChunkBytes) + ")"}
 	case s.CapacityBytes/s.ChunkBytes > MaxChunks:
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes,
-			Want: fmt.Sprintf("at most %d chunks of %s, %s (a larger --ram-chunk-bytes allows more)", uint64(MaxChunks), limit.Size(s.ChunkBytes), limit.AtMost(MaxChunks*s.ChunkBytes))}
+			Want: fmt.Sprintf("at most %d chunks of %s: %s (a larger --ram-chunk-bytes allows more)", uint64(MaxChunks), limit.Size(s.ChunkBytes), limit.AtMost(MaxChunks*s.ChunkBytes))}
 	case s.CapacityBytes > hugepages.MaxBytes:
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at most " + limit.Size(hugepages.MaxBytes)}
 	}
