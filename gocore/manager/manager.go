@@ -115,7 +115,7 @@ func (s Spec) Validate() error {
 		limit.Check(s.Tenants == nil || s.Channel.Transport != channel.TransportIceoryx2, "channel.Transport", "iceoryx2",
 			"shm when tenants are configured (the iceoryx2 runtime's objects belong to one uid)"),
 		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
-			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
+			fmt.Sprintf("the session table's maximum, %d (0: the same)", s.Session.MaxSessions)),
 	}
 	if s.Cache != nil {
 		errs = append(errs, s.Cache.Validate())
@@ -129,7 +129,7 @@ func (s Spec) Validate() error {
 		"an HTTP endpoint (--http-addr): the probes' histograms are read only on its /metrics"))
 	errs = append(errs, s.validateOperator())
 	if s.Cluster != nil {
-		errs = append(errs, limit.Check(s.Cache != nil, "manager.Cluster", "set", "a cache (Spec.Cache): peers fetch from and into its RAM tier"),
+		errs = append(errs, limit.Check(s.Cache != nil, "manager.Cluster", "set", "a cache: peers fetch from and into its RAM tier"),
 			s.Cluster.Validate())
 	}
 	return errors.Join(errs...)
