@@ -7,8 +7,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // Limits of a Spec.
@@ -159,9 +157,9 @@ func newHugetlb(s Spec) (*Arena, error) {
 }
 
 // checkPool refuses a hugetlb arena of size bytes (a multiple of
-// HugePageSize) when the 2 MiB pool has no room for it: an error wrapping
-// ErrUnavailable that names the shortfall, the largest size the free pages
-// would hold and the command that reserves the missing pages.
+// HugePageSize) when the 2 MiB pool has no room for it: a *ShortError
+// (Room: the bytes of the pages available) wrapping ErrUnavailable that
+// names the shortfall and the command that reserves the missing pages.
 func checkPool(size uint64) error {
 	need := size / HugePageSize
 	p, err := ReadPool()
@@ -169,8 +167,8 @@ func checkPool(size uint64) error {
 		return unavailable("no 2 MiB hugepage pool (%v)", err)
 	}
 	if avail := p.Available(); avail < need {
-		return unavailable("%d free 2 MiB hugepages, %d needed (HugePages_Free %d, HugePages_Rsvd %d, overcommit %d; %s); reserve them: %s",
-			avail, need, p.Free, p.Reserved, p.Overcommit, limit.AtMost(avail*HugePageSize), p.ReserveHint(need-avail))
+		return &ShortError{Room: avail * HugePageSize, Err: unavailable("%d free 2 MiB hugepages, %d needed (HugePages_Free %d, HugePages_Rsvd %d, overcommit %d); reserve them: %s",
+			avail, need, p.Free, p.Reserved, p.Overcommit, p.ReserveHint(need-avail))}
 	}
 	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"github.com/dustin/go-humanize"
-
-	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // ErrNoMemory is wrapped by New when an ordinary (not hugetlb) arena is
@@ -60,13 +58,24 @@ func Meminfo() (total, available uint64, err error) {
 	return total, available, nil
 }
 
+// ShortError is a refusal for want of memory or hugepages (New, Check):
+// it wraps ErrNoMemory or ErrUnavailable with the figures, and Room is the
+// most bytes that would have been given, so a caller can name the largest
+// size it would accept.
+type ShortError struct {
+	Err  error
+	Room uint64
+}
+
+func (e *ShortError) Error() string { return e.Err.Error() }
+func (e *ShortError) Unwrap() error { return e.Err }
+
 // checkMemory refuses size bytes when they exceed MemAvailable less
 // MemReserve, or the room left under this process's cgroup v2 memory.max
 // (systemd MemoryMax=, a container's limit: there the pre-fault would be
 // OOM-killed rather than refused); when /proc/meminfo cannot be read it
-// lets the allocation decide. The error wraps ErrNoMemory, states its
-// figures in IEC units (go-humanize: "1.0 PiB") and the largest size that
-// would be accepted, rounded down to a size the flags take (limit.AtMost).
+// lets the allocation decide. The refusal is a *ShortError wrapping
+// ErrNoMemory, its figures in IEC units (go-humanize: "1.0 TiB").
 func checkMemory(size uint64) error {
 	total, avail, err := Meminfo()
 	if err != nil {
@@ -74,12 +83,12 @@ func checkMemory(size uint64) error {
 	}
 	reserve := MemReserve(total)
 	if size+reserve > avail {
-		return fmt.Errorf("%w: %s wanted, MemAvailable is %s and %s of it stays for the rest of the host (MemTotal %s); %s",
-			ErrNoMemory, humanize.IBytes(size), humanize.IBytes(avail), humanize.IBytes(reserve), humanize.IBytes(total), limit.AtMost(avail-min(avail, reserve)))
+		return &ShortError{Room: avail - min(avail, reserve), Err: fmt.Errorf("%w: %s wanted, MemAvailable is %s and %s of it stays for the rest of the host (MemTotal %s)",
+			ErrNoMemory, humanize.IBytes(size), humanize.IBytes(avail), humanize.IBytes(reserve), humanize.IBytes(total))}
 	}
 	if memMax, used, path, ok := cgroupMemory(); ok && size > memMax-min(used, memMax) {
-		return fmt.Errorf("%w: %s wanted, the cgroup %s allows %s (memory.max) and uses %s; %s", ErrNoMemory,
-			humanize.IBytes(size), path, humanize.IBytes(memMax), humanize.IBytes(used), limit.AtMost(memMax-min(used, memMax)))
+		return &ShortError{Room: memMax - min(used, memMax), Err: fmt.Errorf("%w: %s wanted, the cgroup %s allows %s (memory.max) and uses %s", ErrNoMemory,
+			humanize.IBytes(size), path, humanize.IBytes(memMax), humanize.IBytes(used))}
 	}
 	return nil
 }

@@ -100,8 +100,13 @@ func (s Spec) memory() hugepages.Spec {
 
 // refused names the field of s a hugepages error is about: a
 // *limit.Refused naming ram.CapacityBytes (too little available memory)
-// or ram.Hugepages (Require mode without enough hugepages).
+// or ram.Hugepages (Require mode without enough hugepages), its text
+// ending with the largest size that would be accepted (limit.AtMost).
 func (s Spec) refused(err error) error {
+	// The largest size that fits, as a value the flags take.
+	if se := (*hugepages.ShortError)(nil); errors.As(err, &se) {
+		err = fmt.Errorf("%w; %s", err, limit.AtMost(se.Room))
+	}
 	switch {
 	case errors.Is(err, hugepages.ErrNoMemory):
 		return &limit.Refused{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Err: err}
