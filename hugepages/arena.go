@@ -89,11 +89,7 @@ func New(s Spec) (*Arena, error) {
 	}
 	switch s.Mode {
 	case Require:
-		a, err := newHugetlb(s)
-		if err != nil {
-			return nil, fmt.Errorf("hugepages: %w", err)
-		}
-		return a, nil
+		return newHugetlb(s) // an error names hugetlb and the shortfall
 	case Prefer:
 		a, err := newHugetlb(s)
 		if err == nil {
@@ -123,13 +119,8 @@ func errnoText(err error) string {
 func newHugetlb(s Spec) (*Arena, error) {
 	size := roundUp(s.Bytes, HugePageSize)
 	need := size / HugePageSize
-	p, err := ReadPool()
-	if err != nil {
-		return nil, unavailable("no 2 MiB hugepage pool (%v)", err)
-	}
-	if avail := p.Available(); avail < need {
-		return nil, unavailable("%d free 2 MiB hugepages, %d needed (HugePages_Free %d, HugePages_Rsvd %d, overcommit %d); reserve them: %s",
-			avail, need, p.Free, p.Reserved, p.Overcommit, p.ReserveHint(need-avail))
+	if err := checkPool(size); err != nil {
+		return nil, err
 	}
 	fd, err := unix.MemfdCreate(s.Name, unix.MFD_CLOEXEC|unix.MFD_HUGETLB|unix.MFD_HUGE_2MB)
 	if err != nil {
@@ -165,12 +156,50 @@ func newHugetlb(s Spec) (*Arena, error) {
 	return a, nil
 }
 
+// checkPool refuses a hugetlb arena of size bytes (a multiple of
+// HugePageSize) when the 2 MiB pool has no room for it: a *ShortError
+// (Room: the bytes of the pages available) wrapping ErrUnavailable that
+// names the shortfall and the command that reserves the missing pages.
+func checkPool(size uint64) error {
+	need := size / HugePageSize
+	p, err := ReadPool()
+	if err != nil {
+		return unavailable("no 2 MiB hugepage pool (%v)", err)
+	}
+	if avail := p.Available(); avail < need {
+		return &ShortError{Room: avail * HugePageSize, Err: unavailable("%d free 2 MiB hugepages, %d needed (HugePages_Free %d, HugePages_Rsvd %d, overcommit %d); reserve them: %s",
+			avail, need, p.Free, p.Reserved, p.Overcommit, p.ReserveHint(need-avail))}
+	}
+	return nil
+}
+
+// Check runs, without allocating anything, the checks New makes before it
+// allocates the arena s describes: in Require mode the hugepage pool's
+// room (an error wrapping ErrUnavailable), in Off mode the available
+// memory (ErrNoMemory), and in Prefer mode the available memory unless the
+// pool has room. It is the preflight of New (orbitkv-manager --check);
+// New may still fail where the host changes in between.
+func Check(s Spec) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	switch s.Mode {
+	case Require:
+		return checkPool(roundUp(s.Bytes, HugePageSize))
+	case Prefer:
+		if checkPool(roundUp(s.Bytes, HugePageSize)) == nil {
+			return nil
+		}
+	}
+	return checkMemory(roundUp(s.Bytes, uint64(os.Getpagesize())))
+}
+
 // newShmem makes an ordinary memfd arena; advise asks for transparent
 // hugepages, and reason is why hugetlb was not used.
 func newShmem(s Spec, advise bool, reason string) (*Arena, error) {
 	size := roundUp(s.Bytes, uint64(os.Getpagesize()))
 	if err := checkMemory(size); err != nil {
-		return nil, fmt.Errorf("hugepages: %w", err)
+		return nil, err // its text names what it is about
 	}
 	fd, err := unix.MemfdCreate(s.Name, unix.MFD_CLOEXEC)
 	if err != nil {

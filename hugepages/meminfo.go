@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/dustin/go-humanize"
 )
 
 // ErrNoMemory is wrapped by New when an ordinary (not hugetlb) arena is
@@ -56,11 +58,24 @@ func Meminfo() (total, available uint64, err error) {
 	return total, available, nil
 }
 
+// ShortError is a refusal for want of memory or hugepages (New, Check):
+// it wraps ErrNoMemory or ErrUnavailable with the figures, and Room is the
+// most bytes that would have been given, so a caller can name the largest
+// size it would accept.
+type ShortError struct {
+	Err  error
+	Room uint64
+}
+
+func (e *ShortError) Error() string { return e.Err.Error() }
+func (e *ShortError) Unwrap() error { return e.Err }
+
 // checkMemory refuses size bytes when they exceed MemAvailable less
 // MemReserve, or the room left under this process's cgroup v2 memory.max
 // (systemd MemoryMax=, a container's limit: there the pre-fault would be
 // OOM-killed rather than refused); when /proc/meminfo cannot be read it
-// lets the allocation decide.
+// lets the allocation decide. The refusal is a *ShortError wrapping
+// ErrNoMemory, its figures in IEC units (go-humanize: "1.0 TiB").
 func checkMemory(size uint64) error {
 	total, avail, err := Meminfo()
 	if err != nil {
@@ -68,11 +83,12 @@ func checkMemory(size uint64) error {
 	}
 	reserve := MemReserve(total)
 	if size+reserve > avail {
-		return fmt.Errorf("%w: %d bytes wanted, MemAvailable is %d bytes and %d of them stay for the rest of the host (MemTotal %d)",
-			ErrNoMemory, size, avail, reserve, total)
+		return &ShortError{Room: avail - min(avail, reserve), Err: fmt.Errorf("%w: %s wanted, MemAvailable is %s and %s of it stays for the rest of the host (MemTotal %s)",
+			ErrNoMemory, humanize.IBytes(size), humanize.IBytes(avail), humanize.IBytes(reserve), humanize.IBytes(total))}
 	}
-	if limit, used, path, ok := cgroupMemory(); ok && size > limit-min(used, limit) {
-		return fmt.Errorf("%w: %d bytes wanted, the cgroup %s allows %d bytes (memory.max) and uses %d", ErrNoMemory, size, path, limit, used)
+	if memMax, used, path, ok := cgroupMemory(); ok && size > memMax-min(used, memMax) {
+		return &ShortError{Room: memMax - min(used, memMax), Err: fmt.Errorf("%w: %s wanted, the cgroup %s allows %s (memory.max) and uses %s", ErrNoMemory,
+			humanize.IBytes(size), path, humanize.IBytes(memMax), humanize.IBytes(used))}
 	}
 	return nil
 }

@@ -20,9 +20,19 @@ func TestAnArenaLargerThanAvailableMemoryIsRefused(t *testing.T) {
 	if err != nil || total != 8000000<<10 || avail != 1000000<<10 {
 		t.Fatalf("Meminfo = %d, %d, %v", total, avail, err)
 	}
-	// 1,000,000 KiB available, 400,000 KiB of it reserved (5% of 8,000,000).
-	if _, err := New(Spec{Bytes: 700 << 20, Mode: Off}); !errors.Is(err, ErrNoMemory) {
-		t.Fatalf("New(700 MiB) = %v, want ErrNoMemory", err)
+	// 1,000,000 KiB available, 400,000 KiB of it reserved (5% of 8,000,000):
+	// 600,000 KiB fit. Check, the preflight, refuses the same size with the
+	// same text, in IEC units, and the same room.
+	const want = "not enough available memory: 700 MiB wanted, MemAvailable is 977 MiB and 391 MiB of it stays for the rest of the host (MemTotal 7.6 GiB)"
+	for name, err := range map[string]error{"New": func() error { _, err := New(Spec{Bytes: 700 << 20, Mode: Off}); return err }(),
+		"Check": Check(Spec{Bytes: 700 << 20, Mode: Off})} {
+		var se *ShortError
+		if !errors.Is(err, ErrNoMemory) || err.Error() != want || !errors.As(err, &se) || se.Room != 600000<<10 {
+			t.Fatalf("%s(700 MiB) = %v, want a ShortError of room %d: %s", name, err, 600000<<10, want)
+		}
+	}
+	if err := Check(Spec{Bytes: 600000 << 10, Mode: Off}); err != nil {
+		t.Fatalf("Check of the room = %v", err)
 	}
 	a, err := New(Spec{Bytes: 64 << 20, Mode: Off})
 	if err != nil {

@@ -24,7 +24,8 @@ in that precedence, over the defaults. Every flag below except --config,
 in upper case with underscores (ORBITKV_RAM_CAPACITY=64GiB). --config FILE
 or ORBITKV_CONFIG names the file; a key the Manager does not know is an
 error that names its line.
---print-config shows the effective settings and where each came from.
+--print-config shows the effective settings and where each came from; --check
+also runs every start-time check of the host without starting.
 
 The bootstrap socket without --bootstrap-socket: $RUNTIME_DIRECTORY/manager.sock
 (systemd's RuntimeDirectory=orbitkv), else /run/orbitkv/manager.sock when
@@ -33,13 +34,20 @@ of --listen. Clients and orbitkvctl look for /run/orbitkv/manager.sock the same
 way (docs/operating.md, "Socket paths").
 
 Units: ` + limit.SizeRule + `
-A duration has a unit: 50us, 5s, 1m. A count is a whole number.`
+A duration has a unit: 50us, 5s, 1m. A count is a whole number.
+
+A setting that is wrong, or a start the host refuses, ends the command with
+one line per fault on stderr, "orbitkv-manager: SETTING VALUE: WHAT: LIMIT
+OR FIX", and (once logging is up) the same text in an ERROR log line.
+
+` + exitStatusHelp
 
 const examples = `  orbitkv-manager                                    # socket /run/orbitkv/manager.sock if that directory is this user's, else /tmp/orbitkv-127.0.0.1-7470.sock
   orbitkv-manager --poll-mode spin                   # lowest latency, one core busy
   orbitkv-manager --ram-capacity 64GiB --copy-workers 8
   orbitkv-manager --bootstrap-socket /run/okv.sock --http-addr ""
   orbitkv-manager --config /etc/orbitkv/manager.toml --print-config
+  orbitkv-manager --config /etc/orbitkv/manager.toml --check   # preflight: exit 0 when the start would pass its checks
   ORBITKV_RAM_CAPACITY=16GiB orbitkv-manager --ssd-dir /var/lib/orbitkv --ssd-create-dir`
 
 // newRoot is the orbitkv-manager command with its flags bound to o.c and

@@ -138,16 +138,16 @@ func TestTheBuildSaysWhetherItHasFailpoints(t *testing.T) {
 // TestCopyBackendCUDAWithoutADriverStopsTheManager: --copy-backend cuda on a
 // machine whose driver library cannot be loaded (ORBITKV_LIBCUDA names a
 // missing file, so this holds on GPU hosts too) stops the Manager at start
-// with status 1, naming the flag and the dlopen error (in the log line's
-// quoted err value). The Manager runs on a temporary socket with a small
-// RAM tier and no HTTP endpoint.
+// with status 4 (a resource), naming the flag and the dlopen error on
+// stderr's "orbitkv-manager: " line. The Manager runs on a temporary
+// socket with a small RAM tier and no HTTP endpoint.
 func TestCopyBackendCUDAWithoutADriverStopsTheManager(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--bootstrap-socket", dir + "/m.sock", "--http-addr", "", "--ram-capacity", "16MiB",
 		"--prefault=false", "--hugepages", "off", "--copy-backend", "cuda"}
 	_, stderr, code := runMain(t, []string{"ORBITKV_LIBCUDA=" + dir + "/libcuda.so.1"}, args...)
-	want := `--copy-backend \"cuda\": dlopen ` + dir + `/libcuda.so.1: ` + dir + `/libcuda.so.1: cannot open shared object file`
-	if code != 1 || !strings.Contains(stderr, want) {
-		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr, want)
+	want := "\norbitkv-manager: --copy-backend \"cuda\": dlopen " + dir + "/libcuda.so.1: " + dir + "/libcuda.so.1: cannot open shared object file"
+	if code != exitResource || !strings.Contains(stderr, want) {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, exitResource, want)
 	}
 }

@@ -75,11 +75,12 @@ type config struct {
 	// ORBITKV_CONFIG).
 	configFile  string
 	printConfig bool
+	check       bool
 	showVersion bool
 }
 
 // commandFlags are the flags that are not config keys.
-var commandFlags = map[string]bool{"config": true, "print-config": true, "version": true, "help": true}
+var commandFlags = map[string]bool{"config": true, "print-config": true, "check": true, "version": true, "help": true}
 
 // defineFlags declares every flag on fs, bound to c. Each flag name is
 // also its config-file key and, upper-cased with "_" for "-" after
@@ -87,7 +88,8 @@ var commandFlags = map[string]bool{"config": true, "print-config": true, "versio
 func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.SortFlags = false // the order below groups them by concept
 	fs.StringVar(&c.configFile, "config", "", "TOML config `file` of flag-named keys (ram-capacity = \"64GiB\"); also ORBITKV_CONFIG. Flags win over environment variables, which win over the file")
-	fs.BoolVar(&c.printConfig, "print-config", false, "print the effective configuration (every key, as TOML) and where each value came from, then exit without starting")
+	fs.BoolVar(&c.printConfig, "print-config", false, "print the effective configuration (every key, as TOML) and where each value came from, then exit without starting: status 0, or 2 when a setting is wrong; the host is not checked (see --check)")
+	fs.BoolVar(&c.check, "check", false, "preflight: validate the settings and run every start-time check of the host without starting (ports, socket paths and directories, memory or hugepages for --ram-capacity, --ssd-dir's filesystem and free space, eBPF), print each as ok or failed, and exit with status 0 when all pass, else the status of the first failure's class (see Exit status)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7470", "`host:port` this Manager is known by; without a runtime directory the bootstrap socket path /tmp/orbitkv-HOST-PORT.sock is derived from it (no TCP port is opened in this build)")
 	fs.StringVar(&c.socket, "bootstrap-socket", "", "bootstrap Unix socket `path` (default: $RUNTIME_DIRECTORY/manager.sock when systemd sets RUNTIME_DIRECTORY, the first entry of several; else /run/orbitkv/manager.sock when /run/orbitkv is a directory owned by this user; else /tmp/orbitkv-HOST-PORT.sock of --listen)")
 	fs.StringVar(&c.pollMode, "poll-mode", "adaptive", "how the dispatcher waits for requests: spin (dedicated core), adaptive (spin for --spin-window after the last request, then park), park")

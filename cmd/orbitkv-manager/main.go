@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/bootstrap"
@@ -68,9 +69,46 @@ func newLogger(o *options) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	case "json":
+		opts.ReplaceAttr = jsonAttr
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("%s: want text or json", o.sourceOf("log-format").label("log-format", strconv.Quote(c.logFormat)))
+}
+
+// jsonAttr is the JSON log's ReplaceAttr: a duration is written as a
+// string with its unit ("1.5s", Go's time.Duration form, as the text log
+// writes it) rather than a count of nanoseconds, and an "epoch" as a
+// decimal string: epochs are random 64-bit values, and JSON readers that
+// hold numbers as float64 round any above 2^53.
+func jsonAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value; {
+	case v.Kind() == slog.KindDuration:
+		a.Value = slog.StringValue(v.Duration().String())
+	case a.Key == "epoch" && v.Kind() == slog.KindUint64:
+		a.Value = slog.StringValue(strconv.FormatUint(v.Uint64(), 10))
+	}
+	return a
+}
+
+// logConfig logs, after the build line of a start, the config file the
+// settings came from ("none" without one) and every setting that is not
+// at its default: its value as --print-config writes it and its source
+// ("flag --ram-capacity", "env ORBITKV_RAM_CAPACITY", "file PATH:LINE").
+func logConfig(log *slog.Logger, o *options) {
+	if o.c.configFile == "" {
+		log.Info("config file", slog.String("file", "none"))
+	} else {
+		log.Info("config file", slog.String("file", o.c.configFile), slog.String("source", o.cfg.describe("config")))
+	}
+	var set []any
+	o.fs.VisitAll(func(f *pflag.Flag) {
+		src, ok := o.src[f.Name]
+		if !ok || commandFlags[f.Name] {
+			return
+		}
+		set = append(set, slog.Group(f.Name, slog.String("value", shown(f.Name, f.Value.String())), slog.String("source", src.describe(f.Name))))
+	})
+	log.Info("settings not at their defaults", append([]any{slog.Int("count", len(set))}, set...)...)
 }
 
 // spec turns the settings into a manager.Spec. It checks only what a Spec
@@ -245,8 +283,8 @@ func validate(o *options, log *slog.Logger) (manager.Spec, error) {
 	return s, k.err()
 }
 
-// exitError ends the command with status code after printing err, one
-// "orbitkv-manager: " line per line of it.
+// exitError ends the command with status code (exit.go) after printing
+// err, one "orbitkv-manager: " line per line of it.
 type exitError struct {
 	code  int
 	err   error
@@ -255,7 +293,8 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 
-// run is the root command: the Manager, or --version / --print-config.
+// run is the root command: the Manager, or --version / --print-config /
+// --check.
 func run(o *options) error {
 	c := o.c
 	if c.showVersion {
@@ -264,28 +303,34 @@ func run(o *options) error {
 		return nil
 	}
 	if err := o.layer(os.LookupEnv, os.Environ()); err != nil {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 	if c.printConfig {
+		// A printout: the settings are validated (status 2 when one is
+		// wrong) but the host is not checked; --check does that.
 		o.printConfig(os.Stdout)
 		_, lerr := newLogger(o)
 		_, verr := validate(o, slog.New(slog.DiscardHandler))
 		if err := errors.Join(lerr, verr); err != nil {
-			return &exitError{code: 2, err: err}
+			return &exitError{code: exitConfig, err: err}
 		}
 		return nil
 	}
+	if c.check {
+		return preflight(o, os.Stdout)
+	}
 	log, err := newLogger(o)
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 	s, err := validate(o, log)
 	if err != nil {
-		return &exitError{code: 2, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 	logBuild(log)
+	logConfig(log, o)
 	if err := beNotDumpable(); err != nil {
-		return &exitError{code: 1, err: err}
+		return failed(log, "start failed", exitInternal, err)
 	}
 	// Signals are caught from before the start: SIGTERM or SIGINT during
 	// it stops the Manager cleanly once New returns (the step in progress,
@@ -298,8 +343,7 @@ func run(o *options) error {
 	if err != nil {
 		k := newChecks(o)
 		k.add(err)
-		log.Error("manager failed", slog.Any("err", k.err()))
-		os.Exit(1)
+		return failed(log, "start failed", classify(err), k.err())
 	}
 	if ctx.Err() != nil {
 		log.Info("shutdown requested during the start; stopping")
@@ -311,10 +355,16 @@ func run(o *options) error {
 	case errors.Is(err, manager.ErrShutdownForced):
 		os.Exit(exitForced) // nothing freed: the process exit unmaps it
 	case err != nil:
-		log.Error("manager failed", slog.Any("err", err))
-		os.Exit(1)
+		return failed(log, "orbitkv-manager stopped on an error", exitInternal, err)
 	}
 	return nil
+}
+
+// failed logs err (the same text main prints on stderr) with its exit
+// status and class, and returns the exitError that ends the command.
+func failed(log *slog.Logger, msg string, code int, err error) error {
+	log.Error(msg, slog.String("err", err.Error()), slog.Int("exit_status", code), slog.String("class", className[code]))
+	return &exitError{code: code, err: err}
 }
 
 func main() {
@@ -327,7 +377,7 @@ func main() {
 	}
 	e, ok := err.(*exitError)
 	if !ok {
-		e = &exitError{code: 2, err: err, usage: true} // cobra's: a flag, an argument, a subcommand
+		e = &exitError{code: exitConfig, err: err, usage: true} // cobra's: a flag, an argument, a subcommand
 	}
 	for _, line := range strings.Split(e.err.Error(), "\n") {
 		fmt.Fprintln(os.Stderr, "orbitkv-manager:", line)
@@ -350,9 +400,6 @@ func logBuild(log *slog.Logger) {
 	}
 	log.Info("orbitkv-manager starting", attrs...)
 }
-
-// exitForced is the exit status of a shutdown that ran past --shutdown-timeout.
-const exitForced = 3
 
 func randomEpoch() (uint64, [16]byte) {
 	var b [24]byte

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -70,8 +71,9 @@ func (c *Cluster) Advertiser() *Advertiser { return c.adv }
 // engine, binds the data and peer control listeners, serves this node's
 // blocks to peers through pins, and opens the catalog under epoch with
 // capacityBytes (the RAM tier's). The dispatcher must run: peer control
-// pins through it. A listener that cannot bind is a *limit.Refused naming
-// its field; on any error nothing stays bound.
+// pins through it. A listener that cannot bind, or a catalog that cannot
+// be opened (etcd unreachable or refusing), is a *limit.Refused naming its
+// field; on any error nothing stays bound.
 func (c *Cluster) Start(ram []byte, pins Pins, epoch, capacityBytes uint64) error {
 	if err := c.engine.RegisterLocalMemory(ram); err != nil {
 		return fmt.Errorf("cluster: registering the RAM tier with the transfer engine: %w", err)
@@ -108,7 +110,7 @@ func (c *Cluster) Start(ram []byte, pins Pins, epoch, capacityBytes uint64) erro
 	if c.cat, err = catalog.Open(ctx, ks); err != nil {
 		c.ctl.Close()
 		c.data.Close()
-		return err
+		return &limit.Refused{Field: "manager.Cluster.Catalog.Endpoints", Value: strings.Join(ks.Endpoints, ","), Err: err}
 	}
 	c.fetcher.cat.Store(c.cat)
 	c.adv.cat.Store(c.cat)

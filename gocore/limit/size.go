@@ -135,3 +135,19 @@ func ratString(n, d *big.Int) string {
 	}
 	return r.FloatString(3)
 }
+
+// AtMost is "at most N would be accepted" for a room of n bytes: n rounded
+// down to whole TiB from 16 TiB, else to whole GiB, MiB or KiB, written as a
+// size the Manager's flags take ("18GiB"), so the value named is itself
+// accepted; "nothing would be accepted" below 1 KiB.
+func AtMost(n uint64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n>>u.shift >= 16 || (u.shift < 40 && n>>u.shift > 0) {
+			return fmt.Sprintf("at most %d%s would be accepted", n>>u.shift, u.name)
+		}
+	}
+	return "nothing would be accepted"
+}

@@ -137,3 +137,29 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+// AtMost names a size the flags take that fits the room: rounded down, in
+// the largest unit that keeps it within 16 of the next (TiB from 16 TiB).
+func TestAtMostNamesAnAcceptedSizeWithinTheRoom(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint64
+		want string
+	}{
+		{21<<30 + 900<<20, "at most 21GiB would be accepted"},
+		{63<<40 + 1023<<30, "at most 63TiB would be accepted"},
+		{15<<40 + 5<<30, "at most 15365GiB would be accepted"},
+		{700<<20 + 5, "at most 700MiB would be accepted"},
+		{3<<10 + 1, "at most 3KiB would be accepted"},
+		{1023, "nothing would be accepted"},
+	} {
+		if got := AtMost(tc.n); got != tc.want {
+			t.Errorf("AtMost(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+		if s, ok := strings.CutPrefix(AtMost(tc.n), "at most "); ok {
+			n, err := ParseSize("size", strings.TrimSuffix(s, " would be accepted"))
+			if err != nil || n > tc.n {
+				t.Errorf("AtMost(%d) names %q: parses to %d, %v; want at most %d", tc.n, s, n, err, tc.n)
+			}
+		}
+	}
+}

@@ -1,11 +1,9 @@
 package manager
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/orbitkv/orbitkv/ebpf"
-	"github.com/orbitkv/orbitkv/gocore/limit"
 )
 
 // loadProbes loads the eBPF probes when Spec.EBPF asks for them. A host
@@ -18,9 +16,9 @@ func (m *Manager) loadProbes(s Spec) error {
 	if !s.EBPF {
 		return nil
 	}
-	p, err := ebpf.Load(ebpf.Spec{})
+	p, err := loadEBPF()
 	if err != nil {
-		return &limit.Refused{Field: "manager.EBPF", Value: true, Err: fmt.Errorf("loading the eBPF probes: %w", err)}
+		return err
 	}
 	m.probes = p
 	m.log.Info("start: eBPF probes attached (unix socket, eventfd wake-up, transfer)")

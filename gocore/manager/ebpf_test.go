@@ -163,7 +163,7 @@ func TestValidateRefusesEBPFWithoutMetrics(t *testing.T) {
 		httpAddr string
 		want     string // "" = valid
 	}{
-		{"EBPF without HTTPAddr is refused: nothing would read the histograms", "", "manager.EBPF true: want an HTTP endpoint (HTTPAddr, --http-addr)"},
+		{"EBPF without HTTPAddr is refused: nothing would read the histograms", "", "manager.EBPF true: want an HTTP endpoint (--http-addr)"},
 		{"EBPF with HTTPAddr is valid", "127.0.0.1:0", ""},
 	}
 	for _, tt := range tests {

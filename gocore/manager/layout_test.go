@@ -130,7 +130,7 @@ var allowed = map[string][]string{
 	"gocore/lease":              {"gocore/index"},
 	"gocore/lifecycle":          {"proto/lifecyclepb"},
 	"gocore/limit":              {},
-	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tenant", "gocore/transfer", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tenant", "gocore/tier/ram", "gocore/tier/ssd", "gocore/transfer", "gocore/unixsock", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":           {"gocore/ratelog", "gocore/unixsock", "proto/operatorpb"},
 	"gocore/peer":               {"gocore/abi", "gocore/admission", "gocore/limit", "gocore/ratelog", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":           {"gocore/client", "gocore/internal/native"},

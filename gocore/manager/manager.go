@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync/atomic"
 	"time"
@@ -116,7 +115,7 @@ func (s Spec) Validate() error {
 		limit.Check(s.Tenants == nil || s.Channel.Transport != channel.TransportIceoryx2, "channel.Transport", "iceoryx2",
 			"shm when tenants are configured (the iceoryx2 runtime's objects belong to one uid)"),
 		limit.Check(s.Channel.MaxSessions == s.Session.MaxSessions, "manager.Channel.MaxSessions", s.Channel.MaxSessions,
-			fmt.Sprintf("Session.MaxSessions, %d (0: the same)", s.Session.MaxSessions)),
+			fmt.Sprintf("the session table's maximum, %d (0: the same)", s.Session.MaxSessions)),
 	}
 	if s.Cache != nil {
 		errs = append(errs, s.Cache.Validate())
@@ -127,10 +126,10 @@ func (s Spec) Validate() error {
 	// The probes cost every context switch of the host a few instructions
 	// and are read only by /metrics: without it they would run for nothing.
 	errs = append(errs, limit.Check(!s.EBPF || s.HTTPAddr != "", "manager.EBPF", s.EBPF,
-		"an HTTP endpoint (HTTPAddr, --http-addr): the probes' histograms are read only on its /metrics"))
+		"an HTTP endpoint (--http-addr): the probes' histograms are read only on its /metrics"))
 	errs = append(errs, s.validateOperator())
 	if s.Cluster != nil {
-		errs = append(errs, limit.Check(s.Cache != nil, "manager.Cluster", "set", "a cache (Spec.Cache): peers fetch from and into its RAM tier"),
+		errs = append(errs, limit.Check(s.Cache != nil, "manager.Cluster", "set", "a cache: peers fetch from and into its RAM tier"),
 			s.Cluster.Validate())
 	}
 	return errors.Join(errs...)
@@ -177,9 +176,9 @@ func New(s Spec) (*Manager, error) {
 	m := &Manager{spec: s, log: s.Logger, ready: newReadiness(s.Logger), op: operatorState{drain: make(chan struct{})}}
 	var sw *swapHandler
 	if s.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", s.HTTPAddr)
+		ln, err := listenTCP("manager.HTTPAddr", s.HTTPAddr)
 		if err != nil {
-			return nil, &limit.Refused{Field: "manager.HTTPAddr", Value: s.HTTPAddr, Err: err}
+			return nil, err
 		}
 		m.http, sw = serveEarly(ln, m.ready, s.Logger)
 		m.log.Info("start: http endpoints serving /livez and /readyz", slog.String("addr", m.http.addr))
@@ -290,7 +289,7 @@ func (m *Manager) newDiscovery(s Spec) error {
 		// holds no table).
 		ds.Bytes = 4 * tb
 		s.Logger.Info("discovery: the default --discover-bytes raised to 4 namespaces' indexes for this RAM tier",
-			slog.String("discover_bytes", limit.Size(ds.Bytes)), slog.String("table_bytes", limit.Size(tb)))
+			slog.String("discover_bytes", humanize.IBytes(ds.Bytes)), slog.String("table_bytes", humanize.IBytes(tb)))
 	}
 	var err error
 	m.discover, err = discover.New(ds, m.Dispatcher.Do)

@@ -34,7 +34,7 @@ func TestValidateRefusesSessionAndChannelBoundsThatDisagree(t *testing.T) {
 	s.Channel.MaxSessions = 2
 	err := s.Validate()
 	fields, _ := limit.Split(err)
-	if len(fields) != 1 || !strings.Contains(err.Error(), "manager.Channel.MaxSessions 2: want Session.MaxSessions, 4") {
+	if len(fields) != 1 || !strings.Contains(err.Error(), "manager.Channel.MaxSessions 2: want the session table's maximum, 4") {
 		t.Fatalf("Validate = %v, want one error naming manager.Channel.MaxSessions", err)
 	}
 	s.Channel.MaxSessions = 4

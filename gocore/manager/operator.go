@@ -59,7 +59,7 @@ func (s Spec) operatorGID() (int, error) {
 	}
 	n, err := strconv.Atoi(grp.Gid)
 	if err != nil {
-		return -1, fmt.Errorf("manager.OperatorGroup %q: gid %q: %w", g, grp.Gid, err)
+		return -1, limit.Check(false, "manager.OperatorGroup", g, fmt.Sprintf("a group whose id is a number (the group database gives %q)", grp.Gid))
 	}
 	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,6 +48,9 @@ type Server struct {
 	lim    *connLimiter
 	remove func()
 	done   chan struct{}
+	// closing is set when Close begins: Serve's return after it is the
+	// stop asked for, not a failure.
+	closing atomic.Bool
 }
 
 // Listen binds the operator socket (unixsock.Listen: mode 0600,
@@ -79,7 +83,13 @@ func Listen(c Config) (*Server, error) {
 	s := &Server{grpc: g, lim: lim, remove: remove, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		if err := g.Serve(lim); err != nil {
+		// Close before Serve began (a start that failed after the
+		// socket was bound) gives grpc.ErrServerStopped: no failure.
+		switch err := g.Serve(lim); {
+		case err == nil:
+		case s.closing.Load() || errors.Is(err, grpc.ErrServerStopped):
+			c.Logger.Debug("operator socket stopped", slog.Any("err", err))
+		default:
 			c.Logger.Error("operator socket stopped", slog.Any("err", err))
 		}
 	}()
@@ -103,6 +113,7 @@ const closeGrace = 2 * time.Second
 // an operator client never holds shutdown up), lets calls in flight finish
 // for at most closeGrace, then cuts the rest off and removes the socket.
 func (s *Server) Close() {
+	s.closing.Store(true)
 	graceful := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(graceful) }()
 	s.lim.closeIdle()

@@ -122,31 +122,63 @@ func removeIfSame(path string, own os.FileInfo) {
 	}
 }
 
-// reclaim applies the existing-path rules of docs/design.md §5.1.
+// reclaim applies the existing-path rules of docs/design.md §5.1: probe,
+// then a dead socket is removed.
 func reclaim(path string) error {
+	dead, err := probe(path)
+	if err != nil || !dead {
+		return err
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("removing dead socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// probe reads what is at path without changing it: nothing (false, nil), a
+// dead socket that bind may replace (true, nil), a live one (ErrInUse), a
+// non-socket (ErrNotSocket), or a socket that cannot be probed.
+func probe(path string) (dead bool, err error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
+		return false, fmt.Errorf("stat %s: %w", path, err)
 	}
 	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%w: %s (mode %v)", ErrNotSocket, path, fi.Mode())
+		return false, fmt.Errorf("%w: %s (mode %v)", ErrNotSocket, path, fi.Mode())
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("%w: %s", ErrInUse, path)
+		return false, fmt.Errorf("%w: %s", ErrInUse, path)
 	}
 	if !errors.Is(err, unix.ECONNREFUSED) {
 		if o := owner(fi); o != uint32(os.Geteuid()) {
-			return fmt.Errorf("%s is a socket of uid %d, not the Manager's uid %d (another user's process may have taken the path; remove it or use --bootstrap-socket in a 0700 directory): %w", path, o, os.Geteuid(), err)
+			return false, fmt.Errorf("%s is a socket of uid %d, not the Manager's uid %d (another user's process may have taken the path; remove it or use --bootstrap-socket in a 0700 directory): %w", path, o, os.Geteuid(), err)
 		}
-		return fmt.Errorf("probing existing socket %s: %w", path, err)
+		return false, fmt.Errorf("probing existing socket %s: %w", path, err)
 	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("removing dead socket %s: %w", path, err)
+	return true, nil
+}
+
+// CheckPath runs Listen's checks of path before bind(2) without changing
+// anything: the directory rule (ErrUnsafeDir, or the directory's absence),
+// the existing path (ErrInUse for a live socket, ErrNotSocket), and that
+// this process may create the socket in the directory (write and search
+// permission). It is the preflight of Listen; a dead socket at path
+// passes (Listen removes it).
+func CheckPath(path string) error {
+	if err := checkDir(path, uint32(os.Geteuid())); err != nil {
+		return err
+	}
+	if _, err := probe(path); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("socket directory %s: not writable by this process (uid %d): %w", dir, os.Geteuid(), err)
 	}
 	return nil
 }

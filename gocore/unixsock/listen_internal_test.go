@@ -69,3 +69,44 @@ func TestRemoveIfSameLeavesAReplacedPathAlone(t *testing.T) {
 		t.Fatalf("the bound socket itself was not removed: %v", err)
 	}
 }
+
+// CheckPath is Listen's checks without a bind: a free path and a dead
+// socket pass and nothing is changed; a live socket, a non-socket and a
+// missing directory are refused.
+func TestCheckPathChecksWithoutChangingAnything(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(filepath.Join(dir, "free.sock")); err != nil {
+		t.Errorf("a free path: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "free.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckPath made the socket: %v", err)
+	}
+	live := filepath.Join(dir, "live.sock")
+	l, _, err := listen(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(live); !errors.Is(err, ErrInUse) {
+		t.Errorf("a live socket: %v, want ErrInUse", err)
+	}
+	l.Close() // SetUnlinkOnClose(false): the path stays, dead
+	if err := CheckPath(live); err != nil {
+		t.Errorf("a dead socket: %v, want nil (Listen removes it)", err)
+	}
+	if _, err := os.Lstat(live); err != nil {
+		t.Errorf("CheckPath removed the dead socket: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(file); !errors.Is(err, ErrNotSocket) {
+		t.Errorf("a regular file: %v, want ErrNotSocket", err)
+	}
+	if err := CheckPath(filepath.Join(dir, "missing", "m.sock")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a missing directory: %v, want an error naming it", err)
+	}
+}

@@ -17,7 +17,8 @@ import (
 )
 
 // Sizing mistakes an operator makes are refused at start, naming the flag,
-// before memory or disk is committed, and leave nothing behind.
+// before memory or disk is committed, and leave nothing behind: status 4
+// (resources) for what the host cannot give, 2 for a value no host takes.
 func TestSizingMistakesAreRefusedNamingTheFlag(t *testing.T) {
 	_, avail, err := hugepages.Meminfo()
 	if err != nil {
@@ -43,13 +44,13 @@ func TestSizingMistakesAreRefusedNamingTheFlag(t *testing.T) {
 	}{
 		{name: "a missing --ssd-dir is not created unasked",
 			args:   []string{"--ssd-dir", filepath.Join(tmp, "missing"), "--ssd-capacity", "64MiB", "--ssd-slot-bytes", "1MiB"},
-			status: 1, want: []string{"--ssd-dir", "does not exist"}, after: gone(filepath.Join(tmp, "missing"))},
+			status: 4, want: []string{"--ssd-dir", "does not exist"}, after: gone(filepath.Join(tmp, "missing"))},
 		{name: "an SSD capacity above the free space is refused before the directory is made",
 			args:   []string{"--ssd-dir", filepath.Join(tmp, "big"), "--ssd-create-dir", "--ssd-capacity", "1PiB", "--ssd-slot-bytes", "1GiB"},
-			status: 1, want: []string{"--ssd-capacity", "reserved for other files"}, after: gone(filepath.Join(tmp, "big"))},
+			status: 4, want: []string{"--ssd-capacity", "reserved for other files"}, after: gone(filepath.Join(tmp, "big"))},
 		{name: "an SSD tier on tmpfs is refused",
 			args:   []string{"--ssd-dir", "/dev/shm", "--ssd-capacity", "64MiB", "--ssd-slot-bytes", "1MiB"},
-			status: 1, want: []string{"--ssd-dir", "memory-backed"}, after: gone("/dev/shm/blocks.dat"),
+			status: 4, want: []string{"--ssd-dir", "memory-backed"}, after: gone("/dev/shm/blocks.dat"),
 			skip: func() string {
 				var fs unix.Statfs_t
 				if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != 0x01021994 {
@@ -59,10 +60,10 @@ func TestSizingMistakesAreRefusedNamingTheFlag(t *testing.T) {
 			}},
 		{name: "a RAM tier above the available memory is refused before it is committed",
 			args:   []string{"--ram-capacity", tooMuchRAM, "--hugepages", "off"},
-			status: 1, want: []string{"--ram-capacity", "not enough available memory", "MemAvailable"}},
+			status: 4, want: []string{"--ram-capacity", "not enough available memory", "MemAvailable"}},
 		{name: "a hugetlb shortfall in require mode names the flag and the fix",
 			args:   []string{"--ram-capacity", "64GiB", "--hugepages", "require", "--prefault=false"},
-			status: 1, want: []string{"--hugepages", "nr_hugepages"},
+			status: 4, want: []string{"--hugepages", "nr_hugepages"},
 			skip: func() string {
 				if p, err := hugepages.ReadPool(); err == nil && p.Available() >= 64<<30/hugepages.HugePageSize {
 					return "this host has 64 GiB of free hugepages"

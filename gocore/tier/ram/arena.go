@@ -49,7 +49,7 @@ func (s Spec) Validate() error {
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at least one chunk (" + limit.Size(s.ChunkBytes) + ")"}
 	case s.CapacityBytes/s.ChunkBytes > MaxChunks:
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes,
-			Want: fmt.Sprintf("at most %d chunks of %s", uint64(MaxChunks), limit.Size(s.ChunkBytes))}
+			Want: fmt.Sprintf("at most %d chunks of %s: %s (a larger --ram-chunk-bytes allows more)", uint64(MaxChunks), limit.Size(s.ChunkBytes), limit.AtMost(MaxChunks*s.ChunkBytes))}
 	case s.CapacityBytes > hugepages.MaxBytes:
 		capacity = &limit.Error{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Want: "at most " + limit.Size(hugepages.MaxBytes)}
 	}
@@ -81,21 +81,51 @@ func New(s Spec) (*Arena, error) {
 		return nil, err
 	}
 	n := s.CapacityBytes / s.ChunkBytes
-	size := n * s.ChunkBytes
-	mem, err := hugepages.New(hugepages.Spec{Bytes: size, Mode: s.Hugepages, Name: "orbitkv-ram-tier", Prefault: s.Prefault, Progress: s.Progress})
-	switch {
-	case errors.Is(err, hugepages.ErrNoMemory):
-		return nil, &limit.Refused{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Err: err}
-	case errors.Is(err, hugepages.ErrUnavailable) && s.Hugepages == hugepages.Require:
-		return nil, &limit.Refused{Field: "ram.Hugepages", Value: s.Hugepages, Err: err}
-	case err != nil:
-		return nil, fmt.Errorf("ram tier: %w", err)
+	mem, err := hugepages.New(s.memory())
+	if err != nil {
+		return nil, s.refused(err)
 	}
 	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), free: make([]uint32, n)}
 	for i := range a.free {
 		a.free[i] = uint32(n) - 1 - uint32(i) // pop order 0, 1, 2, ...
 	}
 	return a, nil
+}
+
+// memory is the hugepages arena of s: the capacity in whole chunks.
+func (s Spec) memory() hugepages.Spec {
+	return hugepages.Spec{Bytes: s.CapacityBytes / s.ChunkBytes * s.ChunkBytes, Mode: s.Hugepages, Name: "orbitkv-ram-tier",
+		Prefault: s.Prefault, Progress: s.Progress}
+}
+
+// refused names the field of s a hugepages error is about: a
+// *limit.Refused naming ram.CapacityBytes (too little available memory)
+// or ram.Hugepages (Require mode without enough hugepages), its text
+// ending with the largest size that would be accepted (limit.AtMost).
+func (s Spec) refused(err error) error {
+	// The largest size that fits, as a value the flags take.
+	if se := (*hugepages.ShortError)(nil); errors.As(err, &se) {
+		err = fmt.Errorf("%w; %s", err, limit.AtMost(se.Room))
+	}
+	switch {
+	case errors.Is(err, hugepages.ErrNoMemory):
+		return &limit.Refused{Field: "ram.CapacityBytes", Value: s.CapacityBytes, Err: err}
+	case errors.Is(err, hugepages.ErrUnavailable) && s.Hugepages == hugepages.Require:
+		return &limit.Refused{Field: "ram.Hugepages", Value: s.Hugepages, Err: err}
+	}
+	return fmt.Errorf("ram tier: %w", err)
+}
+
+// Check runs New's checks of the host without committing memory
+// (hugepages.Check): the errors New would return before it allocates.
+func Check(s Spec) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if err := hugepages.Check(s.memory()); err != nil {
+		return s.refused(err)
+	}
+	return nil
 }
 
 // Huge reports whether the tier is backed by 2 MiB hugetlb pages.

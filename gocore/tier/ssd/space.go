@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
@@ -51,7 +52,7 @@ func CheckPlace(s Spec) error {
 	fi, err := os.Stat(at)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !s.CreateDir:
-		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist, and creating it was not asked for (Spec.CreateDir; the Manager's --ssd-create-dir)")}
+		return &limit.Refused{Field: "ssd.Dir", Value: s.Dir, Err: errors.New("the directory does not exist; create it, or let the Manager create it (--ssd-create-dir)")}
 	case errors.Is(err, fs.ErrNotExist):
 		for errors.Is(err, fs.ErrNotExist) && at != filepath.Dir(at) {
 			at = filepath.Dir(at)
@@ -95,8 +96,8 @@ func CheckPlace(s Spec) error {
 	reserve := Reserve(st.Blocks * uint64(st.Bsize))
 	if want+reserve > free {
 		return &limit.Refused{Field: "ssd.CapacityBytes", Value: s.CapacityBytes,
-			Err: fmt.Errorf("the filesystem of %s has %s free for the data file, %s of which stays reserved for other files; the data file needs %s",
-				s.Dir, limit.Size(free), limit.Size(reserve), limit.Size(want))}
+			Err: fmt.Errorf("the filesystem of %s has %s free for the data file, %s of which stays reserved for other files; the data file needs %s; %s",
+				s.Dir, humanize.IBytes(free), humanize.IBytes(reserve), humanize.IBytes(want), limit.AtMost((free-min(free, reserve))/s.stride()*s.SlotBytes))}
 	}
 	return nil
 }
