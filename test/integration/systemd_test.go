@@ -94,7 +94,8 @@ func TestTheUnitStartsUnderSystemd(t *testing.T) {
 
 // deploy/orbitkv-manager.service passes systemd-analyze verify with its
 // ExecStart pointed at the built binary (the Documentation line is dropped:
-// the man page is not installed here).
+// the man pages are not installed here; make test-install verifies the
+// installed unit with them).
 func TestTheUnitFileVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -104,7 +105,10 @@ func TestTheUnitFileVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(string(b), "/usr/local/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
+	if !strings.Contains(string(b), "\nExecStart=/usr/bin/orbitkv-manager ") {
+		t.Fatal("the unit's ExecStart does not name /usr/bin/orbitkv-manager (the path make install rewrites)")
+	}
+	text := strings.ReplaceAll(string(b), "/usr/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
 	var lines []string
 	for _, l := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(l, "Documentation=") {

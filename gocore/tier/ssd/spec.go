@@ -78,6 +78,35 @@ type Spec struct {
 	// block count: all). Half are the oldest blocks, the slots that writes
 	// in flight at a crash were overwriting; half are picked at random.
 	VerifyOnOpen int
+	// Progress, when set, hears Open's progress through its long steps:
+	// StepPreallocate (bytes of the data file allocated, in steps of
+	// PreallocateStep), StepReplay (bytes of the index log replayed: 0
+	// before, all after; not reported when Open made a new MAC key, as
+	// nothing is replayed then) and StepVerify (recovered blocks read back
+	// and checked, one call per block). Each step reports done == 0 first
+	// and done == total last; a step with nothing to do (an empty index,
+	// no block to verify) reports 0 of 0 once.
+	// Called on Open's goroutine, or (StepVerify) on an I/O worker's; it
+	// must not block.
+	Progress func(step string, done, total uint64)
+}
+
+// The steps Spec.Progress names.
+const (
+	StepPreallocate = "preallocating the data file"
+	StepReplay      = "replaying the index"
+	StepVerify      = "verifying recovered blocks"
+)
+
+// PreallocateStep is how much of the data file each fallocate call of
+// Open allocates, so Spec.Progress hears of a large file every GiB.
+const PreallocateStep = 1 << 30
+
+// progress calls s.Progress when set.
+func (s *Spec) progress(step string, done, total uint64) {
+	if s.Progress != nil {
+		s.Progress(step, done, total)
+	}
 }
 
 // withDefaults fills the zero fields with their defaults.
