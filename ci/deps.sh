@@ -43,6 +43,9 @@ PACKAGES=(
 	libibverbs1             # with libnuma1 and libcurl4: loaded by Mooncake's transfer_engine_bench (build/venv/mooncake, docs/mooncake.md)
 	libnuma1
 	libcurl4
+	dpkg-dev                # make deb: dpkg-shlibdeps and dpkg-architecture (ci/deb.sh)
+	systemd                 # systemd-analyze verify of the unit (make test-install, test/integration)
+	man-db                  # man, which systemd-analyze verify runs to resolve the unit's Documentation=man: links
 )
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26

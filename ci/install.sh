@@ -95,7 +95,6 @@ includedir=$INCLUDEDIR
 
 Name: orbitkv
 Description: liborbitkv, the client library of the OrbitKV KV-cache Manager
-URL: https://github.com/orbitkv/orbitkv
 Version: $VERSION_BASE
 Libs: -L\${libdir} -lorbitkv
 Libs.private: $libs_private

@@ -318,7 +318,10 @@ func (m *Manager) newCache(s Spec) (err error) {
 	if cs.Tiers.SSD != nil {
 		sp := *cs.Tiers.SSD // the caller's Spec is not written
 		if user := sp.Progress; user != nil {
-			sp.Progress = func(step string, done, total uint64) { m.ready.ssdOpen(step, done, total); user(step, done, total) }
+			sp.Progress = func(step string, done, total uint64, unit string) {
+				m.ready.ssdOpen(step, done, total, unit)
+				user(step, done, total, unit)
+			}
 		} else {
 			sp.Progress = m.ready.ssdOpen
 		}

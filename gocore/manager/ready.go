@@ -11,7 +11,6 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/dustin/go-humanize"
-	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -95,19 +94,17 @@ func (r *readiness) prefault(done, total uint64) {
 
 // ssdOpen records the SSD tier's open progress (ssd.Spec.Progress): step
 // is what it does ("preallocating the data file", "replaying the index",
-// "verifying recovered blocks"), done of total its units (bytes for the
-// first two, blocks for the last). Like prefault it logs at most one line
-// every 2 s per step plus each step's first and last, with a percentage,
-// and tells systemd (STATUS=, EXTEND_TIMEOUT_USEC=).
-func (r *readiness) ssdOpen(step string, done, total uint64) {
+// "verifying recovered blocks"), done of total in unit ("bytes", printed
+// as IEC sizes, or "blocks"). Like prefault it logs at most one line every
+// 2 s plus each step's first and last, with a percentage, and tells
+// systemd (STATUS=, EXTEND_TIMEOUT_USEC=).
+func (r *readiness) ssdOpen(step string, done, total uint64, unit string) {
 	pct := 100.0
 	if total > 0 {
 		pct = 100 * float64(done) / float64(total)
 	}
-	var figures string
-	if step == ssd.StepVerify {
-		figures = fmt.Sprintf("%d of %d blocks", done, total)
-	} else {
+	figures := fmt.Sprintf("%d of %d %s", done, total, unit)
+	if unit == "bytes" {
 		figures = fmt.Sprintf("%s of %s", humanize.IBytes(done), humanize.IBytes(total))
 	}
 	why := fmt.Sprintf("opening the SSD tier: %s: %s (%.0f%%)", step, figures, pct)

@@ -13,9 +13,17 @@ type progressLog struct {
 	calls []string
 }
 
-func (p *progressLog) record(step string, done, total uint64) {
+func (p *progressLog) record(step string, done, total uint64, unit string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	want := UnitBytes
+	if step == StepVerify {
+		want = UnitBlocks
+	}
+	if unit != want {
+		p.calls = append(p.calls, fmt.Sprintf("%s in %s, want %s", step, unit, want))
+		return
+	}
 	p.calls = append(p.calls, fmt.Sprintf("%s %d/%d", step, done, total))
 }
 

@@ -78,17 +78,17 @@ type Spec struct {
 	// block count: all). Half are the oldest blocks, the slots that writes
 	// in flight at a crash were overwriting; half are picked at random.
 	VerifyOnOpen int
-	// Progress, when set, hears Open's progress through its long steps:
-	// StepPreallocate (bytes of the data file allocated, in steps of
-	// PreallocateStep), StepReplay (bytes of the index log replayed: 0
-	// before, all after; not reported when Open made a new MAC key, as
-	// nothing is replayed then) and StepVerify (recovered blocks read back
-	// and checked, one call per block). Each step reports done == 0 first
-	// and done == total last; a step with nothing to do (an empty index,
-	// no block to verify) reports 0 of 0 once.
-	// Called on Open's goroutine, or (StepVerify) on an I/O worker's; it
-	// must not block.
-	Progress func(step string, done, total uint64)
+	// Progress, when set, hears Open's progress through its long steps,
+	// done of total in unit ("bytes" or "blocks"): StepPreallocate (bytes
+	// of the data file allocated, in steps of PreallocateStep), StepReplay
+	// (bytes of the index log replayed: 0 before, all after; not reported
+	// when Open made a new MAC key, as nothing is replayed then) and
+	// StepVerify (recovered blocks read back and checked, one call per
+	// block). Each step reports done == 0 first and done == total last; a
+	// step with nothing to do (an empty index, no block to verify) reports
+	// 0 of 0 once. Called on Open's goroutine, or (StepVerify) on an I/O
+	// worker's; it must not block.
+	Progress func(step string, done, total uint64, unit string)
 }
 
 // The steps Spec.Progress names.
@@ -102,10 +102,20 @@ const (
 // Open allocates, so Spec.Progress hears of a large file every GiB.
 const PreallocateStep = 1 << 30
 
-// progress calls s.Progress when set.
+// The units of Spec.Progress.
+const (
+	UnitBytes  = "bytes"
+	UnitBlocks = "blocks"
+)
+
+// progress calls s.Progress when set, with the unit of step.
 func (s *Spec) progress(step string, done, total uint64) {
 	if s.Progress != nil {
-		s.Progress(step, done, total)
+		unit := UnitBytes
+		if step == StepVerify {
+			unit = UnitBlocks
+		}
+		s.Progress(step, done, total, unit)
 	}
 }
 
