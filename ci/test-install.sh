@@ -11,7 +11,9 @@
 #     the --ebpf drop-in, the commented default config;
 #   * the installed binaries run: orbitkv-manager --version and orbitkvctl
 #     --version print ci/version.sh semver; orbitkv-manager --config with the
-#     installed manager.toml --print-config accepts it;
+#     installed manager.toml --print-config accepts it; the installed
+#     Manager, started for a moment, exports orbitkv_build_info with that
+#     version;
 #   * pkg-config --cflags --libs orbitkv against the scratch root compiles
 #     and links a C program that prints okv_version() and okv_strerror(),
 #     run against the installed liborbitkv.so.0;
@@ -87,6 +89,27 @@ if out=$(env -i PATH=/usr/bin:/bin "$fs/usr/bin/orbitkv-manager" --config "$fs/e
 else
 	fail "orbitkv-manager --config /etc/orbitkv/manager.toml --print-config: $out"
 fi
+
+# The installed Manager serves: orbitkv_build_info on /metrics carries
+# the same version (a 16 MiB RAM tier, sockets in the scratch root, a free
+# loopback port for HTTP).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+env -i PATH=/usr/bin:/bin "$fs/usr/bin/orbitkv-manager" --ram-capacity 16MiB --hugepages off \
+	--bootstrap-socket "$root/okv.sock" --http-addr "127.0.0.1:$port" 2>"$root/manager.log" &
+mgr=$!
+metrics=""
+for _ in $(seq 100); do
+	if curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
+		metrics=$(curl -fsS "http://127.0.0.1:$port/metrics" || true)
+		break
+	fi
+	sleep 0.1
+done
+kill -TERM "$mgr" 2>/dev/null || true
+wait "$mgr" || true
+info=$(grep '^orbitkv_build_info{' <<<"$metrics" || true)
+[[ $info == *"version=\"$semver\""* ]] && pass "the installed Manager's $info" ||
+	fail "orbitkv_build_info '$info' does not carry version=\"$semver\"; log: $(cat "$root/manager.log")"
 
 export PKG_CONFIG_SYSROOT_DIR=$fs PKG_CONFIG_LIBDIR=$fs/$lib/pkgconfig
 if flags=$(pkg-config --cflags --libs orbitkv); then
