@@ -20,14 +20,20 @@
 #                 SSD tier's cache data; the user is kept, as Debian does)
 #   triggers      ldconfig, for liborbitkv.so.0
 # Environment: MAKE, BUILD, DEB_DIR (Makefile), DEB_MAINTAINER (default: git
-# config user.name <user.email>).
+# config user.name <user.email>, else the committer of HEAD).
 set -euo pipefail
 : "${MAKE:=make}" "${BUILD:=build}" "${DEB_DIR:=$BUILD/deb}"
 version=$(ci/version.sh deb)
 arch=$(dpkg --print-architecture)
-maint=${DEB_MAINTAINER:-"$(git config user.name 2>/dev/null || true) <$(git config user.email 2>/dev/null || true)>"}
-if [[ $maint == " <>" ]]; then
-	echo "ci/deb.sh: no maintainer: set DEB_MAINTAINER=\"Name <email>\" or git config user.name/user.email" >&2
+maint=${DEB_MAINTAINER:-}
+if [[ -z $maint ]] && name=$(git config user.name) && email=$(git config user.email); then
+	maint="$name <$email>"
+fi
+if [[ -z $maint ]]; then
+	maint=$(git log -1 --format='%cn <%ce>' 2>/dev/null || true) # a CI clone without a git identity
+fi
+if ! [[ $maint =~ ^[^\<\>]+\ \<[^\<\>@]+@[^\<\>]+\>$ ]]; then
+	echo "ci/deb.sh: Maintainer \"$maint\" is not \"Name <email>\": set DEB_MAINTAINER=\"Name <email>\"" >&2
 	exit 2
 fi
 unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || true)
@@ -133,7 +139,12 @@ chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
 deb=$DEB_DIR/orbitkv_${version}_$arch.deb
 rm -f "$DEB_DIR"/orbitkv_*.deb "$DEB_DIR"/orbitkv-*.whl
 dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
-wheel=$(ls "$BUILD"/wheel/orbitkv-"$(ci/version.sh pep440)"-*.whl)
+wheels=("$BUILD"/wheel/orbitkv-"$(ci/version.sh pep440)"-*.whl)
+wheel=${wheels[0]}
+if [[ ! -f $wheel ]]; then
+	echo "ci/deb.sh: no wheel of version $(ci/version.sh pep440) in $BUILD/wheel: run make wheel" >&2
+	exit 1
+fi
 cp "$wheel" "$DEB_DIR/"
 echo "$deb"
 echo "$DEB_DIR/${wheel##*/}"
