@@ -69,7 +69,7 @@ for f in usr/bin/orbitkv-manager usr/bin/orbitkvctl usr/bin/orbitkv-bench \
 	usr/share/man/man1/orbitkv-manager.1.gz usr/share/man/man1/orbitkvctl.1.gz \
 	lib/systemd/system/orbitkv-manager.service usr/share/orbitkv/grafana/orbitkv.json \
 	usr/share/orbitkv/prometheus/orbitkv-alerts.yml usr/share/orbitkv/systemd/ebpf.conf \
-	etc/orbitkv/manager.toml etc/orbitkv/manager.toml.example usr/share/doc/orbitkv/changelog.gz; do
+	etc/orbitkv/manager.toml etc/orbitkv/manager.toml.example usr/share/doc/orbitkv/changelog.gz usr/share/doc/orbitkv/CHANGELOG.md.gz; do
 	[[ -e $fs/$f ]] && pass "/$f" || fail "/$f is not in the package"
 done
 [[ $(readlink "$fs/$lib/liborbitkv.so.0") == "liborbitkv.so.$(ci/version.sh base)" ]] && pass "SONAME link" || fail "liborbitkv.so.0 -> $(readlink "$fs/$lib/liborbitkv.so.0")"
