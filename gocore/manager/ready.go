@@ -26,8 +26,9 @@ const (
 
 // readiness is the Manager's phase and, while starting, what it is doing
 // ("pre-faulting the RAM tier: 3.1 GiB of 8.0 GiB"). It tells systemd
-// (sd_notify STATUS=, READY=1, STOPPING=1) when NOTIFY_SOCKET is set;
-// safe from any goroutine.
+// (sd_notify STATUS= with EXTEND_TIMEOUT_USEC= while starting, READY=1,
+// STOPPING=1) when NOTIFY_SOCKET is set; WATCHDOG=1 comes from watchdog.
+// Safe from any goroutine.
 type readiness struct {
 	mu    sync.Mutex
 	phase string
