@@ -337,7 +337,7 @@ clean: ## Remove bin/ and build/
 # (/lib/systemd/system on Debian 12). /etc is not under PREFIX (FHS).
 PREFIX      ?= /usr/local
 DESTDIR     ?=
-MULTIARCH   := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null)
+MULTIARCH    = $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null)
 BINDIR      ?= $(PREFIX)/bin
 LIBDIR      ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
 INCLUDEDIR  ?= $(PREFIX)/include
@@ -346,7 +346,7 @@ DATADIR     ?= $(PREFIX)/share/orbitkv
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR  ?= /etc
 INSTALL_BINS := orbitkv-manager orbitkvctl orbitkv-bench
-OKV_BASE_VERSION := $(shell ci/version.sh base)
+OKV_BASE_VERSION = $(shell ci/version.sh base)
 DEB_DIR     := $(BUILD)/deb
 
 .PHONY: version install uninstall deb test-install
