@@ -36,13 +36,17 @@ endif
 comma := ,
 FP_TAGS := failpoints$(if $(filter ok,$(IOX2_STATUS)),$(comma)okv_iox2)
 # Build identity of every binary (gocore/buildinfo, printed by --version and
-# exported as orbitkv_build_info): git describe, the commit and the build
-# time (SOURCE_DATE_EPOCH when set, for reproducible builds).
+# exported as orbitkv_build_info): the version of ci/version.sh (VERSION, plus
+# -dev.N+gHASH between releases and .dirty for a modified tree), the commit
+# and the build time (SOURCE_DATE_EPOCH when set, for reproducible builds).
+# OKV_VERSION also goes into liborbitkv (okv_version(), CMake's
+# -DORBITKV_VERSION_STRING); the wheel and the Debian package take their
+# forms of it (ci/version.sh pep440, deb).
 BUILDINFO   := github.com/orbitkv/orbitkv/gocore/buildinfo
-GIT_DESCRIBE := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+OKV_VERSION := $(shell ci/version.sh semver)
 GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE  := $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
-GO_LDFLAGS  := -X $(BUILDINFO).Version=$(GIT_DESCRIBE) -X $(BUILDINFO).Commit=$(GIT_COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
+GO_LDFLAGS  := -X $(BUILDINFO).Version=$(OKV_VERSION) -X $(BUILDINFO).Commit=$(GIT_COMMIT) -X $(BUILDINFO).Date=$(BUILD_DATE)
 # The failpoint build of the Manager (tests only: e2e, the engine gates,
 # the Python tests, the GPU bundle) into bin/orbitkv-manager-fp.
 BUILD_FP_MANAGER = $(GO) build -tags $(FP_TAGS) -ldflags "$(GO_LDFLAGS)" -o bin/orbitkv-manager-fp ./cmd/orbitkv-manager
@@ -77,7 +81,7 @@ BENCH_SUITES := channel replay copy query policy ssd transfer wake
 DEMO_TARGET := demo-replay
 
 # Stages of `make test`, in order (ci/test-stages.sh runs them).
-TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated e2e
+TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated test-install e2e
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
 ENGINE_STAGES := e2e-vllm e2e-sglang test-bench-serve
@@ -313,3 +317,65 @@ demo-channel: all
 
 clean: ## Remove bin/ and build/
 	rm -rf bin $(BUILD)
+
+# ---- install, Debian package, version ----------------------------------------
+
+# `make install` copies the built tree (make all, make man's pages) into
+# $(DESTDIR)$(PREFIX), FHS places:
+#   $(BINDIR)            orbitkv-manager, orbitkvctl, orbitkv-bench
+#                        (not orbitkv-etcd: the test cluster's etcd of make
+#                        demo-cluster, not a service to run)
+#   $(LIBDIR)            liborbitkv.so.X.Y.Z, its SONAME and dev links, liborbitkv.a
+#                        (and liborbitkv_iox2.a, its iceoryx2 part, where built)
+#   $(LIBDIR)/pkgconfig  orbitkv.pc
+#   $(INCLUDEDIR)/orbitkv  the public headers
+#   $(MANDIR)/man1       the man pages of docs/man, gzipped
+#   $(UNITDIR)           orbitkv-manager.service, ExecStart= naming $(BINDIR)
+#   $(DATADIR)           grafana/orbitkv.json, prometheus/*.yml,
+#                        systemd/ebpf.conf (the --ebpf drop-in)
+#   $(SYSCONFDIR)/orbitkv  manager.toml.example (every key, commented out: the
+#                        defaults) and manager.toml, the same, only where none exists
+# LIBDIR is the multiarch directory (lib/x86_64-linux-gnu): Debian's place
+# for a package's libraries, and searched by ld.so and pkg-config under
+# /usr/local as under /usr, so one layout serves both. The systemd unit goes
+# under $(PREFIX)/lib/systemd/system, which systemd searches for /usr/local
+# and /usr; the Debian package uses systemd's own directory
+# (/lib/systemd/system on Debian 12). /etc is not under PREFIX (FHS).
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+MULTIARCH    = $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null)
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+INCLUDEDIR  ?= $(PREFIX)/include
+MANDIR      ?= $(PREFIX)/share/man
+DATADIR     ?= $(PREFIX)/share/orbitkv
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR  ?= /etc
+INSTALL_BINS := orbitkv-manager orbitkvctl orbitkv-bench
+OKV_BASE_VERSION = $(shell ci/version.sh base)
+DEB_DIR     := $(BUILD)/deb
+
+.PHONY: version install uninstall deb test-install
+
+version: ## Print this tree's version in each form: Go and C (semver), wheel (PEP 440), Debian package (ci/version.sh)
+	@echo "semver (binaries, liborbitkv): $$(ci/version.sh semver)"
+	@echo "pep440 (wheel):                $$(ci/version.sh pep440)"
+	@echo "deb (package):                 $$(ci/version.sh deb)"
+
+install: ## Install binaries, liborbitkv (+ header, orbitkv.pc), man pages, the unit, dashboard, alerts and a sample config into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local; run make all first)
+	@DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" \
+		MANDIR="$(MANDIR)" DATADIR="$(DATADIR)" UNITDIR="$(UNITDIR)" SYSCONFDIR="$(SYSCONFDIR)" \
+		NATIVE_DIR="$(NATIVE_DIR)" VERSION_BASE="$(OKV_BASE_VERSION)" BINS="$(INSTALL_BINS)" \
+		ci/install.sh install
+
+uninstall: ## Remove what make install put into $(DESTDIR)$(PREFIX) (same variables); /etc/orbitkv/manager.toml is kept
+	@DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" \
+		MANDIR="$(MANDIR)" DATADIR="$(DATADIR)" UNITDIR="$(UNITDIR)" SYSCONFDIR="$(SYSCONFDIR)" \
+		NATIVE_DIR="$(NATIVE_DIR)" VERSION_BASE="$(OKV_BASE_VERSION)" BINS="$(INSTALL_BINS)" \
+		ci/install.sh uninstall
+
+deb: all wheel ## The Debian package orbitkv_<version>_<arch>.deb (files under /usr, the orbitkv user, the unit) and the python3 wheel into build/deb (ci/deb.sh)
+	@MAKE="$(MAKE)" BUILD=$(BUILD) DEB_DIR=$(DEB_DIR) ci/deb.sh
+
+test-install: deb ## Install the .deb into a scratch root and check its files, binaries, orbitkv.pc, liborbitkv and the unit (systemd-analyze verify) (ci/test-install.sh, < 1 min after the build)
+	@DEB_DIR=$(DEB_DIR) ci/test-install.sh

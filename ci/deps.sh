@@ -44,6 +44,9 @@ PACKAGES=(
 	libnuma1
 	libcurl4
 	prometheus              # promtool: make test-promtool checks deploy/prometheus's rules and runs their unit tests (its server is disabled after install)
+	dpkg-dev                # make deb: dpkg-shlibdeps and dpkg-architecture (ci/deb.sh)
+	systemd                 # systemd-analyze verify of the unit (make test-install, test/integration)
+	man-db                  # man, which systemd-analyze verify runs to resolve the unit's Documentation=man: links
 )
 GO_MIN_MAJOR=1
 GO_MIN_MINOR=26

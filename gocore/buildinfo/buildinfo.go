@@ -8,7 +8,9 @@ import (
 
 // Link-time values (-ldflags -X); empty in a build that does not set them.
 var (
-	// Version is `git describe --tags --always --dirty` of the tree built.
+	// Version is ci/version.sh semver of the tree built: "0.1.0" for a
+	// release, "0.1.0-dev.12+g0123456789ab" between releases, ".dirty"
+	// appended for a modified tree.
 	Version string
 	// Commit is the full commit hash of the tree built.
 	Commit string
@@ -19,7 +21,7 @@ var (
 // Info is one binary's build, every field filled (Unknown where no source
 // knows it).
 type Info struct {
-	Version    string // git describe, or "dev" when neither -X nor a VCS stamp gives one
+	Version    string // ci/version.sh semver, or "dev" when no -X gave one
 	Commit     string // full commit hash, with "-dirty" when the VCS stamp says modified
 	Date       string // RFC 3339 build time (with -X) or commit time (VCS stamp)
 	GoVersion  string // runtime.Version(), e.g. "go1.26.8"

@@ -1,5 +1,6 @@
 // Package buildinfo holds what a binary knows about its own build: the
-// version (`git describe --tags --always --dirty`), the commit, the build
+// version (ci/version.sh semver: VERSION of the tree, with -dev.N+gHASH
+// between releases and .dirty for a modified tree), the commit, the build
 // date, the Go version and whether it was built with failpoints.
 //
 // The Makefile sets Version, Commit and Date for every binary it builds

@@ -321,6 +321,18 @@ func (m *Manager) newCache(s Spec) (err error) {
 	} else {
 		cs.Tiers.RAM.Progress = m.ready.prefault
 	}
+	if cs.Tiers.SSD != nil {
+		sp := *cs.Tiers.SSD // the caller's Spec is not written
+		if user := sp.Progress; user != nil {
+			sp.Progress = func(step string, done, total uint64, unit string) {
+				m.ready.ssdOpen(step, done, total, unit)
+				user(step, done, total, unit)
+			}
+		} else {
+			sp.Progress = m.ready.ssdOpen
+		}
+		cs.Tiers.SSD = &sp
+	}
 	if s.Cluster != nil {
 		if m.cluster, err = m.newCluster(s); err != nil {
 			return err

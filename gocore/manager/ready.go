@@ -26,8 +26,9 @@ const (
 
 // readiness is the Manager's phase and, while starting, what it is doing
 // ("pre-faulting the RAM tier: 3.1 GiB of 8.0 GiB"). It tells systemd
-// (sd_notify STATUS=, READY=1, STOPPING=1) when NOTIFY_SOCKET is set;
-// safe from any goroutine.
+// (sd_notify STATUS= with EXTEND_TIMEOUT_USEC= while starting, READY=1,
+// STOPPING=1) when NOTIFY_SOCKET is set; WATCHDOG=1 comes from watchdog.
+// Safe from any goroutine.
 type readiness struct {
 	mu    sync.Mutex
 	phase string
@@ -48,13 +49,30 @@ func (r *readiness) get() (phase, why string) {
 	return r.phase, r.why
 }
 
+// StartExtendTimeout is how long past each start step or progress report
+// the Manager asks systemd to wait before it counts the start as hung
+// (EXTEND_TIMEOUT_USEC, sent with every STATUS= while starting): a start
+// that keeps reporting progress (a large RAM tier's pre-fault, the SSD
+// tier's preallocation, index replay and verification) may outlast the
+// unit's TimeoutStartSec=, and one that reports nothing for this long
+// after TimeoutStartSec= has passed is killed. Progress is reported at
+// least every 256 MiB pre-faulted, every GiB preallocated and every block
+// verified, far more often than this.
+const StartExtendTimeout = 60 * time.Second
+
+// startStatus is the sd_notify state of a start step: STATUS= and the
+// start timeout's extension.
+func startStatus(why string) string {
+	return fmt.Sprintf("STATUS=%s\nEXTEND_TIMEOUT_USEC=%d", why, StartExtendTimeout.Microseconds())
+}
+
 // starting records a start step, logs it and tells systemd.
 func (r *readiness) starting(why string) {
 	r.mu.Lock()
 	r.why = why
 	r.mu.Unlock()
 	r.log.Info("start: " + why)
-	notify("STATUS=" + why)
+	notify(startStatus(why))
 }
 
 // prefault records pre-fault progress (bytes done of total); it logs at
@@ -72,7 +90,37 @@ func (r *readiness) prefault(done, total uint64) {
 		r.log.Info("start: pre-faulting the RAM tier", slog.Uint64("done_bytes", done), slog.Uint64("total_bytes", total),
 			slog.String("done", humanize.IBytes(done)), slog.String("total", humanize.IBytes(total)))
 	}
-	notify("STATUS=" + why)
+	notify(startStatus(why))
+}
+
+// ssdOpen records the SSD tier's open progress (ssd.Spec.Progress): step
+// is what it does ("preallocating the data file", "replaying the index",
+// "verifying recovered blocks"), done of total in unit ("bytes", printed
+// as IEC sizes, or "blocks"). Like prefault it logs at most one line every
+// 2 s plus each step's first and last, with a percentage, and tells
+// systemd (STATUS=, EXTEND_TIMEOUT_USEC=).
+func (r *readiness) ssdOpen(step string, done, total uint64, unit string) {
+	pct := 100.0
+	if total > 0 {
+		pct = 100 * float64(done) / float64(total)
+	}
+	figures := fmt.Sprintf("%d of %d %s", done, total, unit)
+	if unit == "bytes" {
+		figures = fmt.Sprintf("%s of %s", humanize.IBytes(done), humanize.IBytes(total))
+	}
+	why := fmt.Sprintf("opening the SSD tier: %s: %s (%.0f%%)", step, figures, pct)
+	r.mu.Lock()
+	r.why = why
+	logIt := done == 0 || done == total || time.Since(r.lastLog) >= 2*time.Second
+	if logIt {
+		r.lastLog = time.Now()
+	}
+	r.mu.Unlock()
+	if logIt {
+		r.log.Info("start: opening the SSD tier", slog.String("step", step), slog.Uint64("done", done), slog.Uint64("total", total),
+			slog.String("progress", figures), slog.String("percent", fmt.Sprintf("%.0f%%", pct)))
+	}
+	notify(startStatus(why))
 }
 
 // set moves to phase (serving or draining) and tells systemd.
@@ -86,6 +134,71 @@ func (r *readiness) set(phase string) {
 	case PhaseDraining:
 		notify("STOPPING=1\nSTATUS=draining")
 	}
+}
+
+// watchdog keeps systemd's watchdog (WatchdogSec=, WATCHDOG_USEC) fed from
+// the dispatcher's health: every period it checks that the probe started
+// one period earlier (a no-op run on the dispatcher goroutine through
+// channel.Dispatcher.Do) has returned, sends WATCHDOG=1 if it did and
+// starts the next. A dispatcher that has not come back to its control
+// events within one period (stuck in a handler, a copy completion or a
+// kernel call) gets no WATCHDOG=1, so after the unit's WatchdogSec=
+// systemd kills and restarts the Manager; one error line says so, and an
+// info line when it answers again. The Manager calls it with period =
+// WATCHDOG_USEC/2, as sd_watchdog_enabled(3) advises. It returns when stop
+// is closed or a probe fails (the dispatcher stopped: shutdown).
+func watchdog(period time.Duration, probe func() error, send func(string), stop <-chan struct{}, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var pending chan error // the probe in flight
+	var stalledSince time.Time
+	for {
+		if pending == nil {
+			pending = make(chan error, 1)
+			go func(c chan<- error) { c <- probe() }(pending)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		select {
+		case err := <-pending:
+			pending = nil
+			if err != nil {
+				return
+			}
+			if !stalledSince.IsZero() {
+				log.Info("watchdog: the dispatcher answers again; WATCHDOG=1 resumed", slog.Duration("stalled", time.Since(stalledSince).Round(time.Millisecond)))
+				stalledSince = time.Time{}
+			}
+			send("WATCHDOG=1")
+		default:
+			if stalledSince.IsZero() {
+				stalledSince = time.Now().Add(-period)
+				log.Error("watchdog: the dispatcher has not run a control event for a whole watchdog period; WATCHDOG=1 withheld, so systemd restarts the Manager if it stays stalled",
+					slog.Duration("period", period))
+			}
+		}
+	}
+}
+
+// startWatchdog runs watchdog on its own goroutine when systemd asked for
+// one (WATCHDOG_USEC set, and WATCHDOG_PID, when set, naming this process);
+// otherwise it does nothing.
+func (m *Manager) startWatchdog() {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		m.log.Warn("watchdog: WATCHDOG_USEC is not understood; no WATCHDOG=1 is sent", slog.Any("err", err))
+		return
+	}
+	if interval <= 0 {
+		return
+	}
+	period := interval / 2
+	m.log.Info("watchdog: sending WATCHDOG=1 while the dispatcher answers", slog.Duration("watchdog_usec", interval), slog.Duration("period", period))
+	disp := m.Dispatcher
+	go watchdog(period, func() error { return disp.Do(func() {}) }, notify, disp.Done(), m.log)
 }
 
 // notify sends state to systemd's NOTIFY_SOCKET; without one (not started

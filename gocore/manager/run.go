@@ -40,6 +40,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	// Serving before the ready line: whoever read it finds /readyz and
 	// /health ready (the socket is bound; Serve accepts its backlog).
+	m.startWatchdog()
 	m.ready.set(PhaseServing)
 	m.log.Info("orbitkv-manager serving", slog.String("socket", s.Bootstrap.Path), slog.String("poll_mode", s.Channel.PollMode.String()),
 		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", httpAddr),

@@ -13,6 +13,13 @@ Where the library comes from, first match wins: the ``liborbitkv`` key of
 then ``<repository>/build/native/liborbitkv.so.0``. A missing file is a
 ``FileNotFoundError`` naming the path and ``make native``.
 
+The version is the repository's, in PEP 440 form, as ``ci/version.sh
+pep440`` prints it from ``VERSION`` and git: ``0.1.0`` for a release,
+``0.1.0.devN+gHASH`` between releases (N commits since VERSION last changed),
+``.dirty`` appended for a modified tree. ``$ORBITKV_WHEEL_VERSION``, when
+set, replaces it (a build outside the repository). A version that is not
+PEP 440 is a ``ValueError`` naming it.
+
 The wheel is reproducible: entries are sorted and dated
 ``$SOURCE_DATE_EPOCH`` (1980-01-01 when unset), so two builds of the same
 tree are byte-identical.
@@ -26,13 +33,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
+import subprocess
 import sys
 import sysconfig
 import time
 import tomllib
 import zipfile
 
-__all__ = ["build_wheel", "get_requires_for_build_wheel", "wheel_name"]
+__all__ = ["build_wheel", "get_requires_for_build_wheel", "version", "wheel_name"]
 
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _REPO = os.path.dirname(_PYTHON_DIR)
@@ -42,9 +51,32 @@ LIBRARY_ARCNAME = f"{_PACKAGE}/_lib/liborbitkv.so.0"
 _DEFAULT_LIBRARY = os.path.join(_REPO, "build", "native", "liborbitkv.so.0")
 
 
+# PEP 440's canonical public version with an optional local label (the
+# subset ci/version.sh prints: N.N.N, .devN, +label.label).
+_PEP440 = re.compile(r"^[0-9]+(\.[0-9]+)*(\.dev[0-9]+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?$")
+
+
+def version() -> str:
+    """The wheel's version: ``$ORBITKV_WHEEL_VERSION``, else ``ci/version.sh
+    pep440`` of the repository. Raises ``ValueError`` for a version that is
+    not PEP 440 and ``RuntimeError`` when ci/version.sh fails."""
+    v = os.environ.get("ORBITKV_WHEEL_VERSION")
+    if not v:
+        script = os.path.join(_REPO, "ci", "version.sh")
+        r = subprocess.run([script, "pep440"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"orbitkv wheel: {script} pep440 failed (exit {r.returncode}): {r.stderr.strip()}")
+        v = r.stdout.strip()
+    if not _PEP440.match(v):
+        raise ValueError(f"orbitkv wheel: version {v!r} is not PEP 440 (want 0.1.0 or 0.1.0.dev12+g0123456789ab)")
+    return v
+
+
 def _project() -> dict:
     with open(os.path.join(_PYTHON_DIR, "pyproject.toml"), "rb") as f:
-        return tomllib.load(f)["project"]
+        p = tomllib.load(f)["project"]
+    p["version"] = version()
+    return p
 
 
 def _tag() -> str:
@@ -54,7 +86,7 @@ def _tag() -> str:
 
 def wheel_name() -> str:
     """The file name of the wheel this tree builds on this machine, e.g.
-    ``orbitkv-0.1.0-py3-none-linux_x86_64.whl``."""
+    ``orbitkv-0.1.0.dev12+g0123456789ab-py3-none-linux_x86_64.whl``."""
     p = _project()
     return f"{p['name']}-{p['version']}-{_tag()}.whl"
 

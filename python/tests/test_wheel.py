@@ -47,6 +47,8 @@ class WheelTest(unittest.TestCase):
         if not os.path.exists(LIBRARY):
             raise unittest.SkipTest(f"{LIBRARY} not built (run `make native`)")
         cls.backend = _backend()
+        cls.version = subprocess.run([os.path.join(REPO, "ci", "version.sh"), "pep440"], check=True,
+                                     capture_output=True, text=True).stdout.strip()
         cls.tmp = tempfile.TemporaryDirectory(prefix="orbitkv-wheel-")
         cls.name = cls.backend.build_wheel(os.path.join(cls.tmp.name, "a"))
         cls.wheel = os.path.join(cls.tmp.name, "a", cls.name)
@@ -64,8 +66,8 @@ class WheelTest(unittest.TestCase):
     def test_the_wheel_holds_the_package_and_the_library_and_no_dependencies(self):
         with zipfile.ZipFile(self.wheel) as z:
             names = set(z.namelist())
-            meta = z.read("orbitkv-0.1.0.dist-info/METADATA").decode()
-            record = z.read("orbitkv-0.1.0.dist-info/RECORD").decode().splitlines()
+            meta = z.read(f"orbitkv-{self.version}.dist-info/METADATA").decode()
+            record = z.read(f"orbitkv-{self.version}.dist-info/RECORD").decode().splitlines()
             lib = z.read("orbitkv/_lib/liborbitkv.so.0")
         with open(LIBRARY, "rb") as f:
             built = f.read()
@@ -76,6 +78,8 @@ class WheelTest(unittest.TestCase):
             ("no compiled Python file is inside", not any(n.endswith(".pyc") for n in names)),
             ("the library is the one make native built", lib == built),
             ("no runtime dependency is declared", "Requires-Dist" not in meta),
+            ("the version is ci/version.sh pep440's", f"\nVersion: {self.version}\n" in meta),
+            ("the file name carries the version", self.name.startswith(f"orbitkv-{self.version}-py3-none-")),
             ("every file but RECORD is in RECORD", len(record) == len(names)),
         ]
         for what, ok in cases:
@@ -86,6 +90,20 @@ class WheelTest(unittest.TestCase):
         other = self.backend.build_wheel(os.path.join(self.tmp.name, "b"))
         with open(self.wheel, "rb") as a, open(os.path.join(self.tmp.name, "b", other), "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+    def test_a_version_that_is_not_pep440_is_refused_naming_it(self):
+        old = os.environ.get("ORBITKV_WHEEL_VERSION")
+        os.environ["ORBITKV_WHEEL_VERSION"] = "0.1.0-dev.3+gabc"
+        try:
+            with self.assertRaisesRegex(ValueError, r"'0\.1\.0-dev\.3\+gabc' is not PEP 440"):
+                self.backend.build_wheel(os.path.join(self.tmp.name, "c"))
+            os.environ["ORBITKV_WHEEL_VERSION"] = "0.2.0.dev5+g0123456789ab"
+            self.assertTrue(self.backend.wheel_name().startswith("orbitkv-0.2.0.dev5+g0123456789ab-py3-none-"))
+        finally:
+            if old is None:
+                del os.environ["ORBITKV_WHEEL_VERSION"]
+            else:
+                os.environ["ORBITKV_WHEEL_VERSION"] = old
 
     def test_a_missing_library_names_the_path_and_make_native(self):
         missing = os.path.join(self.tmp.name, "no-such-liborbitkv.so")

@@ -61,6 +61,143 @@ func TestTheManagerNotifiesSystemdWhenReadyAndStopping(t *testing.T) {
 	}
 }
 
+// notifyListener is systemd's side of NOTIFY_SOCKET for one test: the
+// datagram socket the Manager writes to, and every state it received.
+type notifyListener struct {
+	t    *testing.T
+	conn *net.UnixConn
+	got  []string // one entry per datagram, in arrival order
+}
+
+func listenNotify(t *testing.T) *notifyListener {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", path)
+	return &notifyListener{t: t, conn: conn}
+}
+
+// read waits up to timeout for the next datagram and appends it to got.
+func (n *notifyListener) read(want string, timeout time.Duration) {
+	n.t.Helper()
+	buf := make([]byte, 4096)
+	n.conn.SetReadDeadline(time.Now().Add(timeout))
+	k, err := n.conn.Read(buf)
+	if err != nil {
+		n.t.Fatalf("waiting for %s from the Manager: %v; got %q", want, err, n.got)
+	}
+	n.got = append(n.got, string(buf[:k]))
+}
+
+// until reads datagrams until one contains want, each within timeout, and
+// returns its index in got.
+func (n *notifyListener) until(want string, timeout time.Duration) int {
+	n.t.Helper()
+	for {
+		n.read(want, timeout)
+		if strings.Contains(n.got[len(n.got)-1], want) {
+			return len(n.got) - 1
+		}
+	}
+}
+
+// count is how many received datagrams are exactly state.
+func (n *notifyListener) count(state string) int {
+	c := 0
+	for _, g := range n.got {
+		if g == state {
+			c++
+		}
+	}
+	return c
+}
+
+// Started with WATCHDOG_USEC (systemd's WatchdogSec=), the Manager sends
+// WATCHDOG=1 every half interval once serving, while its dispatcher runs;
+// the stall side (no WATCHDOG=1 from a stuck dispatcher) is
+// gocore/manager's TestWatchdogFollowsTheDispatchersHealth.
+func TestTheManagerFeedsSystemdsWatchdog(t *testing.T) {
+	n := listenNotify(t)
+	t.Setenv("WATCHDOG_USEC", "400000") // 400 ms: WATCHDOG=1 every 200 ms
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
+	ready := n.until("READY=1", 10*time.Second)
+	start := time.Now()
+	for n.count("WATCHDOG=1") < 5 {
+		n.read("5 WATCHDOG=1", 5*time.Second)
+	}
+	took := time.Since(start)
+	if took > 5*time.Second {
+		t.Errorf("5 WATCHDOG=1 took %v, want about 1 s at one per 200 ms", took)
+	}
+	for i, g := range n.got[:ready] {
+		if g == "WATCHDOG=1" {
+			t.Errorf("WATCHDOG=1 came before READY=1 (datagram %d of %q)", i, n.got)
+		}
+	}
+	if err := m.WaitOutput("watchdog: sending WATCHDOG=1 while the dispatcher answers", time.Second); err != nil {
+		t.Errorf("no log line names the watchdog: %v\n%s", err, m.Output())
+	}
+	m.Signal(syscall.SIGTERM)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, m.Output())
+	}
+}
+
+// With an SSD tier the start's STATUS= lines name the SSD tier's open steps
+// with percentages, each with EXTEND_TIMEOUT_USEC, and READY=1 comes only
+// after the last of them; the log has the same steps.
+func TestTheSSDOpenReportsProgressBeforeReady(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "orbitkv-it-ssd-")
+	if err != nil {
+		t.Skipf("no directory under /var/tmp for the SSD tier: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	n := listenNotify(t)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 20*time.Second, "--ram-capacity", "16MiB", "--hugepages", "off",
+		"--ssd-dir", dir, "--ssd-capacity", "128MiB", "--ssd-slot-bytes", "1MiB")
+	ready := n.until("READY=1", 20*time.Second)
+	before := n.got[:ready]
+	find := func(want ...string) int {
+	next:
+		for i, g := range before {
+			for _, w := range want {
+				if !strings.Contains(g, w) {
+					continue next
+				}
+			}
+			return i
+		}
+		t.Errorf("no datagram before READY=1 contains all of %q; got %q", want, before)
+		return -1
+	}
+	// 127 slots of 1 MiB and a 4 KiB header: a data file of 127 MiB.
+	pre0 := find("STATUS=opening the SSD tier: preallocating the data file: 0 B of 127 MiB (0%)")
+	pre100 := find("STATUS=opening the SSD tier: preallocating the data file: 127 MiB of 127 MiB (100%)")
+	verify := find("STATUS=opening the SSD tier: verifying recovered blocks: 0 of 0 blocks (100%)")
+	if pre0 >= 0 && pre100 >= 0 && verify >= 0 && !(pre0 < pre100 && pre100 < verify) {
+		t.Errorf("the SSD steps came out of order (%d, %d, %d): %q", pre0, pre100, verify, before)
+	}
+	for _, i := range []int{pre0, pre100, verify} {
+		if i >= 0 && !strings.Contains(before[i], "\nEXTEND_TIMEOUT_USEC=60000000") {
+			t.Errorf("datagram %q does not extend the start timeout (EXTEND_TIMEOUT_USEC=60000000)", before[i])
+		}
+	}
+	if err := m.WaitOutput(`msg="start: opening the SSD tier" step="preallocating the data file"`, time.Second); err != nil {
+		t.Errorf("no log line for the SSD open's progress: %v\n%s", err, m.Output())
+	} else if !strings.Contains(m.Output(), `percent=100%`) {
+		t.Errorf("the SSD open's log lines carry no percentage:\n%s", m.Output())
+	}
+	m.Signal(syscall.SIGTERM)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, m.Output())
+	}
+}
+
 // Where systemd is the init system, the Manager started by systemd-run as
 // a transient Type=notify service reaches "active" (systemd saw READY=1).
 func TestTheUnitStartsUnderSystemd(t *testing.T) {
@@ -94,7 +231,8 @@ func TestTheUnitStartsUnderSystemd(t *testing.T) {
 
 // deploy/orbitkv-manager.service passes systemd-analyze verify with its
 // ExecStart pointed at the built binary (the Documentation line is dropped:
-// the man page is not installed here).
+// the man pages are not installed here; make test-install verifies the
+// installed unit with them).
 func TestTheUnitFileVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -104,7 +242,10 @@ func TestTheUnitFileVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(string(b), "/usr/local/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
+	if !strings.Contains(string(b), "\nExecStart=/usr/bin/orbitkv-manager ") {
+		t.Fatal("the unit's ExecStart does not name /usr/bin/orbitkv-manager (the path make install rewrites)")
+	}
+	text := strings.ReplaceAll(string(b), "/usr/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
 	var lines []string
 	for _, l := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(l, "Documentation=") {

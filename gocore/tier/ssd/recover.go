@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
@@ -37,7 +38,11 @@ func (s *Store) recover(secret *[layout.SecretBytes]byte, newSecret bool) error 
 				"key", filepath.Join(s.spec.Dir, keyName), "file", s.idx.path, "bytes", len(b), "records", max(len(b)/RecordBytes-1, 0))
 		}
 	} else {
+		s.spec.progress(StepReplay, 0, uint64(len(b)))
 		r = layout.Replay(s.idx.mac, b, s.spec.SlotBytes, uint32(len(s.slots)))
+		if len(b) > 0 {
+			s.spec.progress(StepReplay, uint64(len(b)), uint64(len(b)))
+		}
 	}
 	if r.Reset != "" {
 		if len(b) > 0 && !newSecret {
@@ -102,6 +107,7 @@ func (s *Store) verifyOnOpen() {
 	}()
 	n := s.spec.VerifyOnOpen
 	if n < 0 || s.fifo.n == 0 {
+		s.spec.progress(StepVerify, 0, 0)
 		return
 	}
 	all := make([]*entry, 0, s.fifo.n)
@@ -130,13 +136,20 @@ func (s *Store) verifyOnOpen() {
 	}
 	held := len(bufs)
 	if held == 0 {
+		s.spec.progress(StepVerify, 0, 0)
 		return
 	}
+	total := uint64(len(pick))
+	var verified atomic.Uint64
+	s.spec.progress(StepVerify, 0, total)
 	for _, e := range pick {
 		b := <-bufs
 		s.mu.Lock()
 		e.pins++
-		s.q.push(getOp(opVerify, e, [][]byte{b}, func(error) { bufs <- b }))
+		s.q.push(getOp(opVerify, e, [][]byte{b}, func(error) {
+			s.spec.progress(StepVerify, verified.Add(1), total)
+			bufs <- b
+		}))
 		s.mu.Unlock()
 	}
 	for range held {

@@ -84,6 +84,45 @@ type Spec struct {
 	// the pwritev of a Write (write true), from the worker entering it to
 	// its return; the fdatasync of a commit is not among them. nil: none.
 	Observer IOObserver
+	// Progress, when set, hears Open's progress through its long steps,
+	// done of total in unit ("bytes" or "blocks"): StepPreallocate (bytes
+	// of the data file allocated, in steps of PreallocateStep), StepReplay
+	// (bytes of the index log replayed: 0 before, all after; not reported
+	// when Open made a new MAC key, as nothing is replayed then) and
+	// StepVerify (recovered blocks read back and checked, one call per
+	// block). Each step reports done == 0 first and done == total last; a
+	// step with nothing to do (an empty index, no block to verify) reports
+	// 0 of 0 once. Called on Open's goroutine, or (StepVerify) on an I/O
+	// worker's; it must not block.
+	Progress func(step string, done, total uint64, unit string)
+}
+
+// The steps Spec.Progress names.
+const (
+	StepPreallocate = "preallocating the data file"
+	StepReplay      = "replaying the index"
+	StepVerify      = "verifying recovered blocks"
+)
+
+// PreallocateStep is how much of the data file each fallocate call of
+// Open allocates, so Spec.Progress hears of a large file every GiB.
+const PreallocateStep = 1 << 30
+
+// The units of Spec.Progress.
+const (
+	UnitBytes  = "bytes"
+	UnitBlocks = "blocks"
+)
+
+// progress calls s.Progress when set, with the unit of step.
+func (s *Spec) progress(step string, done, total uint64) {
+	if s.Progress != nil {
+		unit := UnitBytes
+		if step == StepVerify {
+			unit = UnitBlocks
+		}
+		s.Progress(step, done, total, unit)
+	}
 }
 
 // IOObserver hears the data file's I/O durations (Spec.Observer). It is

@@ -201,14 +201,26 @@ func (s *Store) sizeData() error {
 			return fmt.Errorf("ssd tier: shrinking %s to %d bytes: %w", s.dataPath, want, err)
 		}
 	}
-	if err := unix.Fallocate(s.dataFd, 0, 0, want); err != nil {
-		if !errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("ssd tier: fallocate %s to %d bytes: %w", s.dataPath, want, err)
+	s.spec.progress(StepPreallocate, 0, uint64(want))
+	for off := int64(0); off < want; {
+		n := min(want-off, PreallocateStep)
+		if err := unix.Fallocate(s.dataFd, 0, off, n); err != nil {
+			if !errors.Is(err, unix.EOPNOTSUPP) {
+				return fmt.Errorf("ssd tier: fallocate %s to %d bytes: %w", s.dataPath, want, err)
+			}
+			s.log.Warn("ssd tier: the filesystem cannot preallocate; the data file is sparse", "file", s.dataPath)
+			if err := unix.Ftruncate(s.dataFd, want); err != nil {
+				return fmt.Errorf("ssd tier: sizing %s to %d bytes: %w", s.dataPath, want, err)
+			}
+			break
 		}
-		s.log.Warn("ssd tier: the filesystem cannot preallocate; the data file is sparse", "file", s.dataPath)
-		if err := unix.Ftruncate(s.dataFd, want); err != nil {
-			return fmt.Errorf("ssd tier: sizing %s to %d bytes: %w", s.dataPath, want, err)
+		off += n
+		if off < want {
+			s.spec.progress(StepPreallocate, uint64(off), uint64(want))
 		}
+	}
+	if want > 0 {
+		s.spec.progress(StepPreallocate, uint64(want), uint64(want))
 	}
 	return nil
 }

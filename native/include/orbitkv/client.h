@@ -182,6 +182,14 @@ void okv_close(okv_client *c);
 /** Static description of a code returned by any okv_ function. Never NULL. */
 const char *okv_strerror(int err);
 
+/** This liborbitkv's version, a static string never NULL: VERSION of the
+ *  source tree, MAJOR.MINOR.PATCH, for a release ("0.1.0"), with
+ *  "-dev.N+gHASH" between releases and ".dirty" for a modified tree
+ *  ("0.1.0-dev.12+g0123456789ab"), as ci/version.sh prints it; the same
+ *  string the Go binaries of the same build print with --version. The
+ *  shared library's SONAME carries MAJOR (liborbitkv.so.0). */
+const char *okv_version(void);
+
 /** The Manager's build version as its bootstrap reply announced it
  *  (extension record OKV_BOOT_EXT_MANAGER_VERSION), "" when it sent none or
  *  c is NULL. Valid until okv_close(c). Never NULL. */
