@@ -84,7 +84,7 @@ DEMO_TARGET := demo-replay
 TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated test-install e2e
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
-ENGINE_STAGES := e2e-vllm e2e-sglang test-bench-serve
+ENGINE_STAGES := e2e-vllm e2e-service e2e-sglang test-bench-serve
 
 MANAGER_ADDR := 127.0.0.1:7470
 MANAGER_SOCK := /tmp/orbitkv-$(subst :,-,$(MANAGER_ADDR)).sock
@@ -376,6 +376,13 @@ uninstall: ## Remove what make install put into $(DESTDIR)$(PREFIX) (same variab
 
 deb: all wheel ## The Debian package orbitkv_<version>_<arch>.deb (files under /usr, the orbitkv user, the unit) and the python3 wheel into build/deb (ci/deb.sh)
 	@MAKE="$(MAKE)" BUILD=$(BUILD) DEB_DIR=$(DEB_DIR) ci/deb.sh
+
+.PHONY: e2e-service
+e2e-service: deb ## The operator's path as root: apt-get install the .deb, start the unit (systemd, or its ExecStart as its User=), vLLM on the default socket, the hit in orbitkvctl stats and on the dashboard through Prometheus, a dead-instance alert, purge (engines/e2e_service.py; ~3 min)
+	engines/deps.sh vllm
+	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_service.py \
+		--deb $(DEB_DIR)/orbitkv_$$(ci/version.sh deb)_$$(dpkg --print-architecture).deb \
+		--wheel $$(ls $(DEB_DIR)/orbitkv-$$(ci/version.sh pep440)-*.whl)
 
 test-install: deb ## Install the .deb into a scratch root and check its files, binaries, orbitkv.pc, liborbitkv and the unit (systemd-analyze verify) (ci/test-install.sh, < 1 min after the build)
 	@DEB_DIR=$(DEB_DIR) ci/test-install.sh

@@ -139,7 +139,8 @@ class Engine:
         self.eof = False
         self.cv = threading.Condition()
         e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), VLLM_ENABLE_V1_MULTIPROCESSING="0",
-                 VLLM_CPU_KVCACHE_SPACE="1", **(env or {}))
+                 VLLM_CPU_KVCACHE_SPACE="1")
+        e.update(env or {})
         spec = dict(spec, model=gate.model)
         self.log = open(os.path.join(gate.tmp, f"{tag}.log"), "w")
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "e2e_vllm_engine.py"), "run",

@@ -135,10 +135,13 @@ def run(spec: dict) -> None:
     if spec.get("ktc"):
         # The documented kv-transfer-config, on the gate's socket; the gate
         # reconnects at once after it restarts the Manager.
+        # A spec socket of None keeps the documented default socket.
         cfg = dict(spec["ktc"])
-        cfg["kv_connector_extra_config"] = dict(cfg.get("kv_connector_extra_config") or {}, **{
-            "orbitkv.bootstrap_socket": spec["socket"], "orbitkv.reconnect_interval_s": 0},
-            **spec.get("extra", {}))
+        own = {"orbitkv.reconnect_interval_s": 0}
+        if spec.get("socket") is not None:
+            own["orbitkv.bootstrap_socket"] = spec["socket"]
+        cfg["kv_connector_extra_config"] = dict(cfg.get("kv_connector_extra_config") or {}, **own,
+                                                **spec.get("extra", {}))
         if spec.get("policy"):
             cfg["kv_load_failure_policy"] = spec["policy"]
         kw["kv_transfer_config"] = KVTransferConfig(**cfg)

@@ -2,7 +2,10 @@ package integration
 
 import (
 	"bufio"
+	"errors"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -99,5 +102,87 @@ func TestEBPFProbesOfAManagerUnderKnownTraffic(t *testing.T) {
 				t.Errorf("%s: mean %v s, want in (0, 1 s)", tc.series, sum/v)
 			}
 		})
+	}
+}
+
+// The unit keeps no capabilities; its --ebpf drop-in (deploy/systemd/
+// ebpf.conf) adds the same list to CapabilityBoundingSet= and
+// AmbientCapabilities=. A Manager of another uid (nobody) holding exactly
+// that list passes --check's eBPF check, which loads and attaches the
+// probes as a start does; holding none, as the unit alone leaves it, the
+// check fails naming --ebpf with the resource status (4).
+func TestTheEBPFDropInGivesTheProbesWhatTheyNeed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it runs the Manager as another uid with chosen capabilities")
+	}
+	if err := ebpf.Check(); err != nil {
+		t.Skipf("BPF unavailable here: %v", err)
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux): %v", err)
+	}
+	b, err := os.ReadFile("../../deploy/systemd/ebpf.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bounding, ambient string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapabilityBoundingSet="); ok {
+			bounding = v
+		}
+		if v, ok := strings.CutPrefix(l, "AmbientCapabilities="); ok {
+			ambient = v
+		}
+	}
+	if bounding == "" || bounding != ambient {
+		t.Fatalf("ebpf.conf: CapabilityBoundingSet=%q and AmbientCapabilities=%q must name the same capabilities", bounding, ambient)
+	}
+	var caps string
+	for _, c := range strings.Fields(bounding) {
+		caps += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+	}
+	// A directory of nobody's own, off t.TempDir's 0700 parents, with a
+	// copy of the binary (the tree's directories may be closed to nobody).
+	dir, err := os.MkdirTemp("", "orbitkv-ebpf-caps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	const nobody = 65534
+	bin := filepath.Join(dir, "orbitkv-manager")
+	src, err := os.ReadFile(filepath.Join(binDir, "orbitkv-manager"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	check := func(capList string) (string, int) {
+		args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all" + capList,
+			"--ambient-caps=-all" + capList, "--bounding-set=-all" + capList, "--",
+			bin, "--check", "--ebpf", "--ram-capacity", "64MiB", "--hugepages", "off",
+			"--bootstrap-socket", filepath.Join(dir, "okv.sock"), "--http-addr", freeLoopbackAddr(t)}
+		out, err := exec.Command(setpriv, args...).CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), 0
+		case errors.As(err, &ee):
+			return string(out), ee.ExitCode()
+		}
+		t.Fatalf("setpriv: %v\n%s", err, out)
+		return "", -1
+	}
+	out, code := check(caps)
+	if code != 0 || !strings.Contains(out, "ok      ebpf") {
+		t.Fatalf("with the drop-in's capabilities (%s): exit %d, want 0 and the ebpf check ok:\n%s", bounding, code, out)
+	}
+	out, code = check("")
+	if code != 4 || !strings.Contains(out, "failed  ebpf") || !strings.Contains(out, "--ebpf") {
+		t.Fatalf("with no capabilities: exit %d, want 4 and the ebpf check failed naming --ebpf:\n%s", code, out)
 	}
 }
