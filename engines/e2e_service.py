@@ -55,6 +55,7 @@ import grp
 import json
 import os
 import pwd
+import resource
 import shlex
 import shutil
 import signal
@@ -173,11 +174,17 @@ class Service:
                "LANG": "C.UTF-8"}
         umask = int(u.get("UMask", "0022"), 8)
         nofile = int(u.get("LimitNOFILE", "1024"))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and nofile > hard:
+            # Raising the hard limit needs CAP_SYS_RESOURCE, which systemd
+            # has and a container's root may lack.
+            print(f"note    LimitNOFILE={nofile} is above this process's hard limit {hard}, which it cannot "
+                  f"raise: the Manager runs with {hard}", flush=True)
+            nofile = hard
 
         def as_unit() -> None:
             os.setsid()
             os.umask(umask)
-            import resource
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--no-new-privs", "--",
@@ -442,7 +449,14 @@ class Gate:
                 subprocess.run(cmd, capture_output=True)
         shutil.rmtree("/run/orbitkv", ignore_errors=True)
         shutil.rmtree("/etc/orbitkv", ignore_errors=True)
-        left = [p for p in ("/run/orbitkv", "/etc/orbitkv", UNIT, "/usr/bin/orbitkv-manager") if os.path.exists(p)]
+        left = [p for p in ("/run/orbitkv", "/etc/orbitkv", "/var/lib/orbitkv", UNIT, "/usr/bin/orbitkv-manager")
+                if os.path.exists(p)]
+        for name, lookup in (("user orbitkv", pwd.getpwnam), ("group orbitkv", grp.getgrnam)):
+            try:
+                lookup("orbitkv")
+                left.append(name)
+            except KeyError:
+                pass
         self.check("nothing of the gate's installation is left", not left, f"left {left}")
 
     def run(self) -> int:
