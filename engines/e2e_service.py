@@ -298,13 +298,8 @@ class Gate:
         self.model = args.model
         self.http_port = free_port()
 
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.total += 1
-        self.passed += bool(ok)
-        if not ok:
-            self.failed.append(name)
-        print(f"{'ok    ' if ok else 'FAILED'}  {name}" + (f"  ({detail})" if detail else ""), flush=True)
-        return ok
+    #: One line per check, ``ok`` or ``FAILED``, counted as the e2e-vllm gate counts.
+    check = e2e_vllm.Gate.check
 
     def run_cmd(self, name: str, cmd: list[str], **kw) -> subprocess.CompletedProcess:
         r = subprocess.run(cmd, capture_output=True, text=True, **kw)

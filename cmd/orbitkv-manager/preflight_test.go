@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/orbitkv/orbitkv/hugepages"
+	"github.com/orbitkv/orbitkv/internal/hosttest"
 )
 
 // --check runs the start's checks of the host without starting: it passes
@@ -19,23 +18,8 @@ import (
 // Manager of this host may hold the default ones) and names each failure
 // by its flag, with the exit status of its class.
 func TestCheckRunsTheStartChecksWithoutStarting(t *testing.T) {
-	_, avail, err := hugepages.Meminfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tooMuchRAM := fmt.Sprintf("%dGiB", avail>>30+64)
-	port, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer port.Close()
-	taken := port.Addr().String()
-	live := filepath.Join(t.TempDir(), "live.sock")
-	ln, err := net.Listen("unix", live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ob := hosttest.New(t)
+	tooMuchRAM, taken, live := ob.TooMuchRAM, ob.TakenTCP, ob.LiveSocket
 	sock := func() []string {
 		return []string{"--check", "--bootstrap-socket", filepath.Join(t.TempDir(), "m.sock"), "--http-addr", "127.0.0.1:0"}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orbitkv/orbitkv/hugepages"
+	"github.com/orbitkv/orbitkv/internal/hosttest"
 	"github.com/orbitkv/orbitkv/internal/launch"
 )
 
@@ -30,23 +29,8 @@ var goIdentifier = regexp.MustCompile(`\b[A-Za-z][a-z]+\.[A-Z][A-Za-z]+`)
 // operator socket, closed because the start failed, is not one), and no
 // Go identifier in the output.
 func TestStartFailuresExitByClassWithOneLine(t *testing.T) {
-	_, avail, err := hugepages.Meminfo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tooMuchRAM := fmt.Sprintf("%dGiB", avail>>30+64)
-	port, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer port.Close()
-	taken := port.Addr().String()
-	live := filepath.Join(t.TempDir(), "live.sock")
-	ln, err := net.Listen("unix", live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ob := hosttest.New(t)
+	tooMuchRAM, taken, live := ob.TooMuchRAM, ob.TakenTCP, ob.LiveSocket
 	small := []string{"--ram-capacity", "16MiB", "--prefault=false", "--hugepages", "off"}
 	cases := []struct {
 		name, socket string
