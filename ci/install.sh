@@ -45,13 +45,6 @@ need() {
 # sample_config writes the Manager's configuration with every key commented
 # out at its default, from the installed binary's --print-config (so it
 # names exactly the keys that binary reads).
-version() { # the version on the first line of $1 --version (read whole: no SIGPIPE)
-	local v
-	v=$("$1" --version)
-	v=${v%%$'\n'*}
-	echo "${v#* }"
-}
-
 sample_config() {
 	local mgr=$1
 	cat <<HDR
@@ -60,9 +53,12 @@ sample_config() {
 # flags and ORBITKV_* environment variables win over this file, and
 # orbitkv-manager --config FILE --print-config shows the effective values.
 # Every key is commented out at its default; uncomment what you change.
-# Written by \`make install\` from orbitkv-manager $(version "$mgr") --print-config.
 HDR
-	env -i PATH=/usr/bin:/bin "$mgr" --print-config | sed -e '/^# /d' -e 's/^\([a-z]\)/# \1/'
+	# The defaults as the unit runs the Manager (RUNTIME_DIRECTORY set, so
+	# the socket comment names /run/orbitkv/manager.sock). No version or
+	# build-host detail but copy-workers (from the CPUs): the package's conffile changes only when a key or
+	# a default does, so an upgrade asks about an edited file only then.
+	env -i PATH=/usr/bin:/bin RUNTIME_DIRECTORY=/run/orbitkv "$mgr" --print-config | sed -e '/^# /d' -e 's/^\([a-z]\)/# \1/'
 }
 
 case ${1:-} in

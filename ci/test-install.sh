@@ -11,7 +11,8 @@
 #     the --ebpf drop-in, the commented default config;
 #   * the installed binaries run: orbitkv-manager --version and orbitkvctl
 #     --version print ci/version.sh semver; orbitkv-manager --config with the
-#     installed manager.toml --print-config accepts it; the installed
+#     installed manager.toml --print-config accepts it (it names no build,
+#     and /run/orbitkv/manager.sock as the socket); the installed
 #     Manager, started for a moment, exports orbitkv_build_info with that
 #     version;
 #   * pkg-config --cflags --libs orbitkv against the scratch root compiles
@@ -84,6 +85,16 @@ v=${v%%$'\n'*}
 v=$("$fs/usr/bin/orbitkvctl" --version)
 v=${v%%$'\n'*}
 [[ $v == "orbitkvctl $semver" ]] && pass "$v" || fail "orbitkvctl --version says '$v', want 'orbitkvctl $semver'"
+# The conffile changes only with a key or a default: no version in it; its
+# socket comment is the unit's path.
+cfg=$fs/etc/orbitkv/manager.toml
+if grep -qF -e "$semver" -e "$(git rev-parse --short=12 HEAD 2>/dev/null || echo no-commit)" "$cfg"; then
+	fail "manager.toml names this build ($semver): every build would change the conffile"
+else
+	pass "manager.toml names no build"
+fi
+grep -q '^# bootstrap-socket = "".*/run/orbitkv/manager.sock' "$cfg" && pass "manager.toml's socket comment names /run/orbitkv/manager.sock" ||
+	fail "manager.toml's bootstrap-socket line: $(grep bootstrap-socket "$cfg")"
 if out=$(env -i PATH=/usr/bin:/bin "$fs/usr/bin/orbitkv-manager" --config "$fs/etc/orbitkv/manager.toml" --print-config 2>&1); then
 	pass "the installed manager.toml is accepted (--print-config)"
 else

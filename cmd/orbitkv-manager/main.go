@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -368,6 +369,14 @@ func failed(log *slog.Logger, msg string, code int, err error) error {
 }
 
 func main() {
+	// A crash (an unrecovered panic, a fatal runtime error, SIGABRT from
+	// systemd's watchdog or from the CUDA backend's fail-stop abort()) ends
+	// the process by SIGABRT rather than Go's default exit status 2, which
+	// is the configuration error's status (exit.go): the unit's
+	// RestartPreventExitStatus=2 then never keeps a crashed Manager down.
+	// The process is not dumpable (dumpable.go), so the kernel writes no
+	// core of the RAM tier.
+	debug.SetTraceback("crash")
 	o := &options{c: &config{}}
 	root := newRoot(o)
 	root.RunE = func(*cobra.Command, []string) error { return run(o) }

@@ -320,3 +320,41 @@ func TestSignalsDuringTheStartAreHandled(t *testing.T) {
 		t.Errorf("socket %s left after the stop (stat: %v)", sock, err)
 	}
 }
+
+// A crash of the Manager (here SIGABRT, the signal systemd's watchdog and
+// the CUDA backend's fail-stop send) ends it by that signal, never with
+// an exit status the unit's RestartPreventExitStatus= lists: a crashed
+// Manager is restarted, only a configuration error keeps it down.
+func TestACrashIsRestartedNotTakenForAConfigurationError(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/orbitkv-manager.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RestartPreventExitStatus="); ok {
+			prevent = append(prevent, strings.Fields(v)...)
+		}
+	}
+	if len(prevent) == 0 {
+		t.Fatal("the unit has no RestartPreventExitStatus= (a configuration error would be restarted in a loop)")
+	}
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	m := startManagerBin(t, "orbitkv-manager", sock, freeLoopbackAddr(t), 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
+	if err := m.Signal(syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	err = m.wait(t, 30*time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("after SIGABRT the Manager ended with %v, want death by SIGABRT:\n%s", err, m.Output())
+	}
+	ws := ee.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGABRT {
+		t.Fatalf("after SIGABRT the Manager exited with status %d (signaled %v), want death by SIGABRT; the unit's RestartPreventExitStatus=%s:\n%s",
+			ws.ExitStatus(), ws.Signaled(), strings.Join(prevent, " "), m.Output())
+	}
+	if !strings.Contains(m.Output(), "SIGABRT") {
+		t.Errorf("the Manager's output does not name the SIGABRT:\n%s", m.Output())
+	}
+}
