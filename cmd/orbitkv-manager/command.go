@@ -13,13 +13,15 @@ import (
 
 const long = `orbitkv-manager: the OrbitKV node-local KV-cache Manager.
 
-Inference processes on this host connect through a Unix socket (mode 0600,
-same uid only), receive a sealed shared-memory slot, an eventfd and the
-doorbell, and then exchange fixed 64-byte messages with the Manager.
+Inference processes on this host connect through a Unix socket (mode 0600
+and this uid only; with --tenant, 0666 and the tenants' processes, each
+admitted by its kernel credentials), receive a sealed shared-memory slot, an
+eventfd and the doorbell, and then exchange fixed 64-byte messages with the
+Manager.
 
 Settings come from flags, environment variables and a TOML config file,
 in that precedence, over the defaults. Every flag below except --config,
---print-config and --version is also a config key of the same name
+--print-config, --check and --version is also a config key of the same name
 (ram-capacity = "64GiB") and an environment variable: ORBITKV_ and the name
 in upper case with underscores (ORBITKV_RAM_CAPACITY=64GiB). --config FILE
 or ORBITKV_CONFIG names the file; a key the Manager does not know is an

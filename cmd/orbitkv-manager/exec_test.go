@@ -66,7 +66,7 @@ func TestTheCommandAsAnOperatorSeesIt(t *testing.T) {
 		{"--bootstrap-socket comes before RUNTIME_DIRECTORY", []string{"RUNTIME_DIRECTORY=/run/unit-a"}, []string{"--bootstrap-socket", "/tmp/b.sock", "--print-config"}, 0,
 			[]string{`bootstrap-socket = "/tmp/b.sock"`}, nil, "/run/unit-a/manager.sock"},
 		{"a relative RUNTIME_DIRECTORY stops the Manager with status 2 naming it", []string{"RUNTIME_DIRECTORY=run/unit-a"}, []string{"--print-config"}, 2,
-			nil, []string{`RUNTIME_DIRECTORY "run/unit-a": first entry "run/unit-a" is not an absolute path`}, ""},
+			nil, []string{`RUNTIME_DIRECTORY "run/unit-a": first entry "run/unit-a" is not an absolute path`}, `--bootstrap-socket ""`},
 		{"ORBITKV_CONFIG names the file", []string{"ORBITKV_CONFIG=" + cfg}, []string{"--print-config"}, 0,
 			[]string{"max-ops = 9", "# config file: " + cfg + " (env ORBITKV_CONFIG)"}, nil, ""},
 		{"--print-config of a bad configuration prints it and exits 2 naming the setting", []string{"ORBITKV_MAX_OPS=0"}, []string{"--print-config"}, 2,

@@ -1,7 +1,8 @@
 // Command orbitkv-manager is the OrbitKV node-local KV-cache Manager.
 //
-// It serves inference processes on this host through a mode-0600 Unix
-// bootstrap socket and per-session shared-memory slots (docs/design.md §3, §5).
+// It serves inference processes on this host through a Unix bootstrap
+// socket (mode 0600, or 0666 with tenants admitted by their kernel
+// credentials) and per-session shared-memory slots (docs/design.md §3, §5).
 // Run with --help for the flags.
 package main
 
@@ -141,7 +142,8 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 	if s.Bootstrap.Path == "" {
 		if s.Bootstrap.Path, err = defaultSocket(c.listen); err != nil {
 			if os.Getenv(lifecycle.EnvRuntimeDirectory) != "" {
-				k.add(err) // the error names RUNTIME_DIRECTORY, which is no setting
+				k.add(err)                        // the error names RUNTIME_DIRECTORY, which is no setting
+				k.seen["bootstrap-socket"] = true // and is the socket's only error: no path follows
 			} else {
 				k.fail("listen", strconv.Quote(c.listen), err.Error())
 			}

@@ -58,7 +58,7 @@ func ManagerSocketPath(listenAddr, runtimeDirectory, runtimeDir string, euid int
 	if runtimeDirectory != "" {
 		dir, _, _ := strings.Cut(runtimeDirectory, ":")
 		if !filepath.IsAbs(dir) {
-			return "", fmt.Errorf("lifecycle: %s %q: first entry %q is not an absolute path: %w",
+			return "", fmt.Errorf("%s %q: first entry %q is not an absolute path: %w",
 				EnvRuntimeDirectory, runtimeDirectory, dir, syscall.EINVAL)
 		}
 		return checkedLength(EnvRuntimeDirectory+" "+strconv.Quote(runtimeDirectory), filepath.Join(dir, SocketName))

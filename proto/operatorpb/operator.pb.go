@@ -1342,7 +1342,7 @@ func (x *NamespacesReply) GetScanNs() uint64 {
 // BuildInfo is a binary's build.
 type BuildInfo struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
-	Version          string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`                                            // git describe of the tree built, or "dev"
+	Version          string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`                                            // VERSION with -dev.N+gHASH between releases (ci/version.sh semver), or "dev"
 	Commit           string                 `protobuf:"bytes,2,opt,name=commit,proto3" json:"commit,omitempty"`                                              // full commit hash ("-dirty" when modified), or "unknown"
 	Date             string                 `protobuf:"bytes,3,opt,name=date,proto3" json:"date,omitempty"`                                                  // build time, RFC 3339, or "unknown"
 	GoVersion        string                 `protobuf:"bytes,4,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`                       // e.g. go1.26.8
