@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +30,8 @@ type globals struct {
 	manager  string
 	timeout  time.Duration
 	output   string
+	// managerUID is --manager-uid: "" takes $ORBITKV_MANAGER_UID.
+	managerUID string
 }
 
 // usageError is a command-line mistake: exit status 2.
@@ -75,19 +79,56 @@ func (g *globals) bootstrapSocket() (lifecycle.ClientSocket, error) {
 
 // operatorSocket is the operator socket's path: --operator-socket, else
 // $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path plus
-// ".operator" (the Manager's rule).
-func (g *globals) operatorSocket() (string, error) {
+// ".operator" (the Manager's rule); and whom orbitkvctl trusts to serve it
+// besides its own uid and root (operator.Trust): the --manager-uid (or
+// $ORBITKV_MANAGER_UID) uid, and, only when the path was derived from the
+// default socket in the runtime directory, that directory's owner when
+// lifecycle.RuntimeDirOwner vouches for it. An explicit path, and the /tmp
+// fallback, get no such trust.
+func (g *globals) operatorSocket() (string, operator.Trust, error) {
+	trust := operator.NoTrust
+	uid, err := g.trustedManagerUID()
+	if err != nil {
+		return "", trust, err
+	}
+	trust.ManagerUID = uid
 	if g.opSocket != "" {
-		return g.opSocket, nil
+		return g.opSocket, trust, nil
 	}
 	if p := os.Getenv(lifecycle.EnvOperatorSocket); p != "" {
-		return p, nil
+		return p, trust, nil
 	}
 	cs, err := g.bootstrapSocket()
 	if err != nil {
-		return "", err
+		return "", trust, err
 	}
-	return cs.Path + operator.Suffix, nil
+	if cs.Source == lifecycle.SourceRuntimeDir {
+		trust.RuntimeDir = runtimeDir
+		trust.VouchedUID = int64(cs.VouchedUID) // -1 when not vouched for
+	}
+	return cs.Path + operator.Suffix, trust, nil
+}
+
+// EnvManagerUID names the Manager's uid a client trusts besides its own
+// (the clients' manager_uid option; docs/operating.md "Socket paths").
+const EnvManagerUID = "ORBITKV_MANAGER_UID"
+
+// trustedManagerUID is --manager-uid, else $ORBITKV_MANAGER_UID, as a uid;
+// -1 when neither is given. A value that is not a decimal uid below
+// 4294967295 is a usage error naming the flag or the variable.
+func (g *globals) trustedManagerUID() (int64, error) {
+	v, what := g.managerUID, "--manager-uid"
+	if v == "" {
+		v, what = os.Getenv(EnvManagerUID), EnvManagerUID
+	}
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n == math.MaxUint32 || v[0] == '+' {
+		return -1, usagef("%s %q: want the decimal uid of the Manager to trust (0..4294967294)", what, v)
+	}
+	return int64(n), nil
 }
 
 // newRoot builds the command tree writing to stdout and stderr.
@@ -110,7 +151,14 @@ socket (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path
 plus ".operator"; mode 0600, or
 0660 for the Manager's --operator-group), which only root and the operator
 group may use (the Manager's uid too with its --operator-admit-manager-uid).
-ping opens a session of its own on the
+Before sending anything orbitkvctl checks the process serving the operator
+socket (SO_PEERCRED) and talks only to its own uid, root, the uid of
+--manager-uid (default $ORBITKV_MANAGER_UID) and, for the default socket in
+/run/orbitkv, that directory's owner when root vouches for it; anyone else
+is refused naming the path, its uid and pid (exit status 1), so a socket
+another user created (the /tmp path while /run/orbitkv is missing) is never
+talked to. Strings the Manager sends are printed with control characters
+escaped. ping opens a session of its own on the
 bootstrap socket, as an engine does. Every command prints a table, or JSON
 with -o json (64-bit integers as strings), or YAML with -o yaml (made from the
 JSON: the same field names, 64-bit integers as quoted strings). certs makes
@@ -135,6 +183,7 @@ to no Manager.`,
 	pf.StringVar(&g.socket, "socket", "", "bootstrap socket `path` (default: the path derived from --manager when given, else $ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock when it is a socket, else the path derived from $ORBITKV_LISTEN or 127.0.0.1:7470)")
 	pf.StringVar(&g.opSocket, "operator-socket", "", "operator socket `path` (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path plus .operator)")
 	pf.StringVar(&g.manager, "manager", "", "Manager listen `host:port` whose derived path /tmp/orbitkv-HOST-PORT.sock is the bootstrap socket (default: see --socket)")
+	pf.StringVar(&g.managerUID, "manager-uid", "", "also trust `UID` as the Manager's uid on the operator socket (default: $ORBITKV_MANAGER_UID; besides orbitkvctl's own uid, root, and the owner of /run/orbitkv for its default socket there)")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
 	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table, json or yaml")
 	root.AddCommand(sessionsCmd(g), statsCmd(g), namespacesCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),

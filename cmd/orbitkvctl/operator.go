@@ -30,18 +30,23 @@ import (
 )
 
 // call dials the operator socket, runs f with a deadline of --timeout and
-// explains the usual failures: no Manager there, or a peer not allowed.
+// explains the usual failures: no Manager there, a server orbitkvctl does
+// not trust (refused before anything is sent: operator.Dial's check of its
+// peer, on every connection), or a peer the Manager does not allow.
 func (g *globals) call(f func(c operatorpb.OperatorClient, opts ...grpc.CallOption) error) error {
-	path, err := g.operatorSocket()
+	path, trust, err := g.operatorSocket()
 	if err != nil {
 		return err
 	}
-	c, cc, err := operator.Dial(path)
+	c, err := operator.Dial(path, trust)
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
+	defer c.Close()
 	if err := f(c, grpc.WaitForReady(false)); err != nil {
+		if refused := c.Refused(); refused != nil && status.Code(err) == codes.Unavailable {
+			return refused
+		}
 		return operatorError(path, err)
 	}
 	return nil
@@ -54,7 +59,7 @@ func operatorError(path string, err error) error {
 	if !ok {
 		return fmt.Errorf("operator socket %s: %w", path, err)
 	}
-	msg := st.Message()
+	msg := printable(st.Message()) // the server's words: no escape sequences
 	switch {
 	case st.Code() == codes.PermissionDenied:
 		return fmt.Errorf("operator socket %s: refused: %s", path, msg)
@@ -521,10 +526,12 @@ func clientBuild() *operatorpb.BuildInfo {
 		AbiVersion: abi.Version, BootstrapVersion: abi.BootstrapVersion, Failpoints: b.Failpoints}
 }
 
-// writeBuild writes b as lines, as --version does.
+// writeBuild writes b as lines, as --version does; the strings through
+// printable, since the Manager's come from the server.
 func writeBuild(w io.Writer, name string, b *operatorpb.BuildInfo) {
-	fmt.Fprintf(w, "%s %s\ncommit: %s\nbuilt: %s\ngo: %s\nabi: %d, bootstrap protocol %d\n", name, b.Version,
-		cmp.Or(b.Commit, buildinfo.Unknown), cmp.Or(b.Date, buildinfo.Unknown), cmp.Or(b.GoVersion, buildinfo.Unknown), b.AbiVersion, b.BootstrapVersion)
+	fmt.Fprintf(w, "%s %s\ncommit: %s\nbuilt: %s\ngo: %s\nabi: %d, bootstrap protocol %d\n", name, printable(b.Version),
+		printable(cmp.Or(b.Commit, buildinfo.Unknown)), printable(cmp.Or(b.Date, buildinfo.Unknown)), printable(cmp.Or(b.GoVersion, buildinfo.Unknown)),
+		b.AbiVersion, b.BootstrapVersion)
 	if b.Failpoints {
 		fmt.Fprintln(w, "failpoints: on (a test build)")
 	}

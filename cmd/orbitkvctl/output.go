@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 	"go.yaml.in/yaml/v3"
@@ -109,14 +113,48 @@ func anySlice(s []string) []any {
 	return out
 }
 
+// row writes one row. Every cell goes through printable: the cells carry
+// strings the server sent (a status, a tenant, an instance name), which
+// must not reach the terminal as escape sequences nor break the table with
+// a tab or a newline.
 func (t *table) row(cells ...any) {
 	for i, c := range cells {
 		if i > 0 {
 			fmt.Fprint(t.tw, "\t")
 		}
-		fmt.Fprint(t.tw, c)
+		fmt.Fprint(t.tw, printable(fmt.Sprint(c)))
 	}
 	fmt.Fprintln(t.tw)
+}
+
+// printable is s with every rune that is not printable (unicode.IsPrint:
+// control characters such as ESC, tab and newline, C1 controls, format
+// characters such as bidi overrides, non-ASCII spaces) and every byte that
+// is not UTF-8 written as Go escapes the way strconv.Quote writes them
+// (\x1b, \t, \u202e, \xff); s itself when it holds none.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n <= 1) || !unicode.IsPrint(r) {
+			q := strconv.Quote(s[i : i+n])
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

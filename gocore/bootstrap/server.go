@@ -192,7 +192,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, ln: ln, removeSock: removeSock, exts: replyExtensions(cfg.Version),
-		uidAmbiguous: uidIsOverflow(uint32(os.Geteuid())),
+		uidAmbiguous: unixsock.UIDIsOverflow(uint32(os.Geteuid())),
 		uid:          uint32(os.Geteuid()), pid: uint32(os.Getpid()),
 		conns: map[*conn]struct{}{},
 	}
@@ -544,24 +544,4 @@ func DefaultMaxBuffers() int {
 		}
 	}
 	return max(n, 64)
-}
-
-// uidIsOverflow reports whether uid is the kernel's overflow uid
-// (/proc/sys/kernel/overflowuid) in a user namespace that does not map every
-// uid: there an unmapped peer of any outside uid reads as that same number.
-func uidIsOverflow(uid uint32) bool {
-	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
-	if err != nil || strings.TrimSpace(string(b)) != strconv.FormatUint(uint64(uid), 10) {
-		return false
-	}
-	m, err := os.ReadFile("/proc/self/uid_map")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(m), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295" {
-			return false // the initial namespace: the overflow uid is a real uid
-		}
-	}
-	return true
 }

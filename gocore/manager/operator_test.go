@@ -53,11 +53,11 @@ func TestNewServesTheOperatorSocketAndCloseRemovesIt(t *testing.T) {
 	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("operator socket %s: %v %v, want mode 0600", path, fi, err)
 	}
-	c, cc, err := operator.Dial(path)
+	c, err := operator.Dial(path, operator.NoTrust)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.Stats(ctx, &operatorpb.StatsRequest{}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "starting") {

@@ -30,11 +30,11 @@ func closedSoon(c net.Conn, d time.Duration) bool {
 // health calls Health on sock with a fresh connection.
 func health(t *testing.T, sock string) error {
 	t.Helper()
-	c, cc, err := Dial(sock)
+	c, err := Dial(sock, NoTrust)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = c.Health(ctx, &operatorpb.HealthRequest{})
@@ -114,11 +114,11 @@ func TestCloseDoesNotWaitForIdleConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	c, cc, err := Dial(sock)
+	c, err := Dial(sock, NoTrust)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.Health(ctx, &operatorpb.HealthRequest{}); err != nil {

@@ -37,12 +37,12 @@ func TestMain(m *testing.M) {
 // childHealth calls Health on the operator socket at path and prints "ok
 // <status>" or "error: <err>".
 func childHealth(path string) int {
-	c, cc, err := Dial(path)
+	c, err := Dial(path, NoTrust)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 0
 	}
-	defer cc.Close()
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h, err := c.Health(ctx, &operatorpb.HealthRequest{})

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/orbitkv/orbitkv/gocore/unixsock"
@@ -133,16 +132,6 @@ func (s *Server) Close() {
 // Open is how many connections the operator socket holds (at most
 // MaxConns).
 func (s *Server) Open() int { return s.lim.open() }
-
-// Dial connects to the operator socket at path (lazily: the first call
-// connects). Close the connection when done.
-func Dial(path string) (operatorpb.OperatorClient, *grpc.ClientConn, error) {
-	cc, err := grpc.NewClient("unix:"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, fmt.Errorf("operator socket %s: %w", path, err)
-	}
-	return operatorpb.NewOperatorClient(cc), cc, nil
-}
 
 // gate is the interceptor asking Config.Gate (nil: every call passes).
 func gate(g func() error) grpc.UnaryServerInterceptor {

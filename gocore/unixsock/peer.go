@@ -159,3 +159,24 @@ func procGroups(pid int32) ([]uint32, error) {
 	}
 	return nil, fmt.Errorf("/proc/%d/status has no Groups line", pid)
 }
+
+// UIDIsOverflow reports whether uid is the kernel's overflow uid
+// (/proc/sys/kernel/overflowuid) in a user namespace that does not map every
+// uid: there an unmapped peer of any outside uid reads as that same number,
+// so an equal uid proves nothing.
+func UIDIsOverflow(uid uint32) bool {
+	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+	if err != nil || strings.TrimSpace(string(b)) != strconv.FormatUint(uint64(uid), 10) {
+		return false
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(m), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295" {
+			return false // the initial namespace: the overflow uid is a real uid
+		}
+	}
+	return true
+}

@@ -35,6 +35,9 @@ var channelTransport = flag.String("channel-transport", "shm", "--channel-transp
 const raceEnv = "ORBITKV_MANAGER_RACE"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(squatEnv); path != "" { // a child of TestOrbitkvctlRefusesAnOperatorSocketOfAnotherUID
+		os.Exit(squat(path))
+	}
 	dir, err := os.MkdirTemp("", "orbitkv-integration-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

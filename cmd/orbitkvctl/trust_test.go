@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+)
+
+// A table cell's control characters, non-printable runes and bytes that
+// are not UTF-8 are written as escapes: a server's strings cannot move the
+// cursor, clear the screen, retitle the terminal or break the table.
+func TestTableEscapesControlCharacters(t *testing.T) {
+	for in, want := range map[string]string{
+		"serving":                             "serving",
+		"héllo wörld ✓":                       "héllo wörld ✓",
+		"serving \x1b[2J\x1b[H\x1b]0;PWNED\a": `serving \x1b[2J\x1b[H\x1b]0;PWNED\a`,
+		"a\tb\nc\rd":                          `a\tb\nc\rd`,
+		"\u009b31m \u202egnp.exe \x7f":        `\u009b31m \u202egnp.exe \x7f`,
+		"bad \xff\xfe utf8":                   `bad \xff\xfe utf8`,
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var b bytes.Buffer
+	tb := newTable(&b)
+	tb.row("status", "serving \x1b[2J\x1b]0;PWNED\a")
+	tb.row("pid", 42)
+	if err := tb.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "status  serving \\x1b[2J\\x1b]0;PWNED\\a\npid     42\n"; got != want {
+		t.Errorf("table = %q, want %q", got, want)
+	}
+}
+
+// The owner of the runtime directory is trusted only for the default
+// socket there; an explicit path gets the own uid, root and --manager-uid
+// (else ORBITKV_MANAGER_UID) only.
+func TestOperatorSocketTrust(t *testing.T) {
+	run1 := filepath.Join(t.TempDir(), "run1")
+	if err := os.Mkdir(run1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(run1, "manager.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	old := runtimeDir
+	defer func() { runtimeDir = old }()
+	runtimeDir = run1
+	for _, k := range []string{"ORBITKV_OPERATOR_SOCKET", "ORBITKV_BOOTSTRAP_SOCKET", "ORBITKV_LISTEN", EnvManagerUID} {
+		t.Setenv(k, "")
+	}
+	vouched, ok := lifecycle.RuntimeDirOwner(run1)
+	if !ok {
+		vouched = -1 // a parent writable by others (some CI temp directories)
+	}
+
+	g := &globals{}
+	path, trust, err := g.operatorSocket()
+	if err != nil || path != filepath.Join(run1, "manager.sock.operator") || trust.RuntimeDir != run1 ||
+		trust.VouchedUID != int64(vouched) || trust.ManagerUID != -1 {
+		t.Errorf("default: %q %+v %v; want the runtime directory's socket, its owner %d vouched", path, trust, err, vouched)
+	}
+	for _, g := range []*globals{{opSocket: "/x/op"}, {socket: "/x/m.sock"}, {manager: "127.0.0.1:7479"}} {
+		if path, trust, err := g.operatorSocket(); err != nil || trust.RuntimeDir != "" || trust.VouchedUID != -1 {
+			t.Errorf("%+v: %q %+v %v; want no runtime directory trust", g, path, trust, err)
+		}
+	}
+	t.Setenv("ORBITKV_OPERATOR_SOCKET", "/x/op")
+	if _, trust, err := (&globals{}).operatorSocket(); err != nil || trust.RuntimeDir != "" || trust.VouchedUID != -1 {
+		t.Errorf("ORBITKV_OPERATOR_SOCKET: %+v %v; want no runtime directory trust", trust, err)
+	}
+
+	t.Setenv(EnvManagerUID, "1234")
+	if _, trust, err := (&globals{}).operatorSocket(); err != nil || trust.ManagerUID != 1234 {
+		t.Errorf("ORBITKV_MANAGER_UID=1234: %+v %v", trust, err)
+	}
+	if _, trust, err := (&globals{managerUID: "0"}).operatorSocket(); err != nil || trust.ManagerUID != 0 {
+		t.Errorf("--manager-uid 0 over ORBITKV_MANAGER_UID: %+v %v", trust, err)
+	}
+	for _, bad := range []string{"-1", "4294967295", "x", "+5", "1e3"} {
+		if _, _, err := (&globals{managerUID: bad}).operatorSocket(); err == nil || !strings.Contains(err.Error(), "--manager-uid") {
+			t.Errorf("--manager-uid %q: %v, want a usage error naming the flag", bad, err)
+		}
+		t.Setenv(EnvManagerUID, bad)
+		var out, errb bytes.Buffer
+		if code := run([]string{"health"}, strings.NewReader(""), &out, &errb); code != 2 || !strings.Contains(errb.String(), EnvManagerUID) {
+			t.Errorf("ORBITKV_MANAGER_UID=%q: exit %d, %q; want 2 naming the variable", bad, code, errb.String())
+		}
+	}
+}
