@@ -93,10 +93,10 @@ func (g *globals) operatorSocket() (string, operator.Trust, error) {
 	}
 	trust.ManagerUID = uid
 	if g.opSocket != "" {
-		return g.opSocket, trust, nil
+		return g.opSocket, trust, socketLength("--operator-socket", g.opSocket)
 	}
 	if p := os.Getenv(lifecycle.EnvOperatorSocket); p != "" {
-		return p, trust, nil
+		return p, trust, socketLength(lifecycle.EnvOperatorSocket, p)
 	}
 	cs, err := g.bootstrapSocket()
 	if err != nil {
@@ -106,7 +106,17 @@ func (g *globals) operatorSocket() (string, operator.Trust, error) {
 		trust.RuntimeDir = runtimeDir
 		trust.VouchedUID = int64(cs.VouchedUID) // -1 when not vouched for
 	}
-	return cs.Path + operator.Suffix, trust, nil
+	p := cs.Path + operator.Suffix
+	return p, trust, socketLength("the operator socket derived from the bootstrap socket "+strconv.Quote(cs.Path), p)
+}
+
+// socketLength refuses a Unix socket path longer than the kernel takes,
+// naming where the path came from and the limit (a usage error).
+func socketLength(what, path string) error {
+	if len(path) > lifecycle.MaxSocketPath {
+		return usagef("%s: socket path %q is %d bytes, above the limit of %d for a Unix socket", what, path, len(path), lifecycle.MaxSocketPath)
+	}
+	return nil
 }
 
 // EnvManagerUID names the Manager's uid a client trusts besides its own

@@ -111,6 +111,10 @@ func TestSocketsFollowTheEnvironment(t *testing.T) {
 		code    int
 		stderr  string
 	}{
+		{"an ORBITKV_OPERATOR_SOCKET longer than a Unix socket takes is a usage error naming it", []string{"ORBITKV_OPERATOR_SOCKET", "/" + strings.Repeat("a", 110)}, run0,
+			[]string{"health"}, 2, "ORBITKV_OPERATOR_SOCKET: socket path \"/" + strings.Repeat("a", 110) + "\" is 111 bytes, above the limit of 107"},
+		{"a bootstrap socket whose .operator path is too long is a usage error naming both", nil, run0,
+			[]string{"health", "--socket", "/" + strings.Repeat("b", 100)}, 2, ".operator\" is 110 bytes, above the limit of 107"},
 		{"ORBITKV_OPERATOR_SOCKET is the operator socket", []string{"ORBITKV_OPERATOR_SOCKET", missing}, run0,
 			[]string{"health"}, 1, missing + ": no Manager there"},
 		{"--operator-socket comes before ORBITKV_OPERATOR_SOCKET", []string{"ORBITKV_OPERATOR_SOCKET", "/nonexistent/op"}, run0,
