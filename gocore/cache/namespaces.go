@@ -13,10 +13,25 @@ import (
 
 // MaxNamespaces bounds the namespaces the Service counts apart (queries,
 // hit blocks, published blocks) and the rows of Namespaces besides its
-// "other" row: the namespaces first used beyond it are counted together
-// as other, so a client that sends ever new namespaces costs the Manager
-// one map of at most this many entries.
+// other rows, so a client that sends ever new namespaces costs the
+// Manager one map of at most this many entries. Without tenants the
+// namespaces first used beyond it are counted together in one other row.
+// Under tenants each domain (a tenant, or a sharing group) holds at most
+// its share of the rows, nsShare: MaxNamespaces / the number of domains,
+// reserved, so the shares sum to at most MaxNamespaces and one domain's
+// namespaces, however many, never take another's rows; a domain's
+// namespaces beyond its share are counted in an other row of its own.
 const MaxNamespaces = 1024
+
+// nsShare is the rows each of domains tenant domains may hold:
+// MaxNamespaces / domains (at least 1; tenant.MaxTenants keeps it at 4 or
+// more), MaxNamespaces without tenants (domains 0).
+func nsShare(domains int) int {
+	if domains <= 1 {
+		return MaxNamespaces
+	}
+	return max(MaxNamespaces/domains, 1)
+}
 
 // nsCounts are one namespace key's request figures since start, counted
 // on the dispatcher goroutine through the session's memo (nsMemo.c): a
@@ -31,20 +46,42 @@ type nsCounts struct {
 }
 
 // nsTable is the Service's nsCounts by namespace key (the namespace as
-// the index keys blocks), at most MaxNamespaces of them, and other for
-// the rest. Dispatcher goroutine only.
+// the index keys blocks): without tenants at most MaxNamespaces of them
+// and other for the rest; under tenants at most share per domain (held,
+// by tenant.Domain.Index) and the rest of a domain in others[its Index].
+// Dispatcher goroutine only.
 type nsTable struct {
-	m     map[abi.Namespace]*nsCounts
-	other nsCounts
+	m      map[abi.Namespace]*nsCounts
+	other  nsCounts   // beyond MaxNamespaces; namespaces of no domain
+	share  int        // rows a domain may hold (nsShare); 0 until setDomains
+	held   []int      // rows held, by domain Index
+	others []nsCounts // beyond share, by domain Index (domain set)
 }
 
-// get returns key's counts, made on first use while the table has room;
-// &t.other beyond MaxNamespaces.
+// setDomains sizes the table for the tenants' domains (tenant.Set.Domains,
+// in Index order); without tenants it is not called.
+func (t *nsTable) setDomains(ds []*tenant.Domain) {
+	t.share = nsShare(len(ds))
+	t.held = make([]int, len(ds))
+	t.others = make([]nsCounts, len(ds))
+	for i, d := range ds {
+		t.others[i].domain = d
+	}
+}
+
+// get returns key's counts, made on first use while the table has room:
+// without a domain (d nil), while it holds fewer than MaxNamespaces rows,
+// else &t.other; with one, while d holds fewer than its share, else d's
+// other counts.
 func (t *nsTable) get(key, ns abi.Namespace, d *tenant.Domain) *nsCounts {
 	if c := t.m[key]; c != nil {
 		return c
 	}
-	if len(t.m) >= MaxNamespaces {
+	tenanted := d != nil && d.Index < len(t.held)
+	switch {
+	case tenanted && t.held[d.Index] >= t.share:
+		return &t.others[d.Index]
+	case !tenanted && len(t.m) >= MaxNamespaces:
 		return &t.other
 	}
 	if t.m == nil {
@@ -52,14 +89,20 @@ func (t *nsTable) get(key, ns abi.Namespace, d *tenant.Domain) *nsCounts {
 	}
 	c := &nsCounts{ns: ns, domain: d}
 	t.m[key] = c
+	if tenanted {
+		t.held[d.Index]++
+	}
 	return c
 }
 
-// lookup returns key's counts (&t.other for a key the table does not
-// hold).
-func (t *nsTable) lookup(key abi.Namespace) *nsCounts {
+// lookup returns key's counts; for a key the table does not hold, the
+// other counts of the tiers' domain dom (index.NoDomain: &t.other).
+func (t *nsTable) lookup(key abi.Namespace, dom index.Domain) *nsCounts {
 	if c := t.m[key]; c != nil {
 		return c
+	}
+	if i := int(dom) - 1; dom != index.NoDomain && i < len(t.others) {
+		return &t.others[i]
 	}
 	return &t.other
 }
@@ -91,8 +134,11 @@ type NamespaceStat struct {
 	// Domain is the tenant domain the key belongs to: its tenant's name,
 	// or its sharing group's; "" without tenants, or when unknown.
 	Domain string
-	// Other is the row of the namespaces beyond MaxNamespaces, summed
-	// (Key and Namespace zero).
+	// Other is a row of the namespaces beyond the rows a domain may hold,
+	// summed (Key and Namespace zero): without tenants the one of those
+	// beyond MaxNamespaces; under tenants one per domain, Domain naming
+	// it, beyond its share (MaxNamespaces / domains), and one with Domain
+	// "" for blocks of no known domain beyond that share.
 	Other bool
 	// Resident blocks and their bytes (block bytes, all layers) in the
 	// RAM tier (sealed) and the SSD tier (durable).
@@ -108,7 +154,8 @@ type NamespaceStat struct {
 // (ScanNamespaces), which Namespaces completes off the dispatcher.
 type NamespaceScan struct {
 	rows    map[abi.Namespace]*NamespaceStat
-	other   NamespaceStat
+	others  map[string]*NamespaceStat // by Domain: the table's other counts
+	share   int                       // the rows a domain may list (nsShare)
 	tenants bool
 }
 
@@ -118,9 +165,16 @@ type NamespaceScan struct {
 // holds the dispatcher for its time; BenchmarkByNamespace). Dispatcher
 // goroutine only.
 func (s *Service) ScanNamespaces() *NamespaceScan {
-	sc := &NamespaceScan{rows: make(map[abi.Namespace]*NamespaceStat, len(s.nsTab.m)), tenants: len(s.tenants) > 0}
-	sc.other = NamespaceStat{Other: true}
-	addCounts(&sc.other, &s.nsTab.other)
+	sc := &NamespaceScan{rows: make(map[abi.Namespace]*NamespaceStat, len(s.nsTab.m)), others: map[string]*NamespaceStat{},
+		share: MaxNamespaces, tenants: len(s.tenants) > 0}
+	if sc.tenants {
+		sc.share = s.nsTab.share
+	}
+	addCounts(sc.other(""), &s.nsTab.other)
+	for i := range s.nsTab.others {
+		c := &s.nsTab.others[i]
+		addCounts(sc.other(c.domain.Name), c)
+	}
 	for key, c := range s.nsTab.m {
 		r := &NamespaceStat{Key: key, Namespace: c.ns, Known: true}
 		if c.domain != nil {
@@ -135,8 +189,10 @@ func (s *Service) ScanNamespaces() *NamespaceScan {
 		}
 		if r := sc.rows[st.ns.to]; r != nil {
 			r.Sessions++
+		} else if st.ns.t != nil {
+			sc.other(st.ns.t.Domain.Name).Sessions++
 		} else {
-			sc.other.Sessions++
+			sc.other("").Sessions++
 		}
 	}
 	for key, u := range s.idx.ByNamespace() {
@@ -166,6 +222,28 @@ func addCounts(r *NamespaceStat, c *nsCounts) {
 	r.Published += c.published
 }
 
+// addRow adds r's figures to the other row o.
+func addRow(o, r *NamespaceStat) {
+	o.RAMBlocks += r.RAMBlocks
+	o.RAMBytes += r.RAMBytes
+	o.SSDBlocks += r.SSDBlocks
+	o.SSDBytes += r.SSDBytes
+	o.Queries += r.Queries
+	o.HitBlocks += r.HitBlocks
+	o.Published += r.Published
+	o.Sessions += r.Sessions
+}
+
+// other is domain's other row ("" without tenants, or of no known domain).
+func (sc *NamespaceScan) other(domain string) *NamespaceStat {
+	o := sc.others[domain]
+	if o == nil {
+		o = &NamespaceStat{Other: true, Domain: domain}
+		sc.others[domain] = o
+	}
+	return o
+}
+
 // row is key's row, made for a key of no counted namespace (its
 // namespace is known without tenants only).
 func (sc *NamespaceScan) row(key abi.Namespace) *NamespaceStat {
@@ -182,55 +260,55 @@ func (sc *NamespaceScan) row(key abi.Namespace) *NamespaceStat {
 
 // Namespaces completes sc with the SSD tier's resident blocks by
 // namespace (a walk of the SSD tier's entries under its lock, off the
-// dispatcher) and returns the rows: the counted namespaces, then those
-// only resident, largest first, up to MaxNamespaces rows in all; the
-// rest summed into a last row with Other set, present only when it
-// counts something. Rows are sorted by domain, namespace and key. Safe
-// from any goroutine.
+// dispatcher) and returns the rows. Rows are taken per domain (one group
+// without tenants; under tenants one per domain, and one of the keys of
+// no known domain, Domain ""): a group's counted namespaces first (under
+// tenants), then those only resident, largest first, up to the group's
+// share of rows (MaxNamespaces without tenants, MaxNamespaces / domains
+// under them; a domain counts at most that many namespaces, so its
+// counted ones are all listed); the rest of the group is summed into its
+// other row, listed only when it counts something. A domain's namespaces
+// never take another domain's rows nor go into its other row. Rows are
+// sorted by domain, then namespaces counted, resident, and the other row,
+// each by namespace and key. Safe from any goroutine.
 func (s *Service) Namespaces(sc *NamespaceScan) []NamespaceStat {
 	for key, u := range s.tiers.SSDByNamespace() {
 		r := sc.row(key)
 		r.SSDBlocks += u.Blocks
 		r.SSDBytes += u.Bytes
 	}
-	rows := make([]*NamespaceStat, 0, len(sc.rows))
+	groups := map[string][]*NamespaceStat{}
 	for _, r := range sc.rows {
-		rows = append(rows, r)
+		groups[r.Domain] = append(groups[r.Domain], r)
 	}
-	// The counted namespaces first (at most MaxNamespaces), then the
-	// largest of the others.
-	slices.SortFunc(rows, func(a, b *NamespaceStat) int {
-		if a.Known != b.Known && sc.tenants {
-			if a.Known {
-				return -1
+	out := make([]NamespaceStat, 0, min(len(sc.rows), MaxNamespaces)+len(sc.others))
+	for domain, rows := range groups {
+		slices.SortFunc(rows, func(a, b *NamespaceStat) int {
+			if a.Known != b.Known && sc.tenants {
+				if a.Known {
+					return -1
+				}
+				return 1
 			}
-			return 1
+			return cmp.Compare(b.RAMBytes+b.SSDBytes, a.RAMBytes+a.SSDBytes)
+		})
+		for i, r := range rows {
+			if i < sc.share {
+				out = append(out, *r)
+			} else {
+				addRow(sc.other(domain), r)
+			}
 		}
-		return cmp.Compare(b.RAMBytes+b.SSDBytes, a.RAMBytes+a.SSDBytes)
-	})
-	out := make([]NamespaceStat, 0, min(len(rows), MaxNamespaces)+1)
-	other := sc.other
-	for i, r := range rows {
-		if i < MaxNamespaces {
-			out = append(out, *r)
-			continue
+	}
+	for domain, o := range sc.others {
+		if *o != (NamespaceStat{Other: true, Domain: domain}) {
+			out = append(out, *o)
 		}
-		other.RAMBlocks += r.RAMBlocks
-		other.RAMBytes += r.RAMBytes
-		other.SSDBlocks += r.SSDBlocks
-		other.SSDBytes += r.SSDBytes
-		other.Queries += r.Queries
-		other.HitBlocks += r.HitBlocks
-		other.Published += r.Published
-		other.Sessions += r.Sessions
 	}
 	slices.SortFunc(out, func(a, b NamespaceStat) int {
-		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(b2i(a.Known), b2i(b.Known)),
+		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(b2i(!a.Other), b2i(!b.Other)), cmp.Compare(b2i(a.Known), b2i(b.Known)),
 			bytes.Compare(a.Namespace[:], b.Namespace[:]), bytes.Compare(a.Key[:], b.Key[:]))
 	})
-	if other != (NamespaceStat{Other: true}) {
-		out = append(out, other)
-	}
 	return out
 }
 

@@ -154,3 +154,74 @@ func BenchmarkUntrackedQuery(b *testing.B) {
 	b.StopTimer()
 	r.close(a)
 }
+
+// Under tenants each domain holds at most its share of the rows
+// (MaxNamespaces / domains): a domain that uses more namespaces has the
+// rest counted in an other row of its own (its Domain set), so another
+// domain keeps its own row with exact figures, and no other row mixes
+// two domains. Resident blocks of a domain's namespaces beyond its share
+// are summed in that domain's other row.
+func TestNamespacesATenantsFloodStaysInItsShare(t *testing.T) {
+	set, err := tenant.Parse([]string{"evil=uid:4242", "victim=uid:4343"}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigWith(t, Spec{Tiers: tier.Spec{RAM: ram.Spec{CapacityBytes: 1 << 20}}, Tenants: set})
+	open := func(name string, uid uint32) *session.Session {
+		s, _ := r.openAs(session.Peer{PID: int32(uid), UID: uid, InstanceID: name, Tenant: set.ByName(name)})
+		return s
+	}
+	evil, victim := open("evil", 4242), open("victim", 4343)
+	share := MaxNamespaces / 2
+	const flood = 1100
+	for i := range flood {
+		if resp := r.call(evil, abi.CmdQueryBundle, queryDesc(abi.Namespace{0xee, byte(i), byte(i >> 8)}, hash(0)), 0); status(resp) != abi.StatusMiss {
+			t.Fatalf("evil's query %d: %v, want Miss", i, status(resp))
+		}
+	}
+	// One publish beyond evil's share: its blocks are resident under a
+	// key of no row of its own.
+	r.call(evil, abi.CmdPublish, publishDesc(ns2, tLayers, []abi.BlockHash{hash(7)}, []uint32{0}), 0)
+	r.call(victim, abi.CmdPublish, publishDesc(ns1, tLayers, []abi.BlockHash{hash(0), hash(1), hash(2), hash(3)}, []uint32{0, 1, 2, 3}), 0)
+	lease := r.call(victim, abi.CmdQueryBundle, queryDesc(ns1, hash(0), hash(1), hash(2), hash(3)), 0)
+	if status(lease) != abi.StatusOK || lease.Arg0 != 4 {
+		t.Fatalf("victim's query: %v hits %d, want Ok 4", status(lease), lease.Arg0)
+	}
+
+	rows := r.svc.Namespaces(r.svc.ScanNamespaces())
+	vkey := abi.Namespace(set.ByName("victim").Namespace(ns1))
+	var evilRows, victimRows int
+	var evilOther *NamespaceStat
+	for i, n := range rows {
+		switch {
+		case n.Other && n.Domain == "evil":
+			evilOther = &rows[i]
+		case n.Other:
+			t.Errorf("an other row of domain %q: %+v; want evil's alone", n.Domain, n)
+		case n.Domain == "evil":
+			evilRows++
+		case n.Domain == "victim":
+			victimRows++
+			want := NamespaceStat{Key: vkey, Namespace: ns1, Known: true, Domain: "victim", RAMBlocks: 4, RAMBytes: 4 * tLayers * tPageBytes,
+				Queries: 1, HitBlocks: 4, Published: 4, Sessions: 1}
+			if n != want {
+				t.Errorf("victim's row = %+v\nwant %+v", n, want)
+			}
+		default:
+			t.Errorf("a row of domain %q: %+v", n.Domain, n)
+		}
+	}
+	if victimRows != 1 {
+		t.Errorf("victim has %d rows, want 1", victimRows)
+	}
+	if evilRows != share {
+		t.Errorf("evil holds %d rows, want its share %d", evilRows, share)
+	}
+	want := NamespaceStat{Other: true, Domain: "evil", RAMBlocks: 1, RAMBytes: tLayers * tPageBytes, Queries: flood - uint64(share), Published: 1, Sessions: 1}
+	if evilOther == nil || *evilOther != want {
+		t.Errorf("evil's other row = %+v, want %+v", evilOther, want)
+	}
+	r.call(victim, abi.CmdRelease, nil, lease.Arg1)
+	r.close(evil)
+	r.close(victim)
+}

@@ -237,6 +237,9 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	for _, d := range s.Tenants.Domains() {
 		tiers.SetQuota(domainOf(d), d.RAMBytes, d.SSDBytes)
 	}
+	if s.Tenants.Len() > 0 {
+		svc.nsTab.setDomains(s.Tenants.Domains())
+	}
 	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lim)
 	svc.tickets = ticket.NewSet(ticketHost{svc}, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)

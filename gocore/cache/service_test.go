@@ -78,7 +78,13 @@ func newRigWith(t testing.TB, spec Spec) *rig {
 // pages of tPageBytes.
 func (r *rig) open() (*session.Session, []byte) {
 	r.t.Helper()
-	s, err := r.table.Open(session.Peer{PID: 1, InstanceID: "test"})
+	return r.openAs(session.Peer{PID: 1, InstanceID: "test"})
+}
+
+// openAs is open for a session of peer p.
+func (r *rig) openAs(p session.Peer) (*session.Session, []byte) {
+	r.t.Helper()
+	s, err := r.table.Open(p)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (h ticketHost) Delivered(b *ticket.Book, ns abi.Namespace, hits uint32) {
 	if st := h.s.sessions[b.Sess.Index]; st != nil && st.book == b && st.ns.valid && st.ns.to == ns {
 		c = st.ns.c
 	} else {
-		c = h.s.nsTab.lookup(ns)
+		c = h.s.nsTab.lookup(ns, b.Domain)
 	}
 	c.queries++
 	c.hitBlocks += uint64(hits)

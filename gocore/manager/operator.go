@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/buildinfo"
@@ -90,6 +91,53 @@ type operatorState struct {
 	drainReply *operatorpb.DrainReply
 	drainMu    sync.Mutex
 	drainBegun bool // under drainMu
+	// nsScan is the namespace listing in flight (Namespaces), shared by
+	// the calls that arrive while it runs.
+	nsScan flight[*operatorpb.NamespacesReply]
+}
+
+// flight runs one call of a function at a time and hands its result to
+// every caller that arrived while it ran: of N concurrent callers one
+// runs it and the others wait for and share its result, which is then at
+// most one run's time older than their call.
+type flight[T any] struct {
+	mu  sync.Mutex
+	cur *flightCall[T] // under mu: the run in flight, nil when none
+}
+
+type flightCall[T any] struct {
+	done chan struct{} // closed when v and err are set
+	v    T
+	err  error
+}
+
+// do returns run's result: of the run in flight when there is one, else
+// of a run it starts. A caller whose ctx ends first returns ctx's error;
+// the run goes on for the others.
+func (f *flight[T]) do(ctx context.Context, run func() (T, error)) (T, error) {
+	f.mu.Lock()
+	c := f.cur
+	if c == nil {
+		c = &flightCall[T]{done: make(chan struct{})}
+		f.cur = c
+		f.mu.Unlock()
+		go func() {
+			c.v, c.err = run()
+			f.mu.Lock()
+			f.cur = nil
+			f.mu.Unlock()
+			close(c.done)
+		}()
+	} else {
+		f.mu.Unlock()
+	}
+	select {
+	case <-c.done:
+		return c.v, c.err
+	case <-ctx.Done():
+		var zero T
+		return zero, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // startOperator binds the operator socket and serves it.
@@ -235,12 +283,23 @@ func BuildInfo() *operatorpb.BuildInfo {
 
 // Namespaces lists the namespaces (cache.Service.Namespaces): the
 // counters and the RAM tier's walk on the dispatcher, the SSD tier's walk
-// off it.
-func (o *operatorService) Namespaces(context.Context, *operatorpb.NamespacesRequest) (*operatorpb.NamespacesReply, error) {
-	m := o.m
-	if m.Cache == nil {
+// off it. One listing runs at a time (operatorState.nsScan): calls that
+// arrive while one runs share its reply, so the dispatcher holds at most
+// one walk queued or running and a ping waits for at most one walk's time.
+func (o *operatorService) Namespaces(ctx context.Context, _ *operatorpb.NamespacesRequest) (*operatorpb.NamespacesReply, error) {
+	if o.m.Cache == nil {
 		return &operatorpb.NamespacesReply{}, nil
 	}
+	r, err := o.m.op.nsScan.do(ctx, o.namespaces)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Clone(r).(*operatorpb.NamespacesReply), nil // each call's reply is its own to marshal
+}
+
+// namespaces is one namespace listing.
+func (o *operatorService) namespaces() (*operatorpb.NamespacesReply, error) {
+	m := o.m
 	var sc *cache.NamespaceScan
 	var took time.Duration
 	if err := o.onDispatcher(func() {

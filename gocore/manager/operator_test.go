@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,82 @@ func TestRunDoesNotWaitForAnIdleOperatorConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return 10s after its context ended, with an idle operator connection open")
 	}
+}
+
+// Of N concurrent callers of a flight one runs the function at a time and
+// the others share its result: runs never overlap, and N callers cause
+// fewer than N runs.
+func TestAFlightRunsOneCallAtATimeAndSharesItsResult(t *testing.T) {
+	const n = 16
+	var f flight[int]
+	var mu sync.Mutex
+	var inFlight, most, runs int
+	run := func() (int, error) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		runs++
+		r := runs
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond) // a walk of the index
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return r, nil
+	}
+	var wg sync.WaitGroup
+	got := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := f.do(context.Background(), run)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		}()
+	}
+	wg.Wait()
+	if most != 1 || runs >= n {
+		t.Fatalf("%d concurrent callers: %d runs, %d at once; want one at a time and fewer runs than callers (results %v)", n, runs, most, got)
+	}
+	for i, v := range got {
+		if v < 1 || v > runs {
+			t.Errorf("caller %d got %d, not a run's result (%d runs)", i, v, runs)
+		}
+	}
+	// A caller whose context ends waits no longer; the run goes on.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.do(ctx, run); status.Code(err) != codes.Canceled {
+		t.Errorf("a cancelled caller: %v, want Canceled", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
+// Concurrent Namespaces calls on a serving Manager share listings and
+// each gets the whole reply.
+func TestConcurrentNamespacesCallsEachGetTheListing(t *testing.T) {
+	m, err := New(testSpec(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	go m.Serve()
+	o := &operatorService{m: m}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := o.Namespaces(ctx, &operatorpb.NamespacesRequest{})
+			if err != nil || r == nil || len(r.Namespaces) != 0 {
+				t.Errorf("Namespaces = %v %v, want an empty listing", r, err)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -136,48 +136,66 @@ func (r *readiness) set(phase string) {
 	}
 }
 
-// watchdog keeps systemd's watchdog (WatchdogSec=, WATCHDOG_USEC) fed from
-// the dispatcher's health: every period it checks that the probe started
-// one period earlier (a no-op run on the dispatcher goroutine through
-// channel.Dispatcher.Do) has returned, sends WATCHDOG=1 if it did and
-// starts the next. A dispatcher that has not come back to its control
-// events within one period (stuck in a handler, a copy completion or a
-// kernel call) gets no WATCHDOG=1, so after the unit's WatchdogSec=
-// systemd kills and restarts the Manager; one error line says so, and an
-// info line when it answers again. The Manager calls it with period =
-// WATCHDOG_USEC/2, as sd_watchdog_enabled(3) advises. It returns when stop
-// is closed or a probe fails (the dispatcher stopped: shutdown).
-func watchdog(period time.Duration, probe func() error, send func(string), stop <-chan struct{}, log *slog.Logger) {
-	t := time.NewTicker(period)
+// watchdog keeps systemd's watchdog (WatchdogSec=, WATCHDOG_USEC: interval
+// W) fed from the dispatcher's health. Every W/4 it starts a probe (a no-op
+// run on the dispatcher goroutine through channel.Dispatcher.Do) unless one
+// is in flight, and sends WATCHDOG=1 if the last probe to return did so
+// less than W/2 ago; a probe that returns after WATCHDOG=1 was withheld
+// gets one at once. Hence, for a dispatcher that stops running control
+// events (stuck in a handler, a copy completion or a kernel call) for S:
+//
+//   - S < W is survived: the last WATCHDOG=1 before the stall is sent after
+//     it began (the tick after its start finds the last return less than W/4
+//     old) and the next when it ends, so no two are W apart (short of this
+//     goroutine's scheduling delay);
+//   - WATCHDOG=1 stops once the last return is W/2 old, so the last one is
+//     sent less than W/2 after the stall began and systemd kills and
+//     restarts the Manager less than 3W/2 after it began if it lasts that
+//     long. A stall between W and 3W/2 may be either.
+//
+// One error line says WATCHDOG=1 is withheld, and an info line when the
+// dispatcher answers again. It returns when stop is closed or a probe
+// fails (the dispatcher stopped: shutdown).
+func watchdog(interval time.Duration, probe func() error, send func(string), stop <-chan struct{}, log *slog.Logger) {
+	tick, allowed := interval/4, interval/2
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	var pending chan error // the probe in flight
-	var stalledSince time.Time
+	answered := time.Now() // when the last probe returned (the start counts as one)
+	var withheld bool
+	start := func() {
+		pending = make(chan error, 1)
+		go func(c chan<- error) { c <- probe() }(pending)
+	}
+	start()
 	for {
-		if pending == nil {
-			pending = make(chan error, 1)
-			go func(c chan<- error) { c <- probe() }(pending)
-		}
 		select {
 		case <-stop:
 			return
-		case <-t.C:
-		}
-		select {
 		case err := <-pending:
 			pending = nil
 			if err != nil {
 				return
 			}
-			if !stalledSince.IsZero() {
-				log.Info("watchdog: the dispatcher answers again; WATCHDOG=1 resumed", slog.Duration("stalled", time.Since(stalledSince).Round(time.Millisecond)))
-				stalledSince = time.Time{}
+			now := time.Now()
+			if withheld {
+				log.Info("watchdog: the dispatcher answers again; WATCHDOG=1 resumed", slog.Duration("stalled", now.Sub(answered).Round(time.Millisecond)))
+				withheld = false
+				send("WATCHDOG=1")
 			}
-			send("WATCHDOG=1")
-		default:
-			if stalledSince.IsZero() {
-				stalledSince = time.Now().Add(-period)
-				log.Error("watchdog: the dispatcher has not run a control event for a whole watchdog period; WATCHDOG=1 withheld, so systemd restarts the Manager if it stays stalled",
-					slog.Duration("period", period))
+			answered = now
+		case <-t.C:
+			if pending == nil {
+				start()
+			}
+			if time.Since(answered) < allowed {
+				send("WATCHDOG=1")
+				continue
+			}
+			if !withheld {
+				withheld = true
+				log.Error("watchdog: the dispatcher has not run a control event for half the watchdog interval; WATCHDOG=1 withheld, so systemd restarts the Manager if it stays stalled",
+					slog.Duration("watchdog_usec", interval), slog.Duration("stalled", time.Since(answered).Round(time.Millisecond)))
 			}
 		}
 	}
@@ -195,10 +213,10 @@ func (m *Manager) startWatchdog() {
 	if interval <= 0 {
 		return
 	}
-	period := interval / 2
-	m.log.Info("watchdog: sending WATCHDOG=1 while the dispatcher answers", slog.Duration("watchdog_usec", interval), slog.Duration("period", period))
+	m.log.Info("watchdog: sending WATCHDOG=1 while the dispatcher answers", slog.Duration("watchdog_usec", interval),
+		slog.Duration("probe_every", interval/4), slog.Duration("allowed_stall", interval/2))
 	disp := m.Dispatcher
-	go watchdog(period, func() error { return disp.Do(func() {}) }, notify, disp.Done(), m.log)
+	go watchdog(interval, func() error { return disp.Do(func() {}) }, notify, disp.Done(), m.log)
 }
 
 // notify sends state to systemd's NOTIFY_SOCKET; without one (not started

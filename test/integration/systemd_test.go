@@ -116,12 +116,13 @@ func (n *notifyListener) count(state string) int {
 }
 
 // Started with WATCHDOG_USEC (systemd's WatchdogSec=), the Manager sends
-// WATCHDOG=1 every half interval once serving, while its dispatcher runs;
+// WATCHDOG=1 every quarter interval once serving, while its dispatcher runs;
 // the stall side (no WATCHDOG=1 from a stuck dispatcher) is
-// gocore/manager's TestWatchdogFollowsTheDispatchersHealth.
+// gocore/manager's TestWatchdogFollowsTheDispatchersHealth and
+// TestWatchdogSurvivesAStallShorterThanWatchdogSecAndNotALongOne.
 func TestTheManagerFeedsSystemdsWatchdog(t *testing.T) {
 	n := listenNotify(t)
-	t.Setenv("WATCHDOG_USEC", "400000") // 400 ms: WATCHDOG=1 every 200 ms
+	t.Setenv("WATCHDOG_USEC", "400000") // 400 ms: WATCHDOG=1 every 100 ms
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	m := startManagerBin(t, "orbitkv-manager", sock, launch.NoHTTP, 10*time.Second, "--ram-capacity", "64MiB", "--hugepages", "off")
 	ready := n.until("READY=1", 10*time.Second)
@@ -131,7 +132,7 @@ func TestTheManagerFeedsSystemdsWatchdog(t *testing.T) {
 	}
 	took := time.Since(start)
 	if took > 5*time.Second {
-		t.Errorf("5 WATCHDOG=1 took %v, want about 1 s at one per 200 ms", took)
+		t.Errorf("5 WATCHDOG=1 took %v, want about 0.5 s at one per 100 ms", took)
 	}
 	for i, g := range n.got[:ready] {
 		if g == "WATCHDOG=1" {
