@@ -36,7 +36,8 @@
 #      handle; the device fault is armed through its loopback HTTP control
 #      (POST /debug/failpoints/cuda-device-fault?module=fault.ptx) and the
 #      next publish's copy job launches fault.cu's kernel ahead of its
-#      copies: the Manager must end in fail-stop (exit 2 or SIGABRT, with
+#      copies: the Manager must end in fail-stop (death by SIGABRT, or the
+#      SIGQUIT Go's crash traceback relays among its threads, with
 #      "orbitkv-manager: fail-stop:" in its log) and the publish must fail.
 #
 # Output: OUTDIR (default ./gpu-check-out) holds each step's log and
@@ -140,10 +141,10 @@ else
 	crc=$?
 	wait $fpid
 	mrc=$?
-	if [ $crc = 0 ] && { [ $mrc = 2 ] || [ $mrc = 134 ]; } && grep -q "orbitkv-manager: fail-stop:" "$out/fault-manager.log"; then
+	if [ $crc = 0 ] && { [ $mrc = 134 ] || [ $mrc = 131 ]; } && grep -q "orbitkv-manager: fail-stop:" "$out/fault-manager.log"; then
 		row manager-fault "pass (Manager exit $mrc; $(grep -m1 -o 'fail-stop: .*' "$out/fault-manager.log"))"
 	else
-		row manager-fault "fail (client exit $crc: $(tail -1 "$out/fault-client.log"); Manager exit $mrc, want 2 or 134 with a fail-stop line; see fault-manager.log)"
+		row manager-fault "fail (client exit $crc: $(tail -1 "$out/fault-client.log"); Manager exit $mrc, want 134 (SIGABRT) or 131 (SIGQUIT) with a fail-stop line; see fault-manager.log)"
 	fi
 fi
 

@@ -373,7 +373,8 @@ func failed(log *slog.Logger, msg string, code int, err error) error {
 func main() {
 	// A crash (an unrecovered panic, a fatal runtime error, SIGABRT from
 	// systemd's watchdog or from the CUDA backend's fail-stop abort()) ends
-	// the process by SIGABRT rather than Go's default exit status 2, which
+	// the process by SIGABRT (or the SIGQUIT the runtime relays among its
+	// threads) rather than Go's default exit status 2, which
 	// is the configuration error's status (exit.go): the unit's
 	// RestartPreventExitStatus=2 then never keeps a crashed Manager down.
 	// The process is not dumpable (dumpable.go), so the kernel writes no
