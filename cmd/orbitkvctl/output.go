@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
@@ -45,13 +46,19 @@ func printAs(w io.Writer, format string, m proto.Message, table func(io.Writer) 
 // the same field names, the same order, 64-bit integers as strings, so
 // the YAML parses back to the values the JSON carries. Strings that would
 // read as another type (a number as a string, "true") are quoted.
+//
+// A string holding a rune that is not printable (a server's string may)
+// is written as the table writes it (printable: Go escapes such as
+// \u202e), so no control, bidi or other invisible character reaches the
+// terminal; YAML's own escapes would keep some of them (it deems U+202E
+// printable).
 func printYAML(w io.Writer, m proto.Message) error {
 	b, err := jsonOut.Marshal(m)
 	if err != nil {
 		return err
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil { // JSON is YAML
+	if err := yaml.Unmarshal(safeJSON(b, true), &doc); err != nil { // JSON is YAML
 		return err
 	}
 	blockStyle(&doc)
@@ -73,6 +80,9 @@ func printYAML(w io.Writer, m proto.Message) error {
 // it.
 func blockStyle(n *yaml.Node) {
 	n.Style = 0
+	if n.Kind == yaml.ScalarNode {
+		n.Value = printable(n.Value)
+	}
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
@@ -80,18 +90,47 @@ func blockStyle(n *yaml.Node) {
 
 // printJSON writes m as one indented JSON document. protojson varies its
 // whitespace on purpose; json.Indent makes it the same on every run.
+// Every rune that is not printable is written as a JSON escape (safeJSON):
+// the values are the server's, the bytes carry nothing a terminal acts on.
 func printJSON(w io.Writer, m proto.Message) error {
 	b, err := jsonOut.Marshal(m)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := json.Indent(&out, safeJSON(b, false), "", "  "); err != nil {
 		return err
 	}
 	out.WriteByte('\n')
 	_, err = w.Write(out.Bytes())
 	return err
+}
+
+// safeJSON is the JSON document b with every rune that is neither
+// printable (unicode.IsPrint) nor JSON whitespace written as an escape:
+// \uXXXX, and above U+FFFF a UTF-16 pair (JSON) or \UXXXXXXXX (asYAML:
+// YAML reads JSON but takes no surrogate pairs). Outside its strings a
+// JSON document holds only ASCII punctuation, digits, letters and
+// whitespace, so each such rune is inside a string, and the escape keeps
+// its value.
+func safeJSON(b []byte, asYAML bool) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == '\n' || r == '\t' || r == '\r' || (unicode.IsPrint(r) && r != utf8.RuneError):
+			out = append(out, b[i:i+n]...)
+		case r > 0xFFFF && asYAML:
+			out = fmt.Appendf(out, "\\U%08x", r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, "\\u%04x\\u%04x", r1, r2)
+		default:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		}
+		i += n
+	}
+	return out
 }
 
 // table is a tab-aligned text table.

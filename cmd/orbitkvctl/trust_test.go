@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
+	"github.com/orbitkv/orbitkv/proto/operatorpb"
+	"go.yaml.in/yaml/v3"
 )
 
 // A table cell's control characters, non-printable runes and bytes that
@@ -36,6 +41,49 @@ func TestTableEscapesControlCharacters(t *testing.T) {
 	}
 	if got, want := b.String(), "status  serving \\x1b[2J\\x1b]0;PWNED\\a\npid     42\n"; got != want {
 		t.Errorf("table = %q, want %q", got, want)
+	}
+}
+
+// JSON and YAML carry a server's strings without a rune a terminal acts
+// on: JSON escapes each (\u009b), so it decodes to the server's value;
+// YAML writes it as the table does (\u009b as text), since YAML's own
+// escapes leave U+202E raw. Both stay parseable.
+func TestJSONAndYAMLEscapeWhatATerminalActsOn(t *testing.T) {
+	evil := "ev\u009b31mil \x1b]0;PWNED\a \u202egnp.exe \U000e0001 \ufeff ok"
+	m := &operatorpb.SessionsReply{Sessions: []*operatorpb.Session{{Instance: evil, Role: "engine"}}}
+	bad := func(b []byte) string {
+		for _, r := range string(b) {
+			if r != '\n' && !unicode.IsPrint(r) {
+				return fmt.Sprintf("%U", r)
+			}
+		}
+		return ""
+	}
+	var j bytes.Buffer
+	if err := printJSON(&j, m); err != nil {
+		t.Fatal(err)
+	}
+	if r := bad(j.Bytes()); r != "" {
+		t.Errorf("JSON carries %s raw:\n%s", r, j.String())
+	}
+	var back struct {
+		Sessions []struct{ Instance string } `json:"sessions"`
+	}
+	if err := json.Unmarshal(j.Bytes(), &back); err != nil || len(back.Sessions) != 1 || back.Sessions[0].Instance != evil {
+		t.Errorf("JSON decodes to %+v (%v), want the instance %q", back, err, evil)
+	}
+	var y bytes.Buffer
+	if err := printYAML(&y, m); err != nil {
+		t.Fatalf("YAML of a session with control characters: %v", err)
+	}
+	if r := bad(y.Bytes()); r != "" {
+		t.Errorf("YAML carries %s raw:\n%s", r, y.String())
+	}
+	var yb struct {
+		Sessions []struct{ Instance string } `yaml:"sessions"`
+	}
+	if err := yaml.Unmarshal(y.Bytes(), &yb); err != nil || len(yb.Sessions) != 1 || yb.Sessions[0].Instance != printable(evil) {
+		t.Errorf("YAML decodes to %+v (%v), want the instance %q", yb, err, printable(evil))
 	}
 }
 
