@@ -90,19 +90,10 @@ func TestRun(t *testing.T) {
 func TestSocketsFollowTheEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "none.sock")
-	run1, run0 := filepath.Join(dir, "run1"), filepath.Join(dir, "run0")
-	for _, d := range []string{run1, run0} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("unix", filepath.Join(run1, "manager.sock"))
-	if err != nil {
+	run1, run0 := servedRuntimeDir(t), filepath.Join(dir, "run0")
+	if err := os.Mkdir(run0, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	old := runtimeDir
-	defer func() { runtimeDir = old }()
 	for _, tc := range []struct {
 		name    string
 		env     []string // pairs: name, value
@@ -334,4 +325,22 @@ func TestIsTerminalIsFalseForAPipeAndABuffer(t *testing.T) {
 	if isTerminal(w) || isTerminal(&bytes.Buffer{}) {
 		t.Error("a pipe or a buffer taken for a terminal")
 	}
+}
+
+// servedRuntimeDir makes a runtime directory (mode 0755) holding a
+// listening manager.sock, for runtimeDir to point at; the test's cleanup
+// closes the listener and restores runtimeDir.
+func servedRuntimeDir(t *testing.T) string {
+	t.Helper()
+	run := filepath.Join(t.TempDir(), "run1")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(run, "manager.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := runtimeDir
+	t.Cleanup(func() { l.Close(); runtimeDir = old })
+	return run
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,17 +89,7 @@ func TestJSONAndYAMLEscapeWhatATerminalActsOn(t *testing.T) {
 // socket there; an explicit path gets the own uid, root and --manager-uid
 // (else ORBITKV_MANAGER_UID) only.
 func TestOperatorSocketTrust(t *testing.T) {
-	run1 := filepath.Join(t.TempDir(), "run1")
-	if err := os.Mkdir(run1, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", filepath.Join(run1, "manager.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	old := runtimeDir
-	defer func() { runtimeDir = old }()
+	run1 := servedRuntimeDir(t)
 	runtimeDir = run1
 	for _, k := range []string{"ORBITKV_OPERATOR_SOCKET", "ORBITKV_BOOTSTRAP_SOCKET", "ORBITKV_LISTEN", EnvManagerUID} {
 		t.Setenv(k, "")

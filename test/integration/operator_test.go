@@ -24,6 +24,13 @@ func ctl(t *testing.T, sock, stdin string, args ...string) (stdout, stderr strin
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "orbitkvctl"), append(args, "--socket", sock)...)
 	cmd.Stdin = strings.NewReader(stdin)
+	return runCtl(t, cmd)
+}
+
+// runCtl runs the orbitkvctl command cmd and returns stdout, stderr and
+// the exit status; it fails the test when cmd could not run at all.
+func runCtl(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -33,7 +40,7 @@ func ctl(t *testing.T, sock, stdin string, args ...string) (stdout, stderr strin
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	default:
-		t.Fatalf("orbitkvctl %q: %v", args, err)
+		t.Fatalf("%s: %v", cmd, err)
 	}
 	return o.String(), e.String(), code
 }
@@ -333,18 +340,7 @@ func ctlEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "orbitkvctl"), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("orbitkvctl %q: %v", args, err)
-	}
-	return o.String(), e.String(), code
+	return runCtl(t, cmd)
 }
 
 // TestTheSocketsFollowTheEnvironment: a Manager given RUNTIME_DIRECTORY
