@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"sync"
 
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
 	"golang.org/x/sys/unix"
@@ -140,14 +140,23 @@ func (s *Store) verifyOnOpen() {
 		return
 	}
 	total := uint64(len(pick))
-	var verified atomic.Uint64
+	// The workers complete verifications concurrently; the count and its
+	// report go together under progressMu, so Spec.Progress hears done
+	// rise one by one (1, 2, ... total) whichever worker finished.
+	var (
+		progressMu sync.Mutex
+		verified   uint64
+	)
 	s.spec.progress(StepVerify, 0, total)
 	for _, e := range pick {
 		b := <-bufs
 		s.mu.Lock()
 		e.pins++
 		s.q.push(getOp(opVerify, e, [][]byte{b}, func(error) {
-			s.spec.progress(StepVerify, verified.Add(1), total)
+			progressMu.Lock()
+			verified++
+			s.spec.progress(StepVerify, verified, total)
+			progressMu.Unlock()
 			bufs <- b
 		}))
 		s.mu.Unlock()

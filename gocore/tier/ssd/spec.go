@@ -92,8 +92,9 @@ type Spec struct {
 	// StepVerify (recovered blocks read back and checked, one call per
 	// block). Each step reports done == 0 first and done == total last; a
 	// step with nothing to do (an empty index, no block to verify) reports
-	// 0 of 0 once. Called on Open's goroutine, or (StepVerify) on an I/O
-	// worker's; it must not block.
+	// 0 of 0 once; done never falls within a step. Called on Open's
+	// goroutine, or (StepVerify) on an I/O worker's, one call at a time;
+	// it must not block.
 	Progress func(step string, done, total uint64, unit string)
 }
 
