@@ -204,7 +204,7 @@ func TestNoLibraryDependsOnToolsOrTests(t *testing.T) {
 func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
 	p := goList(t, nil, "./cmd/orbitkv-manager")[0]
 	for _, d := range p.Deps {
-		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/etcdtest", "internal/manpage", "internal/pyroscopetest", "internal/hosttest", "test/", "cmd/orbitkv-bench", "gocore/client", "gocore/pingpong", "gocore/trace"} {
+		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/etcdtest", "internal/manpage", "internal/pyroscopetest", "internal/hosttest", "internal/syncbuf", "test/", "cmd/orbitkv-bench", "gocore/client", "gocore/pingpong", "gocore/trace"} {
 			if strings.HasPrefix(d, module+bad) {
 				t.Errorf("orbitkv-manager depends on %s, a test- or bench-only package", d)
 			}

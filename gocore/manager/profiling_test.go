@@ -19,6 +19,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/internal/native"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/internal/pyroscopetest"
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 )
 
 // dispatcherFunc is the prefix of the dispatcher's functions in a profile.
@@ -128,24 +129,6 @@ func TestRunPushesProfilesInWhichTheDispatcherServesPings(t *testing.T) {
 	}
 }
 
-// syncLog is a log destination the test reads while the Manager writes.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A Pyroscope server that is down neither holds the start nor the
 // shutdown, and costs one log line however many uploads fail.
 func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
@@ -155,7 +138,7 @@ func TestADownPyroscopeServerCostsOneLineAndHoldsNothing(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there now: every upload is refused
-	var logs syncLog
+	var logs syncbuf.Buffer
 	s := testSpec(t, "127.0.0.1:0")
 	s.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s.Profiling = profiling.Spec{URL: down, UploadInterval: time.Second}

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,25 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 )
-
-// syncBuffer is a log destination safe for the watchdog's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The watchdog sends WATCHDOG=1 every interval/4 while each probe returns,
 // sends nothing while a probe is stuck (logging one error), resumes with
@@ -55,7 +38,7 @@ func TestWatchdogFollowsTheDispatchersHealth(t *testing.T) {
 		}
 		return nil
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	stop := make(chan struct{})
 	done := make(chan struct{})

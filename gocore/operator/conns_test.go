@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
@@ -55,7 +56,7 @@ func TestConnectionsBeyondTheLimitsAreClosedAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			var log syncBuffer
+			var log syncbuf.Buffer
 			s := listenIn(t, dir, -1, &log)
 			if tc.widen {
 				s.lim.mu.Lock()
@@ -143,7 +144,7 @@ func TestARefusedPeersConnectionIsClosed(t *testing.T) {
 	// The child's side: see TestPeersOfAnotherUIDAreRefused; here the
 	// connection itself is watched, from the server's counter.
 	dir := worldDir(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	s := listenIn(t, dir, -1, &log)
 	sock := filepath.Join(dir, "op.sock")
 	if err := os.Chmod(sock, 0o666); err != nil {

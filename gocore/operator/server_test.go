@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,10 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
@@ -25,24 +24,6 @@ type healthService struct {
 
 func (healthService) Health(context.Context, *operatorpb.HealthRequest) (*operatorpb.HealthReply, error) {
 	return &operatorpb.HealthReply{Status: "serving"}, nil
-}
-
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // listenIn serves healthService on dir/op.sock with gid (-1: none).
@@ -151,7 +132,7 @@ func TestPeersOfAnotherUIDAreRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := worldDir(t)
-			var log syncBuffer
+			var log syncbuf.Buffer
 			listenIn(t, dir, tc.gid, &log)
 			sock := filepath.Join(dir, "op.sock")
 			if tc.widen {

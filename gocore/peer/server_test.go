@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 	"github.com/orbitkv/orbitkv/proto/peerpb"
 )
 
@@ -536,26 +536,8 @@ func TestCRC32CIsCastagnoli(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestThePeersNodeIDIsLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	r := newRig(t, func(s *ServerSpec) { s.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	c := r.dial(t, "node-42")
 	if _, err := c.OpenTransfer(ctx5(t), testNS, []abi.BlockHash{hash(0)}, 1, 7); err != nil {
@@ -581,7 +563,7 @@ func TestThePeersNodeIDIsLogged(t *testing.T) {
 }
 
 func TestAConnectionThatDropsWhileTheSourcePinsLeavesNoPin(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	r := newRig(t, func(s *ServerSpec) { s.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	r.src.put(hash(0), 5000)
 	r.src.gate, r.src.pinning = make(chan struct{}), make(chan struct{}, 1)

@@ -1,41 +1,22 @@
 package profiling_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/internal/pyroscopetest"
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 )
 
 // every profile type the push sends, as pyroscopetest.Push.Types names them.
 var allTypes = []string{"cpu", "alloc_objects", "alloc_space", "inuse_objects", "inuse_space", "goroutine",
 	"mutex_count", "mutex_duration", "block_count", "block_duration"}
-
-// syncBuffer is a log destination the test reads while the push writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
-}
 
 func TestEveryProfileTypeArrivesTaggedAndAuthenticated(t *testing.T) {
 	rcv := pyroscopetest.New(t)
@@ -102,23 +83,23 @@ func TestEveryProfileTypeArrivesTaggedAndAuthenticated(t *testing.T) {
 func TestFailingUploadsAreLoggedOnceAndTheirRecoveryOnce(t *testing.T) {
 	rcv := pyroscopetest.New(t)
 	rcv.Answer(http.StatusServiceUnavailable)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	p, err := profiling.Start(profiling.Spec{URL: rcv.URL(), UploadInterval: time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Stop()
 	waitFor(t, "three failed uploads", func() bool { _, failed := p.Uploads(); return failed >= 3 })
-	if n := logs.count("upload to pyroscope failed"); n != 1 {
-		t.Fatalf("%d failure lines after 3 failed uploads, want 1:\n%s", n, logs.b.String())
+	if n := strings.Count(logs.String(), "upload to pyroscope failed"); n != 1 {
+		t.Fatalf("%d failure lines after 3 failed uploads, want 1:\n%s", n, logs.String())
 	}
-	if logs.count("503") == 0 {
-		t.Errorf("the failure line does not give the status:\n%s", logs.b.String())
+	if strings.Count(logs.String(), "503") == 0 {
+		t.Errorf("the failure line does not give the status:\n%s", logs.String())
 	}
 	rcv.Answer(http.StatusOK)
 	waitFor(t, "an accepted push", func() bool { return len(rcv.Pushes()) > 0 })
-	waitFor(t, "the recovery line", func() bool { return logs.count("uploads to pyroscope succeed again") == 1 })
-	if n := logs.count("upload to pyroscope failed"); n != 1 {
+	waitFor(t, "the recovery line", func() bool { return strings.Count(logs.String(), "uploads to pyroscope succeed again") == 1 })
+	if n := strings.Count(logs.String(), "upload to pyroscope failed"); n != 1 {
 		t.Errorf("%d failure lines, want still 1", n)
 	}
 }

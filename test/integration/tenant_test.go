@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,10 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orbitkv/orbitkv/internal/syncbuf"
 )
 
 // Tenant uids of these tests: numbers no account uses, so nothing of a
@@ -210,25 +210,6 @@ func figuresOf(t *testing.T, sock, name string) tenantFigures {
 	return tenantFigures{}
 }
 
-// lockedBuffer is an output buffer a child process writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var honestLine = regexp.MustCompile(`honest queried (\d+) hit (\d+) unadmitted (\d+) mismatched (\d+)`)
 
 // honestFigures are one run of the honest workload: its hit ratio (from
@@ -280,7 +261,7 @@ func (e *tenantEnv) startHostile(t *testing.T) *exec.Cmd {
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), trustRoot)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tenantB, Gid: tenantB}}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
