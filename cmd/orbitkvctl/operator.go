@@ -335,12 +335,16 @@ group's), so TENANT goes with it ("evict --namespace HEX --tenant NAME"), and
 the KEY column shows the mixed key ("evict --key HEX"); a key no session used
 since the Manager started (blocks recovered from the SSD tier) shows its KEY
 only, since the mix cannot be undone. The Manager counts at most 1024
-namespaces apart; the rest are summed in a last row named "other".
+namespaces apart; the rest are summed in a row named "other". With tenants
+each tenant (or sharing group) holds at most 1024 / their number of those
+rows, and its namespaces beyond them are summed in an "other" row of its
+own, so one tenant's namespaces never hide another's.
 
 The resident figures come from a walk of the RAM tier's index on the
 Manager's dispatcher (about 0.1 s per million blocks, during which
-it serves no request) and of the SSD tier's entries; the figures are per
-tenant, so this command is on the operator socket only.`,
+it serves no request; concurrent calls share one walk) and of the SSD
+tier's entries; the figures are per tenant, so this command is on the
+operator socket only.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return ask(g, cmd, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.NamespacesReply, error) {
