@@ -30,6 +30,7 @@ require (
 	go.uber.org/zap v1.27.1
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.61.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -99,41 +100,18 @@ type operatorState struct {
 // flight runs one call of a function at a time and hands its result to
 // every caller that arrived while it ran: of N concurrent callers one
 // runs it and the others wait for and share its result, which is then at
-// most one run's time older than their call.
-type flight[T any] struct {
-	mu  sync.Mutex
-	cur *flightCall[T] // under mu: the run in flight, nil when none
-}
-
-type flightCall[T any] struct {
-	done chan struct{} // closed when v and err are set
-	v    T
-	err  error
-}
+// most one run's time older than their call (singleflight, one key).
+type flight[T any] struct{ g singleflight.Group }
 
 // do returns run's result: of the run in flight when there is one, else
 // of a run it starts. A caller whose ctx ends first returns ctx's error;
 // the run goes on for the others.
 func (f *flight[T]) do(ctx context.Context, run func() (T, error)) (T, error) {
-	f.mu.Lock()
-	c := f.cur
-	if c == nil {
-		c = &flightCall[T]{done: make(chan struct{})}
-		f.cur = c
-		f.mu.Unlock()
-		go func() {
-			c.v, c.err = run()
-			f.mu.Lock()
-			f.cur = nil
-			f.mu.Unlock()
-			close(c.done)
-		}()
-	} else {
-		f.mu.Unlock()
-	}
+	ch := f.g.DoChan("", func() (any, error) { return run() })
 	select {
-	case <-c.done:
-		return c.v, c.err
+	case r := <-ch:
+		v, _ := r.Val.(T)
+		return v, r.Err
 	case <-ctx.Done():
 		var zero T
 		return zero, status.FromContextError(ctx.Err()).Err()
