@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "KVConnectorWorkerMetadata",
+__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "KVConnectorWorkerMetadata", "SupportsHMA",
            "VLLM_AVAILABLE", "VLLM_IMPORT_ERROR", "VLLM_VERSION", "CACHE_HIT_HOST", "CACHE_HIT_DISK", "role_name"]
 
 VLLM_IMPORT_ERROR: str | None = None
@@ -29,6 +29,7 @@ try:  # pragma: no cover - vLLM is not installed where the tests run
         KVConnectorMetadata,
         KVConnectorRole,
         KVConnectorWorkerMetadata,
+        SupportsHMA,
     )
     from vllm.v1.metrics.cache_hit_source import CacheHitSource  # type: ignore
     import vllm as _vllm  # type: ignore
@@ -54,6 +55,13 @@ except Exception as _e:  # ImportError, or a vLLM that fails to import here
         scheduler, merged over workers by ``aggregate``)."""
 
         def aggregate(self, other: Any) -> Any:
+            raise NotImplementedError
+
+    class SupportsHMA:  # type: ignore[no-redef]
+        """Stand-in for vLLM's ``SupportsHMA`` (a connector that serves the
+        hybrid KV cache manager implements ``request_finished_all_groups``)."""
+
+        def request_finished_all_groups(self, request: Any, block_ids: tuple) -> tuple:
             raise NotImplementedError
 
     #: vLLM's ``CacheHitSource.HOST`` / ``.DISK`` (their string values here).

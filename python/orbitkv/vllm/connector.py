@@ -36,14 +36,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._base import CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1, role_name
+from ._base import (CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1, SupportsHMA,
+                    role_name)
+from .groups import KVGroups
 from .metadata import OrbitKVConnectorMetadata, OrbitKVWorkerMetadata
 from .options import OptionError, identity_base, parse_options
 from .scheduler import SchedulerSide
 from .stats import OrbitKVConnectorStats, build_prom_metrics
 from .worker import WorkerSide
 
-__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version"]
+__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version", "check_hash_seed"]
 
 #: vLLM release series (``major.minor``) the connector supports.
 SUPPORTED_VLLM = ("0.32",)
@@ -70,7 +72,26 @@ def _ranks(vllm_config: Any, tp_size: int, pp_size: int) -> tuple[int, int]:
         return rank % tp_size, (rank // tp_size) % pp_size
 
 
-class OrbitKVConnector(KVConnectorBase_V1):
+#: vLLM's ``prefix_caching_hash_algo`` values whose block hashes vLLM seeds
+#: randomly per process unless ``PYTHONHASHSEED`` is set
+#: (``resolve_none_hash_seed`` in vllm/v1/core/kv_cache_utils.py); the
+#: sha256 ones use a fixed seed.
+PER_PROCESS_SEEDED = ("xxhash", "xxhash_cbor")
+
+
+def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
+    """Raise ``OptionError`` when ``orbitkv.block_hashes="vllm"`` could not
+    hit across processes: vLLM's ``cache_config.prefix_caching_hash_algo``
+    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset."""
+    algo = str(getattr(getattr(vllm_config, "cache_config", None), "prefix_caching_hash_algo", None) or "sha256")
+    if algo in PER_PROCESS_SEEDED and not environ.get("PYTHONHASHSEED"):
+        raise OptionError(f"orbitkv.block_hashes=\"vllm\" with prefix_caching_hash_algo {algo!r} needs "
+                          "PYTHONHASHSEED set to one value in every vLLM process: without it vLLM seeds "
+                          f"{algo} randomly per process, so no other process could ever hit these blocks (or "
+                          "use sha256, vLLM's default, or orbitkv.block_hashes \"tokens\")")
+
+
+class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM KV connector backed by the node's OrbitKV Manager.
 
     ``OrbitKVConnector(vllm_config, role, kv_cache_config=None)``; ``role``
@@ -96,12 +117,15 @@ class OrbitKVConnector(KVConnectorBase_V1):
         extra = getattr(ktc, "kv_connector_extra_config", None) or {}
         tp = int(getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", 1) or 1)
         self.options = parse_options(extra, tp_size=tp)
-        if self.options.block_hashes == "vllm" and not os.environ.get("PYTHONHASHSEED"):
-            raise OptionError("orbitkv.block_hashes=\"vllm\" needs PYTHONHASHSEED set in every vLLM process: "
-                              "without it vLLM seeds its hash chain randomly per process, so no other process "
-                              "could ever hit these blocks (or use the default \"tokens\")")
+        if self.options.block_hashes == "vllm":
+            check_hash_seed(vllm_config)
         base = identity_base(vllm_config, self.options)
         self.block_size: int = base["block_tokens"]
+        #: vLLM's KV cache groups (``orbitkv.vllm.groups``); None: one
+        #: full-attention table.
+        self.groups = KVGroups.of(getattr(self, "_kv_cache_config", None) or kv_cache_config, self.block_size)
+        if self.groups is not None:
+            base["kv_layout"] = f"{base['kv_layout']}+{self.groups.layout_tag()}"
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
         if role_name(role) == "SCHEDULER":
@@ -109,10 +133,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
             if role_kind not in ("kv_both", "kv_producer", "kv_consumer"):
                 raise OptionError(f"kv_transfer_config.kv_role {role_kind!r}: want kv_both, kv_producer "
                                   "or kv_consumer")
-            self._scheduler = SchedulerSide(self.options, base, role_kind)
+            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups)
         else:
             tp_rank, pp_rank = _ranks(vllm_config, base["tp_size"], base["pp_size"])
-            self._worker = WorkerSide(self.options, base, tp_rank, pp_rank)
+            self._worker = WorkerSide(self.options, base, tp_rank, pp_rank, self.groups)
 
     def _side(self, which: str) -> Any:
         side = self._scheduler if which == "SCHEDULER" else self._worker
@@ -200,6 +224,11 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Forget the request; (False, None): blocks may be freed at once
         (saves were published synchronously)."""
+        return self._timed("request_finished", request, block_ids)
+
+    def request_finished_all_groups(self, request: Any, block_ids: tuple) -> tuple[bool, dict | None]:
+        """``SupportsHMA``: the request finished in every KV cache group
+        (``block_ids``: one list per group); as ``request_finished``."""
         return self._timed("request_finished", request, block_ids)
 
     def get_kv_connector_stats(self) -> OrbitKVConnectorStats | None:

@@ -16,6 +16,13 @@ out as one OrbitKV buffer, registered by IPC handle:
 block ids as pages — or ``"staging"`` (host pages and torch copies; any
 other tensors, with one log line giving the reason).
 
+With KV cache groups (``orbitkv.vllm.groups``) the buffer's layers are the
+layer slots the groups share (``kvbuffer.slot_views``) and a page is one
+block of one group, whatever its kind: zero copy when the slots are an
+OrbitKV buffer, else staging (all slots copied at once, loads in the first
+``wait_for_layer_load``, saves in ``wait_for_save``); GPU direct does not
+take them.
+
 Failures never raise into the engine: a block that is not restored (lease
 shorter than planned, a restore error, the Manager gone) goes into
 ``get_block_ids_with_load_errors`` so vLLM recomputes it; a failed publish
@@ -35,8 +42,9 @@ from ..buffer import EngineBuffer
 from ..errors import Closed, OrbitKVError, Rejected, TimedOut
 from ..hashes import BlockHashes
 from .gpudirect import CudaKVBuffer, direct_layout, is_cuda
+from .groups import KVGroups
 from .kvbuffer import (KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry, layer_planes,
-                       manager_blocks_view, plane_page_bytes)
+                       manager_blocks_view, plane_page_bytes, slot_views)
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
 from .session import SESSION_ENDING, Session
@@ -59,8 +67,11 @@ class _Restore:
 class WorkerSide:
     """The worker half (one per vLLM worker process: one TP/PP rank)."""
 
-    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], tp_rank: int, pp_rank: int):
+    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], tp_rank: int, pp_rank: int,
+                 groups: KVGroups | None = None):
         self.opts = opts
+        self.groups = groups   # vLLM's KV cache groups (None: one full-attention table)
+        self._slots: list[Any] = []   # KV cache groups: a uint8 [blocks, page] view per layer slot
         self.base = base
         self.tp_rank, self.pp_rank = tp_rank, pp_rank
         path, option = opts.socket_for(tp_rank)
@@ -148,6 +159,9 @@ class WorkerSide:
             raise ValueError("OrbitKVConnector.register_kv_caches: no KV cache tensors")
         self._num_blocks = num_blocks
         kv_caches = {name: manager_blocks_view(t, num_blocks, name) for name, t in kv_caches.items()}
+        if self.groups is not None:
+            self._register_slots(kv_caches, num_blocks)
+            return
         self.layer_index = {name: i for i, name in enumerate(kv_caches)}
         self.kv = list(kv_caches.values())
         if is_cuda(self.kv[0]):
@@ -165,6 +179,44 @@ class WorkerSide:
                 self._register(self.buf, "the KV cache (zero copy)")
                 return
         self._register_staging(kv_caches, why)
+
+    def _register_slots(self, kv_caches: dict[str, Any], num_blocks: int | None) -> None:
+        """KV cache groups: register the layer slots (``slot_views``) in
+        place when they are an OrbitKV buffer, else through staging pages.
+        Raises ``ValueError`` when the tensors are not laid out as slots
+        (the reason named): no block of theirs could be restored safely."""
+        import torch
+        if self.groups.unsupported:
+            log.warning("OrbitKV: %s; nothing is registered", self.groups.unsupported)
+            return
+        if not num_blocks:
+            num_blocks = int(next(iter(kv_caches.values())).shape[block_dim(next(iter(kv_caches.values())))])
+        views, why = slot_views(kv_caches, num_blocks)
+        if views is None:
+            raise ValueError(f"OrbitKVConnector.register_kv_caches: the KV cache groups' tensors are not one "
+                             f"set of layer slots: {why}")
+        self._slots = views
+        page = int(views[0].shape[1])
+        found = None if views[0].device.type != "cpu" else find_buffer(views[0].data_ptr())
+        if found is not None:
+            buf, base = found
+            if buf.layers == len(views) and buf.page_bytes == page and buf.page_count >= num_blocks and all(
+                    v.data_ptr() == base + buf.offset(j, 0) for j, v in enumerate(views)):
+                self.buf, self.mode = buf, "zero-copy"
+                log.info("OrbitKV: %d KV cache groups over %d layer slots x %d blocks x %d B (zero copy)",
+                         len(self.groups.groups), len(views), num_blocks, page)
+                self._register(buf, "the KV cache (zero copy)")
+                return
+            why = f"buffer is {buf.layers} layers x {buf.page_bytes} B pages, the slots {len(views)} x {page}"
+        else:
+            why = "the KV cache groups' slots are not in an orbitkv.vllm.kv_cache_buffer"
+        self.buf = EngineBuffer(len(views), page, self.opts.staging_blocks)
+        self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
+            len(views), self.opts.staging_blocks, page)
+        self.mode = "staging"
+        log.info("OrbitKV: %d KV cache groups over %d layer slots via %d staging pages (%s)",
+                 len(self.groups.groups), len(views), self.opts.staging_blocks, why)
+        self._register(self.buf, "the staging buffer")
 
     def _register(self, buf: Any, what: str) -> None:
         """Register buf (``what`` it holds, for the log) with the session;
@@ -309,7 +361,7 @@ class WorkerSide:
             lease = a.lease_id if a.status == "Ok" else 0
             hits = min(a.hit_count, len(spec.hashes)) if lease else 0
             self.stats["leased_blocks"] += hits
-            n = max(0, hits - spec.first)
+            n = max(0, hits - spec.first) if not spec.whole or hits == len(spec.hashes) else 0
             pages = spec.block_ids[:n] if self.mode != "staging" else self._pages(n)
             n = len(pages)
             self._fail_blocks(spec.block_ids[n:])
@@ -374,6 +426,12 @@ class WorkerSide:
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         self.settle()
+        if self._slots and self.mode == "staging":
+            loads, self._staged_loads = self._staged_loads, []
+            for page, block in loads:   # every slot at once: the first layer's wait
+                for j, v in enumerate(self._slots):
+                    v[block].copy_(self._staging[j, page])
+            return
         if self.mode == "staging" and self._staged_loads:
             l = self.layer_index[layer_name]
             for p, plane in enumerate(layer_planes(self.kv[l])):
@@ -383,7 +441,7 @@ class WorkerSide:
                     dst.copy_(self._staging[r, page].view(plane.dtype).view(dst.shape))
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, meta: OrbitKVConnectorMetadata | None) -> None:
-        if meta is None or self.mode != "staging":
+        if meta is None or self.mode != "staging" or self._slots:
             return
         self._begin(meta)
         if not self._saves and meta.saves:
@@ -408,6 +466,14 @@ class WorkerSide:
                 # The forward pass wrote these pages on the engine's streams:
                 # they must have landed before the Manager reads them.
                 self._device_sync()
+        elif self._slots:
+            # KV cache groups: every slot's pages copied out at once, the
+            # forward pass having written them all by now.
+            work = [(spec, self._pages(len(spec.block_ids))) for spec in meta.saves]
+            for spec, pages in work:
+                for page, block in zip(pages, spec.block_ids):
+                    for j, v in enumerate(self._slots):
+                        self._staging[j, page].copy_(v[block])
         else:
             work = self._saves
         client = self.session.get()
