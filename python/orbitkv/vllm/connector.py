@@ -36,8 +36,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._base import (CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1, SupportsHMA,
-                    role_name)
+from ._base import (CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1,
+                    KVConnectorTransferResults, SupportsHMA, role_name)
 from .groups import KVGroups
 from .metadata import OrbitKVConnectorMetadata, OrbitKVWorkerMetadata
 from .options import OptionError, identity_base, parse_options
@@ -303,9 +303,17 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         done = self._worker.worker_meta()
         return OrbitKVWorkerMetadata(frozenset(done)) if done else None
 
+    def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
+        """Worker side: the requests whose asynchronous loads (KV cache
+        groups) ended this step, the failed among them (vLLM recomputes
+        those); nothing is sent asynchronously."""
+        done, failed = self._worker.take_recving() if self._worker is not None else (set(), set())
+        return KVConnectorTransferResults(finished_sending=set(), finished_recving=done, failed_recving=failed)
+
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
-        """(None, None): nothing is sent or received asynchronously."""
-        return None, None
+        """(None, the requests whose asynchronous loads ended), as
+        ``get_transfer_results``; (None, None) when none did."""
+        return None, self.get_transfer_results(finished_req_ids).finished_recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """Block ids whose load failed since the last call (vLLM recomputes

@@ -406,7 +406,10 @@ class SchedulerSide:
             return 0, False
         if first:
             self.stats["hit_blocks"] += st.matched - start
-        return (st.matched - start) * self.block, False
+        # KV cache groups: loaded asynchronously, the one way vLLM lets a
+        # failed load of several groups' blocks be recomputed (by request,
+        # failed_recving; block ids are per group).
+        return (st.matched - start) * self.block, self.groups is not None
 
     def hit_from_disk(self, request: Any) -> bool:
         """Whether the request's pinned hits waited on SSD reads."""

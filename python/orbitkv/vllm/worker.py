@@ -95,6 +95,10 @@ class WorkerSide:
         self._next_page = 0
         self._errors: set[int] = set()
         self._settled: set[str] = set()   # requests whose loads settled since the last worker meta
+        # Whole (KV cache group) loads, asynchronous for vLLM: requests whose
+        # load ended since the last get_transfer_results, and those that failed.
+        self._recv_done: set[str] = set()
+        self._recv_failed: set[str] = set()
         self._identity = tuple(sorted(base.items()))
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
@@ -335,6 +339,28 @@ class WorkerSide:
         done, self._settled = self._settled, set()
         return done
 
+    def _fail_load(self, spec: LoadSpec, ids: list[int]) -> None:
+        """Blocks ``ids`` of ``spec`` were not restored: vLLM recomputes
+        them (block ids for one-table loads; the whole request for a whole
+        load, reported through ``take_recving`` since vLLM cannot map block
+        ids of several KV cache groups back to requests)."""
+        if not ids:
+            return
+        if spec.whole:
+            self._recv_failed.add(spec.req_id)
+            self.stats["load_error_blocks"] += len(ids)
+            self.interval.add("load_error_blocks", len(ids))
+            return
+        self._fail_blocks(ids)
+
+    def take_recving(self) -> tuple[set[str], set[str]]:
+        """(requests whose whole loads ended, those of them that failed)
+        since the last call, after waiting for this step's restores."""
+        self.settle()
+        done, failed = self._recv_done | self._recv_failed, self._recv_failed
+        self._recv_done, self._recv_failed = set(), set()
+        return done, failed
+
     def _fail_blocks(self, ids: list[int]) -> None:
         self._errors.update(ids)
         self.stats["load_error_blocks"] += len(ids)
@@ -346,11 +372,13 @@ class WorkerSide:
         return max(0.001, self._deadline - time.monotonic())
 
     def _start(self, spec: LoadSpec) -> None:
+        if spec.whole:
+            self._recv_done.add(spec.req_id)
         if not spec.block_ids:
             return
         client = self.session.get()
         if client is None or self.buf is None:
-            self._fail_blocks(spec.block_ids)
+            self._fail_load(spec, spec.block_ids)
             return
         flags = QueryFlags.WAIT_FOR_FULL_PREFIX if self.opts.wait_for_full_prefix else 0
         batch = BlockHashes(spec.hashes)
@@ -364,7 +392,7 @@ class WorkerSide:
             n = max(0, hits - spec.first) if not spec.whole or hits == len(spec.hashes) else 0
             pages = spec.block_ids[:n] if self.mode != "staging" else self._pages(n)
             n = len(pages)
-            self._fail_blocks(spec.block_ids[n:])
+            self._fail_load(spec, spec.block_ids[n:])
             if n == 0:
                 if lease:
                     client.release(lease)
@@ -376,7 +404,7 @@ class WorkerSide:
             self._pending.append(_Restore(spec, lease, ops, pages, spec.block_ids[:n]))
         except OrbitKVError as e:
             log.warning("OrbitKV load of request %s failed: %s; vLLM recomputes its blocks", spec.req_id, e)
-            self._fail_blocks([b for b in spec.block_ids if b not in self._errors])
+            self._fail_load(spec, [b for b in spec.block_ids if b not in self._errors])
             # A session-ending error first: a release on a session that just
             # timed out would wait out another deadline in the same step.
             self.session.fail(e)
@@ -414,7 +442,7 @@ class WorkerSide:
             except OrbitKVError as e:
                 log.warning("OrbitKV restore for request %s failed: %s; vLLM recomputes its blocks",
                             r.spec.req_id, e)
-                self._fail_blocks(r.block_ids)
+                self._fail_load(r.spec, r.block_ids)
                 if isinstance(e, TimedOut):
                     # The pages are still the Manager's: end the session so
                     # it drains its copies before anything else happens.
@@ -422,17 +450,18 @@ class WorkerSide:
                 self.session.fail(e)
             finally:
                 self._release(r.lease_id)
+        if self._slots and self.mode == "staging":
+            # Every slot at once, before the engine reads any of them (an
+            # asynchronous load may settle in a step with no forward pass).
+            loads, self._staged_loads = self._staged_loads, []
+            for page, block in loads:
+                for j, v in enumerate(self._slots):
+                    v[block].copy_(self._staging[j, page])
         self.interval.wait(time.perf_counter() - t0)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         self.settle()
-        if self._slots and self.mode == "staging":
-            loads, self._staged_loads = self._staged_loads, []
-            for page, block in loads:   # every slot at once: the first layer's wait
-                for j, v in enumerate(self._slots):
-                    v[block].copy_(self._staging[j, page])
-            return
-        if self.mode == "staging" and self._staged_loads:
+        if self.mode == "staging" and self._staged_loads and not self._slots:
             l = self.layer_index[layer_name]
             for p, plane in enumerate(layer_planes(self.kv[l])):
                 r = self._first_plane[l] + p
