@@ -16,9 +16,12 @@ socket fails vLLM's startup with an error naming the option. Options:
 Loading is synchronous within the step (``get_num_new_matched_tokens``
 answers ``load_async`` False): restores start in ``start_load_kv`` and end
 in the first ``wait_for_layer_load``; saves are published in
-``wait_for_save``, so ``request_finished`` never holds blocks and
-``get_finished`` reports nothing. ``kv_role``: ``kv_both`` loads and
-saves, ``kv_consumer`` only loads, ``kv_producer`` only saves.
+``wait_for_save``, so ``request_finished`` never holds blocks. With several
+KV cache groups (vLLM's hybrid KV cache manager: ``SupportsHMA``,
+``orbitkv.vllm.groups``) loads are asynchronous, settled within the step
+and reported by ``get_transfer_results``, the one way vLLM recomputes a
+failed load of several groups. ``kv_role``: ``kv_both`` loads and saves,
+``kv_consumer`` only loads, ``kv_producer`` only saves.
 
 Supported vLLM: ``SUPPORTED_VLLM`` (the 0.32 series, whose
 ``KVConnectorBase_V1`` this was written and tested against: ``make
@@ -203,14 +206,16 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         """Prompt tokens beyond ``num_computed_tokens`` that OrbitKV holds as
         full blocks (a multiple of the block size; never the last prompt
         token) and pinned at the Manager until the worker restored them,
-        and False (loads are synchronous); None while a pin is still
+        and whether the load is asynchronous (with KV cache groups only);
+        None while a pin is still
         loading. Idempotent per request (a repeat reuses the pin); a
         Manager error counts as a miss. See ``orbitkv.vllm.scheduler``."""
         return self._timed("get_num_new_matched_tokens", request, num_computed_tokens)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         """Plan the load of the ``num_external_tokens`` tokens offered by
-        ``get_num_new_matched_tokens`` into ``blocks.get_block_ids()[0]``."""
+        ``get_num_new_matched_tokens`` into ``blocks.get_block_ids()`` (the
+        first table; with KV cache groups, every group's)."""
         self._timed("update_state_after_alloc", request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: Any) -> OrbitKVConnectorMetadata:
