@@ -61,7 +61,7 @@ def parse_pins(path: str) -> dict[str, str]:
 
 class EngineLockTest(unittest.TestCase):
     def test_every_locked_package_is_pinned_and_hashed(self):
-        for lock in ("uv.lock", "vllm.lock", "sglang.lock", "mooncake.lock"):
+        for lock in ("uv.lock", "vllm.lock", "vllm033.lock", "sglang.lock", "mooncake.lock"):
             with self.subTest(f"{lock} pins and hashes every package"):
                 pkgs = parse_lock(os.path.join(ENGINES, lock))
                 self.assertTrue(pkgs, f"{lock} is empty")
@@ -70,7 +70,7 @@ class EngineLockTest(unittest.TestCase):
 
     def test_every_input_pin_is_in_its_lock_at_that_version(self):
         cases = [("uv.in", "uv.lock"), ("vllm.in", "vllm.lock"), ("vllm.overrides", "vllm.lock"),
-                 ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock")]
+                 ("vllm033.in", "vllm033.lock"), ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock")]
         for src, lock in cases:
             pkgs = parse_lock(os.path.join(ENGINES, lock))
             for name, version in parse_pins(os.path.join(ENGINES, src)).items():
@@ -85,6 +85,20 @@ class EngineLockTest(unittest.TestCase):
             self.assertNotIn("+", vllm["torch"][0])
         with self.subTest("SGLang's torch differs from vLLM's, so they need two environments"):
             self.assertNotEqual(vllm["torch"][0], sglang["torch"][0])
+
+    def test_deps_sh_knows_every_locked_environment(self):
+        with open(os.path.join(ENGINES, "deps.sh"), encoding="utf-8") as f:
+            text = f.read()
+        accepted = re.search(r"^\s*([a-z0-9|]+)\) envs\+=", text, re.M).group(1).split("|")
+        default = re.search(r"\|\| envs=\(([^)]*)\)", text).group(1).split()
+        for lock in sorted(os.listdir(ENGINES)):
+            env = lock[:-len(".lock")]
+            if not lock.endswith(".lock") or env == "uv":
+                continue
+            with self.subTest(f"deps.sh takes {env}, installs it by default and locks it from {env}.in"):
+                self.assertIn(env, accepted)
+                self.assertIn(env, default)
+                self.assertIn(f'"$here/{env}.in" -o "$here/{env}.lock"', text)
 
     def test_deps_sh_installs_the_uv_of_uv_lock(self):
         with open(os.path.join(ENGINES, "deps.sh"), encoding="utf-8") as f:
