@@ -118,5 +118,59 @@ class EngineLockTest(unittest.TestCase):
             os.unlink(f.name)
 
 
+TABLE_MARK = "<!-- make vllm-contract and test_engine_locks check this table -->"
+_LOCK_CELL = re.compile(r"^`engines/([a-z0-9]+)\.lock` \(`([A-Za-z0-9._-]+)`\)$")
+
+
+def compatibility_table() -> list[dict[str, str]]:
+    """docs/adapters.md's engine compatibility table (the rows after
+    TABLE_MARK), one dict per row keyed by the header's cells, backquotes
+    stripped; ValueError when the mark or the table is missing."""
+    with open(os.path.join(REPO, "docs", "adapters.md"), encoding="utf-8") as f:
+        text = f.read()
+    at = text.find(TABLE_MARK)
+    if at < 0:
+        raise ValueError(f"docs/adapters.md: no {TABLE_MARK!r}")
+    rows = []
+    for line in text[at + len(TABLE_MARK):].lstrip("\n").splitlines():
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    if len(rows) < 3:
+        raise ValueError("docs/adapters.md: the compatibility table has no rows")
+    return [{k: (v.strip("`") if k != "lock" else v) for k, v in zip(rows[0], r)} for r in rows[2:]]
+
+
+class CompatibilityTableTest(unittest.TestCase):
+    """docs/adapters.md's table of engine versions says what the locks pin
+    (make vllm-contract checks it against the installed engines too)."""
+
+    def test_every_row_is_what_its_lock_pins(self):
+        rows = compatibility_table()
+        self.assertTrue(rows)
+        for row in rows:
+            m = _LOCK_CELL.match(row["lock"])
+            with self.subTest(f"{row['engine']} {row['version']}: lock cell {row['lock']!r} names a lock and a package"):
+                self.assertIsNotNone(m)
+            if m is None:
+                continue
+            env, package = m.groups()
+            pkgs = parse_lock(os.path.join(ENGINES, env + ".lock"))
+            with self.subTest(f"{env}.lock pins {package}=={row['version']} and torch=={row['torch']}"):
+                self.assertEqual(pkgs.get(_name(package), ("missing",))[0], row["version"])
+                self.assertEqual(pkgs.get("torch", ("missing",))[0], row["torch"])
+            with self.subTest(f"{row['engine']} {row['version']} runs in build/venv/{env}"):
+                self.assertEqual(row["environment"], f"build/venv/{env}")
+
+    def test_the_vllm_rows_are_the_connectors_supported_series(self):
+        from orbitkv.vllm.connector import SUPPORTED_VLLM
+        series = sorted(".".join(r["version"].split(".")[:2]) for r in compatibility_table() if r["engine"] == "vLLM")
+        self.assertEqual(series, sorted(SUPPORTED_VLLM))
+
+    def test_every_engine_environment_has_a_row(self):
+        envs = {_LOCK_CELL.match(r["lock"]).group(1) for r in compatibility_table() if _LOCK_CELL.match(r["lock"])}
+        self.assertEqual(envs, {"vllm", "vllm033", "sglang"})
+
+
 if __name__ == "__main__":
     unittest.main()
