@@ -181,7 +181,7 @@ class Contract:
         inherited, abstract_inherited = [], []
         for name in sorted(called):
             owner = next(b for b in bases if hasattr(b, name))
-            if name in vars(OrbitKVConnector):
+            if defined_by_orbitkv(OrbitKVConnector, name):
                 why = signature_mismatch(owner, OrbitKVConnector, name)
                 self.check(f"OrbitKVConnector.{name} takes vLLM's call {describe(owner, name)}", why is None,
                            why or "")
@@ -196,9 +196,9 @@ class Contract:
                    else ", ".join(inherited))
         for name in ADDED.get(series(vllm.__version__), ()):
             self.check(f"OrbitKVConnector defines {name} (added to KVConnectorBase_V1 in vLLM "
-                       f"{series(vllm.__version__)}) itself", name in vars(OrbitKVConnector) and
+                       f"{series(vllm.__version__)}) itself", defined_by_orbitkv(OrbitKVConnector, name) and
                        hasattr(vbase.KVConnectorBase_V1, name) and name in called,
-                       "inherited" if name not in vars(OrbitKVConnector) else
+                       "inherited from vLLM" if not defined_by_orbitkv(OrbitKVConnector, name) else
                        "" if name in called else "no call site found in vllm/v1")
 
     @staticmethod
@@ -645,6 +645,15 @@ def write_model_config(out: str) -> None:
     Qwen2Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=HEADS, max_position_embeddings=2048,
                 torch_dtype="float32", tie_word_embeddings=False).save_pretrained(out)
+
+
+def defined_by_orbitkv(cls, name: str) -> bool:
+    """Whether the class in cls's MRO that defines ``name`` is OrbitKV's
+    (not one of vLLM's bases)."""
+    for k in cls.__mro__:
+        if name in vars(k):
+            return k.__module__.startswith("orbitkv")
+    return False
 
 
 def describe(owner, name: str) -> str:
