@@ -823,10 +823,10 @@ class TestLocalDiscoveryPastTheBudget(ConnectorCase):
 class TestEngineStartChecks(unittest.TestCase):
     """Misconfigurations that must stop vLLM at start, naming what is wrong."""
 
-    def test_only_the_supported_vllm_series_is_accepted(self):
+    def test_only_the_supported_vllm_series_are_accepted(self):
         from orbitkv.vllm.connector import check_vllm_version
-        for version, ok in (("0.32.0", True), ("0.32.7+cpu", True), ("0.31.2", False), ("0.33.0", False),
-                            ("", False)):
+        for version, ok in (("0.32.0", True), ("0.32.7+cpu", True), ("0.33.0", True), ("0.33.2", True),
+                            ("0.31.2", False), ("0.34.0", False), ("1.0.0", False), ("0.3.3", False), ("", False)):
             with self.subTest(version=version):
                 if ok:
                     check_vllm_version(version)
@@ -834,6 +834,15 @@ class TestEngineStartChecks(unittest.TestCase):
                     with self.assertRaises(RuntimeError) as cm:
                         check_vllm_version(version)
                     self.assertIn(f"the installed vLLM is {version or 'of unknown version'}", str(cm.exception))
+
+    def test_a_refused_vllm_is_told_the_supported_range(self):
+        from orbitkv.vllm.connector import SUPPORTED_VLLM, check_vllm_version, supported_range
+        self.assertEqual(SUPPORTED_VLLM, ("0.32", "0.33"))
+        self.assertEqual(supported_range(), "0.32.x and 0.33.x")
+        with self.assertRaises(RuntimeError) as cm:
+            check_vllm_version("0.34.1")
+        self.assertTrue(str(cm.exception).startswith(
+            "OrbitKVConnector supports vLLM 0.32.x and 0.33.x; the installed vLLM is 0.34.1 ("), str(cm.exception))
 
     def test_a_manager_of_another_version_is_refused_at_construction_naming_it(self):
         import socket

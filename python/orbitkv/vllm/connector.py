@@ -23,9 +23,10 @@ and reported by ``get_transfer_results``, the one way vLLM recomputes a
 failed load of several groups. ``kv_role``: ``kv_both`` loads and saves,
 ``kv_consumer`` only loads, ``kv_producer`` only saves.
 
-Supported vLLM: ``SUPPORTED_VLLM`` (the 0.32 series, whose
-``KVConnectorBase_V1`` this was written and tested against: ``make
-e2e-vllm``); in another vLLM the constructor raises naming the installed
+Supported vLLM: ``SUPPORTED_VLLM``, the release series whose
+``KVConnectorBase_V1`` ``make vllm-contract`` checks this class against
+(docs/adapters.md, "vLLM releases and their environments"); in another vLLM the constructor
+raises ``RuntimeError`` naming the supported range and the installed
 version. Without vLLM (the stand-in base) nothing is checked.
 
 Statistics: ``get_kv_connector_stats`` hands vLLM each side's figures (time
@@ -48,20 +49,28 @@ from .scheduler import SchedulerSide
 from .stats import OrbitKVConnectorStats, build_prom_metrics
 from .worker import WorkerSide
 
-__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version", "check_hash_seed"]
+__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version", "check_hash_seed", "supported_range"]
 
-#: vLLM release series (``major.minor``) the connector supports.
-SUPPORTED_VLLM = ("0.32",)
+#: vLLM release series (``major.minor``) the connector supports, oldest
+#: first: the ones ``make vllm-contract`` checks (docs/adapters.md).
+SUPPORTED_VLLM = ("0.32", "0.33")
+
+
+def supported_range() -> str:
+    """``SUPPORTED_VLLM`` in words: ``"0.32.x and 0.33.x"``."""
+    names = [v + ".x" for v in SUPPORTED_VLLM]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def check_vllm_version(version: str) -> None:
-    """Raise ``RuntimeError`` naming ``version`` (``vllm.__version__``) when
+    """Raise ``RuntimeError`` naming the supported range and ``version``
+    (``vllm.__version__``; a local part such as ``+cpu`` is ignored) when
     it is not of a series in ``SUPPORTED_VLLM``."""
     series = ".".join(version.split("+")[0].split(".")[:2])
     if series not in SUPPORTED_VLLM:
-        raise RuntimeError(f"OrbitKVConnector supports vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM)}; "
-                           f"the installed vLLM is {version or 'of unknown version'} (its KVConnectorBase_V1 "
-                           "call sequence is not the one this connector implements)")
+        raise RuntimeError(f"OrbitKVConnector supports vLLM {supported_range()}; the installed vLLM is "
+                           f"{version or 'of unknown version'} (its KVConnectorBase_V1 call sequence is not "
+                           "one this connector was checked against)")
 
 
 def _ranks(vllm_config: Any, tp_size: int, pp_size: int) -> tuple[int, int]:
@@ -173,6 +182,18 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         preemption is a future miss, never a lost hand-off."""
         return False
 
+    @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config: Any) -> bool:
+        """False (vLLM 0.33's hook): vLLM then refuses ``enable_sleep_mode``
+        with this connector at configuration (``ValueError: OrbitKVConnector
+        does not support sleep mode.``). Sleep frees and remaps the KV cache
+        the worker registered with the Manager (in place, or by CUDA IPC
+        handle); ``unregister_kv_caches`` and ``restore_kv_caches`` drop and
+        take that registration again, but a remap under a Manager mapping
+        has not run on a GPU in this project's tests, so the combination
+        stays refused."""
+        return False
+
     # ---- scheduler side ----
 
     def get_external_cache_hit_sources(self, request: Any, num_external_tokens: int) -> dict:
@@ -275,6 +296,28 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         hold (``kvbuffer.manager_blocks_view``)."""
         cfg = getattr(self, "_kv_cache_config", None)
         self._side("WORKER").register_kv_caches(kv_caches, num_blocks=getattr(cfg, "num_blocks", None))
+
+    def unregister_kv_caches(self) -> None:
+        """Before vLLM frees the KV cache (vLLM 0.33's sleep and discard):
+        wait for this step's restores, then end the worker's Manager
+        session, which unmaps the registered KV memory at the Manager.
+        Lookups miss and saves are skipped while it is down;
+        ``restore_kv_caches`` reconnects (as would a step run meanwhile,
+        as after a Manager restart). Idempotent; nothing on the scheduler
+        side."""
+        if self._worker is not None:
+            self._worker.settle()
+            self._worker.session.close()
+
+    def restore_kv_caches(self) -> None:
+        """After vLLM remapped the KV cache (wake-up): a new Manager session
+        registers the same KV memory again. Reconnects are at most one per
+        ``orbitkv.reconnect_interval_s``: within that interval of the last
+        attempt the next step's lookup reconnects instead. A Manager that
+        does not answer is logged, not raised, and lookups miss until it
+        does. Idempotent; nothing on the scheduler side."""
+        if self._worker is not None:
+            self._worker.session.get()
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         """Look up and start restoring this step's loads."""
