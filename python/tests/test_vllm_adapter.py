@@ -489,9 +489,9 @@ class TestKVCacheAllocation(unittest.TestCase):
     def test_other_plans_are_refused_naming_the_field(self):
         from orbitkv.vllm.kvbuffer import kv_cache_geometry
         two = self.plan()
-        two.kv_cache_tensors *= 2
+        two.kv_cache_tensors.append(SimpleNamespace(**dict(vars(two.kv_cache_tensors[0]), offset=64)))
         for name, plan, field in (
-                ("two backing tensors", two, "2 KV cache tensors"),
+                ("two tensors at different offsets", two, "differ in offset"),
                 ("an offset", self.plan(offset=64), "KVCacheTensor.offset 64"),
                 ("a block-major layout", self.plan(layer_stride=256, block_stride=256 * LAYERS),
                  "KVCacheTensor.layer_stride"),
@@ -823,10 +823,10 @@ class TestLocalDiscoveryPastTheBudget(ConnectorCase):
 class TestEngineStartChecks(unittest.TestCase):
     """Misconfigurations that must stop vLLM at start, naming what is wrong."""
 
-    def test_only_the_supported_vllm_series_is_accepted(self):
+    def test_only_the_supported_vllm_series_are_accepted(self):
         from orbitkv.vllm.connector import check_vllm_version
-        for version, ok in (("0.32.0", True), ("0.32.7+cpu", True), ("0.31.2", False), ("0.33.0", False),
-                            ("", False)):
+        for version, ok in (("0.32.0", True), ("0.32.7+cpu", True), ("0.33.0", True), ("0.33.2", True),
+                            ("0.31.2", False), ("0.34.0", False), ("1.0.0", False), ("0.3.3", False), ("", False)):
             with self.subTest(version=version):
                 if ok:
                     check_vllm_version(version)
@@ -834,6 +834,15 @@ class TestEngineStartChecks(unittest.TestCase):
                     with self.assertRaises(RuntimeError) as cm:
                         check_vllm_version(version)
                     self.assertIn(f"the installed vLLM is {version or 'of unknown version'}", str(cm.exception))
+
+    def test_a_refused_vllm_is_told_the_supported_range(self):
+        from orbitkv.vllm.connector import SUPPORTED_VLLM, check_vllm_version, supported_range
+        self.assertEqual(SUPPORTED_VLLM, ("0.32", "0.33"))
+        self.assertEqual(supported_range(), "0.32.x and 0.33.x")
+        with self.assertRaises(RuntimeError) as cm:
+            check_vllm_version("0.34.1")
+        self.assertTrue(str(cm.exception).startswith(
+            "OrbitKVConnector supports vLLM 0.32.x and 0.33.x; the installed vLLM is 0.34.1 ("), str(cm.exception))
 
     def test_a_manager_of_another_version_is_refused_at_construction_naming_it(self):
         import socket
@@ -876,12 +885,29 @@ class TestEngineStartChecks(unittest.TestCase):
                 self.assertIn(f"orbitkv.bootstrap_socket={path!r}", str(cm.exception))
                 self.assertIn(want, str(cm.exception))
 
-    def test_vllm_block_hashes_without_pythonhashseed_are_refused(self):
+    def test_vllm_block_hashes_without_pythonhashseed_are_refused_under_xxhash_only(self):
+        from orbitkv.vllm.connector import check_hash_seed
+        for algo in ("xxhash", "xxhash_cbor"):
+            with self.subTest(algo=algo):
+                cfg = config("/nonexistent.sock", **{"orbitkv.block_hashes": "vllm"})
+                cfg.cache_config.prefix_caching_hash_algo = algo
+                with self.assertRaises(OptionError) as cm:
+                    check_hash_seed(cfg, environ={})
+                self.assertIn("PYTHONHASHSEED", str(cm.exception))
+                self.assertIn(repr(algo), str(cm.exception))
+                check_hash_seed(cfg, environ={"PYTHONHASHSEED": "0"})
+        for algo in ("sha256", "sha256_cbor", None):   # None: vLLM's default, sha256
+            with self.subTest(algo=algo):
+                cfg = config("/nonexistent.sock")
+                if algo:
+                    cfg.cache_config.prefix_caching_hash_algo = algo
+                check_hash_seed(cfg, environ={})   # a fixed seed: nothing to refuse
         old = os.environ.pop("PYTHONHASHSEED", None)
         self.addCleanup(lambda: os.environ.__setitem__("PYTHONHASHSEED", old) if old is not None else None)
+        cfg = config("/nonexistent.sock", **{"orbitkv.block_hashes": "vllm"})
+        cfg.cache_config.prefix_caching_hash_algo = "xxhash"
         with self.assertRaises(OptionError) as cm:
-            OrbitKVConnector(config("/nonexistent.sock", **{"orbitkv.block_hashes": "vllm"}),
-                             KVConnectorRole.SCHEDULER)
+            OrbitKVConnector(cfg, KVConnectorRole.SCHEDULER)
         self.assertIn("PYTHONHASHSEED", str(cm.exception))
 
     def test_a_worker_refuses_a_scheduler_of_another_block_size_or_model(self):

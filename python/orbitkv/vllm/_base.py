@@ -13,10 +13,12 @@ vLLM could not be imported (None when it was).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Any
 
-__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "KVConnectorWorkerMetadata",
+__all__ = ["KVConnectorBase_V1", "KVConnectorMetadata", "KVConnectorRole", "KVConnectorWorkerMetadata", "SupportsHMA",
+           "KVConnectorTransferResults",
            "VLLM_AVAILABLE", "VLLM_IMPORT_ERROR", "VLLM_VERSION", "CACHE_HIT_HOST", "CACHE_HIT_DISK", "role_name"]
 
 VLLM_IMPORT_ERROR: str | None = None
@@ -28,7 +30,9 @@ try:  # pragma: no cover - vLLM is not installed where the tests run
         KVConnectorBase_V1,
         KVConnectorMetadata,
         KVConnectorRole,
+        KVConnectorTransferResults,
         KVConnectorWorkerMetadata,
+        SupportsHMA,
     )
     from vllm.v1.metrics.cache_hit_source import CacheHitSource  # type: ignore
     import vllm as _vllm  # type: ignore
@@ -54,6 +58,22 @@ except Exception as _e:  # ImportError, or a vLLM that fails to import here
         scheduler, merged over workers by ``aggregate``)."""
 
         def aggregate(self, other: Any) -> Any:
+            raise NotImplementedError
+
+    @dataclasses.dataclass
+    class KVConnectorTransferResults:  # type: ignore[no-redef]
+        """Stand-in for vLLM's ``KVConnectorTransferResults`` (asynchronous
+        transfers ended this step; failed receives are among the received)."""
+
+        finished_sending: set = dataclasses.field(default_factory=set)
+        finished_recving: set = dataclasses.field(default_factory=set)
+        failed_recving: set = dataclasses.field(default_factory=set)
+
+    class SupportsHMA:  # type: ignore[no-redef]
+        """Stand-in for vLLM's ``SupportsHMA`` (a connector that serves the
+        hybrid KV cache manager implements ``request_finished_all_groups``)."""
+
+        def request_finished_all_groups(self, request: Any, block_ids: tuple) -> tuple:
             raise NotImplementedError
 
     #: vLLM's ``CacheHitSource.HOST`` / ``.DISK`` (their string values here).

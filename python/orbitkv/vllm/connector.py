@@ -16,13 +16,17 @@ socket fails vLLM's startup with an error naming the option. Options:
 Loading is synchronous within the step (``get_num_new_matched_tokens``
 answers ``load_async`` False): restores start in ``start_load_kv`` and end
 in the first ``wait_for_layer_load``; saves are published in
-``wait_for_save``, so ``request_finished`` never holds blocks and
-``get_finished`` reports nothing. ``kv_role``: ``kv_both`` loads and
-saves, ``kv_consumer`` only loads, ``kv_producer`` only saves.
+``wait_for_save``, so ``request_finished`` never holds blocks. With several
+KV cache groups (vLLM's hybrid KV cache manager: ``SupportsHMA``,
+``orbitkv.vllm.groups``) loads are asynchronous, settled within the step
+and reported by ``get_transfer_results``, the one way vLLM recomputes a
+failed load of several groups. ``kv_role``: ``kv_both`` loads and saves,
+``kv_consumer`` only loads, ``kv_producer`` only saves.
 
-Supported vLLM: ``SUPPORTED_VLLM`` (the 0.32 series, whose
-``KVConnectorBase_V1`` this was written and tested against: ``make
-e2e-vllm``); in another vLLM the constructor raises naming the installed
+Supported vLLM: ``SUPPORTED_VLLM``, the release series whose
+``KVConnectorBase_V1`` ``make vllm-contract`` checks this class against
+(docs/adapters.md, "vLLM releases and their environments"); in another vLLM the constructor
+raises ``RuntimeError`` naming the supported range and the installed
 version. Without vLLM (the stand-in base) nothing is checked.
 
 Statistics: ``get_kv_connector_stats`` hands vLLM each side's figures (time
@@ -36,27 +40,37 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._base import CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1, role_name
+from ._base import (CACHE_HIT_DISK, CACHE_HIT_HOST, VLLM_AVAILABLE, VLLM_VERSION, KVConnectorBase_V1,
+                    KVConnectorTransferResults, SupportsHMA, role_name)
+from .groups import KVGroups
 from .metadata import OrbitKVConnectorMetadata, OrbitKVWorkerMetadata
 from .options import OptionError, identity_base, parse_options
 from .scheduler import SchedulerSide
 from .stats import OrbitKVConnectorStats, build_prom_metrics
 from .worker import WorkerSide
 
-__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version"]
+__all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version", "check_hash_seed", "supported_range"]
 
-#: vLLM release series (``major.minor``) the connector supports.
-SUPPORTED_VLLM = ("0.32",)
+#: vLLM release series (``major.minor``) the connector supports, oldest
+#: first: the ones ``make vllm-contract`` checks (docs/adapters.md).
+SUPPORTED_VLLM = ("0.32", "0.33")
+
+
+def supported_range() -> str:
+    """``SUPPORTED_VLLM`` in words: ``"0.32.x and 0.33.x"``."""
+    names = [v + ".x" for v in SUPPORTED_VLLM]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def check_vllm_version(version: str) -> None:
-    """Raise ``RuntimeError`` naming ``version`` (``vllm.__version__``) when
+    """Raise ``RuntimeError`` naming the supported range and ``version``
+    (``vllm.__version__``; a local part such as ``+cpu`` is ignored) when
     it is not of a series in ``SUPPORTED_VLLM``."""
     series = ".".join(version.split("+")[0].split(".")[:2])
     if series not in SUPPORTED_VLLM:
-        raise RuntimeError(f"OrbitKVConnector supports vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM)}; "
-                           f"the installed vLLM is {version or 'of unknown version'} (its KVConnectorBase_V1 "
-                           "call sequence is not the one this connector implements)")
+        raise RuntimeError(f"OrbitKVConnector supports vLLM {supported_range()}; the installed vLLM is "
+                           f"{version or 'of unknown version'} (its KVConnectorBase_V1 call sequence is not "
+                           "one this connector was checked against)")
 
 
 def _ranks(vllm_config: Any, tp_size: int, pp_size: int) -> tuple[int, int]:
@@ -70,7 +84,26 @@ def _ranks(vllm_config: Any, tp_size: int, pp_size: int) -> tuple[int, int]:
         return rank % tp_size, (rank // tp_size) % pp_size
 
 
-class OrbitKVConnector(KVConnectorBase_V1):
+#: vLLM's ``prefix_caching_hash_algo`` values whose block hashes vLLM seeds
+#: randomly per process unless ``PYTHONHASHSEED`` is set
+#: (``resolve_none_hash_seed`` in vllm/v1/core/kv_cache_utils.py); the
+#: sha256 ones use a fixed seed.
+PER_PROCESS_SEEDED = ("xxhash", "xxhash_cbor")
+
+
+def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
+    """Raise ``OptionError`` when ``orbitkv.block_hashes="vllm"`` could not
+    hit across processes: vLLM's ``cache_config.prefix_caching_hash_algo``
+    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset."""
+    algo = str(getattr(getattr(vllm_config, "cache_config", None), "prefix_caching_hash_algo", None) or "sha256")
+    if algo in PER_PROCESS_SEEDED and not environ.get("PYTHONHASHSEED"):
+        raise OptionError(f"orbitkv.block_hashes=\"vllm\" with prefix_caching_hash_algo {algo!r} needs "
+                          "PYTHONHASHSEED set to one value in every vLLM process: without it vLLM seeds "
+                          f"{algo} randomly per process, so no other process could ever hit these blocks (or "
+                          "use sha256, vLLM's default, or orbitkv.block_hashes \"tokens\")")
+
+
+class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM KV connector backed by the node's OrbitKV Manager.
 
     ``OrbitKVConnector(vllm_config, role, kv_cache_config=None)``; ``role``
@@ -96,12 +129,15 @@ class OrbitKVConnector(KVConnectorBase_V1):
         extra = getattr(ktc, "kv_connector_extra_config", None) or {}
         tp = int(getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", 1) or 1)
         self.options = parse_options(extra, tp_size=tp)
-        if self.options.block_hashes == "vllm" and not os.environ.get("PYTHONHASHSEED"):
-            raise OptionError("orbitkv.block_hashes=\"vllm\" needs PYTHONHASHSEED set in every vLLM process: "
-                              "without it vLLM seeds its hash chain randomly per process, so no other process "
-                              "could ever hit these blocks (or use the default \"tokens\")")
+        if self.options.block_hashes == "vllm":
+            check_hash_seed(vllm_config)
         base = identity_base(vllm_config, self.options)
         self.block_size: int = base["block_tokens"]
+        #: vLLM's KV cache groups (``orbitkv.vllm.groups``); None: one
+        #: full-attention table.
+        self.groups = KVGroups.of(getattr(self, "_kv_cache_config", None) or kv_cache_config, self.block_size)
+        if self.groups is not None:
+            base["kv_layout"] = f"{base['kv_layout']}+{self.groups.layout_tag()}"
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
         if role_name(role) == "SCHEDULER":
@@ -109,10 +145,10 @@ class OrbitKVConnector(KVConnectorBase_V1):
             if role_kind not in ("kv_both", "kv_producer", "kv_consumer"):
                 raise OptionError(f"kv_transfer_config.kv_role {role_kind!r}: want kv_both, kv_producer "
                                   "or kv_consumer")
-            self._scheduler = SchedulerSide(self.options, base, role_kind)
+            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups)
         else:
             tp_rank, pp_rank = _ranks(vllm_config, base["tp_size"], base["pp_size"])
-            self._worker = WorkerSide(self.options, base, tp_rank, pp_rank)
+            self._worker = WorkerSide(self.options, base, tp_rank, pp_rank, self.groups)
 
     def _side(self, which: str) -> Any:
         side = self._scheduler if which == "SCHEDULER" else self._worker
@@ -144,6 +180,18 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def requires_kv_delivery(self) -> bool:
         """False: OrbitKV is a best-effort cache; a save dropped by a
         preemption is a future miss, never a lost hand-off."""
+        return False
+
+    @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config: Any) -> bool:
+        """False (vLLM 0.33's hook): vLLM then refuses ``enable_sleep_mode``
+        with this connector at configuration (``ValueError: OrbitKVConnector
+        does not support sleep mode.``). Sleep frees and remaps the KV cache
+        the worker registered with the Manager (in place, or by CUDA IPC
+        handle); ``unregister_kv_caches`` and ``restore_kv_caches`` drop and
+        take that registration again, but a remap under a Manager mapping
+        has not run on a GPU in this project's tests, so the combination
+        stays refused."""
         return False
 
     # ---- scheduler side ----
@@ -179,14 +227,16 @@ class OrbitKVConnector(KVConnectorBase_V1):
         """Prompt tokens beyond ``num_computed_tokens`` that OrbitKV holds as
         full blocks (a multiple of the block size; never the last prompt
         token) and pinned at the Manager until the worker restored them,
-        and False (loads are synchronous); None while a pin is still
+        and whether the load is asynchronous (with KV cache groups only);
+        None while a pin is still
         loading. Idempotent per request (a repeat reuses the pin); a
         Manager error counts as a miss. See ``orbitkv.vllm.scheduler``."""
         return self._timed("get_num_new_matched_tokens", request, num_computed_tokens)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         """Plan the load of the ``num_external_tokens`` tokens offered by
-        ``get_num_new_matched_tokens`` into ``blocks.get_block_ids()[0]``."""
+        ``get_num_new_matched_tokens`` into ``blocks.get_block_ids()`` (the
+        first table; with KV cache groups, every group's)."""
         self._timed("update_state_after_alloc", request, blocks, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output: Any) -> OrbitKVConnectorMetadata:
@@ -200,6 +250,11 @@ class OrbitKVConnector(KVConnectorBase_V1):
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
         """Forget the request; (False, None): blocks may be freed at once
         (saves were published synchronously)."""
+        return self._timed("request_finished", request, block_ids)
+
+    def request_finished_all_groups(self, request: Any, block_ids: tuple) -> tuple[bool, dict | None]:
+        """``SupportsHMA``: the request finished in every KV cache group
+        (``block_ids``: one list per group); as ``request_finished``."""
         return self._timed("request_finished", request, block_ids)
 
     def get_kv_connector_stats(self) -> OrbitKVConnectorStats | None:
@@ -242,6 +297,28 @@ class OrbitKVConnector(KVConnectorBase_V1):
         cfg = getattr(self, "_kv_cache_config", None)
         self._side("WORKER").register_kv_caches(kv_caches, num_blocks=getattr(cfg, "num_blocks", None))
 
+    def unregister_kv_caches(self) -> None:
+        """Before vLLM frees the KV cache (vLLM 0.33's sleep and discard):
+        wait for this step's restores, then end the worker's Manager
+        session, which unmaps the registered KV memory at the Manager.
+        Lookups miss and saves are skipped while it is down;
+        ``restore_kv_caches`` reconnects (as would a step run meanwhile,
+        as after a Manager restart). Idempotent; nothing on the scheduler
+        side."""
+        if self._worker is not None:
+            self._worker.settle()
+            self._worker.session.close()
+
+    def restore_kv_caches(self) -> None:
+        """After vLLM remapped the KV cache (wake-up): a new Manager session
+        registers the same KV memory again. Reconnects are at most one per
+        ``orbitkv.reconnect_interval_s``: within that interval of the last
+        attempt the next step's lookup reconnects instead. A Manager that
+        does not answer is logged, not raised, and lookups miss until it
+        does. Idempotent; nothing on the scheduler side."""
+        if self._worker is not None:
+            self._worker.session.get()
+
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         """Look up and start restoring this step's loads."""
         meta = self._get_connector_metadata()
@@ -274,9 +351,17 @@ class OrbitKVConnector(KVConnectorBase_V1):
         done = self._worker.worker_meta()
         return OrbitKVWorkerMetadata(frozenset(done)) if done else None
 
+    def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
+        """Worker side: the requests whose asynchronous loads (KV cache
+        groups) ended this step, the failed among them (vLLM recomputes
+        those); nothing is sent asynchronously."""
+        done, failed = self._worker.take_recving() if self._worker is not None else (set(), set())
+        return KVConnectorTransferResults(finished_sending=set(), finished_recving=done, failed_recving=failed)
+
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
-        """(None, None): nothing is sent or received asynchronously."""
-        return None, None
+        """(None, the requests whose asynchronous loads ended), as
+        ``get_transfer_results``; (None, None) when none did."""
+        return None, self.get_transfer_results(finished_req_ids).finished_recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """Block ids whose load failed since the last call (vLLM recomputes

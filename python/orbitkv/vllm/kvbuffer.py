@@ -43,7 +43,7 @@ from typing import Any
 from ..buffer import EngineBuffer
 
 __all__ = ["kv_cache_buffer", "find_buffer", "view_address", "block_dim", "block_bytes", "layer_planes",
-           "plane_page_bytes", "manager_blocks_view", "kv_cache_geometry", "KVCacheAllocation"]
+           "plane_page_bytes", "manager_blocks_view", "kv_cache_geometry", "KVCacheAllocation", "slot_views"]
 
 _lock = threading.Lock()
 # buffer -> base address of its Python mapping (EngineBuffer.memoryview()).
@@ -156,6 +156,44 @@ def plane_page_bytes(plane: Any) -> int:
     return plane.select(0, 0).numel() * plane.element_size()
 
 
+def slot_views(kv_caches: dict[str, Any], num_blocks: int) -> tuple[list[Any] | None, str]:
+    """The layer slots of a KV cache whose groups overlay one backing
+    allocation (vLLM's hybrid KV cache manager; ``orbitkv.vllm.groups``):
+    ``([view per slot], "")``, each view a ``uint8 [num_blocks,
+    page_bytes]`` tensor over the slot's bytes (block b = row b), slots in
+    address order; ``(None, why)`` when the tensors are not laid out so.
+    Layers are of one slot when they start at the same address; each layer's block dim (``block_dim``) must hold
+    ``num_blocks`` manager blocks of one stride, the page, the same for
+    every layer, with every element of block b inside page b."""
+    import torch
+
+    slots: dict[tuple[int, int], Any] = {}
+    page = 0
+    for name, t in kv_caches.items():
+        bd = block_dim(t)
+        es = t.element_size()
+        stride = int(t.stride(bd)) * es
+        if int(t.shape[bd]) != num_blocks:
+            return None, f"layer {name} has {int(t.shape[bd])} blocks, not vLLM's {num_blocks}"
+        extent = es * (1 + sum((int(n) - 1) * int(st) for d, (n, st) in enumerate(zip(t.shape, t.stride()))
+                               if d != bd))
+        if min(t.stride()) < 0 or extent > stride:
+            return None, f"layer {name}: a block spans {extent} B, more than its block stride {stride} B"
+        if page and stride != page:
+            return None, f"layer {name} has block stride {stride} B, another layer {page} B"
+        page = stride
+        if int(t.stride(-1)) != 1:
+            return None, f"layer {name}: its last dim is strided ({int(t.stride(-1))}), not viewable as bytes"
+        slots.setdefault(t.data_ptr(), t)
+    if page % 64:
+        return None, f"block stride {page} B: OrbitKV pages are multiples of 64 B"
+    views = []
+    for _, t in sorted(slots.items()):
+        u = t if t.dtype == torch.uint8 else t.view(torch.uint8)   # the same storage, offsets in bytes
+        views.append(u.as_strided((num_blocks, page), (page, 1), u.storage_offset()))
+    return views, ""
+
+
 def kv_cache_geometry(kv_cache_config: Any) -> tuple[tuple[int, int, int] | None, int, str]:
     """``((layers, page_bytes, page_count), size, "")`` when vLLM's KV
     cache, as ``kv_cache_config`` (vLLM's ``KVCacheConfig``) plans it, is
@@ -163,12 +201,25 @@ def kv_cache_geometry(kv_cache_config: Any) -> tuple[tuple[int, int, int] | None
     layer l, block b at ``(l * page_count + b) * page_bytes``, ``page_bytes``
     a multiple of 64 (vLLM's ``KVCacheTensor`` with offset 0,
     ``block_stride == page_bytes``, ``layer_stride == page_count *
-    page_bytes``, ``size == layers * layer_stride``). Otherwise ``(None, 0,
-    why)``: the reason names the field that differs."""
+    page_bytes``, ``size == layers * layer_stride``). With several KV cache
+    groups vLLM plans one ``KVCacheTensor`` per group, all over the same
+    bytes (layer slot l of every group shares them): they must then agree
+    in every field, and ``layers`` is the slot count; a single slot may end
+    in a tail shorter than a page (``page_count`` then rounds up, the
+    buffer is at least ``size`` bytes). Otherwise ``(None, 0, why)``: the
+    reason names the field that differs."""
     tensors = list(getattr(kv_cache_config, "kv_cache_tensors", None) or [])
-    if len(tensors) != 1:
-        return None, 0, f"{len(tensors)} KV cache tensors planned; zero copy needs exactly 1"
+    if not tensors:
+        return None, 0, "no KV cache tensors planned"
     t = tensors[0]
+    if len(tensors) > 1:
+        fields = ("size", "offset", "layer_stride", "block_stride")
+        for o in tensors[1:]:
+            for f in fields + ("layers",):
+                a, b = getattr(t, f, None), getattr(o, f, None)
+                if (len(a or ()) != len(b or ())) if f == "layers" else a != b:
+                    return None, 0, (f"{len(tensors)} KV cache tensors planned that differ in {f}; zero copy "
+                                     "needs one placement shared by every KV cache group")
     layers = len(getattr(t, "layers", ()) or ())
     count_of = getattr(kv_cache_config, "num_blocks_of", None)
     blocks = int(count_of(t)) if callable(count_of) else int(getattr(kv_cache_config, "num_blocks", 0) or 0)
@@ -181,12 +232,16 @@ def kv_cache_geometry(kv_cache_config: Any) -> tuple[tuple[int, int, int] | None
         return None, 0, f"KVCacheTensor.offset {offset}: want 0"
     if page % 64:
         return None, 0, f"KVCacheTensor.block_stride {page}: want a multiple of 64 (OrbitKV pages)"
-    if layer_stride != blocks * page:
+    if layer_stride == blocks * page:
+        count = blocks
+    elif len(tensors) > 1 and layer_stride > blocks * page and (layer_stride % page == 0 or layers == 1):
+        count = -(-layer_stride // page)   # the groups' slots end in unused pages (or a tail)
+    else:
         return None, 0, (f"KVCacheTensor.layer_stride {layer_stride}: want num_blocks x block_stride "
                          f"= {blocks * page} (layer-major pages)")
     if size != layers * layer_stride:
         return None, 0, f"KVCacheTensor.size {size}: want layers x layer_stride = {layers * layer_stride}"
-    return (layers, page, blocks), size, ""
+    return (layers, page, count), size, ""
 
 
 class KVCacheAllocation:
@@ -217,7 +272,7 @@ class KVCacheAllocation:
                 kwargs = kwargs or {}
                 if func is torch.zeros and outer.buffer is None and outer._is_backing(torch, args, kwargs):
                     outer.buffer = kv_cache_buffer(*outer.geometry)
-                    return torch.frombuffer(outer.buffer.memoryview(), dtype=torch.int8)
+                    return torch.frombuffer(outer.buffer.memoryview(), dtype=torch.int8)[:outer.size]
                 return func(*args, **kwargs)
 
         self._mode = _Place()

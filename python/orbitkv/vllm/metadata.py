@@ -17,7 +17,11 @@ class LoadSpec:
       looks the whole prefix up: a lease covers a prefix of the chain);
     * ``first`` - first block to load (earlier ones are computed locally);
     * ``block_ids`` - the engine's block ids of chain blocks first .. end-1;
-    * ``lora_id`` - selects the namespace.
+    * ``lora_id`` - selects the namespace;
+    * ``whole`` - all or nothing: unless every one of ``hashes`` is leased,
+      no block is restored and all of ``block_ids`` fail (KV cache groups,
+      ``orbitkv.vllm.groups``: ``hashes`` are then exactly the blocks to
+      restore, ``first`` 0).
     """
 
     req_id: str
@@ -25,6 +29,7 @@ class LoadSpec:
     first: int
     block_ids: list[int]
     lora_id: str = ""
+    whole: bool = False
 
 
 @dataclasses.dataclass

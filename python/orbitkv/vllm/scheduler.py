@@ -31,6 +31,19 @@ never an offer that is not pinned.
 With TP/PP > 1 each (TP rank, PP rank) shard has its own namespace (and,
 with ``tp_shard_bootstrap_sockets``, its own Manager): the count is the
 minimum over shards, each shard pinned.
+
+With vLLM's hybrid KV cache manager (several KV cache groups:
+``orbitkv.vllm.groups``) a hit of k blocks needs every full-attention
+group's blocks 0..k-1 and, at k, the blocks each other group needs there
+(a sliding window's last blocks, a Mamba state at exactly k). The pin is
+one query over those keys, all or nothing: a pin that comes back short
+tries the next smaller k (the full groups' prefix, or k - 1 when a state
+or window block at k was missing; a candidate whose needs the local
+discovery index lacks is passed over without a round trip), at most
+``MAX_CANDIDATES`` pins per call, then a miss. Saves publish every block
+of every group that holds tokens of the saved chain blocks, except null
+blocks, sliding-window blocks vLLM may already have freed, and Mamba
+blocks other than the state this step wrote at a block boundary.
 """
 
 from __future__ import annotations
@@ -46,17 +59,22 @@ from ..errors import OrbitKVError, Unadmitted
 from ..hashes import BlockHashes
 from ..identity import block_hash16
 from .hashing import extend_chain
+from .groups import NULL_BLOCK, KVGroups, group_hash
 from .metadata import LoadSpec, OrbitKVConnectorMetadata, SaveSpec
 from .options import ConnectorOptions, make_identity
 from .session import Session
 from .stats import Interval
 
-__all__ = ["SchedulerSide", "PIN_REFRESH_S"]
+__all__ = ["SchedulerSide", "PIN_REFRESH_S", "MAX_CANDIDATES"]
 
 #: A pin older than this (seconds) is renewed when vLLM asks again: a
 #: preparation expires at the Manager 60 s (``--op-expiry``) after it was
 #: submitted, so an offer always has at least 30 s of pin left.
 PIN_REFRESH_S = 30.0
+
+#: Pins one ``get_num_new_matched_tokens`` call may try with KV cache groups
+#: (each a smaller hit length) before answering a miss.
+MAX_CANDIDATES = 3
 
 log = logging.getLogger("orbitkv.vllm")
 
@@ -77,6 +95,11 @@ class _Req:
     pin_since: float = 0.0
     pin_waited: bool = False  # a pin was Loading once (SSD blocks among the hits)
     refused_since: float = 0.0  # first Unadmitted pin (monotonic s; 0: none)
+    # KV cache groups only (orbitkv.vllm.groups):
+    group_ids: list = dataclasses.field(default_factory=list)  # block ids per group
+    gh: list = dataclasses.field(default_factory=list)         # group keys per group, per chain block
+    fresh_from: int = 0   # chain blocks from here on have current ids in every group's table
+    cand: int = 0         # hit length the live pin is for (0: start from the limit)
 
 
 def lora_of(obj: Any) -> str:
@@ -89,11 +112,17 @@ def lora_of(obj: Any) -> str:
 class SchedulerSide:
     """The scheduler half (one per vLLM scheduler process)."""
 
-    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], kv_role: str = "kv_both"):
+    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], kv_role: str = "kv_both",
+                 groups: KVGroups | None = None):
         self.opts = opts
         # vLLM's kv_role: a kv_producer only saves, a kv_consumer only loads.
         self.load_enabled = kv_role != "kv_producer"
         self.save_enabled = kv_role != "kv_consumer"
+        # vLLM's KV cache groups (None: one full-attention table).
+        self.groups = groups
+        if groups is not None and groups.unsupported:
+            log.warning("OrbitKV: %s; every request is a miss and nothing is saved", groups.unsupported)
+            self.load_enabled = self.save_enabled = False
         self.base = base
         self.block = base["block_tokens"]
         self.identity = tuple(sorted(base.items()))
@@ -139,6 +168,11 @@ class SchedulerSide:
                 st.hashes = [block_hash16(h) for h in engine[:len(st.prompt) // self.block]]
             else:
                 extend_chain(st.hashes, st.prompt, self.block, st.salt)
+        if self.groups is not None and st.cacheable:
+            if not st.gh:
+                st.gh = [[] for _ in self.groups.groups]
+            for g, keys in enumerate(st.gh):
+                keys.extend(group_hash(h, g) for h in st.hashes[len(keys):])
         return st
 
     def _namespace(self, tp: int, pp: int, lora: str) -> bytes:
@@ -163,17 +197,20 @@ class SchedulerSide:
             finally:
                 client.retire(ticket)
 
-    def _pin(self, st: _Req, n: int) -> int | None:
-        """Leading blocks of st.hashes[:n] pinned on every shard; None while
-        a pin is still Loading or waits to be admitted (``_pin_refused``);
-        0 on any error (no pin is then kept)."""
+    def _pin(self, st: _Req, n: int, hashes: list[bytes] | None = None) -> int | None:
+        """Leading blocks of ``hashes`` (default st.hashes[:n]; the keys of a
+        hit of n blocks with KV cache groups) pinned on every shard; None
+        while a pin is still Loading or waits to be admitted
+        (``_pin_refused``); 0 on any error (no pin is then kept)."""
         if st.pins and (st.pin_len != n or any(c is not s.client or c.closed for s, c, _ in st.pins)
                         or time.monotonic() - st.pin_since > PIN_REFRESH_S):
             self._unpin(st)
         if not st.pins and self._refused and self._pins_held():
             return self._pin_refused(st, None)
+        if hashes is None:
+            hashes = st.hashes[:n]
         if not st.pins:
-            batch = BlockHashes(st.hashes[:n])
+            batch = BlockHashes(hashes)
             session = None
             try:
                 for session, tp, pp in self.shards:
@@ -192,7 +229,7 @@ class SchedulerSide:
             finally:
                 batch.close()
             st.pin_len, st.pin_since, st.pin_waited = n, time.monotonic(), False
-        hits = n
+        hits = len(hashes)
         session = None
         try:
             for session, client, t in st.pins:
@@ -259,9 +296,10 @@ class SchedulerSide:
         reported as such: False sends the request to the leased PREPARE
         query (``_pin``), as does any doubt (option off, no index, an
         index without OKV_DISCOVER_COMPLETE, an error)."""
-        if not self.opts.local_discovery:
+        chain = self._chain(st)
+        if not self.opts.local_discovery or chain is None:
             return False
-        hashes = st.hashes[:n]
+        hashes = chain[:n]
         for session, tp, pp in self.shards:
             client = session.get()
             if client is None or not session.manager_alive():
@@ -276,6 +314,57 @@ class SchedulerSide:
                 log.debug("OrbitKV local discovery for request %s unavailable (%s); asking the Manager", st.req_id, e)
                 return False
         return False
+
+    def _chain(self, st: _Req) -> list[bytes] | None:
+        """The keys whose leading run bounds st's hit: the chain hashes, or
+        with KV cache groups the first full-attention group's keys (None
+        without one)."""
+        if self.groups is None:
+            return st.hashes
+        return st.gh[self.groups.full[0]] if self.groups.full else None
+
+    def _locally_held(self, st: _Req, k: int, start: int) -> int:
+        """The largest k' in (start, k] whose non-full-group needs the
+        discovery index of the first shard holds (advisory, RAM only: no
+        round trip), else k (the Manager decides: SSD or peers may hold
+        them)."""
+        if not self.opts.local_discovery or not self.groups.point:
+            return k
+        session, tp, pp = self.shards[0]
+        client = session.get()
+        if client is None or not session.manager_alive():
+            return k
+        ns = self._namespace(tp, pp, st.lora_id)
+        try:
+            for c in range(k, start, -1):
+                need = self.groups.point_hashes(st.gh, c)
+                if client.discover_local(ns, need) == len(need):
+                    return c
+        except OrbitKVError as e:
+            log.debug("OrbitKV local discovery for request %s unavailable (%s)", st.req_id, e)
+        return k
+
+    def _matched_groups(self, st: _Req, limit: int, start: int) -> int | None:
+        """Chain blocks OrbitKV holds for st in every KV cache group (see
+        the module doc), pinned; None while the pin loads or waits."""
+        k = min(st.cand or limit, limit)
+        for _ in range(MAX_CANDIDATES):
+            if not (st.pins and st.pin_len == k):
+                k = self._locally_held(st, k, start)
+            if k <= start:
+                break
+            hashes, full = self.groups.pin_hashes(st.gh, k)
+            got = self._pin(st, k, hashes)
+            if got is None:
+                st.cand = k
+                return None
+            if got >= len(hashes):
+                st.cand = k
+                return k
+            k = self.groups.next_candidate(k, got, full)
+        self._unpin(st)
+        st.cand = 0
+        return 0
 
     def _pin_failed(self, st: _Req, e: OrbitKVError, session: Session | None) -> int:
         self.stats["lookup_errors"] += 1
@@ -307,7 +396,7 @@ class SchedulerSide:
         if first and self._local_miss(st, limit, start):
             self.stats["local_misses"] += 1
             return 0, False
-        matched = self._pin(st, limit)
+        matched = self._pin(st, limit) if self.groups is None else self._matched_groups(st, limit, start)
         if matched is None:
             return None, False
         st.matched = matched
@@ -317,7 +406,10 @@ class SchedulerSide:
             return 0, False
         if first:
             self.stats["hit_blocks"] += st.matched - start
-        return (st.matched - start) * self.block, False
+        # KV cache groups: loaded asynchronously, the one way vLLM lets a
+        # failed load of several groups' blocks be recomputed (by request,
+        # failed_recving; block ids are per group).
+        return (st.matched - start) * self.block, self.groups is not None
 
     def hit_from_disk(self, request: Any) -> bool:
         """Whether the request's pinned hits waited on SSD reads."""
@@ -341,14 +433,28 @@ class SchedulerSide:
             raise ValueError(f"OrbitKVConnector: update_state_after_alloc for request {request.request_id!r} "
                              f"with {num_external_tokens} external tokens that get_num_new_matched_tokens "
                              "did not offer")
-        ids = list(blocks.get_block_ids()[0])
+        tables = [list(t) for t in blocks.get_block_ids()]
         end = st.matched
         first = end - num_external_tokens // self.block
-        if len(ids) < end:
-            raise ValueError(f"OrbitKVConnector: request {request.request_id!r} has {len(ids)} blocks; "
-                             f"{end} needed for its external tokens")
-        st.block_ids = ids
-        self._loads[st.req_id] = LoadSpec(st.req_id, st.hashes[:end], first, ids[first:end], st.lora_id)
+        for g, ids in enumerate(tables if self.groups is not None else tables[:1]):
+            if self.groups is None or self.groups.groups[g].kind == "full":
+                if len(ids) < end:
+                    raise ValueError(f"OrbitKVConnector: request {request.request_id!r} has {len(ids)} blocks "
+                                     f"in KV cache group {g}; {end} needed for its external tokens")
+        if self.groups is None:
+            st.block_ids = tables[0]
+            self._loads[st.req_id] = LoadSpec(st.req_id, st.hashes[:end], first, tables[0][first:end], st.lora_id)
+            return
+        # Every real block vLLM gave chain blocks first..end-1, in any group,
+        # is restored: vLLM reads each of them. One missing fails them all.
+        keys, ids = [], []
+        for g, table in enumerate(tables):
+            for i in range(first, min(end, len(table))):
+                if table[i] != NULL_BLOCK:
+                    keys.append(st.gh[g][i])
+                    ids.append(table[i])
+        st.group_ids, st.fresh_from = tables, 0
+        self._loads[st.req_id] = LoadSpec(st.req_id, keys, 0, ids, st.lora_id, whole=True)
 
     def build_connector_meta(self, so: Any) -> OrbitKVConnectorMetadata:
         meta = OrbitKVConnectorMetadata(loads=list(self._loads.values()), identity=self.identity)
@@ -359,6 +465,7 @@ class SchedulerSide:
             if st is None:  # never asked about (e.g. another connector chose)
                 st = self._req(_NewReq(nr))
             st.block_ids = list(nr.block_ids[0]) if nr.block_ids else []
+            st.group_ids, st.fresh_from = [list(t) for t in nr.block_ids or ()], 0
             self._plan_save(st, nr.num_computed_tokens + scheduled.get(nr.req_id, 0), meta)
         cached = getattr(so, "scheduled_cached_reqs", None)
         if cached is not None:
@@ -372,6 +479,17 @@ class SchedulerSide:
                 nb = cached.new_block_ids[i]
                 if nb is not None:
                     st.block_ids = list(nb[0]) if resumed else st.block_ids + list(nb[0])
+                if resumed:
+                    st.group_ids, st.fresh_from = [list(t) for t in nb or ()], 0
+                else:
+                    # Only new ids are sent: vLLM may since have freed (and
+                    # reused) earlier sliding-window ids this table still holds.
+                    st.fresh_from = cached.num_computed_tokens[i] // self.block
+                    if nb is not None and len(nb) == len(st.group_ids):
+                        for g, t in enumerate(nb):
+                            st.group_ids[g].extend(t)
+                    elif nb is not None:
+                        st.group_ids = []   # tables not known from their start: nothing is saved
                 self._plan_save(st, cached.num_computed_tokens[i] + scheduled.get(rid, 0), meta)
         for rid in getattr(so, "finished_req_ids", ()) or ():
             st = self._reqs.pop(rid, None)
@@ -382,11 +500,42 @@ class SchedulerSide:
     def _plan_save(self, st: _Req, computed_after: int, meta: OrbitKVConnectorMetadata) -> None:
         if not st.cacheable or not self.save_enabled:
             return
+        if self.groups is not None:
+            self._plan_save_groups(st, computed_after, meta)
+            return
         full = min(min(computed_after, len(st.prompt)) // self.block, len(st.hashes), len(st.block_ids))
         if full > st.saved_upto:
             a = st.saved_upto
             meta.saves.append(SaveSpec(st.req_id, st.hashes[a:full], st.block_ids[a:full], st.lora_id))
             st.saved_upto = full
+
+    def _plan_save_groups(self, st: _Req, computed_after: int, meta: OrbitKVConnectorMetadata) -> None:
+        """Saves of chain blocks saved_upto..full-1 in every KV cache group:
+        each real block whose id is current and whose content is that
+        chain block's (a Mamba block only where this step ended at its
+        boundary: the state it wrote there)."""
+        tables = st.group_ids
+        if len(tables) != len(self.groups.groups):
+            return
+        full = min(min(computed_after, len(st.prompt)) // self.block, len(st.hashes),
+                   *(len(tables[g]) for g in self.groups.full))
+        if full <= st.saved_upto:
+            return
+        keys, ids = [], []
+        for i in range(st.saved_upto, full):
+            for grp in self.groups.groups:
+                table = tables[grp.index]
+                if i >= len(table) or table[i] == NULL_BLOCK:
+                    continue
+                if grp.kind == "window" and i < st.fresh_from:
+                    continue
+                if grp.kind == "state" and not (i == full - 1 and full * self.block == computed_after):
+                    continue
+                keys.append(st.gh[grp.index][i])
+                ids.append(table[i])
+        if keys:
+            meta.saves.append(SaveSpec(st.req_id, keys, ids, st.lora_id))
+        st.saved_upto = full
 
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, None]:
         st = self._reqs.pop(request.request_id, None)

@@ -16,6 +16,13 @@ out as one OrbitKV buffer, registered by IPC handle:
 block ids as pages — or ``"staging"`` (host pages and torch copies; any
 other tensors, with one log line giving the reason).
 
+With KV cache groups (``orbitkv.vllm.groups``) the buffer's layers are the
+layer slots the groups share (``kvbuffer.slot_views``) and a page is one
+block of one group, whatever its kind: zero copy when the slots are an
+OrbitKV buffer, else staging (all slots copied at once, loads in the first
+``wait_for_layer_load``, saves in ``wait_for_save``); GPU direct does not
+take them.
+
 Failures never raise into the engine: a block that is not restored (lease
 shorter than planned, a restore error, the Manager gone) goes into
 ``get_block_ids_with_load_errors`` so vLLM recomputes it; a failed publish
@@ -35,8 +42,9 @@ from ..buffer import EngineBuffer
 from ..errors import Closed, OrbitKVError, Rejected, TimedOut
 from ..hashes import BlockHashes
 from .gpudirect import CudaKVBuffer, direct_layout, is_cuda
+from .groups import KVGroups
 from .kvbuffer import (KVCacheAllocation, block_bytes, block_dim, find_buffer, kv_cache_geometry, layer_planes,
-                       manager_blocks_view, plane_page_bytes)
+                       manager_blocks_view, plane_page_bytes, slot_views)
 from .metadata import LoadSpec, OrbitKVConnectorMetadata
 from .options import ConnectorOptions, make_identity
 from .session import SESSION_ENDING, Session
@@ -59,8 +67,11 @@ class _Restore:
 class WorkerSide:
     """The worker half (one per vLLM worker process: one TP/PP rank)."""
 
-    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], tp_rank: int, pp_rank: int):
+    def __init__(self, opts: ConnectorOptions, base: dict[str, Any], tp_rank: int, pp_rank: int,
+                 groups: KVGroups | None = None):
         self.opts = opts
+        self.groups = groups   # vLLM's KV cache groups (None: one full-attention table)
+        self._slots: list[Any] = []   # KV cache groups: a uint8 [blocks, page] view per layer slot
         self.base = base
         self.tp_rank, self.pp_rank = tp_rank, pp_rank
         path, option = opts.socket_for(tp_rank)
@@ -84,6 +95,10 @@ class WorkerSide:
         self._next_page = 0
         self._errors: set[int] = set()
         self._settled: set[str] = set()   # requests whose loads settled since the last worker meta
+        # Whole (KV cache group) loads, asynchronous for vLLM: requests whose
+        # load ended since the last get_transfer_results, and those that failed.
+        self._recv_done: set[str] = set()
+        self._recv_failed: set[str] = set()
         self._identity = tuple(sorted(base.items()))
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
@@ -148,6 +163,9 @@ class WorkerSide:
             raise ValueError("OrbitKVConnector.register_kv_caches: no KV cache tensors")
         self._num_blocks = num_blocks
         kv_caches = {name: manager_blocks_view(t, num_blocks, name) for name, t in kv_caches.items()}
+        if self.groups is not None:
+            self._register_slots(kv_caches, num_blocks)
+            return
         self.layer_index = {name: i for i, name in enumerate(kv_caches)}
         self.kv = list(kv_caches.values())
         if is_cuda(self.kv[0]):
@@ -165,6 +183,44 @@ class WorkerSide:
                 self._register(self.buf, "the KV cache (zero copy)")
                 return
         self._register_staging(kv_caches, why)
+
+    def _register_slots(self, kv_caches: dict[str, Any], num_blocks: int | None) -> None:
+        """KV cache groups: register the layer slots (``slot_views``) in
+        place when they are an OrbitKV buffer, else through staging pages.
+        Raises ``ValueError`` when the tensors are not laid out as slots
+        (the reason named): no block of theirs could be restored safely."""
+        import torch
+        if self.groups.unsupported:
+            log.warning("OrbitKV: %s; nothing is registered", self.groups.unsupported)
+            return
+        if not num_blocks:
+            num_blocks = int(next(iter(kv_caches.values())).shape[block_dim(next(iter(kv_caches.values())))])
+        views, why = slot_views(kv_caches, num_blocks)
+        if views is None:
+            raise ValueError(f"OrbitKVConnector.register_kv_caches: the KV cache groups' tensors are not one "
+                             f"set of layer slots: {why}")
+        self._slots = views
+        page = int(views[0].shape[1])
+        found = None if views[0].device.type != "cpu" else find_buffer(views[0].data_ptr())
+        if found is not None:
+            buf, base = found
+            if buf.layers == len(views) and buf.page_bytes == page and buf.page_count >= num_blocks and all(
+                    v.data_ptr() == base + buf.offset(j, 0) for j, v in enumerate(views)):
+                self.buf, self.mode = buf, "zero-copy"
+                log.info("OrbitKV: %d KV cache groups over %d layer slots x %d blocks x %d B (zero copy)",
+                         len(self.groups.groups), len(views), num_blocks, page)
+                self._register(buf, "the KV cache (zero copy)")
+                return
+            why = f"buffer is {buf.layers} layers x {buf.page_bytes} B pages, the slots {len(views)} x {page}"
+        else:
+            why = "the KV cache groups' slots are not in an orbitkv.vllm.kv_cache_buffer"
+        self.buf = EngineBuffer(len(views), page, self.opts.staging_blocks)
+        self._staging = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8).view(
+            len(views), self.opts.staging_blocks, page)
+        self.mode = "staging"
+        log.info("OrbitKV: %d KV cache groups over %d layer slots via %d staging pages (%s)",
+                 len(self.groups.groups), len(views), self.opts.staging_blocks, why)
+        self._register(self.buf, "the staging buffer")
 
     def _register(self, buf: Any, what: str) -> None:
         """Register buf (``what`` it holds, for the log) with the session;
@@ -283,6 +339,28 @@ class WorkerSide:
         done, self._settled = self._settled, set()
         return done
 
+    def _fail_load(self, spec: LoadSpec, ids: list[int]) -> None:
+        """Blocks ``ids`` of ``spec`` were not restored: vLLM recomputes
+        them (block ids for one-table loads; the whole request for a whole
+        load, reported through ``take_recving`` since vLLM cannot map block
+        ids of several KV cache groups back to requests)."""
+        if not ids:
+            return
+        if spec.whole:
+            self._recv_failed.add(spec.req_id)
+            self.stats["load_error_blocks"] += len(ids)
+            self.interval.add("load_error_blocks", len(ids))
+            return
+        self._fail_blocks(ids)
+
+    def take_recving(self) -> tuple[set[str], set[str]]:
+        """(requests whose whole loads ended, those of them that failed)
+        since the last call, after waiting for this step's restores."""
+        self.settle()
+        done, failed = self._recv_done | self._recv_failed, self._recv_failed
+        self._recv_done, self._recv_failed = set(), set()
+        return done, failed
+
     def _fail_blocks(self, ids: list[int]) -> None:
         self._errors.update(ids)
         self.stats["load_error_blocks"] += len(ids)
@@ -294,11 +372,13 @@ class WorkerSide:
         return max(0.001, self._deadline - time.monotonic())
 
     def _start(self, spec: LoadSpec) -> None:
+        if spec.whole:
+            self._recv_done.add(spec.req_id)
         if not spec.block_ids:
             return
         client = self.session.get()
         if client is None or self.buf is None:
-            self._fail_blocks(spec.block_ids)
+            self._fail_load(spec, spec.block_ids)
             return
         flags = QueryFlags.WAIT_FOR_FULL_PREFIX if self.opts.wait_for_full_prefix else 0
         batch = BlockHashes(spec.hashes)
@@ -309,10 +389,10 @@ class WorkerSide:
             lease = a.lease_id if a.status == "Ok" else 0
             hits = min(a.hit_count, len(spec.hashes)) if lease else 0
             self.stats["leased_blocks"] += hits
-            n = max(0, hits - spec.first)
+            n = max(0, hits - spec.first) if not spec.whole or hits == len(spec.hashes) else 0
             pages = spec.block_ids[:n] if self.mode != "staging" else self._pages(n)
             n = len(pages)
-            self._fail_blocks(spec.block_ids[n:])
+            self._fail_load(spec, spec.block_ids[n:])
             if n == 0:
                 if lease:
                     client.release(lease)
@@ -324,7 +404,7 @@ class WorkerSide:
             self._pending.append(_Restore(spec, lease, ops, pages, spec.block_ids[:n]))
         except OrbitKVError as e:
             log.warning("OrbitKV load of request %s failed: %s; vLLM recomputes its blocks", spec.req_id, e)
-            self._fail_blocks([b for b in spec.block_ids if b not in self._errors])
+            self._fail_load(spec, [b for b in spec.block_ids if b not in self._errors])
             # A session-ending error first: a release on a session that just
             # timed out would wait out another deadline in the same step.
             self.session.fail(e)
@@ -362,7 +442,7 @@ class WorkerSide:
             except OrbitKVError as e:
                 log.warning("OrbitKV restore for request %s failed: %s; vLLM recomputes its blocks",
                             r.spec.req_id, e)
-                self._fail_blocks(r.block_ids)
+                self._fail_load(r.spec, r.block_ids)
                 if isinstance(e, TimedOut):
                     # The pages are still the Manager's: end the session so
                     # it drains its copies before anything else happens.
@@ -370,11 +450,18 @@ class WorkerSide:
                 self.session.fail(e)
             finally:
                 self._release(r.lease_id)
+        if self._slots and self.mode == "staging":
+            # Every slot at once, before the engine reads any of them (an
+            # asynchronous load may settle in a step with no forward pass).
+            loads, self._staged_loads = self._staged_loads, []
+            for page, block in loads:
+                for j, v in enumerate(self._slots):
+                    v[block].copy_(self._staging[j, page])
         self.interval.wait(time.perf_counter() - t0)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         self.settle()
-        if self.mode == "staging" and self._staged_loads:
+        if self.mode == "staging" and self._staged_loads and not self._slots:
             l = self.layer_index[layer_name]
             for p, plane in enumerate(layer_planes(self.kv[l])):
                 r = self._first_plane[l] + p
@@ -383,7 +470,7 @@ class WorkerSide:
                     dst.copy_(self._staging[r, page].view(plane.dtype).view(dst.shape))
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, meta: OrbitKVConnectorMetadata | None) -> None:
-        if meta is None or self.mode != "staging":
+        if meta is None or self.mode != "staging" or self._slots:
             return
         self._begin(meta)
         if not self._saves and meta.saves:
@@ -408,6 +495,14 @@ class WorkerSide:
                 # The forward pass wrote these pages on the engine's streams:
                 # they must have landed before the Manager reads them.
                 self._device_sync()
+        elif self._slots:
+            # KV cache groups: every slot's pages copied out at once, the
+            # forward pass having written them all by now.
+            work = [(spec, self._pages(len(spec.block_ids))) for spec in meta.saves]
+            for spec, pages in work:
+                for page, block in zip(pages, spec.block_ids):
+                    for j, v in enumerate(self._slots):
+                        self._staging[j, page].copy_(v[block])
         else:
             work = self._saves
         client = self.session.get()

@@ -1,0 +1,269 @@
+"""vLLM's KV cache groups (hybrid KV cache manager) in the vLLM connector:
+how groups are read, which blocks a hit needs in each kind of group, and
+the connector's saves and restores of a full-attention, a sliding-window and
+a Mamba-state group over one backing, against a real Manager, driven the
+way vLLM's scheduler and worker call it. The real engine is `make e2e-vllm`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import unittest
+from types import SimpleNamespace
+
+from . import support
+
+orbitkv = support.import_orbitkv()
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+from orbitkv.vllm import KVConnectorRole, LoadSpec, OrbitKVConnector, OrbitKVConnectorMetadata  # noqa: E402
+from orbitkv.vllm.groups import KVGroups, group_hash  # noqa: E402
+from orbitkv.vllm.hashing import chain_block_hashes  # noqa: E402
+
+from .test_vllm_adapter import config, request  # noqa: E402
+
+BLOCK, BLOCKS, PAGE = 4, 32, 256
+
+
+class FullAttentionSpec:
+    def __init__(self, block_size=BLOCK):
+        self.block_size = block_size
+
+
+class SlidingWindowSpec(FullAttentionSpec):
+    """vLLM's SlidingWindowSpec is not a FullAttentionSpec; the name decides."""
+
+    def __init__(self, window, block_size=BLOCK):
+        super().__init__(block_size)
+        self.sliding_window = window
+
+
+class MambaSpec(FullAttentionSpec):
+    def __init__(self, mode="align", block_size=BLOCK):
+        super().__init__(block_size)
+        self.mamba_cache_mode = mode
+
+
+class ChunkedLocalAttentionSpec(FullAttentionSpec):
+    pass
+
+
+def kv_config(*specs, layers=1):
+    groups = [SimpleNamespace(kv_cache_spec=s, layer_names=[f"g{g}.l{j}" for j in range(layers)])
+              for g, s in enumerate(specs)]
+    tensors = [SimpleNamespace(size=layers * BLOCKS * PAGE, layers=list(g.layer_names), layer_stride=BLOCKS * PAGE,
+                               block_stride=PAGE, offset=0) for g in groups]
+    return SimpleNamespace(kv_cache_groups=groups, kv_cache_tensors=tensors, num_blocks=BLOCKS)
+
+
+class TestKVGroups(unittest.TestCase):
+
+    def test_one_full_attention_group_keeps_the_one_table_path(self):
+        self.assertIsNone(KVGroups.of(kv_config(FullAttentionSpec()), BLOCK))
+        self.assertIsNone(KVGroups.of(None, BLOCK))
+
+    def test_kinds_and_what_a_hit_of_k_blocks_needs(self):
+        g = KVGroups.of(kv_config(SlidingWindowSpec(9), FullAttentionSpec(), MambaSpec()), BLOCK)
+        self.assertEqual(g.unsupported, "")
+        self.assertEqual([x.kind for x in g.groups], ["window", "full", "state"])
+        self.assertEqual(g.groups[0].window_blocks, 2)       # ceil((9 - 1) / 4): tokens k*4-8 .. k*4-1
+        self.assertEqual(list(g.groups[0].needed(5)), [3, 4])
+        self.assertEqual(list(g.groups[0].needed(1)), [0])
+        self.assertEqual(list(g.groups[1].needed(3)), [0, 1, 2])
+        self.assertEqual(list(g.groups[2].needed(3)), [2])   # the state after token 12 only
+        self.assertEqual(g.layout_tag(), "groups:window2x1,fullx1,statex1")
+
+    def test_a_group_orbitkv_cannot_serve_is_named(self):
+        for specs, words in (
+                ((FullAttentionSpec(), ChunkedLocalAttentionSpec()), "group 1 has a ChunkedLocalAttentionSpec"),
+                ((FullAttentionSpec(), MambaSpec(mode="all")), "mamba_cache_mode 'all'"),
+                ((FullAttentionSpec(), SlidingWindowSpec(8, block_size=8)), "group 1 (SlidingWindowSpec) has "
+                                                                            "block size 8")):
+            with self.subTest(words):
+                self.assertIn(words, KVGroups.of(kv_config(*specs), BLOCK).unsupported)
+
+    def test_pins_list_the_full_prefix_then_the_needs_at_k_and_shorten(self):
+        g = KVGroups.of(kv_config(SlidingWindowSpec(5), FullAttentionSpec(), MambaSpec()), BLOCK)
+        gh = [[bytes([grp, i]) * 8 for i in range(6)] for grp in range(3)]
+        hashes, full = g.pin_hashes(gh, 4)
+        self.assertEqual(full, 4)
+        self.assertEqual(hashes, [gh[1][0], gh[1][1], gh[1][2], gh[1][3], gh[0][3], gh[2][3]])
+        self.assertEqual(g.next_candidate(4, 2, full), 2)   # the full prefix ended at 2
+        self.assertEqual(g.next_candidate(4, 5, full), 3)   # the state at 4 missing: one block less
+
+    def test_group_keys_differ_per_group_and_from_the_chain(self):
+        h = chain_block_hashes(list(range(8)), BLOCK)[1]
+        keys = {group_hash(h, g) for g in range(4)}
+        self.assertEqual(len(keys), 4)
+        self.assertNotIn(h, keys)
+        self.assertTrue(all(len(k) == 16 for k in keys))
+
+
+class Tables:
+    """vLLM's KVCacheBlocks: one block id list per group."""
+
+    def __init__(self, *tables):
+        self.tables = [list(t) for t in tables]
+
+    def get_block_ids(self):
+        return tuple(self.tables)
+
+
+def new_step(rid, prompt, tables, computed, scheduled):
+    nr = SimpleNamespace(req_id=rid, prompt_token_ids=prompt, block_ids=tuple(list(t) for t in tables),
+                         num_computed_tokens=computed, lora_request=None)
+    return SimpleNamespace(scheduled_new_reqs=[nr], num_scheduled_tokens={rid: scheduled}, finished_req_ids=set(),
+                           scheduled_cached_reqs=SimpleNamespace(req_ids=[], resumed_req_ids=set(),
+                                                                 new_block_ids=[], num_computed_tokens=[]))
+
+
+def no_requests():
+    """A step that computes nothing (vLLM still runs the connector)."""
+    return SimpleNamespace(scheduled_new_reqs=[], num_scheduled_tokens={}, finished_req_ids=set(),
+                           scheduled_cached_reqs=SimpleNamespace(req_ids=[], resumed_req_ids=set(),
+                                                                 new_block_ids=[], num_computed_tokens=[]))
+
+
+def cached_step(rid, computed, scheduled, new_tables):
+    return SimpleNamespace(scheduled_new_reqs=[], num_scheduled_tokens={rid: scheduled}, finished_req_ids=set(),
+                           scheduled_cached_reqs=SimpleNamespace(
+                               req_ids=[rid], resumed_req_ids=set(), num_computed_tokens=[computed],
+                               new_block_ids=[tuple(list(t) for t in new_tables)]))
+
+
+@unittest.skipIf(torch is None, "torch not installed (python3-torch)")
+class HybridCase(unittest.TestCase):
+    """A sliding-window (window 5 tokens: 1 block), a full-attention and a
+    Mamba-state group over one backing of BLOCKS pages of PAGE bytes, as
+    vLLM lays them out: each group's layer views the same bytes."""
+
+    zero_copy = True
+
+    def setUp(self):
+        from orbitkv.testing.manager import ManagerProcess, free_port
+        from orbitkv.vllm.kvbuffer import kv_cache_buffer, view_address
+        if not os.access(support.MANAGER_BIN, os.X_OK):
+            self.skipTest(f"{support.MANAGER_BIN} not built (run `make go`)")
+        logging.getLogger("orbitkv").setLevel(logging.ERROR)
+        self.dir = tempfile.mkdtemp(prefix="orbitkv-pytest-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.sock = os.path.join(self.dir, "okv.sock")
+        self.manager = ManagerProcess(support.MANAGER_BIN, self.sock, free_port(), ram="64MiB")
+        self.addCleanup(lambda: self.manager.kill())
+        if self.zero_copy:
+            self.buf = kv_cache_buffer(1, PAGE, BLOCKS)
+            self.backing = torch.frombuffer(self.buf.memoryview(), dtype=torch.uint8)
+            self.assertEqual(self.backing.data_ptr(), view_address(self.buf))
+        else:
+            self.backing = torch.zeros(BLOCKS * PAGE, dtype=torch.uint8)
+        torch.manual_seed(0)
+        self.backing.copy_(torch.randint(0, 256, (BLOCKS * PAGE,), dtype=torch.uint8))
+        attn = self.backing.view(torch.float32).view(BLOCKS, 2, BLOCK, 8)       # 256 B a block
+        state = self.backing.view(BLOCKS, PAGE)[:, :200].view(BLOCKS, 1, 1, 200)  # padded, as vLLM's Mamba page
+        self.kv = {"g0.l0": attn, "g1.l0": attn, "g2.l0": state}
+        self.cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec(), MambaSpec())
+
+    def connectors(self, cfg=None):
+        cfg = cfg or self.cfg
+        s = OrbitKVConnector(config(self.sock), KVConnectorRole.SCHEDULER, kv_cache_config=cfg)
+        w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER, kv_cache_config=cfg)
+        w.register_kv_caches(self.kv)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        return s, w
+
+    def page(self, b):
+        return self.backing.view(BLOCKS, PAGE)[b].clone()
+
+    def step(self, s, w, so):
+        meta = s.build_connector_meta(so)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(SimpleNamespace())
+        for name, t in self.kv.items():
+            w.wait_for_layer_load(name)
+            w.save_kv_layer(name, t, None)
+        w.wait_for_save()
+        r = w.get_transfer_results(set())
+        self.results = (r.finished_recving, r.failed_recving)
+        errors = w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        return meta, errors
+
+    def save_a(self, s, w, prompt):
+        """Request a in two chunks, 8 then 5 tokens: the state is stored
+        after token 8 (a chunk ended at that block boundary), not after 12."""
+        self.assertEqual(s.get_num_new_matched_tokens(request("a", prompt), 0), (0, False))
+        m1, _ = self.step(s, w, new_step("a", prompt, ([1, 2], [5, 6], [0, 9]), 0, 8))
+        m2, _ = self.step(s, w, cached_step("a", 8, 5, ([3, 4], [7, 8], [0, 10])))
+        s.request_finished_all_groups(request("a", prompt), ([0, 0, 3, 4], [5, 6, 7, 8], [0, 0, 0, 10]))
+        return m1, m2
+
+
+class TestHybridZeroCopy(HybridCase):
+
+    def test_every_group_saved_and_a_hit_restores_what_each_needs_byte_exact(self):
+        s, w = self.connectors()
+        self.assertEqual(w.kv_mode, "zero-copy" if self.zero_copy else "staging")
+        prompt = list(range(13))   # 3 full blocks of 4 (+1 token)
+        m1, m2 = self.save_a(s, w, prompt)
+        self.assertEqual(sorted(m1.saves[0].block_ids), [1, 2, 5, 6, 9])   # window, full, the state after 8
+        self.assertEqual(sorted(m2.saves[0].block_ids), [3, 7])            # no state after 12: step ended at 13
+        self.assertEqual(w.stats["published_blocks"], 7)
+        want = {b: self.page(src) for b, src in ((21, 2), (24, 5), (25, 6), (28, 9))}
+        self.backing.view(BLOCKS, PAGE)[20:30] = 0
+        req = request("b", prompt)
+        # A hit of 3 blocks would need the state after 12 (not stored): the
+        # hit shortens to 2 blocks, where a state is.
+        # Loaded asynchronously: a failure is reported by request (vLLM
+        # cannot map block ids of several groups back to requests).
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))   # side-effect free
+        s.update_state_after_alloc(req, Tables([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8)
+        # The load's step (b waits for it), then b's first computed step.
+        meta, errors = self.step(s, w, no_requests())
+        self.assertEqual(sorted(meta.loads[0].block_ids), [21, 24, 25, 28])
+        self.assertEqual((errors, self.results), (set(), ({"b"}, set())))
+        meta, _ = self.step(s, w, new_step("b", prompt, ([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8, 5))
+        self.assertEqual(meta.saves[0].block_ids if meta.saves else [], [22, 26])   # block 2 of b: window, full
+        for b, page in want.items():
+            self.assertTrue(torch.equal(self.page(b), page), f"block {b}")
+        self.assertTrue(torch.equal(self.page(20), torch.zeros(PAGE, dtype=torch.uint8)))   # a null: untouched
+
+    def test_a_group_orbitkv_cannot_serve_makes_every_request_miss_and_saves_nothing(self):
+        cfg = kv_config(FullAttentionSpec(), ChunkedLocalAttentionSpec())
+        s, w = self.connectors(cfg)
+        prompt = list(range(13))
+        self.assertEqual(s.get_num_new_matched_tokens(request("a", prompt), 0), (0, False))
+        meta, _ = self.step(s, w, new_step("a", prompt, ([1, 2, 3, 4], [5, 6, 7, 8]), 0, 13))
+        self.assertEqual(meta.saves, [])
+        self.assertEqual(w.stats["published_blocks"], 0)
+
+    def test_a_load_is_all_or_nothing(self):
+        s, w = self.connectors()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        h = chain_block_hashes(prompt, BLOCK)
+        present, missing = group_hash(h[0], 1), group_hash(h[2], 2)   # full block 0; the state after 12
+        before = self.page(24)
+        meta = OrbitKVConnectorMetadata(loads=[LoadSpec("c", [present, missing], 0, [24, 28], whole=True)])
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(SimpleNamespace())
+        r = w.get_transfer_results(set())
+        self.assertEqual((r.finished_recving, r.failed_recving), ({"c"}, {"c"}))
+        self.assertEqual(w.get_block_ids_with_load_errors(), set())
+        self.assertTrue(torch.equal(self.page(24), before))   # nothing restored
+
+
+class TestHybridStaging(TestHybridZeroCopy):
+    """The same through staging pages (a backing that is not an OrbitKV buffer)."""
+
+    zero_copy = False
+
+
+if __name__ == "__main__":
+    unittest.main()
