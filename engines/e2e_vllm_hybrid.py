@@ -9,50 +9,60 @@ JSON), with two random-weight models made here (``e2e_vllm_engine.py
 model``, under ``build/models``, fixed seed) whose layers vLLM puts in more
 than one KV cache group:
 
-* ``gemma3`` (Gemma3ForCausalLM, float32, block size 32): a sliding-window
+* ``gemma3`` (Gemma3ForCausalLM, float32, block size 32,
+  ``max_num_batched_tokens`` 256, ``max_model_len`` 2048): a sliding-window
   layer (window 64 tokens) and a full-attention layer, two groups
-  (SlidingWindowSpec, FullAttentionSpec). vLLM caches a sliding-window
-  group's blocks only inside the window at the end of the prompt, so a hit
-  is the whole saved prompt's full blocks or nothing: g0 (300 tokens, longer
-  than the window) hits 288; g1 (g0 and 40 more tokens) 288; g2 (g0's
-  first 200 tokens and 60 others) 0, although 6 full-attention blocks match.
+  (SlidingWindowSpec, FullAttentionSpec). vLLM's own cache keeps a
+  sliding-window group's blocks only inside the window at the end of the
+  prompt: g0 (300 tokens, longer than the window) hits 288 when repeated,
+  g1 (g0 and 40 more tokens) 288 after g0, g2 (g0's first 200 tokens and 60
+  others) 0 after g0 although 6 full-attention blocks match. OrbitKV saves
+  each window block in the step that computed it, so g2 restores 192 from
+  it (6 full-attention blocks and window blocks 4 and 5).
 * ``qwen3next`` (Qwen3NextForCausalLM, bfloat16, which vLLM-CPU's Gated
-  DeltaNet kernel requires): 3 linear-attention layers (Mamba-style state)
-  and a full-attention layer, four groups (3 MambaSpec, 1
-  FullAttentionSpec); vLLM raises the block size to 288 so a page holds a
-  state, and keeps a state (``mamba_cache_mode`` "align") only at the last
-  block boundary of each prompt's prefill (``max_num_batched_tokens`` 576,
-  so every engine splits prefills alike). pa (1,250 tokens) hits 1,152; pc
-  (pa's first 600 tokens and 100 others) 576; pb (pa's first 900 and 300
-  others) matches 3 full-attention blocks (864 tokens), between the states
-  stored at 576 (pc) and 1,152 (pa), so its hit shortens to 576.
+  DeltaNet kernel requires; ``max_num_batched_tokens`` 576, ``max_model_len``
+  2048): 3 linear-attention layers (Mamba-style state) and a full-attention
+  layer, four groups (3 MambaSpec, 1 FullAttentionSpec); vLLM raises the
+  block size to 288 so a page holds a state (``mamba_cache_mode`` "align").
+  vLLM's own cache keeps a prompt's state at the last block boundary of its
+  prefill only; OrbitKV saves the state wherever a step ended on a block
+  boundary. pa (1,250 tokens; steps end at 576, 1,152, 1,250) hits 1,152
+  when repeated; pc (pa's first 600 tokens and 100 others) 576 when
+  repeated, and in the save process it restores pa's state at 576 from
+  OrbitKV; pb (pa's first 900 tokens and 300 others) matches 3
+  full-attention blocks (864 tokens), between the states at 576 and 1,152,
+  so its hit shortens to 576, after pa and pc in vLLM's own cache as from
+  OrbitKV.
 
 Per family, four engine processes:
 
 1. ``reference`` (no connector, vLLM's prefix caching on): each prompt
-   cold (vLLM's cache reset first), then vLLM's own hit: a repeat, and for
-   the prompts sharing a saved one's prefix, a run after that one; the
-   hits above are asserted (they are what the later checks stand on); vLLM's
-   logged ``CPU KV cache size: N tokens``;
+   cold (vLLM's cache reset first), then vLLM's own hit: a repeat, or a run
+   after the prompts it shares a prefix with; the hits above are asserted
+   (the later checks stand on them); vLLM's logged ``CPU KV cache size: N
+   tokens``; the hybrid manager is on (the groups above);
 2. ``off``: the engine built with ``disable_hybrid_kv_cache_manager=True``,
-   no connector, nothing generated: its logged KV cache size M (what a
-   connector without vLLM's ``SupportsHMA`` gets: vLLM turns the hybrid
-   manager off for it), or, where vLLM cannot run the model so, vLLM's
-   error, which the check reports as the result;
+   no connector, nothing generated: its logged KV cache size M (vLLM turns
+   the hybrid manager off so for a connector without ``SupportsHMA``:
+   what OrbitKV got before it had it), reported beside N, or, where vLLM
+   cannot run the model so, vLLM's error as the check's result;
 3. ``save`` (connector on): the hybrid manager is on in the engine
    (``scheduler_config.disable_hybrid_kv_cache_manager`` False, the
-   scheduler's KV cache config has the groups of the reference, no
-   "Turning off hybrid kv cache manager" line); its KV cache size equals
-   the reference's N (the hybrid manager's saving kept with OrbitKV);
-   tokens equal the cold runs; the Manager gained blocks;
+   scheduler's KV cache groups as in the reference, no "Turning off hybrid
+   kv cache manager" line); its KV cache size equals N (the hybrid
+   manager's saving kept with OrbitKV); each prompt's hit from what OrbitKV
+   saved before it; tokens equal the cold runs; the Manager gained exactly
+   the blocks the groups' save rules give (one block = one group's block,
+   one page);
 4. ``warm`` (a new process, its own cache empty before each prompt): the
    hybrid manager on again; each prompt's ``num_cached_tokens`` equals
-   vLLM's own hit of step 1, and vLLM's external-hit counter shows all of
-   it came from the connector; tokens equal the native-hit run's, token for
-   token; the Manager's restored bytes equal what the groups need at each
-   restore point: every full-attention block, a sliding-window group's
-   blocks inside the window (``cdiv(window - 1, block_size)``), one state
-   page per Mamba layer.
+   vLLM's own hit of step 1 (g2: 192, above), and vLLM's external-hit
+   counter shows all of it came from the connector; tokens equal the
+   native-hit run's, token for token (the largest first-token logit
+   difference printed); the Manager's restored bytes equal what the groups
+   need at each restore point: every full-attention block, a sliding-window
+   group's blocks inside the window (``cdiv(window - 1, block_size)``), one
+   state page per Mamba layer.
 
 Each check prints ``ok`` or ``FAILED`` (this gate skips nothing); the last
 line is ``e2e-vllm-hybrid: vllm <version> <families>, <passed>/<total>
@@ -94,8 +104,12 @@ class Family:
     reference process's runs in order, (prompt, kind, reset vLLM's cache
     first), kind ``cold``, ``native`` (vLLM's own hit, asserted to be
     ``hits[prompt]``) or ``seed`` (fills vLLM's cache). ``saved``: the
-    prompts the save process runs. ``groups``: the KV cache spec class names
-    vLLM must make."""
+    prompts the save process runs, with the hit each gets from what OrbitKV
+    saved before it. ``warm``: the warm hit where it is not vLLM's own
+    (OrbitKV keeps a block vLLM's cache dropped), with the reason.
+    ``published``: the blocks the save process adds at the Manager (one
+    block = one group's block, one page), with the reason. ``groups``: the
+    KV cache spec class names vLLM must make."""
 
     name: str
     spec: dict
@@ -103,7 +117,9 @@ class Family:
     why: dict[str, str]
     reference: list[tuple[str, str, bool]]
     hits: dict[str, int]
-    saved: list[str]
+    saved: dict[str, int]
+    warm: dict[str, tuple[int, str]]
+    published: tuple[int, str]
     groups: list[str]
 
 
@@ -120,21 +136,27 @@ def families(seed: int = PROMPT_SEED) -> dict[str, Family]:
         {"g0": g0, "g1": g0 + ids(40), "g2": g0[:200] + ids(60)},
         {"g0": "300 tokens, longer than the window of 64, repeated",
          "g1": "g0 and 40 more tokens, after g0",
-         "g2": "g0's first 200 tokens (6 full-attention blocks), after g0: no window blocks stored at 192"},
+         "g2": "g0's first 200 tokens (6 full-attention blocks), after g0: vLLM keeps no window blocks at 192"},
         [("g1", "cold", True), ("g2", "cold", True), ("g0", "cold", True),
          ("g0", "native", False), ("g1", "native", False), ("g2", "native", False)],
-        {"g0": 288, "g1": 288, "g2": 0}, ["g0"], ["SlidingWindowSpec", "FullAttentionSpec"])
+        {"g0": 288, "g1": 288, "g2": 0}, {"g0": 0},
+        {"g2": (192, "OrbitKV saved g0's window blocks 4 and 5 when they were computed; vLLM's own cache dropped "
+                     "them")},
+        (18, "g0's 9 full blocks in each group: every window block is saved in the step that computed it"),
+        ["SlidingWindowSpec", "FullAttentionSpec"])
     pa = ids(1250)
     qwen = Family(
         "qwen3next", {"dtype": "bfloat16", "max_model_len": 2048, "max_num_batched_tokens": 576},
         {"pa": pa, "pc": pa[:600] + ids(100), "pb": pa[:900] + ids(300)},
-        {"pa": "1,250 tokens, state stored at 1,152, repeated",
-         "pc": "pa's first 600 tokens, state stored at 576, repeated",
+        {"pa": "1,250 tokens, repeated: state at 1,152",
+         "pc": "pa's first 600 tokens, repeated: state at 576",
          "pb": "pa's first 900 tokens (3 full-attention blocks, 864), after pa and pc: between the states at 576 "
                "and 1,152"},
         [("pb", "cold", True), ("pc", "cold", True), ("pc", "native", False), ("pa", "cold", True),
          ("pa", "native", False), ("pc", "seed", False), ("pb", "native", False)],
-        {"pa": 1152, "pc": 576, "pb": 576}, ["pa", "pc"],
+        {"pa": 1152, "pc": 576, "pb": 576}, {"pa": 0, "pc": 576}, {},
+        (10, "pa's 4 full-attention blocks and, in each of the 3 Mamba groups, its states where a step ended: 576 "
+             "and 1,152; pc's 2 full blocks and its state at 576 are pa's"),
         ["MambaSpec", "MambaSpec", "MambaSpec", "FullAttentionSpec"])
     return {f.name: f for f in (gemma, qwen)}
 
@@ -165,11 +187,21 @@ def restore_bytes(groups: list[dict], hit: int) -> int:
 
 
 def describe(groups: list[dict]) -> str:
-    return ", ".join(g["spec"] + (f" window {g['sliding_window']}" if g.get("sliding_window") else "") +
-                     f" x{g['layers']}" for g in groups)
+    """KV cache groups in words: spec, window, layers."""
+    def one(g: dict) -> str:
+        w = g.get("sliding_window")
+        if w and g["spec"] == "FullAttentionSpec":
+            w = f" (window {w}, every block kept)"
+        elif w:
+            w = f" window {w}"
+        return f"{g['spec']}{w or ''} x{g['layers']}"
+    return ", ".join(one(g) for g in groups)
 
 
 class HybridGate(Gate):
+    """The hybrid gate: Gate's Manager, engines and check lines, four
+    engine processes per family (reference, off, save, warm), one at a time."""
+
     def __init__(self, args: argparse.Namespace):
         args.model = None
         super().__init__(args)
@@ -215,10 +247,14 @@ class HybridGate(Gate):
         out["groups"] = self.hybrid_on(fam, e, "reference (no connector)")
         out["kv"] = kv_size(e)
         cold = out["cold"]
+        leads = {kind: min((t[0][1] - t[1][1] for r in out[kind].values() for t in r["top2"] if len(t) > 1),
+                           default=float("nan")) for kind in ("cold", "native")}
         self.check(f"{fam.name} reference: cold runs decode every prompt",
                    all(c["error"] is None and len(c["tokens"]) == 8 and c["num_cached_tokens"] == 0
                        for c in cold.values()),
-                   ", ".join(f"{n} {len(fam.prompts[n])} tokens" for n in fam.prompts))
+                   ", ".join(f"{n} {len(fam.prompts[n])} tokens" for n in fam.prompts) +
+                   f"; smallest top-1 lead over the runner-up: cold {leads['cold']:.3g}, native hit "
+                   f"{leads['native']:.3g}")
         hits = {n: out["native"][n]["num_cached_tokens"] for n in fam.prompts}
         self.check(f"{fam.name} reference: vLLM's own prefix-cache hits are {fam.hits}",
                    hits == fam.hits and all(out["native"][n]["error"] is None for n in fam.prompts),
@@ -233,7 +269,7 @@ class HybridGate(Gate):
         e = self.fengine(fam, "off", [], disable_hybrid=True, timeout_s=180)
         e.wait_for(lambda: e.eof or e.done)
         finished = e.finish()
-        name = f"{fam.name}: KV cache size with the hybrid manager off (what a connector without SupportsHMA got)"
+        name = f"{fam.name} off: KV cache size with the hybrid manager off (what a connector without SupportsHMA got)"
         n = ref.get("kv")
         if e.started is not None:
             m = kv_size(e)
@@ -258,20 +294,25 @@ class HybridGate(Gate):
             return
         rs = {n: self.got(e, n) for n in fam.saved}
         e.finish()
-        self.hybrid_on(fam, e, "save (OrbitKV connector)")
+        groups = self.hybrid_on(fam, e, "save (OrbitKV connector)") or ref["groups"]
         n, got = ref.get("kv"), kv_size(e)
         self.check(f"{fam.name} save: with OrbitKV the KV cache holds as many tokens as without (the hybrid "
                    f"manager's saving kept)", got is not None and n is not None and got[0] == n[0],
                    f"{got[0] if got else None:,} tokens with the connector, {n[0] if n else None:,} without"
                    if got and n else f"with the connector {got}, without {n}")
+        hits = {name: r["num_cached_tokens"] for name, r in rs.items() if r is not None}
+        self.check(f"{fam.name} save: each prompt restores what OrbitKV saved before it {fam.saved}", hits == fam.saved,
+                   f"num_cached_tokens {hits}")
         for name, r in rs.items():
             if r is not None:
-                self.compare_cold(f"{fam.name} save {name} ({r['num_cached_tokens']} tokens from OrbitKV)", r,
-                                  ref["cold"][name])
+                self.compare_cold(f"{fam.name} save {name}", r, ref["cold"][name])
         blocks = self.metric("orbitkv_published_blocks_total") - before[0]
         nbytes = self.metric("orbitkv_published_bytes_total") - before[1]
-        self.check(f"{fam.name} save: the Manager holds new blocks", blocks > 0 and nbytes > 0,
-                   f"{blocks} blocks, {nbytes:,} B published")
+        want, why = fam.published
+        page = groups[0]["page_size_bytes"] if groups else 0
+        self.check(f"{fam.name} save: the Manager gained {want} blocks of {page:,} B", blocks == want and
+                   nbytes == want * page and all(g["page_size_bytes"] == page for g in groups),
+                   f"{why}: {blocks} blocks, {nbytes:,} B published")
 
     def warm(self, fam: Family, ref: dict) -> None:
         before = self.metric("orbitkv_restored_bytes_total")
@@ -288,11 +329,14 @@ class HybridGate(Gate):
             if r is None:
                 continue
             native = ref["native"][n]
-            hit = native["num_cached_tokens"]
+            own = native["num_cached_tokens"]
+            hit, why = fam.warm.get(n, (own, ""))
             ext = r["stats"].get("vllm_connector_hits")
-            self.check(f"{fam.name} warm {n}: restored from OrbitKV up to vLLM's own hit ({hit} tokens)",
+            self.check(f"{fam.name} warm {n}: restored from OrbitKV, {hit} tokens" +
+                       (f" (vLLM's own hit: {own})" if why else " (= vLLM's own hit)"),
                        r["error"] is None and r["num_cached_tokens"] == hit and ext == hit,
-                       f"{fam.why[n]}; num_cached_tokens {r['num_cached_tokens']}, vLLM's external hits {ext}, "
+                       f"{fam.why[n]}" + (f"; {why}" if why else "") +
+                       f"; num_cached_tokens {r['num_cached_tokens']}, vLLM's external hits {ext}, "
                        f"by source {r['stats'].get('vllm_hits_by_source')}")
             self.compare_native(f"{fam.name} warm {n}", r, native)
             want_bytes += restore_bytes(groups or ref["groups"], hit)
