@@ -214,7 +214,7 @@ e2e: native go ## Engine adapters end to end: vLLM and SGLang paths through the 
 	PYTHONPATH=python /usr/bin/python3 -m orbitkv.testing.e2e --manager bin/orbitkv-manager-fp
 
 .PHONY: e2e-sglang
-e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang, installed first): its controller, factory and host pools on the CPU (~2 min)
+e2e-sglang: native go ## OrbitKVStorage inside real SGLang (build/venv/sglang, installed first): its controller, factory and KV, SWA and Mamba host pools on the CPU (~3 min)
 	$(BUILD_FP_MANAGER)
 	engines/deps.sh sglang
 	PYTHONPATH=python build/venv/sglang/bin/python -m orbitkv.testing.e2e_sglang --manager bin/orbitkv-manager-fp

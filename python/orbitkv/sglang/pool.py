@@ -18,7 +18,24 @@ Two ways to reach a pool's memory:
   multiple of 64 bytes, the tail unused); pages move with the
   pool's ``get_data_page(index, flat=True)`` and
   ``set_from_flat_data_page(index, data)``, at most ``staging_pages`` per
-  round trip.
+  round trip. The flat page is whatever dtype the pool hands out: the KV
+  pools' own dtype, ``MambaPoolHost``'s raw bytes (uint8: its conv and SSM
+  states and any registered slot side states, one slot per page,
+  ``page_size`` 1).
+
+What names a pool's pages (its namespace, besides the model and shard):
+
+* ``dtype_name`` (the pool's ``dtype``, "float32"; the backend's
+  ``orbitkv.dtype`` replaces it) and ``dtype_suffix``: for a pool holding
+  a second state dtype (``MambaPoolHost``: ``dtype`` is its conv
+  state's, ``temporal_dtype`` its SSM state's, which SGLANG_MAMBA_SSM_DTYPE
+  sets apart) ``"+ssm-<temporal_dtype>"``, else "": the same bytes read
+  as float16 or as bfloat16 are different states;
+* ``kv_layout``: ``sglang-<layout>-orbitkv-pages`` (zero copy) or
+  ``sglang-<layout>-flat``, and for a sidecar ``-<bytes>B-pool-<name>``:
+  a sidecar's page length follows the engine's flags (``MambaPoolHost``
+  appends each registered slot side state to its page), and a page of
+  another length must never be restored into it.
 
 Not thread-safe: the storage backend uses a pool under its own lock.
 """
@@ -30,6 +47,11 @@ from typing import Any
 from ..buffer import EngineBuffer
 
 __all__ = ["PoolMemory"]
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``torch.bfloat16`` -> "bfloat16" (any other value as its str)."""
+    return str(dtype).replace("torch.", "")
 
 
 class PoolMemory:
@@ -47,7 +69,9 @@ class PoolMemory:
             raise ValueError(f"OrbitKVStorage: host pool {name!r}: page_size {page_size!r}; want an int >= 1")
         self.page_size = page_size
         self.layout = str(getattr(host, "layout", "layer_first"))
-        self.dtype_name = str(getattr(host, "dtype", "")).replace("torch.", "")
+        self.dtype_name = _dtype_name(getattr(host, "dtype", ""))
+        temporal = getattr(host, "temporal_dtype", None)
+        self.dtype_suffix = "" if temporal is None else "+ssm-" + _dtype_name(temporal)
         self.ns: bytes | None = None
         self._staging = None
         buf = getattr(host, "orbitkv_buffer", None)
@@ -67,6 +91,8 @@ class PoolMemory:
             self._dtype = flat.dtype
             self.kv_layout = f"sglang-{self.layout}-flat"
         if name != "kv":
+            if not self.zero_copy:
+                self.kv_layout += f"-{self._data_bytes}B"
             self.kv_layout += f"-pool-{name}"
 
     @property

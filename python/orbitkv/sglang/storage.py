@@ -52,10 +52,10 @@ method names.
 Pool memory (``pool.PoolMemory``): a host pool with an ``orbitkv_buffer``
 attribute (an ``EngineBuffer``, layer-major, one page per SGLang page per
 layer, as the test engine's) is restored into and published from in
-place; any other pool (SGLang's own ``MHATokenToKVPoolHost``) goes through
-a staging ``EngineBuffer`` page by page with the pool's
-``get_data_page(index, flat=True)`` / ``set_from_flat_data_page(index,
-data)``.
+place; any other pool (SGLang's own ``MHATokenToKVPoolHost`` and
+``MambaPoolHost``) goes through a staging ``EngineBuffer`` page by page with
+the pool's ``get_data_page(index, flat=True)`` /
+``set_from_flat_data_page(index, data)``.
 
 Errors never raise into HiCache's threads: a failure is a False in the
 per-page list (a miss, or a page not backed up), logged; the Manager going
@@ -196,15 +196,17 @@ class OrbitKVStorage(HiCacheStorage):
         return self.kv.page_size if self.kv is not None else 0
 
     def _namespace(self, pool: PoolMemory) -> bytes:
-        """The namespace of ``pool``: model, revision, dtype, the pool's
-        layout and name, page size and shard."""
+        """The namespace of ``pool``: model, revision, dtype (with a Mamba
+        pool's SSM state dtype), the pool's layout, name and (a staged
+        sidecar) page bytes, page size and shard (``pool.PoolMemory``)."""
         c = self.config
         mla = bool(getattr(c, "is_mla_model", False))
         model = str(getattr(c, "model_name", "") or "")
         revision = resolve_revision(self.opts["model_revision"], str(getattr(c, "model_path", "") or model),
                                     "OrbitKVStorage (orbitkv.model_revision)")
         return CacheIdentity(
-            model, revision, self.opts["dtype"] or pool.dtype_name, pool.kv_layout, pool.page_size,
+            model, revision, (self.opts["dtype"] or pool.dtype_name) + pool.dtype_suffix, pool.kv_layout,
+            pool.page_size,
             0 if mla else self.tp_rank, 1 if mla else int(getattr(c, "tp_size", 1) or 1),
             int(getattr(c, "pp_rank", 0) or 0), int(getattr(c, "pp_size", 1) or 1),
             int(getattr(c, "attn_cp_rank", 0) or 0), int(getattr(c, "attn_cp_size", 1) or 1),
@@ -316,13 +318,17 @@ class OrbitKVStorage(HiCacheStorage):
         held, cut by each sidecar pool of ``pool_transfers`` per its
         ``hit_policy``: ``all_pages`` (every page of the prefix held in that
         pool), ``trailing_pages`` (the last ``len(transfer.keys)`` pages of
-        a prefix held, at least 1). A ``PoolTransferResult``: kv_hit_pages
-        (the longest prefix every pool can restore), extra_pool_hit_pages
-        (per pool name its own boundary; "kv" the KV prefix) and
-        restorable_prefix_pages (the prefix lengths all pools can
-        restore). A pool never registered, a ``block_groups`` policy (not
-        served) or any error: that pool restores nothing, so the hit is 0
-        (logged); never raises into HiCache."""
+        a prefix held, at least 1). A transfer's keys are counted, never
+        looked up: SGLang's SWA and Mamba components send placeholders
+        ("__placeholder__", one per page the pool will load) and fill in
+        the hit's keys before ``batch_get_v2``. A ``PoolTransferResult``:
+        kv_hit_pages (the longest prefix every pool can restore, so a
+        missing window page or Mamba state shortens the whole hit),
+        extra_pool_hit_pages (per pool name its own boundary; "kv" the KV
+        prefix) and restorable_prefix_pages (the prefix lengths all pools
+        can restore). A pool never registered, a ``block_groups`` policy
+        (not served) or any error: that pool restores nothing, so the hit
+        is 0 (logged); never raises into HiCache."""
         try:
             kv = self._ready("batch_exists_v2")
             with self._lock:

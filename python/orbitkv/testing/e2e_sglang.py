@@ -5,20 +5,28 @@
 starts its own Manager (the failpoint build) on a temporary socket and runs
 each engine role of ``orbitkv.testing.sglang_real`` as its own process of
 SGLang's environment, in order (what of SGLang is real there: that
-module's doc):
+module's doc; the engine is a hybrid model's stack, full-attention,
+sliding-window and Mamba layers):
 
 1. ``save``: SGLang's parser takes the flags of docs/adapters.md, its
    ``HybridCacheController`` builds ``OrbitKVStorage`` through its backend
    factory ("dynamic"), on the real base class with the real signatures and
-   the zero-copy v1 calls selected and the SWA sidecar pool registered
-   (v2); its backup thread publishes a 4-page prompt (an exact multiple of
-   the page size), and a hybrid prompt's KV (v1) and 2-page window (v2);
+   the zero-copy v1 calls selected, and registers SGLang's SWA
+   (``MHATokenToKVPoolHost``) and Mamba (``MambaPoolHost``) host pools
+   (v2); a Mamba pool's namespace names its SSM dtype and its page length
+   (side states); its backup thread publishes a 4-page prompt (an exact
+   multiple of the page size), a hybrid prompt's KV (v1), 2-page window
+   and Mamba state (v2), and two prompts whose state, or window, is stored
+   for their first 2 pages only;
 2. ``warm`` (a new process): the prefetch thread's hit query finds all 4
    pages, the I/O thread loads them into other host slots, bytes equal;
    a prompt diverging mid-page 3 hits its 2 shared pages only; restored
    bytes = pages x page bytes; the hybrid prompt's hit query goes through
-   ``batch_exists_v2`` and its window comes back through ``batch_get_v2``,
-   bytes equal; more v2 calls with SGLang's own types;
+   ``batch_exists_v2`` and its window and state come back through
+   ``batch_get_v2``, bytes equal; a missing state or window page cuts the
+   hit to the 2 pages that have theirs (KV, window and state of those
+   loaded, bytes equal), and KV without them is no hit; more v2 calls with
+   SGLang's own types on both sidecar pools;
 3. ``other``: another model revision (another namespace) gets 0 hits; bad
    settings (an unknown ``orbitkv.*`` key, a socket no Manager serves) fail
    at construction through SGLang's factory, naming the key or path;
@@ -27,10 +35,13 @@ module's doc):
    new Manager on the same socket serves the same process again.
 
 Then the Manager's idle invariant (no lease, pin or operation left). Each
-check prints ``ok`` or ``FAILED``; the last line is
-``e2e-sglang: sglang <version> real HybridCacheController + host pool,
-<passed>/<total> checks passed, <skipped> skipped, restored <bytes> B in
-<s> s``. Exit status 1 if any check failed.
+check prints ``ok`` or ``FAILED``; ``note`` lines say which SGLang parts did
+not run here and their exact errors (its host pool assembler: the pinning
+of host memory needs a CUDA driver; its ``MambaPoolHost`` on the
+``layer_first`` layout). The last line is ``e2e-sglang: sglang <version>
+real HybridCacheController + KV, SWA and Mamba host pools, <passed>/<total>
+checks passed, <skipped> skipped, restored <bytes> B in <s> s``. Exit
+status 1 if any check failed.
 """
 
 from __future__ import annotations
@@ -45,12 +56,12 @@ import tempfile
 import time
 
 from .manager import ManagerProcess, free_port
+from .sglang_real import HYBRID_SAVES, WINDOW
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPO = os.path.dirname(PY_DIR)
-PAGES = 4          # the shared prompt's full pages (sglang_real.PROMPTS)
-WINDOW = 2         # the hybrid prompt's sliding-window pages (sglang_real.WINDOW)
-DIVERGE_PAGES = 2  # the full pages the diverging prompt shares with it
+PAGES = 4          # the full pages of the shared and the hybrid prompts (sglang_real.PROMPTS)
+DIVERGE_PAGES = 2  # the full pages the diverging prompt shares with "shared"
 
 
 class Gate:
@@ -130,17 +141,51 @@ class Gate:
         self.check("interface_v1 in the extra config selects SGLang's zero-copy page calls",
                    (f["page_get_func"], f["page_set_func"]) == ("_page_get_zero_copy", "_page_set_zero_copy"),
                    f"{f['page_get_func']}, {f['page_set_func']}")
-        print(f"note    SGLang's own host pool assembler on this CPU: {f['assembler_error'] or 'built'}", flush=True)
+        print(f"note    SGLang's own host pool assembler (build_hybrid_mamba_swa_stack) on this CPU: "
+              f"{f['assembler_error'] or 'built'}", flush=True)
+        print(f"note    SGLang's MambaPoolHost on the layer_first layout: {r['mamba_layer_first']}", flush=True)
+        pools = f["pools"]
+        want = {"kv": "pool_host.mha.MHATokenToKVPoolHost", "swa": "pool_host.mha.MHATokenToKVPoolHost",
+                "mamba": "pool_host.mamba.MambaPoolHost"}
+        self.check(f"the controller registered SGLang's SWA and Mamba host pools beside the KV pool "
+                   f"({f['layout']}; register_mem_host_pool_v2)",
+                   r["registered_pools"] == sorted(want) and all(
+                       pools[n]["class"] == "sglang.srt.mem_cache." + c and pools[n]["same_object"]
+                       for n, c in want.items()),
+                   ", ".join(f"{n} {p['class'].rsplit('.', 1)[-1]} {p['page_size']} tok/{p['page_bytes']} B"
+                             for n, p in sorted(pools.items())))
+        ns = r["mamba_namespaces"]
+        bf, f16, reg, ng = ns["bfloat16"], ns["float16"], ns["registered"], ns["ngram"]
+        self.check("the Mamba pool's namespace names its SSM state dtype: pools differing only in it "
+                   "(bfloat16, float16) share no page",
+                   pools["mamba"]["dtype"] == "bfloat16+ssm-float32" and bf["page_bytes"] == f16["page_bytes"]
+                   and bf["namespace"] != f16["namespace"],
+                   f"dtype {pools['mamba']['dtype']}, layout {pools['mamba']['kv_layout']}; "
+                   f"bfloat16 and float16 SSM states {bf['page_bytes']} B either way")
+        self.check("a Mamba pool with SGLang's n-gram slot side state (a longer page, the same staging page) "
+                   "shares no page with the plain one",
+                   ng["page_bytes"] == reg["page_bytes"] + 32 and ng["staging_bytes"] == reg["staging_bytes"]
+                   and ng["namespace"] != reg["namespace"],
+                   f"{ng['page_bytes']} B vs {reg['page_bytes']} B, staging pages {ng['staging_bytes']} B "
+                   f"and {reg['staging_bytes']} B")
         st, sv = r["stats"], r["saved"]
-        self.check("the controller registered the sidecar host pool (register_mem_host_pool_v2)",
-                   r["registered_pools"] == ["kv", "swa"], f"pools {r['registered_pools']}")
         self.check(f"the backup thread stored the {PAGES}-page prompt (batch_set_v1)",
-                   sv["shared"]["tokens"] == PAGES * 32, f"{sv['shared']['tokens']} tokens completed")
-        self.check(f"a hybrid prompt: {PAGES} KV pages (v1) and its {WINDOW}-page sliding window (batch_set_v2)",
-                   sv["hybrid"]["tokens"] == PAGES * 32 and sv["hybrid"]["pools"] == {"swa": WINDOW}
-                   and st["published_pages"] == 2 * PAGES + WINDOW,
-                   f"{sv['hybrid']['tokens']} tokens, pools {sv['hybrid']['pools']}, "
-                   f"{st['published_pages']} pages published in all")
+                   sv["shared"][0]["tokens"] == PAGES * 32, f"{sv['shared'][0]['tokens']} tokens completed")
+        h = sv["hybrid"][0]
+        self.check(f"a hybrid prompt: {PAGES} KV pages (v1), its {WINDOW}-page sliding window and its Mamba state "
+                   f"(batch_set_v2)", h["tokens"] == PAGES * 32 and h["pools"] == {"swa": WINDOW, "mamba": 1},
+                   f"{h['tokens']} tokens, pools {h['pools']}")
+        first = {"tokens": 64, "pools": {"swa": WINDOW, "mamba": 1}}
+        self.check("the gap prompts: 2 pages with window and state, then all 4 without the Mamba state "
+                   "(mamba_gap) or without the window (swa_gap)",
+                   sv["mamba_gap"] == [first, {"tokens": 128, "pools": {"swa": WINDOW}}]
+                   and sv["swa_gap"] == [first, {"tokens": 128, "pools": {"mamba": 1}}],
+                   f"mamba_gap {sv['mamba_gap']}, swa_gap {sv['swa_gap']}")
+        sent = PAGES + sum(p + w + s for writes in HYBRID_SAVES.values() for p, w, s in writes)
+        self.check("every page sent was stored or already held, none failed",
+                   st["published_pages"] + st["present_pages"] == sent and st["set_failed_pages"] == 0,
+                   f"{st['published_pages']} stored + {st['present_pages']} held of {sent}, "
+                   f"{st['set_failed_pages']} failed")
 
     def warm(self) -> None:
         r = self.role("warm")
@@ -160,24 +205,62 @@ class Gate:
         self.restored += r["stats"]["restored_bytes"]
         self.check("restored bytes = loaded pages x page bytes", r["kv_restored_bytes"] == want,
                    f"{r['kv_restored_bytes']} B, want {PAGES + DIVERGE_PAGES} x {r['page_bytes']}")
-        h = r["hybrid"]
-        self.check("hybrid prompt: the hit query goes through batch_exists_v2 and finds the KV pages and the window",
-                   h["hit_tokens"] == PAGES * 32 and h.get("query_pool_hit_pages", {}).get("kv") == PAGES
-                   and h.get("query_pool_hit_pages", {}).get("swa") == PAGES,
+        hy = r["hybrid"]
+        h = hy["hybrid"]
+        self.check("hybrid prompt: the hit query (batch_exists_v2) finds its KV pages, window and Mamba state",
+                   h["hit_tokens"] == PAGES * 32
+                   and h.get("query_pool_hit_pages") == {"kv": PAGES, "swa": PAGES, "mamba": PAGES},
                    f"hit {h['hit_tokens']} tokens, per pool {h.get('query_pool_hit_pages')}")
-        self.check("hybrid prompt: the I/O thread loads the KV pages (v1) and the window (batch_get_v2), bytes equal",
-                   h["loaded_tokens"] == PAGES * 32 and h["pages_equal"] == [True] * PAGES
-                   and h.get("pool_hits") == {"swa": WINDOW} and h.get("window_equal") == [True] * WINDOW,
-                   f"loaded {h['loaded_tokens']}, pool hits {h.get('pool_hits')}, window equal {h.get('window_equal')}")
+        self.check("hybrid prompt: the I/O thread loads the KV pages (v1), then the window and the state into "
+                   "SGLang's SWA and Mamba pools (batch_get_v2), bytes equal",
+                   self.loaded(h, PAGES), self.loaded_detail(h))
+        for name, what in (("mamba_gap", "the Mamba state stored at page 2 only"),
+                           ("swa_gap", "the window stored for pages 1-2 only")):
+            g = hy[name]
+            self.check(f"{name}: {what} cuts the hit to 2 pages; KV, window and state of those restored, bytes "
+                       f"equal (never KV without its state)",
+                       g["hit_tokens"] == 64 and self.loaded(g, 2),
+                       f"hit {g['hit_tokens']}, per pool {g.get('query_pool_hit_pages')}; {self.loaded_detail(g)}")
+        n = hy["shared"]
+        self.check("a prompt whose KV is stored but no window or state of it: no hit, nothing loaded",
+                   n["hit_tokens"] == 0 and n["loaded_tokens"] == 0 and not n.get("sidecars"),
+                   f"hit {n['hit_tokens']}, per pool {n.get('query_pool_hit_pages')}")
         v = r["pools_v2"]
-        self.check("v2: a sidecar host pool's pages set and got back into other slots, bytes equal",
-                   v["set"] == {"swa": v["pages"]} and v["get"] == {"swa": v["pages"]} and v["bytes_equal"],
-                   f"set {v['set']}, get {v['get']}")
-        self.check("v2: batch_exists_v2 as SGLang reads it (kv hit, PoolName.KV, the pool's own)",
-                   v["exists_all_pages"] == [PAGES] * 3 and v["exists_trailing"] == [PAGES, list(range(1, PAGES + 1))]
+        ok = {p: v[p]["set"] == [True] * v["pages"] and v[p]["get"] == [True] * v["pages"] + [False]
+              and v[p]["equal"] == [True] * v["pages"] for p in ("swa", "mamba")}
+        self.check("v2: SWA and Mamba pages set and got back into other slots with SGLang's PoolTransfer, bytes "
+                   "equal; a key never stored fails", all(ok.values()),
+                   "; ".join(f"{p} set {v[p]['set']} get {v[p]['get']} equal {v[p]['equal']}" for p in ok))
+        so = v["sidecar_only"]
+        self.check("v2: a page stored in the Mamba pool only is not a KV page (batch_exists finds none)",
+                   so["set"] == [True] and so["kv_exists"] == 0, f"set {so['set']}, KV pages {so['kv_exists']}")
+        self.check("v2: batch_exists_v2 as SGLang reads it (kv hit, PoolName.KV, the pool's own; all pages of the "
+                   "prefix, cut where the pool's run ends; the prefetch's placeholder transfers; a pool never "
+                   "registered)",
+                   v["exists_all_pages"] == [PAGES] * 3
+                   and v["exists_all_pages_cut"] == [2, [1, 2], {"kv": PAGES, "swa": 2}]
+                   and v["exists_trailing"] == [PAGES, list(range(1, PAGES + 1)),
+                                                {"kv": PAGES, "swa": PAGES, "mamba": PAGES}]
                    and v["exists_unregistered_pool"] == 0,
-                   f"all pages {v['exists_all_pages']}, trailing {v['exists_trailing']}, "
+                   f"all pages {v['exists_all_pages']}, swa_gap all pages {v['exists_all_pages_cut']}, "
+                   f"placeholders {v['exists_trailing']}, "
                    f"unregistered pool {v['exists_unregistered_pool']}")
+
+    @staticmethod
+    def loaded(h: dict, pages: int) -> bool:
+        """Prefetch result ``h`` loaded ``pages`` KV pages, the window of
+        the last WINDOW of them and the state of the last, all equal to
+        what was saved under those pages' keys."""
+        sc = h.get("sidecars", {})
+        return (h["loaded_tokens"] == pages * 32 and h["pages_equal"] == [True] * pages
+                and h.get("pool_hits") == {"swa": WINDOW, "mamba": 1}
+                and sc.get("swa") == {"pages": list(range(pages - WINDOW, pages)), "equal": [True] * WINDOW}
+                and sc.get("mamba") == {"pages": [pages - 1], "equal": [True]})
+
+    @staticmethod
+    def loaded_detail(h: dict) -> str:
+        return (f"loaded {h['loaded_tokens']} tokens, KV equal {h['pages_equal']}, pool hits {h.get('pool_hits')}, "
+                + ", ".join(f"{p} pages {x['pages']} equal {x['equal']}" for p, x in h.get("sidecars", {}).items()))
 
     def other(self) -> None:
         r = self.role("other", revision="r2")
@@ -259,7 +342,8 @@ def main() -> int:
             g.manager.kill()
         shutil.rmtree(g.tmp, True)
     passed = g.n - len(g.failed)
-    print(f"e2e-sglang: sglang {g.version} real HybridCacheController + host pool, {passed}/{g.n} checks passed, "
+    print(f"e2e-sglang: sglang {g.version} real HybridCacheController + KV, SWA and Mamba host pools, "
+          f"{passed}/{g.n} checks passed, "
           f"0 skipped, restored {g.restored} B in {time.monotonic() - t0:.0f} s", flush=True)
     if g.failed:
         print("FAILED: " + "; ".join(g.failed), flush=True)

@@ -6,37 +6,58 @@ path on the CPU, with ``OrbitKVStorage`` loaded by SGLang itself.
 is SGLang's own code here and what is not:
 
 * SGLang's argument parser turns the flags of docs/adapters.md
-  (``--enable-hierarchical-cache --hicache-storage-backend dynamic
-  --hicache-storage-backend-extra-config '{...}'``) into ``ServerArgs``,
-  published as the process's runtime context (``publish``);
-* SGLang's ``MHATokenToKVPool`` (device "cpu"), its
-  ``PagedTokenToKVPoolAllocator``, two host pools ``MHATokenToKVPoolHost``
-  in a ``HostPoolGroup`` (the KV anchor and a one-layer SWA sidecar, as a
-  hybrid model has), and the server's cache controller
-  ``HybridCacheController``: its constructor parses the extra config
+  (``--enable-hierarchical-cache --hicache-mem-layout page_first_direct
+  --hicache-storage-backend dynamic --hicache-storage-backend-extra-config
+  '{...}'``) into ``ServerArgs``, published as the process's runtime
+  context (``publish``);
+* the device pools of a hybrid model with full attention, sliding-window
+  attention and Mamba layers, as SGLang's scheduler builds them, on device
+  "cpu": ``SWAKVPool`` (full layers 0 and 2, sliding-window layer 1; its
+  ``full_kv_pool`` and ``swa_kv_pool`` are ``MHATokenToKVPool``s),
+  ``HybridReqToTokenPool`` with its ``MambaPool`` (Mamba2 layer 3: conv
+  state bfloat16, SSM state float32, SGLang's defaults) and
+  ``SWATokenToKVPoolAllocator``;
+* SGLang's own host-pool assembler for that model,
+  ``build_hybrid_mamba_swa_stack``, is called unchanged first; on a CPU it
+  stops where it pins the host pools with cudaHostRegister (the exception
+  is reported as ``assembler_error``). The same host pools are then built
+  as it builds them, with ``pin_memory=False``: two
+  ``MHATokenToKVPoolHost`` (SGLang's class for these device pools, with its
+  arguments from SGLang's ``_mha_host_inputs``: the KV anchor over
+  ``full_kv_pool`` and the ``PoolName.SWA`` pool over ``swa_kv_pool``) and a
+  ``MambaPoolHost`` (``PoolName.MAMBA``, one state slot per page), in a
+  ``HostPoolGroup`` of SGLang's ``build_pool_entry`` entries, and the
+  server's cache controller ``HybridCacheController`` with the arguments
+  the assembler gives it: its constructor parses the extra config
   (``parse_storage_backend_extra_config``) and attaches the backend
   through ``StorageBackendFactory`` ("dynamic": module path and class
-  name) with the sidecar registered by ``register_mem_host_pool_v2``;
-  its threads then call ``OrbitKVStorage`` (backup thread:
-  ``batch_set_v1``, and ``batch_set_v2`` for a prompt's sliding window;
-  prefetch thread: ``batch_exists`` or ``batch_exists_v2``; prefetch I/O
-  thread: ``batch_get_v1`` and ``batch_get_v2``); page keys are SGLang's
-  ``get_storage_hash_str``;
-* not SGLang's: the host pool is built with ``pin_memory=False`` (SGLang's
-  assembler pins it with cudaHostRegister, which needs a GPU; the
-  exception is reported as ``assembler_error``), and the radix tree's part
-  of a prefetch (allocating host slots for the hit, handing the operation
-  to the I/O thread) is done here as ``UnifiedRadixCache`` does it. No
-  model runs.
+  name) with the SWA and Mamba pools registered by
+  ``register_mem_host_pool_v2``; its threads then call ``OrbitKVStorage``
+  (backup thread: ``batch_set_v1``, and ``batch_set_v2`` for a prompt's
+  sliding window and Mamba state; prefetch thread: ``batch_exists`` or
+  ``batch_exists_v2``; prefetch I/O thread: ``batch_get_v1`` and
+  ``batch_get_v2``); page keys are SGLang's ``get_storage_hash_str``;
+* not SGLang's: the host pools are unpinned (above); the model config the
+  parser reads is a plain 2-layer Qwen2 (nothing runs it: the hybrid layer
+  plan above is the device pools' own arguments); the radix tree's part
+  (the ``PoolTransfer`` of each pool as ``UnifiedRadixCache``'s SWA and
+  Mamba components build them for a backup and for a prefetch, the
+  prefetch's host slots through the controller's ``allocate_storage_hit``
+  and the sidecars' staging slots as ``_alloc_prefetch_aux_staging``
+  takes them, handing the operation to the I/O thread) is done here as
+  ``UnifiedRadixCache`` does it. No model runs.
 
 Roles (each one process, so a warm role's SGLang state starts empty):
 
-* ``save`` - backs up the "shared" prompt, and the "hybrid" one with its
-  sliding window (KV seeded by each page's key);
-* ``warm`` - prefetches "shared", "diverge" and "hybrid" (with its
-  window): hit tokens, loaded tokens, the bytes compared with what
-  ``save`` wrote; more v2 calls made directly with SGLang's own
-  ``PoolTransfer`` types on the sidecar pool;
+* ``save`` - backs up the "shared" prompt (KV only) and the hybrid ones:
+  "hybrid" with its sliding window and Mamba state, "mamba_gap" and
+  "swa_gap" whose full KV is stored but whose Mamba state, or sliding
+  window, is stored only for their first 2 pages (KV seeded by each
+  page's key);
+* ``warm`` - prefetches "shared", "diverge" and the hybrid prompts (with
+  their window and state): hit tokens, loaded tokens, the bytes compared
+  with what ``save`` wrote; more v2 calls made directly with SGLang's own
+  ``PoolTransfer`` types on the SWA and Mamba pools;
 * ``other`` - prefetches under another model revision: expects 0;
 * ``kill`` - prefetches while the gate pauses then SIGKILLs the Manager
   mid-restore: the pages must come back as misses within the load timeout,
@@ -59,15 +80,33 @@ import traceback
 
 PAGE, LAYERS, HEADS, DIM = 32, 2, 2, 64
 SLOTS = 2048
-WINDOW = 2  # pages of the sliding-window sidecar a hybrid prompt keeps
+WINDOW = 2  # pages of the sliding-window pool a hybrid prompt keeps
+#: The hybrid model's layers: full attention, sliding-window attention, Mamba.
+FULL_LAYERS, SWA_LAYERS, MAMBA_LAYERS = [0, 2], [1], [3]
+MAMBA_SLOTS = 16  # the device MambaPool's state slots (its host pool: 2x, +1)
+#: Host pool name -> the seed offset of its page data (equal keys, other data).
+SEED = {"kv": 0, "swa": 1, "mamba": 2}
 
 #: The prompts: token ids. "shared" is 4 full pages (an exact multiple of
 #: the page size); "diverge" shares its first 2.5 pages with "shared" and
-#: differs mid-page 3, so only 2 pages may hit.
+#: differs mid-page 3, so only 2 pages may hit; the hybrid ones are 4 pages
+#: each, none sharing a page with another.
 PROMPTS = {
     "shared": [(i * 7 + 3) % 1000 for i in range(4 * PAGE)],
     "diverge": [(i * 7 + 3) % 1000 for i in range(2 * PAGE + PAGE // 2)] + [999] * (PAGE + PAGE // 2),
     "hybrid": [(i * 11 + 5) % 1000 for i in range(4 * PAGE)],
+    "mamba_gap": [(i * 13 + 1) % 1000 for i in range(4 * PAGE)],
+    "swa_gap": [(i * 17 + 2) % 1000 for i in range(4 * PAGE)],
+}
+
+#: What ``save`` backs up of each hybrid prompt, one controller backup
+#: each: (pages, sliding-window pages, with its Mamba state). The first
+#: write of the gap prompts stores their first 2 pages with both sidecars;
+#: the second their 4 pages without the Mamba state (or the window).
+HYBRID_SAVES = {
+    "hybrid": [(4, WINDOW, True)],
+    "mamba_gap": [(2, WINDOW, True), (4, WINDOW, False)],
+    "swa_gap": [(2, WINDOW, True), (4, 0, True)],
 }
 
 
@@ -84,7 +123,7 @@ def extra_config(sock: str, revision: str, **more) -> dict:
 def server_flags(model: str, extra: dict) -> list[str]:
     """The SGLang server flags of docs/adapters.md (HiCache with OrbitKV)."""
     return ["--model-path", model, "--device", "cpu", "--dtype", "float32", "--page-size", str(PAGE),
-            "--enable-hierarchical-cache", "--hicache-mem-layout", "layer_first",
+            "--enable-hierarchical-cache", "--hicache-mem-layout", "page_first_direct",
             "--hicache-write-policy", "write_through", "--hicache-io-backend", "direct",
             "--hicache-storage-backend", "dynamic",
             "--hicache-storage-backend-extra-config", json.dumps(extra)]
@@ -107,12 +146,15 @@ class Engine:
     def __init__(self, flags: list[str]):
         t0 = time.monotonic()
         import torch
-        from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+        from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
         from sglang.srt.mem_cache.hicache_storage import PoolName
+        from sglang.srt.mem_cache.hybrid_cache import hybrid_pool_assembler as hpa
         from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
-        from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import build_kv_only_group, build_pool_entry
+        from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
         from sglang.srt.mem_cache.pool_host.group import HostPoolGroup
-        from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
+        from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
+        from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
         from sglang.srt.runtime_context import get_memory, get_parallel, publish
         from sglang.srt.server_args import ServerArgs
         self.torch = torch
@@ -126,126 +168,182 @@ class Engine:
         get_parallel().override_permanently(dcp_enabled=False, attn_dcp_size=1, attn_dcp_rank=0, tp_rank=0,
                                             tp_size=1, pp_rank=0, pp_size=1)
         mem = get_memory()
-        self.device = self.device_pool(LAYERS)
-        # The sidecar of a hybrid model (one sliding-window layer): its own
-        # device and host pools, an entry of the host pool group, so the
-        # controller registers it with register_mem_host_pool_v2.
-        self.side_device = self.device_pool(1)
-        alloc = PagedTokenToKVPoolAllocator(SLOTS, PAGE, torch.float32, "cpu", self.device, False)
+        self.layout = mem.hicache_mem_layout
+        # The hybrid model's device pools, as the scheduler builds them.
+        self.kvcache = SWAKVPool(size=SLOTS, size_swa=SLOTS, page_size=PAGE, dtype=torch.float32, head_num=HEADS,
+                                 head_dim=DIM, swa_attention_layer_ids=SWA_LAYERS,
+                                 full_attention_layer_ids=FULL_LAYERS, device="cpu", enable_memory_saver=False)
+        self.req_pool = HybridReqToTokenPool(size=8, mamba_size=MAMBA_SLOTS, mamba_spec_state_size=8,
+                                             max_context_len=8 * PAGE, device="cpu", enable_memory_saver=False,
+                                             cache_params=mamba_params(), mamba_layer_ids=MAMBA_LAYERS,
+                                             enable_mamba_extra_buffer=False)
+        alloc = SWATokenToKVPoolAllocator(SLOTS, SLOTS, PAGE, torch.float32, "cpu", self.kvcache, need_sort=False)
+        params = CacheInitParams(disable=False, req_to_token_pool=self.req_pool, token_to_kv_pool_allocator=alloc,
+                                 page_size=PAGE)
+        full_map, swa_map = hpa._swa_layer_mappings(self.kvcache)
+        mamba_pool = self.req_pool.mamba_pool
+        (mamba_info,) = mamba_pool.get_device_pool_infos()
+        mamba_map = {layer: i for i, layer in enumerate(mamba_info.layer_ids)}
+        layers = max(full_map.keys() | swa_map.keys() | mamba_map.keys()) + 1
+        extra, self.threshold, *_ = HybridCacheController.parse_storage_backend_extra_config(
+            mem.hicache_storage_backend_extra_config)
+
+        # SGLang's own assembler for this model, unchanged (no storage
+        # backend: the one under test is attached below).
         self.assembler_error = ""
         try:
-            build_kv_only_group(page_size=PAGE, kv_pool=self.device, full_layer_mapping={0: 0, 1: 1}, use_mla=False)
-        except Exception as e:  # the assembler pins host memory with cudaHostRegister
-            self.assembler_error = f"{type(e).__name__}: {e}"
-        self.host = self.host_pool(MHATokenToKVPoolHost, mem.hicache_ratio, self.device)
-        self.side = self.host_pool(MHATokenToKVPoolHost, mem.hicache_ratio, self.side_device)
-        layers = LAYERS + 1
+            hpa.build_hybrid_mamba_swa_stack(
+                params=params, full_kv_pool=self.kvcache.full_kv_pool, swa_kv_pool=self.kvcache.swa_kv_pool,
+                mamba_pool=mamba_pool, full_layer_mapping=full_map, swa_layer_mapping=swa_map, start_layer=0,
+                page_size=PAGE, tp_group=None, load_cache_event=threading.Event(), storage_backend=None)
+        except Exception as e:  # it pins the host pools with cudaHostRegister
+            self.assembler_error = f"{type(e).__name__}: {e}".splitlines()[0] + at(e)
+
+        # The same host pools, unpinned, with the assembler's arguments.
+        def mha_host(device_pool, label: str):
+            cls, info, kwargs = hpa._mha_host_inputs(device_pool)
+            return cls(info, mem.hicache_ratio, mem.hicache_size, PAGE, self.layout,
+                       allocator_type=hpa._get_allocator_type(), pool_label=label, pin_memory=False, **kwargs)
+
+        self.host = mha_host(self.kvcache.full_kv_pool, "full")
+        self.swa = mha_host(self.kvcache.swa_kv_pool, "swa")
+        self.mamba = MambaPoolHost(mamba_info.buffer_info, mem.hicache_ratio, 0, device_capacity=mamba_pool.size,
+                                   allocator_type=hpa._get_allocator_type(), layout=self.layout, pin_memory=False)
+        self.pools = {"kv": self.host, "swa": self.swa, "mamba": self.mamba}
         group = HostPoolGroup([
-            build_pool_entry(name=PoolName.KV, host_pool=self.host, device_pool=self.device,
-                             layer_mapping={i: i for i in range(LAYERS)}, transfer_layer_id_max=layers,
-                             is_anchor=True),
-            build_pool_entry(name=PoolName.SWA, host_pool=self.side, device_pool=self.side_device,
-                             layer_mapping={LAYERS: 0}, transfer_layer_id_max=layers)])
-        extra, threshold, *_ = HybridCacheController.parse_storage_backend_extra_config(
-            mem.hicache_storage_backend_extra_config)
+            hpa.build_pool_entry(name=PoolName.KV, host_pool=self.host, device_pool=self.kvcache.full_kv_pool,
+                                 layer_mapping=full_map, transfer_layer_id_max=layers, is_anchor=True),
+            hpa.build_pool_entry(name=PoolName.SWA, host_pool=self.swa, device_pool=self.kvcache.swa_kv_pool,
+                                 layer_mapping=swa_map, transfer_layer_id_max=layers,
+                                 **hpa._swa_allocation_callbacks(alloc.swa_attn_allocator))])
+        group.add_entry(hpa.build_pool_entry(
+            name=PoolName.MAMBA, host_pool=self.mamba, device_pool=mamba_pool, layer_mapping=mamba_map,
+            transfer_layer_id_max=layers, device_alloc_fn=self.req_pool.mamba_allocator.alloc,
+            device_free_fn=self.req_pool.mamba_allocator.free))
         self.ctl = HybridCacheController(
-            alloc, group, PAGE, None, threading.Event(), write_policy=mem.hicache_write_policy,
+            alloc, group, PAGE, None, load_cache_event=threading.Event(), write_policy=mem.hicache_write_policy,
             io_backend=mem.hicache_io_backend, storage_backend=mem.hicache_storage_backend,
-            prefetch_threshold=threshold, model_name=self.server_args.served_model_name,
-            storage_backend_extra_config=extra, transfer_layer_id_max=layers)
+            prefetch_threshold=self.threshold, model_name=self.server_args.served_model_name,
+            storage_backend_extra_config=extra, transfer_layer_id_max=layers, enable_storage_metrics=False,
+            host_memory_mode=mem.hicache_host_memory_mode)
         self.backend = self.ctl.storage_backend
         self.start_s = time.monotonic() - t0
-
-    def device_pool(self, layers: int):
-        """SGLang's device KV pool of ``layers`` layers, on the CPU."""
-        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
-        return MHATokenToKVPool(size=SLOTS, page_size=PAGE, dtype=self.torch.float32, head_num=HEADS,
-                                head_dim=DIM, layer_num=layers, device="cpu", enable_memory_saver=False)
-
-    def host_pool(self, cls, ratio: float, d):
-        """SGLang's host pool class ``cls`` over device pool ``d``, unpinned."""
-        return cls(d.get_device_pool_infos()[0].buffer_info, ratio, 0, PAGE, "layer_first", pin_memory=False,
-                   device="cpu", device_capacity_tokens=d.size if d.host_capacity_tokens is None
-                   else d.host_capacity_tokens, start_layer=d.start_layer, end_layer=d.end_layer,
-                   write_back_staging=d.hicache_write_back_staging)
 
     def keys(self, tokens: list[int]) -> list[str]:
         """SGLang's page keys of ``tokens`` (full pages)."""
         from sglang.srt.mem_cache.utils import get_storage_hash_str
         return get_storage_hash_str(tokens, None, page_size=PAGE)
 
-    def page_data(self, key: str, pool=None):
-        """The KV of the page with SGLang key ``key`` in host pool ``pool``
-        (the KV pool by default), as its flat page: seeded by the key and
-        the pool, so the same in every process and equal for equal keys (as
-        a page's KV is)."""
-        pool = self.host if pool is None else pool
-        g = self.torch.Generator().manual_seed(int(key[:12], 16) + (0 if pool is self.host else 1))
-        flat = pool.get_data_page(0, flat=True)
-        return self.torch.randn(flat.numel(), generator=g, dtype=flat.dtype)
+    def page_data(self, key: str, pool: str = "kv"):
+        """The data of the page with SGLang key ``key`` in host pool
+        ``pool`` ("kv", "swa", "mamba"), as its flat page (the pool's dtype;
+        the Mamba pool's raw bytes): seeded by the key and the pool, so the
+        same in every process and equal for equal keys (as a page's KV or
+        a prefix's state is)."""
+        torch = self.torch
+        g = torch.Generator().manual_seed(int(key[:12], 16) + SEED[pool])
+        flat = self.pools[pool].get_data_page(0, flat=True)
+        if flat.dtype == torch.uint8:
+            return torch.randint(0, 256, (flat.numel(),), generator=g, dtype=torch.uint8)
+        return torch.randn(flat.numel(), generator=g, dtype=flat.dtype)
 
-    def window(self, keys: list[str], slots=None):
-        """The sliding-window sidecar transfer of a prompt: its last
-        ``WINDOW`` pages (SGLang's trailing-pages policy)."""
+    def fill(self, pool: str, slots, keys: list[str]) -> None:
+        """Write each key's page data into host pool ``pool`` at ``slots``
+        (the pool's ``page_size`` slots per key)."""
+        host = self.pools[pool]
+        for j, key in enumerate(keys):
+            host.set_from_flat_data_page(int(slots[j * host.page_size]), self.page_data(key, pool))
+
+    def equal(self, pool: str, slots, keys: list[str]) -> list[bool]:
+        """Per key: the page at its slot in ``pool`` equals its data."""
+        host = self.pools[pool]
+        return [bool(self.torch.equal(host.get_data_page(int(slots[j * host.page_size]), flat=True),
+                                      self.page_data(key, pool))) for j, key in enumerate(keys)]
+
+    def save(self, name: str, pages: int | None = None, window: int = 0, state: bool = False,
+             timeout_s: float = 60) -> dict:
+        """Back up the first ``pages`` full pages of prompt ``name`` (all
+        by default) through the controller's backup thread; with
+        ``window``, that many trailing pages of the SWA pool, with
+        ``state`` the Mamba state at its last page (``batch_set_v2``, the
+        transfers SGLang's components build for a backup). Returns the
+        tokens it reports completed and the pages each sidecar stored."""
         from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer
-        return [PoolTransfer(name=PoolName.SWA, host_indices=slots, keys=keys[-WINDOW:],
-                             hit_policy=PoolHitPolicy.TRAILING_PAGES)]
-
-    def save(self, name: str, timeout_s: float = 60, sidecar: bool = False) -> dict:
-        """Back up prompt ``name``'s full pages through the controller's
-        backup thread (with ``sidecar``, its last WINDOW pages of the SWA
-        pool too: batch_set_v2); returns the tokens it reports completed
-        and, with ``sidecar``, the pages each pool stored."""
-        tokens = PROMPTS[name][: len(PROMPTS[name]) // PAGE * PAGE]
-        slots = self.host.alloc(len(tokens))
+        full = len(PROMPTS[name]) // PAGE
+        pages = full if pages is None else pages
+        tokens = PROMPTS[name][: pages * PAGE]
         keys = self.keys(tokens)
-        for p, key in enumerate(keys):
-            self.host.set_from_flat_data_page(int(slots[p * PAGE]), self.page_data(key))
-        extra = None
-        if sidecar:
-            side = self.side.alloc(WINDOW * PAGE)
-            for j, key in enumerate(keys[-WINDOW:]):
-                self.side.set_from_flat_data_page(int(side[j * PAGE]), self.page_data(key, self.side))
-            extra = self.window(keys, side)
-        self.ctl.write_storage(slots, tokens, hash_value=keys, extra_pools=extra)
+        slots = self.host.alloc(len(tokens))
+        self.fill("kv", slots, keys)
+        extra, held = [], []
+        if window:
+            side = self.swa.alloc(window * PAGE)
+            self.fill("swa", side, keys[-window:])
+            extra.append(PoolTransfer(name=PoolName.SWA, host_indices=side, keys=keys[-window:],
+                                      hit_policy=PoolHitPolicy.TRAILING_PAGES))
+            held.append((self.swa, side))
+        if state:
+            slot = self.mamba.alloc(1)
+            self.fill("mamba", slot, keys[-1:])
+            extra.append(PoolTransfer(name=PoolName.MAMBA, host_indices=slot, keys=keys[-1:],
+                                      hit_policy=PoolHitPolicy.TRAILING_PAGES))
+            held.append((self.mamba, slot))
+        self.ctl.write_storage(slots, tokens, hash_value=keys, extra_pools=extra or None)
         op = self.ctl.ack_backup_queue.get(timeout=timeout_s)
         self.host.free(slots)
-        if sidecar:
-            self.side.free(side)
+        for host, s in held:
+            host.free(s)
         return {"tokens": op.completed_tokens,
                 "pools": {str(k): v for k, v in op.pool_storage_result.extra_pool_hit_pages.items()}}
 
+    def prefetch_transfers(self) -> list:
+        """The sidecar transfers SGLang's SWA and Mamba components build for
+        a prefetch: placeholder keys, one per page each pool loads (the
+        controller fills the real keys once the hit is known)."""
+        from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer
+        return [PoolTransfer(name=PoolName.SWA, keys=["__placeholder__"] * WINDOW,
+                             hit_policy=PoolHitPolicy.TRAILING_PAGES),
+                PoolTransfer(name=PoolName.MAMBA, keys=["__placeholder__"], hit_policy=PoolHitPolicy.TRAILING_PAGES)]
+
     def prefetch(self, name: str, rid: str, timeout_s: float = 60, sentinel: float | None = None,
-                 sidecar: bool = False) -> dict:
+                 sidecars: bool = False) -> dict:
         """Prefetch prompt ``name`` the way the radix tree does: the prefetch
-        thread's hit query (with ``sidecar``, batch_exists_v2 over the SWA
-        window), then host slots for the hit (and the window) handed to the
-        I/O thread; waits for its final ack. Returns hit and loaded tokens,
-        whether each loaded page equals the saved one, and the wall times."""
+        thread's hit query (with ``sidecars``, batch_exists_v2 with the SWA
+        window and the Mamba state), then host slots for the hit through
+        the controller's ``allocate_storage_hit`` (and the sidecars' staging
+        slots) handed to the I/O thread; waits for its final ack. Returns
+        hit and loaded tokens, whether each loaded page equals the saved
+        one, per sidecar the positions of the keys it loaded among the
+        prompt's pages and whether each equals the saved one, and the wall
+        times."""
         tokens = PROMPTS[name]
         keys = self.keys(tokens)
         t0 = time.monotonic()
         from sglang.srt.mem_cache.base_prefix_cache import CacheRequestHandle
         op = self.ctl.prefetch(CacheRequestHandle(rid, 0), tokens,
-                               extra_pools=self.window(keys) if sidecar else None)
+                               extra_pools=self.prefetch_transfers() if sidecars else None)
         got = self.ctl.prefetch_hit_queue.get(timeout=timeout_s)
         assert got is op, "another operation's hit answer"
         hit = op.storage_hit_count
         res = {"hit_tokens": hit, "loaded_tokens": 0, "pages_equal": [], "query_s": time.monotonic() - t0}
+        if sidecars:
+            res["query_pool_hit_pages"] = {str(k): v for k, v in op.query_pool_hit_pages.items()}
         if hit == 0:
             return res
-        slots = self.host.alloc(hit)
+        slots, granted = self.ctl.allocate_storage_hit(op, hit, allow_partial=True, min_tokens=self.threshold,
+                                                       evict_host=lambda n: 0)
+        if slots is None or granted != hit:
+            raise RuntimeError(f"allocate_storage_hit granted {granted} of {hit} tokens")
         if sentinel is not None:
             for p in range(hit // PAGE):
                 self.host.set_from_flat_data_page(int(slots[p * PAGE]),
                                                   self.torch.full_like(self.page_data(keys[p]), sentinel))
+        staged = []
+        for t in op.pool_transfers or []:
+            host = self.pools[str(t.name)]
+            t.host_indices = host.alloc(min(len(t.keys), hit // PAGE) * host.page_size)
+            staged.append(t)
         op.host_indices = slots
-        side = None
-        if sidecar:
-            res["query_pool_hit_pages"] = {str(k): v for k, v in op.query_pool_hit_pages.items()}
-            side = self.side.alloc(WINDOW * PAGE)
-            for t in op.pool_transfers:
-                t.host_indices = side
         t1 = time.monotonic()
         self.ctl.prefetch_buffer.put(op)
         loaded = 0
@@ -266,18 +364,51 @@ class Engine:
             else:
                 res["pages_equal"].append(bool(self.torch.equal(page, self.page_data(keys[p]))))
         self.host.free(slots)
-        if side is not None:
-            res["window_equal"] = [bool(self.torch.equal(self.side.get_data_page(int(side[j * PAGE]), flat=True),
-                                                         self.page_data(key, self.side)))
-                                   for j, key in enumerate(op.pool_transfers[0].keys)]
-            self.side.free(side)
+        res["sidecars"] = {}
+        for t in staged:
+            pool = str(t.name)
+            res["sidecars"][pool] = {"pages": [keys.index(k) if k in keys else k for k in t.keys],
+                                     "equal": self.equal(pool, t.host_indices, list(t.keys))}
+            self.pools[pool].free(t.host_indices)
         return res
+
+
+def mamba_params(temporal=None):
+    """SGLang's cache parameters of the model's Mamba2 layers: conv state
+    (80, 3) and SSM state (4, 16, 8) per layer, in SGLang's default dtypes
+    (conv bfloat16, SSM float32) or with SSM dtype ``temporal``."""
+    from sglang.srt.configs.mamba_utils import (Mamba2CacheParams, Mamba2StateDType, Mamba2StateShape,
+                                                mamba2_state_dtype)
+    shape = Mamba2StateShape.create(tp_world_size=1, intermediate_size=64, n_groups=1, num_heads=4, head_dim=16,
+                                    state_size=8, conv_kernel=4)
+    dtype = mamba2_state_dtype(None)
+    if temporal is not None:
+        dtype = Mamba2StateDType(conv=dtype.conv, temporal=temporal)
+    return Mamba2CacheParams(shape=shape, layers=MAMBA_LAYERS, dtype=dtype)
+
+
+def at(e: BaseException) -> str:
+    """Where ``e`` was raised, paths relative to site-packages: ``" (file:line
+    function)"`` of the innermost frame, preceded by the innermost frame of
+    SGLang when that is another one."""
+    tb = traceback.extract_tb(e.__traceback__)
+    if not tb:
+        return ""
+
+    def name(f) -> str:
+        return f"{f.filename.split('site-packages/')[-1]}:{f.lineno} {f.name}"
+
+    ours = [f for f in tb if "site-packages/sglang/" in f.filename]
+    frames = ([ours[-1]] if ours and ours[-1] is not tb[-1] else []) + [tb[-1]]
+    return " (" + " -> ".join(name(f) for f in frames) + ")"
 
 
 def interface_facts(engine: Engine) -> dict:
     """How OrbitKVStorage sits on the installed SGLang: the class SGLang's
-    factory built, its real base, abstract methods left, and each method of
-    the real HiCacheStorage whose parameters differ in ours."""
+    factory built, its real base, abstract methods left, each method of
+    the real HiCacheStorage whose parameters differ in ours, and per host
+    pool the backend registered its SGLang class and what names its
+    pages (layout, dtype, tokens and bytes per page)."""
     import inspect
 
     from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
@@ -294,6 +425,10 @@ def interface_facts(engine: Engine) -> dict:
             differ.append(f"{name}{tuple(got)} vs SGLang {tuple(want)}")
     overridden = sorted(n for n, _ in inspect.getmembers(HiCacheStorage, inspect.isfunction)
                         if not n.startswith("_") and n in cls.__dict__)
+    pools = {name: {"class": f"{type(p.host).__module__}.{type(p.host).__qualname__}",
+                    "same_object": p.host is engine.pools.get(name), "kv_layout": p.kv_layout,
+                    "dtype": p.dtype_name + p.dtype_suffix, "page_size": p.page_size, "page_bytes": p.page_bytes}
+             for name, p in engine.backend.pools.items()}
     return {"backend_class": f"{cls.__module__}.{cls.__qualname__}",
             "real_base": HiCacheStorage in cls.__mro__ and ours.SGLANG_AVAILABLE,
             "abstract_left": sorted(getattr(cls, "__abstractmethods__", ())),
@@ -301,36 +436,100 @@ def interface_facts(engine: Engine) -> dict:
             "page_get_func": engine.ctl.page_get_func.__name__,
             "page_set_func": engine.ctl.page_set_func.__name__,
             "controller": f"{type(engine.ctl).__module__}.{type(engine.ctl).__qualname__}",
-            "host_pool": f"{type(engine.host).__module__}.{type(engine.host).__qualname__}",
-            "assembler_error": engine.assembler_error}
+            "layout": engine.layout, "pools": pools, "assembler_error": engine.assembler_error}
+
+
+def mamba_refusal(engine: Engine) -> str:
+    """SGLang's ``MambaPoolHost`` over the model's Mamba pool on the
+    ``layer_first`` layout (unpinned): "built", or the exception."""
+    from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
+    (info,) = engine.req_pool.mamba_pool.get_device_pool_infos()
+    try:
+        MambaPoolHost(info.buffer_info, 1.0, 0, device_capacity=engine.req_pool.mamba_pool.size,
+                      layout="layer_first", pin_memory=False)
+        return "built"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}" + at(e)
+
+
+def mamba_namespaces(engine: Engine) -> dict:
+    """The namespace OrbitKVStorage gives SGLang's ``MambaPoolHost`` of the
+    model's Mamba layers, for the registered pool ("registered") and three
+    more: SSM states of dtype bfloat16 and float16 (the same bytes per
+    state), and the registered pool's dtypes with SGLang's n-gram slot side
+    state registered (``HybridReqToTokenPool(ngram_context_len=4)``: 4
+    int64 per state). Per pool: the namespace (hex), the page's bytes and
+    its staging page's (64-byte multiple)."""
+    import torch
+    from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool, MambaPool
+    from sglang.srt.mem_cache.pool_host.mamba import MambaPoolHost
+
+    from orbitkv.sglang.pool import PoolMemory
+    registered = engine.backend.pools["mamba"]
+    out = {"registered": {"namespace": registered.ns.hex(), "page_bytes": registered.page_bytes,
+                          "staging_bytes": registered.buf.page_bytes}}
+    devices = {str(dt).replace("torch.", ""): MambaPool(size=2, spec_state_size=0, cache_params=mamba_params(dt),
+                                                        mamba_layer_ids=MAMBA_LAYERS, device="cpu")
+               for dt in (torch.bfloat16, torch.float16)}
+    devices["ngram"] = HybridReqToTokenPool(size=2, mamba_size=2, mamba_spec_state_size=2, max_context_len=8 * PAGE,
+                                            device="cpu", enable_memory_saver=False, cache_params=mamba_params(),
+                                            mamba_layer_ids=MAMBA_LAYERS, enable_mamba_extra_buffer=False,
+                                            ngram_context_len=4).mamba_pool
+    for name, device in devices.items():
+        (info,) = device.get_device_pool_infos()
+        host = MambaPoolHost(info.buffer_info, 1.0, 0, device_capacity=device.size, layout=engine.layout,
+                             pin_memory=False)
+        pool = PoolMemory("mamba", host, 1)
+        out[name] = {"namespace": engine.backend._namespace(pool).hex(), "page_bytes": pool.page_bytes,
+                     "staging_bytes": pool.buf.page_bytes}
+    return out
 
 
 def pools_v2(engine: Engine) -> dict:
     """The v2 pool API called directly with SGLang's own types on the SWA
-    sidecar host pool: pages set and got back into other slots, and
-    batch_exists_v2 answers read the way SGLang reads them (all-pages,
-    trailing, a pool never registered)."""
-    from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer, count_pool_hits
-    torch = engine.torch
-    side = engine.side
+    and Mamba host pools: per pool, the "shared" prompt's pages set, then
+    got back into other slots with a key never stored after them (per-page
+    results, bytes equal); a Mamba state stored under a page no KV pool
+    holds, and ``batch_exists`` of that page; and batch_exists_v2 answers
+    read the way SGLang reads them (all-pages on the SWA pool, for
+    "shared" and for "swa_gap", whose window ``save`` stored for its first
+    2 pages only; the prefetch's placeholder transfers of both pools; a
+    pool never registered)."""
+    from sglang.srt.mem_cache.hicache_storage import PoolName, PoolTransfer
     b = engine.backend
-    tokens = PROMPTS["shared"]
-    keys = engine.keys(tokens)
-    src, dst = side.alloc(len(tokens)), side.alloc(len(tokens))
-    side.kv_buffer.copy_(torch.randn(side.kv_buffer.shape, generator=torch.Generator().manual_seed(7)))
-    set_r = b.batch_set_v2([PoolTransfer(name=PoolName.SWA, host_indices=src, keys=keys)])
-    get_r = b.batch_get_v2([PoolTransfer(name=PoolName.SWA, host_indices=dst, keys=keys)])
-    equal = all(torch.equal(side.get_data_page(int(src[p * PAGE]), flat=True),
-                            side.get_data_page(int(dst[p * PAGE]), flat=True)) for p in range(len(keys)))
-    last = [PoolTransfer(name=PoolName.SWA, keys=keys[-1:], hit_policy=PoolHitPolicy.TRAILING_PAGES)]
+    keys = engine.keys(PROMPTS["shared"])
+    never = engine.keys([1] * PAGE)[0]
+    out: dict = {"pages": len(keys)}
+    for name, pool in (("swa", PoolName.SWA), ("mamba", PoolName.MAMBA)):
+        host = engine.pools[name]
+        src, dst = host.alloc(len(keys) * host.page_size), host.alloc((len(keys) + 1) * host.page_size)
+        engine.fill(name, src, keys)
+        set_r = b.batch_set_v2([PoolTransfer(name=pool, host_indices=src, keys=keys)])
+        get_r = b.batch_get_v2([PoolTransfer(name=pool, host_indices=dst, keys=keys + [never])])
+        out[name] = {"set": set_r.get(pool), "get": get_r.get(pool), "equal": engine.equal(name, dst, keys)}
+        host.free(src)
+        host.free(dst)
+    # A page only a sidecar holds: a prompt of its own, its state stored.
+    alone = engine.keys([2] * PAGE)
+    slot = engine.mamba.alloc(1)
+    engine.fill("mamba", slot, alone)
+    out["sidecar_only"] = {"set": b.batch_set_v2([PoolTransfer(name=PoolName.MAMBA, host_indices=slot,
+                                                              keys=alone)]).get(PoolName.MAMBA),
+                           "kv_exists": b.batch_exists(alone)}
+    engine.mamba.free(slot)
     ex_all = b.batch_exists_v2(keys, [PoolTransfer(name=PoolName.SWA, keys=keys)])
-    ex_trailing = b.batch_exists_v2(keys, last)
-    ex_missing = b.batch_exists_v2(keys, [PoolTransfer(name=PoolName.MAMBA, keys=keys)])
-    return {"set": count_pool_hits(set_r), "get": count_pool_hits(get_r), "bytes_equal": equal, "pages": len(keys),
-            "exists_all_pages": [ex_all.kv_hit_pages, ex_all.extra_pool_hit_pages.get(PoolName.KV),
+    gap = engine.keys(PROMPTS["swa_gap"])  # its window stored for pages 1-2 only
+    ex_cut = b.batch_exists_v2(gap, [PoolTransfer(name=PoolName.SWA, keys=gap)])
+    ex_trailing = b.batch_exists_v2(keys, engine.prefetch_transfers())
+    ex_missing = b.batch_exists_v2(keys, [PoolTransfer(name=PoolName.INDEXER, keys=keys)])
+    out.update(exists_all_pages=[ex_all.kv_hit_pages, ex_all.extra_pool_hit_pages.get(PoolName.KV),
                                  ex_all.extra_pool_hit_pages.get(PoolName.SWA)],
-            "exists_trailing": [ex_trailing.kv_hit_pages, list(ex_trailing.restorable_prefix_pages or [])],
-            "exists_unregistered_pool": ex_missing.kv_hit_pages}
+               exists_all_pages_cut=[ex_cut.kv_hit_pages, list(ex_cut.restorable_prefix_pages or []),
+                                     {str(k): v for k, v in ex_cut.extra_pool_hit_pages.items()}],
+               exists_trailing=[ex_trailing.kv_hit_pages, list(ex_trailing.restorable_prefix_pages or []),
+                                {str(k): v for k, v in ex_trailing.extra_pool_hit_pages.items()}],
+               exists_unregistered_pool=ex_missing.kv_hit_pages)
+    return out
 
 
 def bad_config(engine: Engine, sock: str, tmp: str) -> dict:
@@ -376,11 +575,17 @@ def main() -> int:
                    facts=interface_facts(eng), page_bytes=eng.backend.kv.page_bytes)
         if a.role == "save":
             res["registered_pools"] = sorted(eng.backend.pools)
-            res["saved"] = {"shared": eng.save("shared"), "hybrid": eng.save("hybrid", sidecar=True)}
+            res["saved"] = {"shared": [eng.save("shared")]}
+            for name, writes in HYBRID_SAVES.items():
+                res["saved"][name] = [eng.save(name, pages, window, state) for pages, window, state in writes]
+            res["mamba_layer_first"] = mamba_refusal(eng)
+            res["mamba_namespaces"] = mamba_namespaces(eng)
         elif a.role == "warm":
             res["prefetch"] = {n: eng.prefetch(n, f"warm-{n}") for n in ("shared", "diverge")}
             res["kv_restored_bytes"] = eng.backend.stats["restored_bytes"]
-            res["hybrid"] = eng.prefetch("hybrid", "warm-hybrid", sidecar=True)
+            # "shared" first: its KV is stored, no window or state of it yet.
+            res["hybrid"] = {n: eng.prefetch(n, f"warm-hybrid-{n}", sidecars=True)
+                             for n in ("shared", *HYBRID_SAVES)}
             res["pools_v2"] = pools_v2(eng)
         elif a.role == "other":
             res["prefetch"] = {"shared": eng.prefetch("shared", "other-shared")}
