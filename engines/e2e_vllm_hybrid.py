@@ -34,7 +34,7 @@ than one KV cache group:
   so its hit shortens to 576, after pa and pc in vLLM's own cache as from
   OrbitKV.
 
-Per family, four engine processes:
+Per family, four engine processes (and a fifth for gemma3, below):
 
 1. ``reference`` (no connector, vLLM's prefix caching on): each prompt
    cold (vLLM's cache reset first), then vLLM's own hit: a repeat, or a run
@@ -63,6 +63,14 @@ Per family, four engine processes:
    need at each restore point: every full-attention block, a sliding-window
    group's blocks inside the window (``cdiv(window - 1, block_size)``), one
    state page per Mamba layer.
+
+Then, for gemma3, ``kill``: a new engine (``kv_load_failure_policy``
+recompute) restores g0 while the Manager is paused at its copy-complete
+failpoint, and the Manager is SIGKILLed there: a load of several groups
+fails as a whole and is reported by request (``failed_recving``: vLLM
+refuses block-level load errors with several groups), vLLM recomputes it,
+and the tokens equal the cold run's; a Manager on the same socket serves
+the next family.
 
 Each check prints ``ok`` or ``FAILED`` (this gate skips nothing); the last
 line is ``e2e-vllm-hybrid: vllm <version> <families>, <passed>/<total>
@@ -349,6 +357,36 @@ class HybridGate(Gate):
         self.check(f"{fam.name} warm: restored bytes at the Manager are what the groups need at each restore point",
                    got == want_bytes, f"{got:,} B, want {want_bytes:,} B")
 
+    def killed(self, fam: Family, ref: dict) -> None:
+        """A new engine (kv_load_failure_policy recompute) restores the
+        family's first prompt while the Manager is paused at copy-complete,
+        then SIGKILLed: the load of several groups fails as a whole, the
+        worker reports the request in failed_recving (vLLM refuses
+        block-level load errors with several groups), vLLM recomputes it:
+        tokens equal the cold run. A Manager on the same socket then serves
+        the next family."""
+        victim = next(iter(fam.prompts))
+        go = os.path.join(self.tmp, f"{fam.name}-kill.go")
+        steps = [{"op": "wait", "path": go},
+                 {"op": "gen", "name": victim, "prompt": fam.prompts[victim], "reset": True}]
+        e = self.fengine(fam, "kill", steps, **self.connector(policy="recompute"))
+        if not self.started(e):
+            return
+        self.manager.arm("copy-complete")
+        open(go, "w").close()
+        paused = self.manager.wait_paused("copy-complete", 60)
+        self.check(f"{fam.name} kill: the Manager paused mid-restore of {victim}'s groups, then SIGKILLed", paused)
+        self.end_manager()
+        r = self.got(e, victim, 120)
+        e.finish()
+        if r is not None:
+            worker = r["stats"].get("worker", {})
+            self.check(f"{fam.name} kill: the failed load was reported by request and recomputed",
+                       r["error"] is None and worker.get("load_error_blocks", 0) > 0 and
+                       worker.get("restored_blocks", 0) == 0, f"worker {worker}")
+            self.compare_cold(f"{fam.name} kill {victim} after the Manager died mid-restore", r, ref["cold"][victim])
+        self.start_manager()
+
     def run(self) -> int:
         t0 = time.monotonic()
         try:
@@ -366,6 +404,8 @@ class HybridGate(Gate):
                 self.off(fam, ref)
                 self.save(fam, ref)
                 self.warm(fam, ref)
+                if fam.name == "gemma3":
+                    self.killed(fam, ref)
                 print(f"        {fam.name}: {time.monotonic() - t:.0f} s", flush=True)
         finally:
             if self.manager is not None:
