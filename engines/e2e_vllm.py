@@ -77,6 +77,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+from orbitkv.testing.docs import documented_config  # noqa: E402
 from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
 
 BLOCK = 32
@@ -99,25 +100,11 @@ def prompts(seed: int = PROMPT_SEED) -> dict[str, list[int]]:
     return {"p0": shared + ids(40), "p1": shared + ids(57), "p2": ids(256), "p3": ids(150), "p4": ids(180)}
 
 
-DOC = os.path.join(ROOT, "docs", "adapters.md")
-DOC_MARK = "<!-- make e2e-vllm runs this kv-transfer-config -->"
 
 
 #: The gate's phases, in order (each one engine process but bad-config's two).
 PHASES = ("reference", "save", "warm", "other-namespace", "save-killed", "recompute", "fail-policy", "bad-config",
           "tp2")
-
-
-def documented_config() -> dict:
-    """The ``--kv-transfer-config`` JSON of docs/adapters.md (the fenced
-    block after DOC_MARK): the gate runs vLLM with it."""
-    with open(DOC) as f:
-        text = f.read()
-    at = text.find(DOC_MARK)
-    m = re.compile(r"```json\n(.*?)```", re.S).search(text, at) if at >= 0 else None
-    if m is None:
-        raise SystemExit(f"{DOC}: no ```json block after {DOC_MARK!r}")
-    return json.loads(m.group(1))
 
 
 def offered_blocks(n_tokens: int) -> int:
@@ -252,6 +239,18 @@ class Gate:
     def skip(self, name: str, why: str) -> None:
         self.skipped += 1
         print(f"skip    {name}  ({why})", flush=True)
+
+    def close(self, t0: float) -> None:
+        """End the gate: the Manager killed (its restored bytes counted),
+        the engine logs removed unless a check failed, the wall time since
+        t0 (time.monotonic()) printed."""
+        if self.manager is not None:
+            self.end_manager()
+        if self.failed:
+            print(f"engine logs kept in {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        print(f"gate wall time {time.monotonic() - t0:.0f} s")
 
     def start_manager(self) -> None:
         self.manager = ManagerProcess(self.args.manager, self.sock, self.port, ram="256MiB")
@@ -585,13 +584,7 @@ class Gate:
                      "fail-policy": lambda: self.killed_mid_restore("fail-policy", "fail", "p3", "p3", "p0"),
                      "bad-config": self.bad_config, "tp2": self.tp2}[phase]()
         finally:
-            if self.manager is not None:
-                self.end_manager()
-            if self.failed:
-                print(f"engine logs kept in {self.tmp}")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        print(f"gate wall time {time.monotonic() - t0:.0f} s")
+            self.close(t0)
         print(f"e2e-vllm: vllm {self.version} real engine, {self.passed}/{self.total} checks passed, "
               f"{self.skipped} skipped, restored {self.restored} B")
         return 1 if self.failed or self.total == 0 else 0

@@ -84,7 +84,6 @@ import argparse
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -408,13 +407,7 @@ class HybridGate(Gate):
                     self.killed(fam, ref)
                 print(f"        {fam.name}: {time.monotonic() - t:.0f} s", flush=True)
         finally:
-            if self.manager is not None:
-                self.end_manager()
-            if self.failed:
-                print(f"engine logs kept in {self.tmp}")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        print(f"gate wall time {time.monotonic() - t0:.0f} s")
+            self.close(t0)
         print(f"e2e-vllm-hybrid: vllm {self.version} {'+'.join(self.fams)}, {self.passed}/{self.total} checks passed, "
               f"{self.skipped} skipped")
         return 1 if self.failed or self.total == 0 or self.skipped else 0

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import os
 import re
 import shutil
@@ -67,6 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+from orbitkv.testing.docs import compatibility_table, documented_config  # noqa: E402
 from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
 
 #: Non-abstract ``KVConnectorBase_V1`` methods each release added, which the
@@ -74,9 +74,6 @@ from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
 #: never gave: vLLM's ``supports_sleep_mode`` default says True).
 ADDED = {"0.33": ("supports_sleep_mode", "unregister_kv_caches", "restore_kv_caches")}
 
-DOC = os.path.join(ROOT, "docs", "adapters.md")
-DOC_MARK = "<!-- make e2e-vllm runs this kv-transfer-config -->"
-TABLE_MARK = "<!-- make vllm-contract and test_engine_locks check this table -->"
 
 BLOCK = 32            # tokens per block
 HEADS, HEAD = 2, 64   # KV heads, head size
@@ -92,23 +89,6 @@ CALL = re.compile(r"(?:\bconnector|\bconnector_cls|\bkv_connector|get_kv_transfe
 def series(version: str) -> str:
     """``"0.33"`` of ``"0.33.0"`` or ``"0.32.0+cpu"``."""
     return ".".join(version.split("+")[0].split(".")[:2])
-
-
-def doc_table() -> list[dict[str, str]]:
-    """The rows of docs/adapters.md's compatibility table (after
-    TABLE_MARK): one dict per row, keyed by the header's cells."""
-    with open(DOC, encoding="utf-8") as f:
-        text = f.read()
-    at = text.find(TABLE_MARK)
-    if at < 0:
-        raise ValueError(f"{DOC}: no {TABLE_MARK!r}")
-    lines = []
-    for line in text[at + len(TABLE_MARK):].lstrip("\n").splitlines():
-        if not line.startswith("|"):
-            break
-        lines.append([c.strip() for c in line.strip().strip("|").split("|")])
-    head, rows = lines[0], lines[2:]
-    return [dict(zip(head, r)) for r in rows]
 
 
 class Contract:
@@ -229,7 +209,7 @@ class Contract:
         if ok:
             self.check(f"the connector's version gate accepts vLLM {vllm.__version__}", True,
                        f"SUPPORTED_VLLM {SUPPORTED_VLLM}")
-        ok, rows = self.run("docs/adapters.md has the compatibility table", doc_table)
+        ok, rows = self.run("docs/adapters.md has the compatibility table", compatibility_table)
         if not ok:
             return
         vrows = [r for r in rows if r.get("engine") == "vLLM"]
@@ -652,18 +632,6 @@ class Contract:
         if self.failed:
             print("vllm-contract: FAILED: " + "; ".join(self.failed), flush=True)
         return 0 if not self.failed and self.total else 1
-
-
-def documented_config() -> dict:
-    """The ``--kv-transfer-config`` JSON of docs/adapters.md (the one the
-    real-vLLM gate runs)."""
-    with open(DOC, encoding="utf-8") as f:
-        text = f.read()
-    at = text.find(DOC_MARK)
-    m = re.compile(r"```json\n(.*?)```", re.S).search(text, at) if at >= 0 else None
-    if m is None:
-        raise SystemExit(f"{DOC}: no ```json block after {DOC_MARK!r}")
-    return json.loads(m.group(1))
 
 
 def write_model_config(out: str) -> None:

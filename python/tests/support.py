@@ -28,19 +28,20 @@ if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
 
-def _load_manager_process():
-    """orbitkv/testing/manager.py loaded by path: it needs only the standard
-    library, and importing it through the package would load liborbitkv
-    (whose absence import_orbitkv turns into a skip)."""
+def load_testing_module(name: str):
+    """orbitkv/testing/<name>.py loaded by path: the modules loaded so need
+    only the standard library, and importing them through the package would
+    load liborbitkv (whose absence import_orbitkv turns into a skip)."""
     import importlib.util
-    path = os.path.join(PYTHON_DIR, "orbitkv", "testing", "manager.py")
-    spec = importlib.util.spec_from_file_location("_orbitkv_test_manager", path)
+    path = os.path.join(PYTHON_DIR, "orbitkv", "testing", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_orbitkv_test_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.ManagerProcess, mod.free_port
+    return mod
 
 
-ManagerProcess, free_port = _load_manager_process()
+_manager = load_testing_module("manager")
+ManagerProcess, free_port = _manager.ManagerProcess, _manager.free_port
 
 
 def import_orbitkv():

@@ -10,7 +10,9 @@ import os
 import re
 import unittest
 
-from tests.support import REPO
+from tests.support import REPO, load_testing_module
+
+docs = load_testing_module("docs")
 
 ENGINES = os.path.join(REPO, "engines")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
@@ -118,27 +120,14 @@ class EngineLockTest(unittest.TestCase):
             os.unlink(f.name)
 
 
-TABLE_MARK = "<!-- make vllm-contract and test_engine_locks check this table -->"
 _LOCK_CELL = re.compile(r"^`engines/([a-z0-9]+)\.lock` \(`([A-Za-z0-9._-]+)`\)$")
 
 
 def compatibility_table() -> list[dict[str, str]]:
-    """docs/adapters.md's engine compatibility table (the rows after
-    TABLE_MARK), one dict per row keyed by the header's cells, backquotes
-    stripped; ValueError when the mark or the table is missing."""
-    with open(os.path.join(REPO, "docs", "adapters.md"), encoding="utf-8") as f:
-        text = f.read()
-    at = text.find(TABLE_MARK)
-    if at < 0:
-        raise ValueError(f"docs/adapters.md: no {TABLE_MARK!r}")
-    rows = []
-    for line in text[at + len(TABLE_MARK):].lstrip("\n").splitlines():
-        if not line.startswith("|"):
-            break
-        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
-    if len(rows) < 3:
-        raise ValueError("docs/adapters.md: the compatibility table has no rows")
-    return [{k: (v.strip("`") if k != "lock" else v) for k, v in zip(rows[0], r)} for r in rows[2:]]
+    """docs/adapters.md's engine compatibility table
+    (``orbitkv.testing.docs``), backquotes stripped except in the lock
+    column."""
+    return [{k: (v.strip("`") if k != "lock" else v) for k, v in r.items()} for r in docs.compatibility_table()]
 
 
 class CompatibilityTableTest(unittest.TestCase):
