@@ -6,6 +6,7 @@ way vLLM's scheduler and worker call it. The real engine is `make e2e-vllm`."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -31,22 +32,26 @@ BLOCK, BLOCKS, PAGE = 4, 32, 256
 
 
 class FullAttentionSpec:
-    def __init__(self, block_size=BLOCK):
+    def __init__(self, block_size=BLOCK, dtype=None):
         self.block_size = block_size
+        if dtype is not None:
+            self.dtype = dtype
 
 
 class SlidingWindowSpec(FullAttentionSpec):
     """vLLM's SlidingWindowSpec is not a FullAttentionSpec; the name decides."""
 
-    def __init__(self, window, block_size=BLOCK):
-        super().__init__(block_size)
+    def __init__(self, window, block_size=BLOCK, dtype=None):
+        super().__init__(block_size, dtype)
         self.sliding_window = window
 
 
 class MambaSpec(FullAttentionSpec):
-    def __init__(self, mode="align", block_size=BLOCK):
+    def __init__(self, mode="align", block_size=BLOCK, dtypes=None):
         super().__init__(block_size)
         self.mamba_cache_mode = mode
+        if dtypes is not None:
+            self.dtypes = dtypes
 
 
 class ChunkedLocalAttentionSpec(FullAttentionSpec):
@@ -263,6 +268,64 @@ class TestHybridStaging(TestHybridZeroCopy):
     """The same through staging pages (a backing that is not an OrbitKV buffer)."""
 
     zero_copy = False
+
+
+def vllm_request(rid, prompt, unit):
+    """A request as vLLM 0.32 makes it with several KV cache groups: its
+    ``block_hashes`` a chain with one hash per ``unit`` tokens (vLLM's
+    ``hash_block_size``: ``prefix_match_unit``, or the GCD of the groups'
+    block sizes), finer than the scheduler's block when ``unit`` < BLOCK."""
+    out, parent = [], b"vllm-root"
+    for i in range(len(prompt) // unit):
+        parent = hashlib.sha256(parent + bytes(prompt[i * unit:(i + 1) * unit])).digest()
+        out.append(parent)
+    return SimpleNamespace(request_id=rid, prompt_token_ids=prompt, lora_request=None, cache_salt=None,
+                           mm_features=[], block_hashes=out)
+
+
+class TestHybridEdges(HybridCase):
+    """What a new user's configuration, a failing worker and odd KV tensors
+    do to the groups' loads: a restore never lands bytes of another prefix,
+    a load that failed is recomputed, not offered again."""
+
+    zero_copy = False
+
+    def worker(self, cfg=None, sock=None, **extra):
+        w = OrbitKVConnector(config(sock or self.sock, **extra), KVConnectorRole.WORKER,
+                             kv_cache_config=cfg or self.cfg)
+        w.register_kv_caches(self.kv)
+        self.addCleanup(w.shutdown)
+        return w
+
+    def pair(self, cfg=None, **extra):
+        s = OrbitKVConnector(config(self.sock, **extra), KVConnectorRole.SCHEDULER, kv_cache_config=cfg or self.cfg)
+        self.addCleanup(s.shutdown)
+        return s, self.worker(cfg, **extra)
+
+    def test_vllm_block_hashes_finer_than_the_block_never_restore_another_prefix(self):
+        # prefix_match_unit 2 (vLLM's hash_block_size): Request.block_hashes
+        # holds one hash per 2 tokens; prompt b differs from a in tokens 6
+        # and 7, inside chain block 1.
+        cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec(), MambaSpec())
+        cfg.hash_block_size = 2
+        s, w = self.pair(cfg, **{"orbitkv.block_hashes": "vllm"})
+        a = list(range(13))
+        b = a[:6] + [90, 91] + a[8:]
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("a", a, 2), 0), (0, False))
+        self.step(s, w, new_step("a", a, ([1, 2], [5, 6], [0, 9]), 0, 8))   # a's state after 8 saved
+        self.step(s, w, cached_step("a", 8, 5, ([3, 4], [7, 8], [0, 10])))
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("a2", a, 2), 0), (8, True))   # a hits
+        # b shares only block 0 with a, and no state is stored after 4
+        # tokens: a miss, never a's block 1.
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("b", b, 2), 0), (0, False))
+
+    def test_vllm_block_hashes_of_a_unit_that_does_not_divide_the_block_are_refused_at_start(self):
+        from orbitkv.vllm import OptionError
+        cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec())
+        cfg.hash_block_size = 3
+        with self.assertRaisesRegex(OptionError, "every 3 tokens"):
+            OrbitKVConnector(config(self.sock, **{"orbitkv.block_hashes": "vllm"}), KVConnectorRole.SCHEDULER,
+                             kv_cache_config=cfg)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,25 @@ def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
                           "use sha256, vLLM's default, or orbitkv.block_hashes \"tokens\")")
 
 
+def _hash_stride(vllm_config: Any, kv_cache_config: Any, block: int) -> int:
+    """How many of vLLM's ``Request.block_hashes`` make one scheduler block
+    of ``block`` tokens: vLLM hashes every ``hash_block_size`` tokens
+    (``KVCacheConfig.hash_block_size``; with several KV cache groups
+    ``cache_config.prefix_match_unit``, or the GCD of the groups' block
+    sizes), so block i's hash is entry ``(i + 1) * stride - 1`` (the hashes
+    are a chain: that entry covers tokens 0 .. (i + 1) * block - 1). Raises
+    ``OptionError`` when ``block`` is not a multiple of that unit."""
+    unit = getattr(kv_cache_config, "hash_block_size", None)
+    if not unit and len(getattr(kv_cache_config, "kv_cache_groups", None) or ()) > 1:
+        unit = getattr(getattr(vllm_config, "cache_config", None), "prefix_match_unit", None)
+    unit = int(unit or block)
+    if unit < 1 or block % unit:
+        raise OptionError(f"orbitkv.block_hashes=\"vllm\": vLLM hashes every {unit} tokens (hash_block_size, "
+                          f"prefix_match_unit), not a divisor of the block size {block}; use orbitkv.block_hashes "
+                          "\"tokens\"")
+    return block // unit
+
+
 class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM KV connector backed by the node's OrbitKV Manager.
 
@@ -135,9 +154,11 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         self.block_size: int = base["block_tokens"]
         #: vLLM's KV cache groups (``orbitkv.vllm.groups``); None: one
         #: full-attention table.
-        self.groups = KVGroups.of(getattr(self, "_kv_cache_config", None) or kv_cache_config, self.block_size)
+        cfg = getattr(self, "_kv_cache_config", None) or kv_cache_config
+        self.groups = KVGroups.of(cfg, self.block_size)
         if self.groups is not None:
             base["kv_layout"] = f"{base['kv_layout']}+{self.groups.layout_tag()}"
+        hash_stride = _hash_stride(vllm_config, cfg, self.block_size) if self.options.block_hashes == "vllm" else 1
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
         if role_name(role) == "SCHEDULER":
@@ -145,7 +166,7 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
             if role_kind not in ("kv_both", "kv_producer", "kv_consumer"):
                 raise OptionError(f"kv_transfer_config.kv_role {role_kind!r}: want kv_both, kv_producer "
                                   "or kv_consumer")
-            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups)
+            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups, hash_stride)
         else:
             tp_rank, pp_rank = _ranks(vllm_config, base["tp_size"], base["pp_size"])
             self._worker = WorkerSide(self.options, base, tp_rank, pp_rank, self.groups)

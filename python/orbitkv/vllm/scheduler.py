@@ -113,8 +113,11 @@ class SchedulerSide:
     """The scheduler half (one per vLLM scheduler process)."""
 
     def __init__(self, opts: ConnectorOptions, base: dict[str, Any], kv_role: str = "kv_both",
-                 groups: KVGroups | None = None):
+                 groups: KVGroups | None = None, hash_stride: int = 1):
         self.opts = opts
+        # orbitkv.block_hashes "vllm": vLLM's Request.block_hashes per block
+        # (they may be finer than a block: connector._hash_stride).
+        self.hash_stride = hash_stride
         # vLLM's kv_role: a kv_producer only saves, a kv_consumer only loads.
         self.load_enabled = kv_role != "kv_producer"
         self.save_enabled = kv_role != "kv_consumer"
@@ -164,7 +167,8 @@ class SchedulerSide:
             self._reqs[rid] = st
         if st.cacheable and len(st.hashes) < len(st.prompt) // self.block:
             if self.opts.block_hashes == "vllm":
-                engine = list(getattr(request, "block_hashes", None) or [])
+                r = self.hash_stride
+                engine = list(getattr(request, "block_hashes", None) or [])[r - 1::r]
                 st.hashes = [block_hash16(h) for h in engine[:len(st.prompt) // self.block]]
             else:
                 extend_chain(st.hashes, st.prompt, self.block, st.salt)
