@@ -327,6 +327,27 @@ class TestHybridEdges(HybridCase):
             OrbitKVConnector(config(self.sock, **{"orbitkv.block_hashes": "vllm"}), KVConnectorRole.SCHEDULER,
                              kv_cache_config=cfg)
 
+class TestIdentityOfGroups(unittest.TestCase):
+    """The groups' part of the cache identity: what makes a block's bytes
+    mean something else must change the namespace."""
+
+    def test_a_state_dtype_is_part_of_the_identity(self):
+        # vLLM's mamba_ssm_cache_dtype / mamba_cache_dtype change a state
+        # page's dtypes; with an explicit --block-size both plans get the
+        # same block size and padded page (platforms/interface.py
+        # _align_hybrid_block_size), so only the dtypes tell them apart.
+        import torch as t
+        bf16 = KVGroups.of(kv_config(FullAttentionSpec(), MambaSpec(dtypes=(t.bfloat16, t.bfloat16))), BLOCK)
+        f32 = KVGroups.of(kv_config(FullAttentionSpec(), MambaSpec(dtypes=(t.bfloat16, t.float32))), BLOCK)
+        self.assertNotEqual(bf16.layout_tag(), f32.layout_tag())
+        self.assertEqual(f32.layout_tag(), "groups:fullx1,statex1[bfloat16,float32]")
+
+    def test_an_attention_groups_dtype_is_part_of_the_identity(self):
+        import torch as t
+        a = KVGroups.of(kv_config(SlidingWindowSpec(5, dtype=t.float16), FullAttentionSpec(dtype=t.float16)), BLOCK)
+        b = KVGroups.of(kv_config(SlidingWindowSpec(5, dtype=t.float16), FullAttentionSpec(dtype=t.float32)), BLOCK)
+        self.assertNotEqual(a.layout_tag(), b.layout_tag())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -29,9 +29,10 @@ Mamba group in another cache mode, is a group OrbitKV cannot serve:
 Every group's block ``i`` of a request is its own OrbitKV block, stored
 under ``group_hash(chain hash i, g)``: the chain hash (a prefix hash over
 the tokens of blocks 0..i) bound to the group index, so blocks of
-different groups never share a key. The group structure is also part of
-the cache identity (``layout_tag`` goes into ``kv_layout``), so engines
-with different groupings never share a namespace.
+different groups never share a key. The group structure, with each
+group's dtypes, is also part of the cache identity (``layout_tag`` goes
+into ``kv_layout``), so engines with different groupings or state dtypes
+never share a namespace.
 
 vLLM lays the groups over one backing allocation: layer slot j of every
 group shares the same memory (``KVCacheTensor`` per group, offset 0), and a
@@ -78,6 +79,7 @@ class Group:
     spec: str
     layers: int
     window_blocks: int = 0
+    dtypes: str = ""   # the spec's dtype(s), comma-separated ("" when it names none)
 
     def needed(self, k: int) -> range:
         """Chain-block indices of this group a restore of k blocks needs."""
@@ -88,9 +90,20 @@ class Group:
         return range(k - 1, k) if k > 0 else range(0)
 
     def tag(self) -> str:
-        if self.kind == "window":
-            return f"window{self.window_blocks}x{self.layers}"
-        return f"{self.kind}x{self.layers}"
+        kind = f"window{self.window_blocks}" if self.kind == "window" else self.kind
+        return f"{kind}x{self.layers}" + (f"[{self.dtypes}]" if self.dtypes else "")
+
+
+def _dtypes(spec: Any) -> str:
+    """A spec's element dtype(s) as names: a ``MambaSpec``'s ``dtypes`` (one
+    per state tensor: vLLM's ``mamba_cache_dtype`` and
+    ``mamba_ssm_cache_dtype`` choose them), an attention spec's ``dtype``;
+    "" when it names none."""
+    found = getattr(spec, "dtypes", None)
+    if found is None:
+        one = getattr(spec, "dtype", None)
+        found = () if one is None else (one,)
+    return ",".join(str(d).replace("torch.", "") for d in found)
 
 
 def _spec_names(spec: Any) -> set[str]:
@@ -138,14 +151,19 @@ class KVGroups:
             if kind == "window":
                 w = int(getattr(spec, "sliding_window", 0) or 0)
                 window = -(-(w - 1) // block_tokens) if w > 1 else 0
-            groups.append(Group(i, kind or "unsupported", name, layers, window))
+            groups.append(Group(i, kind or "unsupported", name, layers, window, _dtypes(spec)))
         if len(groups) == 1 and groups[0].kind == "full":
             return None
         return cls(groups, why)
 
     def layout_tag(self) -> str:
-        """The group structure for the cache identity's ``kv_layout``, e.g.
-        ``groups:window2x1,fullx1`` (a SHA-256 prefix when long)."""
+        """The group structure for the cache identity's ``kv_layout``: per
+        group its kind, layer count and dtypes, e.g.
+        ``groups:window2x1[bfloat16],fullx1[bfloat16],statex3[bfloat16,float32]``
+        (a SHA-256 prefix when long). The dtypes are there because a state
+        page's dtypes are vLLM cache options of their own
+        (``mamba_cache_dtype``, ``mamba_ssm_cache_dtype``) that can leave
+        the block size and page size unchanged."""
         tag = ",".join(g.tag() for g in self.groups)
         if len(tag) > 200:
             tag = "sha256-" + hashlib.sha256(tag.encode()).hexdigest()[:32]
