@@ -349,5 +349,57 @@ class TestIdentityOfGroups(unittest.TestCase):
         self.assertNotEqual(a.layout_tag(), b.layout_tag())
 
 
+@unittest.skipIf(torch is None, "torch not installed (python3-torch)")
+class TestSlotViews(unittest.TestCase):
+    """kvbuffer.slot_views on layouts vLLM can plan and on bad ones: a page
+    is one block of one slot, never bytes of another block."""
+
+    def assert_pages_disjoint_and_cover(self, kv, views, nb):
+        rows = sorted((v[b].data_ptr(), v[b].data_ptr() + v.shape[1], b) for v in views for b in range(nb))
+        for (s0, e0, _), (s1, _, _) in zip(rows, rows[1:]):
+            self.assertLessEqual(e0, s1, "two pages overlap: a restore into one writes the other")
+        for name, t in kv.items():
+            for b in range(nb):
+                lo = t[b].data_ptr()
+                hi = lo + (t[b].numel() - 1) * t.element_size() + t.element_size()
+                self.assertTrue(any(s <= lo and hi <= e and rb == b for s, e, rb in rows),
+                                f"{name} block {b} is in no page of block {b}")
+
+    def test_a_block_outermost_layout_is_one_page_per_block(self):
+        # vLLM's block-outermost layouts (BLHNC, BLNHC: VLLM_KV_CACHE_LAYOUT,
+        # FlashInfer) interleave the layers inside each block:
+        # | blk 0 [ l0 | l1 ] | blk 1 [ l0 | l1 ] | ... (kv_cache_utils.py).
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 128
+        raw = torch.zeros(nb * 2 * page, dtype=torch.uint8)
+        per_block = raw.view(nb, 2, page)
+        l0, l1 = per_block[:, 0].view(torch.float32), per_block[:, 1].view(torch.float32)
+        kv = {"g0.l0": l0, "g0.l1": l1, "g1.l0": l0, "g1.l1": l1}
+        views, why = slot_views(kv, nb)
+        self.assertIsNotNone(views, why)
+        self.assertEqual([tuple(v.shape) for v in views], [(nb, 2 * page)])   # a page: the whole block
+        self.assert_pages_disjoint_and_cover(kv, views, nb)
+
+    def test_slots_whose_pages_overlap_otherwise_are_refused_by_name(self):
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 128
+        raw = torch.zeros((nb + 1) * page, dtype=torch.uint8)
+        a = raw[:nb * page].view(nb, page)
+        b = raw[64:64 + nb * page].view(nb, page)   # 64 B after a: block b straddles a's blocks b and b+1
+        views, why = slot_views({"g0.l0": a, "g1.l0": b}, nb)
+        self.assertIsNone(views)
+        self.assertIn("layers g0.l0 and g1.l0", why)
+        self.assertIn("overlap", why)
+
+    def test_a_slot_whose_memory_ends_inside_its_last_page_is_refused_by_name(self):
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 256
+        raw = torch.zeros((nb - 1) * page + 200, dtype=torch.uint8)
+        state = raw.as_strided((nb, 200), (page, 1), 0)
+        views, why = slot_views({"g0.l0": state}, nb)
+        self.assertIsNone(views)
+        self.assertIn("g0.l0", why)
+
+
 if __name__ == "__main__":
     unittest.main()
