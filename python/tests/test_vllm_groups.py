@@ -290,6 +290,13 @@ class TestHybridEdges(HybridCase):
 
     zero_copy = False
 
+    def manager2(self):
+        from orbitkv.testing.manager import ManagerProcess, free_port
+        sock = os.path.join(self.dir, "okv2.sock")
+        m = ManagerProcess(support.MANAGER_BIN, sock, free_port(), ram="64MiB")
+        self.addCleanup(lambda: m.kill())
+        return sock
+
     def worker(self, cfg=None, sock=None, **extra):
         w = OrbitKVConnector(config(sock or self.sock, **extra), KVConnectorRole.WORKER,
                              kv_cache_config=cfg or self.cfg)
@@ -301,6 +308,10 @@ class TestHybridEdges(HybridCase):
         s = OrbitKVConnector(config(self.sock, **extra), KVConnectorRole.SCHEDULER, kv_cache_config=cfg or self.cfg)
         self.addCleanup(s.shutdown)
         return s, self.worker(cfg, **extra)
+
+    def report(self, s, w):
+        """vLLM's hand-off of the workers' metadata to the scheduler."""
+        s.update_connector_output(SimpleNamespace(kv_connector_worker_meta=w.build_connector_worker_meta()))
 
     def test_vllm_block_hashes_finer_than_the_block_never_restore_another_prefix(self):
         # prefix_match_unit 2 (vLLM's hash_block_size): Request.block_hashes
@@ -326,6 +337,24 @@ class TestHybridEdges(HybridCase):
         with self.assertRaisesRegex(OptionError, "every 3 tokens"):
             OrbitKVConnector(config(self.sock, **{"orbitkv.block_hashes": "vllm"}), KVConnectorRole.SCHEDULER,
                              kv_cache_config=cfg)
+
+    def test_a_failed_load_is_recomputed_not_offered_again(self):
+        # The worker cannot load what the scheduler pins (here: it talks to
+        # another Manager; as when its buffer was refused after a Manager
+        # restart): each load fails. Under kv_load_failure_policy
+        # "recompute" vLLM asks again for the failed request.
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        w2 = self.worker(sock=self.manager2())
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, Tables([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8)
+        self.step(s, w2, no_requests())
+        self.assertEqual(self.results, ({"b"}, {"b"}))
+        self.report(s, w2)
+        # vLLM freed b's blocks and asks again: recomputed from token 0.
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (0, False))
 
 class TestIdentityOfGroups(unittest.TestCase):
     """The groups' part of the cache identity: what makes a block's bytes

@@ -227,10 +227,11 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
 
     def update_connector_output(self, connector_output: Any) -> None:
         """Take the workers' ``OrbitKVWorkerMetadata``: end the pins of the
-        requests whose loads settled."""
+        requests whose loads settled; a request whose whole load failed is
+        a miss from then on (vLLM recomputes it)."""
         meta = getattr(connector_output, "kv_connector_worker_meta", None)
         if self._scheduler is not None and isinstance(meta, OrbitKVWorkerMetadata):
-            self._scheduler.interval.timed(self._scheduler.loads_settled, meta.loaded)
+            self._scheduler.interval.timed(self._scheduler.loads_settled, meta.loaded, meta.failed)
 
     def _timed(self, name: str, *args: Any) -> Any:
         """The scheduler side's method ``name`` called with args, its wall
@@ -369,8 +370,8 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         the scheduler's ``update_connector_output``."""
         if self._worker is None:
             return None
-        done = self._worker.worker_meta()
-        return OrbitKVWorkerMetadata(frozenset(done)) if done else None
+        done, failed = self._worker.worker_meta()
+        return OrbitKVWorkerMetadata(frozenset(done), frozenset(failed)) if done or failed else None
 
     def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
         """Worker side: the requests whose asynchronous loads (KV cache

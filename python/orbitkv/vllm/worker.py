@@ -99,6 +99,7 @@ class WorkerSide:
         # load ended since the last get_transfer_results, and those that failed.
         self._recv_done: set[str] = set()
         self._recv_failed: set[str] = set()
+        self._failed_meta: set[str] = set()   # whole loads failed since the last worker meta
         self._identity = tuple(sorted(base.items()))
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
@@ -333,11 +334,13 @@ class WorkerSide:
             self._settled.add(spec.req_id)
             self._start(spec)
 
-    def worker_meta(self) -> set[str]:
-        """The requests whose loads settled since the last call (cleared)."""
+    def worker_meta(self) -> tuple[set[str], set[str]]:
+        """(the requests whose loads settled, those whose whole load failed)
+        since the last call (both cleared)."""
         self.settle()
         done, self._settled = self._settled, set()
-        return done
+        failed, self._failed_meta = self._failed_meta, set()
+        return done, failed
 
     def _fail_load(self, spec: LoadSpec, ids: list[int]) -> None:
         """Blocks ``ids`` of ``spec`` were not restored: vLLM recomputes
@@ -348,6 +351,7 @@ class WorkerSide:
             return
         if spec.whole:
             self._recv_failed.add(spec.req_id)
+            self._failed_meta.add(spec.req_id)
             self.stats["load_error_blocks"] += len(ids)
             self.interval.add("load_error_blocks", len(ids))
             return
