@@ -356,6 +356,33 @@ class TestHybridEdges(HybridCase):
         # vLLM freed b's blocks and asks again: recomputed from token 0.
         self.assertEqual(s.get_num_new_matched_tokens(req, 0), (0, False))
 
+    def test_saves_larger_than_the_staging_pages_are_all_published(self):
+        # 2 staging pages; a's first step saves 5 blocks (window, full and
+        # state), its second 2.
+        s, w = self.pair(**{"orbitkv.staging_blocks": 2})
+        self.save_a(s, w, list(range(13)))
+        self.assertEqual((w.stats["published_blocks"], w.stats["save_errors"]), (7, 0))
+        req = request("b", list(range(13)))   # the state after 8 is there: a hit of 8
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+
+    def test_a_load_larger_than_the_staging_pages_is_restored(self):
+        # Staging (every hybrid engine on a GPU): 2 pages, a load of 4
+        # blocks (2 full-attention, 1 window, 1 state).
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        w = self.worker(**{"orbitkv.staging_blocks": 2})
+        want = {b: self.page(src) for b, src in ((21, 2), (24, 5), (25, 6), (28, 9))}
+        self.backing.view(BLOCKS, PAGE)[20:30] = 0
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, Tables([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8)
+        self.step(s, w, no_requests())
+        self.assertEqual(self.results, ({"b"}, set()))
+        for b, page in want.items():
+            self.assertTrue(torch.equal(self.page(b), page), f"block {b}")
+
+
 class TestIdentityOfGroups(unittest.TestCase):
     """The groups' part of the cache identity: what makes a block's bytes
     mean something else must change the namespace."""
