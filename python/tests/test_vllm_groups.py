@@ -383,6 +383,36 @@ class TestHybridEdges(HybridCase):
             self.assertTrue(torch.equal(self.page(b), page), f"block {b}")
 
 
+class UniformTypeKVCacheSpecs:
+    """vLLM's spec of a group whose layers are of one type but not one spec
+    (block-outermost packing of mixed page sizes, kv_cache_utils.py
+    _get_packed_kv_cache_groups); the scheduler's copy of the config holds
+    its first spec instead (generate_scheduler_kv_cache_config)."""
+
+    def __init__(self, specs):
+        self.kv_cache_specs = dict(specs)
+        self.block_size = next(iter(self.kv_cache_specs.values())).block_size
+
+
+class TestUniformTypeGroups(HybridCase):
+
+    def test_a_group_of_uniform_type_specs_is_its_first_spec_on_both_sides(self):
+        # The worker sees UniformTypeKVCacheSpecs, the scheduler its first
+        # spec: both must plan the same groups and identity, or every step
+        # raises (check_identity) in the worker.
+        sched_cfg = self.cfg
+        work_cfg = kv_config(SlidingWindowSpec(5), UniformTypeKVCacheSpecs({"g1.l0": FullAttentionSpec()}),
+                             MambaSpec())
+        s = OrbitKVConnector(config(self.sock), KVConnectorRole.SCHEDULER, kv_cache_config=sched_cfg)
+        w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER, kv_cache_config=work_cfg)
+        w.register_kv_caches(self.kv)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        self.assertEqual((w.groups.layout_tag(), w.groups.unsupported), (s.groups.layout_tag(), ""))
+        m1, m2 = self.save_a(s, w, list(range(13)))
+        self.assertEqual(w.stats["published_blocks"], 7)
+
+
 class TestIdentityOfGroups(unittest.TestCase):
     """The groups' part of the cache identity: what makes a block's bytes
     mean something else must change the namespace."""

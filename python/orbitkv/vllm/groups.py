@@ -21,8 +21,11 @@ MambaSpec          ``state``             k-1 only: the recurrent state after
                                          block boundary
 =================  ====================  ===================================
 
-Any other spec, a group whose block size is not the scheduler's, or a
-Mamba group in another cache mode, is a group OrbitKV cannot serve:
+A ``UniformTypeKVCacheSpecs`` group (layers of one type but not one spec:
+vLLM's block-outermost packing of mixed page sizes) is read as its first
+spec, as vLLM's scheduler reads it. Any other spec, a group whose block
+size is not the scheduler's, or a Mamba group in another cache mode, is a
+group OrbitKV cannot serve:
 ``unsupported`` names it and the connector then loads and saves nothing
 (every request a miss, never a wrong restore).
 
@@ -133,6 +136,13 @@ class KVGroups:
         why = ""
         for i, g in enumerate(raw):
             spec = getattr(g, "kv_cache_spec", None)
+            members = getattr(spec, "kv_cache_specs", None)
+            if isinstance(members, dict) and members:
+                # UniformTypeKVCacheSpecs (layers of one type, not one spec):
+                # its first spec, the one vLLM's scheduler holds in its copy
+                # of the config (generate_scheduler_kv_cache_config), so the
+                # scheduler and its workers plan the same groups and identity.
+                spec = next(iter(members.values()))
             names = _spec_names(spec)
             name = type(spec).__name__
             layers = len(getattr(g, "layer_names", ()) or ())
