@@ -428,6 +428,16 @@ class TestIdentityOfGroups(unittest.TestCase):
         self.assertNotEqual(bf16.layout_tag(), f32.layout_tag())
         self.assertEqual(f32.layout_tag(), "groups:fullx1,statex1[bfloat16,float32]")
 
+    def test_vllms_physical_layout_is_part_of_the_identity(self):
+        # A page is the slots' bytes as they lie in memory: LBHNC and LBNHC
+        # (VLLM_KV_CACHE_LAYOUT; FlashInfer's and FlashAttention's first
+        # choices) give the same page size, the bytes in another order.
+        hnd, nhd = kv_config(SlidingWindowSpec(5), FullAttentionSpec()), kv_config(SlidingWindowSpec(5),
+                                                                                 FullAttentionSpec())
+        hnd.kv_cache_layout, nhd.kv_cache_layout = "LBHNC", "LBNHC"
+        self.assertEqual(KVGroups.of(hnd, BLOCK).layout_tag(), "groups@LBHNC:window1x1,fullx1")
+        self.assertNotEqual(KVGroups.of(hnd, BLOCK).layout_tag(), KVGroups.of(nhd, BLOCK).layout_tag())
+
     def test_an_attention_groups_dtype_is_part_of_the_identity(self):
         import torch as t
         a = KVGroups.of(kv_config(SlidingWindowSpec(5, dtype=t.float16), FullAttentionSpec(dtype=t.float16)), BLOCK)

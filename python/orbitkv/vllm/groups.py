@@ -118,9 +118,10 @@ class KVGroups:
     ``Group`` per vLLM group, in vLLM's order; ``unsupported``: why OrbitKV
     cannot serve them ("" when it can)."""
 
-    def __init__(self, groups: list[Group], unsupported: str = ""):
+    def __init__(self, groups: list[Group], unsupported: str = "", layout: str = ""):
         self.groups = groups
         self.unsupported = unsupported
+        self.layout = layout   # vLLM's KVCacheConfig.kv_cache_layout ("" when it names none)
         self.full = [g.index for g in groups if g.kind == "full"]
         self.point = [g for g in groups if g.kind != "full"]
 
@@ -164,20 +165,23 @@ class KVGroups:
             groups.append(Group(i, kind or "unsupported", name, layers, window, _dtypes(spec)))
         if len(groups) == 1 and groups[0].kind == "full":
             return None
-        return cls(groups, why)
+        return cls(groups, why, str(getattr(kv_cache_config, "kv_cache_layout", None) or ""))
 
     def layout_tag(self) -> str:
-        """The group structure for the cache identity's ``kv_layout``: per
-        group its kind, layer count and dtypes, e.g.
-        ``groups:window2x1[bfloat16],fullx1[bfloat16],statex3[bfloat16,float32]``
-        (a SHA-256 prefix when long). The dtypes are there because a state
-        page's dtypes are vLLM cache options of their own
+        """The group structure for the cache identity's ``kv_layout``: vLLM's
+        physical KV cache layout when the config names it, then per group
+        its kind, layer count and dtypes, e.g.
+        ``groups@LBHNC:window2x1[bfloat16],fullx1[bfloat16],statex3[bfloat16,float32]``
+        (a SHA-256 prefix when long). A page is the slots' bytes as they lie
+        in memory, so the layout (LBHNC and LBNHC order a block's heads and
+        tokens differently, with the same page size) decides what they
+        mean; and a state page's dtypes are vLLM cache options of their own
         (``mamba_cache_dtype``, ``mamba_ssm_cache_dtype``) that can leave
         the block size and page size unchanged."""
         tag = ",".join(g.tag() for g in self.groups)
         if len(tag) > 200:
             tag = "sha256-" + hashlib.sha256(tag.encode()).hexdigest()[:32]
-        return "groups:" + tag
+        return "groups" + (f"@{self.layout}" if self.layout else "") + ":" + tag
 
     def pin_hashes(self, gh: list[list[bytes]], k: int) -> tuple[list[bytes], int]:
         """(hashes, full) to pin for a hit of k chain blocks: every full
