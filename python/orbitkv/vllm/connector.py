@@ -94,9 +94,10 @@ PER_PROCESS_SEEDED = ("xxhash", "xxhash_cbor")
 def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
     """Raise ``OptionError`` when ``orbitkv.block_hashes="vllm"`` could not
     hit across processes: vLLM's ``cache_config.prefix_caching_hash_algo``
-    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset."""
+    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset (vLLM's
+    own rule: any value, the empty string too, is the seed itself)."""
     algo = str(getattr(getattr(vllm_config, "cache_config", None), "prefix_caching_hash_algo", None) or "sha256")
-    if algo in PER_PROCESS_SEEDED and not environ.get("PYTHONHASHSEED"):
+    if algo in PER_PROCESS_SEEDED and environ.get("PYTHONHASHSEED") is None:
         raise OptionError(f"orbitkv.block_hashes=\"vllm\" with prefix_caching_hash_algo {algo!r} needs "
                           "PYTHONHASHSEED set to one value in every vLLM process: without it vLLM seeds "
                           f"{algo} randomly per process, so no other process could ever hit these blocks (or "
