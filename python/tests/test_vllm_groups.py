@@ -330,6 +330,51 @@ class TestHybridEdges(HybridCase):
         # tokens: a miss, never a's block 1.
         self.assertEqual(s.get_num_new_matched_tokens(vllm_request("b", b, 2), 0), (0, False))
 
+    def held(self):
+        h = self.manager.health()
+        return {k: h.get(k) for k in ("tickets", "pins", "leases", "operations")}
+
+    def test_repeated_asks_short_pins_and_requests_ended_mid_load_hold_nothing_at_the_manager(self):
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        idle = {"tickets": 0, "pins": 0, "leases": 0, "operations": 0}
+        self.assertEqual(self.held(), idle)
+        tables = Tables([0, 21, 22], [24, 25, 26], [0, 28, 29])
+        # Asked three times, then vLLM's own cache covered it: nothing kept.
+        req = request("b", prompt)
+        for _ in range(3):
+            self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 0)
+        self.assertEqual(self.held(), idle)
+        # The 3-block candidate comes back short (no state after 12): the
+        # 2-block pin is the one kept, and it ends with the request.
+        req = request("c", prompt + [99, 98, 97, 96])
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.request_finished_all_groups(req, ([], [], []))
+        self.assertEqual(self.held(), idle)
+        # Finished after its load was planned, before the step ran it: the
+        # step still reports it (vLLM frees its blocks on that report).
+        req = request("d", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 8)
+        meta = s.build_connector_meta(no_requests())
+        s.request_finished_all_groups(req, tables.get_block_ids())
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(SimpleNamespace())
+        w.wait_for_save()
+        self.assertEqual(w.get_transfer_results(set()).finished_recving, {"d"})
+        self.report(s, w)
+        w.clear_connector_metadata()
+        self.assertEqual(self.held(), idle)
+        # A load run to the end and reported: its pins end too.
+        req = request("e", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 8)
+        self.step(s, w, no_requests())
+        self.report(s, w)
+        self.assertEqual(self.held(), idle)
+
     def test_vllm_block_hashes_of_a_unit_that_does_not_divide_the_block_are_refused_at_start(self):
         from orbitkv.vllm import OptionError
         cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec())
