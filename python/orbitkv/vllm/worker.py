@@ -19,8 +19,10 @@ other tensors, with one log line giving the reason).
 With KV cache groups (``orbitkv.vllm.groups``) the buffer's layers are the
 layer slots the groups share (``kvbuffer.slot_views``) and a page is one
 block of one group, whatever its kind: zero copy when the slots are an
-OrbitKV buffer, else staging (all slots copied at once, loads in the first
-``wait_for_layer_load``, saves in ``wait_for_save``; a load or saves larger
+OrbitKV buffer, else staging (all slots copied at once: loads when their
+restores settle, which for vLLM's asynchronous loads, started after the
+forward pass, is in ``wait_for_save`` or ``get_transfer_results``; saves
+in ``wait_for_save``; a load or saves larger
 than the free staging pages go in rounds of ``staging_blocks`` blocks, each
 copied before the next reuses the pages); GPU direct does not take them.
 
