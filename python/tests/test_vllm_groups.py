@@ -2,7 +2,9 @@
 how groups are read, which blocks a hit needs in each kind of group, and
 the connector's saves and restores of a full-attention, a sliding-window and
 a Mamba-state group over one backing, against a real Manager, driven the
-way vLLM's scheduler and worker call it. The real engine is `make e2e-vllm`."""
+way vLLM's scheduler and worker call it; what a group's cache identity
+holds; and slot_views on the layouts vLLM plans and on bad ones. The real
+engine is `make e2e-vllm`."""
 
 from __future__ import annotations
 
@@ -454,7 +456,7 @@ class TestUniformTypeGroups(HybridCase):
         self.addCleanup(s.shutdown)
         self.addCleanup(w.shutdown)
         self.assertEqual((w.groups.layout_tag(), w.groups.unsupported), (s.groups.layout_tag(), ""))
-        m1, m2 = self.save_a(s, w, list(range(13)))
+        self.save_a(s, w, list(range(13)))
         self.assertEqual(w.stats["published_blocks"], 7)
 
 
