@@ -896,6 +896,9 @@ class TestEngineStartChecks(unittest.TestCase):
                 self.assertIn("PYTHONHASHSEED", str(cm.exception))
                 self.assertIn(repr(algo), str(cm.exception))
                 check_hash_seed(cfg, environ={"PYTHONHASHSEED": "0"})
+                # vLLM seeds NONE_HASH with the variable's value whenever it
+                # is set (resolve_none_hash_seed): "" is a seed like any other.
+                check_hash_seed(cfg, environ={"PYTHONHASHSEED": ""})
         for algo in ("sha256", "sha256_cbor", None):   # None: vLLM's default, sha256
             with self.subTest(algo=algo):
                 cfg = config("/nonexistent.sock")

@@ -2,10 +2,13 @@
 how groups are read, which blocks a hit needs in each kind of group, and
 the connector's saves and restores of a full-attention, a sliding-window and
 a Mamba-state group over one backing, against a real Manager, driven the
-way vLLM's scheduler and worker call it. The real engine is `make e2e-vllm`."""
+way vLLM's scheduler and worker call it; what a group's cache identity
+holds; and slot_views on the layouts vLLM plans and on bad ones. The real
+engine is `make e2e-vllm`."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -31,22 +34,26 @@ BLOCK, BLOCKS, PAGE = 4, 32, 256
 
 
 class FullAttentionSpec:
-    def __init__(self, block_size=BLOCK):
+    def __init__(self, block_size=BLOCK, dtype=None):
         self.block_size = block_size
+        if dtype is not None:
+            self.dtype = dtype
 
 
 class SlidingWindowSpec(FullAttentionSpec):
     """vLLM's SlidingWindowSpec is not a FullAttentionSpec; the name decides."""
 
-    def __init__(self, window, block_size=BLOCK):
-        super().__init__(block_size)
+    def __init__(self, window, block_size=BLOCK, dtype=None):
+        super().__init__(block_size, dtype)
         self.sliding_window = window
 
 
 class MambaSpec(FullAttentionSpec):
-    def __init__(self, mode="align", block_size=BLOCK):
+    def __init__(self, mode="align", block_size=BLOCK, dtypes=None):
         super().__init__(block_size)
         self.mamba_cache_mode = mode
+        if dtypes is not None:
+            self.dtypes = dtypes
 
 
 class ChunkedLocalAttentionSpec(FullAttentionSpec):
@@ -263,6 +270,278 @@ class TestHybridStaging(TestHybridZeroCopy):
     """The same through staging pages (a backing that is not an OrbitKV buffer)."""
 
     zero_copy = False
+
+
+def vllm_request(rid, prompt, unit):
+    """A request as vLLM 0.32 makes it with several KV cache groups: its
+    ``block_hashes`` a chain with one hash per ``unit`` tokens (vLLM's
+    ``hash_block_size``: ``prefix_match_unit``, or the GCD of the groups'
+    block sizes), finer than the scheduler's block when ``unit`` < BLOCK."""
+    out, parent = [], b"vllm-root"
+    for i in range(len(prompt) // unit):
+        parent = hashlib.sha256(parent + bytes(prompt[i * unit:(i + 1) * unit])).digest()
+        out.append(parent)
+    return SimpleNamespace(request_id=rid, prompt_token_ids=prompt, lora_request=None, cache_salt=None,
+                           mm_features=[], block_hashes=out)
+
+
+class TestHybridEdges(HybridCase):
+    """What a new user's configuration, a failing worker and odd KV tensors
+    do to the groups' loads: a restore never lands bytes of another prefix,
+    a load that failed is recomputed, not offered again."""
+
+    zero_copy = False
+
+    def manager2(self):
+        from orbitkv.testing.manager import ManagerProcess, free_port
+        sock = os.path.join(self.dir, "okv2.sock")
+        m = ManagerProcess(support.MANAGER_BIN, sock, free_port(), ram="64MiB")
+        self.addCleanup(lambda: m.kill())
+        return sock
+
+    def worker(self, cfg=None, sock=None, **extra):
+        w = OrbitKVConnector(config(sock or self.sock, **extra), KVConnectorRole.WORKER,
+                             kv_cache_config=cfg or self.cfg)
+        w.register_kv_caches(self.kv)
+        self.addCleanup(w.shutdown)
+        return w
+
+    def pair(self, cfg=None, **extra):
+        s = OrbitKVConnector(config(self.sock, **extra), KVConnectorRole.SCHEDULER, kv_cache_config=cfg or self.cfg)
+        self.addCleanup(s.shutdown)
+        return s, self.worker(cfg, **extra)
+
+    def report(self, s, w):
+        """vLLM's hand-off of the workers' metadata to the scheduler."""
+        s.update_connector_output(SimpleNamespace(kv_connector_worker_meta=w.build_connector_worker_meta()))
+
+    def test_vllm_block_hashes_finer_than_the_block_never_restore_another_prefix(self):
+        # prefix_match_unit 2 (vLLM's hash_block_size): Request.block_hashes
+        # holds one hash per 2 tokens; prompt b differs from a in tokens 6
+        # and 7, inside chain block 1.
+        cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec(), MambaSpec())
+        cfg.hash_block_size = 2
+        s, w = self.pair(cfg, **{"orbitkv.block_hashes": "vllm"})
+        a = list(range(13))
+        b = a[:6] + [90, 91] + a[8:]
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("a", a, 2), 0), (0, False))
+        self.step(s, w, new_step("a", a, ([1, 2], [5, 6], [0, 9]), 0, 8))   # a's state after 8 saved
+        self.step(s, w, cached_step("a", 8, 5, ([3, 4], [7, 8], [0, 10])))
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("a2", a, 2), 0), (8, True))   # a hits
+        # b shares only block 0 with a, and no state is stored after 4
+        # tokens: a miss, never a's block 1.
+        self.assertEqual(s.get_num_new_matched_tokens(vllm_request("b", b, 2), 0), (0, False))
+
+    def held(self):
+        h = self.manager.health()
+        return {k: h.get(k) for k in ("tickets", "pins", "leases", "operations")}
+
+    def test_repeated_asks_short_pins_and_requests_ended_mid_load_hold_nothing_at_the_manager(self):
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        idle = {"tickets": 0, "pins": 0, "leases": 0, "operations": 0}
+        self.assertEqual(self.held(), idle)
+        tables = Tables([0, 21, 22], [24, 25, 26], [0, 28, 29])
+        # Asked three times, then vLLM's own cache covered it: nothing kept.
+        req = request("b", prompt)
+        for _ in range(3):
+            self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 0)
+        self.assertEqual(self.held(), idle)
+        # The 3-block candidate comes back short (no state after 12): the
+        # 2-block pin is the one kept, and it ends with the request.
+        req = request("c", prompt + [99, 98, 97, 96])
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.request_finished_all_groups(req, ([], [], []))
+        self.assertEqual(self.held(), idle)
+        # Finished after its load was planned, before the step ran it: the
+        # step still reports it (vLLM frees its blocks on that report).
+        req = request("d", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 8)
+        meta = s.build_connector_meta(no_requests())
+        s.request_finished_all_groups(req, tables.get_block_ids())
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(SimpleNamespace())
+        w.wait_for_save()
+        self.assertEqual(w.get_transfer_results(set()).finished_recving, {"d"})
+        self.report(s, w)
+        w.clear_connector_metadata()
+        self.assertEqual(self.held(), idle)
+        # A load run to the end and reported: its pins end too.
+        req = request("e", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, tables, 8)
+        self.step(s, w, no_requests())
+        self.report(s, w)
+        self.assertEqual(self.held(), idle)
+
+    def test_vllm_block_hashes_of_a_unit_that_does_not_divide_the_block_are_refused_at_start(self):
+        from orbitkv.vllm import OptionError
+        cfg = kv_config(SlidingWindowSpec(5), FullAttentionSpec())
+        cfg.hash_block_size = 3
+        with self.assertRaisesRegex(OptionError, "every 3 tokens"):
+            OrbitKVConnector(config(self.sock, **{"orbitkv.block_hashes": "vllm"}), KVConnectorRole.SCHEDULER,
+                             kv_cache_config=cfg)
+
+    def test_a_failed_load_is_recomputed_not_offered_again(self):
+        # The worker cannot load what the scheduler pins (here: it talks to
+        # another Manager; as when its buffer was refused after a Manager
+        # restart): each load fails. Under kv_load_failure_policy
+        # "recompute" vLLM asks again for the failed request.
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        w2 = self.worker(sock=self.manager2())
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, Tables([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8)
+        self.step(s, w2, no_requests())
+        self.assertEqual(self.results, ({"b"}, {"b"}))
+        self.report(s, w2)
+        # vLLM freed b's blocks and asks again: recomputed from token 0.
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (0, False))
+
+    def test_saves_larger_than_the_staging_pages_are_all_published(self):
+        # 2 staging pages; a's first step saves 5 blocks (window, full and
+        # state), its second 2.
+        s, w = self.pair(**{"orbitkv.staging_blocks": 2})
+        self.save_a(s, w, list(range(13)))
+        self.assertEqual((w.stats["published_blocks"], w.stats["save_errors"]), (7, 0))
+        req = request("b", list(range(13)))   # the state after 8 is there: a hit of 8
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+
+    def test_a_load_larger_than_the_staging_pages_is_restored(self):
+        # Staging (every hybrid engine on a GPU): 2 pages, a load of 4
+        # blocks (2 full-attention, 1 window, 1 state).
+        s, w = self.pair()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)
+        w = self.worker(**{"orbitkv.staging_blocks": 2})
+        want = {b: self.page(src) for b, src in ((21, 2), (24, 5), (25, 6), (28, 9))}
+        self.backing.view(BLOCKS, PAGE)[20:30] = 0
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, Tables([0, 21, 22], [24, 25, 26], [0, 28, 29]), 8)
+        self.step(s, w, no_requests())
+        self.assertEqual(self.results, ({"b"}, set()))
+        for b, page in want.items():
+            self.assertTrue(torch.equal(self.page(b), page), f"block {b}")
+
+
+class UniformTypeKVCacheSpecs:
+    """vLLM's spec of a group whose layers are of one type but not one spec
+    (block-outermost packing of mixed page sizes, kv_cache_utils.py
+    _get_packed_kv_cache_groups); the scheduler's copy of the config holds
+    its first spec instead (generate_scheduler_kv_cache_config)."""
+
+    def __init__(self, specs):
+        self.kv_cache_specs = dict(specs)
+        self.block_size = next(iter(self.kv_cache_specs.values())).block_size
+
+
+class TestUniformTypeGroups(HybridCase):
+
+    def test_a_group_of_uniform_type_specs_is_its_first_spec_on_both_sides(self):
+        # The worker sees UniformTypeKVCacheSpecs, the scheduler its first
+        # spec: both must plan the same groups and identity, or every step
+        # raises (check_identity) in the worker.
+        sched_cfg = self.cfg
+        work_cfg = kv_config(SlidingWindowSpec(5), UniformTypeKVCacheSpecs({"g1.l0": FullAttentionSpec()}),
+                             MambaSpec())
+        s = OrbitKVConnector(config(self.sock), KVConnectorRole.SCHEDULER, kv_cache_config=sched_cfg)
+        w = OrbitKVConnector(config(self.sock), KVConnectorRole.WORKER, kv_cache_config=work_cfg)
+        w.register_kv_caches(self.kv)
+        self.addCleanup(s.shutdown)
+        self.addCleanup(w.shutdown)
+        self.assertEqual((w.groups.layout_tag(), w.groups.unsupported), (s.groups.layout_tag(), ""))
+        self.save_a(s, w, list(range(13)))
+        self.assertEqual(w.stats["published_blocks"], 7)
+
+
+class TestIdentityOfGroups(unittest.TestCase):
+    """The groups' part of the cache identity: what makes a block's bytes
+    mean something else must change the namespace."""
+
+    def test_a_state_dtype_is_part_of_the_identity(self):
+        # vLLM's mamba_ssm_cache_dtype / mamba_cache_dtype change a state
+        # page's dtypes; with an explicit --block-size both plans get the
+        # same block size and padded page (platforms/interface.py
+        # _align_hybrid_block_size), so only the dtypes tell them apart.
+        import torch as t
+        bf16 = KVGroups.of(kv_config(FullAttentionSpec(), MambaSpec(dtypes=(t.bfloat16, t.bfloat16))), BLOCK)
+        f32 = KVGroups.of(kv_config(FullAttentionSpec(), MambaSpec(dtypes=(t.bfloat16, t.float32))), BLOCK)
+        self.assertNotEqual(bf16.layout_tag(), f32.layout_tag())
+        self.assertEqual(f32.layout_tag(), "groups:fullx1,statex1[bfloat16,float32]")
+
+    def test_vllms_physical_layout_is_part_of_the_identity(self):
+        # A page is the slots' bytes as they lie in memory: LBHNC and LBNHC
+        # (VLLM_KV_CACHE_LAYOUT; FlashInfer's and FlashAttention's first
+        # choices) give the same page size, the bytes in another order.
+        hnd, nhd = kv_config(SlidingWindowSpec(5), FullAttentionSpec()), kv_config(SlidingWindowSpec(5),
+                                                                                 FullAttentionSpec())
+        hnd.kv_cache_layout, nhd.kv_cache_layout = "LBHNC", "LBNHC"
+        self.assertEqual(KVGroups.of(hnd, BLOCK).layout_tag(), "groups@LBHNC:window1x1,fullx1")
+        self.assertNotEqual(KVGroups.of(hnd, BLOCK).layout_tag(), KVGroups.of(nhd, BLOCK).layout_tag())
+
+    def test_an_attention_groups_dtype_is_part_of_the_identity(self):
+        import torch as t
+        a = KVGroups.of(kv_config(SlidingWindowSpec(5, dtype=t.float16), FullAttentionSpec(dtype=t.float16)), BLOCK)
+        b = KVGroups.of(kv_config(SlidingWindowSpec(5, dtype=t.float16), FullAttentionSpec(dtype=t.float32)), BLOCK)
+        self.assertNotEqual(a.layout_tag(), b.layout_tag())
+
+
+@unittest.skipIf(torch is None, "torch not installed (python3-torch)")
+class TestSlotViews(unittest.TestCase):
+    """kvbuffer.slot_views on layouts vLLM can plan and on bad ones: a page
+    is one block of one slot, never bytes of another block."""
+
+    def assert_pages_disjoint_and_cover(self, kv, views, nb):
+        rows = sorted((v[b].data_ptr(), v[b].data_ptr() + v.shape[1], b) for v in views for b in range(nb))
+        for (s0, e0, _), (s1, _, _) in zip(rows, rows[1:]):
+            self.assertLessEqual(e0, s1, "two pages overlap: a restore into one writes the other")
+        for name, t in kv.items():
+            for b in range(nb):
+                lo = t[b].data_ptr()
+                hi = lo + (t[b].numel() - 1) * t.element_size() + t.element_size()
+                self.assertTrue(any(s <= lo and hi <= e and rb == b for s, e, rb in rows),
+                                f"{name} block {b} is in no page of block {b}")
+
+    def test_a_block_outermost_layout_is_one_page_per_block(self):
+        # vLLM's block-outermost layouts (BLHNC, BLNHC: VLLM_KV_CACHE_LAYOUT,
+        # FlashInfer) interleave the layers inside each block:
+        # | blk 0 [ l0 | l1 ] | blk 1 [ l0 | l1 ] | ... (kv_cache_utils.py).
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 128
+        raw = torch.zeros(nb * 2 * page, dtype=torch.uint8)
+        per_block = raw.view(nb, 2, page)
+        l0, l1 = per_block[:, 0].view(torch.float32), per_block[:, 1].view(torch.float32)
+        kv = {"g0.l0": l0, "g0.l1": l1, "g1.l0": l0, "g1.l1": l1}
+        views, why = slot_views(kv, nb)
+        self.assertIsNotNone(views, why)
+        self.assertEqual([tuple(v.shape) for v in views], [(nb, 2 * page)])   # a page: the whole block
+        self.assert_pages_disjoint_and_cover(kv, views, nb)
+
+    def test_slots_whose_pages_overlap_otherwise_are_refused_by_name(self):
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 128
+        raw = torch.zeros((nb + 1) * page, dtype=torch.uint8)
+        a = raw[:nb * page].view(nb, page)
+        b = raw[64:64 + nb * page].view(nb, page)   # 64 B after a: block b straddles a's blocks b and b+1
+        views, why = slot_views({"g0.l0": a, "g1.l0": b}, nb)
+        self.assertIsNone(views)
+        self.assertIn("layers g0.l0 and g1.l0", why)
+        self.assertIn("overlap", why)
+
+    def test_a_slot_whose_memory_ends_inside_its_last_page_is_refused_by_name(self):
+        from orbitkv.vllm.kvbuffer import slot_views
+        nb, page = 8, 256
+        raw = torch.zeros((nb - 1) * page + 200, dtype=torch.uint8)
+        state = raw.as_strided((nb, 200), (page, 1), 0)
+        views, why = slot_views({"g0.l0": state}, nb)
+        self.assertIsNone(views)
+        self.assertIn("g0.l0", why)
 
 
 if __name__ == "__main__":

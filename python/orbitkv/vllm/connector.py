@@ -94,13 +94,33 @@ PER_PROCESS_SEEDED = ("xxhash", "xxhash_cbor")
 def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
     """Raise ``OptionError`` when ``orbitkv.block_hashes="vllm"`` could not
     hit across processes: vLLM's ``cache_config.prefix_caching_hash_algo``
-    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset."""
+    is one of ``PER_PROCESS_SEEDED`` and ``PYTHONHASHSEED`` is unset (vLLM's
+    own rule: any value, the empty string too, is the seed itself)."""
     algo = str(getattr(getattr(vllm_config, "cache_config", None), "prefix_caching_hash_algo", None) or "sha256")
-    if algo in PER_PROCESS_SEEDED and not environ.get("PYTHONHASHSEED"):
+    if algo in PER_PROCESS_SEEDED and environ.get("PYTHONHASHSEED") is None:
         raise OptionError(f"orbitkv.block_hashes=\"vllm\" with prefix_caching_hash_algo {algo!r} needs "
                           "PYTHONHASHSEED set to one value in every vLLM process: without it vLLM seeds "
                           f"{algo} randomly per process, so no other process could ever hit these blocks (or "
                           "use sha256, vLLM's default, or orbitkv.block_hashes \"tokens\")")
+
+
+def _hash_stride(vllm_config: Any, kv_cache_config: Any, block: int) -> int:
+    """How many of vLLM's ``Request.block_hashes`` make one scheduler block
+    of ``block`` tokens: vLLM hashes every ``hash_block_size`` tokens
+    (``KVCacheConfig.hash_block_size``; with several KV cache groups
+    ``cache_config.prefix_match_unit``, or the GCD of the groups' block
+    sizes), so block i's hash is entry ``(i + 1) * stride - 1`` (the hashes
+    are a chain: that entry covers tokens 0 .. (i + 1) * block - 1). Raises
+    ``OptionError`` when ``block`` is not a multiple of that unit."""
+    unit = getattr(kv_cache_config, "hash_block_size", None)
+    if not unit and len(getattr(kv_cache_config, "kv_cache_groups", None) or ()) > 1:
+        unit = getattr(getattr(vllm_config, "cache_config", None), "prefix_match_unit", None)
+    unit = int(unit or block)
+    if unit < 1 or block % unit:
+        raise OptionError(f"orbitkv.block_hashes=\"vllm\": vLLM hashes every {unit} tokens (hash_block_size, "
+                          f"prefix_match_unit), not a divisor of the block size {block}; use orbitkv.block_hashes "
+                          "\"tokens\"")
+    return block // unit
 
 
 class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
@@ -135,9 +155,11 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         self.block_size: int = base["block_tokens"]
         #: vLLM's KV cache groups (``orbitkv.vllm.groups``); None: one
         #: full-attention table.
-        self.groups = KVGroups.of(getattr(self, "_kv_cache_config", None) or kv_cache_config, self.block_size)
+        cfg = getattr(self, "_kv_cache_config", None) or kv_cache_config
+        self.groups = KVGroups.of(cfg, self.block_size)
         if self.groups is not None:
             base["kv_layout"] = f"{base['kv_layout']}+{self.groups.layout_tag()}"
+        hash_stride = _hash_stride(vllm_config, cfg, self.block_size) if self.options.block_hashes == "vllm" else 1
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
         if role_name(role) == "SCHEDULER":
@@ -145,7 +167,7 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
             if role_kind not in ("kv_both", "kv_producer", "kv_consumer"):
                 raise OptionError(f"kv_transfer_config.kv_role {role_kind!r}: want kv_both, kv_producer "
                                   "or kv_consumer")
-            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups)
+            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups, hash_stride)
         else:
             tp_rank, pp_rank = _ranks(vllm_config, base["tp_size"], base["pp_size"])
             self._worker = WorkerSide(self.options, base, tp_rank, pp_rank, self.groups)
@@ -206,10 +228,11 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
 
     def update_connector_output(self, connector_output: Any) -> None:
         """Take the workers' ``OrbitKVWorkerMetadata``: end the pins of the
-        requests whose loads settled."""
+        requests whose loads settled; a request whose whole load failed is
+        a miss from then on (vLLM recomputes it)."""
         meta = getattr(connector_output, "kv_connector_worker_meta", None)
         if self._scheduler is not None and isinstance(meta, OrbitKVWorkerMetadata):
-            self._scheduler.interval.timed(self._scheduler.loads_settled, meta.loaded)
+            self._scheduler.interval.timed(self._scheduler.loads_settled, meta.loaded, meta.failed)
 
     def _timed(self, name: str, *args: Any) -> Any:
         """The scheduler side's method ``name`` called with args, its wall
@@ -348,8 +371,8 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         the scheduler's ``update_connector_output``."""
         if self._worker is None:
             return None
-        done = self._worker.worker_meta()
-        return OrbitKVWorkerMetadata(frozenset(done)) if done else None
+        done, failed = self._worker.worker_meta()
+        return OrbitKVWorkerMetadata(frozenset(done), frozenset(failed)) if done or failed else None
 
     def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
         """Worker side: the requests whose asynchronous loads (KV cache

@@ -21,17 +21,21 @@ MambaSpec          ``state``             k-1 only: the recurrent state after
                                          block boundary
 =================  ====================  ===================================
 
-Any other spec, a group whose block size is not the scheduler's, or a
-Mamba group in another cache mode, is a group OrbitKV cannot serve:
+A ``UniformTypeKVCacheSpecs`` group (layers of one type but not one spec:
+vLLM's block-outermost packing of mixed page sizes) is read as its first
+spec, as vLLM's scheduler reads it. Any other spec, a group whose block
+size is not the scheduler's, or a Mamba group in another cache mode, is a
+group OrbitKV cannot serve:
 ``unsupported`` names it and the connector then loads and saves nothing
 (every request a miss, never a wrong restore).
 
 Every group's block ``i`` of a request is its own OrbitKV block, stored
 under ``group_hash(chain hash i, g)``: the chain hash (a prefix hash over
 the tokens of blocks 0..i) bound to the group index, so blocks of
-different groups never share a key. The group structure is also part of
-the cache identity (``layout_tag`` goes into ``kv_layout``), so engines
-with different groupings never share a namespace.
+different groups never share a key. The group structure, with each
+group's dtypes, is also part of the cache identity (``layout_tag`` goes
+into ``kv_layout``), so engines with different groupings or state dtypes
+never share a namespace.
 
 vLLM lays the groups over one backing allocation: layer slot j of every
 group shares the same memory (``KVCacheTensor`` per group, offset 0), and a
@@ -78,6 +82,7 @@ class Group:
     spec: str
     layers: int
     window_blocks: int = 0
+    dtypes: str = ""   # the spec's dtype(s), comma-separated ("" when it names none)
 
     def needed(self, k: int) -> range:
         """Chain-block indices of this group a restore of k blocks needs."""
@@ -88,9 +93,20 @@ class Group:
         return range(k - 1, k) if k > 0 else range(0)
 
     def tag(self) -> str:
-        if self.kind == "window":
-            return f"window{self.window_blocks}x{self.layers}"
-        return f"{self.kind}x{self.layers}"
+        kind = f"window{self.window_blocks}" if self.kind == "window" else self.kind
+        return f"{kind}x{self.layers}" + (f"[{self.dtypes}]" if self.dtypes else "")
+
+
+def _dtypes(spec: Any) -> str:
+    """A spec's element dtype(s) as names: a ``MambaSpec``'s ``dtypes`` (one
+    per state tensor: vLLM's ``mamba_cache_dtype`` and
+    ``mamba_ssm_cache_dtype`` choose them), an attention spec's ``dtype``;
+    "" when it names none."""
+    found = getattr(spec, "dtypes", None)
+    if found is None:
+        one = getattr(spec, "dtype", None)
+        found = () if one is None else (one,)
+    return ",".join(str(d).replace("torch.", "") for d in found)
 
 
 def _spec_names(spec: Any) -> set[str]:
@@ -102,9 +118,10 @@ class KVGroups:
     ``Group`` per vLLM group, in vLLM's order; ``unsupported``: why OrbitKV
     cannot serve them ("" when it can)."""
 
-    def __init__(self, groups: list[Group], unsupported: str = ""):
+    def __init__(self, groups: list[Group], unsupported: str = "", layout: str = ""):
         self.groups = groups
         self.unsupported = unsupported
+        self.layout = layout   # vLLM's KVCacheConfig.kv_cache_layout ("" when it names none)
         self.full = [g.index for g in groups if g.kind == "full"]
         self.point = [g for g in groups if g.kind != "full"]
 
@@ -120,6 +137,13 @@ class KVGroups:
         why = ""
         for i, g in enumerate(raw):
             spec = getattr(g, "kv_cache_spec", None)
+            members = getattr(spec, "kv_cache_specs", None)
+            if isinstance(members, dict) and members:
+                # UniformTypeKVCacheSpecs (layers of one type, not one spec):
+                # its first spec, the one vLLM's scheduler holds in its copy
+                # of the config (generate_scheduler_kv_cache_config), so the
+                # scheduler and its workers plan the same groups and identity.
+                spec = next(iter(members.values()))
             names = _spec_names(spec)
             name = type(spec).__name__
             layers = len(getattr(g, "layer_names", ()) or ())
@@ -138,18 +162,26 @@ class KVGroups:
             if kind == "window":
                 w = int(getattr(spec, "sliding_window", 0) or 0)
                 window = -(-(w - 1) // block_tokens) if w > 1 else 0
-            groups.append(Group(i, kind or "unsupported", name, layers, window))
+            groups.append(Group(i, kind or "unsupported", name, layers, window, _dtypes(spec)))
         if len(groups) == 1 and groups[0].kind == "full":
             return None
-        return cls(groups, why)
+        return cls(groups, why, str(getattr(kv_cache_config, "kv_cache_layout", None) or ""))
 
     def layout_tag(self) -> str:
-        """The group structure for the cache identity's ``kv_layout``, e.g.
-        ``groups:window2x1,fullx1`` (a SHA-256 prefix when long)."""
+        """The group structure for the cache identity's ``kv_layout``: vLLM's
+        physical KV cache layout when the config names it, then per group
+        its kind, layer count and dtypes, e.g.
+        ``groups@LBHNC:window2x1[bfloat16],fullx1[bfloat16],statex3[bfloat16,float32]``
+        (a SHA-256 prefix when long). A page is the slots' bytes as they lie
+        in memory, so the layout (LBHNC and LBNHC order a block's heads and
+        tokens differently, with the same page size) decides what they
+        mean; and a state page's dtypes are vLLM cache options of their own
+        (``mamba_cache_dtype``, ``mamba_ssm_cache_dtype``) that can leave
+        the block size and page size unchanged."""
         tag = ",".join(g.tag() for g in self.groups)
         if len(tag) > 200:
             tag = "sha256-" + hashlib.sha256(tag.encode()).hexdigest()[:32]
-        return "groups:" + tag
+        return "groups" + (f"@{self.layout}" if self.layout else "") + ":" + tag
 
     def pin_hashes(self, gh: list[list[bytes]], k: int) -> tuple[list[bytes], int]:
         """(hashes, full) to pin for a hit of k chain blocks: every full

@@ -162,12 +162,21 @@ def slot_views(kv_caches: dict[str, Any], num_blocks: int) -> tuple[list[Any] | 
     ``([view per slot], "")``, each view a ``uint8 [num_blocks,
     page_bytes]`` tensor over the slot's bytes (block b = row b), slots in
     address order; ``(None, why)`` when the tensors are not laid out so.
-    Layers are of one slot when they start at the same address; each layer's block dim (``block_dim``) must hold
-    ``num_blocks`` manager blocks of one stride, the page, the same for
-    every layer, with every element of block b inside page b."""
+    Each layer's block dim (``block_dim``) must hold ``num_blocks`` manager
+    blocks of one stride, the page, the same for every layer, with every
+    element of block b inside page b.
+
+    Layers are of one slot when they start at the same address (vLLM's
+    layer-outer layouts: slot j's pages follow slot j-1's). Slots whose
+    pages would overlap are one slot when every layer's block lies within
+    one page of the lowest start (vLLM's block-outermost layouts, BLHNC and
+    BLNHC: each block holds every layer, ``| blk 0 [ l0 | l1 ] | blk 1 [ l0
+    | l1 ] |``): a page is then a whole block of all layers. Any other
+    overlap, or a slot whose memory ends before its last page does, is
+    refused, the layers named: a page is never another block's bytes."""
     import torch
 
-    slots: dict[tuple[int, int], Any] = {}
+    layers: list[tuple[int, int, str, Any]] = []   # (start, extent, name, tensor)
     page = 0
     for name, t in kv_caches.items():
         bd = block_dim(t)
@@ -184,12 +193,30 @@ def slot_views(kv_caches: dict[str, Any], num_blocks: int) -> tuple[list[Any] | 
         page = stride
         if int(t.stride(-1)) != 1:
             return None, f"layer {name}: its last dim is strided ({int(t.stride(-1))}), not viewable as bytes"
-        slots.setdefault(t.data_ptr(), t)
+        layers.append((t.data_ptr(), extent, name, t))
     if page % 64:
         return None, f"block stride {page} B: OrbitKV pages are multiples of 64 B"
+    slots: dict[int, tuple[str, Any]] = {}
+    for start, _, name, t in layers:
+        slots.setdefault(start, (name, t))
+    starts = sorted(slots)
+    clash = next(((a, b) for a, b in zip(starts, starts[1:]) if b < a + num_blocks * page), None)
+    if clash is not None:
+        low = starts[0]
+        if any(start - low + extent > page for start, extent, _, _ in layers):
+            a, b = slots[clash[0]][0], slots[clash[1]][0]
+            return None, (f"layers {a} and {b} start {clash[1] - clash[0]} B apart, inside {num_blocks} blocks of "
+                          f"{page} B: their pages would overlap")
+        starts = [low]   # block-outermost: one page is one whole block
     views = []
-    for _, t in sorted(slots.items()):
+    for start in starts:
+        name, t = slots[start]
         u = t if t.dtype == torch.uint8 else t.view(torch.uint8)   # the same storage, offsets in bytes
+        storage = u.untyped_storage() if hasattr(u, "untyped_storage") else u.storage()   # torch < 2.0: storage()
+        short = u.storage_offset() + num_blocks * page - storage.nbytes()
+        if short > 0:
+            return None, (f"layer {name}: its memory ends {short} B before its page {num_blocks - 1} of {page} B "
+                          "does")
         views.append(u.as_strided((num_blocks, page), (page, 1), u.storage_offset()))
     return views, ""
 

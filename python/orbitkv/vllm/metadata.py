@@ -60,10 +60,15 @@ class OrbitKVConnectorMetadata(KVConnectorMetadata):
 @dataclasses.dataclass
 class OrbitKVWorkerMetadata(KVConnectorWorkerMetadata):
     """Worker -> scheduler, once per step: the requests whose loads settled
-    this step (restored or failed), so the scheduler ends their pins.
-    ``aggregate`` (vLLM merges the TP/PP workers' metadata) is the union."""
+    this step (restored or failed), so the scheduler ends their pins, and
+    among them those whose whole load (KV cache groups) failed, which the
+    scheduler then never offers again (vLLM recomputes them).
+    ``aggregate`` (vLLM merges the TP/PP workers' metadata) is the union of
+    each."""
 
     loaded: frozenset = frozenset()
+    failed: frozenset = frozenset()
 
     def aggregate(self, other: "OrbitKVWorkerMetadata") -> "OrbitKVWorkerMetadata":
-        return OrbitKVWorkerMetadata(self.loaded | getattr(other, "loaded", frozenset()))
+        return OrbitKVWorkerMetadata(self.loaded | getattr(other, "loaded", frozenset()),
+                                     self.failed | getattr(other, "failed", frozenset()))

@@ -40,7 +40,9 @@ one query over those keys, all or nothing: a pin that comes back short
 tries the next smaller k (the full groups' prefix, or k - 1 when a state
 or window block at k was missing; a candidate whose needs the local
 discovery index lacks is passed over without a round trip), at most
-``MAX_CANDIDATES`` pins per call, then a miss. Saves publish every block
+``MAX_CANDIDATES`` pins per call, then a miss. A request whose load failed
+(``OrbitKVWorkerMetadata.failed``) is a miss from then on: vLLM recomputes
+it by asking again, and the same load could fail the same way again. Saves publish every block
 of every group that holds tokens of the saved chain blocks, except null
 blocks, sliding-window blocks vLLM may already have freed, and Mamba
 blocks other than the state this step wrote at a block boundary.
@@ -100,6 +102,7 @@ class _Req:
     gh: list = dataclasses.field(default_factory=list)         # group keys per group, per chain block
     fresh_from: int = 0   # chain blocks from here on have current ids in every group's table
     cand: int = 0         # hit length the live pin is for (0: start from the limit)
+    load_failed: bool = False  # a whole load of it failed: a miss from then on (vLLM recomputes)
 
 
 def lora_of(obj: Any) -> str:
@@ -113,8 +116,11 @@ class SchedulerSide:
     """The scheduler half (one per vLLM scheduler process)."""
 
     def __init__(self, opts: ConnectorOptions, base: dict[str, Any], kv_role: str = "kv_both",
-                 groups: KVGroups | None = None):
+                 groups: KVGroups | None = None, hash_stride: int = 1):
         self.opts = opts
+        # orbitkv.block_hashes "vllm": vLLM's Request.block_hashes per block
+        # (they may be finer than a block: connector._hash_stride).
+        self.hash_stride = hash_stride
         # vLLM's kv_role: a kv_producer only saves, a kv_consumer only loads.
         self.load_enabled = kv_role != "kv_producer"
         self.save_enabled = kv_role != "kv_consumer"
@@ -164,7 +170,8 @@ class SchedulerSide:
             self._reqs[rid] = st
         if st.cacheable and len(st.hashes) < len(st.prompt) // self.block:
             if self.opts.block_hashes == "vllm":
-                engine = list(getattr(request, "block_hashes", None) or [])
+                r = self.hash_stride
+                engine = list(getattr(request, "block_hashes", None) or [])[r - 1::r]
                 st.hashes = [block_hash16(h) for h in engine[:len(st.prompt) // self.block]]
             else:
                 extend_chain(st.hashes, st.prompt, self.block, st.salt)
@@ -384,7 +391,7 @@ class SchedulerSide:
         return out
 
     def _matched(self, st: _Req, num_computed_tokens: int) -> tuple[int | None, bool]:
-        if not self.load_enabled or not st.cacheable or num_computed_tokens % self.block:
+        if not self.load_enabled or not st.cacheable or st.load_failed or num_computed_tokens % self.block:
             return 0, False
         # At least one prompt token must be computed (its logits start decoding).
         limit = min((len(st.prompt) - 1) // self.block, len(st.hashes))
@@ -416,8 +423,15 @@ class SchedulerSide:
         st = self._reqs.get(request.request_id)
         return bool(st and st.pin_waited)
 
-    def loads_settled(self, req_ids: Any) -> None:
-        """The workers settled these requests' loads: end their pins."""
+    def loads_settled(self, req_ids: Any, failed: Any = ()) -> None:
+        """The workers settled these requests' loads: end their pins. Those
+        in ``failed`` (a whole load failed in some worker) are misses from
+        now on: vLLM frees their blocks and asks again, and offering the
+        same load again could fail the same way for ever."""
+        for rid in failed or ():
+            st = self._reqs.get(rid)
+            if st is not None:
+                st.load_failed = True
         for rid in req_ids or ():
             st = self._reqs.get(rid)
             if st is not None and st.pins:

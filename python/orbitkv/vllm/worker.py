@@ -19,9 +19,12 @@ other tensors, with one log line giving the reason).
 With KV cache groups (``orbitkv.vllm.groups``) the buffer's layers are the
 layer slots the groups share (``kvbuffer.slot_views``) and a page is one
 block of one group, whatever its kind: zero copy when the slots are an
-OrbitKV buffer, else staging (all slots copied at once, loads in the first
-``wait_for_layer_load``, saves in ``wait_for_save``); GPU direct does not
-take them.
+OrbitKV buffer, else staging (all slots copied at once: loads when their
+restores settle, which for vLLM's asynchronous loads, started after the
+forward pass, is in ``wait_for_save`` or ``get_transfer_results``; saves
+in ``wait_for_save``; a load or saves larger
+than the free staging pages go in rounds of ``staging_blocks`` blocks, each
+copied before the next reuses the pages); GPU direct does not take them.
 
 Failures never raise into the engine: a block that is not restored (lease
 shorter than planned, a restore error, the Manager gone) goes into
@@ -99,6 +102,7 @@ class WorkerSide:
         # load ended since the last get_transfer_results, and those that failed.
         self._recv_done: set[str] = set()
         self._recv_failed: set[str] = set()
+        self._failed_meta: set[str] = set()   # whole loads failed since the last worker meta
         self._identity = tuple(sorted(base.items()))
         self.interval = Interval()   # this stats interval's figures (orbitkv.vllm.stats)
         self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
@@ -333,11 +337,13 @@ class WorkerSide:
             self._settled.add(spec.req_id)
             self._start(spec)
 
-    def worker_meta(self) -> set[str]:
-        """The requests whose loads settled since the last call (cleared)."""
+    def worker_meta(self) -> tuple[set[str], set[str]]:
+        """(the requests whose loads settled, those whose whole load failed)
+        since the last call (both cleared)."""
         self.settle()
         done, self._settled = self._settled, set()
-        return done
+        failed, self._failed_meta = self._failed_meta, set()
+        return done, failed
 
     def _fail_load(self, spec: LoadSpec, ids: list[int]) -> None:
         """Blocks ``ids`` of ``spec`` were not restored: vLLM recomputes
@@ -348,6 +354,7 @@ class WorkerSide:
             return
         if spec.whole:
             self._recv_failed.add(spec.req_id)
+            self._failed_meta.add(spec.req_id)
             self.stats["load_error_blocks"] += len(ids)
             self.interval.add("load_error_blocks", len(ids))
             return
@@ -390,6 +397,10 @@ class WorkerSide:
             hits = min(a.hit_count, len(spec.hashes)) if lease else 0
             self.stats["leased_blocks"] += hits
             n = max(0, hits - spec.first) if not spec.whole or hits == len(spec.hashes) else 0
+            if spec.whole and self._slots and self.mode == "staging" and n > self.opts.staging_blocks - self._next_page:
+                lease, held = 0, lease
+                self._restore_in_rounds(client, spec, held, n)
+                return
             pages = spec.block_ids[:n] if self.mode != "staging" else self._pages(n)
             n = len(pages)
             self._fail_load(spec, spec.block_ids[n:])
@@ -411,6 +422,43 @@ class WorkerSide:
             self._release(lease)
         finally:
             batch.close()
+
+    def _restore_in_rounds(self, client: Any, spec: LoadSpec, lease: int, n: int) -> None:
+        """A whole load of ``n`` blocks (KV cache groups, staging mode) that
+        this step's free staging pages cannot hold: the restores already
+        started are settled first (their pages copied into the slots, so
+        every page is free), then the blocks are restored
+        ``staging_blocks`` at a time, each round copied into the slots
+        before the next reuses the pages. All or nothing as any whole load:
+        an error fails the request (``_fail_load``); a timed-out restore
+        ends the session as in ``settle``. Releases ``lease``."""
+        self.settle()
+        self._next_page = 0
+        t0 = time.perf_counter()
+        try:
+            bid = self.session.buffer_id(self.buf)
+            step = client.max_restore_entries
+            for done in range(0, n, self.opts.staging_blocks):
+                k = min(n - done, self.opts.staging_blocks)
+                entries = [(spec.first + done + i, i) for i in range(k)]
+                for op in [client.start_restore(lease, bid, entries[i:i + step]) for i in range(0, k, step)]:
+                    client.wait_restore(op, self._left_s())
+                for i in range(k):
+                    block = spec.block_ids[done + i]
+                    for j, v in enumerate(self._slots):
+                        v[block].copy_(self._staging[j, i])
+            self.stats["restored_blocks"] += n
+            self.interval.add("restored_blocks", n)
+            self.stats["restored_bytes"] += n * self.buf.layers * self.buf.page_bytes
+        except OrbitKVError as e:
+            log.warning("OrbitKV restore for request %s failed: %s; vLLM recomputes it", spec.req_id, e)
+            self._fail_load(spec, spec.block_ids)
+            if isinstance(e, TimedOut):
+                self.session.close()
+            self.session.fail(e)
+        finally:
+            self._release(lease)
+            self.interval.wait(time.perf_counter() - t0)
 
     def _release(self, lease: int) -> None:
         client = self.session.client
@@ -489,6 +537,7 @@ class WorkerSide:
         if meta is None or not meta.saves:
             return
         self._begin(meta)
+        fill = None   # KV cache groups, staging: copies a round's blocks into its pages before its publish
         if self.mode != "staging":
             work = [(s, list(s.block_ids)) for s in meta.saves]
             if self._device_sync is not None and work:
@@ -496,13 +545,15 @@ class WorkerSide:
                 # they must have landed before the Manager reads them.
                 self._device_sync()
         elif self._slots:
-            # KV cache groups: every slot's pages copied out at once, the
-            # forward pass having written them all by now.
-            work = [(spec, self._pages(len(spec.block_ids))) for spec in meta.saves]
-            for spec, pages in work:
-                for page, block in zip(pages, spec.block_ids):
-                    for j, v in enumerate(self._slots):
-                        self._staging[j, page].copy_(v[block])
+            # KV cache groups: every slot of staging_blocks blocks at a time
+            # copied out (the forward pass wrote them all by now) and
+            # published before the next round reuses the pages (this step's
+            # loads were settled above: every page is free).
+            size = self.opts.staging_blocks
+            work = [(dataclasses.replace(spec, hashes=spec.hashes[i:i + size], block_ids=spec.block_ids[i:i + size]),
+                     list(range(min(size, len(spec.block_ids) - i))))
+                    for spec in meta.saves for i in range(0, len(spec.block_ids), size)]
+            fill = self._copy_out
         else:
             work = self._saves
         client = self.session.get()
@@ -525,6 +576,8 @@ class WorkerSide:
             n = len(pages)
             if n == 0:
                 continue
+            if fill is not None:
+                fill(spec, pages)
             try:
                 stored, present = client.publish(self.namespace(spec.lora_id), bid, spec.hashes[:n], pages)
                 self.stats["published_blocks"] += stored
@@ -535,6 +588,13 @@ class WorkerSide:
                 log.warning("OrbitKV publish for request %s failed: %s", spec.req_id, e)
                 if self.session.fail(e):
                     return
+
+    def _copy_out(self, spec: Any, pages: list[int]) -> None:
+        """Staging with KV cache groups: every slot's block ``spec.block_ids[i]``
+        into staging page ``pages[i]``."""
+        for page, block in zip(pages, spec.block_ids):
+            for j, v in enumerate(self._slots):
+                self._staging[j, page].copy_(v[block])
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         errors, self._errors = self._errors, set()
