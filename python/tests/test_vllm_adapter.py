@@ -61,6 +61,24 @@ def request(rid: str, prompt: list[int]) -> SimpleNamespace:
                            mm_features=[])
 
 
+def all_threads_stopped(pid: int, timeout_s: float = 10) -> bool:
+    """Whether every thread of process pid reaches state T (stopped) within
+    timeout_s, read from /proc/pid/task/*/stat."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                continue
+        if states and all(st in ("T", "t") for st in states):
+            return True
+        time.sleep(0.005)
+    return False
+
+
 def engine_step(s, w, kv: dict, so) -> tuple:
     """One engine step as vLLM runs it: the scheduler's metadata for
     SchedulerOutput so, bound to the worker; loads started; each layer of kv
@@ -278,6 +296,9 @@ class TestConnector(ConnectorCase):
         w.get_kv_connector_stats()
         os.kill(self.manager.pid, signal.SIGSTOP)
         try:
+            # kill() returns before every thread has stopped: a Ping answered
+            # meanwhile would let a publish (no deadline) wait out the stop.
+            self.assertTrue(all_threads_stopped(self.manager.pid), "the Manager's threads did not stop in 10 s")
             t = time.monotonic()
             _, errors = self.step(s, w, new_step("b", list(range(100, 109)), [3, 4, 5], 0, 9))
             held = time.monotonic() - t
