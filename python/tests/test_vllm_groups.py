@@ -250,6 +250,19 @@ class TestHybridZeroCopy(HybridCase):
         self.assertEqual(meta.saves, [])
         self.assertEqual(w.stats["published_blocks"], 0)
 
+    def test_a_later_ask_offers_what_was_saved_since(self):
+        s, w = self.connectors()
+        prompt = list(range(13))
+        self.save_a(s, w, prompt)   # the state after 8 only
+        req = request("b", prompt)
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (8, True))
+        s.update_state_after_alloc(req, Tables([], [], []), 0)   # vLLM took none of it: the pin ends
+        # Another request computes 12 tokens in one step: the state after 12 is stored now.
+        self.assertEqual(s.get_num_new_matched_tokens(request("a2", prompt), 0), (8, True))
+        s.update_state_after_alloc(request("a2", prompt), Tables([], [], []), 0)
+        self.step(s, w, new_step("a2", prompt, ([11, 12, 13], [14, 15, 16], [0, 0, 17]), 0, 12))
+        self.assertEqual(s.get_num_new_matched_tokens(req, 0), (12, True))
+
     def test_a_load_is_all_or_nothing(self):
         s, w = self.connectors()
         prompt = list(range(13))

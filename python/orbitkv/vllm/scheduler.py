@@ -354,7 +354,9 @@ class SchedulerSide:
     def _matched_groups(self, st: _Req, limit: int, start: int) -> int | None:
         """Chain blocks OrbitKV holds for st in every KV cache group (see
         the module doc), pinned; None while the pin loads or waits."""
-        k = min(st.cand or limit, limit)
+        # The live pin's length while one is held (it was Loading or refused);
+        # afresh from the limit otherwise: more may be saved by now.
+        k = min(st.cand, limit) if st.pins and st.cand else limit
         for _ in range(MAX_CANDIDATES):
             if not (st.pins and st.pin_len == k):
                 k = self._locally_held(st, k, start)
