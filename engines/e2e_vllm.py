@@ -78,6 +78,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 from orbitkv.testing.docs import documented_config  # noqa: E402
+from orbitkv.testing.checks import CheckLines  # noqa: E402
 from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
 
 BLOCK = 32
@@ -209,14 +210,14 @@ class Engine:
         return "".join(keep[-n:])
 
 
-class Gate:
+class Gate(CheckLines):
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.tmp = tempfile.mkdtemp(prefix="orbitkv-e2e-vllm-")
         self.sock = os.path.join(self.tmp, "okv.sock")
         self.port = free_port()
-        self.passed = self.total = self.skipped = 0
-        self.failed: list[str] = []
+        super().__init__()
+        self.skipped = 0
         self.restored = 0
         self.version = "?"
         self.manager: ManagerProcess | None = None
@@ -227,14 +228,6 @@ class Gate:
         self.native: dict[str, dict] = {}
 
     # ---- plumbing ----
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.total += 1
-        self.passed += bool(ok)
-        if not ok:
-            self.failed.append(name)
-        print(f"{'ok    ' if ok else 'FAILED'}  {name}" + (f"  ({detail})" if detail else ""), flush=True)
-        return ok
 
     def skip(self, name: str, why: str) -> None:
         self.skipped += 1

@@ -67,6 +67,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 from orbitkv.testing.docs import compatibility_table, documented_config  # noqa: E402
+from orbitkv.testing.checks import CheckLines  # noqa: E402
 from orbitkv.testing.manager import ManagerProcess, free_port  # noqa: E402
 
 #: Non-abstract ``KVConnectorBase_V1`` methods each release added, which the
@@ -91,25 +92,16 @@ def series(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 
 
-class Contract:
+class Contract(CheckLines):
     def __init__(self, args: argparse.Namespace):
+        super().__init__()
         self.args = args
-        self.passed = self.total = 0
-        self.failed: list[str] = []
         self.tmp = tempfile.mkdtemp(prefix="orbitkv-vllm-contract-")
         self.sock = os.path.join(self.tmp, "okv.sock")
         self.port = free_port()
         self.manager: ManagerProcess | None = None
 
     # ---- plumbing ----
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.total += 1
-        self.passed += bool(ok)
-        if not ok:
-            self.failed.append(name)
-        print(f"{'ok    ' if ok else 'FAILED'}  {name}" + (f"  ({detail})" if detail else ""), flush=True)
-        return bool(ok)
 
     def run(self, name: str, fn, *args, **kwargs):
         """fn(*args, **kwargs) as one check: FAILED with the exception (and
