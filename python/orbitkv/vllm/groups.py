@@ -52,11 +52,16 @@ import dataclasses
 import hashlib
 from typing import Any
 
+from ..identity import block_hash16
+
 __all__ = ["Group", "KVGroups", "NULL_BLOCK", "group_hash"]
 
 #: vLLM's null block id (``BlockPool.null_block``): a table entry holding
 #: nothing (out of window, no state there).
 NULL_BLOCK = 0
+
+#: Binds a chain hash to a group index in ``group_hash``.
+GROUP_TAG = "orbitkv-kv-group-v1"
 
 _FULL = {"FullAttentionSpec", "MLAAttentionSpec", "SinkFullAttentionSpec"}
 _WINDOW = {"SlidingWindowSpec"}
@@ -65,9 +70,9 @@ _STATE = {"MambaSpec"}
 
 def group_hash(chain_hash: bytes, group: int) -> bytes:
     """The 16-byte key of group ``group``'s block whose chain hash is
-    ``chain_hash`` (16 bytes): SHA-256 of a domain tag, the group index
-    (u16 big-endian) and the chain hash, first 16 bytes."""
-    return hashlib.sha256(b"orbitkv-kv-group-v1" + group.to_bytes(2, "big") + chain_hash).digest()[:16]
+    ``chain_hash`` (16 bytes): ``block_hash16`` of (domain tag, group
+    index, chain hash)."""
+    return block_hash16((GROUP_TAG, group, chain_hash))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,8 +194,7 @@ class KVGroups:
         other group needs at k; ``full`` is the length of the first part.
         ``gh[g][i]``: group g's key of chain block i."""
         head = [gh[g][i] for i in range(k) for g in self.full]
-        tail = [gh[p.index][i] for p in self.point for i in p.needed(k)]
-        return head + tail, len(head)
+        return head + self.point_hashes(gh, k), len(head)
 
     def point_hashes(self, gh: list[list[bytes]], k: int) -> list[bytes]:
         """What the non-full groups need at k (``pin_hashes``' tail)."""

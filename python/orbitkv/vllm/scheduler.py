@@ -452,11 +452,10 @@ class SchedulerSide:
         tables = [list(t) for t in blocks.get_block_ids()]
         end = st.matched
         first = end - num_external_tokens // self.block
-        for g, ids in enumerate(tables if self.groups is not None else tables[:1]):
-            if self.groups is None or self.groups.groups[g].kind == "full":
-                if len(ids) < end:
-                    raise ValueError(f"OrbitKVConnector: request {request.request_id!r} has {len(ids)} blocks "
-                                     f"in KV cache group {g}; {end} needed for its external tokens")
+        for g in [0] if self.groups is None else self.groups.full:
+            if len(tables[g]) < end:
+                raise ValueError(f"OrbitKVConnector: request {request.request_id!r} has {len(tables[g])} blocks "
+                                 f"in KV cache group {g}; {end} needed for its external tokens")
         if self.groups is None:
             st.block_ids = tables[0]
             self._loads[st.req_id] = LoadSpec(st.req_id, st.hashes[:end], first, tables[0][first:end], st.lora_id)
