@@ -75,9 +75,9 @@ func TestIdleConnectionsWithoutACapabilityDoNotLockARequesterOut(t *testing.T) {
 			if err := readOnce(t, tc.requester, srv, src); err != nil {
 				t.Fatalf("the requester's READ: %v; want its DATA", err)
 			}
-			if st := srv.Stats(); st.Evicted == 0 || st.Reads != 1 {
-				t.Fatalf("stats %+v: want an unproven connection closed for the requester's, and its READ answered", st)
-			}
+			// Reads counts a READ once its DATA write returns, which can be
+			// after the requester has read the answer: wait for it.
+			waitStats(t, srv, "an unproven connection closed for the requester's, and its READ answered", func(st ServerStats) bool { return st.Evicted != 0 && st.Reads == 1 })
 		})
 	}
 }
