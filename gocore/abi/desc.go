@@ -15,7 +15,8 @@ const (
 	PublishMagic     = 0x50564B4F // OKV_PUBLISH_MAGIC "OKVP"
 	RestoreMagic     = 0x52564B4F // OKV_RESTORE_MAGIC "OKVR"
 	QuerySchema      = 5          // OKV_QUERY_SCHEMA (docs/design.md §5.3)
-	PublishSchema    = 1          // OKV_PUBLISH_SCHEMA
+	PublishSchema    = 2          // OKV_PUBLISH_SCHEMA: may carry block records
+	PublishSchemaV1  = 1          // OKV_PUBLISH_SCHEMA_V1: flags 0, no records
 	RestoreSchema    = 1          // OKV_RESTORE_SCHEMA
 
 	DescHeaderSize   = 64 // every descriptor header is one cache line
@@ -24,6 +25,13 @@ const (
 	RestoreEntrySize = 8  // struct okv_restore_entry
 	QueryResultSize  = 64 // struct okv_query_result
 	QueryFlagsAll    = 0x1F
+
+	PublishRecords   = 1 << 0 // OKV_PUBLISH_RECORDS: a block record per entry after the entries
+	PublishFlagsAll  = 0x1    // OKV_PUBLISH_FLAGS_ALL
+	RecordParent     = 1 << 0 // OKV_RECORD_PARENT: parent_hash is set
+	RecordFlagsAll   = 0x1    // OKV_RECORD_FLAGS_ALL
+	RecordMaxTokens  = 512    // OKV_RECORD_MAX_TOKENS
+	RecordHeaderSize = 24     // struct okv_block_record
 )
 
 // QueryBundle flags (enum okv_query_flags; semantics in abi.h "Query
@@ -56,6 +64,7 @@ const (
 	peHash, pePage, peReserved               = 0, 16, 20
 	rBuffer, rCount, rLease, rReserved       = 8, 12, 16, 24
 	reBlock, rePage                          = 0, 4
+	brParent, brFlags, brTokens              = 8, 16, 20
 )
 
 // DescOffsets maps "struct.field" (as gocore/internal/native.Layout names
@@ -75,7 +84,9 @@ var DescOffsets = map[string]uintptr{
 	"okv_publish_desc.layer_first": pLayerFirst, "okv_publish_desc.layer_count": pLayerCount,
 	"okv_publish_desc.reserved": pReserved, "sizeof(okv_publish_desc)": DescHeaderSize,
 	"okv_publish_entry.hash": peHash, "okv_publish_entry.page": pePage, "okv_publish_entry.reserved": peReserved,
-	"sizeof(okv_publish_entry)":  PublishEntrySize,
+	"sizeof(okv_publish_entry)": PublishEntrySize,
+	"sizeof(okv_block_record)":  RecordHeaderSize, "okv_block_record.parent_hash": brParent,
+	"okv_block_record.flags": brFlags, "okv_block_record.token_count": brTokens,
 	"okv_restore_desc.buffer_id": rBuffer, "okv_restore_desc.count": rCount, "okv_restore_desc.lease_id": rLease,
 	"okv_restore_desc.reserved": rReserved, "sizeof(okv_restore_desc)": DescHeaderSize,
 	"okv_restore_entry.block": reBlock, "okv_restore_entry.page": rePage, "sizeof(okv_restore_entry)": RestoreEntrySize,
@@ -100,7 +111,8 @@ const (
 	FieldRevision     Field = 22 // ticket revision: zero, stale, or reused with a changed request
 	FieldRequest      Field = 23 // a revision changed request_id or group
 	FieldRecovery     Field = 24 // recovery range empty or outside the hashes
-	fieldMax                = FieldRecovery
+	FieldRecord       Field = 25 // a Publish block record: token count, flags, padding or length
+	fieldMax                = FieldRecord
 )
 
 // BlockHash is a 16-byte engine block hash (struct okv_block_hash);
@@ -277,13 +289,16 @@ func PutQueryResult(b []byte, r *QueryResult) {
 	le.PutUint32(b[rsFirst:], r.First)
 }
 
-// PublishDesc is a decoded struct okv_publish_desc; entries alias the input.
+// PublishDesc is a decoded struct okv_publish_desc; entries and records
+// alias the input.
 type PublishDesc struct {
 	BufferID   uint32
 	NS         Namespace
 	LayerFirst uint32
 	LayerCount uint32
 	entries    []byte
+	records    []uint32 // with block records: the offset of record i in recs, and len(recs) last
+	recs       []byte
 }
 
 // Len is the number of (hash, page) entries.
@@ -296,30 +311,157 @@ func (p *PublishDesc) Entry(i int) (h BlockHash, page uint32) {
 	return h, binary.LittleEndian.Uint32(e[pePage:])
 }
 
+// Record returns entry i's block record (struct okv_block_record, its
+// token ids and padding; checked by DecodePublish), or nil when the
+// Publish carries none. It aliases the descriptor copy.
+func (p *PublishDesc) Record(i int) []byte {
+	if p.records == nil {
+		return nil
+	}
+	return p.recs[p.records[i]:p.records[i+1]]
+}
+
+// RecordBytes is the size of a block record of n tokens, padding included
+// (okv_block_record_bytes).
+func RecordBytes(n int) int { return (RecordHeaderSize + 4*n + 7) &^ 7 }
+
+// BlockRecord is a decoded block record.
+type BlockRecord struct {
+	EngineHash uint64
+	ParentHash uint64
+	HasParent  bool
+	Tokens     []byte // token_count little-endian uint32 token ids
+}
+
+// TokenCount is the number of token ids.
+func (r *BlockRecord) TokenCount() int { return len(r.Tokens) / 4 }
+
+// Token returns token id i.
+func (r *BlockRecord) Token(i int) uint32 { return binary.LittleEndian.Uint32(r.Tokens[4*i:]) }
+
+// ParseRecord decodes one block record that starts b; n is its length
+// with padding. Every rule DecodePublish applies is checked here: the
+// token count (1..RecordMaxTokens), known flags, a parent hash of zero
+// without RecordParent, zero padding, and that b holds all of it. The
+// error names the rule and the limit.
+func ParseRecord(b []byte) (r BlockRecord, n int, err error) {
+	if len(b) < RecordHeaderSize {
+		return r, 0, fmt.Errorf("%d bytes left, shorter than the %d-byte record header", len(b), RecordHeaderSize)
+	}
+	le := binary.LittleEndian
+	flags, count := le.Uint32(b[brFlags:]), le.Uint32(b[brTokens:])
+	if flags&^RecordFlagsAll != 0 {
+		return r, 0, fmt.Errorf("flags 0x%x, known 0x%x", flags, RecordFlagsAll)
+	}
+	if count == 0 || count > RecordMaxTokens {
+		return r, 0, fmt.Errorf("token_count %d, want 1..%d", count, RecordMaxTokens)
+	}
+	n = RecordBytes(int(count))
+	if len(b) < n {
+		return r, 0, fmt.Errorf("%d tokens need %d bytes, %d left", count, n, len(b))
+	}
+	r.EngineHash, r.ParentHash = le.Uint64(b[0:]), le.Uint64(b[brParent:])
+	r.HasParent = flags&RecordParent != 0
+	if !r.HasParent && r.ParentHash != 0 {
+		return r, 0, fmt.Errorf("parent_hash %#x without the parent flag", r.ParentHash)
+	}
+	end := RecordHeaderSize + 4*int(count)
+	for _, c := range b[end:n] {
+		if c != 0 {
+			return r, 0, fmt.Errorf("padding bytes %d..%d must be zero", end, n-1)
+		}
+	}
+	r.Tokens = b[RecordHeaderSize:end]
+	return r, n, nil
+}
+
 // DecodePublish decodes a Publish descriptor from a private copy b. Entry
 // reserved words must be zero; page ranges are checked by the caller, who
-// knows the buffer.
+// knows the buffer. Schema 1 has no flags; schema 2 may carry
+// PublishRecords, and then every record is checked (ParseRecord) and the
+// records must end exactly at len(b).
 func DecodePublish(b []byte) (PublishDesc, *DescError) {
 	var p PublishDesc
-	n, err := checkCopyHeader(b, PublishMagic, PublishSchema, pCount, PublishEntrySize, pReserved)
+	if len(b) >= DescHeaderSize && binary.LittleEndian.Uint32(b[0:]) == PublishMagic && binary.LittleEndian.Uint16(b[4:]) == PublishSchema {
+		return decodePublishV2(b)
+	}
+	n, err := checkCopyHeader(b, PublishMagic, PublishSchemaV1, pCount, PublishEntrySize, pReserved)
 	if err != nil {
+		if err.Field == FieldDescSchema {
+			err.Detail = fmt.Sprintf("%d, want %d (block records) or %d", binary.LittleEndian.Uint16(b[4:]), PublishSchema, PublishSchemaV1)
+		}
 		return p, err
 	}
+	return p, p.decodeBody(b, n)
+}
+
+// decodePublishV2 is DecodePublish of schema 2: the header and entries as
+// schema 1, then the block records when the flags ask for them.
+func decodePublishV2(b []byte) (PublishDesc, *DescError) {
+	var p PublishDesc
+	le := binary.LittleEndian
+	flags := le.Uint16(b[6:])
+	if flags&^PublishFlagsAll != 0 {
+		return p, descInvalid(FieldDescFlags, 0, "0x%x, known 0x%x", flags, PublishFlagsAll)
+	}
+	for off := pReserved; off < DescHeaderSize; off += 8 {
+		if le.Uint64(b[off:]) != 0 {
+			return p, descInvalid(FieldDescReserved, 0, "header bytes %d..%d must be zero", pReserved, DescHeaderSize-1)
+		}
+	}
+	if flags&PublishRecords == 0 {
+		n, err := checkHeader(b, PublishMagic, PublishSchema, pCount, PublishEntrySize)
+		if err != nil {
+			return p, err
+		}
+		return p, p.decodeBody(b, n)
+	}
+	n := le.Uint32(b[pCount:])
+	end := uint64(DescHeaderSize) + uint64(n)*PublishEntrySize
+	// Each record takes at least 32 bytes: a count the length cannot hold
+	// is refused before anything is allocated for it.
+	if n == 0 || end+uint64(n)*uint64(RecordBytes(1)) > uint64(len(b)) {
+		return p, descInvalid(FieldCount, 0, "%d entries of %d bytes and their block records (at least %d bytes each) do not fit desc_length %d", n, PublishEntrySize, RecordBytes(1), len(b))
+	}
+	if err := p.decodeBody(b[:end], n); err != nil {
+		return p, err
+	}
+	p.recs = b[end:]
+	p.records = make([]uint32, 0, n+1)
+	off := 0
+	for i := 0; i < int(n); i++ {
+		_, size, err := ParseRecord(p.recs[off:])
+		if err != nil {
+			return p, descInvalid(FieldRecord, uint64(i), "%v", err)
+		}
+		p.records = append(p.records, uint32(off))
+		off += size
+	}
+	if off != len(p.recs) {
+		return p, descInvalid(FieldCount, 0, "%d bytes after the %d block records; desc_length must end with the last record", len(p.recs)-off, n)
+	}
+	p.records = append(p.records, uint32(off))
+	return p, nil
+}
+
+// decodeBody decodes the header fields and n entries of a Publish whose
+// header was checked; b ends with the entries.
+func (p *PublishDesc) decodeBody(b []byte, n uint32) *DescError {
 	le := binary.LittleEndian
 	p.BufferID = le.Uint32(b[pBuffer:])
 	copy(p.NS[:], b[pNS:pNS+16])
 	p.LayerFirst = le.Uint32(b[pLayerFirst:])
 	p.LayerCount = le.Uint32(b[pLayerCount:])
 	if p.NS == (Namespace{}) {
-		return p, descInvalid(FieldNamespace, 0, "all zero; use okv_namespace_fingerprint")
+		return descInvalid(FieldNamespace, 0, "all zero; use okv_namespace_fingerprint")
 	}
 	p.entries = b[DescHeaderSize : DescHeaderSize+int(n)*PublishEntrySize]
 	for i := 0; i < int(n); i++ {
 		if le.Uint32(p.entries[i*PublishEntrySize+peReserved:]) != 0 {
-			return p, descInvalid(FieldDescReserved, uint64(i), "entry reserved word must be zero")
+			return descInvalid(FieldDescReserved, uint64(i), "entry reserved word must be zero")
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // RestoreDesc is a decoded struct okv_restore_desc; entries alias the input.

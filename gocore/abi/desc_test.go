@@ -35,6 +35,97 @@ func publishDesc(n int) []byte {
 	return b
 }
 
+// publishWithRecords is publishDesc(n) with a block record per entry:
+// record i has tokens[i] token ids (i*10+j), engine hash 1000+i, and the
+// previous entry's as its parent (none for entry 0).
+func publishWithRecords(tokens ...int) []byte {
+	b := publishDesc(len(tokens))
+	le := binary.LittleEndian
+	le.PutUint16(b[6:], PublishRecords)
+	for i, n := range tokens {
+		r := make([]byte, RecordBytes(n))
+		le.PutUint64(r[0:], uint64(1000+i))
+		if i > 0 {
+			le.PutUint64(r[8:], uint64(1000+i-1))
+			le.PutUint32(r[16:], RecordParent)
+		}
+		le.PutUint32(r[20:], uint32(n))
+		for j := 0; j < n; j++ {
+			le.PutUint32(r[RecordHeaderSize+4*j:], uint32(i*10+j))
+		}
+		b = append(b, r...)
+	}
+	return b
+}
+
+func TestPublishBlockRecords(t *testing.T) {
+	le := binary.LittleEndian
+	t.Run("records decode in entry order", func(t *testing.T) {
+		p, err := DecodePublish(publishWithRecords(3, 1, RecordMaxTokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range []int{3, 1, RecordMaxTokens} {
+			r, size, perr := ParseRecord(p.Record(i))
+			if perr != nil || size != len(p.Record(i)) || r.EngineHash != uint64(1000+i) || r.HasParent != (i > 0) ||
+				r.TokenCount() != n || r.Token(n-1) != uint32(i*10+n-1) {
+				t.Fatalf("record %d: %+v size %d, %v", i, r, size, perr)
+			}
+			if i > 0 && r.ParentHash != uint64(1000+i-1) {
+				t.Fatalf("record %d parent %d", i, r.ParentHash)
+			}
+		}
+	})
+	t.Run("schema 1 and schema 2 without the flag carry none", func(t *testing.T) {
+		v1 := publishDesc(2)
+		le.PutUint16(v1[4:], PublishSchemaV1)
+		for _, b := range [][]byte{v1, publishDesc(2)} {
+			p, err := DecodePublish(b)
+			if err != nil || p.Len() != 2 || p.Record(0) != nil {
+				t.Fatalf("%v, %d entries, record %x", err, p.Len(), p.Record(0))
+			}
+		}
+		v1 = publishDesc(2)
+		le.PutUint16(v1[4:], PublishSchemaV1)
+		le.PutUint16(v1[6:], PublishRecords)
+		if _, err := DecodePublish(v1); err == nil || err.Field != FieldDescFlags {
+			t.Fatalf("schema 1 with the records flag: %v, want desc_flags", err)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		edit  func([]byte) []byte
+		field Field
+		index uint64
+	}{
+		{"a token count of 0", func(b []byte) []byte { le.PutUint32(b[len(b)-RecordBytes(2)+20:], 0); return b }, FieldRecord, 1},
+		{"a token count over the limit", func(b []byte) []byte { le.PutUint32(b[len(b)-RecordBytes(2)+20:], RecordMaxTokens+1); return b }, FieldRecord, 1},
+		{"a token count past the end", func(b []byte) []byte { le.PutUint32(b[len(b)-RecordBytes(2)+20:], 3); return b }, FieldRecord, 1},
+		{"an unknown record flag", func(b []byte) []byte { b[len(b)-RecordBytes(2)+16] |= 2; return b }, FieldRecord, 1},
+		{"a parent hash without the flag", func(b []byte) []byte {
+			r := b[DescHeaderSize+2*PublishEntrySize:]
+			le.PutUint64(r[8:], 5)
+			return b
+		}, FieldRecord, 0},
+		{"nonzero padding", func(b []byte) []byte { return b }, FieldRecord, 0},
+		{"bytes after the last record", func(b []byte) []byte { return append(b, make([]byte, 8)...) }, FieldCount, 0},
+		{"a record missing", func(b []byte) []byte { return b[:len(b)-RecordBytes(2)] }, FieldCount, 0},
+		{"an unknown publish flag", func(b []byte) []byte { le.PutUint16(b[6:], 3); return b }, FieldDescFlags, 0},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			b := publishWithRecords(2, 2)
+			if tc.name == "nonzero padding" {
+				b = publishWithRecords(1, 2)
+				b[DescHeaderSize+2*PublishEntrySize+RecordBytes(1)-1] = 1
+			}
+			_, err := DecodePublish(tc.edit(b))
+			if err == nil || err.Field != tc.field || err.Index != tc.index || err.Status != StatusInvalid {
+				t.Fatalf("%v; want Invalid %v entry %d", err, tc.field, tc.index)
+			}
+		})
+	}
+}
+
 func restoreDesc(n int) []byte {
 	b := make([]byte, DescHeaderSize+n*RestoreEntrySize)
 	le := binary.LittleEndian
@@ -103,7 +194,7 @@ func TestDescriptorsRejectMalformedInputNamingTheField(t *testing.T) {
 		}, FieldRecovery, StatusInvalid},
 		{"an all-zero namespace", qd, queryDesc(1, 0), nil, FieldNamespace, StatusInvalid},
 		{"a publish with trailing bytes", pd, publishDesc(2), func(b []byte) []byte { return append(b, 0) }, FieldCount, StatusInvalid},
-		{"a publish with flags", pd, publishDesc(2), func(b []byte) []byte { b[6] = 1; return b }, FieldDescFlags, StatusInvalid},
+		{"a publish with an unknown flag", pd, publishDesc(2), func(b []byte) []byte { b[6] = 2; return b }, FieldDescFlags, StatusInvalid},
 		{"a publish with header reserved bytes", pd, publishDesc(2), func(b []byte) []byte { b[50] = 1; return b }, FieldDescReserved, StatusInvalid},
 		{"a publish entry with its reserved word set", pd, publishDesc(2), func(b []byte) []byte { b[DescHeaderSize+PublishEntrySize+20] = 1; return b }, FieldDescReserved, StatusInvalid},
 		{"a publish with an all-zero namespace", pd, publishDesc(1), func(b []byte) []byte { b[16] = 0; return b }, FieldNamespace, StatusInvalid},
@@ -170,6 +261,7 @@ func TestQueryResultLayout(t *testing.T) {
 func FuzzDescriptors(f *testing.F) {
 	f.Add(queryDesc(2, 1))
 	f.Add(publishDesc(2))
+	f.Add(publishWithRecords(1, 3))
 	f.Add(restoreDesc(2))
 	f.Add([]byte{})
 	rec := queryDesc(3, 1)
@@ -193,7 +285,15 @@ func FuzzDescriptors(f *testing.F) {
 			}
 		}
 		if p, err := DecodePublish(b); err == nil {
-			if DescHeaderSize+p.Len()*PublishEntrySize != len(b) {
+			size := DescHeaderSize + p.Len()*PublishEntrySize
+			for i := 0; p.Record(0) != nil && i < p.Len(); i++ {
+				r, n, perr := ParseRecord(p.Record(i))
+				if perr != nil || n != len(p.Record(i)) || r.TokenCount() < 1 || r.TokenCount() > RecordMaxTokens {
+					t.Fatalf("record %d accepted: %+v, %d of %d bytes, %v", i, r, n, len(p.Record(i)), perr)
+				}
+				size += n
+			}
+			if size != len(b) {
 				t.Fatalf("publish of %d entries accepted from %d bytes", p.Len(), len(b))
 			}
 			_, _ = p.Entry(p.Len() - 1)

@@ -137,7 +137,9 @@ func TestDescriptorConstantsMatchC(t *testing.T) {
 		"OKV_QUERY_MAGIC": QueryMagic, "OKV_QUERY_RESULT_MAGIC": QueryResultMagic,
 		"OKV_PUBLISH_MAGIC": PublishMagic, "OKV_RESTORE_MAGIC": RestoreMagic,
 		"OKV_QUERY_SCHEMA": QuerySchema, "OKV_PUBLISH_SCHEMA": PublishSchema, "OKV_RESTORE_SCHEMA": RestoreSchema,
-		"OKV_QUERY_FLAGS_ALL": QueryFlagsAll, "OKV_FIELD_MAX": uintptr(FieldRecovery),
+		"OKV_QUERY_FLAGS_ALL": QueryFlagsAll, "OKV_FIELD_MAX": uintptr(FieldRecord),
+		"OKV_PUBLISH_SCHEMA_V1": PublishSchemaV1, "OKV_PUBLISH_FLAGS_ALL": PublishFlagsAll,
+		"OKV_RECORD_FLAGS_ALL": RecordFlagsAll, "OKV_RECORD_MAX_TOKENS": RecordMaxTokens,
 	} {
 		if c[name] != v {
 			t.Errorf("%s: Go %#x, C %#x", name, v, c[name])

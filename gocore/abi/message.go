@@ -90,7 +90,7 @@ const (
 var fieldNames = [...]string{"none", "magic", "abi_version", "code", "epoch", "desc_offset",
 	"desc_length", "generation", "reserved", "desc_magic", "desc_schema", "desc_flags",
 	"desc_reserved", "count", "buffer_id", "page", "layers", "lease_id", "block",
-	"block_bytes", "op_id", "namespace", "revision", "request", "recovery_range"}
+	"block_bytes", "op_id", "namespace", "revision", "request", "recovery_range", "record"}
 
 // String returns the C field name ("desc_offset"), or "Field(N)".
 func (f Field) String() string { return enumName(fieldNames[:], f, "Field") }

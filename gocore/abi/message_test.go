@@ -128,7 +128,7 @@ func TestNamesOfCodes(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{CmdPing.String(), "Ping"}, {CmdShutdown.String(), "Shutdown"}, {Command(0).String(), "Command(0)"},
 		{Command(11).String(), "Command(11)"}, {StatusOK.String(), "Ok"}, {StatusUnsupported.String(), "Unsupported"},
-		{Status(11).String(), "Status(11)"}, {FieldDescOffset.String(), "desc_offset"}, {Field(9).String(), "desc_magic"}, {Field(22).String(), "revision"}, {Field(25).String(), "Field(25)"},
+		{Status(11).String(), "Status(11)"}, {FieldDescOffset.String(), "desc_offset"}, {Field(9).String(), "desc_magic"}, {Field(22).String(), "revision"}, {Field(25).String(), "record"}, {Field(26).String(), "Field(26)"},
 		{RoleBench.String(), "bench"}, {Role(5).String(), "Role(5)"},
 	}
 	for _, tc := range tests {

@@ -630,6 +630,7 @@ const char *okvi_field_name(uint64_t field)
 		[OKV_FIELD_REVISION] = "revision",
 		[OKV_FIELD_REQUEST] = "request",
 		[OKV_FIELD_RECOVERY_RANGE] = "recovery_range",
+		[OKV_FIELD_RECORD] = "record",
 	};
 	_Static_assert(sizeof(names) / sizeof(names[0]) == OKV_FIELD_MAX + 1, "a name for every okv_field");
 	return field <= OKV_FIELD_MAX ? names[field] : "unknown";

@@ -335,6 +335,73 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
 		struct okv_publish_result *out)
 {
+	return okv_publish_records(c, ns, buffer_id, hashes, pages, NULL, n, out);
+}
+
+/* check_records refuses, before anything is sent, a record the Manager
+ * would refuse (abi.h okv_block_record), naming it. */
+static int check_records(okv_client *c, const struct okv_block_info *records, uint32_t n)
+{
+	for (uint32_t i = 0; records && i < n; i++) {
+		const struct okv_block_info *r = &records[i];
+		if (r->token_count == 0 || r->token_count > OKV_RECORD_MAX_TOKENS || !r->tokens) {
+			okvi_set_error(c, "block record %u: token_count %u, want 1..%u with tokens", i, r->token_count,
+				       OKV_RECORD_MAX_TOKENS);
+			return -EINVAL;
+		}
+		if (!r->has_parent && r->parent_hash != 0) {
+			okvi_set_error(c, "block record %u: parent_hash set but has_parent is 0", i);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* chunk_entries is how many entries from first on fit one descriptor of
+ * capacity bytes, with their records when there are any. */
+static uint32_t chunk_entries(const struct okv_block_info *records, uint32_t first, uint32_t n, uint32_t capacity,
+			      uint32_t per)
+{
+	if (!records)
+		return n - first < per ? n - first : per;
+	uint64_t used = OKVI_DESC_HEADER;
+	uint32_t cnt = 0;
+	for (uint32_t i = first; i < n; i++) {
+		uint64_t more = sizeof(struct okv_publish_entry) + okv_block_record_bytes(records[i].token_count);
+		if (used + more > capacity)
+			break;
+		used += more;
+		cnt++;
+	}
+	return cnt;
+}
+
+/* put_records writes the block records of entries [first, +cnt) at d and
+ * returns their bytes. */
+static uint32_t put_records(uint8_t *d, const struct okv_block_info *records, uint32_t first, uint32_t cnt)
+{
+	uint32_t off = 0;
+	for (uint32_t i = first; i < first + cnt; i++) {
+		const struct okv_block_info *r = &records[i];
+		struct okv_block_record h = {
+			.engine_hash = r->engine_hash,
+			.parent_hash = r->has_parent ? r->parent_hash : 0,
+			.flags = r->has_parent ? OKV_RECORD_PARENT : 0,
+			.token_count = r->token_count,
+		};
+		uint32_t size = okv_block_record_bytes(r->token_count);
+		memset(d + off, 0, size);
+		memcpy(d + off, &h, sizeof(h));
+		memcpy(d + off + sizeof(h), r->tokens, 4u * (size_t)r->token_count);
+		off += size;
+	}
+	return off;
+}
+
+int okv_publish_records(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
+			const struct okv_block_hash *hashes, const uint32_t *pages,
+			const struct okv_block_info *records, uint32_t n, struct okv_publish_result *out)
+{
 	okvi_clear_error(c);
 	struct okv_publish_result sum = { 0, 0 };
 	int rc = 0;
@@ -358,9 +425,18 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 	uint32_t per = okv_max_publish_entries(c);
 	if (per == 0)
 		return OKV_E2BIG;
+	rc = check_records(c, records, n);
+	if (rc)
+		return rc;
 	uint32_t layers = c->buf_layers[buffer_id];
-	for (uint32_t first = 0; first < n; first += per) {
-		uint32_t cnt = n - first < per ? n - first : per;
+	for (uint32_t first = 0, cnt; first < n; first += cnt) {
+		cnt = chunk_entries(records, first, n, c->reply.desc_capacity, per);
+		if (cnt == 0) {
+			okvi_set_error(c, "block record %u does not fit this session's %u-byte descriptor area", first,
+				       c->reply.desc_capacity);
+			rc = OKV_E2BIG;
+			break;
+		}
 		rc = okvi_desc_acquire(c);
 		if (rc)
 			break; /* nothing sent: a clean failure */
@@ -368,6 +444,7 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		struct okv_publish_desc h = {
 			.magic = OKV_PUBLISH_MAGIC,
 			.schema = OKV_PUBLISH_SCHEMA,
+			.flags = records ? OKV_PUBLISH_RECORDS : 0,
 			.buffer_id = buffer_id,
 			.count = cnt,
 			.ns = *ns,
@@ -380,13 +457,14 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 			struct okv_publish_entry pe = { .hash = hashes[first + i], .page = pages[first + i] };
 			memcpy(&e[i], &pe, sizeof(pe));
 		}
+		uint32_t length = OKVI_DESC_HEADER + cnt * (uint32_t)sizeof(struct okv_publish_entry);
+		if (records)
+			length += put_records(d + length, records, first, cnt);
 		struct okv_msg resp;
 		memset(&resp, 0, sizeof(resp));
 		resp.code = 0xFFFF;
 		struct publish_watch watch = { .blocks = cnt, .buffer_id = buffer_id };
-		rc = okvi_call_desc_until_reply(c, OKV_CMD_PUBLISH, 0, 0,
-						OKVI_DESC_HEADER + cnt * (uint32_t)sizeof(struct okv_publish_entry),
-						&resp, publish_overrun, &watch);
+		rc = okvi_call_desc_until_reply(c, OKV_CMD_PUBLISH, 0, 0, length, &resp, publish_overrun, &watch);
 		if (rc == 0 && (resp.arg0 > cnt || resp.arg1 > cnt - resp.arg0)) {
 			okvi_set_error(c, "publish reply stored %llu + present %llu exceeds the %u entries sent",
 				       (unsigned long long)resp.arg0, (unsigned long long)resp.arg1, cnt);

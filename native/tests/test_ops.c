@@ -1622,6 +1622,7 @@ static void test_strerror_new_codes(void)
 		{ OKV_FIELD_BLOCK_BYTES, "block_bytes" }, { OKV_FIELD_OP_ID, "op_id" },
 		{ OKV_FIELD_NAMESPACE, "namespace" },	{ OKV_FIELD_REVISION, "revision" },
 		{ OKV_FIELD_REQUEST, "request" },	{ OKV_FIELD_RECOVERY_RANGE, "recovery_range" },
+		{ OKV_FIELD_RECORD, "record" },
 		{ OKV_FIELD_MAX + 1, "unknown" },
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

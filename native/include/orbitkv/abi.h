@@ -124,7 +124,8 @@ enum okv_field {
 	OKV_FIELD_REVISION = 22,     /* zero, lower than the live one, or same with a changed request */
 	OKV_FIELD_REQUEST = 23,      /* a revision changed request_id or group */
 	OKV_FIELD_RECOVERY_RANGE = 24, /* recovery range empty or outside the hashes */
-	OKV_FIELD_MAX = 24
+	OKV_FIELD_RECORD = 25,       /* a Publish block record: token count, flags, padding or length */
+	OKV_FIELD_MAX = 25
 };
 
 /* ------------------------------------------------------------------------ */
@@ -172,9 +173,12 @@ struct okv_namespace {
 #define OKV_QUERY_RESULT_MAGIC 0x41564B4Fu
 #define OKV_PUBLISH_MAGIC 0x50564B4Fu
 #define OKV_RESTORE_MAGIC 0x52564B4Fu
-/** Schema versions of the descriptors (docs/design.md §5.3: QueryBundle is 5). */
+/** Schema versions of the descriptors (docs/design.md §5.3: QueryBundle is 5).
+ *  Publish: schema 2 may carry block records (OKV_PUBLISH_RECORDS); the
+ *  Manager accepts schema 1 (flags 0, no records) as well. */
 #define OKV_QUERY_SCHEMA 5u
-#define OKV_PUBLISH_SCHEMA 1u
+#define OKV_PUBLISH_SCHEMA 2u
+#define OKV_PUBLISH_SCHEMA_V1 1u
 #define OKV_RESTORE_SCHEMA 1u
 
 /** QueryBundle flags (docs/design.md §5.3; spec "Channel ABI 5" paragraph).
@@ -276,7 +280,11 @@ struct okv_query_result {
 
 /**
  * Publish request descriptor: this header, then count struct
- * okv_publish_entry at offset 64. desc_length = 64 + 24 * count.
+ * okv_publish_entry at offset 64, then (flags & OKV_PUBLISH_RECORDS) count
+ * block records, record i describing entry i, each a struct
+ * okv_block_record followed by its token_count uint32 token ids and zero
+ * padding to a multiple of 8 bytes (okv_block_record_bytes). desc_length =
+ * 64 + 24 * count (+ the records' bytes).
  * A block is one page index across the layer set of the buffer: block bytes
  * = layer_count * page_bytes. This build requires the full layer set
  * (layer_first 0, layer_count = the buffer's layers).
@@ -287,8 +295,8 @@ struct okv_query_result {
  */
 struct okv_publish_desc {
 	uint32_t magic;          /*  0: OKV_PUBLISH_MAGIC */
-	uint16_t schema;         /*  4: OKV_PUBLISH_SCHEMA */
-	uint16_t flags;          /*  6: must be 0 */
+	uint16_t schema;         /*  4: OKV_PUBLISH_SCHEMA (or _V1: flags 0) */
+	uint16_t flags;          /*  6: enum okv_publish_flags */
 	uint32_t buffer_id;      /*  8: from okv_register_buffer */
 	uint32_t count;          /* 12: entries that follow, ≥ 1 */
 	struct okv_namespace ns; /* 16 */
@@ -296,6 +304,14 @@ struct okv_publish_desc {
 	uint32_t layer_count;    /* 36 */
 	uint64_t reserved[3];    /* 40: must be zero */
 	/* struct okv_publish_entry entries[count] at 64 */
+	/* block records after the entries (OKV_PUBLISH_RECORDS) */
+};
+
+/** Publish flags (schema 2). */
+enum okv_publish_flags {
+	/** Every entry has a block record after the entries array. */
+	OKV_PUBLISH_RECORDS = 1u << 0,
+	OKV_PUBLISH_FLAGS_ALL = 0x1u
 };
 
 /** One (block hash, source page) pair of a Publish. */
@@ -304,6 +320,34 @@ struct okv_publish_entry {
 	uint32_t page;              /* 16: page index in the buffer, < page_count */
 	uint32_t reserved;          /* 20: must be zero */
 };
+
+/**
+ * A block record: what a router matches on, kept with the block and
+ * announced in the Manager's KV events (docs/events.md). engine_hash is the
+ * engine's own block hash as its KV events carry it (vLLM: the low 64 bits
+ * of the block's SHA-256 read big-endian); parent_hash that of the block
+ * before it in the chain, valid when flags has OKV_RECORD_PARENT (the first
+ * block of a chain has none). token_count token ids (uint32 each) follow
+ * the 24-byte header, then zero bytes up to the next multiple of 8.
+ */
+struct okv_block_record {
+	uint64_t engine_hash;    /*  0 */
+	uint64_t parent_hash;    /*  8: 0 unless OKV_RECORD_PARENT */
+	uint32_t flags;          /* 16: enum okv_record_flags */
+	uint32_t token_count;    /* 20: 1..OKV_RECORD_MAX_TOKENS */
+	/* uint32_t tokens[token_count] at 24, zero padding to 8 */
+};
+
+enum okv_record_flags {
+	OKV_RECORD_PARENT = 1u << 0,
+	OKV_RECORD_FLAGS_ALL = 0x1u
+};
+
+/** Most token ids one block record carries (a block of more tokens is
+ *  published without records). */
+#define OKV_RECORD_MAX_TOKENS 512u
+/** Bytes of a block record of n tokens, padding included. */
+#define okv_block_record_bytes(n) ((24u + 4u * (uint32_t)(n) + 7u) & ~7u)
 
 /**
  * Restore request descriptor: this header, then count struct
@@ -653,6 +697,10 @@ OKV_ASSERT_OFFSET(okv_publish_desc, layer_first, 32);
 OKV_ASSERT_OFFSET(okv_publish_desc, layer_count, 36);
 OKV_ASSERT_OFFSET(okv_publish_desc, reserved, 40);
 _Static_assert(sizeof(struct okv_publish_entry) == 24, "publish entry");
+_Static_assert(sizeof(struct okv_block_record) == 24, "block record header");
+OKV_ASSERT_OFFSET(okv_block_record, parent_hash, 8);
+OKV_ASSERT_OFFSET(okv_block_record, flags, 16);
+OKV_ASSERT_OFFSET(okv_block_record, token_count, 20);
 _Static_assert(sizeof(struct okv_restore_desc) == 64, "restore desc header");
 OKV_ASSERT_OFFSET(okv_restore_desc, buffer_id, 8);
 OKV_ASSERT_OFFSET(okv_restore_desc, count, 12);

@@ -442,6 +442,31 @@ int okv_publish(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_i
 		const struct okv_block_hash *hashes, const uint32_t *pages, uint32_t n,
 		struct okv_publish_result *out);
 
+/** What a router matches a block on (abi.h struct okv_block_record): the
+ *  engine's own block hash as its KV events carry it, its parent's, and
+ *  the block's token ids (token_count of them, 1..OKV_RECORD_MAX_TOKENS;
+ *  the caller's memory, read during the call only). */
+struct okv_block_info {
+	uint64_t engine_hash;
+	uint64_t parent_hash;   /* ignored unless has_parent; must be 0 then */
+	uint32_t has_parent;    /* 0: the first block of its chain */
+	uint32_t token_count;
+	const uint32_t *tokens;
+};
+
+/**
+ * okv_publish with a block record per block (records[i] describes block
+ * i; NULL: none, as okv_publish). The Manager keeps each record with its
+ * block and announces it in its KV events (docs/events.md). Chunks are
+ * cut so that entries and records fit the descriptor area. Errors: those
+ * of okv_publish, and -EINVAL naming a record with a bad token count or a
+ * parent hash without has_parent (nothing sent). A Manager older than
+ * Publish schema 2 answers OKV_EINVALID naming desc_schema.
+ */
+int okv_publish_records(okv_client *c, const struct okv_namespace *ns, uint32_t buffer_id,
+			const struct okv_block_hash *hashes, const uint32_t *pages,
+			const struct okv_block_info *records, uint32_t n, struct okv_publish_result *out);
+
 /**
  * Start copying leased blocks into pages of buffer buffer_id (H2D on a GPU
  * backend): entries[i] copies lease block entries[i].block into page
