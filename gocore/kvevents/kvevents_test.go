@@ -1,0 +1,329 @@
+package kvevents
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+)
+
+// record is an abi block record of engine hash h, parent p (none when
+// p is 0) and the given tokens.
+func record(h, p uint64, tokens ...uint32) []byte {
+	b := make([]byte, abi.RecordBytes(len(tokens)))
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], h)
+	if p != 0 {
+		le.PutUint64(b[8:], p)
+		le.PutUint32(b[16:], abi.RecordParent)
+	}
+	le.PutUint32(b[20:], uint32(len(tokens)))
+	for i, t := range tokens {
+		le.PutUint32(b[abi.RecordHeaderSize+4*i:], t)
+	}
+	return b
+}
+
+func key(i byte) Key { return Key{NS: abi.Namespace{1}, Hash: abi.BlockHash{i}} }
+
+func newTracker(t *testing.T, spec Spec) *Tracker {
+	t.Helper()
+	if spec.Endpoint == "" {
+		spec.Endpoint = "tcp://127.0.0.1:0"
+	}
+	if spec.ReplayEndpoint == "" {
+		spec.ReplayEndpoint = "tcp://127.0.0.1:0"
+	}
+	tr, err := New(spec, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+// subscriber is a go-zeromq SUB socket (a ZeroMQ implementation we did
+// not write) subscribed to every topic.
+func subscriber(t *testing.T, tr *Tracker) zmq4.Socket {
+	t.Helper()
+	pub, _ := tr.Endpoints()
+	sub := zmq4.NewSub(context.Background())
+	t.Cleanup(func() { sub.Close() })
+	if err := sub.Dial(pub[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		t.Fatal(err)
+	}
+	// A PUB drops what it sends before the subscription arrives: wait
+	// for the server to see it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, st := tr.Stats()
+		if st[0].Subscribers > 0 && tr.streams[0].pub.anySubscribed() {
+			return sub
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription never reached the server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// next receives one message and decodes it.
+func next(t *testing.T, sub zmq4.Socket) (int64, Batch) {
+	t.Helper()
+	msg, err := sub.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+		t.Fatalf("message of %d frames, want topic, 8-byte sequence, payload", len(msg.Frames))
+	}
+	b, err := DecodeBatch(msg.Frames[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(binary.BigEndian.Uint64(msg.Frames[1])), b
+}
+
+// replay asks the replay socket with a go-zeromq DEALER and returns the
+// messages until the end marker.
+func replay(t *testing.T, tr *Tracker, req []byte) (seqs []int64, batches []Batch) {
+	t.Helper()
+	_, rep := tr.Endpoints()
+	d := zmq4.NewDealer(context.Background())
+	defer d.Close()
+	if err := d.Dial(rep[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Send(zmq4.NewMsgFrom([]byte{}, req)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := d.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Frames) != 4 || len(msg.Frames[0]) != 0 {
+			t.Fatalf("replay message of %d frames, want empty, topic, sequence, payload", len(msg.Frames))
+		}
+		seq := int64(binary.BigEndian.Uint64(msg.Frames[2]))
+		if seq == -1 {
+			return seqs, batches
+		}
+		b, err := DecodeBatch(msg.Frames[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs, batches = append(seqs, seq), append(batches, b)
+	}
+}
+
+func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	sub := subscriber(t, tr)
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1, 2))
+	tr.Stored(key(2), 0, CPU, record(12, 11, 3, 4))
+	tr.Stored(key(2), 0, CPU, nil) // already on CPU: no event
+	tr.Stored(key(1), 0, Storage, nil)
+	tr.Removed(key(1), CPU)
+	tr.Stored(key(3), 0, CPU, nil) // no record: not announced
+	var got []Event
+	for len(got) < 3 {
+		_, b := next(t, sub)
+		got = append(got, b.Events...)
+	}
+	want := []Event{
+		{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{11}, Tokens: []uint32{1, 2}, BlockSize: 2, Medium: Storage},
+		{Kind: KindRemoved, Hashes: []uint64{11}, Medium: CPU},
+	}
+	for i := range want {
+		if !sameEvent(got[i], want[i]) {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if tr.Unannounced.Load() != 1 {
+		t.Fatalf("Unannounced %d, want 1", tr.Unannounced.Load())
+	}
+	if rec := tr.Record(key(1)); rec == nil {
+		t.Fatal("the record of a block still on STORAGE is gone")
+	}
+	tr.Removed(key(1), Storage)
+	if tr.Record(key(1)) != nil {
+		t.Fatal("the record of a block on no medium is kept")
+	}
+}
+
+func sameEvent(a, b Event) bool {
+	eq := func(x, y []uint64) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i] != y[i] {
+				return false
+			}
+		}
+		return true
+	}
+	tok := func(x, y []uint32) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i] != y[i] {
+				return false
+			}
+		}
+		return true
+	}
+	return a.Kind == b.Kind && eq(a.Hashes, b.Hashes) && a.HasParent == b.HasParent && a.Parent == b.Parent &&
+		tok(a.Tokens, b.Tokens) && a.BlockSize == b.BlockSize && a.Medium == b.Medium
+}
+
+func TestReplayFromASequenceAndTheEpochStart(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	sub := subscriber(t, tr)
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1))
+	seq, _ := next(t, sub)
+	tr.Stored(key(2), 0, CPU, record(12, 11, 2))
+	next(t, sub)
+	seqs, batches := replay(t, tr, binary.BigEndian.AppendUint64(nil, 0))
+	if len(seqs) != 3 || seqs[0] != 0 || seqs[1] != seq || seqs[2] != seq+1 {
+		t.Fatalf("replay from 0: sequences %v, want 0, %d, %d", seqs, seq, seq+1)
+	}
+	if len(batches[0].Events) != 1 || batches[0].Events[0].Kind != KindCleared {
+		t.Fatalf("the epoch's first batch: %+v, want AllBlocksCleared", batches[0].Events)
+	}
+	seqs, _ = replay(t, tr, binary.BigEndian.AppendUint64(nil, uint64(seq+1)))
+	if len(seqs) != 1 || seqs[0] != seq+1 {
+		t.Fatalf("replay from %d: %v", seq+1, seqs)
+	}
+}
+
+func TestASnapshotRequestAnswersTheStateNow(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1))
+	tr.Stored(key(1), 0, Storage, nil)
+	tr.Stored(key(2), 0, Storage, record(12, 11, 2))
+	tr.Stored(key(3), 0, CPU, record(13, 0, 3))
+	tr.Removed(key(3), CPU)
+	_, batches := replay(t, tr, []byte(SnapshotRequest))
+	var evs []Event
+	for _, b := range batches {
+		evs = append(evs, b.Events...)
+	}
+	if len(evs) == 0 || evs[0].Kind != KindCleared {
+		t.Fatalf("snapshot %+v: want AllBlocksCleared first", evs)
+	}
+	held := map[uint64]Medium{}
+	for _, e := range evs[1:] {
+		for _, h := range e.Hashes {
+			held[h] |= e.Medium
+		}
+	}
+	if len(held) != 2 || held[11] != CPU|Storage || held[12] != Storage {
+		t.Fatalf("snapshot holds %v, want 11 on CPU and STORAGE, 12 on STORAGE", held)
+	}
+}
+
+func TestAFullQueueResyncsWithAllBlocksClearedAndTheBlocksHeld(t *testing.T) {
+	tr := newTracker(t, Spec{QueueEvents: 4, FlushInterval: time.Hour, MinResyncInterval: time.Nanosecond})
+	sub := subscriber(t, tr)
+	for i := range byte(10) {
+		tr.Stored(key(i+1), 0, CPU, record(uint64(100+i), 0, uint32(i)))
+	}
+	tr.Removed(key(1), CPU)
+	_, b := next(t, sub)
+	if b.Events[0].Kind != KindCleared {
+		t.Fatalf("after an overflow: %+v, want AllBlocksCleared first", b.Events[0])
+	}
+	held := map[uint64]bool{}
+	for _, e := range b.Events[1:] {
+		for _, h := range e.Hashes {
+			held[h] = true
+		}
+	}
+	if len(held) != 9 || held[100] {
+		t.Fatalf("re-announced %v, want the 9 blocks held (101..109)", held)
+	}
+	if _, st := tr.Stats(); st[0].Overflows == 0 || st[0].Resyncs != 1 {
+		t.Fatalf("stats %+v, want overflows counted and one resync", st[0])
+	}
+}
+
+func TestASubscriberThatStopsReadingIsDroppedAndOthersKeepUp(t *testing.T) {
+	tr := newTracker(t, Spec{SubscriberQueue: 8})
+	pub, _ := tr.Endpoints()
+	// A raw ZMTP subscriber that subscribes and then never reads.
+	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(greeting()[:64])
+	nc.Write(readyCommand("SUB"))
+	nc.Write(appendFrame(nil, []byte{1}, 0))
+	r := bufio.NewReader(nc)
+	io.ReadFull(r, make([]byte, 64))
+	sub := subscriber(t, tr)
+	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribedCount() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the raw subscriber's subscription never arrived")
+		}
+	}
+	// 32 MiB of events in rounds the live subscriber keeps up with: more
+	// than loopback's socket buffers hold for the stuck one.
+	var tokens [512]uint32
+	for round := range 250 {
+		for i := range 64 {
+			n := round*64 + i
+			tr.Stored(Key{NS: abi.Namespace{2}, Hash: abi.BlockHash{byte(n), byte(n >> 8)}}, 0, CPU, record(uint64(1000+n), 0, tokens[:]...))
+		}
+		for got := 0; got < 64; {
+			_, b := next(t, sub)
+			for _, e := range b.Events {
+				got += len(e.Hashes)
+			}
+		}
+	}
+	if _, st := tr.Stats(); st[0].SubscribersDropped != 1 {
+		t.Fatalf("stats %+v: want the stuck subscriber dropped", st[0])
+	}
+}
+
+func TestLookupByEngineHashesAndByTokens(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	ns := abi.Namespace{1}
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1, 2))
+	tr.Stored(key(1), 0, Storage, nil)
+	tr.Stored(key(2), 0, CPU, record(12, 11, 3, 4))
+	tr.Stored(key(3), 0, Storage, record(13, 12, 5, 6))
+	for _, tc := range []struct {
+		name string
+		got  Held
+		want Held
+	}{
+		{"hashes", tr.LookupHashes(nil, []uint64{11, 12, 13, 14}), Held{CPU: 2, Storage: 1, Any: 3}},
+		{"hashes in the namespace", tr.LookupHashes(&ns, []uint64{11, 12}), Held{CPU: 2, Storage: 1, Any: 2}},
+		{"hashes in another namespace", tr.LookupHashes(&abi.Namespace{9}, []uint64{11}), Held{}},
+		{"a chain not from its start", tr.LookupHashes(nil, []uint64{12, 11}), Held{CPU: 2, Any: 2}},
+		{"tokens", tr.LookupTokens(nil, []uint32{1, 2, 3, 4, 5, 6, 7}, 2), Held{CPU: 2, Storage: 1, Any: 3}},
+		{"tokens that differ in block 1", tr.LookupTokens(nil, []uint32{1, 2, 3, 9, 5, 6}, 2), Held{CPU: 1, Storage: 1, Any: 1}},
+		{"tokens of block 1 alone", tr.LookupTokens(nil, []uint32{3, 4}, 2), Held{}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+}

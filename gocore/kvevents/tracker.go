@@ -1,0 +1,507 @@
+package kvevents
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/gocore/limit"
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
+)
+
+// Key names a block as the Manager's index does (gocore/index.Key has
+// the same fields).
+type Key struct {
+	NS   abi.Namespace
+	Hash abi.BlockHash
+}
+
+// NoStream is the domain of blocks no stream announces (a block whose
+// tenant is unknown: recovered from the SSD tier without a record of it).
+const NoStream = -1
+
+// Domain is a stream of its own: one per tenant domain where tenants are
+// configured (Spec.Domains), its sockets at the endpoint path with
+// "."+Name appended, group GID and mode 0660.
+type Domain struct {
+	Name string
+	GID  int
+}
+
+// Spec configures the event streams. The zero Endpoint is off: no
+// Tracker is made.
+type Spec struct {
+	// Endpoint is the PUB socket, "tcp://HOST:PORT" or "ipc://PATH"
+	// (--kv-events); ReplayEndpoint the ROUTER replay socket, "" none
+	// (--kv-events-replay).
+	Endpoint, ReplayEndpoint string
+	// Topic is the first frame of every message (--kv-events-topic).
+	Topic string
+	// Domains, when set, makes one stream per domain instead of one for
+	// the node; both endpoints must then be ipc://. Index i is the
+	// domain index the tiers pass (tenant.Domain.Index).
+	Domains []Domain
+	// QueueEvents bounds the events waiting for a stream's goroutine
+	// (--kv-events-queue); past it events are dropped, counted, and the
+	// stream resyncs (AllBlocksCleared and every block held).
+	QueueEvents int
+	// BatchEvents is the most events one published batch carries.
+	BatchEvents int
+	// FlushInterval is how long an event may wait for its batch.
+	FlushInterval time.Duration
+	// ReplayBatches is how many published batches the replay socket
+	// keeps (vLLM's buffer_steps).
+	ReplayBatches int
+	// SubscriberQueue is how many messages a subscriber may fall behind
+	// before it is disconnected.
+	SubscriberQueue int
+	// MinResyncInterval is the least time between two resyncs of a
+	// stream.
+	MinResyncInterval time.Duration
+}
+
+// Defaults of Spec's zero fields.
+const (
+	DefaultQueueEvents       = 1 << 16
+	DefaultBatchEvents       = 1024
+	DefaultFlushInterval     = 10 * time.Millisecond
+	DefaultReplayBatches     = 10000
+	DefaultSubscriberQueue   = 4096
+	DefaultMinResyncInterval = time.Second
+)
+
+func (s *Spec) fill() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.QueueEvents, DefaultQueueEvents)
+	def(&s.BatchEvents, DefaultBatchEvents)
+	def(&s.ReplayBatches, DefaultReplayBatches)
+	def(&s.SubscriberQueue, DefaultSubscriberQueue)
+	if s.FlushInterval == 0 {
+		s.FlushInterval = DefaultFlushInterval
+	}
+	if s.MinResyncInterval == 0 {
+		s.MinResyncInterval = DefaultMinResyncInterval
+	}
+}
+
+// Validate checks the endpoints' forms and the bounds.
+func (s *Spec) Validate() error {
+	if s.Endpoint == "" {
+		if s.ReplayEndpoint != "" {
+			return &limit.Error{Field: "kvevents.Spec.ReplayEndpoint", Value: s.ReplayEndpoint, Want: "a replay socket needs an event endpoint (Endpoint)"}
+		}
+		return nil
+	}
+	for _, e := range []struct{ field, v string }{{"Endpoint", s.Endpoint}, {"ReplayEndpoint", s.ReplayEndpoint}} {
+		if e.v == "" {
+			continue
+		}
+		network, _, err := parseEndpoint(e.v)
+		if err != nil {
+			return &limit.Error{Field: "kvevents.Spec." + e.field, Value: e.v, Want: err.Error()}
+		}
+		if len(s.Domains) > 0 && network != "unix" {
+			return &limit.Error{Field: "kvevents.Spec." + e.field, Value: e.v, Want: "with tenants each tenant's stream is an ipc:// socket whose group decides who reads it; a TCP port cannot tell tenants apart"}
+		}
+	}
+	if s.Endpoint == s.ReplayEndpoint && !strings.HasSuffix(s.Endpoint, ":0") {
+		return &limit.Error{Field: "kvevents.Spec.ReplayEndpoint", Value: s.ReplayEndpoint, Want: "must differ from the event endpoint"}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"QueueEvents", s.QueueEvents}, {"BatchEvents", s.BatchEvents}, {"ReplayBatches", s.ReplayBatches}, {"SubscriberQueue", s.SubscriberQueue}} {
+		if n.v < 0 || n.v > 1<<24 {
+			return &limit.Error{Field: "kvevents.Spec." + n.field, Value: fmt.Sprint(n.v), Want: "0 (default) to 16777216"}
+		}
+	}
+	return nil
+}
+
+// parseEndpoint splits "tcp://HOST:PORT" or "ipc://PATH" (an absolute
+// path) into a net.Listen network and address.
+func parseEndpoint(e string) (network, addr string, err error) {
+	switch {
+	case strings.HasPrefix(e, "tcp://"):
+		addr = strings.TrimPrefix(e, "tcp://")
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return "", "", fmt.Errorf("tcp://HOST:PORT: %v", err)
+		}
+		if strings.HasPrefix(addr, "*:") {
+			addr = addr[1:]
+		}
+		return "tcp", addr, nil
+	case strings.HasPrefix(e, "ipc://"):
+		addr = strings.TrimPrefix(e, "ipc://")
+		if !strings.HasPrefix(addr, "/") {
+			return "", "", errors.New("ipc://PATH needs an absolute path")
+		}
+		return "unix", addr, nil
+	}
+	return "", "", errors.New("want tcp://HOST:PORT or ipc:///ABSOLUTE/PATH")
+}
+
+// entry is what the Tracker keeps of a block with a record: the record,
+// the media it is held on now, and the stream that announces it.
+type entry struct {
+	key    Key
+	rec    []byte // abi block record; immutable
+	media  Medium
+	domain int32
+}
+
+// Tracker keeps the block record of every block held on a medium of this
+// node and turns each change of a block's media into an event on its
+// stream. Stored and Removed are called by the tiers on the dispatcher
+// goroutine and the SSD tier's goroutines; they take one mutex and queue,
+// never wait on a subscriber. Blocks published without a record are not
+// announced (counted in Unannounced).
+type Tracker struct {
+	spec    Spec
+	log     *slog.Logger
+	streams []*Stream // by domain index; [0] alone without tenants
+	closers []func()
+
+	mu       sync.Mutex
+	blocks   map[Key]*entry
+	byHash   map[uint64][]*entry // engine hash → its blocks (one per namespace)
+	byTokens map[tokenKey][]*entry
+
+	Unannounced atomic.Uint64 // blocks stored on a medium without a record
+}
+
+// tokenKey finds a block by what a router knows of it without its hash:
+// its parent's engine hash (or none) and a hash of its token ids.
+type tokenKey struct {
+	parent    uint64
+	hasParent bool
+	tokens    uint64 // FNV-1a of the token ids' bytes
+}
+
+func tokensKey(r *abi.BlockRecord) tokenKey {
+	h := fnv.New64a()
+	h.Write(r.Tokens)
+	return tokenKey{r.ParentHash, r.HasParent, h.Sum64()}
+}
+
+// New binds the streams' sockets and starts them: each begins its epoch
+// with AllBlocksCleared (sequence 0). Errors name the endpoint and the
+// system call.
+func New(spec Spec, log *slog.Logger) (*Tracker, error) {
+	spec.fill()
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64][]*entry{}, byTokens: map[tokenKey][]*entry{}}
+	domains := spec.Domains
+	if len(domains) == 0 {
+		domains = []Domain{{GID: -1}}
+	}
+	for _, d := range domains {
+		pub, err := t.listen(spec.Endpoint, d)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		var rep net.Listener
+		if spec.ReplayEndpoint != "" {
+			if rep, err = t.listen(spec.ReplayEndpoint, d); err != nil {
+				pub.Close()
+				t.Close()
+				return nil, err
+			}
+		}
+		s := newStream(t, d.Name, pub, rep)
+		t.streams = append(t.streams, s)
+		s.start()
+	}
+	return t, nil
+}
+
+// listen binds endpoint for domain d: a Unix socket of mode 0600 (0660
+// and group d.GID for a tenant's stream, its path with "."+d.Name
+// appended) made by gocore/unixsock, or a TCP port.
+func (t *Tracker) listen(endpoint string, d Domain) (net.Listener, error) {
+	network, addr, _ := parseEndpoint(endpoint)
+	if network == "tcp" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("kv events: listen %s: %w", endpoint, err)
+		}
+		return l, nil
+	}
+	mode := os.FileMode(0o600)
+	if d.Name != "" {
+		addr += "." + d.Name
+		mode = 0o660
+	}
+	l, remove, err := unixsock.Listen(addr, mode, d.GID)
+	if err != nil {
+		return nil, fmt.Errorf("kv events: socket %s: %w", addr, err)
+	}
+	t.closers = append(t.closers, remove)
+	return l, nil
+}
+
+// Endpoints are the streams' bound addresses (tcp ports resolved), in
+// domain order: the event socket and the replay socket ("" none).
+func (t *Tracker) Endpoints() (pub, replay []string) {
+	for _, s := range t.streams {
+		pub = append(pub, endpointOf(s.pub.ln))
+		r := ""
+		if s.rep != nil {
+			r = endpointOf(s.rep.ln)
+		}
+		replay = append(replay, r)
+	}
+	return pub, replay
+}
+
+func endpointOf(l net.Listener) string {
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		return "tcp://" + a.String()
+	}
+	return "ipc://" + l.Addr().String()
+}
+
+// Close stops the streams (what is queued and not yet published is
+// dropped) and removes their socket files.
+func (t *Tracker) Close() {
+	for _, s := range t.streams {
+		s.close()
+	}
+	for _, c := range t.closers {
+		c()
+	}
+	t.streams, t.closers = nil, nil
+}
+
+func (t *Tracker) stream(domain int32) *Stream {
+	if len(t.spec.Domains) == 0 {
+		return t.streams[0]
+	}
+	if domain < 0 || int(domain) >= len(t.streams) {
+		return nil
+	}
+	return t.streams[domain]
+}
+
+// Stored records that k is now held on medium m. rec is its block record
+// (abi.ParseRecord's form, checked by the caller's decoder; copied), or
+// nil to use the record already kept for k; without either the block is
+// not announced. domain routes it (the tenant domain's index; ignored
+// without tenants; NoStream: none). A block already on m is not announced
+// again.
+func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.blocks[k]
+	if e == nil {
+		if rec == nil {
+			t.Unannounced.Add(1)
+			return
+		}
+		r, _, err := abi.ParseRecord(rec)
+		if err != nil {
+			t.Unannounced.Add(1)
+			return
+		}
+		e = &entry{key: k, rec: bytes.Clone(rec), domain: int32(domain)}
+		t.blocks[k] = e
+		t.byHash[r.EngineHash] = append(t.byHash[r.EngineHash], e)
+		tk := tokensKey(&r)
+		t.byTokens[tk] = append(t.byTokens[tk], e)
+	}
+	if e.media&m != 0 {
+		return
+	}
+	e.media |= m
+	if s := t.stream(e.domain); s != nil {
+		s.push(item{kind: itemStored, medium: m, rec: e.rec})
+	}
+}
+
+// Removed records that k left medium m; the last medium gone forgets its
+// record.
+func (t *Tracker) Removed(k Key, m Medium) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.blocks[k]
+	if e == nil || e.media&m == 0 {
+		return
+	}
+	e.media &^= m
+	if s := t.stream(e.domain); s != nil {
+		s.push(item{kind: itemRemoved, medium: m, rec: e.rec})
+	}
+	if e.media == 0 {
+		t.forget(e)
+	}
+}
+
+func (t *Tracker) forget(e *entry) {
+	delete(t.blocks, e.key)
+	r, _, _ := abi.ParseRecord(e.rec)
+	t.byHash[r.EngineHash] = without(t.byHash[r.EngineHash], e)
+	if len(t.byHash[r.EngineHash]) == 0 {
+		delete(t.byHash, r.EngineHash)
+	}
+	tk := tokensKey(&r)
+	if t.byTokens[tk] = without(t.byTokens[tk], e); len(t.byTokens[tk]) == 0 {
+		delete(t.byTokens, tk)
+	}
+}
+
+func without(es []*entry, e *entry) []*entry {
+	for i, x := range es {
+		if x == e {
+			es[i] = es[len(es)-1]
+			es[len(es)-1] = nil
+			return es[:len(es)-1]
+		}
+	}
+	return es
+}
+
+// Record is k's block record, nil when none is kept; the slice is
+// immutable.
+func (t *Tracker) Record(k Key) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.blocks[k]; e != nil {
+		return e.rec
+	}
+	return nil
+}
+
+// snapshotLocked appends a stored item for every medium of every block
+// s announces; t.mu is held.
+func (t *Tracker) snapshotLocked(s *Stream, out []item) []item {
+	for _, e := range t.blocks {
+		if t.stream(e.domain) != s {
+			continue
+		}
+		for _, m := range []Medium{CPU, Storage} {
+			if e.media&m != 0 {
+				out = append(out, item{kind: itemStored, medium: m, rec: e.rec})
+			}
+		}
+	}
+	return out
+}
+
+// Held is how many leading blocks of a chain this node holds: in RAM
+// (CPU), on SSD (Storage), and on either (Any, ≥ both).
+type Held struct {
+	CPU     int `json:"cpu"`
+	Storage int `json:"storage"`
+	Any     int `json:"any"`
+}
+
+// match is the media of the blocks of one chain position that pass the
+// caller's filter.
+func (t *Tracker) held(n int, at func(i int) Medium) Held {
+	var h Held
+	cpu, sto := true, true
+	for i := range n {
+		m := at(i)
+		if m == 0 {
+			break
+		}
+		h.Any++
+		if cpu = cpu && m&CPU != 0; cpu {
+			h.CPU++
+		}
+		if sto = sto && m&Storage != 0; sto {
+			h.Storage++
+		}
+	}
+	return h
+}
+
+// LookupHashes counts the leading blocks of a chain of engine hashes this
+// node holds; ns nil matches any namespace, else only blocks of *ns (the
+// namespace as the Manager keys it). It takes no lease: the answer is a
+// hint, true when it was made.
+func (t *Tracker) LookupHashes(ns *abi.Namespace, hashes []uint64) Held {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held(len(hashes), func(i int) Medium {
+		var m Medium
+		for _, e := range t.byHash[hashes[i]] {
+			if ns == nil || e.key.NS == *ns {
+				m |= e.media
+			}
+		}
+		return m
+	})
+}
+
+// LookupTokens is LookupHashes of the chain whose blocks are tokens cut
+// into blocks of blockSize (a trailing partial block is ignored): block
+// i matches a kept record of the same token ids whose parent is the
+// engine hash block i-1 matched (none for block 0).
+func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int) Held {
+	if blockSize < 1 {
+		return Held{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var parent uint64
+	raw := make([]byte, 4*blockSize)
+	return t.held(len(tokens)/blockSize, func(i int) Medium {
+		for j, tok := range tokens[i*blockSize : (i+1)*blockSize] {
+			raw[4*j], raw[4*j+1], raw[4*j+2], raw[4*j+3] = byte(tok), byte(tok>>8), byte(tok>>16), byte(tok>>24)
+		}
+		h := fnv.New64a()
+		h.Write(raw)
+		var m Medium
+		var next uint64
+		for _, e := range t.byTokens[tokenKey{parent, i > 0, h.Sum64()}] {
+			r, _, _ := abi.ParseRecord(e.rec)
+			if (ns == nil || e.key.NS == *ns) && bytes.Equal(r.Tokens, raw) {
+				m |= e.media
+				next = r.EngineHash
+			}
+		}
+		parent = next
+		return m
+	})
+}
+
+// StreamStats are one stream's counters.
+type StreamStats struct {
+	Name                                string
+	Events, Batches, Overflows, Resyncs uint64
+	SubscribersDropped, Subscribers     uint64
+	Sequence                            int64 // the last published sequence number
+}
+
+// Stats are the streams' counters and the blocks kept.
+func (t *Tracker) Stats() (blocks int, streams []StreamStats) {
+	t.mu.Lock()
+	blocks = len(t.blocks)
+	t.mu.Unlock()
+	for _, s := range t.streams {
+		st := StreamStats{Name: s.name, Events: s.Events.Load(), Batches: s.Batches.Load(), Overflows: s.Overflows.Load(),
+			Resyncs: s.Resyncs.Load(), SubscribersDropped: s.pub.dropped.Load(), Subscribers: uint64(s.pub.subscribers()), Sequence: s.published.Load()}
+		if s.rep != nil {
+			st.SubscribersDropped += s.rep.dropped.Load()
+		}
+		streams = append(streams, st)
+	}
+	return blocks, streams
+}
