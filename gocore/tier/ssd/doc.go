@@ -83,8 +83,9 @@
 // as Resident: a caller that re-announces what survived a restart walks
 // Keys and asks Record for each, from a goroutine of its own (Record
 // blocks on its read and is safe beside everything else); their Gone is
-// heard. Slot headers written before block records existed (zero where
-// the record goes) read as blocks with no record: Record answers nil.
+// heard. Slot headers with zeros where the record goes (written by a
+// Manager that keeps no records) read as blocks with no record: Record
+// answers nil.
 //
 // Classes (class.go): a block written with WriteAdmitted carries a
 // Class (the Manager's tenant domain); the store counts each class's

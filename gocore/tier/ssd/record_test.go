@@ -360,9 +360,9 @@ func forgeRecord(t *testing.T, dir string, slot uint32, rec []byte) {
 }
 
 // A block whose header has no record part (zero from byte 104 on, as a
-// header written before records were) reads and checks as before, and
+// header written by a Manager that keeps no records) reads and checks, and
 // Record answers that it has no record, without counting it corrupt.
-func TestHeaderFromBeforeRecordsReadsAsRecordless(t *testing.T) {
+func TestHeaderWithoutRecordPartReadsAsRecordless(t *testing.T) {
 	dir := directDir(t)
 	s := testSpec(dir, 4)
 	st := mustOpen(t, s)
@@ -389,10 +389,10 @@ func TestHeaderFromBeforeRecordsReadsAsRecordless(t *testing.T) {
 	st = mustOpen(t, s)
 	defer st.Close()
 	if st.Stats().Recovered != 1 {
-		t.Fatalf("the old-style block failed Open's verification: %+v", st.Stats())
+		t.Fatalf("the block with no record part failed Open's verification: %+v", st.Stats())
 	}
 	if r, err := st.Record(key(1, 0)); err != nil || r != nil {
-		t.Errorf("Record of an old-style header = %q, %v; want nil, nil", r, err)
+		t.Errorf("Record of a header with no record part = %q, %v; want nil, nil", r, err)
 	}
 	mustRead(t, st, key(1, 0), m)
 	if st.Stats().Corrupt != 0 {

@@ -93,17 +93,18 @@
 // copied to another slot, key or write of the same key does not check.
 // It is sealed with every header, with no record too (n = 0).
 //
-// Block records came within layout version 2, without a new version:
-// bytes 104 on of a header written before them are zero, and its block
-// tag covers only bytes 0..71 and the block, as now. Such a header
-// parses, its block checks, and CheckRecord reads it as a block with no
-// record: n = 0 with an all-zero record tag is accepted as "none"
-// unchecked. The absence of a record is therefore not authenticated: a
-// writer without the secret can zero bytes 104..143 of a header to make
-// its block read as record-less (its bytes still check), which loses the
-// record but never substitutes one; any record that is returned checked.
-// Headers written now are readable by a Manager from before records too:
-// it reads bytes 0..103 only.
+// The record part keeps FormatVersion at 2, so that data files whose
+// headers have none stay readable: a version-2 header whose bytes from 104
+// on are zero (what a writer that keeps no records leaves, including a
+// Manager release that reads bytes 0..103 only) parses, its block tag
+// (bytes 0..71 and the block, unchanged) checks, and CheckRecord reads it
+// as a block with no record: n = 0 with an all-zero record tag is
+// accepted as "none" unchecked. The absence of a record is therefore not
+// authenticated: a writer without the secret can zero bytes 104..143 of a
+// header to make its block read as record-less (its bytes still check),
+// which loses the record but never substitutes one; any record that is
+// returned has checked. The other way round, a Manager that reads bytes
+// 0..103 only reads headers with records as blocks.
 //
 // # Index log
 //

@@ -38,9 +38,9 @@ const (
 
 	// FormatVersion is the layout version in every slot header, index
 	// header and record; a file of another version is never read. The
-	// block record (MaxRecordBytes) was added within version 2: a slot
-	// header written before it has zeros where the record goes and reads
-	// as a block without a record (doc.go, "Block record").
+	// block record (MaxRecordBytes) is part of version 2: a slot header
+	// with zeros where the record goes reads as a block without a record
+	// (doc.go, "Block record").
 	FormatVersion = 2
 
 	// MaxRecordBytes is the most bytes of a block record: opaque bytes
@@ -117,7 +117,8 @@ type SlotHeader struct {
 	// input (valid while that is, and not checked: CheckRecord checks it).
 	Record []byte
 	// RecordTag is the record tag: the fields and the record. All zero
-	// with no record in a header written before records existed.
+	// with no record in a header that has no record part (zero from
+	// byte 104 on).
 	RecordTag [TagBytes]byte
 }
 
@@ -191,8 +192,8 @@ func recordLen(b []byte) (n int, ok bool) {
 // SealSlotHeader encodes h into b as PutSlotHeader does, with its two
 // tags: the block tag of its fields and of the block (the first
 // h.Meta.Bytes bytes of data), and the record tag of its fields and
-// h.Record (sealed with no record too, so only a header written before
-// records existed has a zero one).
+// h.Record (sealed with no record too, so only a header with no record
+// part has a zero one).
 func (m *MAC) SealSlotHeader(b []byte, h SlotHeader, data [][]byte) {
 	h.Tag, h.RecordTag = [TagBytes]byte{}, [TagBytes]byte{}
 	PutSlotHeader(b, h)
@@ -218,7 +219,7 @@ func (m *MAC) recordTag(b []byte, n int) []byte {
 // false when b is not a slot header ParseSlotHeader accepts, or when the
 // record tag is not the MAC of the header's fields and record under this
 // secret (damaged, torn, or written without it). A header with no record
-// and an all-zero record tag (one written before records existed) checks
+// and an all-zero record tag (a header with no record part) checks
 // as having none. It does not read the block: the record tag does not
 // cover it (CheckSlot checks the block). The comparison takes constant
 // time.

@@ -185,11 +185,11 @@ func TestRecordLengthIsChecked(t *testing.T) {
 	}
 }
 
-// TestHeaderFromBeforeRecords: a version-2 slot header written before
-// block records existed (zero from byte 104 on, its block tag over bytes
-// 0..71 and the block) parses, its block checks, and it reads as a block
-// with no record; a record-less header written now has a record tag.
-func TestHeaderFromBeforeRecords(t *testing.T) {
+// TestHeaderWithoutRecordPart: a version-2 slot header with no record
+// part (zero from byte 104 on, its block tag over bytes 0..71 and the
+// block) parses, its block checks, and it reads as a block with no
+// record; a record-less header SealSlotHeader writes has a record tag.
+func TestHeaderWithoutRecordPart(t *testing.T) {
 	mac := NewMAC(&testSecret)
 	data := bytes.Repeat([]byte{0x33}, 4096)
 	b := make([]byte, HeaderBytes)
@@ -200,16 +200,16 @@ func TestHeaderFromBeforeRecords(t *testing.T) {
 	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
 		t.Errorf("CheckRecord of a header sealed with no record = %q, %v; want nil, true", rec, ok)
 	}
-	clear(b[headerUsed:]) // what a writer before records left there
+	clear(b[headerUsed:]) // what a writer that keeps no records leaves there
 	if _, ok := ParseSlotHeader(b); !ok || !mac.CheckSlot(b, [][]byte{data}) {
-		t.Fatal("an old header does not parse or its block does not check")
+		t.Fatal("a header with no record part does not parse or its block does not check")
 	}
 	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
-		t.Errorf("CheckRecord of an old header = %q, %v; want nil, true", rec, ok)
+		t.Errorf("CheckRecord of a header with no record part = %q, %v; want nil, true", rec, ok)
 	}
 	b[recordOff] = 1 // no record, so in no tag
 	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
-		t.Errorf("CheckRecord of an old header with a byte after it = %q, %v; want nil, true", rec, ok)
+		t.Errorf("CheckRecord of a header with no record part with a byte after it = %q, %v; want nil, true", rec, ok)
 	}
 	binary.LittleEndian.PutUint32(b[recLenOff:], 1) // a record with a zero tag
 	if _, ok := mac.CheckRecord(b); ok {
@@ -472,7 +472,7 @@ func FuzzSlotHeader(f *testing.F) {
 		binary.LittleEndian.PutUint32(long[recLenOff:], MaxRecordBytes+1)
 		f.Add(append(long, make([]byte, MaxRecordBytes+1)...))
 	}
-	old := make([]byte, HeaderBytes) // a header from before records: zero after the block tag
+	old := make([]byte, HeaderBytes) // a header with no record part: zero after the block tag
 	mac.SealSlotHeader(old, SlotHeader{Key: key(1, 2), Meta: Meta{Bytes: 100, Layers: 1}, Gen: 6, Slot: 3}, [][]byte{data})
 	clear(old[headerUsed:])
 	f.Add(append(old[:recordOff], data...))
