@@ -26,6 +26,7 @@ type ssdTier struct {
 	events  chan ssdEvent
 	ring    func()
 	loading map[index.Key]*index.Block // prefetches in flight
+	records func(index.Key) []byte     // Spec.Records; nil: blocks are written without a record
 
 	demoteSkipped atomic.Uint64 // evicted blocks not demoted: no staging buffer, or too big
 	prefetches    atomic.Uint64 // blocks read back into RAM
@@ -71,7 +72,7 @@ func (s *ssdTier) stats() SSDStats {
 	ss := s.store.Stats()
 	return SSDStats{On: true, Open: ss.Open, ReadErrors: ss.ReadErrors, WriteErrors: ss.WriteErrors, Blocks: ss.Blocks, UsedBytes: ss.UsedBytes, CapacityBytes: ss.CapacityBytes,
 		Writes: ss.Writes, Reads: ss.Reads, Corrupt: ss.Corrupt, Recovered: ss.Recovered,
-		NotAdmitted: ss.NotAdmitted, Evictions: ss.Evictions, DemoteSkipped: s.demoteSkipped.Load() + ss.Busy,
+		NotAdmitted: ss.NotAdmitted, Evictions: ss.Evictions, DemoteSkipped: s.demoteSkipped.Load() + ss.Busy + ss.RecordTooLong,
 		Prefetches: s.prefetches.Load(), PrefetchFails: s.prefetchFails.Load()}
 }
 
@@ -140,7 +141,11 @@ func (t *Tiers) demote(blk *index.Block) {
 	}
 	n := (blk.Bytes + 4095) &^ 4095
 	clear(buf[blk.Bytes:n])
-	s.store.WriteAdmitted(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, ssd.Class(blk.DomainOf()), [][]byte{buf[:n]}, func(error) {
+	var rec []byte
+	if s.records != nil {
+		rec = s.records(blk.Key)
+	}
+	s.store.WriteAdmitted(k, ssd.Meta{Bytes: blk.Bytes, Layers: blk.Layers}, ssd.Class(blk.DomainOf()), [][]byte{buf[:n]}, rec, func(error) {
 		s.staging.put(i) // durable or refused (counted by the store): the buffer is free
 	})
 }

@@ -39,6 +39,16 @@ type Spec struct {
 	SSD             *ssd.Spec
 	SSDStagingBytes uint64 // 0: DefaultSSDStagingBytes
 	WarmupBudget    uint64 // 0: DefaultWarmupBudget
+	// Records, when set, gives the block record each block demoted to SSD
+	// is written with (ssd.Store.WriteAdmitted's record; nil: none): at most
+	// ssd.MaxRecordBytes opaque bytes, which the SSD store keeps in the
+	// block's slot header and hands to SSD.Blocks when the block is
+	// resident (a longer record is refused and the block not demoted,
+	// counted in SSDStats.DemoteSkipped). Called on the dispatcher
+	// goroutine for each block about to be written, after admission; the
+	// slice may be reused once it returns (the store copies it). It must
+	// not call back into the Tiers. nil: no records.
+	Records func(index.Key) []byte
 	// Remote, when set, adds the peer tier below SSD: blocks other nodes
 	// advertise are fetched into RAM as replicas (peer.go).
 	Remote Remote
@@ -134,6 +144,7 @@ func New(s Spec) (*Tiers, error) {
 			arena.Close()
 			return nil, err
 		}
+		t.ssd.records = s.Records
 	}
 	if s.Remote != nil {
 		t.peer = newPeerTier(s.Remote, s.PeerTimeout, s.PeerRunBytes, s.Ring)
@@ -244,7 +255,7 @@ type SSDStats struct {
 	Blocks, UsedBytes, CapacityBytes      uint64
 	Writes, Reads, Corrupt, Recovered     uint64 // demoted (durable), read back and verified, failed checksum, recovered at start
 	ReadErrors, WriteErrors               uint64 // reads and writes of the data file that failed with an I/O error
-	NotAdmitted, Evictions, DemoteSkipped uint64 // declined by admission, evicted (FIFO), not demoted (no staging, too big, busy)
+	NotAdmitted, Evictions, DemoteSkipped uint64 // declined by admission, evicted (FIFO), not demoted (no staging, too big, busy, record too long)
 	Prefetches, PrefetchFails             uint64 // blocks read into RAM, prefetches failed (misses)
 }
 

@@ -221,7 +221,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				t := <-free
-				st.Write(key(41, uint64(i)), m, srcs[t].bufs, func(err error) {
+				st.Write(key(41, uint64(i)), m, srcs[t].bufs, nil, func(err error) {
 					if err != nil {
 						b.Error(err)
 					}

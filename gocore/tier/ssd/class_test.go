@@ -8,7 +8,7 @@ func writeClass(tb testing.TB, s *Store, k Key, m Meta, c Class) {
 	tb.Helper()
 	src := alignedBuf(tb, int(roundUp(m.Bytes)))
 	fill(src, k)
-	if err := call(tb, func(done func(error)) { s.WriteAdmitted(k, m, c, chunks(src, 16<<10), done) }); err != nil {
+	if err := call(tb, func(done func(error)) { s.WriteAdmitted(k, m, c, chunks(src, 16<<10), nil, done) }); err != nil {
 		tb.Fatalf("writing %v: %v", k, err)
 	}
 }

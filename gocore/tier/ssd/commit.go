@@ -119,6 +119,10 @@ func (s *Store) commit(batch []*op, buf []byte) []byte {
 		s.pending--
 		if o.err == nil {
 			s.makeResident(e)
+			if s.spec.Blocks != nil {
+				s.spec.Blocks.Resident(e.key, e.class, o.record)
+			}
+			o.record = nil // the observer's now; the store keeps none
 			s.st.Writes++
 			s.st.WriteBytes += e.meta.Bytes
 		} else {

@@ -33,7 +33,7 @@ func TestConcurrentWriteReadDelete(t *testing.T) {
 				switch op := r.IntN(10); {
 				case op < 4:
 					fill(buf, k)
-					err := call(t, func(d func(error)) { st.Write(k, m, chunks(buf, 16<<10), d) })
+					err := call(t, func(d func(error)) { st.Write(k, m, chunks(buf, 16<<10), nil, d) })
 					if err != nil && !errors.Is(err, ErrBusy) {
 						t.Errorf("Write: %v", err)
 					}
@@ -91,7 +91,7 @@ func TestWritesOfOneKeyShareTheOutcome(t *testing.T) {
 	fill(src, k)
 	results := make(chan error, 3)
 	for range 3 {
-		st.Write(k, m, [][]byte{src}, func(err error) { results <- err })
+		st.Write(k, m, [][]byte{src}, nil, func(err error) { results <- err })
 	}
 	for range 3 {
 		if err := <-results; err != nil {

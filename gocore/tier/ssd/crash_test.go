@@ -232,7 +232,7 @@ func TestCrashWriterChild(t *testing.T) {
 		b := <-sem
 		k := key(20, i)
 		fill(srcs[b], k)
-		st.Write(k, crashMeta(i), [][]byte{srcs[b]}, func(err error) {
+		st.Write(k, crashMeta(i), [][]byte{srcs[b]}, nil, func(err error) {
 			if err != nil {
 				out <- ack{fmt.Sprintf("error %d %v", i, err), b}
 			} else {

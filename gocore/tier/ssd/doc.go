@@ -41,8 +41,9 @@
 //
 // Write reserves a slot (a free one, else the oldest block's: FIFO
 // eviction) and queues the block. A worker seals the slot header (its
-// fields and a MAC over them and the block) and writes header and data
-// with one pwritev. The committer goroutine then takes
+// fields, the block record, a MAC over the fields and the block and one
+// over the fields and the record) and writes header and data with one
+// pwritev. The committer goroutine then takes
 // every block written meanwhile (group commit): one fdatasync of
 // blocks.dat makes the batch's data durable (and the extent conversion of
 // the preallocated file), then one write of the batch's put records to the
@@ -57,6 +58,34 @@
 // the keys offered once (as many as the store has slots); a key is written
 // when offered again while remembered, and declined (ErrNotAdmitted) the
 // first time.
+//
+// # Block records and the block observer
+//
+// A Write may carry a block record: at most MaxRecordBytes (3840) opaque
+// bytes (the Manager's KV-event description of the block; this package
+// never interprets them). The store copies it, writes it in the slot
+// header with the block (no I/O of its own), and when the block becomes
+// visible hands the copy to Spec.Blocks's Resident; after that it keeps
+// none in memory. A longer record is refused (ErrRecordTooLong, counted
+// in Stats.RecordTooLong). Record(k) reads it back from the disk: one
+// 4 KiB O_DIRECT pread of the slot header by an I/O worker, the slot
+// pinned meanwhile as a Read pins it, the header checked to name k and
+// the index's Meta, slot and generation, and its record tag (a MAC over
+// the header's fields and the record, apart from the block tag over the
+// fields and the block) checked, so the record is authenticated without
+// reading the block. A failure is ErrCorrupt and drops the block, as a
+// failed Read does.
+//
+// Spec.Blocks (a BlockObserver) hears Resident when a written block
+// becomes visible and Gone when a resident block leaves (FIFO eviction,
+// Delete, MakeClassRoom, a failed Read or Record, a newer write of the
+// key), under the store's lock. Blocks recovered at Open are not heard
+// as Resident: a caller that re-announces what survived a restart walks
+// Keys and asks Record for each, from a goroutine of its own (Record
+// blocks on its read and is safe beside everything else); their Gone is
+// heard. Slot headers with zeros where the record goes (written by a
+// Manager that keeps no records) read as blocks with no record: Record
+// answers nil.
 //
 // Classes (class.go): a block written with WriteAdmitted carries a
 // Class (the Manager's tenant domain); the store counts each class's
@@ -102,7 +131,9 @@
 // store's secret over everything that decides which bytes are served for
 // which key (namespace, block hash, Meta, slot, generation, and the
 // block's bytes; gocore/tier/ssd/layout's doc.go draws the fields and
-// gives the measurements behind the choice). Every Read verifies the slot
+// gives the measurements behind the choice). A slot header carries a
+// second tag over the same fields and its block record, which Record
+// checks. Every Read verifies the slot
 // header (magic, version, that it names the key, Meta, slot and
 // generation of the index) and its tag over those fields and the data. A
 // mismatch answers ErrCorrupt: the block is dropped (and a delete record

@@ -100,9 +100,20 @@ func (s *Store) takeSlot() (slot uint32, ok bool) {
 	return 0, false
 }
 
-// unlink takes a resident entry out of the index and the FIFO and marks it
-// dead; the caller decides what becomes of its slot. Called with s.mu held.
+// unlink takes a resident entry out of the index and the FIFO, marks it
+// dead and tells Spec.Blocks it is gone; the caller decides what becomes
+// of its slot. Called with s.mu held.
 func (s *Store) unlink(e *entry) {
+	s.detach(e)
+	if s.spec.Blocks != nil {
+		s.spec.Blocks.Gone(e.key)
+	}
+}
+
+// detach is unlink without telling Spec.Blocks: for a recovered block
+// dropped while Open verifies it, which no caller has heard of yet.
+// Called with s.mu held.
+func (s *Store) detach(e *entry) {
 	delete(s.resident, e.key)
 	s.fifo.remove(e)
 	s.unlinkClass(e)

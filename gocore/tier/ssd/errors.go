@@ -6,14 +6,15 @@ import "errors"
 // names the slot, file or field.
 var (
 	// ErrCorrupt: a block read back does not match the index, or its slot
-	// header's MAC does not check over the header and the data. The block
-	// is dropped from the store; the caller treats it as a miss and must
-	// not use the bytes Read wrote into its buffers.
+	// header's MAC does not check over the header and the data (Read) or
+	// over the header and its block record (Record). The block is dropped
+	// from the store; the caller treats it as a miss and must not use the
+	// bytes Read wrote into its buffers.
 	ErrCorrupt = errors.New("ssd tier: block failed its integrity check")
 	// ErrNotAdmitted: Write declined the block under the second-hit rule
 	// (first offer); nothing was written.
 	ErrNotAdmitted = errors.New("ssd tier: block not admitted")
-	// ErrNotFound: Read of a key the store does not hold.
+	// ErrNotFound: Read or Record of a key the store does not hold.
 	ErrNotFound = errors.New("ssd tier: block not found")
 	// ErrMeta: Read asked for another size or shape than the block stored
 	// under the key, or Write got a Meta outside the Spec's limits.
@@ -25,6 +26,9 @@ var (
 	// flight or pinned by reads, or the same key being written with
 	// another Meta; nothing was written and the caller may offer it later.
 	ErrBusy = errors.New("ssd tier: busy")
+	// ErrRecordTooLong: Write got a block record over MaxRecordBytes;
+	// nothing was written (counted in Stats.RecordTooLong).
+	ErrRecordTooLong = errors.New("ssd tier: block record too long")
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("ssd tier: closed")
 	// ErrNoDirectIO: the filesystem under Spec.Dir refuses O_DIRECT.

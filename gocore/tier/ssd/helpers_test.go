@@ -124,7 +124,7 @@ func writeBlock(tb testing.TB, s *Store, k Key, m Meta) error {
 	tb.Helper()
 	src := alignedBuf(tb, int(roundUp(m.Bytes)))
 	fill(src, k)
-	return call(tb, func(done func(error)) { s.Write(k, m, chunks(src, 16<<10), done) })
+	return call(tb, func(done func(error)) { s.Write(k, m, chunks(src, 16<<10), nil, done) })
 }
 
 // readBlock reads k into a fresh buffer and returns it.

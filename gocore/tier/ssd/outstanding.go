@@ -3,14 +3,15 @@ package ssd
 import "time"
 
 // IO is one operation the store accepted and has not finished: a Read (or
-// a verify of Open) still to write into its caller's buffers, or a Write
-// still to read from them.
+// a verify of Open) still to write into its caller's buffers, a Record
+// still to read a slot header into a worker's page, or a Write still to
+// read from its caller's buffers.
 type IO struct {
-	Op     string // "read", "write" or "verify" (Open's check of a recovered block)
+	Op     string // "read", "write", "verify" (Open's check of a recovered block) or "record" (Record's header read)
 	Key    Key
 	Slot   uint32
 	Offset int64  // byte offset of the slot header in the data file
-	Bytes  uint64 // bytes the system call moves: the 4 KiB header and the block rounded up to 4 KiB
+	Bytes  uint64 // bytes the system call moves: the 4 KiB header and the block rounded up to 4 KiB (the header alone for "record")
 	// Issued: a worker is inside the preadv/pwritev for it (the disk has
 	// not answered); false: it waits in the queue behind busy workers.
 	Issued bool
@@ -61,6 +62,8 @@ func (s *Store) ioOf(o *op) IO {
 		name = "write"
 	case opVerify:
 		name = "verify"
+	case opRecord:
+		return IO{Op: "record", Key: e.key, Slot: e.slot, Offset: s.slotOff(e.slot), Bytes: HeaderBytes}
 	}
 	return IO{Op: name, Key: e.key, Slot: e.slot, Offset: s.slotOff(e.slot), Bytes: HeaderBytes + roundUp(e.meta.Bytes)}
 }

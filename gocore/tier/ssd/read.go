@@ -71,13 +71,14 @@ func (s *Store) readSlot(w *worker, o *op) error {
 	return nil
 }
 
-// finishRead unpins the block, drops it if the read failed, and calls done.
+// finishRead unpins the block, drops it if the read (a Read's, a
+// verification's or a Record's) failed, and calls done.
 func (s *Store) finishRead(o *op, err error) {
 	e, done, verify := o.e, o.done, o.kind == opVerify
 	s.mu.Lock()
 	e.pins--
 	switch {
-	case err == nil && !verify:
+	case err == nil && o.kind == opRead:
 		s.st.Reads++
 		s.st.ReadBytes += e.meta.Bytes
 	case err != nil:
@@ -92,7 +93,11 @@ func (s *Store) finishRead(o *op, err error) {
 		}
 		if e.state == stateResident {
 			// The delete record keeps the block gone after a restart.
-			s.unlink(e)
+			if verify {
+				s.detach(e)
+			} else {
+				s.unlink(e)
+			}
 			s.commitQ.push(getOp(opDelete, e, nil, nil))
 		}
 	}

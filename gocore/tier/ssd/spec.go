@@ -49,6 +49,9 @@ const (
 	// RecordBytes is the size of every index log record, the file header
 	// included.
 	RecordBytes = layout.RecordBytes
+	// MaxRecordBytes is the most bytes of a block record (Write): 3840,
+	// kept in the slot header's page.
+	MaxRecordBytes = layout.MaxRecordBytes
 )
 
 // Spec is a plain description of a store; Validate checks it without
@@ -80,10 +83,14 @@ type Spec struct {
 	// in flight at a crash were overwriting; half are picked at random.
 	VerifyOnOpen int
 	// Observer hears how long each data-file system call took: the
-	// preadv of a Read (write false; Open's verification reads too) and
+	// preadv of a Read (write false; Open's verification reads and
+	// Record's header reads too) and
 	// the pwritev of a Write (write true), from the worker entering it to
 	// its return; the fdatasync of a commit is not among them. nil: none.
 	Observer IOObserver
+	// Blocks hears which blocks become resident and which leave, with
+	// their block records (BlockObserver). nil: none.
+	Blocks BlockObserver
 	// Progress, when set, hears Open's progress through its long steps,
 	// done of total in unit ("bytes" or "blocks"): StepPreallocate (bytes
 	// of the data file allocated, in steps of PreallocateStep), StepReplay
@@ -124,6 +131,37 @@ func (s *Spec) progress(step string, done, total uint64) {
 		}
 		s.Progress(step, done, total, unit)
 	}
+}
+
+// BlockObserver hears which blocks are resident (Spec.Blocks). Resident
+// runs when a written block becomes visible (after its commit: its data
+// and put record are durable), with the class and the block record it was
+// written with (nil if none; the slice is the observer's to keep: the
+// store keeps no other copy in memory). Gone runs when a resident block
+// leaves: evicted by a later write (FIFO), deleted (Delete, and so a
+// namespace's flush), dropped after a failed Read or Record, deleted by
+// MakeClassRoom, or displaced by a newer write of the same key.
+//
+// Each Resident is followed by at most one Gone for the same residency,
+// and a key's calls alternate: a key rewritten with another Meta hears
+// Gone (the old block) and then Resident (the new one), in that order
+// under one hold of the lock. A Write that finds the block resident with
+// the same Meta writes nothing and hears nothing (the stored record
+// stays); a Write that joins one in flight shares its record.
+//
+// Blocks recovered at Open are not heard through Resident (the caller
+// walks Keys and asks Record for each), but their Gone is heard like any
+// other's once Open has returned; a recovered block dropped by Open's own
+// verification (Spec.VerifyOnOpen) is not heard at all (Keys never lists
+// it). So a Gone may name a key the observer never heard Resident for.
+//
+// Both run with the store's lock held, on the store's goroutines (the
+// committer, an I/O worker) or the caller's (Write, Delete,
+// MakeClassRoom): they must be quick, must not block, and must never call
+// back into the Store.
+type BlockObserver interface {
+	Resident(k Key, c Class, record []byte)
+	Gone(k Key)
 }
 
 // IOObserver hears the data file's I/O durations (Spec.Observer). It is

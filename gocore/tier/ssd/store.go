@@ -61,11 +61,14 @@ type Stats struct {
 	Present     uint64 // Writes of a block already resident (nothing written)
 	NotAdmitted uint64 // Writes declined by the second-hit rule
 	Busy        uint64 // Writes refused with ErrBusy
-	Reads       uint64 // blocks read and verified
-	ReadBytes   uint64 // their Meta.Bytes
-	ReadErrors  uint64 // Reads that failed with an I/O error (the block is dropped)
-	Corrupt     uint64 // blocks that failed their integrity check at Read (dropped)
-	Evictions   uint64 // blocks evicted (FIFO) to make room
+	// RecordTooLong counts Writes refused with ErrRecordTooLong: their
+	// block record was over MaxRecordBytes (nothing written).
+	RecordTooLong uint64
+	Reads         uint64 // blocks read and verified
+	ReadBytes     uint64 // their Meta.Bytes
+	ReadErrors    uint64 // Reads and Records that failed with an I/O error (the block is dropped)
+	Corrupt       uint64 // blocks that failed their integrity check at Read or Record (dropped)
+	Evictions     uint64 // blocks evicted (FIFO) to make room
 	// ClassEvictions counts blocks deleted to keep their class within its
 	// quota (MakeClassRoom); they are not among Evictions or Deletes.
 	ClassEvictions uint64
@@ -237,7 +240,9 @@ func (s *Store) Contains(k Key) (Meta, bool) {
 }
 
 // Keys returns the resident keys, oldest first (the FIFO order of
-// eviction). At start it is what the store recovered.
+// eviction). At start it is what the store recovered: Spec.Blocks hears
+// no Resident for those, so a caller that announces blocks walks Keys
+// and asks Record for each.
 func (s *Store) Keys() []Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -94,9 +94,9 @@ func TestBadArgumentsAreRefused(t *testing.T) {
 		{"a read of an absent key is a miss", func(d func(error)) { st.Read(key(1, 2), m, [][]byte{buf}, d) }, ErrNotFound},
 		{"a read into an unaligned buffer is refused", func(d func(error)) { st.Read(k, m, [][]byte{buf[512 : 512+8192]}, d) }, ErrAlign},
 		{"a read into a short buffer is refused", func(d func(error)) { st.Read(k, m, [][]byte{buf[:4096]}, d) }, ErrAlign},
-		{"a write of a partial page buffer is refused", func(d func(error)) { st.Write(key(1, 3), m, [][]byte{buf[:4096], buf[4096:6000]}, d) }, ErrAlign},
-		{"a write larger than a slot is refused", func(d func(error)) { st.Write(key(1, 3), Meta{Bytes: 64<<10 + 1, Layers: 1}, [][]byte{buf}, d) }, ErrMeta},
-		{"a write with no layers is refused", func(d func(error)) { st.Write(key(1, 3), Meta{Bytes: 4096}, [][]byte{buf}, d) }, ErrMeta},
+		{"a write of a partial page buffer is refused", func(d func(error)) { st.Write(key(1, 3), m, [][]byte{buf[:4096], buf[4096:6000]}, nil, d) }, ErrAlign},
+		{"a write larger than a slot is refused", func(d func(error)) { st.Write(key(1, 3), Meta{Bytes: 64<<10 + 1, Layers: 1}, [][]byte{buf}, nil, d) }, ErrMeta},
+		{"a write with no layers is refused", func(d func(error)) { st.Write(key(1, 3), Meta{Bytes: 4096}, [][]byte{buf}, nil, d) }, ErrMeta},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +256,7 @@ func TestAdmitThenWriteAdmitted(t *testing.T) {
 	}
 	src := alignedBuf(t, 4096)
 	fill(src, k)
-	if err := call(t, func(done func(error)) { st.WriteAdmitted(k, m, NoClass, [][]byte{src}, done) }); err != nil {
+	if err := call(t, func(done func(error)) { st.WriteAdmitted(k, m, NoClass, [][]byte{src}, nil, done) }); err != nil {
 		t.Fatalf("WriteAdmitted = %v", err)
 	}
 	mustRead(t, st, k, m)
@@ -384,7 +384,7 @@ func TestCloseWaitsAndThenRefuses(t *testing.T) {
 	src := alignedBuf(t, 64<<10)
 	results := make(chan error, 8)
 	for i := range 8 {
-		st.Write(key(8, uint64(i)), m, [][]byte{src}, func(err error) { results <- err })
+		st.Write(key(8, uint64(i)), m, [][]byte{src}, nil, func(err error) { results <- err })
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ func TestCloseWaitsAndThenRefuses(t *testing.T) {
 			t.Errorf("a write queued before Close: %v", err)
 		}
 	}
-	if err := call(t, func(d func(error)) { st.Write(key(8, 100), m, [][]byte{src}, d) }); !errors.Is(err, ErrClosed) {
+	if err := call(t, func(d func(error)) { st.Write(key(8, 100), m, [][]byte{src}, nil, d) }); !errors.Is(err, ErrClosed) {
 		t.Errorf("Write after Close = %v", err)
 	}
 	if err := call(t, func(d func(error)) { st.Read(key(8, 1), m, [][]byte{src}, d) }); !errors.Is(err, ErrClosed) {

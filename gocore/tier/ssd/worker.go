@@ -16,6 +16,7 @@ const (
 	opWrite                // a worker writes a block; the committer appends its put record
 	opDelete               // the committer appends a delete record
 	opVerify               // a worker reads and verifies a block for Open (not counted as a Read)
+	opRecord               // a worker reads and checks a slot header and its block record (Record)
 )
 
 // op is one queued operation. Ops are pooled so that Read allocates
@@ -27,6 +28,11 @@ type op struct {
 	done func(error)
 	err  error
 	iov  []unix.Iovec // scratch for buildIov, kept with the pooled op
+	// record is a Write's block record (a copy the store made; handed to
+	// Spec.Blocks when the block becomes resident, then dropped); out is
+	// where a Record op leaves the record it read (a fresh copy).
+	record []byte
+	out    *[]byte
 	// queued is when the op entered the worker queue (Outstanding reports
 	// the age of ops no worker has taken yet); set under queue.mu.
 	queued time.Time
@@ -41,7 +47,7 @@ func getOp(kind opKind, e *entry, bufs [][]byte, done func(error)) *op {
 }
 
 func putOp(o *op) {
-	o.e, o.bufs, o.done, o.err = nil, nil, nil, nil
+	o.e, o.bufs, o.done, o.err, o.record, o.out = nil, nil, nil, nil, nil, nil
 	o.iov = o.iov[:0]
 	opPool.Put(o)
 }
@@ -74,6 +80,8 @@ func (r *ring) pop() *op {
 
 // queue holds the ops waiting for a worker. Reads go first: they are a
 // client's restore or prefetch, while writes are background demotion.
+// Record's header reads go with them: one page each, and each caller of
+// Record has at most one queued.
 type queue struct {
 	mu     sync.Mutex
 	cond   sync.Cond
@@ -87,7 +95,7 @@ func (q *queue) init() { q.cond.L = &q.mu }
 func (q *queue) push(o *op) {
 	q.mu.Lock()
 	o.queued = time.Now()
-	if o.kind == opRead || o.kind == opVerify {
+	if o.kind == opRead || o.kind == opVerify || o.kind == opRecord {
 		q.reads.push(o)
 	} else {
 		q.writes.push(o)
@@ -144,6 +152,10 @@ func (s *Store) runWorker(w *worker) {
 		switch o.kind {
 		case opRead, opVerify:
 			err := s.readSlot(w, o)
+			s.retire(w, false)
+			s.finishRead(o, err)
+		case opRecord:
+			err := s.readRecord(w, o)
 			s.retire(w, false)
 			s.finishRead(o, err)
 		case opWrite:

@@ -1,6 +1,7 @@
 package ssd
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd/layout"
@@ -13,6 +14,14 @@ import (
 // the block is their first m.Bytes bytes. The caller keeps src (the slice
 // and the memory) unchanged until done.
 //
+// record is the block record: at most MaxRecordBytes opaque bytes kept in
+// the slot header with the block (nil or empty: none). The store copies it
+// (the caller may reuse record once Write returns), writes it with the
+// header, hands the copy to Spec.Blocks's Resident when the block becomes
+// visible and keeps no copy in memory after that; Record reads it back
+// from the disk. A longer record is refused: done(ErrRecordTooLong),
+// naming the limit, nothing written, counted in Stats.RecordTooLong.
+//
 // The block goes to a free slot, or to the oldest block's slot (FIFO
 // eviction) when none is free. A worker computes the MAC of the header and
 // the bytes and writes the slot header and the data with one pwritev; the committer
@@ -23,14 +32,15 @@ import (
 //
 // done(err) is called exactly once: from a store goroutine when the write
 // finished, or before Write returns, on the caller's goroutine, for nil
-// (the block is already resident with the same Meta), ErrNotAdmitted (the
-// first offer under AdmitSecondHit), ErrBusy, ErrMeta (m outside the
-// Spec), ErrAlign and ErrClosed. done must not block. A Write of a key
-// whose Write with the same Meta is in flight shares that write's outcome.
-// A resident block with another Meta is replaced when the new one is
-// durable.
-func (s *Store) Write(k Key, m Meta, src [][]byte, done func(error)) {
-	s.write(k, m, NoClass, src, done, false)
+// (the block is already resident with the same Meta: its stored record
+// stays), ErrNotAdmitted (the first offer under AdmitSecondHit), ErrBusy,
+// ErrMeta (m outside the Spec), ErrAlign, ErrRecordTooLong and ErrClosed.
+// done must not block. A Write of a key whose Write with the same Meta is
+// in flight shares that write's outcome, and its record (the later
+// record is dropped). A resident block with another Meta is replaced when
+// the new one is durable.
+func (s *Store) Write(k Key, m Meta, src [][]byte, record []byte, done func(error)) {
+	s.write(k, m, NoClass, src, record, done, false)
 }
 
 // Admit records an offer of k under the admission rule and reports whether
@@ -58,12 +68,13 @@ func (s *Store) Admit(k Key) bool {
 // WriteAdmitted is Write for a block Admit accepted, of class c (its
 // bytes count in ClassBytes(c) from now until it is dropped, or until the
 // write fails): the admission rule is not applied again. A block of the
-// key already resident or in flight keeps the class it has.
-func (s *Store) WriteAdmitted(k Key, m Meta, c Class, src [][]byte, done func(error)) {
-	s.write(k, m, c, src, done, true)
+// key already resident or in flight keeps the class it has. record is as
+// for Write.
+func (s *Store) WriteAdmitted(k Key, m Meta, c Class, src [][]byte, record []byte, done func(error)) {
+	s.write(k, m, c, src, record, done, true)
 }
 
-func (s *Store) write(k Key, m Meta, c Class, src [][]byte, done func(error), admitted bool) {
+func (s *Store) write(k Key, m Meta, c Class, src [][]byte, record []byte, done func(error), admitted bool) {
 	if err := s.checkMeta(m); err != nil {
 		done(err)
 		return
@@ -72,8 +83,15 @@ func (s *Store) write(k Key, m Meta, c Class, src [][]byte, done func(error), ad
 		done(err)
 		return
 	}
+	if len(record) > MaxRecordBytes {
+		s.mu.Lock()
+		s.st.RecordTooLong++
+		s.mu.Unlock()
+		done(fmt.Errorf("%w: %d bytes, the most is MaxRecordBytes (%d)", ErrRecordTooLong, len(record), MaxRecordBytes))
+		return
+	}
 	s.mu.Lock()
-	err := s.startWrite(k, m, c, src, done, admitted)
+	err := s.startWrite(k, m, c, src, record, done, admitted)
 	s.mu.Unlock()
 	if err != errQueued {
 		done(err)
@@ -84,8 +102,9 @@ func (s *Store) write(k Key, m Meta, c Class, src [][]byte, done func(error), ad
 var errQueued = fmt.Errorf("queued")
 
 // startWrite decides a Write under s.mu: it returns the immediate answer,
-// or errQueued after queuing the write or joining one in flight.
-func (s *Store) startWrite(k Key, m Meta, c Class, src [][]byte, done func(error), admitted bool) error {
+// or errQueued after queuing the write (with a copy of record) or joining
+// one in flight.
+func (s *Store) startWrite(k Key, m Meta, c Class, src [][]byte, record []byte, done func(error), admitted bool) error {
 	if s.closed {
 		return ErrClosed
 	}
@@ -122,7 +141,11 @@ func (s *Store) startWrite(k Key, m Meta, c Class, src [][]byte, done func(error
 	s.slots[slot] = e
 	s.writing[k] = e
 	s.pending++
-	s.q.push(getOp(opWrite, e, src, done))
+	o := getOp(opWrite, e, src, done)
+	if len(record) > 0 {
+		o.record = bytes.Clone(record)
+	}
+	s.q.push(o)
 	return errQueued
 }
 
@@ -136,11 +159,13 @@ func (s *Store) checkMeta(m Meta) error {
 	return nil
 }
 
-// writeSlot seals the slot header in w.hdr (its fields and the MAC over
-// them and the block) and writes it and the data with one pwritev.
+// writeSlot seals the slot header in w.hdr (its fields, the block
+// record, the block tag over the fields and the block, and the record tag
+// over the fields and the record) and writes it and the data with one
+// pwritev.
 func (s *Store) writeSlot(w *worker, o *op) error {
 	e := o.e
-	w.mac.SealSlotHeader(w.hdr, layout.SlotHeader{Key: e.key, Meta: e.meta, Gen: e.gen, Slot: e.slot}, o.bufs)
+	w.mac.SealSlotHeader(w.hdr, layout.SlotHeader{Key: e.key, Meta: e.meta, Gen: e.gen, Slot: e.slot, Record: o.record}, o.bufs)
 	o.iov = buildIov(o.iov[:0], w.hdr, o.bufs, roundUp(e.meta.Bytes))
 	if err := rwv(unix.SYS_PWRITEV, s.dataFd, o.iov, s.slotOff(e.slot)); err != nil {
 		return fmt.Errorf("ssd tier: writing slot %d of %s: %w", e.slot, s.dataPath, err)

@@ -14,16 +14,19 @@
 //
 // Every slot header and index record carries a tag: HMAC-SHA256, all 32
 // bytes, under the store's 32-byte secret (the mac.key file of
-// gocore/tier/ssd). A slot header's tag covers its fields (magic,
-// version, slot, namespace, block hash, bytes, generation, layers) and
-// the block's Meta.Bytes bytes; a record's tag covers its 64 bytes of
-// fields. So everything that decides which bytes are served for which
+// gocore/tier/ssd). A slot header carries two: its block tag covers its
+// fields (magic, version, slot, namespace, block hash, bytes, generation,
+// layers) and the block's Meta.Bytes bytes; its record tag covers the
+// same fields, the block record's length and the record (see Block
+// record). A record's tag covers its 64 bytes of fields. So everything that decides which bytes are served for which
 // key is authenticated: a file rewritten by a writer without the secret
 // (recomputing every checksum it can) or by a bug fails the check, and so
 // does a slot header or block copied to another slot (the slot number is
 // MACed) or a record tagged under another secret. Each MACed input starts
-// with its own magic or kind byte, so a tag of one kind of record is never
-// valid for another. Tags are compared in constant time (hmac.Equal).
+// with its own magic or kind byte ("OKVSLOT1" the block tag's,
+// "OKVSREC1" the record tag's, "OKVINDX1" the index header's, the kind
+// byte an index record's), so a tag of one kind is never valid for
+// another. Tags are compared in constant time (hmac.Equal).
 //
 // The tag does not order what it authenticates: a record or slot copied
 // back from an earlier state of the same directory under the same secret
@@ -65,8 +68,43 @@
 //	    56    8 generation: the Write's sequence number, also in the put record
 //	    64    4 Meta.Layers
 //	    68    4 reserved, zero
-//	    72   32 tag: HMAC-SHA256 of bytes 0..71 followed by the block's Meta.Bytes bytes
-//	   104 3992 zero
+//	    72   32 block tag: HMAC-SHA256 of bytes 0..71 followed by the block's Meta.Bytes bytes
+//	   104    4 record length n, 0 to MaxRecordBytes (3840)
+//	   108    4 reserved, zero
+//	   112   32 record tag: HMAC-SHA256 of "OKVSREC1", bytes 8..71, bytes 104..111 and the record
+//	   144    n the block record
+//	 144+n  ... zero (in no tag), to the end of the page (4096)
+//
+// ParseSlotHeader reads a header as not ok when its magic, version or
+// reserved bytes are wrong, or its record length is over MaxRecordBytes
+// or beyond the bytes it was given; it never panics (FuzzSlotHeader).
+//
+// # Block record
+//
+// A block may carry a block record: at most MaxRecordBytes (3840) opaque
+// bytes its writer hands to the store (the Manager's KV-event description
+// of the block: engine block hash, parent hash, token ids). This package
+// and the store keep it and return it; they never interpret it. It rides
+// in the header page, so writing it costs no I/O beyond the header's, and
+// reading it back (CheckRecord) needs only that page: the record tag is
+// apart from the block tag so that the record is checked without reading
+// and MACing the block, which the block tag covers. The record tag binds
+// the record to the header's slot, key, Meta and generation, so a record
+// copied to another slot, key or write of the same key does not check.
+// It is sealed with every header, with no record too (n = 0).
+//
+// The record part keeps FormatVersion at 2, so that data files whose
+// headers have none stay readable: a version-2 header whose bytes from 104
+// on are zero (what a writer that keeps no records leaves, including a
+// Manager release that reads bytes 0..103 only) parses, its block tag
+// (bytes 0..71 and the block, unchanged) checks, and CheckRecord reads it
+// as a block with no record: n = 0 with an all-zero record tag is
+// accepted as "none" unchecked. The absence of a record is therefore not
+// authenticated: a writer without the secret can zero bytes 104..143 of a
+// header to make its block read as record-less (its bytes still check),
+// which loses the record but never substitutes one; any record that is
+// returned has checked. The other way round, a Manager that reads bytes
+// 0..103 only reads headers with records as blocks.
 //
 // # Index log
 //

@@ -37,17 +37,36 @@ const (
 	TagBytes = sha256.Size
 
 	// FormatVersion is the layout version in every slot header, index
-	// header and record; a file of another version is never read.
+	// header and record; a file of another version is never read. The
+	// block record (MaxRecordBytes) is part of version 2: a slot header
+	// with zeros where the record goes reads as a block without a record
+	// (doc.go, "Block record").
 	FormatVersion = 2
 
-	slotTagOff   = 72                     // the slot header's tag; the fields before it are MACed
-	headerUsed   = slotTagOff + TagBytes  // bytes of the slot header that carry fields
-	recordTagOff = RecordBytes - TagBytes // every record's tag; the 64 bytes before it are MACed
+	// MaxRecordBytes is the most bytes of a block record: opaque bytes
+	// kept in the slot header after its fields (doc.go draws them), so
+	// the record rides in the header page and costs no I/O of its own.
+	// The page holds up to HeaderBytes - recordOff (3952); the limit is
+	// the round 3840 (15 × 256) below that.
+	MaxRecordBytes = 3840
+
+	slotTagOff   = 72                     // the slot header's block tag; the fields before it are MACed
+	headerUsed   = slotTagOff + TagBytes  // bytes of the slot header that carry the fields and the block tag
+	recLenOff    = headerUsed             // the record's length, uint32
+	recTagOff    = recLenOff + 8          // the record tag, after the length and 4 reserved bytes
+	recordOff    = recTagOff + TagBytes   // the record's bytes
+	recordTagOff = RecordBytes - TagBytes // every index record's tag; the 64 bytes before it are MACed
 )
+
+// The record must fit in the header page.
+var _ [HeaderBytes - recordOff - MaxRecordBytes]struct{}
 
 var (
 	slotMagic  = [8]byte{'O', 'K', 'V', 'S', 'L', 'O', 'T', '1'}
 	indexMagic = [8]byte{'O', 'K', 'V', 'I', 'N', 'D', 'X', '1'}
+	// recMagic starts the record tag's input in place of slotMagic, so a
+	// block tag is never a valid record tag (nor the other way round).
+	recMagic = [8]byte{'O', 'K', 'V', 'S', 'R', 'E', 'C', '1'}
 )
 
 // Record kinds of the index log.
@@ -90,15 +109,27 @@ func (m *MAC) tag(head []byte, data [][]byte, n uint64) []byte {
 type SlotHeader struct {
 	Key  Key
 	Meta Meta
-	Gen  uint64 // generation: the write's sequence number, also in its put record
-	Slot uint32 // the slot the header was written to
-	Tag  [TagBytes]byte
+	Gen  uint64         // generation: the write's sequence number, also in its put record
+	Slot uint32         // the slot the header was written to
+	Tag  [TagBytes]byte // block tag: the fields and the block's bytes
+	// Record is the block record: at most MaxRecordBytes opaque bytes,
+	// nil or empty for none. ParseSlotHeader returns a subslice of its
+	// input (valid while that is, and not checked: CheckRecord checks it).
+	Record []byte
+	// RecordTag is the record tag: the fields and the record. All zero
+	// with no record in a header that has no record part (zero from
+	// byte 104 on).
+	RecordTag [TagBytes]byte
 }
 
-// PutSlotHeader encodes h (its Tag as given) into the first headerUsed
-// bytes of b and zeroes the rest of the page. b holds at least
-// HeaderBytes.
+// PutSlotHeader encodes h (its tags as given) into b and zeroes the rest
+// of the page. b holds at least HeaderBytes; h.Record holds at most
+// MaxRecordBytes (more panics: the store refuses a longer record before
+// it reaches here).
 func PutSlotHeader(b []byte, h SlotHeader) {
+	if len(h.Record) > MaxRecordBytes {
+		panic("layout: a block record over MaxRecordBytes")
+	}
 	b = b[:HeaderBytes]
 	clear(b)
 	copy(b[0:8], slotMagic[:])
@@ -111,16 +142,20 @@ func PutSlotHeader(b []byte, h SlotHeader) {
 	binary.LittleEndian.PutUint32(b[64:], h.Meta.Layers)
 	// 68..71 reserved, zero.
 	copy(b[slotTagOff:headerUsed], h.Tag[:])
+	binary.LittleEndian.PutUint32(b[recLenOff:], uint32(len(h.Record)))
+	// recLenOff+4 .. recTagOff reserved, zero.
+	copy(b[recTagOff:recordOff], h.RecordTag[:])
+	copy(b[recordOff:], h.Record)
 }
 
-// ParseSlotHeader decodes a slot header's fields; ok is false when b is
-// shorter than the header's fields or its magic, version or reserved
-// bytes are wrong. It does not check the tag: CheckSlot does, with the
-// block's bytes.
+// ParseSlotHeader decodes a slot header's fields and locates its record;
+// ok is false when b is shorter than the header's fields and record, or
+// its magic, version or reserved bytes are wrong, or its record length is
+// over MaxRecordBytes. It checks neither tag: CheckSlot checks the block
+// tag, with the block's bytes; CheckRecord the record tag.
 func ParseSlotHeader(b []byte) (h SlotHeader, ok bool) {
-	if len(b) < headerUsed || !bytes.Equal(b[0:8], slotMagic[:]) ||
-		binary.LittleEndian.Uint32(b[8:]) != FormatVersion ||
-		binary.LittleEndian.Uint32(b[68:]) != 0 {
+	n, ok := recordLen(b)
+	if !ok {
 		return h, false
 	}
 	h.Slot = binary.LittleEndian.Uint32(b[12:])
@@ -130,22 +165,97 @@ func ParseSlotHeader(b []byte) (h SlotHeader, ok bool) {
 	h.Gen = binary.LittleEndian.Uint64(b[56:])
 	h.Meta.Layers = binary.LittleEndian.Uint32(b[64:])
 	copy(h.Tag[:], b[slotTagOff:headerUsed])
+	copy(h.RecordTag[:], b[recTagOff:recordOff])
+	if n > 0 {
+		h.Record = b[recordOff : recordOff+n : recordOff+n]
+	}
 	return h, true
 }
 
-// SealSlotHeader encodes h into b as PutSlotHeader does, with the tag of
-// its fields and of the block: the first h.Meta.Bytes bytes of data.
-func (m *MAC) SealSlotHeader(b []byte, h SlotHeader, data [][]byte) {
-	h.Tag = [TagBytes]byte{}
-	PutSlotHeader(b, h)
-	copy(b[slotTagOff:headerUsed], m.tag(b[:slotTagOff], data, h.Meta.Bytes))
+// recordLen checks what every slot header must be (magic, version, zero
+// reserved bytes, a record length within MaxRecordBytes and within b) and
+// returns its record length; ok is false otherwise.
+func recordLen(b []byte) (n int, ok bool) {
+	if len(b) < recordOff || !bytes.Equal(b[0:8], slotMagic[:]) ||
+		binary.LittleEndian.Uint32(b[8:]) != FormatVersion ||
+		binary.LittleEndian.Uint32(b[68:]) != 0 ||
+		binary.LittleEndian.Uint32(b[recLenOff+4:]) != 0 {
+		return 0, false
+	}
+	l := binary.LittleEndian.Uint32(b[recLenOff:])
+	if l > MaxRecordBytes || len(b) < recordOff+int(l) {
+		return 0, false
+	}
+	return int(l), true
 }
 
-// CheckSlot reports whether the tag in slot header b is the MAC of the
-// header's fields and the first Meta.Bytes bytes of data (Meta.Bytes as b
-// names it): false for a header or block that was damaged, torn, or
-// written without this secret. The comparison takes constant time. b
-// must be a header ParseSlotHeader accepts.
+// SealSlotHeader encodes h into b as PutSlotHeader does, with its two
+// tags: the block tag of its fields and of the block (the first
+// h.Meta.Bytes bytes of data), and the record tag of its fields and
+// h.Record (sealed with no record too, so only a header with no record
+// part has a zero one).
+func (m *MAC) SealSlotHeader(b []byte, h SlotHeader, data [][]byte) {
+	h.Tag, h.RecordTag = [TagBytes]byte{}, [TagBytes]byte{}
+	PutSlotHeader(b, h)
+	copy(b[slotTagOff:headerUsed], m.tag(b[:slotTagOff], data, h.Meta.Bytes))
+	copy(b[recTagOff:recordOff], m.recordTag(b, len(h.Record)))
+}
+
+// recordTag is the record tag of header b with an n-byte record: the
+// HMAC of recMagic, the header's fields after its magic (bytes 8..71),
+// the record length and reserved bytes (recLenOff..recTagOff) and the
+// record. It is valid until the next call.
+func (m *MAC) recordTag(b []byte, n int) []byte {
+	m.h.Reset()
+	m.h.Write(recMagic[:])
+	m.h.Write(b[8:slotTagOff])
+	m.h.Write(b[recLenOff:recTagOff])
+	m.h.Write(b[recordOff : recordOff+n])
+	return m.h.Sum(m.sum[:0])
+}
+
+// CheckRecord checks slot header b's record tag and returns its record: a
+// subslice of b, valid while b is (nil when the header has none). ok is
+// false when b is not a slot header ParseSlotHeader accepts, or when the
+// record tag is not the MAC of the header's fields and record under this
+// secret (damaged, torn, or written without it). A header with no record
+// and an all-zero record tag (a header with no record part) checks
+// as having none. It does not read the block: the record tag does not
+// cover it (CheckSlot checks the block). The comparison takes constant
+// time.
+func (m *MAC) CheckRecord(b []byte) (record []byte, ok bool) {
+	n, ok := recordLen(b)
+	if !ok {
+		return nil, false
+	}
+	tag := b[recTagOff:recordOff]
+	if n == 0 && allZero(tag) {
+		return nil, true
+	}
+	if !hmac.Equal(m.recordTag(b, n), tag) {
+		return nil, false
+	}
+	if n == 0 {
+		return nil, true
+	}
+	return b[recordOff : recordOff+n : recordOff+n], true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckSlot reports whether the block tag in slot header b is the MAC of
+// the header's fields and the first Meta.Bytes bytes of data (Meta.Bytes
+// as b names it): false for a header or block that was damaged, torn, or
+// written without this secret. It does not check the record (CheckRecord
+// does). The comparison takes constant time. b must be a header
+// ParseSlotHeader accepts.
 func (m *MAC) CheckSlot(b []byte, data [][]byte) bool {
 	if len(b) < headerUsed {
 		return false

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -25,48 +26,194 @@ func hmacOf(parts ...[]byte) []byte {
 }
 
 // TestSlotHeaderLayout checks the slot header's byte offsets against the
-// table in doc.go.
+// table in doc.go, with and without a block record.
 func TestSlotHeaderLayout(t *testing.T) {
-	h := SlotHeader{Key: key(0xab, 0x0102030405060708), Meta: Meta{Bytes: 5000, Layers: 7}, Gen: 0x99, Slot: 0x0c0d}
-	data := bytes.Repeat([]byte{0x5c}, 8192)
-	b := make([]byte, HeaderBytes)
-	for i := range b {
-		b[i] = 0xff // SealSlotHeader must zero the page
+	for _, rec := range [][]byte{nil, []byte("a block record"), bytes.Repeat([]byte{0xe7}, MaxRecordBytes)} {
+		t.Run(fmt.Sprintf("record=%dB", len(rec)), func(t *testing.T) {
+			h := SlotHeader{Key: key(0xab, 0x0102030405060708), Meta: Meta{Bytes: 5000, Layers: 7}, Gen: 0x99, Slot: 0x0c0d, Record: rec}
+			data := bytes.Repeat([]byte{0x5c}, 8192)
+			b := make([]byte, HeaderBytes)
+			for i := range b {
+				b[i] = 0xff // SealSlotHeader must zero the page
+			}
+			NewMAC(&testSecret).SealSlotHeader(b, h, [][]byte{data[:4096], data[4096:]})
+			le := binary.LittleEndian
+			checks := []struct {
+				field string
+				got   uint64
+				want  uint64
+			}{
+				{"magic at 0", le.Uint64(b[0:]), le.Uint64([]byte("OKVSLOT1"))},
+				{"version at 8", uint64(le.Uint32(b[8:])), 2},
+				{"slot at 12", uint64(le.Uint32(b[12:])), 0x0c0d},
+				{"namespace at 16", uint64(b[16]), 0xab},
+				{"hash at 32", le.Uint64(b[32:]), 0x0102030405060708},
+				{"bytes at 48", le.Uint64(b[48:]), 5000},
+				{"generation at 56", le.Uint64(b[56:]), 0x99},
+				{"layers at 64", uint64(le.Uint32(b[64:])), 7},
+				{"reserved at 68", uint64(le.Uint32(b[68:])), 0},
+				{"record length at 104", uint64(le.Uint32(b[104:])), uint64(len(rec))},
+				{"reserved at 108", uint64(le.Uint32(b[108:])), 0},
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("%s: %#x, want %#x", c.field, c.got, c.want)
+				}
+			}
+			if want := hmacOf(b[:72], data[:5000]); !bytes.Equal(b[72:104], want) {
+				t.Errorf("block tag at 72 is %x, want HMAC-SHA256 of bytes 0..71 and the block's 5000 bytes, %x", b[72:104], want)
+			}
+			if want := hmacOf([]byte("OKVSREC1"), b[8:72], b[104:112], rec); !bytes.Equal(b[112:144], want) {
+				t.Errorf("record tag at 112 is %x, want HMAC-SHA256 of \"OKVSREC1\", bytes 8..71, bytes 104..111 and the record, %x", b[112:144], want)
+			}
+			if !bytes.Equal(b[144:144+len(rec)], rec) {
+				t.Error("the record is not at 144")
+			}
+			if end := 144 + len(rec); !bytes.Equal(b[end:], make([]byte, HeaderBytes-end)) {
+				t.Error("the header page is not zero after the record")
+			}
+			h.Tag, h.RecordTag = [TagBytes]byte(b[72:104]), [TagBytes]byte(b[112:144])
+			if got, ok := ParseSlotHeader(b); !ok || !sameHeader(got, h) {
+				t.Errorf("parse = %+v, %v; want %+v", got, ok, h)
+			}
+			if !NewMAC(&testSecret).CheckSlot(b, [][]byte{data}) {
+				t.Error("CheckSlot refuses the header it sealed")
+			}
+			if got, ok := NewMAC(&testSecret).CheckRecord(b); !ok || !bytes.Equal(got, rec) || (rec == nil) != (got == nil) {
+				t.Errorf("CheckRecord = %q, %v; want %q, true", got, ok, rec)
+			}
+		})
 	}
-	NewMAC(&testSecret).SealSlotHeader(b, h, [][]byte{data[:4096], data[4096:]})
-	le := binary.LittleEndian
-	checks := []struct {
-		field string
-		got   uint64
-		want  uint64
-	}{
-		{"magic at 0", le.Uint64(b[0:]), le.Uint64([]byte("OKVSLOT1"))},
-		{"version at 8", uint64(le.Uint32(b[8:])), 2},
-		{"slot at 12", uint64(le.Uint32(b[12:])), 0x0c0d},
-		{"namespace at 16", uint64(b[16]), 0xab},
-		{"hash at 32", le.Uint64(b[32:]), 0x0102030405060708},
-		{"bytes at 48", le.Uint64(b[48:]), 5000},
-		{"generation at 56", le.Uint64(b[56:]), 0x99},
-		{"layers at 64", uint64(le.Uint32(b[64:])), 7},
-		{"reserved at 68", uint64(le.Uint32(b[68:])), 0},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s: %#x, want %#x", c.field, c.got, c.want)
+}
+
+// sameHeader compares two headers, their records by content.
+func sameHeader(a, b SlotHeader) bool {
+	return a.Key == b.Key && a.Meta == b.Meta && a.Gen == b.Gen && a.Slot == b.Slot && a.Tag == b.Tag &&
+		bytes.Equal(a.Record, b.Record) && a.RecordTag == b.RecordTag
+}
+
+// TestRecordTagCoversFieldsAndRecord: a change to any field of the header,
+// the record's length or any byte of the record fails CheckRecord, and so
+// does a record sealed under another secret or a block tag copied into the
+// record tag; the block's bytes do not count (CheckRecord never sees them).
+func TestRecordTagCoversFieldsAndRecord(t *testing.T) {
+	mac := NewMAC(&testSecret)
+	rec := []byte("parent hash, block hash, token ids")
+	h := SlotHeader{Key: key(3, 4), Meta: Meta{Bytes: 4000, Layers: 2}, Gen: 17, Slot: 5, Record: rec}
+	data := bytes.Repeat([]byte{0xa1}, 4096)
+	sealed := make([]byte, HeaderBytes)
+	mac.SealSlotHeader(sealed, h, [][]byte{data})
+	for off := 0; off < recordOff+len(rec); off++ {
+		if off >= slotTagOff && off < headerUsed {
+			continue // the block tag: CheckSlot's
+		}
+		b := slices.Clone(sealed)
+		b[off] ^= 0x10
+		if _, ok := mac.CheckRecord(b); ok {
+			t.Errorf("header byte %d changed, and CheckRecord accepts it", off)
 		}
 	}
-	if want := hmacOf(b[:72], data[:5000]); !bytes.Equal(b[72:104], want) {
-		t.Errorf("tag at 72 is %x, want HMAC-SHA256 of bytes 0..71 and the block's 5000 bytes, %x", b[72:104], want)
+	b := slices.Clone(sealed)
+	binary.LittleEndian.PutUint32(b[recLenOff:], uint32(len(rec)-1))
+	if _, ok := mac.CheckRecord(b); ok {
+		t.Error("a record cut short by its length field checks")
 	}
-	if !bytes.Equal(b[headerUsed:], make([]byte, HeaderBytes-headerUsed)) {
-		t.Error("the header page is not zero after its fields")
+	b = slices.Clone(sealed)
+	b[recordOff+len(rec)] = 1 // past the record: in no tag, as the block's page tail is in none
+	if got, ok := mac.CheckRecord(b); !ok || !bytes.Equal(got, rec) {
+		t.Error("CheckRecord depends on a byte after the record")
 	}
-	h.Tag = [TagBytes]byte(b[72:104])
-	if got, ok := ParseSlotHeader(b); !ok || got != h {
-		t.Errorf("parse = %+v, %v; want %+v", got, ok, h)
+	forged := make([]byte, HeaderBytes)
+	NewMAC(&otherSecret).SealSlotHeader(forged, h, [][]byte{data})
+	if _, ok := mac.CheckRecord(forged); ok {
+		t.Error("CheckRecord accepts a record sealed under another secret")
 	}
-	if !NewMAC(&testSecret).CheckSlot(b, [][]byte{data}) {
-		t.Error("CheckSlot refuses the header it sealed")
+	// A block whose bytes are a length and a record has a block tag over
+	// the same bytes as a record tag would be, but for the magic.
+	blockLike := append(binary.LittleEndian.AppendUint32(nil, uint32(len(rec))), 0, 0, 0, 0)
+	blockLike = append(blockLike, rec...)
+	h2 := h
+	h2.Meta.Bytes = uint64(len(blockLike))
+	b = make([]byte, HeaderBytes)
+	mac.SealSlotHeader(b, h2, [][]byte{blockLike})
+	copy(b[recTagOff:recordOff], b[slotTagOff:headerUsed])
+	if _, ok := mac.CheckRecord(b); ok {
+		t.Error("a block tag copied into the record tag checks")
+	}
+	d := slices.Clone(data)
+	d[0] ^= 1
+	if _, ok := mac.CheckRecord(sealed); !ok || mac.CheckSlot(sealed, [][]byte{d}) {
+		t.Error("the record's check depends on the block, or the block's does not")
+	}
+}
+
+// TestRecordLengthIsChecked: a header naming a record longer than
+// MaxRecordBytes, or longer than the bytes given, does not parse and its
+// record does not check; one of exactly MaxRecordBytes does.
+func TestRecordLengthIsChecked(t *testing.T) {
+	mac := NewMAC(&testSecret)
+	b := make([]byte, HeaderBytes)
+	mac.SealSlotHeader(b, SlotHeader{Key: key(1, 1), Meta: Meta{Bytes: 1, Layers: 1}, Gen: 1, Record: make([]byte, MaxRecordBytes)}, [][]byte{{0}})
+	if _, ok := ParseSlotHeader(b); !ok {
+		t.Fatal("a header with a record of MaxRecordBytes does not parse")
+	}
+	if _, ok := mac.CheckRecord(b); !ok {
+		t.Fatal("a record of MaxRecordBytes does not check")
+	}
+	for _, c := range []struct {
+		name string
+		n    uint32
+		b    []byte
+	}{
+		{"one byte over the limit", MaxRecordBytes + 1, b},
+		{"the largest length", ^uint32(0), b},
+		{"beyond the bytes given", 8, b[:recordOff+7]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := slices.Clone(c.b)
+			binary.LittleEndian.PutUint32(in[recLenOff:], c.n)
+			if _, ok := ParseSlotHeader(in); ok {
+				t.Error("the header parses")
+			}
+			if _, ok := mac.CheckRecord(in); ok {
+				t.Error("its record checks")
+			}
+		})
+	}
+	if _, ok := ParseSlotHeader(b[:recordOff-1]); ok {
+		t.Error("a header cut before its record tag parses")
+	}
+}
+
+// TestHeaderWithoutRecordPart: a version-2 slot header with no record
+// part (zero from byte 104 on, its block tag over bytes 0..71 and the
+// block) parses, its block checks, and it reads as a block with no
+// record; a record-less header SealSlotHeader writes has a record tag.
+func TestHeaderWithoutRecordPart(t *testing.T) {
+	mac := NewMAC(&testSecret)
+	data := bytes.Repeat([]byte{0x33}, 4096)
+	b := make([]byte, HeaderBytes)
+	mac.SealSlotHeader(b, SlotHeader{Key: key(2, 9), Meta: Meta{Bytes: 4096, Layers: 1}, Gen: 4, Slot: 1}, [][]byte{data})
+	if allZero(b[recTagOff:recordOff]) {
+		t.Error("a header sealed with no record has a zero record tag")
+	}
+	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
+		t.Errorf("CheckRecord of a header sealed with no record = %q, %v; want nil, true", rec, ok)
+	}
+	clear(b[headerUsed:]) // what a writer that keeps no records leaves there
+	if _, ok := ParseSlotHeader(b); !ok || !mac.CheckSlot(b, [][]byte{data}) {
+		t.Fatal("a header with no record part does not parse or its block does not check")
+	}
+	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
+		t.Errorf("CheckRecord of a header with no record part = %q, %v; want nil, true", rec, ok)
+	}
+	b[recordOff] = 1 // no record, so in no tag
+	if rec, ok := mac.CheckRecord(b); !ok || rec != nil {
+		t.Errorf("CheckRecord of a header with no record part with a byte after it = %q, %v; want nil, true", rec, ok)
+	}
+	binary.LittleEndian.PutUint32(b[recLenOff:], 1) // a record with a zero tag
+	if _, ok := mac.CheckRecord(b); ok {
+		t.Error("a record with an all-zero record tag checks")
 	}
 }
 
@@ -305,36 +452,56 @@ func checkReplay(t *testing.T, b []byte) Replayed {
 	return r
 }
 
-// FuzzSlotHeader: parsing arbitrary bytes (a header followed by the block
-// the header is checked against) never panics, a header that parses
-// encodes back to the same bytes, and one that also passes CheckSlot is
-// the one SealSlotHeader makes of its fields and that block.
+// FuzzSlotHeader: parsing arbitrary bytes (a header up to the end of its
+// record followed by the block the header is checked against) never panics, a header that parses
+// encodes back to the same bytes up to the end of its record, one that
+// also passes CheckSlot and CheckRecord is the one SealSlotHeader makes of
+// its fields, record and that block, and a record that checks is the one
+// ParseSlotHeader located.
 func FuzzSlotHeader(f *testing.F) {
 	mac := NewMAC(&testSecret)
 	data := bytes.Repeat([]byte{7}, 100)
-	b := make([]byte, HeaderBytes)
-	mac.SealSlotHeader(b, SlotHeader{Key: key(1, 2), Meta: Meta{Bytes: 100, Layers: 1}, Gen: 6, Slot: 3}, [][]byte{data})
-	f.Add(append(slices.Clone(b[:headerUsed]), data...))
-	f.Add(slices.Clone(b[:headerUsed]))
-	f.Add(slices.Clone(b[:headerUsed-1]))
+	for _, rec := range [][]byte{nil, []byte("r"), bytes.Repeat([]byte{0x42}, 300)} {
+		b := make([]byte, HeaderBytes)
+		mac.SealSlotHeader(b, SlotHeader{Key: key(1, 2), Meta: Meta{Bytes: 100, Layers: 1}, Gen: 6, Slot: 3, Record: rec}, [][]byte{data})
+		end := recordOff + len(rec)
+		f.Add(append(slices.Clone(b[:end]), data...))
+		f.Add(slices.Clone(b[:end]))
+		f.Add(slices.Clone(b[:end-1]))
+		long := slices.Clone(b[:end])
+		binary.LittleEndian.PutUint32(long[recLenOff:], MaxRecordBytes+1)
+		f.Add(append(long, make([]byte, MaxRecordBytes+1)...))
+	}
+	old := make([]byte, HeaderBytes) // a header with no record part: zero after the block tag
+	mac.SealSlotHeader(old, SlotHeader{Key: key(1, 2), Meta: Meta{Bytes: 100, Layers: 1}, Gen: 6, Slot: 3}, [][]byte{data})
+	clear(old[headerUsed:])
+	f.Add(append(old[:recordOff], data...))
 	f.Add([]byte("OKVSLOT1"))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		rec, recOK := mac.CheckRecord(in)
 		h, ok := ParseSlotHeader(in)
 		if !ok {
+			if recOK {
+				t.Fatal("a header that does not parse has a record that checks")
+			}
 			return
 		}
+		end := recordOff + len(h.Record)
 		out := make([]byte, HeaderBytes)
 		PutSlotHeader(out, h)
-		if !bytes.Equal(out[:headerUsed], in[:headerUsed]) {
-			t.Fatalf("header %x re-encodes as %x", in[:headerUsed], out[:headerUsed])
+		if !bytes.Equal(out[:end], in[:end]) {
+			t.Fatalf("header %x re-encodes as %x", in[:end], out[:end])
 		}
-		block := [][]byte{in[headerUsed:]}
-		if !mac.CheckSlot(in, block) {
+		if recOK && !bytes.Equal(rec, h.Record) {
+			t.Fatalf("CheckRecord returns %x, ParseSlotHeader locates %x", rec, h.Record)
+		}
+		block := [][]byte{in[end:]}
+		if !mac.CheckSlot(in, block) || !recOK || allZero(h.RecordTag[:]) {
 			return
 		}
 		mac.SealSlotHeader(out, h, block)
-		if !bytes.Equal(out[:headerUsed], in[:headerUsed]) {
-			t.Fatalf("a header that passes CheckSlot, %x, is sealed as %x", in[:headerUsed], out[:headerUsed])
+		if !bytes.Equal(out[:end], in[:end]) {
+			t.Fatalf("a header that passes CheckSlot and CheckRecord, %x, is sealed as %x", in[:end], out[:end])
 		}
 	})
 }
