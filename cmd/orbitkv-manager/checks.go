@@ -30,6 +30,8 @@ var flagOf = map[string]string{
 	"profiling.URL": "pyroscope-url", "profiling.AppName": "pyroscope-app-name", "profiling.TenantID": "pyroscope-tenant-id",
 	"profiling.BasicAuthUser": "pyroscope-basic-auth-user", "profiling.BasicAuthPassword": "pyroscope-password-file",
 	"profiling.UploadInterval": "pyroscope-upload-interval", "manager.EBPF": "ebpf",
+	"kvevents.Spec.Endpoint": "kv-events", "kvevents.Spec.ReplayEndpoint": "kv-events-replay",
+	"kvevents.Spec.QueueEvents": "kv-events-queue", "kvevents.Spec.Domains": "kv-events",
 }
 
 // checks collects the errors of the settings, at most one per setting, in

@@ -9,6 +9,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/evict"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
 	"github.com/orbitkv/orbitkv/gocore/ticket"
@@ -69,6 +70,10 @@ type config struct {
 	tenants      listValue
 	tenantShares listValue
 	tenantQuotas listValue
+	kvEvents     string
+	kvReplay     string
+	kvTopic      string
+	kvQueue      int
 
 	// Not settings of the Manager: they choose what the command does, and
 	// are neither config keys nor environment variables (but --config has
@@ -137,6 +142,10 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.StringVar(&c.pyroPassFile, "pyroscope-password-file", "", "`file` holding the basic auth password or access token (one line; it is never printed)")
 	fs.DurationVar(&c.pyroInterval, "pyroscope-upload-interval", profiling.DefaultUploadInterval, "how often profiles are pushed, each covering the interval before it (`duration`, 1s..5m)")
 	fs.BoolVar(&c.ebpf, "ebpf", false, "load eBPF latency probes (Unix socket send to receive, session eventfd wake-up, transfer TCP) and export them on /metrics (the orbitkv_ebpf histograms); needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF, and the Manager does not start when they cannot load")
+	fs.StringVar(&c.kvEvents, "kv-events", "", "publish KV events (every block this node produced as it enters and leaves RAM and SSD) in vLLM's wire format on a ZeroMQ PUB socket at this `endpoint`: tcp://HOST:PORT or ipc:///PATH (mode 0600, 0660 in --operator-group; with tenants, ipc only, one socket per tenant domain at PATH.NAME in the group of its uid or gid); empty: off (docs/events.md)")
+	fs.StringVar(&c.kvReplay, "kv-events-replay", "", "ZeroMQ ROUTER replay socket `endpoint` (forms as --kv-events): an 8-byte start sequence replays the kept batches (the last 10000), \""+kvevents.SnapshotRequest+"\" answers every block held now; empty: none")
+	fs.StringVar(&c.kvTopic, "kv-events-topic", "", "`topic`, the first frame of every event message (subscribers filter on its prefix)")
+	fs.IntVar(&c.kvQueue, "kv-events-queue", kvevents.DefaultQueueEvents, "events that may wait for the publisher (`count`, 1..16777216); past it they are dropped, counted, and the stream resyncs with AllBlocksCleared and every block held")
 	defineClusterFlags(fs, &c.cluster)
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")

@@ -33,6 +33,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/lifecycle"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/manager"
@@ -196,6 +197,11 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 			k.add(err)
 		}
 	}
+	s.Events = kvevents.Spec{Endpoint: c.kvEvents, ReplayEndpoint: c.kvReplay, Topic: c.kvTopic, QueueEvents: c.kvQueue}
+	if c.kvQueue < 1 {
+		k.fail("kv-events-queue", strconv.Itoa(c.kvQueue), "want a count of 1..16777216")
+	}
+	k.add(s.Events.Validate())
 	clusterSpec(o, k, &s)
 	s.Profiling = profilingSpec(o, k, log)
 	return s

@@ -92,8 +92,12 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 		case st.closing:
 			s.abortPublish(o) // the publisher went away: never half-visible
 		default:
-			for _, blk := range o.blocks {
-				s.tiers.Seal(blk) // advertised to peers (tier.Advertiser)
+			for i, blk := range o.blocks {
+				var rec []byte
+				if o.records != nil {
+					rec = o.records[i]
+				}
+				s.tiers.SealRecord(blk, rec) // advertised to peers (tier.Advertiser), announced (kvevents)
 			}
 			s.stats.published.Add(uint64(o.stored))
 			o.ns.published += uint64(o.stored)

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"bytes"
+
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -133,10 +135,14 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	o := &op{id: s.nextOp, kind: opPublish, st: st, present: uint32(present), start: s.reqStart, ns: st.ns.c}
 	s.nextOp++
 	segs := s.segs[:0]
+	keep := s.tiers.Announces() && p.Record(0) != nil
 	for i, blk := range fresh {
 		if blk != nil {
 			_, page := p.Entry(i)
 			o.blocks = append(o.blocks, blk)
+			if keep { // the descriptor copy is reused by the next request
+				o.records = append(o.records, bytes.Clone(p.Record(i)))
+			}
 			segs = copier.AppendBlock(segs, s.arena, blk, &buf, page, copier.ToTier)
 		}
 	}

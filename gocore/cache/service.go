@@ -351,6 +351,7 @@ type op struct {
 	kind            opKind
 	st              *sessState
 	blocks          []*index.Block // publish: new blocks; restore: blocks pinned for the copy
+	records         [][]byte       // publish: blocks[i]'s block record, when kept for the event stream
 	pages           []pageKey      // restore: busy destination pages
 	reply           abi.Message    // publish: the response posted on completion
 	stored, present uint32
@@ -544,3 +545,7 @@ func (s *Service) LeaseBudget() uint64 { return s.leaseBudget }
 // Index is the block index of the RAM tier (dispatcher goroutine only):
 // what gocore/discover observes.
 func (s *Service) Index() *index.Index { return s.idx }
+
+// Tiers is the cache's tiers (for the Manager's wiring: what they hold,
+// safe from any goroutine, like Tiers.AnnounceSSD).
+func (s *Service) Tiers() *tier.Tiers { return s.tiers }

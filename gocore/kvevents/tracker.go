@@ -50,6 +50,10 @@ type Spec struct {
 	// the node; both endpoints must then be ipc://. Index i is the
 	// domain index the tiers pass (tenant.Domain.Index).
 	Domains []Domain
+	// NodeGID, without Domains and when above 0, makes the node stream's
+	// ipc:// sockets mode 0660 in that group (0: mode 0600, the Manager's
+	// uid and root only).
+	NodeGID int
 	// QueueEvents bounds the events waiting for a stream's goroutine
 	// (--kv-events-queue); past it events are dropped, counted, and the
 	// stream resyncs (AllBlocksCleared and every block held).
@@ -208,7 +212,10 @@ func New(spec Spec, log *slog.Logger) (*Tracker, error) {
 	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64][]*entry{}, byTokens: map[tokenKey][]*entry{}}
 	domains := spec.Domains
 	if len(domains) == 0 {
-		domains = []Domain{{GID: -1}}
+		domains = []Domain{{GID: spec.NodeGID}}
+		if spec.NodeGID == 0 {
+			domains[0].GID = -1
+		}
 	}
 	for _, d := range domains {
 		pub, err := t.listen(spec.Endpoint, d)
@@ -246,6 +253,8 @@ func (t *Tracker) listen(endpoint string, d Domain) (net.Listener, error) {
 	mode := os.FileMode(0o600)
 	if d.Name != "" {
 		addr += "." + d.Name
+	}
+	if d.GID >= 0 {
 		mode = 0o660
 	}
 	l, remove, err := unixsock.Listen(addr, mode, d.GID)
@@ -504,4 +513,46 @@ func (t *Tracker) Stats() (blocks int, streams []StreamStats) {
 		streams = append(streams, st)
 	}
 	return blocks, streams
+}
+
+// Persisted is k's record as the SSD tier keeps it (the slot header's
+// record, at most 2 + 255 + abi.RecordBytes(abi.RecordMaxTokens) bytes):
+// a format byte (1), its stream's domain name (a length byte, the
+// bytes), then the block record. nil when none is kept.
+func (t *Tracker) Persisted(k Key) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.blocks[k]
+	if e == nil {
+		return nil
+	}
+	name := ""
+	if s := t.stream(e.domain); s != nil {
+		name = s.name
+	}
+	out := make([]byte, 0, 2+len(name)+len(e.rec))
+	out = append(out, 1, byte(len(name)))
+	out = append(out, name...)
+	return append(out, e.rec...)
+}
+
+// StoredPersisted is Stored of a record in Persisted's form, as the SSD
+// tier hands it back: its domain is the stream of that name (NoStream
+// when none has it now). Malformed bytes and nil count as unannounced.
+func (t *Tracker) StoredPersisted(k Key, m Medium, p []byte) {
+	if len(p) < 2 || p[0] != 1 || len(p) < 2+int(p[1]) {
+		t.Stored(k, NoStream, m, nil)
+		return
+	}
+	name, rec := string(p[2:2+int(p[1])]), p[2+int(p[1]):]
+	domain := NoStream
+	for i, s := range t.streams {
+		if s.name == name && (len(t.spec.Domains) > 0 || i == 0) {
+			domain = i
+		}
+	}
+	if _, n, err := abi.ParseRecord(rec); err != nil || n != len(rec) {
+		rec = nil
+	}
+	t.Stored(k, domain, m, rec)
 }

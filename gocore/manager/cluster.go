@@ -72,4 +72,5 @@ func (m *Manager) closeEngine() {
 	if m.cluster != nil {
 		m.cluster.Close()
 	}
+	m.closeEvents()
 }

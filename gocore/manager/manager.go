@@ -17,6 +17,8 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/channel"
 	"github.com/orbitkv/orbitkv/gocore/cluster"
 	"github.com/orbitkv/orbitkv/gocore/discover"
+	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/profiling"
 	"github.com/orbitkv/orbitkv/gocore/session"
@@ -83,7 +85,12 @@ type Spec struct {
 	// trust domain, the Manager's uid. The iceoryx2 transport serves one
 	// uid and is refused with tenants.
 	Tenants *tenant.Set
-	Logger  *slog.Logger
+	// Events, when its Endpoint is set, publishes the node's KV events
+	// (gocore/kvevents, docs/events.md): every block this node produced as
+	// it enters and leaves RAM and SSD, in vLLM's wire format. New fills
+	// its Domains from Tenants (one stream per tenant domain).
+	Events kvevents.Spec
+	Logger *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -151,6 +158,9 @@ type Manager struct {
 	probes     *ebpf.Probes       // nil without Spec.EBPF
 	cluster    *cluster.Cluster   // nil without Spec.Cluster
 	discover   *discover.Registry // nil without Spec.Cache or with Spec.Discover.Disabled
+	events     *kvevents.Tracker  // nil without Spec.Events.Endpoint
+	stopEvents chan struct{}      // closed to stop the SSD tier's re-announcement
+	eventsDone chan struct{}      // closed when it ended
 	op         operatorState
 	prof       atomic.Pointer[profiling.Profiler] // set by Run when it pushes profiles
 	closed     atomic.Bool                        // Close or Run's shutdown began
@@ -333,8 +343,21 @@ func (m *Manager) newCache(s Spec) (err error) {
 		}
 		cs.Tiers.SSD = &sp
 	}
+	if m.events, err = m.newEvents(s); err != nil {
+		return err
+	}
+	if t := m.events; t != nil {
+		cs.Tiers.Events = t
+		cs.Tiers.Records = func(k index.Key) []byte { return t.Persisted(kvevents.Key(k)) }
+		if cs.Tiers.SSD != nil {
+			sp := *cs.Tiers.SSD
+			sp.Blocks = ssdEvents{t}
+			cs.Tiers.SSD = &sp
+		}
+	}
 	if s.Cluster != nil {
 		if m.cluster, err = m.newCluster(s); err != nil {
+			m.closeEngine()
 			return err
 		}
 		cs.Tiers.Remote, cs.Tiers.Advertiser = m.cluster.Fetcher(), m.cluster.Advertiser()
@@ -355,6 +378,15 @@ func (m *Manager) newCache(s Spec) (err error) {
 	}
 	m.health.svc = m.Cache
 	m.logTiers(cs, time.Since(start))
+	if m.events != nil && cs.Tiers.SSD != nil {
+		m.stopEvents, m.eventsDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(m.eventsDone)
+			start := time.Now()
+			n := m.Cache.Tiers().AnnounceSSD(m.stopEvents)
+			m.log.Info("kv events: announced the blocks the SSD tier holds", "blocks", n, "took", time.Since(start))
+		}()
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package tier
 import (
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 )
 
 // Advertiser hears which blocks this node holds as their producer, so
@@ -66,19 +67,47 @@ func (a *adverts) flush() {
 	a.pending = a.pending[:0]
 }
 
-// Seal makes a Publishing block this node produced visible and advertises
-// it. Replicas are sealed by the peer tier itself.
-func (t *Tiers) Seal(blk *index.Block) {
+// Seal makes a Publishing block this node produced visible, advertises
+// it and announces it on medium CPU with the record already kept for it
+// (read back from SSD), if any. Replicas are sealed by the peer tier
+// itself.
+func (t *Tiers) Seal(blk *index.Block) { t.SealRecord(blk, nil) }
+
+// SealRecord is Seal of a block published with block record rec
+// (abi.ParseRecord's form, checked; nil: none), which the event stream
+// keeps with the block.
+func (t *Tiers) SealRecord(blk *index.Block, rec []byte) {
 	t.idx.Seal(blk)
-	if t.adv != nil && !blk.Replica() {
+	if blk.Replica() {
+		return
+	}
+	if t.adv != nil {
 		t.adv.add(blk.Key, false)
+	}
+	if t.ev != nil {
+		t.ev.Stored(kvevents.Key(blk.Key), eventDomain(blk.DomainOf()), kvevents.CPU, rec)
 	}
 }
 
-// gone withdraws the advertisement of a block that left RAM.
+// Announces reports whether blocks are announced on an event stream:
+// then a publish keeps its block records for SealRecord.
+func (t *Tiers) Announces() bool { return t.ev != nil }
+
+// eventDomain is the event stream's domain of index domain d
+// (kvevents.NoStream for index.NoDomain).
+func eventDomain(d index.Domain) int { return int(d) - 1 }
+
+// gone withdraws the advertisement of a block that left RAM and
+// announces its removal from medium CPU.
 func (t *Tiers) gone(blk *index.Block) {
-	if t.adv != nil && !blk.Replica() {
+	if blk.Replica() {
+		return
+	}
+	if t.adv != nil {
 		t.adv.add(blk.Key, true)
+	}
+	if t.ev != nil {
+		t.ev.Removed(kvevents.Key(blk.Key), kvevents.CPU)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
@@ -324,4 +325,34 @@ func (t *Tiers) Complete(limit int) (got int, more bool) {
 		}
 	}
 	return got, true
+}
+
+// AnnounceSSD hands the event stream (Spec.Events) every block the SSD
+// tier holds, with the record its slot header keeps (one 4 KiB read each,
+// ssd.Store.Record), until stop closes; it returns how many it handed
+// over. Safe on any goroutine: a block evicted meanwhile is skipped or
+// withdrawn again. Blocks without a record are counted as unannounced.
+func (t *Tiers) AnnounceSSD(stop <-chan struct{}) int {
+	if t.ssd == nil || t.ev == nil {
+		return 0
+	}
+	n := 0
+	for _, k := range t.ssd.store.Keys() {
+		select {
+		case <-stop:
+			return n
+		default:
+		}
+		rec, err := t.ssd.store.Record(k)
+		if err != nil {
+			continue // gone, closed, or dropped as corrupt (and withdrawn)
+		}
+		key := kvevents.Key{NS: k.NS, Hash: k.Hash}
+		t.ev.StoredPersisted(key, kvevents.Storage, rec)
+		if _, ok := t.ssd.store.Contains(k); !ok {
+			t.ev.Removed(key, kvevents.Storage) // its Gone may have come before the Stored
+		}
+		n++
+	}
+	return n
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/gocore/evict"
 	"github.com/orbitkv/orbitkv/gocore/index"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/limit"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
@@ -59,6 +60,10 @@ type Spec struct {
 	// Advertiser, when set, hears the blocks this node produced as they
 	// enter and leave RAM (advertise.go).
 	Advertiser Advertiser
+	// Events, when set, hears the blocks this node produced as they enter
+	// and leave RAM (medium CPU; replicas are not announced): Seal and
+	// SealRecord make them Stored, eviction and drops Removed.
+	Events *kvevents.Tracker
 	// Ring wakes the dispatcher (safe from any goroutine) when an SSD read
 	// or a peer fetch finished; Complete then applies it.
 	Ring   func()
@@ -90,9 +95,10 @@ type Tiers struct {
 	log   *slog.Logger
 	arena *ram.Arena
 	idx   *index.Index
-	ssd   *ssdTier  // nil without Spec.SSD
-	peer  *peerTier // nil without Spec.Remote
-	adv   *adverts  // nil without Spec.Advertiser
+	ssd   *ssdTier          // nil without Spec.SSD
+	peer  *peerTier         // nil without Spec.Remote
+	adv   *adverts          // nil without Spec.Advertiser
+	ev    *kvevents.Tracker // nil without Spec.Events
 	batch map[index.Key]struct{}
 	// quotas are the domains' quotas and refusals, by index.Domain
 	// (quota.go); dispatcher goroutine only.
@@ -151,6 +157,9 @@ func New(s Spec) (*Tiers, error) {
 	}
 	if s.Advertiser != nil {
 		t.adv = &adverts{to: s.Advertiser}
+	}
+	if s.Events != nil {
+		t.ev = s.Events
 	}
 	return t, nil
 }
