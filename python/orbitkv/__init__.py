@@ -48,8 +48,8 @@ Contracts and limits are those of ``native/include/orbitkv/abi.h`` and
 from ._abi import QueryFlags, Role
 from ._native import LIBRARY_PATH
 from .buffer import EngineBuffer
-from .client import (RUNTIME_DIR, CacheManagerClient, QueryAnswer, SocketChoice, Ticket, resolve_socket_path,
-                     runtime_dir_owner, socket_path_for)
+from .client import (RECORD_MAX_TOKENS, RUNTIME_DIR, BlockRecord, CacheManagerClient, QueryAnswer, SocketChoice, Ticket,
+                     resolve_socket_path, runtime_dir_owner, socket_path_for)
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403  (the exception classes; listed in errors.__all__)
 from .hashes import BlockHashes, HashView
@@ -57,6 +57,8 @@ from .identity import BLOCK_HASH_DOMAIN, CacheIdentity, block_hash16
 
 __all__ = [
     "CacheManagerClient",
+    "BlockRecord",
+    "RECORD_MAX_TOKENS",
     "Ticket",
     "QueryAnswer",
     "QueryFlags",

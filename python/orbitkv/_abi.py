@@ -38,6 +38,8 @@ MAX_TIMEOUT_MS = 3_600_000
 NS_MAX_STRING = 1024
 #: Largest instance id, in bytes (abi.h OKV_INSTANCE_ID_BYTES).
 INSTANCE_ID_BYTES = 64
+#: Most token ids one block record carries (abi.h OKV_RECORD_MAX_TOKENS).
+RECORD_MAX_TOKENS = 512
 #: Largest value of a uint32_t argument.
 U32_MAX = 0xFFFF_FFFF
 #: Largest value of a uint64_t argument.
@@ -269,6 +271,19 @@ class PublishResult(ctypes.Structure):
     _fields_ = [("stored", c_uint32), ("present", c_uint32)]
 
 
+class BlockInfo(ctypes.Structure):
+    """client.h ``struct okv_block_info``: what a router matches a block on
+    (``tokens`` points at ``token_count`` uint32 token ids)."""
+
+    _fields_ = [
+        ("engine_hash", c_uint64),
+        ("parent_hash", c_uint64),
+        ("has_parent", c_uint32),
+        ("token_count", c_uint32),
+        ("tokens", c_void_p),
+    ]
+
+
 class RestoreEntry(ctypes.Structure):
     """abi.h ``struct okv_restore_entry``: (lease block, destination page)."""
 
@@ -321,6 +336,7 @@ C_STRUCTS = {
     CudaRegion: "okv_cuda_region",
     Lease: "okv_lease",
     PublishResult: "okv_publish_result",
+    BlockInfo: "okv_block_info",
     RestoreEntry: "okv_restore_entry",
     QuerySpec: "okv_query_spec",
     QueryAnswerC: "okv_query_answer",

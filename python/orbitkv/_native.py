@@ -107,6 +107,8 @@ _PROTOTYPES = [
     ("okv_query", c_int, [_H, _P(_abi.Namespace), c_void_p, c_uint32, _P(_abi.Lease)]),
     ("okv_publish", c_int,
      [_H, _P(_abi.Namespace), c_uint32, c_void_p, c_void_p, c_uint32, _P(_abi.PublishResult)]),
+    ("okv_publish_records", c_int,
+     [_H, _P(_abi.Namespace), c_uint32, c_void_p, c_void_p, c_void_p, c_uint32, _P(_abi.PublishResult)]),
     ("okv_restore", c_int, [_H, c_uint64, c_uint32, c_void_p, c_uint32, _P(c_uint64)]),
     ("okv_restore_poll", c_int, [_H, c_uint64]),
     ("okv_restore_wait", c_int, [_H, c_uint64, c_uint32]),

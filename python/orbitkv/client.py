@@ -62,6 +62,45 @@ _SOURCES = {1: "option", 2: "ORBITKV_BOOTSTRAP_SOCKET", 3: "runtime directory", 
 _SOCKET_GONE = (-_errno.EPIPE, -_errno.ECONNRESET, -_errno.ENOTCONN)
 
 
+class BlockRecord(NamedTuple):
+    """What a router matches a published block on (abi.h
+    ``struct okv_block_record``): the engine's own block hash as its KV
+    events carry it (an unsigned 64-bit int; vLLM's is the low 64 bits of
+    the block's SHA-256 read big-endian), its parent's (``None`` for the
+    first block of a chain), and the block's token ids."""
+
+    engine_hash: int
+    parent_hash: int | None
+    token_ids: Sequence[int]
+
+
+RECORD_MAX_TOKENS = _abi.RECORD_MAX_TOKENS
+
+
+def _block_infos(records: Sequence[BlockRecord], n: int) -> tuple[object, list]:
+    """The okv_block_info array of records, and the token arrays it
+    points at (kept alive by the caller for the call)."""
+    if len(records) != n:
+        raise BadArgument("publish", _check.EINVAL, f"{len(records)} records but {n} blocks; want one record per block")
+    infos = (_abi.BlockInfo * n)()
+    keep = []
+    for i, r in enumerate(records):
+        if not 1 <= len(r.token_ids) <= RECORD_MAX_TOKENS:
+            raise BadArgument("publish", _check.EINVAL,
+                              f"record {i}: {len(r.token_ids)} token ids, want 1..{RECORD_MAX_TOKENS}")
+        for name, v in (("engine_hash", r.engine_hash), ("parent_hash", r.parent_hash or 0)):
+            if not 0 <= v <= _abi.U64_MAX:
+                raise BadArgument("publish", _check.EINVAL, f"record {i}: {name} {v} is not an unsigned 64-bit int")
+        toks = _check.u32_array("publish", f"record {i} token id", r.token_ids)
+        keep.append(toks)
+        infos[i].engine_hash = r.engine_hash
+        infos[i].has_parent = 0 if r.parent_hash is None else 1
+        infos[i].parent_hash = r.parent_hash or 0
+        infos[i].token_count = len(r.token_ids)
+        infos[i].tokens = ctypes.cast(toks, ctypes.c_void_p)
+    return infos, keep
+
+
 class _SessionLock:
     """The client's lock, refusing a forked child: entering it in a process
     other than the one that connected raises ``Closed`` before acquiring
@@ -501,7 +540,7 @@ class CacheManagerClient(TicketOps):
     # ---- publish, restore, release ----
 
     def publish(self, ns: bytes, buffer_id: int, hashes: Sequence[bytes] | BlockHashes | HashView,
-                pages: Sequence[int]) -> tuple[int, int]:
+                pages: Sequence[int], records: Sequence[BlockRecord] | None = None) -> tuple[int, int]:
         """Publish n blocks (okv_publish): block i is page ``pages[i]`` of
         every layer of buffer ``buffer_id``, stored under (ns, hashes[i]).
         Returns ``(stored, present)``: blocks copied in and made visible,
@@ -521,7 +560,13 @@ class CacheManagerClient(TicketOps):
         published: ``e.result`` = (stored, present) so far),
         ``InvalidRequest`` (field page / buffer_id ..., entry named),
         ``Fenced`` (ambiguous acknowledgement: the buffer's pages stay
-        pinned until the Manager exits), ``ManagerDied``, ``Closed``."""
+        pinned until the Manager exits), ``ManagerDied``, ``Closed``.
+
+        ``records``, one ``BlockRecord`` per block (okv_publish_records),
+        tells the Manager what routers match each block on; it keeps them
+        with the blocks and announces them in its KV events
+        (docs/events.md). ``BadArgument`` names a record of 0 or more than
+        ``RECORD_MAX_TOKENS`` tokens, a token id or hash out of range."""
         ns_c = _check.namespace("publish", ns)
         _check.check_u32("publish", "buffer_id", buffer_id)
         n = len(pages)
@@ -540,14 +585,19 @@ class CacheManagerClient(TicketOps):
         else:
             keep = addr = _check.join_hashes("publish", hashes)
         page_arr = _check.u32_array("publish", "page", pages)
+        infos = None if records is None else _block_infos(records, n)
         res = _abi.PublishResult()
         try:
-            self._call("publish", lib.okv_publish, ctypes.byref(ns_c), buffer_id, addr, page_arr, n, ctypes.byref(res),
-                       what=f"publish to buffer {buffer_id}")
+            if infos is None:
+                self._call("publish", lib.okv_publish, ctypes.byref(ns_c), buffer_id, addr, page_arr, n,
+                           ctypes.byref(res), what=f"publish to buffer {buffer_id}")
+            else:
+                self._call("publish", lib.okv_publish_records, ctypes.byref(ns_c), buffer_id, addr, page_arr,
+                           infos[0], n, ctypes.byref(res), what=f"publish to buffer {buffer_id}")
         except OrbitKVError as err:
             err.result = (res.stored, res.present)
             raise
-        del keep
+        del keep, infos
         return (res.stored, res.present)
 
     # ---- local discovery ----

@@ -46,6 +46,7 @@ def _c_program() -> tuple[str, dict[str, int]]:
     emit("OKV_MAX_TIMEOUT_MS", "OKV_MAX_TIMEOUT_MS", _abi.MAX_TIMEOUT_MS)
     emit("OKV_SERVICE_ID_BYTES", "OKV_SERVICE_ID_BYTES", _abi.SERVICE_ID_BYTES)
     emit("OKV_INSTANCE_ID_BYTES", "OKV_INSTANCE_ID_BYTES", _abi.INSTANCE_ID_BYTES)
+    emit("OKV_RECORD_MAX_TOKENS", "OKV_RECORD_MAX_TOKENS", _abi.RECORD_MAX_TOKENS)
     emit("status max", "OKV_STATUS_MAX", max(_abi.Status))
     lines += ["\treturn 0;", "}"]
     return "\n".join(lines) + "\n", want
