@@ -34,6 +34,10 @@ type Lease = native.Lease
 // PublishResult counts the blocks a Publish stored and found present.
 type PublishResult = native.PublishResult
 
+// BlockInfo is a block record of PublishRecords: what a router matches the
+// block on (engine hash, parent hash, token ids).
+type BlockInfo = native.BlockInfo
+
 // RestoreEntry copies lease block Block into page Page of every layer.
 type RestoreEntry = native.RestoreEntry
 

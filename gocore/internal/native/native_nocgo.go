@@ -148,6 +148,18 @@ func (*Client) Publish(Namespace, uint32, []BlockHash, []uint32) (PublishResult,
 	return PublishResult{}, ErrNoCgo
 }
 
+// BlockInfo is a block record of PublishRecords (ops.go).
+type BlockInfo struct {
+	EngineHash, ParentHash uint64
+	HasParent              bool
+	Tokens                 []uint32
+}
+
+// PublishRecords returns ErrNoCgo.
+func (*Client) PublishRecords(Namespace, uint32, []BlockHash, []uint32, []BlockInfo) (PublishResult, error) {
+	return PublishResult{}, ErrNoCgo
+}
+
 // Restore returns ErrNoCgo.
 func (*Client) Restore(uint64, uint32, []RestoreEntry) (uint64, error) { return 0, ErrNoCgo }
 

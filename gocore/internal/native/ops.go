@@ -11,6 +11,7 @@ package native
 #cgo nocallback okv_restore
 #cgo nocallback okv_restore_poll
 #cgo nocallback okv_release
+#include <stdlib.h>
 #include "orbitkv/client.h"
 */
 import "C"
@@ -92,6 +93,64 @@ func (c *Client) Publish(ns Namespace, bufID uint32, hashes []BlockHash, pages [
 		return res, newClientError(c.c, rc)
 	}
 	return res, nil
+}
+
+// BlockInfo is a block record of PublishRecords (client.h struct
+// okv_block_info): the engine's own block hash, its parent's (HasParent
+// false for the first block of a chain) and the block's token ids
+// (1..abi.RecordMaxTokens).
+type BlockInfo struct {
+	EngineHash, ParentHash uint64
+	HasParent              bool
+	Tokens                 []uint32
+}
+
+// PublishRecords is Publish with a block record per block
+// (okv_publish_records; records[i] describes hashes[i]), which the
+// Manager keeps with the block and announces in its KV events. The
+// records are copied into C memory for the call. Errors: those of
+// Publish, and -EINVAL naming a record with a bad token count.
+func (c *Client) PublishRecords(ns Namespace, bufID uint32, hashes []BlockHash, pages []uint32, records []BlockInfo) (PublishResult, error) {
+	if c.c == nil {
+		return PublishResult{}, errClosed()
+	}
+	if len(hashes) != len(pages) || len(records) != len(hashes) {
+		return PublishResult{}, fmt.Errorf("native: PublishRecords of %d hashes, %d pages and %d records; want one of each per block", len(hashes), len(pages), len(records))
+	}
+	if uint64(len(hashes)) > math.MaxUint32 || len(hashes) == 0 {
+		return c.Publish(ns, bufID, hashes, pages)
+	}
+	tokens := 0
+	for _, r := range records {
+		tokens += len(r.Tokens)
+	}
+	// C memory: a Go pointer may not be stored in memory passed to C.
+	infos := (*[1 << 30]C.struct_okv_block_info)(C.calloc(C.size_t(len(records)), C.size_t(unsafe.Sizeof(C.struct_okv_block_info{}))))[:len(records):len(records)]
+	defer C.free(unsafe.Pointer(&infos[0]))
+	tok := (*[1 << 30]C.uint32_t)(C.calloc(C.size_t(max(tokens, 1)), 4))[: max(tokens, 1) : max(tokens, 1)]
+	defer C.free(unsafe.Pointer(&tok[0]))
+	off := 0
+	for i, r := range records {
+		infos[i].engine_hash = C.uint64_t(r.EngineHash)
+		if r.HasParent {
+			infos[i].has_parent, infos[i].parent_hash = 1, C.uint64_t(r.ParentHash)
+		}
+		infos[i].token_count = C.uint32_t(len(r.Tokens))
+		infos[i].tokens = &tok[off]
+		for j, t := range r.Tokens {
+			tok[off+j] = C.uint32_t(t)
+		}
+		off += len(r.Tokens)
+	}
+	var res C.struct_okv_publish_result
+	rc := C.okv_publish_records(c.c, (*C.struct_okv_namespace)(unsafe.Pointer(&ns)), C.uint32_t(bufID),
+		(*C.struct_okv_block_hash)(unsafe.Pointer(unsafe.SliceData(hashes))),
+		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(pages))), &infos[0], C.uint32_t(len(hashes)), &res)
+	out := PublishResult{Stored: uint32(res.stored), Present: uint32(res.present)}
+	if rc != 0 {
+		return out, newClientError(c.c, rc)
+	}
+	return out, nil
 }
 
 // Restore starts copying leased blocks into buffer bufID (okv_restore):
