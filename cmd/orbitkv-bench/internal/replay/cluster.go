@@ -49,6 +49,7 @@ type clusterReport struct {
 	RAMPerNodeBytes      uint64        `json:"ram_per_node_bytes"`
 	Clients              int           `json:"clients"`
 	PerNode              []nodeFigures `json:"per_node"` // the peer-tier run, summed over the repeats
+	Route                string        `json:"route"`    // how requests were assigned to nodes (--route)
 
 	WithPeers    *replayReport `json:"with_peers"`
 	WithoutPeers *replayReport `json:"without_peers"`
@@ -109,7 +110,7 @@ func runClusterReplay(cfg *replayConfig, plan *replayPlan, stdout, stderr io.Wri
 		}
 		with = append(with, rep)
 	}
-	out := &clusterReport{Nodes: cfg.nodes, Clients: cfg.clients, RAMPerNodeBytes: cfg.ramCapacity / uint64(cfg.nodes),
+	out := &clusterReport{Route: cfg.route, Nodes: cfg.nodes, Clients: cfg.clients, RAMPerNodeBytes: cfg.ramCapacity / uint64(cfg.nodes),
 		WithPeers: combineReplays(with), WithoutPeers: combineReplays(without), SingleNode: combineReplays(single), PerNode: per}
 	out.HitRatio, out.HitRatioWithoutPeers, out.HitRatioSingleNode = out.WithPeers.HitRatio, out.WithoutPeers.HitRatio, out.SingleNode.HitRatio
 	out.BoundHitRatio = out.WithPeers.BoundHitRatio
@@ -183,11 +184,25 @@ func replayNodes(cfg *replayConfig, plan *replayPlan, stderr io.Writer, prog *su
 				"--advertise-interval", clusterAdvertiseInterval.String()}, certs[i]...))
 		}
 	}
+	var events []string
+	if cfg.route == routeEvents {
+		dir, remove, err := eventsDir()
+		if err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, remove)
+		for i := range cfg.nodes {
+			events = append(events, eventEndpoint(dir, i))
+		}
+	}
 	nodes := make([]*managerproc.Manager, cfg.nodes)
 	for i := range nodes {
 		args := []string{}
 		if extra != nil {
 			args = extra[i]
+		}
+		if events != nil {
+			args = append([]string{"--kv-events", events[i]}, args...)
 		}
 		m, err := managerproc.Launch(managerproc.RAMSpec(cfg.ManagerBin, share, append(args, cfg.ManagerArgs...)))
 		if err != nil {
@@ -199,6 +214,9 @@ func replayNodes(cfg *replayConfig, plan *replayPlan, stderr io.Writer, prog *su
 	run := &replayRun{cfg: *cfg, plan: plan, manager: nodes[0], nodes: nodes, stderr: stderr, progress: prog,
 		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	run.cfg.ramCapacity = share
+	if events != nil {
+		run.events, run.recordTokens = events, cfg.recordTok
+	}
 	defer managerproc.StopOnSignal("replay", nodes[0], stderr, func() {
 		run.killWorkers()
 		for _, m := range nodes[1:] {
@@ -371,8 +389,12 @@ func clusterFigures(out *clusterReport, with, without []*replayReport) []suite.F
 // writeClusterTable prints the cluster run: the three hit ratios, the
 // peer tier's figures, and hits per node and per tier.
 func writeClusterTable(w io.Writer, out *clusterReport) error {
-	fmt.Fprintf(w, "orbitkv-bench replay --nodes %d: %d clients spread over the nodes (client i on node i mod %d), %s RAM per node (%s in all)\n\n",
-		out.Nodes, out.Clients, out.Nodes, humanize.IBytes(out.RAMPerNodeBytes), humanize.IBytes(out.RAMPerNodeBytes*uint64(out.Nodes)))
+	spread := fmt.Sprintf("client i on node i mod %d", out.Nodes)
+	if out.Route == routeEvents {
+		spread = "each request on the node whose KV events show its longest prefix"
+	}
+	fmt.Fprintf(w, "orbitkv-bench replay --nodes %d: %d clients spread over the nodes (%s), %s RAM per node (%s in all)\n\n",
+		out.Nodes, out.Clients, spread, humanize.IBytes(out.RAMPerNodeBytes), humanize.IBytes(out.RAMPerNodeBytes*uint64(out.Nodes)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "hit ratio, %d nodes with the peer tier\t%.4f\t\n", out.Nodes, out.HitRatio)
 	fmt.Fprintf(tw, "hit ratio, %d nodes without peers\t%.4f\t\n", out.Nodes, out.HitRatioWithoutPeers)

@@ -11,6 +11,7 @@ import (
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/content"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/managerproc"
 	"github.com/orbitkv/orbitkv/cmd/orbitkv-bench/internal/suite"
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/trace"
 )
 
@@ -26,6 +27,9 @@ type replayConfig struct {
 	limit       int    // replay the first limit requests; 0 = all
 	nodes       int    // --nodes: 0 = one Manager; N = the cluster comparison (cluster.go)
 	etcdBin     string // --etcd-bin; "" = orbitkv-etcd next to this binary
+	events      string // --kv-events: off, on or compare (events.go)
+	route       string // --route: round-robin or events (--nodes only)
+	recordTok   int    // --record-tokens: token ids of each block's record with events on
 }
 
 // pageBytes is the bytes of one block in one layer.
@@ -50,6 +54,10 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
 	fs.StringVar(&cfg.socket, "socket", "", "bootstrap socket `file` of a running Manager (default: start bin/orbitkv-manager on a temporary socket)")
 	fs.IntVar(&cfg.nodes, "nodes", 0, fmt.Sprintf("`N` (1..%d): replay on N Managers with the peer tier (an etcd, node i on 127.0.0.i), on N without it, and on one, each N sharing --ram-capacity; clients spread over the nodes (bench/cluster/README.md)", maxReplayNodes))
 	fs.StringVar(&cfg.etcdBin, "etcd-bin", "", "etcd `binary` of --nodes (default: orbitkv-etcd next to this binary)")
+	cfg.events, cfg.route, cfg.recordTok = eventsOff, routeRR, 128
+	fs.StringVar(&cfg.events, "kv-events", cfg.events, "`mode`: off; on (the bench starts the Manager with --kv-events, the clients publish every block with a block record, and the bench subscribes to the stream); compare (each repeat replays with events off, then on, and reports the ratios: bench/README.md \"KV events\")")
+	fs.StringVar(&cfg.route, "route", cfg.route, "`how` --nodes assigns requests to nodes: round-robin (client i on node i mod N), or events (every client subscribes to every node's KV events and sends each request to the node holding its longest prefix, ties to the one it loaded least)")
+	fs.IntVar(&cfg.recordTok, "record-tokens", cfg.recordTok, fmt.Sprintf("`N` token ids in each block record with --kv-events on (1..%d; 128 is about 512 bytes)", abi.RecordMaxTokens))
 	return fs
 }
 
@@ -66,6 +74,7 @@ func ParseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 		suite.Between("clients", cfg.clients, 1, content.MaxReplayClients),
 		suite.Between("nodes", cfg.nodes, 0, maxReplayNodes),
 		suite.Between("layers", layers, 1, content.MaxLayers),
+		suite.Between("record-tokens", cfg.recordTok, 1, abi.RecordMaxTokens),
 		suite.CheckLimit(cfg.limit))
 	if err != nil {
 		return cfg, err
@@ -85,6 +94,18 @@ func ParseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
 	if cfg.ramCapacity < cfg.blockBytes {
 		return cfg, suite.Usagef("--ram-capacity %s is smaller than one block (--block-bytes %s)",
 			humanize.IBytes(cfg.ramCapacity), humanize.IBytes(cfg.blockBytes))
+	}
+	switch {
+	case cfg.events != eventsOff && cfg.events != eventsOn && cfg.events != eventsCompare:
+		return cfg, suite.Usagef("--kv-events %q: want off, on or compare", cfg.events)
+	case cfg.route != routeRR && cfg.route != routeEvents:
+		return cfg, suite.Usagef("--route %q: want round-robin or events", cfg.route)
+	case cfg.route == routeEvents && cfg.nodes == 0:
+		return cfg, suite.Usagef("--route events needs --nodes: it chooses among nodes")
+	case cfg.events != eventsOff && cfg.socket != "":
+		return cfg, suite.Usagef("--kv-events %s starts its own Manager with --kv-events: it does not take --socket", cfg.events)
+	case cfg.events == eventsCompare && cfg.nodes > 0:
+		return cfg, suite.Usagef("--kv-events compare measures one Manager: it does not take --nodes")
 	}
 	if cfg.nodes > 0 {
 		switch {
@@ -163,6 +184,9 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	if cfg.nodes > 0 {
 		return runClusterReplay(&cfg, plan, stdout, stderr)
 	}
+	if cfg.events == eventsCompare {
+		return runEventsCompare(&cfg, plan, stdout, stderr)
+	}
 	mon := suite.StartMonitor(nil)
 	defer mon.Stop()
 	prog := suite.StartProgress(cfg.Progress, stderr, "replay", "requests", int64(cfg.Repeats*len(plan.requests)))
@@ -203,19 +227,48 @@ func Run(args []string, stdout, stderr io.Writer) error {
 // and stops what it started.
 func replayOnce(cfg *replayConfig, plan *replayPlan, stderr io.Writer, prog *suite.Progress) (*replayReport, error) {
 	var m *managerproc.Manager
+	var endpoints []string
 	if cfg.socket != "" {
 		m = managerproc.External(cfg.socket)
 	} else {
+		args := cfg.ManagerArgs
+		if cfg.events == eventsOn {
+			dir, remove, err := eventsDir()
+			if err != nil {
+				return nil, err
+			}
+			defer remove()
+			endpoints = []string{eventEndpoint(dir, 0)}
+			args = append([]string{"--kv-events", endpoints[0]}, args...)
+		}
 		var err error
-		if m, err = managerproc.Launch(managerproc.RAMSpec(cfg.ManagerBin, cfg.ramCapacity, cfg.ManagerArgs)); err != nil {
+		if m, err = managerproc.Launch(managerproc.RAMSpec(cfg.ManagerBin, cfg.ramCapacity, args)); err != nil {
 			return nil, err
 		}
 	}
 	defer m.Stop()
 	run := &replayRun{cfg: *cfg, plan: plan, manager: m, stderr: stderr, progress: prog,
 		salt: fmt.Sprintf("run-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	if endpoints != nil {
+		run.recordTokens = cfg.recordTok
+		seen, err := watchEvents(endpoints)
+		if err != nil {
+			return nil, err
+		}
+		run.watch = seen
+	}
 	// Interrupted: kill the workers, stop a Manager the bench started and
 	// remove its temporary directory, exit 130.
 	defer managerproc.StopOnSignal("replay", m, stderr, run.killWorkers)()
-	return run.execute()
+	rep, err := run.execute()
+	if run.watch != nil {
+		n, werr := run.watch.stop()
+		if err == nil && werr != nil {
+			err = fmt.Errorf("the bench's event subscriber: %w", werr)
+		}
+		if rep != nil {
+			rep.EventsReceived = n
+		}
+	}
+	return rep, err
 }

@@ -53,9 +53,10 @@ type replayReport struct {
 	BlockBytes          uint64              `json:"block_bytes"`
 	Layers              uint32              `json:"layers"`
 	RAMCapacityBytes    uint64              `json:"ram_capacity_bytes"`
-	ManagerBlocks       uint64              `json:"manager_blocks"`         // resident after the run
-	ManagerRAMUsedBytes uint64              `json:"manager_ram_used_bytes"` // after the run
-	IdleInvariant       string              `json:"idle_invariant"`         // "ok", "not checked: …" or "violated: …"
+	ManagerBlocks       uint64              `json:"manager_blocks"`            // resident after the run
+	ManagerRAMUsedBytes uint64              `json:"manager_ram_used_bytes"`    // after the run
+	IdleInvariant       string              `json:"idle_invariant"`            // "ok", "not checked: …" or "violated: …"
+	EventsReceived      uint64              `json:"events_received,omitempty"` // --kv-events on: events the bench's subscriber decoded
 
 	hists         map[string]*latency.Hist // merged over the workers, keyed by op name, for plots
 	remoteHist    *latency.Hist            // queries that waited for Loading, first ask to lease (nil: none)

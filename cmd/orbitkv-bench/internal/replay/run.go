@@ -39,6 +39,14 @@ type replayRun struct {
 	stderr io.Writer
 	salt   string // tenant salt of this run's namespace (replayNamespace)
 
+	// recordTokens > 0 makes the clients publish block records of that
+	// many token ids; events, with --route events, are the nodes' event
+	// endpoints the clients route by; watch is the bench's own
+	// subscriber (--kv-events on), nil without.
+	recordTokens int
+	events       []string
+	watch        *eventsSeen
+
 	progress *suite.Progress                // the requests of every repeat (runReplay); nil: none shown
 	prog     atomic.Pointer[suite.Progress] // progress from the workers' release on; their pipes count into it
 
@@ -81,7 +89,14 @@ func (r *replayRun) execute() (*replayReport, error) {
 			return nil, err
 		}
 		in := workerInput{Socket: r.managerOf(i).Socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
-			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: suite.WorkerProgressFD}
+			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: suite.WorkerProgressFD,
+			RecordTokens: r.recordTokens}
+		if r.events != nil {
+			in.Events = r.events
+			for _, m := range r.nodes {
+				in.Nodes = append(in.Nodes, m.Socket)
+			}
+		}
 		go w.talk(in, ready, done)
 	}
 	for range n {

@@ -55,6 +55,15 @@ type workerInput struct {
 	// ProgressFD is the worker's end of its progress pipe (progress.go,
 	// workerProgress); 0: none.
 	ProgressFD int `json:"progress_fd,omitempty"`
+
+	// RecordTokens > 0: every block is published with a block record of
+	// that many token ids (events.go recordOf).
+	RecordTokens int `json:"record_tokens,omitempty"`
+	// Nodes and Events, with --route events: every node's bootstrap socket
+	// and event endpoint; each request goes to the node eventIndex.choose
+	// names (Socket is then unused).
+	Nodes  []string `json:"nodes,omitempty"`
+	Events []string `json:"events,omitempty"`
 }
 
 // workerResult is what a worker measured. Histograms holds, per op name,
@@ -133,6 +142,18 @@ type replayWorker struct {
 	hists   [numOps]*latency.Hist
 	remote  *latency.Hist // queries that waited for Loading
 	res     workerResult
+
+	conns  []nodeConn         // with --route events: one session per node; c and bufID are the chosen one's
+	index  *eventIndex        // with --route events
+	load   []int              // requests sent to each node
+	infos  []client.BlockInfo // with RecordTokens: the records of one Publish
+	tokens []uint32           // their token ids
+}
+
+// nodeConn is a session with one node and the engine buffer's id there.
+type nodeConn struct {
+	c     *client.Client
+	bufID uint32
 }
 
 func newReplayWorker(in workerInput) (*replayWorker, error) {
@@ -154,18 +175,41 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 		return nil, fmt.Errorf("allocating the engine buffer (%d layers × %d pages × %d bytes): %w",
 			in.Layers, in.PageCount, in.BlockBytes/uint64(in.Layers), err)
 	}
-	w.c, err = client.Connect(client.Options{
-		SocketPath: in.Socket,
-		InstanceID: fmt.Sprintf("replay-%d", in.Index),
-		Role:       uint32(abi.RoleBench),
-	})
-	if err != nil {
-		w.buf.Free()
-		return nil, fmt.Errorf("connecting to the Manager at %s: %w", in.Socket, err)
+	sockets := in.Nodes
+	if len(sockets) == 0 {
+		sockets = []string{in.Socket}
 	}
-	if w.bufID, err = w.c.RegisterBuffer(w.buf); err != nil {
-		w.close()
-		return nil, fmt.Errorf("registering the engine buffer: %w", err)
+	for _, sock := range sockets {
+		c, err := client.Connect(client.Options{
+			SocketPath: sock,
+			InstanceID: fmt.Sprintf("replay-%d", in.Index),
+			Role:       uint32(abi.RoleBench),
+		})
+		if err != nil {
+			w.close()
+			return nil, fmt.Errorf("connecting to the Manager at %s: %w", sock, err)
+		}
+		w.conns = append(w.conns, nodeConn{c: c})
+		if w.conns[len(w.conns)-1].bufID, err = c.RegisterBuffer(w.buf); err != nil {
+			w.close()
+			return nil, fmt.Errorf("registering the engine buffer at %s: %w", sock, err)
+		}
+	}
+	w.c, w.bufID = w.conns[0].c, w.conns[0].bufID
+	w.load = make([]int, len(w.conns))
+	if len(in.Events) > 0 {
+		if len(in.Events) != len(w.conns) {
+			w.close()
+			return nil, fmt.Errorf("bad work: %d event endpoints for %d nodes", len(in.Events), len(w.conns))
+		}
+		if w.index, err = subscribeAll(in.Events); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	if in.RecordTokens > 0 {
+		w.infos = make([]client.BlockInfo, in.PageCount)
+		w.tokens = make([]uint32, int(in.PageCount)*in.RecordTokens)
 	}
 	w.maxQ = w.c.MaxQueryHashes()
 	if w.maxQ < 1 {
@@ -187,8 +231,11 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 
 // close ends the session (the Manager drops its leases) and frees the buffer.
 func (w *replayWorker) close() {
-	if w.c != nil {
-		w.c.Close()
+	if w.index != nil {
+		w.index.close()
+	}
+	for _, nc := range w.conns {
+		nc.c.Close()
 	}
 	if w.buf != nil {
 		w.buf.Free()
@@ -253,6 +300,14 @@ func (w *replayWorker) cached(ids []uint64) error {
 	for i, h := range ids {
 		hashes[i] = content.BlockHash(h)
 	}
+	if w.index != nil {
+		if err := w.index.err(); err != nil {
+			return err
+		}
+		n := w.index.choose(ids, w.load)
+		w.load[n]++
+		w.c, w.bufID = w.conns[n].c, w.conns[n].bufID
+	}
 	hits, err := w.query(hashes)
 	if err != nil {
 		return err
@@ -275,8 +330,20 @@ func (w *replayWorker) cached(ids []uint64) error {
 			content.FillPage(w.buf.Page(l, uint64(i)), content.Seed(w.nsLo, ids[i], l))
 		}
 	}
+	var infos []client.BlockInfo
+	if n := w.in.RecordTokens; n > 0 {
+		infos = w.infos[:k-hits]
+		for i := range infos {
+			recordOf(&infos[i], ids, hits+i, w.tokens[i*n:(i+1)*n])
+		}
+	}
 	t := time.Now()
-	pr, err := w.c.Publish(w.ns, w.bufID, hashes[hits:], w.pages[hits:k])
+	var pr client.PublishResult
+	if infos != nil {
+		pr, err = w.c.PublishRecords(w.ns, w.bufID, hashes[hits:], w.pages[hits:k], infos)
+	} else {
+		pr, err = w.c.Publish(w.ns, w.bufID, hashes[hits:], w.pages[hits:k])
+	}
 	w.res.PublishNS += w.since(opPublish, t)
 	w.res.StoredBlocks += uint64(pr.Stored)
 	w.res.PresentBlocks += uint64(pr.Present)

@@ -1,0 +1,197 @@
+package replay
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/orbitkv/orbitkv/gocore/client"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
+)
+
+// KV events in the replay (bench/README.md "replay", bench/cluster/README.md
+// "Routing"): with --kv-events on, the bench starts each Manager with
+// --kv-events on an ipc:// socket in a private directory, the clients
+// publish every block with a block record, and the bench subscribes; with
+// --route events, each client subscribes to every node's stream itself and
+// sends each request to the node whose events say it holds the longest
+// prefix.
+
+// Event modes (--kv-events) and routes (--route).
+const (
+	eventsOff     = "off"
+	eventsOn      = "on"
+	eventsCompare = "compare"
+	routeRR       = "round-robin"
+	routeEvents   = "events"
+)
+
+// eventsDir makes the private directory of the Managers' event sockets.
+func eventsDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "orbitkv-events-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// eventEndpoint is node i's event socket in dir.
+func eventEndpoint(dir string, i int) string {
+	return "ipc://" + filepath.Join(dir, fmt.Sprintf("node%d.events", i))
+}
+
+// recordOf fills r as the block record of trace block id at chain
+// position pos of ids: the engine hash is the trace's hash id, the parent
+// the id before it, and the token ids tokens made from the id (the trace
+// has no tokens; routers match on hashes).
+func recordOf(r *client.BlockInfo, ids []uint64, pos int, tokens []uint32) {
+	id := ids[pos]
+	r.EngineHash, r.HasParent, r.ParentHash = id, pos > 0, 0
+	if pos > 0 {
+		r.ParentHash = ids[pos-1]
+	}
+	for j := range tokens {
+		tokens[j] = uint32(id*2654435761) + uint32(j)
+	}
+	r.Tokens = tokens
+}
+
+// eventIndex is a client's view of which node holds which block in RAM,
+// fed by every node's event stream: a bit per node for each engine hash.
+type eventIndex struct {
+	mu     sync.Mutex
+	held   map[uint64]uint32
+	socks  []zmq4.Socket
+	events atomic.Uint64
+	errs   atomic.Pointer[error]
+}
+
+// subscribeAll subscribes to every endpoint (node i at endpoints[i]) and
+// applies their events until close.
+func subscribeAll(endpoints []string) (*eventIndex, error) {
+	x := &eventIndex{held: map[uint64]uint32{}}
+	for i, e := range endpoints {
+		sub := zmq4.NewSub(context.Background())
+		if err := sub.Dial(e); err != nil {
+			x.close()
+			return nil, fmt.Errorf("subscribing to node %d's events at %s: %w", i, e, err)
+		}
+		if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+			x.close()
+			return nil, err
+		}
+		x.socks = append(x.socks, sub)
+		go x.apply(i, sub)
+	}
+	return x, nil
+}
+
+func (x *eventIndex) apply(node int, sub zmq4.Socket) {
+	bit := uint32(1) << node
+	for {
+		msg, err := sub.Recv()
+		if err != nil {
+			return // closed
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+			err := fmt.Errorf("node %d: an event message of %d frames", node, len(msg.Frames))
+			x.errs.Store(&err)
+			continue
+		}
+		_ = binary.BigEndian.Uint64(msg.Frames[1])
+		b, err := kvevents.DecodeBatch(msg.Frames[2])
+		if err != nil {
+			err = fmt.Errorf("node %d: %w", node, err)
+			x.errs.Store(&err)
+			continue
+		}
+		x.mu.Lock()
+		for _, ev := range b.Events {
+			x.events.Add(1)
+			switch {
+			case ev.Kind == kvevents.KindCleared:
+				for h, m := range x.held {
+					if m &^= bit; m == 0 {
+						delete(x.held, h)
+					} else {
+						x.held[h] = m
+					}
+				}
+			case ev.Medium != kvevents.CPU:
+			case ev.Kind == kvevents.KindStored:
+				for _, h := range ev.Hashes {
+					x.held[h] |= bit
+				}
+			case ev.Kind == kvevents.KindRemoved:
+				for _, h := range ev.Hashes {
+					if m := x.held[h] &^ bit; m == 0 {
+						delete(x.held, h)
+					} else {
+						x.held[h] = m
+					}
+				}
+			}
+		}
+		x.mu.Unlock()
+	}
+}
+
+// choose is the node for a request of trace blocks ids: the one whose
+// events say it holds the longest prefix, ties to the one this client
+// sent the fewest requests (load), then the lowest index.
+func (x *eventIndex) choose(ids []uint64, load []int) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	best, bestLen := 0, -1
+	for n := range load {
+		bit := uint32(1) << n
+		k := 0
+		for k < len(ids) && x.held[ids[k]]&bit != 0 {
+			k++
+		}
+		if k > bestLen || (k == bestLen && load[n] < load[best]) {
+			best, bestLen = n, k
+		}
+	}
+	return best
+}
+
+func (x *eventIndex) close() {
+	for _, s := range x.socks {
+		s.Close()
+	}
+}
+
+// err is the first malformed message seen, nil when none.
+func (x *eventIndex) err() error {
+	if p := x.errs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// eventsSeen counts the events of a subscriber of endpoints (the bench's
+// own, with --kv-events on: a real consumer on the stream while it is
+// measured).
+type eventsSeen struct{ x *eventIndex }
+
+func watchEvents(endpoints []string) (*eventsSeen, error) {
+	x, err := subscribeAll(endpoints)
+	if err != nil {
+		return nil, err
+	}
+	return &eventsSeen{x}, nil
+}
+
+// stop ends the subscription and returns the events received and the
+// first decoding error.
+func (s *eventsSeen) stop() (uint64, error) {
+	s.x.close()
+	return s.x.events.Load(), s.x.err()
+}
