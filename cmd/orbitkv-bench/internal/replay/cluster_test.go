@@ -81,3 +81,60 @@ func TestReplayOnTwoNodesFetchesFromPeersAndVerifiesEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// A short routing comparison: the same plan on three nodes, requests
+// assigned round-robin and then by the nodes' KV events; routing by
+// events must find clearly more of each request's prefix on the node it
+// chose (local hits only: hit_ratio_without_peers). The full comparison
+// is bench/cluster/README.md's.
+func TestRoutingByKVEventsFindsMoreLocalHitsThanRoundRobin(t *testing.T) {
+	dir := benchtest.Binaries(t)
+	ratio := map[string]float64{}
+	for _, route := range []string{routeRR, routeEvents} {
+		cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "replay", "--trace", benchtest.TestTrace, "--json", "--nodes", "3", "--clients", "3",
+			"--limit", "1000", "--block-bytes", "16KiB", "--ram-capacity", "48MiB", "--repeats", "1", "--route", route)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("orbitkv-bench replay --route %s: %v\nstderr:\n%s", route, err, stderr.String())
+		}
+		var rep clusterReport
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Route != route || rep.Mismatches != 0 {
+			t.Fatalf("--route %s: report route %q, %d mismatches", route, rep.Route, rep.Mismatches)
+		}
+		ratio[route] = rep.HitRatioWithoutPeers
+		t.Logf("--route %s: hit_ratio_without_peers %.4f, hit_ratio %.4f, single node %.4f", route, rep.HitRatioWithoutPeers, rep.HitRatio, rep.HitRatioSingleNode)
+	}
+	if ratio[routeEvents] < 1.2*ratio[routeRR] {
+		t.Fatalf("local hit ratio %.4f routed by events, %.4f round-robin: want events ≥ 1.2× round-robin", ratio[routeEvents], ratio[routeRR])
+	}
+}
+
+// --kv-events compare replays with events off and on: the bench's own
+// subscriber decodes the events, and the ratios are reported.
+func TestEventsCompareReportsRatiosAndReceivesEvents(t *testing.T) {
+	dir := benchtest.Binaries(t)
+	cmd := exec.Command(filepath.Join(dir, "orbitkv-bench"), "replay", "--trace", benchtest.TestTrace, "--json", "--clients", "2",
+		"--limit", "300", "--block-bytes", "16KiB", "--ram-capacity", "16MiB", "--repeats", "1", "--kv-events", "compare", "--record-tokens", "16")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("orbitkv-bench replay --kv-events compare: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep eventsReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.EventsReceived == 0 || rep.ThroughputRatio <= 0 || rep.QueryP50Ratio <= 0 || rep.Off == nil || rep.On == nil ||
+		rep.On.Requests != 300 || rep.Off.Requests != 300 || rep.On.Mismatches != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	// The store events cover what was stored: every stored block is in a
+	// BlockStored (events merge chains, so there are at most as many).
+	if rep.EventsReceived > 2*rep.On.StoredBlocks+2 {
+		t.Fatalf("%d events for %d stored blocks", rep.EventsReceived, rep.On.StoredBlocks)
+	}
+}
