@@ -127,7 +127,7 @@ func (c *Client) PublishRecords(ns Namespace, bufID uint32, hashes []BlockHash, 
 	// C memory: a Go pointer may not be stored in memory passed to C.
 	infos := (*[1 << 30]C.struct_okv_block_info)(C.calloc(C.size_t(len(records)), C.size_t(unsafe.Sizeof(C.struct_okv_block_info{}))))[:len(records):len(records)]
 	defer C.free(unsafe.Pointer(&infos[0]))
-	tok := (*[1 << 30]C.uint32_t)(C.calloc(C.size_t(max(tokens, 1)), 4))[: max(tokens, 1) : max(tokens, 1)]
+	tok := (*[1 << 30]C.uint32_t)(C.calloc(C.size_t(max(tokens, 1)), 4))[:max(tokens, 1):max(tokens, 1)]
 	defer C.free(unsafe.Pointer(&tok[0]))
 	off := 0
 	for i, r := range records {
