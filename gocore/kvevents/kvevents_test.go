@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,6 +327,61 @@ func TestLookupByEngineHashesAndByTokens(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// With domains, each gets its own ipc sockets at PATH.NAME, mode 0660 in
+// its group, and a block's events reach its domain's stream only.
+func TestEachDomainHasItsOwnSocketsAndSeesOnlyItsBlocks(t *testing.T) {
+	dir := t.TempDir()
+	gid := os.Getgid()
+	tr := newTracker(t, Spec{Endpoint: "ipc://" + filepath.Join(dir, "ev"), ReplayEndpoint: "ipc://" + filepath.Join(dir, "rep"),
+		Domains: []Domain{{Name: "alice", GID: gid}, {Name: "bob", GID: gid}}})
+	pub, rep := tr.Endpoints()
+	for i, name := range []string{"alice", "bob"} {
+		for _, p := range []string{filepath.Join(dir, "ev."+name), filepath.Join(dir, "rep."+name)} {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o660 || st.Sys().(*syscall.Stat_t).Gid != uint32(gid) {
+				t.Fatalf("%s: mode %v gid %d, want a socket of mode 0660 in group %d", p, st.Mode(), st.Sys().(*syscall.Stat_t).Gid, gid)
+			}
+		}
+		if pub[i] != "ipc://"+filepath.Join(dir, "ev."+name) || rep[i] != "ipc://"+filepath.Join(dir, "rep."+name) {
+			t.Fatalf("endpoints %v %v", pub, rep)
+		}
+	}
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1))
+	tr.Stored(key(2), 1, CPU, record(22, 0, 2))
+	tr.Stored(key(3), NoStream, CPU, record(33, 0, 3))
+	for i, want := range []uint64{11, 22} {
+		d := zmq4.NewDealer(context.Background())
+		if err := d.Dial(rep[i]); err != nil {
+			t.Fatal(err)
+		}
+		d.Send(zmq4.NewMsgFrom([]byte{}, []byte(SnapshotRequest)))
+		var got []uint64
+		for {
+			msg, err := d.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int64(binary.BigEndian.Uint64(msg.Frames[2])) == -1 {
+				break
+			}
+			b, err := DecodeBatch(msg.Frames[3])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range b.Events {
+				got = append(got, e.Hashes...)
+			}
+		}
+		d.Close()
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("domain %d's snapshot holds %v, want only %d", i, got, want)
 		}
 	}
 }
