@@ -385,3 +385,25 @@ func TestEachDomainHasItsOwnSocketsAndSeesOnlyItsBlocks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStoredRemoved is the dispatcher's cost of announcing one block
+// stored and then removed (two events queued, records of 128 tokens),
+// with the stream's goroutine draining meanwhile.
+func BenchmarkStoredRemoved(b *testing.B) {
+	tr, err := New(Spec{Endpoint: "tcp://127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	tokens := make([]uint32, 128)
+	recs := make([][]byte, 1024)
+	for i := range recs {
+		recs[i] = record(uint64(i+1), uint64(i), tokens...)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		k := Key{Hash: abi.BlockHash{byte(i), byte(i >> 8), byte(i >> 16)}}
+		tr.Stored(k, 0, CPU, recs[i%len(recs)])
+		tr.Removed(k, CPU)
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"os"
@@ -165,6 +165,8 @@ type entry struct {
 	rec    []byte // abi block record; immutable
 	media  Medium
 	domain int32
+	engine uint64   // the record's engine hash
+	tk     tokenKey // its byTokens key
 }
 
 // Tracker keeps the block record of every block held on a medium of this
@@ -184,6 +186,8 @@ type Tracker struct {
 	byHash   map[uint64][]*entry // engine hash → its blocks (one per namespace)
 	byTokens map[tokenKey][]*entry
 
+	seed     maphash.Seed
+
 	Unannounced atomic.Uint64 // blocks stored on a medium without a record
 }
 
@@ -192,13 +196,11 @@ type Tracker struct {
 type tokenKey struct {
 	parent    uint64
 	hasParent bool
-	tokens    uint64 // FNV-1a of the token ids' bytes
+	tokens    uint64 // maphash of the token ids' bytes under the Tracker's seed
 }
 
-func tokensKey(r *abi.BlockRecord) tokenKey {
-	h := fnv.New64a()
-	h.Write(r.Tokens)
-	return tokenKey{r.ParentHash, r.HasParent, h.Sum64()}
+func (t *Tracker) tokensKey(parent uint64, hasParent bool, tokens []byte) tokenKey {
+	return tokenKey{parent, hasParent, maphash.Bytes(t.seed, tokens)}
 }
 
 // New binds the streams' sockets and starts them: each begins its epoch
@@ -209,7 +211,8 @@ func New(spec Spec, log *slog.Logger) (*Tracker, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64][]*entry{}, byTokens: map[tokenKey][]*entry{}}
+	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64][]*entry{}, byTokens: map[tokenKey][]*entry{},
+		seed: maphash.MakeSeed()}
 	domains := spec.Domains
 	if len(domains) == 0 {
 		domains = []Domain{{GID: spec.NodeGID}}
@@ -328,11 +331,11 @@ func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
 			t.Unannounced.Add(1)
 			return
 		}
-		e = &entry{key: k, rec: bytes.Clone(rec), domain: int32(domain)}
+		e = &entry{key: k, rec: bytes.Clone(rec), domain: int32(domain), engine: r.EngineHash,
+			tk: t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)}
 		t.blocks[k] = e
-		t.byHash[r.EngineHash] = append(t.byHash[r.EngineHash], e)
-		tk := tokensKey(&r)
-		t.byTokens[tk] = append(t.byTokens[tk], e)
+		t.byHash[e.engine] = append(t.byHash[e.engine], e)
+		t.byTokens[e.tk] = append(t.byTokens[e.tk], e)
 	}
 	if e.media&m != 0 {
 		return
@@ -363,14 +366,11 @@ func (t *Tracker) Removed(k Key, m Medium) {
 
 func (t *Tracker) forget(e *entry) {
 	delete(t.blocks, e.key)
-	r, _, _ := abi.ParseRecord(e.rec)
-	t.byHash[r.EngineHash] = without(t.byHash[r.EngineHash], e)
-	if len(t.byHash[r.EngineHash]) == 0 {
-		delete(t.byHash, r.EngineHash)
+	if t.byHash[e.engine] = without(t.byHash[e.engine], e); len(t.byHash[e.engine]) == 0 {
+		delete(t.byHash, e.engine)
 	}
-	tk := tokensKey(&r)
-	if t.byTokens[tk] = without(t.byTokens[tk], e); len(t.byTokens[tk]) == 0 {
-		delete(t.byTokens, tk)
+	if t.byTokens[e.tk] = without(t.byTokens[e.tk], e); len(t.byTokens[e.tk]) == 0 {
+		delete(t.byTokens, e.tk)
 	}
 }
 
@@ -475,11 +475,9 @@ func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int
 		for j, tok := range tokens[i*blockSize : (i+1)*blockSize] {
 			raw[4*j], raw[4*j+1], raw[4*j+2], raw[4*j+3] = byte(tok), byte(tok>>8), byte(tok>>16), byte(tok>>24)
 		}
-		h := fnv.New64a()
-		h.Write(raw)
 		var m Medium
 		var next uint64
-		for _, e := range t.byTokens[tokenKey{parent, i > 0, h.Sum64()}] {
+		for _, e := range t.byTokens[t.tokensKey(parent, i > 0, raw)] {
 			r, _, _ := abi.ParseRecord(e.rec)
 			if (ns == nil || e.key.NS == *ns) && bytes.Equal(r.Tokens, raw) {
 				m |= e.media
