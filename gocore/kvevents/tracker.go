@@ -186,7 +186,7 @@ type Tracker struct {
 	byHash   map[uint64][]*entry // engine hash → its blocks (one per namespace)
 	byTokens map[tokenKey][]*entry
 
-	seed     maphash.Seed
+	seed maphash.Seed
 
 	Unannounced atomic.Uint64 // blocks stored on a medium without a record
 }
