@@ -26,6 +26,7 @@ type replayConfig struct {
 	limit       int    // replay the first limit requests; 0 = all
 	nodes       int    // --nodes: 0 = one Manager; N = the cluster comparison (cluster.go)
 	etcdBin     string // --etcd-bin; "" = orbitkv-etcd next to this binary
+	ordered     bool   // clients start requests in trace order (order.go); set for --nodes
 }
 
 // pageBytes is the bytes of one block in one layer.

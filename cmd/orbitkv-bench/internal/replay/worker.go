@@ -55,6 +55,11 @@ type workerInput struct {
 	// ProgressFD is the worker's end of its progress pipe (progress.go,
 	// workerProgress); 0: none.
 	ProgressFD int `json:"progress_fd,omitempty"`
+
+	// StartOrder is the start-order counter's file (order.go): requests
+	// start in trace order across the clients; "": each client runs its
+	// share at its own pace.
+	StartOrder string `json:"start_order,omitempty"`
 }
 
 // workerResult is what a worker measured. Histograms holds, per op name,
@@ -132,6 +137,7 @@ type replayWorker struct {
 	leases  []client.Lease
 	hists   [numOps]*latency.Hist
 	remote  *latency.Hist // queries that waited for Loading
+	order   *orderGate    // nil: no start order (workerInput.StartOrder)
 	res     workerResult
 }
 
@@ -182,6 +188,12 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 		w.hists[op] = latency.NewHist()
 	}
 	w.remote = latency.NewHist()
+	if in.StartOrder != "" {
+		if w.order, err = openOrderGate(in.StartOrder); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
@@ -193,6 +205,9 @@ func (w *replayWorker) close() {
 	if w.buf != nil {
 		w.buf.Free()
 	}
+	if w.order != nil {
+		w.order.close()
+	}
 }
 
 // run replays every request, then fills res.Histograms.
@@ -200,6 +215,9 @@ func (w *replayWorker) run() error {
 	prog := openWorkerProgress(w.in.ProgressFD)
 	defer prog.close()
 	for j, ids := range w.in.Requests {
+		if w.order != nil {
+			w.order.start(uint64(w.in.Index + j*w.in.Clients))
+		}
 		if err := w.request(ids); err != nil {
 			return fmt.Errorf("client %d, trace request %d (%d blocks): %w",
 				w.in.Index, w.in.Index+j*w.in.Clients+1, len(ids), err)
