@@ -81,6 +81,8 @@ func runClusterReplay(cfg *replayConfig, plan *replayPlan, stdout, stderr io.Wri
 	defer mon.Stop()
 	prog := suite.StartProgress(cfg.Progress, stderr, "replay", "requests", int64(3*cfg.Repeats*len(plan.requests)))
 	defer prog.Finish()
+	// The three runs replay one request order (order.go).
+	cfg.ordered = true
 	var with, without, single []*replayReport
 	per := make([]nodeFigures, cfg.nodes)
 	for i := range per {

@@ -30,6 +30,7 @@ type replayConfig struct {
 	events      string // --kv-events: off, on or compare (events.go)
 	route       string // --route: round-robin or events (--nodes only)
 	recordTok   int    // --record-tokens: token ids of each block's record with events on
+	ordered     bool   // clients start requests in trace order (order.go); set for --nodes
 }
 
 // pageBytes is the bytes of one block in one layer.

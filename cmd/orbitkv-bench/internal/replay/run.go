@@ -83,6 +83,14 @@ func (r *replayRun) execute() (*replayReport, error) {
 	ready := make(chan workerEvent, n)
 	done := make(chan workerEvent, n)
 	defer r.killWorkers()
+	order := ""
+	if r.cfg.ordered {
+		var err error
+		if order, err = newOrderFile(); err != nil {
+			return nil, err
+		}
+		defer os.Remove(order)
+	}
 	for i := range n {
 		w, err := r.startWorker(i)
 		if err != nil {
@@ -90,7 +98,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 		in := workerInput{Socket: r.managerOf(i).Socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
 			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: suite.WorkerProgressFD,
-			RecordTokens: r.recordTokens}
+			RecordTokens: r.recordTokens, StartOrder: order}
 		if r.events != nil {
 			in.Events = r.events
 			for _, m := range r.nodes {

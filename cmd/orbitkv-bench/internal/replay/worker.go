@@ -64,6 +64,10 @@ type workerInput struct {
 	// names (Socket is then unused).
 	Nodes  []string `json:"nodes,omitempty"`
 	Events []string `json:"events,omitempty"`
+	// StartOrder is the start-order counter's file (order.go): requests
+	// start in trace order across the clients; "": each client runs its
+	// share at its own pace.
+	StartOrder string `json:"start_order,omitempty"`
 }
 
 // workerResult is what a worker measured. Histograms holds, per op name,
@@ -141,6 +145,7 @@ type replayWorker struct {
 	leases  []client.Lease
 	hists   [numOps]*latency.Hist
 	remote  *latency.Hist // queries that waited for Loading
+	order   *orderGate    // nil: no start order (workerInput.StartOrder)
 	res     workerResult
 
 	conns  []nodeConn         // with --route events: one session per node; c and bufID are the chosen one's
@@ -226,6 +231,12 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 		w.hists[op] = latency.NewHist()
 	}
 	w.remote = latency.NewHist()
+	if in.StartOrder != "" {
+		if w.order, err = openOrderGate(in.StartOrder); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
@@ -240,6 +251,9 @@ func (w *replayWorker) close() {
 	if w.buf != nil {
 		w.buf.Free()
 	}
+	if w.order != nil {
+		w.order.close()
+	}
 }
 
 // run replays every request, then fills res.Histograms.
@@ -247,6 +261,9 @@ func (w *replayWorker) run() error {
 	prog := openWorkerProgress(w.in.ProgressFD)
 	defer prog.close()
 	for j, ids := range w.in.Requests {
+		if w.order != nil {
+			w.order.start(uint64(w.in.Index + j*w.in.Clients))
+		}
 		if err := w.request(ids); err != nil {
 			return fmt.Errorf("client %d, trace request %d (%d blocks): %w",
 				w.in.Index, w.in.Index+j*w.in.Clients+1, len(ids), err)
