@@ -6,7 +6,8 @@ ipc:// sockets in a private temporary directory, with a RAM tier of 16
 blocks and an SSD tier (64 KiB slots), so that publishing more evicts and
 demotes blocks to SSD. Python clients publish chains with block records,
 read some back, publish one chain without records; then the Manager is
-restarted on the same SSD directory. What reads the events:
+restarted on the same SSD directory. A second case does less over
+tcp://127.0.0.1 on free ports. What reads the events:
 
 * real libzmq through pyzmq: a SUB socket on the event endpoint, a
   DEALER on the replay endpoint (vLLM's replay protocol, and OrbitKV's
@@ -616,6 +617,97 @@ class KVEventsConformanceTest(unittest.TestCase):
                 if leading(self.one.held, ch.engine_hashes, {"CPU", "STORAGE"}) != self.one.dynamo[name][1]]
         if more:
             print(f"\n  chains OrbitKV holds more of than Dynamo's tiered walk counts (blocks): {', '.join(more)}", end=" ")
+
+
+
+class KVEventsOverTCPTest(unittest.TestCase):
+    """The same readers over tcp://127.0.0.1 (free ports picked here: the
+    Manager binds what it is given), RAM tier only: one chain published a
+    block at a time, read by the SUB, the replay, the snapshot and
+    Dynamo's indexer."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pub = f"tcp://127.0.0.1:{support.free_port()}"
+        cls.rep = f"tcp://127.0.0.1:{support.free_port()}"
+        cls.dir = tempfile.mkdtemp(prefix="okv-kvevents-tcp-")
+        cls.ctx = zmq.Context()
+        cls.chain = Chain("tcp", 3)
+        cls.dyn, cls.dynamo_skip, cls.dynamo = None, "", {}
+        m = support.Manager("--kv-events", cls.pub, "--kv-events-replay", cls.rep)
+        s = Stream(cls.ctx, cls.pub, cls.rep)
+        try:
+            if not os.access(DYNAMO_PYTHON, os.X_OK):
+                cls.dynamo_skip = f"{DYNAMO_PYTHON} missing: install it with `engines/deps.sh dynamo`"
+            else:
+                try:
+                    cls.dyn = DynamoIndexer(os.path.join(cls.dir, "dynamo-indexer.log"))
+                    cls.dyn.register(cls.pub, cls.rep)
+                except Exception as e:
+                    cls.dynamo_skip = f"FAILED: {e}"
+            time.sleep(0.5)
+            buf = orbitkv.EngineBuffer(layers=LAYERS, page_bytes=PAGE, page_count=PAGES)
+            with orbitkv.CacheManagerClient(socket_path=m.socket) as c:
+                bid = c.register_buffer(buf)
+                for i in range(len(cls.chain.hashes)):
+                    time.sleep(0.3 if i else 0)
+                    got = c.publish(NS, bid, cls.chain.hashes[i:i + 1], [i], records=cls.chain.records[i:i + 1])
+                    assert got == (1, 0), f"publish tcp{i}: {got}"
+            buf.close()
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                s.drain(0.3)
+                snap = s.snapshot()
+                cls.stream = s.replay(0)
+                cls.applied, cls.held = {}, {}
+                for _, _, p in cls.stream:
+                    apply(cls.applied, decode(p).events)
+                for _, _, p in snap:
+                    apply(cls.held, decode(p).events)
+                cls.snapshot_seq = snap[0][1] if snap else -1
+                if (cls.applied == cls.held and len(cls.held) == 3) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            cls.live = list(s.live)
+            if cls.dyn is not None:
+                while True:
+                    cls.dynamo = cls.dyn.query(cls.chain.tokens)
+                    if cls.dynamo.get("longest_matched") == 3 * BLOCK_TOKENS or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.3)
+        finally:
+            s.close()
+            m.stop()
+            if cls.dyn is not None:
+                cls.dyn.stop()
+            cls.ctx.destroy(0)
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_the_stream_over_tcp_is_what_vllms_reader_expects(self):
+        seqs = [q for _, q, _ in self.stream]
+        self.assertEqual(seqs, list(range(len(seqs))))
+        self.assertIsInstance(decode(self.stream[0][2]).events[0], AllBlocksCleared)
+        self.assertTrue(self.live)
+        by_seq = {q: (t, p) for t, q, p in self.stream}
+        for t, q, p in self.live:
+            self.assertEqual(by_seq[q], (t, p))
+        stored = [ev for _, _, p in self.stream for ev in decode(p).events if isinstance(ev, BlockStored)]
+        self.assertEqual([h for ev in stored for h in ev.block_hashes], self.chain.engine_hashes)
+        self.assertEqual([t for ev in stored for t in ev.token_ids], self.chain.tokens)
+        self.assertEqual({ev.medium for ev in stored}, {"CPU"})
+
+    def test_the_snapshot_over_tcp_is_the_applied_stream(self):
+        self.assertEqual(self.snapshot_seq, len(self.stream) - 1)
+        self.assertEqual(self.held, {h: {"CPU"} for h in self.chain.engine_hashes})
+        self.assertEqual(self.applied, self.held)
+
+    def test_dynamos_indexer_over_tcp_scores_the_chain(self):
+        if self.dynamo_skip:
+            if self.dynamo_skip.startswith("FAILED"):
+                self.fail(self.dynamo_skip)
+            self.skipTest(self.dynamo_skip)
+        self.assertEqual((self.dynamo.get("longest_matched"), self.dynamo.get("cpu")),
+                         (3 * BLOCK_TOKENS, 3 * BLOCK_TOKENS), self.dynamo)
 
 
 if __name__ == "__main__":
