@@ -273,9 +273,8 @@ class Epoch:
         self.snapshot_batches: list[KVEventBatch] = []
         self.applied: dict[int, set[str]] = {}
         self.held: dict[int, set[str]] = {}  # per the snapshot
-        # chain → (Dynamo's /query overlap, (longest, cpu) blocks by tiered() of the snapshot)
+        # chain → (Dynamo's /query overlap, longest, cpu): blocks by tiered() of the snapshot
         self.dynamo: dict[str, tuple[dict, int, int]] = {}
-        self.dynamo_skip = ""
 
 
 class KVEventsConformanceTest(unittest.TestCase):
