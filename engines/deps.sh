@@ -2,7 +2,7 @@
 # engines/deps.sh — create the real engines' Python environments from the
 # lock files beside this script, idempotently.
 #
-#   engines/deps.sh [--lock] [ENV...]     ENV: vllm, vllm033, sglang, mooncake (default: all)
+#   engines/deps.sh [--lock] [ENV...]     ENV: vllm, vllm033, sglang, mooncake, dynamo (default: all)
 #
 # Each ENV becomes build/venv/ENV (git-ignored), a virtual environment of
 # Debian's /usr/bin/python3 (3.11) holding exactly the packages of
@@ -34,11 +34,11 @@ envs=()
 for a in "$@"; do
 	case "$a" in
 		--lock) lock=1 ;;
-		vllm|vllm033|sglang|mooncake) envs+=("$a") ;;
-		*) die "unknown argument '$a': want --lock, vllm, vllm033, sglang or mooncake" ;;
+		vllm|vllm033|sglang|mooncake|dynamo) envs+=("$a") ;;
+		*) die "unknown argument '$a': want --lock, vllm, vllm033, sglang, mooncake or dynamo" ;;
 	esac
 done
-[ ${#envs[@]} -gt 0 ] || envs=(vllm vllm033 sglang mooncake)
+[ ${#envs[@]} -gt 0 ] || envs=(vllm vllm033 sglang mooncake dynamo)
 
 [ "$(uname -m)" = x86_64 ] || die "machine $(uname -m): the locks name x86-64 wheels only"
 [ -x "$py" ] || die "ORBITKV_ENGINE_PYTHON '$py' is not an executable"
@@ -61,6 +61,7 @@ if [ "$lock" = 1 ]; then
 	"${compile[@]}" "$here/vllm033.in" -o "$here/vllm033.lock"
 	"${compile[@]}" "$here/sglang.in" -o "$here/sglang.lock"
 	"${compile[@]}" "$here/mooncake.in" -o "$here/mooncake.lock"
+	"${compile[@]}" "$here/dynamo.in" -o "$here/dynamo.lock"
 	exit 0
 fi
 

@@ -63,7 +63,7 @@ def parse_pins(path: str) -> dict[str, str]:
 
 class EngineLockTest(unittest.TestCase):
     def test_every_locked_package_is_pinned_and_hashed(self):
-        for lock in ("uv.lock", "vllm.lock", "vllm033.lock", "sglang.lock", "mooncake.lock"):
+        for lock in ("uv.lock", "vllm.lock", "vllm033.lock", "sglang.lock", "mooncake.lock", "dynamo.lock"):
             with self.subTest(f"{lock} pins and hashes every package"):
                 pkgs = parse_lock(os.path.join(ENGINES, lock))
                 self.assertTrue(pkgs, f"{lock} is empty")
@@ -72,7 +72,8 @@ class EngineLockTest(unittest.TestCase):
 
     def test_every_input_pin_is_in_its_lock_at_that_version(self):
         cases = [("uv.in", "uv.lock"), ("vllm.in", "vllm.lock"), ("vllm.overrides", "vllm.lock"),
-                 ("vllm033.in", "vllm033.lock"), ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock")]
+                 ("vllm033.in", "vllm033.lock"), ("sglang.in", "sglang.lock"), ("mooncake.in", "mooncake.lock"),
+                 ("dynamo.in", "dynamo.lock")]
         for src, lock in cases:
             pkgs = parse_lock(os.path.join(ENGINES, lock))
             for name, version in parse_pins(os.path.join(ENGINES, src)).items():
