@@ -142,25 +142,39 @@ func (x *eventIndex) apply(node int, sub zmq4.Socket) {
 	}
 }
 
-// choose is the node for a request of trace blocks ids: the one whose
-// events say it holds the longest prefix, ties to the one this client
-// sent the fewest requests (load), then the lowest index.
+// choose is the node for a request of trace blocks ids, by the cost a KV
+// router weighs (as Dynamo's does: blocks to compute plus load): the
+// blocks of ids the node's events do not show it holding as a prefix,
+// plus loadWeight blocks for each request this client sent it beyond the
+// node it sent the fewest; the lowest cost wins, ties to the lower
+// index. Without the load term every request whose first blocks (a
+// shared system prompt) one node holds would go there, and that node
+// alone would serve, with a third of the RAM.
 func (x *eventIndex) choose(ids []uint64, load []int) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	best, bestLen := 0, -1
+	least := load[0]
+	for _, l := range load {
+		least = min(least, l)
+	}
+	best, bestCost := 0, 0
 	for n := range load {
 		bit := uint32(1) << n
 		k := 0
 		for k < len(ids) && x.held[ids[k]]&bit != 0 {
 			k++
 		}
-		if k > bestLen || (k == bestLen && load[n] < load[best]) {
-			best, bestLen = n, k
+		cost := len(ids) - k + loadWeight*(load[n]-least)
+		if n == 0 || cost < bestCost {
+			best, bestCost = n, cost
 		}
 	}
 	return best
 }
+
+// loadWeight is the blocks of prefix one request of load imbalance is
+// worth to choose.
+const loadWeight = 1
 
 func (x *eventIndex) close() {
 	for _, s := range x.socks {
