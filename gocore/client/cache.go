@@ -31,6 +31,10 @@ type Buffer = native.Buffer
 // Lease is the answer of Query; Hits 0 means ID 0, nothing to release.
 type Lease = native.Lease
 
+// BlockRecord is a published block's record (Client.PublishRecords): the
+// engine's hash, its parent's and its token ids.
+type BlockRecord = native.BlockRecord
+
 // PublishResult counts the blocks a Publish stored and found present.
 type PublishResult = native.PublishResult
 

@@ -166,6 +166,11 @@ func (*Client) MaxQueryHashes() int { return 0 }
 // MaxRestoreEntries returns 0.
 func (*Client) MaxRestoreEntries() int { return 0 }
 
+// PublishRecords returns ErrNoCgo.
+func (*Client) PublishRecords(Namespace, uint32, []BlockHash, []uint32, []BlockRecord) (PublishResult, error) {
+	return PublishResult{}, ErrNoCgo
+}
+
 // MaxPublishEntries returns 0.
 func (*Client) MaxPublishEntries() int { return 0 }
 

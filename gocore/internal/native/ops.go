@@ -18,6 +18,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 	"unsafe"
 )
@@ -87,6 +88,50 @@ func (c *Client) Publish(ns Namespace, bufID uint32, hashes []BlockHash, pages [
 	rc := C.okv_publish(c.c, (*C.struct_okv_namespace)(unsafe.Pointer(&ns)), C.uint32_t(bufID),
 		(*C.struct_okv_block_hash)(unsafe.Pointer(unsafe.SliceData(hashes))),
 		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(pages))), C.uint32_t(len(hashes)), &r)
+	res := PublishResult{Stored: uint32(r.stored), Present: uint32(r.present)}
+	if rc != 0 {
+		return res, newClientError(c.c, rc)
+	}
+	return res, nil
+}
+
+// PublishRecords is Publish with a block record per block
+// (okv_publish_records): records[i] describes block i, and the Manager
+// keeps it with the block and announces it in its KV events
+// (docs/events.md). len(records) must equal len(hashes). The token ids are
+// pinned (runtime.Pinner) for the call: C reads them and keeps nothing.
+// Errors: those of Publish; CodeInvalid also for a record the Manager
+// refuses (no tokens, more than OKV_RECORD_MAX_TOKENS).
+func (c *Client) PublishRecords(ns Namespace, bufID uint32, hashes []BlockHash, pages []uint32, records []BlockRecord) (PublishResult, error) {
+	if c.c == nil {
+		return PublishResult{}, errClosed()
+	}
+	if len(hashes) != len(pages) || len(records) != len(hashes) {
+		return PublishResult{}, fmt.Errorf("native: PublishRecords of %d hashes, %d pages and %d records; want one page and one record per hash", len(hashes), len(pages), len(records))
+	}
+	if uint64(len(hashes)) > math.MaxUint32 {
+		return PublishResult{}, newClientError(nil, C.OKV_E2BIG)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	infos := make([]C.struct_okv_block_info, len(records))
+	for i, r := range records {
+		infos[i].engine_hash = C.uint64_t(r.EngineHash)
+		if r.HasParent {
+			infos[i].parent_hash, infos[i].has_parent = C.uint64_t(r.ParentHash), 1
+		}
+		infos[i].token_count = C.uint32_t(len(r.Tokens))
+		if len(r.Tokens) > 0 {
+			p := unsafe.SliceData(r.Tokens)
+			pin.Pin(p)
+			infos[i].tokens = (*C.uint32_t)(unsafe.Pointer(p))
+		}
+	}
+	var r C.struct_okv_publish_result
+	rc := C.okv_publish_records(c.c, (*C.struct_okv_namespace)(unsafe.Pointer(&ns)), C.uint32_t(bufID),
+		(*C.struct_okv_block_hash)(unsafe.Pointer(unsafe.SliceData(hashes))),
+		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(pages))),
+		(*C.struct_okv_block_info)(unsafe.Pointer(unsafe.SliceData(infos))), C.uint32_t(len(hashes)), &r)
 	res := PublishResult{Stored: uint32(r.stored), Present: uint32(r.present)}
 	if rc != 0 {
 		return res, newClientError(c.c, rc)
