@@ -360,3 +360,58 @@ func sameQuery(a, b lookupQuery) bool {
 	return nsEqual && slices.Equal(a.Hashes, b.Hashes) && slices.Equal(a.Tokens, b.Tokens) &&
 		(a.Hashes == nil) == (b.Hashes == nil) && a.BlockSize == b.BlockSize && a.Nodes == b.Nodes
 }
+
+// With "nodes", the lookup also reports every live peer of the catalog:
+// a peer holding the chain answers its counts through peer control's
+// Lookup (mutual TLS), a peer whose events are off is reported with its
+// error, and neither fails the request.
+func TestLookupWithNodesAsksEveryLivePeer(t *testing.T) {
+	eps := etcdEndpoints(t)
+	certs := clusterCerts(t, "a", "b", "c")
+	withEvents := func(s *Spec) {
+		s.HTTPAddr = "127.0.0.1:0"
+		s.Events = kvevents.Spec{Endpoint: "tcp://127.0.0.1:0"}
+	}
+	a := startNodeWith(t, "a", 11, eps, certs, withEvents)
+	b := startNodeWith(t, "b", 22, eps, certs, withEvents)
+	startNode(t, "c", 33, eps, certs) // events off
+	recs, toks := chainRecords(40, 3, 4)
+	hashes := make([]client.BlockHash, len(recs))
+	pages := make([]uint32, len(recs))
+	for i := range recs {
+		hashes[i], pages[i] = cHash(40+i), uint32(i)
+	}
+	if r, err := a.c.PublishRecords(cNS, a.bid, hashes, pages, recs); err != nil || r.Stored != 3 {
+		t.Fatalf("PublishRecords on a: %+v, %v", r, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(b.m.Catalog().Members()) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("b sees members %v, want a, b and c", b.m.Catalog().Members())
+		}
+	}
+	nsHex := hex.EncodeToString(cNS[:])
+	for _, body := range []string{
+		`{"namespace": "` + nsHex + `", "block_hashes": [41, 42, 43, 44], "nodes": true}`,
+		`{"token_ids": ` + jsonInts(toks) + `, "block_size": 4, "nodes": true}`,
+	} {
+		code, out := postLookup(t, b.m, body)
+		if code != http.StatusOK || out["any"] != 0.0 {
+			t.Fatalf("%s: status %d, %v; want 200 with none held on b itself", body, code, out)
+		}
+		nodes, _ := out["nodes"].([]any)
+		byNode := map[string]map[string]any{}
+		for _, n := range nodes {
+			nm := n.(map[string]any)
+			byNode[nm["node"].(string)] = nm
+		}
+		if len(byNode) != 2 || byNode["b"] != nil {
+			t.Fatalf("%s: nodes %v, want a and c (not b itself)", body, nodes)
+		}
+		if got := byNode["a"]; got["cpu"] != 3.0 || got["any"] != 3.0 || got["storage"] != 0.0 || got["error"] != nil {
+			t.Errorf("%s: a answered %v, want cpu 3, any 3, storage 0", body, got)
+		}
+		if e, _ := byNode["c"]["error"].(string); !strings.Contains(e, "KV events are off") || byNode["c"]["any"] != nil {
+			t.Errorf("%s: c answered %v, want its error saying its events are off", body, byNode["c"])
+		}
+	}
+}
