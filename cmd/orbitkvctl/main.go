@@ -1,7 +1,7 @@
 // Command orbitkvctl is the operator's tool for a running orbitkv-manager:
 // sessions, stats, health, evict, flush and drain over the Manager's
 // operator socket (gocore/operator), ping through a session of its own
-// on the bootstrap socket, and certs, which makes the certificates of the
+// on the bootstrap socket, events from the Manager's KV event stream, and certs, which makes the certificates of the
 // Managers' peer control (gocore/peer). Run orbitkvctl --help for the
 // commands.
 package main
@@ -169,7 +169,9 @@ is refused naming the path, its uid and pid (exit status 1), so a socket
 another user created (the /tmp path while /run/orbitkv is missing) is never
 talked to. Strings the Manager sends are printed with control characters
 escaped. ping opens a session of its own on the
-bootstrap socket, as an engine does. Every command prints a table, or JSON
+bootstrap socket, as an engine does. events subscribes to the Manager's KV
+event stream (--kv-events), whose endpoints it asks the operator socket for
+unless --endpoint names one. Every command prints a table, or JSON
 with -o json (64-bit integers as strings), or YAML with -o yaml (made from the
 JSON: the same field names, 64-bit integers as quoted strings). certs makes
 the cluster CA and node certificates of the Managers' peer control; it talks
@@ -181,7 +183,7 @@ to no Manager.`,
 			return g.check()
 		},
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("no command (want sessions, stats, namespaces, health, evict, flush, drain, ping, certs, version or completion)")
+			return usagef("no command (want sessions, stats, namespaces, health, evict, flush, drain, ping, events, certs, version or completion)")
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}")
@@ -197,7 +199,7 @@ to no Manager.`,
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
 	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table, json or yaml")
 	root.AddCommand(sessionsCmd(g), statsCmd(g), namespacesCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),
-		pingCmd(g), certsCmd(), versionCmd(g))
+		pingCmd(g), eventsCmd(g), certsCmd(), versionCmd(g))
 	return root
 }
 

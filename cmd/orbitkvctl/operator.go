@@ -312,6 +312,13 @@ func healthCmd(g *globals) *cobra.Command {
 				t.row("operations", fmt.Sprintf("%d (%d tickets)", h.Operations, h.Tickets))
 				t.row("evictions", h.Evictions)
 				t.row("lookups", fmt.Sprintf("%d (%d distinct)", h.Lookups, h.DistinctLookups))
+				for _, e := range h.Events {
+					name := "events"
+					if e.Name != "" {
+						name += " " + printable(e.Name)
+					}
+					t.row(name, fmt.Sprintf("%s (replay %s)", printable(e.Endpoint), cmp.Or(printable(e.Replay), "none")))
+				}
 				return t.flush()
 			})
 		},

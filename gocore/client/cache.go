@@ -31,12 +31,12 @@ type Buffer = native.Buffer
 // Lease is the answer of Query; Hits 0 means ID 0, nothing to release.
 type Lease = native.Lease
 
+// BlockRecord is a published block's record (Client.PublishRecords): the
+// engine's hash, its parent's and its token ids.
+type BlockRecord = native.BlockRecord
+
 // PublishResult counts the blocks a Publish stored and found present.
 type PublishResult = native.PublishResult
-
-// BlockInfo is a block record of PublishRecords: what a router matches the
-// block on (engine hash, parent hash, token ids).
-type BlockInfo = native.BlockInfo
 
 // RestoreEntry copies lease block Block into page Page of every layer.
 type RestoreEntry = native.RestoreEntry

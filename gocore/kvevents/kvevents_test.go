@@ -407,3 +407,27 @@ func BenchmarkStoredRemoved(b *testing.B) {
 		tr.Removed(k, CPU)
 	}
 }
+
+// A closed Tracker still answers what an HTTP request or a scrape during
+// the Manager's shutdown asks (stats, endpoints, lookups), takes the
+// tiers' last stores without publishing them, and closes once.
+func TestAClosedTrackerStaysReadable(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1))
+	tr.Close()
+	tr.Stored(key(2), 0, CPU, record(12, 11, 2))
+	tr.Removed(key(1), CPU)
+	if blocks, st := tr.Stats(); blocks != 1 || len(st) != 1 {
+		t.Fatalf("Stats after Close = %d blocks, %d streams; want 1 and 1", blocks, len(st))
+	}
+	if pub, _ := tr.Endpoints(); len(pub) != 1 {
+		t.Fatalf("Endpoints after Close = %v", pub)
+	}
+	if h := tr.LookupHashes(nil, []uint64{11}); h.Any != 0 {
+		t.Fatalf("LookupHashes of a removed block = %+v", h)
+	}
+	if h := tr.LookupHashes(nil, []uint64{12}); h.CPU != 1 {
+		t.Fatalf("LookupHashes of a block stored after Close = %+v, want it held", h)
+	}
+	tr.Close()
+}

@@ -189,6 +189,8 @@ type Tracker struct {
 	seed maphash.Seed
 
 	Unannounced atomic.Uint64 // blocks stored on a medium without a record
+
+	closed atomic.Bool
 }
 
 // tokenKey finds a block by what a router knows of it without its hash:
@@ -290,15 +292,20 @@ func endpointOf(l net.Listener) string {
 }
 
 // Close stops the streams (what is queued and not yet published is
-// dropped) and removes their socket files.
+// dropped) and removes their socket files; a second Close does nothing.
+// The streams stay readable: Stats, Endpoints and the lookups may still be
+// called (an HTTP request or a scrape during shutdown), and a block
+// stored or removed after Close is queued and never published.
 func (t *Tracker) Close() {
+	if t.closed.Swap(true) {
+		return
+	}
 	for _, s := range t.streams {
 		s.close()
 	}
 	for _, c := range t.closers {
 		c()
 	}
-	t.streams, t.closers = nil, nil
 }
 
 func (t *Tracker) stream(domain int32) *Stream {

@@ -1,12 +1,17 @@
 package manager
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"syscall"
+	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/cluster"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
+	"github.com/orbitkv/orbitkv/gocore/peer"
 )
 
 // The Manager's wiring of gocore/cluster: the cluster's Fetcher and
@@ -20,7 +25,43 @@ func (m *Manager) newCluster(s Spec) (*cluster.Cluster, error) {
 	if m.probes != nil {
 		onConn = m.registerTransfer
 	}
-	return cluster.New(*s.Cluster, s.Logger, onConn)
+	cs := *s.Cluster
+	if m.events != nil {
+		cs.Peer.Lookup = eventsLookup{m.events}
+	}
+	return cluster.New(cs, s.Logger, onConn)
+}
+
+// eventsLookup is peer control's peer.Lookup over the KV events' Tracker
+// (safe from any goroutine: one mutex).
+type eventsLookup struct{ t *kvevents.Tracker }
+
+func (e eventsLookup) LookupHashes(ns *abi.Namespace, hashes []uint64) peer.Held {
+	return peer.Held(e.t.LookupHashes(ns, hashes))
+}
+
+func (e eventsLookup) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int) peer.Held {
+	return peer.Held(e.t.LookupTokens(ns, tokens, blockSize))
+}
+
+// LookupPeerTimeout bounds each peer's answer to POST /v1/lookup with
+// "nodes": a peer slower than this is reported with its error.
+const LookupPeerTimeout = 2 * time.Second
+
+// lookupPeers asks every live peer of the cluster q's chain
+// (cluster.Cluster.LookupPeers) for POST /v1/lookup's "nodes".
+func (m *Manager) lookupPeers(ctx context.Context, q *lookupQuery) []nodeHeld {
+	out := []nodeHeld{}
+	for _, p := range m.cluster.LookupPeers(ctx, q.NS, q.Hashes, q.Tokens, q.BlockSize, LookupPeerTimeout) {
+		n := nodeHeld{Node: p.Node}
+		if p.Err != nil {
+			n.Error = p.Err.Error()
+		} else {
+			n.Held = &kvevents.Held{CPU: p.Held.CPU, Storage: p.Held.Storage, Any: p.Held.Any}
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // registerTransfer hands a transfer data connection to the eBPF probes;

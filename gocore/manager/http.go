@@ -45,6 +45,7 @@ type health struct {
 	prof      *atomic.Pointer[profiling.Profiler] // the Manager's push; holds nil when off
 	ebpf      *ebpf.Probes                        // nil without Spec.EBPF
 	cluster   *cluster.Cluster                    // nil without Spec.Cluster
+	lookup    *lookups                            // POST /v1/lookup; its events nil while they are off
 }
 
 // reply fills the Manager-wide fields; bootstrap adds epoch, sessions, pid.
@@ -114,8 +115,8 @@ func checkLoopback(addr string) error {
 }
 
 // routes is every HTTP endpoint once the cache exists: /livez and /readyz
-// (probes), /health, /metrics, pprof, and the failpoint endpoints in test
-// builds. Every one is read-only.
+// (probes), /health, /metrics, POST /v1/lookup (lookup.go), pprof, and
+// the failpoint endpoints in test builds. Every one is read-only.
 func routes(h *health, r *readiness, pprofOn bool, log *slog.Logger) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -127,6 +128,7 @@ func routes(h *health, r *readiness, pprofOn bool, log *slog.Logger) *http.Serve
 	probes(mux, r)
 	mux.HandleFunc("GET /health", h.serveHTTP)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST "+LookupPath, h.lookup.serveHTTP)
 	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", profiling.ServeCPUProfile) // works while the Pyroscope push runs

@@ -202,6 +202,10 @@ func New(s Spec) (*Manager, error) {
 		return nil, err
 	}
 	m.health.ebpf = m.probes
+	m.health.lookup = &lookups{events: m.events, tenants: s.Tenants, counts: &lookupCounts{}}
+	if m.cluster != nil {
+		m.health.lookup.peers = m.lookupPeers
+	}
 	if sw != nil {
 		sw.store(routes(m.health, m.ready, s.HTTPPprof, s.Logger))
 	}

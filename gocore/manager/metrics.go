@@ -12,6 +12,7 @@ import (
 	"github.com/orbitkv/orbitkv/gocore/cache"
 	"github.com/orbitkv/orbitkv/gocore/catalog"
 	"github.com/orbitkv/orbitkv/gocore/channel"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/peer"
 	"github.com/orbitkv/orbitkv/gocore/transfer"
 )
@@ -89,17 +90,21 @@ func (d *ssdDurations) ObserveIO(write bool, took time.Duration) {
 
 // snapshot is everything one scrape emits, read once.
 type snapshot struct {
-	ready                            bool
-	sessions                         int
-	pidRefused                       uint64 // sessions refused for --max-sessions-per-pid
-	requests, invalid, parks, rescue uint64
-	ops                              channel.OpCounts
-	boot                             bootstrap.SessionCounts
-	cache                            cache.Stats
-	catalog                          catalog.Stats        // zero until the catalog is open
-	peer                             peer.Stats           // zero until peer control serves
-	transfer                         transfer.ServerStats // the data port's; zero until peer control serves
-	uploadsOK, uploadsFailed         uint64               // the Pyroscope push's; 0 when off
+	ready                              bool
+	sessions                           int
+	pidRefused                         uint64 // sessions refused for --max-sessions-per-pid
+	requests, invalid, parks, rescue   uint64
+	ops                                channel.OpCounts
+	boot                               bootstrap.SessionCounts
+	cache                              cache.Stats
+	catalog                            catalog.Stats        // zero until the catalog is open
+	peer                               peer.Stats           // zero until peer control serves
+	transfer                           transfer.ServerStats // the data port's; zero until peer control serves
+	uploadsOK, uploadsFailed           uint64               // the Pyroscope push's; 0 when off
+	eventBlocks                        int                  // block records the events' Tracker keeps; 0 when off
+	eventStreams                       []kvevents.StreamStats
+	unannounced                        uint64
+	lookupOK, lookupInvalid, lookupOff uint64 // POST /v1/lookup's requests
 }
 
 // series is one metric drawn from a snapshot.
@@ -144,6 +149,13 @@ func (c *collector) take() snapshot {
 	if h.prof != nil {
 		if p := h.prof.Load(); p != nil {
 			s.uploadsOK, s.uploadsFailed = p.Uploads()
+		}
+	}
+	if l := h.lookup; l != nil {
+		s.lookupOK, s.lookupInvalid, s.lookupOff = l.counts.OK.Load(), l.counts.Invalid.Load(), l.counts.Off.Load()
+		if l.events != nil {
+			s.eventBlocks, s.eventStreams = l.events.Stats()
+			s.unannounced = l.events.Unannounced.Load()
 		}
 	}
 	return s
@@ -235,7 +247,47 @@ func newCollector(h *health, ops *opDurations) *collector {
 	if h.cluster != nil {
 		addCluster(gauge, counter, u, add)
 	}
+	if h.lookup != nil {
+		addEvents(h.lookup, gauge, counter, u, add)
+	}
 	return c
+}
+
+// addEvents adds POST /v1/lookup's request counter and, while the KV
+// events are on, the streams' series: one per stream, labelled by its
+// name (the tenant domain's; "node" for the one stream without tenants),
+// and the Tracker's block records.
+func addEvents(l *lookups, gauge, counter seriesFunc, u uintFunc, add addFunc) {
+	const lookupHelp = "POST /v1/lookup requests, by result: ok (answered), invalid (400: a refused body; the error names the field), events_off (409: --kv-events is off)."
+	add(prometheus.CounterValue, "orbitkv_kv_lookup_requests_total", lookupHelp, u(func(s *snapshot) uint64 { return s.lookupOK }), "result", "ok")
+	add(prometheus.CounterValue, "orbitkv_kv_lookup_requests_total", lookupHelp, u(func(s *snapshot) uint64 { return s.lookupInvalid }), "result", "invalid")
+	add(prometheus.CounterValue, "orbitkv_kv_lookup_requests_total", lookupHelp, u(func(s *snapshot) uint64 { return s.lookupOff }), "result", "events_off")
+	if l.events == nil {
+		return
+	}
+	gauge("orbitkv_kv_event_blocks", "Blocks whose record the KV events keep: held on a medium (RAM or SSD) and published with a record.", func(s *snapshot) float64 { return float64(s.eventBlocks) })
+	counter("orbitkv_kv_event_unannounced_blocks_total", "Blocks stored on a medium without a block record (published without records, or recovered from SSD without one): never announced.", u(func(s *snapshot) uint64 { return s.unannounced }))
+	_, streams := l.events.Stats() // the streams are fixed at start
+	for i, st := range streams {
+		name := st.Name
+		if name == "" {
+			name = "node"
+		}
+		ss := func(f func(kvevents.StreamStats) uint64) func(*snapshot) float64 {
+			return func(s *snapshot) float64 {
+				if i >= len(s.eventStreams) {
+					return 0
+				}
+				return float64(f(s.eventStreams[i]))
+			}
+		}
+		add(prometheus.CounterValue, "orbitkv_kv_events_total", "KV events published (BlockStored, BlockRemoved, AllBlocksCleared), by stream.", ss(func(s kvevents.StreamStats) uint64 { return s.Events }), "stream", name)
+		add(prometheus.CounterValue, "orbitkv_kv_event_batches_total", "KV event batches (ZeroMQ messages, one sequence number each) published, by stream.", ss(func(s kvevents.StreamStats) uint64 { return s.Batches }), "stream", name)
+		add(prometheus.CounterValue, "orbitkv_kv_events_dropped_total", "KV events dropped because the stream's queue was full (--kv-events-queue); each loss is followed by a resync.", ss(func(s kvevents.StreamStats) uint64 { return s.Overflows }), "stream", name)
+		add(prometheus.CounterValue, "orbitkv_kv_event_resyncs_total", "Resyncs after dropped events: AllBlocksCleared, then every block held, announced again.", ss(func(s kvevents.StreamStats) uint64 { return s.Resyncs }), "stream", name)
+		add(prometheus.GaugeValue, "orbitkv_kv_event_subscribers", "Connections to the stream's event (PUB) socket now.", ss(func(s kvevents.StreamStats) uint64 { return s.Subscribers }), "stream", name)
+		add(prometheus.CounterValue, "orbitkv_kv_event_subscribers_dropped_total", "Subscribers and replay clients disconnected for falling behind (more queued messages than the stream allows).", ss(func(s kvevents.StreamStats) uint64 { return s.SubscribersDropped }), "stream", name)
+	}
 }
 
 // addCluster adds the catalog's and peer control's series (a node in a

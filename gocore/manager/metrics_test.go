@@ -23,6 +23,7 @@ import (
 
 	"github.com/orbitkv/orbitkv/ebpf"
 	"github.com/orbitkv/orbitkv/gocore/cache"
+	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/tier/ssd"
 )
 
@@ -58,6 +59,9 @@ func newMetricsManager(t *testing.T, epoch uint64) *Manager {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	slot := uint64(16 << 10)
 	s.Cache.Tiers.SSD = &ssd.Spec{Dir: dir, CapacityBytes: 64 * (ssd.HeaderBytes + slot), SlotBytes: slot}
+	// The KV events on, so that their series (and the dashboard's panels
+	// of them) are exposed.
+	s.Events = kvevents.Spec{Endpoint: "tcp://127.0.0.1:0"}
 	return serving(t, s)
 }
 

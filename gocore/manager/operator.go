@@ -249,7 +249,24 @@ func (o *operatorService) Health(context.Context, *operatorpb.HealthRequest) (*o
 		Requests: h.Requests, Sessions: uint32(m.Table.Len()), Epoch: m.spec.Epoch, ServiceId: hex.EncodeToString(m.health.serviceID[:]),
 		ManagerPid: int32(os.Getpid()), Blocks: h.Blocks, RamUsedBytes: h.RamUsedBytes, RamCapacityBytes: h.RamCapacityBytes,
 		Leases: h.Leases, Pins: h.Pins, ReservedBytes: h.ReservedBytes, Operations: h.Operations, Evictions: h.Evictions,
-		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups, Ssd: m.health.ssdHealth(), Build: BuildInfo()}, nil
+		Tickets: h.Tickets, Lookups: h.Lookups, DistinctLookups: h.DistinctLookups, Ssd: m.health.ssdHealth(), Build: BuildInfo(),
+		Events: m.health.eventStreams()}, nil
+}
+
+// eventStreams are the KV event streams' names and sockets (nil while the
+// events are off), in domain order.
+func (h *health) eventStreams() []*operatorpb.EventStream {
+	if h.lookup == nil || h.lookup.events == nil {
+		return nil
+	}
+	t := h.lookup.events
+	pub, rep := t.Endpoints()
+	_, st := t.Stats()
+	var out []*operatorpb.EventStream
+	for i := range min(len(pub), len(st)) {
+		out = append(out, &operatorpb.EventStream{Name: st[i].Name, Endpoint: pub[i], Replay: rep[i]})
+	}
+	return out
 }
 
 // BuildInfo is this binary's build as the operator API reports it.

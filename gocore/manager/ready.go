@@ -231,12 +231,13 @@ type swapHandler struct{ h atomic.Pointer[http.Handler] }
 
 func (s *swapHandler) store(h http.Handler) { s.h.Store(&h) }
 
-// ServeHTTP refuses a request that declares a body (every endpoint reads
-// none: a body declared and never sent would hold the connection until
-// HTTPReadTimeout) and closes its connection; the rest go to the current
-// handler.
+// ServeHTTP refuses a request that declares a body (every endpoint but
+// POST /v1/lookup reads none: a body declared and never sent would hold
+// the connection until HTTPReadTimeout) and closes its connection; the
+// rest go to the current handler. The lookup's body is bounded by
+// LookupMaxBodyBytes and, like every request, by HTTPReadTimeout.
 func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+	if (r.ContentLength != 0 || len(r.TransferEncoding) > 0) && !(r.Method == http.MethodPost && r.URL.Path == LookupPath) {
 		refuseBody(w)
 		return
 	}
@@ -247,7 +248,7 @@ func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // waiting for the body (the server would otherwise read it, up to
 // HTTPReadTimeout, before closing).
 func refuseBody(w http.ResponseWriter) {
-	const msg = "request bodies are not accepted: every endpoint takes its arguments in the URL\n"
+	const msg = "request bodies are not accepted: every endpoint but POST " + LookupPath + " takes its arguments in the URL\n"
 	conn, buf, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		w.Header().Set("Connection", "close")

@@ -1,5 +1,5 @@
 // Package peer is peer control between orbitkv-managers: the gRPC service of
-// proto/peer.proto (OpenTransfer, ReleaseTransfer) over mutual TLS under a
+// proto/peer.proto (OpenTransfer, ReleaseTransfer, Lookup) over mutual TLS under a
 // cluster CA, its client (Dial), the loading of the cluster's certificates
 // (LoadTLS) and their making (NewCA, NewNodeCert; `orbitkvctl certs`). It
 // authorises a transfer and pins the exact bytes at the source; the bytes
@@ -36,6 +36,19 @@
 // UnregisterSegment returns no READ touches the blocks) and only then calls
 // Source.Unpin. An empty run holds nothing: it is unpinned at once and
 // answered with transfer id 0.
+//
+// # A lookup
+//
+// Lookup(namespace, engine_hashes | token_ids and block_size) asks a peer
+// how many leading blocks of a chain it holds in RAM, on SSD and on either,
+// from the block records its KV events keep (ServerSpec.Lookup, the
+// Manager's adapter over gocore/kvevents; nil while its events are off:
+// ErrUnavailable). It pins nothing: the answer is a hint. The fields are
+// checked against MaxLookupHashes, MaxLookupTokens and a block size of
+// 1..abi.RecordMaxTokens (ErrInvalidRequest naming the field), and the
+// client refuses counts that do not fit the chain (ErrBadReply). The
+// Manager's POST /v1/lookup with "nodes" asks every live member this way
+// (gocore/cluster's LookupPeers).
 //
 // # Epochs
 //

@@ -22,6 +22,9 @@ type ServerSpec struct {
 	TLS *tls.Config
 	// Source pins the blocks transfers serve (the Manager's dispatcher).
 	Source Source
+	// Lookup answers Lookup calls (the Manager's KV events); nil: they
+	// answer ErrUnavailable, the events being off.
+	Lookup Lookup
 	// Transfer is the transfer engine's server the runs are registered on.
 	Transfer SegmentServer
 	// Epoch is this Manager's epoch (at least 1); OpenTransfer refuses any

@@ -1555,8 +1555,11 @@ type HealthReply struct {
 	DistinctLookups  uint64                 `protobuf:"varint,20,opt,name=distinct_lookups,json=distinctLookups,proto3" json:"distinct_lookups,omitempty"`
 	Ssd              *SSDTier               `protobuf:"bytes,21,opt,name=ssd,proto3" json:"ssd,omitempty"`     // the SSD tier's state; configured false without --ssd-dir
 	Build            *BuildInfo             `protobuf:"bytes,22,opt,name=build,proto3" json:"build,omitempty"` // the Manager's build (version is build.version)
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The KV event streams (--kv-events), one per tenant domain with
+	// tenants, else one; empty while the events are off.
+	Events        []*EventStream `protobuf:"bytes,23,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HealthReply) Reset() {
@@ -1743,6 +1746,77 @@ func (x *HealthReply) GetBuild() *BuildInfo {
 	return nil
 }
 
+func (x *HealthReply) GetEvents() []*EventStream {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// EventStream is one KV event stream's sockets (docs/events.md): name is
+// its tenant domain's ("" for the node's one stream without tenants);
+// endpoint the PUB socket and replay the ROUTER replay socket ("" none),
+// as tcp://HOST:PORT (the port bound) or ipc:///PATH.
+type EventStream struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Replay        string                 `protobuf:"bytes,3,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventStream) Reset() {
+	*x = EventStream{}
+	mi := &file_operator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventStream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventStream) ProtoMessage() {}
+
+func (x *EventStream) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventStream.ProtoReflect.Descriptor instead.
+func (*EventStream) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *EventStream) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EventStream) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *EventStream) GetReplay() string {
+	if x != nil {
+		return x.Replay
+	}
+	return ""
+}
+
 // SSDTier is the SSD tier's state in HealthReply (GET /health's "ssd").
 type SSDTier struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1760,7 +1834,7 @@ type SSDTier struct {
 
 func (x *SSDTier) Reset() {
 	*x = SSDTier{}
-	mi := &file_operator_proto_msgTypes[16]
+	mi := &file_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1846,7 @@ func (x *SSDTier) String() string {
 func (*SSDTier) ProtoMessage() {}
 
 func (x *SSDTier) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[16]
+	mi := &file_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1859,7 @@ func (x *SSDTier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SSDTier.ProtoReflect.Descriptor instead.
 func (*SSDTier) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{16}
+	return file_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SSDTier) GetConfigured() bool {
@@ -1861,7 +1935,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_operator_proto_msgTypes[17]
+	mi := &file_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1947,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[17]
+	mi := &file_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1960,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{17}
+	return file_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EvictRequest) GetNamespace() string {
@@ -1931,7 +2005,7 @@ type EvictReply struct {
 
 func (x *EvictReply) Reset() {
 	*x = EvictReply{}
-	mi := &file_operator_proto_msgTypes[18]
+	mi := &file_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2017,7 @@ func (x *EvictReply) String() string {
 func (*EvictReply) ProtoMessage() {}
 
 func (x *EvictReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[18]
+	mi := &file_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2030,7 @@ func (x *EvictReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictReply.ProtoReflect.Descriptor instead.
 func (*EvictReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{18}
+	return file_operator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EvictReply) GetRamBlocks() uint64 {
@@ -2003,7 +2077,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_operator_proto_msgTypes[19]
+	mi := &file_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2089,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[19]
+	mi := &file_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2102,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{19}
+	return file_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DrainRequest) GetTimeoutNs() uint64 {
@@ -2050,7 +2124,7 @@ type DrainReply struct {
 
 func (x *DrainReply) Reset() {
 	*x = DrainReply{}
-	mi := &file_operator_proto_msgTypes[20]
+	mi := &file_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2136,7 @@ func (x *DrainReply) String() string {
 func (*DrainReply) ProtoMessage() {}
 
 func (x *DrainReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[20]
+	mi := &file_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2149,7 @@ func (x *DrainReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReply.ProtoReflect.Descriptor instead.
 func (*DrainReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{20}
+	return file_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainReply) GetOperationsLeft() uint64 {
@@ -2121,7 +2195,7 @@ type PingSummary struct {
 
 func (x *PingSummary) Reset() {
 	*x = PingSummary{}
-	mi := &file_operator_proto_msgTypes[21]
+	mi := &file_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2207,7 @@ func (x *PingSummary) String() string {
 func (*PingSummary) ProtoMessage() {}
 
 func (x *PingSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[21]
+	mi := &file_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2220,7 @@ func (x *PingSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingSummary.ProtoReflect.Descriptor instead.
 func (*PingSummary) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{21}
+	return file_operator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PingSummary) GetCount() uint64 {
@@ -2354,7 +2428,7 @@ const file_operator_proto_rawDesc = "" +
 	"\x06client\x18\x01 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x06client\x126\n" +
 	"\x06server\x18\x02 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x06server\x12!\n" +
 	"\fserver_error\x18\x03 \x01(\tR\vserverError\"\x0f\n" +
-	"\rHealthRequest\"\xc9\x05\n" +
+	"\rHealthRequest\"\x83\x06\n" +
 	"\vHealthReply\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1b\n" +
@@ -2382,7 +2456,12 @@ const file_operator_proto_rawDesc = "" +
 	"\alookups\x18\x13 \x01(\x04R\alookups\x12)\n" +
 	"\x10distinct_lookups\x18\x14 \x01(\x04R\x0fdistinctLookups\x12.\n" +
 	"\x03ssd\x18\x15 \x01(\v2\x1c.orbitkv.operator.v1.SSDTierR\x03ssd\x124\n" +
-	"\x05build\x18\x16 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x05build\"\x86\x02\n" +
+	"\x05build\x18\x16 \x01(\v2\x1e.orbitkv.operator.v1.BuildInfoR\x05build\x128\n" +
+	"\x06events\x18\x17 \x03(\v2 .orbitkv.operator.v1.EventStreamR\x06events\"U\n" +
+	"\vEventStream\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06replay\x18\x03 \x01(\tR\x06replay\"\x86\x02\n" +
 	"\aSSDTier\x12\x1e\n" +
 	"\n" +
 	"configured\x18\x01 \x01(\bR\n" +
@@ -2448,7 +2527,7 @@ func file_operator_proto_rawDescGZIP() []byte {
 	return file_operator_proto_rawDescData
 }
 
-var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_operator_proto_goTypes = []any{
 	(*SessionsRequest)(nil),   // 0: orbitkv.operator.v1.SessionsRequest
 	(*Session)(nil),           // 1: orbitkv.operator.v1.Session
@@ -2466,12 +2545,13 @@ var file_operator_proto_goTypes = []any{
 	(*VersionSummary)(nil),    // 13: orbitkv.operator.v1.VersionSummary
 	(*HealthRequest)(nil),     // 14: orbitkv.operator.v1.HealthRequest
 	(*HealthReply)(nil),       // 15: orbitkv.operator.v1.HealthReply
-	(*SSDTier)(nil),           // 16: orbitkv.operator.v1.SSDTier
-	(*EvictRequest)(nil),      // 17: orbitkv.operator.v1.EvictRequest
-	(*EvictReply)(nil),        // 18: orbitkv.operator.v1.EvictReply
-	(*DrainRequest)(nil),      // 19: orbitkv.operator.v1.DrainRequest
-	(*DrainReply)(nil),        // 20: orbitkv.operator.v1.DrainReply
-	(*PingSummary)(nil),       // 21: orbitkv.operator.v1.PingSummary
+	(*EventStream)(nil),       // 16: orbitkv.operator.v1.EventStream
+	(*SSDTier)(nil),           // 17: orbitkv.operator.v1.SSDTier
+	(*EvictRequest)(nil),      // 18: orbitkv.operator.v1.EvictRequest
+	(*EvictReply)(nil),        // 19: orbitkv.operator.v1.EvictReply
+	(*DrainRequest)(nil),      // 20: orbitkv.operator.v1.DrainRequest
+	(*DrainReply)(nil),        // 21: orbitkv.operator.v1.DrainReply
+	(*PingSummary)(nil),       // 22: orbitkv.operator.v1.PingSummary
 }
 var file_operator_proto_depIdxs = []int32{
 	1,  // 0: orbitkv.operator.v1.SessionsReply.sessions:type_name -> orbitkv.operator.v1.Session
@@ -2482,27 +2562,28 @@ var file_operator_proto_depIdxs = []int32{
 	10, // 5: orbitkv.operator.v1.NamespacesReply.namespaces:type_name -> orbitkv.operator.v1.Namespace
 	12, // 6: orbitkv.operator.v1.VersionSummary.client:type_name -> orbitkv.operator.v1.BuildInfo
 	12, // 7: orbitkv.operator.v1.VersionSummary.server:type_name -> orbitkv.operator.v1.BuildInfo
-	16, // 8: orbitkv.operator.v1.HealthReply.ssd:type_name -> orbitkv.operator.v1.SSDTier
+	17, // 8: orbitkv.operator.v1.HealthReply.ssd:type_name -> orbitkv.operator.v1.SSDTier
 	12, // 9: orbitkv.operator.v1.HealthReply.build:type_name -> orbitkv.operator.v1.BuildInfo
-	0,  // 10: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
-	3,  // 11: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
-	14, // 12: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
-	9,  // 13: orbitkv.operator.v1.Operator.Namespaces:input_type -> orbitkv.operator.v1.NamespacesRequest
-	17, // 14: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
-	17, // 15: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
-	19, // 16: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
-	2,  // 17: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
-	8,  // 18: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
-	15, // 19: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
-	11, // 20: orbitkv.operator.v1.Operator.Namespaces:output_type -> orbitkv.operator.v1.NamespacesReply
-	18, // 21: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
-	18, // 22: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
-	20, // 23: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 10: orbitkv.operator.v1.HealthReply.events:type_name -> orbitkv.operator.v1.EventStream
+	0,  // 11: orbitkv.operator.v1.Operator.Sessions:input_type -> orbitkv.operator.v1.SessionsRequest
+	3,  // 12: orbitkv.operator.v1.Operator.Stats:input_type -> orbitkv.operator.v1.StatsRequest
+	14, // 13: orbitkv.operator.v1.Operator.Health:input_type -> orbitkv.operator.v1.HealthRequest
+	9,  // 14: orbitkv.operator.v1.Operator.Namespaces:input_type -> orbitkv.operator.v1.NamespacesRequest
+	18, // 15: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
+	18, // 16: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
+	20, // 17: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
+	2,  // 18: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
+	8,  // 19: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
+	15, // 20: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
+	11, // 21: orbitkv.operator.v1.Operator.Namespaces:output_type -> orbitkv.operator.v1.NamespacesReply
+	19, // 22: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
+	19, // 23: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
+	21, // 24: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_operator_proto_init() }
@@ -2516,7 +2597,7 @@ func file_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_operator_proto_rawDesc), len(file_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

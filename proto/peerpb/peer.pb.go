@@ -33,6 +33,138 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LookupRequest is a chain to look up: engine_hashes, or token_ids with
+// block_size (one of them, not both; a trailing partial block of
+// token_ids is not looked up).
+type LookupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     []byte                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`                                    // 16 bytes as the Manager keys it, or empty: any namespace
+	EngineHashes  []uint64               `protobuf:"fixed64,2,rep,packed,name=engine_hashes,json=engineHashes,proto3" json:"engine_hashes,omitempty"` // at most 65536, in chain order
+	TokenIds      []uint32               `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`              // at most 16777216
+	BlockSize     uint32                 `protobuf:"varint,4,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`                  // tokens per block, 1..OKV_RECORD_MAX_TOKENS (512) with token_ids, else 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupRequest) Reset() {
+	*x = LookupRequest{}
+	mi := &file_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupRequest) ProtoMessage() {}
+
+func (x *LookupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
+func (*LookupRequest) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LookupRequest) GetNamespace() []byte {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetEngineHashes() []uint64 {
+	if x != nil {
+		return x.EngineHashes
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+// LookupReply counts leading blocks held: cpu ≤ any, storage ≤ any.
+type LookupReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cpu           uint32                 `protobuf:"varint,1,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Storage       uint32                 `protobuf:"varint,2,opt,name=storage,proto3" json:"storage,omitempty"`
+	Any           uint32                 `protobuf:"varint,3,opt,name=any,proto3" json:"any,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupReply) Reset() {
+	*x = LookupReply{}
+	mi := &file_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupReply) ProtoMessage() {}
+
+func (x *LookupReply) ProtoReflect() protoreflect.Message {
+	mi := &file_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupReply.ProtoReflect.Descriptor instead.
+func (*LookupReply) Descriptor() ([]byte, []int) {
+	return file_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LookupReply) GetCpu() uint32 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *LookupReply) GetStorage() uint32 {
+	if x != nil {
+		return x.Storage
+	}
+	return 0
+}
+
+func (x *LookupReply) GetAny() uint32 {
+	if x != nil {
+		return x.Any
+	}
+	return 0
+}
+
 type OpenTransferRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     []byte                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`                         // 16 bytes
@@ -45,7 +177,7 @@ type OpenTransferRequest struct {
 
 func (x *OpenTransferRequest) Reset() {
 	*x = OpenTransferRequest{}
-	mi := &file_peer_proto_msgTypes[0]
+	mi := &file_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +189,7 @@ func (x *OpenTransferRequest) String() string {
 func (*OpenTransferRequest) ProtoMessage() {}
 
 func (x *OpenTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[0]
+	mi := &file_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +202,7 @@ func (x *OpenTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenTransferRequest.ProtoReflect.Descriptor instead.
 func (*OpenTransferRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{0}
+	return file_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OpenTransferRequest) GetNamespace() []byte {
@@ -115,7 +247,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_peer_proto_msgTypes[1]
+	mi := &file_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -127,7 +259,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[1]
+	mi := &file_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -140,7 +272,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{1}
+	return file_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Block) GetHash() []byte {
@@ -194,7 +326,7 @@ type OpenTransferReply struct {
 
 func (x *OpenTransferReply) Reset() {
 	*x = OpenTransferReply{}
-	mi := &file_peer_proto_msgTypes[2]
+	mi := &file_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +338,7 @@ func (x *OpenTransferReply) String() string {
 func (*OpenTransferReply) ProtoMessage() {}
 
 func (x *OpenTransferReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[2]
+	mi := &file_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +351,7 @@ func (x *OpenTransferReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenTransferReply.ProtoReflect.Descriptor instead.
 func (*OpenTransferReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{2}
+	return file_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenTransferReply) GetTransferId() uint64 {
@@ -287,7 +419,7 @@ type ReleaseTransferRequest struct {
 
 func (x *ReleaseTransferRequest) Reset() {
 	*x = ReleaseTransferRequest{}
-	mi := &file_peer_proto_msgTypes[3]
+	mi := &file_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +431,7 @@ func (x *ReleaseTransferRequest) String() string {
 func (*ReleaseTransferRequest) ProtoMessage() {}
 
 func (x *ReleaseTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[3]
+	mi := &file_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +444,7 @@ func (x *ReleaseTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseTransferRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseTransferRequest) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{3}
+	return file_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReleaseTransferRequest) GetTransferId() uint64 {
@@ -330,7 +462,7 @@ type ReleaseTransferReply struct {
 
 func (x *ReleaseTransferReply) Reset() {
 	*x = ReleaseTransferReply{}
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +474,7 @@ func (x *ReleaseTransferReply) String() string {
 func (*ReleaseTransferReply) ProtoMessage() {}
 
 func (x *ReleaseTransferReply) ProtoReflect() protoreflect.Message {
-	mi := &file_peer_proto_msgTypes[4]
+	mi := &file_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +487,7 @@ func (x *ReleaseTransferReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseTransferReply.ProtoReflect.Descriptor instead.
 func (*ReleaseTransferReply) Descriptor() ([]byte, []int) {
-	return file_peer_proto_rawDescGZIP(), []int{4}
+	return file_peer_proto_rawDescGZIP(), []int{6}
 }
 
 var File_peer_proto protoreflect.FileDescriptor
@@ -363,7 +495,17 @@ var File_peer_proto protoreflect.FileDescriptor
 const file_peer_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"peer.proto\x12\x0forbitkv.peer.v1\"\x8b\x01\n" +
+	"peer.proto\x12\x0forbitkv.peer.v1\"\x8e\x01\n" +
+	"\rLookupRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\fR\tnamespace\x12#\n" +
+	"\rengine_hashes\x18\x02 \x03(\x06R\fengineHashes\x12\x1b\n" +
+	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x04 \x01(\rR\tblockSize\"K\n" +
+	"\vLookupReply\x12\x10\n" +
+	"\x03cpu\x18\x01 \x01(\rR\x03cpu\x12\x18\n" +
+	"\astorage\x18\x02 \x01(\rR\astorage\x12\x10\n" +
+	"\x03any\x18\x03 \x01(\rR\x03any\"\x8b\x01\n" +
 	"\x13OpenTransferRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\fR\tnamespace\x12\x16\n" +
 	"\x06hashes\x18\x02 \x03(\fR\x06hashes\x12\x1b\n" +
@@ -391,10 +533,11 @@ const file_peer_proto_rawDesc = "" +
 	"\x16ReleaseTransferRequest\x12\x1f\n" +
 	"\vtransfer_id\x18\x01 \x01(\x04R\n" +
 	"transferId\"\x16\n" +
-	"\x14ReleaseTransferReply2\xc3\x01\n" +
+	"\x14ReleaseTransferReply2\x8b\x02\n" +
 	"\x04Peer\x12X\n" +
 	"\fOpenTransfer\x12$.orbitkv.peer.v1.OpenTransferRequest\x1a\".orbitkv.peer.v1.OpenTransferReply\x12a\n" +
-	"\x0fReleaseTransfer\x12'.orbitkv.peer.v1.ReleaseTransferRequest\x1a%.orbitkv.peer.v1.ReleaseTransferReplyB)Z'github.com/orbitkv/orbitkv/proto/peerpbb\x06proto3"
+	"\x0fReleaseTransfer\x12'.orbitkv.peer.v1.ReleaseTransferRequest\x1a%.orbitkv.peer.v1.ReleaseTransferReply\x12F\n" +
+	"\x06Lookup\x12\x1e.orbitkv.peer.v1.LookupRequest\x1a\x1c.orbitkv.peer.v1.LookupReplyB)Z'github.com/orbitkv/orbitkv/proto/peerpbb\x06proto3"
 
 var (
 	file_peer_proto_rawDescOnce sync.Once
@@ -408,22 +551,26 @@ func file_peer_proto_rawDescGZIP() []byte {
 	return file_peer_proto_rawDescData
 }
 
-var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_peer_proto_goTypes = []any{
-	(*OpenTransferRequest)(nil),    // 0: orbitkv.peer.v1.OpenTransferRequest
-	(*Block)(nil),                  // 1: orbitkv.peer.v1.Block
-	(*OpenTransferReply)(nil),      // 2: orbitkv.peer.v1.OpenTransferReply
-	(*ReleaseTransferRequest)(nil), // 3: orbitkv.peer.v1.ReleaseTransferRequest
-	(*ReleaseTransferReply)(nil),   // 4: orbitkv.peer.v1.ReleaseTransferReply
+	(*LookupRequest)(nil),          // 0: orbitkv.peer.v1.LookupRequest
+	(*LookupReply)(nil),            // 1: orbitkv.peer.v1.LookupReply
+	(*OpenTransferRequest)(nil),    // 2: orbitkv.peer.v1.OpenTransferRequest
+	(*Block)(nil),                  // 3: orbitkv.peer.v1.Block
+	(*OpenTransferReply)(nil),      // 4: orbitkv.peer.v1.OpenTransferReply
+	(*ReleaseTransferRequest)(nil), // 5: orbitkv.peer.v1.ReleaseTransferRequest
+	(*ReleaseTransferReply)(nil),   // 6: orbitkv.peer.v1.ReleaseTransferReply
 }
 var file_peer_proto_depIdxs = []int32{
-	1, // 0: orbitkv.peer.v1.OpenTransferReply.blocks:type_name -> orbitkv.peer.v1.Block
-	0, // 1: orbitkv.peer.v1.Peer.OpenTransfer:input_type -> orbitkv.peer.v1.OpenTransferRequest
-	3, // 2: orbitkv.peer.v1.Peer.ReleaseTransfer:input_type -> orbitkv.peer.v1.ReleaseTransferRequest
-	2, // 3: orbitkv.peer.v1.Peer.OpenTransfer:output_type -> orbitkv.peer.v1.OpenTransferReply
-	4, // 4: orbitkv.peer.v1.Peer.ReleaseTransfer:output_type -> orbitkv.peer.v1.ReleaseTransferReply
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
+	3, // 0: orbitkv.peer.v1.OpenTransferReply.blocks:type_name -> orbitkv.peer.v1.Block
+	2, // 1: orbitkv.peer.v1.Peer.OpenTransfer:input_type -> orbitkv.peer.v1.OpenTransferRequest
+	5, // 2: orbitkv.peer.v1.Peer.ReleaseTransfer:input_type -> orbitkv.peer.v1.ReleaseTransferRequest
+	0, // 3: orbitkv.peer.v1.Peer.Lookup:input_type -> orbitkv.peer.v1.LookupRequest
+	4, // 4: orbitkv.peer.v1.Peer.OpenTransfer:output_type -> orbitkv.peer.v1.OpenTransferReply
+	6, // 5: orbitkv.peer.v1.Peer.ReleaseTransfer:output_type -> orbitkv.peer.v1.ReleaseTransferReply
+	1, // 6: orbitkv.peer.v1.Peer.Lookup:output_type -> orbitkv.peer.v1.LookupReply
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -440,7 +587,7 @@ func file_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_peer_proto_rawDesc), len(file_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Peer_OpenTransfer_FullMethodName    = "/orbitkv.peer.v1.Peer/OpenTransfer"
 	Peer_ReleaseTransfer_FullMethodName = "/orbitkv.peer.v1.Peer/ReleaseTransfer"
+	Peer_Lookup_FullMethodName          = "/orbitkv.peer.v1.Peer/Lookup"
 )
 
 // PeerClient is the client API for Peer service.
@@ -52,6 +53,13 @@ type PeerClient interface {
 	// unregistered (no READ touches it after) and the pins go. NOT_FOUND when
 	// it is not open (released, expired, or another peer's).
 	ReleaseTransfer(ctx context.Context, in *ReleaseTransferRequest, opts ...grpc.CallOption) (*ReleaseTransferReply, error)
+	// Lookup answers how many leading blocks of a chain, named by the
+	// engine's own block hashes (vLLM's 64-bit form) or by token ids cut
+	// into blocks, this node holds in RAM (cpu), on SSD (storage) and on
+	// either (any), from the block records its KV events keep; it pins
+	// nothing (a hint, true when made). INVALID_ARGUMENT for a field outside
+	// its limit; UNAVAILABLE when the node's KV events are off.
+	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupReply, error)
 }
 
 type peerClient struct {
@@ -82,6 +90,16 @@ func (c *peerClient) ReleaseTransfer(ctx context.Context, in *ReleaseTransferReq
 	return out, nil
 }
 
+func (c *peerClient) Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LookupReply)
+	err := c.cc.Invoke(ctx, Peer_Lookup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -99,6 +117,13 @@ type PeerServer interface {
 	// unregistered (no READ touches it after) and the pins go. NOT_FOUND when
 	// it is not open (released, expired, or another peer's).
 	ReleaseTransfer(context.Context, *ReleaseTransferRequest) (*ReleaseTransferReply, error)
+	// Lookup answers how many leading blocks of a chain, named by the
+	// engine's own block hashes (vLLM's 64-bit form) or by token ids cut
+	// into blocks, this node holds in RAM (cpu), on SSD (storage) and on
+	// either (any), from the block records its KV events keep; it pins
+	// nothing (a hint, true when made). INVALID_ARGUMENT for a field outside
+	// its limit; UNAVAILABLE when the node's KV events are off.
+	Lookup(context.Context, *LookupRequest) (*LookupReply, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -114,6 +139,9 @@ func (UnimplementedPeerServer) OpenTransfer(context.Context, *OpenTransferReques
 }
 func (UnimplementedPeerServer) ReleaseTransfer(context.Context, *ReleaseTransferRequest) (*ReleaseTransferReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseTransfer not implemented")
+}
+func (UnimplementedPeerServer) Lookup(context.Context, *LookupRequest) (*LookupReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -172,6 +200,24 @@ func _Peer_ReleaseTransfer_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Lookup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LookupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Lookup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Lookup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Lookup(ctx, req.(*LookupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -186,6 +232,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseTransfer",
 			Handler:    _Peer_ReleaseTransfer_Handler,
+		},
+		{
+			MethodName: "Lookup",
+			Handler:    _Peer_Lookup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

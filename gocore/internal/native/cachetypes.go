@@ -29,6 +29,17 @@ type Lease struct {
 	BlockBytes uint64 // bytes of one leased block (all layers)
 }
 
+// BlockRecord is what the engine knows of a published block (struct
+// okv_block_info): its own block hash (vLLM's 64-bit form), its parent's
+// (HasParent false: the first block of its chain; ParentHash is then
+// ignored and sent as 0) and its token ids (1..OKV_RECORD_MAX_TOKENS).
+type BlockRecord struct {
+	EngineHash uint64
+	ParentHash uint64
+	HasParent  bool
+	Tokens     []uint32
+}
+
 // PublishResult mirrors struct okv_publish_result, summed over the chunks
 // of one Publish.
 type PublishResult struct {

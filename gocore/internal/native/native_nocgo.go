@@ -148,18 +148,6 @@ func (*Client) Publish(Namespace, uint32, []BlockHash, []uint32) (PublishResult,
 	return PublishResult{}, ErrNoCgo
 }
 
-// BlockInfo is a block record of PublishRecords (ops.go).
-type BlockInfo struct {
-	EngineHash, ParentHash uint64
-	HasParent              bool
-	Tokens                 []uint32
-}
-
-// PublishRecords returns ErrNoCgo.
-func (*Client) PublishRecords(Namespace, uint32, []BlockHash, []uint32, []BlockInfo) (PublishResult, error) {
-	return PublishResult{}, ErrNoCgo
-}
-
 // Restore returns ErrNoCgo.
 func (*Client) Restore(uint64, uint32, []RestoreEntry) (uint64, error) { return 0, ErrNoCgo }
 
@@ -177,6 +165,11 @@ func (*Client) MaxQueryHashes() int { return 0 }
 
 // MaxRestoreEntries returns 0.
 func (*Client) MaxRestoreEntries() int { return 0 }
+
+// PublishRecords returns ErrNoCgo.
+func (*Client) PublishRecords(Namespace, uint32, []BlockHash, []uint32, []BlockRecord) (PublishResult, error) {
+	return PublishResult{}, ErrNoCgo
+}
 
 // MaxPublishEntries returns 0.
 func (*Client) MaxPublishEntries() int { return 0 }

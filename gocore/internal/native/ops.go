@@ -11,7 +11,6 @@ package native
 #cgo nocallback okv_restore
 #cgo nocallback okv_restore_poll
 #cgo nocallback okv_release
-#include <stdlib.h>
 #include "orbitkv/client.h"
 */
 import "C"
@@ -19,6 +18,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 	"unsafe"
 )
@@ -95,62 +95,48 @@ func (c *Client) Publish(ns Namespace, bufID uint32, hashes []BlockHash, pages [
 	return res, nil
 }
 
-// BlockInfo is a block record of PublishRecords (client.h struct
-// okv_block_info): the engine's own block hash, its parent's (HasParent
-// false for the first block of a chain) and the block's token ids
-// (1..abi.RecordMaxTokens).
-type BlockInfo struct {
-	EngineHash, ParentHash uint64
-	HasParent              bool
-	Tokens                 []uint32
-}
-
 // PublishRecords is Publish with a block record per block
-// (okv_publish_records; records[i] describes hashes[i]), which the
-// Manager keeps with the block and announces in its KV events. The
-// records are copied into C memory for the call. Errors: those of
-// Publish, and -EINVAL naming a record with a bad token count.
-func (c *Client) PublishRecords(ns Namespace, bufID uint32, hashes []BlockHash, pages []uint32, records []BlockInfo) (PublishResult, error) {
+// (okv_publish_records): records[i] describes block i, and the Manager
+// keeps it with the block and announces it in its KV events
+// (docs/events.md). len(records) must equal len(hashes). The token ids are
+// pinned (runtime.Pinner) for the call: C reads them and keeps nothing.
+// Errors: those of Publish; CodeInvalid also for a record the Manager
+// refuses (no tokens, more than OKV_RECORD_MAX_TOKENS).
+func (c *Client) PublishRecords(ns Namespace, bufID uint32, hashes []BlockHash, pages []uint32, records []BlockRecord) (PublishResult, error) {
 	if c.c == nil {
 		return PublishResult{}, errClosed()
 	}
 	if len(hashes) != len(pages) || len(records) != len(hashes) {
-		return PublishResult{}, fmt.Errorf("native: PublishRecords of %d hashes, %d pages and %d records; want one of each per block", len(hashes), len(pages), len(records))
+		return PublishResult{}, fmt.Errorf("native: PublishRecords of %d hashes, %d pages and %d records; want one page and one record per hash", len(hashes), len(pages), len(records))
 	}
-	if uint64(len(hashes)) > math.MaxUint32 || len(hashes) == 0 {
-		return c.Publish(ns, bufID, hashes, pages)
+	if uint64(len(hashes)) > math.MaxUint32 {
+		return PublishResult{}, newClientError(nil, C.OKV_E2BIG)
 	}
-	tokens := 0
-	for _, r := range records {
-		tokens += len(r.Tokens)
-	}
-	// C memory: a Go pointer may not be stored in memory passed to C.
-	infos := (*[1 << 30]C.struct_okv_block_info)(C.calloc(C.size_t(len(records)), C.size_t(unsafe.Sizeof(C.struct_okv_block_info{}))))[:len(records):len(records)]
-	defer C.free(unsafe.Pointer(&infos[0]))
-	tok := (*[1 << 30]C.uint32_t)(C.calloc(C.size_t(max(tokens, 1)), 4))[:max(tokens, 1):max(tokens, 1)]
-	defer C.free(unsafe.Pointer(&tok[0]))
-	off := 0
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	infos := make([]C.struct_okv_block_info, len(records))
 	for i, r := range records {
 		infos[i].engine_hash = C.uint64_t(r.EngineHash)
 		if r.HasParent {
-			infos[i].has_parent, infos[i].parent_hash = 1, C.uint64_t(r.ParentHash)
+			infos[i].parent_hash, infos[i].has_parent = C.uint64_t(r.ParentHash), 1
 		}
 		infos[i].token_count = C.uint32_t(len(r.Tokens))
-		infos[i].tokens = &tok[off]
-		for j, t := range r.Tokens {
-			tok[off+j] = C.uint32_t(t)
+		if len(r.Tokens) > 0 {
+			p := unsafe.SliceData(r.Tokens)
+			pin.Pin(p)
+			infos[i].tokens = (*C.uint32_t)(unsafe.Pointer(p))
 		}
-		off += len(r.Tokens)
 	}
-	var res C.struct_okv_publish_result
+	var r C.struct_okv_publish_result
 	rc := C.okv_publish_records(c.c, (*C.struct_okv_namespace)(unsafe.Pointer(&ns)), C.uint32_t(bufID),
 		(*C.struct_okv_block_hash)(unsafe.Pointer(unsafe.SliceData(hashes))),
-		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(pages))), &infos[0], C.uint32_t(len(hashes)), &res)
-	out := PublishResult{Stored: uint32(res.stored), Present: uint32(res.present)}
+		(*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(pages))),
+		(*C.struct_okv_block_info)(unsafe.Pointer(unsafe.SliceData(infos))), C.uint32_t(len(hashes)), &r)
+	res := PublishResult{Stored: uint32(r.stored), Present: uint32(r.present)}
 	if rc != 0 {
-		return out, newClientError(c.c, rc)
+		return res, newClientError(c.c, rc)
 	}
-	return out, nil
+	return res, nil
 }
 
 // Restore starts copying leased blocks into buffer bufID (okv_restore):

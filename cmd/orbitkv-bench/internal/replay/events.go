@@ -50,7 +50,7 @@ func eventEndpoint(dir string, i int) string {
 // position pos of ids: the engine hash is the trace's hash id, the parent
 // the id before it, and the token ids tokens made from the id (the trace
 // has no tokens; routers match on hashes).
-func recordOf(r *client.BlockInfo, ids []uint64, pos int, tokens []uint32) {
+func recordOf(r *client.BlockRecord, ids []uint64, pos int, tokens []uint32) {
 	id := ids[pos]
 	r.EngineHash, r.HasParent, r.ParentHash = id, pos > 0, 0
 	if pos > 0 {

@@ -148,11 +148,11 @@ type replayWorker struct {
 	order   *orderGate    // nil: no start order (workerInput.StartOrder)
 	res     workerResult
 
-	conns  []nodeConn         // with --route events: one session per node; c and bufID are the chosen one's
-	index  *eventIndex        // with --route events
-	load   []int              // requests sent to each node
-	infos  []client.BlockInfo // with RecordTokens: the records of one Publish
-	tokens []uint32           // their token ids
+	conns  []nodeConn           // with --route events: one session per node; c and bufID are the chosen one's
+	index  *eventIndex          // with --route events
+	load   []int                // requests sent to each node
+	infos  []client.BlockRecord // with RecordTokens: the records of one Publish
+	tokens []uint32             // their token ids
 }
 
 // nodeConn is a session with one node and the engine buffer's id there.
@@ -213,7 +213,7 @@ func newReplayWorker(in workerInput) (*replayWorker, error) {
 		}
 	}
 	if in.RecordTokens > 0 {
-		w.infos = make([]client.BlockInfo, in.PageCount)
+		w.infos = make([]client.BlockRecord, in.PageCount)
 		w.tokens = make([]uint32, int(in.PageCount)*in.RecordTokens)
 	}
 	w.maxQ = w.c.MaxQueryHashes()
@@ -347,7 +347,7 @@ func (w *replayWorker) cached(ids []uint64) error {
 			content.FillPage(w.buf.Page(l, uint64(i)), content.Seed(w.nsLo, ids[i], l))
 		}
 	}
-	var infos []client.BlockInfo
+	var infos []client.BlockRecord
 	if n := w.in.RecordTokens; n > 0 {
 		infos = w.infos[:k-hits]
 		for i := range infos {
