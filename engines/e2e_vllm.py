@@ -20,7 +20,12 @@ Engine processes, in order:
    reset first), then again in the same process: vLLM's own prefix-cache
    hit, the native-hit reference;
 2. ``save``: prompts p0 (240 tokens), p2 (256: exactly 8 blocks), p3 with
-   OrbitKV: tokens equal cold, blocks published;
+   OrbitKV: tokens equal cold, blocks published; vLLM's own KV events on
+   in this engine: for each prompt's full blocks, the engine hashes,
+   parents and token ids the Manager announces (``--kv-events``, medium
+   CPU) equal those vLLM announces (medium GPU), both decoded with vLLM's
+   ``KVEventBatch``: a router consuming vLLM's events reads OrbitKV's
+   unchanged;
 3. ``warm`` (new process, vLLM's own cache empty): p0, p2, p3 restored from
    OrbitKV. Tokens equal the native-hit run token for token (largest
    first-token logit difference reported) and the cold run wherever the
@@ -210,6 +215,84 @@ class Engine:
         return "".join(keep[-n:])
 
 
+class EventListener:
+    """KV-event subscribers (pyzmq SUB, every topic), one per source, each
+    decoded with vLLM's own ``KVEventBatch`` (msgspec) by a thread; keeps
+    every ``BlockStored`` block as (parent, token ids) by engine hash, and
+    the media announced, per source."""
+
+    def __init__(self, sources: dict[str, tuple[str, bool]]):
+        """sources: name -> (endpoint, bind: True to bind it, False to connect)."""
+        import msgspec
+        import zmq
+        from vllm.distributed.kv_events import BlockStored, KVEventBatch
+        self._stored, self._decoder = BlockStored, msgspec.msgpack.Decoder(type=KVEventBatch)
+        self.ctx = zmq.Context()
+        self.blocks: dict[str, dict[int, tuple]] = {src: {} for src in sources}
+        self.media: dict[str, set] = {src: set() for src in sources}
+        self.batches = {src: 0 for src in sources}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads = []
+        for src, (endpoint, bind) in sources.items():
+            sock = self.ctx.socket(zmq.SUB)
+            sock.setsockopt(zmq.SUBSCRIBE, b"")
+            sock.setsockopt(zmq.RCVTIMEO, 200)
+            if bind:
+                sock.bind(endpoint)
+            else:
+                sock.connect(endpoint)
+            t = threading.Thread(target=self._read, args=(src, sock), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _read(self, src: str, sock) -> None:
+        import zmq
+        while not self.stop.is_set():
+            try:
+                frames = sock.recv_multipart()
+            except zmq.Again:
+                continue
+            batch = self._decoder.decode(frames[-1])
+            with self.lock:
+                self.batches[src] += 1
+                for ev in batch.events:
+                    if not isinstance(ev, self._stored):
+                        continue
+                    self.media[src].add(ev.medium)
+                    parent, size = ev.parent_block_hash, ev.block_size
+                    for k, h in enumerate(ev.block_hashes):
+                        self.blocks[src][h] = (parent, tuple(ev.token_ids[k * size:(k + 1) * size]))
+                        parent = h
+        sock.close(0)
+
+    def chain(self, src: str, prompt: list[int]) -> list[tuple]:
+        """prompt's full blocks as src announced them, (engine hash, parent,
+        token ids) each, followed from block 0 (no parent) as far as found."""
+        out, parent = [], None
+        with self.lock:
+            blocks = dict(self.blocks[src])
+        for i in range(len(prompt) // BLOCK):
+            toks = tuple(prompt[i * BLOCK:(i + 1) * BLOCK])
+            h = next((h for h, (p, t) in blocks.items() if p == parent and t == toks), None)
+            if h is None:
+                break
+            out.append((h, parent, toks))
+            parent = h
+        return out
+
+    def summary(self) -> str:
+        with self.lock:
+            return ", ".join(f"{src}: {self.batches[src]} batches, {len(self.blocks[src])} blocks, media "
+                             f"{sorted(str(m) for m in self.media[src])}" for src in self.blocks)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(2)
+        self.ctx.term()
+
+
 class Gate(CheckLines):
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -226,6 +309,8 @@ class Gate(CheckLines):
         self.ktc = documented_config()
         self.cold: dict[str, dict] = {}
         self.native: dict[str, dict] = {}
+        #: The Manager's KV events (--kv-events): the save phase subscribes.
+        self.events_endpoint = f"tcp://127.0.0.1:{free_port()}"
 
     # ---- plumbing ----
 
@@ -246,7 +331,8 @@ class Gate(CheckLines):
         print(f"gate wall time {time.monotonic() - t0:.0f} s")
 
     def start_manager(self) -> None:
-        self.manager = ManagerProcess(self.args.manager, self.sock, self.port, ram="256MiB")
+        self.manager = ManagerProcess(self.args.manager, self.sock, self.port, ram="256MiB",
+                                      extra=("--kv-events", self.events_endpoint))
 
     def end_manager(self) -> None:
         """SIGKILL the Manager, adding what it restored to the gate's total."""
@@ -340,11 +426,16 @@ class Gate(CheckLines):
     def save(self) -> None:
         names = ["p0", "p2", "p3"]
         before = self.metric("orbitkv_published_blocks_total")
+        # vLLM's own KV events (its PUB connects to our SUB) and the
+        # Manager's, both subscribed before the engine starts.
+        vllm_events = f"tcp://127.0.0.1:{free_port()}"
+        listener = EventListener({"vllm": (vllm_events, True), "orbitkv": (self.events_endpoint, False)})
         # The save run stages (orbitkv.zero_copy=false), the warm run below
         # restores in place: a block's bytes are the same either way.
         e = self.engine("save", [{"op": "gen", "name": n, "prompt": self.p[n], "reset": True} for n in names],
-                        **self.connector(extra={"orbitkv.zero_copy": False}))
+                        kv_events=vllm_events, **self.connector(extra={"orbitkv.zero_copy": False}))
         if not self.started(e):
+            listener.close()
             return
         mode = (e.started or {}).get("kv_mode")
         self.check("save (orbitkv.zero_copy=false): the worker stages through its own buffer", mode == "staging",
@@ -358,6 +449,34 @@ class Gate(CheckLines):
         got = self.metric("orbitkv_published_blocks_total") - before
         self.check("save: the Manager holds every full prompt block", got == want, f"{got} blocks published, "
                    f"want {want}")
+        self.same_events(listener, names)
+
+    def same_events(self, listener: "EventListener", names: list[str]) -> None:
+        """The save phase's event check: each prompt's full blocks, as
+        chains (engine hash, parent, token ids) read from vLLM's
+        BlockStored events and from the Manager's, are complete and equal."""
+        deadline = time.monotonic() + 10
+        want = {n: len(self.p[n]) // BLOCK for n in names}
+        while True:
+            chains = {src: {n: listener.chain(src, self.p[n]) for n in names} for src in ("vllm", "orbitkv")}
+            done = all(len(chains[src][n]) == want[n] for src in chains for n in names)
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        listener.close()
+        same = done and chains["vllm"] == chains["orbitkv"]
+        if same:
+            h0 = chains["orbitkv"][names[0]][0][0]
+            detail = (f"{sum(want.values())} blocks of {len(names)} prompts; {listener.summary()}; "
+                      f"block 0 of {names[0]}: engine hash {h0:#018x}")
+        else:
+            found = [(len(chains["vllm"][n]), len(chains["orbitkv"][n])) for n in names]
+            diff = next(((n, i, a, b) for n in names
+                         for i, (a, b) in enumerate(zip(chains["vllm"][n], chains["orbitkv"][n])) if a != b), None)
+            detail = (f"blocks found (vLLM, OrbitKV) {found}, want {[want[n] for n in names]}; "
+                      f"{listener.summary()}; first difference {diff}")
+        self.check("save: the Manager's KV events announce each full prompt block as vLLM's own do (engine hash, "
+                   "parent, token ids)", same, detail)
 
     def warm(self) -> None:
         names = ["p0", "p2", "p3"]

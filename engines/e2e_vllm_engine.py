@@ -27,8 +27,9 @@ SPEC fields: ``model``, ``steps``; optional ``dtype`` (default float32),
 until an attention page holds a Mamba state), ``max_model_len`` (default 1024),
 ``max_num_batched_tokens`` (vLLM's chunk size), ``disable_hybrid`` (true:
 ``disable_hybrid_kv_cache_manager=True``), ``tp``, ``revision``,
-``prefix_caching``, and the connector's ``ktc``, ``socket``, ``extra``,
-``policy``. vLLM's own log lines go to the same stdout.
+``prefix_caching``, ``kv_events`` (an endpoint: vLLM's own KV events on,
+published there over ZeroMQ, ``KVEventsConfig``), and the connector's
+``ktc``, ``socket``, ``extra``, ``policy``. vLLM's own log lines go to the same stdout.
 
 The gates themselves are ``e2e_vllm.py`` and ``e2e_vllm_hybrid.py``; they
 read these lines.
@@ -201,6 +202,10 @@ def run(spec: dict) -> None:
         kw["revision"] = spec["revision"]
     if spec.get("prefix_caching") is False:
         kw["enable_prefix_caching"] = False
+    if spec.get("kv_events"):
+        from vllm.config import KVEventsConfig
+        kw["kv_events_config"] = KVEventsConfig(enable_kv_cache_events=True, publisher="zmq",
+                                                endpoint=spec["kv_events"])
     if spec.get("ktc"):
         # The documented kv-transfer-config, on the gate's socket; the gate
         # reconnects at once after it restarts the Manager.

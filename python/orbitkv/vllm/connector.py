@@ -37,6 +37,7 @@ waits), which vLLM exports on its ``/metrics`` as ``vllm:orbitkv_*``
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -48,6 +49,8 @@ from .options import OptionError, identity_base, parse_options
 from .scheduler import SchedulerSide
 from .stats import OrbitKVConnectorStats, build_prom_metrics
 from .worker import WorkerSide
+
+log = logging.getLogger("orbitkv.vllm")
 
 __all__ = ["OrbitKVConnector", "SUPPORTED_VLLM", "check_vllm_version", "check_hash_seed", "supported_range"]
 
@@ -104,22 +107,42 @@ def check_hash_seed(vllm_config: Any, environ: Any = os.environ) -> None:
                           "use sha256, vLLM's default, or orbitkv.block_hashes \"tokens\")")
 
 
-def _hash_stride(vllm_config: Any, kv_cache_config: Any, block: int) -> int:
-    """How many of vLLM's ``Request.block_hashes`` make one scheduler block
-    of ``block`` tokens: vLLM hashes every ``hash_block_size`` tokens
-    (``KVCacheConfig.hash_block_size``; with several KV cache groups
-    ``cache_config.prefix_match_unit``, or the GCD of the groups' block
-    sizes), so block i's hash is entry ``(i + 1) * stride - 1`` (the hashes
-    are a chain: that entry covers tokens 0 .. (i + 1) * block - 1). Raises
-    ``OptionError`` when ``block`` is not a multiple of that unit."""
+def _hash_unit(vllm_config: Any, kv_cache_config: Any, block: int) -> int:
+    """Tokens per entry of vLLM's ``Request.block_hashes``:
+    ``KVCacheConfig.hash_block_size``; with several KV cache groups
+    ``cache_config.prefix_match_unit`` (the GCD of the groups' block
+    sizes); else ``block``."""
     unit = getattr(kv_cache_config, "hash_block_size", None)
     if not unit and len(getattr(kv_cache_config, "kv_cache_groups", None) or ()) > 1:
         unit = getattr(getattr(vllm_config, "cache_config", None), "prefix_match_unit", None)
-    unit = int(unit or block)
+    return int(unit or block)
+
+
+def _hash_stride(vllm_config: Any, kv_cache_config: Any, block: int) -> int:
+    """How many of vLLM's ``Request.block_hashes`` make one scheduler block
+    of ``block`` tokens (``_hash_unit``), so block i's hash is entry
+    ``(i + 1) * stride - 1`` (the hashes are a chain: that entry covers
+    tokens 0 .. (i + 1) * block - 1; vLLM's own
+    ``BlockHashListWithBlockSize`` reads it so). Raises ``OptionError``
+    when ``block`` is not a multiple of that unit."""
+    unit = _hash_unit(vllm_config, kv_cache_config, block)
     if unit < 1 or block % unit:
         raise OptionError(f"orbitkv.block_hashes=\"vllm\": vLLM hashes every {unit} tokens (hash_block_size, "
                           f"prefix_match_unit), not a divisor of the block size {block}; use orbitkv.block_hashes "
                           "\"tokens\"")
+    return block // unit
+
+
+def _record_stride(vllm_config: Any, kv_cache_config: Any, block: int) -> int | None:
+    """``_hash_stride`` for the block records (vLLM's hash of each block,
+    whatever ``orbitkv.block_hashes`` is); None, logged, when vLLM's hash
+    unit does not divide the block: its blocks are then published without
+    records."""
+    unit = _hash_unit(vllm_config, kv_cache_config, block)
+    if unit < 1 or block % unit:
+        log.warning("OrbitKV: vLLM hashes every %d tokens, not a divisor of the block size %d; blocks are "
+                    "published without block records", unit, block)
+        return None
     return block // unit
 
 
@@ -160,6 +183,8 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
         if self.groups is not None:
             base["kv_layout"] = f"{base['kv_layout']}+{self.groups.layout_tag()}"
         hash_stride = _hash_stride(vllm_config, cfg, self.block_size) if self.options.block_hashes == "vllm" else 1
+        record_stride = hash_stride if self.options.block_hashes == "vllm" else _record_stride(vllm_config, cfg,
+                                                                                              self.block_size)
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
         if role_name(role) == "SCHEDULER":
@@ -167,7 +192,7 @@ class OrbitKVConnector(KVConnectorBase_V1, SupportsHMA):
             if role_kind not in ("kv_both", "kv_producer", "kv_consumer"):
                 raise OptionError(f"kv_transfer_config.kv_role {role_kind!r}: want kv_both, kv_producer "
                                   "or kv_consumer")
-            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups, hash_stride)
+            self._scheduler = SchedulerSide(self.options, base, role_kind, self.groups, hash_stride, record_stride)
         else:
             tp_rank, pp_rank = _ranks(vllm_config, base["tp_size"], base["pp_size"])
             self._worker = WorkerSide(self.options, base, tp_rank, pp_rank, self.groups)

@@ -46,6 +46,18 @@ it by asking again, and the same load could fail the same way again. Saves publi
 of every group that holds tokens of the saved chain blocks, except null
 blocks, sliding-window blocks vLLM may already have freed, and Mamba
 blocks other than the state this step wrote at a block boundary.
+
+Block records: every saved chain block vLLM hashed carries one
+(``metadata.BlockRecords``: vLLM's own block hash as its KV events give it,
+the previous block's, the block's token ids), whichever hashes key OrbitKV's
+blocks (``orbitkv.block_hashes``), so the Manager's KV events announce it as
+vLLM's own would. With KV cache groups only the first full-attention
+group's blocks carry records (vLLM's events announce each group's blocks
+under the same hash; a router matches the prefix on one). None are sent for
+a block vLLM did not hash (its prefix caching off, a request vLLM never
+asked this connector about), for blocks of more than ``RECORD_MAX_TOKENS``
+tokens, or when vLLM's hash unit does not divide the block (each logged
+once).
 """
 
 from __future__ import annotations
@@ -54,15 +66,16 @@ import dataclasses
 import logging
 import os
 import time
+from array import array
 from typing import Any
 
-from .._abi import QueryFlags, Role
+from .._abi import RECORD_MAX_TOKENS, QueryFlags, Role
 from ..errors import OrbitKVError, Unadmitted
 from ..hashes import BlockHashes
 from ..identity import block_hash16
 from .hashing import extend_chain
 from .groups import NULL_BLOCK, KVGroups, group_hash
-from .metadata import LoadSpec, OrbitKVConnectorMetadata, SaveSpec
+from .metadata import BlockRecords, LoadSpec, OrbitKVConnectorMetadata, SaveSpec, engine_hash
 from .options import ConnectorOptions, make_identity
 from .session import Session
 from .stats import Interval
@@ -89,6 +102,7 @@ class _Req:
     salt: str
     cacheable: bool
     hashes: list[bytes] = dataclasses.field(default_factory=list)
+    engine: list[int] = dataclasses.field(default_factory=list)  # vLLM's hash of each chain block (engine_hash)
     block_ids: list[int] = dataclasses.field(default_factory=list)
     matched: int = 0      # leading chain blocks OrbitKV holds (last lookup)
     saved_upto: int = 0   # chain blocks published, loaded or known held
@@ -116,11 +130,20 @@ class SchedulerSide:
     """The scheduler half (one per vLLM scheduler process)."""
 
     def __init__(self, opts: ConnectorOptions, base: dict[str, Any], kv_role: str = "kv_both",
-                 groups: KVGroups | None = None, hash_stride: int = 1):
+                 groups: KVGroups | None = None, hash_stride: int = 1, record_stride: int | None = None):
         self.opts = opts
         # orbitkv.block_hashes "vllm": vLLM's Request.block_hashes per block
         # (they may be finer than a block: connector._hash_stride).
         self.hash_stride = hash_stride
+        # vLLM's Request.block_hashes per block for the block records,
+        # whatever orbitkv.block_hashes is (None: no records).
+        self.record_stride = record_stride
+        if base["block_tokens"] > RECORD_MAX_TOKENS and record_stride:
+            log.warning("OrbitKV: blocks of %d tokens are published without block records (a record carries at "
+                        "most %d token ids); the Manager's KV events cannot announce them",
+                        base["block_tokens"], RECORD_MAX_TOKENS)
+            self.record_stride = None
+        self._unhashed_logged = False
         # vLLM's kv_role: a kv_producer only saves, a kv_consumer only loads.
         self.load_enabled = kv_role != "kv_producer"
         self.save_enabled = kv_role != "kv_consumer"
@@ -175,6 +198,10 @@ class SchedulerSide:
                 st.hashes = [block_hash16(h) for h in engine[:len(st.prompt) // self.block]]
             else:
                 extend_chain(st.hashes, st.prompt, self.block, st.salt)
+        if st.cacheable and self.record_stride and len(st.engine) < len(st.prompt) // self.block:
+            r = self.record_stride
+            vllm_hashes = list(getattr(request, "block_hashes", None) or [])[r - 1::r]
+            st.engine = [engine_hash(h) for h in vllm_hashes[:len(st.prompt) // self.block]]
         if self.groups is not None and st.cacheable:
             if not st.gh:
                 st.gh = [[] for _ in self.groups.groups]
@@ -521,8 +548,30 @@ class SchedulerSide:
         full = min(min(computed_after, len(st.prompt)) // self.block, len(st.hashes), len(st.block_ids))
         if full > st.saved_upto:
             a = st.saved_upto
-            meta.saves.append(SaveSpec(st.req_id, st.hashes[a:full], st.block_ids[a:full], st.lora_id))
+            meta.saves.append(SaveSpec(st.req_id, st.hashes[a:full], st.block_ids[a:full], st.lora_id,
+                                       self._records(st, a, full)))
             st.saved_upto = full
+
+    def _records(self, st: _Req, first: int, end: int, at: list[int] | None = None) -> BlockRecords | None:
+        """The block records of chain blocks first .. end-1 of st (``at``:
+        their positions in the save, None for 0 ..), or of the leading run
+        of them vLLM hashed; None when it hashed none of them."""
+        if not self.record_stride:
+            return None
+        have = min(end, len(st.engine))
+        if have < end and not self._unhashed_logged:
+            self._unhashed_logged = True
+            log.info("OrbitKV: request %s has %d of its %d saved blocks hashed by vLLM (prefix caching off, or a "
+                     "request this connector was never asked about); the others are published without block "
+                     "records (logged once)", st.req_id, max(0, have - first), end - first)
+        if have <= first:
+            return None
+        try:
+            tokens = array("I", st.prompt[first * self.block:have * self.block])
+        except OverflowError:   # a token id outside uint32: no record can carry it
+            return None
+        return BlockRecords(array("Q", st.engine[first:have]), st.engine[first - 1] if first else None, tokens,
+                            None if at is None else array("I", at[:have - first]))
 
     def _plan_save_groups(self, st: _Req, computed_after: int, meta: OrbitKVConnectorMetadata) -> None:
         """Saves of chain blocks saved_upto..full-1 in every KV cache group:
@@ -536,7 +585,8 @@ class SchedulerSide:
                    *(len(tables[g]) for g in self.groups.full))
         if full <= st.saved_upto:
             return
-        keys, ids = [], []
+        keys, ids, at = [], [], []
+        recorded = self.groups.full[0] if self.groups.full else None
         for i in range(st.saved_upto, full):
             for grp in self.groups.groups:
                 table = tables[grp.index]
@@ -546,10 +596,16 @@ class SchedulerSide:
                     continue
                 if grp.kind == "state" and not (i == full - 1 and full * self.block == computed_after):
                     continue
+                if grp.index == recorded:
+                    at.append(len(keys))
                 keys.append(st.gh[grp.index][i])
                 ids.append(table[i])
         if keys:
-            meta.saves.append(SaveSpec(st.req_id, keys, ids, st.lora_id))
+            # A full-attention table holds every chain block below full (full
+            # is at most its length, and such a group has no null blocks):
+            # at lists chain blocks saved_upto .. full-1 in order.
+            records = self._records(st, st.saved_upto, full, at) if len(at) == full - st.saved_upto else None
+            meta.saves.append(SaveSpec(st.req_id, keys, ids, st.lora_id, records))
         st.saved_upto = full
 
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, None]:

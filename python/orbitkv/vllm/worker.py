@@ -108,7 +108,7 @@ class WorkerSide:
         self._deadline = 0.0   # time.monotonic() by which this step's loads end (start_load_kv)
         self.stats = {"restored_blocks": 0, "restored_bytes": 0, "load_error_blocks": 0,
                       "published_blocks": 0, "present_blocks": 0, "save_errors": 0, "lookups": 0,
-                      "leased_blocks": 0}
+                      "leased_blocks": 0, "recorded_blocks": 0}
 
     # ---- registration ----
 
@@ -538,8 +538,10 @@ class WorkerSide:
             return
         self._begin(meta)
         fill = None   # KV cache groups, staging: copies a round's blocks into its pages before its publish
+        # Each save's BlockRecord (or None) per block, for every way of cutting it below.
+        recs = {id(s): _records(s) for s in meta.saves}
         if self.mode != "staging":
-            work = [(s, list(s.block_ids)) for s in meta.saves]
+            work = [(s, list(s.block_ids), recs[id(s)]) for s in meta.saves]
             if self._device_sync is not None and work:
                 # The forward pass wrote these pages on the engine's streams:
                 # they must have landed before the Manager reads them.
@@ -551,11 +553,11 @@ class WorkerSide:
             # loads were settled above: every page is free).
             size = self.opts.staging_blocks
             work = [(dataclasses.replace(spec, hashes=spec.hashes[i:i + size], block_ids=spec.block_ids[i:i + size]),
-                     list(range(min(size, len(spec.block_ids) - i))))
+                     list(range(min(size, len(spec.block_ids) - i))), recs[id(spec)][i:i + size])
                     for spec in meta.saves for i in range(0, len(spec.block_ids), size)]
             fill = self._copy_out
         else:
-            work = self._saves
+            work = [(s, pages, recs.get(id(s)) or _records(s)) for s, pages in self._saves]
         client = self.session.get()
         if client is not None and self.buf is not None:
             try:
@@ -569,25 +571,45 @@ class WorkerSide:
                 self.session.fail(e)
                 client = None
         if client is None or self.buf is None:
-            self.stats["save_errors"] += sum(len(s.hashes) for s, _ in work)
+            self.stats["save_errors"] += sum(len(s.hashes) for s, _, _ in work)
             return
         bid = self.session.buffer_id(self.buf)
-        for spec, pages in work:
+        for spec, pages, records in work:
             n = len(pages)
             if n == 0:
                 continue
             if fill is not None:
                 fill(spec, pages)
-            try:
-                stored, present = client.publish(self.namespace(spec.lora_id), bid, spec.hashes[:n], pages)
-                self.stats["published_blocks"] += stored
-                self.interval.add("published_blocks", stored)
-                self.stats["present_blocks"] += present
-            except OrbitKVError as e:
-                self.stats["save_errors"] += n
-                log.warning("OrbitKV publish for request %s failed: %s", spec.req_id, e)
-                if self.session.fail(e):
+            # A publish carries a record for each of its blocks or for none:
+            # the blocks with records (vLLM hashed them; KV cache groups: the
+            # first full-attention group's) go in one, the others in another.
+            with_rec = [i for i in range(n) if records[i] is not None]
+            parts = [(with_rec, True), ([i for i in range(n) if records[i] is None], False)] \
+                if 0 < len(with_rec) < n else [(range(n), bool(with_rec))]
+            for idx, recorded in parts:
+                if not self._publish(client, bid, spec, [spec.hashes[i] for i in idx], [pages[i] for i in idx],
+                                     [records[i] for i in idx] if recorded else None):
                     return
+
+    def _publish(self, client: Any, bid: int, spec: Any, hashes: list[bytes], pages: list[int],
+                 records: list | None) -> bool:
+        """Publish ``hashes`` from ``pages`` (with ``records``, one per
+        block, or none), counted in the stats; False when the failure ended
+        the session (nothing more can be published this step)."""
+        n = len(pages)
+        try:
+            stored, present = client.publish(self.namespace(spec.lora_id), bid, hashes, pages, records=records)
+            self.stats["published_blocks"] += stored
+            self.interval.add("published_blocks", stored)
+            self.stats["present_blocks"] += present
+            if records is not None:
+                self.stats["recorded_blocks"] += n
+        except OrbitKVError as e:
+            self.stats["save_errors"] += n
+            log.warning("OrbitKV publish for request %s failed: %s", spec.req_id, e)
+            if self.session.fail(e):
+                return False
+        return True
 
     def _copy_out(self, spec: Any, pages: list[int]) -> None:
         """Staging with KV cache groups: every slot's block ``spec.block_ids[i]``
@@ -605,6 +627,20 @@ class WorkerSide:
         self.session.close()
         if self._staging is not None:
             self._staging = None
+
+
+def _records(spec: Any) -> list:
+    """spec's ``BlockRecord`` (or None) per block (``SaveSpec.records``);
+    all None when it has none, or records that do not fit its blocks
+    (logged: the blocks are published without them)."""
+    n = len(spec.hashes)
+    if spec.records is None:
+        return [None] * n
+    try:
+        return spec.records.per_block(n)
+    except ValueError as e:
+        log.warning("OrbitKV: save of request %s published without block records: %s", spec.req_id, e)
+        return [None] * n
 
 
 def _engine_on_cuda() -> bool:
