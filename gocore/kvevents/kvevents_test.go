@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -168,30 +169,8 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 }
 
 func sameEvent(a, b Event) bool {
-	eq := func(x, y []uint64) bool {
-		if len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if x[i] != y[i] {
-				return false
-			}
-		}
-		return true
-	}
-	tok := func(x, y []uint32) bool {
-		if len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if x[i] != y[i] {
-				return false
-			}
-		}
-		return true
-	}
-	return a.Kind == b.Kind && eq(a.Hashes, b.Hashes) && a.HasParent == b.HasParent && a.Parent == b.Parent &&
-		tok(a.Tokens, b.Tokens) && a.BlockSize == b.BlockSize && a.Medium == b.Medium
+	return a.Kind == b.Kind && slices.Equal(a.Hashes, b.Hashes) && a.HasParent == b.HasParent && a.Parent == b.Parent &&
+		slices.Equal(a.Tokens, b.Tokens) && a.BlockSize == b.BlockSize && a.Medium == b.Medium
 }
 
 func TestReplayFromASequenceAndTheEpochStart(t *testing.T) {

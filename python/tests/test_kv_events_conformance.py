@@ -51,6 +51,7 @@ except ImportError as e:  # /usr/bin/python3 of make test-python
     raise unittest.SkipTest(f"needs pyzmq, msgspec and vLLM (build/venv/vllm; make kv-events-conformance): {e}")
 
 orbitkv = support.import_orbitkv()
+from orbitkv.testing.manager import terminate  # noqa: E402
 
 DYNAMO_PYTHON = os.path.join(support.REPO, "build", "venv", "dynamo", "bin", "python")
 
@@ -252,13 +253,7 @@ class DynamoIndexer:
             return f.read()[-4000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._log.close()
 
 

@@ -167,11 +167,17 @@ class ManagerProcess:
 
     def stop(self) -> None:
         """SIGTERM the Manager, SIGKILL after 10 s; waits for the exit."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc)
         self._close()
+
+
+def terminate(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM proc unless it exited, SIGKILL it after grace_s seconds;
+    waits for the exit."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(grace_s)
