@@ -26,7 +26,9 @@ func (m *Manager) newCluster(s Spec) (*cluster.Cluster, error) {
 		onConn = m.registerTransfer
 	}
 	cs := *s.Cluster
-	if m.events != nil {
+	if m.events != nil && s.Tenants == nil {
+		// With tenants no lookup is answered (as POST /v1/lookup): a peer's
+		// question may come from anyone who reaches its HTTP listener.
 		cs.Peer.Lookup = eventsLookup{m.events}
 	}
 	return cluster.New(cs, s.Logger, onConn)

@@ -67,7 +67,6 @@ func refuse(field, format string, args ...any) error {
 // refused. Pointers tell an absent field from a zero one.
 type lookupBody struct {
 	Namespace   *string  `json:"namespace"`
-	Tenant      *string  `json:"tenant"`
 	BlockHashes []uint64 `json:"block_hashes"`
 	TokenIDs    []uint32 `json:"token_ids"`
 	BlockSize   *int     `json:"block_size"`
@@ -75,22 +74,17 @@ type lookupBody struct {
 }
 
 // decodeLookup checks a POST /v1/lookup body (at most LookupMaxBodyBytes,
-// the caller's bound) against its limits and resolves its namespace with
-// tenants (nil: none configured). Errors are *lookupError naming the
-// field and the limit:
+// the caller's bound) against its limits. Errors are *lookupError naming
+// the field and the limit:
 //
 //   - body: one JSON object, nothing after it, no field but those below;
 //   - namespace: exactly 32 hex digits, not all zero (optional: absent
-//     matches any namespace); with "tenant" it is the namespace the
-//     tenant's engines send, mixed with the tenant's domain as the cache
-//     keys their blocks (tenant.Domain.Namespace), else the namespace as
-//     the Manager keys it (the engine's own without tenants);
-//   - tenant: the name of a configured tenant, and only with a namespace;
+//     matches any namespace): the namespace as the engine sends it;
 //   - block_hashes: at most LookupMaxHashes unsigned 64-bit integers;
 //   - token_ids: at most LookupMaxTokens unsigned 32-bit integers, with
 //     block_size 1..abi.RecordMaxTokens;
 //   - exactly one of block_hashes and token_ids.
-func decodeLookup(body []byte, tenants *tenant.Set) (lookupQuery, error) {
+func decodeLookup(body []byte) (lookupQuery, error) {
 	var b lookupBody
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -127,24 +121,11 @@ func decodeLookup(body []byte, tenants *tenant.Set) (lookupQuery, error) {
 		q.Tokens, q.BlockSize = b.TokenIDs, *b.BlockSize
 	}
 	if b.Namespace == nil {
-		if b.Tenant != nil {
-			return q, refuse("tenant", "only with a namespace: a tenant's blocks are keyed by the namespace mixed with its domain")
-		}
 		return q, nil
 	}
 	ns, err := parseLookupNamespace(*b.Namespace)
 	if err != nil {
 		return q, err
-	}
-	if b.Tenant != nil {
-		t := tenants.ByName(*b.Tenant)
-		switch {
-		case tenants == nil:
-			return q, refuse("tenant", "no tenants are configured (--tenant): give the namespace alone")
-		case t == nil:
-			return q, refuse("tenant", "%q is no configured tenant (--tenant)", *b.Tenant)
-		}
-		ns = abi.Namespace(t.Namespace(ns))
 	}
 	q.NS = &ns
 	return q, nil
@@ -184,7 +165,7 @@ func jsonRefusal(err error) error {
 		return refuse("body", "truncated JSON object")
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return refuse(strings.Trim(f, `"`), "unknown field; want namespace, tenant, block_hashes, token_ids, block_size, nodes")
+		return refuse(strings.Trim(f, `"`), "unknown field; want namespace, block_hashes, token_ids, block_size, nodes")
 	}
 	return refuse("body", "%v", err)
 }
@@ -223,7 +204,8 @@ type lookups struct {
 	counts *lookupCounts
 }
 
-// serveHTTP answers POST /v1/lookup: 200 with lookupReply; 400 with
+// serveHTTP answers POST /v1/lookup: 403 with tenants configured; 200
+// with lookupReply; 400 with
 // {"error": "FIELD: WANT"} for a refused request (decodeLookup, or a body
 // over LookupMaxBodyBytes); 409 with {"error": ...} while the events are
 // off (--kv-events): block records exist only while they are published.
@@ -245,12 +227,20 @@ func (l *lookups) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, err)
 		return
 	}
+	if l.tenants != nil {
+		// The HTTP listener is not authenticated (any local process reaches
+		// it), and an answer would tell whether another tenant holds a
+		// prompt's blocks.
+		l.counts.Invalid.Add(1)
+		fail(http.StatusForbidden, errors.New("this Manager has tenants (--tenant): lookups on the unauthenticated HTTP listener would show one tenant another's cache; a tenant reads its own event stream (docs/events.md)"))
+		return
+	}
 	if l.events == nil {
 		l.counts.Off.Add(1)
 		fail(http.StatusConflict, errors.New("kv events are off (--kv-events): the Manager keeps block records only while it publishes events"))
 		return
 	}
-	q, err := decodeLookup(body, l.tenants)
+	q, err := decodeLookup(body)
 	if err != nil {
 		l.counts.Invalid.Add(1)
 		fail(http.StatusBadRequest, err)

@@ -206,8 +206,7 @@ func TestLookupRefusesABadRequestNamingTheFieldAndTheLimit(t *testing.T) {
 		{"a short namespace", `{"namespace": "0102", "block_hashes": []}`, "namespace: 4 characters; want exactly 32 hex digits"},
 		{"a namespace that is not hex", `{"namespace": "zz02030405060708090a0b0c0d0e0f10", "block_hashes": []}`, "namespace: not hex"},
 		{"the all-zero namespace", `{"namespace": "00000000000000000000000000000000", "block_hashes": []}`, "namespace: all zero"},
-		{"a tenant without namespace", `{"tenant": "a", "block_hashes": []}`, "tenant: only with a namespace"},
-		{"a tenant without tenants configured", `{"tenant": "a", "namespace": "0102030405060708090a0b0c0d0e0f10", "block_hashes": []}`, "tenant: no tenants are configured"},
+		{"a field that is not one", `{"tenant": "a", "block_hashes": []}`, "tenant: unknown field"},
 		{"a body over 4 MiB", `{"block_hashes": [` + strings.Repeat(" ", LookupMaxBodyBytes) + `]}`, "body: over 4194304 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,8 +219,8 @@ func TestLookupRefusesABadRequestNamingTheFieldAndTheLimit(t *testing.T) {
 			}
 		})
 	}
-	if got := oneLabelled(t, scrape(t, m), "orbitkv_kv_lookup_requests_total", "result", "invalid"); got != 20 {
-		t.Errorf("orbitkv_kv_lookup_requests_total{result=invalid} = %v, want 20", got)
+	if got := oneLabelled(t, scrape(t, m), "orbitkv_kv_lookup_requests_total", "result", "invalid"); got != 19 {
+		t.Errorf("orbitkv_kv_lookup_requests_total{result=invalid} = %v, want 19", got)
 	}
 }
 
@@ -247,10 +246,9 @@ func TestLookupWithEventsOffIsAConflictSayingSo(t *testing.T) {
 	}
 }
 
-// With tenants, a tenant's blocks are keyed by its namespace mixed with
-// its domain: the lookup finds them by the namespace the tenant's engine
-// sends together with the tenant's name, and not by that namespace alone.
-func TestLookupMixesATenantsNamespaceAsTheCacheDoes(t *testing.T) {
+// With tenants the lookup is refused: the HTTP listener is not
+// authenticated, and an answer would show one tenant another's blocks.
+func TestLookupWithTenantsIsForbidden(t *testing.T) {
 	uid := strconv.Itoa(os.Getuid())
 	ts, err := tenant.Parse([]string{"me=uid:" + uid, "other=uid:" + strconv.Itoa(os.Getuid()+1)}, nil, nil, func(string) (uint64, error) { return 0, nil })
 	if err != nil {
@@ -270,26 +268,11 @@ func TestLookupMixesATenantsNamespaceAsTheCacheDoes(t *testing.T) {
 	ns := client.Namespace{0x7e, 0x4a}
 	recs, _ := chainRecords(500, 2, 4)
 	publishChain(t, m, ns, recs)
-	nsHex := hex.EncodeToString(ns[:])
-	for _, c := range []struct {
-		name, body string
-		held       float64
-	}{
-		{"by the namespace with its tenant: held", `{"namespace": "` + nsHex + `", "tenant": "me", "block_hashes": [501, 502]}`, 2},
-		{"by the namespace with another tenant: not", `{"namespace": "` + nsHex + `", "tenant": "other", "block_hashes": [501, 502]}`, 0},
-		{"by the namespace alone: not", `{"namespace": "` + nsHex + `", "block_hashes": [501, 502]}`, 0},
-		{"in any namespace: held", `{"block_hashes": [501, 502]}`, 2},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			code, out := postLookup(t, m, c.body)
-			if code != http.StatusOK || out["any"] != c.held {
-				t.Fatalf("status %d, %v; want 200 with any %v", code, out, c.held)
-			}
-		})
-	}
-	code, out := postLookup(t, m, `{"namespace": "`+nsHex+`", "tenant": "nobody", "block_hashes": []}`)
-	if e, _ := out["error"].(string); code != http.StatusBadRequest || !strings.HasPrefix(e, `tenant: "nobody" is no configured tenant`) {
-		t.Fatalf("unknown tenant: status %d, %v", code, out)
+	for _, body := range []string{`{"block_hashes": [501, 502]}`, `{"namespace": "` + hex.EncodeToString(ns[:]) + `", "block_hashes": [501]}`} {
+		code, out := postLookup(t, m, body)
+		if e, _ := out["error"].(string); code != http.StatusForbidden || !strings.Contains(e, "tenants") {
+			t.Fatalf("%s: status %d, %v; want 403 naming the tenants", body, code, out)
+		}
 	}
 }
 
@@ -299,7 +282,6 @@ func FuzzDecodeLookup(f *testing.F) {
 	for _, s := range []string{
 		`{"block_hashes": [1, 2, 18446744073709551615]}`,
 		`{"namespace": "0102030405060708090a0b0c0d0e0f10", "block_hashes": []}`,
-		`{"namespace": "0102030405060708090a0b0c0d0e0f10", "tenant": "a", "block_hashes": [7]}`,
 		`{"token_ids": [1, 2, 3, 4, 5], "block_size": 2, "nodes": true}`,
 		`{"token_ids": [], "block_size": 512}`,
 		`{"block_hashes": [1], "token_ids": [1]}`,
@@ -309,12 +291,8 @@ func FuzzDecodeLookup(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	ts, err := tenant.Parse([]string{"a=uid:1", "b=uid:2"}, nil, nil, func(string) (uint64, error) { return 0, nil })
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		q, err := decodeLookup(body, ts)
+		q, err := decodeLookup(body)
 		if err != nil {
 			if _, ok := err.(*lookupError); !ok {
 				t.Fatalf("error %T %v, want a *lookupError", err, err)
@@ -333,8 +311,7 @@ func FuzzDecodeLookup(f *testing.F) {
 		if q.NS != nil && *q.NS == (abi.Namespace{}) {
 			t.Fatalf("accepted the all-zero namespace")
 		}
-		// Round trip: the query as a body of its own (the namespace as
-		// the Manager keys it, so without the tenant) decodes the same.
+		// Round trip: the query as a body of its own decodes the same.
 		b := map[string]any{"nodes": q.Nodes}
 		if q.NS != nil {
 			b["namespace"] = hex.EncodeToString(q.NS[:])
@@ -345,7 +322,7 @@ func FuzzDecodeLookup(f *testing.F) {
 			b["block_hashes"] = q.Hashes
 		}
 		again, _ := json.Marshal(b)
-		q2, err := decodeLookup(again, nil)
+		q2, err := decodeLookup(again)
 		if err != nil {
 			t.Fatalf("re-encoded %s refused: %v", again, err)
 		}

@@ -38,7 +38,7 @@ func (v service) Lookup(ctx context.Context, req *peerpb.LookupRequest) (*peerpb
 	}
 	l := v.s.spec.Lookup
 	if l == nil {
-		return nil, toStatus(fmt.Errorf("%w: this node's KV events are off (--kv-events): it keeps no block records", ErrUnavailable))
+		return nil, toStatus(fmt.Errorf("%w: this node answers no lookups: its KV events are off (--kv-events) or it has tenants (--tenant), whose caches it shows no peer", ErrUnavailable))
 	}
 	ns, err := checkLookup(req.GetNamespace(), req.GetEngineHashes(), req.GetTokenIds(), int(req.GetBlockSize()))
 	if err != nil {
