@@ -410,3 +410,45 @@ func TestAClosedTrackerStaysReadable(t *testing.T) {
 	}
 	tr.Close()
 }
+
+// The Subscriber reads the stream as a ZeroMQ SUB does: every message's
+// sequence and payload, in order, from the epoch's start on.
+func TestSubscriberReadsTheStreamInOrder(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	pub, _ := tr.Endpoints()
+	sub, err := Subscribe(pub[0], 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for deadline := time.Now().Add(10 * time.Second); !tr.streams[0].pub.anySubscribed(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription never reached the server")
+		}
+	}
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1))
+	tr.Removed(key(1), CPU)
+	var got []Event
+	last := int64(0)
+	for len(got) < 2 {
+		seq, payload, err := sub.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq <= last {
+			t.Fatalf("sequence %d after %d", seq, last)
+		}
+		last = seq
+		b, err := DecodeBatch(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Events...)
+	}
+	if got[0].Kind != KindStored || got[1].Kind != KindRemoved || got[0].Hashes[0] != 11 {
+		t.Fatalf("events %+v", got)
+	}
+	if _, err := Subscribe("tcp://127.0.0.1:1", time.Second); err == nil {
+		t.Fatal("a subscription to a closed port succeeded")
+	}
+}

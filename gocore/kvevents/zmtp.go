@@ -90,6 +90,11 @@ func appendMessage(dst []byte, frames ...[]byte) []byte {
 
 // readFrame reads one frame of at most maxInFrame bytes.
 func readFrame(r *bufio.Reader) (flags byte, body []byte, err error) {
+	return readFrameMax(r, maxInFrame)
+}
+
+// readFrameMax reads one frame of at most max bytes.
+func readFrameMax(r *bufio.Reader, max uint64) (flags byte, body []byte, err error) {
 	if flags, err = r.ReadByte(); err != nil {
 		return 0, nil, err
 	}
@@ -110,8 +115,8 @@ func readFrame(r *bufio.Reader) (flags byte, body []byte, err error) {
 		}
 		n = uint64(c)
 	}
-	if n > maxInFrame {
-		return 0, nil, fmt.Errorf("frame of %d bytes, limit %d", n, maxInFrame)
+	if n > max {
+		return 0, nil, fmt.Errorf("frame of %d bytes, limit %d", n, max)
 	}
 	body = make([]byte, n)
 	_, err = io.ReadFull(r, body)
