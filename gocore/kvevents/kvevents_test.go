@@ -452,3 +452,45 @@ func TestSubscriberReadsTheStreamInOrder(t *testing.T) {
 		t.Fatal("a subscription to a closed port succeeded")
 	}
 }
+
+// A peer that sends subscription after subscription (each a distinct
+// prefix of up to maxInFrame bytes) is disconnected at maxSubscriptions:
+// the list is kept per connection and walked for every message sent, so
+// without a bound one peer grows the Manager's memory and the
+// broadcast's work without end.
+func TestAPeerSubscribingWithoutEndIsDisconnected(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	pub, _ := tr.Endpoints()
+	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(greeting())
+	nc.Write(readyCommand("SUB"))
+	r := bufio.NewReader(nc)
+	if _, err := io.ReadFull(r, make([]byte, greetingBytes)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		topic := make([]byte, 1+1024)
+		topic[0] = 1
+		for i := range 4 * maxSubscriptions {
+			binary.BigEndian.PutUint32(topic[1:], uint32(i))
+			if _, err := nc.Write(appendFrame(nil, topic, 0)); err != nil {
+				return
+			}
+		}
+	}()
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	// The server's close ends the stream (EOF, or a reset while the
+	// peer's writes are unread); only the deadline means it stayed.
+	if _, err := io.Copy(io.Discard, r); os.IsTimeout(err) {
+		t.Fatalf("the server kept the connection of a peer sending %d subscriptions: %v", 4*maxSubscriptions, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribers() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's connection is still counted")
+		}
+	}
+}

@@ -40,6 +40,10 @@ const (
 	handshakeTimeout = 5 * time.Second
 	// maxConns bounds the connections of one server.
 	maxConns = 256
+	// maxSubscriptions bounds the topic prefixes one PUB connection may
+	// hold (each at most maxInFrame bytes, walked for every message); a
+	// peer that subscribes past it is disconnected.
+	maxSubscriptions = 256
 )
 
 // greeting is the 64-byte ZMTP 3.0 greeting of a NULL-mechanism server.
@@ -323,16 +327,15 @@ func (s *zserver) read(c *zconn) {
 			// ZMTP 3.1 peers may send SUBSCRIBE / CANCEL commands.
 			if b := frames[0]; len(b) >= 1 && int(b[0])+1 <= len(b) {
 				name, topic := string(b[1:1+b[0]]), b[1+b[0]:]
-				switch name {
-				case "SUBSCRIBE":
-					c.subscribe(topic, true)
-				case "CANCEL":
-					c.subscribe(topic, false)
+				if (name == "SUBSCRIBE" || name == "CANCEL") && !c.subscribe(topic, name == "SUBSCRIBE") {
+					s.log.Debug("kv events: a peer subscribed past the limit and was disconnected", "remote", c.nc.RemoteAddr(), "limit", maxSubscriptions)
+					return
 				}
 			}
 		case s.role == "PUB":
-			if f := frames[0]; len(f) >= 1 && (f[0] == 0 || f[0] == 1) {
-				c.subscribe(f[1:], f[0] == 1)
+			if f := frames[0]; len(f) >= 1 && (f[0] == 0 || f[0] == 1) && !c.subscribe(f[1:], f[0] == 1) {
+				s.log.Debug("kv events: a peer subscribed past the limit and was disconnected", "remote", c.nc.RemoteAddr(), "limit", maxSubscriptions)
+				return
 			}
 		case !cmd && s.onRequest != nil:
 			s.onRequest(frames, func(msg []byte) bool { return s.enqueue(c, msg) })
@@ -340,7 +343,9 @@ func (s *zserver) read(c *zconn) {
 	}
 }
 
-func (c *zconn) subscribe(topic []byte, on bool) {
+// subscribe adds (on) or cancels a topic prefix; it reports false, and
+// adds nothing, when c already holds maxSubscriptions.
+func (c *zconn) subscribe(topic []byte, on bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, t := range c.subs {
@@ -348,12 +353,16 @@ func (c *zconn) subscribe(topic []byte, on bool) {
 			if !on {
 				c.subs = append(c.subs[:i], c.subs[i+1:]...)
 			}
-			return
+			return true
 		}
 	}
 	if on {
+		if len(c.subs) >= maxSubscriptions {
+			return false
+		}
 		c.subs = append(c.subs, bytes.Clone(topic))
 	}
+	return true
 }
 
 func (s *zserver) write(c *zconn) {

@@ -43,11 +43,15 @@ func (m *Manager) newEvents(s Spec) (*kvevents.Tracker, error) {
 // eventDomains is one kvevents.Domain per tenant domain, in
 // tenant.Domain.Index order: its socket's group is the one group that
 // stands for every selector of the domain's tenants: their gid:N, or the
-// primary group of their uid:N (with user private groups, that user
-// alone). A domain of several principals, or of a cgroup selector, has no
-// such group, and the events cannot start.
+// primary group of their uid:N, which must be that user's private group
+// (a group of the user's name: a shared primary group such as "users"
+// would let its other members read the stream). A domain of several
+// principals, or of a cgroup selector, has no such group, and two domains
+// may not have the same group (each member could read the other's
+// stream): the events cannot start.
 func eventDomains(ts *tenant.Set) ([]kvevents.Domain, error) {
 	var out []kvevents.Domain
+	owner := map[int]string{} // gid → the domain whose socket it opens
 	for _, d := range ts.Domains() {
 		gid := -1
 		for _, t := range ts.All() {
@@ -61,11 +65,16 @@ func eventDomains(ts *tenant.Set) ([]kvevents.Domain, error) {
 				}
 				if err != nil {
 					return nil, limit.Check(false, "kvevents.Spec.Domains", d.Name,
-						fmt.Sprintf("tenant domain whose event socket one group can read: %v (give the domain one gid:N selector, or one uid)", err))
+						fmt.Sprintf("tenant domain whose event socket one group can read: %v (give the domain one gid:N selector of a group of its own, or one uid whose primary group is its private group)", err))
 				}
 				gid = g
 			}
 		}
+		if other, ok := owner[gid]; ok {
+			return nil, limit.Check(false, "kvevents.Spec.Domains", d.Name,
+				fmt.Sprintf("tenant domain whose event socket one group can read: group %d also opens domain %s's socket, so each could read the other's stream (give each domain a group of its own)", gid, other))
+		}
+		owner[gid] = d.Name
 		out = append(out, kvevents.Domain{Name: d.Name, GID: gid})
 	}
 	return out, nil
@@ -79,6 +88,13 @@ func selectorGID(sel tenant.Selector) (int, error) {
 		u, err := user.LookupId(strconv.FormatUint(uint64(sel.ID), 10))
 		if err != nil {
 			return -1, fmt.Errorf("uid %d has no entry in the user database: %v", sel.ID, err)
+		}
+		g, err := user.LookupGroupId(u.Gid)
+		if err != nil {
+			return -1, fmt.Errorf("uid %d's primary group %s has no entry in the group database: %v", sel.ID, u.Gid, err)
+		}
+		if g.Name != u.Username {
+			return -1, fmt.Errorf("uid %d (%s)'s primary group %s (%s) is not its private group (a group of the user's name), so other users may be in it", sel.ID, u.Username, u.Gid, g.Name)
 		}
 		return strconv.Atoi(u.Gid)
 	}
