@@ -494,3 +494,27 @@ func TestAPeerSubscribingWithoutEndIsDisconnected(t *testing.T) {
 		}
 	}
 }
+
+// A peer that finishes the handshake and never subscribes gives its slot
+// back within subscribeWithin, so idle strangers cannot hold them all.
+func TestAPeerThatDoesNotSubscribeIsClosed(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	pub, _ := tr.Endpoints()
+	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(append(greeting(), readyCommand("SUB")...))
+	start := time.Now()
+	nc.SetReadDeadline(start.Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Fatalf("reading until the server closes: %v", err)
+	}
+	if d := time.Since(start); d < subscribeWithin-time.Second || d > subscribeWithin+10*time.Second {
+		t.Fatalf("closed after %v, want about %v", d, subscribeWithin)
+	}
+	if n := tr.streams[0].pub.idleClosed.Load(); n != 1 {
+		t.Fatalf("idle closes %d, want 1", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,10 @@ const (
 	handshakeTimeout = 5 * time.Second
 	// maxConns bounds the connections of one server.
 	maxConns = 256
+	// subscribeWithin is how long a PUB peer may stay connected without a
+	// subscription; routerIdle how long a ROUTER peer may send no request.
+	subscribeWithin = 5 * time.Second
+	routerIdle      = 60 * time.Second
 	// maxSubscriptions bounds the topic prefixes one PUB connection may
 	// hold (each at most maxInFrame bytes, walked for every message); a
 	// peer that subscribes past it is disconnected.
@@ -165,8 +170,9 @@ type zserver struct {
 	done  bool
 	wg    sync.WaitGroup
 
-	dropped  atomic.Uint64 // connections closed for falling a queue behind
-	accepted atomic.Uint64
+	dropped    atomic.Uint64 // connections closed for falling a queue behind
+	idleClosed atomic.Uint64 // connections closed for not subscribing or asking in time
+	accepted   atomic.Uint64
 }
 
 // zconn is one peer connection.
@@ -317,9 +323,27 @@ func (s *zserver) read(c *zconn) {
 		s.log.Debug("kv events: handshake refused", "role", s.role, "remote", c.nc.RemoteAddr(), "err", err)
 		return
 	}
+	subscribeBy := time.Now().Add(subscribeWithin)
 	for {
+		// A connection holds one of maxConns slots: a PUB peer must
+		// subscribe within subscribeWithin of its handshake, whatever else
+		// it sends, and a ROUTER peer that sends
+		// no request for routerIdle is closed (ZeroMQ clients reconnect
+		// by themselves), so idle strangers cannot keep the slots.
+		switch {
+		case s.role == "ROUTER":
+			c.nc.SetReadDeadline(time.Now().Add(routerIdle))
+		case !c.hasSubscription():
+			c.nc.SetReadDeadline(subscribeBy)
+		default:
+			c.nc.SetReadDeadline(time.Time{})
+		}
 		frames, cmd, err := readMessage(r)
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.idleClosed.Add(1)
+				s.log.Debug("kv events: an idle connection was closed", "role", s.role, "remote", c.nc.RemoteAddr())
+			}
 			return
 		}
 		switch {
@@ -418,6 +442,13 @@ func (s *zserver) subscribers() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// hasSubscription reports whether c subscribed to some topic.
+func (c *zconn) hasSubscription() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.subs) > 0
 }
 
 // subscribedCount is the number of connections with a subscription.
