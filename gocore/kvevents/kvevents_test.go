@@ -220,27 +220,44 @@ func TestASnapshotRequestAnswersTheStateNow(t *testing.T) {
 }
 
 func TestAFullQueueResyncsWithAllBlocksClearedAndTheBlocksHeld(t *testing.T) {
-	tr := newTracker(t, Spec{QueueEvents: 4, FlushInterval: time.Hour, MinResyncInterval: time.Nanosecond})
+	tr := newTracker(t, Spec{QueueEvents: 4, FlushInterval: 20 * time.Millisecond, MinResyncInterval: time.Nanosecond})
 	sub := subscriber(t, tr)
 	for i := range byte(10) {
 		tr.Stored(key(i+1), 0, CPU, record(uint64(100+i), 0, uint32(i)))
 	}
 	tr.Removed(key(1), CPU)
-	_, b := next(t, sub)
-	if b.Events[0].Kind != KindCleared {
-		t.Fatalf("after an overflow: %+v, want AllBlocksCleared first", b.Events[0])
-	}
+	// The resync may be taken at any point of the burst; what follows it
+	// is published after it. Applied in order, the stream ends at the
+	// blocks held.
 	held := map[uint64]bool{}
-	for _, e := range b.Events[1:] {
-		for _, h := range e.Hashes {
-			held[h] = true
+	resynced := false
+	apply := func(b Batch) {
+		for _, e := range b.Events {
+			switch e.Kind {
+			case KindCleared:
+				clear(held)
+			case KindStored:
+				for _, h := range e.Hashes {
+					held[h] = true
+				}
+			case KindRemoved:
+				for _, h := range e.Hashes {
+					delete(held, h)
+				}
+			}
 		}
 	}
-	if len(held) != 9 || held[100] {
-		t.Fatalf("re-announced %v, want the 9 blocks held (101..109)", held)
+	want := func() bool { return resynced && len(held) == 9 && !held[100] }
+	for deadline := time.Now().Add(10 * time.Second); !want(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream applied in order holds %v (resync seen: %v), want a resync and the 9 blocks held (101..109)", held, resynced)
+		}
+		_, b := next(t, sub)
+		resynced = resynced || b.Events[0].Kind == KindCleared // a resync is one message that starts so
+		apply(b)
 	}
-	if _, st := tr.Stats(); st[0].Overflows == 0 || st[0].Resyncs != 1 {
-		t.Fatalf("stats %+v, want overflows counted and one resync", st[0])
+	if _, st := tr.Stats(); st[0].Overflows == 0 || st[0].Resyncs == 0 {
+		t.Fatalf("stats %+v, want overflows counted and a resync", st[0])
 	}
 }
 
