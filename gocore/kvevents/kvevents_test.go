@@ -141,13 +141,16 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 	tr.Stored(key(1), 0, Storage, nil)
 	tr.Removed(key(1), CPU)
 	tr.Stored(key(3), 0, CPU, nil) // no record: not announced
+	// Per block: a chain run may come as one event or, if a flush fell
+	// between its stores, as several.
 	var got []Event
-	for len(got) < 3 {
+	for len(got) < 4 {
 		_, b := next(t, sub)
-		got = append(got, b.Events...)
+		got = append(got, perBlock(b.Events)...)
 	}
 	want := []Event{
-		{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{11}, Tokens: []uint32{1, 2}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{12}, HasParent: true, Parent: 11, Tokens: []uint32{3, 4}, BlockSize: 2, Medium: CPU},
 		{Kind: KindStored, Hashes: []uint64{11}, Tokens: []uint32{1, 2}, BlockSize: 2, Medium: Storage},
 		{Kind: KindRemoved, Hashes: []uint64{11}, Medium: CPU},
 	}
@@ -155,6 +158,11 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 		if !sameEvent(got[i], want[i]) {
 			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	// One chain run in one batch is one event.
+	one := toEvents([]item{{kind: itemStored, medium: CPU, rec: record(11, 0, 1, 2)}, {kind: itemStored, medium: CPU, rec: record(12, 11, 3, 4)}})
+	if len(one) != 1 || !sameEvent(one[0], Event{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU}) {
+		t.Fatalf("a chain run of two blocks: %+v, want one BlockStored", one)
 	}
 	if tr.Unannounced.Load() != 1 {
 		t.Fatalf("Unannounced %d, want 1", tr.Unannounced.Load())
@@ -166,6 +174,26 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 	if tr.Record(key(1)) != nil {
 		t.Fatal("the record of a block on no medium is kept")
 	}
+}
+
+// perBlock splits events into one per block (a BlockStored's parent is
+// then the block before it in its run).
+func perBlock(evs []Event) []Event {
+	var out []Event
+	for _, e := range evs {
+		for i, h := range e.Hashes {
+			one := Event{Kind: e.Kind, Hashes: []uint64{h}, Medium: e.Medium, BlockSize: e.BlockSize}
+			if e.Kind == KindStored {
+				one.HasParent, one.Parent = e.HasParent, e.Parent
+				if i > 0 {
+					one.HasParent, one.Parent = true, e.Hashes[i-1]
+				}
+				one.Tokens = e.Tokens[i*e.BlockSize : (i+1)*e.BlockSize]
+			}
+			out = append(out, one)
+		}
+	}
+	return out
 }
 
 func sameEvent(a, b Event) bool {
