@@ -89,7 +89,7 @@ func newStream(t *Tracker, name string, pub, rep net.Listener) *Stream {
 // start publishes the epoch's first batch, AllBlocksCleared (sequence
 // 0), then serves.
 func (s *Stream) start() {
-	s.publish(nil, []item{{kind: itemCleared}})
+	s.publish([]item{{kind: itemCleared}})
 	s.pub.serve()
 	if s.rep != nil {
 		s.rep.serve()
@@ -126,7 +126,6 @@ func (s *Stream) run() {
 	tick := time.NewTicker(s.spec.FlushInterval)
 	defer tick.Stop()
 	var spare []item
-	var buf []byte
 	for {
 		select {
 		case <-s.stop:
@@ -157,7 +156,7 @@ func (s *Stream) run() {
 			if lost {
 				n = len(batch) // one resync is one message: a subscriber never sees half of it
 			}
-			buf = s.publish(buf[:0], batch[:n])
+			s.publish(batch[:n])
 			batch = batch[n:]
 		}
 		clear(full) // the records stay the Tracker's only
@@ -166,15 +165,16 @@ func (s *Stream) run() {
 }
 
 // publish encodes items as one batch, sends it with the next sequence
-// number and keeps it for replay.
-func (s *Stream) publish(buf []byte, items []item) []byte {
+// number and keeps it for replay. Each message is a new slice: the
+// subscribers' writers hold it until they have written it.
+func (s *Stream) publish(items []item) {
 	b := Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: toEvents(items)}
 	payload := AppendBatch(nil, &b)
 	seq := s.nextSeq
 	s.nextSeq++
 	var sb [8]byte
 	binary.BigEndian.PutUint64(sb[:], uint64(seq))
-	s.pub.broadcast(s.topic, appendMessage(buf, s.topic, sb[:], payload))
+	s.pub.broadcast(s.topic, appendMessage(make([]byte, 0, len(s.topic)+len(payload)+32), s.topic, sb[:], payload))
 	s.published.Store(seq)
 	s.Batches.Add(1)
 	s.Events.Add(uint64(len(b.Events)))
@@ -189,7 +189,6 @@ func (s *Stream) publish(buf []byte, items []item) []byte {
 		}
 		s.replayMu.Unlock()
 	}
-	return buf
 }
 
 // toEvents turns queued items into wire events, a run of stores of one
