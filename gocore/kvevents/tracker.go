@@ -167,6 +167,9 @@ type entry struct {
 	domain int32
 	engine uint64   // the record's engine hash
 	tk     tokenKey // its byTokens key
+	// nextHash and nextTokens chain the entries of one byHash and one
+	// byTokens key (the same block in several namespaces: TP ranks).
+	nextHash, nextTokens *entry
 }
 
 // Tracker keeps the block record of every block held on a medium of this
@@ -183,8 +186,8 @@ type Tracker struct {
 
 	mu       sync.Mutex
 	blocks   map[Key]*entry
-	byHash   map[uint64][]*entry // engine hash → its blocks (one per namespace)
-	byTokens map[tokenKey][]*entry
+	byHash   map[uint64]*entry   // engine hash → its blocks (one per namespace), chained by nextHash
+	byTokens map[tokenKey]*entry // chained by nextTokens
 
 	seed maphash.Seed
 
@@ -213,7 +216,7 @@ func New(spec Spec, log *slog.Logger) (*Tracker, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64][]*entry{}, byTokens: map[tokenKey][]*entry{},
+	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64]*entry{}, byTokens: map[tokenKey]*entry{},
 		seed: maphash.MakeSeed()}
 	domains := spec.Domains
 	if len(domains) == 0 {
@@ -319,8 +322,9 @@ func (t *Tracker) stream(domain int32) *Stream {
 }
 
 // Stored records that k is now held on medium m. rec is its block record
-// (abi.ParseRecord's form, checked by the caller's decoder; copied), or
-// nil to use the record already kept for k; without either the block is
+// (abi.ParseRecord's form, checked by the caller's decoder; the Tracker
+// keeps it, so the caller must not change it after), or nil to use the
+// record already kept for k; without either the block is
 // not announced. domain routes it (the tenant domain's index; ignored
 // without tenants; NoStream: none). A block already on m is not announced
 // again.
@@ -338,11 +342,11 @@ func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
 			t.Unannounced.Add(1)
 			return
 		}
-		e = &entry{key: k, rec: bytes.Clone(rec), domain: int32(domain), engine: r.EngineHash,
+		e = &entry{key: k, rec: rec, domain: int32(domain), engine: r.EngineHash,
 			tk: t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)}
 		t.blocks[k] = e
-		t.byHash[e.engine] = append(t.byHash[e.engine], e)
-		t.byTokens[e.tk] = append(t.byTokens[e.tk], e)
+		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+		e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
 	}
 	if e.media&m != 0 {
 		return
@@ -373,23 +377,28 @@ func (t *Tracker) Removed(k Key, m Medium) {
 
 func (t *Tracker) forget(e *entry) {
 	delete(t.blocks, e.key)
-	if t.byHash[e.engine] = without(t.byHash[e.engine], e); len(t.byHash[e.engine]) == 0 {
-		delete(t.byHash, e.engine)
-	}
-	if t.byTokens[e.tk] = without(t.byTokens[e.tk], e); len(t.byTokens[e.tk]) == 0 {
-		delete(t.byTokens, e.tk)
-	}
+	unchain(t.byHash, e.engine, e, func(x *entry) **entry { return &x.nextHash })
+	unchain(t.byTokens, e.tk, e, func(x *entry) **entry { return &x.nextTokens })
 }
 
-func without(es []*entry, e *entry) []*entry {
-	for i, x := range es {
-		if x == e {
-			es[i] = es[len(es)-1]
-			es[len(es)-1] = nil
-			return es[:len(es)-1]
+// unchain takes e out of the chain of m[k] (linked by next), deleting
+// the key when e was its last entry.
+func unchain[K comparable](m map[K]*entry, k K, e *entry, next func(*entry) **entry) {
+	head := m[k]
+	if head == e {
+		if n := *next(e); n != nil {
+			m[k] = n
+		} else {
+			delete(m, k)
+		}
+		return
+	}
+	for x := head; x != nil; x = *next(x) {
+		if *next(x) == e {
+			*next(x) = *next(e)
+			return
 		}
 	}
-	return es
 }
 
 // Record is k's block record, nil when none is kept; the slice is
@@ -457,7 +466,7 @@ func (t *Tracker) LookupHashes(ns *abi.Namespace, hashes []uint64) Held {
 	defer t.mu.Unlock()
 	return t.held(len(hashes), func(i int) Medium {
 		var m Medium
-		for _, e := range t.byHash[hashes[i]] {
+		for e := t.byHash[hashes[i]]; e != nil; e = e.nextHash {
 			if ns == nil || e.key.NS == *ns {
 				m |= e.media
 			}
@@ -484,7 +493,7 @@ func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int
 		}
 		var m Medium
 		var next uint64
-		for _, e := range t.byTokens[t.tokensKey(parent, i > 0, raw)] {
+		for e := t.byTokens[t.tokensKey(parent, i > 0, raw)]; e != nil; e = e.nextTokens {
 			r, _, _ := abi.ParseRecord(e.rec)
 			if (ns == nil || e.key.NS == *ns) && bytes.Equal(r.Tokens, raw) {
 				m |= e.media
