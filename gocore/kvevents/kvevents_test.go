@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -160,9 +161,10 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 		}
 	}
 	// One chain run in one batch is one event.
-	one := toEvents([]item{{kind: itemStored, medium: CPU, rec: record(11, 0, 1, 2)}, {kind: itemStored, medium: CPU, rec: record(12, 11, 3, 4)}})
-	if len(one) != 1 || !sameEvent(one[0], Event{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU}) {
-		t.Fatalf("a chain run of two blocks: %+v, want one BlockStored", one)
+	payload, n := appendItems(nil, 1, []item{{kind: itemStored, medium: CPU, rec: record(11, 0, 1, 2)}, {kind: itemStored, medium: CPU, rec: record(12, 11, 3, 4)}})
+	one, err := DecodeBatch(payload)
+	if err != nil || n != 1 || len(one.Events) != 1 || !sameEvent(one.Events[0], Event{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU}) {
+		t.Fatalf("a chain run of two blocks: %+v (%d events, %v), want one BlockStored", one, n, err)
 	}
 	if tr.Unannounced.Load() != 1 {
 		t.Fatalf("Unannounced %d, want 1", tr.Unannounced.Load())
@@ -561,5 +563,38 @@ func TestAPeerThatDoesNotSubscribeIsClosed(t *testing.T) {
 	}
 	if n := tr.streams[0].pub.idleClosed.Load(); n != 1 {
 		t.Fatalf("idle closes %d, want 1", n)
+	}
+}
+
+// appendItems writes what AppendBatch writes for the same events: every
+// kind, chain runs and their breaks (a parent that is not the block
+// before, another medium, another block size, a removal between).
+func TestAppendItemsIsAppendBatchOfTheRuns(t *testing.T) {
+	items := []item{
+		{kind: itemCleared},
+		{kind: itemStored, medium: CPU, rec: record(1, 0, 1, 2)},
+		{kind: itemStored, medium: CPU, rec: record(2, 1, 3, 4)},
+		{kind: itemStored, medium: CPU, rec: record(3, 9, 5, 6)},
+		{kind: itemStored, medium: Storage, rec: record(4, 3, 7, 8)},
+		{kind: itemStored, medium: Storage, rec: record(5, 4, 9)},
+		{kind: itemRemoved, medium: CPU, rec: record(1, 0, 1, 2)},
+		{kind: itemRemoved, medium: CPU, rec: record(2, 1, 3, 4)},
+		{kind: itemRemoved, medium: Storage, rec: record(4, 3, 7, 8)},
+		{kind: itemStored, medium: CPU, rec: record(1<<40, 0, 1<<31)},
+	}
+	want := &Batch{TS: 2.5, Events: []Event{
+		{Kind: KindCleared},
+		{Kind: KindStored, Hashes: []uint64{1, 2}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{3}, HasParent: true, Parent: 9, Tokens: []uint32{5, 6}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{4}, HasParent: true, Parent: 3, Tokens: []uint32{7, 8}, BlockSize: 2, Medium: Storage},
+		{Kind: KindStored, Hashes: []uint64{5}, HasParent: true, Parent: 4, Tokens: []uint32{9}, BlockSize: 1, Medium: Storage},
+		{Kind: KindRemoved, Hashes: []uint64{1, 2}, Medium: CPU},
+		{Kind: KindRemoved, Hashes: []uint64{4}, Medium: Storage},
+		{Kind: KindStored, Hashes: []uint64{1 << 40}, Tokens: []uint32{1 << 31}, BlockSize: 1, Medium: CPU},
+	}}
+	got, n := appendItems(nil, 2.5, items)
+	if wantBytes := AppendBatch(nil, want); !bytes.Equal(got, wantBytes) || n != len(want.Events) {
+		b, err := DecodeBatch(got)
+		t.Fatalf("%d events %+v (%v), want %+v", n, b.Events, err, want.Events)
 	}
 }

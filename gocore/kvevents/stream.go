@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"encoding/binary"
+	"math"
 
 	"log/slog"
 	"net"
@@ -168,8 +169,7 @@ func (s *Stream) run() {
 // number and keeps it for replay. Each message is a new slice: the
 // subscribers' writers hold it until they have written it.
 func (s *Stream) publish(items []item) {
-	b := Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: toEvents(items)}
-	payload := AppendBatch(nil, &b)
+	payload, events := appendItems(nil, float64(time.Now().UnixNano())/1e9, items)
 	seq := s.nextSeq
 	s.nextSeq++
 	var sb [8]byte
@@ -177,7 +177,7 @@ func (s *Stream) publish(items []item) {
 	s.pub.broadcast(s.topic, appendMessage(make([]byte, 0, len(s.topic)+len(payload)+32), s.topic, sb[:], payload))
 	s.published.Store(seq)
 	s.Batches.Add(1)
-	s.Events.Add(uint64(len(b.Events)))
+	s.Events.Add(uint64(events))
 	if s.rep != nil {
 		e := append(sb[:], payload...)
 		s.replayMu.Lock()
@@ -191,42 +191,84 @@ func (s *Stream) publish(items []item) {
 	}
 }
 
-// toEvents turns queued items into wire events, a run of stores of one
-// medium that chain (each block's parent the one before) into one
-// BlockStored, and removals of one medium into one BlockRemoved.
-func toEvents(items []item) []Event {
-	out := make([]Event, 0, len(items))
-	var lastHash uint64
-	for _, it := range items {
-		switch it.kind {
+// runs appends to starts the index of the first item of each event the
+// items make: a run of stores of one medium that chain (each block's
+// parent the one before, blocks of one size) is one BlockStored,
+// consecutive removals of one medium one BlockRemoved; and returns it
+// with len(items) last.
+func runs(items []item, starts []int) []int {
+	var last uint64
+	for i, it := range items {
+		r, _, _ := abi.ParseRecord(it.rec) // checked when it was kept; nil for a clear
+		if i > 0 {
+			p := items[i-1]
+			same := it.kind == p.kind && it.medium == p.medium && it.kind != itemCleared
+			if same && it.kind == itemStored {
+				pr, _, _ := abi.ParseRecord(p.rec)
+				same = r.HasParent && r.ParentHash == last && r.TokenCount() == pr.TokenCount()
+			}
+			if same {
+				last = r.EngineHash
+				continue
+			}
+		}
+		starts = append(starts, i)
+		last = r.EngineHash
+	}
+	return append(starts, len(items))
+}
+
+// appendItems appends the msgpack payload of one batch of items to dst:
+// AppendBatch's encoding of the events runs makes, written straight from
+// the records' bytes (the stream's hot path: no Event is made).
+func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) {
+	starts := runs(items, make([]int, 0, 16))
+	dst = append(dst, 0x93, 0xcb)
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(ts))
+	dst = appendArrayLen(dst, len(starts)-1)
+	for k := 0; k+1 < len(starts); k++ {
+		run := items[starts[k]:starts[k+1]]
+		switch first := run[0]; first.kind {
 		case itemCleared:
-			out = append(out, Event{Kind: KindCleared})
-			continue
-		}
-		r, _, err := abi.ParseRecord(it.rec)
-		if err != nil {
-			continue // checked when it was kept: unreachable
-		}
-		prev := len(out) - 1
-		switch it.kind {
+			dst = append(dst, 0x81)
+			dst = appendStr(appendStr(dst, "type"), KindCleared)
 		case itemStored:
-			if prev >= 0 && out[prev].Kind == KindStored && out[prev].Medium == it.medium && r.HasParent && r.ParentHash == lastHash && out[prev].BlockSize == r.TokenCount() {
-				out[prev].Hashes = append(out[prev].Hashes, r.EngineHash)
-				out[prev].Tokens = appendTokens(out[prev].Tokens, r)
-			} else {
-				out = append(out, Event{Kind: KindStored, Hashes: []uint64{r.EngineHash}, HasParent: r.HasParent, Parent: r.ParentHash,
-					Tokens: appendTokens(nil, r), BlockSize: r.TokenCount(), Medium: it.medium})
+			r0, _, _ := abi.ParseRecord(first.rec)
+			dst = append(dst, 0x88)
+			dst = appendStr(appendStr(dst, "type"), KindStored)
+			dst = appendArrayLen(appendStr(dst, "block_hashes"), len(run))
+			for _, it := range run {
+				dst = appendUint(dst, binary.LittleEndian.Uint64(it.rec))
 			}
-			lastHash = r.EngineHash
+			dst = appendStr(dst, "parent_block_hash")
+			if r0.HasParent {
+				dst = appendUint(dst, r0.ParentHash)
+			} else {
+				dst = append(dst, 0xc0)
+			}
+			dst = appendArrayLen(appendStr(dst, "token_ids"), len(run)*r0.TokenCount())
+			for _, it := range run {
+				toks := it.rec[abi.RecordHeaderSize : abi.RecordHeaderSize+4*r0.TokenCount()]
+				for len(toks) >= 4 {
+					dst = appendUint(dst, uint64(binary.LittleEndian.Uint32(toks)))
+					toks = toks[4:]
+				}
+			}
+			dst = appendUint(appendStr(dst, "block_size"), uint64(r0.TokenCount()))
+			dst = append(appendStr(dst, "lora_id"), 0xc0)
+			dst = appendStr(appendStr(dst, "medium"), first.medium.String())
+			dst = append(appendStr(dst, "lora_name"), 0xc0)
 		case itemRemoved:
-			if prev >= 0 && out[prev].Kind == KindRemoved && out[prev].Medium == it.medium {
-				out[prev].Hashes = append(out[prev].Hashes, r.EngineHash)
-			} else {
-				out = append(out, Event{Kind: KindRemoved, Hashes: []uint64{r.EngineHash}, Medium: it.medium})
+			dst = append(dst, 0x83)
+			dst = appendStr(appendStr(dst, "type"), KindRemoved)
+			dst = appendArrayLen(appendStr(dst, "block_hashes"), len(run))
+			for _, it := range run {
+				dst = appendUint(dst, binary.LittleEndian.Uint64(it.rec))
 			}
+			dst = appendStr(appendStr(dst, "medium"), first.medium.String())
 		}
 	}
-	return out
+	return append(dst, 0xc0), len(starts) - 1
 }
 
 // serveReplay answers a ROUTER request on its connection's reader
@@ -268,8 +310,8 @@ func (s *Stream) serveReplay(frames [][]byte, reply func([]byte) bool) {
 		binary.BigEndian.PutUint64(sb[:], uint64(seq))
 		for len(items) > 0 {
 			n := min(len(items), snapshotChunk)
-			b := Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: toEvents(items[:n])}
-			if !reply(appendMessage(nil, nil, s.topic, sb[:], AppendBatch(nil, &b))) {
+			payload, _ := appendItems(nil, float64(time.Now().UnixNano())/1e9, items[:n])
+			if !reply(appendMessage(nil, nil, s.topic, sb[:], payload)) {
 				return
 			}
 			items = items[n:]
@@ -285,11 +327,4 @@ func (s *Stream) close() {
 	if s.rep != nil {
 		s.rep.close()
 	}
-}
-
-func appendTokens(dst []uint32, r abi.BlockRecord) []uint32 {
-	for i := range r.TokenCount() {
-		dst = append(dst, r.Token(i))
-	}
-	return dst
 }
