@@ -507,14 +507,7 @@ func TestSubscriberReadsTheStreamInOrder(t *testing.T) {
 // broadcast's work without end.
 func TestAPeerSubscribingWithoutEndIsDisconnected(t *testing.T) {
 	tr := newTracker(t, Spec{})
-	pub, _ := tr.Endpoints()
-	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write(greeting())
-	nc.Write(readyCommand("SUB"))
+	nc := rawSub(t, tr)
 	r := bufio.NewReader(nc)
 	if _, err := io.ReadFull(r, make([]byte, greetingBytes)); err != nil {
 		t.Fatal(err)
@@ -546,13 +539,7 @@ func TestAPeerSubscribingWithoutEndIsDisconnected(t *testing.T) {
 // back within subscribeWithin, so idle strangers cannot hold them all.
 func TestAPeerThatDoesNotSubscribeIsClosed(t *testing.T) {
 	tr := newTracker(t, Spec{})
-	pub, _ := tr.Endpoints()
-	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write(append(greeting(), readyCommand("SUB")...))
+	nc := rawSub(t, tr)
 	start := time.Now()
 	nc.SetReadDeadline(start.Add(30 * time.Second))
 	if _, err := io.Copy(io.Discard, nc); err != nil {
@@ -597,4 +584,20 @@ func TestAppendItemsIsAppendBatchOfTheRuns(t *testing.T) {
 		b, err := DecodeBatch(got)
 		t.Fatalf("%d events %+v (%v), want %+v", n, b.Events, err, want.Events)
 	}
+}
+
+// rawSub is a ZMTP peer of tr's PUB socket that has sent its greeting and
+// READY as a SUB, and nothing else; closed when the test ends.
+func rawSub(t *testing.T, tr *Tracker) net.Conn {
+	t.Helper()
+	pub, _ := tr.Endpoints()
+	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if _, err := nc.Write(append(greeting(), readyCommand("SUB")...)); err != nil {
+		t.Fatal(err)
+	}
+	return nc
 }
