@@ -92,13 +92,16 @@ func (s *Service) applyCompletion(c copier.Completion, post func(slot uint32, ms
 		case st.closing:
 			s.abortPublish(o) // the publisher went away: never half-visible
 		default:
-			for i, blk := range o.blocks {
+			recs := o.records
+			for _, blk := range o.blocks {
 				var rec []byte
-				if o.records != nil {
-					rec = o.records[i]
+				if len(recs) > 0 { // checked by the descriptor's decoder
+					_, n, _ := abi.ParseRecord(recs)
+					rec, recs = recs[:n], recs[n:]
 				}
 				s.tiers.SealRecord(blk, rec) // advertised to peers (tier.Advertiser), announced (kvevents)
 			}
+			s.putRecords(o)
 			s.stats.published.Add(uint64(o.stored))
 			o.ns.published += uint64(o.stored)
 			s.stats.publishBytes.Add(o.bytes)

@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"bytes"
-
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/copier"
 	"github.com/orbitkv/orbitkv/gocore/failpoint"
@@ -136,12 +134,15 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	s.nextOp++
 	segs := s.segs[:0]
 	keep := s.tiers.Announces() && p.Record(0) != nil
+	if keep {
+		o.records = s.recordBuf()
+	}
 	for i, blk := range fresh {
 		if blk != nil {
 			_, page := p.Entry(i)
 			o.blocks = append(o.blocks, blk)
 			if keep { // the descriptor copy is reused by the next request
-				o.records = append(o.records, bytes.Clone(p.Record(i)))
+				o.records = append(o.records, p.Record(i)...)
 			}
 			segs = copier.AppendBlock(segs, s.arena, blk, &buf, page, copier.ToTier)
 		}
@@ -166,7 +167,34 @@ func (s *Service) abortPublish(o *op) {
 		s.tiers.Discard(blk)
 	}
 	o.blocks = nil
+	s.putRecords(o)
 }
+
+// recordBuf is an empty buffer for a publish's block records, reused
+// from an earlier publish when one was given back (putRecords): the
+// Tracker copies the records it keeps, so a publish holds them only
+// from its request to its completion.
+func (s *Service) recordBuf() []byte {
+	if n := len(s.recordBufs); n > 0 {
+		b := s.recordBufs[n-1]
+		s.recordBufs = s.recordBufs[:n-1]
+		return b
+	}
+	return make([]byte, 0, 16<<10)
+}
+
+// putRecords gives o's record buffer back for reuse (at most
+// maxRecordBufs are kept).
+func (s *Service) putRecords(o *op) {
+	if o.records != nil && len(s.recordBufs) < maxRecordBufs {
+		s.recordBufs = append(s.recordBufs, o.records[:0])
+	}
+	o.records = nil
+}
+
+// maxRecordBufs bounds the record buffers kept for reuse: one per
+// publish in flight is the most the dispatcher uses at once.
+const maxRecordBufs = 256
 
 // SSD reads and peer fetches held for an untracked query's session
 // (sessState is the query's tier.Reader).

@@ -129,7 +129,10 @@ type Service struct {
 	sessions map[uint32]*sessState // by slot index
 	ops      map[uint64]*op        // copies in flight, by token
 	nextOp   uint64
-	restores restoreCounts
+	// recordBufs are publishes' block-record buffers for reuse
+	// (recordBuf); dispatcher goroutine.
+	recordBufs [][]byte
+	restores   restoreCounts
 
 	maxOpsSession, maxOps int
 	expiry                time.Duration
@@ -351,7 +354,7 @@ type op struct {
 	kind            opKind
 	st              *sessState
 	blocks          []*index.Block // publish: new blocks; restore: blocks pinned for the copy
-	records         [][]byte       // publish: blocks[i]'s block record, when kept for the event stream
+	records         []byte         // publish: blocks' block records back to back (abi.ParseRecord), when kept for the event stream; from Service.recordBufs
 	pages           []pageKey      // restore: busy destination pages
 	reply           abi.Message    // publish: the response posted on completion
 	stored, present uint32

@@ -161,7 +161,7 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 		}
 	}
 	// One chain run in one batch is one event.
-	payload, n := appendItems(nil, 1, []item{{kind: itemStored, medium: CPU, rec: record(11, 0, 1, 2)}, {kind: itemStored, medium: CPU, rec: record(12, 11, 3, 4)}})
+	payload, n := appendItems(nil, 1, []item{{kind: itemStored, medium: CPU, hash: 11, rec: record(11, 0, 1, 2)}, {kind: itemStored, medium: CPU, hash: 12, rec: record(12, 11, 3, 4)}})
 	one, err := DecodeBatch(payload)
 	if err != nil || n != 1 || len(one.Events) != 1 || !sameEvent(one.Events[0], Event{Kind: KindStored, Hashes: []uint64{11, 12}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: CPU}) {
 		t.Fatalf("a chain run of two blocks: %+v (%d events, %v), want one BlockStored", one, n, err)
@@ -175,6 +175,114 @@ func TestStoredAndRemovedReachASubscriberInOrder(t *testing.T) {
 	tr.Removed(key(1), Storage)
 	if tr.Record(key(1)) != nil {
 		t.Fatal("the record of a block on no medium is kept")
+	}
+}
+
+// The Tracker reuses a forgotten block's record room and entry at once;
+// the events queued before still carry the records they were made of,
+// and a caller may reuse its record buffer after Stored returns.
+func TestReusedRecordsDoNotChangeQueuedEvents(t *testing.T) {
+	tr := newTracker(t, Spec{FlushInterval: time.Hour, BatchEvents: 6})
+	sub := subscriber(t, tr)
+	buf := record(11, 0, 1, 2)
+	tr.Stored(key(1), 0, CPU, buf)
+	copy(buf, record(99, 0, 9, 9)) // the caller's buffer, reused
+	tr.Removed(key(1), CPU)        // key 1's room and entry are free
+	tr.Stored(key(2), 0, CPU, record(12, 0, 3, 4))
+	tr.Removed(key(2), CPU)
+	tr.Stored(key(3), 0, CPU, record(13, 0, 5, 6))
+	tr.Stored(key(4), 0, CPU, record(14, 0, 7, 8)) // the 6th event: the batch goes
+	var got []Event
+	for len(got) < 6 {
+		_, b := next(t, sub)
+		got = append(got, perBlock(b.Events)...)
+	}
+	want := []Event{
+		{Kind: KindStored, Hashes: []uint64{11}, Tokens: []uint32{1, 2}, BlockSize: 2, Medium: CPU},
+		{Kind: KindRemoved, Hashes: []uint64{11}, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{12}, Tokens: []uint32{3, 4}, BlockSize: 2, Medium: CPU},
+		{Kind: KindRemoved, Hashes: []uint64{12}, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{13}, Tokens: []uint32{5, 6}, BlockSize: 2, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{14}, Tokens: []uint32{7, 8}, BlockSize: 2, Medium: CPU},
+	}
+	for i := range want {
+		if !sameEvent(got[i], want[i]) {
+			t.Fatalf("event %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if h := tr.LookupHashes(nil, []uint64{13}); h.CPU != 1 {
+		t.Fatalf("block 3 after reuse: %+v", h)
+	}
+	if rec := tr.Record(key(4)); !bytes.Equal(rec, record(14, 0, 7, 8)) {
+		t.Fatalf("block 4's record %x", rec)
+	}
+}
+
+// Published batches share pooled buffers that come back once every
+// subscriber wrote them and the replay buffer let go: two subscribers
+// (with and without a replay socket) and a replay of every batch kept
+// see each block exactly as it was stored, while later batches reuse
+// the buffers.
+func TestPooledBuffersAreReusedOnlyWhenEveryHolderLetGo(t *testing.T) {
+	for _, withReplay := range []bool{false, true} {
+		spec := Spec{Endpoint: "tcp://127.0.0.1:0", BatchEvents: 4, ReplayBatches: 8}
+		if withReplay {
+			spec.ReplayEndpoint = "tcp://127.0.0.1:0"
+		}
+		tr, err := New(spec, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		checkPooledBuffers(t, tr, withReplay)
+	}
+}
+
+func checkPooledBuffers(t *testing.T, tr *Tracker, withReplay bool) {
+	subs := []zmq4.Socket{subscriber(t, tr), subscriber(t, tr)}
+	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribedCount() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second subscription never reached the server")
+		}
+	}
+	const blocks = 200
+	want := func(i int) Event {
+		return Event{Kind: KindStored, Hashes: []uint64{uint64(1000 + i)}, Tokens: []uint32{uint32(i), uint32(i * 7)}, BlockSize: 2, Medium: CPU}
+	}
+	for i := range blocks {
+		tr.Stored(Key{Hash: abi.BlockHash{byte(i), byte(i >> 8)}}, 0, CPU, record(uint64(1000+i), 0, uint32(i), uint32(i*7)))
+	}
+	for n, sub := range subs {
+		var got []Event
+		for len(got) < blocks {
+			_, b := next(t, sub)
+			got = append(got, perBlock(b.Events)...)
+		}
+		for i := range blocks {
+			if !sameEvent(got[i], want(i)) {
+				t.Fatalf("replay socket %v, subscriber %d, block %d: %+v, want %+v", withReplay, n, i, got[i], want(i))
+			}
+		}
+	}
+	if !withReplay {
+		return
+	}
+	_, batches := replay(t, tr, make([]byte, 8))
+	var got []Event
+	for _, b := range batches {
+		got = append(got, perBlock(b.Events)...)
+	}
+	if len(got) == 0 || len(got) > 8*4 {
+		t.Fatalf("replay of %d blocks, want the last 8 batches' (at most 32)", len(got))
+	}
+	first := int(got[0].Hashes[0] - 1000)
+	for i, e := range got {
+		if !sameEvent(e, want(first+i)) {
+			t.Fatalf("replayed block %d: %+v, want %+v", i, e, want(first+i))
+		}
+	}
+	if first+len(got) != blocks {
+		t.Fatalf("the replay ends at block %d, want %d", first+len(got), blocks)
 	}
 }
 
@@ -354,6 +462,29 @@ func TestLookupByEngineHashesAndByTokens(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// The token index is built by the first LookupTokens and kept from then
+// on: blocks stored and removed after it are found and forgotten, and a
+// block with the same token ids under another parent is not a match.
+func TestTheTokenIndexFollowsStoresAndRemovalsAfterItIsBuilt(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1, 2))
+	if h := tr.LookupTokens(nil, []uint32{1, 2, 3, 4}, 2); h != (Held{CPU: 1, Any: 1}) {
+		t.Fatalf("before: %+v", h)
+	}
+	tr.Stored(key(2), 0, CPU, record(12, 11, 3, 4))
+	tr.Stored(key(3), 0, CPU, record(13, 99, 5, 6)) // block 2's tokens, another parent
+	if h := tr.LookupTokens(nil, []uint32{1, 2, 3, 4, 5, 6}, 2); h != (Held{CPU: 2, Any: 2}) {
+		t.Fatalf("after two stores: %+v, want the chain's 2 blocks (block 3's parent is not block 2)", h)
+	}
+	tr.Removed(key(1), CPU)
+	if h := tr.LookupTokens(nil, []uint32{1, 2, 3, 4}, 2); h != (Held{}) {
+		t.Fatalf("after removing block 1: %+v", h)
+	}
+	if h := tr.LookupHashes(nil, []uint64{11, 12}); h != (Held{}) {
+		t.Fatalf("hashes after removing block 1: %+v", h)
 	}
 }
 
@@ -559,15 +690,16 @@ func TestAPeerThatDoesNotSubscribeIsClosed(t *testing.T) {
 func TestAppendItemsIsAppendBatchOfTheRuns(t *testing.T) {
 	items := []item{
 		{kind: itemCleared},
-		{kind: itemStored, medium: CPU, rec: record(1, 0, 1, 2)},
-		{kind: itemStored, medium: CPU, rec: record(2, 1, 3, 4)},
-		{kind: itemStored, medium: CPU, rec: record(3, 9, 5, 6)},
-		{kind: itemStored, medium: Storage, rec: record(4, 3, 7, 8)},
-		{kind: itemStored, medium: Storage, rec: record(5, 4, 9)},
-		{kind: itemRemoved, medium: CPU, rec: record(1, 0, 1, 2)},
-		{kind: itemRemoved, medium: CPU, rec: record(2, 1, 3, 4)},
-		{kind: itemRemoved, medium: Storage, rec: record(4, 3, 7, 8)},
-		{kind: itemStored, medium: CPU, rec: record(1<<40, 0, 1<<31)},
+		{kind: itemStored, medium: CPU, hash: 1, rec: record(1, 0, 1, 2)},
+		{kind: itemStored, medium: CPU, hash: 2, rec: record(2, 1, 3, 4)},
+		{kind: itemStored, medium: CPU, hash: 3, rec: record(3, 9, 5, 6)},
+		{kind: itemStored, medium: Storage, hash: 4, rec: record(4, 3, 7, 8)},
+		{kind: itemStored, medium: Storage, hash: 5, rec: record(5, 4, 9)},
+		{kind: itemRemoved, medium: CPU, hash: 1},
+		{kind: itemRemoved, medium: CPU, hash: 2},
+		{kind: itemRemoved, medium: Storage, hash: 4},
+		{kind: itemStored, medium: CPU, hash: 1 << 40, rec: record(1<<40, 0, 1<<31)},
+		{kind: itemStored, medium: Storage, hash: 6, rec: record(6, 0, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 1<<32-1)},
 	}
 	want := &Batch{TS: 2.5, Events: []Event{
 		{Kind: KindCleared},
@@ -578,8 +710,12 @@ func TestAppendItemsIsAppendBatchOfTheRuns(t *testing.T) {
 		{Kind: KindRemoved, Hashes: []uint64{1, 2}, Medium: CPU},
 		{Kind: KindRemoved, Hashes: []uint64{4}, Medium: Storage},
 		{Kind: KindStored, Hashes: []uint64{1 << 40}, Tokens: []uint32{1 << 31}, BlockSize: 1, Medium: CPU},
+		{Kind: KindStored, Hashes: []uint64{6}, Tokens: []uint32{0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 1<<32 - 1}, BlockSize: 7, Medium: Storage},
 	}}
 	got, n := appendItems(nil, 2.5, items)
+	if bound := itemsBound(items, runs(items, nil)); len(got) > bound {
+		t.Fatalf("appendItems wrote %d bytes, over itemsBound's %d", len(got), bound)
+	}
 	if wantBytes := AppendBatch(nil, want); !bytes.Equal(got, wantBytes) || n != len(want.Events) {
 		b, err := DecodeBatch(got)
 		t.Fatalf("%d events %+v (%v), want %+v", n, b.Events, err, want.Events)
@@ -600,4 +736,25 @@ func rawSub(t *testing.T, tr *Tracker) net.Conn {
 		t.Fatal(err)
 	}
 	return nc
+}
+
+// The stream's encoding of a full batch: 1024 blocks stored in chains of
+// 16, records of 128 token ids of 1 to 5 bytes each.
+func BenchmarkAppendItems(b *testing.B) {
+	items := make([]item, 1024)
+	tokens := make([]uint32, 128)
+	for i := range items {
+		for j := range tokens {
+			tokens[j] = uint32(i*2654435761) + uint32(j)
+		}
+		parent := uint64(0)
+		if i%16 != 0 {
+			parent = uint64(i)
+		}
+		items[i] = item{kind: itemStored, medium: CPU, hash: uint64(i + 1), rec: record(uint64(i+1), parent, tokens...)}
+	}
+	for range b.N {
+		appendItems(nil, 1, items)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(items)), "ns/block")
 }

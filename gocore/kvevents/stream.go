@@ -6,6 +6,7 @@ import (
 
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,11 +15,12 @@ import (
 )
 
 // item is one event waiting in a stream's queue: a block stored on or
-// removed from a medium, or (rec nil, kind cleared) every block gone.
+// removed from a medium, or (kind cleared) every block gone.
 type item struct {
 	kind   uint8 // itemStored, itemRemoved, itemCleared
 	medium Medium
-	rec    []byte // the block record (abi.ParseRecord); immutable
+	hash   uint64 // the block's engine hash
+	rec    []byte // stored: the block record (abi.ParseRecord), a copy the item owns
 }
 
 const (
@@ -52,9 +54,10 @@ type Stream struct {
 	log   *slog.Logger
 	t     *Tracker
 
-	// Guarded by the Tracker's mutex: the queue, and lost (items were
-	// dropped since the last resync).
+	// Guarded by the Tracker's mutex: the queue, the bytes of its items'
+	// records, and lost (items were dropped since the last resync).
 	q    []item
+	qrec []byte
 	lost bool
 
 	wake chan struct{}
@@ -64,9 +67,11 @@ type Stream struct {
 	nextSeq   int64        // the stream goroutine's
 	published atomic.Int64 // the last sequence number sent; -1 before any
 
+	pool bufPool // the published messages' buffers
+
 	replayMu sync.Mutex
-	replay   [][]byte // the last ReplayBatches messages' (seq, payload): seq 8 bytes BE then payload
-	head     int      // replay's oldest element when full
+	replay   []replayed // the last ReplayBatches batches
+	head     int        // replay's oldest element when full
 
 	Overflows  atomic.Uint64 // events dropped for a full queue
 	Resyncs    atomic.Uint64 // AllBlocksCleared + re-announce after a loss
@@ -98,8 +103,10 @@ func (s *Stream) start() {
 	go s.run()
 }
 
-// push queues it; called with the Tracker's mutex held. A full queue
-// drops it and marks the stream lost: its goroutine resyncs.
+// push queues it, copying its record into the queue's record bytes (the
+// Tracker reuses its own once the block is forgotten); called with the
+// Tracker's mutex held. A full queue drops it and marks the stream lost:
+// its goroutine resyncs.
 func (s *Stream) push(it item) {
 	if len(s.q) >= s.spec.QueueEvents {
 		s.Overflows.Add(1)
@@ -108,6 +115,10 @@ func (s *Stream) push(it item) {
 			s.kick()
 		}
 		return
+	}
+	if it.rec != nil {
+		s.qrec = append(s.qrec, it.rec...) // a grown qrec leaves earlier items their old array
+		it.rec = s.qrec[len(s.qrec)-len(it.rec) : len(s.qrec) : len(s.qrec)]
 	}
 	s.q = append(s.q, it)
 	if len(s.q) == s.spec.BatchEvents {
@@ -127,6 +138,7 @@ func (s *Stream) run() {
 	tick := time.NewTicker(s.spec.FlushInterval)
 	defer tick.Stop()
 	var spare []item
+	var spareRec []byte
 	for {
 		select {
 		case <-s.stop:
@@ -135,16 +147,18 @@ func (s *Stream) run() {
 		case <-tick.C:
 		}
 		var batch []item
+		var recs []byte
 		var lost bool
 		s.t.mu.Lock()
 		if s.lost && time.Since(s.lastResync) >= s.spec.MinResyncInterval {
 			s.lost, lost = false, true
 			s.lastResync = time.Now()
-			s.q = s.q[:0]
+			s.q, s.qrec = s.q[:0], s.qrec[:0]
 			batch = append(spare[:0], item{kind: itemCleared})
 			batch = s.t.snapshotLocked(s, batch)
 		} else if !s.lost {
 			batch, s.q = s.q, spare[:0]
+			recs, s.qrec = s.qrec, spareRec[:0]
 		}
 		s.t.mu.Unlock()
 		if lost {
@@ -160,35 +174,116 @@ func (s *Stream) run() {
 			s.publish(batch[:n])
 			batch = batch[n:]
 		}
-		clear(full) // the records stay the Tracker's only
-		spare = full[:0]
+		clear(full) // a grown qrec's old arrays go with the items
+		spare, spareRec = full[:0], recs[:0]
 	}
 }
 
 // publish encodes items as one batch, sends it with the next sequence
-// number and keeps it for replay. Each message is a new slice: the
-// subscribers' writers hold it until they have written it.
+// number and keeps it for replay. The message is built in one pooled
+// buffer (the payload encoded after room for the frame headers, which
+// are then written in front of it), held by every subscriber's writer
+// until it has written it and by the replay buffer while it keeps the
+// batch; the last to let go gives it back to the pool.
 func (s *Stream) publish(items []item) {
-	payload, events := appendItems(nil, float64(time.Now().UnixNano())/1e9, items)
+	room := len(s.topic) + 3*maxFrameHeader + 8
+	p := s.pool.get()
+	buf, events := appendItems(slices.Grow(p.b[:0], room)[:room], float64(time.Now().UnixNano())/1e9, items)
+	p.b = buf
+	payload := buf[room:]
 	seq := s.nextSeq
 	s.nextSeq++
 	var sb [8]byte
 	binary.BigEndian.PutUint64(sb[:], uint64(seq))
-	s.pub.broadcast(s.topic, appendMessage(make([]byte, 0, len(s.topic)+len(payload)+32), s.topic, sb[:], payload))
+	head := appendFrameHeader(appendFrame(appendFrame(make([]byte, 0, room), s.topic, flagMore), sb[:], flagMore), len(payload), 0)
+	msg := buf[room-len(head):]
+	copy(msg, head)
+	s.pub.broadcast(s.topic, msg, p)
 	s.published.Store(seq)
 	s.Batches.Add(1)
 	s.Events.Add(uint64(events))
 	if s.rep != nil {
-		e := append(sb[:], payload...)
+		p.hold()
+		e := replayed{seq: seq, payload: payload, p: p}
 		s.replayMu.Lock()
+		var old *pooled
 		if len(s.replay) < s.spec.ReplayBatches {
 			s.replay = append(s.replay, e)
 		} else {
+			old = s.replay[s.head].p
 			s.replay[s.head] = e
 			s.head = (s.head + 1) % len(s.replay)
 		}
 		s.replayMu.Unlock()
+		old.release()
 	}
+	p.release()
+}
+
+// replayed is one published batch the replay socket keeps: its sequence
+// number and payload, in p's buffer (held while kept).
+type replayed struct {
+	seq     int64
+	payload []byte
+	p       *pooled
+}
+
+// pooled is a buffer of published messages shared by the connections it
+// is queued on, the replay buffer and the publisher: each holds a
+// reference while it uses the bytes, and the last release gives the
+// buffer back to its pool for the next batch. A nil *pooled is a
+// message of its own: hold and release do nothing.
+type pooled struct {
+	b    []byte
+	refs atomic.Int32
+	pool *bufPool
+}
+
+func (p *pooled) hold() {
+	if p != nil {
+		p.refs.Add(1)
+	}
+}
+
+func (p *pooled) release() {
+	if p != nil && p.refs.Add(-1) == 0 {
+		p.pool.put(p)
+	}
+}
+
+// bufPool keeps up to maxPooled released buffers of a stream's
+// messages, so a batch's buffer (hundreds of KiB for a full batch of
+// records) is reused instead of allocated and zeroed anew.
+type bufPool struct {
+	mu   sync.Mutex
+	free []*pooled
+}
+
+// maxPooled bounds the buffers a bufPool keeps.
+const maxPooled = 8
+
+// get is a buffer with one reference (the caller's).
+func (b *bufPool) get() *pooled {
+	b.mu.Lock()
+	var p *pooled
+	if n := len(b.free); n > 0 {
+		p = b.free[n-1]
+		b.free = b.free[:n-1]
+	}
+	b.mu.Unlock()
+	if p == nil {
+		p = &pooled{pool: b}
+	}
+	p.refs.Store(1)
+	return p
+}
+
+func (b *bufPool) put(p *pooled) {
+	b.mu.Lock()
+	if len(b.free) < maxPooled {
+		b.free = append(b.free, p)
+	}
+	b.mu.Unlock()
 }
 
 // runs appends to starts the index of the first item of each event the
@@ -197,25 +292,73 @@ func (s *Stream) publish(items []item) {
 // consecutive removals of one medium one BlockRemoved; and returns it
 // with len(items) last.
 func runs(items []item, starts []int) []int {
-	var last uint64
+	var prev abi.BlockRecord
 	for i, it := range items {
 		r, _, _ := abi.ParseRecord(it.rec) // checked when it was kept; nil for a clear
 		if i > 0 {
 			p := items[i-1]
 			same := it.kind == p.kind && it.medium == p.medium && it.kind != itemCleared
 			if same && it.kind == itemStored {
-				pr, _, _ := abi.ParseRecord(p.rec)
-				same = r.HasParent && r.ParentHash == last && r.TokenCount() == pr.TokenCount()
+				same = r.HasParent && r.ParentHash == prev.EngineHash && r.TokenCount() == prev.TokenCount()
 			}
 			if same {
-				last = r.EngineHash
+				prev = r
 				continue
 			}
 		}
 		starts = append(starts, i)
-		last = r.EngineHash
+		prev = r
 	}
 	return append(starts, len(items))
+}
+
+// storedHead bounds the bytes of an event's map beside its hashes and
+// token ids: a BlockStored's keys, array headers, parent, block size,
+// lora fields and medium take at most 133.
+const storedHead = 192
+
+// itemsBound bounds appendItems' bytes for items cut into the runs of
+// starts: a 9-byte uint per hash, 5 per token id, storedHead per event
+// and the batch's own header.
+func itemsBound(items []item, starts []int) int {
+	n := 32
+	for k := 0; k+1 < len(starts); k++ {
+		n += storedHead
+		for _, it := range items[starts[k]:starts[k+1]] {
+			n += 9
+			if it.kind == itemStored {
+				n += 5 * (len(it.rec) - abi.RecordHeaderSize) / 4
+			}
+		}
+	}
+	return n
+}
+
+// appendTokens appends the little-endian uint32 token ids of toks as
+// msgpack uints (appendUint's encoding), writing into dst's capacity
+// (grown when it lacks 5 bytes a token).
+func appendTokens(dst, toks []byte) []byte {
+	p := len(dst)
+	b := slices.Grow(dst, 5*(len(toks)/4))[:p+5*(len(toks)/4)]
+	for ; len(toks) >= 4; toks = toks[4:] {
+		switch v := binary.LittleEndian.Uint32(toks); {
+		case v < 0x80:
+			b[p] = byte(v)
+			p++
+		case v <= math.MaxUint8:
+			b[p], b[p+1] = 0xcc, byte(v)
+			p += 2
+		case v <= math.MaxUint16:
+			b[p] = 0xcd
+			binary.BigEndian.PutUint16(b[p+1:], uint16(v))
+			p += 3
+		default:
+			b[p] = 0xce
+			binary.BigEndian.PutUint32(b[p+1:], v)
+			p += 5
+		}
+	}
+	return b[:p]
 }
 
 // appendItems appends the msgpack payload of one batch of items to dst:
@@ -223,6 +366,7 @@ func runs(items []item, starts []int) []int {
 // the records' bytes (the stream's hot path: no Event is made).
 func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) {
 	starts := runs(items, make([]int, 0, 16))
+	dst = slices.Grow(dst, itemsBound(items, starts))
 	dst = append(dst, 0x93, 0xcb)
 	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(ts))
 	dst = appendArrayLen(dst, len(starts)-1)
@@ -238,7 +382,7 @@ func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) 
 			dst = appendStr(appendStr(dst, "type"), KindStored)
 			dst = appendArrayLen(appendStr(dst, "block_hashes"), len(run))
 			for _, it := range run {
-				dst = appendUint(dst, binary.LittleEndian.Uint64(it.rec))
+				dst = appendUint(dst, it.hash)
 			}
 			dst = appendStr(dst, "parent_block_hash")
 			if r0.HasParent {
@@ -248,11 +392,7 @@ func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) 
 			}
 			dst = appendArrayLen(appendStr(dst, "token_ids"), len(run)*r0.TokenCount())
 			for _, it := range run {
-				toks := it.rec[abi.RecordHeaderSize : abi.RecordHeaderSize+4*r0.TokenCount()]
-				for len(toks) >= 4 {
-					dst = appendUint(dst, uint64(binary.LittleEndian.Uint32(toks)))
-					toks = toks[4:]
-				}
+				dst = appendTokens(dst, it.rec[abi.RecordHeaderSize:abi.RecordHeaderSize+4*r0.TokenCount()])
 			}
 			dst = appendUint(appendStr(dst, "block_size"), uint64(r0.TokenCount()))
 			dst = append(appendStr(dst, "lora_id"), 0xc0)
@@ -263,7 +403,7 @@ func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) 
 			dst = appendStr(appendStr(dst, "type"), KindRemoved)
 			dst = appendArrayLen(appendStr(dst, "block_hashes"), len(run))
 			for _, it := range run {
-				dst = appendUint(dst, binary.LittleEndian.Uint64(it.rec))
+				dst = appendUint(dst, it.hash)
 			}
 			dst = appendStr(appendStr(dst, "medium"), first.medium.String())
 		}
@@ -288,18 +428,25 @@ func (s *Stream) serveReplay(frames [][]byte, reply func([]byte) bool) {
 	case len(req) == 8:
 		start := int64(binary.BigEndian.Uint64(req))
 		s.replayMu.Lock()
-		var out [][]byte
+		var out []replayed
 		for i := range s.replay {
-			e := s.replay[(s.head+i)%len(s.replay)]
-			if int64(binary.BigEndian.Uint64(e)) >= start {
+			if e := s.replay[(s.head+i)%len(s.replay)]; e.seq >= start {
+				e.p.hold() // until copied into its reply
 				out = append(out, e)
 			}
 		}
 		s.replayMu.Unlock()
+		var sb [8]byte
+		sent := true
 		for _, e := range out {
-			if !reply(appendMessage(nil, nil, s.topic, e[:8], e[8:])) {
-				return
+			binary.BigEndian.PutUint64(sb[:], uint64(e.seq))
+			if sent {
+				sent = reply(appendMessage(nil, nil, s.topic, sb[:], e.payload))
 			}
+			e.p.release()
+		}
+		if !sent {
+			return
 		}
 	case string(req) == SnapshotRequest:
 		s.t.mu.Lock()

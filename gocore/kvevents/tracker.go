@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -160,13 +161,15 @@ func parseEndpoint(e string) (network, addr string, err error) {
 
 // entry is what the Tracker keeps of a block with a record: the record,
 // the media it is held on now, and the stream that announces it.
+// Entries and their records are reused once the block is forgotten
+// (entryPool, recordSlab): nothing outside t.mu holds either.
 type entry struct {
 	key    Key
-	rec    []byte // abi block record; immutable
+	rec    []byte // abi block record, in the Tracker's recordSlab
 	media  Medium
 	domain int32
-	engine uint64   // the record's engine hash
-	tk     tokenKey // its byTokens key
+	engine uint64 // the record's engine hash
+	tk     uint64 // its byTokens key (tokensKey)
 	// nextHash and nextTokens chain the entries of one byHash and one
 	// byTokens key (the same block in several namespaces: TP ranks).
 	nextHash, nextTokens *entry
@@ -184,10 +187,16 @@ type Tracker struct {
 	streams []*Stream // by domain index; [0] alone without tenants
 	closers []func()
 
-	mu       sync.Mutex
-	blocks   map[Key]*entry
-	byHash   map[uint64]*entry   // engine hash → its blocks (one per namespace), chained by nextHash
-	byTokens map[tokenKey]*entry // chained by nextTokens
+	mu     sync.Mutex
+	blocks map[Key]*entry
+	byHash map[uint64]*entry // engine hash → its blocks (one per namespace), chained by nextHash
+	// byTokens finds blocks by tokensKey, chained by nextTokens (keys
+	// may collide: a match compares the record). It is built by the
+	// first LookupTokens and kept from then on (nil before): a node
+	// whose routers only subscribe never pays for it.
+	byTokens map[uint64]*entry
+	recs     recordSlab
+	entries  entryPool
 
 	seed maphash.Seed
 
@@ -196,16 +205,30 @@ type Tracker struct {
 	closed atomic.Bool
 }
 
-// tokenKey finds a block by what a router knows of it without its hash:
-// its parent's engine hash (or none) and a hash of its token ids.
-type tokenKey struct {
-	parent    uint64
-	hasParent bool
-	tokens    uint64 // maphash of the token ids' bytes under the Tracker's seed
+// tokensKey finds a block by what a router knows of it without its
+// hash: its parent's engine hash (or none) and its token ids' bytes,
+// hashed under the Tracker's seed.
+func (t *Tracker) tokensKey(parent uint64, hasParent bool, tokens []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	var p [9]byte
+	binary.LittleEndian.PutUint64(p[:], parent)
+	if hasParent {
+		p[8] = 1
+	}
+	h.Write(p[:])
+	h.Write(tokens)
+	return h.Sum64()
 }
 
-func (t *Tracker) tokensKey(parent uint64, hasParent bool, tokens []byte) tokenKey {
-	return tokenKey{parent, hasParent, maphash.Bytes(t.seed, tokens)}
+// indexTokens builds byTokens from the blocks kept; t.mu is held.
+func (t *Tracker) indexTokens() {
+	t.byTokens = make(map[uint64]*entry, len(t.blocks))
+	for _, e := range t.blocks {
+		r, _, _ := abi.ParseRecord(e.rec)
+		e.tk = t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)
+		e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+	}
 }
 
 // New binds the streams' sockets and starts them: each begins its epoch
@@ -216,8 +239,7 @@ func New(spec Spec, log *slog.Logger) (*Tracker, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64]*entry{}, byTokens: map[tokenKey]*entry{},
-		seed: maphash.MakeSeed()}
+	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64]*entry{}, seed: maphash.MakeSeed()}
 	domains := spec.Domains
 	if len(domains) == 0 {
 		domains = []Domain{{GID: spec.NodeGID}}
@@ -323,9 +345,8 @@ func (t *Tracker) stream(domain int32) *Stream {
 
 // Stored records that k is now held on medium m. rec is its block record
 // (abi.ParseRecord's form, checked by the caller's decoder; the Tracker
-// keeps it, so the caller must not change it after), or nil to use the
-// record already kept for k; without either the block is
-// not announced. domain routes it (the tenant domain's index; ignored
+// keeps a copy), or nil to use the record already kept for k; without
+// either the block is not announced. domain routes it (the tenant domain's index; ignored
 // without tenants; NoStream: none). A block already on m is not announced
 // again.
 func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
@@ -342,18 +363,21 @@ func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
 			t.Unannounced.Add(1)
 			return
 		}
-		e = &entry{key: k, rec: rec, domain: int32(domain), engine: r.EngineHash,
-			tk: t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)}
+		e = t.entries.get()
+		*e = entry{key: k, rec: t.recs.copy(rec), domain: int32(domain), engine: r.EngineHash}
 		t.blocks[k] = e
 		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
-		e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+		if t.byTokens != nil {
+			e.tk = t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)
+			e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+		}
 	}
 	if e.media&m != 0 {
 		return
 	}
 	e.media |= m
 	if s := t.stream(e.domain); s != nil {
-		s.push(item{kind: itemStored, medium: m, rec: e.rec})
+		s.push(item{kind: itemStored, medium: m, hash: e.engine, rec: e.rec})
 	}
 }
 
@@ -368,7 +392,7 @@ func (t *Tracker) Removed(k Key, m Medium) {
 	}
 	e.media &^= m
 	if s := t.stream(e.domain); s != nil {
-		s.push(item{kind: itemRemoved, medium: m, rec: e.rec})
+		s.push(item{kind: itemRemoved, medium: m, hash: e.engine})
 	}
 	if e.media == 0 {
 		t.forget(e)
@@ -378,7 +402,11 @@ func (t *Tracker) Removed(k Key, m Medium) {
 func (t *Tracker) forget(e *entry) {
 	delete(t.blocks, e.key)
 	unchain(t.byHash, e.engine, e, func(x *entry) **entry { return &x.nextHash })
-	unchain(t.byTokens, e.tk, e, func(x *entry) **entry { return &x.nextTokens })
+	if t.byTokens != nil {
+		unchain(t.byTokens, e.tk, e, func(x *entry) **entry { return &x.nextTokens })
+	}
+	t.recs.put(e.rec)
+	t.entries.put(e)
 }
 
 // unchain takes e out of the chain of m[k] (linked by next), deleting
@@ -401,31 +429,89 @@ func unchain[K comparable](m map[K]*entry, k K, e *entry, next func(*entry) **en
 	}
 }
 
-// Record is k's block record, nil when none is kept; the slice is
-// immutable.
+// Record is a copy of k's block record, nil when none is kept.
 func (t *Tracker) Record(k Key) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.blocks[k]; e != nil {
-		return e.rec
+		return bytes.Clone(e.rec)
 	}
 	return nil
 }
 
 // snapshotLocked appends a stored item for every medium of every block
-// s announces; t.mu is held.
+// s announces, its record a copy (the caller encodes them after t.mu is
+// released, when the Tracker may have reused the kept ones); t.mu is
+// held.
 func (t *Tracker) snapshotLocked(s *Stream, out []item) []item {
+	var buf []byte
 	for _, e := range t.blocks {
 		if t.stream(e.domain) != s {
 			continue
 		}
 		for _, m := range []Medium{CPU, Storage} {
 			if e.media&m != 0 {
-				out = append(out, item{kind: itemStored, medium: m, rec: e.rec})
+				buf = append(buf, e.rec...) // a grown buf leaves earlier items their old array
+				out = append(out, item{kind: itemStored, medium: m, hash: e.engine, rec: buf[len(buf)-len(e.rec) : len(buf) : len(buf)]})
 			}
 		}
 	}
 	return out
+}
+
+// recordSlab keeps the Tracker's block records: records of one length
+// are cut from shared chunks, and a forgotten record's room is reused by
+// the next record of its length, so the Tracker allocates nothing per
+// block once it holds as many records as it ever held (the bound: one
+// per block on a medium). Lengths are abi.RecordBytes: multiples of 8
+// up to abi.RecordBytes(abi.RecordMaxTokens).
+type recordSlab struct {
+	free  [abi.RecordHeaderSize/8 + abi.RecordMaxTokens/2 + 1][][]byte // by length/8
+	chunk []byte                                                       // the current chunk's uncut rest
+}
+
+// slabChunk is the bytes of one chunk of a recordSlab.
+const slabChunk = 256 << 10
+
+// copy returns a room of len(rec) holding rec's bytes.
+func (s *recordSlab) copy(rec []byte) []byte {
+	n := len(rec)
+	var r []byte
+	if f := &s.free[n/8]; len(*f) > 0 {
+		r = (*f)[len(*f)-1]
+		*f = (*f)[:len(*f)-1]
+	} else {
+		if len(s.chunk) < n {
+			s.chunk = make([]byte, slabChunk)
+		}
+		r, s.chunk = s.chunk[:n:n], s.chunk[n:]
+	}
+	copy(r, rec)
+	return r
+}
+
+// put gives back a room copy returned.
+func (s *recordSlab) put(r []byte) { s.free[len(r)/8] = append(s.free[len(r)/8], r) }
+
+// entryPool reuses forgotten entries, allocated 256 at a time.
+type entryPool struct{ free *entry } // chained by nextHash
+
+func (p *entryPool) get() *entry {
+	if p.free == nil {
+		chunk := make([]entry, 256)
+		for i := range len(chunk) - 1 {
+			chunk[i].nextHash = &chunk[i+1]
+		}
+		p.free = &chunk[0]
+	}
+	e := p.free
+	p.free = e.nextHash
+	return e
+}
+
+func (p *entryPool) put(e *entry) {
+	*e = entry{nextHash: p.free}
+	p.free = e
 }
 
 // Held is how many leading blocks of a chain this node holds: in RAM
@@ -485,6 +571,9 @@ func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.byTokens == nil {
+		t.indexTokens()
+	}
 	var parent uint64
 	raw := make([]byte, 4*blockSize)
 	return t.held(len(tokens)/blockSize, func(i int) Medium {
@@ -495,7 +584,7 @@ func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int
 		var next uint64
 		for e := t.byTokens[t.tokensKey(parent, i > 0, raw)]; e != nil; e = e.nextTokens {
 			r, _, _ := abi.ParseRecord(e.rec)
-			if (ns == nil || e.key.NS == *ns) && bytes.Equal(r.Tokens, raw) {
+			if (ns == nil || e.key.NS == *ns) && r.HasParent == (i > 0) && r.ParentHash == parent && bytes.Equal(r.Tokens, raw) {
 				m |= e.media
 				next = r.EngineHash
 			}

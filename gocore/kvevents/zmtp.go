@@ -75,13 +75,19 @@ func readyCommand(typ string) []byte {
 
 // appendFrame appends one frame: flags, a 1- or 8-byte size, the body.
 func appendFrame(dst, body []byte, flags byte) []byte {
-	if len(body) > 255 {
-		dst = append(dst, flags|flagLong)
-		dst = binary.BigEndian.AppendUint64(dst, uint64(len(body)))
-	} else {
-		dst = append(dst, flags, byte(len(body)))
+	return append(appendFrameHeader(dst, len(body), flags), body...)
+}
+
+// maxFrameHeader is the longest frame header: flags and an 8-byte size.
+const maxFrameHeader = 9
+
+// appendFrameHeader appends the header of a frame of n bytes: short (a
+// 1-byte size) up to 255 bytes, else long.
+func appendFrameHeader(dst []byte, n int, flags byte) []byte {
+	if n > 255 {
+		return binary.BigEndian.AppendUint64(append(dst, flags|flagLong), uint64(n))
 	}
-	return append(dst, body...)
+	return append(dst, flags, byte(n))
 }
 
 // appendMessage appends a multipart message: every frame but the last
@@ -178,7 +184,7 @@ type zserver struct {
 // zconn is one peer connection.
 type zconn struct {
 	nc   net.Conn
-	out  chan []byte // encoded messages
+	out  chan outMsg // encoded messages
 	stop chan struct{}
 	once sync.Once
 	mu   sync.Mutex
@@ -215,7 +221,7 @@ func (s *zserver) serve() {
 				return // closed
 			}
 			s.accepted.Add(1)
-			c := &zconn{nc: nc, out: make(chan []byte, s.queue), stop: make(chan struct{})}
+			c := &zconn{nc: nc, out: make(chan outMsg, s.queue), stop: make(chan struct{})}
 			s.mu.Lock()
 			if s.done || len(s.conns) >= maxConns {
 				s.mu.Unlock()
@@ -362,7 +368,7 @@ func (s *zserver) read(c *zconn) {
 				return
 			}
 		case !cmd && s.onRequest != nil:
-			s.onRequest(frames, func(msg []byte) bool { return s.enqueue(c, msg) })
+			s.onRequest(frames, func(msg []byte) bool { return s.enqueue(c, outMsg{b: msg}) })
 		}
 	}
 }
@@ -398,22 +404,36 @@ func (s *zserver) write(c *zconn) {
 			return
 		case msg := <-c.out:
 			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := c.nc.Write(msg); err != nil {
+			_, err := c.nc.Write(msg.b)
+			msg.p.release()
+			if err != nil {
 				return
 			}
 		}
 	}
 }
 
-// enqueue queues msg on c; a full queue closes c (counted) and reports
-// false.
-func (s *zserver) enqueue(c *zconn, msg []byte) bool {
+// outMsg is a message queued on a connection: its bytes and, for a
+// published batch, the pooled buffer they are in, released once written.
+// A message never written (its connection closed first) is never
+// released: its buffer is left to the garbage collector.
+type outMsg struct {
+	b []byte
+	p *pooled
+}
+
+// enqueue queues msg on c, taking a reference on its pooled buffer; a
+// full queue closes c (counted) and reports false.
+func (s *zserver) enqueue(c *zconn, msg outMsg) bool {
+	msg.p.hold()
 	select {
 	case c.out <- msg:
 		return true
 	case <-c.stop:
+		msg.p.release()
 		return false
 	default:
+		msg.p.release()
 		s.dropped.Add(1)
 		s.log.Warn("kv events: a subscriber fell a whole queue behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "queue", s.queue)
 		c.close()
@@ -421,9 +441,9 @@ func (s *zserver) enqueue(c *zconn, msg []byte) bool {
 	}
 }
 
-// broadcast queues the message (topic first) on every PUB connection
-// subscribed to topic. It never waits.
-func (s *zserver) broadcast(topic, msg []byte) {
+// broadcast queues the message (topic first; its bytes in p's buffer)
+// on every PUB connection subscribed to topic. It never waits.
+func (s *zserver) broadcast(topic, msg []byte, p *pooled) {
 	s.mu.Lock()
 	conns := make([]*zconn, 0, len(s.conns))
 	for c := range s.conns {
@@ -432,7 +452,7 @@ func (s *zserver) broadcast(topic, msg []byte) {
 	s.mu.Unlock()
 	for _, c := range conns {
 		if c.subscribed(topic) {
-			s.enqueue(c, msg)
+			s.enqueue(c, outMsg{msg, p})
 		}
 	}
 }
