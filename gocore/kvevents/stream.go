@@ -150,6 +150,7 @@ func (s *Stream) run() {
 		var recs []byte
 		var lost bool
 		s.t.mu.Lock()
+		s.t.applyLocked()
 		if s.lost && time.Since(s.lastResync) >= s.spec.MinResyncInterval {
 			s.lost, lost = false, true
 			s.lastResync = time.Now()
@@ -450,6 +451,7 @@ func (s *Stream) serveReplay(frames [][]byte, reply func([]byte) bool) {
 		}
 	case string(req) == SnapshotRequest:
 		s.t.mu.Lock()
+		s.t.applyLocked()
 		seq := s.published.Load()
 		items := s.t.snapshotLocked(s, []item{{kind: itemCleared}})
 		s.t.mu.Unlock()

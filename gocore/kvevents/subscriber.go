@@ -21,8 +21,9 @@ const MaxMessageBytes = 64 << 20
 // consumer that costs next to nothing beside what it measures; routers
 // use a ZeroMQ library.
 type Subscriber struct {
-	nc net.Conn
-	r  *bufio.Reader
+	nc   net.Conn
+	r    *bufio.Reader
+	bufs [3][]byte // the frames' buffers, reused by each Next
 }
 
 // Subscribe connects to endpoint (tcp://HOST:PORT or ipc:///PATH),
@@ -71,21 +72,25 @@ func (s *Subscriber) handshake(g []byte) error {
 }
 
 // Next reads the next message: its sequence number and payload (the
-// topic is dropped). Errors: the connection's, or a message that is not
-// three frames with an 8-byte sequence, or a frame over MaxMessageBytes.
+// topic is dropped). The payload is valid until the next call to Next
+// (its buffer is reused: a subscriber allocates nothing per message).
+// Errors: the connection's, or a message that is not three frames with
+// an 8-byte sequence, or a frame over MaxMessageBytes.
 func (s *Subscriber) Next() (seq int64, payload []byte, err error) {
 	var frames [][]byte
 	for {
-		fl, body, err := readFrameMax(s.r, MaxMessageBytes)
+		if len(frames) == len(s.bufs) {
+			return 0, nil, fmt.Errorf("kv events: a message of more than 3 frames")
+		}
+		fl, body, err := readFrameInto(s.r, MaxMessageBytes, s.bufs[len(frames)][:0])
 		if err != nil {
 			return 0, nil, err
 		}
 		if fl&flagCommand != 0 {
 			continue // ZMTP 3.1 peers may send commands (PING): not for us
 		}
-		if frames = append(frames, body); len(frames) > 3 {
-			return 0, nil, fmt.Errorf("kv events: a message of more than 3 frames")
-		}
+		s.bufs[len(frames)] = body
+		frames = append(frames, body)
 		if fl&flagMore == 0 {
 			break
 		}

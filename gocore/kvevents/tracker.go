@@ -187,6 +187,14 @@ type Tracker struct {
 	streams []*Stream // by domain index; [0] alone without tenants
 	closers []func()
 
+	// inMu guards the changes Stored and Removed queued and not yet
+	// applied (applyLocked): pend, their records' bytes pendRecs, and
+	// the spare slices the last apply left for reuse. Lock order: mu,
+	// then inMu.
+	inMu                sync.Mutex
+	pend, sparePend     []change
+	pendRecs, spareRecs []byte
+
 	mu     sync.Mutex
 	blocks map[Key]*entry
 	byHash map[uint64]*entry // engine hash → its blocks (one per namespace), chained by nextHash
@@ -346,12 +354,75 @@ func (t *Tracker) stream(domain int32) *Stream {
 // Stored records that k is now held on medium m. rec is its block record
 // (abi.ParseRecord's form, checked by the caller's decoder; the Tracker
 // keeps a copy), or nil to use the record already kept for k; without
-// either the block is not announced. domain routes it (the tenant domain's index; ignored
-// without tenants; NoStream: none). A block already on m is not announced
-// again.
+// either the block is not announced. domain routes it (the tenant
+// domain's index; ignored without tenants; NoStream: none). A block
+// already on m is not announced again.
+//
+// Stored and Removed only queue the change (a copy of rec beside it)
+// under a mutex of their own, so the dispatcher that calls them never
+// waits on the Tracker's maps: the changes are applied, in order, by the
+// streams' goroutines (every FlushInterval, or at once when BatchEvents
+// are pending) and by every reader before it reads. Past QueueEvents
+// pending changes the caller applies them itself.
 func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.queue(change{key: k, domain: int32(domain), medium: m, stored: true}, rec)
+}
+
+// Removed records that k left medium m; the last medium gone forgets its
+// record.
+func (t *Tracker) Removed(k Key, m Medium) {
+	t.queue(change{key: k, medium: m}, nil)
+}
+
+// change is a Stored or Removed waiting to be applied.
+type change struct {
+	key    Key
+	domain int32
+	medium Medium
+	stored bool
+	rec    []byte // stored: a copy in the pending record bytes, nil none
+}
+
+func (t *Tracker) queue(c change, rec []byte) {
+	t.inMu.Lock()
+	if rec != nil {
+		t.pendRecs = append(t.pendRecs, rec...) // a grown pendRecs leaves earlier changes their old array
+		c.rec = t.pendRecs[len(t.pendRecs)-len(rec) : len(t.pendRecs) : len(t.pendRecs)]
+	}
+	t.pend = append(t.pend, c)
+	n := len(t.pend)
+	t.inMu.Unlock()
+	switch {
+	case n >= t.spec.QueueEvents:
+		t.mu.Lock()
+		t.applyLocked()
+		t.mu.Unlock()
+	case n == t.spec.BatchEvents:
+		for _, s := range t.streams {
+			s.kick()
+		}
+	}
+}
+
+// applyLocked applies the pending changes in the order they came; t.mu
+// is held (it orders the appliers).
+func (t *Tracker) applyLocked() {
+	t.inMu.Lock()
+	pend, recs := t.pend, t.pendRecs
+	t.pend, t.pendRecs = t.sparePend[:0], t.spareRecs[:0]
+	t.inMu.Unlock()
+	for _, c := range pend {
+		if c.stored {
+			t.storedLocked(c.key, int(c.domain), c.medium, c.rec)
+		} else {
+			t.removedLocked(c.key, c.medium)
+		}
+	}
+	clear(pend) // a grown pendRecs' old arrays go with the changes
+	t.sparePend, t.spareRecs = pend[:0], recs[:0]
+}
+
+func (t *Tracker) storedLocked(k Key, domain int, m Medium, rec []byte) {
 	e := t.blocks[k]
 	if e == nil {
 		if rec == nil {
@@ -381,11 +452,7 @@ func (t *Tracker) Stored(k Key, domain int, m Medium, rec []byte) {
 	}
 }
 
-// Removed records that k left medium m; the last medium gone forgets its
-// record.
-func (t *Tracker) Removed(k Key, m Medium) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (t *Tracker) removedLocked(k Key, m Medium) {
 	e := t.blocks[k]
 	if e == nil || e.media&m == 0 {
 		return
@@ -432,6 +499,7 @@ func unchain[K comparable](m map[K]*entry, k K, e *entry, next func(*entry) **en
 // Record is a copy of k's block record, nil when none is kept.
 func (t *Tracker) Record(k Key) []byte {
 	t.mu.Lock()
+	t.applyLocked()
 	defer t.mu.Unlock()
 	if e := t.blocks[k]; e != nil {
 		return bytes.Clone(e.rec)
@@ -549,6 +617,7 @@ func (t *Tracker) held(n int, at func(i int) Medium) Held {
 // hint, true when it was made.
 func (t *Tracker) LookupHashes(ns *abi.Namespace, hashes []uint64) Held {
 	t.mu.Lock()
+	t.applyLocked()
 	defer t.mu.Unlock()
 	return t.held(len(hashes), func(i int) Medium {
 		var m Medium
@@ -570,6 +639,7 @@ func (t *Tracker) LookupTokens(ns *abi.Namespace, tokens []uint32, blockSize int
 		return Held{}
 	}
 	t.mu.Lock()
+	t.applyLocked()
 	defer t.mu.Unlock()
 	if t.byTokens == nil {
 		t.indexTokens()
@@ -605,6 +675,7 @@ type StreamStats struct {
 // Stats are the streams' counters and the blocks kept.
 func (t *Tracker) Stats() (blocks int, streams []StreamStats) {
 	t.mu.Lock()
+	t.applyLocked()
 	blocks = len(t.blocks)
 	t.mu.Unlock()
 	for _, s := range t.streams {
@@ -624,6 +695,7 @@ func (t *Tracker) Stats() (blocks int, streams []StreamStats) {
 // bytes), then the block record. nil when none is kept.
 func (t *Tracker) Persisted(k Key) []byte {
 	t.mu.Lock()
+	t.applyLocked()
 	defer t.mu.Unlock()
 	e := t.blocks[k]
 	if e == nil {

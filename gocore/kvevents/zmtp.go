@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,8 +109,14 @@ func readFrame(r *bufio.Reader) (flags byte, body []byte, err error) {
 	return readFrameMax(r, maxInFrame)
 }
 
-// readFrameMax reads one frame of at most max bytes.
+// readFrameMax reads one frame of at most max bytes into a new slice.
 func readFrameMax(r *bufio.Reader, max uint64) (flags byte, body []byte, err error) {
+	return readFrameInto(r, max, nil)
+}
+
+// readFrameInto reads one frame of at most max bytes into buf's array
+// when its capacity holds it, else into a new one.
+func readFrameInto(r *bufio.Reader, max uint64, buf []byte) (flags byte, body []byte, err error) {
 	if flags, err = r.ReadByte(); err != nil {
 		return 0, nil, err
 	}
@@ -133,7 +140,11 @@ func readFrameMax(r *bufio.Reader, max uint64) (flags byte, body []byte, err err
 	if n > max {
 		return 0, nil, fmt.Errorf("frame of %d bytes, limit %d", n, max)
 	}
-	body = make([]byte, n)
+	if buf == nil {
+		body = make([]byte, n)
+	} else {
+		body = slices.Grow(buf[:0], int(n))[:n]
+	}
 	_, err = io.ReadFull(r, body)
 	return flags, body, err
 }
