@@ -295,7 +295,10 @@ func (b *bufPool) put(p *pooled) {
 func runs(items []item, starts []int) []int {
 	var prev abi.BlockRecord
 	for i, it := range items {
-		r, _, _ := abi.ParseRecord(it.rec) // checked when it was kept; nil for a clear
+		var r abi.BlockRecord
+		if it.kind == itemStored {
+			r, _, _ = abi.ParseRecord(it.rec) // checked when it was kept
+		}
 		if i > 0 {
 			p := items[i-1]
 			same := it.kind == p.kind && it.medium == p.medium && it.kind != itemCleared
