@@ -400,7 +400,15 @@ func TestAFullQueueResyncsWithAllBlocksClearedAndTheBlocksHeld(t *testing.T) {
 }
 
 func TestASubscriberThatStopsReadingIsDroppedAndOthersKeepUp(t *testing.T) {
-	tr := newTracker(t, Spec{SubscriberQueue: 8})
+	t.Run("messages", func(t *testing.T) { checkStuckSubscriberDropped(t, Spec{SubscriberQueue: 8}) })
+	t.Run("bytes", func(t *testing.T) { checkStuckSubscriberDropped(t, Spec{SubscriberBytes: 1 << 20}) })
+}
+
+// checkStuckSubscriberDropped: a subscriber that stops reading is
+// disconnected once it falls spec's bound behind, and a live one keeps
+// every event.
+func checkStuckSubscriberDropped(t *testing.T, spec Spec) {
+	tr := newTracker(t, spec)
 	pub, _ := tr.Endpoints()
 	// A raw ZMTP subscriber that subscribes and then never reads.
 	nc, err := net.Dial("tcp", pub[0][len("tcp://"):])
@@ -436,6 +444,34 @@ func TestASubscriberThatStopsReadingIsDroppedAndOthersKeepUp(t *testing.T) {
 	}
 	if _, st := tr.Stats(); st[0].SubscribersDropped != 1 {
 		t.Fatalf("stats %+v: want the stuck subscriber dropped", st[0])
+	}
+}
+
+// The replay socket keeps the newest batches whose payloads fit in
+// ReplayBytes (at least the last one), and a replay answers exactly those.
+func TestTheReplayBufferIsBoundedInBytes(t *testing.T) {
+	tr := newTracker(t, Spec{BatchEvents: 1, ReplayBytes: 4000})
+	sub := subscriber(t, tr)
+	var tokens [64]uint32
+	const blocks = 40
+	for i := range blocks {
+		tr.Stored(Key{Hash: abi.BlockHash{byte(i)}}, 0, CPU, record(uint64(100+i), 0, tokens[:]...))
+		next(t, sub) // one batch a block, published
+	}
+	seqs, batches := replay(t, tr, make([]byte, 8))
+	if len(batches) == 0 || len(batches) >= blocks {
+		t.Fatalf("replay of %d batches, want some but not all %d", len(batches), blocks)
+	}
+	for i, b := range batches {
+		if seqs[i] != int64(blocks-len(batches)+1+i) || len(b.Events) != 1 || b.Events[0].Hashes[0] != uint64(100+blocks-len(batches)+i) {
+			t.Fatalf("replayed batch %d: seq %d, %+v; want the newest %d batches in order", i, seqs[i], b.Events, len(batches))
+		}
+	}
+	tr.streams[0].replayMu.Lock()
+	kept := tr.streams[0].replayBytes
+	tr.streams[0].replayMu.Unlock()
+	if kept > 4000 {
+		t.Fatalf("the replay buffer keeps %d bytes, over ReplayBytes 4000", kept)
 	}
 }
 

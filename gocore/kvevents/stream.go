@@ -41,6 +41,11 @@ const SnapshotRequest = "orbitkv.snapshot"
 // snapshotChunk is the most events one snapshot message carries.
 const snapshotChunk = 8192
 
+// routerQueue is how many answers a replay connection may have queued: a
+// replay or snapshot waits for room (up to the write timeout) instead of
+// queueing all of its answer at once.
+const routerQueue = 16
+
 // Stream is one event endpoint: a PUB socket, an optional ROUTER replay
 // socket, its sequence numbers and replay buffer, and the bounded queue
 // the Tracker fills on the caller's goroutine. Its goroutine batches the
@@ -69,9 +74,9 @@ type Stream struct {
 
 	pool bufPool // the published messages' buffers
 
-	replayMu sync.Mutex
-	replay   []replayed // the last ReplayBatches batches
-	head     int        // replay's oldest element when full
+	replayMu    sync.Mutex
+	replay      []replayed // the batches kept, oldest first: at most ReplayBatches, of at most ReplayBytes
+	replayBytes int        // their payloads' bytes
 
 	Overflows  atomic.Uint64 // events dropped for a full queue
 	Resyncs    atomic.Uint64 // AllBlocksCleared + re-announce after a loss
@@ -84,9 +89,9 @@ func newStream(t *Tracker, name string, pub, rep net.Listener) *Stream {
 	s := &Stream{name: name, spec: &t.spec, topic: []byte(t.spec.Topic), log: t.log, t: t,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.published.Store(-1)
-	s.pub = newZServer("PUB", pub, t.spec.SubscriberQueue, t.log)
+	s.pub = newZServer("PUB", pub, t.spec.SubscriberQueue, int64(t.spec.SubscriberBytes), t.log)
 	if rep != nil {
-		s.rep = newZServer("ROUTER", rep, t.spec.ReplayBatches+2, t.log)
+		s.rep = newZServer("ROUTER", rep, routerQueue, 0, t.log)
 		s.rep.onRequest = s.serveReplay
 	}
 	return s
@@ -207,16 +212,19 @@ func (s *Stream) publish(items []item) {
 		p.hold()
 		e := replayed{seq: seq, payload: payload, p: p}
 		s.replayMu.Lock()
-		var old *pooled
-		if len(s.replay) < s.spec.ReplayBatches {
-			s.replay = append(s.replay, e)
-		} else {
-			old = s.replay[s.head].p
-			s.replay[s.head] = e
-			s.head = (s.head + 1) % len(s.replay)
+		s.replay = append(s.replay, e)
+		s.replayBytes += len(payload)
+		var old []*pooled
+		for len(s.replay) > s.spec.ReplayBatches || (s.replayBytes > s.spec.ReplayBytes && len(s.replay) > 1) {
+			old = append(old, s.replay[0].p)
+			s.replayBytes -= len(s.replay[0].payload)
+			s.replay[0] = replayed{}
+			s.replay = s.replay[1:] // append moves the live part to a new array once the front's room is used up
 		}
 		s.replayMu.Unlock()
-		old.release()
+		for _, p := range old {
+			p.release()
+		}
 	}
 	p.release()
 }
@@ -433,8 +441,8 @@ func (s *Stream) serveReplay(frames [][]byte, reply func([]byte) bool) {
 		start := int64(binary.BigEndian.Uint64(req))
 		s.replayMu.Lock()
 		var out []replayed
-		for i := range s.replay {
-			if e := s.replay[(s.head+i)%len(s.replay)]; e.seq >= start {
+		for _, e := range s.replay {
+			if e.seq >= start {
 				e.p.hold() // until copied into its reply
 				out = append(out, e)
 			}

@@ -64,11 +64,14 @@ type Spec struct {
 	// FlushInterval is how long an event may wait for its batch.
 	FlushInterval time.Duration
 	// ReplayBatches is how many published batches the replay socket
-	// keeps (vLLM's buffer_steps).
-	ReplayBatches int
-	// SubscriberQueue is how many messages a subscriber may fall behind
-	// before it is disconnected.
-	SubscriberQueue int
+	// keeps (vLLM's buffer_steps); ReplayBytes bounds their payloads'
+	// bytes (the oldest go first past either bound).
+	ReplayBatches, ReplayBytes int
+	// SubscriberQueue is how many messages, and SubscriberBytes how many
+	// bytes of them, a subscriber may fall behind before it is
+	// disconnected. Subscribers share the published messages, so the
+	// memory they pin together is at most one subscriber's bound.
+	SubscriberQueue, SubscriberBytes int
 	// MinResyncInterval is the least time between two resyncs of a
 	// stream.
 	MinResyncInterval time.Duration
@@ -80,7 +83,9 @@ const (
 	DefaultBatchEvents       = 1024
 	DefaultFlushInterval     = 10 * time.Millisecond
 	DefaultReplayBatches     = 10000
+	DefaultReplayBytes       = 256 << 20
 	DefaultSubscriberQueue   = 4096
+	DefaultSubscriberBytes   = 256 << 20
 	DefaultMinResyncInterval = time.Second
 )
 
@@ -94,6 +99,8 @@ func (s *Spec) fill() {
 	def(&s.BatchEvents, DefaultBatchEvents)
 	def(&s.ReplayBatches, DefaultReplayBatches)
 	def(&s.SubscriberQueue, DefaultSubscriberQueue)
+	def(&s.ReplayBytes, DefaultReplayBytes)
+	def(&s.SubscriberBytes, DefaultSubscriberBytes)
 	if s.FlushInterval == 0 {
 		s.FlushInterval = DefaultFlushInterval
 	}
@@ -131,6 +138,14 @@ func (s *Spec) Validate() error {
 	}{{"QueueEvents", s.QueueEvents}, {"BatchEvents", s.BatchEvents}, {"ReplayBatches", s.ReplayBatches}, {"SubscriberQueue", s.SubscriberQueue}} {
 		if n.v < 0 || n.v > 1<<24 {
 			return &limit.Error{Field: "kvevents.Spec." + n.field, Value: fmt.Sprint(n.v), Want: "0 (default) to 16777216"}
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"ReplayBytes", s.ReplayBytes}, {"SubscriberBytes", s.SubscriberBytes}} {
+		if n.v < 0 || n.v > 1<<40 {
+			return &limit.Error{Field: "kvevents.Spec." + n.field, Value: fmt.Sprint(n.v), Want: "0 (default) to 1 TiB"}
 		}
 	}
 	return nil

@@ -174,10 +174,11 @@ func readMessage(r *bufio.Reader) (frames [][]byte, command bool, err error) {
 
 // zserver serves one ZMTP socket role on one listener.
 type zserver struct {
-	role  string // "PUB" or "ROUTER"
-	ln    net.Listener
-	queue int // messages a connection may have queued
-	log   *slog.Logger
+	role     string // "PUB" or "ROUTER"
+	ln       net.Listener
+	queue    int   // messages a connection may have queued
+	maxBytes int64 // bytes a connection may have queued (0: no bound but queue)
+	log      *slog.Logger
 	// onRequest handles a ROUTER message (frames without the routing id)
 	// on the connection's reader goroutine; reply queues its answers.
 	onRequest func(frames [][]byte, reply func(msg []byte) bool)
@@ -194,12 +195,13 @@ type zserver struct {
 
 // zconn is one peer connection.
 type zconn struct {
-	nc   net.Conn
-	out  chan outMsg // encoded messages
-	stop chan struct{}
-	once sync.Once
-	mu   sync.Mutex
-	subs [][]byte // PUB: subscribed topic prefixes
+	nc     net.Conn
+	out    chan outMsg  // encoded messages
+	queued atomic.Int64 // the bytes of the messages in out
+	stop   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	subs   [][]byte // PUB: subscribed topic prefixes
 }
 
 func (c *zconn) close() {
@@ -218,8 +220,8 @@ func (c *zconn) subscribed(t []byte) bool {
 	return false
 }
 
-func newZServer(role string, ln net.Listener, queue int, log *slog.Logger) *zserver {
-	return &zserver{role: role, ln: ln, queue: queue, log: log, conns: map[*zconn]struct{}{}}
+func newZServer(role string, ln net.Listener, queue int, maxBytes int64, log *slog.Logger) *zserver {
+	return &zserver{role: role, ln: ln, queue: queue, maxBytes: maxBytes, log: log, conns: map[*zconn]struct{}{}}
 }
 
 func (s *zserver) serve() {
@@ -379,7 +381,7 @@ func (s *zserver) read(c *zconn) {
 				return
 			}
 		case !cmd && s.onRequest != nil:
-			s.onRequest(frames, func(msg []byte) bool { return s.enqueue(c, outMsg{b: msg}) })
+			s.onRequest(frames, func(msg []byte) bool { return s.reply(c, msg) })
 		}
 	}
 }
@@ -416,6 +418,7 @@ func (s *zserver) write(c *zconn) {
 		case msg := <-c.out:
 			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 			_, err := c.nc.Write(msg.b)
+			c.queued.Add(-int64(len(msg.b)))
 			msg.p.release()
 			if err != nil {
 				return
@@ -434,22 +437,54 @@ type outMsg struct {
 }
 
 // enqueue queues msg on c, taking a reference on its pooled buffer; a
-// full queue closes c (counted) and reports false.
+// full queue (maxBytes queued bytes, or queue messages) closes c
+// (counted) and reports false.
 func (s *zserver) enqueue(c *zconn, msg outMsg) bool {
+	n := int64(len(msg.b))
+	if q := c.queued.Add(n); s.maxBytes > 0 && q > s.maxBytes {
+		c.queued.Add(-n)
+		s.dropped.Add(1)
+		s.log.Warn("kv events: a subscriber fell too many bytes behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "bytes", s.maxBytes)
+		c.close()
+		return false
+	}
 	msg.p.hold()
 	select {
 	case c.out <- msg:
 		return true
 	case <-c.stop:
+		c.queued.Add(-n)
 		msg.p.release()
 		return false
 	default:
+		c.queued.Add(-n)
 		msg.p.release()
 		s.dropped.Add(1)
 		s.log.Warn("kv events: a subscriber fell a whole queue behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "queue", s.queue)
 		c.close()
 		return false
 	}
+}
+
+// reply queues a ROUTER answer on c (a replay connection's own reader
+// goroutine calls it), waiting up to writeTimeout for room: a replay or
+// a snapshot is written as the peer reads it. It reports false, and
+// closes c, when the peer does not make room in time or c closed.
+func (s *zserver) reply(c *zconn, msg []byte) bool {
+	t := time.NewTimer(writeTimeout)
+	defer t.Stop()
+	c.queued.Add(int64(len(msg)))
+	select {
+	case c.out <- outMsg{b: msg}:
+		return true
+	case <-c.stop:
+	case <-t.C:
+		s.dropped.Add(1)
+		s.log.Warn("kv events: a replay peer did not read its answer in time and was disconnected", "remote", c.nc.RemoteAddr(), "timeout", writeTimeout)
+		c.close()
+	}
+	c.queued.Add(-int64(len(msg)))
+	return false
 }
 
 // broadcast queues the message (topic first; its bytes in p's buffer)
