@@ -180,21 +180,26 @@ func (s *Service) recordBuf() []byte {
 		s.recordBufs = s.recordBufs[:n-1]
 		return b
 	}
-	return make([]byte, 0, 16<<10)
+	return make([]byte, 0, maxRecordBuf/4)
 }
 
 // putRecords gives o's record buffer back for reuse (at most
-// maxRecordBufs are kept).
+// maxRecordBufs are kept, each of at most maxRecordBuf bytes: a larger
+// one, from a publish of many blocks, is left to the garbage collector).
 func (s *Service) putRecords(o *op) {
-	if o.records != nil && len(s.recordBufs) < maxRecordBufs {
+	if o.records != nil && len(s.recordBufs) < maxRecordBufs && cap(o.records) <= maxRecordBuf {
 		s.recordBufs = append(s.recordBufs, o.records[:0])
 	}
 	o.records = nil
 }
 
-// maxRecordBufs bounds the record buffers kept for reuse: one per
-// publish in flight is the most the dispatcher uses at once.
-const maxRecordBufs = 256
+// maxRecordBufs and maxRecordBuf bound the record buffers kept for
+// reuse: 256 of 64 KiB (one per publish in flight, up to 256 in flight;
+// 16 MiB in all).
+const (
+	maxRecordBufs = 256
+	maxRecordBuf  = 64 << 10
+)
 
 // SSD reads and peer fetches held for an untracked query's session
 // (sessState is the query's tier.Reader).

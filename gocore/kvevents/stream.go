@@ -41,6 +41,10 @@ const SnapshotRequest = "orbitkv.snapshot"
 // snapshotChunk is the most events one snapshot message carries.
 const snapshotChunk = 8192
 
+// maxAnswers is how many replay or snapshot answers a stream writes at
+// once; a request past them waits for one to end.
+const maxAnswers = 4
+
 // routerQueue is how many answers a replay connection may have queued: a
 // replay or snapshot waits for room (up to the write timeout) instead of
 // queueing all of its answer at once.
@@ -65,9 +69,10 @@ type Stream struct {
 	qrec []byte
 	lost bool
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake      chan struct{}
+	stop      chan struct{}
+	answering chan struct{} // a token per answer being written (maxAnswers)
+	done      chan struct{}
 
 	nextSeq   int64        // the stream goroutine's
 	published atomic.Int64 // the last sequence number sent; -1 before any
@@ -76,7 +81,7 @@ type Stream struct {
 
 	replayMu    sync.Mutex
 	replay      []replayed // the batches kept, oldest first: at most ReplayBatches, of at most ReplayBytes
-	replayBytes int        // their payloads' bytes
+	replayBytes int        // their buffers' bytes (capacity)
 
 	Overflows  atomic.Uint64 // events dropped for a full queue
 	Resyncs    atomic.Uint64 // AllBlocksCleared + re-announce after a loss
@@ -87,7 +92,7 @@ type Stream struct {
 
 func newStream(t *Tracker, name string, pub, rep net.Listener) *Stream {
 	s := &Stream{name: name, spec: &t.spec, topic: []byte(t.spec.Topic), log: t.log, t: t,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), answering: make(chan struct{}, maxAnswers)}
 	s.published.Store(-1)
 	s.pub = newZServer("PUB", pub, t.spec.SubscriberQueue, int64(t.spec.SubscriberBytes), t.log)
 	if rep != nil {
@@ -213,11 +218,11 @@ func (s *Stream) publish(items []item) {
 		e := replayed{seq: seq, payload: payload, p: p}
 		s.replayMu.Lock()
 		s.replay = append(s.replay, e)
-		s.replayBytes += len(payload)
+		s.replayBytes += cap(buf) // what the kept buffer takes, not only its payload
 		var old []*pooled
 		for len(s.replay) > s.spec.ReplayBatches || (s.replayBytes > s.spec.ReplayBytes && len(s.replay) > 1) {
 			old = append(old, s.replay[0].p)
-			s.replayBytes -= len(s.replay[0].payload)
+			s.replayBytes -= cap(s.replay[0].p.b)
 			s.replay[0] = replayed{}
 			s.replay = s.replay[1:] // append moves the live part to a new array once the front's room is used up
 		}
@@ -268,8 +273,13 @@ type bufPool struct {
 	free []*pooled
 }
 
-// maxPooled bounds the buffers a bufPool keeps.
-const maxPooled = 8
+// maxPooled bounds the buffers a bufPool keeps, and maxPooledBytes the
+// capacity of one it keeps: a full batch of DefaultBatchEvents records of
+// 512 token ids takes about 2.7 MB.
+const (
+	maxPooled      = 8
+	maxPooledBytes = 4 << 20
+)
 
 // get is a buffer with one reference (the caller's).
 func (b *bufPool) get() *pooled {
@@ -288,6 +298,9 @@ func (b *bufPool) get() *pooled {
 }
 
 func (b *bufPool) put(p *pooled) {
+	if cap(p.b) > maxPooledBytes {
+		return // a resync's buffer: left to the garbage collector
+	}
 	b.mu.Lock()
 	if len(b.free) < maxPooled {
 		b.free = append(b.free, p)
@@ -429,6 +442,12 @@ func appendItems(dst []byte, ts float64, items []item) (out []byte, events int) 
 // state now (see SnapshotRequest). Other requests get the end marker
 // alone.
 func (s *Stream) serveReplay(frames [][]byte, reply func([]byte) bool) {
+	select { // at most maxAnswers answers at once hold batches or a snapshot's copy
+	case s.answering <- struct{}{}:
+		defer func() { <-s.answering }()
+	case <-s.stop:
+		return
+	}
 	if len(frames) == 2 && len(frames[0]) == 0 {
 		frames = frames[1:]
 	} else if len(frames) != 1 {

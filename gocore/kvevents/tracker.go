@@ -64,13 +64,15 @@ type Spec struct {
 	// FlushInterval is how long an event may wait for its batch.
 	FlushInterval time.Duration
 	// ReplayBatches is how many published batches the replay socket
-	// keeps (vLLM's buffer_steps); ReplayBytes bounds their payloads'
-	// bytes (the oldest go first past either bound).
+	// keeps (vLLM's buffer_steps); ReplayBytes bounds the bytes of the
+	// buffers they are kept in (the oldest go first past either bound;
+	// the newest is kept whatever its size).
 	ReplayBatches, ReplayBytes int
 	// SubscriberQueue is how many messages, and SubscriberBytes how many
 	// bytes of them, a subscriber may fall behind before it is
-	// disconnected. Subscribers share the published messages, so the
-	// memory they pin together is at most one subscriber's bound.
+	// disconnected (a message is queued on an empty queue whatever its
+	// size). Subscribers share the published messages, so the memory they
+	// pin together is at most one subscriber's bound.
 	SubscriberQueue, SubscriberBytes int
 	// MinResyncInterval is the least time between two resyncs of a
 	// stream.
@@ -444,11 +446,12 @@ func (t *Tracker) storedLocked(k Key, domain int, m Medium, rec []byte) {
 			t.Unannounced.Add(1)
 			return
 		}
-		r, _, err := abi.ParseRecord(rec)
+		r, n, err := abi.ParseRecord(rec)
 		if err != nil {
 			t.Unannounced.Add(1)
 			return
 		}
+		rec = rec[:n] // bytes after the record are not its
 		e = t.entries.get()
 		*e = entry{key: k, rec: t.recs.copy(rec), domain: int32(domain), engine: r.EngineHash}
 		t.blocks[k] = e
@@ -542,19 +545,22 @@ func (t *Tracker) snapshotLocked(s *Stream, out []item) []item {
 	return out
 }
 
-// recordSlab keeps the Tracker's block records: records of one length
-// are cut from shared chunks, and a forgotten record's room is reused by
-// the next record of its length, so the Tracker allocates nothing per
-// block once it holds as many records as it ever held (the bound: one
-// per block on a medium). Lengths are abi.RecordBytes: multiples of 8
-// up to abi.RecordBytes(abi.RecordMaxTokens).
+// recordSlab keeps the Tracker's block records: each in a room of its
+// own length, and a forgotten record's room is kept for the next record
+// of that length, so the Tracker allocates next to nothing per block in
+// steady state. The rooms kept free are bounded by the bytes held: at
+// most a quarter of them, or minSlabFree, whichever is more; past it a
+// room is left to the garbage collector, so a peak of one length (a
+// client's token count) does not stay allocated after it. Lengths are
+// abi.RecordBytes: multiples of 8 up to abi.RecordBytes(abi.RecordMaxTokens).
 type recordSlab struct {
-	free  [abi.RecordHeaderSize/8 + abi.RecordMaxTokens/2 + 1][][]byte // by length/8
-	chunk []byte                                                       // the current chunk's uncut rest
+	free            [abi.RecordHeaderSize/8 + abi.RecordMaxTokens/2 + 1][][]byte // by length/8
+	held, freeBytes int
 }
 
-// slabChunk is the bytes of one chunk of a recordSlab.
-const slabChunk = 256 << 10
+// minSlabFree is the free rooms' bytes a recordSlab may keep whatever it
+// holds.
+const minSlabFree = 4 << 20
 
 // copy returns a room of len(rec) holding rec's bytes.
 func (s *recordSlab) copy(rec []byte) []byte {
@@ -562,19 +568,26 @@ func (s *recordSlab) copy(rec []byte) []byte {
 	var r []byte
 	if f := &s.free[n/8]; len(*f) > 0 {
 		r = (*f)[len(*f)-1]
+		(*f)[len(*f)-1] = nil
 		*f = (*f)[:len(*f)-1]
+		s.freeBytes -= n
 	} else {
-		if len(s.chunk) < n {
-			s.chunk = make([]byte, slabChunk)
-		}
-		r, s.chunk = s.chunk[:n:n], s.chunk[n:]
+		r = make([]byte, n)
 	}
+	s.held += n
 	copy(r, rec)
 	return r
 }
 
 // put gives back a room copy returned.
-func (s *recordSlab) put(r []byte) { s.free[len(r)/8] = append(s.free[len(r)/8], r) }
+func (s *recordSlab) put(r []byte) {
+	s.held -= len(r)
+	if s.freeBytes+len(r) > max(minSlabFree, s.held/4) {
+		return
+	}
+	s.free[len(r)/8] = append(s.free[len(r)/8], r)
+	s.freeBytes += len(r)
+}
 
 // entryPool reuses forgotten entries, allocated 256 at a time.
 type entryPool struct{ free *entry } // chained by nextHash

@@ -46,6 +46,8 @@ const (
 	// subscription; routerIdle how long a ROUTER peer may send no request.
 	subscribeWithin = 5 * time.Second
 	routerIdle      = 60 * time.Second
+	// answerTimeout bounds the writing of one replay or snapshot answer.
+	answerTimeout = 2 * time.Minute
 	// maxSubscriptions bounds the topic prefixes one PUB connection may
 	// hold (each at most maxInFrame bytes, walked for every message); a
 	// peer that subscribes past it is disconnected.
@@ -381,7 +383,8 @@ func (s *zserver) read(c *zconn) {
 				return
 			}
 		case !cmd && s.onRequest != nil:
-			s.onRequest(frames, func(msg []byte) bool { return s.reply(c, msg) })
+			deadline := time.Now().Add(answerTimeout)
+			s.onRequest(frames, func(msg []byte) bool { return s.reply(c, msg, deadline) })
 		}
 	}
 }
@@ -441,7 +444,7 @@ type outMsg struct {
 // (counted) and reports false.
 func (s *zserver) enqueue(c *zconn, msg outMsg) bool {
 	n := int64(len(msg.b))
-	if q := c.queued.Add(n); s.maxBytes > 0 && q > s.maxBytes {
+	if q := c.queued.Add(n); s.maxBytes > 0 && q > s.maxBytes && q != n { // an empty queue takes any one message
 		c.queued.Add(-n)
 		s.dropped.Add(1)
 		s.log.Warn("kv events: a subscriber fell too many bytes behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "bytes", s.maxBytes)
@@ -467,11 +470,12 @@ func (s *zserver) enqueue(c *zconn, msg outMsg) bool {
 }
 
 // reply queues a ROUTER answer on c (a replay connection's own reader
-// goroutine calls it), waiting up to writeTimeout for room: a replay or
-// a snapshot is written as the peer reads it. It reports false, and
-// closes c, when the peer does not make room in time or c closed.
-func (s *zserver) reply(c *zconn, msg []byte) bool {
-	t := time.NewTimer(writeTimeout)
+// goroutine calls it), waiting up to writeTimeout for room, and no later
+// than the answer's deadline: a replay or a snapshot is written as the
+// peer reads it. It reports false, and closes c, when the peer does not
+// make room in time or c closed.
+func (s *zserver) reply(c *zconn, msg []byte, deadline time.Time) bool {
+	t := time.NewTimer(min(writeTimeout, time.Until(deadline)))
 	defer t.Stop()
 	c.queued.Add(int64(len(msg)))
 	select {
