@@ -83,6 +83,17 @@ func subscriber(t *testing.T, tr *Tracker) zmq4.Socket {
 	}
 }
 
+// waitSubscribed waits until n connections of tr's node stream hold a
+// subscription (a PUB drops what it sends before then).
+func waitSubscribed(t *testing.T, tr *Tracker, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribedCount() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscriptions never reached the server", n)
+		}
+	}
+}
+
 // next receives one message and decodes it.
 func next(t *testing.T, sub zmq4.Socket) (int64, Batch) {
 	t.Helper()
@@ -240,11 +251,7 @@ func TestPooledBuffersAreReusedOnlyWhenEveryHolderLetGo(t *testing.T) {
 
 func checkPooledBuffers(t *testing.T, tr *Tracker, withReplay bool) {
 	subs := []zmq4.Socket{subscriber(t, tr), subscriber(t, tr)}
-	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribedCount() < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second subscription never reached the server")
-		}
-	}
+	waitSubscribed(t, tr, 2)
 	const blocks = 200
 	want := func(i int) Event {
 		return Event{Kind: KindStored, Hashes: []uint64{uint64(1000 + i)}, Tokens: []uint32{uint32(i), uint32(i * 7)}, BlockSize: 2, Medium: CPU}
@@ -422,11 +429,7 @@ func checkStuckSubscriberDropped(t *testing.T, spec Spec) {
 	r := bufio.NewReader(nc)
 	io.ReadFull(r, make([]byte, 64))
 	sub := subscriber(t, tr)
-	for deadline := time.Now().Add(10 * time.Second); tr.streams[0].pub.subscribedCount() < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the raw subscriber's subscription never arrived")
-		}
-	}
+	waitSubscribed(t, tr, 2)
 	// 32 MiB of events in rounds the live subscriber keeps up with: more
 	// than loopback's socket buffers hold for the stuck one.
 	var tokens [512]uint32

@@ -127,8 +127,7 @@ func (s *Stream) push(it item) {
 		return
 	}
 	if it.rec != nil {
-		s.qrec = append(s.qrec, it.rec...) // a grown qrec leaves earlier items their old array
-		it.rec = s.qrec[len(s.qrec)-len(it.rec) : len(s.qrec) : len(s.qrec)]
+		s.qrec, it.rec = appendCopy(s.qrec, it.rec)
 	}
 	s.q = append(s.q, it)
 	if len(s.q) == s.spec.BatchEvents {

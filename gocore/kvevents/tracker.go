@@ -251,9 +251,22 @@ func (t *Tracker) indexTokens() {
 	t.byTokens = make(map[uint64]*entry, len(t.blocks))
 	for _, e := range t.blocks {
 		r, _, _ := abi.ParseRecord(e.rec)
-		e.tk = t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)
-		e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+		t.indexToken(e, r)
 	}
+}
+
+// indexToken chains e under its record r's tokensKey; t.mu is held.
+func (t *Tracker) indexToken(e *entry, r abi.BlockRecord) {
+	e.tk = t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)
+	e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+}
+
+// appendCopy appends b to buf and returns buf and the copy, capped at its
+// end. Copies made before buf grew keep their old array, so each copy
+// stays valid until the caller reuses buf from its start.
+func appendCopy(buf, b []byte) (grown, copied []byte) {
+	buf = append(buf, b...)
+	return buf, buf[len(buf)-len(b) : len(buf) : len(buf)]
 }
 
 // New binds the streams' sockets and starts them: each begins its epoch
@@ -403,8 +416,7 @@ type change struct {
 func (t *Tracker) queue(c change, rec []byte) {
 	t.inMu.Lock()
 	if rec != nil {
-		t.pendRecs = append(t.pendRecs, rec...) // a grown pendRecs leaves earlier changes their old array
-		c.rec = t.pendRecs[len(t.pendRecs)-len(rec) : len(t.pendRecs) : len(t.pendRecs)]
+		t.pendRecs, c.rec = appendCopy(t.pendRecs, rec)
 	}
 	t.pend = append(t.pend, c)
 	n := len(t.pend)
@@ -457,8 +469,7 @@ func (t *Tracker) storedLocked(k Key, domain int, m Medium, rec []byte) {
 		t.blocks[k] = e
 		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
 		if t.byTokens != nil {
-			e.tk = t.tokensKey(r.ParentHash, r.HasParent, r.Tokens)
-			e.nextTokens, t.byTokens[e.tk] = t.byTokens[e.tk], e
+			t.indexToken(e, r)
 		}
 	}
 	if e.media&m != 0 {
@@ -537,8 +548,9 @@ func (t *Tracker) snapshotLocked(s *Stream, out []item) []item {
 		}
 		for _, m := range []Medium{CPU, Storage} {
 			if e.media&m != 0 {
-				buf = append(buf, e.rec...) // a grown buf leaves earlier items their old array
-				out = append(out, item{kind: itemStored, medium: m, hash: e.engine, rec: buf[len(buf)-len(e.rec) : len(buf) : len(buf)]})
+				var rec []byte
+				buf, rec = appendCopy(buf, e.rec)
+				out = append(out, item{kind: itemStored, medium: m, hash: e.engine, rec: rec})
 			}
 		}
 	}

@@ -444,29 +444,25 @@ type outMsg struct {
 // (counted) and reports false.
 func (s *zserver) enqueue(c *zconn, msg outMsg) bool {
 	n := int64(len(msg.b))
-	if q := c.queued.Add(n); s.maxBytes > 0 && q > s.maxBytes && q != n { // an empty queue takes any one message
-		c.queued.Add(-n)
-		s.dropped.Add(1)
-		s.log.Warn("kv events: a subscriber fell too many bytes behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "bytes", s.maxBytes)
-		c.close()
-		return false
+	q := c.queued.Add(n)
+	if s.maxBytes <= 0 || q <= s.maxBytes || q == n { // an empty queue takes any one message
+		msg.p.hold()
+		select {
+		case c.out <- msg:
+			return true
+		case <-c.stop:
+			c.queued.Add(-n)
+			msg.p.release()
+			return false
+		default:
+			msg.p.release()
+		}
 	}
-	msg.p.hold()
-	select {
-	case c.out <- msg:
-		return true
-	case <-c.stop:
-		c.queued.Add(-n)
-		msg.p.release()
-		return false
-	default:
-		c.queued.Add(-n)
-		msg.p.release()
-		s.dropped.Add(1)
-		s.log.Warn("kv events: a subscriber fell a whole queue behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "queue", s.queue)
-		c.close()
-		return false
-	}
+	c.queued.Add(-n)
+	s.dropped.Add(1)
+	s.log.Warn("kv events: a subscriber fell a whole queue (messages or bytes) behind and was disconnected; it resyncs from the replay socket", "role", s.role, "remote", c.nc.RemoteAddr(), "queue", s.queue, "bytes", s.maxBytes)
+	c.close()
+	return false
 }
 
 // reply queues a ROUTER answer on c (a replay connection's own reader
