@@ -247,26 +247,7 @@ func checkConcurrentAppliers(t *testing.T, queue int) {
 			t.Fatalf("the stream holds %d blocks, the producer %d", len(held), len(want))
 		}
 		_, b := next(t, sub)
-		for _, e := range b.Events {
-			switch e.Kind {
-			case KindCleared:
-				clear(held)
-			case KindStored:
-				for _, h := range e.Hashes {
-					if held[h] {
-						bad++
-					}
-					held[h] = true
-				}
-			case KindRemoved:
-				for _, h := range e.Hashes {
-					if !held[h] {
-						bad++
-					}
-					delete(held, h)
-				}
-			}
-		}
+		bad += applyBatch(held, b)
 	}
 	if bad != 0 {
 		t.Fatalf("%d impossible transitions in the stream", bad)

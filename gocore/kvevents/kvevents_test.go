@@ -83,6 +83,33 @@ func subscriber(t *testing.T, tr *Tracker) zmq4.Socket {
 	}
 }
 
+// applyBatch applies b's events in order to held (engine hash → held on
+// some medium) and returns how many were impossible there: a store of a
+// block held, a removal of one not held.
+func applyBatch(held map[uint64]bool, b Batch) (impossible int) {
+	for _, e := range b.Events {
+		switch e.Kind {
+		case KindCleared:
+			clear(held)
+		case KindStored:
+			for _, h := range e.Hashes {
+				if held[h] {
+					impossible++
+				}
+				held[h] = true
+			}
+		case KindRemoved:
+			for _, h := range e.Hashes {
+				if !held[h] {
+					impossible++
+				}
+				delete(held, h)
+			}
+		}
+	}
+	return impossible
+}
+
 // waitSubscribed waits until n connections of tr's node stream hold a
 // subscription (a PUB drops what it sends before then).
 func waitSubscribed(t *testing.T, tr *Tracker, n int) {
@@ -376,22 +403,6 @@ func TestAFullQueueResyncsWithAllBlocksClearedAndTheBlocksHeld(t *testing.T) {
 	// blocks held.
 	held := map[uint64]bool{}
 	resynced := false
-	apply := func(b Batch) {
-		for _, e := range b.Events {
-			switch e.Kind {
-			case KindCleared:
-				clear(held)
-			case KindStored:
-				for _, h := range e.Hashes {
-					held[h] = true
-				}
-			case KindRemoved:
-				for _, h := range e.Hashes {
-					delete(held, h)
-				}
-			}
-		}
-	}
 	want := func() bool { return resynced && len(held) == 9 && !held[100] }
 	for deadline := time.Now().Add(10 * time.Second); !want(); {
 		if time.Now().After(deadline) {
@@ -399,7 +410,7 @@ func TestAFullQueueResyncsWithAllBlocksClearedAndTheBlocksHeld(t *testing.T) {
 		}
 		_, b := next(t, sub)
 		resynced = resynced || b.Events[0].Kind == KindCleared // a resync is one message that starts so
-		apply(b)
+		applyBatch(held, b)
 	}
 	if _, st := tr.Stats(); st[0].Overflows == 0 || st[0].Resyncs == 0 {
 		t.Fatalf("stats %+v, want overflows counted and a resync", st[0])
