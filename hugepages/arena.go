@@ -300,3 +300,72 @@ func (a *Arena) Close() error {
 	}
 	return err
 }
+
+// ErrNotArena is wrapped by Adopt's refusal of a file that is not an
+// arena of this package by the given name.
+var ErrNotArena = errors.New("not an orbitkv memfd arena")
+
+// Adopt maps f, an arena's memfd another process made with New and
+// passed on (SCM_RIGHTS, or systemd's file descriptor store), as an Arena
+// of this process; f becomes the Arena's (Close closes it, on error too).
+// It refuses, wrapping ErrNotArena, a file that is not a memfd named name
+// (the /proc/self/fd link reads "/memfd:NAME (deleted)") or whose size is
+// not bytes. The memory keeps what it held: nothing is pre-faulted, and a
+// hugetlb memfd (fstatfs says hugetlbfs) reports Huge. Errors: those, or
+// the errno of fstat, fstatfs or mmap.
+func Adopt(f *os.File, name string, bytes uint64) (*Arena, error) {
+	fail := func(err error) (*Arena, error) { f.Close(); return nil, err }
+	link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return fail(fmt.Errorf("hugepages: adopt: %w", err))
+	}
+	if want := "/memfd:" + name + " (deleted)"; link != want {
+		return fail(fmt.Errorf("%w: fd links to %q, want %q", ErrNotArena, link, want))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fail(fmt.Errorf("hugepages: adopt: fstat: %w", err))
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return fail(fmt.Errorf("hugepages: adopt: fstatfs: %w", err))
+	}
+	huge := fs.Type == unix.HUGETLBFS_MAGIC
+	size := roundUp(bytes, uint64(os.Getpagesize()))
+	if huge {
+		size = roundUp(bytes, HugePageSize)
+	}
+	if bytes == 0 || uint64(st.Size) != size {
+		return fail(fmt.Errorf("%w: memfd %q is %d bytes, want %d", ErrNotArena, name, st.Size, size))
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("hugepages: adopt: mmap %d bytes: %s", size, errnoText(err)))
+	}
+	a := &Arena{file: f, mem: mem, huge: huge}
+	if !huge {
+		a.fallback = "adopted from a predecessor: shmem memfd"
+	}
+	return a, nil
+}
+
+// MapAdopted maps every page of an adopted arena's mapping for writing
+// (MADV_POPULATE_WRITE, PrefaultStep bytes at a time, calling progress when
+// set after each step), so copies into it take no faults. The pages
+// exist and keep their bytes. On kernels before 5.14 (EINVAL) it does
+// nothing: the pages are then mapped by their first touch.
+func MapAdopted(mem []byte, progress func(done, total uint64)) error {
+	total := uint64(len(mem))
+	for off := uint64(0); off < total; off += PrefaultStep {
+		part := mem[off:min(off+PrefaultStep, total)]
+		if err := unix.Madvise(part, unix.MADV_POPULATE_WRITE); errors.Is(err, unix.EINVAL) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(off+uint64(len(part)), total)
+		}
+	}
+	return nil
+}

@@ -39,6 +39,7 @@ type config struct {
 	copyWorkers  int
 	copyBackend  string
 	prefault     bool
+	fdStore      bool
 	maxBufBytes  string
 	discBytes    string
 	hugepages    string
@@ -132,6 +133,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.DurationVar(&c.leaseIdle, "lease-idle-timeout", cache.DefaultLeaseIdleTimeout, "how long a lease handed to a client may go without a Restore started or landed on it, or its Release, before it is revoked: its blocks unpinned and its bytes returned to --lease-budget; a later Restore or Release of it answers Timeout (`duration`, 1s..24h; 0: never)")
 	fs.StringVar(&c.leaseBudget, "lease-budget", "", "bytes leases and restores in flight may reserve (`size`; empty: --ram-capacity); a ticket beyond it waits (Loading), an untracked query answers Unadmitted")
 	fs.StringVar(&c.warmupBudget, "warmup-budget", "256MiB", "bytes of SSD reads in flight for warm-ups and unawaited chain tails (`size`); beyond it warming is skipped")
+	fs.BoolVar(&c.fdStore, "fdstore", true, "when started by systemd (NOTIFY_SOCKET set), hand the RAM tier's memfds to its file descriptor store (FDSTORE=1; the unit needs FileDescriptorStoreMax=2 or more), so a Manager restarted after a crash adopts the tier's sealed blocks instead of starting empty; a clean stop removes them")
 	fs.BoolVar(&c.prefault, "prefault", true, "pre-fault the RAM tier at start so steady-state copies take no page faults (--prefault=false to skip)")
 	fs.StringVar(&c.hugepages, "hugepages", "prefer", "RAM tier on 2 MiB hugetlb pages: require (fail without enough free ones; reserve them with vm.nr_hugepages), prefer (else an ordinary memfd with MADV_HUGEPAGE; the reason is logged and in metrics) or off")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "after SIGTERM, how long closing sessions and stopping the cache may take (`duration`, 1s..10m); past it the Manager logs the SSD reads still stuck and exits with status 3 without freeing the memory they may write")

@@ -197,6 +197,7 @@ func spec(o *options, k *checks, log *slog.Logger) manager.Spec {
 			k.add(err)
 		}
 	}
+	s.FDStore = c.fdStore
 	s.Events = kvevents.Spec{Endpoint: c.kvEvents, ReplayEndpoint: c.kvReplay, Topic: c.kvTopic, QueueEvents: c.kvQueue}
 	if c.kvQueue < 1 {
 		k.fail("kv-events-queue", strconv.Itoa(c.kvQueue), "want a count of 1..16777216")
@@ -340,6 +341,9 @@ func run(o *options) error {
 	logConfig(log, o)
 	if err := beNotDumpable(); err != nil {
 		return failed(log, "start failed", exitInternal, err)
+	}
+	if s.Cache != nil {
+		s.Cache.Tiers.RAM.Handed = inheritedTier(log)
 	}
 	// Signals are caught from before the start: SIGTERM or SIGINT during
 	// it stops the Manager cleanly once New returns (the step in progress,

@@ -145,7 +145,7 @@ var allowed = map[string][]string{
 	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog", "gocore/tenant"},
 	"gocore/ticket":             {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
 	"gocore/tier":               {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/kvevents", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
-	"gocore/tier/ram":           {"gocore/limit", "hugepages"},
+	"gocore/tier/ram":           {"gocore/abi", "gocore/limit", "hugepages"},
 	"gocore/tier/ssd":           {"gocore/limit", "gocore/tier/ssd/layout", "gocore/unixsock"},
 	"gocore/trace":              {},
 	"gocore/transfer":           {"gocore/admission", "gocore/failpoint", "gocore/limit"},
@@ -205,7 +205,7 @@ func TestNoLibraryDependsOnToolsOrTests(t *testing.T) {
 func TestManagerBinaryHasNoTestOrBenchDependencies(t *testing.T) {
 	p := goList(t, nil, "./cmd/orbitkv-manager")[0]
 	for _, d := range p.Deps {
-		for _, bad := range []string{"internal/launch", "internal/fdcheck", "internal/etcdtest", "internal/manpage", "internal/pyroscopetest", "internal/hosttest", "internal/syncbuf", "test/", "cmd/orbitkv-bench", "gocore/client", "gocore/pingpong", "gocore/trace"} {
+		for _, bad := range []string{"internal/launch", "internal/sdstub", "internal/fdcheck", "internal/etcdtest", "internal/manpage", "internal/pyroscopetest", "internal/hosttest", "internal/syncbuf", "test/", "cmd/orbitkv-bench", "gocore/client", "gocore/pingpong", "gocore/trace"} {
 			if strings.HasPrefix(d, module+bad) {
 				t.Errorf("orbitkv-manager depends on %s, a test- or bench-only package", d)
 			}

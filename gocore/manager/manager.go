@@ -90,7 +90,11 @@ type Spec struct {
 	// it enters and leaves RAM and SSD, in vLLM's wire format. New fills
 	// its Domains from Tenants (one stream per tenant domain).
 	Events kvevents.Spec
-	Logger *slog.Logger
+	// FDStore hands the RAM tier's memfds to systemd's file descriptor
+	// store when NOTIFY_SOCKET is set (fdstore.go), so a Manager restarted
+	// after a crash adopts the tier (Cache.Tiers.RAM.Handed).
+	FDStore bool
+	Logger  *slog.Logger
 }
 
 // withDefaults fills the fields New derives from others.
@@ -317,6 +321,7 @@ func (m *Manager) newDiscovery(s Spec) error {
 func (m *Manager) newCache(s Spec) (err error) {
 	cs := *s.Cache
 	cs.Epoch, cs.Tenants = s.Epoch, s.Tenants
+	cs.Tiers.RAM.Tag = domainsTag(s.Tenants)
 	if cs.Logger == nil {
 		cs.Logger = s.Logger
 	}
@@ -382,6 +387,7 @@ func (m *Manager) newCache(s Spec) (err error) {
 	}
 	m.health.svc = m.Cache
 	m.logTiers(cs, time.Since(start))
+	m.storeTier()
 	if m.events != nil && cs.Tiers.SSD != nil {
 		m.stopEvents, m.eventsDone = make(chan struct{}), make(chan struct{})
 		go func() {

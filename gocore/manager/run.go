@@ -90,6 +90,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.Free()
 	m.closeEngine()
+	m.unstoreTier()
 	if !waitUntil(deadline, profStopped) {
 		m.log.Warn("profiling: the last push did not finish by the shutdown deadline; it is dropped")
 	}

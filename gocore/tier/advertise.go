@@ -81,6 +81,7 @@ func (t *Tiers) SealRecord(blk *index.Block, rec []byte) {
 	if blk.Replica() {
 		return
 	}
+	t.ledger(blk, rec)
 	if t.adv != nil {
 		t.adv.add(blk.Key, false)
 	}

@@ -99,7 +99,9 @@ type Tiers struct {
 	peer  *peerTier         // nil without Spec.Remote
 	adv   *adverts          // nil without Spec.Advertiser
 	ev    *kvevents.Tracker // nil without Spec.Events
-	batch map[index.Key]struct{}
+	// records gives the record of a block sealed without one (Spec.Records).
+	records func(index.Key) []byte
+	batch   map[index.Key]struct{}
 	// quotas are the domains' quotas and refusals, by index.Domain
 	// (quota.go); dispatcher goroutine only.
 	quotas []domainQuota
@@ -161,6 +163,8 @@ func New(s Spec) (*Tiers, error) {
 	if s.Events != nil {
 		t.ev = s.Events
 	}
+	t.records = s.Records
+	t.adopt()
 	return t, nil
 }
 

@@ -41,6 +41,11 @@ type Spec struct {
 	// ReadyTimeout bounds the wait for ReadyLine; 0 = DefaultReadyTimeout.
 	// A large pre-faulted RAM tier needs more.
 	ReadyTimeout time.Duration
+	// Env, ExtraFiles and ListenFDs are ProcessSpec's: what a stand-in for
+	// systemd passes (internal/sdstub).
+	Env        []string
+	ExtraFiles []*os.File
+	ListenFDs  bool
 }
 
 // Manager is a started orbitkv-manager process. Its methods, including
@@ -130,7 +135,7 @@ func start(spec Spec) (*Manager, error) {
 	if v, ok := LastFlagValue(spec.Args, "bootstrap-socket"); ok {
 		m.socket = v
 	}
-	p, err := StartProcess(ProcessSpec{Path: bin, Args: args, Dir: m.dir})
+	p, err := StartProcess(ProcessSpec{Path: bin, Args: args, Dir: m.dir, Env: spec.Env, ExtraFiles: spec.ExtraFiles, ListenFDs: spec.ListenFDs})
 	if err != nil {
 		m.removeDir()
 		return nil, err

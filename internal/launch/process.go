@@ -23,6 +23,15 @@ type ProcessSpec struct {
 	Args  []string // its arguments
 	Dir   string   // folder of the output file; "" = os.TempDir()
 	Stdin bool     // give the process a pipe as its stdin (Process.Stdin); otherwise /dev/null
+	// Env is added to this process's environment for the child.
+	Env []string
+	// ExtraFiles become the child's fds 3, 4, ... (exec.Cmd.ExtraFiles).
+	// With ListenFDs the child also gets LISTEN_FDS=len(ExtraFiles) and
+	// LISTEN_PID set to its own pid, as systemd passes fds (sd_listen_fds(3)):
+	// it is started through /bin/sh, which sets LISTEN_PID=$$ and execs the
+	// binary in its place (the pid stays).
+	ExtraFiles []*os.File
+	ListenFDs  bool
 }
 
 // Process is a started child process whose stdout and stderr both go to
@@ -50,7 +59,16 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		return nil, fmt.Errorf("creating the output file of %s: %w", spec.Path, err)
 	}
 	defer out.Close() // the child has its own descriptor once started
-	p := &Process{cmd: exec.Command(spec.Path, spec.Args...), outPath: out.Name(), done: make(chan struct{})}
+	cmd := exec.Command(spec.Path, spec.Args...)
+	if spec.ListenFDs {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"`, spec.Path}, spec.Args...)...)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("LISTEN_FDS=%d", len(spec.ExtraFiles)))
+	}
+	if len(spec.Env) > 0 {
+		cmd.Env = append(cmd.Environ(), spec.Env...)
+	}
+	cmd.ExtraFiles = spec.ExtraFiles
+	p := &Process{cmd: cmd, outPath: out.Name(), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if spec.Stdin {

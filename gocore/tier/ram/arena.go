@@ -3,6 +3,7 @@ package ram
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/orbitkv/orbitkv/gocore/limit"
@@ -32,6 +33,14 @@ type Spec struct {
 	// Progress, when set, hears how far the pre-fault got (bytes done of
 	// total), from New's goroutine; see hugepages.Spec.Progress.
 	Progress func(done, total uint64)
+	// Tag says what the blocks' domain numbers mean (a fingerprint of the
+	// tenant domains, in order; 0 without tenants). It is written in the
+	// ledger, and a handed-over tier of another Tag is refused.
+	Tag uint64
+	// Handed, when set, is a RAM tier a predecessor made: New adopts it
+	// (adopt.go) instead of making a new one, and falls back to a new,
+	// empty tier when it does not fit (Arena.Adoption says why).
+	Handed *Handed
 }
 
 // Validate checks the limits of s; every field out of range is a
@@ -58,11 +67,13 @@ func (s Spec) Validate() error {
 
 // Arena is a mapped, pre-faulted memfd carved into chunks.
 type Arena struct {
-	spec  Spec
-	mem   *hugepages.Arena
-	base  []byte   // mem.Bytes(), valid until Close
-	free  []uint32 // stack of free chunk ids
-	total uint32
+	spec     Spec
+	mem      *hugepages.Arena
+	ledger   *ledger  // which chunks hold which sealed blocks (ledger.go)
+	base     []byte   // mem.Bytes(), valid until Close
+	free     []uint32 // stack of free chunk ids
+	total    uint32
+	adoption Adoption // what New adopted from Spec.Handed
 }
 
 // New creates the memfd ("orbitkv-ram-tier") through hugepages.New, sizes
@@ -76,25 +87,72 @@ type Arena struct {
 // ram.CapacityBytes (an ordinary memfd larger than MemAvailable less
 // hugepages.MemReserve, wrapping hugepages.ErrNoMemory); an errno from
 // creating or mapping the memfd.
+//
+// With Spec.Handed, New adopts that tier instead (adopt.go): the blocks
+// its ledger holds whose bytes match their seal checksums are allocated
+// and listed by Adoption; a tier that does not fit this Spec is refused
+// (Adoption().Refused says why) and a new one made as above.
 func New(s Spec) (*Arena, error) {
 	if err := s.Validate(); err != nil {
+		if s.Handed != nil {
+			closeHanded(*s.Handed)
+		}
 		return nil, err
+	}
+	var refused error
+	if h := s.Handed; h != nil {
+		if h.Arena == nil || h.Ledger == nil {
+			closeHanded(*h)
+			refused = errNoHanded
+		} else if a, err := adopt(s, *h); err == nil {
+			return a, nil
+		} else {
+			refused = err
+		}
 	}
 	n := s.CapacityBytes / s.ChunkBytes
 	mem, err := hugepages.New(s.memory())
 	if err != nil {
 		return nil, s.refused(err)
 	}
-	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), free: make([]uint32, n)}
+	l, err := newLedger(s)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	a := &Arena{spec: s, mem: mem, ledger: l, base: mem.Bytes(), total: uint32(n), free: make([]uint32, n)}
+	a.adoption.Refused = refused
 	for i := range a.free {
 		a.free[i] = uint32(n) - 1 - uint32(i) // pop order 0, 1, 2, ...
 	}
 	return a, nil
 }
 
+func closeHanded(h Handed) {
+	for _, f := range []*os.File{h.Arena, h.Ledger} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Adoption is what New did with Spec.Handed (zero without one).
+func (a *Arena) Adoption() *Adoption { return &a.adoption }
+
+// Files are the arena's and the ledger's memfds, owned by the Arena (valid
+// until Close): what a successor adopts (Spec.Handed).
+func (a *Arena) Files() Handed { return Handed{Arena: a.mem.File(), Ledger: a.ledger.mem.File()} }
+
+// Seal records in the ledger that chunks now hold the sealed block m
+// (with a checksum of its bytes, taken now), so that a successor adopts
+// it. Call it once the block's bytes are complete. It reports false for
+// a block the ledger cannot describe (over 65535 chunks or layers), which
+// then does not outlive this process.
+func (a *Arena) Seal(chunks []uint32, m BlockMeta) bool { return a.ledger.write(a, chunks, m) }
+
 // memory is the hugepages arena of s: the capacity in whole chunks.
 func (s Spec) memory() hugepages.Spec {
-	return hugepages.Spec{Bytes: s.CapacityBytes / s.ChunkBytes * s.ChunkBytes, Mode: s.Hugepages, Name: "orbitkv-ram-tier",
+	return hugepages.Spec{Bytes: s.CapacityBytes / s.ChunkBytes * s.ChunkBytes, Mode: s.Hugepages, Name: ArenaName,
 		Prefault: s.Prefault, Progress: s.Progress}
 }
 
@@ -166,9 +224,10 @@ func (a *Arena) Alloc(dst []uint32, k uint32) ([]uint32, error) {
 	return dst, nil
 }
 
-// Release returns chunks to the free list. The caller guarantees no copy
-// still touches them.
+// Release returns chunks to the free list, cleared in the ledger first.
+// The caller guarantees no copy still touches them.
 func (a *Arena) Release(ids []uint32) {
+	a.ledger.clear(ids)
 	a.free = append(a.free, ids...)
 }
 
@@ -193,5 +252,5 @@ func (a *Arena) Chunk(id uint32) []byte {
 // No copy may be in flight. A second Close returns nil.
 func (a *Arena) Close() error {
 	a.base = nil
-	return a.mem.Close()
+	return errors.Join(a.mem.Close(), a.ledger.mem.Close())
 }

@@ -1,0 +1,268 @@
+package ram
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/hugepages"
+)
+
+// Handed is a RAM tier another Manager process made and passed to this
+// one (an upgrade's handover over SCM_RIGHTS, or systemd's file
+// descriptor store after a crash): the arena's and the ledger's memfds.
+// New takes both files over (it closes them, adopted or refused).
+type Handed struct{ Arena, Ledger *os.File }
+
+// Adopted is one sealed block New adopted, with the chunks it occupies in
+// byte order.
+type Adopted struct {
+	BlockMeta
+	Chunks []uint32
+}
+
+// Adoption is what New did with Spec.Handed.
+type Adoption struct {
+	// Refused is why the handed tier was not adopted (an error wrapping
+	// ErrLedger or hugepages.ErrNotArena, or an errno): the tier then
+	// started empty. nil when adopted (or nothing was handed).
+	Refused error
+	Blocks  []Adopted // in seal order, oldest first
+	Bytes   uint64    // bytes of Blocks
+	// Blocks dropped, by reason: Torn, parts missing or disagreeing (a
+	// seal or release the predecessor did not finish); Corrupt, an entry
+	// whose check fails; Checksum, block bytes that differ from the
+	// checksum taken at seal; Duplicate, a key a later entry holds too.
+	Torn, Corrupt, Checksum, Duplicate int
+	// Verify is how long checking every block's bytes took (Took
+	// includes it, the ledger scan and mapping the memory).
+	Verify, Took time.Duration
+}
+
+// adopt maps the handed memfds and adopts what the ledger holds. The
+// checksums are verified eagerly, here: a block is served only after its
+// bytes matched the checksum taken at its seal, and adoption costs one
+// read of the tier's used bytes, spread over GOMAXPROCS goroutines.
+func adopt(s Spec, h Handed) (*Arena, error) {
+	start := time.Now()
+	n := s.CapacityBytes / s.ChunkBytes
+	lm, err := hugepages.Adopt(h.Ledger, LedgerName, s.ledgerBytes())
+	if err != nil {
+		h.Arena.Close()
+		return nil, err
+	}
+	if err := checkHeader(lm.Bytes(), s); err != nil {
+		lm.Close()
+		h.Arena.Close()
+		return nil, err
+	}
+	mem, err := hugepages.Adopt(h.Arena, ArenaName, n*s.ChunkBytes)
+	if err != nil {
+		lm.Close()
+		return nil, err
+	}
+	room := recordRoom(s.ChunkBytes)
+	l := &ledger{mem: lm, b: lm.Bytes(), room: room, stride: entryHeadBytes + room}
+	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), ledger: l}
+	if s.Prefault {
+		// The pages exist; this only maps them, so copies take no faults.
+		if err := hugepages.MapAdopted(a.base, s.Progress); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("ram tier: mapping the adopted arena: %w", err)
+		}
+	}
+	ad := &a.adoption
+	cands := a.scan(ad)
+	vstart := time.Now()
+	a.verify(cands, ad)
+	ad.Verify = time.Since(vstart)
+	used := make([]bool, n)
+	for _, c := range ad.Blocks {
+		for _, id := range c.Chunks {
+			used[id] = true
+		}
+	}
+	for id := int64(n) - 1; id >= 0; id-- { // pop order: lowest id first
+		if !used[id] {
+			a.free = append(a.free, uint32(id))
+		}
+	}
+	ad.Took = time.Since(start)
+	return a, nil
+}
+
+// candidate is a block the ledger scan assembled from its parts.
+type candidate struct {
+	seq    uint64
+	head   [60]byte // entry bytes [0, 60): every part's must agree but the part
+	sum    uint32
+	chunks []uint32 // by part; none where a part is missing
+	bad    bool
+}
+
+const none = ^uint32(0)
+
+// scan reads every entry, drops those whose check fails (Corrupt), and
+// assembles the rest into complete, consistent blocks; the others are
+// Torn or Duplicate. Every dropped entry is cleared. The result is in
+// seal order.
+func (a *Arena) scan(ad *Adoption) []*candidate {
+	l := a.ledger
+	bySeq := map[uint64]*candidate{}
+	for id := uint32(0); id < a.total; id++ {
+		e := l.entry(id)
+		seq := binary.LittleEndian.Uint64(e)
+		if seq == 0 {
+			continue
+		}
+		if binary.LittleEndian.Uint32(e[60:]) != entryCheck(e) {
+			ad.Corrupt++
+			l.clear([]uint32{id})
+			continue
+		}
+		part, parts := binary.LittleEndian.Uint16(e[52:]), binary.LittleEndian.Uint16(e[54:])
+		c := bySeq[seq]
+		if c == nil {
+			c = &candidate{seq: seq, sum: binary.LittleEndian.Uint32(e[48:]), chunks: make([]uint32, parts)}
+			copy(c.head[:], e[:60])
+			for i := range c.chunks {
+				c.chunks[i] = none
+			}
+			bySeq[seq] = c
+		}
+		var h [60]byte
+		copy(h[:], e[:60])
+		binary.LittleEndian.PutUint16(h[52:], 0)
+		binary.LittleEndian.PutUint16(c.head[52:], 0)
+		if h != c.head || int(part) >= len(c.chunks) || c.chunks[part] != none {
+			c.bad = true
+			if int(part) < len(c.chunks) && c.chunks[part] == none {
+				c.chunks[part] = id
+			} else {
+				l.clear([]uint32{id})
+			}
+			continue
+		}
+		c.chunks[part] = id
+	}
+	cands := make([]*candidate, 0, len(bySeq))
+	for _, c := range bySeq {
+		a.ledger.seq = max(a.ledger.seq, c.seq)
+		cands = append(cands, c)
+	}
+	slices.SortFunc(cands, func(x, y *candidate) int { return cmpU64(x.seq, y.seq) })
+	keys := map[[32]byte]int{} // key → index in kept
+	kept := cands[:0]
+	for _, c := range cands {
+		bytes := binary.LittleEndian.Uint64(c.head[40:])
+		parts := uint64(len(c.chunks))
+		if c.bad || slices.Contains(c.chunks, none) || parts == 0 || bytes == 0 ||
+			bytes > parts*a.spec.ChunkBytes || bytes <= (parts-1)*a.spec.ChunkBytes {
+			ad.Torn++
+			a.dropCandidate(c)
+			continue
+		}
+		var k [32]byte
+		copy(k[:], c.head[8:40])
+		if i, dup := keys[k]; dup { // the later seal wins
+			ad.Duplicate++
+			a.dropCandidate(kept[i])
+			kept[i] = c
+			continue
+		}
+		keys[k] = len(kept)
+		kept = append(kept, c)
+	}
+	return kept
+}
+
+func cmpU64(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// dropCandidate clears the ledger entries of c's present parts.
+func (a *Arena) dropCandidate(c *candidate) {
+	for _, id := range c.chunks {
+		if id != none {
+			a.ledger.clear([]uint32{id})
+		}
+	}
+	c.chunks = nil
+}
+
+// verify checks each candidate's bytes against its seal checksum on
+// GOMAXPROCS goroutines and appends those that match to ad.Blocks (seal
+// order kept); the others are cleared and counted as Checksum.
+func (a *Arena) verify(cands []*candidate, ad *Adoption) {
+	ok := make([]bool, len(cands))
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), max(len(cands), 1))
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(cands); i += workers {
+				c := cands[i]
+				if c.chunks == nil { // dropped as a duplicate
+					continue
+				}
+				ok[i] = a.checksum(c.chunks, binary.LittleEndian.Uint64(c.head[40:])) == c.sum
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range cands {
+		if c.chunks == nil {
+			continue
+		}
+		if !ok[i] {
+			ad.Checksum++
+			a.dropCandidate(c)
+			continue
+		}
+		b := Adopted{Chunks: c.chunks, BlockMeta: BlockMeta{
+			Bytes: binary.LittleEndian.Uint64(c.head[40:]), Layers: uint32(binary.LittleEndian.Uint16(c.head[58:])),
+			Domain: binary.LittleEndian.Uint16(c.head[56:])}}
+		copy(b.NS[:], c.head[8:24])
+		copy(b.Hash[:], c.head[24:40])
+		b.Record = a.ledger.record(c.chunks)
+		ad.Blocks = append(ad.Blocks, b)
+		ad.Bytes += b.Bytes
+	}
+}
+
+// record reassembles the record kept over chunks' rooms (a copy; nil when
+// none, or when it does not parse as one abi block record).
+func (l *ledger) record(chunks []uint32) []byte {
+	first := l.entry(chunks[0])[entryHeadBytes:]
+	n := uint64(binary.LittleEndian.Uint16(first))
+	if n == 0 || n+2 > uint64(len(chunks))*l.room {
+		return nil
+	}
+	rec := make([]byte, 0, n)
+	rec = append(rec, first[2:min(uint64(len(first)), 2+n)]...)
+	for _, id := range chunks[1:] {
+		if uint64(len(rec)) == n {
+			break
+		}
+		r := l.entry(id)[entryHeadBytes:]
+		rec = append(rec, r[:min(uint64(len(r)), n-uint64(len(rec)))]...)
+	}
+	if _, m, err := abi.ParseRecord(rec); err != nil || m != len(rec) {
+		return nil
+	}
+	return rec
+}
+
+// errNoHanded is adopt's answer to a Handed missing a file.
+var errNoHanded = errors.New("ram tier: a handed-over tier needs both the arena and the ledger memfd")
