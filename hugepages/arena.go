@@ -369,3 +369,13 @@ func MapAdopted(mem []byte, progress func(done, total uint64)) error {
 	}
 	return nil
 }
+
+// Dup is a duplicate of the arena's memfd (close-on-exec), the caller's to
+// close: what outlives Close when the memory is handed to another process.
+func (a *Arena) Dup() (*os.File, error) {
+	fd, err := unix.FcntlInt(a.file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("hugepages: dup %s: %w", a.file.Name(), err)
+	}
+	return os.NewFile(uintptr(fd), a.file.Name()), nil
+}

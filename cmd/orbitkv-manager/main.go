@@ -345,6 +345,8 @@ func run(o *options) error {
 	if s.Cache != nil {
 		s.Cache.Tiers.RAM.Handed = inheritedTier(log)
 	}
+	s.Upgrade = manager.UpgradeSpec{Executable: executable(log), Args: os.Args[1:]}
+	pred := predecessor(log, &s)
 	// Signals are caught from before the start: SIGTERM or SIGINT during
 	// it stops the Manager cleanly once New returns (the step in progress,
 	// such as the RAM pre-fault, finishes first), and SIGHUP is ignored
@@ -352,25 +354,45 @@ func run(o *options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ignoreHangups(log)
-	m, err := manager.New(s)
-	if err != nil {
-		k := newChecks(o)
-		k.add(err)
-		return failed(log, "start failed", classify(err), k.err())
-	}
-	if ctx.Err() != nil {
-		log.Info("shutdown requested during the start; stopping")
-		m.Close()
-		log.Info("orbitkv-manager stopped")
+	for {
+		m, err := manager.New(s)
+		if err != nil {
+			if pred != nil {
+				pred.Close() // the predecessor serves its tier again
+			}
+			k := newChecks(o)
+			k.add(err)
+			return failed(log, "start failed", classify(err), k.err())
+		}
+		if pred != nil {
+			adopted(log, m, pred)
+			pred = nil
+		}
+		if ctx.Err() != nil {
+			log.Info("shutdown requested during the start; stopping")
+			m.Close()
+			log.Info("orbitkv-manager stopped")
+			return nil
+		}
+		err = m.Run(ctx)
+		var again *manager.HandoverError
+		switch {
+		case errors.Is(err, manager.ErrShutdownForced):
+			os.Exit(exitForced) // nothing freed: the process exit unmaps it
+		case errors.Is(err, manager.ErrHandedOver):
+			return nil
+		case errors.As(err, &again):
+			// The successor is dead and reaped: the tier is this process's
+			// again, served under a new epoch.
+			s.Epoch, s.Bootstrap.ServiceID = randomEpoch()
+			s.Cache.Tiers.RAM.Handed = &again.Handed
+			log.Info("upgrade: serving the RAM tier again", slog.Uint64("epoch", s.Epoch))
+			continue
+		case err != nil:
+			return failed(log, "orbitkv-manager stopped on an error", exitInternal, err)
+		}
 		return nil
 	}
-	switch err := m.Run(ctx); {
-	case errors.Is(err, manager.ErrShutdownForced):
-		os.Exit(exitForced) // nothing freed: the process exit unmaps it
-	case err != nil:
-		return failed(log, "orbitkv-manager stopped on an error", exitInternal, err)
-	}
-	return nil
 }
 
 // failed logs err (the same text main prints on stderr) with its exit

@@ -155,7 +155,7 @@ $ORBITKV_BOOTSTRAP_SOCKET, else /run/orbitkv/manager.sock when it is a socket
 127.0.0.1:7470: the rule of the Manager, liborbitkv and the Python client
 (docs/operating.md, "Socket paths").
 
-sessions, stats, namespaces, health, evict, flush, drain and version talk to
+sessions, stats, namespaces, health, evict, flush, drain, upgrade and version talk to
 the Manager's operator
 socket (default: $ORBITKV_OPERATOR_SOCKET, else the bootstrap socket's path
 plus ".operator"; mode 0600, or
@@ -183,7 +183,7 @@ to no Manager.`,
 			return g.check()
 		},
 		RunE: func(*cobra.Command, []string) error {
-			return usagef("no command (want sessions, stats, namespaces, health, evict, flush, drain, ping, events, certs, version or completion)")
+			return usagef("no command (want sessions, stats, namespaces, health, evict, flush, drain, upgrade, ping, events, certs, version or completion)")
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}")
@@ -198,7 +198,7 @@ to no Manager.`,
 	pf.StringVar(&g.managerUID, "manager-uid", "", "also trust `UID` as the Manager's uid on the operator socket (default: $ORBITKV_MANAGER_UID; besides orbitkvctl's own uid, root, and the owner of /run/orbitkv for its default socket there)")
 	pf.DurationVar(&g.timeout, "timeout", 5*time.Second, "deadline of each call, 1ms..1h")
 	pf.StringVarP(&g.output, "output", "o", "table", "output `format`: table, json or yaml")
-	root.AddCommand(sessionsCmd(g), statsCmd(g), namespacesCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g),
+	root.AddCommand(sessionsCmd(g), statsCmd(g), namespacesCmd(g), healthCmd(g), dropCmd(g, false), dropCmd(g, true), drainCmd(g), upgradeCmd(g),
 		pingCmd(g), eventsCmd(g), certsCmd(), versionCmd(g))
 	return root
 }

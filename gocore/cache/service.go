@@ -246,6 +246,7 @@ func New(s Spec, p *copier.Poller) (*Service, error) {
 	svc.leases = lease.NewBook[*ticket.Ticket](base, tiers.Index(), lim)
 	svc.tickets = ticket.NewSet(ticketHost{svc}, svc.look, svc.leases, s.Epoch, svc.expiry, svc.now)
 	svc.sweeps = ticket.StartExpiry(p.Ring)
+	svc.publishStats() // the blocks a handed-over RAM tier brought (ram.Spec.Handed)
 	return svc, nil
 }
 

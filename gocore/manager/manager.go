@@ -94,6 +94,9 @@ type Spec struct {
 	// store when NOTIFY_SOCKET is set (fdstore.go), so a Manager restarted
 	// after a crash adopts the tier (Cache.Tiers.RAM.Handed).
 	FDStore bool
+	// Upgrade is how the operator's Upgrade starts a successor (zero:
+	// Upgrade is refused).
+	Upgrade UpgradeSpec
 	Logger  *slog.Logger
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/orbitkv/orbitkv/gocore/handover"
 	"log/slog"
 	"os"
 	"os/user"
@@ -92,6 +93,11 @@ type operatorState struct {
 	drainReply *operatorpb.DrainReply
 	drainMu    sync.Mutex
 	drainBegun bool // under drainMu
+	// upgrade is the successor an Upgrade started, which Run hands the
+	// RAM tier to after the drain; upgradeBegun is set from the start of
+	// an Upgrade (both under drainMu).
+	upgrade      *handover.Successor
+	upgradeBegun bool
 	// nsScan is the namespace listing in flight (Namespaces), shared by
 	// the calls that arrive while it runs.
 	nsScan flight[*operatorpb.NamespacesReply]

@@ -9,6 +9,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/orbitkv/orbitkv/gocore/profiling"
+	"github.com/orbitkv/orbitkv/gocore/tier/ram"
 )
 
 // ErrShutdownForced is Run's answer when shutdown ran past
@@ -29,7 +30,7 @@ const maxStuckLines = 32
 // the start of shutdown; past it Run logs each SSD I/O still outstanding
 // and returns ErrShutdownForced. Otherwise it returns the bootstrap
 // server's error, or nil after ctx was done.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) (err error) {
 	if m.closed.Swap(true) {
 		return errors.New("manager: Run after Close")
 	}
@@ -46,10 +47,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		slog.Duration("spin_window", s.Channel.SpinWindow), slog.String("http", httpAddr),
 		slog.Uint64("epoch", s.Epoch), slog.Uint64("max_sessions", uint64(s.Session.MaxSessions)),
 		slog.Uint64("desc_bytes", uint64(s.Session.DescCapacity)), slog.String("desc", humanize.IBytes(uint64(s.Session.DescCapacity))), slog.String("version", s.Bootstrap.Version))
+	handed := false // the tier went to handOver, which owns kept
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.Server.Serve() }()
 	m.startProfiling()
-	var err error
 	select {
 	case <-ctx.Done():
 		m.log.Info("shutdown requested; closing sessions", slog.Int("sessions", m.Table.Len()))
@@ -58,6 +59,24 @@ func (m *Manager) Run(ctx context.Context) error {
 	case err = <-serveErr:
 		m.log.Error("bootstrap server stopped", slog.Any("err", err))
 	}
+	// An upgrade keeps the RAM tier's memfds past the cache's Close, for
+	// the successor.
+	succ := m.upgrading()
+	var kept ram.Handed
+	if succ != nil {
+		var kerr error
+		if kept, kerr = m.Cache.Tiers().Arena().Dup(); kerr != nil {
+			m.log.Error("upgrade: abandoned; shutting down", slog.Any("err", kerr))
+			succ.Abort()
+			succ = nil
+		}
+	}
+	defer func() {
+		if succ != nil && !handed {
+			succ.Abort() // a forced shutdown: no tier to hand
+			kept.Close()
+		}
+	}()
 	// An SSD read the disk never answers keeps the cache's Close waiting
 	// (its frames may still be written): past the deadline Run gives up
 	// rather than wait with it.
@@ -90,12 +109,18 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.Free()
 	m.closeEngine()
-	m.unstoreTier()
+	if succ == nil {
+		m.unstoreTier()
+	}
 	if !waitUntil(deadline, profStopped) {
 		m.log.Warn("profiling: the last push did not finish by the shutdown deadline; it is dropped")
 	}
 	m.stopHTTP()
 	m.log.Info("orbitkv-manager stopped", slog.Uint64("requests", m.Dispatcher.Requests()), slog.Duration("uptime", time.Since(m.health.started)))
+	if succ != nil {
+		handed = true
+		return m.handOver(succ, kept)
+	}
 	return err
 }
 

@@ -2112,6 +2112,118 @@ func (x *DrainRequest) GetTimeoutNs() uint64 {
 	return 0
 }
 
+type UpgradeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeoutNs     uint64                 `protobuf:"varint,1,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"` // drain wait before the handover (0: 30 s; at most 1 h)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeRequest) Reset() {
+	*x = UpgradeRequest{}
+	mi := &file_operator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeRequest) ProtoMessage() {}
+
+func (x *UpgradeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeRequest.ProtoReflect.Descriptor instead.
+func (*UpgradeRequest) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UpgradeRequest) GetTimeoutNs() uint64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+type UpgradeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SuccessorPid  int32                  `protobuf:"varint,1,opt,name=successor_pid,json=successorPid,proto3" json:"successor_pid,omitempty"` // the new Manager
+	ManagerPid    int32                  `protobuf:"varint,2,opt,name=manager_pid,json=managerPid,proto3" json:"manager_pid,omitempty"`       // this Manager, which exits after the handover
+	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`                                   // this Manager's epoch
+	Executable    string                 `protobuf:"bytes,4,opt,name=executable,proto3" json:"executable,omitempty"`                          // the path the successor was started from
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpgradeReply) Reset() {
+	*x = UpgradeReply{}
+	mi := &file_operator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpgradeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpgradeReply) ProtoMessage() {}
+
+func (x *UpgradeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_operator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpgradeReply.ProtoReflect.Descriptor instead.
+func (*UpgradeReply) Descriptor() ([]byte, []int) {
+	return file_operator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UpgradeReply) GetSuccessorPid() int32 {
+	if x != nil {
+		return x.SuccessorPid
+	}
+	return 0
+}
+
+func (x *UpgradeReply) GetManagerPid() int32 {
+	if x != nil {
+		return x.ManagerPid
+	}
+	return 0
+}
+
+func (x *UpgradeReply) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *UpgradeReply) GetExecutable() string {
+	if x != nil {
+		return x.Executable
+	}
+	return ""
+}
+
 type DrainReply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	OperationsLeft uint64                 `protobuf:"varint,1,opt,name=operations_left,json=operationsLeft,proto3" json:"operations_left,omitempty"` // operations still in flight when the wait ended
@@ -2124,7 +2236,7 @@ type DrainReply struct {
 
 func (x *DrainReply) Reset() {
 	*x = DrainReply{}
-	mi := &file_operator_proto_msgTypes[21]
+	mi := &file_operator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2248,7 @@ func (x *DrainReply) String() string {
 func (*DrainReply) ProtoMessage() {}
 
 func (x *DrainReply) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[21]
+	mi := &file_operator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2261,7 @@ func (x *DrainReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReply.ProtoReflect.Descriptor instead.
 func (*DrainReply) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{21}
+	return file_operator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DrainReply) GetOperationsLeft() uint64 {
@@ -2195,7 +2307,7 @@ type PingSummary struct {
 
 func (x *PingSummary) Reset() {
 	*x = PingSummary{}
-	mi := &file_operator_proto_msgTypes[22]
+	mi := &file_operator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2319,7 @@ func (x *PingSummary) String() string {
 func (*PingSummary) ProtoMessage() {}
 
 func (x *PingSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_operator_proto_msgTypes[22]
+	mi := &file_operator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2332,7 @@ func (x *PingSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingSummary.ProtoReflect.Descriptor instead.
 func (*PingSummary) Descriptor() ([]byte, []int) {
-	return file_operator_proto_rawDescGZIP(), []int{22}
+	return file_operator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PingSummary) GetCount() uint64 {
@@ -2492,7 +2604,18 @@ const file_operator_proto_rawDesc = "" +
 	"\x0fpublishing_kept\x18\x05 \x01(\x04R\x0epublishingKept\"-\n" +
 	"\fDrainRequest\x12\x1d\n" +
 	"\n" +
-	"timeout_ns\x18\x01 \x01(\x04R\ttimeoutNs\"\x8b\x01\n" +
+	"timeout_ns\x18\x01 \x01(\x04R\ttimeoutNs\"/\n" +
+	"\x0eUpgradeRequest\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x01 \x01(\x04R\ttimeoutNs\"\x8a\x01\n" +
+	"\fUpgradeReply\x12#\n" +
+	"\rsuccessor_pid\x18\x01 \x01(\x05R\fsuccessorPid\x12\x1f\n" +
+	"\vmanager_pid\x18\x02 \x01(\x05R\n" +
+	"managerPid\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1e\n" +
+	"\n" +
+	"executable\x18\x04 \x01(\tR\n" +
+	"executable\"\x8b\x01\n" +
 	"\n" +
 	"DrainReply\x12'\n" +
 	"\x0foperations_left\x18\x01 \x01(\x04R\x0eoperationsLeft\x12\x1b\n" +
@@ -2504,7 +2627,7 @@ const file_operator_proto_rawDesc = "" +
 	"\x06min_ns\x18\x02 \x01(\x04R\x05minNs\x12\x15\n" +
 	"\x06p50_ns\x18\x03 \x01(\x04R\x05p50Ns\x12\x15\n" +
 	"\x06p99_ns\x18\x04 \x01(\x04R\x05p99Ns\x12\x15\n" +
-	"\x06max_ns\x18\x05 \x01(\x04R\x05maxNs2\xc0\x04\n" +
+	"\x06max_ns\x18\x05 \x01(\x04R\x05maxNs2\x93\x05\n" +
 	"\bOperator\x12T\n" +
 	"\bSessions\x12$.orbitkv.operator.v1.SessionsRequest\x1a\".orbitkv.operator.v1.SessionsReply\x12K\n" +
 	"\x05Stats\x12!.orbitkv.operator.v1.StatsRequest\x1a\x1f.orbitkv.operator.v1.StatsReply\x12N\n" +
@@ -2513,7 +2636,8 @@ const file_operator_proto_rawDesc = "" +
 	"Namespaces\x12&.orbitkv.operator.v1.NamespacesRequest\x1a$.orbitkv.operator.v1.NamespacesReply\x12K\n" +
 	"\x05Evict\x12!.orbitkv.operator.v1.EvictRequest\x1a\x1f.orbitkv.operator.v1.EvictReply\x12K\n" +
 	"\x05Flush\x12!.orbitkv.operator.v1.EvictRequest\x1a\x1f.orbitkv.operator.v1.EvictReply\x12K\n" +
-	"\x05Drain\x12!.orbitkv.operator.v1.DrainRequest\x1a\x1f.orbitkv.operator.v1.DrainReplyB-Z+github.com/orbitkv/orbitkv/proto/operatorpbb\x06proto3"
+	"\x05Drain\x12!.orbitkv.operator.v1.DrainRequest\x1a\x1f.orbitkv.operator.v1.DrainReply\x12Q\n" +
+	"\aUpgrade\x12#.orbitkv.operator.v1.UpgradeRequest\x1a!.orbitkv.operator.v1.UpgradeReplyB-Z+github.com/orbitkv/orbitkv/proto/operatorpbb\x06proto3"
 
 var (
 	file_operator_proto_rawDescOnce sync.Once
@@ -2527,7 +2651,7 @@ func file_operator_proto_rawDescGZIP() []byte {
 	return file_operator_proto_rawDescData
 }
 
-var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_operator_proto_goTypes = []any{
 	(*SessionsRequest)(nil),   // 0: orbitkv.operator.v1.SessionsRequest
 	(*Session)(nil),           // 1: orbitkv.operator.v1.Session
@@ -2550,8 +2674,10 @@ var file_operator_proto_goTypes = []any{
 	(*EvictRequest)(nil),      // 18: orbitkv.operator.v1.EvictRequest
 	(*EvictReply)(nil),        // 19: orbitkv.operator.v1.EvictReply
 	(*DrainRequest)(nil),      // 20: orbitkv.operator.v1.DrainRequest
-	(*DrainReply)(nil),        // 21: orbitkv.operator.v1.DrainReply
-	(*PingSummary)(nil),       // 22: orbitkv.operator.v1.PingSummary
+	(*UpgradeRequest)(nil),    // 21: orbitkv.operator.v1.UpgradeRequest
+	(*UpgradeReply)(nil),      // 22: orbitkv.operator.v1.UpgradeReply
+	(*DrainReply)(nil),        // 23: orbitkv.operator.v1.DrainReply
+	(*PingSummary)(nil),       // 24: orbitkv.operator.v1.PingSummary
 }
 var file_operator_proto_depIdxs = []int32{
 	1,  // 0: orbitkv.operator.v1.SessionsReply.sessions:type_name -> orbitkv.operator.v1.Session
@@ -2572,15 +2698,17 @@ var file_operator_proto_depIdxs = []int32{
 	18, // 15: orbitkv.operator.v1.Operator.Evict:input_type -> orbitkv.operator.v1.EvictRequest
 	18, // 16: orbitkv.operator.v1.Operator.Flush:input_type -> orbitkv.operator.v1.EvictRequest
 	20, // 17: orbitkv.operator.v1.Operator.Drain:input_type -> orbitkv.operator.v1.DrainRequest
-	2,  // 18: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
-	8,  // 19: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
-	15, // 20: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
-	11, // 21: orbitkv.operator.v1.Operator.Namespaces:output_type -> orbitkv.operator.v1.NamespacesReply
-	19, // 22: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
-	19, // 23: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
-	21, // 24: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
+	21, // 18: orbitkv.operator.v1.Operator.Upgrade:input_type -> orbitkv.operator.v1.UpgradeRequest
+	2,  // 19: orbitkv.operator.v1.Operator.Sessions:output_type -> orbitkv.operator.v1.SessionsReply
+	8,  // 20: orbitkv.operator.v1.Operator.Stats:output_type -> orbitkv.operator.v1.StatsReply
+	15, // 21: orbitkv.operator.v1.Operator.Health:output_type -> orbitkv.operator.v1.HealthReply
+	11, // 22: orbitkv.operator.v1.Operator.Namespaces:output_type -> orbitkv.operator.v1.NamespacesReply
+	19, // 23: orbitkv.operator.v1.Operator.Evict:output_type -> orbitkv.operator.v1.EvictReply
+	19, // 24: orbitkv.operator.v1.Operator.Flush:output_type -> orbitkv.operator.v1.EvictReply
+	23, // 25: orbitkv.operator.v1.Operator.Drain:output_type -> orbitkv.operator.v1.DrainReply
+	22, // 26: orbitkv.operator.v1.Operator.Upgrade:output_type -> orbitkv.operator.v1.UpgradeReply
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2597,7 +2725,7 @@ func file_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_operator_proto_rawDesc), len(file_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Operator_Evict_FullMethodName      = "/orbitkv.operator.v1.Operator/Evict"
 	Operator_Flush_FullMethodName      = "/orbitkv.operator.v1.Operator/Flush"
 	Operator_Drain_FullMethodName      = "/orbitkv.operator.v1.Operator/Drain"
+	Operator_Upgrade_FullMethodName    = "/orbitkv.operator.v1.Operator/Upgrade"
 )
 
 // OperatorClient is the client API for Operator service.
@@ -67,6 +68,17 @@ type OperatorClient interface {
 	// call (a later Drain reports the same drain); the reply comes before the
 	// shutdown starts.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainReply, error)
+	// Upgrade starts a new Manager from the executable this one was started
+	// from (the binary at that path now) with the same arguments, and hands
+	// it the RAM tier without copying it (docs/design.md §7.1): once the new
+	// one's configuration is valid, this one drains as Drain does (at most
+	// timeout), stops serving, and passes the tier's memfds; the new one
+	// adopts the tier's sealed blocks, takes a new epoch and serves, and this
+	// one exits. The reply comes once the successor's configuration was
+	// accepted, before the drain; orbitkvctl upgrade then waits for the
+	// successor's Health. If the successor fails, this Manager kills it and
+	// serves the same tier again under a new epoch.
+	Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeReply, error)
 }
 
 type operatorClient struct {
@@ -147,6 +159,16 @@ func (c *operatorClient) Drain(ctx context.Context, in *DrainRequest, opts ...gr
 	return out, nil
 }
 
+func (c *operatorClient) Upgrade(ctx context.Context, in *UpgradeRequest, opts ...grpc.CallOption) (*UpgradeReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpgradeReply)
+	err := c.cc.Invoke(ctx, Operator_Upgrade_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServer is the server API for Operator service.
 // All implementations must embed UnimplementedOperatorServer
 // for forward compatibility.
@@ -178,6 +200,17 @@ type OperatorServer interface {
 	// call (a later Drain reports the same drain); the reply comes before the
 	// shutdown starts.
 	Drain(context.Context, *DrainRequest) (*DrainReply, error)
+	// Upgrade starts a new Manager from the executable this one was started
+	// from (the binary at that path now) with the same arguments, and hands
+	// it the RAM tier without copying it (docs/design.md §7.1): once the new
+	// one's configuration is valid, this one drains as Drain does (at most
+	// timeout), stops serving, and passes the tier's memfds; the new one
+	// adopts the tier's sealed blocks, takes a new epoch and serves, and this
+	// one exits. The reply comes once the successor's configuration was
+	// accepted, before the drain; orbitkvctl upgrade then waits for the
+	// successor's Health. If the successor fails, this Manager kills it and
+	// serves the same tier again under a new epoch.
+	Upgrade(context.Context, *UpgradeRequest) (*UpgradeReply, error)
 	mustEmbedUnimplementedOperatorServer()
 }
 
@@ -208,6 +241,9 @@ func (UnimplementedOperatorServer) Flush(context.Context, *EvictRequest) (*Evict
 }
 func (UnimplementedOperatorServer) Drain(context.Context, *DrainRequest) (*DrainReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedOperatorServer) Upgrade(context.Context, *UpgradeRequest) (*UpgradeReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Upgrade not implemented")
 }
 func (UnimplementedOperatorServer) mustEmbedUnimplementedOperatorServer() {}
 func (UnimplementedOperatorServer) testEmbeddedByValue()                  {}
@@ -356,6 +392,24 @@ func _Operator_Drain_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Operator_Upgrade_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpgradeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServer).Upgrade(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Operator_Upgrade_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServer).Upgrade(ctx, req.(*UpgradeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Operator_ServiceDesc is the grpc.ServiceDesc for Operator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -390,6 +444,10 @@ var Operator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Operator_Drain_Handler,
+		},
+		{
+			MethodName: "Upgrade",
+			Handler:    _Operator_Upgrade_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

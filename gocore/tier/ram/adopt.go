@@ -33,8 +33,9 @@ type Adoption struct {
 	// ErrLedger or hugepages.ErrNotArena, or an errno): the tier then
 	// started empty. nil when adopted (or nothing was handed).
 	Refused error
-	Blocks  []Adopted // in seal order, oldest first
-	Bytes   uint64    // bytes of Blocks
+	Blocks  []Adopted // in seal order, oldest first; emptied once the tiers took them
+	Count   int       // blocks adopted (len(Blocks) before it was emptied)
+	Bytes   uint64    // bytes of the blocks adopted
 	// Blocks dropped, by reason: Torn, parts missing or disagreeing (a
 	// seal or release the predecessor did not finish); Corrupt, an entry
 	// whose check fails; Checksum, block bytes that differ from the
@@ -237,6 +238,7 @@ func (a *Arena) verify(cands []*candidate, ad *Adoption) {
 		copy(b.Hash[:], c.head[24:40])
 		b.Record = a.ledger.record(c.chunks)
 		ad.Blocks = append(ad.Blocks, b)
+		ad.Count++
 		ad.Bytes += b.Bytes
 	}
 }

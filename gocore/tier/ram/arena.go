@@ -143,6 +143,24 @@ func (a *Arena) Adoption() *Adoption { return &a.adoption }
 // until Close): what a successor adopts (Spec.Handed).
 func (a *Arena) Files() Handed { return Handed{Arena: a.mem.File(), Ledger: a.ledger.mem.File()} }
 
+// Dup is duplicates of Files, the caller's to close: what a successor is
+// handed, outliving Close.
+func (a *Arena) Dup() (Handed, error) {
+	arena, err := a.mem.Dup()
+	if err != nil {
+		return Handed{}, err
+	}
+	ledger, err := a.ledger.mem.Dup()
+	if err != nil {
+		arena.Close()
+		return Handed{}, err
+	}
+	return Handed{Arena: arena, Ledger: ledger}, nil
+}
+
+// Close closes h's files (those set).
+func (h Handed) Close() { closeHanded(h) }
+
 // Seal records in the ledger that chunks now hold the sealed block m
 // (with a checksum of its bytes, taken now), so that a successor adopts
 // it. Call it once the block's bytes are complete. It reports false for

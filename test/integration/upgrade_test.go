@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orbitkv/orbitkv/internal/launch"
+)
+
+// installManager copies the Manager binary to path (an install step: a
+// new file, renamed over the old one).
+func installManager(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(binDir, "orbitkv-manager"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".new", b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startInstalled starts the Manager installed at bin; the successors an
+// upgrade starts are killed at the end of the test (they are the old
+// Manager's children, not the test's).
+func startInstalled(t *testing.T, bin, sock, httpAddr string, args ...string) *proc {
+	t.Helper()
+	m, err := launch.Start(launch.Spec{Bin: bin, Dir: t.TempDir(), Socket: sock, HTTPAddr: httpAddr,
+		Args: append([]string{"--channel-transport", *channelTransport}, args...), ReadyTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Kill() })
+	managerHTTP.Store(m.Socket(), m.HTTPAddr())
+	return &proc{m.Process}
+}
+
+var successorPid = regexp.MustCompile(`successor pid (\d+)`)
+
+// upgrade runs orbitkvctl upgrade and registers the successor for killing.
+func upgrade(t *testing.T, sock string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, code = ctl(t, sock, "", "upgrade", "--timeout", "10s")
+	if m := successorPid.FindStringSubmatch(stderr); m != nil {
+		pid, _ := strconv.Atoi(m[1])
+		t.Cleanup(func() {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(50 * time.Millisecond)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		})
+	}
+	return stdout, stderr, code
+}
+
+// orbitkvctl upgrade while a client publishes and restores: the binary at
+// the Manager's path is replaced first, as a package upgrade does; the new
+// Manager adopts every sealed block and serves it byte for byte under a
+// new epoch, and the old one exits 0. A client of the old epoch sees its
+// session end (it reconnects on its own; this one exits).
+func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "orbitkv-manager")
+	installManager(t, bin)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	httpAddr := freeLoopbackAddr(t)
+	m := startInstalled(t, bin, sock, httpAddr, "--ram-capacity", "256MiB", "--hugepages", "off")
+	const sealed = 64
+	if out, err := exec.Command(filepath.Join(binDir, "testclient"), "publish", sock, "0", fmt.Sprint(sealed)).CombinedOutput(); err != nil {
+		t.Fatalf("publish: %v\n%s", err, out)
+	}
+	loop := start(t, "testclient", "loop", sock, "1000", "64")
+	loop.waitOutput(t, "running", 20*time.Second)
+	installManager(t, bin) // the new version
+	stdout, stderr, code := upgrade(t, sock)
+	if code != 0 || !strings.Contains(stdout, "upgraded in") {
+		t.Fatalf("orbitkvctl upgrade: status %d\nstdout: %s\nstderr: %s\nManager log:\n%s", code, stdout, stderr, m.Output())
+	}
+	t.Logf("%s%s", stderr, stdout)
+	if err := m.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("the old Manager exited with %v:\n%s", err, m.Output())
+	}
+	loop.wait(t, 20*time.Second)
+	for _, want := range []string{"upgrade: the successor adopted the RAM tier; exiting", "ram tier: adopted the blocks a predecessor sealed"} {
+		if !strings.Contains(m.Output(), want) {
+			t.Fatalf("no %q in the log:\n%s", want, m.Output())
+		}
+	}
+	if v, bad := verifyRange(t, sock, 0, sealed); v != sealed || bad != 0 {
+		t.Fatalf("after the upgrade %d of the %d sealed blocks visible, %d mismatched:\n%s", v, sealed, bad, m.Output())
+	}
+	if _, bad := verifyRange(t, sock, 1000, 64); bad != 0 {
+		t.Fatalf("after the upgrade %d blocks of the client's loop were served with wrong bytes", bad)
+	}
+	assertIdle(t, sock)
+}
+
+// A successor that fails after its configuration was accepted (here its
+// bootstrap socket cannot be bound) is killed and reaped, and the old
+// Manager serves the same RAM tier again under a new epoch: the blocks
+// stay, byte for byte.
+func TestAFailedUpgradeLeavesTheOldManagerServingTheSameTier(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "orbitkv-manager")
+	installManager(t, bin)
+	sock := filepath.Join(t.TempDir(), "okv.sock")
+	httpAddr := freeLoopbackAddr(t)
+	m := startInstalled(t, bin, sock, httpAddr, "--ram-capacity", "128MiB", "--hugepages", "off")
+	if out, err := exec.Command(filepath.Join(binDir, "testclient"), "publish", sock, "0", "32").CombinedOutput(); err != nil {
+		t.Fatalf("publish: %v\n%s", err, out)
+	}
+	// The new "version" is valid but cannot bind its socket.
+	real := filepath.Join(dir, "orbitkv-manager.real")
+	installManager(t, real)
+	script := "#!/bin/sh\nexec " + real + ` "$@" --bootstrap-socket ` + filepath.Join(dir, "missing", "okv.sock") + "\n"
+	if err := os.WriteFile(bin+".new", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".new", bin); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := upgrade(t, sock)
+	if code == 0 || !strings.Contains(stderr, "serves the same RAM tier again") {
+		t.Fatalf("orbitkvctl upgrade of a failing successor: status %d\nstdout: %s\nstderr: %s\nlog:\n%s", code, stdout, stderr, m.Output())
+	}
+	if !strings.Contains(m.Output(), "upgrade: serving the RAM tier again") {
+		t.Fatalf("no resumption in the log:\n%s", m.Output())
+	}
+	if v, bad := verifyRange(t, sock, 0, 32); v != 32 || bad != 0 {
+		t.Fatalf("after the failed upgrade %d of 32 blocks visible, %d mismatched:\n%s", v, bad, m.Output())
+	}
+	assertIdle(t, sock)
+}
