@@ -106,17 +106,17 @@ type Successor struct {
 	c      conn
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
+	layout uint64
 }
 
 // Spawn starts the successor: path with args, this process's environment
 // plus EnvFD, its stdout and stderr this process's (the same journal),
 // one end of a socket pair as fd 3. It waits up to timeout for its Hello,
-// which comes once the successor's configuration is valid, and checks it
-// reads layout (the ledger layout version). The successor outlives this
+// which comes once the successor's configuration is valid. The successor outlives this
 // process (no parent-death signal). Errors: the successor cannot start,
 // exits (its status named; its log says why) or stays silent; it is then
 // killed and reaped.
-func Spawn(path string, args []string, layout uint32, timeout time.Duration) (*Successor, error) {
+func Spawn(path string, args []string, timeout time.Duration) (*Successor, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("handover: socketpair: %w", err)
@@ -135,14 +135,17 @@ func Spawn(path string, args []string, layout uint32, timeout time.Duration) (*S
 	}
 	go func() { s.err = cmd.Wait(); close(s.exited) }()
 	m, _, err := s.c.recv(Hello, timeout)
-	if err == nil && m.A != uint64(layout) {
-		err = fmt.Errorf("handover: the successor reads RAM ledger layout version %d, this Manager writes %d", m.A, layout)
-	}
 	if err != nil {
 		return nil, s.fail(err)
 	}
+	s.layout = m.A
 	return s, nil
 }
+
+// Layout is the RAM ledger layout version the successor reads (its
+// Hello). One other than this Manager's means the successor will refuse
+// the tier by name and start with an empty one.
+func (s *Successor) Layout() uint64 { return s.layout }
 
 // Pid is the successor's pid.
 func (s *Successor) Pid() int { return s.cmd.Process.Pid }

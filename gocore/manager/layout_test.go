@@ -59,7 +59,7 @@ var layers = [][]string{
 		"proto/...", "hugepages", "internal/..."},
 	// OS resources, stores and codecs over the foundation.
 	{"gocore/internal/native", "gocore/index", "gocore/tier/ram", "gocore/tier/ssd", "gocore/session", "gocore/identity",
-		"gocore/lifecycle", "gocore/transfer", "gocore/catalog", "gocore/profiling", "gocore/kvevents", "ebpf", "hugepages/hugepagestest",
+		"gocore/lifecycle", "gocore/transfer", "gocore/catalog", "gocore/profiling", "gocore/kvevents", "gocore/handover", "ebpf", "hugepages/hugepagestest",
 		"internal/hosttest"},
 	// Engine, peer and operator transports, the transfer requester, leases,
 	// copies, discovery indexes.
@@ -130,6 +130,7 @@ var allowed = map[string][]string{
 	"gocore/copier":             {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
 	"gocore/evict":              {},
 	"gocore/failpoint":          {},
+	"gocore/handover":           {},
 	"gocore/identity":           {"gocore/abi"},
 	"gocore/discover":           {"gocore/abi", "gocore/index", "gocore/limit"},
 	"gocore/index":              {"gocore/abi", "gocore/evict"},
@@ -137,7 +138,7 @@ var allowed = map[string][]string{
 	"gocore/lease":              {"gocore/index"},
 	"gocore/lifecycle":          {"proto/lifecyclepb"},
 	"gocore/limit":              {},
-	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/index", "gocore/kvevents", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tenant", "gocore/tier/ram", "gocore/tier/ssd", "gocore/transfer", "gocore/unixsock", "proto/lifecyclepb", "proto/operatorpb"},
+	"gocore/manager":            {"ebpf", "gocore/abi", "gocore/bootstrap", "gocore/buildinfo", "gocore/cache", "gocore/catalog", "gocore/channel", "gocore/cluster", "gocore/discover", "gocore/failpoint", "gocore/handover", "gocore/index", "gocore/kvevents", "gocore/limit", "gocore/operator", "gocore/peer", "gocore/profiling", "gocore/session", "gocore/tenant", "gocore/tier/ram", "gocore/tier/ssd", "gocore/transfer", "gocore/unixsock", "proto/lifecyclepb", "proto/operatorpb"},
 	"gocore/operator":           {"gocore/ratelog", "gocore/unixsock", "proto/operatorpb"},
 	"gocore/peer":               {"gocore/abi", "gocore/admission", "gocore/limit", "gocore/ratelog", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":           {"gocore/client", "gocore/internal/native"},

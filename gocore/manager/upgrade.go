@@ -87,11 +87,15 @@ func (o *operatorService) Upgrade(_ context.Context, r *operatorpb.UpgradeReques
 		m.op.drainMu.Unlock()
 	}
 	m.log.Info("upgrade: starting the successor", slog.String("executable", up.Executable))
-	succ, err := handover.Spawn(up.Executable, up.Args, ram.LedgerVersion, successorHello)
+	succ, err := handover.Spawn(up.Executable, up.Args, successorHello)
 	if err != nil {
 		m.log.Error("upgrade: the successor did not start; serving on", slog.Any("err", err))
 		fail()
 		return nil, status.Errorf(codes.FailedPrecondition, "the successor did not start: %v (its log is this Manager's)", err)
+	}
+	if succ.Layout() != ram.LedgerVersion {
+		m.log.Warn("upgrade: the successor reads another RAM ledger layout: it will refuse the tier by name and start with an empty one",
+			slog.Uint64("successor_layout", succ.Layout()), slog.Int("layout", ram.LedgerVersion))
 	}
 	m.op.drainMu.Lock()
 	m.op.upgrade = succ
