@@ -350,21 +350,24 @@ func Adopt(f *os.File, name string, bytes uint64) (*Arena, error) {
 }
 
 // MapAdopted maps every page of an adopted arena's mapping for writing
-// (MADV_POPULATE_WRITE, PrefaultStep bytes at a time, calling progress when
-// set after each step), so copies into it take no faults. The pages
-// exist and keep their bytes. On kernels before 5.14 (EINVAL) it does
-// nothing: the pages are then mapped by their first touch.
-func MapAdopted(mem []byte, progress func(done, total uint64)) error {
+// (MADV_POPULATE_WRITE, PrefaultStep bytes at a time), so copies into it
+// take no faults, until stop is closed. The pages exist and keep their
+// bytes. On kernels before 5.14 (EINVAL) it does nothing: the pages are
+// then mapped by their first touch. The mapping must stay until it
+// returns.
+func MapAdopted(mem []byte, stop <-chan struct{}) error {
 	total := uint64(len(mem))
 	for off := uint64(0); off < total; off += PrefaultStep {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
 		part := mem[off:min(off+PrefaultStep, total)]
 		if err := unix.Madvise(part, unix.MADV_POPULATE_WRITE); errors.Is(err, unix.EINVAL) {
 			return nil
 		} else if err != nil {
 			return err
-		}
-		if progress != nil {
-			progress(off+uint64(len(part)), total)
 		}
 	}
 	return nil

@@ -66,6 +66,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "replay", summary: "the main job: replay a Mooncake trace with N clients; hit ratio vs bound, verified bytes, latency", run: replay.Run},
+		{name: replay.RestartCommand, summary: "restart the Manager at 50% of the replay (none, cold-restart, upgrade, kill): hit ratio after, failed requests, seconds without service", run: replay.RunRestart},
 		{name: "copy", summary: "Publish and Restore GB/s for 256KiB-2MiB blocks vs memcpy in the same run", run: copy.Run},
 		{name: "ssd", summary: "SSD tier: Store.Read GB/s for 256KiB-2MiB blocks vs a plain O_DIRECT sequential read of the same file", run: ssd.Run},
 		{name: "query", summary: "QueryBundle of 1..10,000 hashes at 1M resident blocks (round trip, server ns per hash) and a pending-ticket Poll, beside Ping", run: query.Run},

@@ -3,7 +3,6 @@ package ram
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -71,13 +70,6 @@ func adopt(s Spec, h Handed) (*Arena, error) {
 	room := recordRoom(s.ChunkBytes)
 	l := &ledger{mem: lm, b: lm.Bytes(), room: room, stride: entryHeadBytes + room}
 	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), ledger: l}
-	if s.Prefault {
-		// The pages exist; this only maps them, so copies take no faults.
-		if err := hugepages.MapAdopted(a.base, s.Progress); err != nil {
-			a.Close()
-			return nil, fmt.Errorf("ram tier: mapping the adopted arena: %w", err)
-		}
-	}
 	ad := &a.adoption
 	cands := a.scan(ad)
 	vstart := time.Now()
@@ -95,6 +87,17 @@ func adopt(s Spec, h Handed) (*Arena, error) {
 		}
 	}
 	ad.Took = time.Since(start)
+	if s.Prefault {
+		// The verification mapped the blocks' pages; the free chunks' are
+		// mapped in the background (the pages exist: this only maps
+		// them), so the successor serves at once and later copies take no
+		// faults. Close stops it and waits.
+		a.stopMap, a.mapped = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(a.mapped)
+			hugepages.MapAdopted(a.base, a.stopMap)
+		}()
+	}
 	return a, nil
 }
 

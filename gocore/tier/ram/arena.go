@@ -74,6 +74,9 @@ type Arena struct {
 	free     []uint32 // stack of free chunk ids
 	total    uint32
 	adoption Adoption // what New adopted from Spec.Handed
+	// stopMap and mapped (nil unless adopted with Prefault) stop and
+	// report the background mapping of an adopted arena's pages.
+	stopMap, mapped chan struct{}
 }
 
 // New creates the memfd ("orbitkv-ram-tier") through hugepages.New, sizes
@@ -269,6 +272,11 @@ func (a *Arena) Chunk(id uint32) []byte {
 // Close unmaps and closes the memfd (hugetlb pages go back to the pool).
 // No copy may be in flight. A second Close returns nil.
 func (a *Arena) Close() error {
+	if a.mapped != nil {
+		close(a.stopMap)
+		<-a.mapped
+		a.mapped = nil
+	}
 	a.base = nil
 	return errors.Join(a.mem.Close(), a.ledger.mem.Close())
 }

@@ -146,3 +146,20 @@ func ParseStatTicks(stat string) (uint64, error) {
 	}
 	return u + s, nil
 }
+
+// Kill SIGKILLs a Manager the bench started and waits for it to exit (its
+// temporary directory, if it has one of its own, is removed).
+func (m *Manager) Kill() {
+	if m.proc != nil {
+		m.proc.Kill()
+	}
+}
+
+// Log is the output of a Manager the bench started ("" for an external
+// one): its log, and the logs of successors it started (they inherit it).
+func (m *Manager) Log() string {
+	if m.proc == nil {
+		return ""
+	}
+	return m.proc.Output()
+}

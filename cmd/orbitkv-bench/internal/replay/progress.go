@@ -26,7 +26,7 @@ func (w *workerProc) progressPipe() (*os.File, error) {
 // readProgress adds the worker's progress lines to the run's progress
 // (nil until the workers are released, and for --progress off) until the
 // worker exits, then closes the pipe.
-func (w *workerProc) readProgress(to *atomic.Pointer[suite.Progress]) {
+func (w *workerProc) readProgress(to *atomic.Pointer[suite.Progress], done *atomic.Int64) {
 	defer w.progress.Close()
 	sc := bufio.NewScanner(w.progress)
 	var prev int64
@@ -36,6 +36,7 @@ func (w *workerProc) readProgress(to *atomic.Pointer[suite.Progress]) {
 			continue // not a count: the bar is only a display
 		}
 		to.Load().Add(n - prev)
+		done.Add(n - prev)
 		prev = n
 	}
 }

@@ -29,7 +29,8 @@ func TestWorkerProgressReachesTheParentsCount(t *testing.T) {
 	var to atomic.Pointer[suite.Progress]
 	to.Store(suite.NewProgress(&out, "replay", "requests", 50, clock.Now))
 	read := make(chan struct{})
-	go func() { w.readProgress(&to); close(read) }()
+	var done atomic.Int64
+	go func() { w.readProgress(&to, &done); close(read) }()
 	wp := &workerProgress{f: pw}
 	for i := 1; i <= 30; i++ {
 		wp.last = time.Now().Add(-time.Second) // due for a write each time
@@ -42,8 +43,8 @@ func TestWorkerProgressReachesTheParentsCount(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("readProgress did not return after the pipe closed")
 	}
-	if got := to.Load().Done.Load(); got != 31 {
-		t.Fatalf("the parent counted %d requests, want 31", got)
+	if got := to.Load().Done.Load(); got != 31 || done.Load() != 31 {
+		t.Fatalf("the parent counted %d requests (%d in the run's count), want 31", got, done.Load())
 	}
 	if _, err := w.progress.Stat(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("the read end is still open after the worker's end closed: %v", err)

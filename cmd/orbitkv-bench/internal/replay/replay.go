@@ -36,14 +36,20 @@ type replayConfig struct {
 // pageBytes is the bytes of one block in one layer.
 func (c *replayConfig) pageBytes() uint64 { return c.blockBytes / uint64(c.layers) }
 
-func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
-	fs := suite.NewFlags("replay", &cfg.Common, out,
-		"The main job: replays a Mooncake trace against a Manager with N client processes",
-		"sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit",
-		"prefix into the client's engine buffer and verify every byte, fill the missed",
-		"pages, Publish them, Release the lease. Reports the hit ratio beside the trace's",
-		"infinite-cache bound, mismatched bytes, round-trip percentiles per operation and",
-		"copy throughput. Method: bench/README.md.")
+// replayAbout is the replay suite's --help text.
+var replayAbout = []string{
+	"The main job: replays a Mooncake trace against a Manager with N client processes",
+	"sharing one namespace. Per request: QueryBundle the block hashes, Restore the hit",
+	"prefix into the client's engine buffer and verify every byte, fill the missed",
+	"pages, Publish them, Release the lease. Reports the hit ratio beside the trace's",
+	"infinite-cache bound, mismatched bytes, round-trip percentiles per operation and",
+	"copy throughput. Method: bench/README.md.",
+}
+
+// replayFlags are the flags of the replay and of the suites built on it
+// (name, described by about).
+func replayFlags(name string, about []string, cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
+	fs := suite.NewFlags(name, &cfg.Common, out, about...)
 	fs.ManagerFlags()
 	cfg.clients, cfg.blockBytes, cfg.ramCapacity = 4, 64<<10, 4<<30
 	fs.TraceFlags(&cfg.tracePath, &cfg.limit, "replay")
@@ -65,9 +71,18 @@ func replayFlags(cfg *replayConfig, layers *uint, out io.Writer) *suite.Flags {
 // ParseReplayFlags parses and validates the replay suite's arguments.
 // Errors are *suite.UsageError (or pflag.ErrHelp); each names its flag.
 func ParseReplayFlags(args []string, out io.Writer) (replayConfig, error) {
+	return parseFlags("replay", args, out, replayAbout, nil)
+}
+
+// parseFlags parses and validates the arguments of suite name, which
+// takes the replay's flags and those more adds.
+func parseFlags(name string, args []string, out io.Writer, about []string, more func(*suite.Flags)) (replayConfig, error) {
 	var cfg replayConfig
 	var layers uint
-	fs := replayFlags(&cfg, &layers, out)
+	fs := replayFlags(name, about, &cfg, &layers, out)
+	if more != nil {
+		more(fs)
+	}
 	if err := fs.ParseArgs(args); err != nil {
 		return cfg, err
 	}

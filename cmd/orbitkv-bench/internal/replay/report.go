@@ -27,6 +27,8 @@ type rttStats struct {
 // bytes; RAMCapacityBytes is 0 when unknown (an external Manager that does
 // not report it).
 type replayReport struct {
+	results []*workerResult // each worker's, for orbitkv-bench restart
+
 	suite.Head
 	Trace               string              `json:"trace"`
 	Requests            uint64              `json:"requests"`

@@ -50,6 +50,16 @@ type replayRun struct {
 	progress *suite.Progress                // the requests of every repeat (runReplay); nil: none shown
 	prog     atomic.Pointer[suite.Progress] // progress from the workers' release on; their pipes count into it
 
+	// done counts the requests the workers reported done (their progress
+	// pipes); at, when set, runs once on its own goroutine when done
+	// reaches at.after (orbitkv-bench restart's event).
+	done atomic.Int64
+	at   *halfway
+	// reconnect makes the workers reconnect across a Manager restart
+	// (workerInput.Reconnect), counting from afterFrom on apart.
+	reconnect bool
+	afterFrom int
+
 	mu      sync.Mutex // guards workers and killed against the signal handler
 	workers []*workerProc
 	killed  bool
@@ -98,7 +108,7 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 		in := workerInput{Socket: r.managerOf(i).Socket, Index: i, Clients: n, BlockBytes: r.cfg.blockBytes,
 			Layers: r.cfg.layers, PageCount: pageCount, RunSalt: r.salt, Requests: partition(r.plan.requests, i, n), ProgressFD: suite.WorkerProgressFD,
-			RecordTokens: r.recordTokens, StartOrder: order}
+			RecordTokens: r.recordTokens, StartOrder: order, Reconnect: r.reconnect, AfterFrom: r.afterFrom}
 		if r.events != nil {
 			in.Events = r.events
 			for _, m := range r.nodes {
@@ -125,6 +135,10 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 		w.stdin.Close()
 	}
+	if r.at != nil {
+		go r.at.watch(&r.done)
+		defer r.at.stop()
+	}
 	results := make([]*workerResult, n)
 	hists := make([][numOps]*latency.Hist, n)
 	var last time.Time
@@ -139,6 +153,12 @@ func (r *replayRun) execute() (*replayReport, error) {
 		}
 	}
 	rep := r.merge(results, hists, last.Sub(start))
+	rep.results = results
+	if r.at != nil {
+		if err := r.at.wait(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.checkIdle(rep); err != nil {
 		return nil, err
 	}
@@ -194,7 +214,7 @@ func (r *replayRun) startWorker(i int) (*workerProc, error) {
 		w.progress.Close()
 		return nil, fmt.Errorf("starting client %d: %w", i, err)
 	}
-	go w.readProgress(&r.prog)
+	go w.readProgress(&r.prog, &r.done)
 	r.workers = append(r.workers, w)
 	return w, nil
 }

@@ -68,6 +68,13 @@ type workerInput struct {
 	// start in trace order across the clients; "": each client runs its
 	// share at its own pace.
 	StartOrder string `json:"start_order,omitempty"`
+	// Reconnect (orbitkv-bench restart): a request the Manager's exit or
+	// drain cut short is tried again on a new session, reconnecting with
+	// back-off (restart.go), and counted failed only after reconnectBound;
+	// requests from AfterFrom on (the trace's second half) are counted
+	// apart as well (workerResult's ...After fields).
+	Reconnect bool `json:"reconnect,omitempty"`
+	AfterFrom int  `json:"after_from,omitempty"`
 }
 
 // workerResult is what a worker measured. Histograms holds, per op name,
@@ -93,6 +100,17 @@ type workerResult struct {
 	// answered Loading before their lease (a peer fetch, or an SSD
 	// prefetch), from the first ask to the lease, ns; "" when none did.
 	Remote string `json:"remote,omitempty"`
+
+	// With Reconnect: requests given up after reconnectBound; the blocks
+	// and hits of the requests from AfterFrom on; the sessions opened
+	// again; and, as Unix times in ns (0: none), when a request was first
+	// cut short and when the first Restore after that completed.
+	RequestsFailed  uint64 `json:"requests_failed,omitempty"`
+	BlocksAfter     uint64 `json:"blocks_after,omitempty"`
+	HitBlocksAfter  uint64 `json:"hit_blocks_after,omitempty"`
+	Reconnects      uint64 `json:"reconnects,omitempty"`
+	InterruptedNS   int64  `json:"interrupted_ns,omitempty"`
+	FirstRestoreNS  int64  `json:"first_restore_ns,omitempty"`
 
 	remote *latency.Hist // Remote decoded (decodeWorkerResult)
 }
@@ -153,6 +171,8 @@ type replayWorker struct {
 	load   []int                // requests sent to each node
 	infos  []client.BlockRecord // with RecordTokens: the records of one Publish
 	tokens []uint32             // their token ids
+
+	restoredAt time.Time // when the last Restore completed (Reconnect)
 }
 
 // nodeConn is a session with one node and the engine buffer's id there.
@@ -264,7 +284,13 @@ func (w *replayWorker) run() error {
 		if w.order != nil {
 			w.order.start(uint64(w.in.Index + j*w.in.Clients))
 		}
-		if err := w.request(ids); err != nil {
+		var err error
+		if w.in.Reconnect {
+			err = w.requestAcrossRestarts(ids, w.in.Index+j*w.in.Clients >= w.in.AfterFrom)
+		} else {
+			err = w.request(ids)
+		}
+		if err != nil {
 			return fmt.Errorf("client %d, trace request %d (%d blocks): %w",
 				w.in.Index, w.in.Index+j*w.in.Clients+1, len(ids), err)
 		}
@@ -459,6 +485,7 @@ func (w *replayWorker) restore() error {
 			return fmt.Errorf("restore of %d blocks from lease %d: %w", l.Hits, l.ID, err)
 		}
 		w.res.RestoredBytes += uint64(l.Hits) * w.in.BlockBytes
+		w.restoredAt = time.Now()
 		page += l.Hits
 	}
 	return nil

@@ -1,0 +1,63 @@
+package ram
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkAdopt adopts a RAM tier whose every chunk holds a sealed block
+// of 64 KiB (4 chunks of 16 KiB), as a successor does after an upgrade or
+// a crash: mapping the arena (MADV_POPULATE_WRITE), scanning the ledger
+// and verifying every block's checksum. It reports the seconds of the
+// whole adoption and of the verification, per tier size.
+func BenchmarkAdopt(b *testing.B) {
+	for _, size := range []uint64{256 << 20, 1 << 30, 4 << 30} {
+		b.Run(fmt.Sprintf("tier=%dMiB", size>>20), func(b *testing.B) {
+			s := Spec{CapacityBytes: size, ChunkBytes: 16 << 10, Prefault: true}
+			a, err := New(s)
+			if err != nil {
+				b.Skipf("no %d MiB here: %v", size>>20, err)
+			}
+			defer a.Close()
+			const block = 64 << 10
+			for i := uint64(0); i < size/block; i++ {
+				ids, err := a.Alloc(nil, 4)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, id := range ids {
+					c := a.Chunk(id)
+					for j := 0; j < len(c); j += 4096 {
+						c[j] = byte(i + uint64(j))
+					}
+				}
+				m := BlockMeta{Bytes: block, Layers: 4}
+				m.Hash[0], m.Hash[1], m.Hash[2] = byte(i), byte(i>>8), byte(i>>16)
+				a.Seal(ids, m)
+			}
+			b.ResetTimer()
+			var took, verify float64
+			for range b.N {
+				h, err := a.Dup()
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Handed = &h
+				c, err := New(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ad := c.Adoption()
+				if ad.Refused != nil || ad.Count != int(size/block) {
+					b.Fatalf("adopted %d blocks of %d: %v", ad.Count, size/block, ad.Refused)
+				}
+				took += ad.Took.Seconds()
+				verify += ad.Verify.Seconds()
+				c.Close()
+			}
+			b.ReportMetric(took/float64(b.N), "adopt_s")
+			b.ReportMetric(verify/float64(b.N), "verify_s")
+			b.SetBytes(int64(size))
+		})
+	}
+}
