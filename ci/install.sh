@@ -102,7 +102,8 @@ PC
 		gzip -9n <"$m" >"$DESTDIR$MANDIR/man$sec/${m##*/}.gz"
 		chmod 0644 "$DESTDIR$MANDIR/man$sec/${m##*/}.gz"
 	done
-	sed "s|^ExecStart=/usr/bin/orbitkv-manager |ExecStart=$BINDIR/orbitkv-manager |" deploy/orbitkv-manager.service \
+	sed -e "s|^ExecStart=/usr/bin/orbitkv-manager |ExecStart=$BINDIR/orbitkv-manager |" \
+		-e "s|^ExecReload=+/usr/bin/orbitkvctl |ExecReload=+$BINDIR/orbitkvctl |" deploy/orbitkv-manager.service \
 		>"$DESTDIR$UNITDIR/orbitkv-manager.service"
 	chmod 0644 "$DESTDIR$UNITDIR/orbitkv-manager.service"
 	grep -q "^ExecStart=$BINDIR/orbitkv-manager " "$DESTDIR$UNITDIR/orbitkv-manager.service" || {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,12 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "exit": // dies before its hello
 		os.Exit(3)
+	case "no-state": // the predecessor closes before the state: exit 5 when told so
+		p, _ := Join(1)
+		if _, _, _, err := p.Receive(10 * time.Second); errors.Is(err, ErrClosed) {
+			os.Exit(5)
+		}
+		os.Exit(13)
 	case "die-after-state":
 		p, _ := Join(1)
 		p.Receive(10 * time.Second)
@@ -143,5 +150,19 @@ func TestASuccessorThatDiesIsReported(t *testing.T) {
 	case <-s.exited: // reaped before Hand returned
 	default:
 		t.Fatal("Hand returned before the successor was reaped")
+	}
+}
+
+// A predecessor that goes away after the hello (it died) leaves the
+// successor with ErrClosed from Receive: it starts with an empty tier.
+func TestASuccessorHearsAPredecessorThatWentAway(t *testing.T) {
+	s, err := spawnRole(t, "no-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.c.close()
+	<-s.exited
+	if ee, ok := s.err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Fatalf("the successor exited with %v, want status 5 (Receive saw ErrClosed)", s.err)
 	}
 }

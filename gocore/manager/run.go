@@ -63,6 +63,13 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	// the successor.
 	succ := m.upgrading()
 	var kept ram.Handed
+	if succ != nil && ctx.Err() != nil {
+		// A stop during the upgrade's drain: the service stops, and the
+		// successor with it.
+		m.log.Info("upgrade: abandoned for the shutdown requested during its drain")
+		succ.Abort()
+		succ = nil
+	}
 	if succ != nil {
 		var kerr error
 		if kept, kerr = m.Cache.Tiers().Arena().Dup(); kerr != nil {

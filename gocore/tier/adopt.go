@@ -33,6 +33,7 @@ func (t *Tiers) adopt() {
 	}
 	for _, b := range ad.Blocks {
 		k := index.Key{NS: b.NS, Hash: b.Hash}
+		t.learnLayout(k.NS, b.Bytes, b.Layers)
 		blk := t.idx.Insert(k, b.Bytes, b.Layers, 0, b.Chunks)
 		t.idx.Assign(blk, index.Domain(b.Domain))
 		t.idx.Seal(blk)

@@ -231,7 +231,7 @@ func TestTheUnitStartsUnderSystemd(t *testing.T) {
 }
 
 // deploy/orbitkv-manager.service passes systemd-analyze verify with its
-// ExecStart pointed at the built binary (the Documentation line is dropped:
+// ExecStart and ExecReload pointed at the built binaries (the Documentation line is dropped:
 // the man pages are not installed here; make test-install verifies the
 // installed unit with them).
 func TestTheUnitFileVerifies(t *testing.T) {
@@ -247,6 +247,7 @@ func TestTheUnitFileVerifies(t *testing.T) {
 		t.Fatal("the unit's ExecStart does not name /usr/bin/orbitkv-manager (the path make install rewrites)")
 	}
 	text := strings.ReplaceAll(string(b), "/usr/bin/orbitkv-manager", filepath.Join(binDir, "orbitkv-manager"))
+	text = strings.ReplaceAll(text, "/usr/bin/orbitkvctl", filepath.Join(binDir, "orbitkvctl"))
 	var lines []string
 	for _, l := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(l, "Documentation=") {

@@ -166,7 +166,7 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 	for _, c := range cands {
 		bytes := binary.LittleEndian.Uint64(c.head[40:])
 		parts := uint64(len(c.chunks))
-		if c.bad || slices.Contains(c.chunks, none) || parts == 0 || bytes == 0 ||
+		if c.bad || slices.Contains(c.chunks, none) || parts == 0 || bytes == 0 || binary.LittleEndian.Uint16(c.head[58:]) == 0 ||
 			bytes > parts*a.spec.ChunkBytes || bytes <= (parts-1)*a.spec.ChunkBytes {
 			ad.Torn++
 			a.dropCandidate(c)

@@ -3,6 +3,8 @@ package ram
 import (
 	"fmt"
 	"testing"
+
+	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // BenchmarkAdopt adopts a RAM tier whose every chunk holds a sealed block
@@ -11,9 +13,18 @@ import (
 // and verifying every block's checksum. It reports the seconds of the
 // whole adoption and of the verification, per tier size.
 func BenchmarkAdopt(b *testing.B) {
-	for _, size := range []uint64{256 << 20, 1 << 30, 4 << 30} {
-		b.Run(fmt.Sprintf("tier=%dMiB", size>>20), func(b *testing.B) {
-			s := Spec{CapacityBytes: size, ChunkBytes: 16 << 10, Prefault: true}
+	for _, pages := range []hugepages.Mode{hugepages.Off, hugepages.Require} {
+		for _, size := range []uint64{256 << 20, 1 << 30, 4 << 30} {
+			benchAdopt(b, pages, size)
+		}
+	}
+}
+
+func benchAdopt(b *testing.B, pages hugepages.Mode, size uint64) {
+	name := map[hugepages.Mode]string{hugepages.Off: "4KiB", hugepages.Require: "hugetlb"}[pages]
+	{
+		b.Run(fmt.Sprintf("pages=%s/tier=%dMiB", name, size>>20), func(b *testing.B) {
+			s := Spec{CapacityBytes: size, ChunkBytes: 16 << 10, Prefault: true, Hugepages: pages}
 			a, err := New(s)
 			if err != nil {
 				b.Skipf("no %d MiB here: %v", size>>20, err)

@@ -20,6 +20,16 @@
 // last chunk (under 2 MiB) is unused. Huge and Fallback say what the tier
 // got and, if not hugetlb, why.
 //
+// Ledger and adoption: beside the arena, a second memfd, the ledger
+// (ledger.go has its layout), records which chunks hold which sealed block,
+// with a crc32c of the block's bytes taken at seal (Seal) and cleared
+// before the chunks are free again (Release). A successor Manager handed
+// both memfds (Spec.Handed: an upgrade's handover, or systemd's fd store
+// after a crash) adopts every block whose entries agree and whose bytes
+// match the checksum, verified before New returns (adopt.go), and starts
+// with an empty tier when the ledger does not fit its configuration
+// (Adoption().Refused names why). docs/design.md §7.1 has the protocol.
+//
 // An Arena is not safe for concurrent use: the Manager's dispatcher
 // goroutine owns it (docs/design.md §3). The mapping stays valid until Close;
 // copy workers may read and write chunks only while the owner keeps them

@@ -40,6 +40,12 @@ func interruption(err error) bool {
 // second half's figures.
 func (w *replayWorker) requestAcrossRestarts(ids []uint64, after bool) error {
 	start := time.Now()
+	if w.c == nil { // an earlier request found no Manager to reconnect to
+		if err := w.reconnect(start.Add(reconnectBound)); err != nil {
+			w.res.RequestsFailed++
+			return nil
+		}
+	}
 	for {
 		saved := w.res
 		err := w.request(ids)

@@ -105,12 +105,12 @@ type workerResult struct {
 	// and hits of the requests from AfterFrom on; the sessions opened
 	// again; and, as Unix times in ns (0: none), when a request was first
 	// cut short and when the first Restore after that completed.
-	RequestsFailed  uint64 `json:"requests_failed,omitempty"`
-	BlocksAfter     uint64 `json:"blocks_after,omitempty"`
-	HitBlocksAfter  uint64 `json:"hit_blocks_after,omitempty"`
-	Reconnects      uint64 `json:"reconnects,omitempty"`
-	InterruptedNS   int64  `json:"interrupted_ns,omitempty"`
-	FirstRestoreNS  int64  `json:"first_restore_ns,omitempty"`
+	RequestsFailed uint64 `json:"requests_failed,omitempty"`
+	BlocksAfter    uint64 `json:"blocks_after,omitempty"`
+	HitBlocksAfter uint64 `json:"hit_blocks_after,omitempty"`
+	Reconnects     uint64 `json:"reconnects,omitempty"`
+	InterruptedNS  int64  `json:"interrupted_ns,omitempty"`
+	FirstRestoreNS int64  `json:"first_restore_ns,omitempty"`
 
 	remote *latency.Hist // Remote decoded (decodeWorkerResult)
 }
