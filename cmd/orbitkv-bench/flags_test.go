@@ -46,7 +46,7 @@ func visibleSuites() []string {
 var knownFlag = map[string]string{
 	"replay": "clients", "copy": "sizes", "ssd": "io-workers", "query": "hashes",
 	"discover": "load-time", "policy": "fractions", "transfer": "rails", "channel": "round-trips",
-	"wake": "sleep", "peers": "lookups", "compare": "strict",
+	"wake": "sleep", "peers": "lookups", "compare": "strict", "restart": "scenarios",
 }
 
 func TestEverySuitesHelpGoesToStdoutAndListsItsFlagsWithTwoDashes(t *testing.T) {
