@@ -469,14 +469,7 @@ func replyExtensions(version string) []byte {
 // files (the fixed three, then the records' fds) attached.
 func (s *Server) writeReply(c *net.UnixConn, r abi.HelloReply, ext []byte, files []*os.File) error {
 	b := append(r.AppendTo(make([]byte, 0, abi.HelloReplySize+len(ext))), ext...)
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
-	}
+	oob := unixsock.Rights(files...)
 	c.SetWriteDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	defer c.SetWriteDeadline(time.Time{})
 	n, _, err := c.WriteMsgUnix(b, oob, nil)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 )
 
 // ErrClosed is wrapped when the other side closed its end (it exited).
@@ -28,15 +30,7 @@ func (c *conn) close() {
 }
 
 func (c *conn) send(m Message, files ...*os.File) error {
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
-	}
-	if err := unix.Sendmsg(c.fd, m.Encode(), oob, nil, 0); err != nil {
+	if err := unix.Sendmsg(c.fd, m.Encode(), unixsock.Rights(files...), nil, 0); err != nil {
 		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
 			return fmt.Errorf("sending %s: %w", m.Kind, ErrClosed)
 		}

@@ -130,7 +130,7 @@ var allowed = map[string][]string{
 	"gocore/copier":             {"gocore/abi", "gocore/index", "gocore/internal/native", "gocore/session", "gocore/tier/ram"},
 	"gocore/evict":              {},
 	"gocore/failpoint":          {},
-	"gocore/handover":           {},
+	"gocore/handover":           {"gocore/unixsock"},
 	"gocore/identity":           {"gocore/abi"},
 	"gocore/discover":           {"gocore/abi", "gocore/index", "gocore/limit"},
 	"gocore/index":              {"gocore/abi", "gocore/evict"},

@@ -21,16 +21,21 @@ func Notify(path, state string, files ...*os.File) error {
 		return fmt.Errorf("notify socket %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
-	}
-	if err := unix.Sendmsg(fd, []byte(state), oob, &unix.SockaddrUnix{Name: path}, 0); err != nil {
+	if err := unix.Sendmsg(fd, []byte(state), Rights(files...), &unix.SockaddrUnix{Name: path}, 0); err != nil {
 		return fmt.Errorf("notify socket %s: %w", path, err)
 	}
 	return nil
+}
+
+// Rights is the SCM_RIGHTS control message that passes files' descriptors
+// with a message (nil for none).
+func Rights(files ...*os.File) []byte {
+	if len(files) == 0 {
+		return nil
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	return unix.UnixRights(fds...)
 }
