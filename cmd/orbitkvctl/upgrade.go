@@ -26,9 +26,9 @@ func upgradeCmd(g *globals) *cobra.Command {
 arguments. Once the new Manager's configuration is valid, the running one
 drains as drain does (new sessions and operations refused, operations in flight
 waited for, at most --timeout), stops serving, and passes its RAM tier's memory
-(memfds) to the new one, which checks every sealed block against the checksum
-taken at its seal, adopts those that match, takes a new epoch and serves;
-engines reconnect to it by themselves. The old Manager then exits. If the new
+(memfds) to the new one, which takes a new epoch and serves at once, each
+sealed block once its bytes matched the checksum taken at its seal (verified
+in the background); engines reconnect to it by themselves. The old Manager then exits. If the new
 one fails, the old one kills it and serves the same RAM tier again under a new
 epoch. upgrade waits until a Manager serves on the operator socket again and
 prints which one, with the blocks it holds. The unit's ExecReload= runs it.`,
@@ -53,7 +53,7 @@ prints which one, with the blocks it holds. The unit's ExecReload= runs it.`,
 			}
 			return printAs(cmd.OutOrStdout(), g.output, h, func(w io.Writer) error {
 				if h.ManagerPid == r.SuccessorPid {
-					fmt.Fprintf(w, "upgraded in %s: pid %d (epoch %d) serves %d blocks (%s) in RAM; pid %d exited\n",
+					fmt.Fprintf(w, "upgraded in %s: pid %d (epoch %d) serves, %d blocks (%s) verified in RAM so far (its log says when all are); pid %d exited\n",
 						time.Since(start).Round(time.Millisecond), h.ManagerPid, h.Epoch, h.Blocks, ibytes(h.RamUsedBytes), r.ManagerPid)
 					return nil
 				}

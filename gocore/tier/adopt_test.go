@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
@@ -33,10 +34,12 @@ func eventTracker(t *testing.T) *kvevents.Tracker {
 }
 
 // A successor's tiers over a handed-over RAM tier hold every block the
-// predecessor sealed, sealed, in its domain, with the bytes it had, and
-// announce each on the KV event stream (medium CPU) with the record it
-// was published with; a block still publishing at the handover is not
-// adopted, and its chunks are free.
+// predecessor sealed, invisible until its bytes matched the checksum taken
+// at its seal, then sealed, in its domain, with the bytes it had, and
+// announced on the KV event stream (medium CPU) with the record it was
+// published with; a block whose bytes changed after its seal is dropped,
+// a block still publishing at the handover is not adopted, and their
+// chunks are free.
 func TestAdoptedBlocksAreIndexedAndAnnouncedAgain(t *testing.T) {
 	spec := Spec{RAM: ram.Spec{CapacityBytes: 16 * qBlock, ChunkBytes: pChunk}, Ring: func() {}}
 	spec.Events = eventTracker(t)
@@ -59,12 +62,13 @@ func TestAdoptedBlocksAreIndexedAndAnnouncedAgain(t *testing.T) {
 			old.SealRecord(b, testRecord(uint64(100+i), 16))
 		}
 	}
+	old.Arena().Chunk(fresh[4].Chunks[1])[9] ^= 0xff // block 4 changes after its seal
 	handed, err := old.Arena().Dup()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[index.Key][]byte{}
-	for i := range 5 {
+	for i := range 4 {
 		b := old.Index().Lookup(qKey(nsB, i))
 		var data []byte
 		for _, id := range b.Chunks {
@@ -76,6 +80,8 @@ func TestAdoptedBlocksAreIndexedAndAnnouncedAgain(t *testing.T) {
 
 	spec.Events = eventTracker(t)
 	spec.RAM.Handed = &handed
+	// Block 4's bytes change after its seal (before the successor maps
+	// them): it is adopted, fails its checksum, and is never served.
 	ts, err := New(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +91,20 @@ func TestAdoptedBlocksAreIndexedAndAnnouncedAgain(t *testing.T) {
 		t.Fatalf("adoption %+v", ad)
 	}
 	for i := range 6 {
+		if ts.Index().Lookup(qKey(nsB, i)) != nil {
+			t.Fatalf("block %d is visible before its verification", i)
+		}
+	}
+	verified(t, ts)
+	if st, _ := ts.Adopted(); st.Blocks != 4 || st.DroppedChecksum != 1 || st.Bytes != 4*qBlock {
+		t.Fatalf("verification %+v, want 4 blocks served and 1 dropped", st)
+	}
+	for i := range 6 {
 		k := qKey(nsB, i)
 		b := ts.Index().Lookup(k)
-		if i == 5 {
-			if b != nil {
-				t.Fatal("a block still publishing at the handover was adopted")
+		if i >= 4 {
+			if b != nil || ts.Index().Contains(k) {
+				t.Fatalf("block %d (changed after its seal, or still publishing at the handover) was kept", i)
 			}
 			continue
 		}
@@ -107,7 +122,24 @@ func TestAdoptedBlocksAreIndexedAndAnnouncedAgain(t *testing.T) {
 			t.Fatalf("block %d: the event stream holds record %x, want the published one", i, rec)
 		}
 	}
-	if free := ts.Arena().Free(); free != ts.Arena().Chunks()-5*2 {
-		t.Fatalf("%d chunks free, want all but the 5 blocks' 10", free)
+	if free := ts.Arena().Free(); free != ts.Arena().Chunks()-4*2 {
+		t.Fatalf("%d chunks free, want all but the 4 blocks' 8", free)
+	}
+}
+
+// verified runs the dispatcher's Complete until the adopted blocks are
+// all verified.
+func verified(t *testing.T, ts *Tiers) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ts.Complete(64)
+		if _, verifying := ts.Adopted(); !verifying {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the adopted blocks were not verified within 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -269,13 +269,15 @@ func (t *Tiers) startReads(d index.Domain, run []ssdItem, r Reader) {
 	}
 }
 
-// Complete applies at most limit finished prefetches and peer events
+// Complete applies the verdicts of an adopted tier's verification
+// (adopt.go), then at most limit finished prefetches and peer events
 // (dispatcher goroutine): each block is sealed, or discarded when its read
 // or fetch failed, and its Reader told; then queued advertisements are
 // handed over. It returns how many reads and fetches ended and whether
 // more may be queued.
 func (t *Tiers) Complete(limit int) (got int, more bool) {
 	defer t.FlushAdverts()
+	got = t.completeAdoption() // blocks now visible may resolve waiting tickets
 	n := 0 // events applied, within limit
 	if t.peer != nil {
 	peer:

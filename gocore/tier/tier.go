@@ -101,6 +101,10 @@ type Tiers struct {
 	ev    *kvevents.Tracker // nil without Spec.Events
 	// records gives the record of a block sealed without one (Spec.Records).
 	records func(index.Key) []byte
+	// adopting verifies the blocks of a handed-over RAM tier (adopt.go;
+	// nil when none is left); adopted is what it did once it ended.
+	adopting *adoption
+	adopted  AdoptedStats
 	batch   map[index.Key]struct{}
 	// quotas are the domains' quotas and refusals, by index.Domain
 	// (quota.go); dispatcher goroutine only.
@@ -164,14 +168,16 @@ func New(s Spec) (*Tiers, error) {
 		t.ev = s.Events
 	}
 	t.records = s.Records
-	t.adopt()
+	t.adopt(s.Ring)
 	return t, nil
 }
 
-// Close ends every peer fetch and waits for its goroutine, waits for every
-// SSD I/O (both write RAM frames), then frees the RAM tier. The copy
+// Close stops the verification of an adopted tier, ends every peer fetch
+// and waits for its goroutine, waits for every SSD I/O (both write RAM
+// frames), then frees the RAM tier. The copy
 // engine must have drained first.
 func (t *Tiers) Close() {
+	t.stopAdoption()
 	if t.peer != nil {
 		t.peer.close()
 	}

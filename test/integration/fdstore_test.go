@@ -55,8 +55,8 @@ func verifyRange(t *testing.T, sock string, first, count int) (visible, bad int)
 // A Manager under a service manager keeps its RAM tier's memfds in the fd
 // store; SIGKILLed while clients publish and restore, it is restarted with
 // them (LISTEN_FDS) and serves every block it had sealed, byte for byte,
-// from its first request; blocks whose copies the kill cut short are not
-// served. A clean stop then removes the memfds from the store.
+// once each passed its checksum; blocks whose copies the kill cut short
+// are not served. A clean stop then removes the memfds from the store.
 func TestAKilledManagerAdoptsItsRAMTierFromTheFDStore(t *testing.T) {
 	stub, err := sdstub.Start(t.TempDir())
 	if err != nil {
@@ -88,7 +88,7 @@ func TestAKilledManagerAdoptsItsRAMTierFromTheFDStore(t *testing.T) {
 	loop.wait(t, 10*time.Second)
 
 	m2 := startUnderStub(t, stub, sock, httpAddr, args...)
-	m2.waitOutput(t, "ram tier: adopted the blocks a predecessor sealed", 5*time.Second)
+	m2.waitOutput(t, "ram tier: verified the adopted blocks", 10*time.Second)
 	if strings.Contains(m2.Output(), "refused") {
 		t.Fatalf("the restarted Manager refused the tier:\n%s", m2.Output())
 	}

@@ -92,6 +92,7 @@ func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
 		t.Fatalf("the old Manager exited with %v:\n%s", err, m.Output())
 	}
 	loop.wait(t, 20*time.Second)
+	m.waitOutput(t, "ram tier: verified the adopted blocks", 10*time.Second) // the successor's log is the old one's
 	for _, want := range []string{"upgrade: the successor adopted the RAM tier; exiting", "ram tier: adopted the blocks a predecessor sealed"} {
 		if !strings.Contains(m.Output(), want) {
 			t.Fatalf("no %q in the log:\n%s", want, m.Output())
@@ -137,6 +138,7 @@ func TestAFailedUpgradeLeavesTheOldManagerServingTheSameTier(t *testing.T) {
 	if !strings.Contains(m.Output(), "upgrade: serving the RAM tier again") {
 		t.Fatalf("no resumption in the log:\n%s", m.Output())
 	}
+	m.waitOutput(t, "ram tier: verified the adopted blocks", 10*time.Second)
 	if v, bad := verifyRange(t, sock, 0, 32); v != 32 || bad != 0 {
 		t.Fatalf("after the failed upgrade %d of 32 blocks visible, %d mismatched:\n%s", v, bad, m.Output())
 	}

@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
@@ -20,11 +18,18 @@ import (
 type Handed struct{ Arena, Ledger *os.File }
 
 // Adopted is one sealed block New adopted, with the chunks it occupies in
-// byte order.
+// byte order and the crc32c of its bytes taken at its seal. Its bytes are
+// not verified yet: Verify does that, and the caller serves the block only
+// once it passed.
 type Adopted struct {
 	BlockMeta
 	Chunks []uint32
+	Sum    uint32
 }
+
+// Verify reports whether b's bytes match the checksum taken at its seal.
+// Safe on any goroutine while b's chunks stay allocated and unwritten.
+func (a *Arena) Verify(b *Adopted) bool { return a.checksum(b.Chunks, b.Bytes) == b.Sum }
 
 // Adoption is what New did with Spec.Handed.
 type Adoption struct {
@@ -37,18 +42,14 @@ type Adoption struct {
 	Bytes   uint64    // bytes of the blocks adopted
 	// Blocks dropped, by reason: Torn, parts missing or disagreeing (a
 	// seal or release the predecessor did not finish); Corrupt, an entry
-	// whose check fails; Checksum, block bytes that differ from the
-	// checksum taken at seal; Duplicate, a key a later entry holds too.
-	Torn, Corrupt, Checksum, Duplicate int
-	// Verify is how long checking every block's bytes took (Took
-	// includes it, the ledger scan and mapping the memory).
-	Verify, Took time.Duration
+	// whose check fails; Duplicate, a key a later entry holds too.
+	Torn, Corrupt, Duplicate int
+	Took                     time.Duration // mapping both memfds and scanning the ledger
 }
 
-// adopt maps the handed memfds and adopts what the ledger holds. The
-// checksums are verified eagerly, here: a block is served only after its
-// bytes matched the checksum taken at its seal, and adoption costs one
-// read of the tier's used bytes, spread over GOMAXPROCS goroutines.
+// adopt maps the handed memfds and adopts the blocks the ledger holds
+// whose entries agree. It reads the ledger, not the blocks' bytes: their
+// checksums are the caller's to verify (Verify) before it serves them.
 func adopt(s Spec, h Handed) (*Arena, error) {
 	start := time.Now()
 	n := s.CapacityBytes / s.ChunkBytes
@@ -71,10 +72,7 @@ func adopt(s Spec, h Handed) (*Arena, error) {
 	l := &ledger{mem: lm, b: lm.Bytes(), room: room, stride: entryHeadBytes + room}
 	a := &Arena{spec: s, mem: mem, base: mem.Bytes(), total: uint32(n), ledger: l}
 	ad := &a.adoption
-	cands := a.scan(ad)
-	vstart := time.Now()
-	a.verify(cands, ad)
-	ad.Verify = time.Since(vstart)
+	a.collect(a.scan(ad), ad)
 	used := make([]bool, n)
 	for _, c := range ad.Blocks {
 		for _, id := range c.Chunks {
@@ -88,10 +86,10 @@ func adopt(s Spec, h Handed) (*Arena, error) {
 	}
 	ad.Took = time.Since(start)
 	if s.Prefault {
-		// The verification mapped the blocks' pages; the free chunks' are
-		// mapped in the background (the pages exist: this only maps
-		// them), so the successor serves at once and later copies take no
-		// faults. Close stops it and waits.
+		// The pages are mapped in the background (they exist: this only
+		// maps them), so the successor serves at once and later copies
+		// take no faults; the verification faults the blocks' pages in
+		// meanwhile. Close stops it and waits.
 		a.stopMap, a.mapped = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(a.mapped)
@@ -206,35 +204,14 @@ func (a *Arena) dropCandidate(c *candidate) {
 	c.chunks = nil
 }
 
-// verify checks each candidate's bytes against its seal checksum on
-// GOMAXPROCS goroutines and appends those that match to ad.Blocks (seal
-// order kept); the others are cleared and counted as Checksum.
-func (a *Arena) verify(cands []*candidate, ad *Adoption) {
-	ok := make([]bool, len(cands))
-	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), max(len(cands), 1))
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(cands); i += workers {
-				c := cands[i]
-				if c.chunks == nil { // dropped as a duplicate
-					continue
-				}
-				ok[i] = a.checksum(c.chunks, binary.LittleEndian.Uint64(c.head[40:])) == c.sum
-			}
-		})
-	}
-	wg.Wait()
-	for i, c := range cands {
-		if c.chunks == nil {
+// collect appends the candidates that survived the scan to ad.Blocks, in
+// seal order, with their records.
+func (a *Arena) collect(cands []*candidate, ad *Adoption) {
+	for _, c := range cands {
+		if c.chunks == nil { // dropped as a duplicate
 			continue
 		}
-		if !ok[i] {
-			ad.Checksum++
-			a.dropCandidate(c)
-			continue
-		}
-		b := Adopted{Chunks: c.chunks, BlockMeta: BlockMeta{
+		b := Adopted{Chunks: c.chunks, Sum: c.sum, BlockMeta: BlockMeta{
 			Bytes: binary.LittleEndian.Uint64(c.head[40:]), Layers: uint32(binary.LittleEndian.Uint16(c.head[58:])),
 			Domain: binary.LittleEndian.Uint16(c.head[56:])}}
 		copy(b.NS[:], c.head[8:24])

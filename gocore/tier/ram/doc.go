@@ -25,9 +25,9 @@
 // with a crc32c of the block's bytes taken at seal (Seal) and cleared
 // before the chunks are free again (Release). A successor Manager handed
 // both memfds (Spec.Handed: an upgrade's handover, or systemd's fd store
-// after a crash) adopts every block whose entries agree and whose bytes
-// match the checksum, verified before New returns (adopt.go), and starts
-// with an empty tier when the ledger does not fit its configuration
+// after a crash) adopts every block whose entries agree (adopt.go), each
+// with the checksum its caller verifies (Verify) before serving it, and
+// starts with an empty tier when the ledger does not fit its configuration
 // (Adoption().Refused names why). docs/design.md §7.1 has the protocol.
 //
 // An Arena is not safe for concurrent use: the Manager's dispatcher

@@ -58,12 +58,15 @@ type restartScenario struct {
 	// EventS is how long the event itself took (the stop and start, the
 	// upgrade command, the kill and restart); TierBytes the RAM tier's
 	// used bytes at the event; AdoptedBlocks and AdoptedBytes what the
-	// next Manager adopted, in AdoptS (its log's took=).
+	// next Manager adopted and verified and serves; ScanS how long its
+	// ledger scan took before it served, VerifyS its verification of the
+	// blocks' checksums while it served (its log's took= of each).
 	EventS        float64 `json:"event_s"`
 	TierBytes     uint64  `json:"tier_bytes"`
 	AdoptedBlocks uint64  `json:"adopted_blocks"`
 	AdoptedBytes  uint64  `json:"adopted_bytes"`
-	AdoptS        float64 `json:"adopt_s"`
+	ScanS         float64 `json:"scan_s"`
+	VerifyS       float64 `json:"verify_s"`
 	Requests      uint64  `json:"requests"`
 	WallS         float64 `json:"wall_s"`
 }
@@ -176,15 +179,15 @@ func medianScenario(runs []*restartScenario) *restartScenario {
 func writeRestartTable(w io.Writer, out *restartReport) error {
 	fmt.Fprintf(w, "orbitkv-bench restart: %s, %d clients, %s RAM tier, %s blocks, the event at request %d\n\n",
 		filepath.Base(out.Trace), out.Clients, humanize.IBytes(out.RAMCapacity), humanize.IBytes(out.BlockBytes), out.EventAt)
-	fmt.Fprintf(w, "%-13s %15s %9s %12s %16s %11s %10s %12s %9s %9s\n", "scenario", "hit_ratio_after", "failed", "no_service_s",
-		"no_service_all_s", "mismatched", "event_s", "tier", "adopted", "adopt_s")
+	fmt.Fprintf(w, "%-13s %15s %9s %12s %16s %11s %10s %12s %9s %9s %9s\n", "scenario", "hit_ratio_after", "failed", "no_service_s",
+		"no_service_all_s", "mismatched", "event_s", "tier", "adopted", "scan_s", "verify_s")
 	var none float64
 	for _, sc := range out.Scenarios {
 		if sc.Name == scenarioNone {
 			none = sc.HitRatioAfter
 		}
-		fmt.Fprintf(w, "%-13s %15.4f %9d %12.3f %16.3f %11d %10.3f %12s %9d %9.3f\n", sc.Name, sc.HitRatioAfter, sc.RequestsFailed,
-			sc.NoServiceS, sc.NoServiceAllS, sc.MismatchedBytes, sc.EventS, humanize.IBytes(sc.TierBytes), sc.AdoptedBlocks, sc.AdoptS)
+		fmt.Fprintf(w, "%-13s %15.4f %9d %12.3f %16.3f %11d %10.3f %12s %9d %9.3f %9.3f\n", sc.Name, sc.HitRatioAfter, sc.RequestsFailed,
+			sc.NoServiceS, sc.NoServiceAllS, sc.MismatchedBytes, sc.EventS, humanize.IBytes(sc.TierBytes), sc.AdoptedBlocks, sc.ScanS, sc.VerifyS)
 	}
 	if none > 0 {
 		fmt.Fprintln(w)
@@ -245,8 +248,12 @@ func (h *halfway) wait() error {
 
 var successorPid = regexp.MustCompile(`successor pid (\d+)`)
 
-// adoptedLine is the Manager's log line of an adoption (gocore/tier).
-var adoptedLine = regexp.MustCompile(`ram tier: adopted the blocks a predecessor sealed" blocks=(\d+) bytes=(\d+) .* took=(\S+)`)
+// The Manager's log lines of an adoption (gocore/tier, adopt.go): the
+// ledger scanned, then every block verified.
+var (
+	scannedLine  = regexp.MustCompile(`ram tier: adopted the blocks a predecessor sealed; [^"]*" blocks=\d+ bytes=\d+ .* took=(\S+)`)
+	verifiedLine = regexp.MustCompile(`ram tier: verified the adopted blocks" serving=(\d+) bytes=(\d+) dropped_checksum=\d+ took=(\S+)`)
+)
 
 // restartOnce is one replay with the scenario's event at its half.
 func restartOnce(cfg *replayConfig, plan *replayPlan, scenario string, stderr io.Writer, prog *suite.Progress) (*restartScenario, error) {
@@ -366,11 +373,17 @@ func restartOnce(cfg *replayConfig, plan *replayPlan, scenario string, stderr io
 		sc.NoServiceS = float64(first-eventNS) / 1e9
 		sc.NoServiceAllS = float64(last-eventNS) / 1e9
 	}
-	if mm := adoptedLine.FindStringSubmatch(logOf()); mm != nil {
+	log := logOf()
+	if mm := verifiedLine.FindStringSubmatch(log); mm != nil {
 		sc.AdoptedBlocks, _ = strconv.ParseUint(mm[1], 10, 64)
 		sc.AdoptedBytes, _ = strconv.ParseUint(mm[2], 10, 64)
 		if d, err := time.ParseDuration(mm[3]); err == nil {
-			sc.AdoptS = d.Seconds()
+			sc.VerifyS = d.Seconds()
+		}
+	}
+	if mm := scannedLine.FindStringSubmatch(log); mm != nil {
+		if d, err := time.ParseDuration(mm[1]); err == nil {
+			sc.ScanS = d.Seconds()
 		}
 	}
 	return sc, nil
