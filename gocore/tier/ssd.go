@@ -278,7 +278,7 @@ func (t *Tiers) startReads(d index.Domain, run []ssdItem, r Reader) {
 func (t *Tiers) Complete(limit int) (got int, more bool) {
 	defer t.FlushAdverts()
 	got = t.completeAdoption() // blocks now visible may resolve waiting tickets
-	n := 0 // events applied, within limit
+	n := 0                     // events applied, within limit
 	if t.peer != nil {
 	peer:
 		for ; n < limit; n++ {

@@ -105,7 +105,7 @@ type Tiers struct {
 	// nil when none is left); adopted is what it did once it ended.
 	adopting *adoption
 	adopted  AdoptedStats
-	batch   map[index.Key]struct{}
+	batch    map[index.Key]struct{}
 	// quotas are the domains' quotas and refusals, by index.Domain
 	// (quota.go); dispatcher goroutine only.
 	quotas []domainQuota
