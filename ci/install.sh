@@ -69,7 +69,15 @@ install)
 	need "${mans[0]}" man
 	install -d "$DESTDIR$BINDIR" "$DESTDIR$LIBDIR/pkgconfig" "$DESTDIR$INCLUDEDIR/orbitkv" "$DESTDIR$UNITDIR" \
 		"$DESTDIR$DATADIR/grafana" "$DESTDIR$DATADIR/prometheus" "$DESTDIR$DATADIR/systemd" "$DESTDIR$SYSCONFDIR/orbitkv"
-	for b in $BINS; do install -m 0755 "bin/$b" "$DESTDIR$BINDIR/$b"; done
+	# The Manager is execute-only for others (0711): a process that runs a
+	# binary its user cannot read starts non-dumpable (execve(2)), so no
+	# process of the unit's uid can take the RAM tier's memfds it inherits
+	# (LISTEN_FDS after a crash) before it makes itself non-dumpable.
+	for b in $BINS; do
+		mode=0755
+		[[ $b == orbitkv-manager ]] && mode=0711
+		install -m "$mode" "bin/$b" "$DESTDIR$BINDIR/$b"
+	done
 	install -m 0644 "$NATIVE_DIR/$so" "$DESTDIR$LIBDIR/$so"
 	ln -sfn "$so" "$DESTDIR$LIBDIR/$soname"
 	ln -sfn "$soname" "$DESTDIR$LIBDIR/liborbitkv.so"

@@ -73,6 +73,8 @@ for f in usr/bin/orbitkv-manager usr/bin/orbitkvctl usr/bin/orbitkv-bench \
 	etc/orbitkv/manager.toml etc/orbitkv/manager.toml.example usr/share/doc/orbitkv/changelog.gz usr/share/doc/orbitkv/CHANGELOG.md.gz; do
 	[[ -e $fs/$f ]] && pass "/$f" || fail "/$f is not in the package"
 done
+[[ $(stat -c %a "$fs/usr/bin/orbitkv-manager") == 711 ]] && pass "/usr/bin/orbitkv-manager is 0711 (non-dumpable from exec for its unit's uid)" ||
+	fail "/usr/bin/orbitkv-manager is $(stat -c %a "$fs/usr/bin/orbitkv-manager"), want 711"
 [[ $(readlink "$fs/$lib/liborbitkv.so.0") == "liborbitkv.so.$(ci/version.sh base)" ]] && pass "SONAME link" || fail "liborbitkv.so.0 -> $(readlink "$fs/$lib/liborbitkv.so.0")"
 soname=$(readelf -d "$fs/$lib/liborbitkv.so.0" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [[ $soname == liborbitkv.so.0 ]] && pass "SONAME liborbitkv.so.0" || fail "SONAME is '$soname'"

@@ -2,10 +2,12 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/coreos/go-systemd/v22/activation"
 
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
+	"github.com/orbitkv/orbitkv/gocore/unixsock"
 )
 
 // inheritedTier is the RAM tier a predecessor left in systemd's file
@@ -29,6 +31,16 @@ func inheritedTier(log *slog.Logger) *ram.Handed {
 	}
 	if h.Arena == nil && h.Ledger == nil {
 		return nil
+	}
+	// Out of the store while this process adopts them: an adoption that
+	// crashes is not tried again by the next start (New stores them again
+	// once the tier is made).
+	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
+		for _, name := range []string{ram.ArenaName, ram.LedgerName} {
+			if err := unixsock.Notify(sock, "FDSTOREREMOVE=1\nFDNAME="+name); err != nil {
+				log.Warn("fd store: removing the inherited memfd failed", slog.String("fd", name), slog.Any("err", err))
+			}
+		}
 	}
 	log.Info("fd store: a predecessor's RAM tier was passed in; adopting it",
 		slog.Bool("arena", h.Arena != nil), slog.Bool("ledger", h.Ledger != nil))

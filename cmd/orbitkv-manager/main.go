@@ -346,7 +346,10 @@ func run(o *options) error {
 		s.Cache.Tiers.RAM.Handed = inheritedTier(log)
 	}
 	s.Upgrade = manager.UpgradeSpec{Executable: executable(log), Args: os.Args[1:]}
-	pred := predecessor(log, &s)
+	pred, err := predecessor(log, &s)
+	if err != nil {
+		return failed(log, "start failed", exitInternal, err)
+	}
 	// Signals are caught from before the start: SIGTERM or SIGINT during
 	// it stops the Manager cleanly once New returns (the step in progress,
 	// such as the RAM pre-fault, finishes first), and SIGHUP is ignored

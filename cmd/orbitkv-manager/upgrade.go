@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -31,26 +32,23 @@ func executable(log *slog.Logger) string {
 }
 
 // predecessor is the Manager that started this one to hand it its RAM
-// tier (handover.EnvFD set; nil otherwise). It says hello, waits for the
-// tier while the predecessor drains and stops, and sets it as the tier to
-// adopt. Without it (the predecessor died, or sent something else) this
-// Manager starts with an empty tier.
-func predecessor(log *slog.Logger, s *manager.Spec) *handover.Predecessor {
+// tier (handover.EnvFD set; nil, nil otherwise). It says hello, waits for
+// the tier while the predecessor drains and stops, and sets it as the tier
+// to adopt. Without it (the predecessor died, or sent something else) this
+// process must not serve: it is not the service's main process, and the
+// service manager restarts the service as after any crash. The error says
+// why.
+func predecessor(log *slog.Logger, s *manager.Spec) (*handover.Predecessor, error) {
 	p, err := handover.Join(ram.LedgerVersion)
-	if err != nil {
-		log.Error("upgrade: the handover connection is unusable; starting with an empty RAM tier", slog.Any("err", err))
-		return nil
-	}
-	if p == nil {
-		return nil
+	if err != nil || p == nil {
+		return nil, err
 	}
 	log.Info("upgrade: started by a running Manager; waiting for it to drain and hand over its RAM tier")
 	start := time.Now()
 	arena, ledger, epoch, err := p.Receive(predecessorState)
 	if err != nil {
-		log.Error("upgrade: no RAM tier from the predecessor; starting with an empty one", slog.Any("err", err))
 		p.Close()
-		return nil
+		return nil, fmt.Errorf("upgrade: no RAM tier from the predecessor: %w", err)
 	}
 	log.Info("upgrade: the predecessor handed over its RAM tier", slog.Uint64("predecessor_epoch", epoch), slog.Duration("waited", time.Since(start)))
 	if s.Cache == nil {
@@ -61,7 +59,7 @@ func predecessor(log *slog.Logger, s *manager.Spec) *handover.Predecessor {
 		}
 		s.Cache.Tiers.RAM.Handed = &ram.Handed{Arena: arena, Ledger: ledger}
 	}
-	return p
+	return p, nil
 }
 
 // adopted tells the predecessor what the new Manager adopted, after which
@@ -75,4 +73,7 @@ func adopted(log *slog.Logger, m *manager.Manager, p *handover.Predecessor) {
 	if err := p.Adopted(blocks, bytes, predecessorDone); err != nil {
 		log.Warn("upgrade: the predecessor did not acknowledge the adoption", slog.Any("err", err))
 	}
+	// The predecessor made this process the service's main one: only now
+	// does systemd take its fds.
+	m.StoreTier()
 }

@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/orbitkv/orbitkv/proto/operatorpb"
 )
 
-// upgradeWait bounds how long upgrade waits, after the drain, for the
-// successor to serve (its adoption of the RAM tier included).
-const upgradeWait = 5 * time.Minute
+// upgradeWait bounds how long upgrade waits, after the drain, for a
+// Manager to serve: the successor (the old Manager waits up to 5 minutes
+// for it to adopt the tier), or the old one serving again.
+const upgradeWait = 6 * time.Minute
 
 func upgradeCmd(g *globals) *cobra.Command {
 	var wait time.Duration
@@ -38,21 +42,39 @@ prints which one, with the blocks it holds. The unit's ExecReload= runs it.`,
 				return usagef("upgrade: --timeout must be between 1ms and 1h (got %v)", wait)
 			}
 			start := time.Now()
-			r, err := get(g, successorStart, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.UpgradeReply, error) {
-				return c.Upgrade(ctx, &operatorpb.UpgradeRequest{TimeoutNs: uint64(wait)}, opts...)
+			before, err := get(g, 0, func(ctx context.Context, c operatorpb.OperatorClient, opts ...grpc.CallOption) (*operatorpb.HealthReply, error) {
+				return c.Health(ctx, &operatorpb.HealthRequest{}, opts...)
 			})
 			if err != nil {
 				return err
 			}
 			w := cmd.ErrOrStderr()
-			fmt.Fprintf(w, "upgrade: successor pid %d started from %s; pid %d drains (at most %s) and hands over its RAM tier\n",
-				r.SuccessorPid, r.Executable, r.ManagerPid, wait)
+			var r *operatorpb.UpgradeReply
+			var raw error // the call's own error, before call explains it
+			err = g.call(func(c operatorpb.OperatorClient, opts ...grpc.CallOption) error {
+				ctx, cancel := context.WithTimeout(context.Background(), successorStart)
+				defer cancel()
+				r, raw = c.Upgrade(ctx, &operatorpb.UpgradeRequest{TimeoutNs: uint64(wait)}, opts...)
+				return raw
+			})
+			switch {
+			case err != nil && status.Code(raw) == codes.Unavailable && strings.Contains(status.Convert(raw).Message(), "EOF"):
+				// An idle Manager drains at once and may close the socket
+				// before its reply is out: the upgrade goes on.
+				fmt.Fprintf(w, "upgrade: pid %d closed the operator socket before its reply (it drains); waiting for the Manager that serves next\n", before.ManagerPid)
+				r = &operatorpb.UpgradeReply{ManagerPid: before.ManagerPid, Epoch: before.Epoch}
+			case err != nil:
+				return err
+			default:
+				fmt.Fprintf(w, "upgrade: successor pid %d started from %s; pid %d drains (at most %s) and hands over its RAM tier\n",
+					r.SuccessorPid, r.Executable, r.ManagerPid, wait)
+			}
 			h, err := awaitManager(g, r, start.Add(wait+upgradeWait))
 			if err != nil {
 				return err
 			}
 			return printAs(cmd.OutOrStdout(), g.output, h, func(w io.Writer) error {
-				if h.ManagerPid == r.SuccessorPid {
+				if h.ManagerPid != r.ManagerPid {
 					fmt.Fprintf(w, "upgraded in %s: pid %d (epoch %d) serves, %d blocks (%s) verified in RAM so far (its log says when all are); pid %d exited\n",
 						time.Since(start).Round(time.Millisecond), h.ManagerPid, h.Epoch, h.Blocks, ibytes(h.RamUsedBytes), r.ManagerPid)
 					return nil

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,38 +42,48 @@ func (c *conn) send(m Message, files ...*os.File) error {
 }
 
 // recv waits up to timeout for one message of kind want; fds that came
-// with it are returned (State), any others closed.
+// with it are returned (Hello, State), any others closed.
 func (c *conn) recv(want Kind, timeout time.Duration) (Message, []*os.File, error) {
+	m, files, _, err := c.recvCred(want, timeout)
+	return m, files, err
+}
+
+// recvCred is recv that also returns the sender's credentials, which the
+// kernel attaches when the socket has SO_PASSCRED (nil otherwise).
+func (c *conn) recvCred(want Kind, timeout time.Duration) (Message, []*os.File, *unix.Ucred, error) {
 	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
 	deadline := time.Now().Add(timeout)
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return Message{}, nil, fmt.Errorf("%w after %v waiting for %s", ErrTimeout, timeout, want)
+			return Message{}, nil, nil, fmt.Errorf("%w after %v waiting for %s", ErrTimeout, timeout, want)
 		}
 		n, err := unix.Poll(pfd, int(min(left.Milliseconds()+1, 1<<30)))
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return Message{}, nil, fmt.Errorf("handover: poll: %w", err)
+			return Message{}, nil, nil, fmt.Errorf("handover: poll: %w", err)
 		}
 		if n > 0 {
 			break
 		}
 	}
-	b, oob := make([]byte, MessageBytes+1), make([]byte, unix.CmsgSpace(4*4))
+	b, oob := make([]byte, MessageBytes+1), make([]byte, unix.CmsgSpace(4*4)+unix.CmsgSpace(unix.SizeofUcred))
 	n, oobn, _, _, err := unix.Recvmsg(c.fd, b, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return Message{}, nil, fmt.Errorf("handover: waiting for %s: %w", want, err)
+		return Message{}, nil, nil, fmt.Errorf("handover: waiting for %s: %w", want, err)
 	}
 	var files []*os.File
+	var cred *unix.Ucred
 	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 		for _, cm := range msgs {
 			if fds, err := unix.ParseUnixRights(&cm); err == nil {
 				for _, fd := range fds {
 					files = append(files, os.NewFile(uintptr(fd), "handover-fd-"+strconv.Itoa(fd)))
 				}
+			} else if uc, err := unix.ParseUnixCredentials(&cm); err == nil {
+				cred = uc
 			}
 		}
 	}
@@ -80,8 +92,8 @@ func (c *conn) recv(want Kind, timeout time.Duration) (Message, []*os.File, erro
 			f.Close()
 		}
 	}
-	if n == 0 && oobn == 0 {
-		return Message{}, nil, fmt.Errorf("waiting for %s: %w", want, ErrClosed)
+	if n == 0 && len(files) == 0 {
+		return Message{}, nil, nil, fmt.Errorf("waiting for %s: %w", want, ErrClosed)
 	}
 	m, err := Decode(b[:n], len(files))
 	if err == nil && m.Kind != want {
@@ -89,9 +101,9 @@ func (c *conn) recv(want Kind, timeout time.Duration) (Message, []*os.File, erro
 	}
 	if err != nil {
 		drop()
-		return Message{}, nil, err
+		return Message{}, nil, nil, err
 	}
-	return m, files, nil
+	return m, files, cred, nil
 }
 
 // Successor is the predecessor's handle on the Manager it started.
@@ -99,7 +111,8 @@ type Successor struct {
 	cmd    *exec.Cmd
 	c      conn
 	exited chan struct{}
-	err    error // cmd.Wait's, once exited is closed
+	err    error    // cmd.Wait's, once exited is closed
+	sock   *os.File // the successor's socket, which c uses after the hello
 	layout uint64
 }
 
@@ -115,11 +128,19 @@ func Spawn(path string, args []string, timeout time.Duration) (*Successor, error
 	if err != nil {
 		return nil, fmt.Errorf("handover: socketpair: %w", err)
 	}
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("handover: SO_PASSCRED: %w", err)
+	}
 	child := os.NewFile(uintptr(fds[1]), "handover")
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), EnvFD+"=3")
+	cmd.Env = append(successorEnv(), EnvFD+"=3")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{child}
+	// Its own process group, so that a failed successor is killed with
+	// whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	child.Close()
 	s := &Successor{cmd: cmd, c: conn{fd: fds[0]}, exited: make(chan struct{})}
@@ -128,12 +149,68 @@ func Spawn(path string, args []string, timeout time.Duration) (*Successor, error
 		return nil, fmt.Errorf("handover: starting the successor %s: %w", path, err)
 	}
 	go func() { s.err = cmd.Wait(); close(s.exited) }()
-	m, _, err := s.c.recv(Hello, timeout)
+	m, files, cred, err := s.c.recvCred(Hello, timeout)
+	if err == nil {
+		err = s.check(cred)
+	}
 	if err != nil {
+		for _, f := range files {
+			f.Close()
+		}
 		return nil, s.fail(err)
 	}
+	// The rest runs on the socket the successor made once non-dumpable.
+	s.c.close()
+	s.c = conn{fd: int(files[0].Fd())}
+	s.sock = files[0]
 	s.layout = m.A
 	return s, nil
+}
+
+// check refuses a hello that is not the successor's own, sent once it
+// could no longer be traced: the kernel's word on the sender's pid must be
+// the pid started, its uid this process's, and nothing may trace it.
+func (s *Successor) check(cred *unix.Ucred) error {
+	pid := s.cmd.Process.Pid
+	switch {
+	case cred == nil:
+		return errors.New("handover: the hello came without the sender's credentials")
+	case int(cred.Pid) != pid || int(cred.Uid) != os.Getuid():
+		return fmt.Errorf("handover: the hello came from pid %d uid %d, not from the successor (pid %d, uid %d): another process holds its socket",
+			cred.Pid, cred.Uid, pid, os.Getuid())
+	}
+	if tracer, err := tracerPid(pid); err != nil || tracer != 0 {
+		return fmt.Errorf("handover: the successor (pid %d) is traced by pid %d (%v)", pid, tracer, err)
+	}
+	return nil
+}
+
+// tracerPid is /proc/PID/status's TracerPid.
+func tracerPid(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no TracerPid in /proc/PID/status")
+}
+
+// successorEnv is this process's environment for the successor, less
+// WATCHDOG_PID: systemd's watchdog names this process there, and the
+// successor, with WATCHDOG_USEC alone, feeds it once it is the service's
+// main process.
+func successorEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WATCHDOG_PID=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // Layout is the RAM ledger layout version the successor reads (its
@@ -147,9 +224,14 @@ func (s *Successor) Pid() int { return s.cmd.Process.Pid }
 // fail kills the successor, waits until it is reaped, and returns err
 // with its exit status.
 func (s *Successor) fail(err error) error {
-	s.cmd.Process.Kill()
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // its process group
 	<-s.exited
-	s.c.close()
+	if s.sock != nil { // c runs on it
+		s.sock.Close()
+		s.sock, s.c = nil, conn{fd: -1}
+	} else {
+		s.c.close()
+	}
 	return fmt.Errorf("%w (successor pid %d: %v)", err, s.cmd.Process.Pid, s.err)
 }
 
@@ -171,7 +253,8 @@ func (s *Successor) Hand(arena, ledger *os.File, epoch uint64, timeout time.Dura
 // successor) and closes the connection; the successor runs on.
 func (s *Successor) Finish() error {
 	err := s.c.send(Message{Kind: Done, PID: uint32(os.Getpid())})
-	s.c.close()
+	s.sock.Close() // its fd is s.c's
+	s.sock, s.c = nil, conn{fd: -1}
 	return err
 }
 
@@ -184,7 +267,9 @@ type Predecessor struct{ c conn }
 
 // Join takes the connection EnvFD names (nil, nil when the variable is
 // unset: no handover) and sends Hello with layout, the ledger layout
-// version this process reads. The variable is unset.
+// version this process reads, and one end of a new socket pair, over which
+// the rest runs. The variable is unset. Call it only once this process is
+// non-dumpable (see the package doc).
 func Join(layout uint32) (*Predecessor, error) {
 	v, ok := os.LookupEnv(EnvFD)
 	if !ok {
@@ -199,8 +284,16 @@ func Join(layout uint32) (*Predecessor, error) {
 		return nil, fmt.Errorf("handover: %s=%d is not a seqpacket socket (%v)", EnvFD, fd, err)
 	}
 	unix.CloseOnExec(fd)
-	p := &Predecessor{c: conn{fd: fd}}
-	if err := p.c.send(Message{Kind: Hello, PID: uint32(os.Getpid()), A: uint64(layout)}); err != nil {
+	first := conn{fd: fd}
+	defer first.close() // nothing more goes over it
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("handover: socketpair: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "handover")
+	defer theirs.Close()
+	p := &Predecessor{c: conn{fd: pair[0]}}
+	if err := first.send(Message{Kind: Hello, PID: uint32(os.Getpid()), A: uint64(layout)}, theirs); err != nil {
 		p.c.close()
 		return nil, err
 	}

@@ -13,13 +13,16 @@ import (
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
-	for _, m := range []Message{{Kind: Hello, PID: 7, A: 1}, {Kind: Adopted, PID: 9, A: 64, B: 64 << 20}, {Kind: Done}} {
+	for _, m := range []Message{{Kind: Adopted, PID: 9, A: 64, B: 64 << 20}, {Kind: Done}} {
 		got, err := Decode(m.Encode(), 0)
 		if err != nil || got != m {
 			t.Fatalf("%+v: decoded %+v, %v", m, got, err)
 		}
 	}
 	if _, err := Decode(Message{Kind: State}.Encode(), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(Message{Kind: Hello, PID: 7, A: 1}.Encode(), 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -36,7 +39,8 @@ func TestDecodeNamesWhatIsWrong(t *testing.T) {
 		{edit(func(b []byte) { b[0] = 'X' }), 0, "magic"},
 		{edit(func(b []byte) { b[8] = 2 }), 0, "protocol version 2, want 1"},
 		{edit(func(b []byte) { b[10] = 9 }), 0, "kind 9, want 1..4"},
-		{good, 2, "hello message with 2 fds, want 0"},
+		{good, 2, "hello message with 2 fds, want 1"},
+		{Message{Kind: Done}.Encode(), 1, "done message with 1 fds, want 0"},
 		{Message{Kind: State}.Encode(), 1, "state message with 1 fds, want 2"},
 	} {
 		if _, err := Decode(tc.b, tc.fds); err == nil || !strings.Contains(err.Error(), tc.words) {
@@ -76,6 +80,13 @@ func TestMain(m *testing.M) {
 		if err := p.Adopted(uint64(st.Size()), uint64(l.Fd()), 10*time.Second); err != nil {
 			os.Exit(12)
 		}
+		os.Exit(0)
+	case "impostor": // another process (its child) sends the hello on its socket
+		c := exec.Command(os.Args[0], "-test.run=^$")
+		c.Env = append(os.Environ(), "HANDOVER_TEST_ROLE=adopt")
+		c.ExtraFiles = []*os.File{os.NewFile(3, "handover")}
+		c.Run()
+		time.Sleep(10 * time.Second)
 		os.Exit(0)
 	case "exit": // dies before its hello
 		os.Exit(3)
@@ -164,5 +175,19 @@ func TestASuccessorHearsAPredecessorThatWentAway(t *testing.T) {
 	<-s.exited
 	if ee, ok := s.err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
 		t.Fatalf("the successor exited with %v, want status 5 (Receive saw ErrClosed)", s.err)
+	}
+}
+
+// A hello from any process but the one started (here the successor's
+// child, holding its socket) is refused, and the successor is killed with
+// its process group.
+func TestAHelloFromAnotherProcessIsRefused(t *testing.T) {
+	start := time.Now()
+	_, err := spawnRole(t, "impostor")
+	if err == nil || !strings.Contains(err.Error(), "another process holds its socket") {
+		t.Fatalf("a hello from the successor's child: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("Spawn waited for the successor to exit by itself: it was not killed")
 	}
 }

@@ -4,7 +4,10 @@
 // SOCK_SEQPACKET socket pair as fd 3 (EnvFD names it), and the two speak
 // four messages over it:
 //
-//	successor → predecessor  Hello    its pid, the ledger layout it reads
+//	successor → predecessor  Hello    its pid, the ledger layout it reads,
+//	                                  one end of a new socket pair (the
+//	                                  rest of the protocol runs on it) and
+//	                                  its kernel-checked credentials
 //	predecessor → successor  State    the arena's and the ledger's memfds
 //	                                  (SCM_RIGHTS), once the predecessor
 //	                                  stopped serving and freed everything
@@ -13,6 +16,14 @@
 //	                                  made its Manager over the tier
 //	predecessor → successor  Done     it told systemd the successor is the
 //	                                  service's main process and exits
+//
+// Who it is: a process is dumpable from its exec until it makes itself
+// non-dumpable (cmd/orbitkv-manager does so first), and in that window a
+// process of its uid may take its fds (pidfd_getfd) or trace it. So the
+// successor, once non-dumpable, makes a new socket pair and sends one end
+// with Hello and SCM_CREDENTIALS; the predecessor goes on over that socket
+// only if the kernel's word on the sender's pid is the pid it started and
+// nothing traces it (TracerPid 0), and sends nothing on the first socket.
 //
 // Ownership: the tier has one writer at every moment. The predecessor
 // writes it until it sends State and never after; the successor writes it
@@ -24,8 +35,8 @@
 // Message (32 bytes, little-endian): [8] magic "OKVHANDO", u16 protocol
 // version (Version), u16 kind, u32 sender pid, u64 a, u64 b; a and b are
 // Hello: the ledger layout version and 0; State: the predecessor's epoch
-// and 0; Adopted: blocks and bytes; Done: 0, 0. Only State carries fds,
-// exactly two.
+// and 0; Adopted: blocks and bytes; Done: 0, 0. Hello carries exactly one
+// fd (the new socket), State exactly two, the others none.
 //
 // Who may import it: gocore/manager and cmd/orbitkv-manager.
 package handover
@@ -111,10 +122,7 @@ func Decode(b []byte, fds int) (Message, error) {
 	}
 	m.PID = binary.LittleEndian.Uint32(b[12:])
 	m.A, m.B = binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
-	want := 0
-	if m.Kind == State {
-		want = 2
-	}
+	want := map[Kind]int{Hello: 1, State: 2}[m.Kind]
 	if fds != want {
 		return m, fmt.Errorf("handover: %s message with %d fds, want %d", m.Kind, fds, want)
 	}

@@ -21,9 +21,11 @@ import (
 // (FDSTOREREMOVE=1), so the memory is freed: only a crash or an upgrade
 // keeps the tier.
 
-// storeTier hands the RAM tier's memfds to the store; a refusal is logged
-// and the Manager serves on (its tier then does not outlive a crash).
-func (m *Manager) storeTier() {
+// StoreTier hands the RAM tier's memfds to the store; a refusal is logged
+// and the Manager serves on (its tier then does not outlive a crash). New
+// calls it; an upgrade's successor calls it again once it is the service's
+// main process (systemd takes fds only from that process).
+func (m *Manager) StoreTier() {
 	sock := os.Getenv("NOTIFY_SOCKET")
 	if !m.spec.FDStore || sock == "" || m.Cache == nil {
 		return
@@ -42,7 +44,7 @@ func (m *Manager) storeTier() {
 			return
 		}
 	}
-	m.log.Info("fd store: the RAM tier's memfds are in the service manager's file descriptor store",
+	m.log.Info("fd store: the RAM tier's memfds were sent to the service manager's file descriptor store (it keeps them with FileDescriptorStoreMax=2 or more)",
 		slog.String("arena", ram.ArenaName), slog.String("ledger", ram.LedgerName))
 }
 

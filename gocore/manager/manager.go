@@ -390,7 +390,7 @@ func (m *Manager) newCache(s Spec) (err error) {
 	}
 	m.health.svc = m.Cache
 	m.logTiers(cs, time.Since(start))
-	m.storeTier()
+	m.StoreTier()
 	if m.events != nil && cs.Tiers.SSD != nil {
 		m.stopEvents, m.eventsDone = make(chan struct{}), make(chan struct{})
 		go func() {

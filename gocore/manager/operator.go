@@ -98,6 +98,9 @@ type operatorState struct {
 	// an Upgrade (both under drainMu).
 	upgrade      *handover.Successor
 	upgradeBegun bool
+	// stopping is set once Run's shutdown began (under drainMu): an
+	// Upgrade whose successor said hello after it abandons it.
+	stopping bool
 	// nsScan is the namespace listing in flight (Namespaces), shared by
 	// the calls that arrive while it runs.
 	nsScan flight[*operatorpb.NamespacesReply]
@@ -446,7 +449,7 @@ func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest)
 	if timeout == 0 {
 		timeout = DefaultDrainTimeout
 	}
-	if err := o.beginDrain(timeout); err != nil {
+	if err := o.beginDrain(timeout, false); err != nil {
 		return nil, err
 	}
 	select {
@@ -458,11 +461,15 @@ func (o *operatorService) Drain(ctx context.Context, r *operatorpb.DrainRequest)
 }
 
 // beginDrain refuses new sessions and operations and starts the wait for
-// those in flight (at most timeout) unless a drain already began.
-func (o *operatorService) beginDrain(timeout time.Duration) error {
+// those in flight (at most timeout) unless a drain already began; a Drain
+// (upgrade false) is refused while an upgrade is under way.
+func (o *operatorService) beginDrain(timeout time.Duration, upgrade bool) error {
 	m := o.m
 	m.op.drainMu.Lock()
 	defer m.op.drainMu.Unlock()
+	if m.op.upgradeBegun && !upgrade {
+		return status.Error(codes.FailedPrecondition, "an upgrade is under way: it drains this Manager itself")
+	}
 	if m.op.drainBegun {
 		return nil
 	}

@@ -33,7 +33,11 @@ type readiness struct {
 	mu    sync.Mutex
 	phase string
 	why   string
-	log   *slog.Logger
+	// successor, while an upgrade hands the service to that pid, keeps
+	// STOPPING=1 from systemd: the service is not stopping, and a stop
+	// systemd began would kill the successor.
+	successor int
+	log       *slog.Logger
 	// lastLog bounds the pre-fault progress lines to one every 2 s.
 	lastLog time.Time
 }
@@ -127,13 +131,24 @@ func (r *readiness) ssdOpen(step string, done, total uint64, unit string) {
 func (r *readiness) set(phase string) {
 	r.mu.Lock()
 	r.phase, r.why = phase, phase
+	succ := r.successor
 	r.mu.Unlock()
-	switch phase {
-	case PhaseServing:
+	switch {
+	case phase == PhaseServing:
 		notify("READY=1\nSTATUS=serving")
-	case PhaseDraining:
+	case phase == PhaseDraining && succ != 0:
+		notify(fmt.Sprintf("STATUS=upgrading: draining, then handing the RAM tier to pid %d", succ))
+	case phase == PhaseDraining:
 		notify("STOPPING=1\nSTATUS=draining")
 	}
+}
+
+// upgrading marks an upgrade to successor under way (0: none, or
+// abandoned), which set tells systemd instead of STOPPING=1.
+func (r *readiness) upgrading(successor int) {
+	r.mu.Lock()
+	r.successor = successor
+	r.mu.Unlock()
 }
 
 // watchdog keeps systemd's watchdog (WatchdogSec=, WATCHDOG_USEC: interval

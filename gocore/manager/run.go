@@ -61,6 +61,9 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	}
 	// An upgrade keeps the RAM tier's memfds past the cache's Close, for
 	// the successor.
+	m.op.drainMu.Lock()
+	m.op.stopping = true // an Upgrade still starting its successor abandons it
+	m.op.drainMu.Unlock()
 	succ := m.upgrading()
 	var kept ram.Handed
 	if succ != nil && ctx.Err() != nil {
@@ -69,6 +72,8 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		m.log.Info("upgrade: abandoned for the shutdown requested during its drain")
 		succ.Abort()
 		succ = nil
+		m.ready.upgrading(0)
+		m.ready.set(PhaseDraining) // systemd hears STOPPING=1 now
 	}
 	if succ != nil {
 		var kerr error

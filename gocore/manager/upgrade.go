@@ -98,12 +98,21 @@ func (o *operatorService) Upgrade(_ context.Context, r *operatorpb.UpgradeReques
 			slog.Uint64("successor_layout", succ.Layout()), slog.Int("layout", ram.LedgerVersion))
 	}
 	m.op.drainMu.Lock()
-	m.op.upgrade = succ
+	stopping := m.op.stopping
+	if !stopping {
+		m.op.upgrade = succ
+	}
 	m.op.drainMu.Unlock()
+	if stopping {
+		succ.Abort()
+		return nil, status.Error(codes.Unavailable, "the Manager began shutting down while the successor started: the upgrade is abandoned")
+	}
+	m.ready.upgrading(succ.Pid())
 	m.log.Info("upgrade: the successor's configuration is valid; draining, then handing the RAM tier over",
 		slog.Int("successor_pid", succ.Pid()), slog.Duration("drain_timeout", timeout))
-	if err := o.beginDrain(timeout); err != nil {
+	if err := o.beginDrain(timeout, true); err != nil {
 		succ.Abort()
+		m.ready.upgrading(0)
 		fail()
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orbitkv/orbitkv/internal/launch"
+	"github.com/orbitkv/orbitkv/internal/sdstub"
 )
 
 // installManager copies the Manager binary to path (an install step: a
@@ -34,10 +36,10 @@ func installManager(t *testing.T, path string) {
 // startInstalled starts the Manager installed at bin; the successors an
 // upgrade starts are killed at the end of the test (they are the old
 // Manager's children, not the test's).
-func startInstalled(t *testing.T, bin, sock, httpAddr string, args ...string) *proc {
+func startInstalled(t *testing.T, bin, sock, httpAddr string, env []string, args ...string) *proc {
 	t.Helper()
 	m, err := launch.Start(launch.Spec{Bin: bin, Dir: t.TempDir(), Socket: sock, HTTPAddr: httpAddr,
-		Args: append([]string{"--channel-transport", *channelTransport}, args...), ReadyTimeout: 20 * time.Second})
+		Args: append([]string{"--channel-transport", *channelTransport}, args...), ReadyTimeout: 20 * time.Second, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,12 @@ func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
 	installManager(t, bin)
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	httpAddr := freeLoopbackAddr(t)
-	m := startInstalled(t, bin, sock, httpAddr, "--ram-capacity", "256MiB", "--hugepages", "off")
+	stub, err := sdstub.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stub.Close()
+	m := startInstalled(t, bin, sock, httpAddr, []string{stub.Env()}, "--ram-capacity", "256MiB", "--hugepages", "off")
 	const sealed = 64
 	if out, err := exec.Command(filepath.Join(binDir, "testclient"), "publish", sock, "0", fmt.Sprint(sealed)).CombinedOutput(); err != nil {
 		t.Fatalf("publish: %v\n%s", err, out)
@@ -101,6 +108,20 @@ func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
 	if v, bad := verifyRange(t, sock, 0, sealed); v != sealed || bad != 0 {
 		t.Fatalf("after the upgrade %d of the %d sealed blocks visible, %d mismatched:\n%s", v, sealed, bad, m.Output())
 	}
+	// Toward systemd (NotifyAccess=main): no STOPPING=1 (a stop would kill
+	// the successor), MAINPID= naming the successor, and only after it the
+	// successor's fd store and READY=1, which systemd takes from the main
+	// process only.
+	succ := successorPid.FindStringSubmatch(stderr)[1]
+	if err := stub.Wait(5*time.Second, "the successor's READY=1 after MAINPID=", func(lines, names []string) bool {
+		i := slices.Index(lines, "MAINPID="+succ)
+		return i >= 0 && slices.Contains(lines[i:], "READY=1") && slices.Contains(lines[i:], "FDSTORE=1")
+	}); err != nil {
+		t.Fatalf("%v; the service manager heard %q", err, stub.Lines())
+	}
+	if slices.Contains(stub.Lines(), "STOPPING=1") {
+		t.Fatalf("the old Manager sent STOPPING=1 during the upgrade: %q", stub.Lines())
+	}
 	if _, bad := verifyRange(t, sock, 1000, 64); bad != 0 {
 		t.Fatalf("after the upgrade %d blocks of the client's loop were served with wrong bytes", bad)
 	}
@@ -117,7 +138,7 @@ func TestAFailedUpgradeLeavesTheOldManagerServingTheSameTier(t *testing.T) {
 	installManager(t, bin)
 	sock := filepath.Join(t.TempDir(), "okv.sock")
 	httpAddr := freeLoopbackAddr(t)
-	m := startInstalled(t, bin, sock, httpAddr, "--ram-capacity", "128MiB", "--hugepages", "off")
+	m := startInstalled(t, bin, sock, httpAddr, nil, "--ram-capacity", "128MiB", "--hugepages", "off")
 	if out, err := exec.Command(filepath.Join(binDir, "testclient"), "publish", sock, "0", "32").CombinedOutput(); err != nil {
 		t.Fatalf("publish: %v\n%s", err, out)
 	}

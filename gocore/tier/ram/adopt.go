@@ -105,6 +105,7 @@ type candidate struct {
 	head   [60]byte // entry bytes [0, 60): every part's must agree but the part
 	sum    uint32
 	chunks []uint32 // by part; none where a part is missing
+	stray  []uint32 // entries of the same sequence that do not fit its parts
 	bad    bool
 }
 
@@ -116,7 +117,12 @@ const none = ^uint32(0)
 // seal order.
 func (a *Arena) scan(ad *Adoption) []*candidate {
 	l := a.ledger
-	bySeq := map[uint64]*candidate{}
+	// First the entries whose check holds, counted by sequence, so that a
+	// block's part slots are allocated only when it has as many entries
+	// as it claims parts: a forged or torn ledger costs no more memory
+	// than its entries.
+	valid := make([]bool, a.total)
+	count := map[uint64]int{}
 	for id := uint32(0); id < a.total; id++ {
 		e := l.entry(id)
 		seq := binary.LittleEndian.Uint64(e)
@@ -128,13 +134,28 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 			l.clear([]uint32{id})
 			continue
 		}
+		valid[id] = true
+		count[seq]++
+	}
+	bySeq := map[uint64]*candidate{}
+	for id := uint32(0); id < a.total; id++ {
+		if !valid[id] {
+			continue
+		}
+		e := l.entry(id)
+		seq := binary.LittleEndian.Uint64(e)
 		part, parts := binary.LittleEndian.Uint16(e[52:]), binary.LittleEndian.Uint16(e[54:])
 		c := bySeq[seq]
 		if c == nil {
-			c = &candidate{seq: seq, sum: binary.LittleEndian.Uint32(e[48:]), chunks: make([]uint32, parts)}
+			c = &candidate{seq: seq, sum: binary.LittleEndian.Uint32(e[48:])}
 			copy(c.head[:], e[:60])
-			for i := range c.chunks {
-				c.chunks[i] = none
+			if int(parts) == count[seq] {
+				c.chunks = make([]uint32, parts)
+				for i := range c.chunks {
+					c.chunks[i] = none
+				}
+			} else {
+				c.bad = true // fewer or more entries than parts: torn
 			}
 			bySeq[seq] = c
 		}
@@ -142,13 +163,9 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 		copy(h[:], e[:60])
 		binary.LittleEndian.PutUint16(h[52:], 0)
 		binary.LittleEndian.PutUint16(c.head[52:], 0)
-		if h != c.head || int(part) >= len(c.chunks) || c.chunks[part] != none {
+		if c.bad || h != c.head || int(part) >= len(c.chunks) || c.chunks[part] != none {
 			c.bad = true
-			if int(part) < len(c.chunks) && c.chunks[part] == none {
-				c.chunks[part] = id
-			} else {
-				l.clear([]uint32{id})
-			}
+			c.stray = append(c.stray, id) // cleared with the candidate
 			continue
 		}
 		c.chunks[part] = id
@@ -194,14 +211,15 @@ func cmpU64(x, y uint64) int {
 	return 0
 }
 
-// dropCandidate clears the ledger entries of c's present parts.
+// dropCandidate clears the ledger entries of c's parts.
 func (a *Arena) dropCandidate(c *candidate) {
 	for _, id := range c.chunks {
 		if id != none {
 			a.ledger.clear([]uint32{id})
 		}
 	}
-	c.chunks = nil
+	a.ledger.clear(c.stray)
+	c.chunks, c.stray = nil, nil
 }
 
 // collect appends the candidates that survived the scan to ad.Blocks, in
