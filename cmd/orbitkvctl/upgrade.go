@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,9 +57,11 @@ prints which one, with the blocks it holds. The unit's ExecReload= runs it.`,
 				return raw
 			})
 			switch {
-			case err != nil && status.Code(raw) == codes.Unavailable && strings.Contains(status.Convert(raw).Message(), "EOF"):
+			case err != nil && status.Code(raw) == codes.Unavailable:
 				// An idle Manager drains at once and may close the socket
-				// before its reply is out: the upgrade goes on.
+				// before its reply is out (EOF, or a reset): the upgrade
+				// goes on, and the Manager that serves next says how it
+				// ended. (An upgrade the Manager abandoned answers Aborted.)
 				fmt.Fprintf(w, "upgrade: pid %d closed the operator socket before its reply (it drains); waiting for the Manager that serves next\n", before.ManagerPid)
 				r = &operatorpb.UpgradeReply{ManagerPid: before.ManagerPid, Epoch: before.Epoch}
 			case err != nil:
@@ -74,7 +75,7 @@ prints which one, with the blocks it holds. The unit's ExecReload= runs it.`,
 				return err
 			}
 			return printAs(cmd.OutOrStdout(), g.output, h, func(w io.Writer) error {
-				if h.ManagerPid != r.ManagerPid {
+				if h.ManagerPid != r.ManagerPid && (r.SuccessorPid == 0 || h.ManagerPid == r.SuccessorPid) {
 					fmt.Fprintf(w, "upgraded in %s: pid %d (epoch %d) serves, %d blocks (%s) verified in RAM so far (its log says when all are); pid %d exited\n",
 						time.Since(start).Round(time.Millisecond), h.ManagerPid, h.Epoch, h.Blocks, ibytes(h.RamUsedBytes), r.ManagerPid)
 					return nil

@@ -153,6 +153,13 @@ func Spawn(path string, args []string, timeout time.Duration) (*Successor, error
 	if err == nil {
 		err = s.check(cred)
 	}
+	if err == nil {
+		select {
+		case <-s.exited: // reaped: its pid may be another process's now
+			err = fmt.Errorf("handover: the successor exited before its hello was read (%v)", s.err)
+		default:
+		}
+	}
 	if err != nil {
 		for _, f := range files {
 			f.Close()

@@ -22,8 +22,12 @@
 // process of its uid may take its fds (pidfd_getfd) or trace it. So the
 // successor, once non-dumpable, makes a new socket pair and sends one end
 // with Hello and SCM_CREDENTIALS; the predecessor goes on over that socket
-// only if the kernel's word on the sender's pid is the pid it started and
-// nothing traces it (TracerPid 0), and sends nothing on the first socket.
+// only if the kernel's word on the sender's pid is the pid it started,
+// still running, and nothing traces it (TracerPid 0), and sends nothing on
+// the first socket. These checks do not cover a process that wrote the
+// successor's memory (/proc/PID/mem) in that window and left: what closes
+// the window is the executable's mode (0711: a binary its user cannot read
+// starts non-dumpable), which the Manager warns about when it is readable.
 //
 // Ownership: the tier has one writer at every moment. The predecessor
 // writes it until it sends State and never after; the successor writes it

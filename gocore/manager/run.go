@@ -81,6 +81,8 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 			m.log.Error("upgrade: abandoned; shutting down", slog.Any("err", kerr))
 			succ.Abort()
 			succ = nil
+			m.ready.upgrading(0)
+			m.ready.set(PhaseDraining) // systemd hears STOPPING=1 now
 		}
 	}
 	defer func() {
@@ -129,6 +131,13 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	}
 	m.stopHTTP()
 	m.log.Info("orbitkv-manager stopped", slog.Uint64("requests", m.Dispatcher.Requests()), slog.Duration("uptime", time.Since(m.health.started)))
+	if succ != nil && ctx.Err() != nil {
+		// A stop requested during the shutdown: the service stops, and
+		// the successor with it (the deferred abort).
+		m.log.Info("upgrade: abandoned for the shutdown requested during it")
+		notify("STOPPING=1")
+		return err
+	}
 	if succ != nil {
 		handed = true
 		return m.handOver(succ, kept)

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -86,6 +88,10 @@ func (o *operatorService) Upgrade(_ context.Context, r *operatorpb.UpgradeReques
 		m.op.upgrade, m.op.upgradeBegun = nil, false
 		m.op.drainMu.Unlock()
 	}
+	if syscall.Access(up.Executable, 4 /* R_OK */) == nil && os.Getuid() != 0 {
+		m.log.Warn("upgrade: this uid can read the executable, so the successor is dumpable from its exec until it makes itself non-dumpable; install it 0711 (docs/design.md §7.1)",
+			slog.String("executable", up.Executable))
+	}
 	m.log.Info("upgrade: starting the successor", slog.String("executable", up.Executable))
 	succ, err := handover.Spawn(up.Executable, up.Args, successorHello)
 	if err != nil {
@@ -101,13 +107,13 @@ func (o *operatorService) Upgrade(_ context.Context, r *operatorpb.UpgradeReques
 	stopping := m.op.stopping
 	if !stopping {
 		m.op.upgrade = succ
+		m.ready.upgrading(succ.Pid()) // under drainMu: Run's abandonment clears it after
 	}
 	m.op.drainMu.Unlock()
 	if stopping {
 		succ.Abort()
-		return nil, status.Error(codes.Unavailable, "the Manager began shutting down while the successor started: the upgrade is abandoned")
+		return nil, status.Error(codes.Aborted, "the Manager began shutting down while the successor started: the upgrade is abandoned")
 	}
-	m.ready.upgrading(succ.Pid())
 	m.log.Info("upgrade: the successor's configuration is valid; draining, then handing the RAM tier over",
 		slog.Int("successor_pid", succ.Pid()), slog.Duration("drain_timeout", timeout))
 	if err := o.beginDrain(timeout, true); err != nil {
@@ -131,7 +137,26 @@ func (m *Manager) upgrading() *handover.Successor {
 // writing it; see ErrHandedOver and HandoverError.
 func (m *Manager) handOver(succ *handover.Successor, h ram.Handed) error {
 	start := time.Now()
+	// This process is the service's main one until MAINPID=: it feeds
+	// systemd's watchdog while the successor adopts (its dispatcher, which
+	// the watchdog follows otherwise, has stopped).
+	stopPings := make(chan struct{})
+	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+		go func() {
+			t := time.NewTicker(interval / 4)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopPings:
+					return
+				case <-t.C:
+					notify("WATCHDOG=1")
+				}
+			}
+		}()
+	}
 	msg, err := succ.Hand(h.Arena, h.Ledger, m.spec.Epoch, successorAdopt)
+	close(stopPings)
 	if err != nil {
 		m.log.Error("upgrade: the successor failed (killed and reaped); serving the same RAM tier again", slog.Any("err", err))
 		return &HandoverError{Err: err, Handed: h}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orbitkv/orbitkv/gocore/abi"
 	"github.com/orbitkv/orbitkv/gocore/index"
 	"github.com/orbitkv/orbitkv/gocore/kvevents"
 	"github.com/orbitkv/orbitkv/gocore/tier/ram"
@@ -47,6 +48,11 @@ type adoption struct {
 
 	mu    sync.Mutex
 	ready []verdict // verified, not yet applied (under mu)
+
+	// dropped are the namespace filters of the operator's drops (Drop)
+	// while the verification ran: a block they match is discarded,
+	// whatever its verdict (dispatcher).
+	dropped []func(abi.Namespace) bool
 
 	left          int // blocks not yet applied (dispatcher)
 	sealed, wrong int
@@ -147,6 +153,10 @@ func (t *Tiers) completeAdoption() int {
 			t.Discard(blk)
 			continue
 		}
+		if v.droppedByOperator(blk.Key.NS) {
+			t.Discard(blk)
+			continue
+		}
 		v.sealed++
 		v.bytes += b.Bytes
 		t.idx.Seal(blk)
@@ -166,6 +176,17 @@ func (t *Tiers) completeAdoption() int {
 		t.adopting = nil
 	}
 	return len(ready)
+}
+
+// droppedByOperator reports whether an operator's Drop during the
+// verification matched ns.
+func (v *adoption) droppedByOperator(ns abi.Namespace) bool {
+	for _, m := range v.dropped {
+		if m(ns) {
+			return true
+		}
+	}
+	return false
 }
 
 // stopAdoption stops the verifiers and waits for them (Close).

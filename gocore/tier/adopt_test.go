@@ -143,3 +143,39 @@ func verified(t *testing.T, ts *Tiers) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// An operator's drop while the adopted blocks are being verified removes
+// them too: none becomes visible afterwards.
+func TestADropDuringTheVerificationRemovesTheAdoptedBlocks(t *testing.T) {
+	spec := Spec{RAM: ram.Spec{CapacityBytes: 16 * qBlock, ChunkBytes: pChunk}, Ring: func() {}}
+	old, err := New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !publish(old, qB, nsB, 0, 4) {
+		t.Fatal("publish refused")
+	}
+	handed, err := old.Arena().Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	spec.RAM.Handed = &handed
+	ts, err := New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	if d := ts.Drop(func(abi.Namespace) bool { return true }, true); d.Publishing != 4 {
+		t.Fatalf("drop during the verification: %+v, want the 4 adopted blocks counted as publishing", d)
+	}
+	verified(t, ts)
+	for i := range 4 {
+		if ts.Index().Contains(qKey(nsB, i)) {
+			t.Fatalf("block %d came back after the drop", i)
+		}
+	}
+	if ts.Arena().Free() != ts.Arena().Chunks() {
+		t.Fatalf("%d of %d chunks free after the drop", ts.Arena().Free(), ts.Arena().Chunks())
+	}
+}

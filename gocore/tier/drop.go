@@ -19,11 +19,16 @@ type Dropped struct {
 // the SSD tier first, as MakeRoom's evictions are (admission rule and
 // staging buffers permitting); with flush it is not, and the matching
 // SSD blocks are deleted too, but for those a prefetch is reading. Pinned
-// and publishing blocks stay and are counted. Operator drops are not
+// and publishing blocks stay and are counted; adopted blocks whose
+// checksum is still being verified (adopt.go) are counted as publishing
+// and discarded once verified. Operator drops are not
 // counted as evictions. Cost: a walk of the index table and, with flush,
 // of the SSD keys.
 func (t *Tiers) Drop(match func(abi.Namespace) bool, flush bool) Dropped {
 	var d Dropped
+	if v := t.adopting; v != nil {
+		v.dropped = append(v.dropped, match) // adopted blocks still being verified go too
+	}
 	for _, blk := range t.idx.Matching(match) {
 		switch {
 		case blk.State() != index.Sealed:

@@ -189,11 +189,9 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 		}
 		var k [32]byte
 		copy(k[:], c.head[8:40])
-		if i, dup := keys[k]; dup { // the later seal wins
+		if i, dup := keys[k]; dup { // the later seal wins, in its own place in seal order
 			ad.Duplicate++
-			a.dropCandidate(kept[i])
-			kept[i] = c
-			continue
+			a.dropCandidate(kept[i]) // collect skips it
 		}
 		keys[k] = len(kept)
 		kept = append(kept, c)
