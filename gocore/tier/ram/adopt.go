@@ -1,6 +1,7 @@
 package ram
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -175,7 +176,7 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 		a.ledger.seq = max(a.ledger.seq, c.seq)
 		cands = append(cands, c)
 	}
-	slices.SortFunc(cands, func(x, y *candidate) int { return cmpU64(x.seq, y.seq) })
+	slices.SortFunc(cands, func(x, y *candidate) int { return cmp.Compare(x.seq, y.seq) })
 	keys := map[[32]byte]int{} // key → index in kept
 	kept := cands[:0]
 	for _, c := range cands {
@@ -197,16 +198,6 @@ func (a *Arena) scan(ad *Adoption) []*candidate {
 		kept = append(kept, c)
 	}
 	return kept
-}
-
-func cmpU64(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // dropCandidate clears the ledger entries of c's parts.

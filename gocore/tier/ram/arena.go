@@ -98,14 +98,14 @@ type Arena struct {
 func New(s Spec) (*Arena, error) {
 	if err := s.Validate(); err != nil {
 		if s.Handed != nil {
-			closeHanded(*s.Handed)
+			s.Handed.Close()
 		}
 		return nil, err
 	}
 	var refused error
 	if h := s.Handed; h != nil {
 		if h.Arena == nil || h.Ledger == nil {
-			closeHanded(*h)
+			h.Close()
 			refused = errNoHanded
 		} else if a, err := adopt(s, *h); err == nil {
 			return a, nil
@@ -131,14 +131,6 @@ func New(s Spec) (*Arena, error) {
 	return a, nil
 }
 
-func closeHanded(h Handed) {
-	for _, f := range []*os.File{h.Arena, h.Ledger} {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
 // Adoption is what New did with Spec.Handed (zero without one).
 func (a *Arena) Adoption() *Adoption { return &a.adoption }
 
@@ -162,7 +154,13 @@ func (a *Arena) Dup() (Handed, error) {
 }
 
 // Close closes h's files (those set).
-func (h Handed) Close() { closeHanded(h) }
+func (h Handed) Close() {
+	for _, f := range []*os.File{h.Arena, h.Ledger} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
 
 // Seal records in the ledger that chunks now hold the sealed block m
 // (with a checksum of its bytes, taken now), so that a successor adopts

@@ -163,3 +163,11 @@ func (m *Manager) Log() string {
 	}
 	return m.proc.Output()
 }
+
+// LogTail is the last n bytes of Log ("" for an external Manager).
+func (m *Manager) LogTail(n int) string {
+	if m.proc == nil {
+		return ""
+	}
+	return m.proc.Tail(n)
+}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -164,15 +165,7 @@ func RunRestart(args []string, stdout, stderr io.Writer) error {
 // medianScenario is the run of runs with the median hit ratio after.
 func medianScenario(runs []*restartScenario) *restartScenario {
 	s := slices.Clone(runs)
-	slices.SortFunc(s, func(a, b *restartScenario) int {
-		switch {
-		case a.HitRatioAfter < b.HitRatioAfter:
-			return -1
-		case a.HitRatioAfter > b.HitRatioAfter:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s, func(a, b *restartScenario) int { return cmp.Compare(a.HitRatioAfter, b.HitRatioAfter) })
 	return s[len(s)/2]
 }
 
@@ -349,7 +342,7 @@ func restartOnce(cfg *replayConfig, plan *replayPlan, scenario string, stderr io
 	defer managerproc.StopOnSignal(RestartCommand, m, stderr, run.killWorkers)()
 	rep, err := run.execute()
 	if err != nil {
-		return nil, fmt.Errorf("%w\nManager log (tail):\n%s", err, tail(logOf(), 3000))
+		return nil, fmt.Errorf("%w\nManager log (tail):\n%s", err, ms[len(ms)-1].LogTail(3000))
 	}
 	sc.Requests, sc.WallS, sc.MismatchedBytes = rep.Requests, rep.WallS, rep.Mismatches
 	var after, hitsAfter uint64
@@ -411,11 +404,4 @@ func stopPid(pid int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
