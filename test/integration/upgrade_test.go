@@ -48,13 +48,23 @@ func startInstalled(t *testing.T, bin, sock, httpAddr string, env []string, args
 	return &proc{m.Process}
 }
 
-var successorPid = regexp.MustCompile(`successor pid (\d+)`)
+// The successor's pid in orbitkvctl upgrade's output: on stderr when the
+// Upgrade reply came, and on stdout, as the Manager that serves, in every
+// case (an idle Manager may close the socket before its reply is out).
+var (
+	successorPid = regexp.MustCompile(`successor pid (\d+)`)
+	servingPid   = regexp.MustCompile(`upgraded in \S+: pid (\d+) `)
+)
 
 // upgrade runs orbitkvctl upgrade and registers the successor for killing.
 func upgrade(t *testing.T, sock string) (stdout, stderr string, code int) {
 	t.Helper()
 	stdout, stderr, code = ctl(t, sock, "", "upgrade", "--timeout", "10s")
-	if m := successorPid.FindStringSubmatch(stderr); m != nil {
+	m := successorPid.FindStringSubmatch(stderr)
+	if m == nil {
+		m = servingPid.FindStringSubmatch(stdout)
+	}
+	if m != nil {
 		pid, _ := strconv.Atoi(m[1])
 		t.Cleanup(func() {
 			syscall.Kill(pid, syscall.SIGTERM)
@@ -99,7 +109,7 @@ func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
 		t.Fatalf("the old Manager exited with %v:\n%s", err, m.Output())
 	}
 	loop.wait(t, 20*time.Second)
-	m.waitOutput(t, "ram tier: verified the adopted blocks", 10*time.Second) // the successor's log is the old one's
+	waitLog(t, m, "ram tier: verified the adopted blocks", 20*time.Second) // the successor's log is the old one's
 	for _, want := range []string{"upgrade: the successor adopted the RAM tier; exiting", "ram tier: adopted the blocks a predecessor sealed"} {
 		if !strings.Contains(m.Output(), want) {
 			t.Fatalf("no %q in the log:\n%s", want, m.Output())
@@ -112,7 +122,7 @@ func TestUpgradeHandsTheRAMTierToTheNewBinary(t *testing.T) {
 	// the successor), MAINPID= naming the successor, and only after it the
 	// successor's fd store and READY=1, which systemd takes from the main
 	// process only.
-	succ := successorPid.FindStringSubmatch(stderr)[1]
+	succ := servingPid.FindStringSubmatch(stdout)[1] // "upgraded in" was checked above
 	if err := stub.Wait(5*time.Second, "the successor's READY=1 after MAINPID=", func(lines, names []string) bool {
 		i := slices.Index(lines, "MAINPID="+succ)
 		return i >= 0 && slices.Contains(lines[i:], "READY=1") && slices.Contains(lines[i:], "FDSTORE=1")
@@ -164,4 +174,17 @@ func TestAFailedUpgradeLeavesTheOldManagerServingTheSameTier(t *testing.T) {
 		t.Fatalf("after the failed upgrade %d of 32 blocks visible, %d mismatched:\n%s", v, bad, m.Output())
 	}
 	assertIdle(t, sock)
+}
+
+// waitLog waits until p's log file holds want, whether or not p still
+// runs: after an upgrade the successor writes to the old process's log.
+func waitLog(t *testing.T, p *proc, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.Output(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log within %v:\n%s", want, d, p.Output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
