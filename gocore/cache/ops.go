@@ -135,7 +135,13 @@ func (s *Service) publish(st *sessState, m *abi.Message) (abi.Message, bool, *ab
 	segs := s.segs[:0]
 	keep := s.tiers.Announces() && p.Record(0) != nil
 	if keep {
-		o.records = s.recordBuf()
+		need := 0
+		for i, blk := range fresh {
+			if blk != nil {
+				need += len(p.Record(i))
+			}
+		}
+		o.records = s.recordBuf(need)
 	}
 	for i, blk := range fresh {
 		if blk != nil {
@@ -170,35 +176,62 @@ func (s *Service) abortPublish(o *op) {
 	s.putRecords(o)
 }
 
-// recordBuf is an empty buffer for a publish's block records, reused
-// from an earlier publish when one was given back (putRecords): the
-// Tracker copies the records it keeps, so a publish holds them only
-// from its request to its completion.
-func (s *Service) recordBuf() []byte {
-	if n := len(s.recordBufs); n > 0 {
-		b := s.recordBufs[n-1]
-		s.recordBufs = s.recordBufs[:n-1]
+// recordBuf is an empty buffer of at least need bytes for a publish's
+// block records: need rounded up to a size class (minRecordBuf doubled
+// up to maxRecordBuf), reused from an earlier publish that gave one of
+// that class back (putRecords), else allocated. The Tracker copies the
+// records it keeps, so a publish holds them only from its request to its
+// completion; reusing the buffers spares the dispatcher the allocation
+// and the page faults of fresh memory on every publish.
+func (s *Service) recordBuf(need int) []byte {
+	c := recordClass(need)
+	if c == len(s.recordBufs) {
+		return make([]byte, 0, need) // over maxRecordBuf: not kept
+	}
+	if free := s.recordBufs[c]; len(free) > 0 {
+		b := free[len(free)-1]
+		free[len(free)-1] = nil
+		s.recordBufs[c] = free[:len(free)-1]
+		s.recordKept -= cap(b)
 		return b
 	}
-	return make([]byte, 0, maxRecordBuf/4)
+	return make([]byte, 0, minRecordBuf<<c)
 }
 
-// putRecords gives o's record buffer back for reuse (at most
-// maxRecordBufs are kept, each of at most maxRecordBuf bytes: a larger
-// one, from a publish of many blocks, is left to the garbage collector).
-func (s *Service) putRecords(o *op) {
-	if o.records != nil && len(s.recordBufs) < maxRecordBufs && cap(o.records) <= maxRecordBuf {
-		s.recordBufs = append(s.recordBufs, o.records[:0])
+// recordClass is the size class of a buffer of need bytes: the least c
+// with minRecordBuf<<c ≥ need, len(Service.recordBufs) when none is.
+func recordClass(need int) int {
+	c := 0
+	for c < recordClasses && minRecordBuf<<c < need {
+		c++
 	}
-	o.records = nil
+	return c
 }
 
-// maxRecordBufs and maxRecordBuf bound the record buffers kept for
-// reuse: 256 of 64 KiB (one per publish in flight, up to 256 in flight;
-// 16 MiB in all).
+// putRecords gives o's record buffer back for reuse while the buffers
+// kept hold at most maxRecordKept bytes (a buffer over maxRecordBuf is
+// left to the garbage collector).
+func (s *Service) putRecords(o *op) {
+	b := o.records
+	o.records = nil
+	if b == nil || s.recordKept+cap(b) > maxRecordKept {
+		return
+	}
+	if c := recordClass(cap(b)); c < recordClasses && minRecordBuf<<c == cap(b) {
+		s.recordBufs[c] = append(s.recordBufs[c], b[:0])
+		s.recordKept += cap(b)
+	}
+}
+
+// The record buffers' size classes, 16 KiB to 1 MiB (a publish of 128
+// blocks of 128 token ids takes 67 KiB, of 512 ids 259 KiB; a larger
+// need gets a buffer of its own), and the bytes of the buffers kept for
+// reuse: 16 MiB.
 const (
-	maxRecordBufs = 256
-	maxRecordBuf  = 64 << 10
+	minRecordBuf  = 16 << 10
+	recordClasses = 7
+	maxRecordBuf  = minRecordBuf << (recordClasses - 1)
+	maxRecordKept = 16 << 20
 )
 
 // SSD reads and peer fetches held for an untracked query's session

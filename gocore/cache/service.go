@@ -129,9 +129,11 @@ type Service struct {
 	sessions map[uint32]*sessState // by slot index
 	ops      map[uint64]*op        // copies in flight, by token
 	nextOp   uint64
-	// recordBufs are publishes' block-record buffers for reuse
-	// (recordBuf); dispatcher goroutine.
-	recordBufs [][]byte
+	// recordBufs are publishes' block-record buffers for reuse, by
+	// size class, holding recordKept bytes (recordBuf, putRecords);
+	// dispatcher goroutine.
+	recordBufs [recordClasses][][]byte
+	recordKept int
 	restores   restoreCounts
 
 	maxOpsSession, maxOps int

@@ -214,14 +214,15 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	blocks map[Key]*entry
-	byHash map[uint64]*entry // engine hash → its blocks (one per namespace), chained by nextHash
-	// byTokens finds blocks by tokensKey, chained by nextTokens (keys
-	// may collide: a match compares the record). It is built by the
-	// first LookupTokens and kept from then on (nil before): a node
-	// whose routers only subscribe never pays for it.
-	byTokens map[uint64]*entry
-	recs     recordSlab
-	entries  entryPool
+	// byHash finds blocks by engine hash (one per namespace), chained
+	// by nextHash; byTokens by tokensKey, chained by nextTokens (keys
+	// may collide: a match compares the record). Each is built by the
+	// first lookup that needs it (LookupHashes, LookupTokens) and kept
+	// from then on (nil before): a node whose routers only subscribe
+	// never pays for either.
+	byHash, byTokens map[uint64]*entry
+	recs             recordSlab
+	entries          entryPool
 
 	seed maphash.Seed
 
@@ -244,6 +245,14 @@ func (t *Tracker) tokensKey(parent uint64, hasParent bool, tokens []byte) uint64
 	h.Write(p[:])
 	h.Write(tokens)
 	return h.Sum64()
+}
+
+// indexHashes builds byHash from the blocks kept; t.mu is held.
+func (t *Tracker) indexHashes() {
+	t.byHash = make(map[uint64]*entry, len(t.blocks))
+	for _, e := range t.blocks {
+		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+	}
 }
 
 // indexTokens builds byTokens from the blocks kept; t.mu is held.
@@ -277,7 +286,7 @@ func New(spec Spec, log *slog.Logger) (*Tracker, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, byHash: map[uint64]*entry{}, seed: maphash.MakeSeed()}
+	t := &Tracker{spec: spec, log: log, blocks: map[Key]*entry{}, seed: maphash.MakeSeed()}
 	domains := spec.Domains
 	if len(domains) == 0 {
 		domains = []Domain{{GID: spec.NodeGID}}
@@ -467,7 +476,9 @@ func (t *Tracker) storedLocked(k Key, domain int, m Medium, rec []byte) {
 		e = t.entries.get()
 		*e = entry{key: k, rec: t.recs.copy(rec), domain: int32(domain), engine: r.EngineHash}
 		t.blocks[k] = e
-		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+		if t.byHash != nil {
+			e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+		}
 		if t.byTokens != nil {
 			t.indexToken(e, r)
 		}
@@ -497,7 +508,9 @@ func (t *Tracker) removedLocked(k Key, m Medium) {
 
 func (t *Tracker) forget(e *entry) {
 	delete(t.blocks, e.key)
-	unchain(t.byHash, e.engine, e, func(x *entry) **entry { return &x.nextHash })
+	if t.byHash != nil {
+		unchain(t.byHash, e.engine, e, func(x *entry) **entry { return &x.nextHash })
+	}
 	if t.byTokens != nil {
 		unchain(t.byTokens, e.tk, e, func(x *entry) **entry { return &x.nextTokens })
 	}
@@ -659,6 +672,9 @@ func (t *Tracker) LookupHashes(ns *abi.Namespace, hashes []uint64) Held {
 	t.mu.Lock()
 	t.applyLocked()
 	defer t.mu.Unlock()
+	if t.byHash == nil {
+		t.indexHashes()
+	}
 	return t.held(len(hashes), func(i int) Medium {
 		var m Medium
 		for e := t.byHash[hashes[i]]; e != nil; e = e.nextHash {
