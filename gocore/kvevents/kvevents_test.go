@@ -538,6 +538,46 @@ func TestTheTokenIndexFollowsStoresAndRemovalsAfterItIsBuilt(t *testing.T) {
 	}
 }
 
+// The engine-hash index is built by the first LookupHashes and kept from
+// then on: blocks stored and removed after it are found and forgotten,
+// one engine hash in two namespaces (two TP ranks) is chained, and the
+// removal of one leaves the other.
+func TestTheHashIndexFollowsStoresAndRemovalsAfterItIsBuilt(t *testing.T) {
+	tr := newTracker(t, Spec{})
+	indexed := func() (built bool, hashes int) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.byHash != nil, len(tr.byHash)
+	}
+	tr.Stored(key(1), 0, CPU, record(11, 0, 1, 2))
+	if built, _ := indexed(); built {
+		t.Fatal("the hash index was built before any hash lookup")
+	}
+	if h := tr.LookupHashes(nil, []uint64{11, 12}); h != (Held{CPU: 1, Any: 1}) {
+		t.Fatalf("before: %+v", h)
+	}
+	rank1 := Key{NS: abi.Namespace{2}, Hash: key(1).Hash}
+	tr.Stored(key(2), 0, CPU, record(12, 11, 3, 4))
+	tr.Stored(rank1, 0, Storage, record(11, 0, 1, 2))
+	if h := tr.LookupHashes(nil, []uint64{11, 12}); h != (Held{CPU: 2, Storage: 1, Any: 2}) {
+		t.Fatalf("after two stores: %+v", h)
+	}
+	tr.Removed(key(1), CPU)
+	if h := tr.LookupHashes(nil, []uint64{11, 12}); h != (Held{Storage: 1, Any: 2}) {
+		t.Fatalf("after removing namespace 1's block 11: %+v, want namespace 2's on storage, then block 12 in RAM", h)
+	}
+	ns1 := key(1).NS
+	if h := tr.LookupHashes(&ns1, []uint64{11}); h != (Held{}) {
+		t.Fatalf("namespace 1 after removing its block 11: %+v", h)
+	}
+	tr.Removed(rank1, Storage)
+	tr.Removed(key(2), CPU)
+	h := tr.LookupHashes(nil, []uint64{11})
+	if _, n := indexed(); h != (Held{}) || n != 0 {
+		t.Fatalf("after removing every block: %+v, %d hashes indexed", h, n)
+	}
+}
+
 // With domains, each gets its own ipc sockets at PATH.NAME, mode 0660 in
 // its group, and a block's events reach its domain's stream only.
 func TestEachDomainHasItsOwnSocketsAndSeesOnlyItsBlocks(t *testing.T) {

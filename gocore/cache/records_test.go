@@ -1,0 +1,48 @@
+package cache
+
+import "testing"
+
+// A publish's record buffer is sized to its class up front, comes back
+// for reuse by a publish of the same class, and the buffers kept never
+// hold more than maxRecordKept bytes; a need past the largest class gets
+// a buffer of its own that is not kept.
+func TestRecordBuffersAreReusedByClassWithinTheirBound(t *testing.T) {
+	var s Service
+	for _, c := range []struct{ need, class int }{{0, 0}, {1, 0}, {minRecordBuf, 0}, {minRecordBuf + 1, 1}, {maxRecordBuf, recordClasses - 1}, {maxRecordBuf + 1, recordClasses}} {
+		if got := recordClass(c.need); got != c.class {
+			t.Errorf("recordClass(%d) = %d, want %d", c.need, got, c.class)
+		}
+	}
+	b := s.recordBuf(3 * minRecordBuf)
+	if cap(b) != 4*minRecordBuf || len(b) != 0 {
+		t.Fatalf("recordBuf(%d): len %d cap %d, want an empty buffer of %d", 3*minRecordBuf, len(b), cap(b), 4*minRecordBuf)
+	}
+	b = append(b, 1, 2, 3)
+	first := &b[:1][0]
+	s.putRecords(&op{records: b})
+	if s.recordKept != 4*minRecordBuf {
+		t.Fatalf("kept %d bytes after one buffer of %d", s.recordKept, 4*minRecordBuf)
+	}
+	if c := s.recordBuf(3*minRecordBuf + 5); &c[:1][0] != first || len(c) != 0 {
+		t.Fatalf("a publish of the same class got a new buffer (or a non-empty one: len %d)", len(c))
+	}
+	if s.recordKept != 0 {
+		t.Fatalf("kept %d bytes after the buffer was taken", s.recordKept)
+	}
+
+	big := s.recordBuf(maxRecordBuf + 1)
+	if cap(big) != maxRecordBuf+1 {
+		t.Fatalf("a need over the largest class got cap %d", cap(big))
+	}
+	s.putRecords(&op{records: big})
+	if s.recordKept != 0 {
+		t.Fatalf("a buffer over the largest class was kept (%d bytes)", s.recordKept)
+	}
+
+	for range 2 * maxRecordKept / maxRecordBuf {
+		s.putRecords(&op{records: make([]byte, 0, maxRecordBuf)})
+	}
+	if s.recordKept != maxRecordKept {
+		t.Fatalf("kept %d bytes, bound %d", s.recordKept, maxRecordKept)
+	}
+}
