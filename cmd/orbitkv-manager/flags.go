@@ -112,7 +112,7 @@ func defineFlags(fs *pflag.FlagSet, c *config) {
 	fs.BoolVar(&c.httpPprof, "http-pprof", false, "also serve /debug/pprof on --http-addr (profiles show every engine's activity to any local process: off unless debugging)")
 	fs.UintVar(&c.maxSessions, "max-sessions", 1024, "most concurrent sessions (`count`, 1..4095)")
 	fs.UintVar(&c.maxPerPID, "max-sessions-per-pid", session.DefaultMaxSessionsPerPID, "most concurrent sessions of one client process, by its SO_PEERCRED pid (`count`, 1..4095); an engine process opens one, and one more for a while after a reconnect; beyond it the bootstrap is refused (status full) naming this limit")
-	fs.StringVar(&c.descBytes, "desc-bytes", "64KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB)")
+	fs.StringVar(&c.descBytes, "desc-bytes", "256KiB", "descriptor area per session slot (`size`: 4KiB..64MiB, multiple of 4KiB), mapped and populated for every session: a publish with block records of 128 token ids fits 467 blocks in 256KiB; liborbitkv splits a larger one into several publishes, each visible before the next")
 	fs.DurationVar(&c.helloTimeout, "hello-timeout", 5*time.Second, "how long a new connection may take to send its hello (`duration`)")
 	fs.StringVar(&c.ramCapacity, "ram-capacity", "4GiB", "bytes of the RAM tier (`size`: 4GiB, 512MiB; KiB = 1024 bytes); committed at start")
 	fs.StringVar(&c.chunkBytes, "ram-chunk-bytes", "16KiB", "RAM tier allocation unit (`size`, a multiple of 4KiB in 4KiB..64MiB); a block takes whole chunks")

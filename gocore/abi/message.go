@@ -12,7 +12,7 @@ const (
 	MessageSize      = 64         // sizeof(struct okv_msg)
 	CacheLine        = 64         // OKV_CACHE_LINE
 	SlotDescOffset   = 4096       // OKV_SLOT_DESC_OFFSET
-	DefaultDescBytes = 64 << 10   // OKV_DEFAULT_DESC_CAPACITY
+	DefaultDescBytes = 256 << 10  // OKV_DEFAULT_DESC_CAPACITY
 	DoorbellWords    = 64         // OKV_DOORBELL_WORDS
 	MaxSessions      = 64 * 64    // OKV_MAX_SESSIONS
 	ControlSlot      = MaxSessions - 1

@@ -11,7 +11,7 @@
 //	64      64     request  (written by the client)
 //	128     64     response (written by the Manager)
 //	192     64     wait: the client's park flag
-//	4096    N      descriptor area (N = 64 KiB by default)
+//	4096    N      descriptor area (N = 256 KiB by default)
 //
 // Request and response sit on separate cache lines so neither side's stores
 // invalidate the line the other side is writing. The descriptor area starts

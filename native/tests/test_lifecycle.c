@@ -179,7 +179,7 @@ static void test_hello_reply_check(void)
 		{ "a zero desc_capacity is refused", set_cap0, OKV_EPROTO, "desc_capacity 0 outside 1..67108864" },
 		{ "a desc_capacity over 64 MiB is refused", set_cap_big, OKV_EPROTO, "desc_capacity 67108865 outside" },
 		{ "slot_bytes other than offset + capacity is refused", set_slot_bytes, OKV_EPROTO,
-		  "slot_bytes 69633 differs from desc_offset + desc_capacity = 69632" },
+		  "slot_bytes 266241 differs from desc_offset + desc_capacity = 266240" },
 		{ "slot_bytes matching a 32-bit wrap is refused", set_slot_bytes_wrap, OKV_EPROTO, "desc_capacity" },
 		{ "max_sessions over OKV_MAX_SESSIONS is refused", set_max_sessions, OKV_EPROTO,
 		  "max_sessions 4097 exceeds limit 4096" },

@@ -241,9 +241,9 @@ static void test_max_entries(void)
 	int ms;
 	okv_client *c = fake_client(&ms);
 
-	CHECK(okv_max_query_hashes(c) == (65536 - 64) / 16, "query: %u", okv_max_query_hashes(c));
-	CHECK(okv_max_restore_entries(c) == (65536 - 64) / 8, "restore: %u", okv_max_restore_entries(c));
-	CHECK(okv_max_publish_entries(c) == (65536 - 64) / 24, "publish: %u", okv_max_publish_entries(c));
+	CHECK(okv_max_query_hashes(c) == (OKV_DEFAULT_DESC_CAPACITY - 64) / 16, "query: %u", okv_max_query_hashes(c));
+	CHECK(okv_max_restore_entries(c) == (OKV_DEFAULT_DESC_CAPACITY - 64) / 8, "restore: %u", okv_max_restore_entries(c));
+	CHECK(okv_max_publish_entries(c) == (OKV_DEFAULT_DESC_CAPACITY - 64) / 24, "publish: %u", okv_max_publish_entries(c));
 	c->reply.desc_capacity = 64 + 24 * 3 + 23;
 	CHECK(okv_max_publish_entries(c) == 3 && okv_max_query_hashes(c) == 5 && okv_max_restore_entries(c) == 11,
 	      "a small area rounds down");

@@ -378,8 +378,11 @@ struct okv_restore_entry {
 /* Per-session slot (a sealed memfd, one per session)                         */
 /* ------------------------------------------------------------------------ */
 
-/** Default descriptor area of a slot: 64 KiB. */
-#define OKV_DEFAULT_DESC_CAPACITY (64u * 1024u)
+/** Default descriptor area of a slot: 256 KiB. A publish whose entries
+ * carry block records of 128 token ids (560 bytes an entry) fits 467
+ * blocks in one descriptor; liborbitkv splits a larger one into several
+ * publishes, each sealed and visible before the next is sent. */
+#define OKV_DEFAULT_DESC_CAPACITY (256u * 1024u)
 /** Byte offset of the descriptor area inside a slot (one page). */
 #define OKV_SLOT_DESC_OFFSET 4096u
 
