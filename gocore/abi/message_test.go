@@ -6,7 +6,7 @@ import (
 )
 
 // testLimits is the session view most cases check against: descriptor area
-// [4096, 4096+64KiB), last accepted generation 9.
+// [4096, 4096+DefaultDescBytes), last accepted generation 9.
 var testLimits = RequestLimits{Epoch: 77, DescOffset: SlotDescOffset, DescCapacity: DefaultDescBytes, LastGen: 9}
 
 // validRequest returns a Ping that passes ValidateRequest(testLimits).

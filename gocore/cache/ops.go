@@ -208,30 +208,34 @@ func recordClass(need int) int {
 	return c
 }
 
-// putRecords gives o's record buffer back for reuse while the buffers
-// kept hold at most maxRecordKept bytes (a buffer over maxRecordBuf is
-// left to the garbage collector).
+// putRecords gives o's record buffer back for reuse while its class
+// keeps at most maxRecordKept bytes, so a burst of one size cannot stop
+// the reuse of the others (a buffer over maxRecordBuf is left to the
+// garbage collector).
 func (s *Service) putRecords(o *op) {
 	b := o.records
 	o.records = nil
-	if b == nil || s.recordKept+cap(b) > maxRecordKept {
+	if b == nil {
 		return
 	}
-	if c := recordClass(cap(b)); c < recordClasses && minRecordBuf<<c == cap(b) {
-		s.recordBufs[c] = append(s.recordBufs[c], b[:0])
-		s.recordKept += cap(b)
+	c := recordClass(cap(b))
+	if c == recordClasses || minRecordBuf<<c != cap(b) || (len(s.recordBufs[c])+1)*cap(b) > maxRecordKept {
+		return
 	}
+	s.recordBufs[c] = append(s.recordBufs[c], b[:0])
+	s.recordKept += cap(b)
 }
 
 // The record buffers' size classes, 16 KiB to 1 MiB (a publish of 128
 // blocks of 128 token ids takes 67 KiB, of 512 ids 259 KiB; a larger
-// need gets a buffer of its own), and the bytes of the buffers kept for
-// reuse: 16 MiB.
+// need gets a buffer of its own), and the bytes each class keeps for
+// reuse: 4 MiB (28 MiB in all; 16 publishes in flight at once of the
+// 256 KiB class, 256 of the 16 KiB one).
 const (
 	minRecordBuf  = 16 << 10
 	recordClasses = 7
 	maxRecordBuf  = minRecordBuf << (recordClasses - 1)
-	maxRecordKept = 16 << 20
+	maxRecordKept = 4 << 20
 )
 
 // SSD reads and peer fetches held for an untracked query's session

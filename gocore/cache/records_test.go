@@ -3,9 +3,10 @@ package cache
 import "testing"
 
 // A publish's record buffer is sized to its class up front, comes back
-// for reuse by a publish of the same class, and the buffers kept never
-// hold more than maxRecordKept bytes; a need past the largest class gets
-// a buffer of its own that is not kept.
+// for reuse by a publish of the same class, and each class keeps at most
+// maxRecordKept bytes, so a burst of one class leaves the others' reuse
+// as it was; a need past the largest class gets a buffer of its own that
+// is not kept.
 func TestRecordBuffersAreReusedByClassWithinTheirBound(t *testing.T) {
 	var s Service
 	for _, c := range []struct{ need, class int }{{0, 0}, {1, 0}, {minRecordBuf, 0}, {minRecordBuf + 1, 1}, {maxRecordBuf, recordClasses - 1}, {maxRecordBuf + 1, recordClasses}} {
@@ -43,6 +44,13 @@ func TestRecordBuffersAreReusedByClassWithinTheirBound(t *testing.T) {
 		s.putRecords(&op{records: make([]byte, 0, maxRecordBuf)})
 	}
 	if s.recordKept != maxRecordKept {
-		t.Fatalf("kept %d bytes, bound %d", s.recordKept, maxRecordKept)
+		t.Fatalf("kept %d bytes after a burst of the largest class, bound %d a class", s.recordKept, maxRecordKept)
+	}
+	s.putRecords(&op{records: make([]byte, 0, minRecordBuf)})
+	if s.recordKept != maxRecordKept+minRecordBuf {
+		t.Fatalf("after a burst of the largest class a buffer of the smallest was not kept (%d bytes kept)", s.recordKept)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { s.putRecords(&op{records: s.recordBuf(minRecordBuf)}) }); allocs != 0 {
+		t.Fatalf("a publish of the smallest class after the burst allocates %.1f times", allocs)
 	}
 }

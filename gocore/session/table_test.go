@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -126,4 +127,48 @@ func TestAFullTableRefusesAndAReusedIndexStartsBeyondItsGenerations(t *testing.T
 	if b.Token == a.Token {
 		t.Error("client token repeated across sessions")
 	}
+}
+
+// The Manager commits the control page and the first PopulatedDescBytes
+// of the descriptor area at the session's start and nothing beyond: the
+// rest of a large area is committed by whoever first writes it.
+func TestASlotCommitsItsControlPageAndTheFirstDescriptorBytesOnly(t *testing.T) {
+	const desc = 4 * PopulatedDescBytes
+	tab, err := NewTable(Spec{Epoch: 1, MaxSessions: 2, DescCapacity: desc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tab.Open(Peer{PID: 1, InstanceID: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close(s)
+	mem := s.Slot()
+	page := os.Getpagesize()
+	vec := make([]byte, (len(mem)+page-1)/page)
+	if err := mincore(mem, vec); err != nil {
+		t.Fatal(err)
+	}
+	committed := (abi.SlotDescOffset + PopulatedDescBytes) / page
+	for i, v := range vec {
+		if resident := v&1 != 0; resident != (i < committed) {
+			t.Fatalf("page %d of %d: resident %v, want the first %d pages resident and no other", i, len(vec), resident, committed)
+		}
+	}
+	mem[len(mem)-1] = 1 // a client's write commits the page it lands on
+	if err := mincore(mem, vec); err != nil {
+		t.Fatal(err)
+	}
+	if vec[len(vec)-1]&1 == 0 {
+		t.Fatal("the last page is not resident after a write to it")
+	}
+}
+
+// mincore is mincore(2): vec[i]&1 says whether page i of mem is resident.
+func mincore(mem, vec []byte) error {
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(len(mem)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if e != 0 {
+		return e
+	}
+	return nil
 }

@@ -22,8 +22,9 @@ const (
 	MaxTombstones = 256
 	// MaxTicketBytes bounds the hash chains all live tickets store (a
 	// ticket keeps a private copy of its request); beyond it a new ticket
-	// answers Unadmitted. With the default bounds (1024 tickets, 64 KiB
-	// descriptor areas) it is never reached.
+	// answers Unadmitted. With the default bounds (1024 tickets, 256 KiB
+	// descriptor areas: at most 1024 × 262,080 bytes of hashes) it is
+	// never reached.
 	MaxTicketBytes = 256 << 20
 	// MaxReloads bounds how often one waiting ticket restarts SSD reads
 	// whose blocks were evicted again before it could lease them.

@@ -221,7 +221,7 @@ func (c *Client) Release(leaseID uint64) error {
 }
 
 // MaxQueryHashes is the most hashes one Query may carry on this session
-// (okv_max_query_hashes; 4092 with the default 64 KiB descriptor area).
+// (okv_max_query_hashes; 16380 with the default 256 KiB descriptor area).
 func (c *Client) MaxQueryHashes() int { return int(C.okv_max_query_hashes(c.c)) }
 
 // MaxRestoreEntries is the most entries one Restore may carry.

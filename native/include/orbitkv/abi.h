@@ -379,7 +379,7 @@ struct okv_restore_entry {
 /* ------------------------------------------------------------------------ */
 
 /** Default descriptor area of a slot: 256 KiB. A publish whose entries
- * carry block records of 128 token ids (560 bytes an entry) fits 467
+ * carry block records of 128 token ids (560 bytes an entry) fits 468
  * blocks in one descriptor; liborbitkv splits a larger one into several
  * publishes, each sealed and visible before the next is sent. */
 #define OKV_DEFAULT_DESC_CAPACITY (256u * 1024u)
