@@ -148,7 +148,7 @@ func newHugetlb(s Spec) (*Arena, error) {
 	}
 	a := &Arena{file: f, mem: mem, huge: true}
 	if s.Prefault {
-		if err := populate(mem, HugePageSize, s.Progress); err != nil {
+		if err := Populate(mem, HugePageSize, s.Progress); err != nil {
 			a.Close()
 			return nil, unavailable("pre-faulting %d bytes of hugetlb memfd: %s", size, errnoText(err))
 		}
@@ -226,7 +226,7 @@ func newShmem(s Spec, advise bool, reason string) (*Arena, error) {
 	}
 	// MADV_HUGEPAGE (above) must come before the pages are faulted in.
 	if s.Prefault {
-		if err := populate(mem, uint64(os.Getpagesize()), s.Progress); err != nil {
+		if err := Populate(mem, uint64(os.Getpagesize()), s.Progress); err != nil {
 			a.Close()
 			return nil, fmt.Errorf("hugepages: pre-faulting %d bytes: %w", size, err)
 		}
@@ -234,12 +234,12 @@ func newShmem(s Spec, advise bool, reason string) (*Arena, error) {
 	return a, nil
 }
 
-// populate faults every page of mem in for writing, PrefaultStep bytes at
+// Populate faults every page of mem in for writing, PrefaultStep bytes at
 // a time, calling progress (when set) after each step: MADV_POPULATE_WRITE
 // (Linux 5.14), which answers a shortage with ENOMEM rather than a signal,
-// or on older kernels a write to each page of pageBytes (the memfd is new,
-// so all zero).
-func populate(mem []byte, pageBytes uint64, progress func(done, total uint64)) error {
+// or on older kernels a write of a zero to each page of pageBytes (mem
+// must be a new, all-zero mapping).
+func Populate(mem []byte, pageBytes uint64, progress func(done, total uint64)) error {
 	total := uint64(len(mem))
 	for off := uint64(0); off < total; off += PrefaultStep {
 		part := mem[off:min(off+PrefaultStep, total)]

@@ -192,7 +192,6 @@ func (s *Service) recordBuf(need int) []byte {
 		b := free[len(free)-1]
 		free[len(free)-1] = nil
 		s.recordBufs[c] = free[:len(free)-1]
-		s.recordKept -= cap(b)
 		return b
 	}
 	return make([]byte, 0, minRecordBuf<<c)
@@ -223,7 +222,6 @@ func (s *Service) putRecords(o *op) {
 		return
 	}
 	s.recordBufs[c] = append(s.recordBufs[c], b[:0])
-	s.recordKept += cap(b)
 }
 
 // The record buffers' size classes, 16 KiB to 1 MiB (a publish of 128

@@ -21,14 +21,14 @@ func TestRecordBuffersAreReusedByClassWithinTheirBound(t *testing.T) {
 	b = append(b, 1, 2, 3)
 	first := &b[:1][0]
 	s.putRecords(&op{records: b})
-	if s.recordKept != 4*minRecordBuf {
-		t.Fatalf("kept %d bytes after one buffer of %d", s.recordKept, 4*minRecordBuf)
+	if recordKept(&s) != 4*minRecordBuf {
+		t.Fatalf("kept %d bytes after one buffer of %d", recordKept(&s), 4*minRecordBuf)
 	}
 	if c := s.recordBuf(3*minRecordBuf + 5); &c[:1][0] != first || len(c) != 0 {
 		t.Fatalf("a publish of the same class got a new buffer (or a non-empty one: len %d)", len(c))
 	}
-	if s.recordKept != 0 {
-		t.Fatalf("kept %d bytes after the buffer was taken", s.recordKept)
+	if recordKept(&s) != 0 {
+		t.Fatalf("kept %d bytes after the buffer was taken", recordKept(&s))
 	}
 
 	big := s.recordBuf(maxRecordBuf + 1)
@@ -36,21 +36,30 @@ func TestRecordBuffersAreReusedByClassWithinTheirBound(t *testing.T) {
 		t.Fatalf("a need over the largest class got cap %d", cap(big))
 	}
 	s.putRecords(&op{records: big})
-	if s.recordKept != 0 {
-		t.Fatalf("a buffer over the largest class was kept (%d bytes)", s.recordKept)
+	if recordKept(&s) != 0 {
+		t.Fatalf("a buffer over the largest class was kept (%d bytes)", recordKept(&s))
 	}
 
 	for range 2 * maxRecordKept / maxRecordBuf {
 		s.putRecords(&op{records: make([]byte, 0, maxRecordBuf)})
 	}
-	if s.recordKept != maxRecordKept {
-		t.Fatalf("kept %d bytes after a burst of the largest class, bound %d a class", s.recordKept, maxRecordKept)
+	if recordKept(&s) != maxRecordKept {
+		t.Fatalf("kept %d bytes after a burst of the largest class, bound %d a class", recordKept(&s), maxRecordKept)
 	}
 	s.putRecords(&op{records: make([]byte, 0, minRecordBuf)})
-	if s.recordKept != maxRecordKept+minRecordBuf {
-		t.Fatalf("after a burst of the largest class a buffer of the smallest was not kept (%d bytes kept)", s.recordKept)
+	if recordKept(&s) != maxRecordKept+minRecordBuf {
+		t.Fatalf("after a burst of the largest class a buffer of the smallest was not kept (%d bytes kept)", recordKept(&s))
 	}
 	if allocs := testing.AllocsPerRun(100, func() { s.putRecords(&op{records: s.recordBuf(minRecordBuf)}) }); allocs != 0 {
 		t.Fatalf("a publish of the smallest class after the burst allocates %.1f times", allocs)
 	}
+}
+
+// recordKept is the bytes of the record buffers s keeps for reuse.
+func recordKept(s *Service) int {
+	n := 0
+	for c, free := range s.recordBufs {
+		n += len(free) * (minRecordBuf << c)
+	}
+	return n
 }

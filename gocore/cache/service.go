@@ -130,10 +130,8 @@ type Service struct {
 	ops      map[uint64]*op        // copies in flight, by token
 	nextOp   uint64
 	// recordBufs are publishes' block-record buffers for reuse, by
-	// size class, holding recordKept bytes in all (recordBuf,
-	// putRecords); dispatcher goroutine.
+	// size class (recordBuf, putRecords); dispatcher goroutine.
 	recordBufs [recordClasses][][]byte
-	recordKept int
 	restores   restoreCounts
 
 	maxOpsSession, maxOps int

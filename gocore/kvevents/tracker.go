@@ -251,8 +251,13 @@ func (t *Tracker) tokensKey(parent uint64, hasParent bool, tokens []byte) uint64
 func (t *Tracker) indexHashes() {
 	t.byHash = make(map[uint64]*entry, len(t.blocks))
 	for _, e := range t.blocks {
-		e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+		t.indexHash(e)
 	}
+}
+
+// indexHash chains e under its engine hash; t.mu is held.
+func (t *Tracker) indexHash(e *entry) {
+	e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
 }
 
 // indexTokens builds byTokens from the blocks kept; t.mu is held.
@@ -477,7 +482,7 @@ func (t *Tracker) storedLocked(k Key, domain int, m Medium, rec []byte) {
 		*e = entry{key: k, rec: t.recs.copy(rec), domain: int32(domain), engine: r.EngineHash}
 		t.blocks[k] = e
 		if t.byHash != nil {
-			e.nextHash, t.byHash[e.engine] = t.byHash[e.engine], e
+			t.indexHash(e)
 		}
 		if t.byTokens != nil {
 			t.indexToken(e, r)

@@ -143,7 +143,7 @@ var allowed = map[string][]string{
 	"gocore/peer":               {"gocore/abi", "gocore/admission", "gocore/limit", "gocore/ratelog", "gocore/transfer", "proto/peerpb"},
 	"gocore/pingpong":           {"gocore/client", "gocore/internal/native"},
 	"gocore/profiling":          {"gocore/limit"},
-	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog", "gocore/tenant"},
+	"gocore/session":            {"gocore/abi", "gocore/failpoint", "gocore/limit", "gocore/ratelog", "gocore/tenant", "hugepages"},
 	"gocore/ticket":             {"gocore/abi", "gocore/index", "gocore/lease", "gocore/session", "gocore/tier"},
 	"gocore/tier":               {"gocore/abi", "gocore/cluster", "gocore/evict", "gocore/index", "gocore/kvevents", "gocore/limit", "gocore/tier/ram", "gocore/tier/ssd"},
 	"gocore/tier/ram":           {"gocore/abi", "gocore/limit", "hugepages"},

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orbitkv/orbitkv/gocore/abi"
+	"github.com/orbitkv/orbitkv/hugepages"
 )
 
 // Table hands out slot indexes and creates and destroys sessions. Safe for
@@ -134,7 +135,7 @@ func (t *Table) create(idx uint32, gen uint64, p Peer) (s *Session, err error) {
 			unix.Munmap(mem)
 		}
 	}()
-	if err = populateSlot(mem[:min(size, abi.SlotDescOffset+PopulatedDescBytes)]); err != nil {
+	if err = hugepages.Populate(mem[:min(size, abi.SlotDescOffset+PopulatedDescBytes)], uint64(os.Getpagesize()), nil); err != nil {
 		return nil, fmt.Errorf("populate slot: %w", err)
 	}
 	writeSlotHeader(mem, idx, t.spec, gen)
@@ -159,19 +160,6 @@ func (t *Table) create(idx uint32, gen uint64, p Peer) (s *Session, err error) {
 // memory cgroup, so an idle session commits at most 68 KiB of the
 // Manager's memory whatever --desc-bytes is.
 const PopulatedDescBytes = 64 << 10
-
-// populateSlot faults in mem's pages (MADV_POPULATE_WRITE; on a kernel
-// without it, Linux < 5.14, by writing a zero to each page).
-func populateSlot(mem []byte) error {
-	err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
-	if errors.Is(err, unix.EINVAL) {
-		for i := 0; i < len(mem); i += os.Getpagesize() {
-			mem[i] = 0
-		}
-		return nil
-	}
-	return err
-}
 
 // writeSlotHeader fills line 0 of the slot (struct okv_slot_header).
 func writeSlotHeader(mem []byte, idx uint32, spec Spec, gen uint64) {
